@@ -1,0 +1,89 @@
+# gpupool: one binary over one library. `make`, `make test`,
+# `make test SANITIZE=1` (ASan+UBSan, in build-asan/), `make fuzz` (clang,
+# libFuzzer harnesses in build-fuzz/), `make bench`.
+
+SANITIZE ?=
+WERROR ?=
+ifeq ($(SANITIZE),1)
+BUILD ?= build-asan
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer \
+	   -fno-sanitize-recover=undefined
+OPT = -O1
+else
+BUILD ?= build
+SANFLAGS =
+OPT = -O2
+endif
+
+CC ?= cc
+PKGS = libmicrohttpd libcurl jansson libsodium sqlite3
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
+	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3)
+WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wformat=2 -Wno-format-nonliteral
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
+	  -Isrc -Isrc/common $(PKG_CFLAGS) -MMD -MP
+LDFLAGS += $(SANFLAGS)
+LDLIBS = $(PKG_LIBS) -lpthread -ldl -lm
+
+LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
+REPLAY_BIN = $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
+BENCH_SRC = $(wildcard bench/*.c)
+BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+all: $(BUILD)/gpupool $(UNIT_BIN) $(REPLAY_BIN) $(BENCH_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libgpupool.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/gpupool: $(BUILD)/src/main.o $(BUILD)/libgpupool.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libgpupool.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o \
+		$(BUILD)/tests/fuzz/replay_main.o $(BUILD)/libgpupool.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libgpupool.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# libFuzzer harnesses: clang only, coverage-guided, with ASan.
+FUZZ_BUILD = build-fuzz
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Isrc/common \
+	      $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined
+fuzz: $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(FUZZ_BUILD)/fuzz_%)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
+	@mkdir -p $(FUZZ_BUILD)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
+test: all
+	BUILD=$(BUILD) tests/run.sh
+
+bench: all
+	BUILD=$(BUILD) bench/run.sh
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+.PHONY: all test fuzz bench clean
+.SECONDARY:
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

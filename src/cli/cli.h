@@ -1,0 +1,11 @@
+/*
+ * cli.h: the user commands (submit, ps, show, logs, cancel, wait, nodes,
+ * token) and `up`, the whole local pool in one command.
+ */
+#ifndef GP_CLI_H
+#define GP_CLI_H
+
+/* argv[0] is the program, argv[1] the command. Returns the exit code. */
+int gp_cli_main(int argc, char **argv);
+
+#endif

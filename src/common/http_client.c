@@ -1,0 +1,218 @@
+/*
+ * http_client.c: libcurl underneath gp_http_request().
+ */
+#include "http_client.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gp.h"
+#include "util.h"
+
+struct gp_http_client {
+	CURL *curl;
+	char *base_url;
+	char *auth_header;
+	char *ca_file;
+};
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+static void
+global_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void
+gp_http_global_init(void)
+{
+	pthread_once(&global_once, global_init_once);
+}
+
+struct gp_http_client *
+gp_http_client_new(const char *base_url, const char *token,
+    const char *ca_file)
+{
+	struct gp_http_client *c;
+	size_t n;
+
+	gp_http_global_init();
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	c->curl = curl_easy_init();
+	c->base_url = strdup(base_url);
+	if (c->curl == NULL || c->base_url == NULL)
+		goto fail;
+	n = strlen(c->base_url);
+	while (n > 0 && c->base_url[n - 1] == '/')
+		c->base_url[--n] = '\0';
+	if (token != NULL) {
+		size_t len = strlen(token) + 32;
+		c->auth_header = malloc(len);
+		if (c->auth_header == NULL)
+			goto fail;
+		snprintf(c->auth_header, len, "Authorization: Bearer %s", token);
+	}
+	if (ca_file != NULL && (c->ca_file = strdup(ca_file)) == NULL)
+		goto fail;
+	return c;
+fail:
+	gp_http_client_free(c);
+	return NULL;
+}
+
+void
+gp_http_client_free(struct gp_http_client *c)
+{
+	if (c == NULL)
+		return;
+	if (c->curl != NULL)
+		curl_easy_cleanup(c->curl);
+	free(c->base_url);
+	if (c->auth_header != NULL) {
+		/* The header holds a secret: clear it before freeing. */
+		memset(c->auth_header, 0, strlen(c->auth_header));
+		free(c->auth_header);
+	}
+	free(c->ca_file);
+	free(c);
+}
+
+static size_t
+on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct gp_buf *buf = arg;
+
+	if (gp_buf_append(buf, data, size * nmemb) != 0)
+		return 0;
+	return size * nmemb;
+}
+
+static size_t
+on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct gp_http_response *resp = arg;
+	size_t len = size * nmemb;
+	char line[256];
+	char *value;
+
+	if (len >= sizeof(line))
+		return len;
+	memcpy(line, data, len);
+	line[len] = '\0';
+	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n'))
+		line[--len] = '\0';
+	value = strchr(line, ':');
+	if (value == NULL)
+		return size * nmemb;
+	*value++ = '\0';
+	while (*value == ' ')
+		value++;
+	if (strcasecmp(line, "X-Gpupool-Offset") == 0)
+		resp->log_offset = strtoll(value, NULL, 10);
+	else if (strcasecmp(line, "X-Gpupool-State") == 0)
+		gp_strlcpy(resp->job_state, value, sizeof(resp->job_state));
+	else if (strcasecmp(line, "X-Gpupool-Done") == 0)
+		resp->log_done = atoi(value);
+	return size * nmemb;
+}
+
+int
+gp_http_request(struct gp_http_client *c, const char *method,
+    const char *path, const void *body, size_t body_len,
+    const char *content_type, long timeout_ms, struct gp_http_response *resp)
+{
+	struct curl_slist *headers = NULL;
+	struct gp_buf buf = {0};
+	char url[4096], ctype[128];
+	CURLcode rc;
+	int ret = 0;
+
+	memset(resp, 0, sizeof(*resp));
+	resp->log_offset = -1;
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	    sizeof(url))
+		return GP_EINVAL;
+	curl_easy_reset(c->curl);
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
+	    timeout_ms > 0 ? timeout_ms : 30000L);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &buf);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
+	if (c->ca_file != NULL)
+		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
+	if (c->auth_header != NULL)
+		headers = curl_slist_append(headers, c->auth_header);
+	/* No "Expect: 100-continue" round trip on larger bodies. */
+	headers = curl_slist_append(headers, "Expect:");
+	if (strcmp(method, "GET") != 0) {
+		snprintf(ctype, sizeof(ctype), "Content-Type: %s",
+		    content_type != NULL ? content_type : "application/json");
+		headers = curl_slist_append(headers, ctype);
+		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
+		    body != NULL ? body : "");
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)body_len);
+	}
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	rc = curl_easy_perform(c->curl);
+	curl_slist_free_all(headers);
+	if (rc != CURLE_OK) {
+		snprintf(resp->error, sizeof(resp->error), "%s: %s", url,
+		    curl_easy_strerror(rc));
+		ret = rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
+		gp_buf_free(&buf);
+		return ret;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	if (buf.data == NULL && gp_buf_append(&buf, "", 0) != 0)
+		return GP_ENOMEM;
+	resp->body = buf.data;
+	resp->body_len = buf.len;
+	return 0;
+}
+
+void
+gp_http_response_fini(struct gp_http_response *resp)
+{
+	free(resp->body);
+	resp->body = NULL;
+	resp->body_len = 0;
+}
+
+void
+gp_http_error_text(const struct gp_http_response *resp, char *out,
+    size_t len)
+{
+	json_t *root, *err;
+
+	if (resp->status == 0) {
+		snprintf(out, len, "%s",
+		    resp->error[0] ? resp->error : "no answer");
+		return;
+	}
+	if (resp->body != NULL) {
+		root = json_loadb(resp->body, resp->body_len, 0, NULL);
+		err = json_object_get(root, "error");
+		if (json_is_string(err)) {
+			snprintf(out, len, "%s", json_string_value(err));
+			json_decref(root);
+			return;
+		}
+		json_decref(root);
+	}
+	snprintf(out, len, "HTTP %ld", resp->status);
+}

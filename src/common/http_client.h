@@ -1,0 +1,56 @@
+/*
+ * http_client.h: the HTTP client every gpupool program uses to reach the
+ * coordinator (libcurl underneath). One client per thread: it keeps its
+ * connection alive between requests.
+ */
+#ifndef GP_HTTP_CLIENT_H
+#define GP_HTTP_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gp_http_client;
+
+struct gp_http_response {
+	long status;	/* HTTP status; 0 when no answer came */
+	char *body;	/* malloc'd, NUL-terminated; freed by _response_fini */
+	size_t body_len;
+	/* Values of the X-Gpupool-* headers the log endpoint sends. */
+	int64_t log_offset; /* X-Gpupool-Offset, -1 if absent */
+	char job_state[32]; /* X-Gpupool-State */
+	int log_done;	    /* X-Gpupool-Done: 1 */
+	char error[256];    /* transport error text when status == 0 */
+};
+
+/* Calls curl_global_init once; call from main before threads start. */
+void gp_http_global_init(void);
+
+/*
+ * IN: base_url ("http://127.0.0.1:7070"), token (may be NULL), ca_file
+ * (PEM file to verify the server with, or NULL for the system store).
+ * The strings are copied. Returns NULL on allocation failure.
+ */
+struct gp_http_client *gp_http_client_new(const char *base_url,
+    const char *token, const char *ca_file);
+void gp_http_client_free(struct gp_http_client *client);
+
+/*
+ * Sends one request. IN: method ("GET", "POST"), path ("/v1/jobs?all=1"),
+ * body/body_len (may be NULL/0), content_type (NULL means JSON),
+ * timeout_ms (0 means 30 s). OUT: *resp, to be released with
+ * gp_http_response_fini() whatever the result. Returns 0 when an HTTP
+ * answer arrived (any status), GP_ECONN or GP_ETIMEDOUT otherwise.
+ */
+int gp_http_request(struct gp_http_client *client, const char *method,
+    const char *path, const void *body, size_t body_len,
+    const char *content_type, long timeout_ms, struct gp_http_response *resp);
+void gp_http_response_fini(struct gp_http_response *resp);
+
+/*
+ * The error text to show a person for a response: the "error" field of a
+ * JSON body, else the transport error, else "HTTP <status>". Writes out.
+ */
+void gp_http_error_text(const struct gp_http_response *resp, char *out,
+    size_t len);
+
+#endif

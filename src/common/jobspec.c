@@ -1,0 +1,298 @@
+/*
+ * jobspec.c: decoding and validating submissions.
+ */
+#include "jobspec.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gp.h"
+#include "util.h"
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return GP_EINVAL;
+}
+
+void
+gp_jobspec_init(struct gp_jobspec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->command = json_array();
+	spec->env = json_object();
+	spec->gpus = 1;
+	spec->cpus = 1;
+}
+
+void
+gp_jobspec_fini(struct gp_jobspec *spec)
+{
+	json_decref(spec->command);
+	json_decref(spec->env);
+	spec->command = spec->env = NULL;
+}
+
+int
+gp_name_valid(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	if (n == 0 || n > GP_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			(c >= '0' && c <= '9') || c == '.' || c == '_' ||
+			c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static int
+env_key_valid(const char *key)
+{
+	size_t i, n = strlen(key);
+
+	if (n == 0 || n > GP_ENV_KEY_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = key[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			c == '_' || (i > 0 && c >= '0' && c <= '9')))
+			return 0;
+	}
+	return 1;
+}
+
+int
+gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	if (!json_is_array(spec->command) || json_array_size(spec->command) == 0)
+		return fail(err, errlen, "command: must be a non-empty array "
+					 "of strings");
+	if (json_array_size(spec->command) > GP_ARGC_MAX)
+		return fail(err, errlen, "command: more than %d arguments",
+		    GP_ARGC_MAX);
+	json_array_foreach(spec->command, i, v)
+	{
+		size_t n;
+		if (!json_is_string(v))
+			return fail(err, errlen, "command[%zu]: not a string",
+			    i);
+		n = json_string_length(v);
+		if (n == 0 && i == 0)
+			return fail(err, errlen, "command[0]: empty");
+		if (n > GP_ARG_MAX)
+			return fail(err, errlen,
+			    "command[%zu]: longer than %d bytes", i,
+			    GP_ARG_MAX);
+		if (strlen(json_string_value(v)) != n)
+			return fail(err, errlen, "command[%zu]: contains NUL",
+			    i);
+	}
+	if (!json_is_object(spec->env))
+		return fail(err, errlen, "env: must be an object of strings");
+	if (json_object_size(spec->env) > GP_ENV_MAX)
+		return fail(err, errlen, "env: more than %d variables",
+		    GP_ENV_MAX);
+	json_object_foreach(spec->env, key, v)
+	{
+		if (!env_key_valid(key))
+			return fail(err, errlen,
+			    "env: invalid variable name '%.64s'", key);
+		if (strcmp(key, "CUDA_VISIBLE_DEVICES") == 0 ||
+		    strncmp(key, "GPUPOOL_", 8) == 0)
+			return fail(err, errlen,
+			    "env: %s is set by gpupool and reserved", key);
+		if (!json_is_string(v))
+			return fail(err, errlen, "env.%s: not a string", key);
+		if (json_string_length(v) > GP_ARG_MAX ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return fail(err, errlen,
+			    "env.%s: longer than %d bytes or contains NUL", key,
+			    GP_ARG_MAX);
+	}
+	if (!gp_name_valid(spec->name))
+		return fail(err, errlen,
+		    "name: must be 1 to %d characters of A-Z a-z 0-9 . _ -",
+		    GP_NAME_MAX);
+	if (spec->gpus < 0 || spec->gpus > GP_GPUS_MAX)
+		return fail(err, errlen, "gpus: must be between 0 and %d",
+		    GP_GPUS_MAX);
+	if (spec->gpu_mem_mib < 0 || spec->gpu_mem_mib > GP_MIB_MAX)
+		return fail(err, errlen,
+		    "gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
+	if (spec->cpus < 1 || spec->cpus > GP_CPUS_MAX)
+		return fail(err, errlen, "cpus: must be between 1 and %d",
+		    GP_CPUS_MAX);
+	if (spec->mem_mib < 0 || spec->mem_mib > GP_MIB_MAX)
+		return fail(err, errlen, "mem_mib: must be between 0 and %lld",
+		    GP_MIB_MAX);
+	if (spec->time_limit_s < 0 || spec->time_limit_s > GP_TIME_LIMIT_MAX)
+		return fail(err, errlen,
+		    "time_limit_s: must be between 0 and %lld",
+		    GP_TIME_LIMIT_MAX);
+	if ((spec->gpu_mem_mib > 0 || spec->gpu_model[0] != '\0') &&
+	    spec->gpus == 0)
+		return fail(err, errlen,
+		    "gpu_mem_mib and gpu_model need gpus of at least 1");
+	return 0;
+}
+
+static int
+get_int(json_t *v, const char *field, int64_t min, int64_t max,
+    int64_t *out, char *err, size_t errlen)
+{
+	json_int_t n;
+
+	if (!json_is_integer(v))
+		return fail(err, errlen, "%s: must be an integer", field);
+	n = json_integer_value(v);
+	if (n < min || n > max)
+		return fail(err, errlen, "%s: must be between %lld and %lld",
+		    field, (long long)min, (long long)max);
+	*out = n;
+	return 0;
+}
+
+/* The default name: the basename of the command's first word. */
+static void
+default_name(struct gp_jobspec *spec)
+{
+	const char *arg0, *base;
+	size_t i, n = 0;
+
+	arg0 = json_string_value(json_array_get(spec->command, 0));
+	if (arg0 == NULL)
+		return;
+	base = strrchr(arg0, '/');
+	base = base != NULL ? base + 1 : arg0;
+	for (i = 0; base[i] != '\0' && n < GP_NAME_MAX; i++) {
+		char c = base[i];
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')
+			spec->name[n++] = c;
+	}
+	spec->name[n] = '\0';
+	if (n == 0)
+		gp_strlcpy(spec->name, "job", sizeof(spec->name));
+}
+
+int
+gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
+    char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	int64_t n;
+	int rc = GP_EINVAL;
+
+	gp_jobspec_init(spec);
+	if (len > GP_SUBMIT_BODY_MAX)
+		return fail(err, errlen, "body larger than %d bytes",
+		    GP_SUBMIT_BODY_MAX);
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL)
+		return fail(err, errlen, "invalid JSON at line %d column %d: %s",
+		    jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root)) {
+		fail(err, errlen, "body must be a JSON object");
+		goto out;
+	}
+	json_object_foreach(root, key, v)
+	{
+		if (strcmp(key, "command") == 0) {
+			json_decref(spec->command);
+			spec->command = json_incref(v);
+		} else if (strcmp(key, "env") == 0) {
+			json_decref(spec->env);
+			spec->env = json_incref(v);
+		} else if (strcmp(key, "name") == 0) {
+			if (!json_is_string(v) ||
+			    json_string_length(v) > GP_NAME_MAX) {
+				fail(err, errlen, "name: must be a string of "
+						  "at most %d characters",
+				    GP_NAME_MAX);
+				goto out;
+			}
+			gp_strlcpy(spec->name, json_string_value(v),
+			    sizeof(spec->name));
+			if (spec->name[0] == '\0') {
+				fail(err, errlen, "name: empty");
+				goto out;
+			}
+		} else if (strcmp(key, "gpu_model") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) ||
+			    json_string_length(v) > GP_NAME_MAX ||
+			    strlen(json_string_value(v)) !=
+				json_string_length(v)) {
+				fail(err, errlen, "gpu_model: must be a string "
+						  "of at most %d characters",
+				    GP_NAME_MAX);
+				goto out;
+			}
+			gp_strlcpy(spec->gpu_model, json_string_value(v),
+			    sizeof(spec->gpu_model));
+		} else if (strcmp(key, "gpus") == 0) {
+			if (get_int(v, key, 0, GP_GPUS_MAX, &n, err, errlen))
+				goto out;
+			spec->gpus = (int)n;
+		} else if (strcmp(key, "gpu_mem_mib") == 0) {
+			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
+				goto out;
+			spec->gpu_mem_mib = n;
+		} else if (strcmp(key, "cpus") == 0) {
+			if (get_int(v, key, 1, GP_CPUS_MAX, &n, err, errlen))
+				goto out;
+			spec->cpus = (int)n;
+		} else if (strcmp(key, "mem_mib") == 0) {
+			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
+				goto out;
+			spec->mem_mib = n;
+		} else if (strcmp(key, "time_limit_s") == 0) {
+			if (get_int(v, key, 0, GP_TIME_LIMIT_MAX, &n, err,
+				errlen))
+				goto out;
+			spec->time_limit_s = n;
+		} else {
+			fail(err, errlen, "unknown field '%.64s'", key);
+			goto out;
+		}
+	}
+	if (json_object_get(root, "command") == NULL) {
+		fail(err, errlen, "command: missing");
+		goto out;
+	}
+	if (spec->name[0] == '\0' && json_is_array(spec->command))
+		default_name(spec);
+	rc = gp_jobspec_validate(spec, err, errlen);
+out:
+	json_decref(root);
+	return rc;
+}
+
+json_t *
+gp_jobspec_encode(const struct gp_jobspec *spec)
+{
+	return json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I}",
+	    "name", spec->name, "command", spec->command, "env", spec->env,
+	    "gpus", spec->gpus, "gpu_mem_mib", (json_int_t)spec->gpu_mem_mib,
+	    "gpu_model", spec->gpu_model[0] ? spec->gpu_model : NULL, "cpus",
+	    spec->cpus, "mem_mib", (json_int_t)spec->mem_mib, "time_limit_s",
+	    (json_int_t)spec->time_limit_s);
+}

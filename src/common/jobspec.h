@@ -1,0 +1,58 @@
+/*
+ * jobspec.h: what a user asks for when submitting a job, and its codec.
+ * The decoder is strict: it is fed bytes from the network (see
+ * tests/fuzz/fuzz_jobspec.c) and names the field at fault.
+ */
+#ifndef GP_JOBSPEC_H
+#define GP_JOBSPEC_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GP_NAME_MAX	   64
+#define GP_ARGC_MAX	   256
+#define GP_ARG_MAX	   4096
+#define GP_ENV_MAX	   128
+#define GP_ENV_KEY_MAX	   128
+#define GP_GPUS_MAX	   64
+#define GP_MIB_MAX	   16777216LL
+#define GP_CPUS_MAX	   1024
+#define GP_TIME_LIMIT_MAX  31536000LL
+#define GP_SUBMIT_BODY_MAX 65536
+
+struct gp_jobspec {
+	char name[GP_NAME_MAX + 1];
+	json_t *command; /* array of strings, owned */
+	json_t *env;	 /* object of strings, owned */
+	int gpus;
+	int64_t gpu_mem_mib;
+	char gpu_model[GP_NAME_MAX + 1]; /* "" when any model will do */
+	int cpus;
+	int64_t mem_mib;      /* 0: no limit */
+	int64_t time_limit_s; /* 0: no limit */
+};
+
+/* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
+void gp_jobspec_init(struct gp_jobspec *spec);
+void gp_jobspec_fini(struct gp_jobspec *spec);
+
+/*
+ * Decodes a submit body. OUT: spec (initialised by this call; release
+ * with gp_jobspec_fini whatever the result), err: why it was refused.
+ * Returns 0 or GP_EINVAL.
+ */
+int gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
+    char *err, size_t errlen);
+
+/* Checks the bounds of a filled-in spec; same contract as decode. */
+int gp_jobspec_validate(const struct gp_jobspec *spec, char *err,
+    size_t errlen);
+
+/* Returns a new JSON object (caller decrefs) in the submit-body form. */
+json_t *gp_jobspec_encode(const struct gp_jobspec *spec);
+
+/* 1 when name is 1..64 of [A-Za-z0-9._-]. */
+int gp_name_valid(const char *name);
+
+#endif

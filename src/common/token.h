@@ -1,0 +1,29 @@
+/*
+ * token.h: API tokens. A token is "gpt_" followed by 43 characters of
+ * URL-safe base64 (32 random bytes from libsodium). The coordinator stores
+ * only its BLAKE2b-256 hash, hex-encoded.
+ */
+#ifndef GP_TOKEN_H
+#define GP_TOKEN_H
+
+#include <stddef.h>
+
+#define GP_TOKEN_LEN	  47 /* "gpt_" + 43 */
+#define GP_TOKEN_HASH_HEX 65 /* 64 hex digits + NUL */
+
+/* Calls sodium_init(); returns 0 or GP_EIO. */
+int gp_token_init(void);
+/* OUT: out (at least GP_TOKEN_LEN + 1 bytes): a new random token. */
+void gp_token_generate(char *out);
+/* Returns 1 when text has the form of a token, 0 otherwise. */
+int gp_token_well_formed(const char *text);
+/* OUT: hex (GP_TOKEN_HASH_HEX bytes): the hash to store and look up. */
+void gp_token_hash(const char *token, char *hex);
+/* OUT: out: the first characters of a token, safe to log ("gpt_AbCd…"). */
+void gp_token_prefix(const char *token, char *out, size_t len);
+/* Roles. Returns the role's name or NULL. */
+enum gp_role { GP_ROLE_ADMIN, GP_ROLE_USER, GP_ROLE_PROVIDER };
+const char *gp_role_name(enum gp_role role);
+int gp_role_parse(const char *name, enum gp_role *role);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * util.h: time, parsing of human quantities (durations, sizes), files.
+ */
+#ifndef GP_UTIL_H
+#define GP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Milliseconds: wall clock since the epoch, and a monotonic clock. */
+int64_t gp_now_ms(void);
+int64_t gp_mono_ms(void);
+/* Microseconds on the monotonic clock, for benchmarks. */
+int64_t gp_mono_us(void);
+
+/*
+ * Writes "2026-11-22T21:05:00.123Z" for ms since the epoch into out
+ * (at least 32 bytes).
+ */
+void gp_format_time(int64_t ms, char *out, size_t len);
+/* Parses what gp_format_time writes. Returns 0 or GP_EINVAL. */
+int gp_parse_time(const char *text, int64_t *ms);
+
+/*
+ * Durations as Slurm and Go users write them: "90" (seconds), "90s", "15m",
+ * "2h", "1h30m", "1d12h", "2:30:00", "1-12:00:00". OUT: seconds, written
+ * only on success. Returns 0 or GP_EINVAL.
+ */
+int gp_parse_duration(const char *text, int64_t *seconds);
+/* Writes a duration as "1h30m0s"-style short text. */
+void gp_format_duration(int64_t seconds, char *out, size_t len);
+
+/*
+ * Sizes in MiB: "512" (MiB), "512M", "16G", "1T", "512MiB", "16GiB".
+ * Returns 0 or GP_EINVAL.
+ */
+int gp_parse_mib(const char *text, int64_t *mib);
+
+/* Strict decimal integer in [min, max]. Returns 0 or GP_EINVAL. */
+int gp_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
+
+/* Like strlcpy: always terminates, returns strlen(src). */
+size_t gp_strlcpy(char *dst, const char *src, size_t size);
+
+/*
+ * Reads a whole file. OUT: *data (malloc'd, NUL-terminated, caller frees),
+ * *len. Fails with GP_ETOOBIG beyond max bytes.
+ */
+int gp_read_file(const char *path, size_t max, char **data, size_t *len);
+/* Writes a file atomically (temp file, fsync, rename) with mode. */
+int gp_write_file(const char *path, const void *data, size_t len, int mode);
+/* mkdir -p with mode for the directories it creates. */
+int gp_mkdir_p(const char *path, int mode);
+/* rm -rf, without following symbolic links. */
+int gp_remove_tree(const char *path);
+
+/* Writes all of buf, retrying on EINTR and short writes. 0 or GP_EIO. */
+int gp_write_all(int fd, const void *buf, size_t len);
+
+/* A growable byte buffer. */
+struct gp_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+};
+int gp_buf_append(struct gp_buf *buf, const void *data, size_t len);
+int gp_buf_printf(struct gp_buf *buf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void gp_buf_free(struct gp_buf *buf);
+
+#endif
