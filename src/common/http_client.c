@@ -171,7 +171,7 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	rc = curl_easy_perform(c->curl);
 	curl_slist_free_all(headers);
 	if (rc != CURLE_OK) {
-		snprintf(resp->error, sizeof(resp->error), "%s: %s", url,
+		snprintf(resp->error, sizeof(resp->error), "%.160s: %.80s", url,
 		    curl_easy_strerror(rc));
 		ret = rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
 		gp_buf_free(&buf);
