@@ -430,7 +430,7 @@ job_to_json(const struct job *job, int with_history)
 	    time_json(job->submitted_ms), "started_at",
 	    time_json(job->started_ms), "finished_at",
 	    time_json(job->finished_ms), "message",
-	    job->message[0] ? json_string(job->message) : json_null(),
+	    job->message ? json_string(job->message) : json_null(),
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
 	    job->spec.command, "env", job->spec.env);
@@ -634,7 +634,7 @@ job_assign(struct job *job, struct node *node,
 	job->node_id = node->id;
 	job->ngpus = a->ngpus;
 	for (i = 0; i < a->ngpus; i++) {
-		job->gpus[i] = a->gpus[i];
+		job->gpus[i] = (uint8_t)a->gpus[i];
 		node->gpus[a->gpus[i]].job_id = job->id;
 	}
 	job->started_ack = 0;
@@ -1292,8 +1292,10 @@ apply_finished(struct op *op)
 	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
 	job->has_exit = strcmp(reason, "start_failed") != 0;
 	v = json_object_get(body, "message");
-	gp_strlcpy(job->message, json_is_string(v) ? json_string_value(v) : "",
-	    sizeof(job->message));
+	free(job->message);
+	job->message = json_is_string(v) && json_string_length(v) > 0
+	    ? strndup(json_string_value(v), 1000)
+	    : NULL;
 	if (job->cancel_requested || strcmp(reason, "cancelled") == 0)
 		st = JOB_CANCELLED, reason = "cancelled";
 	else if (strcmp(reason, "timeout") == 0)
