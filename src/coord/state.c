@@ -306,7 +306,7 @@ load_job(struct job *j)
 		}
 		node_add_job(node, j->id);
 		for (i = 0; i < j->ngpus; i++)
-			if (j->gpus[i] >= 0 && j->gpus[i] < node->ngpus)
+			if (j->gpus[i] < node->ngpus)
 				node->gpus[j->gpus[i]].job_id = j->id;
 		/* After a restart we cannot know whether it was delivered. */
 		if (!j->started_ack)
