@@ -217,6 +217,13 @@ int job_visible_to(const struct job *job, const struct token_entry *who);
 void state_reconcile(struct node *node, json_t *running, json_t *kill,
     int queue_lost);
 int state_create_admin_token_if_none(void);
+/*
+ * Decodes a register body (untrusted). OUT: tmp->name, cpus, mem_mib,
+ * gpus (malloc'd, caller frees even on failure), *running (a new
+ * reference on success). Returns 0 or GP_EINVAL with err set.
+ */
+int register_decode(json_t *body, struct node *tmp, json_t **running,
+    char *err, size_t errlen);
 
 /* store.c */
 int store_open(const char *path);

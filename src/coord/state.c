@@ -1031,8 +1031,8 @@ state_reconcile(struct node *node, json_t *running, json_t *kill,
 	}
 }
 
-static int
-decode_register(json_t *body, struct node *tmp, json_t **running,
+int
+register_decode(json_t *body, struct node *tmp, json_t **running,
     char *err, size_t errlen)
 {
 	json_t *gpus, *g, *v;
@@ -1146,7 +1146,7 @@ apply_register(struct op *op)
 	int i, k, is_new = 0;
 
 	memset(&tmp, 0, sizeof(tmp));
-	if (decode_register(op->body, &tmp, &running, err, sizeof(err)) != 0) {
+	if (register_decode(op->body, &tmp, &running, err, sizeof(err)) != 0) {
 		free(tmp.gpus);
 		set_error(op, 400, "%s", err);
 		return;
