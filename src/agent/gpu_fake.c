@@ -16,7 +16,7 @@ struct fake {
 	int count;
 	char model[GP_GPU_MODEL_MAX];
 	int64_t mem_mib;
-	char node[128];
+	char node[64];	
 };
 
 int
