@@ -277,7 +277,9 @@ setup(const struct gp_sandbox_spec *s)
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
 	    "mode=1777") != 0)
 		fail(fd, STAGE_SHM);
-	if (mount(s->workdir, s->workdir, NULL, MS_BIND | MS_NOSUID |
+	/* A bind inherits the read-only flag of /: remount it writable. */
+	if (mount(s->workdir, s->workdir, NULL, MS_BIND, NULL) != 0 ||
+	    mount(NULL, s->workdir, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID |
 	    MS_NODEV, NULL) != 0)
 		fail(fd, STAGE_WORKDIR);
 	if (sethostname("gpupool-job", 11) != 0)
