@@ -642,10 +642,18 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	long long id = json_integer_value(json_object_get(job, "id"));
 	int code;
 
+	int stopped_by_gpupool;
+
 	note[0] = '\0';
+	/* A cancel or a time limit is gpupool's kill, not the job's fate. */
+	stopped_by_gpupool = (state != NULL && (strcmp(state, "cancelled") == 0 ||
+				   strcmp(state, "timeout") == 0)) ||
+	    (reason != NULL && (strcmp(reason, "cancelled") == 0 ||
+				   strcmp(reason, "timeout") == 0 ||
+				   strcmp(reason, "start_failed") == 0));
 	if (json_is_integer(exit_code))
 		code = (int)(json_integer_value(exit_code) & 255);
-	else if (sig > 0)
+	else if (sig > 0 && !stopped_by_gpupool)
 		code = 128 + (int)sig;
 	else if (state != NULL && strcmp(state, "succeeded") == 0)
 		code = 0;

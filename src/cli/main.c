@@ -155,6 +155,35 @@ gp_cli_usage_error(const struct gp_cli_args *args, const char *fmt, ...)
 	return GP_CLI_EXIT_USAGE;
 }
 
+/* Prints "  LEFT  help..." with help wrapped to 80 columns. */
+static void
+wrap(FILE *out, const char *left, const char *help)
+{
+	const int indent = 27, width = 80;
+	const char *p = help, *end;
+	int col, len;
+
+	fprintf(out, "  %-24s ", left);
+	col = indent;
+	while (*p != '\0') {
+		end = strchr(p, ' ');
+		len = end != NULL ? (int)(end - p) : (int)strlen(p);
+		if (col > indent && col + 1 + len > width) {
+			fprintf(out, "\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', out);
+			col++;
+		}
+		fprintf(out, "%.*s", len, p);
+		col += len;
+		p += len;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', out);
+}
+
 void
 gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 {
@@ -174,7 +203,7 @@ gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 		else
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name,
 			    o->metavar ? " " : "", o->metavar ? o->metavar : "");
-		fprintf(out, "  %-24s %s\n", left, o->help);
+		wrap(out, left, o->help);
 	}
 	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
 }
