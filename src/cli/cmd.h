@@ -60,6 +60,8 @@ struct gp_cli_args {
 };
 
 /* main.c */
+/* The command named name ("submit", "token create"), or NULL. */
+const struct gp_cli_command *gp_cli_command_find(const char *name);
 /*
  * Parses argv (argv[0] is the command's last word) for cmd. OUT: *args
  * (operands point into argv, which this call may reorder: operands are

@@ -208,6 +208,17 @@ gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
 }
 
+const struct gp_cli_command *
+gp_cli_command_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
 static int
 find_long(const struct gp_cli_command *cmd, const char *name, size_t len)
 {
