@@ -76,16 +76,38 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 # ---------------------------------------------------------------- cleanup
 
 # Pids of processes (other than us) whose command line or cwd mentions the
-# temp dir, or whose command line carries one of our markers.
+# temp dir, whose command line carries one of our markers, or that descend
+# from a process we started.
 stray_pids() {
 	E2E_T="$T" E2E_MARKERS="$(printf '%s\n' "${MARKERS[@]+"${MARKERS[@]}"}")" \
-	    E2E_SELF="$$ ${BASHPID:-}" "$PY" - <<'EOF'
+	    E2E_SELF="$$ ${BASHPID:-}" \
+	    E2E_ROOTS="${STARTED_PIDS[*]+"${STARTED_PIDS[*]}"}" "$PY" - <<'EOF'
 import os
 t = os.environ["E2E_T"]
 marks = [m for m in os.environ["E2E_MARKERS"].split("\n") if m]
 skip = set(os.environ["E2E_SELF"].split()) | {str(os.getpid()), str(os.getppid())}
+parent = {}
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            with open("/proc/%s/stat" % p, "rb") as f:
+                parent[p] = f.read().rsplit(b")", 1)[1].split()[1].decode()
+        except (OSError, IndexError):
+            pass
+roots = set(os.environ["E2E_ROOTS"].split())
+def descends(p):
+    seen = set()
+    while p in parent and p not in seen and p not in ("0", "1"):
+        if p in roots:
+            return True
+        seen.add(p)
+        p = parent[p]
+    return False
 for p in os.listdir("/proc"):
     if not p.isdigit() or p in skip:
+        continue
+    if descends(p):
+        print(p)
         continue
     try:
         with open("/proc/%s/cmdline" % p, "rb") as f:
@@ -107,6 +129,8 @@ cleanup() {
 	local rc=$? pid i left
 	trap - EXIT INT TERM
 	set +e
+	local before
+	before=$(stray_pids)
 	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
 		kill -TERM -- "-$pid" 2>/dev/null
 		kill -TERM "$pid" 2>/dev/null
@@ -121,6 +145,9 @@ cleanup() {
 	done
 	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
 		kill -KILL -- "-$pid" 2>/dev/null
+		kill -KILL "$pid" 2>/dev/null
+	done
+	for pid in $before; do
 		kill -KILL "$pid" 2>/dev/null
 	done
 	for ((i = 0; i < 3; i++)); do
