@@ -19,7 +19,8 @@ if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
 WAIT_S=${E2E_WAIT_S:-30}
 TEST_NAME=$(basename "$0" .sh)
 
-T=$(mktemp -d "/tmp/gpe2e-$TEST_NAME.XXXXXX") || exit 1
+# Not /tmp: the agent refuses work dirs there (jobs get a private /tmp).
+T=$(mktemp -d "/var/tmp/gpe2e-$TEST_NAME.XXXXXX") || exit 1
 # Jobs run as `nobody` in work dirs below $T: it must be traversable.
 chmod 755 "$T"
 mkdir -p "$T/home/.config" "$T/agents"
