@@ -62,7 +62,7 @@ static const struct gp_cli_option up_options[] = {
 				     "(default 127.0.0.1:7070)"},
 	{"data", 'd', "DIR", "state and logs (default "
 			     "$XDG_DATA_HOME/gpupool or "
-			     "~/.local/share/gpupool)"},
+			     "~/.local/share/gpupool; /var/lib/gpupool for root)"},
 	{"fake-gpus", 0, "SPEC", "lend simulated GPUs: N[:MODEL[:MEM_MIB]]"},
 	{"name", 'n', "NAME", "the node's name (default: the hostname)"},
 	{"detach", 0, NULL, "start the pool in the background and return "

@@ -75,6 +75,9 @@ gp_cli_default_data_dir(char *out, size_t len)
 
 	if (xdg != NULL && xdg[0] == '/')
 		n = (size_t)snprintf(out, len, "%s/gpupool", xdg);
+	else if (geteuid() == 0)
+		/* Jobs run as nobody, who cannot reach into /root. */
+		n = (size_t)snprintf(out, len, "/var/lib/gpupool");
 	else {
 		if (home == NULL || home[0] == '\0') {
 			pw = getpwuid(getuid());
@@ -209,6 +212,37 @@ count_nvidia_gpus(char *why, size_t len)
 	}
 	dlclose(lib);
 	return (int)n;
+}
+
+/*
+ * Whether jobs can run under the agent's work directory: not under /tmp
+ * or /dev/shm (each job gets a private one) and, when jobs run as nobody,
+ * reachable by others. OUT: why, when not. Returns 1 when fine.
+ */
+static int
+work_dir_usable(const char *dir, char *why, size_t len)
+{
+	char path[PATH_MAX], *slash;
+	struct stat st;
+
+	if (strncmp(dir, "/tmp/", 5) == 0 || strncmp(dir, "/dev/shm/", 9) == 0) {
+		snprintf(why, len, "jobs cannot run under /tmp or /dev/shm "
+				   "(each job gets a private one)");
+		return 0;
+	}
+	if (geteuid() != 0)
+		return 1;
+	gp_strlcpy(path, dir, sizeof(path));
+	while ((slash = strrchr(path, '/')) != NULL && slash != path) {
+		*slash = '\0';
+		if (stat(path, &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+			snprintf(why, len, "jobs run as nobody, who cannot "
+					   "enter %.200s (mode %03o)",
+			    path, (unsigned)(st.st_mode & 0777));
+			return 0;
+		}
+	}
+	return 1;
 }
 
 /* Prints the lines of a child's log written since we started it. */
@@ -663,7 +697,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	const char *data = gp_cli_value(args, "data");
 	const char *fake = gp_cli_value(args, "fake-gpus");
 	const char *name = gp_cli_value(args, "name");
-	char host[256], port[16], why[128], path[PATH_MAX], config[PATH_MAX];
+	char host[256], port[16], why[320], path[PATH_MAX], config[PATH_MAX];
 	char admin[256], provider[256], user_token[256], hostname[256];
 	char coord_data[PATH_MAX], agent_work[PATH_MAX], token_file[PATH_MAX];
 	char admin_file[PATH_MAX], pidtext[128];
@@ -710,7 +744,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		gp_cli_error("data directory path too long");
 		return GP_CLI_EXIT_FAIL;
 	}
-	if (gp_mkdir_p(path, 0700) != 0 || realpath(path, p.data) == NULL) {
+	if (gp_mkdir_p(path, 0711) != 0 || realpath(path, p.data) == NULL) {
 		gp_cli_error("cannot create %s: %s", path, strerror(errno));
 		return GP_CLI_EXIT_FAIL;
 	}
@@ -742,6 +776,14 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		    p.listen);
 		return GP_CLI_EXIT_FAIL;
 	}
+	if (!work_dir_usable(agent_work, why, sizeof(why))) {
+		gp_cli_error("cannot use %s for jobs: %s; pick another --data "
+			     "(like /var/lib/gpupool)",
+		    agent_work, why);
+		return GP_CLI_EXIT_FAIL;
+	}
+	/* Others may pass through DATA to the jobs' directories only. */
+	chmod(p.data, 0711);
 	if (gp_mkdir_p(coord_data, 0700) != 0 ||
 	    gp_mkdir_p(agent_work, 0711) != 0) {
 		gp_cli_error("cannot create %s: %s", agent_work,
