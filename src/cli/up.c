@@ -11,6 +11,12 @@
  * agent/ (the agent's work directory), coordinator.log, agent.log,
  * provider.token, user.token, up.pid.
  */
+#include <sys/types.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,11 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,16 +34,16 @@
 #include "gp.h"
 #include "util.h"
 
-#define DEFAULT_LISTEN	  "127.0.0.1:7070"
+#define DEFAULT_LISTEN    "127.0.0.1:7070"
 #define READY_TIMEOUT_MS  30000
-#define STOP_GRACE_MS	  8000
+#define STOP_GRACE_MS     8000
 #define FAKE_GPUS_DEFAULT "2"
 
 struct child {
-	const char *what;	/* "coordinator", "agent" */
-	pid_t pid;		/* 0 when not running */
+	const char *what; /* "coordinator", "agent" */
+	pid_t pid;        /* 0 when not running */
 	char log[PATH_MAX];
-	off_t log_start;	/* the log's size when we started it */
+	off_t log_start; /* the log's size when we started it */
 };
 
 struct pool {
@@ -51,19 +52,19 @@ struct pool {
 	char url[300];
 	char node[GP_NAME_MAX + 1];
 	char user[GP_NAME_MAX + 1];
-	char fake_gpus[128];	/* "" for the real GPUs */
+	char fake_gpus[128]; /* "" for the real GPUs */
 	int detach;
 	struct child coord, agent;
-	sigset_t signals;	/* blocked; waited for with sigtimedwait */
+	sigset_t signals; /* blocked; waited for with sigtimedwait */
 };
 
 /* "DATA/name" into out. Returns 0 or GP_EINVAL when too long. */
 static int
 data_path(const struct pool *p, const char *name, char *out, size_t len)
 {
-	return (size_t)snprintf(out, len, "%s/%s", p->data, name) < len ?
-	    0 :
-	    GP_EINVAL;
+	return (size_t)snprintf(out, len, "%s/%s", p->data, name) < len
+	    ? 0
+	    : GP_EINVAL;
 }
 
 int
@@ -83,8 +84,7 @@ gp_cli_default_data_dir(char *out, size_t len)
 			pw = getpwuid(getuid());
 			home = pw != NULL ? pw->pw_dir : "/";
 		}
-		n = (size_t)snprintf(out, len, "%s/.local/share/gpupool",
-		    home);
+		n = (size_t)snprintf(out, len, "%s/.local/share/gpupool", home);
 	}
 	return n < len ? 0 : GP_EINVAL;
 }
@@ -99,8 +99,8 @@ clean_name(const char *text, const char *fallback, char *out, size_t len)
 	for (i = 0; text[i] != '\0' && n + 1 < len && n < GP_NAME_MAX; i++) {
 		c = text[i];
 		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			(c >= '0' && c <= '9') || c == '.' || c == '_' ||
-			c == '-'))
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == '-'))
 			c = '-';
 		out[n++] = c;
 	}
@@ -225,9 +225,11 @@ work_dir_usable(const char *dir, char *why, size_t len)
 	char path[PATH_MAX], *slash;
 	struct stat st;
 
-	if (strncmp(dir, "/tmp/", 5) == 0 || strncmp(dir, "/dev/shm/", 9) == 0) {
-		snprintf(why, len, "jobs cannot run under /tmp or /dev/shm "
-				   "(each job gets a private one)");
+	if (strncmp(dir, "/tmp/", 5) == 0 ||
+	    strncmp(dir, "/dev/shm/", 9) == 0) {
+		snprintf(why, len,
+		    "jobs cannot run under /tmp or /dev/shm "
+		    "(each job gets a private one)");
 		return 0;
 	}
 	if (geteuid() != 0)
@@ -236,8 +238,9 @@ work_dir_usable(const char *dir, char *why, size_t len)
 	while ((slash = strrchr(path, '/')) != NULL && slash != path) {
 		*slash = '\0';
 		if (stat(path, &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-			snprintf(why, len, "jobs run as nobody, who cannot "
-					   "enter %.200s (mode %03o)",
+			snprintf(why, len,
+			    "jobs run as nobody, who cannot "
+			    "enter %.200s (mode %03o)",
 			    path, (unsigned)(st.st_mode & 0777));
 			return 0;
 		}
@@ -332,8 +335,8 @@ describe_status(int status, char *out, size_t len)
 	if (WIFEXITED(status))
 		snprintf(out, len, "exit status %d", WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		snprintf(out, len, "killed by signal %d (%s)",
-		    WTERMSIG(status), strsignal(WTERMSIG(status)));
+		snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(status),
+		    strsignal(WTERMSIG(status)));
 	else
 		snprintf(out, len, "status %d", status);
 }
@@ -519,8 +522,8 @@ ensure_token(struct pool *p, const char *admin, const char *file,
 		gp_cli_error("out of memory");
 		return -1;
 	}
-	rc = gp_http_request(http, "POST", "/v1/tokens", dumped,
-	    strlen(dumped), NULL, 5000, &resp);
+	rc = gp_http_request(http, "POST", "/v1/tokens", dumped, strlen(dumped),
+	    NULL, 5000, &resp);
 	free(dumped);
 	gp_http_client_free(http);
 	if (rc != 0 || resp.status != 201) {
@@ -646,13 +649,13 @@ print_welcome(const struct pool *p, const char *config, int ngpus,
 	       "\n"
 	       "Try:\n"
 	       "  gpupool nodes\n",
-	    p->url, p->coord.log, p->node, ngpus,
-	    simulated ? "simulated " : "", ngpus == 1 ? "" : "s",
-	    p->agent.log, config, p->user, p->data);
+	    p->url, p->coord.log, p->node, ngpus, simulated ? "simulated " : "",
+	    ngpus == 1 ? "" : "s", p->agent.log, config, p->user, p->data);
 	if (simulated)
-		printf("  gpupool submit --gpus 1 -- sh -c 'for i in 1 2 3 4 5; "
-		       "do echo step $i on GPU $CUDA_VISIBLE_DEVICES; sleep 1; "
-		       "done'\n");
+		printf(
+		    "  gpupool submit --gpus 1 -- sh -c 'for i in 1 2 3 4 5; "
+		    "do echo step $i on GPU $CUDA_VISIBLE_DEVICES; sleep 1; "
+		    "done'\n");
 	else
 		printf("  gpupool submit --gpus 1 -- nvidia-smi\n");
 	printf("  gpupool ps --all\n"
@@ -713,19 +716,16 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	p.agent.what = "agent";
 	gp_strlcpy(p.listen, listen != NULL ? listen : DEFAULT_LISTEN,
 	    sizeof(p.listen));
-	if (split_listen(p.listen, host, sizeof(host), port, sizeof(port)) !=
-	    0)
+	if (split_listen(p.listen, host, sizeof(host), port, sizeof(port)) != 0)
 		return gp_cli_usage_error(args,
 		    "up: --listen must be ADDR:PORT, like 127.0.0.1:7070");
-	snprintf(p.url, sizeof(p.url), "http://%s%s%s:%s",
-	    strchr(host, ':') != NULL ? "[" : "",
-	    strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" :
-	    strcmp(host, "::") == 0	 ? "::1" :
-					   host,
-	    strchr(host, ':') != NULL ? "]" : "", port);
+	/* The coordinator takes IPv4; 0.0.0.0 is reached on loopback. */
+	snprintf(p.url, sizeof(p.url), "http://%s:%s",
+	    strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, port);
 	if (name != NULL && !gp_name_valid(name))
 		return gp_cli_usage_error(args,
-		    "up: --name must be 1 to %d characters of A-Z a-z 0-9 . _ -",
+		    "up: --name must be 1 to %d characters of "
+		    "A-Z a-z 0-9 . _ -",
 		    GP_NAME_MAX);
 	if (fake != NULL && fake[0] == '\0')
 		return gp_cli_usage_error(args,
@@ -751,11 +751,11 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	if (data_path(&p, "coord", coord_data, sizeof(coord_data)) != 0 ||
 	    data_path(&p, "agent", agent_work, sizeof(agent_work)) != 0 ||
 	    data_path(&p, "provider.token", token_file, sizeof(token_file)) !=
-		0 ||
+	        0 ||
 	    data_path(&p, "coord/admin.token", admin_file,
-		sizeof(admin_file)) != 0 ||
+	        sizeof(admin_file)) != 0 ||
 	    data_path(&p, "coordinator.log", p.coord.log,
-		sizeof(p.coord.log)) != 0 ||
+	        sizeof(p.coord.log)) != 0 ||
 	    data_path(&p, "agent.log", p.agent.log, sizeof(p.agent.log)) != 0 ||
 	    data_path(&p, "up.pid", path, sizeof(path)) != 0) {
 		gp_cli_error("data directory path too long: %s", p.data);
@@ -763,22 +763,22 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	}
 	if (read_pidfile(path, &old_coord, &old_agent) == 0 &&
 	    (is_our_process(old_coord, "coordinator") ||
-		is_our_process(old_agent, "agent"))) {
+	        is_our_process(old_agent, "agent"))) {
 		gp_cli_error("a pool from %s is already running (coordinator "
-			     "pid %ld); stop it with: gpupool down --data %s",
+		             "pid %ld); stop it with: gpupool down --data %s",
 		    p.data, (long)old_coord, p.data);
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (port_in_use(host, port)) {
 		gp_cli_error("something is already listening on %s (another "
-			     "gpupool up?); stop it, or pick another port "
-			     "with --listen 127.0.0.1:7071",
+		             "gpupool up?); stop it, or pick another port "
+		             "with --listen 127.0.0.1:7071",
 		    p.listen);
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (!work_dir_usable(agent_work, why, sizeof(why))) {
 		gp_cli_error("cannot use %s for jobs: %s; pick another --data "
-			     "(like /var/lib/gpupool)",
+		             "(like /var/lib/gpupool)",
 		    agent_work, why);
 		return GP_CLI_EXIT_FAIL;
 	}
@@ -818,8 +818,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	sigprocmask(SIG_BLOCK, &p.signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	printf("gpupool: starting the coordinator on %s (data %s)\n",
-	    p.listen, coord_data);
+	printf("gpupool: starting the coordinator on %s (data %s)\n", p.listen,
+	    coord_data);
 	fflush(stdout);
 	n = 0;
 	coord_argv[n++] = "gpupool";
@@ -835,9 +835,9 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	if (rc != 0)
 		goto fail;
 	if (ensure_token(&p, admin, "provider.token", "provider", p.node,
-		provider, sizeof(provider)) != 0 ||
+	        provider, sizeof(provider)) != 0 ||
 	    ensure_token(&p, admin, "user.token", "user", p.user, user_token,
-		sizeof(user_token)) != 0) {
+	        sizeof(user_token)) != 0) {
 		rc = -1;
 		goto fail;
 	}
@@ -893,7 +893,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		char err[256];
 		if (gp_read_file(config, 1 << 20, &text, NULL) == 0) {
 			if (gp_cli_config_parse(text, &old, err, sizeof(err)) ==
-				0 &&
+			        0 &&
 			    old.url[0] != '\0' && strcmp(old.url, p.url) != 0) {
 				char bak[PATH_MAX + 8];
 				snprintf(bak, sizeof(bak), "%s.bak", config);
@@ -958,8 +958,9 @@ gp_cli_cmd_down(const struct gp_cli_args *args)
 		    is_our_process(pids[i], roles[i]))
 			usleep(50000);
 		if (is_our_process(pids[i], roles[i])) {
-			fprintf(stderr, "gpupool: the %s did not stop in %d s; "
-					"killing it\n",
+			fprintf(stderr,
+			    "gpupool: the %s did not stop in %d s; "
+			    "killing it\n",
 			    roles[i], STOP_GRACE_MS / 1000);
 			kill(pids[i], SIGKILL);
 		}
