@@ -708,7 +708,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	struct gp_cli_config old;
 	pid_t old_coord, old_agent;
 	struct pool p;
-	int ngpus, simulated = 0, rc, n;
+	int ngpus, simulated = 0, rc, n, data_mode;
 
 	memset(&p, 0, sizeof(p));
 	p.detach = gp_cli_flag(args, "detach");
@@ -744,7 +744,10 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		gp_cli_error("data directory path too long");
 		return GP_CLI_EXIT_FAIL;
 	}
-	if (gp_mkdir_p(path, 0711) != 0 || realpath(path, p.data) == NULL) {
+	/* As root, jobs run as nobody: they must pass through DATA. */
+	data_mode = geteuid() == 0 ? 0711 : 0700;
+	if (gp_mkdir_p(path, data_mode) != 0 ||
+	    realpath(path, p.data) == NULL) {
 		gp_cli_error("cannot create %s: %s", path, strerror(errno));
 		return GP_CLI_EXIT_FAIL;
 	}
@@ -782,10 +785,9 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		    agent_work, why);
 		return GP_CLI_EXIT_FAIL;
 	}
-	/* Others may pass through DATA to the jobs' directories only. */
-	chmod(p.data, 0711);
+	chmod(p.data, (mode_t)data_mode);
 	if (gp_mkdir_p(coord_data, 0700) != 0 ||
-	    gp_mkdir_p(agent_work, 0711) != 0) {
+	    gp_mkdir_p(agent_work, data_mode) != 0) {
 		gp_cli_error("cannot create %s: %s", agent_work,
 		    strerror(errno));
 		return GP_CLI_EXIT_FAIL;
