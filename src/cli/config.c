@@ -257,8 +257,13 @@ gp_cli_report_http(const struct gp_cli_conn *conn, int rc,
 		why = why != NULL ? why + 1 : resp->error;
 		while (*why == ' ')
 			why++;
-		gp_cli_error("cannot reach the coordinator at %s: %s",
-		    conn->cfg.url, why[0] ? why : gp_strerror(rc));
+		gp_cli_error("cannot reach the coordinator at %s: %s%s",
+		    conn->cfg.url, why[0] ? why : gp_strerror(rc),
+		    strstr(why, "SSL") != NULL ||
+		            strstr(why, "certificate") != NULL
+		        ? " (is GPUPOOL_CA, or `ca =` in the config, the "
+		          "coordinator's CA file?)"
+		        : "");
 		return;
 	}
 	gp_http_error_text(resp, text, sizeof(text));
