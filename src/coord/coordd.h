@@ -53,14 +53,14 @@ struct job {
 	int attempts;	  /* number of the current (or last) attempt */
 	int64_t node_id;  /* current or last node, 0 if never placed */
 	int ngpus;
-	int gpus[GP_GPUS_MAX];
+	uint8_t gpus[GP_GPUS_MAX]; /* the node's GPU indices */
 	int64_t submitted_ms, started_ms, finished_ms;
 	_Atomic int64_t delivered_mono; /* when the assignment went out */
 	int started_ack;	/* the agent confirmed the start */
 	int has_exit;
 	int exit_code, signal;
 	char reason[24];
-	char message[256];
+	char *message; /* why it could not start, or NULL */
 	struct attempt_record *history;
 	int nhistory;
 	/* Output: DATA/logs/<id>.log, all attempts one after another. */
@@ -217,6 +217,13 @@ int job_visible_to(const struct job *job, const struct token_entry *who);
 void state_reconcile(struct node *node, json_t *running, json_t *kill,
     int queue_lost);
 int state_create_admin_token_if_none(void);
+/*
+ * Decodes a register body (untrusted). OUT: tmp->name, cpus, mem_mib,
+ * gpus (malloc'd, caller frees even on failure), *running (a new
+ * reference on success). Returns 0 or GP_EINVAL with err set.
+ */
+int register_decode(json_t *body, struct node *tmp, json_t **running,
+    char *err, size_t errlen);
 
 /* store.c */
 int store_open(const char *path);

@@ -7,9 +7,13 @@
  *   - only nodes that are up and have a free CPU are scanned ("candidates";
  *     every job is taken to need at least one CPU), and the queue is left
  *     as soon as no candidate remains;
- *   - a node with more free GPUs left over than the best offer so far is
- *     passed over without looking at its GPUs;
- *   - a job shaped like one that found no room at all is skipped at once.
+ *   - candidates sit in lists by their count of free GPUs, scanned from
+ *     the job's count up: the first list with room holds the best fit;
+ *   - a node whose cheapest free GPUs cannot beat the best offer so far
+ *     is passed over without matching its GPUs;
+ *   - a job shaped like one that found no room at all is skipped at once;
+ *   - GPU models are interned once per plan, so that a job matches each
+ *     distinct model string once rather than once per GPU.
  *
  * The reservation of EASY backfill is computed once, for the first job
  * that cannot start, from the time limits of what holds each node (the
@@ -27,10 +31,13 @@
 #include "gp.h"
 
 #define END_NEVER     INT64_MAX
-#define FAILED_SHAPES 8
+#define FAILED_SHAPES 32
+#define NBUCKETS      (GP_SCHED_GPUS_MAX + 1) /* the last: 64 or more */
+#define NONE	      ((size_t)-1)
 
 struct gpu_state {
 	int64_t end_ms;		 /* when it is free: now_ms if it is */
+	int model;		 /* in plan.models, -1 when NULL */
 	unsigned char taken;	 /* by a running job or by this plan */
 	unsigned char reserved;	 /* held for the reservation */
 };
@@ -41,10 +48,12 @@ struct node_state {
 	int free_cpus;
 	int free_gpus;
 	int64_t free_mem;	/* INT64_MAX when memory is no constraint */
-	size_t candidate;	/* position in plan.candidates or NOT_CANDIDATE */
+	int64_t min_free_gpu_mem; /* of its free GPUs */
+	int64_t max_gpu_mem;	/* of all its GPUs */
+	int model;		/* of all its GPUs; -1: none, -2: mixed */
+	int bucket;		/* candidate list it is on, -1: none */
+	size_t prev, next;	/* on that list, NONE at the ends */
 };
-
-#define NOT_CANDIDATE ((size_t)-1)
 
 /* Something that gives resources back to a node when it ends. */
 struct release {
@@ -81,7 +90,7 @@ struct plan {
 	struct gpu_state *gpus;
 	struct id_index *by_id;		     /* nodes sorted by id */
 	struct gp_sched_running *by_job;     /* running sorted by job id */
-	size_t *candidates;
+	size_t buckets[NBUCKETS]; /* candidates by free GPUs: first node */
 	size_t ncandidates;
 	int64_t candidate_gpus; /* free GPUs on the candidates */
 	struct release *started; /* what this plan starts */
@@ -91,6 +100,12 @@ struct plan {
 	size_t nfailed, nextfailed;
 	struct gp_sched_assignment *out;
 	size_t nout, capout;
+	/* Distinct GPU models, and whether they match the current job. */
+	const char **models;
+	size_t nmodels;
+	unsigned *match_gen;
+	unsigned char *match;
+	unsigned gen;
 };
 
 int
@@ -172,18 +187,143 @@ running_end(const struct plan *p, int64_t job_id)
 	return END_NEVER;
 }
 
+/* Puts an up node with a free CPU on the list for its free GPUs. */
+static void
+candidate_add(struct plan *p, struct node_state *ns)
+{
+	int b = ns->free_gpus < NBUCKETS - 1 ? ns->free_gpus : NBUCKETS - 1;
+	size_t i = (size_t)(ns - p->nodes);
+
+	ns->bucket = b;
+	ns->prev = NONE;
+	ns->next = p->buckets[b];
+	if (ns->next != NONE)
+		p->nodes[ns->next].prev = i;
+	p->buckets[b] = i;
+	p->ncandidates++;
+	p->candidate_gpus += ns->free_gpus;
+}
+
 static void
 candidate_remove(struct plan *p, struct node_state *ns)
 {
-	size_t pos = ns->candidate, last;
-
-	if (pos == NOT_CANDIDATE)
+	if (ns->bucket < 0)
 		return;
-	last = p->candidates[--p->ncandidates];
-	p->candidates[pos] = last;
-	p->nodes[last].candidate = pos;
-	ns->candidate = NOT_CANDIDATE;
+	if (ns->prev != NONE)
+		p->nodes[ns->prev].next = ns->next;
+	else
+		p->buckets[ns->bucket] = ns->next;
+	if (ns->next != NONE)
+		p->nodes[ns->next].prev = ns->prev;
+	ns->bucket = -1;
+	p->ncandidates--;
 	p->candidate_gpus -= ns->free_gpus;
+}
+
+static void
+update_min_free_gpu_mem(struct node_state *ns)
+{
+	int i;
+
+	ns->min_free_gpu_mem = INT64_MAX;
+	for (i = 0; i < ns->node->ngpus; i++)
+		if (!ns->gpus[i].taken &&
+		    ns->node->gpus[i].mem_mib < ns->min_free_gpu_mem)
+			ns->min_free_gpu_mem = ns->node->gpus[i].mem_mib;
+}
+
+static uint64_t
+hash_string(const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	while (*s != '\0')
+		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	return h;
+}
+
+/* Numbers each distinct GPU model string: gpu_state.model. */
+static int
+intern_models(struct plan *p, size_t ngpus)
+{
+	const struct gp_sched_input *in = p->in;
+	size_t size = 16, i, h;
+	size_t *table;
+	int j;
+
+	while (size < 2 * ngpus)
+		size *= 2;
+	table = malloc(size * sizeof(*table));
+	p->models = calloc(ngpus + 1, sizeof(*p->models));
+	p->match_gen = calloc(ngpus + 1, sizeof(*p->match_gen));
+	p->match = calloc(ngpus + 1, sizeof(*p->match));
+	if (table == NULL || p->models == NULL || p->match_gen == NULL ||
+	    p->match == NULL) {
+		free(table);
+		return GP_ENOMEM;
+	}
+	for (i = 0; i < size; i++)
+		table[i] = NONE;
+	for (i = 0; i < in->nnodes; i++) {
+		const struct gp_sched_node *node = &in->nodes[i];
+
+		for (j = 0; j < node->ngpus; j++) {
+			const char *model = node->gpus[j].model;
+
+			if (model == NULL) {
+				p->nodes[i].gpus[j].model = -1;
+				continue;
+			}
+			h = (size_t)hash_string(model) & (size - 1);
+			while (table[h] != NONE &&
+			    strcmp(p->models[table[h]], model) != 0)
+				h = (h + 1) & (size - 1);
+			if (table[h] == NONE) {
+				table[h] = p->nmodels;
+				p->models[p->nmodels++] = model;
+			}
+			p->nodes[i].gpus[j].model = (int)table[h];
+		}
+	}
+	for (i = 0; i < in->nnodes; i++) {
+		struct node_state *ns = &p->nodes[i];
+
+		ns->model = ns->node->ngpus > 0 ? ns->gpus[0].model : -1;
+		for (j = 0; j < ns->node->ngpus; j++) {
+			if (ns->gpus[j].model != ns->model)
+				ns->model = -2;
+			if (ns->node->gpus[j].mem_mib > ns->max_gpu_mem)
+				ns->max_gpu_mem = ns->node->gpus[j].mem_mib;
+		}
+	}
+	free(table);
+	return 0;
+}
+
+/* 1 when model number m (-1: none) matches the job's model. */
+static int
+model_matches(struct plan *p, int m, const struct gp_sched_job *job)
+{
+	if (job->gpu_model == NULL || job->gpu_model[0] == '\0')
+		return 1;
+	if (m < 0)
+		return 0;
+	if (p->match_gen[m] != p->gen) {
+		p->match_gen[m] = p->gen;
+		p->match[m] = strcasestr(p->models[m], job->gpu_model) != NULL;
+	}
+	return p->match[m];
+}
+
+/* gp_sched_gpu_matches, with the model's answer kept for the job. */
+static int
+gpu_matches(struct plan *p, const struct node_state *ns, int i,
+    const struct gp_sched_job *job)
+{
+	if (job->gpu_mem_mib > 0 && ns->node->gpus[i].mem_mib <
+	    job->gpu_mem_mib)
+		return 0;
+	return model_matches(p, ns->gpus[i].model, job);
 }
 
 static int
@@ -201,9 +341,10 @@ plan_init(struct plan *p, const struct gp_sched_input *in)
 	p->gpus = calloc(ngpus + 1, sizeof(*p->gpus));
 	p->by_id = calloc(in->nnodes + 1, sizeof(*p->by_id));
 	p->by_job = calloc(in->nrunning + 1, sizeof(*p->by_job));
-	p->candidates = calloc(in->nnodes + 1, sizeof(*p->candidates));
+	for (i = 0; i < NBUCKETS; i++)
+		p->buckets[i] = NONE;
 	if (p->nodes == NULL || p->gpus == NULL || p->by_id == NULL ||
-	    p->by_job == NULL || p->candidates == NULL)
+	    p->by_job == NULL)
 		return GP_ENOMEM;
 
 	for (i = 0; i < in->nnodes; i++) {
@@ -225,7 +366,7 @@ plan_init(struct plan *p, const struct gp_sched_input *in)
 		ns->gpus = g;
 		ns->free_cpus = node->cpus;
 		ns->free_mem = node->mem_mib > 0 ? node->mem_mib : INT64_MAX;
-		ns->candidate = NOT_CANDIDATE;
+		ns->bucket = -1;
 		for (j = 0; j < (size_t)(node->ngpus > 0 ? node->ngpus : 0);
 		     j++, g++) {
 			if (node->gpus[j].job_id != 0) {
@@ -252,11 +393,10 @@ plan_init(struct plan *p, const struct gp_sched_input *in)
 
 		if (!ns->node->up || ns->free_cpus < 1)
 			continue;
-		ns->candidate = p->ncandidates;
-		p->candidates[p->ncandidates++] = i;
-		p->candidate_gpus += ns->free_gpus;
+		update_min_free_gpu_mem(ns);
+		candidate_add(p, ns);
 	}
-	return 0;
+	return intern_models(p, ngpus);
 }
 
 static void
@@ -266,8 +406,10 @@ plan_fini(struct plan *p)
 	free(p->gpus);
 	free(p->by_id);
 	free(p->by_job);
-	free(p->candidates);
 	free(p->started);
+	free(p->models);
+	free(p->match_gen);
+	free(p->match);
 }
 
 /* Two jobs ask for the same resources now (time limits aside). */
@@ -308,7 +450,7 @@ remember_failed(struct plan *p, const struct gp_sched_job *job)
  * Returns 1 when the job fits there now, else 0.
  */
 static int
-node_offer(const struct plan *p, const struct node_state *ns,
+node_offer(struct plan *p, const struct node_state *ns,
     const struct gp_sched_job *job, int avoid_reserved, struct offer *o)
 {
 	const struct gp_sched_node *node = ns->node;
@@ -328,12 +470,16 @@ node_offer(const struct plan *p, const struct node_state *ns,
 	o->ngpus = job->gpus;
 	if (job->gpus == 0)
 		return 1;
+	/* Whole nodes of the wrong model or too small, at once. */
+	if (job->gpu_mem_mib > ns->max_gpu_mem ||
+	    (ns->model != -2 && !model_matches(p, ns->model, job)))
+		return 0;
 	for (i = 0; i < node->ngpus; i++) {
 		const struct gpu_state *g = &ns->gpus[i];
 		int64_t mem = node->gpus[i].mem_mib;
 
 		if (g->taken || (avoid_reserved && g->reserved) ||
-		    !gp_sched_gpu_matches(&node->gpus[i], job))
+		    !gpu_matches(p, ns, i, job))
 			continue;
 		/* Keep the job->gpus smallest, sorted by memory. */
 		if (n == job->gpus &&
@@ -416,6 +562,7 @@ assign(struct plan *p, const struct gp_sched_job *job, struct node_state *ns,
 	r->mem_mib = job->mem_mib > 0 ? job->mem_mib : 0;
 	r->end_ms = end;
 
+	candidate_remove(p, ns); /* to come back on another list */
 	ns->free_gpus -= o->ngpus;
 	ns->free_cpus -= cpus;
 	if (ns->free_mem != INT64_MAX && job->mem_mib > 0)
@@ -425,10 +572,9 @@ assign(struct plan *p, const struct gp_sched_job *job, struct node_state *ns,
 		if (job->mem_mib > 0 && p->resv.extra_mem != INT64_MAX)
 			p->resv.extra_mem -= job->mem_mib;
 	}
-	if (ns->candidate != NOT_CANDIDATE) {
-		p->candidate_gpus -= o->ngpus;
-		if (ns->free_cpus < 1)
-			candidate_remove(p, ns);
+	if (ns->free_cpus >= 1) {
+		update_min_free_gpu_mem(ns);
+		candidate_add(p, ns);
 	}
 	return 0;
 }
@@ -444,34 +590,47 @@ try_place(struct plan *p, const struct gp_sched_job *job, int *placed,
 {
 	struct offer best, o;
 	struct node_state *best_ns = NULL;
-	int64_t end = job_end(p->in, job);
-	int best_extra = 0;
+	int64_t end = job_end(p->in, job), least;
+	int best_extra = 0, b, extra;
 	size_t i;
 
 	*placed = *room = 0;
 	memset(&best, 0, sizeof(best));
-	for (i = 0; i < p->ncandidates; i++) {
-		struct node_state *ns = &p->nodes[p->candidates[i]];
-		int extra = 0;
+	p->gen++; /* a new job: forget which models matched */
+	for (b = job->gpus; b < NBUCKETS; b++) {
+		for (i = p->buckets[b]; i != NONE; i = p->nodes[i].next) {
+			struct node_state *ns = &p->nodes[i];
 
-		if (best_ns != NULL &&
-		    ns->free_gpus - job->gpus > best.leftover)
-			continue;
-		if (!node_offer(p, ns, job, 0, &o))
-			continue;
-		*room = 1;
-		if (ns == p->resv.ns &&
-		    !(end != END_NEVER && end <= p->resv.start_ms)) {
-			/* It would run past the reservation on its node. */
-			if (!node_offer(p, ns, job, 1, &o))
+			/* The least GPU memory it could use there. */
+			least = job->gpus > 0 ?
+			    job->gpus * ns->min_free_gpu_mem : 0;
+			if (best_ns != NULL &&
+			    (ns->free_gpus - job->gpus > best.leftover ||
+				(ns->free_gpus - job->gpus == best.leftover &&
+				    (least > best.gpu_mem ||
+					(least == best.gpu_mem &&
+					    ns->node->id > best_ns->node->id)))))
 				continue;
-			extra = 1;
+			if (!node_offer(p, ns, job, 0, &o))
+				continue;
+			*room = 1;
+			extra = 0;
+			if (ns == p->resv.ns &&
+			    !(end != END_NEVER && end <= p->resv.start_ms)) {
+				/* It would run past the reservation here. */
+				if (!node_offer(p, ns, job, 1, &o))
+					continue;
+				extra = 1;
+			}
+			if (best_ns == NULL || better(&o, ns, &best, best_ns)) {
+				best = o;
+				best_ns = ns;
+				best_extra = extra;
+			}
 		}
-		if (best_ns == NULL || better(&o, ns, &best, best_ns)) {
-			best = o;
-			best_ns = ns;
-			best_extra = extra;
-		}
+		/* Later lists leave more GPUs over (but the last mixes). */
+		if (best_ns != NULL && b < NBUCKETS - 1)
+			break;
 	}
 	if (best_ns == NULL)
 		return 0;

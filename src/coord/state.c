@@ -306,7 +306,7 @@ load_job(struct job *j)
 		}
 		node_add_job(node, j->id);
 		for (i = 0; i < j->ngpus; i++)
-			if (j->gpus[i] >= 0 && j->gpus[i] < node->ngpus)
+			if (j->gpus[i] < node->ngpus)
 				node->gpus[j->gpus[i]].job_id = j->id;
 		/* After a restart we cannot know whether it was delivered. */
 		if (!j->started_ack)
@@ -430,7 +430,7 @@ job_to_json(const struct job *job, int with_history)
 	    time_json(job->submitted_ms), "started_at",
 	    time_json(job->started_ms), "finished_at",
 	    time_json(job->finished_ms), "message",
-	    job->message[0] ? json_string(job->message) : json_null(),
+	    job->message ? json_string(job->message) : json_null(),
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
 	    job->spec.command, "env", job->spec.env);
@@ -634,7 +634,7 @@ job_assign(struct job *job, struct node *node,
 	job->node_id = node->id;
 	job->ngpus = a->ngpus;
 	for (i = 0; i < a->ngpus; i++) {
-		job->gpus[i] = a->gpus[i];
+		job->gpus[i] = (uint8_t)a->gpus[i];
 		node->gpus[a->gpus[i]].job_id = job->id;
 	}
 	job->started_ack = 0;
@@ -1031,8 +1031,8 @@ state_reconcile(struct node *node, json_t *running, json_t *kill,
 	}
 }
 
-static int
-decode_register(json_t *body, struct node *tmp, json_t **running,
+int
+register_decode(json_t *body, struct node *tmp, json_t **running,
     char *err, size_t errlen)
 {
 	json_t *gpus, *g, *v;
@@ -1146,7 +1146,7 @@ apply_register(struct op *op)
 	int i, k, is_new = 0;
 
 	memset(&tmp, 0, sizeof(tmp));
-	if (decode_register(op->body, &tmp, &running, err, sizeof(err)) != 0) {
+	if (register_decode(op->body, &tmp, &running, err, sizeof(err)) != 0) {
 		free(tmp.gpus);
 		set_error(op, 400, "%s", err);
 		return;
@@ -1292,8 +1292,10 @@ apply_finished(struct op *op)
 	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
 	job->has_exit = strcmp(reason, "start_failed") != 0;
 	v = json_object_get(body, "message");
-	gp_strlcpy(job->message, json_is_string(v) ? json_string_value(v) : "",
-	    sizeof(job->message));
+	free(job->message);
+	job->message = json_is_string(v) && json_string_length(v) > 0
+	    ? strndup(json_string_value(v), 1000)
+	    : NULL;
 	if (job->cancel_requested || strcmp(reason, "cancelled") == 0)
 		st = JOB_CANCELLED, reason = "cancelled";
 	else if (strcmp(reason, "timeout") == 0)

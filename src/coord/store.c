@@ -171,7 +171,8 @@ store_put_job(const struct job *job)
 	sqlite3_bind_int(s, 13, job->exit_code);
 	sqlite3_bind_int(s, 14, job->signal);
 	sqlite3_bind_text(s, 15, job->reason, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 16, job->message, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 16, job->message ? job->message : "", -1,
+	    SQLITE_STATIC);
 	if (bind_json(s, 17, hist) != 0)
 		goto fail_reset;
 	sqlite3_bind_int64(s, 18, job->log_base);
@@ -336,7 +337,8 @@ load_jobs(void (*on_job)(struct job *))
 		json_array_foreach(arr, i, v)
 		{
 			if (i < GP_GPUS_MAX)
-				j->gpus[j->ngpus++] = (int)json_integer_value(v);
+				j->gpus[j->ngpus++] =
+				    (uint8_t)json_integer_value(v);
 		}
 		json_decref(arr);
 		j->submitted_ms = sqlite3_column_int64(s, 8);
@@ -346,7 +348,8 @@ load_jobs(void (*on_job)(struct job *))
 		j->exit_code = sqlite3_column_int(s, 12);
 		j->signal = sqlite3_column_int(s, 13);
 		gp_strlcpy(j->reason, col_text(s, 14), sizeof(j->reason));
-		gp_strlcpy(j->message, col_text(s, 15), sizeof(j->message));
+		if (*col_text(s, 15) != '\0')
+			j->message = strdup(col_text(s, 15));
 		arr = json_loads(col_text(s, 16), 0, NULL);
 		j->nhistory = (int)json_array_size(arr);
 		j->history = calloc((size_t)j->nhistory + 1,

@@ -853,7 +853,7 @@ TEST(many_nodes)
 	struct gp_sched_input in;
 	struct gp_sched_assignment *out = NULL;
 	size_t nout = 0, i;
-	int64_t t0, t1, t2;
+	int64_t t0, t1, t2, t3;
 	int g, dup = 0;
 
 	if (nodes == NULL || gpus == NULL || queue == NULL || used == NULL) {
@@ -914,10 +914,23 @@ TEST(many_nodes)
 	    nout);
 	for (i = 0; i < nout; i++) {
 		size_t n = (size_t)(out[i].node_id - 1);
-		for (g = 0; g < out[i].ngpus; g++)
+		for (g = 0; g < out[i].ngpus; g++) {
 			dup += used[n * GPUS + (size_t)out[i].gpus[g]];
+			gpus[n * GPUS + (size_t)out[i].gpus[g]].job_id =
+			    out[i].job_id;
+		}
 	}
 	CHECK_EQ(dup, 0);
+	free(out);
+	out = NULL;
+
+	/* Full: nothing more fits; the queue must cost next to nothing. */
+	t3 = gp_mono_us();
+	CHECK_EQ(gp_sched_plan(&in, &out, &nout), 0);
+	t3 = gp_mono_us() - t3;
+	printf("    and %.1f ms on a full pool (%zu more)\n",
+	    (double)t3 / 1000.0, nout);
+	CHECK(t3 < 1000000);
 	/* Generous bounds: a regression to O(queue x nodes x GPUs) fails. */
 	CHECK(t1 - t0 < 20000000);
 	CHECK(t2 < 5000000);
