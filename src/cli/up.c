@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/gpu.h"
 #include "cli/cmd.h"
 #include "gp.h"
 #include "util.h"
@@ -177,41 +177,6 @@ port_in_use(const char *host, const char *port)
 	}
 	freeaddrinfo(res);
 	return used;
-}
-
-/*
- * How many NVIDIA GPUs NVML sees (0 when none or no NVML). OUT: why,
- * when 0. Probes libnvidia-ml.so.1 itself, so that up does not depend on
- * the agent's GPU code.
- */
-static int
-count_nvidia_gpus(char *why, size_t len)
-{
-	int (*init)(void), (*count)(unsigned int *), (*shutdown)(void);
-	unsigned int n = 0;
-	void *lib;
-
-	lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		snprintf(why, len, "NVML not available");
-		return 0;
-	}
-	*(void **)&init = dlsym(lib, "nvmlInit_v2");
-	*(void **)&count = dlsym(lib, "nvmlDeviceGetCount_v2");
-	*(void **)&shutdown = dlsym(lib, "nvmlShutdown");
-	if (init == NULL || count == NULL || shutdown == NULL)
-		snprintf(why, len, "NVML is incomplete");
-	else if (init() != 0)
-		snprintf(why, len, "NVML could not initialise");
-	else {
-		if (count(&n) != 0)
-			n = 0;
-		shutdown();
-		if (n == 0)
-			snprintf(why, len, "NVML sees no GPU");
-	}
-	dlclose(lib);
-	return (int)n;
 }
 
 /*
@@ -708,7 +673,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	struct gp_cli_config old;
 	pid_t old_coord, old_agent;
 	struct pool p;
-	int ngpus, simulated = 0, rc, n, data_mode;
+	struct gp_gpu_info *gpus = NULL;
+	int ngpus = 0, simulated = 0, rc, n, data_mode;
 
 	memset(&p, 0, sizeof(p));
 	p.detach = gp_cli_flag(args, "detach");
@@ -793,17 +759,31 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		return GP_CLI_EXIT_FAIL;
 	}
 
-	/* Which GPUs to lend. */
+	/* Which GPUs to lend: found the way the agent will find them. */
+	why[0] = '\0';
 	if (fake != NULL) {
+		rc = gp_gpu_discover(fake, &gpus, &ngpus, why, sizeof(why));
+		free(gpus);
+		if (rc != 0)
+			return gp_cli_usage_error(args, "up: %s", why);
 		gp_strlcpy(p.fake_gpus, fake, sizeof(p.fake_gpus));
 		simulated = 1;
-		ngpus = atoi(fake);
-		printf("gpupool: lending simulated GPUs (--fake-gpus %s)\n",
-		    fake);
-	} else if ((ngpus = count_nvidia_gpus(why, sizeof(why))) > 0) {
-		printf("gpupool: found %d NVIDIA GPU%s: lending %s\n", ngpus,
-		    ngpus == 1 ? "" : "s", ngpus == 1 ? "it" : "them");
+		printf("gpupool: lending %d simulated GPU%s (--fake-gpus %s)\n",
+		    ngpus, ngpus == 1 ? "" : "s", fake);
 	} else {
+		rc = gp_gpu_discover(NULL, &gpus, &ngpus, why, sizeof(why));
+		if (rc == 0 && ngpus > 0)
+			printf("gpupool: found %d NVIDIA GPU%s (%s): lending "
+			       "%s\n",
+			    ngpus, ngpus == 1 ? "" : "s", gpus[0].model,
+			    ngpus == 1 ? "it" : "them");
+		free(gpus);
+	}
+	if (fake == NULL && (rc != 0 || ngpus == 0)) {
+		if (rc == GP_ENOENT)
+			gp_strlcpy(why, "NVML not available", sizeof(why));
+		else if (rc == 0)
+			gp_strlcpy(why, "NVML sees no GPU", sizeof(why));
 		gp_strlcpy(p.fake_gpus, FAKE_GPUS_DEFAULT, sizeof(p.fake_gpus));
 		simulated = 1;
 		ngpus = atoi(FAKE_GPUS_DEFAULT);
