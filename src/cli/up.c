@@ -618,13 +618,14 @@ print_welcome(const struct pool *p, const char *config, int ngpus,
 	    ngpus == 1 ? "" : "s", p->agent.log, config, p->user, p->data);
 	if (simulated)
 		printf(
-		    "  gpupool submit --gpus 1 -- sh -c 'for i in 1 2 3 4 5; "
-		    "do echo step $i on GPU $CUDA_VISIBLE_DEVICES; sleep 1; "
-		    "done'\n");
+		    "  id=$(gpupool submit --gpus 1 -- sh -c 'for i in 1 2 3 "
+		    "4 5; do\n"
+		    "      echo step $i on GPU $CUDA_VISIBLE_DEVICES; sleep 1; "
+		    "done')\n");
 	else
-		printf("  gpupool submit --gpus 1 -- nvidia-smi\n");
-	printf("  gpupool ps --all\n"
-	       "  gpupool logs -f 1\n"
+		printf("  id=$(gpupool submit --gpus 1 -- nvidia-smi)\n");
+	printf("  gpupool ps\n"
+	       "  gpupool logs -f $id\n"
 	       "\n");
 	if (p->detach)
 		printf("The pool runs in the background; stop it with: "
@@ -644,8 +645,8 @@ supervise(struct pool *p)
 	for (;;) {
 		sig = pause_ms(p, 500);
 		if (sig != 0) {
-			printf("\ngpupool: %s: stopping the pool\n",
-			    strsignal(sig));
+			printf("\ngpupool: got %s, stopping the pool\n",
+			    sig == SIGINT ? "SIGINT" : "SIGTERM");
 			fflush(stdout);
 			stop_pool(p);
 			return 0;
@@ -900,7 +901,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	return supervise(&p);
 fail:
 	if (rc > 0)
-		printf("\ngpupool: %s: stopping the pool\n", strsignal(rc));
+		printf("\ngpupool: got %s, stopping the pool\n",
+		    rc == SIGINT ? "SIGINT" : "SIGTERM");
 	else
 		fprintf(stderr, "gpupool: stopping the pool\n");
 	stop_pool(&p);
