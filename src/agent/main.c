@@ -1,15 +1,308 @@
 /*
- * main.c: placeholder until the agent lands.
+ * main.c: `gpupool agent`: flags, start-up checks, and the lifecycle of
+ * the provider agent's threads (executor, report senders, heartbeat,
+ * poll). The main thread only waits for SIGINT/SIGTERM.
  */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/agentd.h"
+#include "gp.h"
+#include "http_client.h"
+#include "log.h"
+#include "token.h"
+#include "util.h"
+
+#define REPORT_THREADS 4
+#define SHUTDOWN_GRACE_MS 5000
+
+static const char usage_text[] =
+"usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
+"           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
+"           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB] [-v]\n"
+"\n"
+"Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
+"assigns, each in a sandbox (namespaces, read-only root, own cgroup).\n"
+"\n"
+"  --coordinator URL  coordinator base URL (or $GPUPOOL_URL)\n"
+"  --token TOKEN      provider token (or $GPUPOOL_TOKEN, or --token-file)\n"
+"  --token-file F     read the token from file F\n"
+"  --name NAME        node name (default: the hostname)\n"
+"  --work DIR         job directories go to DIR/jobs (default:\n"
+"                     /var/lib/gpupool/agent as root, else\n"
+"                     $XDG_STATE_HOME/gpupool/agent); not under /tmp\n"
+"  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\"\n"
+"  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
+"                     never run as root\n"
+"  --ca FILE          CA certificate to verify an HTTPS coordinator\n"
+"  --cpus N           CPUs to offer (default: all online)\n"
+"  --mem MIB          memory to offer, e.g. 64G (default: all)\n"
+"  -v, --verbose      debug logging\n";
+
+static int64_t
+machine_mem_mib(void)
+{
+	char *data = NULL, *p;
+	size_t len;
+	int64_t kib = 0;
+
+	if (gp_read_file("/proc/meminfo", 1 << 16, &data, &len) == 0 &&
+	    (p = strstr(data, "MemTotal:")) != NULL)
+		kib = strtoll(p + 9, NULL, 10);
+	free(data);
+	return kib / 1024;
+}
+
+static int
+default_work(char *out, size_t len)
+{
+	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+
+	if (geteuid() == 0)
+		snprintf(out, len, "/var/lib/gpupool/agent");
+	else if (state != NULL && state[0] == '/')
+		snprintf(out, len, "%s/gpupool/agent", state);
+	else if (home != NULL && home[0] == '/')
+		snprintf(out, len, "%s/.local/state/gpupool/agent", home);
+	else
+		return GP_EINVAL;
+	return 0;
+}
+
+static int
+read_token(const char *path, char **token)
+{
+	char *data;
+	size_t len;
+
+	if (gp_read_file(path, 4096, &data, &len) != 0)
+		return GP_EIO;
+	while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r' ||
+	    data[len - 1] == ' '))
+		data[--len] = '\0';
+	*token = data;
+	return 0;
+}
+
+/* Checks and completes the work directory: absolute, real, not tmpfs. */
+static int
+setup_work(struct gp_agent *ag, const char *work)
+{
+	char real[PATH_MAX];
+
+	if (work[0] != '/') {
+		fprintf(stderr, "gpupool agent: --work must be an absolute "
+		    "path\n");
+		return GP_EINVAL;
+	}
+	if (gp_mkdir_p(work, 0711) != 0 || realpath(work, real) == NULL) {
+		fprintf(stderr, "gpupool agent: cannot create %s: %s\n", work,
+		    strerror(errno));
+		return GP_EIO;
+	}
+	/* The sandbox mounts a fresh /tmp and /dev/shm over these. */
+	if (strcmp(real, "/tmp") == 0 || strncmp(real, "/tmp/", 5) == 0 ||
+	    strncmp(real, "/dev/shm", 8) == 0) {
+		fprintf(stderr, "gpupool agent: --work %s: must not be under "
+		    "/tmp or /dev/shm (jobs get a private /tmp)\n", real);
+		return GP_EINVAL;
+	}
+	gp_strlcpy(ag->work, real, sizeof(ag->work));
+	return 0;
+}
 
 int
 gp_agent_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "gpupool: agent: not built yet\n");
-	return 2;
+	static const struct option options[] = {
+		{"coordinator", required_argument, NULL, 'c'},
+		{"token", required_argument, NULL, 't'},
+		{"token-file", required_argument, NULL, 'T'},
+		{"name", required_argument, NULL, 'n'},
+		{"work", required_argument, NULL, 'w'},
+		{"fake-gpus", required_argument, NULL, 'f'},
+		{"run-as", required_argument, NULL, 'u'},
+		{"ca", required_argument, NULL, 'a'},
+		{"cpus", required_argument, NULL, 'C'},
+		{"mem", required_argument, NULL, 'm'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *url = getenv("GPUPOOL_URL"), *fake = NULL, *run_as = NULL;
+	const char *work = NULL, *name = NULL, *token_file = NULL, *ca = NULL;
+	char *token = NULL, *file_token = NULL, err[512], prefix[16];
+	char work_default[PATH_MAX];
+	struct gp_agent *ag = NULL;
+	pthread_condattr_t cattr;
+	int64_t cpus = 0, mem = 0;
+	sigset_t sigs;
+	int c, sig, ret = 1, verbose = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
+		switch (c) {
+		case 'c': url = optarg; break;
+		case 't': token = optarg; break;
+		case 'T': token_file = optarg; break;
+		case 'n': name = optarg; break;
+		case 'w': work = optarg; break;
+		case 'f': fake = optarg; break;
+		case 'u': run_as = optarg; break;
+		case 'a': ca = optarg; break;
+		case 'C':
+			if (gp_parse_int(optarg, 1, GP_CPUS_MAX, &cpus) != 0) {
+				fprintf(stderr, "gpupool agent: bad --cpus %s\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			if (gp_parse_mib(optarg, &mem) != 0 || mem <= 0) {
+				fprintf(stderr, "gpupool agent: bad --mem %s\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case 'v': verbose = 1; break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		default:
+			fputs(usage_text, stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpupool agent: unexpected argument %s\n",
+		    argv[optind]);
+		return 2;
+	}
+	gp_log_init("agent", verbose ? GP_LOG_DEBUG : GP_LOG_INFO);
+	if (token == NULL && token_file != NULL) {
+		if (read_token(token_file, &file_token) != 0) {
+			fprintf(stderr, "gpupool agent: cannot read "
+			    "--token-file %s\n", token_file);
+			return 2;
+		}
+		token = file_token;
+	}
+	if (token == NULL)
+		token = getenv("GPUPOOL_TOKEN");
+	if (url == NULL || token == NULL || token[0] == '\0') {
+		fprintf(stderr, "gpupool agent: need --coordinator URL and a "
+		    "token (--token, --token-file or $GPUPOOL_TOKEN)\n\n%s",
+		    usage_text);
+		goto out;
+	}
+	if ((ag = calloc(1, sizeof(*ag))) == NULL)
+		goto out;
+	pthread_mutex_init(&ag->lock, NULL);
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&ag->cond, &cattr);
+	pthread_condattr_destroy(&cattr);
+	ag->url = url;
+	ag->token = token;
+	ag->heartbeat_ms = 1000;
+	ag->ca_file = ca;
+	if (name == NULL) {
+		if (gethostname(ag->name, sizeof(ag->name)) != 0)
+			gp_strlcpy(ag->name, "node", sizeof(ag->name));
+		ag->name[sizeof(ag->name) - 1] = '\0';
+	} else
+		gp_strlcpy(ag->name, name, sizeof(ag->name));
+	if (!gp_name_valid(ag->name)) {
+		fprintf(stderr, "gpupool agent: node name \"%s\" must be 1..64 "
+		    "of [A-Za-z0-9._-]\n", ag->name);
+		goto out;
+	}
+	ag->cpus = cpus > 0 ? (int)cpus : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	ag->mem_mib = mem > 0 ? mem : machine_mem_mib();
+	if (work == NULL) {
+		if (default_work(work_default, sizeof(work_default)) != 0) {
+			fprintf(stderr, "gpupool agent: give --work DIR\n");
+			goto out;
+		}
+		work = work_default;
+	}
+	if (setup_work(ag, work) != 0)
+		goto out;
+	if (gp_gpu_open(fake, ag->name, &ag->gpus, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
+	if (fake == NULL && ag->gpus.state == NULL)
+		gp_warn("%s: lending 0 GPUs; use --fake-gpus for tests", err);
+	for (c = 0; c < ag->gpus.n; c++)
+		gp_info("gpu index=%d uuid=%s model=\"%s\" mem_mib=%lld",
+		    ag->gpus.gpus[c].index, ag->gpus.gpus[c].uuid,
+		    ag->gpus.gpus[c].model,
+		    (long long)ag->gpus.gpus[c].mem_mib);
+	if (gp_sandbox_user_init(run_as, &ag->user, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
+	gp_cgroup_init(&ag->cgroups);
+	ag->exec_cfg.user = &ag->user;
+	ag->exec_cfg.cgroups = &ag->cgroups;
+	ag->exec_cfg.work_dir = ag->work;
+	ag->exec_cfg.gpus = ag->gpus.gpus;
+	ag->exec_cfg.ngpus = ag->gpus.n;
+	ag->exec_cfg.gpu_uuids = fake == NULL;
+
+	/* Signals: SIGPIPE ignored; SIGINT/SIGTERM for this thread only. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	gp_http_global_init();
+
+	if ((ag->reports = gp_reports_new(ag, REPORT_THREADS)) == NULL)
+		goto out;
+	ag->exec_events.arg = ag->reports;
+	ag->exec_events.started = gp_reports_on_started;
+	ag->exec_events.output = gp_reports_on_output;
+	ag->exec_events.finished = gp_reports_on_finished;
+	if ((ag->executor = gp_executor_new(&ag->exec_cfg,
+	    &ag->exec_events)) == NULL)
+		goto out;
+	gp_token_prefix(token, prefix, sizeof(prefix));
+	gp_info("agent starting node=%s coordinator=%s token=%s cpus=%d "
+	    "mem_mib=%lld gpus=%d run_as=%s work=%s", ag->name, ag->url,
+	    prefix, ag->cpus, (long long)ag->mem_mib, ag->gpus.n,
+	    ag->user.name, ag->work);
+	if (gp_link_start(ag) != 0) {
+		gp_error("cannot start threads");
+		goto out;
+	}
+	sigwait(&sigs, &sig);
+	ret = atomic_load(&ag->fatal) ? 1 : 0;
+	gp_info("agent stopping signal=%d", sig);
+	gp_link_stop(ag);
+	/* Kill every job, then give the reports a moment to go out. */
+	gp_executor_free(ag->executor);
+	ag->executor = NULL;
+	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
+	ag->reports = NULL;
+out:
+	if (ag != NULL) {
+		if (ag->executor != NULL)
+			gp_executor_free(ag->executor);
+		if (ag->reports != NULL)
+			gp_reports_free(ag->reports, 0);
+		gp_gpu_close(&ag->gpus);
+		/* The poll thread may still read ag: leave it allocated. */
+	}
+	if (file_token != NULL)
+		memset(file_token, 0, strlen(file_token));
+	return ret;
 }

@@ -1,15 +1,525 @@
 /*
- * main.c: placeholder until the cli lands.
+ * main.c: the user commands' table, the option parser it drives, --help
+ * and dispatch. Every command is one row of `commands` below: its options,
+ * operands and help text live there, so `gpupool CMD --help` and the
+ * global help can never drift from what the parser accepts.
  */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cmd.h"
+#include "gp.h"
+#include "http_client.h"
+
+static const struct gp_cli_option no_options[] = {
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option json_options[] = {
+	{"json", 0, NULL, "print the coordinator's JSON as is"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option token_create_options[] = {
+	{"role", 0, "ROLE", "user, provider or admin (required)"},
+	{"name", 0, "NAME", "who the token is for: a user name, or the "
+			    "provider's name (required)"},
+	{"token-file", 0, "FILE", "authenticate with the (admin) token in "
+				  "FILE"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option submit_options[] = {
+	{"gpus", 'g', "N", "GPUs the job needs (default 1; 0 for none)"},
+	{"gpu-mem", 0, "MIB", "each GPU has at least this much memory "
+			      "(\"16G\", \"40960\")"},
+	{"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+	{"cpus", 'c', "N", "CPUs the job needs (default 1)"},
+	{"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
+	{"time", 't', "DURATION", "time limit (\"90m\", \"2:00:00\", "
+				  "\"1-12:00:00\"; default none)"},
+	{"name", 'n', "NAME", "job name (default: the command's basename)"},
+	{"env", 'e', "K=V", "set an environment variable (repeatable)"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option ps_options[] = {
+	{"all", 'a', NULL, "include finished jobs"},
+	{"json", 0, NULL, "print the coordinator's JSON as is"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option logs_options[] = {
+	{"follow", 'f', NULL, "keep following until the job finishes"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option up_options[] = {
+	{"listen", 'l', "ADDR:PORT", "where the coordinator listens "
+				     "(default 127.0.0.1:7070)"},
+	{"data", 'd', "DIR", "state and logs (default "
+			     "$XDG_DATA_HOME/gpupool or "
+			     "~/.local/share/gpupool)"},
+	{"fake-gpus", 0, "SPEC", "lend simulated GPUs: N[:MODEL[:MEM_MIB]]"},
+	{"name", 'n', "NAME", "the node's name (default: the hostname)"},
+	{"detach", 0, NULL, "start the pool in the background and return "
+			    "once it is ready"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option down_options[] = {
+	{"data", 'd', "DIR", "the pool's data directory (as given to up)"},
+	{NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_command commands[] = {
+	{"submit", "[--] COMMAND [ARG...]", "submit a job; prints its id",
+	    submit_options, 1, -1, 1,
+	    "Options must come before the command; `--` is needed only when "
+	    "the\ncommand starts with '-'. Prints just the job id.",
+	    gp_cli_cmd_submit},
+	{"ps", "", "list your queued and running jobs (--all: every job)",
+	    ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
+	{"show", "JOB", "show one job, with its attempts", json_options, 1,
+	    1, 0, NULL, gp_cli_cmd_show},
+	{"logs", "JOB", "print a job's output (-f: follow it)", logs_options,
+	    1, 1, 0, NULL, gp_cli_cmd_logs},
+	{"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,
+	    gp_cli_cmd_cancel},
+	{"wait", "JOB", "wait for a job; exit with its exit code",
+	    no_options, 1, 1, 0,
+	    "Exits with the job's exit code, 128+N when a signal N killed "
+	    "it, and 1\nwhen it was cancelled, timed out or could not start "
+	    "(with a note on stderr).",
+	    gp_cli_cmd_wait},
+	{"nodes", "", "list the nodes and their GPUs", json_options, 0, 0, 0,
+	    NULL, gp_cli_cmd_nodes},
+	{"whoami", "", "show who your token is", no_options, 0, 0, 0, NULL,
+	    gp_cli_cmd_whoami},
+	{"token create", "", "create a token (admin); prints just the token",
+	    token_create_options, 0, 0, 0,
+	    "Needs an admin token: --token-file, else GPUPOOL_TOKEN, else the "
+	    "config's\nadmin_token_file (written by `gpupool up`), else its "
+	    "token.",
+	    gp_cli_cmd_token_create},
+	{"up", "", "run a whole local pool (coordinator + agent) in one "
+		   "command",
+	    up_options, 0, 0, 0,
+	    "Starts a coordinator and one agent (simulated GPUs when no "
+	    "NVIDIA GPU is\nfound), writes the config file so the other "
+	    "commands work, and stays in\nthe foreground until "
+	    "interrupted. With --detach it returns once the pool\nis ready; "
+	    "`gpupool down` stops it.",
+	    gp_cli_cmd_up},
+	{"down", "", "stop a pool started with `gpupool up --detach`",
+	    down_options, 0, 0, 0, NULL, gp_cli_cmd_down},
+};
+
+void
+gp_cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("gpupool: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void
+usage_line(const struct gp_cli_command *cmd, FILE *out)
+{
+	fprintf(out, "usage: gpupool %s%s%s%s\n", cmd->name,
+	    cmd->options[0].name != NULL ? " [OPTIONS]" : "",
+	    cmd->operands[0] != '\0' ? " " : "", cmd->operands);
+}
+
+int
+gp_cli_usage_error(const struct gp_cli_args *args, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("gpupool: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (args != NULL && args->cmd != NULL)
+		usage_line(args->cmd, stderr);
+	return GP_CLI_EXIT_USAGE;
+}
+
+/* Prints "  LEFT  help..." with help wrapped to 80 columns. */
+static void
+wrap(FILE *out, const char *left, const char *help)
+{
+	const int indent = 27, width = 80;
+	const char *p = help, *end;
+	int col, len;
+
+	fprintf(out, "  %-24s ", left);
+	col = indent;
+	while (*p != '\0') {
+		end = strchr(p, ' ');
+		len = end != NULL ? (int)(end - p) : (int)strlen(p);
+		if (col > indent && col + 1 + len > width) {
+			fprintf(out, "\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', out);
+			col++;
+		}
+		fprintf(out, "%.*s", len, p);
+		col += len;
+		p += len;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', out);
+}
+
+void
+gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
+{
+	const struct gp_cli_option *o;
+	char left[64];
+
+	usage_line(cmd, out);
+	fprintf(out, "\n%s.\n", cmd->summary);
+	if (cmd->details != NULL)
+		fprintf(out, "\n%s\n", cmd->details);
+	fprintf(out, "\nOptions:\n");
+	for (o = cmd->options; o->name != NULL; o++) {
+		if (o->short_name != 0)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s",
+			    o->short_name, o->name, o->metavar ? " " : "",
+			    o->metavar ? o->metavar : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->name,
+			    o->metavar ? " " : "", o->metavar ? o->metavar : "");
+		wrap(out, left, o->help);
+	}
+	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
+}
+
+const struct gp_cli_command *
+gp_cli_command_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static int
+find_long(const struct gp_cli_command *cmd, const char *name, size_t len)
+{
+	int i;
+
+	for (i = 0; cmd->options[i].name != NULL; i++)
+		if (strlen(cmd->options[i].name) == len &&
+		    strncmp(cmd->options[i].name, name, len) == 0)
+			return i;
+	return -1;
+}
+
+static int
+find_short(const struct gp_cli_command *cmd, char c)
+{
+	int i;
+
+	for (i = 0; cmd->options[i].name != NULL; i++)
+		if (cmd->options[i].short_name == c)
+			return i;
+	return -1;
+}
+
+static int
+add_seen(struct gp_cli_args *args, int option, const char *value, char *err,
+    size_t errlen)
+{
+	if (args->nseen == GP_CLI_SEEN_MAX) {
+		snprintf(err, errlen, "too many options (at most %d)",
+		    GP_CLI_SEEN_MAX);
+		return GP_EINVAL;
+	}
+	args->seen[args->nseen].option = option;
+	args->seen[args->nseen].value = value;
+	args->nseen++;
+	return 0;
+}
+
+int
+gp_cli_parse(const struct gp_cli_command *cmd, int argc, char **argv,
+    struct gp_cli_args *args, char *err, size_t errlen)
+{
+	int i, opt, nops = 0, options_done = 0;
+	const char *a, *eq, *value;
+	size_t len;
+
+	memset(args, 0, sizeof(*args));
+	args->cmd = cmd;
+	err[0] = '\0';
+	for (i = 1; i < argc; i++) {
+		a = argv[i];
+		if (!options_done && strcmp(a, "--") == 0) {
+			options_done = 1;
+			continue;
+		}
+		if (options_done || a[0] != '-' || a[1] == '\0') {
+			/* An operand: compact operands at the front of argv. */
+			argv[1 + nops++] = (char *)a;
+			if (cmd->stop_at_operand)
+				options_done = 1;
+			continue;
+		}
+		if (a[1] == '-') {
+			eq = strchr(a + 2, '=');
+			len = eq != NULL ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+			if (len == 4 && strncmp(a + 2, "help", 4) == 0) {
+				args->help = 1;
+				continue;
+			}
+			opt = find_long(cmd, a + 2, len);
+			if (opt < 0) {
+				snprintf(err, errlen, "%s: unknown option '%.*s'",
+				    cmd->name, (int)len + 2, a);
+				return GP_EINVAL;
+			}
+			value = NULL;
+			if (cmd->options[opt].metavar == NULL && eq != NULL) {
+				snprintf(err, errlen,
+				    "%s: option --%s takes no value", cmd->name,
+				    cmd->options[opt].name);
+				return GP_EINVAL;
+			}
+			if (cmd->options[opt].metavar != NULL) {
+				if (eq != NULL)
+					value = eq + 1;
+				else if (i + 1 < argc)
+					value = argv[++i];
+				else {
+					snprintf(err, errlen,
+					    "%s: option --%s needs a value (%s)",
+					    cmd->name, cmd->options[opt].name,
+					    cmd->options[opt].metavar);
+					return GP_EINVAL;
+				}
+			}
+			if (add_seen(args, opt, value, err, errlen) != 0)
+				return GP_EINVAL;
+			continue;
+		}
+		/* Short options, possibly grouped: -af, -g2, -g 2. */
+		for (a++; *a != '\0'; a++) {
+			if (*a == 'h') {
+				args->help = 1;
+				continue;
+			}
+			opt = find_short(cmd, *a);
+			if (opt < 0) {
+				snprintf(err, errlen, "%s: unknown option '-%c'",
+				    cmd->name, *a);
+				return GP_EINVAL;
+			}
+			value = NULL;
+			if (cmd->options[opt].metavar != NULL) {
+				if (a[1] != '\0')
+					value = a + 1;
+				else if (i + 1 < argc)
+					value = argv[++i];
+				else {
+					snprintf(err, errlen,
+					    "%s: option -%c needs a value (%s)",
+					    cmd->name, *a,
+					    cmd->options[opt].metavar);
+					return GP_EINVAL;
+				}
+			}
+			if (add_seen(args, opt, value, err, errlen) != 0)
+				return GP_EINVAL;
+			if (value != NULL)
+				break;
+		}
+	}
+	args->operands = argv + 1;
+	args->noperands = nops;
+	if (args->help)
+		return 0;
+	if (nops < cmd->min_operands) {
+		snprintf(err, errlen, "%s: missing %s", cmd->name,
+		    cmd->operands[0] == '[' ? "COMMAND" : cmd->operands);
+		return GP_EINVAL;
+	}
+	if (cmd->max_operands >= 0 && nops > cmd->max_operands) {
+		snprintf(err, errlen, "%s: unexpected argument '%s'", cmd->name,
+		    argv[1 + cmd->max_operands]);
+		return GP_EINVAL;
+	}
+	return 0;
+}
+
+static int
+option_index(const struct gp_cli_args *args, const char *name)
+{
+	return find_long(args->cmd, name, strlen(name));
+}
+
+int
+gp_cli_flag(const struct gp_cli_args *args, const char *name)
+{
+	int i, opt = option_index(args, name);
+
+	for (i = 0; opt >= 0 && i < args->nseen; i++)
+		if (args->seen[i].option == opt)
+			return 1;
+	return 0;
+}
+
+const char *
+gp_cli_value(const struct gp_cli_args *args, const char *name)
+{
+	int i, opt = option_index(args, name);
+	const char *v = NULL;
+
+	for (i = 0; opt >= 0 && i < args->nseen; i++)
+		if (args->seen[i].option == opt)
+			v = args->seen[i].value;
+	return v;
+}
+
+static void
+global_help(FILE *out)
+{
+	size_t i;
+
+	fprintf(out,
+	    "usage: gpupool COMMAND [OPTIONS] [ARGS]\n"
+	    "\n"
+	    "gpupool pools GPUs that their owners lend and runs researchers' "
+	    "jobs on them.\n"
+	    "\n"
+	    "Commands:\n");
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++)
+		fprintf(out, "  %-14s %s\n", commands[i].name,
+		    commands[i].summary);
+	fprintf(out,
+	    "  %-14s %s\n  %-14s %s\n  %-14s %s\n", "coordinator",
+	    "run the coordinator (see gpupool-coordinator(8))", "agent",
+	    "run a provider agent (see gpupool-agent(8))", "version",
+	    "print the version");
+	fprintf(out,
+	    "\n"
+	    "`gpupool COMMAND --help` shows a command's options.\n"
+	    "\n"
+	    "Finding the pool: GPUPOOL_URL, GPUPOOL_TOKEN and GPUPOOL_CA "
+	    "override the\n"
+	    "config file ($GPUPOOL_CONFIG, else "
+	    "$XDG_CONFIG_HOME/gpupool/config, else\n"
+	    "~/.config/gpupool/config) with lines `url = ...`, "
+	    "`token = ...`, `ca = ...`.\n"
+	    "\n"
+	    "Exit status: 0 on success, 1 on failure, 2 on a usage error; "
+	    "`wait` exits\n"
+	    "with the job's exit code.\n");
+}
+
+static const struct gp_cli_command *
+find_command(int argc, char **argv, int *words)
+{
+	size_t i, n;
+	const char *name;
+
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++) {
+		name = commands[i].name;
+		n = strcspn(name, " ");
+		if (strncmp(argv[1], name, n) != 0 || argv[1][n] != '\0')
+			continue;
+		if (name[n] == '\0') {
+			*words = 1;
+			return &commands[i];
+		}
+		if (argc >= 3 && strcmp(argv[2], name + n + 1) == 0) {
+			*words = 2;
+			return &commands[i];
+		}
+	}
+	return NULL;
+}
+
+/* Commands with subcommands ("token"): lists them. Returns 1 if known. */
+static int
+group_usage(const char *group, FILE *out)
+{
+	size_t i, n = strlen(group);
+	int found = 0;
+
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++) {
+		if (strncmp(commands[i].name, group, n) != 0 ||
+		    commands[i].name[n] != ' ')
+			continue;
+		if (!found)
+			fprintf(out, "usage:\n");
+		fprintf(out, "  gpupool %-14s %s\n", commands[i].name,
+		    commands[i].summary);
+		found = 1;
+	}
+	return found;
+}
 
 int
 gp_cli_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "gpupool: cli: not built yet\n");
-	return 2;
+	const struct gp_cli_command *cmd;
+	struct gp_cli_args args;
+	char err[512];
+	int words;
+
+	if (argc < 2) {
+		global_help(stderr);
+		return GP_CLI_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		if (argc >= 3 && strcmp(argv[1], "help") == 0) {
+			cmd = find_command(argc - 1, argv + 1, &words);
+			if (cmd != NULL) {
+				gp_cli_usage(cmd, stdout);
+				return 0;
+			}
+			if (group_usage(argv[2], stdout))
+				return 0;
+			gp_cli_error("unknown command '%s' (see gpupool help)",
+			    argv[2]);
+			return GP_CLI_EXIT_USAGE;
+		}
+		global_help(stdout);
+		return 0;
+	}
+	cmd = find_command(argc, argv, &words);
+	if (cmd == NULL) {
+		if (group_usage(argv[1], stderr))
+			return GP_CLI_EXIT_USAGE;
+		gp_cli_error("unknown command '%s' (see gpupool help)",
+		    argv[1]);
+		return GP_CLI_EXIT_USAGE;
+	}
+	argc -= words;
+	argv += words;
+	if (gp_cli_parse(cmd, argc, argv, &args, err, sizeof(err)) != 0)
+		return gp_cli_usage_error(&args, "%s", err);
+	if (args.help) {
+		gp_cli_usage(cmd, stdout);
+		return 0;
+	}
+	gp_http_global_init();
+	return cmd->run(&args);
 }

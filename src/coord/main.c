@@ -1,15 +1,308 @@
 /*
- * main.c: placeholder until the coord lands.
+ * main.c: `gpupool coordinator`: flags, the data directory, the first
+ * admin token, the HTTP(S) server and an orderly stop on SIGINT/SIGTERM.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "coord/coord.h"
+#include "coordd.h"
+#include "gp.h"
+#include "log.h"
+
+struct MHD_Daemon *coord_daemon;
+volatile int coord_stopping;
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
+	    "                           [--tls-cert FILE --tls-key FILE]\n"
+	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
+	    "                           [--log-cap BYTES] [--threads N] "
+	    "[-v] [-q]\n"
+	    "\n"
+	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
+	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
+	    "The first start creates an admin token, prints it once and\n"
+	    "leaves it in DIR/admin.token (mode 0600).\n"
+	    "\n"
+	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
+	    "  --data DIR          state directory (created if missing)\n"
+	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
+	    "  --tls-key FILE      PEM private key for --tls-cert\n"
+	    "  --lease-ms N        node lease: jobs of a node silent this long\n"
+	    "                      are requeued (default 5000)\n"
+	    "  --heartbeat-ms N    heartbeat period asked of agents (default "
+	    "1000)\n"
+	    "  --log-cap BYTES     per-job log cap (default 64M; K/M/G "
+	    "suffixes)\n"
+	    "  --threads N         HTTP worker threads (default 4)\n"
+	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
+}
+
+static int
+parse_listen(const char *text, struct coord_config *cfg)
+{
+	const char *colon = strrchr(text, ':');
+	int64_t port;
+
+	if (colon == NULL || colon == text ||
+	    (size_t)(colon - text) >= sizeof(cfg->listen_addr))
+		return GP_EINVAL;
+	memcpy(cfg->listen_addr, text, (size_t)(colon - text));
+	cfg->listen_addr[colon - text] = '\0';
+	if (gp_parse_int(colon + 1, 0, 65535, &port) != 0)
+		return GP_EINVAL;
+	cfg->port = (int)port;
+	return 0;
+}
+
+static int
+parse_bytes(const char *text, int64_t *out)
+{
+	char *end;
+	long long v = strtoll(text, &end, 10);
+	int64_t mult = 1;
+
+	if (end == text || v < 0)
+		return GP_EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		mult = 1024;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mult = 1024 * 1024;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mult = 1024 * 1024 * 1024;
+		end++;
+		break;
+	default:
+		return GP_EINVAL;
+	}
+	if (*end != '\0' || v > INT64_MAX / mult)
+		return GP_EINVAL;
+	*out = v * mult;
+	return 0;
+}
+
+static volatile sig_atomic_t stop_requested;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n > 0 && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	gp_warn("http: %s", msg);
+}
 
 int
 gp_coord_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "gpupool: coord: not built yet\n");
-	return 2;
+	static const struct option options[] = {
+	    {"listen", required_argument, NULL, 'l'},
+	    {"data", required_argument, NULL, 'd'},
+	    {"tls-cert", required_argument, NULL, 'c'},
+	    {"tls-key", required_argument, NULL, 'k'},
+	    {"lease-ms", required_argument, NULL, 'L'},
+	    {"heartbeat-ms", required_argument, NULL, 'H'},
+	    {"log-cap", required_argument, NULL, 'C'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct coord_config cfg;
+	struct sockaddr_in addr;
+	char *cert = NULL, *key = NULL;
+	unsigned int flags;
+	int64_t v;
+	int c;
+
+	memset(&cfg, 0, sizeof(cfg));
+	gp_strlcpy(cfg.listen_addr, "127.0.0.1", sizeof(cfg.listen_addr));
+	cfg.port = 7070;
+	cfg.lease_ms = 5000;
+	cfg.heartbeat_ms = 1000;
+	cfg.log_cap = 64LL << 20;
+	cfg.threads = 4;
+	gp_log_init("coordinator", GP_LOG_INFO);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (parse_listen(optarg, &cfg) != 0)
+				gp_fatalx("--listen: expected ADDR:PORT, got "
+					  "'%s'",
+				    optarg);
+			break;
+		case 'd':
+			if (gp_strlcpy(cfg.data_dir, optarg,
+				sizeof(cfg.data_dir)) >= sizeof(cfg.data_dir))
+				gp_fatalx("--data: path too long");
+			break;
+		case 'c':
+			gp_strlcpy(cfg.tls_cert, optarg, sizeof(cfg.tls_cert));
+			break;
+		case 'k':
+			gp_strlcpy(cfg.tls_key, optarg, sizeof(cfg.tls_key));
+			break;
+		case 'L':
+			if (gp_parse_int(optarg, 100, 3600000, &v) != 0)
+				gp_fatalx("--lease-ms: 100 to 3600000");
+			cfg.lease_ms = v;
+			break;
+		case 'H':
+			if (gp_parse_int(optarg, 10, 600000, &v) != 0)
+				gp_fatalx("--heartbeat-ms: 10 to 600000");
+			cfg.heartbeat_ms = v;
+			break;
+		case 'C':
+			if (parse_bytes(optarg, &cfg.log_cap) != 0)
+				gp_fatalx("--log-cap: a size like 65536, 64K "
+					  "or 64M");
+			break;
+		case 't':
+			if (gp_parse_int(optarg, 1, 64, &v) != 0)
+				gp_fatalx("--threads: 1 to 64");
+			cfg.threads = (int)v;
+			break;
+		case 'v':
+			gp_log_set_level(GP_LOG_DEBUG);
+			break;
+		case 'q':
+			gp_log_set_level(GP_LOG_WARN);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpupool coordinator: unexpected argument "
+				"'%s'\n",
+		    argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (cfg.data_dir[0] == '\0') {
+		fprintf(stderr, "gpupool coordinator: --data DIR is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
+		gp_fatalx("--tls-cert and --tls-key go together");
+	if (cfg.heartbeat_ms * 2 > cfg.lease_ms)
+		gp_warn("heartbeat period is more than half the lease: nodes "
+			"may be declared lost while alive heartbeat_ms=%lld "
+			"lease_ms=%lld",
+		    (long long)cfg.heartbeat_ms, (long long)cfg.lease_ms);
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons((uint16_t)cfg.port);
+	if (inet_pton(AF_INET, cfg.listen_addr, &addr.sin_addr) != 1)
+		gp_fatalx("--listen: '%s' is not an IPv4 address",
+		    cfg.listen_addr);
+	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
+		gp_fatal("cannot create data directory %s", cfg.data_dir);
+	if (cfg.tls_cert[0] != '\0') {
+		if (gp_read_file(cfg.tls_cert, 1 << 20, &cert, NULL) != 0)
+			gp_fatal("cannot read --tls-cert %s", cfg.tls_cert);
+		if (gp_read_file(cfg.tls_key, 1 << 20, &key, NULL) != 0)
+			gp_fatal("cannot read --tls-key %s", cfg.tls_key);
+	}
+	if (gp_token_init() != 0)
+		gp_fatalx("libsodium failed to initialise");
+	raise_fd_limit();
+	signal(SIGPIPE, SIG_IGN);
+	if (state_init(&cfg) != 0)
+		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	if (state_create_admin_token_if_none() != 0)
+		gp_fatalx("cannot create the admin token");
+	if (state_start_thread() != 0)
+		gp_fatalx("cannot start the state thread");
+
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	if (cert != NULL)
+		flags |= MHD_USE_TLS;
+	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg.threads,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
+	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+	    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+	if (coord_daemon == NULL)
+		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
+		    cfg.listen_addr, cfg.port);
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld",
+	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
+	    cfg.data_dir, (long long)cfg.lease_ms);
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	while (!stop_requested)
+		pause();
+	gp_info("stopping");
+	/* Answer every held long poll, finish queued changes, then stop. */
+	coord_stopping = 1;
+	MHD_quiesce_daemon(coord_daemon);
+	state_stop_thread();
+	notify_expire(INT64_MAX);
+	usleep(200 * 1000);
+	MHD_stop_daemon(coord_daemon);
+	store_close();
+	free(cert);
+	free(key);
+	return 0;
 }

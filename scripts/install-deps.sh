@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# scripts/install-deps.sh: installs what gpupool needs from Debian's
+# packages (build tools, libraries, the sandbox's helpers), only what is
+# missing. Needs root (or sudo). Safe to run again.
+set -eu
+pkgs=(build-essential pkg-config clang libclang-rt-dev
+      libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
+      libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: everything is installed"
+	exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,79 @@
+/*
+ * agentd.h: what the agent's files share: the agent's state and the
+ * prototypes of report.c and link.c, grouped by file. The sandbox, the
+ * executor, cgroups, GPUs and the decoders have their own headers.
+ */
+#ifndef GP_AGENTD_H
+#define GP_AGENTD_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "agent/assignment.h"
+#include "agent/cgroup.h"
+#include "agent/executor.h"
+#include "agent/gpu.h"
+#include "agent/sandbox.h"
+
+struct gp_reports;
+
+struct gp_agent {
+	/* Configuration, fixed after start. */
+	const char *url;
+	const char *token;	/* never logged */
+	const char *ca_file;
+	char name[GP_NAME_MAX + 1];
+	char work[PATH_MAX];
+	int cpus;
+	int64_t mem_mib;
+	struct gp_gpu_set gpus;
+	struct gp_sandbox_user user;
+	struct gp_cgroups cgroups;
+	struct gp_exec_config exec_cfg;
+	struct gp_exec_events exec_events;
+
+	struct gp_executor *executor;
+	struct gp_reports *reports;
+
+	/* Link state, under lock; cond signals a change of node_id. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int64_t node_id;	/* 0 while (re-)registering */
+	int heartbeat_ms;
+	int lease_ms;
+	atomic_int stop;	/* set on SIGINT/SIGTERM */
+	atomic_int fatal;	/* the coordinator refused us for good */
+};
+
+/* report.c */
+struct gp_reports *gp_reports_new(struct gp_agent *agent, int nthreads);
+/* Stops the senders, giving them up to grace_ms to deliver. */
+void gp_reports_free(struct gp_reports *r, int grace_ms);
+/* An attempt the coordinator assigned: tracked until finished is acked. */
+int gp_reports_add(struct gp_reports *r, const struct gp_attempt_id *id);
+/* Drops an attempt without reporting anything more (kill lists, 409). */
+void gp_reports_forget(struct gp_reports *r, const struct gp_attempt_id *id);
+/* The running list for register and heartbeat (a new JSON array). */
+json_t *gp_reports_running(struct gp_reports *r);
+/* Executor callbacks; arg is the struct gp_reports. */
+void gp_reports_on_started(void *arg, const struct gp_attempt_id *id,
+    pid_t pid);
+void gp_reports_on_output(void *arg, const struct gp_attempt_id *id,
+    const char *data, size_t len);
+void gp_reports_on_finished(void *arg, const struct gp_attempt_id *id,
+    const struct gp_exec_result *result);
+
+/* link.c */
+/* Starts the heartbeat (which registers first) and poll threads. */
+int gp_link_start(struct gp_agent *agent);
+/* Waits for the heartbeat thread; the poll thread is left to exit. */
+void gp_link_stop(struct gp_agent *agent);
+/* Blocks until registered or stopping; returns the node id or 0. */
+int64_t gp_link_node_id(struct gp_agent *agent);
+/* Kills and forgets each attempt of a "kill" list. */
+void gp_link_apply_kills(struct gp_agent *agent, json_t *list);
+
+#endif

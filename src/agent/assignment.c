@@ -1,0 +1,326 @@
+/*
+ * assignment.c: strict decoding of what the coordinator sends the agent:
+ * poll answers (assignments and cancels) and kill lists.
+ */
+#include "agent/assignment.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp.h"
+#include "util.h"
+
+#define ASSIGNMENTS_MAX 4096
+
+static int
+bad(char *err, size_t errlen, const char *fmt, const char *field)
+{
+	snprintf(err, errlen, fmt, field);
+	return GP_EINVAL;
+}
+
+/* Reads an integer field in [min, max]; absent is def (or an error). */
+static int
+get_int(json_t *obj, const char *key, int64_t min, int64_t max,
+    int required, int64_t def, int64_t *out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(obj, key);
+	json_int_t i;
+
+	if (v == NULL) {
+		if (required)
+			return bad(err, errlen, "missing field %s", key);
+		*out = def;
+		return 0;
+	}
+	if (!json_is_integer(v))
+		return bad(err, errlen, "field %s: not an integer", key);
+	i = json_integer_value(v);
+	if (i < min || i > max)
+		return bad(err, errlen, "field %s: out of range", key);
+	*out = i;
+	return 0;
+}
+
+static int
+get_name(json_t *obj, const char *key, char *out, size_t outlen, char *err,
+    size_t errlen)
+{
+	json_t *v = json_object_get(obj, key);
+
+	out[0] = '\0';
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) >= outlen ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return bad(err, errlen, "field %s: not a short string", key);
+	gp_strlcpy(out, json_string_value(v), outlen);
+	return 0;
+}
+
+static int
+decode_id(json_t *obj, struct gp_attempt_id *id, char *err, size_t errlen)
+{
+	if (!json_is_object(obj))
+		return bad(err, errlen, "%s: not an object", "attempt");
+	if (get_int(obj, "job_id", 1, INT64_MAX, 1, 0, &id->job_id, err,
+	    errlen) != 0 ||
+	    get_int(obj, "attempt", 1, INT32_MAX, 1, 0, &id->attempt, err,
+	    errlen) != 0)
+		return GP_EINVAL;
+	return 0;
+}
+
+static int
+decode_command(json_t *cmd, struct gp_assignment *a, char *err,
+    size_t errlen)
+{
+	size_t i, n;
+
+	if (!json_is_array(cmd) || (n = json_array_size(cmd)) == 0 ||
+	    n > GP_ARGC_MAX)
+		return bad(err, errlen, "field %s: want 1..256 strings",
+		    "command");
+	if ((a->argv = calloc(n + 1, sizeof(char *))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		json_t *s = json_array_get(cmd, i);
+		size_t len;
+
+		if (!json_is_string(s))
+			return bad(err, errlen, "field %s: not a string",
+			    "command");
+		len = json_string_length(s);
+		if (len == 0 || len > GP_ARG_MAX ||
+		    strlen(json_string_value(s)) != len)
+			return bad(err, errlen, "field %s: bad argument",
+			    "command");
+		if ((a->argv[i] = strdup(json_string_value(s))) == NULL)
+			return GP_ENOMEM;
+		a->argc++;
+	}
+	return 0;
+}
+
+static int
+env_key_valid(const char *k)
+{
+	size_t i;
+
+	if (k[0] == '\0' || strlen(k) > GP_ENV_KEY_MAX ||
+	    !(k[0] == '_' || (k[0] >= 'A' && k[0] <= 'Z') ||
+	    (k[0] >= 'a' && k[0] <= 'z')))
+		return 0;
+	for (i = 1; k[i] != '\0'; i++)
+		if (!(k[i] == '_' || (k[i] >= 'A' && k[i] <= 'Z') ||
+		    (k[i] >= 'a' && k[i] <= 'z') ||
+		    (k[i] >= '0' && k[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+static int
+decode_env(json_t *env, struct gp_assignment *a, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	size_t n;
+
+	if (env == NULL || json_is_null(env))
+		return 0;
+	if (!json_is_object(env) || (n = json_object_size(env)) > GP_ENV_MAX)
+		return bad(err, errlen, "field %s: want an object of strings",
+		    "env");
+	if ((a->env = calloc(n + 1, sizeof(char *))) == NULL)
+		return GP_ENOMEM;
+	json_object_foreach(env, key, v) {
+		size_t klen, vlen;
+
+		if (!env_key_valid(key))
+			return bad(err, errlen, "field %s: bad key", "env");
+		if (!json_is_string(v) ||
+		    (vlen = json_string_length(v)) > GP_ARG_MAX ||
+		    strlen(json_string_value(v)) != vlen)
+			return bad(err, errlen, "field %s: bad value", "env");
+		klen = strlen(key);
+		if ((a->env[a->nenv] = malloc(klen + vlen + 2)) == NULL)
+			return GP_ENOMEM;
+		memcpy(a->env[a->nenv], key, klen);
+		a->env[a->nenv][klen] = '=';
+		memcpy(a->env[a->nenv] + klen + 1, json_string_value(v),
+		    vlen + 1);
+		a->nenv++;
+	}
+	return 0;
+}
+
+static int
+decode_gpus(json_t *gpus, struct gp_assignment *a, char *err, size_t errlen)
+{
+	size_t i, j, n;
+
+	if (gpus == NULL || json_is_null(gpus))
+		return 0;
+	if (!json_is_array(gpus) || (n = json_array_size(gpus)) > GP_GPUS_MAX)
+		return bad(err, errlen, "field %s: want 0..64 indices", "gpus");
+	for (i = 0; i < n; i++) {
+		json_t *g = json_array_get(gpus, i);
+		json_int_t v;
+
+		if (!json_is_integer(g) || (v = json_integer_value(g)) < 0 ||
+		    v >= GP_GPUS_MAX)
+			return bad(err, errlen, "field %s: bad index", "gpus");
+		for (j = 0; j < i; j++)
+			if (a->gpus[j] == (int)v)
+				return bad(err, errlen,
+				    "field %s: repeated index", "gpus");
+		a->gpus[i] = (int)v;
+		a->ngpus++;
+	}
+	return 0;
+}
+
+static int
+decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
+    size_t errlen)
+{
+	int64_t v;
+	int ret;
+
+	if ((ret = decode_id(obj, &a->id, err, errlen)) != 0)
+		return ret;
+	if ((ret = get_name(obj, "name", a->name, sizeof(a->name), err,
+	    errlen)) != 0 ||
+	    (ret = get_name(obj, "user", a->user, sizeof(a->user), err,
+	    errlen)) != 0)
+		return ret;
+	if ((ret = decode_command(json_object_get(obj, "command"), a, err,
+	    errlen)) != 0)
+		return ret;
+	if ((ret = decode_env(json_object_get(obj, "env"), a, err,
+	    errlen)) != 0)
+		return ret;
+	if ((ret = decode_gpus(json_object_get(obj, "gpus"), a, err,
+	    errlen)) != 0)
+		return ret;
+	if ((ret = get_int(obj, "cpus", 0, GP_CPUS_MAX, 0, 1, &v, err,
+	    errlen)) != 0)
+		return ret;
+	a->cpus = (int)v;
+	if ((ret = get_int(obj, "mem_mib", 0, GP_MIB_MAX, 0, 0, &a->mem_mib,
+	    err, errlen)) != 0)
+		return ret;
+	return get_int(obj, "time_limit_s", 0, GP_TIME_LIMIT_MAX, 0, 0,
+	    &a->time_limit_s, err, errlen);
+}
+
+void
+gp_assignment_fini(struct gp_assignment *a)
+{
+	int i;
+
+	if (a->argv != NULL)
+		for (i = 0; a->argv[i] != NULL; i++)
+			free(a->argv[i]);
+	if (a->env != NULL)
+		for (i = 0; a->env[i] != NULL; i++)
+			free(a->env[i]);
+	free(a->argv);
+	free(a->env);
+	a->argv = a->env = NULL;
+	a->argc = a->nenv = 0;
+}
+
+void
+gp_poll_answer_fini(struct gp_poll_answer *answer)
+{
+	int i;
+
+	for (i = 0; i < answer->nassignments; i++)
+		gp_assignment_fini(&answer->assignments[i]);
+	free(answer->assignments);
+	free(answer->cancels);
+	memset(answer, 0, sizeof(*answer));
+}
+
+int
+gp_attempt_list_decode(json_t *list, struct gp_attempt_id **ids, int *n,
+    char *err, size_t errlen)
+{
+	struct gp_attempt_id *out = NULL;
+	size_t i, count;
+
+	*ids = NULL;
+	*n = 0;
+	if (list == NULL || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) ||
+	    (count = json_array_size(list)) > ASSIGNMENTS_MAX)
+		return bad(err, errlen, "%s: not a list of attempts", "list");
+	if (count > 0 && (out = calloc(count, sizeof(*out))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < count; i++) {
+		if (decode_id(json_array_get(list, i), &out[i], err,
+		    errlen) != 0) {
+			free(out);
+			return GP_EINVAL;
+		}
+	}
+	*ids = out;
+	*n = (int)count;
+	return 0;
+}
+
+int
+gp_assignment_decode(const char *text, size_t len,
+    struct gp_poll_answer *answer, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root, *list;
+	size_t i, n;
+	int ret = GP_EINVAL;
+
+	memset(answer, 0, sizeof(*answer));
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		snprintf(err, errlen, "not JSON: %s", jerr.text);
+		return GP_EINVAL;
+	}
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "not a JSON object");
+		goto fail;
+	}
+	list = json_object_get(root, "assignments");
+	if (list != NULL && !json_is_null(list)) {
+		if (!json_is_array(list) ||
+		    (n = json_array_size(list)) > ASSIGNMENTS_MAX) {
+			snprintf(err, errlen, "field assignments: not a list");
+			goto fail;
+		}
+		if (n > 0 && (answer->assignments = calloc(n,
+		    sizeof(*answer->assignments))) == NULL) {
+			ret = GP_ENOMEM;
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		for (i = 0; i < n; i++) {
+			/* Count it first so that fini releases a half one. */
+			answer->nassignments++;
+			ret = decode_assignment(json_array_get(list, i),
+			    &answer->assignments[i], err, errlen);
+			if (ret != 0)
+				goto fail;
+		}
+	}
+	ret = gp_attempt_list_decode(json_object_get(root, "cancels"),
+	    &answer->cancels, &answer->ncancels, err, errlen);
+	if (ret != 0)
+		goto fail;
+	json_decref(root);
+	return 0;
+fail:
+	json_decref(root);
+	gp_poll_answer_fini(answer);
+	return ret == GP_ENOMEM ? GP_ENOMEM : GP_EINVAL;
+}

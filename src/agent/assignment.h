@@ -1,0 +1,66 @@
+/*
+ * assignment.h: what the coordinator hands the agent (poll answers and
+ * kill lists) and their strict decoders. These bytes come from the
+ * network: the decoders never trust a length or a type (see
+ * tests/fuzz/fuzz_assignment.c).
+ */
+#ifndef GP_AGENT_ASSIGNMENT_H
+#define GP_AGENT_ASSIGNMENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jobspec.h"
+
+/* One attempt of one job: the key of everything the agent tracks. */
+struct gp_attempt_id {
+	int64_t job_id;
+	int64_t attempt;
+};
+
+struct gp_assignment {
+	struct gp_attempt_id id;
+	char name[GP_NAME_MAX + 1];
+	char user[GP_NAME_MAX + 1];
+	char **argv;	/* argc strings and a NULL, owned */
+	int argc;
+	char **env;	/* nenv "KEY=value" strings and a NULL, owned */
+	int nenv;
+	int gpus[GP_GPUS_MAX];
+	int ngpus;
+	int cpus;
+	int64_t mem_mib;	/* 0: no limit */
+	int64_t time_limit_s;	/* 0: no limit */
+};
+
+struct gp_poll_answer {
+	struct gp_assignment *assignments;
+	int nassignments;
+	struct gp_attempt_id *cancels;
+	int ncancels;
+};
+
+/*
+ * Decodes a poll answer. OUT: answer (zeroed by this call; release with
+ * gp_poll_answer_fini whatever the result), err: why it was refused.
+ * Unknown fields are ignored (a newer coordinator may add some); known
+ * fields of the wrong type or out of range refuse the whole answer.
+ * Returns 0 or GP_EINVAL.
+ */
+int gp_assignment_decode(const char *text, size_t len,
+    struct gp_poll_answer *answer, char *err, size_t errlen);
+void gp_poll_answer_fini(struct gp_poll_answer *answer);
+
+/* Releases what an assignment owns (not the struct itself). */
+void gp_assignment_fini(struct gp_assignment *a);
+
+/*
+ * Decodes a "kill" list ([{"job_id": 9, "attempt": 2}, ...]; NULL or a
+ * missing field is an empty list). OUT: *ids (malloc'd, caller frees),
+ * *n. Returns 0 or GP_EINVAL.
+ */
+int gp_attempt_list_decode(json_t *list, struct gp_attempt_id **ids, int *n,
+    char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * cgroup.c: per-job cgroups (v2, or v1 memory + pids) for limits and for
+ * killing a job's every process. See cgroup.h and docs/agent.md.
+ */
+#include "agent/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gp.h"
+#include "log.h"
+#include "util.h"
+
+static int
+write_text(const char *dir, const char *file, const char *text)
+{
+	char path[PATH_MAX + 64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return GP_EIO;
+	if (write(fd, text, strlen(text)) < 0)
+		ret = GP_EIO;
+	close(fd);
+	return ret;
+}
+
+static int
+has_controllers(const char *root)
+{
+	char path[PATH_MAX], *data = NULL;
+	size_t len;
+	int ok;
+
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
+	if (gp_read_file(path, 4096, &data, &len) != 0)
+		return 0;
+	ok = strstr(data, "memory") != NULL && strstr(data, "pids") != NULL;
+	free(data);
+	return ok;
+}
+
+static int
+make_parent(const char *root, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/gpupool", root);
+	if (mkdir(out, 0755) != 0 && errno != EEXIST)
+		return GP_EIO;
+	return 0;
+}
+
+static int
+init_v2(struct gp_cgroups *cg, const char *root, char *why, size_t whylen)
+{
+	if (!has_controllers(root)) {
+		snprintf(why, whylen, "%s has no memory and pids controllers",
+		    root);
+		return GP_ENOENT;
+	}
+	if (write_text(root, "cgroup.subtree_control", "+memory +pids") != 0 ||
+	    make_parent(root, cg->v2, sizeof(cg->v2)) != 0 ||
+	    write_text(cg->v2, "cgroup.subtree_control", "+memory +pids") !=
+	    0) {
+		snprintf(why, whylen, "cannot set up %s/gpupool: %s", root,
+		    strerror(errno));
+		return GP_EIO;
+	}
+	return 0;
+}
+
+void
+gp_cgroup_init(struct gp_cgroups *cg)
+{
+	char why[512] = "", why1[512] = "";
+	int mem, pids;
+
+	memset(cg, 0, sizeof(*cg));
+	if (init_v2(cg, "/sys/fs/cgroup", why, sizeof(why)) == 0 ||
+	    init_v2(cg, "/sys/fs/cgroup/unified", why, sizeof(why)) == 0) {
+		cg->mode = GP_CGROUP_V2;
+		gp_info("cgroups mode=v2 parent=%s", cg->v2);
+		return;
+	}
+	mem = access("/sys/fs/cgroup/memory/cgroup.procs", F_OK) == 0 &&
+	    make_parent("/sys/fs/cgroup/memory", cg->memory,
+	    sizeof(cg->memory)) == 0;
+	if (!mem) {
+		snprintf(why1, sizeof(why1), "v1 memory: %s", strerror(errno));
+		cg->memory[0] = '\0';
+	}
+	pids = access("/sys/fs/cgroup/pids/cgroup.procs", F_OK) == 0 &&
+	    make_parent("/sys/fs/cgroup/pids", cg->pids,
+	    sizeof(cg->pids)) == 0;
+	if (!pids)
+		cg->pids[0] = '\0';
+	if (mem || pids) {
+		cg->mode = GP_CGROUP_V1;
+		gp_info("cgroups mode=v1 memory=%s pids=%s",
+		    mem ? cg->memory : "unavailable",
+		    pids ? cg->pids : "unavailable");
+		if (!mem || !pids)
+			gp_warn("cgroup limits partly unavailable: %s; jobs "
+			    "run without %s limits", mem ? "no v1 pids "
+			    "hierarchy" : why1, mem ? "pids" : "memory");
+		return;
+	}
+	cg->mode = GP_CGROUP_NONE;
+	gp_warn("cgroup limits unavailable: %s; %s; jobs run without "
+	    "memory/pids limits", why[0] ? why : "no cgroup v2",
+	    why1[0] ? why1 : "no cgroup v1 memory/pids");
+}
+
+static int
+add_dir(struct gp_cgroup_job *job, const char *parent, const char *name,
+    const char *limits[][2], int nlimits, char *err, size_t errlen)
+{
+	char *dir = job->dirs[job->ndirs];
+	char path[PATH_MAX + 32];
+	int i, fd;
+
+	snprintf(dir, PATH_MAX, "%s/%s", parent, name);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+		return GP_EIO;
+	}
+	job->ndirs++;
+	for (i = 0; i < nlimits; i++) {
+		if (limits[i][1] == NULL)
+			continue;
+		if (write_text(dir, limits[i][0], limits[i][1]) != 0) {
+			snprintf(err, errlen, "%s/%s: %s", dir, limits[i][0],
+			    strerror(errno));
+			return GP_EIO;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+		return GP_EIO;
+	}
+	job->procs_fds[job->nfds++] = fd;
+	return 0;
+}
+
+int
+gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
+    int64_t mem_mib, int64_t pids_max, struct gp_cgroup_job *job, char *err,
+    size_t errlen)
+{
+	char mem[32], pids[32];
+	int ret = 0;
+
+	memset(job, 0, sizeof(*job));
+	snprintf(mem, sizeof(mem), "%lld", (long long)mem_mib * 1048576);
+	snprintf(pids, sizeof(pids), "%lld", (long long)pids_max);
+	if (cg->mode == GP_CGROUP_V2) {
+		const char *limits[][2] = {
+			{"memory.max", mem_mib > 0 ? mem : NULL},
+			{"memory.swap.max", mem_mib > 0 ? "0" : NULL},
+			{"pids.max", pids},
+		};
+		ret = add_dir(job, cg->v2, name, limits, 3, err, errlen);
+		/* memory.swap.max is absent without swap accounting. */
+		if (ret != 0 && strstr(err, "memory.swap.max") != NULL) {
+			const char *retry[][2] = {{"pids.max", pids}};
+			job->ndirs = 0;
+			ret = add_dir(job, cg->v2, name, retry, 1, err,
+			    errlen);
+		}
+	} else if (cg->mode == GP_CGROUP_V1) {
+		const char *mlimits[][2] = {
+			{"memory.limit_in_bytes", mem_mib > 0 ? mem : NULL},
+		};
+		const char *plimits[][2] = {{"pids.max", pids}};
+		if (cg->memory[0] != '\0')
+			ret = add_dir(job, cg->memory, name, mlimits, 1, err,
+			    errlen);
+		if (ret == 0 && cg->pids[0] != '\0')
+			ret = add_dir(job, cg->pids, name, plimits, 1, err,
+			    errlen);
+	}
+	if (ret != 0) {
+		gp_cgroup_close_fds(job);
+		gp_cgroup_remove(job);
+	}
+	return ret;
+}
+
+void
+gp_cgroup_close_fds(struct gp_cgroup_job *job)
+{
+	int i;
+
+	for (i = 0; i < job->nfds; i++)
+		close(job->procs_fds[i]);
+	job->nfds = 0;
+}
+
+void
+gp_cgroup_kill(const struct gp_cgroup_job *job)
+{
+	char path[PATH_MAX + 32], *data, *p, *end;
+	size_t len;
+	int i;
+
+	for (i = 0; i < job->ndirs; i++) {
+		/* v2 has cgroup.kill; v1 needs the list. */
+		if (write_text(job->dirs[i], "cgroup.kill", "1") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/cgroup.procs", job->dirs[i]);
+		if (gp_read_file(path, 1 << 20, &data, &len) != 0)
+			continue;
+		for (p = data; *p != '\0'; p = end) {
+			long pid = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			if (pid > 1)
+				kill((pid_t)pid, SIGKILL);
+		}
+		free(data);
+	}
+}
+
+int
+gp_cgroup_remove(struct gp_cgroup_job *job)
+{
+	int i, ret = 0;
+
+	for (i = 0; i < job->ndirs; i++) {
+		if (job->dirs[i][0] == '\0')
+			continue;
+		if (rmdir(job->dirs[i]) == 0 || errno == ENOENT)
+			job->dirs[i][0] = '\0';
+		else
+			ret = GP_EIO;
+	}
+	return ret;
+}

@@ -1,0 +1,51 @@
+/*
+ * cgroup.h: one cgroup per job for memory and pids limits and for killing
+ * a whole job. Works on cgroup v2 (pure or the hybrid "unified" mount when
+ * it has the controllers), else on v1 memory and pids hierarchies, else
+ * not at all (said once in the log; jobs then run without limits).
+ */
+#ifndef GP_AGENT_CGROUP_H
+#define GP_AGENT_CGROUP_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum gp_cgroup_mode { GP_CGROUP_NONE, GP_CGROUP_V1, GP_CGROUP_V2 };
+
+#define GP_CGROUP_PIDS_MAX 4096
+
+struct gp_cgroups {
+	enum gp_cgroup_mode mode;
+	char v2[PATH_MAX];	/* v2: <mount>/gpupool */
+	char memory[PATH_MAX];	/* v1: <memory mount>/gpupool, or "" */
+	char pids[PATH_MAX];	/* v1: <pids mount>/gpupool, or "" */
+};
+
+struct gp_cgroup_job {
+	char dirs[2][PATH_MAX];	/* the job's cgroup directories */
+	int ndirs;
+	int procs_fds[2];	/* cgroup.procs of each, open for writing */
+	int nfds;
+};
+
+/* Picks the mode and creates the "gpupool" parents; logs the outcome. */
+void gp_cgroup_init(struct gp_cgroups *cg);
+
+/*
+ * Creates the job's cgroup(s) named name with the limits (mem_mib 0: no
+ * memory limit). OUT: job, with cgroup.procs open (the sandbox child
+ * writes "0" into them to join before it forks the job). With mode NONE
+ * this succeeds with nothing. Returns 0 or GP_E* (err says why).
+ */
+int gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
+    int64_t mem_mib, int64_t pids_max, struct gp_cgroup_job *job, char *err,
+    size_t errlen);
+/* Closes the cgroup.procs descriptors (the parent's copies). */
+void gp_cgroup_close_fds(struct gp_cgroup_job *job);
+/* SIGKILLs every process in the job's cgroup(s). */
+void gp_cgroup_kill(const struct gp_cgroup_job *job);
+/* Removes the job's cgroup(s). Returns 0, or GP_EIO while busy. */
+int gp_cgroup_remove(struct gp_cgroup_job *job);
+
+#endif

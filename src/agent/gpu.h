@@ -1,0 +1,87 @@
+/*
+ * gpu.h: the GPUs a node lends, behind a small backend ops table: NVML
+ * (dlopen'd libnvidia-ml.so.1, no CUDA headers needed) or fake GPUs for
+ * tests (--fake-gpus N[:MODEL[:MEM_MIB]]).
+ *
+ * For other parts (the CLI's `gpupool up`), the one call to know:
+ *
+ *   int gp_gpu_discover(const char *fake_spec, struct gp_gpu_info **out,
+ *       int *n, char *err, size_t errlen);
+ *
+ * IN: fake_spec: NULL to ask NVML for the real GPUs, or a --fake-gpus
+ * spec ("2", "4:A100:40960"). OUT (only on success): *out (malloc'd array
+ * of *n entries, caller free()s; NULL when *n == 0), *n. err is written
+ * on failure, and also on success with 0 GPUs when NVML is missing.
+ * Returns 0 (possibly 0 GPUs), GP_ENOENT when libnvidia-ml.so.1 cannot be
+ * loaded (*out = NULL, *n = 0 are still written), GP_EIO when NVML is
+ * there but fails, GP_EINVAL for a bad fake spec. Fake UUIDs use the
+ * hostname ("GPU-fake-<host>-<i>").
+ */
+#ifndef GP_AGENT_GPU_H
+#define GP_AGENT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GP_GPU_UUID_MAX	 96
+#define GP_GPU_MODEL_MAX 96
+
+struct gp_gpu_info {
+	int index;			/* 0..n-1, what jobs are assigned */
+	char uuid[GP_GPU_UUID_MAX];	/* "GPU-..." */
+	char model[GP_GPU_MODEL_MAX];	/* "NVIDIA A100-SXM4-40GB" */
+	int64_t mem_mib;		/* total memory */
+};
+
+struct gp_gpu_usage {
+	int util;		/* percent, 0..100 */
+	int64_t mem_used_mib;
+};
+
+/* A backend: one implementation per file (nvml.c, fake.c). */
+struct gp_gpu_ops {
+	const char *name;
+	/*
+	 * IN: spec (backend specific, may be NULL), node_name (for stable
+	 * fake UUIDs). OUT: *state. Returns 0 or GP_E*; err says why.
+	 */
+	int (*open)(const char *spec, const char *node_name, void **state,
+	    char *err, size_t errlen);
+	/* OUT: *out (malloc'd, caller frees), *n. */
+	int (*list)(void *state, struct gp_gpu_info **out, int *n);
+	/* Current use of GPU index. Returns 0 or GP_E*. */
+	int (*usage)(void *state, int index, struct gp_gpu_usage *usage);
+	void (*close)(void *state);
+};
+
+extern const struct gp_gpu_ops gp_gpu_nvml_ops;
+extern const struct gp_gpu_ops gp_gpu_fake_ops;
+
+int gp_gpu_discover(const char *fake_spec, struct gp_gpu_info **out, int *n,
+    char *err, size_t errlen);
+
+/*
+ * Parses a --fake-gpus spec "N[:MODEL[:MEM_MIB]]" (N in 0..64; MODEL
+ * defaults to "Fake GPU", MEM_MIB to 16384 and accepts "40G"-style
+ * sizes). OUT (only on success): count, model, mem_mib. 0 or GP_EINVAL.
+ */
+int gp_gpu_fake_parse(const char *spec, int *count, char *model,
+    size_t modellen, int64_t *mem_mib);
+
+/*
+ * The agent's handle: a backend with its GPU list. gp_gpu_open picks the
+ * fake backend when fake_spec is not NULL, else NVML; a missing NVML is
+ * not an error (0 GPUs, a clear log line). Returns NULL with err set on
+ * failure.
+ */
+struct gp_gpu_set {
+	const struct gp_gpu_ops *ops;
+	void *state;
+	struct gp_gpu_info *gpus;
+	int n;
+};
+int gp_gpu_open(const char *fake_spec, const char *node_name,
+    struct gp_gpu_set *set, char *err, size_t errlen);
+void gp_gpu_close(struct gp_gpu_set *set);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * gpu_fake.c: fake GPUs for tests and benchmarks (--fake-gpus
+ * N[:MODEL[:MEM_MIB]]). UUIDs are "GPU-fake-<node>-<i>", stable per node
+ * name; usage is always zero.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/gpu.h"
+#include "gp.h"
+#include "jobspec.h"
+#include "util.h"
+
+struct fake {
+	int count;
+	char model[GP_GPU_MODEL_MAX];
+	int64_t mem_mib;
+	char node[64];	
+};
+
+int
+gp_gpu_fake_parse(const char *spec, int *count, char *model,
+    size_t modellen, int64_t *mem_mib)
+{
+	char buf[256], *colon, *model_part = NULL, *mem_part = NULL;
+	int64_t c, mem = 16384;
+
+	if (spec == NULL || gp_strlcpy(buf, spec, sizeof(buf)) >= sizeof(buf))
+		return GP_EINVAL;
+	if ((colon = strchr(buf, ':')) != NULL) {
+		*colon = '\0';
+		model_part = colon + 1;
+		if ((colon = strchr(model_part, ':')) != NULL) {
+			*colon = '\0';
+			mem_part = colon + 1;
+		}
+	}
+	if (gp_parse_int(buf, 0, GP_GPUS_MAX, &c) != 0)
+		return GP_EINVAL;
+	if (model_part != NULL && (model_part[0] == '\0' ||
+	    strlen(model_part) >= modellen || strlen(model_part) > 64))
+		return GP_EINVAL;
+	if (mem_part != NULL && (gp_parse_mib(mem_part, &mem) != 0 ||
+	    mem <= 0 || mem > GP_MIB_MAX))
+		return GP_EINVAL;
+	*count = (int)c;
+	gp_strlcpy(model, model_part != NULL ? model_part : "Fake GPU",
+	    modellen);
+	*mem_mib = mem;
+	return 0;
+}
+
+static int
+fake_open(const char *spec, const char *node_name, void **state, char *err,
+    size_t errlen)
+{
+	struct fake *f;
+
+	f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return GP_ENOMEM;
+	if (gp_gpu_fake_parse(spec, &f->count, f->model, sizeof(f->model),
+	    &f->mem_mib) != 0) {
+		snprintf(err, errlen, "bad --fake-gpus \"%s\": want "
+		    "N[:MODEL[:MEM_MIB]] with N in 0..%d", spec, GP_GPUS_MAX);
+		free(f);
+		return GP_EINVAL;
+	}
+	gp_strlcpy(f->node, node_name != NULL ? node_name : "node",
+	    sizeof(f->node));
+	*state = f;
+	return 0;
+}
+
+static int
+fake_list(void *state, struct gp_gpu_info **out, int *n)
+{
+	struct fake *f = state;
+	struct gp_gpu_info *gpus = NULL;
+	int i;
+
+	if (f->count > 0 &&
+	    (gpus = calloc((size_t)f->count, sizeof(*gpus))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < f->count; i++) {
+		gpus[i].index = i;
+		snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "GPU-fake-%s-%d",
+		    f->node, i);
+		gp_strlcpy(gpus[i].model, f->model, sizeof(gpus[i].model));
+		gpus[i].mem_mib = f->mem_mib;
+	}
+	*out = gpus;
+	*n = f->count;
+	return 0;
+}
+
+static int
+fake_usage(void *state, int index, struct gp_gpu_usage *usage)
+{
+	struct fake *f = state;
+
+	if (index < 0 || index >= f->count)
+		return GP_EINVAL;
+	usage->util = 0;
+	usage->mem_used_mib = 0;
+	return 0;
+}
+
+static void
+fake_close(void *state)
+{
+	free(state);
+}
+
+const struct gp_gpu_ops gp_gpu_fake_ops = {
+	.name = "fake",
+	.open = fake_open,
+	.list = fake_list,
+	.usage = fake_usage,
+	.close = fake_close,
+};

@@ -1,0 +1,357 @@
+/*
+ * link.c: the agent's two loops towards the coordinator. The heartbeat
+ * thread registers (again whenever the coordinator answers 404), then
+ * beats every heartbeat_ms with the running list and GPU use, and applies
+ * kill lists. The poll thread long-polls for assignments and cancels and
+ * hands them to the executor at once.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agentd.h"
+#include "gp.h"
+#include "http_client.h"
+#include "log.h"
+#include "util.h"
+
+#define POLL_WAIT_MS	25000
+#define POLL_TIMEOUT_MS (POLL_WAIT_MS + 10000)
+#define RETRY_MAX_MS	5000
+
+static pthread_t heartbeat_thread, poll_thread;
+
+/* Sleeps ms unless the agent stops or node_id changes first. */
+static void
+nap(struct gp_agent *ag, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&ag->lock);
+	if (!atomic_load(&ag->stop))
+		pthread_cond_timedwait(&ag->cond, &ag->lock, &ts);
+	pthread_mutex_unlock(&ag->lock);
+}
+
+static void
+set_node(struct gp_agent *ag, int64_t node_id)
+{
+	pthread_mutex_lock(&ag->lock);
+	ag->node_id = node_id;
+	pthread_cond_broadcast(&ag->cond);
+	pthread_mutex_unlock(&ag->lock);
+}
+
+int64_t
+gp_link_node_id(struct gp_agent *ag)
+{
+	int64_t id;
+
+	pthread_mutex_lock(&ag->lock);
+	while (ag->node_id == 0 && !atomic_load(&ag->stop))
+		pthread_cond_wait(&ag->cond, &ag->lock);
+	id = ag->node_id;
+	pthread_mutex_unlock(&ag->lock);
+	return id;
+}
+
+void
+gp_link_apply_kills(struct gp_agent *ag, json_t *list)
+{
+	struct gp_attempt_id *ids;
+	char err[256];
+	int i, n;
+
+	if (gp_attempt_list_decode(list, &ids, &n, err, sizeof(err)) != 0) {
+		gp_error("bad kill list from coordinator: %s", err);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		gp_info("coordinator wants attempt gone job=%lld attempt=%lld",
+		    (long long)ids[i].job_id, (long long)ids[i].attempt);
+		gp_reports_forget(ag->reports, &ids[i]);
+		gp_executor_kill(ag->executor, &ids[i], GP_EXEC_STALE);
+	}
+	free(ids);
+}
+
+static json_t *
+gpus_json(struct gp_agent *ag, int usage)
+{
+	json_t *list = json_array();
+	int i;
+
+	for (i = 0; i < ag->gpus.n && list != NULL; i++) {
+		const struct gp_gpu_info *g = &ag->gpus.gpus[i];
+		struct gp_gpu_usage u = {0, 0};
+
+		if (!usage) {
+			json_array_append_new(list, json_pack("{si ss ss sI}",
+			    "index", g->index, "uuid", g->uuid, "model",
+			    g->model, "mem_mib", (json_int_t)g->mem_mib));
+			continue;
+		}
+		if (ag->gpus.state != NULL)
+			ag->gpus.ops->usage(ag->gpus.state, i, &u);
+		json_array_append_new(list, json_pack("{si si sI}", "index",
+		    g->index, "util", u.util, "mem_used_mib",
+		    (json_int_t)u.mem_used_mib));
+	}
+	return list;
+}
+
+/* POSTs JSON; OUT: resp (fini'd by the caller). */
+static int
+post(struct gp_http_client *http, const char *path, json_t *body,
+    struct gp_http_response *resp)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	int ret;
+
+	json_decref(body);
+	if (text == NULL) {
+		memset(resp, 0, sizeof(*resp));
+		return GP_ENOMEM;
+	}
+	ret = gp_http_request(http, "POST", path, text, strlen(text), NULL,
+	    0, resp);
+	free(text);
+	return ret;
+}
+
+/* Registers until it works or the agent stops. */
+static void
+register_node(struct gp_agent *ag, struct gp_http_client *http,
+    int first)
+{
+	struct gp_http_response resp;
+	int backoff = 200, warned = 0;
+	char text[256];
+
+	set_node(ag, 0);
+	while (!atomic_load(&ag->stop)) {
+		json_t *body = json_pack("{si ss si sI so so}", "protocol",
+		    GP_PROTOCOL_VERSION, "name", ag->name, "cpus", ag->cpus,
+		    "mem_mib", (json_int_t)ag->mem_mib, "gpus",
+		    gpus_json(ag, 0), "running",
+		    gp_reports_running(ag->reports));
+		int ret = post(http, "/v1/agent/register", body, &resp);
+
+		if (ret == 0 && resp.status == 200) {
+			json_t *root = json_loadb(resp.body, resp.body_len, 0,
+			    NULL);
+			json_t *id = json_object_get(root, "node_id");
+			json_t *hb = json_object_get(root, "heartbeat_ms");
+			json_t *lease = json_object_get(root, "lease_ms");
+
+			if (json_is_integer(id) && json_integer_value(id) > 0) {
+				ag->heartbeat_ms = json_is_integer(hb) &&
+				    json_integer_value(hb) >= 50 &&
+				    json_integer_value(hb) <= 60000 ?
+				    (int)json_integer_value(hb) : 1000;
+				ag->lease_ms = json_is_integer(lease) ?
+				    (int)json_integer_value(lease) : 0;
+				gp_info("registered node=%s node_id=%lld "
+				    "heartbeat_ms=%d lease_ms=%d gpus=%d",
+				    ag->name, (long long)json_integer_value(id),
+				    ag->heartbeat_ms, ag->lease_ms, ag->gpus.n);
+				gp_link_apply_kills(ag,
+				    json_object_get(root, "kill"));
+				set_node(ag, json_integer_value(id));
+				json_decref(root);
+				gp_http_response_fini(&resp);
+				return;
+			}
+			json_decref(root);
+			snprintf(text, sizeof(text), "no node_id in answer");
+		} else
+			gp_http_error_text(&resp, text, sizeof(text));
+		if (first && ret == 0 && (resp.status == 400 ||
+		    resp.status == 401 || resp.status == 403)) {
+			gp_error("coordinator refused registration url=%s "
+			    "status=%ld error=\"%s\"", ag->url, resp.status,
+			    text);
+			gp_http_response_fini(&resp);
+			atomic_store(&ag->fatal, 1);
+			atomic_store(&ag->stop, 1);
+			kill(getpid(), SIGTERM);
+			return;
+		}
+		if (!warned++)
+			gp_warn("cannot register, will retry url=%s "
+			    "error=\"%s\"", ag->url, text);
+		gp_http_response_fini(&resp);
+		nap(ag, backoff);
+		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :
+		    backoff * 2;
+	}
+}
+
+static void *
+heartbeat_main(void *arg)
+{
+	struct gp_agent *ag = arg;
+	struct gp_http_client *http;
+	struct gp_http_response resp;
+	char path[] = "/v1/agent/heartbeat", text[256];
+	int down = 0;
+
+	http = gp_http_client_new(ag->url, ag->token, ag->ca_file);
+	if (http == NULL) {
+		gp_error("heartbeat: cannot create an HTTP client");
+		return NULL;
+	}
+	register_node(ag, http, 1);
+	while (!atomic_load(&ag->stop)) {
+		int64_t start = gp_mono_ms(), node_id, spent;
+		json_t *body;
+		int ret;
+
+		pthread_mutex_lock(&ag->lock);
+		node_id = ag->node_id;
+		pthread_mutex_unlock(&ag->lock);
+		body = json_pack("{sI so so}", "node_id", (json_int_t)node_id,
+		    "running", gp_reports_running(ag->reports), "gpus",
+		    gpus_json(ag, 1));
+		ret = post(http, path, body, &resp);
+		if (ret == 0 && resp.status == 200) {
+			json_t *root = json_loadb(resp.body, resp.body_len, 0,
+			    NULL);
+			if (down)
+				gp_info("coordinator reachable again url=%s",
+				    ag->url);
+			down = 0;
+			gp_link_apply_kills(ag, json_object_get(root, "kill"));
+			json_decref(root);
+		} else if (ret == 0 && resp.status == 404) {
+			gp_warn("coordinator does not know this node: "
+			    "registering again node=%s", ag->name);
+			gp_http_response_fini(&resp);
+			register_node(ag, http, 0);
+			continue;
+		} else if (!down++) {
+			gp_http_error_text(&resp, text, sizeof(text));
+			gp_warn("heartbeat failed, jobs keep running url=%s "
+			    "error=\"%s\"", ag->url, text);
+		}
+		gp_http_response_fini(&resp);
+		spent = gp_mono_ms() - start;
+		if (spent < ag->heartbeat_ms)
+			nap(ag, ag->heartbeat_ms - spent);
+	}
+	gp_http_client_free(http);
+	return NULL;
+}
+
+static void
+apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
+{
+	int i;
+
+	for (i = 0; i < answer->nassignments; i++) {
+		struct gp_assignment *a = &answer->assignments[i];
+
+		gp_info("assignment job=%lld attempt=%lld name=%s user=%s "
+		    "gpus=%d", (long long)a->id.job_id,
+		    (long long)a->id.attempt, a->name, a->user, a->ngpus);
+		if (gp_reports_add(ag->reports, &a->id) != 0) {
+			gp_warn("assignment already known, ignored job=%lld "
+			    "attempt=%lld", (long long)a->id.job_id,
+			    (long long)a->id.attempt);
+			continue;
+		}
+		if (gp_executor_start(ag->executor, a) != 0) {
+			gp_error("cannot queue job=%lld: out of memory",
+			    (long long)a->id.job_id);
+			gp_reports_forget(ag->reports, &a->id);
+		}
+	}
+	for (i = 0; i < answer->ncancels; i++) {
+		gp_info("cancel job=%lld attempt=%lld",
+		    (long long)answer->cancels[i].job_id,
+		    (long long)answer->cancels[i].attempt);
+		gp_executor_kill(ag->executor, &answer->cancels[i],
+		    GP_EXEC_CANCELLED);
+	}
+}
+
+static void *
+poll_main(void *arg)
+{
+	struct gp_agent *ag = arg;
+	struct gp_http_client *http;
+	struct gp_http_response resp;
+	struct gp_poll_answer answer;
+	char path[128], err[256];
+	int backoff = 200;
+
+	http = gp_http_client_new(ag->url, ag->token, ag->ca_file);
+	if (http == NULL) {
+		gp_error("poll: cannot create an HTTP client");
+		return NULL;
+	}
+	while (!atomic_load(&ag->stop)) {
+		int64_t node_id = gp_link_node_id(ag);
+		int ret;
+
+		if (node_id == 0)
+			break;
+		snprintf(path, sizeof(path), "/v1/agent/poll?node_id=%lld&"
+		    "wait_ms=%d", (long long)node_id, POLL_WAIT_MS);
+		ret = gp_http_request(http, "GET", path, NULL, 0, NULL,
+		    POLL_TIMEOUT_MS, &resp);
+		if (ret == 0 && resp.status == 200) {
+			backoff = 200;
+			if (gp_assignment_decode(resp.body, resp.body_len,
+			    &answer, err, sizeof(err)) != 0)
+				gp_error("bad poll answer from coordinator: %s",
+				    err);
+			else
+				apply_poll(ag, &answer);
+			gp_poll_answer_fini(&answer);
+			gp_http_response_fini(&resp);
+			continue;
+		}
+		/* 404: the heartbeat thread registers again; wait for it. */
+		gp_debug("poll failed status=%ld", resp.status);
+		gp_http_response_fini(&resp);
+		nap(ag, backoff);
+		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :
+		    backoff * 2;
+	}
+	gp_http_client_free(http);
+	return NULL;
+}
+
+int
+gp_link_start(struct gp_agent *ag)
+{
+	if (pthread_create(&heartbeat_thread, NULL, heartbeat_main, ag) != 0)
+		return GP_EIO;
+	if (pthread_create(&poll_thread, NULL, poll_main, ag) != 0)
+		return GP_EIO;
+	/* A long poll may hold for POLL_TIMEOUT_MS: never wait for it. */
+	pthread_detach(poll_thread);
+	return 0;
+}
+
+void
+gp_link_stop(struct gp_agent *ag)
+{
+	pthread_mutex_lock(&ag->lock);
+	atomic_store(&ag->stop, 1);
+	pthread_cond_broadcast(&ag->cond);
+	pthread_mutex_unlock(&ag->lock);
+	pthread_join(heartbeat_thread, NULL);
+}

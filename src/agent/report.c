@@ -1,0 +1,505 @@
+/*
+ * report.c: delivers what happens to jobs (started, output, finished) to
+ * the coordinator, in order per attempt, retrying with backoff until it
+ * answers 200 or 409, so that reports survive a coordinator restart. A few
+ * sender threads share one table of attempts; each has its own HTTP
+ * client. Output is buffered in memory per attempt up to BUFFER_CAP bytes;
+ * beyond that it is dropped and a notice saying how much goes into the
+ * stream instead (see docs/agent.md).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/agentd.h"
+#include "gp.h"
+#include "http_client.h"
+#include "log.h"
+#include "util.h"
+
+#define BUFFER_CAP	 (8 << 20)	/* unsent output kept per attempt */
+#define CHUNK_MAX	 (1 << 20)	/* bytes per log request */
+#define FLUSH_MS	 100		/* output waits at most this long */
+#define FLUSH_BYTES	 (256 << 10)	/* or until this much is waiting */
+#define BACKOFF_MIN_MS	 100
+#define BACKOFF_MAX_MS	 5000
+#define REQUEST_TIMEOUT	 15000
+
+struct attempt {
+	struct gp_attempt_id id;
+	int busy;		/* a sender works on it, unlocked */
+	int gone;		/* forgotten while busy: free when done */
+	int started_pending;
+	pid_t pid;
+	struct gp_buf log;	/* unsent output */
+	int64_t log_base;	/* stream offset of log.data[0] */
+	int64_t dropped;	/* bytes dropped over the cap, not yet told */
+	int64_t first_unsent;	/* gp_mono_ms() when log became non-empty */
+	int finished_pending;
+	struct gp_exec_result result;
+	int64_t next_try;	/* gp_mono_ms() */
+	int backoff_ms;
+	int failures;
+	struct attempt *next;
+};
+
+struct gp_reports {
+	struct gp_agent *agent;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct attempt *list;
+	int stopping;
+	int nthreads;
+	pthread_t threads[16];
+};
+
+static struct attempt *
+find(struct gp_reports *r, const struct gp_attempt_id *id)
+{
+	struct attempt *a;
+
+	for (a = r->list; a != NULL; a = a->next)
+		if (!a->gone && a->id.job_id == id->job_id &&
+		    a->id.attempt == id->attempt)
+			return a;
+	return NULL;
+}
+
+static void
+unlink_free(struct gp_reports *r, struct attempt *a)
+{
+	struct attempt **pp;
+
+	for (pp = &r->list; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	gp_buf_free(&a->log);
+	free(a);
+}
+
+int
+gp_reports_add(struct gp_reports *r, const struct gp_attempt_id *id)
+{
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	if (find(r, id) != NULL) {
+		pthread_mutex_unlock(&r->lock);
+		return GP_ECONFLICT;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL) {
+		pthread_mutex_unlock(&r->lock);
+		return GP_ENOMEM;
+	}
+	a->id = *id;
+	a->next = r->list;
+	r->list = a;
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+void
+gp_reports_forget(struct gp_reports *r, const struct gp_attempt_id *id)
+{
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	if ((a = find(r, id)) != NULL) {
+		if (a->busy)
+			a->gone = 1;
+		else
+			unlink_free(r, a);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+json_t *
+gp_reports_running(struct gp_reports *r)
+{
+	json_t *list = json_array();
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	for (a = r->list; a != NULL && list != NULL; a = a->next)
+		if (!a->gone)
+			json_array_append_new(list, json_pack("{sI sI}",
+			    "job_id", (json_int_t)a->id.job_id, "attempt",
+			    (json_int_t)a->id.attempt));
+	pthread_mutex_unlock(&r->lock);
+	return list;
+}
+
+void
+gp_reports_on_started(void *arg, const struct gp_attempt_id *id, pid_t pid)
+{
+	struct gp_reports *r = arg;
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	if ((a = find(r, id)) != NULL) {
+		a->started_pending = 1;
+		a->pid = pid;
+		pthread_cond_signal(&r->cond);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void
+append_notice(struct attempt *a)
+{
+	char notice[160];
+	int n;
+
+	n = snprintf(notice, sizeof(notice), "\n[gpupool: the agent dropped "
+	    "%" PRId64 " bytes of output while the coordinator was "
+	    "unreachable]\n", a->dropped);
+	if (gp_buf_append(&a->log, notice, (size_t)n) == 0)
+		a->dropped = 0;
+}
+
+void
+gp_reports_on_output(void *arg, const struct gp_attempt_id *id,
+    const char *data, size_t len)
+{
+	struct gp_reports *r = arg;
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	if ((a = find(r, id)) == NULL)
+		goto out;
+	if (a->log.len == 0)
+		a->first_unsent = gp_mono_ms();
+	if (a->dropped > 0 && a->log.len < BUFFER_CAP / 2)
+		append_notice(a);
+	if (a->dropped > 0 || a->log.len + len > BUFFER_CAP ||
+	    gp_buf_append(&a->log, data, len) != 0) {
+		if (a->dropped == 0)
+			gp_warn("output buffer full, dropping output job=%lld "
+			    "attempt=%lld", (long long)id->job_id,
+			    (long long)id->attempt);
+		a->dropped += (int64_t)len;
+	}
+	/* Senders wake by themselves within FLUSH_MS; a big backlog now. */
+	if (a->log.len >= FLUSH_BYTES)
+		pthread_cond_signal(&r->cond);
+out:
+	pthread_mutex_unlock(&r->lock);
+}
+
+void
+gp_reports_on_finished(void *arg, const struct gp_attempt_id *id,
+    const struct gp_exec_result *result)
+{
+	struct gp_reports *r = arg;
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	if ((a = find(r, id)) != NULL) {
+		if (a->dropped > 0)
+			append_notice(a);
+		a->finished_pending = 1;
+		a->result = *result;
+		pthread_cond_signal(&r->cond);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* When an attempt has something to send: now (0), later (ms), never (-1). */
+static int64_t
+due_in(const struct attempt *a, int64_t now)
+{
+	int64_t at;
+
+	if (a->busy || a->gone)
+		return -1;
+	if (a->started_pending || (a->finished_pending && a->log.len == 0))
+		at = a->next_try;
+	else if (a->log.len > 0) {
+		at = a->first_unsent + FLUSH_MS;
+		if (a->finished_pending || a->log.len >= FLUSH_BYTES)
+			at = a->next_try;
+		if (at < a->next_try)
+			at = a->next_try;
+	} else
+		return -1;
+	return at <= now ? 0 : at - now;
+}
+
+enum outcome { SENT, RETRY, STALE, DROP };
+
+static enum outcome
+classify(struct attempt *a, const char *what, int ret,
+    struct gp_http_response *resp)
+{
+	char text[256];
+
+	if (ret == 0 && resp->status == 200)
+		return SENT;
+	if (ret == 0 && (resp->status == 409 || resp->status == 404)) {
+		gp_info("coordinator says attempt is stale job=%lld "
+		    "attempt=%lld report=%s status=%ld",
+		    (long long)a->id.job_id, (long long)a->id.attempt, what,
+		    resp->status);
+		return STALE;
+	}
+	gp_http_error_text(resp, text, sizeof(text));
+	if (ret == 0 && (resp->status == 400 || resp->status == 413)) {
+		gp_error("coordinator refused report job=%lld attempt=%lld "
+		    "report=%s status=%ld error=\"%s\"; dropping it",
+		    (long long)a->id.job_id, (long long)a->id.attempt, what,
+		    resp->status, text);
+		return DROP;
+	}
+	if (a->failures++ == 0)
+		gp_warn("report not delivered, will retry job=%lld "
+		    "attempt=%lld report=%s error=\"%s\"",
+		    (long long)a->id.job_id, (long long)a->id.attempt, what,
+		    text);
+	return RETRY;
+}
+
+/*
+ * Sends the next report of attempt a. Called unlocked, with a->busy set;
+ * reads a's fields that only busy holders change, copies the rest.
+ */
+static void
+send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
+    int64_t node_id)
+{
+	struct gp_http_response resp;
+	char path[256], *body = NULL;
+	enum outcome out = SENT;
+	const char *what;
+	json_t *json = NULL;
+	size_t len = 0;
+	int64_t base = 0, held;
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	if (a->started_pending) {
+		what = "started";
+		json = json_pack("{sI si}", "node_id", (json_int_t)node_id,
+		    "pid", (int)a->pid);
+	} else if (a->log.len > 0) {
+		what = "log";
+		len = a->log.len < CHUNK_MAX ? a->log.len : CHUNK_MAX;
+		base = a->log_base;
+		if ((body = malloc(len)) != NULL)
+			memcpy(body, a->log.data, len);
+	} else {
+		what = "finished";
+		json = json_pack("{sI si si ss ss}", "node_id",
+		    (json_int_t)node_id, "exit_code", a->result.exit_code,
+		    "signal", a->result.signal, "reason", a->result.reason,
+		    "message", a->result.message);
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (strcmp(what, "log") == 0) {
+		snprintf(path, sizeof(path), "/v1/agent/jobs/%lld/%lld/log?"
+		    "node_id=%lld&offset=%lld", (long long)a->id.job_id,
+		    (long long)a->id.attempt, (long long)node_id,
+		    (long long)base);
+		if (body == NULL) {
+			out = RETRY;
+			goto done;
+		}
+		ret = gp_http_request(http, "POST", path, body, len,
+		    "application/octet-stream", REQUEST_TIMEOUT, &resp);
+	} else {
+		snprintf(path, sizeof(path), "/v1/agent/jobs/%lld/%lld/%s",
+		    (long long)a->id.job_id, (long long)a->id.attempt, what);
+		body = json != NULL ? json_dumps(json, JSON_COMPACT) : NULL;
+		if (body == NULL) {
+			out = RETRY;
+			goto done;
+		}
+		ret = gp_http_request(http, "POST", path, body, strlen(body),
+		    NULL, REQUEST_TIMEOUT, &resp);
+	}
+	out = classify(a, what, ret, &resp);
+	held = base + (int64_t)len;
+	if (out == SENT && strcmp(what, "log") == 0) {
+		json_t *root = json_loadb(resp.body, resp.body_len, 0, NULL);
+		json_t *off = json_object_get(root, "offset");
+		if (json_is_integer(off))
+			held = json_integer_value(off);
+		json_decref(root);
+		if (held < base) {
+			gp_warn("coordinator holds less log than before "
+			    "job=%lld attempt=%lld held=%lld sent_from=%lld",
+			    (long long)a->id.job_id, (long long)a->id.attempt,
+			    (long long)held, (long long)base);
+			held = base + (int64_t)len;
+		}
+	}
+	gp_http_response_fini(&resp);
+done:
+	free(body);
+	json_decref(json);
+	pthread_mutex_lock(&r->lock);
+	if (out == SENT || out == DROP) {
+		a->failures = 0;
+		a->backoff_ms = 0;
+		a->next_try = 0;
+		if (strcmp(what, "started") == 0)
+			a->started_pending = 0;
+		else if (strcmp(what, "log") == 0) {
+			size_t skip = (size_t)(held - a->log_base);
+			if (out == DROP || skip > a->log.len)
+				skip = a->log.len;
+			memmove(a->log.data, a->log.data + skip,
+			    a->log.len - skip);
+			a->log.len -= skip;
+			a->log_base += (int64_t)skip;
+			a->first_unsent = gp_mono_ms();
+		} else
+			a->gone = 1;	/* finished: delivered */
+	} else if (out == STALE) {
+		/* The coordinator is authoritative: kill it, forget it. */
+		gp_executor_kill(r->agent->executor, &a->id, GP_EXEC_STALE);
+		a->gone = 1;
+	} else {
+		a->backoff_ms = a->backoff_ms == 0 ? BACKOFF_MIN_MS :
+		    a->backoff_ms * 2;
+		if (a->backoff_ms > BACKOFF_MAX_MS)
+			a->backoff_ms = BACKOFF_MAX_MS;
+		a->next_try = gp_mono_ms() + a->backoff_ms;
+	}
+	if (out == SENT && strcmp(what, "finished") == 0)
+		gp_debug("finished report delivered job=%lld attempt=%lld",
+		    (long long)a->id.job_id, (long long)a->id.attempt);
+	a->busy = 0;
+	if (a->gone)
+		unlink_free(r, a);
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void
+wait_ms(struct gp_reports *r, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+}
+
+static void *
+sender(void *arg)
+{
+	struct gp_reports *r = arg;
+	struct gp_http_client *http;
+	struct attempt *a, *pick;
+	int64_t now, soonest, due, node_id;
+
+	http = gp_http_client_new(r->agent->url, r->agent->token,
+	    r->agent->ca_file);
+	if (http == NULL) {
+		gp_error("reports: cannot create an HTTP client");
+		return NULL;
+	}
+	pthread_mutex_lock(&r->lock);
+	while (!r->stopping) {
+		now = gp_mono_ms();
+		pick = NULL;
+		soonest = 1000;
+		for (a = r->list; a != NULL; a = a->next) {
+			if ((due = due_in(a, now)) < 0)
+				continue;
+			if (due == 0) {
+				pick = a;
+				break;
+			}
+			if (due < soonest)
+				soonest = due;
+		}
+		pthread_mutex_lock(&r->agent->lock);
+		node_id = r->agent->node_id;
+		pthread_mutex_unlock(&r->agent->lock);
+		if (pick == NULL || node_id == 0) {
+			wait_ms(r, pick == NULL ? soonest : 100);
+			continue;
+		}
+		pick->busy = 1;
+		pthread_mutex_unlock(&r->lock);
+		send_one(r, http, pick, node_id);
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	gp_http_client_free(http);
+	return NULL;
+}
+
+struct gp_reports *
+gp_reports_new(struct gp_agent *agent, int nthreads)
+{
+	struct gp_reports *r;
+	pthread_condattr_t attr;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return NULL;
+	r->agent = agent;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	if (nthreads > (int)GP_ARRAY_LEN(r->threads))
+		nthreads = (int)GP_ARRAY_LEN(r->threads);
+	for (r->nthreads = 0; r->nthreads < nthreads; r->nthreads++)
+		if (pthread_create(&r->threads[r->nthreads], NULL, sender,
+		    r) != 0)
+			break;
+	if (r->nthreads == 0) {
+		gp_error("reports: cannot start sender threads");
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+static int
+pending(struct gp_reports *r)
+{
+	struct attempt *a;
+
+	for (a = r->list; a != NULL; a = a->next)
+		if (!a->gone && (a->busy || a->started_pending ||
+		    a->log.len > 0 || a->finished_pending))
+			return 1;
+	return 0;
+}
+
+void
+gp_reports_free(struct gp_reports *r, int grace_ms)
+{
+	int64_t end = gp_mono_ms() + grace_ms;
+	int i;
+
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->lock);
+	while (pending(r) && gp_mono_ms() < end)
+		wait_ms(r, 50);
+	r->stopping = 1;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	for (i = 0; i < r->nthreads; i++)
+		pthread_join(r->threads[i], NULL);
+	while (r->list != NULL)
+		unlink_free(r, r->list);
+	pthread_cond_destroy(&r->cond);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}

@@ -1,0 +1,78 @@
+/*
+ * sandbox.h: starts one job inside its own namespaces (mount, pid, ipc,
+ * uts, and user when the agent is not root), with a read-only root, a
+ * writable work directory, private /tmp and /dev/shm, as an unprivileged
+ * user. See docs/agent.md.
+ *
+ * The process tree of a job: the agent clones "init" (pid 1 of the job's
+ * pid namespace), which sets the sandbox up, forks the job's command and
+ * reaps until the command exits. Killing init kills the whole namespace.
+ * init reports through the status pipe with fixed-size records.
+ */
+#ifndef GP_AGENT_SANDBOX_H
+#define GP_AGENT_SANDBOX_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GP_SANDBOX_GROUPS_MAX 64
+
+/* Who jobs run as; filled once at start by gp_sandbox_user_init. */
+struct gp_sandbox_user {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[GP_SANDBOX_GROUPS_MAX];
+	int ngroups;
+	int userns;		/* agent not root: map ourselves in a user ns */
+	char uid_map[64];	/* "<uid> <uid> 1\n" when userns */
+	char gid_map[64];
+};
+
+/*
+ * IN: run_as: user name or NULL. As root, NULL means "nobody" (with a
+ * warning) and root itself is refused; as non-root, jobs run as the
+ * agent's own user and run_as must be NULL or that user.
+ * Returns 0 or GP_E* with err set.
+ */
+int gp_sandbox_user_init(const char *run_as, struct gp_sandbox_user *user,
+    char *err, size_t errlen);
+
+struct gp_sandbox_spec {
+	const struct gp_sandbox_user *user;
+	const char *workdir;	/* absolute; not under /tmp or /dev/shm */
+	char *const *argv;	/* NULL-terminated */
+	char *const *envp;	/* NULL-terminated, "KEY=value" */
+	int out_fd;		/* write end: the job's stdout and stderr */
+	int status_fd;		/* write end: init's records */
+	const int *cgroup_fds;	/* cgroup.procs files init joins */
+	int ncgroup_fds;
+};
+
+/* What init writes on the status pipe. */
+enum gp_sandbox_record_kind {
+	GP_SANDBOX_SETUP_FAILED = 1,	/* stage, value = errno */
+	GP_SANDBOX_EXEC_FAILED,		/* value = errno */
+	GP_SANDBOX_EXEC_OK,
+	GP_SANDBOX_EXITED,		/* value = the command's wait status */
+};
+
+struct gp_sandbox_record {
+	int32_t kind;
+	int32_t stage;
+	int32_t value;
+};
+
+/* A short name for a setup stage ("mount /proc"). */
+const char *gp_sandbox_stage_name(int stage);
+
+/*
+ * Clones init. Only async-signal-safe system calls run in the child; all
+ * memory it needs is prepared by the caller. OUT (on success): *pid (in
+ * the agent's pid namespace), *pidfd (close-on-exec). Returns 0 or GP_EIO
+ * (errno set).
+ */
+int gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid,
+    int *pidfd);
+
+#endif

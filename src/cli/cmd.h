@@ -1,0 +1,202 @@
+/*
+ * cmd.h: the CLI's insides, shared by its files and by the unit tests
+ * (tests/unit/test_cli_*.c). Prototypes are grouped by the file that
+ * defines them. Pure parts (parsing, formatting) take no network and no
+ * global state beyond the environment, so they can be tested alone.
+ */
+#ifndef GP_CLI_CMD_H
+#define GP_CLI_CMD_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include "http_client.h"
+#include "jobspec.h"
+#include "util.h"
+
+/* Exit codes. */
+#define GP_CLI_EXIT_OK	  0
+#define GP_CLI_EXIT_FAIL  1
+#define GP_CLI_EXIT_USAGE 2
+
+/* One option of a command; a NULL name ends a table. */
+struct gp_cli_option {
+	const char *name;	/* long name, without the dashes */
+	char short_name;	/* 0 when none */
+	const char *metavar;	/* NULL for a flag, else its argument */
+	const char *help;
+};
+
+struct gp_cli_args;
+
+/* One command; the table in main.c drives dispatch and --help. */
+struct gp_cli_command {
+	const char *name;	/* "submit", or "token create" */
+	const char *operands;	/* usage after the options: "JOB" */
+	const char *summary;	/* one line for the global help */
+	const struct gp_cli_option *options;
+	int min_operands, max_operands; /* max -1: any number */
+	/* 1: options end at the first operand (submit's command). */
+	int stop_at_operand;
+	const char *details;	/* more text for --help, or NULL */
+	int (*run)(const struct gp_cli_args *args);
+};
+
+#define GP_CLI_SEEN_MAX 64
+
+/* What the parser found on the command line. Points into argv. */
+struct gp_cli_args {
+	const struct gp_cli_command *cmd;
+	struct {
+		int option;	/* index in cmd->options */
+		const char *value; /* NULL for a flag */
+	} seen[GP_CLI_SEEN_MAX];
+	int nseen;
+	char **operands;
+	int noperands;
+	int help;		/* --help or -h was given */
+};
+
+/* main.c */
+/* The command named name ("submit", "token create"), or NULL. */
+const struct gp_cli_command *gp_cli_command_find(const char *name);
+/*
+ * Parses argv (argv[0] is the command's last word) for cmd. OUT: *args
+ * (operands point into argv, which this call may reorder: operands are
+ * moved after the options), err. Returns 0 or GP_EINVAL (a usage error,
+ * err says why).
+ */
+int gp_cli_parse(const struct gp_cli_command *cmd, int argc, char **argv,
+    struct gp_cli_args *args, char *err, size_t errlen);
+/* 1 when the flag option name was given. */
+int gp_cli_flag(const struct gp_cli_args *args, const char *name);
+/* The value of the last option name given, or NULL. */
+const char *gp_cli_value(const struct gp_cli_args *args, const char *name);
+/* Writes the --help text of cmd. */
+void gp_cli_usage(const struct gp_cli_command *cmd, FILE *out);
+/* Prints "gpupool: <message>" on stderr. */
+void gp_cli_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* Prints a usage error and the usage line; returns GP_CLI_EXIT_USAGE. */
+int gp_cli_usage_error(const struct gp_cli_args *args, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* config.c */
+struct gp_cli_config {
+	char url[1024];
+	char token[256];
+	char ca[1024];
+	char admin_token_file[1024]; /* written by `gpupool up` */
+	char path[1024];	     /* the config file looked at */
+};
+/* The config file's path: $GPUPOOL_CONFIG, $XDG_CONFIG_HOME/..., ~/... */
+int gp_cli_config_path(char *out, size_t len);
+/*
+ * Parses config text ("key = value" lines, # comments) into cfg, keeping
+ * what cfg already holds for keys absent from text. Returns 0 or
+ * GP_EINVAL with err naming the line.
+ */
+int gp_cli_config_parse(const char *text, struct gp_cli_config *cfg,
+    char *err, size_t errlen);
+/*
+ * Finds the pool: the config file, then GPUPOOL_URL, GPUPOOL_TOKEN and
+ * GPUPOOL_CA over it. Returns 0, or GP_ENOENT (no URL or token) or
+ * GP_EINVAL (a bad file) with err saying what to do.
+ */
+int gp_cli_config_load(struct gp_cli_config *cfg, char *err, size_t errlen);
+/* Writes a config file (mode 0600) with url, token and admin_token_file. */
+int gp_cli_config_write(const char *path, const char *url, const char *token,
+    const char *admin_token_file);
+
+/* A connection to the coordinator. */
+struct gp_cli_conn {
+	struct gp_cli_config cfg;
+	struct gp_http_client *http;
+};
+/*
+ * Loads the config and opens a client. token overrides the configured
+ * token when not NULL. Prints the error and returns non-zero (an exit
+ * code) on failure.
+ */
+int gp_cli_connect(struct gp_cli_conn *conn, const char *token);
+void gp_cli_disconnect(struct gp_cli_conn *conn);
+/*
+ * One JSON call. body may be NULL. OUT: *reply (caller decrefs) on
+ * success. Prints the error ("cannot reach", or the server's text) and
+ * returns an exit code on failure. OUT: *status, when not NULL, the HTTP
+ * status (0 when none came).
+ */
+int gp_cli_call(struct gp_cli_conn *conn, const char *method,
+    const char *path, json_t *body, long timeout_ms, json_t **reply,
+    long *status);
+/* Prints the error for a failed request (transport or HTTP). */
+void gp_cli_report_http(const struct gp_cli_conn *conn, int rc,
+    const struct gp_http_response *resp);
+
+/* output.c */
+/* An aligned text table. */
+struct gp_table {
+	int ncols;
+	int nrows;	/* rows, including the header */
+	char **cells;	/* nrows * ncols, malloc'd strings */
+	int *right;	/* per column: 1 to align right */
+};
+int gp_table_init(struct gp_table *t, int ncols, const char *const *header);
+/* Adds a row of ncols cells (NULL is shown as "-"). */
+int gp_table_add(struct gp_table *t, const char *const *cells);
+/* Renders: columns separated by two spaces, no trailing blanks. */
+int gp_table_render(const struct gp_table *t, struct gp_buf *out);
+void gp_table_fini(struct gp_table *t);
+/* "42s", "5:03", "1:02:03", "2-03:04:05": elapsed time, as ps shows it. */
+void gp_cli_format_elapsed(int64_t ms, char *out, size_t len);
+/* MiB as "512M", "16G", "1.5T". */
+void gp_cli_format_mib(int64_t mib, char *out, size_t len);
+/* Prints JSON (pretty, sorted as received) and a newline on stdout. */
+int gp_cli_print_json(json_t *value);
+/* A string field, or NULL when absent or null. */
+const char *gp_cli_json_str(json_t *obj, const char *key);
+
+/* jobs.c */
+/* A job id: a positive decimal integer. Returns 0 or GP_EINVAL. */
+int gp_cli_parse_job_id(const char *text, int64_t *id);
+/*
+ * Fills spec from submit's parsed args (options and the command).
+ * OUT: spec (initialised here; release with gp_jobspec_fini whatever the
+ * result), err. Returns 0 or GP_EINVAL.
+ */
+int gp_cli_build_jobspec(const struct gp_cli_args *args,
+    struct gp_jobspec *spec, char *err, size_t errlen);
+/*
+ * The exit code for a finished job: its exit code, 128+signal, or 1.
+ * OUT: note (empty when nothing to say): why it ended, for stderr.
+ */
+int gp_cli_job_exit_code(json_t *job, char *note, size_t len);
+/* A job's elapsed time in ms at now_ms (-1 when it has not started). */
+int64_t gp_cli_job_elapsed(json_t *job, int64_t now_ms);
+/* Renders the `ps` table for a {"jobs": [...]} reply. */
+int gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out);
+int gp_cli_cmd_submit(const struct gp_cli_args *args);
+int gp_cli_cmd_ps(const struct gp_cli_args *args);
+int gp_cli_cmd_show(const struct gp_cli_args *args);
+int gp_cli_cmd_logs(const struct gp_cli_args *args);
+int gp_cli_cmd_cancel(const struct gp_cli_args *args);
+int gp_cli_cmd_wait(const struct gp_cli_args *args);
+
+/* nodes.c */
+/* Renders the `nodes` table for a {"nodes": [...]} reply. */
+int gp_cli_render_nodes(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_nodes(const struct gp_cli_args *args);
+int gp_cli_cmd_whoami(const struct gp_cli_args *args);
+
+/* token.c */
+int gp_cli_cmd_token_create(const struct gp_cli_args *args);
+
+/* up.c */
+int gp_cli_cmd_up(const struct gp_cli_args *args);
+int gp_cli_cmd_down(const struct gp_cli_args *args);
+/* The default data directory: $XDG_DATA_HOME/gpupool or ~/.local/... */
+int gp_cli_default_data_dir(char *out, size_t len);
+
+#endif

@@ -1,0 +1,720 @@
+/*
+ * jobs.c: the job commands: submit, ps, show, logs, cancel and wait, and
+ * the pure helpers behind them (building a job spec from the command
+ * line, exit codes, the ps table).
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cmd.h"
+#include "gp.h"
+#include "util.h"
+
+/* Long polls ask the coordinator to hold the call this long. */
+#define LONG_POLL_MS 25000
+/* ...and give it this much more before giving up on the answer. */
+#define LONG_POLL_SLACK_MS 15000
+/* How long wait and logs -f keep retrying a coordinator that went away. */
+#define RECONNECT_TRIES 60
+
+int
+gp_cli_parse_job_id(const char *text, int64_t *id)
+{
+	if (text == NULL || text[0] < '0' || text[0] > '9')
+		return GP_EINVAL;
+	return gp_parse_int(text, 1, INT64_MAX / 2, id);
+}
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return GP_EINVAL;
+}
+
+/* The name the coordinator would give: the command's basename, cleaned. */
+static void
+default_name(const char *arg0, char *name, size_t len)
+{
+	const char *base = strrchr(arg0, '/');
+	size_t i, n = 0;
+	char c;
+
+	base = base != NULL ? base + 1 : arg0;
+	for (i = 0; base[i] != '\0' && n + 1 < len && n < GP_NAME_MAX; i++) {
+		c = base[i];
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')
+			name[n++] = c;
+	}
+	name[n] = '\0';
+	if (n == 0)
+		gp_strlcpy(name, "job", len);
+}
+
+int
+gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
+    char *err, size_t errlen)
+{
+	const struct gp_cli_option *o;
+	const char *v, *eq;
+	char key[GP_ENV_KEY_MAX + 2];
+	json_t *s;
+	int64_t n;
+	int i;
+
+	gp_jobspec_init(spec);
+	if (spec->command == NULL || spec->env == NULL)
+		return fail(err, errlen, "out of memory");
+	for (i = 0; i < args->nseen; i++) {
+		o = &args->cmd->options[args->seen[i].option];
+		v = args->seen[i].value;
+		if (strcmp(o->name, "gpus") == 0 || strcmp(o->name, "cpus") == 0) {
+			if (gp_parse_int(v, INT_MIN, INT_MAX, &n) != 0)
+				return fail(err, errlen,
+				    "--%s: '%s' is not a whole number",
+				    o->name, v);
+			if (strcmp(o->name, "gpus") == 0)
+				spec->gpus = (int)n;
+			else
+				spec->cpus = (int)n;
+		} else if (strcmp(o->name, "gpu-mem") == 0 ||
+		    strcmp(o->name, "mem") == 0) {
+			if (v[0] == '-')
+				return fail(err, errlen,
+				    "%s: must be between 0 and %lld",
+				    o->name[0] == 'g' ? "gpu_mem_mib" :
+							"mem_mib",
+				    GP_MIB_MAX);
+			if (gp_parse_mib(v, &n) != 0)
+				return fail(err, errlen,
+				    "--%s: '%s' is not a size in MiB (try "
+				    "512M, 16G, 1T)",
+				    o->name, v);
+			if (o->name[0] == 'g')
+				spec->gpu_mem_mib = n;
+			else
+				spec->mem_mib = n;
+		} else if (strcmp(o->name, "gpu-model") == 0) {
+			if (strlen(v) > GP_NAME_MAX)
+				return fail(err, errlen,
+				    "gpu_model: must be a string of at most "
+				    "%d characters",
+				    GP_NAME_MAX);
+			gp_strlcpy(spec->gpu_model, v, sizeof(spec->gpu_model));
+		} else if (strcmp(o->name, "time") == 0) {
+			if (gp_parse_duration(v, &n) != 0)
+				return fail(err, errlen,
+				    "--time: '%s' is not a duration (try 90m, "
+				    "2h, 1h30m, 2:00:00, 1-12:00:00)",
+				    v);
+			spec->time_limit_s = n;
+		} else if (strcmp(o->name, "name") == 0) {
+			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
+				return fail(err, errlen,
+				    "name: must be 1 to %d characters of "
+				    "A-Z a-z 0-9 . _ -",
+				    GP_NAME_MAX);
+			gp_strlcpy(spec->name, v, sizeof(spec->name));
+		} else if (strcmp(o->name, "env") == 0) {
+			eq = strchr(v, '=');
+			if (eq == NULL || eq == v)
+				return fail(err, errlen,
+				    "--env: expected NAME=VALUE, got '%.64s'",
+				    v);
+			if ((size_t)(eq - v) >= sizeof(key))
+				return fail(err, errlen,
+				    "env: invalid variable name '%.64s'", v);
+			memcpy(key, v, (size_t)(eq - v));
+			key[eq - v] = '\0';
+			s = json_string(eq + 1);
+			if (s == NULL)
+				return fail(err, errlen,
+				    "env.%s: not valid UTF-8", key);
+			json_object_set_new(spec->env, key, s);
+		}
+	}
+	for (i = 0; i < args->noperands; i++) {
+		s = json_string(args->operands[i]);
+		if (s == NULL)
+			return fail(err, errlen, "command[%d]: not valid UTF-8",
+			    i);
+		json_array_append_new(spec->command, s);
+	}
+	if (spec->name[0] == '\0' && args->noperands > 0)
+		default_name(args->operands[0], spec->name, sizeof(spec->name));
+	return gp_jobspec_validate(spec, err, errlen);
+}
+
+int
+gp_cli_cmd_submit(const struct gp_cli_args *args)
+{
+	struct gp_jobspec spec;
+	struct gp_cli_conn conn;
+	json_t *body, *reply;
+	char err[512];
+	int rc;
+
+	if (gp_cli_build_jobspec(args, &spec, err, sizeof(err)) != 0) {
+		gp_jobspec_fini(&spec);
+		return gp_cli_usage_error(NULL, "%s", err);
+	}
+	body = gp_jobspec_encode(&spec);
+	gp_jobspec_fini(&spec);
+	if (body == NULL) {
+		gp_cli_error("out of memory");
+		return GP_CLI_EXIT_FAIL;
+	}
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
+		json_decref(body);
+		return rc;
+	}
+	rc = gp_cli_call(&conn, "POST", "/v1/jobs", body, 0, &reply, NULL);
+	json_decref(body);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	if (!json_is_integer(json_object_get(reply, "id"))) {
+		gp_cli_error("the coordinator's answer has no job id");
+		json_decref(reply);
+		return GP_CLI_EXIT_FAIL;
+	}
+	printf("%" JSON_INTEGER_FORMAT "\n",
+	    json_integer_value(json_object_get(reply, "id")));
+	json_decref(reply);
+	return 0;
+}
+
+static int64_t
+json_time(json_t *job, const char *key)
+{
+	const char *s = gp_cli_json_str(job, key);
+	int64_t ms;
+
+	if (s == NULL || gp_parse_time(s, &ms) != 0)
+		return -1;
+	return ms;
+}
+
+int64_t
+gp_cli_job_elapsed(json_t *job, int64_t now_ms)
+{
+	int64_t start = json_time(job, "started_at");
+	int64_t end = json_time(job, "finished_at");
+	const char *state = gp_cli_json_str(job, "state");
+
+	if (start < 0 || (state != NULL && strcmp(state, "queued") == 0))
+		return -1;
+	if (end < 0)
+		end = now_ms;
+	return end > start ? end - start : 0;
+}
+
+static const char *
+display_state(json_t *job)
+{
+	const char *state = gp_cli_json_str(job, "state");
+
+	if (state == NULL)
+		return "?";
+	if (strcmp(state, "running") == 0 &&
+	    json_is_true(json_object_get(job, "cancel_requested")))
+		return "cancelling";
+	return state;
+}
+
+int
+gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
+{
+	static const char *const header[] = {"ID", "NAME", "USER", "STATE",
+	    "NODE", "GPUS", "ELAPSED"};
+	struct gp_table t;
+	json_t *jobs, *job, *req;
+	char id[32], gpus[16], elapsed[32];
+	const char *row[7];
+	int64_t ms;
+	size_t i;
+	int rc;
+
+	jobs = json_object_get(reply, "jobs");
+	if (!json_is_array(jobs))
+		return GP_EPROTO;
+	if ((rc = gp_table_init(&t, 7, header)) != 0)
+		return rc;
+	t.right[0] = t.right[5] = t.right[6] = 1;
+	json_array_foreach(jobs, i, job)
+	{
+		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
+		    json_integer_value(json_object_get(job, "id")));
+		req = json_object_get(job, "request");
+		snprintf(gpus, sizeof(gpus), "%" JSON_INTEGER_FORMAT,
+		    json_integer_value(json_object_get(req, "gpus")));
+		ms = gp_cli_job_elapsed(job, now_ms);
+		if (ms >= 0)
+			gp_cli_format_elapsed(ms, elapsed, sizeof(elapsed));
+		else
+			gp_strlcpy(elapsed, "-", sizeof(elapsed));
+		row[0] = id;
+		row[1] = gp_cli_json_str(job, "name");
+		row[2] = gp_cli_json_str(job, "user");
+		row[3] = display_state(job);
+		row[4] = gp_cli_json_str(job, "node");
+		row[5] = json_is_object(req) ? gpus : NULL;
+		row[6] = elapsed;
+		if ((rc = gp_table_add(&t, row)) != 0)
+			break;
+	}
+	if (rc == 0)
+		rc = gp_table_render(&t, out);
+	gp_table_fini(&t);
+	return rc;
+}
+
+int
+gp_cli_cmd_ps(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	struct gp_buf out = {0};
+	json_t *reply;
+	int rc;
+
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	rc = gp_cli_call(&conn, "GET",
+	    gp_cli_flag(args, "all") ? "/v1/jobs?all=1" : "/v1/jobs", NULL, 0,
+	    &reply, NULL);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	if (gp_cli_flag(args, "json")) {
+		gp_cli_print_json(reply);
+		json_decref(reply);
+		return 0;
+	}
+	rc = gp_cli_render_jobs(reply, gp_now_ms(), &out);
+	json_decref(reply);
+	if (rc != 0) {
+		gp_cli_error("unexpected answer from the coordinator: %s",
+		    gp_strerror(rc));
+		gp_buf_free(&out);
+		return GP_CLI_EXIT_FAIL;
+	}
+	fwrite(out.data, 1, out.len, stdout);
+	gp_buf_free(&out);
+	return 0;
+}
+
+/* The job id operand, checked before any network call. */
+static int
+job_operand(const struct gp_cli_args *args, int64_t *id)
+{
+	if (gp_cli_parse_job_id(args->operands[0], id) != 0)
+		return gp_cli_usage_error(args,
+		    "%s: '%s' is not a job id (a positive whole number)",
+		    args->cmd->name, args->operands[0]);
+	return 0;
+}
+
+static void
+print_field(const char *key, const char *value)
+{
+	printf("%s: %s\n", key, value != NULL ? value : "-");
+}
+
+static void
+print_int_field(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	char text[32];
+
+	if (json_is_integer(v)) {
+		snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT,
+		    json_integer_value(v));
+		print_field(key, text);
+	} else
+		print_field(key, NULL);
+}
+
+/* Joins a JSON array of strings or integers into a gp_buf. */
+static void
+join_array(json_t *array, const char *sep, int quote, struct gp_buf *out)
+{
+	const char *s;
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(array, i, v)
+	{
+		if (i > 0)
+			gp_buf_printf(out, "%s", sep);
+		if (json_is_integer(v)) {
+			gp_buf_printf(out, "%" JSON_INTEGER_FORMAT,
+			    json_integer_value(v));
+			continue;
+		}
+		s = json_string_value(v);
+		if (s == NULL)
+			continue;
+		if (quote && (s[0] == '\0' ||
+				 strpbrk(s, " \t\n'\"\\$`*?;&|<>()") != NULL))
+			gp_buf_printf(out, "'%s'", s);
+		else
+			gp_buf_printf(out, "%s", s);
+	}
+}
+
+static const char *
+or_dash(const char *s)
+{
+	return s != NULL ? s : "-";
+}
+
+static void
+print_job(json_t *job)
+{
+	struct gp_buf b = {0};
+	json_t *req, *h, *v;
+	char text[64], mib[32];
+	int64_t ms;
+	size_t i;
+
+	print_int_field(job, "id");
+	print_field("name", gp_cli_json_str(job, "name"));
+	print_field("user", gp_cli_json_str(job, "user"));
+	print_field("state", display_state(job));
+	print_field("reason", gp_cli_json_str(job, "reason"));
+	if (gp_cli_json_str(job, "message") != NULL &&
+	    gp_cli_json_str(job, "message")[0] != '\0')
+		print_field("message", gp_cli_json_str(job, "message"));
+	print_int_field(job, "exit_code");
+	if (json_integer_value(json_object_get(job, "signal")) > 0)
+		print_int_field(job, "signal");
+	print_field("node", gp_cli_json_str(job, "node"));
+	join_array(json_object_get(job, "gpus"), ",", 0, &b);
+	print_field("gpus", b.len > 0 ? b.data : NULL);
+	gp_buf_free(&b);
+	if (json_array_size(json_object_get(job, "gpu_uuids")) > 0) {
+		join_array(json_object_get(job, "gpu_uuids"), ",", 0, &b);
+		print_field("gpu_uuids", b.data);
+		gp_buf_free(&b);
+	}
+	join_array(json_object_get(job, "command"), " ", 1, &b);
+	print_field("command", b.data);
+	gp_buf_free(&b);
+	print_field("submitted_at", gp_cli_json_str(job, "submitted_at"));
+	print_field("started_at", gp_cli_json_str(job, "started_at"));
+	print_field("finished_at", gp_cli_json_str(job, "finished_at"));
+	ms = gp_cli_job_elapsed(job, gp_now_ms());
+	if (ms >= 0) {
+		gp_cli_format_elapsed(ms, text, sizeof(text));
+		print_field("elapsed", text);
+	}
+	print_int_field(job, "attempts");
+	req = json_object_get(job, "request");
+	if (json_is_object(req)) {
+		gp_buf_printf(&b, "gpus=%" JSON_INTEGER_FORMAT,
+		    json_integer_value(json_object_get(req, "gpus")));
+		if (json_integer_value(json_object_get(req, "gpu_mem_mib")) >
+		    0) {
+			gp_cli_format_mib(json_integer_value(json_object_get(
+					      req, "gpu_mem_mib")),
+			    mib, sizeof(mib));
+			gp_buf_printf(&b, " gpu_mem=%s", mib);
+		}
+		if (gp_cli_json_str(req, "gpu_model") != NULL)
+			gp_buf_printf(&b, " gpu_model=%s",
+			    gp_cli_json_str(req, "gpu_model"));
+		gp_buf_printf(&b, " cpus=%" JSON_INTEGER_FORMAT,
+		    json_integer_value(json_object_get(req, "cpus")));
+		if (json_integer_value(json_object_get(req, "mem_mib")) > 0) {
+			gp_cli_format_mib(json_integer_value(json_object_get(
+					      req, "mem_mib")),
+			    mib, sizeof(mib));
+			gp_buf_printf(&b, " mem=%s", mib);
+		}
+		if (json_integer_value(json_object_get(req, "time_limit_s")) >
+		    0) {
+			gp_format_duration(json_integer_value(json_object_get(
+					       req, "time_limit_s")),
+			    text, sizeof(text));
+			gp_buf_printf(&b, " time=%s", text);
+		}
+		print_field("request", b.data);
+		gp_buf_free(&b);
+	}
+	if (json_object_size(json_object_get(job, "env")) > 0) {
+		const char *key;
+		json_object_foreach(json_object_get(job, "env"), key, v)
+			gp_buf_printf(&b, "%s%s=%s", b.len > 0 ? " " : "", key,
+			    json_string_value(v) ? json_string_value(v) : "");
+		print_field("env", b.data);
+		gp_buf_free(&b);
+	}
+	h = json_object_get(job, "history");
+	if (json_array_size(h) > 0) {
+		printf("history:\n");
+		json_array_foreach(h, i, v)
+		{
+			printf("  attempt %" JSON_INTEGER_FORMAT
+			       ": node=%s started=%s finished=%s reason=%s\n",
+			    json_integer_value(json_object_get(v, "attempt")),
+			    or_dash(gp_cli_json_str(v, "node")),
+			    or_dash(gp_cli_json_str(v, "started_at")),
+			    or_dash(gp_cli_json_str(v, "finished_at")),
+			    or_dash(gp_cli_json_str(v, "reason")));
+		}
+	}
+}
+
+int
+gp_cli_cmd_show(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	char path[64];
+	json_t *reply;
+	int64_t id;
+	int rc;
+
+	if ((rc = job_operand(args, &id)) != 0)
+		return rc;
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
+	rc = gp_cli_call(&conn, "GET", path, NULL, 0, &reply, NULL);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	if (gp_cli_flag(args, "json"))
+		gp_cli_print_json(reply);
+	else
+		print_job(reply);
+	json_decref(reply);
+	return 0;
+}
+
+/*
+ * One request that survives the coordinator going away for a while
+ * (a restart): retries connection errors once a second. Returns what
+ * gp_http_request returns.
+ */
+static int
+patient_request(struct gp_cli_conn *conn, const char *path, long timeout_ms,
+    struct gp_http_response *resp)
+{
+	int rc, tries = 0, warned = 0;
+
+	for (;;) {
+		rc = gp_http_request(conn->http, "GET", path, NULL, 0, NULL,
+		    timeout_ms, resp);
+		if (rc == 0 && resp->status != 502 && resp->status != 503)
+			return 0;
+		if (rc == 0 && ++tries >= RECONNECT_TRIES)
+			return 0;
+		if (rc != 0 && ++tries >= RECONNECT_TRIES)
+			return rc;
+		if (!warned) {
+			gp_cli_error("lost the coordinator at %s; retrying",
+			    conn->cfg.url);
+			warned = 1;
+		}
+		gp_http_response_fini(resp);
+		sleep(1);
+	}
+}
+
+int
+gp_cli_cmd_logs(const struct gp_cli_args *args)
+{
+	struct gp_http_response resp;
+	struct gp_cli_conn conn;
+	int follow = gp_cli_flag(args, "follow");
+	int64_t id, offset = 0;
+	char path[128];
+	int rc;
+
+	if ((rc = job_operand(args, &id)) != 0)
+		return rc;
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	for (;;) {
+		if (follow) {
+			snprintf(path, sizeof(path),
+			    "/v1/jobs/%lld/log?offset=%lld&wait_ms=%d",
+			    (long long)id, (long long)offset, LONG_POLL_MS);
+			rc = patient_request(&conn, path,
+			    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
+		} else {
+			snprintf(path, sizeof(path),
+			    "/v1/jobs/%lld/log?offset=%lld", (long long)id,
+			    (long long)offset);
+			rc = gp_http_request(conn.http, "GET", path, NULL, 0,
+			    NULL, 0, &resp);
+		}
+		if (rc != 0 || resp.status != 200) {
+			gp_cli_report_http(&conn, rc, &resp);
+			gp_http_response_fini(&resp);
+			rc = GP_CLI_EXIT_FAIL;
+			break;
+		}
+		if (resp.body_len > 0 &&
+		    gp_write_all(STDOUT_FILENO, resp.body, resp.body_len) != 0) {
+			gp_http_response_fini(&resp);
+			rc = GP_CLI_EXIT_FAIL;
+			break;
+		}
+		if (resp.log_offset >= 0)
+			offset = resp.log_offset;
+		else
+			offset += (int64_t)resp.body_len;
+		if (resp.log_done || (!follow && resp.body_len == 0)) {
+			gp_http_response_fini(&resp);
+			rc = 0;
+			break;
+		}
+		gp_http_response_fini(&resp);
+	}
+	gp_cli_disconnect(&conn);
+	return rc;
+}
+
+int
+gp_cli_cmd_cancel(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	json_t *reply, *body;
+	const char *state, *node;
+	char path[64];
+	int64_t id;
+	int rc;
+
+	if ((rc = job_operand(args, &id)) != 0)
+		return rc;
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	snprintf(path, sizeof(path), "/v1/jobs/%lld/cancel", (long long)id);
+	body = json_object();
+	rc = gp_cli_call(&conn, "POST", path, body, 0, &reply, NULL);
+	json_decref(body);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	state = gp_cli_json_str(reply, "state");
+	node = gp_cli_json_str(reply, "node");
+	if (state != NULL && strcmp(state, "running") == 0)
+		printf("cancel requested for %lld (running on %s)\n",
+		    (long long)id, node != NULL ? node : "?");
+	else
+		printf("cancelled %lld\n", (long long)id);
+	json_decref(reply);
+	return 0;
+}
+
+static int
+finished(const char *state)
+{
+	return state != NULL &&
+	    (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+		strcmp(state, "cancelled") == 0 ||
+		strcmp(state, "timeout") == 0);
+}
+
+int
+gp_cli_job_exit_code(json_t *job, char *note, size_t len)
+{
+	const char *state = gp_cli_json_str(job, "state");
+	const char *reason = gp_cli_json_str(job, "reason");
+	const char *message = gp_cli_json_str(job, "message");
+	json_t *exit_code = json_object_get(job, "exit_code");
+	json_int_t sig = json_integer_value(json_object_get(job, "signal"));
+	long long id = json_integer_value(json_object_get(job, "id"));
+	int code;
+
+	int stopped_by_gpupool;
+
+	note[0] = '\0';
+	/* A cancel or a time limit is gpupool's kill, not the job's fate. */
+	stopped_by_gpupool = (state != NULL && (strcmp(state, "cancelled") == 0 ||
+				   strcmp(state, "timeout") == 0)) ||
+	    (reason != NULL && (strcmp(reason, "cancelled") == 0 ||
+				   strcmp(reason, "timeout") == 0 ||
+				   strcmp(reason, "start_failed") == 0));
+	if (json_is_integer(exit_code))
+		code = (int)(json_integer_value(exit_code) & 255);
+	else if (sig > 0 && !stopped_by_gpupool)
+		code = 128 + (int)sig;
+	else if (state != NULL && strcmp(state, "succeeded") == 0)
+		code = 0;
+	else
+		code = 1;
+	if (state != NULL && strcmp(state, "cancelled") == 0)
+		snprintf(note, len, "job %lld was cancelled", id);
+	else if ((state != NULL && strcmp(state, "timeout") == 0) ||
+	    (reason != NULL && strcmp(reason, "timeout") == 0))
+		snprintf(note, len, "job %lld reached its time limit", id);
+	else if (reason != NULL && strcmp(reason, "start_failed") == 0)
+		snprintf(note, len, "job %lld could not start%s%s", id,
+		    message != NULL && message[0] ? ": " : "",
+		    message != NULL ? message : "");
+	else if (sig > 0 && !json_is_integer(exit_code))
+		snprintf(note, len, "job %lld was killed by signal %d", id,
+		    (int)sig);
+	return code;
+}
+
+int
+gp_cli_cmd_wait(const struct gp_cli_args *args)
+{
+	struct gp_http_response resp;
+	struct gp_cli_conn conn;
+	char path[96], note[512];
+	json_t *job;
+	int64_t id;
+	int rc;
+
+	if ((rc = job_operand(args, &id)) != 0)
+		return rc;
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	snprintf(path, sizeof(path), "/v1/jobs/%lld/wait?wait_ms=%d",
+	    (long long)id, LONG_POLL_MS);
+	for (;;) {
+		rc = patient_request(&conn, path,
+		    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
+		if (rc != 0 || resp.status != 200) {
+			gp_cli_report_http(&conn, rc, &resp);
+			gp_http_response_fini(&resp);
+			rc = GP_CLI_EXIT_FAIL;
+			break;
+		}
+		job = json_loadb(resp.body, resp.body_len, 0, NULL);
+		gp_http_response_fini(&resp);
+		if (job == NULL) {
+			gp_cli_error("the coordinator answered invalid JSON");
+			rc = GP_CLI_EXIT_FAIL;
+			break;
+		}
+		if (finished(gp_cli_json_str(job, "state"))) {
+			rc = gp_cli_job_exit_code(job, note, sizeof(note));
+			if (note[0] != '\0')
+				gp_cli_error("%s", note);
+			json_decref(job);
+			break;
+		}
+		json_decref(job);
+	}
+	gp_cli_disconnect(&conn);
+	return rc;
+}

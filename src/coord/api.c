@@ -1,0 +1,923 @@
+/*
+ * api.c: the HTTP API (docs/api.md) on libmicrohttpd: body collection,
+ * authentication, routing, and the handlers. Reads are answered here
+ * under the state read lock; changes are queued to the state thread
+ * (state.c) and the connection is suspended until it has committed them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordd.h"
+#include "gp.h"
+#include "log.h"
+
+#define AGENT_LOG_BODY_MAX (1 << 20)
+#define WAIT_MS_MAX	   60000
+
+static enum MHD_Result
+reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
+    const char *ctype, struct MHD_Response **out)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+
+	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
+	if (out != NULL) {
+		*out = resp;
+		return MHD_YES;
+	}
+	rc = MHD_queue_response(conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* Answers with value as JSON; steals the reference. */
+static enum MHD_Result
+reply_json(struct MHD_Connection *conn, int status, json_t *value)
+{
+	char *text;
+
+	if (value == NULL)
+		value = json_pack("{s:s}", "error", "out of memory");
+	text = json_dumps(value, JSON_COMPACT);
+	json_decref(value);
+	if (text == NULL)
+		return MHD_NO;
+	return reply_raw(conn, status, text, strlen(text), "application/json",
+	    NULL);
+}
+
+static enum MHD_Result
+reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static enum MHD_Result
+reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return reply_json(conn, status, json_pack("{s:s}", "error", msg));
+}
+
+static const char *
+query(struct MHD_Connection *conn, const char *key)
+{
+	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* A strict integer query argument; def when absent. -1 on bad input. */
+static int
+query_int(struct MHD_Connection *conn, const char *key, int64_t def,
+    int64_t min, int64_t max, int64_t *out)
+{
+	const char *v = query(conn, key);
+
+	if (v == NULL) {
+		*out = def;
+		return 0;
+	}
+	return gp_parse_int(v, min, max, out) == 0 ? 0 : -1;
+}
+
+/* Parses a JSON object body; answers 400 itself on failure. */
+static json_t *
+parse_body(struct MHD_Connection *conn, struct request *req,
+    enum MHD_Result *rc)
+{
+	json_error_t jerr;
+	json_t *body;
+
+	body = json_loadb(req->body.data ? req->body.data : "", req->body.len,
+	    JSON_REJECT_DUPLICATES, &jerr);
+	if (body == NULL || !json_is_object(body)) {
+		json_decref(body);
+		*rc = body == NULL
+		    ? reply_error(conn, 400, "invalid JSON: %s", jerr.text)
+		    : reply_error(conn, 400, "body must be a JSON object");
+		return NULL;
+	}
+	return body;
+}
+
+/* 1 when every key of obj is in the NULL-terminated list. */
+static int
+only_fields(json_t *obj, const char *const *allowed, const char **bad)
+{
+	const char *key;
+	json_t *v;
+	int i, ok;
+
+	json_object_foreach(obj, key, v)
+	{
+		(void)v;
+		ok = 0;
+		for (i = 0; allowed[i] != NULL; i++)
+			if (strcmp(key, allowed[i]) == 0)
+				ok = 1;
+		if (!ok) {
+			*bad = key;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static enum MHD_Result
+queue_op(struct MHD_Connection *conn, struct request *req, struct op *op)
+{
+	op->conn = conn;
+	op->req = req;
+	req->op = op;
+	req->suspended = 1;
+	MHD_suspend_connection(conn);
+	state_submit_op(op);
+	return MHD_YES;
+}
+
+/* ---- handlers: users ---- */
+
+static enum MHD_Result
+handle_whoami(struct MHD_Connection *conn, struct request *req)
+{
+	return reply_json(conn, 200,
+	    json_pack("{s:I,s:s,s:s}", "id", (json_int_t)req->auth->id, "name",
+		req->auth->name, "role", gp_role_name(req->auth->role)));
+}
+
+static enum MHD_Result
+handle_token_create(struct MHD_Connection *conn, struct request *req)
+{
+	static const char *const fields[] = {"role", "name", NULL};
+	enum MHD_Result rc;
+	enum gp_role role;
+	const char *bad, *name;
+	json_t *body;
+	struct op *op;
+
+	if (req->auth->role != GP_ROLE_ADMIN)
+		return reply_error(conn, 403, "only an admin may create tokens");
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	if (!only_fields(body, fields, &bad)) {
+		rc = reply_error(conn, 400, "unknown field '%.64s'", bad);
+		json_decref(body);
+		return rc;
+	}
+	name = json_string_value(json_object_get(body, "name"));
+	if (gp_role_parse(json_string_value(json_object_get(body, "role")),
+		&role) != 0) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "role: must be user, provider or admin");
+	}
+	if (name == NULL || !gp_name_valid(name)) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "name: 1 to 64 of A-Z a-z 0-9 . _ -");
+	}
+	op = op_new(OP_TOKEN_CREATE, &req->auth_copy);
+	if (op == NULL) {
+		json_decref(body);
+		return reply_error(conn, 503, "out of memory");
+	}
+	op->body = body;
+	return queue_op(conn, req, op);
+}
+
+static enum MHD_Result
+handle_submit(struct MHD_Connection *conn, struct request *req)
+{
+	char err[256];
+	struct op *op;
+
+	if (req->auth->role == GP_ROLE_PROVIDER)
+		return reply_error(conn, 403,
+		    "a provider token cannot submit jobs");
+	op = op_new(OP_SUBMIT, &req->auth_copy);
+	if (op == NULL)
+		return reply_error(conn, 503, "out of memory");
+	gp_jobspec_fini(&op->spec);
+	if (gp_jobspec_decode(req->body.data ? req->body.data : "",
+		req->body.len, &op->spec, err, sizeof(err)) != 0) {
+		op_free(op);
+		return reply_error(conn, 400, "%s", err);
+	}
+	return queue_op(conn, req, op);
+}
+
+static enum MHD_Result
+handle_list_jobs(struct MHD_Connection *conn, struct request *req)
+{
+	const char *all = query(conn, "all");
+	int want_all = all != NULL && strcmp(all, "0") != 0;
+	json_t *jobs = json_array();
+	int64_t id;
+	int i;
+
+	pthread_rwlock_rdlock(&state.lock);
+	if (want_all) {
+		for (id = 1; id < state.next_job_id; id++) {
+			struct job *j = state.jobs[id];
+			if (j != NULL && job_visible_to(j, req->auth))
+				json_array_append_new(jobs, job_to_json(j, 0));
+		}
+	} else {
+		/* Active jobs: the queue and what runs on the nodes. */
+		json_t *running = json_array();
+		for (id = 1; id < state.nnodes; id++) {
+			struct node *n = state.nodes[id];
+			for (i = 0; n != NULL && i < n->njobs; i++) {
+				struct job *j = state_job(n->jobs[i]);
+				if (j != NULL && job_visible_to(j, req->auth))
+					json_array_append_new(running,
+					    json_integer(j->id));
+			}
+		}
+		for (i = 0; i < state.nqueue; i++)
+			if (job_visible_to(state.queue[i], req->auth))
+				json_array_append_new(running,
+				    json_integer(state.queue[i]->id));
+		/* In id order, as the API promises. */
+		{
+			size_t n = json_array_size(running), k;
+			int64_t *ids = calloc(n + 1, sizeof(*ids));
+			for (k = 0; ids != NULL && k < n; k++)
+				ids[k] = json_integer_value(
+				    json_array_get(running, k));
+			for (k = 1; ids != NULL && k < n; k++) {
+				int64_t v = ids[k];
+				size_t m = k;
+				while (m > 0 && ids[m - 1] > v) {
+					ids[m] = ids[m - 1];
+					m--;
+				}
+				ids[m] = v;
+			}
+			for (k = 0; ids != NULL && k < n; k++)
+				json_array_append_new(jobs,
+				    job_to_json(state_job(ids[k]), 0));
+			free(ids);
+		}
+		json_decref(running);
+	}
+	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 200, json_pack("{s:o}", "jobs", jobs));
+}
+
+/* The job the caller names and may see, or NULL (answer sent). */
+static struct job *
+visible_job(struct MHD_Connection *conn, struct request *req, int64_t id,
+    enum MHD_Result *rc)
+{
+	struct job *job = state_job(id);
+
+	if (job == NULL || !job_visible_to(job, req->auth)) {
+		*rc = reply_error(conn, 404, "no job %lld", (long long)id);
+		return NULL;
+	}
+	return job;
+}
+
+static enum MHD_Result
+handle_show_job(struct MHD_Connection *conn, struct request *req, int64_t id)
+{
+	enum MHD_Result rc;
+	struct job *job;
+	json_t *o;
+
+	pthread_rwlock_rdlock(&state.lock);
+	job = visible_job(conn, req, id, &rc);
+	if (job == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		return rc;
+	}
+	o = job_to_json(job, 1);
+	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 200, o);
+}
+
+static enum MHD_Result
+handle_cancel(struct MHD_Connection *conn, struct request *req, int64_t id)
+{
+	struct op *op = op_new(OP_CANCEL, &req->auth_copy);
+
+	if (op == NULL)
+		return reply_error(conn, 503, "out of memory");
+	op->job_id = id;
+	return queue_op(conn, req, op);
+}
+
+/* Sets the long-poll deadline once; returns the ms left (0: answer now). */
+static int64_t
+wait_left(struct MHD_Connection *conn, struct request *req, int64_t *bad)
+{
+	int64_t wait_ms, now = gp_mono_ms();
+
+	*bad = 0;
+	if (req->deadline_mono == 0) {
+		if (query_int(conn, "wait_ms", 0, 0, WAIT_MS_MAX, &wait_ms) !=
+		    0) {
+			*bad = 1;
+			return 0;
+		}
+		req->deadline_mono = now + wait_ms;
+	}
+	if (coord_stopping)
+		return 0;
+	return req->deadline_mono > now ? req->deadline_mono - now : 0;
+}
+
+static enum MHD_Result
+handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	struct job *job;
+	int64_t offset, left, bad, size;
+	char hdr[32], *data = NULL;
+	const char *st;
+	size_t len = 0;
+	int done;
+
+	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
+		return reply_error(conn, 400,
+		    "offset: a non-negative integer");
+	left = wait_left(conn, req, &bad);
+	if (bad)
+		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
+	pthread_rwlock_rdlock(&state.lock);
+	job = visible_job(conn, req, id, &rc);
+	if (job == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		return rc;
+	}
+	pthread_mutex_lock(&notify_lock);
+	size = job->log_size;
+	if (size <= offset && !job_finished(job) && left > 0) {
+		notify_wait(conn, req, WAIT_LOG, id, left);
+		if (req->suspended) {
+			pthread_mutex_unlock(&notify_lock);
+			pthread_rwlock_unlock(&state.lock);
+			return MHD_YES;
+		}
+	}
+	pthread_mutex_unlock(&notify_lock);
+	st = job_state_name(job->state);
+	done = job_finished(job);
+	pthread_rwlock_unlock(&state.lock);
+	if (offset < size &&
+	    joblog_read(id, offset, (size_t)(size - offset) < (1u << 20)
+		    ? (size_t)(size - offset)
+		    : (1u << 20),
+		&data, &len) != 0)
+		return reply_error(conn, 500, "cannot read the log");
+	if (data == NULL && (data = malloc(1)) == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 200, data, len, "application/octet-stream",
+		&resp) != MHD_YES)
+		return MHD_NO;
+	snprintf(hdr, sizeof(hdr), "%lld", (long long)(offset + (int64_t)len));
+	MHD_add_response_header(resp, "X-Gpupool-Offset", hdr);
+	MHD_add_response_header(resp, "X-Gpupool-State", st);
+	if (done && offset + (int64_t)len >= size)
+		MHD_add_response_header(resp, "X-Gpupool-Done", "1");
+	rc = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static enum MHD_Result
+handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
+{
+	enum MHD_Result rc;
+	struct job *job;
+	int64_t left, bad;
+	json_t *o;
+
+	left = wait_left(conn, req, &bad);
+	if (bad)
+		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
+	pthread_rwlock_rdlock(&state.lock);
+	job = visible_job(conn, req, id, &rc);
+	if (job == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		return rc;
+	}
+	pthread_mutex_lock(&notify_lock);
+	if (!job_finished(job) && left > 0) {
+		notify_wait(conn, req, WAIT_JOB, id, left);
+		if (req->suspended) {
+			pthread_mutex_unlock(&notify_lock);
+			pthread_rwlock_unlock(&state.lock);
+			return MHD_YES;
+		}
+	}
+	pthread_mutex_unlock(&notify_lock);
+	o = job_to_json(job, 0);
+	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 200, o);
+}
+
+static enum MHD_Result
+handle_nodes(struct MHD_Connection *conn)
+{
+	json_t *nodes = json_array();
+	int64_t id;
+
+	pthread_rwlock_rdlock(&state.lock);
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL)
+			json_array_append_new(nodes,
+			    node_to_json(state.nodes[id]));
+	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 200, json_pack("{s:o}", "nodes", nodes));
+}
+
+/* ---- handlers: agents ---- */
+
+/* The caller's node, or NULL (answer sent). Call with the read lock. */
+static struct node *
+own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
+    enum MHD_Result *rc)
+{
+	struct node *node = state_node(id);
+
+	if (node == NULL) {
+		*rc = reply_error(conn, 404, "unknown node %lld; register",
+		    (long long)id);
+		return NULL;
+	}
+	if (node->owner_token != req->auth->id &&
+	    req->auth->role != GP_ROLE_ADMIN) {
+		*rc = reply_error(conn, 403, "node %lld is not yours",
+		    (long long)id);
+		return NULL;
+	}
+	if (!node->up) {
+		*rc = reply_error(conn, 404,
+		    "node %lld is not registered (lease expired or coordinator "
+		    "restarted); register again",
+		    (long long)id);
+		return NULL;
+	}
+	return node;
+}
+
+static enum MHD_Result
+handle_register(struct MHD_Connection *conn, struct request *req)
+{
+	enum MHD_Result rc;
+	struct op *op;
+	json_t *body;
+
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	op = op_new(OP_REGISTER, &req->auth_copy);
+	if (op == NULL) {
+		json_decref(body);
+		return reply_error(conn, 503, "out of memory");
+	}
+	op->body = body;
+	return queue_op(conn, req, op);
+}
+
+static int
+valid_attempt_list(json_t *list)
+{
+	json_t *r;
+	size_t i;
+
+	if (!json_is_array(list) || json_array_size(list) > 4096)
+		return 0;
+	json_array_foreach(list, i, r)
+	{
+		if (!json_is_integer(json_object_get(r, "job_id")) ||
+		    !json_is_integer(json_object_get(r, "attempt")))
+			return 0;
+	}
+	return 1;
+}
+
+static enum MHD_Result
+handle_heartbeat(struct MHD_Connection *conn, struct request *req)
+{
+	static const char *const fields[] = {"node_id", "running", "gpus",
+	    NULL};
+	enum MHD_Result rc;
+	struct node *node;
+	json_t *body, *running, *gpus, *g, *kill;
+	const char *bad;
+	size_t i;
+
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	running = json_object_get(body, "running");
+	if (running == NULL) {
+		running = json_array();
+		json_object_set_new(body, "running", running);
+	}
+	gpus = json_object_get(body, "gpus");
+	if (!only_fields(body, fields, &bad)) {
+		json_decref(body);
+		return reply_error(conn, 400, "unknown field '%.64s'", bad);
+	}
+	if (!json_is_integer(json_object_get(body, "node_id")) ||
+	    !valid_attempt_list(running) ||
+	    (gpus != NULL && !json_is_array(gpus))) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "needs node_id, running: [{job_id, attempt}], gpus: [...]");
+	}
+	pthread_rwlock_rdlock(&state.lock);
+	node = own_node(conn, req,
+	    json_integer_value(json_object_get(body, "node_id")), &rc);
+	if (node == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		json_decref(body);
+		return rc;
+	}
+	atomic_store(&node->last_seen_mono, gp_mono_ms());
+	node->last_seen_ms = gp_now_ms();
+	json_array_foreach(gpus, i, g)
+	{
+		json_t *idx = json_object_get(g, "index");
+		int64_t k = json_integer_value(idx);
+		if (!json_is_integer(idx) || k < 0 || k >= node->ngpus)
+			continue;
+		node->gpus[k].util =
+		    (int)json_integer_value(json_object_get(g, "util"));
+		node->gpus[k].mem_used_mib =
+		    json_integer_value(json_object_get(g, "mem_used_mib"));
+	}
+	kill = json_array();
+	state_reconcile(node, running, kill, 1);
+	pthread_rwlock_unlock(&state.lock);
+	json_decref(body);
+	return reply_json(conn, 200, json_pack("{s:o}", "kill", kill));
+}
+
+static enum MHD_Result
+handle_poll(struct MHD_Connection *conn, struct request *req)
+{
+	enum MHD_Result rc;
+	struct node *node;
+	int64_t node_id, left, bad, now;
+	json_t *assign, *cancel, *a;
+	size_t i;
+
+	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
+	    node_id < 0)
+		return reply_error(conn, 400, "node_id: a node id");
+	left = wait_left(conn, req, &bad);
+	if (bad)
+		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
+	if (req->superseded)
+		left = 0;
+	pthread_rwlock_rdlock(&state.lock);
+	node = own_node(conn, req, node_id, &rc);
+	if (node == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		return rc;
+	}
+	pthread_mutex_lock(&notify_lock);
+	if (json_array_size(node->outbox_assign) == 0 &&
+	    json_array_size(node->outbox_cancel) == 0 && left > 0) {
+		notify_wait(conn, req, WAIT_POLL, node_id, left);
+		if (req->suspended) {
+			pthread_mutex_unlock(&notify_lock);
+			pthread_rwlock_unlock(&state.lock);
+			return MHD_YES;
+		}
+	}
+	assign = node->outbox_assign;
+	cancel = node->outbox_cancel;
+	node->outbox_assign = json_array();
+	node->outbox_cancel = json_array();
+	now = gp_mono_ms();
+	json_array_foreach(assign, i, a)
+	{
+		struct job *j = state_job(
+		    json_integer_value(json_object_get(a, "job_id")));
+		if (j != NULL)
+			j->delivered_mono = now;
+	}
+	pthread_mutex_unlock(&notify_lock);
+	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 200,
+	    json_pack("{s:o,s:o}", "assignments", assign, "cancels", cancel));
+}
+
+static const char *const reasons[] = {"exited", "killed", "cancelled",
+    "timeout", "start_failed", NULL};
+
+static enum MHD_Result
+handle_report(struct MHD_Connection *conn, struct request *req,
+    int64_t job_id, int64_t attempt, const char *what)
+{
+	static const char *const started_fields[] = {"node_id", "pid", NULL};
+	static const char *const finished_fields[] = {"node_id", "exit_code",
+	    "signal", "reason", "message", NULL};
+	int finished = strcmp(what, "finished") == 0;
+	enum MHD_Result rc;
+	const char *bad, *reason;
+	json_t *body;
+	struct op *op;
+	int i, ok;
+
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	if (!only_fields(body, finished ? finished_fields : started_fields,
+		&bad)) {
+		json_decref(body);
+		return reply_error(conn, 400, "unknown field '%.64s'", bad);
+	}
+	if (!json_is_integer(json_object_get(body, "node_id"))) {
+		json_decref(body);
+		return reply_error(conn, 400, "node_id: missing");
+	}
+	if (finished) {
+		reason = json_string_value(json_object_get(body, "reason"));
+		ok = reason == NULL;
+		for (i = 0; reason != NULL && reasons[i] != NULL; i++)
+			if (strcmp(reason, reasons[i]) == 0)
+				ok = 1;
+		if (!ok) {
+			json_decref(body);
+			return reply_error(conn, 400,
+			    "reason: exited, killed, cancelled, timeout or "
+			    "start_failed");
+		}
+		if ((json_object_get(body, "message") != NULL &&
+			!json_is_string(json_object_get(body, "message"))) ||
+		    (json_object_get(body, "exit_code") != NULL &&
+			!json_is_integer(json_object_get(body, "exit_code"))) ||
+		    (json_object_get(body, "signal") != NULL &&
+			!json_is_integer(json_object_get(body, "signal")))) {
+			json_decref(body);
+			return reply_error(conn, 400,
+			    "exit_code and signal are integers, message a "
+			    "string");
+		}
+	}
+	op = op_new(finished ? OP_FINISHED : OP_STARTED, &req->auth_copy);
+	if (op == NULL) {
+		json_decref(body);
+		return reply_error(conn, 503, "out of memory");
+	}
+	op->job_id = job_id;
+	op->attempt = (int)attempt;
+	op->node_id = json_integer_value(json_object_get(body, "node_id"));
+	op->body = body;
+	return queue_op(conn, req, op);
+}
+
+static enum MHD_Result
+handle_agent_log(struct MHD_Connection *conn, struct request *req,
+    int64_t job_id, int64_t attempt)
+{
+	enum MHD_Result rc;
+	struct node *node;
+	struct job *job;
+	int64_t node_id, offset, held = 0;
+	int err;
+
+	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
+	    node_id < 0)
+		return reply_error(conn, 400, "node_id: a node id");
+	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
+		return reply_error(conn, 400, "offset: a non-negative integer");
+	pthread_rwlock_rdlock(&state.lock);
+	node = own_node(conn, req, node_id, &rc);
+	if (node == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		return rc;
+	}
+	job = state_job(job_id);
+	if (job == NULL || job->state != JOB_RUNNING ||
+	    job->node_id != node->id || job->attempts != attempt) {
+		pthread_rwlock_unlock(&state.lock);
+		return reply_json(conn, 409,
+		    json_pack("{s:s,s:b}", "error", "stale attempt: kill it",
+			"kill", 1));
+	}
+	err = joblog_append(job, (int)attempt, offset,
+	    req->body.data ? req->body.data : "", req->body.len,
+	    state.cfg.log_cap, &held);
+	pthread_mutex_lock(&notify_lock);
+	notify_wake_job(job);
+	pthread_mutex_unlock(&notify_lock);
+	pthread_rwlock_unlock(&state.lock);
+	if (err != 0)
+		return reply_error(conn, 500, "cannot write the log");
+	return reply_json(conn, 200,
+	    json_pack("{s:I}", "offset", (json_int_t)held));
+}
+
+/* ---- routing ---- */
+
+static int
+authenticate(struct MHD_Connection *conn, struct request *req)
+{
+	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    "Authorization");
+	char hash[GP_TOKEN_HASH_HEX];
+	const struct token_entry *t;
+
+	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+		return 0;
+	h += 7;
+	if (!gp_token_well_formed(h))
+		return 0;
+	gp_token_hash(h, hash);
+	pthread_rwlock_rdlock(&state.lock);
+	t = state_token_lookup(hash);
+	if (t != NULL)
+		req->auth_copy = *t;
+	pthread_rwlock_unlock(&state.lock);
+	if (t == NULL)
+		return 0;
+	req->auth = &req->auth_copy;
+	return 1;
+}
+
+/* Splits "/v1/a/b" into at most max parts; returns the count or -1. */
+static int
+split_path(const char *url, char parts[][32], int max)
+{
+	int n = 0;
+	size_t len;
+	const char *p = url, *slash;
+
+	while (*p == '/')
+		p++;
+	while (*p != '\0') {
+		slash = strchr(p, '/');
+		len = slash != NULL ? (size_t)(slash - p) : strlen(p);
+		if (n == max || len == 0 || len >= 32)
+			return -1;
+		memcpy(parts[n], p, len);
+		parts[n][len] = '\0';
+		n++;
+		p += len;
+		if (*p == '/')
+			p++;
+	}
+	return n;
+}
+
+static int
+path_id(const char *text, int64_t *id)
+{
+	return gp_parse_int(text, 1, INT64_MAX / 2, id) == 0;
+}
+
+static enum MHD_Result
+route(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
+{
+	char p[8][32];
+	int n = split_path(url, p, 8);
+	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	int provider = req->auth->role == GP_ROLE_PROVIDER ||
+	    req->auth->role == GP_ROLE_ADMIN;
+	int64_t id, attempt;
+
+	if (n < 2 || strcmp(p[0], "v1") != 0)
+		return reply_error(conn, 404, "no such endpoint: %.100s", url);
+	if (!get && !post)
+		return reply_error(conn, 405, "method %.16s not allowed",
+		    method);
+	if (n == 2 && strcmp(p[1], "whoami") == 0 && get)
+		return handle_whoami(conn, req);
+	if (n == 2 && strcmp(p[1], "tokens") == 0 && post)
+		return handle_token_create(conn, req);
+	if (n == 2 && strcmp(p[1], "nodes") == 0 && get)
+		return handle_nodes(conn);
+	if (n == 2 && strcmp(p[1], "jobs") == 0)
+		return post ? handle_submit(conn, req)
+			    : handle_list_jobs(conn, req);
+	if (n >= 3 && strcmp(p[1], "jobs") == 0) {
+		if (!path_id(p[2], &id))
+			return reply_error(conn, 404, "no job '%s'", p[2]);
+		if (n == 3 && get)
+			return handle_show_job(conn, req, id);
+		if (n == 4 && strcmp(p[3], "cancel") == 0 && post)
+			return handle_cancel(conn, req, id);
+		if (n == 4 && strcmp(p[3], "log") == 0 && get)
+			return handle_log(conn, req, id);
+		if (n == 4 && strcmp(p[3], "wait") == 0 && get)
+			return handle_wait(conn, req, id);
+	}
+	if (n >= 3 && strcmp(p[1], "agent") == 0) {
+		if (!provider)
+			return reply_error(conn, 403,
+			    "agent calls need a provider token");
+		if (n == 3 && strcmp(p[2], "register") == 0 && post)
+			return handle_register(conn, req);
+		if (n == 3 && strcmp(p[2], "heartbeat") == 0 && post)
+			return handle_heartbeat(conn, req);
+		if (n == 3 && strcmp(p[2], "poll") == 0 && get)
+			return handle_poll(conn, req);
+		if (n == 6 && strcmp(p[2], "jobs") == 0 && post) {
+			if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
+			    attempt > 1000000)
+				return reply_error(conn, 404,
+				    "bad job id or attempt");
+			if (strcmp(p[5], "log") == 0)
+				return handle_agent_log(conn, req, id, attempt);
+			if (strcmp(p[5], "started") == 0 ||
+			    strcmp(p[5], "finished") == 0)
+				return handle_report(conn, req, id, attempt,
+				    p[5]);
+		}
+	}
+	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
+	    url);
+}
+
+enum MHD_Result
+api_handle(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **con_cls)
+{
+	struct request *req = *con_cls;
+	struct op *op;
+	enum MHD_Result rc;
+
+	(void)cls;
+	(void)version;
+	if (req == NULL) {
+		req = calloc(1, sizeof(*req));
+		if (req == NULL)
+			return MHD_NO;
+		req->body_limit = strstr(url, "/log") != NULL &&
+			strncmp(url, "/v1/agent/", 10) == 0
+		    ? AGENT_LOG_BODY_MAX
+		    : GP_SUBMIT_BODY_MAX;
+		*con_cls = req;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		if (!req->too_big &&
+		    req->body.len + *upload_data_size > req->body_limit)
+			req->too_big = 1;
+		if (!req->too_big &&
+		    gp_buf_append(&req->body, upload_data, *upload_data_size) !=
+			0)
+			req->too_big = 1;
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (req->too_big)
+		return reply_error(conn, 413, "body larger than %zu bytes",
+		    req->body_limit);
+	if (req->op != NULL) {
+		/* Resumed: the state thread has answered. */
+		op = req->op;
+		req->op = NULL;
+		rc = reply_json(conn, op->status ? op->status : 500,
+		    json_incref(op->result));
+		op_free(op);
+		return rc;
+	}
+	if (req->auth == NULL && !authenticate(conn, req)) {
+		gp_debug("unauthenticated request url=%.100s", url);
+		return reply_error(conn, 401,
+		    "missing or unknown token (Authorization: Bearer ...)");
+	}
+	return route(conn, req, url, method);
+}
+
+void
+api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	struct request *req = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (req == NULL)
+		return;
+	pthread_rwlock_rdlock(&state.lock);
+	notify_forget(req);
+	pthread_rwlock_unlock(&state.lock);
+	if (req->op != NULL) {
+		/* The state thread still holds it; let it go after. */
+		req->op->conn = NULL;
+	}
+	gp_buf_free(&req->body);
+	free(req);
+	*con_cls = NULL;
+}

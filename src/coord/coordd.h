@@ -1,0 +1,285 @@
+/*
+ * coordd.h: the coordinator's internal model, shared by its files.
+ *
+ * Reading order: main.c (start-up), state.c (the model and the state
+ * thread: every change goes through it, in batches, one SQLite transaction
+ * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
+ * notify.c (long polls: suspended connections and who wakes them),
+ * joblog.c (job output files), sched.c (pure scheduling).
+ *
+ * Locking: `state.lock` (rwlock) guards the model. The state thread takes
+ * it for writing while it applies a batch; HTTP handlers take it for
+ * reading. `notify_lock` (notify.c) guards node outboxes and the lists of
+ * suspended connections; it is taken after state.lock when both are held.
+ */
+#ifndef GP_COORDD_H
+#define GP_COORDD_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "jobspec.h"
+#include "token.h"
+#include "util.h"
+
+enum job_state {
+	JOB_QUEUED,
+	JOB_RUNNING,
+	JOB_SUCCEEDED,
+	JOB_FAILED,
+	JOB_CANCELLED,
+	JOB_TIMEOUT,
+};
+
+struct attempt_record {
+	int attempt;
+	int64_t node_id;
+	int64_t started_ms;
+	int64_t finished_ms;
+	char reason[24];
+};
+
+struct waiter;
+
+struct job {
+	int64_t id;
+	char user[GP_NAME_MAX + 1];
+	struct gp_jobspec spec;
+	enum job_state state;
+	int cancel_requested;
+	int attempts;	  /* number of the current (or last) attempt */
+	int64_t node_id;  /* current or last node, 0 if never placed */
+	int ngpus;
+	uint8_t gpus[GP_GPUS_MAX]; /* the node's GPU indices */
+	int64_t submitted_ms, started_ms, finished_ms;
+	_Atomic int64_t delivered_mono; /* when the assignment went out */
+	int started_ack;	/* the agent confirmed the start */
+	int has_exit;
+	int exit_code, signal;
+	char reason[24];
+	char *message; /* why it could not start, or NULL */
+	struct attempt_record *history;
+	int nhistory;
+	/* Output: DATA/logs/<id>.log, all attempts one after another. */
+	int64_t log_size;     /* bytes in the file */
+	int64_t log_base;     /* file offset where this attempt starts */
+	int log_truncated;
+	struct waiter *waiters; /* log followers and waiters (notify.c) */
+	int queue_pos;		/* index in the queue array, -1 if absent */
+};
+
+struct node_gpu {
+	int index;
+	char uuid[96];
+	char model[GP_NAME_MAX + 1];
+	int64_t mem_mib;
+	int64_t job_id;	 /* 0 when free */
+	int util;	 /* percent, from heartbeats */
+	int64_t mem_used_mib;
+};
+
+struct node {
+	int64_t id;
+	char name[GP_NAME_MAX + 1];
+	int64_t owner_token;
+	char owner_name[GP_NAME_MAX + 1];
+	int cpus;
+	int64_t mem_mib;
+	int ngpus;
+	struct node_gpu *gpus;
+	int up;				/* registered and lease alive */
+	_Atomic int64_t last_seen_mono; /* renewed by heartbeats */
+	int64_t last_seen_ms;		/* wall clock, for display */
+	/* Jobs placed here (running), by id. */
+	int64_t *jobs;
+	int njobs, capjobs;
+	/* notify.c: what waits for delivery, and the held poll. */
+	json_t *outbox_assign; /* array */
+	json_t *outbox_cancel; /* array */
+	struct waiter *poller;
+};
+
+struct token_entry {
+	int64_t id;
+	char name[GP_NAME_MAX + 1];
+	enum gp_role role;
+	char hash[GP_TOKEN_HASH_HEX];
+};
+
+struct coord_config {
+	char listen_addr[128];
+	int port;
+	char data_dir[1024];
+	char tls_cert[1024];
+	char tls_key[1024];
+	int64_t lease_ms;
+	int64_t heartbeat_ms;
+	int64_t log_cap;
+	int threads;
+};
+
+struct state {
+	pthread_rwlock_t lock;
+	struct coord_config cfg;
+	/* Jobs by id: ids are dense, jobs[id] (jobs[0] unused). */
+	struct job **jobs;
+	int64_t njobs_cap;
+	int64_t next_job_id;
+	/* The queue in priority order (submission order for now). */
+	struct job **queue;
+	int nqueue, capqueue;
+	/* Nodes by id, dense like jobs. */
+	struct node **nodes;
+	int64_t nnodes; /* highest id + 1 */
+	int64_t nodes_cap;
+	/* Tokens: open-addressing table on the hash, and the id counter. */
+	struct token_entry **tokens;
+	size_t tokens_cap, ntokens;
+	int64_t next_token_id;
+	int64_t next_node_id;
+	int sched_dirty; /* something changed that may let a job start */
+};
+
+extern struct state state;
+
+/* An HTTP request in progress (the connection's con_cls). */
+struct request {
+	struct gp_buf body;
+	size_t body_limit;
+	int too_big;
+	const struct token_entry *auth; /* NULL until authenticated */
+	struct token_entry auth_copy;
+	struct op *op;		/* a change queued to the state thread */
+	struct waiter *waiter;	/* set while suspended in a long poll */
+	int resumed;
+	int suspended;
+	int superseded;	/* a newer poll from the same node took over */
+	int64_t deadline_mono; /* long polls: when to answer anyway */
+};
+
+/* A change to apply, queued to the state thread by a handler. */
+enum op_type {
+	OP_SUBMIT,
+	OP_CANCEL,
+	OP_TOKEN_CREATE,
+	OP_REGISTER,
+	OP_STARTED,
+	OP_FINISHED,
+	OP_LOST, /* heartbeat: an attempt the agent no longer has */
+};
+
+struct op {
+	enum op_type type;
+	struct op *next;
+	struct MHD_Connection *conn; /* resumed when done; NULL: none */
+	struct request *req;
+	/* Input. */
+	struct token_entry caller;
+	struct gp_jobspec spec;
+	int64_t job_id;
+	int attempt;
+	int64_t node_id;
+	json_t *body;
+	/* Output. */
+	int status;
+	json_t *result;
+	_Atomic int done;
+};
+
+/* main.c */
+extern struct MHD_Daemon *coord_daemon;
+extern volatile int coord_stopping; /* answer long polls at once */
+
+/* state.c */
+int state_init(const struct coord_config *cfg);
+int state_start_thread(void);
+void state_stop_thread(void);
+/* Queues op; the state thread resumes op->conn when done. */
+void state_submit_op(struct op *op);
+struct op *op_new(enum op_type type, struct token_entry *caller);
+void op_free(struct op *op);
+struct job *state_job(int64_t id);
+struct node *state_node(int64_t id);
+struct node *state_node_by_name(const char *name);
+const struct token_entry *state_token_lookup(const char *hash);
+const char *job_state_name(enum job_state s);
+int job_finished(const struct job *job);
+/* JSON views; call with state.lock held. */
+json_t *job_to_json(const struct job *job, int with_history);
+json_t *node_to_json(const struct node *node);
+json_t *assignment_to_json(const struct job *job);
+/* 1 when the caller may see the job. */
+int job_visible_to(const struct job *job, const struct token_entry *who);
+/* Heartbeat reconciliation: fills kill with attempts to kill. */
+void state_reconcile(struct node *node, json_t *running, json_t *kill,
+    int queue_lost);
+int state_create_admin_token_if_none(void);
+/*
+ * Decodes a register body (untrusted). OUT: tmp->name, cpus, mem_mib,
+ * gpus (malloc'd, caller frees even on failure), *running (a new
+ * reference on success). Returns 0 or GP_EINVAL with err set.
+ */
+int register_decode(json_t *body, struct node *tmp, json_t **running,
+    char *err, size_t errlen);
+
+/* store.c */
+int store_open(const char *path);
+void store_close(void);
+int store_begin(void);
+int store_commit(void);
+int store_put_job(const struct job *job);
+int store_put_node(const struct node *node);
+int store_put_token(const struct token_entry *token, int64_t created_ms);
+/* Calls back for every row at start-up. */
+int store_load(void (*on_token)(struct token_entry *),
+    void (*on_node)(struct node *), void (*on_job)(struct job *));
+
+/* notify.c */
+struct waiter {
+	struct MHD_Connection *conn;
+	struct request *req;
+	int64_t deadline_mono;
+	int kind; /* WAIT_POLL, WAIT_LOG, WAIT_JOB */
+	int64_t key; /* node id or job id */
+	struct waiter *next_on_key;
+	struct waiter *next_all, *prev_all;
+};
+enum { WAIT_POLL = 1, WAIT_LOG, WAIT_JOB };
+extern pthread_mutex_t notify_lock;
+/* Suspends conn until woken or deadline; call with notify_lock held. */
+void notify_wait(struct MHD_Connection *conn, struct request *req, int kind,
+    int64_t key, int64_t wait_ms);
+/* Wakes the node's poller / the job's waiters. Take notify_lock first. */
+void notify_wake_node(struct node *node);
+void notify_wake_job(struct job *job);
+/* Resumes every waiter whose deadline passed (called by the ticker). */
+void notify_expire(int64_t now_mono);
+/* Called when a request finishes, to unlink a waiter still listed. */
+void notify_forget(struct request *req);
+/* Resume a suspended connection that has its answer ready. */
+void notify_resume(struct MHD_Connection *conn, struct request *req);
+
+/* joblog.c */
+int joblog_init(const char *data_dir);
+/* Appends attempt output at the attempt's offset; OUT: *held. */
+int joblog_append(struct job *job, int attempt, int64_t offset,
+    const char *data, size_t len, int64_t cap, int64_t *held);
+/* Writes a marker line ("[gpupool: ...]") into the log. */
+int joblog_note(struct job *job, const char *text);
+/* Reads up to max bytes at offset. OUT: *data (malloc'd), *len. */
+int joblog_read(int64_t job_id, int64_t offset, size_t max, char **data,
+    size_t *len);
+int64_t joblog_size_on_disk(int64_t job_id);
+extern pthread_mutex_t joblog_lock;
+
+/* api.c */
+enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,
+    const char *url, const char *method, const char *version,
+    const char *upload_data, size_t *upload_data_size, void **con_cls);
+void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * notify.c: long polls. A handler with nothing to answer yet suspends its
+ * connection (libmicrohttpd's suspend/resume) and leaves a waiter: on a
+ * node (an agent's poll for work) or on a job (a log follower, a `wait`).
+ * Whoever changes what they wait for resumes them at once; the state
+ * thread resumes the ones whose time is up. No thread is held per waiting
+ * client, so thousands of agents can hold a poll each.
+ */
+#include <stdlib.h>
+
+#include "coordd.h"
+#include "log.h"
+
+pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct waiter *all_waiters;
+
+static void
+unlink_all(struct waiter *w)
+{
+	if (w->prev_all != NULL)
+		w->prev_all->next_all = w->next_all;
+	else
+		all_waiters = w->next_all;
+	if (w->next_all != NULL)
+		w->next_all->prev_all = w->prev_all;
+	w->next_all = w->prev_all = NULL;
+}
+
+/* Removes w from the list of its node or job. */
+static void
+unlink_key(struct waiter *w)
+{
+	struct waiter **pp;
+	struct node *node;
+	struct job *job;
+
+	if (w->kind == WAIT_POLL) {
+		node = state_node(w->key);
+		if (node != NULL && node->poller == w)
+			node->poller = NULL;
+		return;
+	}
+	job = state_job(w->key);
+	if (job == NULL)
+		return;
+	for (pp = &job->waiters; *pp != NULL; pp = &(*pp)->next_on_key) {
+		if (*pp == w) {
+			*pp = w->next_on_key;
+			break;
+		}
+	}
+}
+
+/* Resumes w's connection and frees w. Call with notify_lock held. */
+static void
+fire(struct waiter *w)
+{
+	struct request *req = w->req;
+
+	unlink_all(w);
+	unlink_key(w);
+	req->waiter = NULL;
+	notify_resume(w->conn, req);
+	free(w);
+}
+
+void
+notify_resume(struct MHD_Connection *conn, struct request *req)
+{
+	req->resumed = 1;
+	req->suspended = 0;
+	MHD_resume_connection(conn);
+}
+
+void
+notify_wait(struct MHD_Connection *conn, struct request *req, int kind,
+    int64_t key, int64_t wait_ms)
+{
+	struct waiter *w = calloc(1, sizeof(*w));
+	struct node *node;
+	struct job *job;
+
+	if (w == NULL) {
+		/* Answer at once with what there is. */
+		req->resumed = 1;
+		return;
+	}
+	w->conn = conn;
+	w->req = req;
+	w->kind = kind;
+	w->key = key;
+	w->deadline_mono = gp_mono_ms() + wait_ms;
+	if (kind == WAIT_POLL) {
+		node = state_node(key);
+		/* A newer poll from the same node replaces the old one. */
+		if (node->poller != NULL) {
+			node->poller->req->superseded = 1;
+			fire(node->poller);
+		}
+		node->poller = w;
+	} else {
+		job = state_job(key);
+		w->next_on_key = job->waiters;
+		job->waiters = w;
+	}
+	w->next_all = all_waiters;
+	if (all_waiters != NULL)
+		all_waiters->prev_all = w;
+	all_waiters = w;
+	req->waiter = w;
+	req->resumed = 0;
+	req->suspended = 1;
+	MHD_suspend_connection(conn);
+}
+
+void
+notify_wake_node(struct node *node)
+{
+	if (node->poller != NULL)
+		fire(node->poller);
+}
+
+void
+notify_wake_job(struct job *job)
+{
+	while (job->waiters != NULL)
+		fire(job->waiters);
+}
+
+void
+notify_expire(int64_t now_mono)
+{
+	struct waiter *w, *next;
+
+	pthread_mutex_lock(&notify_lock);
+	for (w = all_waiters; w != NULL; w = next) {
+		next = w->next_all;
+		if (w->deadline_mono <= now_mono)
+			fire(w);
+	}
+	pthread_mutex_unlock(&notify_lock);
+}
+
+void
+notify_forget(struct request *req)
+{
+	pthread_mutex_lock(&notify_lock);
+	if (req->waiter != NULL) {
+		struct waiter *w = req->waiter;
+		unlink_all(w);
+		unlink_key(w);
+		free(w);
+		req->waiter = NULL;
+	}
+	pthread_mutex_unlock(&notify_lock);
+}

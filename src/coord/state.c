@@ -1,0 +1,1487 @@
+/*
+ * state.c: the coordinator's model (jobs, nodes, tokens) and the state
+ * thread. Handlers never change the model themselves: they queue an op and
+ * suspend their connection. The state thread takes every queued op at
+ * once, applies them under the write lock, expires leases, runs the
+ * scheduler, writes the whole batch in one SQLite transaction, and only
+ * then answers the callers and hands new work to the agents. So an
+ * acknowledged submission is on disk, a dispatched job is on disk before an
+ * agent sees it, and N concurrent submissions cost one fsync.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "coordd.h"
+#include "gp.h"
+#include "log.h"
+#include "sched.h"
+
+struct state state;
+
+static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t op_cond = PTHREAD_COND_INITIALIZER;
+static struct op *op_head, *op_tail;
+static int stopping;
+static pthread_t state_thread;
+
+/* What a batch hands out after its commit. */
+struct effect {
+	struct node *node;
+	json_t *assign; /* or NULL */
+	json_t *cancel; /* or NULL */
+};
+static struct effect *effects;
+static size_t neffects, capeffects;
+static struct job **woken_jobs;
+static size_t nwoken, capwoken;
+
+/* Grace before a delivered attempt that an agent does not list is lost. */
+#define LOST_GRACE_MS 3000
+
+const char *
+job_state_name(enum job_state s)
+{
+	static const char *names[] = {"queued", "running", "succeeded",
+	    "failed", "cancelled", "timeout"};
+
+	return (unsigned)s < GP_ARRAY_LEN(names) ? names[s] : "unknown";
+}
+
+int
+job_finished(const struct job *job)
+{
+	return job->state >= JOB_SUCCEEDED;
+}
+
+/* ---- tables ---- */
+
+static size_t
+hash_slot(const char *hex, size_t cap)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	while (*hex)
+		h = (h ^ (unsigned char)*hex++) * 1099511628211ULL;
+	return (size_t)(h & (cap - 1));
+}
+
+static int
+token_insert(struct token_entry *t)
+{
+	size_t i, slot;
+
+	if ((state.ntokens + 1) * 2 > state.tokens_cap) {
+		size_t cap = state.tokens_cap ? state.tokens_cap * 2 : 64;
+		struct token_entry **tab = calloc(cap, sizeof(*tab));
+		if (tab == NULL)
+			return GP_ENOMEM;
+		for (i = 0; i < state.tokens_cap; i++) {
+			struct token_entry *e = state.tokens[i];
+			if (e == NULL)
+				continue;
+			slot = hash_slot(e->hash, cap);
+			while (tab[slot] != NULL)
+				slot = (slot + 1) & (cap - 1);
+			tab[slot] = e;
+		}
+		free(state.tokens);
+		state.tokens = tab;
+		state.tokens_cap = cap;
+	}
+	slot = hash_slot(t->hash, state.tokens_cap);
+	while (state.tokens[slot] != NULL)
+		slot = (slot + 1) & (state.tokens_cap - 1);
+	state.tokens[slot] = t;
+	state.ntokens++;
+	if (t->id >= state.next_token_id)
+		state.next_token_id = t->id + 1;
+	return 0;
+}
+
+const struct token_entry *
+state_token_lookup(const char *hash)
+{
+	size_t slot;
+
+	if (state.tokens_cap == 0)
+		return NULL;
+	slot = hash_slot(hash, state.tokens_cap);
+	while (state.tokens[slot] != NULL) {
+		if (strcmp(state.tokens[slot]->hash, hash) == 0)
+			return state.tokens[slot];
+		slot = (slot + 1) & (state.tokens_cap - 1);
+	}
+	return NULL;
+}
+
+static int
+grow(void **arr, int64_t *cap, int64_t need, size_t elem)
+{
+	int64_t ncap = *cap ? *cap : 1024;
+	void *p;
+
+	if (need < *cap)
+		return 0;
+	while (ncap <= need)
+		ncap *= 2;
+	p = realloc(*arr, (size_t)ncap * elem);
+	if (p == NULL)
+		return GP_ENOMEM;
+	memset((char *)p + (size_t)*cap * elem, 0,
+	    (size_t)(ncap - *cap) * elem);
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+struct job *
+state_job(int64_t id)
+{
+	if (id <= 0 || id >= state.njobs_cap)
+		return NULL;
+	return state.jobs[id];
+}
+
+struct node *
+state_node(int64_t id)
+{
+	if (id <= 0 || id >= state.nodes_cap)
+		return NULL;
+	return state.nodes[id];
+}
+
+struct node *
+state_node_by_name(const char *name)
+{
+	int64_t i;
+
+	for (i = 1; i < state.nnodes; i++)
+		if (state.nodes[i] != NULL &&
+		    strcmp(state.nodes[i]->name, name) == 0)
+			return state.nodes[i];
+	return NULL;
+}
+
+static int
+job_insert(struct job *job)
+{
+	if (grow((void **)&state.jobs, &state.njobs_cap, job->id,
+		sizeof(*state.jobs)) != 0)
+		return GP_ENOMEM;
+	state.jobs[job->id] = job;
+	if (job->id >= state.next_job_id)
+		state.next_job_id = job->id + 1;
+	return 0;
+}
+
+static int
+node_insert(struct node *node)
+{
+	if (grow((void **)&state.nodes, &state.nodes_cap, node->id,
+		sizeof(*state.nodes)) != 0)
+		return GP_ENOMEM;
+	state.nodes[node->id] = node;
+	if (node->id >= state.nnodes)
+		state.nnodes = node->id + 1;
+	if (node->id >= state.next_node_id)
+		state.next_node_id = node->id + 1;
+	node->outbox_assign = json_array();
+	node->outbox_cancel = json_array();
+	return 0;
+}
+
+/* The queue: kept in job id order, so a requeued job keeps its place. */
+static int
+queue_insert(struct job *job)
+{
+	int i;
+
+	if (state.nqueue == state.capqueue) {
+		int cap = state.capqueue ? state.capqueue * 2 : 1024;
+		struct job **q = realloc(state.queue, (size_t)cap * sizeof(*q));
+		if (q == NULL)
+			return GP_ENOMEM;
+		state.queue = q;
+		state.capqueue = cap;
+	}
+	i = state.nqueue;
+	while (i > 0 && state.queue[i - 1]->id > job->id) {
+		state.queue[i] = state.queue[i - 1];
+		state.queue[i]->queue_pos = i;
+		i--;
+	}
+	state.queue[i] = job;
+	job->queue_pos = i;
+	state.nqueue++;
+	return 0;
+}
+
+static void
+queue_remove(struct job *job)
+{
+	int i;
+
+	if (job->queue_pos < 0)
+		return;
+	for (i = job->queue_pos; i + 1 < state.nqueue; i++) {
+		state.queue[i] = state.queue[i + 1];
+		state.queue[i]->queue_pos = i;
+	}
+	state.nqueue--;
+	job->queue_pos = -1;
+}
+
+static void
+node_add_job(struct node *node, int64_t job_id)
+{
+	if (node->njobs == node->capjobs) {
+		int cap = node->capjobs ? node->capjobs * 2 : 8;
+		int64_t *p = realloc(node->jobs, (size_t)cap * sizeof(*p));
+		if (p == NULL)
+			gp_fatalx("out of memory");
+		node->jobs = p;
+		node->capjobs = cap;
+	}
+	node->jobs[node->njobs++] = job_id;
+}
+
+static void
+node_remove_job(struct node *node, const struct job *job)
+{
+	int i;
+
+	for (i = 0; i < node->njobs; i++) {
+		if (node->jobs[i] == job->id) {
+			node->jobs[i] = node->jobs[--node->njobs];
+			break;
+		}
+	}
+	for (i = 0; i < node->ngpus; i++)
+		if (node->gpus[i].job_id == job->id)
+			node->gpus[i].job_id = 0;
+}
+
+/* ---- loading ---- */
+
+static void
+load_token(struct token_entry *t)
+{
+	if (token_insert(t) != 0)
+		gp_fatalx("out of memory loading tokens");
+}
+
+static void
+load_node(struct node *n)
+{
+	/* Unknown until the agent comes back; its lease starts now. */
+	n->up = 0;
+	atomic_store(&n->last_seen_mono, gp_mono_ms());
+	if (node_insert(n) != 0)
+		gp_fatalx("out of memory loading nodes");
+}
+
+static void
+load_job(struct job *j)
+{
+	struct node *node;
+	int i;
+
+	j->queue_pos = -1;
+	j->log_size = joblog_size_on_disk(j->id);
+	if (job_insert(j) != 0)
+		gp_fatalx("out of memory loading jobs");
+	if (j->state == JOB_QUEUED) {
+		queue_insert(j);
+	} else if (j->state == JOB_RUNNING) {
+		node = state_node(j->node_id);
+		if (node == NULL) {
+			gp_warn("running job on unknown node job=%lld",
+			    (long long)j->id);
+			return;
+		}
+		node_add_job(node, j->id);
+		for (i = 0; i < j->ngpus; i++)
+			if (j->gpus[i] < node->ngpus)
+				node->gpus[j->gpus[i]].job_id = j->id;
+		/* After a restart we cannot know whether it was delivered. */
+		if (!j->started_ack)
+			j->delivered_mono = gp_mono_ms();
+		/* The agent's next register or heartbeat will confirm it. */
+		j->started_ack = 1;
+	}
+}
+
+int
+state_init(const struct coord_config *cfg)
+{
+	char path[1200];
+	int64_t i, queued = 0, running = 0;
+
+	pthread_rwlock_init(&state.lock, NULL);
+	state.cfg = *cfg;
+	state.next_job_id = state.next_node_id = state.next_token_id = 1;
+	snprintf(path, sizeof(path), "%s/state.db", cfg->data_dir);
+	if (store_open(path) != 0)
+		return GP_EIO;
+	if (joblog_init(cfg->data_dir) != 0)
+		return GP_EIO;
+	if (store_load(load_token, load_node, load_job) != 0)
+		return GP_EIO;
+	for (i = 1; i < state.next_job_id; i++) {
+		if (state.jobs[i] == NULL)
+			continue;
+		queued += state.jobs[i]->state == JOB_QUEUED;
+		running += state.jobs[i]->state == JOB_RUNNING;
+	}
+	gp_info("state loaded jobs=%lld queued=%lld running=%lld nodes=%lld "
+		"tokens=%zu",
+	    (long long)(state.next_job_id - 1), (long long)queued,
+	    (long long)running, (long long)(state.next_node_id - 1),
+	    state.ntokens);
+	state.sched_dirty = 1;
+	return 0;
+}
+
+int
+state_create_admin_token_if_none(void)
+{
+	char token[GP_TOKEN_LEN + 1], path[1200];
+	struct token_entry *t;
+	size_t i;
+
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL &&
+		    state.tokens[i]->role == GP_ROLE_ADMIN)
+			return 0;
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return GP_ENOMEM;
+	gp_token_generate(token);
+	gp_token_hash(token, t->hash);
+	t->id = state.next_token_id;
+	t->role = GP_ROLE_ADMIN;
+	gp_strlcpy(t->name, "admin", sizeof(t->name));
+	if (store_begin() != 0 || store_put_token(t, gp_now_ms()) != 0 ||
+	    store_commit() != 0) {
+		free(t);
+		return GP_EIO;
+	}
+	token_insert(t);
+	snprintf(path, sizeof(path), "%s/admin.token", state.cfg.data_dir);
+	{
+		char line[GP_TOKEN_LEN + 2];
+		snprintf(line, sizeof(line), "%s\n", token);
+		if (gp_write_file(path, line, strlen(line), 0600) != 0)
+			gp_error("cannot write admin token path=%s", path);
+	}
+	printf("gpupool: admin token (shown once; also in %s): %s\n", path,
+	    token);
+	fflush(stdout);
+	return 0;
+}
+
+/* ---- JSON views ---- */
+
+static json_t *
+time_json(int64_t ms)
+{
+	char buf[40];
+
+	if (ms <= 0)
+		return json_null();
+	gp_format_time(ms, buf, sizeof(buf));
+	return json_string(buf);
+}
+
+json_t *
+job_to_json(const struct job *job, int with_history)
+{
+	const struct node *node = state_node(job->node_id);
+	json_t *o, *gpus = json_array(), *uuids = json_array(), *req;
+	int i;
+
+	for (i = 0; i < job->ngpus; i++) {
+		json_array_append_new(gpus, json_integer(job->gpus[i]));
+		if (node != NULL && job->gpus[i] < node->ngpus)
+			json_array_append_new(uuids,
+			    json_string(node->gpus[job->gpus[i]].uuid));
+	}
+	req = json_pack("{s:i,s:I,s:s?,s:i,s:I,s:I}", "gpus", job->spec.gpus,
+	    "gpu_mem_mib", (json_int_t)job->spec.gpu_mem_mib, "gpu_model",
+	    job->spec.gpu_model[0] ? job->spec.gpu_model : NULL, "cpus",
+	    job->spec.cpus, "mem_mib", (json_int_t)job->spec.mem_mib,
+	    "time_limit_s", (json_int_t)job->spec.time_limit_s);
+	o = json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
+		      "s:o,s:o,s:i,s:b,s:o,s:O,s:O}",
+	    "id", (json_int_t)job->id, "name", job->spec.name, "user",
+	    job->user, "state", job_state_name(job->state), "exit_code",
+	    job->has_exit && job->signal == 0 ? json_integer(job->exit_code)
+					      : json_null(),
+	    "signal", job->signal ? json_integer(job->signal) : json_null(),
+	    "reason", job->reason[0] ? json_string(job->reason) : json_null(),
+	    "node", node != NULL ? json_string(node->name) : json_null(),
+	    "node_id", node != NULL ? json_integer(node->id) : json_null(),
+	    "gpus", gpus, "gpu_uuids", uuids, "submitted_at",
+	    time_json(job->submitted_ms), "started_at",
+	    time_json(job->started_ms), "finished_at",
+	    time_json(job->finished_ms), "message",
+	    job->message ? json_string(job->message) : json_null(),
+	    "attempts", job->attempts, "cancel_requested",
+	    job->cancel_requested, "request", req, "command",
+	    job->spec.command, "env", job->spec.env);
+	if (o != NULL && with_history) {
+		json_t *hist = json_array();
+		for (i = 0; i < job->nhistory; i++) {
+			const struct attempt_record *a = &job->history[i];
+			const struct node *an = state_node(a->node_id);
+			json_array_append_new(hist,
+			    json_pack("{s:i,s:s?,s:o,s:o,s:s?}", "attempt",
+				a->attempt, "node", an ? an->name : NULL,
+				"started_at", time_json(a->started_ms),
+				"finished_at", time_json(a->finished_ms),
+				"reason", a->reason[0] ? a->reason : NULL));
+		}
+		json_object_set_new(o, "history", hist);
+	}
+	return o;
+}
+
+json_t *
+node_to_json(const struct node *node)
+{
+	json_t *gpus = json_array();
+	int i;
+
+	for (i = 0; i < node->ngpus; i++) {
+		const struct node_gpu *g = &node->gpus[i];
+		json_array_append_new(gpus,
+		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:i,s:I}", "index", g->index,
+			"uuid", g->uuid, "model", g->model, "mem_mib",
+			(json_int_t)g->mem_mib, "job",
+			g->job_id ? json_integer(g->job_id) : json_null(),
+			"util", g->util, "mem_used_mib",
+			(json_int_t)g->mem_used_mib));
+	}
+	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i}", "id",
+	    (json_int_t)node->id, "name", node->name, "owner", node->owner_name,
+	    "state", node->up ? "up" : "down", "cpus", node->cpus, "mem_mib",
+	    (json_int_t)node->mem_mib, "last_seen",
+	    time_json(node->last_seen_ms), "gpus", gpus, "jobs", node->njobs);
+}
+
+json_t *
+assignment_to_json(const struct job *job)
+{
+	json_t *gpus = json_array();
+	int i;
+
+	for (i = 0; i < job->ngpus; i++)
+		json_array_append_new(gpus, json_integer(job->gpus[i]));
+	return json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I}", "job_id",
+	    (json_int_t)job->id, "attempt", job->attempts, "name",
+	    job->spec.name, "user", job->user, "command", job->spec.command,
+	    "env", job->spec.env, "gpus", gpus, "cpus", job->spec.cpus,
+	    "mem_mib", (json_int_t)job->spec.mem_mib, "time_limit_s",
+	    (json_int_t)job->spec.time_limit_s);
+}
+
+int
+job_visible_to(const struct job *job, const struct token_entry *who)
+{
+	const struct node *node;
+
+	switch (who->role) {
+	case GP_ROLE_ADMIN:
+		return 1;
+	case GP_ROLE_USER:
+		return strcmp(job->user, who->name) == 0;
+	case GP_ROLE_PROVIDER:
+		node = state_node(job->node_id);
+		return node != NULL && node->owner_token == who->id;
+	}
+	return 0;
+}
+
+/* ---- effects ---- */
+
+static void
+add_effect(struct node *node, json_t *assign, json_t *cancel)
+{
+	if (neffects == capeffects) {
+		size_t cap = capeffects ? capeffects * 2 : 256;
+		struct effect *e = realloc(effects, cap * sizeof(*e));
+		if (e == NULL)
+			gp_fatalx("out of memory");
+		effects = e;
+		capeffects = cap;
+	}
+	effects[neffects].node = node;
+	effects[neffects].assign = assign;
+	effects[neffects].cancel = cancel;
+	neffects++;
+}
+
+static void
+wake_job_later(struct job *job)
+{
+	if (nwoken == capwoken) {
+		size_t cap = capwoken ? capwoken * 2 : 256;
+		struct job **w = realloc(woken_jobs, cap * sizeof(*w));
+		if (w == NULL)
+			gp_fatalx("out of memory");
+		woken_jobs = w;
+		capwoken = cap;
+	}
+	woken_jobs[nwoken++] = job;
+}
+
+static void
+persist_job(const struct job *job)
+{
+	if (store_put_job(job) != 0)
+		gp_fatalx("cannot write job %lld to the database",
+		    (long long)job->id);
+}
+
+static json_t *
+cancel_json(const struct job *job)
+{
+	return json_pack("{s:I,s:i}", "job_id", (json_int_t)job->id, "attempt",
+	    job->attempts);
+}
+
+/* ---- transitions ---- */
+
+static void
+history_close(struct job *job, const char *reason)
+{
+	struct attempt_record *a;
+
+	if (job->nhistory == 0)
+		return;
+	a = &job->history[job->nhistory - 1];
+	if (a->attempt != job->attempts || a->finished_ms != 0)
+		return;
+	a->finished_ms = gp_now_ms();
+	gp_strlcpy(a->reason, reason, sizeof(a->reason));
+}
+
+static void
+job_finish(struct job *job, enum job_state st, const char *reason)
+{
+	struct node *node = state_node(job->node_id);
+
+	if (job->state == JOB_RUNNING && node != NULL)
+		node_remove_job(node, job);
+	queue_remove(job);
+	history_close(job, reason);
+	job->state = st;
+	job->finished_ms = gp_now_ms();
+	gp_strlcpy(job->reason, reason, sizeof(job->reason));
+	persist_job(job);
+	wake_job_later(job);
+	state.sched_dirty = 1;
+	gp_info("job finished job=%lld state=%s reason=%s exit=%d signal=%d",
+	    (long long)job->id, job_state_name(st), reason, job->exit_code,
+	    job->signal);
+}
+
+/* An attempt is gone (node lost, agent forgot it): try again elsewhere. */
+static void
+job_requeue(struct job *job, const char *reason)
+{
+	struct node *node = state_node(job->node_id);
+	char note[160];
+
+	if (job->cancel_requested) {
+		job_finish(job, JOB_CANCELLED, "cancelled");
+		return;
+	}
+	if (node != NULL)
+		node_remove_job(node, job);
+	history_close(job, reason);
+	job->state = JOB_QUEUED;
+	job->ngpus = 0;
+	job->started_ack = 0;
+	job->delivered_mono = 0;
+	snprintf(note, sizeof(note),
+	    "[gpupool: attempt %d on node %s ended: %s; job requeued]",
+	    job->attempts, node != NULL ? node->name : "?", reason);
+	joblog_note(job, note);
+	queue_insert(job);
+	persist_job(job);
+	state.sched_dirty = 1;
+	gp_info("job requeued job=%lld attempt=%d reason=%s",
+	    (long long)job->id, job->attempts, reason);
+}
+
+static void
+job_assign(struct job *job, struct node *node,
+    const struct gp_sched_assignment *a)
+{
+	struct attempt_record *rec;
+	char note[160];
+	int i;
+
+	queue_remove(job);
+	job->attempts++;
+	job->state = JOB_RUNNING;
+	job->node_id = node->id;
+	job->ngpus = a->ngpus;
+	for (i = 0; i < a->ngpus; i++) {
+		job->gpus[i] = (uint8_t)a->gpus[i];
+		node->gpus[a->gpus[i]].job_id = job->id;
+	}
+	job->started_ack = 0;
+	job->delivered_mono = 0;
+	job->started_ms = gp_now_ms();
+	node_add_job(node, job->id);
+	if (job->attempts > 1) {
+		snprintf(note, sizeof(note), "[gpupool: attempt %d on node %s]",
+		    job->attempts, node->name);
+		joblog_note(job, note);
+	}
+	job->log_base = job->log_size;
+	rec = realloc(job->history,
+	    (size_t)(job->nhistory + 1) * sizeof(*rec));
+	if (rec == NULL)
+		gp_fatalx("out of memory");
+	job->history = rec;
+	rec = &job->history[job->nhistory++];
+	memset(rec, 0, sizeof(*rec));
+	rec->attempt = job->attempts;
+	rec->node_id = node->id;
+	rec->started_ms = job->started_ms;
+	persist_job(job);
+	add_effect(node, assignment_to_json(job), NULL);
+	gp_debug("job assigned job=%lld attempt=%d node=%s gpus=%d",
+	    (long long)job->id, job->attempts, node->name, job->ngpus);
+}
+
+/* ---- scheduling ---- */
+
+static void
+schedule(void)
+{
+	struct gp_sched_node *snodes = NULL;
+	struct gp_sched_gpu *sgpus = NULL;
+	struct gp_sched_running *run = NULL;
+	struct gp_sched_job *queue = NULL;
+	struct gp_sched_assignment *out = NULL;
+	struct gp_sched_input in;
+	size_t nnodes = 0, ngpus = 0, nrun = 0, i, nout = 0;
+	int64_t id;
+	int g, any_free = 0;
+
+	state.sched_dirty = 0;
+	if (state.nqueue == 0)
+		return;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		if (n == NULL)
+			continue;
+		ngpus += (size_t)n->ngpus;
+		nrun += (size_t)n->njobs;
+		if (n->up)
+			any_free = 1;
+	}
+	if (!any_free)
+		return;
+	snodes = calloc((size_t)state.nnodes + 1, sizeof(*snodes));
+	sgpus = calloc(ngpus + 1, sizeof(*sgpus));
+	run = calloc(nrun + 1, sizeof(*run));
+	queue = calloc((size_t)state.nqueue, sizeof(*queue));
+	if (snodes == NULL || sgpus == NULL || run == NULL || queue == NULL)
+		goto out;
+	ngpus = nrun = 0;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		struct gp_sched_node *sn;
+		if (n == NULL)
+			continue;
+		sn = &snodes[nnodes++];
+		sn->id = n->id;
+		sn->up = n->up;
+		sn->cpus = n->cpus;
+		sn->mem_mib = n->mem_mib;
+		sn->ngpus = n->ngpus;
+		sn->gpus = &sgpus[ngpus];
+		for (g = 0; g < n->ngpus; g++) {
+			struct gp_sched_gpu *sg = &sgpus[ngpus++];
+			sg->index = n->gpus[g].index;
+			sg->model = n->gpus[g].model;
+			sg->mem_mib = n->gpus[g].mem_mib;
+			sg->job_id = n->gpus[g].job_id;
+		}
+		for (g = 0; g < n->njobs; g++) {
+			struct job *j = state_job(n->jobs[g]);
+			if (j == NULL)
+				continue;
+			run[nrun].job_id = j->id;
+			run[nrun].node_id = n->id;
+			run[nrun].cpus = j->spec.cpus;
+			run[nrun].mem_mib = j->spec.mem_mib;
+			run[nrun].end_ms = j->spec.time_limit_s > 0
+			    ? j->started_ms + j->spec.time_limit_s * 1000
+			    : INT64_MAX;
+			nrun++;
+		}
+	}
+	for (i = 0; i < (size_t)state.nqueue; i++) {
+		struct job *j = state.queue[i];
+		queue[i].id = j->id;
+		queue[i].gpus = j->spec.gpus;
+		queue[i].gpu_mem_mib = j->spec.gpu_mem_mib;
+		queue[i].gpu_model = j->spec.gpu_model;
+		queue[i].cpus = j->spec.cpus;
+		queue[i].mem_mib = j->spec.mem_mib;
+		queue[i].time_limit_s = j->spec.time_limit_s;
+	}
+	in.now_ms = gp_now_ms();
+	in.nodes = snodes;
+	in.nnodes = nnodes;
+	in.running = run;
+	in.nrunning = nrun;
+	in.queue = queue;
+	in.nqueue = (size_t)state.nqueue;
+	if (gp_sched_plan(&in, &out, &nout) != 0) {
+		gp_error("scheduler failed: out of memory");
+		goto out;
+	}
+	for (i = 0; i < nout; i++) {
+		struct job *j = state_job(out[i].job_id);
+		struct node *n = state_node(out[i].node_id);
+		if (j == NULL || n == NULL || j->state != JOB_QUEUED) {
+			gp_error("scheduler returned a bad assignment job=%lld",
+			    (long long)out[i].job_id);
+			continue;
+		}
+		job_assign(j, n, &out[i]);
+	}
+out:
+	free(out);
+	free(snodes);
+	free(sgpus);
+	free(run);
+	free(queue);
+}
+
+/* ---- ops ---- */
+
+struct op *
+op_new(enum op_type type, struct token_entry *caller)
+{
+	struct op *op = calloc(1, sizeof(*op));
+
+	if (op == NULL)
+		return NULL;
+	op->type = type;
+	if (caller != NULL)
+		op->caller = *caller;
+	gp_jobspec_init(&op->spec);
+	return op;
+}
+
+void
+op_free(struct op *op)
+{
+	if (op == NULL)
+		return;
+	gp_jobspec_fini(&op->spec);
+	json_decref(op->body);
+	json_decref(op->result);
+	free(op);
+}
+
+void
+state_submit_op(struct op *op)
+{
+	pthread_mutex_lock(&op_lock);
+	op->next = NULL;
+	if (op_tail != NULL)
+		op_tail->next = op;
+	else
+		op_head = op;
+	op_tail = op;
+	pthread_cond_signal(&op_cond);
+	pthread_mutex_unlock(&op_lock);
+}
+
+static void
+set_error(struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_error(struct op *op, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	op->status = status;
+	json_decref(op->result);
+	op->result = json_pack("{s:s}", "error", msg);
+}
+
+static void
+apply_submit(struct op *op)
+{
+	struct gp_sched_node *snodes;
+	struct gp_sched_gpu *sgpus;
+	struct gp_sched_job sj;
+	struct job *job;
+	size_t nn = 0, ng = 0;
+	int64_t id;
+	int g, fits;
+	char why[256];
+
+	/* Can any node we know ever run it? */
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL)
+			ng += (size_t)state.nodes[id]->ngpus;
+	snodes = calloc((size_t)state.nnodes + 1, sizeof(*snodes));
+	sgpus = calloc(ng + 1, sizeof(*sgpus));
+	if (snodes == NULL || sgpus == NULL) {
+		free(snodes);
+		free(sgpus);
+		set_error(op, 503, "out of memory");
+		return;
+	}
+	ng = 0;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		if (n == NULL)
+			continue;
+		snodes[nn].id = n->id;
+		snodes[nn].up = n->up;
+		snodes[nn].cpus = n->cpus;
+		snodes[nn].mem_mib = n->mem_mib;
+		snodes[nn].ngpus = n->ngpus;
+		snodes[nn].gpus = &sgpus[ng];
+		for (g = 0; g < n->ngpus; g++) {
+			sgpus[ng].index = n->gpus[g].index;
+			sgpus[ng].model = n->gpus[g].model;
+			sgpus[ng].mem_mib = n->gpus[g].mem_mib;
+			ng++;
+		}
+		nn++;
+	}
+	memset(&sj, 0, sizeof(sj));
+	sj.gpus = op->spec.gpus;
+	sj.gpu_mem_mib = op->spec.gpu_mem_mib;
+	sj.gpu_model = op->spec.gpu_model;
+	sj.cpus = op->spec.cpus;
+	sj.mem_mib = op->spec.mem_mib;
+	sj.time_limit_s = op->spec.time_limit_s;
+	fits = gp_sched_can_ever_fit(snodes, nn, &sj, why, sizeof(why));
+	free(snodes);
+	free(sgpus);
+	if (!fits) {
+		set_error(op, 422, "no node in the pool can ever run this job: %s",
+		    why);
+		return;
+	}
+	job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		set_error(op, 503, "out of memory");
+		return;
+	}
+	job->id = state.next_job_id;
+	gp_strlcpy(job->user, op->caller.name, sizeof(job->user));
+	job->spec = op->spec;
+	gp_jobspec_init(&op->spec); /* the job owns the spec now */
+	job->state = JOB_QUEUED;
+	job->submitted_ms = gp_now_ms();
+	job->queue_pos = -1;
+	if (job_insert(job) != 0 || queue_insert(job) != 0) {
+		set_error(op, 503, "out of memory");
+		return;
+	}
+	persist_job(job);
+	state.sched_dirty = 1;
+	op->status = 201;
+	op->result = json_pack("{s:I,s:s}", "id", (json_int_t)job->id, "state",
+	    "queued");
+}
+
+static void
+apply_cancel(struct op *op)
+{
+	struct job *job = state_job(op->job_id);
+	struct node *node;
+
+	if (job == NULL || !job_visible_to(job, &op->caller)) {
+		set_error(op, 404, "no job %lld", (long long)op->job_id);
+		return;
+	}
+	if (job_finished(job)) {
+		set_error(op, 409, "job %lld has already finished (%s)",
+		    (long long)job->id, job_state_name(job->state));
+		return;
+	}
+	if (job->state == JOB_QUEUED) {
+		job_finish(job, JOB_CANCELLED, "cancelled");
+	} else if (!job->cancel_requested) {
+		job->cancel_requested = 1;
+		persist_job(job);
+		node = state_node(job->node_id);
+		if (node != NULL)
+			add_effect(node, NULL, cancel_json(job));
+	}
+	op->status = 200;
+	op->result = job_to_json(job, 0);
+}
+
+static void
+apply_token_create(struct op *op)
+{
+	char token[GP_TOKEN_LEN + 1];
+	struct token_entry *t = calloc(1, sizeof(*t));
+
+	if (t == NULL) {
+		set_error(op, 503, "out of memory");
+		return;
+	}
+	/* The handler checked role and name. */
+	gp_token_generate(token);
+	gp_token_hash(token, t->hash);
+	t->id = state.next_token_id;
+	gp_role_parse(json_string_value(json_object_get(op->body, "role")),
+	    &t->role);
+	gp_strlcpy(t->name, json_string_value(json_object_get(op->body, "name")),
+	    sizeof(t->name));
+	if (token_insert(t) != 0 || store_put_token(t, gp_now_ms()) != 0)
+		gp_fatalx("cannot store token");
+	op->status = 201;
+	op->result = json_pack("{s:s,s:I,s:s,s:s}", "token", token, "id",
+	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name);
+	gp_info("token created id=%lld role=%s name=%s", (long long)t->id,
+	    gp_role_name(t->role), t->name);
+}
+
+/* Is (job, attempt) in the agent's list? */
+static int
+listed(json_t *running, int64_t job_id, int attempt)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(running, i, r)
+	{
+		if (json_integer_value(json_object_get(r, "job_id")) ==
+			job_id &&
+		    json_integer_value(json_object_get(r, "attempt")) ==
+			attempt)
+			return 1;
+	}
+	return 0;
+}
+
+void
+state_reconcile(struct node *node, json_t *running, json_t *kill,
+    int queue_lost)
+{
+	int64_t now = gp_mono_ms();
+	json_t *r;
+	size_t i;
+	int k;
+
+	json_array_foreach(running, i, r)
+	{
+		int64_t jid = json_integer_value(json_object_get(r, "job_id"));
+		int att = (int)json_integer_value(json_object_get(r, "attempt"));
+		struct job *job = state_job(jid);
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->node_id != node->id || job->attempts != att)
+			json_array_append_new(kill,
+			    json_pack("{s:I,s:i}", "job_id", (json_int_t)jid,
+				"attempt", att));
+	}
+	for (k = 0; k < node->njobs; k++) {
+		struct job *job = state_job(node->jobs[k]);
+		int64_t delivered;
+		if (job == NULL || listed(running, job->id, job->attempts))
+			continue;
+		delivered = job->delivered_mono;
+		if (!job->started_ack &&
+		    (delivered == 0 || now - delivered < LOST_GRACE_MS))
+			continue; /* on its way */
+		if (job->started_ack && delivered != 0 &&
+		    now - delivered < LOST_GRACE_MS)
+			continue;
+		if (queue_lost) {
+			struct op *op = op_new(OP_LOST, NULL);
+			if (op == NULL)
+				continue;
+			op->job_id = job->id;
+			op->attempt = job->attempts;
+			op->node_id = node->id;
+			state_submit_op(op);
+		} else {
+			job_requeue(job, "node_lost");
+			k--; /* node->jobs changed under us */
+		}
+	}
+}
+
+int
+register_decode(json_t *body, struct node *tmp, json_t **running,
+    char *err, size_t errlen)
+{
+	json_t *gpus, *g, *v;
+	const char *key;
+	size_t i;
+
+	json_object_foreach(body, key, v)
+	{
+		if (strcmp(key, "protocol") && strcmp(key, "name") &&
+		    strcmp(key, "cpus") && strcmp(key, "mem_mib") &&
+		    strcmp(key, "gpus") && strcmp(key, "running") &&
+		    strcmp(key, "version")) {
+			snprintf(err, errlen, "unknown field '%.64s'", key);
+			return GP_EINVAL;
+		}
+	}
+	v = json_object_get(body, "protocol");
+	if (!json_is_integer(v) ||
+	    json_integer_value(v) != GP_PROTOCOL_VERSION) {
+		snprintf(err, errlen,
+		    "protocol: this coordinator speaks protocol %d",
+		    GP_PROTOCOL_VERSION);
+		return GP_EINVAL;
+	}
+	v = json_object_get(body, "name");
+	if (!json_is_string(v) || !gp_name_valid(json_string_value(v))) {
+		snprintf(err, errlen, "name: 1 to 64 of A-Z a-z 0-9 . _ -");
+		return GP_EINVAL;
+	}
+	gp_strlcpy(tmp->name, json_string_value(v), sizeof(tmp->name));
+	v = json_object_get(body, "cpus");
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > 100000) {
+		snprintf(err, errlen, "cpus: an integer from 1 to 100000");
+		return GP_EINVAL;
+	}
+	tmp->cpus = (int)json_integer_value(v);
+	v = json_object_get(body, "mem_mib");
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > (1LL << 40)) {
+		snprintf(err, errlen, "mem_mib: a non-negative integer");
+		return GP_EINVAL;
+	}
+	tmp->mem_mib = json_integer_value(v);
+	gpus = json_object_get(body, "gpus");
+	if (!json_is_array(gpus) || json_array_size(gpus) > GP_SCHED_GPUS_MAX) {
+		snprintf(err, errlen, "gpus: an array of at most %d GPUs",
+		    GP_SCHED_GPUS_MAX);
+		return GP_EINVAL;
+	}
+	tmp->ngpus = (int)json_array_size(gpus);
+	tmp->gpus = calloc((size_t)tmp->ngpus + 1, sizeof(*tmp->gpus));
+	if (tmp->gpus == NULL)
+		return GP_ENOMEM;
+	json_array_foreach(gpus, i, g)
+	{
+		json_t *idx = json_object_get(g, "index"),
+		       *uuid = json_object_get(g, "uuid"),
+		       *model = json_object_get(g, "model"),
+		       *mem = json_object_get(g, "mem_mib");
+		if (!json_is_object(g) || !json_is_integer(idx) ||
+		    json_integer_value(idx) != (json_int_t)i ||
+		    !json_is_string(uuid) || json_string_length(uuid) > 95 ||
+		    !json_is_string(model) ||
+		    json_string_length(model) > GP_NAME_MAX ||
+		    !json_is_integer(mem) || json_integer_value(mem) < 0) {
+			snprintf(err, errlen,
+			    "gpus[%zu]: needs index (= its position), uuid, "
+			    "model (at most 64 bytes) and mem_mib",
+			    i);
+			return GP_EINVAL;
+		}
+		tmp->gpus[i].index = (int)i;
+		gp_strlcpy(tmp->gpus[i].uuid, json_string_value(uuid),
+		    sizeof(tmp->gpus[i].uuid));
+		gp_strlcpy(tmp->gpus[i].model, json_string_value(model),
+		    sizeof(tmp->gpus[i].model));
+		tmp->gpus[i].mem_mib = json_integer_value(mem);
+	}
+	*running = json_object_get(body, "running");
+	if (*running == NULL)
+		*running = json_array();
+	else
+		json_incref(*running);
+	json_array_foreach(*running, i, g)
+	{
+		if (!json_is_integer(json_object_get(g, "job_id")) ||
+		    !json_is_integer(json_object_get(g, "attempt"))) {
+			snprintf(err, errlen,
+			    "running[%zu]: needs job_id and attempt", i);
+			json_decref(*running);
+			*running = NULL;
+			return GP_EINVAL;
+		}
+	}
+	if (!json_is_array(*running)) {
+		snprintf(err, errlen, "running: must be an array");
+		json_decref(*running);
+		*running = NULL;
+		return GP_EINVAL;
+	}
+	return 0;
+}
+
+static void
+apply_register(struct op *op)
+{
+	struct node tmp, *node;
+	json_t *running = NULL, *kill;
+	char err[256];
+	int i, k, is_new = 0;
+
+	memset(&tmp, 0, sizeof(tmp));
+	if (register_decode(op->body, &tmp, &running, err, sizeof(err)) != 0) {
+		free(tmp.gpus);
+		set_error(op, 400, "%s", err);
+		return;
+	}
+	node = state_node_by_name(tmp.name);
+	if (node != NULL && node->owner_token != op->caller.id &&
+	    op->caller.role != GP_ROLE_ADMIN) {
+		free(tmp.gpus);
+		json_decref(running);
+		set_error(op, 403,
+		    "node '%s' belongs to another provider token", tmp.name);
+		return;
+	}
+	if (node == NULL) {
+		node = calloc(1, sizeof(*node));
+		if (node == NULL) {
+			free(tmp.gpus);
+			json_decref(running);
+			set_error(op, 503, "out of memory");
+			return;
+		}
+		node->id = state.next_node_id;
+		gp_strlcpy(node->name, tmp.name, sizeof(node->name));
+		node->owner_token = op->caller.id;
+		gp_strlcpy(node->owner_name, op->caller.name,
+		    sizeof(node->owner_name));
+		node_insert(node);
+		is_new = 1;
+	}
+	/* The GPUs may have changed; keep who uses which by index. */
+	for (i = 0; i < tmp.ngpus; i++)
+		if (i < node->ngpus)
+			tmp.gpus[i].job_id = node->gpus[i].job_id;
+	for (i = tmp.ngpus; i < node->ngpus; i++) {
+		struct job *j = state_job(node->gpus[i].job_id);
+		if (j != NULL && j->state == JOB_RUNNING)
+			job_requeue(j, "node_lost");
+	}
+	free(node->gpus);
+	node->gpus = tmp.gpus;
+	node->ngpus = tmp.ngpus;
+	node->cpus = tmp.cpus;
+	node->mem_mib = tmp.mem_mib;
+	node->up = 1;
+	atomic_store(&node->last_seen_mono, gp_mono_ms());
+	node->last_seen_ms = gp_now_ms();
+	if (store_put_node(node) != 0)
+		gp_fatalx("cannot store node");
+	/*
+	 * Reconcile: what it runs that we do not want dies; what we placed
+	 * there and it never got is delivered again; what it started and
+	 * lost (an agent restart) goes back to the queue.
+	 */
+	kill = json_array();
+	pthread_mutex_lock(&notify_lock);
+	json_array_clear(node->outbox_assign);
+	pthread_mutex_unlock(&notify_lock);
+	for (k = 0; k < node->njobs; k++) {
+		struct job *j = state_job(node->jobs[k]);
+		if (j == NULL || listed(running, j->id, j->attempts))
+			continue;
+		if (j->started_ack) {
+			job_requeue(j, "node_lost");
+			k--;
+		} else {
+			j->delivered_mono = 0;
+			add_effect(node, assignment_to_json(j), NULL);
+		}
+	}
+	state_reconcile(node, running, kill, 0);
+	json_decref(running);
+	state.sched_dirty = 1;
+	op->status = 200;
+	op->result = json_pack("{s:I,s:I,s:I,s:o}", "node_id",
+	    (json_int_t)node->id, "heartbeat_ms",
+	    (json_int_t)state.cfg.heartbeat_ms, "lease_ms",
+	    (json_int_t)state.cfg.lease_ms, "kill", kill);
+	gp_info("node registered node=%s id=%lld gpus=%d cpus=%d new=%d",
+	    node->name, (long long)node->id, node->ngpus, node->cpus, is_new);
+}
+
+/*
+ * Checks that the caller may report for (job, attempt) from node_id.
+ * Returns the job, or NULL with the op's error set.
+ */
+static struct job *
+reporting_job(struct op *op)
+{
+	struct node *node = state_node(op->node_id);
+	struct job *job = state_job(op->job_id);
+
+	if (node == NULL ||
+	    (node->owner_token != op->caller.id &&
+		op->caller.role != GP_ROLE_ADMIN)) {
+		set_error(op, 403, "node %lld is not yours",
+		    (long long)op->node_id);
+		return NULL;
+	}
+	if (job == NULL || job->state != JOB_RUNNING ||
+	    job->node_id != node->id || job->attempts != op->attempt) {
+		set_error(op, 409, "stale attempt %d of job %lld: kill it",
+		    op->attempt, (long long)op->job_id);
+		json_object_set_new(op->result, "kill", json_true());
+		return NULL;
+	}
+	return job;
+}
+
+static void
+apply_started(struct op *op)
+{
+	struct job *job = reporting_job(op);
+
+	if (job == NULL)
+		return;
+	if (!job->started_ack) {
+		job->started_ack = 1;
+		job->started_ms = gp_now_ms();
+		persist_job(job);
+		wake_job_later(job);
+	}
+	op->status = 200;
+	op->result = json_object();
+}
+
+static void
+apply_finished(struct op *op)
+{
+	struct job *job = reporting_job(op);
+	json_t *body = op->body;
+	const char *reason;
+	enum job_state st;
+	json_t *v;
+
+	if (job == NULL)
+		return;
+	reason = json_string_value(json_object_get(body, "reason"));
+	if (reason == NULL)
+		reason = "exited";
+	v = json_object_get(body, "exit_code");
+	job->exit_code = json_is_integer(v) ? (int)json_integer_value(v) : 0;
+	v = json_object_get(body, "signal");
+	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
+	job->has_exit = strcmp(reason, "start_failed") != 0;
+	v = json_object_get(body, "message");
+	free(job->message);
+	job->message = json_is_string(v) && json_string_length(v) > 0
+	    ? strndup(json_string_value(v), 1000)
+	    : NULL;
+	if (job->cancel_requested || strcmp(reason, "cancelled") == 0)
+		st = JOB_CANCELLED, reason = "cancelled";
+	else if (strcmp(reason, "timeout") == 0)
+		st = JOB_TIMEOUT;
+	else if (strcmp(reason, "exited") == 0 && job->exit_code == 0 &&
+	    job->signal == 0)
+		st = JOB_SUCCEEDED;
+	else
+		st = JOB_FAILED;
+	if (job->signal != 0 && strcmp(reason, "exited") == 0)
+		reason = "killed";
+	job_finish(job, st, reason);
+	op->status = 200;
+	op->result = json_object();
+}
+
+static void
+apply_lost(struct op *op)
+{
+	struct job *job = state_job(op->job_id);
+
+	if (job == NULL || job->state != JOB_RUNNING ||
+	    job->node_id != op->node_id || job->attempts != op->attempt)
+		return;
+	job_requeue(job, "node_lost");
+}
+
+static void
+apply(struct op *op)
+{
+	switch (op->type) {
+	case OP_SUBMIT:
+		apply_submit(op);
+		break;
+	case OP_CANCEL:
+		apply_cancel(op);
+		break;
+	case OP_TOKEN_CREATE:
+		apply_token_create(op);
+		break;
+	case OP_REGISTER:
+		apply_register(op);
+		break;
+	case OP_STARTED:
+		apply_started(op);
+		break;
+	case OP_FINISHED:
+		apply_finished(op);
+		break;
+	case OP_LOST:
+		apply_lost(op);
+		break;
+	}
+}
+
+/* Nodes whose lease ran out: their jobs go back to the queue. */
+static void
+expire_leases(int64_t now)
+{
+	int64_t id;
+
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		int64_t seen;
+		if (n == NULL || (n->njobs == 0 && !n->up))
+			continue;
+		seen = atomic_load(&n->last_seen_mono);
+		if (now - seen <= state.cfg.lease_ms)
+			continue;
+		if (n->up)
+			gp_warn("node lease expired node=%s jobs=%d", n->name,
+			    n->njobs);
+		n->up = 0;
+		while (n->njobs > 0) {
+			struct job *j = state_job(n->jobs[0]);
+			if (j == NULL) {
+				n->jobs[0] = n->jobs[--n->njobs];
+				continue;
+			}
+			job_requeue(j, "node_lost");
+		}
+		pthread_mutex_lock(&notify_lock);
+		json_array_clear(n->outbox_assign);
+		json_array_clear(n->outbox_cancel);
+		pthread_mutex_unlock(&notify_lock);
+	}
+}
+
+static void
+publish(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&notify_lock);
+	for (i = 0; i < neffects; i++) {
+		struct effect *e = &effects[i];
+		if (e->assign != NULL)
+			json_array_append_new(e->node->outbox_assign,
+			    e->assign);
+		if (e->cancel != NULL)
+			json_array_append_new(e->node->outbox_cancel,
+			    e->cancel);
+		notify_wake_node(e->node);
+	}
+	for (i = 0; i < nwoken; i++)
+		notify_wake_job(woken_jobs[i]);
+	pthread_mutex_unlock(&notify_lock);
+	neffects = 0;
+	nwoken = 0;
+}
+
+static void *
+state_main(void *arg)
+{
+	struct op *batch, *op, *next;
+	struct timespec ts;
+	int64_t last_lease_check = 0, now;
+
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&op_lock);
+		if (op_head == NULL && !stopping) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&op_cond, &op_lock, &ts);
+		}
+		batch = op_head;
+		op_head = op_tail = NULL;
+		if (batch == NULL && stopping) {
+			pthread_mutex_unlock(&op_lock);
+			break;
+		}
+		pthread_mutex_unlock(&op_lock);
+
+		now = gp_mono_ms();
+		pthread_rwlock_wrlock(&state.lock);
+		if (store_begin() != 0)
+			gp_fatalx("cannot begin a database transaction");
+		for (op = batch; op != NULL; op = op->next)
+			apply(op);
+		if (now - last_lease_check >= 100) {
+			expire_leases(now);
+			last_lease_check = now;
+		}
+		if (state.sched_dirty)
+			schedule();
+		pthread_rwlock_unlock(&state.lock);
+		/*
+		 * Durable before anybody hears of it. A failed commit leaves
+		 * memory ahead of disk: stop, and let the restart reload.
+		 */
+		if (store_commit() != 0)
+			gp_fatalx("cannot commit to the database");
+		publish();
+		for (op = batch; op != NULL; op = next) {
+			next = op->next;
+			if (op->conn != NULL) {
+				atomic_store(&op->done, 1);
+				notify_resume(op->conn, op->req);
+			} else {
+				op_free(op);
+			}
+		}
+		notify_expire(gp_mono_ms());
+	}
+	return NULL;
+}
+
+int
+state_start_thread(void)
+{
+	return pthread_create(&state_thread, NULL, state_main, NULL) == 0
+	    ? 0
+	    : GP_EIO;
+}
+
+void
+state_stop_thread(void)
+{
+	pthread_mutex_lock(&op_lock);
+	stopping = 1;
+	pthread_cond_signal(&op_cond);
+	pthread_mutex_unlock(&op_lock);
+	pthread_join(state_thread, NULL);
+}

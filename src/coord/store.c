@@ -1,0 +1,389 @@
+/*
+ * store.c: the coordinator's durable state in SQLite (WAL, synchronous=FULL).
+ * Only the state thread writes, one transaction per batch of changes, so
+ * concurrent submissions share one fsync (group commit). At start-up the
+ * whole model is loaded back into memory.
+ */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordd.h"
+#include "gp.h"
+#include "log.h"
+
+static sqlite3 *db;
+static sqlite3_stmt *put_job_stmt, *put_node_stmt, *put_token_stmt;
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+    "CREATE TABLE IF NOT EXISTS tokens(id INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,"
+    " created_ms INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS nodes(id INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL UNIQUE, owner_token INTEGER NOT NULL,"
+    " owner_name TEXT NOT NULL, cpus INTEGER NOT NULL,"
+    " mem_mib INTEGER NOT NULL, gpus TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY,"
+    " user TEXT NOT NULL, spec TEXT NOT NULL, state INTEGER NOT NULL,"
+    " cancel_requested INTEGER NOT NULL, attempts INTEGER NOT NULL,"
+    " node_id INTEGER NOT NULL, gpus TEXT NOT NULL,"
+    " submitted_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL,"
+    " finished_ms INTEGER NOT NULL, has_exit INTEGER NOT NULL,"
+    " exit_code INTEGER NOT NULL, signal INTEGER NOT NULL,"
+    " reason TEXT NOT NULL, message TEXT NOT NULL, history TEXT NOT NULL,"
+    " log_base INTEGER NOT NULL, log_truncated INTEGER NOT NULL);"
+    "INSERT OR IGNORE INTO meta VALUES('schema_version', '1');";
+
+static int
+exec(const char *sql)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		gp_error("sqlite failed sql=\"%.40s\" error=\"%s\"", sql,
+		    err != NULL ? err : "?");
+		sqlite3_free(err);
+		return GP_EIO;
+	}
+	return 0;
+}
+
+static int
+prepare(const char *sql, sqlite3_stmt **stmt)
+{
+	if (sqlite3_prepare_v2(db, sql, -1, stmt, NULL) != SQLITE_OK) {
+		gp_error("sqlite prepare failed error=\"%s\"",
+		    sqlite3_errmsg(db));
+		return GP_EIO;
+	}
+	return 0;
+}
+
+int
+store_open(const char *path)
+{
+	if (sqlite3_open_v2(path, &db,
+		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+		    SQLITE_OPEN_NOMUTEX,
+		NULL) != SQLITE_OK) {
+		gp_error("cannot open database path=%s error=\"%s\"", path,
+		    db != NULL ? sqlite3_errmsg(db) : "out of memory");
+		return GP_EIO;
+	}
+	/* FULL: a commit is fsynced before the state thread answers. */
+	if (exec("PRAGMA journal_mode=WAL;") != 0 ||
+	    exec("PRAGMA synchronous=FULL;") != 0 ||
+	    exec("PRAGMA cache_size=-4000;") != 0 || exec(schema) != 0)
+		return GP_EIO;
+	if (prepare("INSERT OR REPLACE INTO jobs VALUES(?,?,?,?,?,?,?,?,?,?,?,"
+		    "?,?,?,?,?,?,?,?)",
+		&put_job_stmt) != 0 ||
+	    prepare("INSERT OR REPLACE INTO nodes VALUES(?,?,?,?,?,?,?)",
+		&put_node_stmt) != 0 ||
+	    prepare("INSERT INTO tokens VALUES(?,?,?,?,?)", &put_token_stmt) !=
+		0)
+		return GP_EIO;
+	return 0;
+}
+
+void
+store_close(void)
+{
+	sqlite3_finalize(put_job_stmt);
+	sqlite3_finalize(put_node_stmt);
+	sqlite3_finalize(put_token_stmt);
+	sqlite3_close(db);
+	db = NULL;
+}
+
+int
+store_begin(void)
+{
+	return exec("BEGIN IMMEDIATE;");
+}
+
+int
+store_commit(void)
+{
+	return exec("COMMIT;");
+}
+
+static int
+step_reset(sqlite3_stmt *stmt)
+{
+	int rc = sqlite3_step(stmt);
+
+	sqlite3_reset(stmt);
+	sqlite3_clear_bindings(stmt);
+	if (rc != SQLITE_DONE) {
+		gp_error("sqlite write failed error=\"%s\"", sqlite3_errmsg(db));
+		return GP_EIO;
+	}
+	return 0;
+}
+
+/* Binds a JSON value as text; frees it. */
+static int
+bind_json(sqlite3_stmt *stmt, int col, json_t *value)
+{
+	char *text = json_dumps(value, JSON_COMPACT);
+
+	json_decref(value);
+	if (text == NULL)
+		return GP_ENOMEM;
+	sqlite3_bind_text(stmt, col, text, -1, free);
+	return 0;
+}
+
+int
+store_put_job(const struct job *job)
+{
+	sqlite3_stmt *s = put_job_stmt;
+	json_t *gpus = json_array(), *hist = json_array();
+	int i;
+
+	for (i = 0; i < job->ngpus; i++)
+		json_array_append_new(gpus, json_integer(job->gpus[i]));
+	for (i = 0; i < job->nhistory; i++) {
+		const struct attempt_record *a = &job->history[i];
+		json_array_append_new(hist,
+		    json_pack("{s:i,s:I,s:I,s:I,s:s}", "attempt", a->attempt,
+			"node_id", (json_int_t)a->node_id, "started_ms",
+			(json_int_t)a->started_ms, "finished_ms",
+			(json_int_t)a->finished_ms, "reason", a->reason));
+	}
+	sqlite3_bind_int64(s, 1, job->id);
+	sqlite3_bind_text(s, 2, job->user, -1, SQLITE_STATIC);
+	if (bind_json(s, 3, gp_jobspec_encode(&job->spec)) != 0)
+		goto fail;
+	sqlite3_bind_int(s, 4, (int)job->state);
+	sqlite3_bind_int(s, 5, job->cancel_requested);
+	sqlite3_bind_int(s, 6, job->attempts);
+	sqlite3_bind_int64(s, 7, job->node_id);
+	if (bind_json(s, 8, gpus) != 0)
+		goto fail_hist;
+	sqlite3_bind_int64(s, 9, job->submitted_ms);
+	sqlite3_bind_int64(s, 10, job->started_ms);
+	sqlite3_bind_int64(s, 11, job->finished_ms);
+	sqlite3_bind_int(s, 12, job->has_exit);
+	sqlite3_bind_int(s, 13, job->exit_code);
+	sqlite3_bind_int(s, 14, job->signal);
+	sqlite3_bind_text(s, 15, job->reason, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 16, job->message ? job->message : "", -1,
+	    SQLITE_STATIC);
+	if (bind_json(s, 17, hist) != 0)
+		goto fail_reset;
+	sqlite3_bind_int64(s, 18, job->log_base);
+	sqlite3_bind_int(s, 19, job->log_truncated);
+	return step_reset(s);
+fail:
+	json_decref(gpus);
+fail_hist:
+	json_decref(hist);
+fail_reset:
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return GP_ENOMEM;
+}
+
+int
+store_put_node(const struct node *node)
+{
+	sqlite3_stmt *s = put_node_stmt;
+	json_t *gpus = json_array();
+	int i;
+
+	for (i = 0; i < node->ngpus; i++) {
+		const struct node_gpu *g = &node->gpus[i];
+		json_array_append_new(gpus,
+		    json_pack("{s:i,s:s,s:s,s:I}", "index", g->index, "uuid",
+			g->uuid, "model", g->model, "mem_mib",
+			(json_int_t)g->mem_mib));
+	}
+	sqlite3_bind_int64(s, 1, node->id);
+	sqlite3_bind_text(s, 2, node->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, node->owner_token);
+	sqlite3_bind_text(s, 4, node->owner_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 5, node->cpus);
+	sqlite3_bind_int64(s, 6, node->mem_mib);
+	if (bind_json(s, 7, gpus) != 0) {
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		return GP_ENOMEM;
+	}
+	return step_reset(s);
+}
+
+int
+store_put_token(const struct token_entry *t, int64_t created_ms)
+{
+	sqlite3_stmt *s = put_token_stmt;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, gp_role_name(t->role), -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, t->hash, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, created_ms);
+	return step_reset(s);
+}
+
+static const char *
+col_text(sqlite3_stmt *s, int col)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+
+	return t != NULL ? (const char *)t : "";
+}
+
+static int
+load_tokens(void (*on_token)(struct token_entry *))
+{
+	sqlite3_stmt *s;
+	struct token_entry *t;
+
+	if (prepare("SELECT id, name, role, hash FROM tokens", &s) != 0)
+		return GP_EIO;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		t = calloc(1, sizeof(*t));
+		if (t == NULL)
+			break;
+		t->id = sqlite3_column_int64(s, 0);
+		gp_strlcpy(t->name, col_text(s, 1), sizeof(t->name));
+		if (gp_role_parse(col_text(s, 2), &t->role) != 0)
+			t->role = GP_ROLE_USER;
+		gp_strlcpy(t->hash, col_text(s, 3), sizeof(t->hash));
+		on_token(t);
+	}
+	sqlite3_finalize(s);
+	return 0;
+}
+
+static int
+load_nodes(void (*on_node)(struct node *))
+{
+	sqlite3_stmt *s;
+	struct node *n;
+	json_t *gpus, *g;
+	size_t i;
+
+	if (prepare("SELECT id, name, owner_token, owner_name, cpus, mem_mib,"
+		    " gpus FROM nodes ORDER BY id",
+		&s) != 0)
+		return GP_EIO;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		n = calloc(1, sizeof(*n));
+		if (n == NULL)
+			break;
+		n->id = sqlite3_column_int64(s, 0);
+		gp_strlcpy(n->name, col_text(s, 1), sizeof(n->name));
+		n->owner_token = sqlite3_column_int64(s, 2);
+		gp_strlcpy(n->owner_name, col_text(s, 3), sizeof(n->owner_name));
+		n->cpus = sqlite3_column_int(s, 4);
+		n->mem_mib = sqlite3_column_int64(s, 5);
+		gpus = json_loads(col_text(s, 6), 0, NULL);
+		n->ngpus = (int)json_array_size(gpus);
+		n->gpus = calloc((size_t)n->ngpus + 1, sizeof(*n->gpus));
+		json_array_foreach(gpus, i, g)
+		{
+			struct node_gpu *ng = &n->gpus[i];
+			ng->index = (int)json_integer_value(
+			    json_object_get(g, "index"));
+			gp_strlcpy(ng->uuid,
+			    json_string_value(json_object_get(g, "uuid")) ?: "",
+			    sizeof(ng->uuid));
+			gp_strlcpy(ng->model,
+			    json_string_value(json_object_get(g, "model")) ?: "",
+			    sizeof(ng->model));
+			ng->mem_mib = json_integer_value(
+			    json_object_get(g, "mem_mib"));
+		}
+		json_decref(gpus);
+		on_node(n);
+	}
+	sqlite3_finalize(s);
+	return 0;
+}
+
+static int
+load_jobs(void (*on_job)(struct job *))
+{
+	sqlite3_stmt *s;
+	struct job *j;
+	char err[256];
+	const char *spec;
+	json_t *arr, *v;
+	size_t i;
+
+	if (prepare("SELECT * FROM jobs ORDER BY id", &s) != 0)
+		return GP_EIO;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		j = calloc(1, sizeof(*j));
+		if (j == NULL)
+			break;
+		j->id = sqlite3_column_int64(s, 0);
+		gp_strlcpy(j->user, col_text(s, 1), sizeof(j->user));
+		spec = col_text(s, 2);
+		if (gp_jobspec_decode(spec, strlen(spec), &j->spec, err,
+			sizeof(err)) != 0)
+			gp_warn("stored job spec invalid job=%lld error=\"%s\"",
+			    (long long)j->id, err);
+		j->state = (enum job_state)sqlite3_column_int(s, 3);
+		j->cancel_requested = sqlite3_column_int(s, 4);
+		j->attempts = sqlite3_column_int(s, 5);
+		j->node_id = sqlite3_column_int64(s, 6);
+		arr = json_loads(col_text(s, 7), 0, NULL);
+		json_array_foreach(arr, i, v)
+		{
+			if (i < GP_GPUS_MAX)
+				j->gpus[j->ngpus++] =
+				    (uint8_t)json_integer_value(v);
+		}
+		json_decref(arr);
+		j->submitted_ms = sqlite3_column_int64(s, 8);
+		j->started_ms = sqlite3_column_int64(s, 9);
+		j->finished_ms = sqlite3_column_int64(s, 10);
+		j->has_exit = sqlite3_column_int(s, 11);
+		j->exit_code = sqlite3_column_int(s, 12);
+		j->signal = sqlite3_column_int(s, 13);
+		gp_strlcpy(j->reason, col_text(s, 14), sizeof(j->reason));
+		if (*col_text(s, 15) != '\0')
+			j->message = strdup(col_text(s, 15));
+		arr = json_loads(col_text(s, 16), 0, NULL);
+		j->nhistory = (int)json_array_size(arr);
+		j->history = calloc((size_t)j->nhistory + 1,
+		    sizeof(*j->history));
+		json_array_foreach(arr, i, v)
+		{
+			struct attempt_record *a = &j->history[i];
+			a->attempt = (int)json_integer_value(
+			    json_object_get(v, "attempt"));
+			a->node_id = json_integer_value(
+			    json_object_get(v, "node_id"));
+			a->started_ms = json_integer_value(
+			    json_object_get(v, "started_ms"));
+			a->finished_ms = json_integer_value(
+			    json_object_get(v, "finished_ms"));
+			gp_strlcpy(a->reason,
+			    json_string_value(json_object_get(v, "reason")) ?: "",
+			    sizeof(a->reason));
+		}
+		json_decref(arr);
+		j->log_base = sqlite3_column_int64(s, 17);
+		j->log_truncated = sqlite3_column_int(s, 18);
+		on_job(j);
+	}
+	sqlite3_finalize(s);
+	return 0;
+}
+
+int
+store_load(void (*on_token)(struct token_entry *),
+    void (*on_node)(struct node *), void (*on_job)(struct job *))
+{
+	if (load_tokens(on_token) != 0 || load_nodes(on_node) != 0 ||
+	    load_jobs(on_job) != 0)
+		return GP_EIO;
+	return 0;
+}

@@ -1,0 +1,475 @@
+# tests/e2e/lib.sh: what every end-to-end test sources. It gives each test a
+# private temp dir and port, starts the real coordinator and agents on
+# 127.0.0.1, drives the real CLI and the HTTP API, and on exit kills every
+# process the test started (by pid and process group, and any stray process
+# whose command line or working directory points into the test's temp dir or
+# carries one of its markers), then removes the temp dir.
+#
+# Conventions: a helper that must report a value sets a global (JOB, API_STATUS,
+# API_BODY, CLI_RC, CLI_OUT, CLI_ERR) instead of printing it, so that `fail`
+# always runs in the test's own shell and really ends the test. Every wait is a
+# bounded poll (default 30 s): tests never assert on how fast something is.
+
+set -u
+set -o pipefail
+
+GP=${GPUPOOL_BIN:?GPUPOOL_BIN must be the gpupool binary (run via tests/run.sh)}
+[ -x "$GP" ] || { echo "FAIL: $GP is not executable" >&2; exit 1; }
+if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+WAIT_S=${E2E_WAIT_S:-30}
+TEST_NAME=$(basename "$0" .sh)
+
+T=$(mktemp -d "/tmp/gpe2e-$TEST_NAME.XXXXXX") || exit 1
+# Jobs run as `nobody` in work dirs below $T: it must be traversable.
+chmod 755 "$T"
+mkdir -p "$T/home/.config" "$T/agents"
+chmod 755 "$T/agents"
+# Never read or write the real user's CLI configuration.
+export HOME="$T/home" XDG_CONFIG_HOME="$T/home/.config"
+unset GPUPOOL_URL GPUPOOL_TOKEN GPUPOOL_CA GPUPOOL_CONFIG
+
+STARTED_PIDS=()	# every process we started in its own session
+MARKERS=()	# strings that tag job processes (see new_marker)
+declare -A AGENT_PID=()
+COORD_PID=
+COORD_PORT=
+COORD_SCHEME=http
+COORD_TLS_ARGS=()
+COORD_EXTRA_ARGS=()
+COORD_DATA="$T/coord"
+ADMIN_TOKEN=
+
+log() { echo "[$(date +%H:%M:%S.%N | cut -c1-12)] $*" >&2; }
+
+# fail MSG: show the tails of the daemons' logs, then the reason (last, so
+# that tests/run.sh's tail shows it), and end the test.
+fail() {
+	local f
+	for f in "$T"/*.log; do
+		[ -f "$f" ] || continue
+		echo "----- tail of $(basename "$f")" >&2
+		tail -n 15 "$f" >&2
+	done
+	echo "FAIL [$TEST_NAME]: $*" >&2
+	exit 1
+}
+
+assert_eq() { # EXPECTED ACTUAL WHAT
+	[ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
+}
+
+assert_contains() { # HAYSTACK NEEDLE WHAT
+	case $1 in
+	*"$2"*) ;;
+	*) fail "$3: '$2' not found in: $(printf '%s' "$1" | head -c 2000)" ;;
+	esac
+}
+
+assert_not_contains() { # HAYSTACK NEEDLE WHAT
+	case $1 in
+	*"$2"*) fail "$3: '$2' unexpectedly found in: $(printf '%s' "$1" | head -c 2000)" ;;
+	esac
+}
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+# ---------------------------------------------------------------- cleanup
+
+# Pids of processes (other than us) whose command line or cwd mentions the
+# temp dir, whose command line carries one of our markers, or that descend
+# from a process we started.
+stray_pids() {
+	E2E_T="$T" E2E_MARKERS="$(printf '%s\n' "${MARKERS[@]+"${MARKERS[@]}"}")" \
+	    E2E_SELF="$$ ${BASHPID:-}" \
+	    E2E_ROOTS="${STARTED_PIDS[*]+"${STARTED_PIDS[*]}"}" "$PY" - <<'EOF'
+import os
+t = os.environ["E2E_T"]
+marks = [m for m in os.environ["E2E_MARKERS"].split("\n") if m]
+skip = set(os.environ["E2E_SELF"].split()) | {str(os.getpid()), str(os.getppid())}
+parent = {}
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            with open("/proc/%s/stat" % p, "rb") as f:
+                parent[p] = f.read().rsplit(b")", 1)[1].split()[1].decode()
+        except (OSError, IndexError):
+            pass
+roots = set(os.environ["E2E_ROOTS"].split())
+def descends(p):
+    seen = set()
+    while p in parent and p not in seen and p not in ("0", "1"):
+        if p in roots:
+            return True
+        seen.add(p)
+        p = parent[p]
+    return False
+for p in os.listdir("/proc"):
+    if not p.isdigit() or p in skip:
+        continue
+    if descends(p):
+        print(p)
+        continue
+    try:
+        with open("/proc/%s/cmdline" % p, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        continue
+    try:
+        cwd = os.readlink("/proc/%s/cwd" % p)
+    except OSError:
+        cwd = ""
+    if t in cmd or cwd == t or cwd.startswith(t + "/") or any(m in cmd for m in marks):
+        print(p)
+EOF
+}
+
+alive() { kill -0 "$1" 2>/dev/null; }
+
+cleanup() {
+	local rc=$? pid i left
+	trap - EXIT INT TERM
+	set +e
+	local before
+	before=$(stray_pids)
+	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+		kill -TERM -- "-$pid" 2>/dev/null
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for ((i = 0; i < 50; i++)); do
+		left=0
+		for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+			alive "$pid" && left=1
+		done
+		[ $left = 0 ] && break
+		sleep 0.1
+	done
+	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+		kill -KILL -- "-$pid" 2>/dev/null
+		kill -KILL "$pid" 2>/dev/null
+	done
+	for pid in $before; do
+		kill -KILL "$pid" 2>/dev/null
+	done
+	for ((i = 0; i < 3; i++)); do
+		for pid in $(stray_pids); do
+			kill -KILL "$pid" 2>/dev/null
+		done
+		sleep 0.2
+	done
+	wait 2>/dev/null
+	if [ -n "${E2E_KEEP:-}" ]; then
+		echo "kept $T" >&2
+	else
+		rm -rf "$T"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# spawn LOGFILE CMD...: start CMD in its own session (so its whole process
+# group can be killed), output appended to LOGFILE; sets SPAWNED_PID.
+spawn() {
+	local logf=$1
+	shift
+	setsid "$@" >>"$logf" 2>&1 </dev/null &
+	SPAWNED_PID=$!
+	STARTED_PIDS+=("$SPAWNED_PID")
+}
+
+# wait_exit PID [SECONDS]: bounded wait for a process to be gone.
+wait_exit() {
+	local pid=$1 deadline=$((SECONDS + ${2:-$WAIT_S}))
+	while alive "$pid"; do
+		# a zombie (exited, not yet reaped) still answers kill -0
+		grep -q '^State:.*[RSDTtI]' "/proc/$pid/status" 2>/dev/null ||
+		    return 0
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# ---------------------------------------------------------------- ports, markers
+
+free_port() {
+	"$PY" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# new_marker: a unique string to tag a job's processes with; sets MARK.
+# Jobs tag processes with `bash -c "exec -a $MARK sleep N"` (argv[0] = MARK).
+MARK_SEQ=0
+new_marker() {
+	MARK_SEQ=$((MARK_SEQ + 1))
+	MARK="gpmark-$$-$RANDOM-$MARK_SEQ"
+	MARKERS+=("$MARK")
+}
+
+# count_cmdline MARK: processes whose command line contains MARK.
+# count_argv0 MARK: processes whose argv[0] is exactly MARK.
+# (The string is passed through the environment so the counter itself is not
+# counted.)
+count_procs() { # MODE MARK
+	E2E_MODE=$1 E2E_MARK=$2 "$PY" - <<'EOF'
+import os
+mode, mark = os.environ["E2E_MODE"], os.environ["E2E_MARK"]
+n = 0
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        with open("/proc/%s/cmdline" % p, "rb") as f:
+            argv = f.read().split(b"\0")
+        with open("/proc/%s/stat" % p, "rb") as f:
+            st = f.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        continue
+    if st in (b"Z", b"X"):
+        continue
+    argv = [a.decode("utf-8", "replace") for a in argv]
+    if mode == "argv0":
+        n += bool(argv) and argv[0] == mark
+    else:
+        n += any(mark in a for a in argv)
+print(n)
+EOF
+}
+count_cmdline() { count_procs cmdline "$1"; }
+count_argv0() { count_procs argv0 "$1"; }
+
+# wait_count argv0|cmdline MARK N [SECONDS]: until exactly N such processes.
+wait_count() {
+	local mode=$1 mark=$2 want=$3 deadline=$((SECONDS + ${4:-$WAIT_S})) n
+	while :; do
+		n=$(count_procs "$mode" "$mark")
+		[ "$n" = "$want" ] && return 0
+		[ $SECONDS -ge $deadline ] && fail "wanted $want process(es) with $mode '$mark', still $n after ${4:-$WAIT_S}s"
+		sleep 0.2
+	done
+}
+
+# ---------------------------------------------------------------- JSON, HTTP
+
+# json EXPR: reads JSON on stdin, prints the Python expression EXPR evaluated
+# with the document bound to `d` (null/true/false spelled as in JSON, strings
+# bare, other values as JSON). Prints JSON-ERROR and fails (status 3) when
+# stdin is not JSON.
+json() {
+	"$PY" -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+except Exception:
+    print("JSON-ERROR"); sys.exit(3)
+v = eval(sys.argv[1])
+if v is None: print("null")
+elif v is True: print("true")
+elif v is False: print("false")
+elif isinstance(v, str): print(v)
+else: print(json.dumps(v))' "$1"
+}
+
+coord_url() { echo "$COORD_SCHEME://127.0.0.1:$COORD_PORT"; }
+
+CURL_TLS=()
+# api TOKEN METHOD PATH [BODY|@FILE] [extra curl args...]: one HTTP call;
+# sets API_STATUS (000 when no answer), API_BODY, API_HEADERS (file).
+# TOKEN "-" sends no Authorization header.
+api() {
+	local tok=$1 method=$2 path=$3
+	shift 3
+	local args=(-sS -o "$T/api.body" -D "$T/api.headers" -w '%{http_code}'
+	    -X "$method" --max-time 40 "${CURL_TLS[@]+"${CURL_TLS[@]}"}")
+	[ "$tok" != "-" ] && args+=(-H "Authorization: Bearer $tok")
+	if [ $# -gt 0 ]; then
+		args+=(-H 'Content-Type: application/json' --data-binary "$1")
+		shift
+	fi
+	: >"$T/api.body"
+	API_STATUS=$(curl "${args[@]}" "$@" "$(coord_url)$path" 2>"$T/api.err")
+	API_BODY=$(cat "$T/api.body")
+	API_HEADERS="$T/api.headers"
+}
+
+# api_expect STATUS TOKEN METHOD PATH [BODY] ...: the call must answer STATUS.
+api_expect() {
+	local want=$1
+	shift
+	api "$@"
+	[ "$API_STATUS" = "$want" ] ||
+	    fail "$2 $3: expected HTTP $want, got $API_STATUS: $API_BODY"
+}
+
+# error_body_ok: API_BODY must be a JSON object with a non-empty "error" string.
+assert_error_body() { # WHAT
+	local e
+	e=$(printf '%s' "$API_BODY" | json 'd["error"] if isinstance(d, dict) and isinstance(d.get("error"), str) else "NO-ERROR-FIELD"')
+	[ -n "$e" ] && [ "$e" != "NO-ERROR-FIELD" ] && [ "$e" != "JSON-ERROR" ] ||
+	    fail "$1: error body is not {\"error\": \"...\"}: $API_BODY"
+}
+
+# ---------------------------------------------------------------- coordinator
+
+# start_coordinator [extra flags]: starts (or restarts, on the same port and
+# data dir) the coordinator and waits until it serves. Sets ADMIN_TOKEN and
+# exports GPUPOOL_URL / GPUPOOL_TOKEN (admin) for the CLI.
+start_coordinator() {
+	[ $# -gt 0 ] && COORD_EXTRA_ARGS=("$@")
+	[ -n "$COORD_PORT" ] || COORD_PORT=$(free_port)
+	mkdir -p "$COORD_DATA"
+	spawn "$T/coord.log" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
+	    --data "$COORD_DATA" --lease-ms 2000 --heartbeat-ms 300 \
+	    "${COORD_TLS_ARGS[@]+"${COORD_TLS_ARGS[@]}"}" \
+	    "${COORD_EXTRA_ARGS[@]+"${COORD_EXTRA_ARGS[@]}"}" -v
+	COORD_PID=$SPAWNED_PID
+	wait_ready
+}
+
+wait_ready() {
+	local deadline=$((SECONDS + WAIT_S))
+	while [ ! -s "$COORD_DATA/admin.token" ]; do
+		alive "$COORD_PID" || fail "coordinator exited before writing admin.token"
+		[ $SECONDS -ge $deadline ] && fail "no $COORD_DATA/admin.token after ${WAIT_S}s"
+		sleep 0.1
+	done
+	ADMIN_TOKEN=$(tr -d ' \r\n' <"$COORD_DATA/admin.token")
+	while :; do
+		api "$ADMIN_TOKEN" GET /v1/whoami
+		[ "$API_STATUS" = 200 ] && break
+		alive "$COORD_PID" || fail "coordinator exited while starting"
+		[ $SECONDS -ge $deadline ] && fail "coordinator not ready after ${WAIT_S}s (last HTTP $API_STATUS)"
+		sleep 0.1
+	done
+	export GPUPOOL_URL GPUPOOL_TOKEN
+	GPUPOOL_URL=$(coord_url)
+	GPUPOOL_TOKEN=$ADMIN_TOKEN
+}
+
+# kill9_coordinator: SIGKILL, and wait until it is gone.
+kill9_coordinator() {
+	kill -KILL "$COORD_PID" 2>/dev/null
+	wait_exit "$COORD_PID" || fail "coordinator $COORD_PID survived SIGKILL"
+}
+
+# mk_token ROLE NAME: creates a token through the API; sets TOKEN.
+mk_token() {
+	api_expect 201 "$ADMIN_TOKEN" POST /v1/tokens "{\"role\":\"$1\",\"name\":\"$2\"}"
+	TOKEN=$(printf '%s' "$API_BODY" | json 'd["token"]')
+	[ -n "$TOKEN" ] && [ "$TOKEN" != "JSON-ERROR" ] || fail "mk_token: no token in $API_BODY"
+}
+
+# ---------------------------------------------------------------- agents
+
+# start_agent NAME NGPUS [extra agent flags]: starts an agent with NGPUS fake
+# GPUs (NGPUS may be "N:MODEL:MEM") that runs jobs as nobody. Uses the
+# provider token file $T/NAME.token, created (role provider, name prov-NAME)
+# the first time, so a restart of the same agent reuses its token.
+start_agent() {
+	local name=$1 gpus=$2
+	shift 2
+	if [ ! -s "$T/$name.token" ]; then
+		mk_token provider "prov-$name"
+		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$name.token")
+	fi
+	local ca=()
+	[ "$COORD_SCHEME" = https ] && ca=(--ca "$CA_CERT")
+	spawn "$T/agent-$name.log" "$GP" agent --coordinator "$(coord_url)" \
+	    --token-file "$T/$name.token" --name "$name" \
+	    --work "$T/agents/$name" --fake-gpus "$gpus" --run-as nobody \
+	    "${ca[@]+"${ca[@]}"}" -v "$@"
+	AGENT_PID[$name]=$SPAWNED_PID
+}
+
+kill9_agent() { # NAME
+	kill -KILL "${AGENT_PID[$1]}" 2>/dev/null
+	wait_exit "${AGENT_PID[$1]}" || fail "agent $1 survived SIGKILL"
+}
+
+# node_state NAME: prints the node's state ("missing" when not listed).
+node_state() {
+	api "$ADMIN_TOKEN" GET /v1/nodes
+	[ "$API_STATUS" = 200 ] || { echo "http-$API_STATUS"; return; }
+	printf '%s' "$API_BODY" | E2E_NODE=$1 json \
+	    '([n["state"] for n in d["nodes"] if n["name"] == __import__("os").environ["E2E_NODE"]] + ["missing"])[0]'
+}
+
+wait_node_state() { # NAME STATE [SECONDS]
+	local deadline=$((SECONDS + ${3:-$WAIT_S})) s
+	while :; do
+		s=$(node_state "$1")
+		[ "$s" = "$2" ] && return 0
+		[ $SECONDS -ge $deadline ] && fail "node $1 not $2 after ${3:-$WAIT_S}s (state $s)"
+		sleep 0.1
+	done
+}
+wait_node_up() { wait_node_state "$1" up "${2:-$WAIT_S}"; }
+
+# ---------------------------------------------------------------- jobs
+
+# cli ARGS...: runs the CLI; sets CLI_RC, CLI_OUT, CLI_ERR.
+cli() {
+	"$GP" "$@" >"$T/cli.out" 2>"$T/cli.err" </dev/null
+	CLI_RC=$?
+	CLI_OUT=$(cat "$T/cli.out")
+	CLI_ERR=$(cat "$T/cli.err")
+}
+
+# submit ARGS...: `gpupool submit ARGS`, which must succeed and print only
+# the job id; sets JOB.
+submit() {
+	cli submit "$@"
+	[ "$CLI_RC" = 0 ] || fail "submit $* exited $CLI_RC: $CLI_ERR $CLI_OUT"
+	JOB=$(printf '%s' "$CLI_OUT" | tr -d '[:space:]')
+	is_uint "$JOB" && [ "$JOB" -gt 0 ] ||
+	    fail "submit printed '$CLI_OUT', not just a job id"
+}
+
+# job_get JOB EXPR: GET /v1/jobs/JOB as admin and evaluate EXPR (see json).
+job_get() {
+	api "$ADMIN_TOKEN" GET "/v1/jobs/$1"
+	if [ "$API_STATUS" != 200 ]; then
+		echo "http-$API_STATUS"
+		return
+	fi
+	printf '%s' "$API_BODY" | json "$2"
+}
+job_state() { job_get "$1" 'd["state"]'; }
+
+# wait_state JOB STATE [SECONDS]: bounded poll until the job is in STATE;
+# fails at once when it reaches a different final state.
+wait_state() {
+	local job=$1 want=$2 deadline=$((SECONDS + ${3:-$WAIT_S})) s
+	while :; do
+		s=$(job_state "$job")
+		[ "$s" = "$want" ] && return 0
+		case $s in
+		succeeded | failed | cancelled | timeout)
+			fail "job $job ended $s, wanted $want: $(job_get "$job" d)" ;;
+		esac
+		[ $SECONDS -ge $deadline ] && fail "job $job not $want after ${3:-$WAIT_S}s (state $s)"
+		sleep 0.1
+	done
+}
+
+# wait_final JOB [SECONDS]: until the job has finished; sets FINAL_STATE.
+wait_final() {
+	local job=$1 deadline=$((SECONDS + ${2:-$WAIT_S}))
+	while :; do
+		FINAL_STATE=$(job_state "$job")
+		case $FINAL_STATE in
+		succeeded | failed | cancelled | timeout) return 0 ;;
+		esac
+		[ $SECONDS -ge $deadline ] && fail "job $job not finished after ${2:-$WAIT_S}s (state $FINAL_STATE)"
+		sleep 0.2
+	done
+}
+
+# job_log JOB: the whole log through the API (as admin); sets LOG.
+job_log() {
+	api "$ADMIN_TOKEN" GET "/v1/jobs/$1/log?offset=0"
+	[ "$API_STATUS" = 200 ] || fail "log of job $1: HTTP $API_STATUS $API_BODY"
+	LOG=$API_BODY
+}

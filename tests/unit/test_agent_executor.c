@@ -1,0 +1,446 @@
+/*
+ * test_agent_executor.c: runs real sandboxed jobs through the executor
+ * (as root, the jobs run as "nobody") and checks what the sandbox
+ * promises: not root, read-only /, writable work directory, private /tmp,
+ * own pid namespace, GPU variables, exit codes, killing a whole job tree,
+ * time limits, exec failures. Skips (passes with a notice) when not root.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/executor.h"
+#include "gp.h"
+#include "log.h"
+#include "unit.h"
+#include "util.h"
+
+struct outcome {
+	struct gp_attempt_id id;
+	int started, finished;
+	struct gp_exec_result result;
+	struct gp_buf output;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static struct outcome outcomes[32];
+static int noutcomes;
+
+static struct outcome *
+lookup(const struct gp_attempt_id *id)
+{
+	for (int i = 0; i < noutcomes; i++)
+		if (outcomes[i].id.job_id == id->job_id &&
+		    outcomes[i].id.attempt == id->attempt)
+			return &outcomes[i];
+	if (noutcomes == (int)GP_ARRAY_LEN(outcomes))
+		abort();
+	outcomes[noutcomes].id = *id;
+	return &outcomes[noutcomes++];
+}
+
+static void
+on_started(void *arg, const struct gp_attempt_id *id, pid_t pid)
+{
+	(void)arg;
+	(void)pid;
+	pthread_mutex_lock(&lock);
+	lookup(id)->started++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static void
+on_output(void *arg, const struct gp_attempt_id *id, const char *data,
+    size_t len)
+{
+	(void)arg;
+	pthread_mutex_lock(&lock);
+	gp_buf_append(&lookup(id)->output, data, len);
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static void
+on_finished(void *arg, const struct gp_attempt_id *id,
+    const struct gp_exec_result *r)
+{
+	struct outcome *o;
+
+	(void)arg;
+	pthread_mutex_lock(&lock);
+	o = lookup(id);
+	o->finished++;
+	o->result = *r;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static const struct gp_exec_events events = {
+	.started = on_started, .output = on_output, .finished = on_finished,
+};
+
+static struct gp_executor *ex;
+static struct gp_sandbox_user user;
+static struct gp_cgroups cgroups;
+static struct gp_gpu_info gpus[2] = {
+	{0, "GPU-fake-t-0", "Fake GPU", 16384},
+	{1, "GPU-fake-t-1", "Fake GPU", 16384},
+};
+static char work[] = "/var/tmp/gpupool-test-XXXXXX";
+static int next_id = 1;
+
+/* Submits sh -c script; returns the attempt id. */
+static struct gp_attempt_id
+submit(const char *script, int ngpus, int64_t time_limit_s)
+{
+	struct gp_assignment a;
+
+	memset(&a, 0, sizeof(a));
+	a.id.job_id = next_id++;
+	a.id.attempt = 1;
+	a.argv = calloc(4, sizeof(char *));
+	a.argv[0] = strdup("sh");
+	a.argv[1] = strdup("-c");
+	a.argv[2] = strdup(script);
+	a.argc = 3;
+	a.env = calloc(2, sizeof(char *));
+	a.env[0] = strdup("GREETING=hello");
+	a.nenv = 1;
+	for (int i = 0; i < ngpus; i++)
+		a.gpus[a.ngpus++] = i;
+	a.time_limit_s = time_limit_s;
+	CHECK_EQ(gp_executor_start(ex, &a), 0);
+	return (struct gp_attempt_id){next_id - 1, 1};
+}
+
+/* Waits until the job finishes; copies the outcome. */
+static void
+wait_done(struct gp_attempt_id id, struct outcome *out)
+{
+	struct outcome *o;
+
+	pthread_mutex_lock(&lock);
+	while (!(o = lookup(&id))->finished)
+		pthread_cond_wait(&cond, &lock);
+	*out = *o;
+	pthread_mutex_unlock(&lock);
+	/* NUL-terminate a private copy of the output. */
+	out->output.data = strndup(o->output.data ? o->output.data : "",
+	    o->output.len);
+}
+
+/* Waits until the job's output contains text. */
+static void
+wait_output(struct gp_attempt_id id, const char *text)
+{
+	struct outcome *o;
+
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		o = lookup(&id);
+		if (o->finished || (o->output.data != NULL &&
+		    memmem(o->output.data, o->output.len, text,
+		    strlen(text)) != NULL))
+			break;
+		pthread_cond_wait(&cond, &lock);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static struct outcome
+run(const char *script, int ngpus, int64_t time_limit_s)
+{
+	struct outcome o;
+
+	wait_done(submit(script, ngpus, time_limit_s), &o);
+	return o;
+}
+
+/* 1 when some process has marker in its command line. */
+static int
+marker_alive(const char *marker)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int found = 0;
+
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		char path[300], buf[4096];
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if ((fd = open(path, O_RDONLY)) < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		if (n > 0) {
+			buf[n] = '\0';
+			if (strstr(buf, marker) != NULL)
+				found = 1;
+		}
+	}
+	if (d != NULL)
+		closedir(d);
+	return found;
+}
+
+TEST(exit_code_and_output)
+{
+	struct outcome o = run("echo out; echo err >&2; echo $GREETING; "
+	    "exit 7", 0, 0);
+
+	CHECK_EQ(o.started, 1);
+	CHECK_STR(o.result.reason, "exited");
+	CHECK_EQ(o.result.exit_code, 7);
+	CHECK(strstr(o.output.data, "out\n") != NULL);
+	CHECK(strstr(o.output.data, "err\n") != NULL);
+	CHECK(strstr(o.output.data, "hello\n") != NULL);
+	free(o.output.data);
+}
+
+TEST(not_root)
+{
+	struct outcome o = run("id -u", 0, 0);
+
+	CHECK_STR(o.result.reason, "exited");
+	CHECK(strcmp(o.output.data, "0\n") != 0);
+	CHECK_EQ(atoi(o.output.data), (int)user.uid);
+	free(o.output.data);
+}
+
+TEST(root_read_only)
+{
+	struct outcome o = run("touch /etc/gpupool-x && echo writable; "
+	    "touch /usr/gpupool-x && echo writable; echo x > /dev/null && "
+	    "echo devnull-ok", 0, 0);
+
+	CHECK(strstr(o.output.data, "writable") == NULL);
+	CHECK(strstr(o.output.data, "devnull-ok") != NULL);
+	CHECK(access("/etc/gpupool-x", F_OK) != 0);
+	free(o.output.data);
+}
+
+TEST(workdir_writable)
+{
+	struct outcome o = run("echo data > f && cat f && pwd && "
+	    "echo $HOME", 0, 0);
+
+	CHECK_STR(o.result.reason, "exited");
+	CHECK_EQ(o.result.exit_code, 0);
+	CHECK(strstr(o.output.data, "data\n") != NULL);
+	CHECK(strstr(o.output.data, "/jobs/") != NULL);
+	free(o.output.data);
+}
+
+TEST(tmp_private)
+{
+	char marker[64], script[256];
+	struct outcome o;
+	int fd;
+
+	snprintf(marker, sizeof(marker), "/tmp/gpupool-marker-%d",
+	    (int)getpid());
+	fd = open(marker, O_CREAT | O_WRONLY, 0644);
+	CHECK(fd >= 0);
+	close(fd);
+	snprintf(script, sizeof(script), "test -e %s && echo visible; "
+	    "echo x > /tmp/inside && echo tmp-writable; ls -A /tmp", marker);
+	o = run(script, 0, 0);
+	CHECK(strstr(o.output.data, "visible") == NULL);
+	CHECK(strstr(o.output.data, "tmp-writable") != NULL);
+	CHECK(access("/tmp/inside", F_OK) != 0);
+	unlink(marker);
+	free(o.output.data);
+}
+
+TEST(pid_namespace)
+{
+	char script[256];
+	struct outcome o;
+
+	snprintf(script, sizeof(script), "echo pid=$$; test -d /proc/%d && "
+	    "echo sees-agent; hostname", (int)getpid());
+	o = run(script, 0, 0);
+	CHECK(strstr(o.output.data, "pid=2\n") != NULL);
+	CHECK(strstr(o.output.data, "sees-agent") == NULL);
+	CHECK(strstr(o.output.data, "gpupool-job") != NULL);
+	free(o.output.data);
+}
+
+TEST(gpu_env)
+{
+	struct outcome o = run("echo cvd=$CUDA_VISIBLE_DEVICES "
+	    "id=$GPUPOOL_JOB_ID att=$GPUPOOL_ATTEMPT g=$GPUPOOL_GPUS", 2, 0);
+
+	CHECK(strstr(o.output.data, "cvd=0,1 ") != NULL);
+	CHECK(strstr(o.output.data, "att=1 g=0,1") != NULL);
+	free(o.output.data);
+	o = run("echo cvd=[$CUDA_VISIBLE_DEVICES]", 0, 0);
+	CHECK(strstr(o.output.data, "cvd=[]") != NULL);
+	free(o.output.data);
+}
+
+TEST(cancel_kills_tree)
+{
+	char marker[64], script[256];
+	struct gp_attempt_id id;
+	struct outcome o;
+
+	snprintf(marker, sizeof(marker), "gpupool-marker-%d-bg",
+	    (int)getpid());
+	snprintf(script, sizeof(script), "sh -c 'sleep 1000; true %s' & "
+	    "echo up; wait", marker);
+	id = submit(script, 0, 0);
+	wait_output(id, "up");
+	CHECK(marker_alive(marker));
+	gp_executor_kill(ex, &id, GP_EXEC_CANCELLED);
+	wait_done(id, &o);
+	CHECK_STR(o.result.reason, "cancelled");
+	CHECK(!marker_alive(marker));
+	free(o.output.data);
+}
+
+TEST(time_limit)
+{
+	struct outcome o = run("echo begin; sleep 1000", 0, 1);
+
+	CHECK_STR(o.result.reason, "timeout");
+	CHECK(strstr(o.output.data, "begin") != NULL);
+	free(o.output.data);
+}
+
+TEST(exec_failure)
+{
+	struct gp_assignment a;
+	struct gp_attempt_id id;
+	struct outcome o;
+
+	memset(&a, 0, sizeof(a));
+	id.job_id = a.id.job_id = next_id++;
+	id.attempt = a.id.attempt = 1;
+	a.argv = calloc(2, sizeof(char *));
+	a.argv[0] = strdup("no-such-command-gpupool");
+	a.argc = 1;
+	CHECK_EQ(gp_executor_start(ex, &a), 0);
+	wait_done(id, &o);
+	CHECK_STR(o.result.reason, "start_failed");
+	CHECK_EQ(o.started, 0);
+	CHECK(strstr(o.result.message, "exec no-such-command-gpupool: No such "
+	    "file or directory") != NULL);
+	free(o.output.data);
+	/* A command that exits 127 by itself is not a start failure. */
+	o = run("exit 127", 0, 0);
+	CHECK_STR(o.result.reason, "exited");
+	CHECK_EQ(o.result.exit_code, 127);
+	free(o.output.data);
+}
+
+TEST(bad_gpu_index)
+{
+	struct gp_assignment a;
+	struct gp_attempt_id id;
+	struct outcome o;
+
+	memset(&a, 0, sizeof(a));
+	id.job_id = a.id.job_id = next_id++;
+	id.attempt = a.id.attempt = 1;
+	a.argv = calloc(2, sizeof(char *));
+	a.argv[0] = strdup("true");
+	a.argc = 1;
+	a.gpus[0] = 5;
+	a.ngpus = 1;
+	CHECK_EQ(gp_executor_start(ex, &a), 0);
+	wait_done(id, &o);
+	CHECK_STR(o.result.reason, "start_failed");
+	free(o.output.data);
+}
+
+TEST(workdir_removed)
+{
+	char path[PATH_MAX];
+	struct outcome o = run("echo hi > f", 0, 0);
+
+	snprintf(path, sizeof(path), "%s/jobs/%lld-1", work,
+	    (long long)o.id.job_id);
+	CHECK(access(path, F_OK) != 0);
+	free(o.output.data);
+}
+
+TEST(many_jobs)
+{
+	struct gp_attempt_id ids[16];
+	struct outcome o;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		ids[i] = submit("true", 0, 0);
+	for (i = 0; i < 16; i++) {
+		wait_done(ids[i], &o);
+		CHECK_STR(o.result.reason, "exited");
+		CHECK_EQ(o.result.exit_code, 0);
+		free(o.output.data);
+	}
+}
+
+int
+main(void)
+{
+	struct gp_exec_config cfg;
+	char err[256];
+
+	if (geteuid() != 0) {
+		printf("skipped: the sandbox test needs root\n");
+		return 0;
+	}
+	gp_log_init("test", GP_LOG_WARN);
+	if (mkdtemp(work) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	if (gp_sandbox_user_init(NULL, &user, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	gp_cgroup_init(&cgroups);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.user = &user;
+	cfg.cgroups = &cgroups;
+	cfg.work_dir = work;
+	cfg.gpus = gpus;
+	cfg.ngpus = 2;
+	ex = gp_executor_new(&cfg, &events);
+	if (ex == NULL)
+		return 1;
+	RUN(exit_code_and_output);
+	RUN(not_root);
+	RUN(root_read_only);
+	RUN(workdir_writable);
+	RUN(tmp_private);
+	RUN(pid_namespace);
+	RUN(gpu_env);
+	RUN(cancel_kills_tree);
+	RUN(time_limit);
+	RUN(exec_failure);
+	RUN(bad_gpu_index);
+	RUN(workdir_removed);
+	RUN(many_jobs);
+	gp_executor_free(ex);
+	for (int i = 0; i < noutcomes; i++)
+		gp_buf_free(&outcomes[i].output);
+	gp_remove_tree(work);
+	return unit_report();
+}

@@ -1,0 +1,178 @@
+/*
+ * test_agent_parse.c: the agent's pure parsing: --fake-gpus specs, fake
+ * GPU lists, and poll answers (good and bad).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/assignment.h"
+#include "agent/gpu.h"
+#include "gp.h"
+#include "unit.h"
+
+TEST(fake_spec)
+{
+	char model[96];
+	int64_t mem;
+	int n;
+
+	CHECK_EQ(gp_gpu_fake_parse("2", &n, model, sizeof(model), &mem), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(model, "Fake GPU");
+	CHECK_EQ(mem, 16384);
+	CHECK_EQ(gp_gpu_fake_parse("4:A100:40960", &n, model, sizeof(model),
+	    &mem), 0);
+	CHECK_EQ(n, 4);
+	CHECK_STR(model, "A100");
+	CHECK_EQ(mem, 40960);
+	CHECK_EQ(gp_gpu_fake_parse("1:H100:80G", &n, model, sizeof(model),
+	    &mem), 0);
+	CHECK_EQ(mem, 81920);
+	CHECK_EQ(gp_gpu_fake_parse("0", &n, model, sizeof(model), &mem), 0);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(gp_gpu_fake_parse("", &n, model, sizeof(model), &mem),
+	    GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("x", &n, model, sizeof(model), &mem),
+	    GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("65", &n, model, sizeof(model), &mem),
+	    GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("-1", &n, model, sizeof(model), &mem),
+	    GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("2::100", &n, model, sizeof(model), &mem),
+	    GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("2:A:0", &n, model, sizeof(model), &mem),
+	    GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("2:A:lots", &n, model, sizeof(model),
+	    &mem), GP_EINVAL);
+}
+
+TEST(fake_list)
+{
+	struct gp_gpu_set set;
+	char err[256];
+
+	CHECK_EQ(gp_gpu_open("3:T4:15360", "lab-a", &set, err, sizeof(err)),
+	    0);
+	CHECK_EQ(set.n, 3);
+	CHECK_STR(set.gpus[2].uuid, "GPU-fake-lab-a-2");
+	CHECK_STR(set.gpus[0].model, "T4");
+	CHECK_EQ(set.gpus[1].mem_mib, 15360);
+	CHECK_EQ(set.gpus[1].index, 1);
+	gp_gpu_close(&set);
+	CHECK(gp_gpu_open("nope", "lab-a", &set, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "--fake-gpus") != NULL);
+}
+
+TEST(discover)
+{
+	struct gp_gpu_info *gpus = NULL;
+	char err[256] = "";
+	int n = -1, ret;
+
+	CHECK_EQ(gp_gpu_discover("2", &gpus, &n, err, sizeof(err)), 0);
+	CHECK_EQ(n, 2);
+	free(gpus);
+	/* Without NVML on this machine: no GPUs and a reason, no crash. */
+	ret = gp_gpu_discover(NULL, &gpus, &n, err, sizeof(err));
+	CHECK(ret == 0 || ret == GP_ENOENT || ret == GP_EIO);
+	if (ret == GP_ENOENT)
+		CHECK(n == 0 && gpus == NULL && strstr(err, "NVML") != NULL);
+	if (ret == 0)
+		free(gpus);
+}
+
+static int
+decode(const char *text, struct gp_poll_answer *a)
+{
+	char err[256];
+
+	return gp_assignment_decode(text, strlen(text), a, err, sizeof(err));
+}
+
+TEST(assignment_good)
+{
+	struct gp_poll_answer a;
+
+	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":42,\"attempt\":1,"
+	    "\"name\":\"train\",\"user\":\"alice\",\"command\":[\"python3\","
+	    "\"train.py\"],\"env\":{\"EPOCHS\":\"3\"},\"gpus\":[0,1],"
+	    "\"cpus\":2,\"mem_mib\":512,\"time_limit_s\":3600,"
+	    "\"future_field\":true}],\"cancels\":[{\"job_id\":17,"
+	    "\"attempt\":2}]}", &a), 0);
+	CHECK_EQ(a.nassignments, 1);
+	CHECK_EQ(a.assignments[0].id.job_id, 42);
+	CHECK_EQ(a.assignments[0].argc, 2);
+	CHECK_STR(a.assignments[0].argv[1], "train.py");
+	CHECK(a.assignments[0].argv[2] == NULL);
+	CHECK_STR(a.assignments[0].env[0], "EPOCHS=3");
+	CHECK_EQ(a.assignments[0].ngpus, 2);
+	CHECK_EQ(a.assignments[0].gpus[1], 1);
+	CHECK_EQ(a.assignments[0].cpus, 2);
+	CHECK_EQ(a.assignments[0].mem_mib, 512);
+	CHECK_EQ(a.assignments[0].time_limit_s, 3600);
+	CHECK_STR(a.assignments[0].name, "train");
+	CHECK_EQ(a.ncancels, 1);
+	CHECK_EQ(a.cancels[0].attempt, 2);
+	gp_poll_answer_fini(&a);
+	CHECK_EQ(decode("{}", &a), 0);
+	CHECK_EQ(a.nassignments + a.ncancels, 0);
+	gp_poll_answer_fini(&a);
+}
+
+TEST(assignment_bad)
+{
+	static const char *bad[] = {
+		"",
+		"[]",
+		"{\"assignments\":{}}",
+		"{\"assignments\":[1]}",
+		"{\"assignments\":[{\"attempt\":1,\"command\":[\"x\"]}]}",
+		"{\"assignments\":[{\"job_id\":0,\"attempt\":1,"
+		"\"command\":[\"x\"]}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[]}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"\"]}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[7]}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"env\":{\"A\":1}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"env\":{\"A-B\":\"1\"}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gpus\":[64]}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gpus\":[1,1]}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"mem_mib\":-1}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"time_limit_s\":\"1h\"}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"name\":5}]}",
+		"{\"cancels\":[{\"job_id\":1}]}",
+		"{\"cancels\":{}}",
+		"{\"a\":1,\"a\":2}",
+	};
+	struct gp_poll_answer a;
+
+	for (size_t i = 0; i < GP_ARRAY_LEN(bad); i++) {
+		int ret = decode(bad[i], &a);
+		if (ret != GP_EINVAL)
+			fprintf(stderr, "accepted: %s\n", bad[i]);
+		CHECK_EQ(ret, GP_EINVAL);
+		CHECK_EQ(a.nassignments, 0);
+		gp_poll_answer_fini(&a);
+	}
+}
+
+int
+main(void)
+{
+	RUN(fake_spec);
+	RUN(fake_list);
+	RUN(discover);
+	RUN(assignment_good);
+	RUN(assignment_bad);
+	return unit_report();
+}
