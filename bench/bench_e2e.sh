@@ -74,9 +74,10 @@ if [ -z "$PROVIDER" ]; then
 	echo "bench_e2e: cannot create a provider token" >&2
 	exit 1
 fi
-GPUPOOL_URL=$URL GPUPOOL_TOKEN=$PROVIDER "$BIN" agent --url "$URL" \
-	--token "$PROVIDER" --name bench-e2e --fake-gpus 8 \
-	--work-dir "$DATA/agent" >"$DATA/agent.log" 2>&1 &
+# 64 CPUs offered whatever the machine has: the jobs are `true`.
+"$BIN" agent --coordinator "$URL" --token "$PROVIDER" --name bench-e2e \
+	--fake-gpus 8 --cpus 64 --work "$DATA/agent" \
+	>"$DATA/agent.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 100); do
 	api GET /v1/nodes 2>/dev/null | grep -q '"state": *"up"' && break

@@ -2,7 +2,7 @@
 # bench/run.sh: starts a coordinator on loopback with a fresh data
 # directory, runs the benchmarks against it (each bounded to ~30 s) and
 # prints "metric value unit" lines, the machine, and the coordinator's
-# RSS idle and after the dispatch run. Usage: BUILD=build bench/run.sh
+# RSS idle, after the dispatch run and after the submissions. Usage: BUILD=build bench/run.sh
 # (what `make bench` runs). Knobs: SUBMIT_SECONDS, DISPATCH_AGENTS,
 # DISPATCH_RATE, DISPATCH_SECONDS.
 set -u
@@ -52,14 +52,17 @@ done
 echo "coord_rss_idle $(rss "$COORD_PID") KiB"
 
 status=0
-timeout 60 "$BUILD/bench/bench_submit" --url "$URL" --token "$TOKEN" \
-	--clients 16 --seconds "${SUBMIT_SECONDS:-10}" --gpus 0 || status=1
-echo "coord_rss_after_submit $(rss "$COORD_PID") KiB"
+# Dispatch first: it registers the nodes without which the coordinator
+# refuses (422) jobs that no node could ever run.
 timeout 90 "$BUILD/bench/bench_dispatch" --url "$URL" --token "$TOKEN" \
 	--agents "${DISPATCH_AGENTS:-100}" --rate "${DISPATCH_RATE:-100}" \
 	--seconds "${DISPATCH_SECONDS:-10}" --drain-s 15 \
 	--coord-pid "$COORD_PID" || status=1
 echo "coord_rss_after_dispatch $(rss "$COORD_PID") KiB"
+# Those nodes are gone now: the submitted jobs stay queued.
+timeout 60 "$BUILD/bench/bench_submit" --url "$URL" --token "$TOKEN" \
+	--clients 16 --seconds "${SUBMIT_SECONDS:-10}" --gpus 0 || status=1
+echo "coord_rss_after_submit $(rss "$COORD_PID") KiB"
 if ! kill -0 "$COORD_PID" 2>/dev/null; then
 	echo "bench: the coordinator died:" >&2
 	tail -n 20 "$DATA/coord.log" >&2
