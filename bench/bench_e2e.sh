@@ -14,6 +14,8 @@ BIN="$PWD/$BUILD/gpupool"
 PORT=${PORT:-$((20000 + $$ % 20000))}
 URL="http://127.0.0.1:$PORT"
 DATA=$(mktemp -d /tmp/gpupool-bench-e2e.XXXXXX)
+# The agent refuses a work directory under /tmp: jobs get a private one.
+WORK="$PWD/$BUILD/bench-e2e-work.$$"
 PIDS=()
 
 cleanup() {
@@ -24,7 +26,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		wait "$p" 2>/dev/null
 	done
-	rm -rf "$DATA"
+	rm -rf "$DATA" "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -76,7 +78,7 @@ if [ -z "$PROVIDER" ]; then
 fi
 # 64 CPUs offered whatever the machine has: the jobs are `true`.
 "$BIN" agent --coordinator "$URL" --token "$PROVIDER" --name bench-e2e \
-	--fake-gpus 8 --cpus 64 --work "$DATA/agent" \
+	--fake-gpus 8 --cpus 64 --work "$WORK" \
 	>"$DATA/agent.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 100); do
@@ -97,6 +99,10 @@ deadline=$((SECONDS + 300))
 while [ $SECONDS -lt $deadline ]; do
 	active=$(api GET /v1/jobs | grep -o '"state": *"[a-z]*"' | wc -l)
 	[ "$active" -eq 0 ] && break
+	if [ $((SECONDS % 10)) -eq 0 ] && [ "$active" != "${last:-}" ]; then
+		echo "bench_e2e: $active jobs queued or running" >&2
+		last=$active
+	fi
 	sleep 0.2
 done
 end=$(date +%s.%N)
