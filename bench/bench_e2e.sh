@@ -56,6 +56,11 @@ for _ in $(seq 50); do
 	api GET /v1/whoami >/dev/null 2>&1 && break
 	sleep 0.1
 done
+if ! api GET /v1/whoami >/dev/null; then
+	echo "bench_e2e: the coordinator does not answer on $URL" >&2
+	tail -n 20 "$DATA/coord.log" >&2
+	exit 1
+fi
 
 if [ "${1:-}" = "--memory" ]; then
 	AGENTS=${2:-1000}
