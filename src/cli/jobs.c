@@ -322,7 +322,7 @@ static int
 job_operand(const struct gp_cli_args *args, int64_t *id)
 {
 	if (gp_cli_parse_job_id(args->operands[0], id) != 0)
-		return gp_cli_usage_error(args,
+		return gp_cli_usage_error(NULL,
 		    "%s: '%s' is not a job id (a positive whole number)",
 		    args->cmd->name, args->operands[0]);
 	return 0;

@@ -114,8 +114,10 @@ joblog_append(struct job *job, int attempt, int64_t offset,
 		char notice[128];
 		if (room > 0)
 			rc = append_raw(job, data, room);
+		/* The notice goes on a line of its own. */
 		snprintf(notice, sizeof(notice),
-		    "\n[gpupool: log truncated at %lld bytes]\n",
+		    "%s[gpupool: log truncated at %lld bytes]\n",
+		    room > 0 && data[room - 1] == '\n' ? "" : "\n",
 		    (long long)cap);
 		if (rc == 0)
 			rc = append_raw(job, notice, strlen(notice));

@@ -16,9 +16,7 @@ deadline=$((SECONDS + WAIT_S))
 while :; do
 	cli nodes --json
 	if [ "$CLI_RC" = 0 ]; then
-		n=$(printf '%s' "$CLI_OUT" | json '
-nodes = d["nodes"] if isinstance(d, dict) else d
-" ".join("%s:%d" % (x["state"], len(x["gpus"])) for x in nodes)')
+		n=$(printf '%s' "$CLI_OUT" | json '" ".join("%s:%d" % (x["state"], len(x["gpus"])) for x in d["nodes"])')
 		[ "$n" = "up:2" ] && break
 	fi
 	[ $SECONDS -ge $deadline ] && fail "nodes never showed one up node with 2 GPUs ($CLI_RC: $CLI_OUT $CLI_ERR)"
