@@ -19,7 +19,9 @@ if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
 WAIT_S=${E2E_WAIT_S:-30}
 TEST_NAME=$(basename "$0" .sh)
 
-T=$(mktemp -d "/tmp/gpe2e-$TEST_NAME.XXXXXX") || exit 1
+# Not under /tmp: jobs get a private /tmp, so the agent refuses work dirs
+# there.
+T=$(mktemp -d "${E2E_TMPDIR:-/var/tmp}/gpe2e-$TEST_NAME.XXXXXX") || exit 1
 # Jobs run as `nobody` in work dirs below $T: it must be traversable.
 chmod 755 "$T"
 mkdir -p "$T/home/.config" "$T/agents"
@@ -401,6 +403,9 @@ wait_node_state() { # NAME STATE [SECONDS]
 	while :; do
 		s=$(node_state "$1")
 		[ "$s" = "$2" ] && return 0
+		if [ "$2" = up ] && [ -n "${AGENT_PID[$1]:-}" ] && ! alive "${AGENT_PID[$1]}"; then
+			fail "agent $1 exited while waiting for its node to be up"
+		fi
 		[ $SECONDS -ge $deadline ] && fail "node $1 not $2 after ${3:-$WAIT_S}s (state $s)"
 		sleep 0.1
 	done
