@@ -33,12 +33,14 @@ unset GPUPOOL_URL GPUPOOL_TOKEN GPUPOOL_CA GPUPOOL_CONFIG
 STARTED_PIDS=()	# every process we started in its own session
 MARKERS=()	# strings that tag job processes (see new_marker)
 declare -A AGENT_PID=()
+declare -A PID_WHAT=()	# pid -> what it is, for messages
 COORD_PID=
 COORD_PORT=
 COORD_SCHEME=http
 COORD_TLS_ARGS=()
 COORD_EXTRA_ARGS=()
 COORD_DATA="$T/coord"
+COORD_LOG="$T/coord.log"
 ADMIN_TOKEN=
 
 log() { echo "[$(date +%H:%M:%S.%N | cut -c1-12)] $*" >&2; }
@@ -158,6 +160,18 @@ cleanup() {
 		done
 		sleep 0.2
 	done
+	# A daemon that crashed (now or at any time during the test) fails it:
+	# SIGTERM must end them cleanly, and nothing may abort or fault.
+	local st
+	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+		wait "$pid" 2>/dev/null
+		st=$?
+		case $st in
+		132 | 134 | 135 | 136 | 139)
+			echo "FAIL [$TEST_NAME]: process $pid (${PID_WHAT[$pid]:-?}) crashed: signal $((st - 128))" >&2
+			[ "$rc" = 0 ] && rc=1 ;;
+		esac
+	done
 	wait 2>/dev/null
 	if [ -n "${E2E_KEEP:-}" ]; then
 		echo "kept $T" >&2
@@ -176,6 +190,7 @@ spawn() {
 	shift
 	setsid "$@" >>"$logf" 2>&1 </dev/null &
 	SPAWNED_PID=$!
+	PID_WHAT[$SPAWNED_PID]="$(basename "$1") $2 (log $(basename "$logf"))"
 	STARTED_PIDS+=("$SPAWNED_PID")
 }
 
@@ -322,7 +337,7 @@ start_coordinator() {
 	[ $# -gt 0 ] && COORD_EXTRA_ARGS=("$@")
 	[ -n "$COORD_PORT" ] || COORD_PORT=$(free_port)
 	mkdir -p "$COORD_DATA"
-	spawn "$T/coord.log" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
+	spawn "$COORD_LOG" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
 	    --data "$COORD_DATA" --lease-ms 2000 --heartbeat-ms 300 \
 	    "${COORD_TLS_ARGS[@]+"${COORD_TLS_ARGS[@]}"}" \
 	    "${COORD_EXTRA_ARGS[@]+"${COORD_EXTRA_ARGS[@]}"}" -v
@@ -477,4 +492,20 @@ job_log() {
 	api "$ADMIN_TOKEN" GET "/v1/jobs/$1/log?offset=0"
 	[ "$API_STATUS" = 200 ] || fail "log of job $1: HTTP $API_STATUS $API_BODY"
 	LOG=$API_BODY
+}
+
+# ---------------------------------------------------------------- several pools
+
+# save_pool NAME / use_pool NAME: remember and switch between independent
+# pools (each its own coordinator, port and data dir) in one test. After
+# save_pool, set COORD_PORT= and COORD_DATA=DIR and call start_coordinator
+# to make another.
+declare -A POOLS=()
+save_pool() {
+	POOLS[$1]="$COORD_PORT|$COORD_DATA|$COORD_PID|$ADMIN_TOKEN|$COORD_LOG"
+}
+use_pool() {
+	IFS='|' read -r COORD_PORT COORD_DATA COORD_PID ADMIN_TOKEN COORD_LOG <<<"${POOLS[$1]}"
+	GPUPOOL_URL=$(coord_url)
+	GPUPOOL_TOKEN=$ADMIN_TOKEN
 }

@@ -25,6 +25,7 @@ wait_state "$jb" running
 wait_count argv0 "$mr" 1
 
 # 50 jobs, five submitters in parallel; keep exactly the ids the CLI printed.
+submitters=()
 for w in 1 2 3 4 5; do
 	(
 		for i in $(seq 1 10); do
@@ -32,8 +33,10 @@ for w in 1 2 3 4 5; do
 			    echo "$out $w-$i"
 		done >"$T/ids-$w"
 	) &
+	submitters+=($!)
 done
-wait
+# (only these: a bare `wait` would wait for the daemons too)
+wait "${submitters[@]}"
 cat "$T"/ids-? >"$T/ids"
 acked=$(wc -l <"$T/ids")
 assert_eq 50 "$acked" "acknowledged submissions ($(cat "$T"/submit-?.err))"
