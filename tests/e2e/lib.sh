@@ -58,6 +58,14 @@ fail() {
 	exit 1
 }
 
+# soft_fail MSG: record a failure but go on, so that one test can report
+# several independent defects; the test fails at exit.
+SOFT_FAILS=()
+soft_fail() {
+	echo "FAIL (continuing) [$TEST_NAME]: $*" >&2
+	SOFT_FAILS+=("$*")
+}
+
 assert_eq() { # EXPECTED ACTUAL WHAT
 	[ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
 }
@@ -133,6 +141,10 @@ cleanup() {
 	local rc=$? pid i left
 	trap - EXIT INT TERM
 	set +e
+	if [ ${#SOFT_FAILS[@]} -gt 0 ]; then
+		printf 'FAIL [%s]: %s\n' "$TEST_NAME" "${SOFT_FAILS[@]}" >&2
+		[ "$rc" = 0 ] && rc=1
+	fi
 	local before
 	before=$(stray_pids)
 	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
