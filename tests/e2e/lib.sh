@@ -185,6 +185,15 @@ cleanup() {
 		esac
 	done
 	wait 2>/dev/null
+	# Under SANITIZE=1 builds: any sanitizer report in a daemon's log fails.
+	local f
+	for f in $(find "$T" -name '*.log' -type f 2>/dev/null); do
+		if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f"; then
+			echo "FAIL [$TEST_NAME]: sanitizer report in $(basename "$f"):" >&2
+			grep -m 3 -A 12 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f" >&2
+			[ "$rc" = 0 ] && rc=1
+		fi
+	done
 	if [ -n "${E2E_KEEP:-}" ]; then
 		echo "kept $T" >&2
 	else
