@@ -19,15 +19,15 @@ run_one() { # name command...
 	if [ -n "$pattern" ] && [[ $name != *$pattern* ]]; then
 		return
 	fi
-	local start=$SECONDS
-	if "$@" >"$logdir/$name.log" 2>&1; then
+	local start=$SECONDS log="$logdir/${name//\//_}.log"
+	if "$@" >"$log" 2>&1; then
 		passed=$((passed + 1))
 		echo "ok   $name ($((SECONDS - start))s)"
 	else
 		failed=$((failed + 1))
 		failures+=("$name")
 		echo "FAIL $name ($((SECONDS - start))s)"
-		tail -n 40 "$logdir/$name.log" | sed 's/^/     | /'
+		tail -n 40 "$log" | sed 's/^/     | /'
 	fi
 }
 

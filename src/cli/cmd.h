@@ -9,23 +9,23 @@
 
 #include <jansson.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "http_client.h"
 #include "jobspec.h"
 #include "util.h"
 
 /* Exit codes. */
-#define GP_CLI_EXIT_OK	  0
+#define GP_CLI_EXIT_OK    0
 #define GP_CLI_EXIT_FAIL  1
 #define GP_CLI_EXIT_USAGE 2
 
 /* One option of a command; a NULL name ends a table. */
 struct gp_cli_option {
-	const char *name;	/* long name, without the dashes */
-	char short_name;	/* 0 when none */
-	const char *metavar;	/* NULL for a flag, else its argument */
+	const char *name;    /* long name, without the dashes */
+	char short_name;     /* 0 when none */
+	const char *metavar; /* NULL for a flag, else its argument */
 	const char *help;
 };
 
@@ -33,14 +33,14 @@ struct gp_cli_args;
 
 /* One command; the table in main.c drives dispatch and --help. */
 struct gp_cli_command {
-	const char *name;	/* "submit", or "token create" */
-	const char *operands;	/* usage after the options: "JOB" */
-	const char *summary;	/* one line for the global help */
+	const char *name;     /* "submit", or "token create" */
+	const char *operands; /* usage after the options: "JOB" */
+	const char *summary;  /* one line for the global help */
 	const struct gp_cli_option *options;
 	int min_operands, max_operands; /* max -1: any number */
 	/* 1: options end at the first operand (submit's command). */
 	int stop_at_operand;
-	const char *details;	/* more text for --help, or NULL */
+	const char *details; /* more text for --help, or NULL */
 	int (*run)(const struct gp_cli_args *args);
 };
 
@@ -50,13 +50,13 @@ struct gp_cli_command {
 struct gp_cli_args {
 	const struct gp_cli_command *cmd;
 	struct {
-		int option;	/* index in cmd->options */
+		int option;        /* index in cmd->options */
 		const char *value; /* NULL for a flag */
 	} seen[GP_CLI_SEEN_MAX];
 	int nseen;
 	char **operands;
 	int noperands;
-	int help;		/* --help or -h was given */
+	int help; /* --help or -h was given */
 };
 
 /* main.c */
@@ -77,8 +77,7 @@ const char *gp_cli_value(const struct gp_cli_args *args, const char *name);
 /* Writes the --help text of cmd. */
 void gp_cli_usage(const struct gp_cli_command *cmd, FILE *out);
 /* Prints "gpupool: <message>" on stderr. */
-void gp_cli_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+void gp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints a usage error and the usage line; returns GP_CLI_EXIT_USAGE. */
 int gp_cli_usage_error(const struct gp_cli_args *args, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -89,7 +88,7 @@ struct gp_cli_config {
 	char token[256];
 	char ca[1024];
 	char admin_token_file[1024]; /* written by `gpupool up` */
-	char path[1024];	     /* the config file looked at */
+	char path[1024];             /* the config file looked at */
 };
 /* The config file's path: $GPUPOOL_CONFIG, $XDG_CONFIG_HOME/..., ~/... */
 int gp_cli_config_path(char *out, size_t len);
@@ -98,8 +97,8 @@ int gp_cli_config_path(char *out, size_t len);
  * what cfg already holds for keys absent from text. Returns 0 or
  * GP_EINVAL with err naming the line.
  */
-int gp_cli_config_parse(const char *text, struct gp_cli_config *cfg,
-    char *err, size_t errlen);
+int gp_cli_config_parse(const char *text, struct gp_cli_config *cfg, char *err,
+    size_t errlen);
 /*
  * Finds the pool: the config file, then GPUPOOL_URL, GPUPOOL_TOKEN and
  * GPUPOOL_CA over it. Returns 0, or GP_ENOENT (no URL or token) or
@@ -128,9 +127,8 @@ void gp_cli_disconnect(struct gp_cli_conn *conn);
  * returns an exit code on failure. OUT: *status, when not NULL, the HTTP
  * status (0 when none came).
  */
-int gp_cli_call(struct gp_cli_conn *conn, const char *method,
-    const char *path, json_t *body, long timeout_ms, json_t **reply,
-    long *status);
+int gp_cli_call(struct gp_cli_conn *conn, const char *method, const char *path,
+    json_t *body, long timeout_ms, json_t **reply, long *status);
 /* Prints the error for a failed request (transport or HTTP). */
 void gp_cli_report_http(const struct gp_cli_conn *conn, int rc,
     const struct gp_http_response *resp);
@@ -139,9 +137,9 @@ void gp_cli_report_http(const struct gp_cli_conn *conn, int rc,
 /* An aligned text table. */
 struct gp_table {
 	int ncols;
-	int nrows;	/* rows, including the header */
-	char **cells;	/* nrows * ncols, malloc'd strings */
-	int *right;	/* per column: 1 to align right */
+	int nrows;    /* rows, including the header */
+	char **cells; /* nrows * ncols, malloc'd strings */
+	int *right;   /* per column: 1 to align right */
 };
 int gp_table_init(struct gp_table *t, int ncols, const char *const *header);
 /* Adds a row of ncols cells (NULL is shown as "-"). */

@@ -52,8 +52,8 @@ trim(char *s)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	end = s + strlen(s);
-	while (end > s && (end[-1] == ' ' || end[-1] == '\t' ||
-			      end[-1] == '\r'))
+	while (
+	    end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
 		*--end = '\0';
 	return s;
 }
@@ -118,9 +118,10 @@ gp_cli_config_parse(const char *text, struct gp_cli_config *cfg, char *err,
 			    lineno, key);
 			return GP_EINVAL;
 		}
-		if (n >= sizeof(cfg->url) || (strcmp(key, "token") == 0 &&
-						 n >= sizeof(cfg->token))) {
-			snprintf(err, errlen, "line %d: value too long", lineno);
+		if (n >= sizeof(cfg->url) ||
+		    (strcmp(key, "token") == 0 && n >= sizeof(cfg->token))) {
+			snprintf(err, errlen, "line %d: value too long",
+			    lineno);
 			return GP_EINVAL;
 		}
 	}
@@ -193,13 +194,13 @@ gp_cli_config_write(const char *path, const char *url, const char *token,
 			return rc;
 	}
 	if (gp_buf_printf(&buf,
-		"# gpupool client configuration (written by gpupool up)\n"
-		"url = %s\ntoken = %s\n",
-		url, token) != 0)
+	        "# gpupool client configuration (written by gpupool up)\n"
+	        "url = %s\ntoken = %s\n",
+	        url, token) != 0)
 		return GP_ENOMEM;
 	if (admin_token_file != NULL &&
 	    gp_buf_printf(&buf, "admin_token_file = %s\n", admin_token_file) !=
-		0) {
+	        0) {
 		gp_buf_free(&buf);
 		return GP_ENOMEM;
 	}
@@ -256,14 +257,19 @@ gp_cli_report_http(const struct gp_cli_conn *conn, int rc,
 		why = why != NULL ? why + 1 : resp->error;
 		while (*why == ' ')
 			why++;
-		gp_cli_error("cannot reach the coordinator at %s: %s",
-		    conn->cfg.url, why[0] ? why : gp_strerror(rc));
+		gp_cli_error("cannot reach the coordinator at %s: %s%s",
+		    conn->cfg.url, why[0] ? why : gp_strerror(rc),
+		    strstr(why, "SSL") != NULL ||
+		            strstr(why, "certificate") != NULL
+		        ? " (is GPUPOOL_CA, or `ca =` in the config, the "
+		          "coordinator's CA file?)"
+		        : "");
 		return;
 	}
 	gp_http_error_text(resp, text, sizeof(text));
 	if (resp->status == 401)
 		gp_cli_error("%s (the coordinator does not know this token; "
-			     "check GPUPOOL_TOKEN or %s)",
+		             "check GPUPOOL_TOKEN or %s)",
 		    text, conn->cfg.path);
 	else
 		gp_cli_error("%s", text);

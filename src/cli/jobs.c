@@ -16,11 +16,11 @@
 #include "util.h"
 
 /* Long polls ask the coordinator to hold the call this long. */
-#define LONG_POLL_MS 25000
+#define LONG_POLL_MS       25000
 /* ...and give it this much more before giving up on the answer. */
 #define LONG_POLL_SLACK_MS 15000
 /* How long wait and logs -f keep retrying a coordinator that went away. */
-#define RECONNECT_TRIES 60
+#define RECONNECT_TRIES    60
 
 int
 gp_cli_parse_job_id(const char *text, int64_t *id)
@@ -30,8 +30,7 @@ gp_cli_parse_job_id(const char *text, int64_t *id)
 	return gp_parse_int(text, 1, INT64_MAX / 2, id);
 }
 
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -82,11 +81,12 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 	for (i = 0; i < args->nseen; i++) {
 		o = &args->cmd->options[args->seen[i].option];
 		v = args->seen[i].value;
-		if (strcmp(o->name, "gpus") == 0 || strcmp(o->name, "cpus") == 0) {
+		if (strcmp(o->name, "gpus") == 0 ||
+		    strcmp(o->name, "cpus") == 0) {
 			if (gp_parse_int(v, INT_MIN, INT_MAX, &n) != 0)
 				return fail(err, errlen,
-				    "--%s: '%s' is not a whole number",
-				    o->name, v);
+				    "--%s: '%s' is not a whole number", o->name,
+				    v);
 			if (strcmp(o->name, "gpus") == 0)
 				spec->gpus = (int)n;
 			else
@@ -96,8 +96,8 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 			if (v[0] == '-')
 				return fail(err, errlen,
 				    "%s: must be between 0 and %lld",
-				    o->name[0] == 'g' ? "gpu_mem_mib" :
-							"mem_mib",
+				    o->name[0] == 'g' ? "gpu_mem_mib"
+				                      : "mem_mib",
 				    GP_MIB_MAX);
 			if (gp_parse_mib(v, &n) != 0)
 				return fail(err, errlen,
@@ -368,8 +368,9 @@ join_array(json_t *array, const char *sep, int quote, struct gp_buf *out)
 		s = json_string_value(v);
 		if (s == NULL)
 			continue;
-		if (quote && (s[0] == '\0' ||
-				 strpbrk(s, " \t\n'\"\\$`*?;&|<>()") != NULL))
+		if (quote &&
+		    (s[0] == '\0' ||
+		        strpbrk(s, " \t\n'\"\\$`*?;&|<>()") != NULL))
 			gp_buf_printf(out, "'%s'", s);
 		else
 			gp_buf_printf(out, "%s", s);
@@ -429,8 +430,9 @@ print_job(json_t *job)
 		    json_integer_value(json_object_get(req, "gpus")));
 		if (json_integer_value(json_object_get(req, "gpu_mem_mib")) >
 		    0) {
-			gp_cli_format_mib(json_integer_value(json_object_get(
-					      req, "gpu_mem_mib")),
+			gp_cli_format_mib(json_integer_value(
+			                      json_object_get(req,
+			                          "gpu_mem_mib")),
 			    mib, sizeof(mib));
 			gp_buf_printf(&b, " gpu_mem=%s", mib);
 		}
@@ -440,15 +442,16 @@ print_job(json_t *job)
 		gp_buf_printf(&b, " cpus=%" JSON_INTEGER_FORMAT,
 		    json_integer_value(json_object_get(req, "cpus")));
 		if (json_integer_value(json_object_get(req, "mem_mib")) > 0) {
-			gp_cli_format_mib(json_integer_value(json_object_get(
-					      req, "mem_mib")),
+			gp_cli_format_mib(json_integer_value(
+			                      json_object_get(req, "mem_mib")),
 			    mib, sizeof(mib));
 			gp_buf_printf(&b, " mem=%s", mib);
 		}
 		if (json_integer_value(json_object_get(req, "time_limit_s")) >
 		    0) {
-			gp_format_duration(json_integer_value(json_object_get(
-					       req, "time_limit_s")),
+			gp_format_duration(json_integer_value(
+			                       json_object_get(req,
+			                           "time_limit_s")),
 			    text, sizeof(text));
 			gp_buf_printf(&b, " time=%s", text);
 		}
@@ -458,8 +461,8 @@ print_job(json_t *job)
 	if (json_object_size(json_object_get(job, "env")) > 0) {
 		const char *key;
 		json_object_foreach(json_object_get(job, "env"), key, v)
-			gp_buf_printf(&b, "%s%s=%s", b.len > 0 ? " " : "", key,
-			    json_string_value(v) ? json_string_value(v) : "");
+		    gp_buf_printf(&b, "%s%s=%s", b.len > 0 ? " " : "", key,
+		        json_string_value(v) ? json_string_value(v) : "");
 		print_field("env", b.data);
 		gp_buf_free(&b);
 	}
@@ -570,7 +573,8 @@ gp_cli_cmd_logs(const struct gp_cli_args *args)
 			break;
 		}
 		if (resp.body_len > 0 &&
-		    gp_write_all(STDOUT_FILENO, resp.body, resp.body_len) != 0) {
+		    gp_write_all(STDOUT_FILENO, resp.body, resp.body_len) !=
+		        0) {
 			gp_http_response_fini(&resp);
 			rc = GP_CLI_EXIT_FAIL;
 			break;
@@ -627,8 +631,8 @@ finished(const char *state)
 {
 	return state != NULL &&
 	    (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-		strcmp(state, "cancelled") == 0 ||
-		strcmp(state, "timeout") == 0);
+	        strcmp(state, "cancelled") == 0 ||
+	        strcmp(state, "timeout") == 0);
 }
 
 int
@@ -646,11 +650,13 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 
 	note[0] = '\0';
 	/* A cancel or a time limit is gpupool's kill, not the job's fate. */
-	stopped_by_gpupool = (state != NULL && (strcmp(state, "cancelled") == 0 ||
-				   strcmp(state, "timeout") == 0)) ||
-	    (reason != NULL && (strcmp(reason, "cancelled") == 0 ||
-				   strcmp(reason, "timeout") == 0 ||
-				   strcmp(reason, "start_failed") == 0));
+	stopped_by_gpupool = (state != NULL &&
+	                         (strcmp(state, "cancelled") == 0 ||
+	                             strcmp(state, "timeout") == 0)) ||
+	    (reason != NULL &&
+	        (strcmp(reason, "cancelled") == 0 ||
+	            strcmp(reason, "timeout") == 0 ||
+	            strcmp(reason, "start_failed") == 0));
 	if (json_is_integer(exit_code))
 		code = (int)(json_integer_value(exit_code) & 255);
 	else if (sig > 0 && !stopped_by_gpupool)

@@ -15,107 +15,115 @@
 #include "http_client.h"
 
 static const struct gp_cli_option no_options[] = {
-	{NULL, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option json_options[] = {
-	{"json", 0, NULL, "print the coordinator's JSON as is"},
-	{NULL, 0, NULL, NULL},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option token_create_options[] = {
-	{"role", 0, "ROLE", "user, provider or admin (required)"},
-	{"name", 0, "NAME", "who the token is for: a user name, or the "
-			    "provider's name (required)"},
-	{"token-file", 0, "FILE", "authenticate with the (admin) token in "
-				  "FILE"},
-	{NULL, 0, NULL, NULL},
+    {"role", 0, "ROLE", "user, provider or admin (required)"},
+    {"name", 0, "NAME",
+        "who the token is for: a user name, or the "
+        "provider's name (required)"},
+    {"token-file", 0, "FILE",
+        "authenticate with the (admin) token in "
+        "FILE"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option submit_options[] = {
-	{"gpus", 'g', "N", "GPUs the job needs (default 1; 0 for none)"},
-	{"gpu-mem", 0, "MIB", "each GPU has at least this much memory "
-			      "(\"16G\", \"40960\")"},
-	{"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
-	{"cpus", 'c', "N", "CPUs the job needs (default 1)"},
-	{"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
-	{"time", 't', "DURATION", "time limit (\"90m\", \"2:00:00\", "
-				  "\"1-12:00:00\"; default none)"},
-	{"name", 'n', "NAME", "job name (default: the command's basename)"},
-	{"env", 'e', "K=V", "set an environment variable (repeatable)"},
-	{NULL, 0, NULL, NULL},
+    {"gpus", 'g', "N", "GPUs the job needs (default 1; 0 for none)"},
+    {"gpu-mem", 0, "MIB",
+        "each GPU has at least this much memory "
+        "(\"16G\", \"40960\")"},
+    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
+    {"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
+    {"time", 't', "DURATION",
+        "time limit (\"90m\", \"2:00:00\", "
+        "\"1-12:00:00\"; default none)"},
+    {"name", 'n', "NAME", "job name (default: the command's basename)"},
+    {"env", 'e', "K=V", "set an environment variable (repeatable)"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option ps_options[] = {
-	{"all", 'a', NULL, "include finished jobs"},
-	{"json", 0, NULL, "print the coordinator's JSON as is"},
-	{NULL, 0, NULL, NULL},
+    {"all", 'a', NULL, "include finished jobs"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option logs_options[] = {
-	{"follow", 'f', NULL, "keep following until the job finishes"},
-	{NULL, 0, NULL, NULL},
+    {"follow", 'f', NULL, "keep following until the job finishes"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option up_options[] = {
-	{"listen", 'l', "ADDR:PORT", "where the coordinator listens "
-				     "(default 127.0.0.1:7070)"},
-	{"data", 'd', "DIR", "state and logs (default "
-			     "$XDG_DATA_HOME/gpupool or "
-			     "~/.local/share/gpupool)"},
-	{"fake-gpus", 0, "SPEC", "lend simulated GPUs: N[:MODEL[:MEM_MIB]]"},
-	{"name", 'n', "NAME", "the node's name (default: the hostname)"},
-	{"detach", 0, NULL, "start the pool in the background and return "
-			    "once it is ready"},
-	{NULL, 0, NULL, NULL},
+    {"listen", 'l', "ADDR:PORT",
+        "where the coordinator listens "
+        "(default 127.0.0.1:7070)"},
+    {"data", 'd', "DIR",
+        "state and logs (default "
+        "$XDG_DATA_HOME/gpupool or "
+        "~/.local/share/gpupool; /var/lib/gpupool for root)"},
+    {"fake-gpus", 0, "SPEC", "lend simulated GPUs: N[:MODEL[:MEM_MIB]]"},
+    {"name", 'n', "NAME", "the node's name (default: the hostname)"},
+    {"detach", 0, NULL,
+        "start the pool in the background and return "
+        "once it is ready"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option down_options[] = {
-	{"data", 'd', "DIR", "the pool's data directory (as given to up)"},
-	{NULL, 0, NULL, NULL},
+    {"data", 'd', "DIR", "the pool's data directory (as given to up)"},
+    {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_command commands[] = {
-	{"submit", "[--] COMMAND [ARG...]", "submit a job; prints its id",
-	    submit_options, 1, -1, 1,
-	    "Options must come before the command; `--` is needed only when "
-	    "the\ncommand starts with '-'. Prints just the job id.",
-	    gp_cli_cmd_submit},
-	{"ps", "", "list your queued and running jobs (--all: every job)",
-	    ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
-	{"show", "JOB", "show one job, with its attempts", json_options, 1,
-	    1, 0, NULL, gp_cli_cmd_show},
-	{"logs", "JOB", "print a job's output (-f: follow it)", logs_options,
-	    1, 1, 0, NULL, gp_cli_cmd_logs},
-	{"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,
-	    gp_cli_cmd_cancel},
-	{"wait", "JOB", "wait for a job; exit with its exit code",
-	    no_options, 1, 1, 0,
-	    "Exits with the job's exit code, 128+N when a signal N killed "
-	    "it, and 1\nwhen it was cancelled, timed out or could not start "
-	    "(with a note on stderr).",
-	    gp_cli_cmd_wait},
-	{"nodes", "", "list the nodes and their GPUs", json_options, 0, 0, 0,
-	    NULL, gp_cli_cmd_nodes},
-	{"whoami", "", "show who your token is", no_options, 0, 0, 0, NULL,
-	    gp_cli_cmd_whoami},
-	{"token create", "", "create a token (admin); prints just the token",
-	    token_create_options, 0, 0, 0,
-	    "Needs an admin token: --token-file, else GPUPOOL_TOKEN, else the "
-	    "config's\nadmin_token_file (written by `gpupool up`), else its "
-	    "token.",
-	    gp_cli_cmd_token_create},
-	{"up", "", "run a whole local pool (coordinator + agent) in one "
-		   "command",
-	    up_options, 0, 0, 0,
-	    "Starts a coordinator and one agent (simulated GPUs when no "
-	    "NVIDIA GPU is\nfound), writes the config file so the other "
-	    "commands work, and stays in\nthe foreground until "
-	    "interrupted. With --detach it returns once the pool\nis ready; "
-	    "`gpupool down` stops it.",
-	    gp_cli_cmd_up},
-	{"down", "", "stop a pool started with `gpupool up --detach`",
-	    down_options, 0, 0, 0, NULL, gp_cli_cmd_down},
+    {"submit", "[--] COMMAND [ARG...]", "submit a job; prints its id",
+        submit_options, 1, -1, 1,
+        "Options must come before the command; `--` is needed only when "
+        "the\ncommand starts with '-'. Prints just the job id.",
+        gp_cli_cmd_submit},
+    {"ps", "", "list your queued and running jobs (--all: every job)",
+        ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
+    {"show", "JOB", "show one job, with its attempts", json_options, 1, 1, 0,
+        NULL, gp_cli_cmd_show},
+    {"logs", "JOB", "print a job's output (-f: follow it)", logs_options, 1, 1,
+        0, NULL, gp_cli_cmd_logs},
+    {"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,
+        gp_cli_cmd_cancel},
+    {"wait", "JOB", "wait for a job; exit with its exit code", no_options, 1, 1,
+        0,
+        "Exits with the job's exit code, 128+N when a signal N killed "
+        "it, and 1\nwhen it was cancelled, timed out or could not start "
+        "(with a note on stderr).",
+        gp_cli_cmd_wait},
+    {"nodes", "", "list the nodes and their GPUs", json_options, 0, 0, 0, NULL,
+        gp_cli_cmd_nodes},
+    {"whoami", "", "show who your token is", no_options, 0, 0, 0, NULL,
+        gp_cli_cmd_whoami},
+    {"token create", "", "create a token (admin); prints just the token",
+        token_create_options, 0, 0, 0,
+        "Needs an admin token: --token-file, else GPUPOOL_TOKEN, else the "
+        "config's\nadmin_token_file (written by `gpupool up`), else its "
+        "token.",
+        gp_cli_cmd_token_create},
+    {"up", "",
+        "run a whole local pool (coordinator + agent) in one "
+        "command",
+        up_options, 0, 0, 0,
+        "Starts a coordinator and one agent (simulated GPUs when no "
+        "NVIDIA GPU is\nfound), writes the config file so the other "
+        "commands work, and stays in\nthe foreground until "
+        "interrupted. With --detach it returns once the pool\nis ready; "
+        "`gpupool down` stops it.",
+        gp_cli_cmd_up},
+    {"down", "", "stop a pool started with `gpupool up --detach`", down_options,
+        0, 0, 0, NULL, gp_cli_cmd_down},
 };
 
 void
@@ -202,7 +210,8 @@ gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 			    o->metavar ? o->metavar : "");
 		else
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name,
-			    o->metavar ? " " : "", o->metavar ? o->metavar : "");
+			    o->metavar ? " " : "",
+			    o->metavar ? o->metavar : "");
 		wrap(out, left, o->help);
 	}
 	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
@@ -283,15 +292,17 @@ gp_cli_parse(const struct gp_cli_command *cmd, int argc, char **argv,
 		}
 		if (a[1] == '-') {
 			eq = strchr(a + 2, '=');
-			len = eq != NULL ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+			len =
+			    eq != NULL ? (size_t)(eq - (a + 2)) : strlen(a + 2);
 			if (len == 4 && strncmp(a + 2, "help", 4) == 0) {
 				args->help = 1;
 				continue;
 			}
 			opt = find_long(cmd, a + 2, len);
 			if (opt < 0) {
-				snprintf(err, errlen, "%s: unknown option '%.*s'",
-				    cmd->name, (int)len + 2, a);
+				snprintf(err, errlen,
+				    "%s: unknown option '%.*s'", cmd->name,
+				    (int)len + 2, a);
 				return GP_EINVAL;
 			}
 			value = NULL;
@@ -308,7 +319,8 @@ gp_cli_parse(const struct gp_cli_command *cmd, int argc, char **argv,
 					value = argv[++i];
 				else {
 					snprintf(err, errlen,
-					    "%s: option --%s needs a value (%s)",
+					    "%s: option --%s needs a value "
+					    "(%s)",
 					    cmd->name, cmd->options[opt].name,
 					    cmd->options[opt].metavar);
 					return GP_EINVAL;
@@ -326,8 +338,8 @@ gp_cli_parse(const struct gp_cli_command *cmd, int argc, char **argv,
 			}
 			opt = find_short(cmd, *a);
 			if (opt < 0) {
-				snprintf(err, errlen, "%s: unknown option '-%c'",
-				    cmd->name, *a);
+				snprintf(err, errlen,
+				    "%s: unknown option '-%c'", cmd->name, *a);
 				return GP_EINVAL;
 			}
 			value = NULL;
@@ -411,8 +423,7 @@ global_help(FILE *out)
 	for (i = 0; i < GP_ARRAY_LEN(commands); i++)
 		fprintf(out, "  %-14s %s\n", commands[i].name,
 		    commands[i].summary);
-	fprintf(out,
-	    "  %-14s %s\n  %-14s %s\n  %-14s %s\n", "coordinator",
+	fprintf(out, "  %-14s %s\n  %-14s %s\n  %-14s %s\n", "coordinator",
 	    "run the coordinator (see gpupool-coordinator(8))", "agent",
 	    "run a provider agent (see gpupool-agent(8))", "version",
 	    "print the version");

@@ -30,8 +30,8 @@ add_unique(struct gp_buf *list, const char *text)
 int
 gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 {
-	static const char *const header[] = {"NODE", "STATE", "GPUS",
-	    "MODEL", "GPU-MEM", "CPUS", "MEM", "JOBS"};
+	static const char *const header[] = {"NODE", "STATE", "GPUS", "MODEL",
+	    "GPU-MEM", "CPUS", "MEM", "JOBS"};
 	struct gp_buf models = {0}, jobs = {0};
 	json_t *nodes, *node, *gpus, *gpu;
 	char used[32], gpumem[32], cpus[32], mem[32], id[32];
@@ -55,8 +55,8 @@ gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 		json_array_foreach(gpus, j, gpu)
 		{
 			json_t *job = json_object_get(gpu, "job");
-			int64_t m = json_integer_value(
-			    json_object_get(gpu, "mem_mib"));
+			int64_t m =
+			    json_integer_value(json_object_get(gpu, "mem_mib"));
 			if (json_is_integer(job)) {
 				in_use++;
 				snprintf(id, sizeof(id),
@@ -76,9 +76,9 @@ gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 			gp_cli_format_mib(min_mem, gpumem, sizeof(gpumem));
 		snprintf(cpus, sizeof(cpus), "%" JSON_INTEGER_FORMAT,
 		    json_integer_value(json_object_get(node, "cpus")));
-		gp_cli_format_mib(
-		    json_integer_value(json_object_get(node, "mem_mib")), mem,
-		    sizeof(mem));
+		gp_cli_format_mib(json_integer_value(
+		                      json_object_get(node, "mem_mib")),
+		    mem, sizeof(mem));
 		row[0] = gp_cli_json_str(node, "name");
 		row[1] = gp_cli_json_str(node, "state");
 		row[2] = used;
@@ -145,12 +145,12 @@ gp_cli_cmd_whoami(const struct gp_cli_args *args)
 	if (rc == 0) {
 		printf("%s (role %s, token id %" JSON_INTEGER_FORMAT
 		       ") at %s\n",
-		    gp_cli_json_str(reply, "name") != NULL ?
-			gp_cli_json_str(reply, "name") :
-			"?",
-		    gp_cli_json_str(reply, "role") != NULL ?
-			gp_cli_json_str(reply, "role") :
-			"?",
+		    gp_cli_json_str(reply, "name") != NULL
+		        ? gp_cli_json_str(reply, "name")
+		        : "?",
+		    gp_cli_json_str(reply, "role") != NULL
+		        ? gp_cli_json_str(reply, "role")
+		        : "?",
 		    json_integer_value(json_object_get(reply, "id")),
 		    conn.cfg.url);
 		json_decref(reply);

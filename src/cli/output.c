@@ -64,12 +64,12 @@ gp_table_render(const struct gp_table *t, struct gp_buf *out)
 			last = c == t->ncols - 1;
 			if (c > 0 && gp_buf_append(out, "  ", 2) != 0)
 				goto fail;
-			if (t->right[c] && gp_buf_printf(out, "%*s",
-					       (int)width[c], cell) != 0)
+			if (t->right[c] &&
+			    gp_buf_printf(out, "%*s", (int)width[c], cell) != 0)
 				goto fail;
-			if (!t->right[c] && gp_buf_printf(out, "%-*s",
-						last ? 0 : (int)width[c],
-						cell) != 0)
+			if (!t->right[c] &&
+			    gp_buf_printf(out, "%-*s", last ? 0 : (int)width[c],
+			        cell) != 0)
 				goto fail;
 		}
 		if (gp_buf_append(out, "\n", 1) != 0)
@@ -99,7 +99,7 @@ gp_cli_format_elapsed(int64_t ms, char *out, size_t len)
 {
 	int64_t s = ms < 0 ? 0 : ms / 1000;
 	long long d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60,
-		  sec = s % 60;
+	          sec = s % 60;
 
 	if (d > 0)
 		snprintf(out, len, "%lld-%02lld:%02lld:%02lld", d, h, m, sec);

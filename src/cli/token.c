@@ -3,13 +3,14 @@
  * (an admin call) and prints just the token, so that scripts can capture
  * it.
  */
+#include "token.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cmd.h"
 #include "gp.h"
-#include "token.h"
 #include "util.h"
 
 /* Reads the first line of a token file into out. Returns 0 or GP_E*. */
@@ -68,8 +69,7 @@ gp_cli_cmd_token_create(const struct gp_cli_args *args)
 	    gp_cli_config_load(&cfg, err, sizeof(err)) != GP_EINVAL &&
 	    cfg.admin_token_file[0] != '\0')
 		file = cfg.admin_token_file;
-	if (file != NULL &&
-	    read_token_file(file, token, sizeof(token)) != 0) {
+	if (file != NULL && read_token_file(file, token, sizeof(token)) != 0) {
 		gp_cli_error("cannot read a token from %s", file);
 		return GP_CLI_EXIT_FAIL;
 	}

@@ -11,7 +11,12 @@
  * agent/ (the agent's work directory), coordinator.log, agent.log,
  * provider.token, user.token, up.pid.
  */
-#include <dlfcn.h>
+#include <sys/types.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,28 +26,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/gpu.h"
 #include "cli/cmd.h"
 #include "gp.h"
 #include "util.h"
 
-#define DEFAULT_LISTEN	  "127.0.0.1:7070"
+#define DEFAULT_LISTEN    "127.0.0.1:7070"
 #define READY_TIMEOUT_MS  30000
-#define STOP_GRACE_MS	  8000
+#define STOP_GRACE_MS     8000
 #define FAKE_GPUS_DEFAULT "2"
 
 struct child {
-	const char *what;	/* "coordinator", "agent" */
-	pid_t pid;		/* 0 when not running */
+	const char *what; /* "coordinator", "agent" */
+	pid_t pid;        /* 0 when not running */
 	char log[PATH_MAX];
-	off_t log_start;	/* the log's size when we started it */
+	off_t log_start; /* the log's size when we started it */
 };
 
 struct pool {
@@ -51,19 +52,19 @@ struct pool {
 	char url[300];
 	char node[GP_NAME_MAX + 1];
 	char user[GP_NAME_MAX + 1];
-	char fake_gpus[128];	/* "" for the real GPUs */
+	char fake_gpus[128]; /* "" for the real GPUs */
 	int detach;
 	struct child coord, agent;
-	sigset_t signals;	/* blocked; waited for with sigtimedwait */
+	sigset_t signals; /* blocked; waited for with sigtimedwait */
 };
 
 /* "DATA/name" into out. Returns 0 or GP_EINVAL when too long. */
 static int
 data_path(const struct pool *p, const char *name, char *out, size_t len)
 {
-	return (size_t)snprintf(out, len, "%s/%s", p->data, name) < len ?
-	    0 :
-	    GP_EINVAL;
+	return (size_t)snprintf(out, len, "%s/%s", p->data, name) < len
+	    ? 0
+	    : GP_EINVAL;
 }
 
 int
@@ -75,13 +76,15 @@ gp_cli_default_data_dir(char *out, size_t len)
 
 	if (xdg != NULL && xdg[0] == '/')
 		n = (size_t)snprintf(out, len, "%s/gpupool", xdg);
+	else if (geteuid() == 0)
+		/* Jobs run as nobody, who cannot reach into /root. */
+		n = (size_t)snprintf(out, len, "/var/lib/gpupool");
 	else {
 		if (home == NULL || home[0] == '\0') {
 			pw = getpwuid(getuid());
 			home = pw != NULL ? pw->pw_dir : "/";
 		}
-		n = (size_t)snprintf(out, len, "%s/.local/share/gpupool",
-		    home);
+		n = (size_t)snprintf(out, len, "%s/.local/share/gpupool", home);
 	}
 	return n < len ? 0 : GP_EINVAL;
 }
@@ -96,8 +99,8 @@ clean_name(const char *text, const char *fallback, char *out, size_t len)
 	for (i = 0; text[i] != '\0' && n + 1 < len && n < GP_NAME_MAX; i++) {
 		c = text[i];
 		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			(c >= '0' && c <= '9') || c == '.' || c == '_' ||
-			c == '-'))
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == '-'))
 			c = '-';
 		out[n++] = c;
 	}
@@ -177,38 +180,37 @@ port_in_use(const char *host, const char *port)
 }
 
 /*
- * How many NVIDIA GPUs NVML sees (0 when none or no NVML). OUT: why,
- * when 0. Probes libnvidia-ml.so.1 itself, so that up does not depend on
- * the agent's GPU code.
+ * Whether jobs can run under the agent's work directory: not under /tmp
+ * or /dev/shm (each job gets a private one) and, when jobs run as nobody,
+ * reachable by others. OUT: why, when not. Returns 1 when fine.
  */
 static int
-count_nvidia_gpus(char *why, size_t len)
+work_dir_usable(const char *dir, char *why, size_t len)
 {
-	int (*init)(void), (*count)(unsigned int *), (*shutdown)(void);
-	unsigned int n = 0;
-	void *lib;
+	char path[PATH_MAX], *slash;
+	struct stat st;
 
-	lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		snprintf(why, len, "NVML not available");
+	if (strncmp(dir, "/tmp/", 5) == 0 ||
+	    strncmp(dir, "/dev/shm/", 9) == 0) {
+		snprintf(why, len,
+		    "jobs cannot run under /tmp or /dev/shm "
+		    "(each job gets a private one)");
 		return 0;
 	}
-	*(void **)&init = dlsym(lib, "nvmlInit_v2");
-	*(void **)&count = dlsym(lib, "nvmlDeviceGetCount_v2");
-	*(void **)&shutdown = dlsym(lib, "nvmlShutdown");
-	if (init == NULL || count == NULL || shutdown == NULL)
-		snprintf(why, len, "NVML is incomplete");
-	else if (init() != 0)
-		snprintf(why, len, "NVML could not initialise");
-	else {
-		if (count(&n) != 0)
-			n = 0;
-		shutdown();
-		if (n == 0)
-			snprintf(why, len, "NVML sees no GPU");
+	if (geteuid() != 0)
+		return 1;
+	gp_strlcpy(path, dir, sizeof(path));
+	while ((slash = strrchr(path, '/')) != NULL && slash != path) {
+		*slash = '\0';
+		if (stat(path, &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+			snprintf(why, len,
+			    "jobs run as nobody, who cannot "
+			    "enter %.200s (mode %03o)",
+			    path, (unsigned)(st.st_mode & 0777));
+			return 0;
+		}
 	}
-	dlclose(lib);
-	return (int)n;
+	return 1;
 }
 
 /* Prints the lines of a child's log written since we started it. */
@@ -298,8 +300,8 @@ describe_status(int status, char *out, size_t len)
 	if (WIFEXITED(status))
 		snprintf(out, len, "exit status %d", WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		snprintf(out, len, "killed by signal %d (%s)",
-		    WTERMSIG(status), strsignal(WTERMSIG(status)));
+		snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(status),
+		    strsignal(WTERMSIG(status)));
 	else
 		snprintf(out, len, "status %d", status);
 }
@@ -485,8 +487,8 @@ ensure_token(struct pool *p, const char *admin, const char *file,
 		gp_cli_error("out of memory");
 		return -1;
 	}
-	rc = gp_http_request(http, "POST", "/v1/tokens", dumped,
-	    strlen(dumped), NULL, 5000, &resp);
+	rc = gp_http_request(http, "POST", "/v1/tokens", dumped, strlen(dumped),
+	    NULL, 5000, &resp);
 	free(dumped);
 	gp_http_client_free(http);
 	if (rc != 0 || resp.status != 201) {
@@ -612,17 +614,18 @@ print_welcome(const struct pool *p, const char *config, int ngpus,
 	       "\n"
 	       "Try:\n"
 	       "  gpupool nodes\n",
-	    p->url, p->coord.log, p->node, ngpus,
-	    simulated ? "simulated " : "", ngpus == 1 ? "" : "s",
-	    p->agent.log, config, p->user, p->data);
+	    p->url, p->coord.log, p->node, ngpus, simulated ? "simulated " : "",
+	    ngpus == 1 ? "" : "s", p->agent.log, config, p->user, p->data);
 	if (simulated)
-		printf("  gpupool submit --gpus 1 -- sh -c 'for i in 1 2 3 4 5; "
-		       "do echo step $i on GPU $CUDA_VISIBLE_DEVICES; sleep 1; "
-		       "done'\n");
+		printf(
+		    "  id=$(gpupool submit --gpus 1 -- sh -c 'for i in 1 2 3 "
+		    "4 5; do\n"
+		    "      echo step $i on GPU $CUDA_VISIBLE_DEVICES; sleep 1; "
+		    "done')\n");
 	else
-		printf("  gpupool submit --gpus 1 -- nvidia-smi\n");
-	printf("  gpupool ps --all\n"
-	       "  gpupool logs -f 1\n"
+		printf("  id=$(gpupool submit --gpus 1 -- nvidia-smi)\n");
+	printf("  gpupool ps\n"
+	       "  gpupool logs -f $id\n"
 	       "\n");
 	if (p->detach)
 		printf("The pool runs in the background; stop it with: "
@@ -642,8 +645,8 @@ supervise(struct pool *p)
 	for (;;) {
 		sig = pause_ms(p, 500);
 		if (sig != 0) {
-			printf("\ngpupool: %s: stopping the pool\n",
-			    strsignal(sig));
+			printf("\ngpupool: got %s, stopping the pool\n",
+			    sig == SIGINT ? "SIGINT" : "SIGTERM");
 			fflush(stdout);
 			stop_pool(p);
 			return 0;
@@ -663,7 +666,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	const char *data = gp_cli_value(args, "data");
 	const char *fake = gp_cli_value(args, "fake-gpus");
 	const char *name = gp_cli_value(args, "name");
-	char host[256], port[16], why[128], path[PATH_MAX], config[PATH_MAX];
+	char host[256], port[16], why[320], path[PATH_MAX], config[PATH_MAX];
 	char admin[256], provider[256], user_token[256], hostname[256];
 	char coord_data[PATH_MAX], agent_work[PATH_MAX], token_file[PATH_MAX];
 	char admin_file[PATH_MAX], pidtext[128];
@@ -671,7 +674,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	struct gp_cli_config old;
 	pid_t old_coord, old_agent;
 	struct pool p;
-	int ngpus, simulated = 0, rc, n;
+	struct gp_gpu_info *gpus = NULL;
+	int ngpus = 0, simulated = 0, rc, n, data_mode;
 
 	memset(&p, 0, sizeof(p));
 	p.detach = gp_cli_flag(args, "detach");
@@ -679,19 +683,16 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	p.agent.what = "agent";
 	gp_strlcpy(p.listen, listen != NULL ? listen : DEFAULT_LISTEN,
 	    sizeof(p.listen));
-	if (split_listen(p.listen, host, sizeof(host), port, sizeof(port)) !=
-	    0)
+	if (split_listen(p.listen, host, sizeof(host), port, sizeof(port)) != 0)
 		return gp_cli_usage_error(args,
 		    "up: --listen must be ADDR:PORT, like 127.0.0.1:7070");
-	snprintf(p.url, sizeof(p.url), "http://%s%s%s:%s",
-	    strchr(host, ':') != NULL ? "[" : "",
-	    strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" :
-	    strcmp(host, "::") == 0	 ? "::1" :
-					   host,
-	    strchr(host, ':') != NULL ? "]" : "", port);
+	/* The coordinator takes IPv4; 0.0.0.0 is reached on loopback. */
+	snprintf(p.url, sizeof(p.url), "http://%s:%s",
+	    strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, port);
 	if (name != NULL && !gp_name_valid(name))
 		return gp_cli_usage_error(args,
-		    "up: --name must be 1 to %d characters of A-Z a-z 0-9 . _ -",
+		    "up: --name must be 1 to %d characters of "
+		    "A-Z a-z 0-9 . _ -",
 		    GP_NAME_MAX);
 	if (fake != NULL && fake[0] == '\0')
 		return gp_cli_usage_error(args,
@@ -710,18 +711,21 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		gp_cli_error("data directory path too long");
 		return GP_CLI_EXIT_FAIL;
 	}
-	if (gp_mkdir_p(path, 0700) != 0 || realpath(path, p.data) == NULL) {
+	/* As root, jobs run as nobody: they must pass through DATA. */
+	data_mode = geteuid() == 0 ? 0711 : 0700;
+	if (gp_mkdir_p(path, data_mode) != 0 ||
+	    realpath(path, p.data) == NULL) {
 		gp_cli_error("cannot create %s: %s", path, strerror(errno));
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (data_path(&p, "coord", coord_data, sizeof(coord_data)) != 0 ||
 	    data_path(&p, "agent", agent_work, sizeof(agent_work)) != 0 ||
 	    data_path(&p, "provider.token", token_file, sizeof(token_file)) !=
-		0 ||
+	        0 ||
 	    data_path(&p, "coord/admin.token", admin_file,
-		sizeof(admin_file)) != 0 ||
+	        sizeof(admin_file)) != 0 ||
 	    data_path(&p, "coordinator.log", p.coord.log,
-		sizeof(p.coord.log)) != 0 ||
+	        sizeof(p.coord.log)) != 0 ||
 	    data_path(&p, "agent.log", p.agent.log, sizeof(p.agent.log)) != 0 ||
 	    data_path(&p, "up.pid", path, sizeof(path)) != 0) {
 		gp_cli_error("data directory path too long: %s", p.data);
@@ -729,37 +733,58 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	}
 	if (read_pidfile(path, &old_coord, &old_agent) == 0 &&
 	    (is_our_process(old_coord, "coordinator") ||
-		is_our_process(old_agent, "agent"))) {
+	        is_our_process(old_agent, "agent"))) {
 		gp_cli_error("a pool from %s is already running (coordinator "
-			     "pid %ld); stop it with: gpupool down --data %s",
+		             "pid %ld); stop it with: gpupool down --data %s",
 		    p.data, (long)old_coord, p.data);
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (port_in_use(host, port)) {
 		gp_cli_error("something is already listening on %s (another "
-			     "gpupool up?); stop it, or pick another port "
-			     "with --listen 127.0.0.1:7071",
+		             "gpupool up?); stop it, or pick another port "
+		             "with --listen 127.0.0.1:7071",
 		    p.listen);
 		return GP_CLI_EXIT_FAIL;
 	}
+	if (!work_dir_usable(agent_work, why, sizeof(why))) {
+		gp_cli_error("cannot use %s for jobs: %s; pick another --data "
+		             "(like /var/lib/gpupool)",
+		    agent_work, why);
+		return GP_CLI_EXIT_FAIL;
+	}
+	chmod(p.data, (mode_t)data_mode);
 	if (gp_mkdir_p(coord_data, 0700) != 0 ||
-	    gp_mkdir_p(agent_work, 0711) != 0) {
+	    gp_mkdir_p(agent_work, data_mode) != 0) {
 		gp_cli_error("cannot create %s: %s", agent_work,
 		    strerror(errno));
 		return GP_CLI_EXIT_FAIL;
 	}
 
-	/* Which GPUs to lend. */
+	/* Which GPUs to lend: found the way the agent will find them. */
+	why[0] = '\0';
 	if (fake != NULL) {
+		rc = gp_gpu_discover(fake, &gpus, &ngpus, why, sizeof(why));
+		free(gpus);
+		if (rc != 0)
+			return gp_cli_usage_error(args, "up: %s", why);
 		gp_strlcpy(p.fake_gpus, fake, sizeof(p.fake_gpus));
 		simulated = 1;
-		ngpus = atoi(fake);
-		printf("gpupool: lending simulated GPUs (--fake-gpus %s)\n",
-		    fake);
-	} else if ((ngpus = count_nvidia_gpus(why, sizeof(why))) > 0) {
-		printf("gpupool: found %d NVIDIA GPU%s: lending %s\n", ngpus,
-		    ngpus == 1 ? "" : "s", ngpus == 1 ? "it" : "them");
+		printf("gpupool: lending %d simulated GPU%s (--fake-gpus %s)\n",
+		    ngpus, ngpus == 1 ? "" : "s", fake);
 	} else {
+		rc = gp_gpu_discover(NULL, &gpus, &ngpus, why, sizeof(why));
+		if (rc == 0 && ngpus > 0)
+			printf("gpupool: found %d NVIDIA GPU%s (%s): lending "
+			       "%s\n",
+			    ngpus, ngpus == 1 ? "" : "s", gpus[0].model,
+			    ngpus == 1 ? "it" : "them");
+		free(gpus);
+	}
+	if (fake == NULL && (rc != 0 || ngpus == 0)) {
+		if (rc == GP_ENOENT)
+			gp_strlcpy(why, "NVML not available", sizeof(why));
+		else if (rc == 0)
+			gp_strlcpy(why, "NVML sees no GPU", sizeof(why));
 		gp_strlcpy(p.fake_gpus, FAKE_GPUS_DEFAULT, sizeof(p.fake_gpus));
 		simulated = 1;
 		ngpus = atoi(FAKE_GPUS_DEFAULT);
@@ -776,8 +801,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	sigprocmask(SIG_BLOCK, &p.signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	printf("gpupool: starting the coordinator on %s (data %s)\n",
-	    p.listen, coord_data);
+	printf("gpupool: starting the coordinator on %s (data %s)\n", p.listen,
+	    coord_data);
 	fflush(stdout);
 	n = 0;
 	coord_argv[n++] = "gpupool";
@@ -793,9 +818,9 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	if (rc != 0)
 		goto fail;
 	if (ensure_token(&p, admin, "provider.token", "provider", p.node,
-		provider, sizeof(provider)) != 0 ||
+	        provider, sizeof(provider)) != 0 ||
 	    ensure_token(&p, admin, "user.token", "user", p.user, user_token,
-		sizeof(user_token)) != 0) {
+	        sizeof(user_token)) != 0) {
 		rc = -1;
 		goto fail;
 	}
@@ -851,7 +876,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 		char err[256];
 		if (gp_read_file(config, 1 << 20, &text, NULL) == 0) {
 			if (gp_cli_config_parse(text, &old, err, sizeof(err)) ==
-				0 &&
+			        0 &&
 			    old.url[0] != '\0' && strcmp(old.url, p.url) != 0) {
 				char bak[PATH_MAX + 8];
 				snprintf(bak, sizeof(bak), "%s.bak", config);
@@ -876,7 +901,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	return supervise(&p);
 fail:
 	if (rc > 0)
-		printf("\ngpupool: %s: stopping the pool\n", strsignal(rc));
+		printf("\ngpupool: got %s, stopping the pool\n",
+		    rc == SIGINT ? "SIGINT" : "SIGTERM");
 	else
 		fprintf(stderr, "gpupool: stopping the pool\n");
 	stop_pool(&p);
@@ -916,8 +942,9 @@ gp_cli_cmd_down(const struct gp_cli_args *args)
 		    is_our_process(pids[i], roles[i]))
 			usleep(50000);
 		if (is_our_process(pids[i], roles[i])) {
-			fprintf(stderr, "gpupool: the %s did not stop in %d s; "
-					"killing it\n",
+			fprintf(stderr,
+			    "gpupool: the %s did not stop in %d s; "
+			    "killing it\n",
 			    roles[i], STOP_GRACE_MS / 1000);
 			kill(pids[i], SIGKILL);
 		}

@@ -151,8 +151,12 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &buf);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
-	if (c->ca_file != NULL)
+	if (c->ca_file != NULL) {
 		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
+		/* Trust a CA, not a leaf certificate given as one. */
+		curl_easy_setopt(c->curl, CURLOPT_SSL_OPTIONS,
+		    (long)CURLSSLOPT_NO_PARTIALCHAIN);
+	}
 	if (c->auth_header != NULL)
 		headers = curl_slist_append(headers, c->auth_header);
 	/* No "Expect: 100-continue" round trip on larger bodies. */

@@ -138,7 +138,8 @@ parse_clock_duration(const char *text, int64_t *seconds)
 		p++;
 	}
 	for (;;) {
-		if (n == 3 || !read_number(&p, &v))
+		/* Bounded, so that parts[0] * 3600 cannot overflow. */
+		if (n == 3 || !read_number(&p, &v) || v > 1000000000000LL)
 			return GP_EINVAL;
 		parts[n++] = v;
 		if (*p == '\0')

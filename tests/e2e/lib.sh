@@ -19,8 +19,7 @@ if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
 WAIT_S=${E2E_WAIT_S:-30}
 TEST_NAME=$(basename "$0" .sh)
 
-# Not under /tmp: jobs get a private /tmp, so the agent refuses work dirs
-# there.
+# Not /tmp: the agent refuses work dirs there (jobs get a private /tmp).
 T=$(mktemp -d "${E2E_TMPDIR:-/var/tmp}/gpe2e-$TEST_NAME.XXXXXX") || exit 1
 # Jobs run as `nobody` in work dirs below $T: it must be traversable.
 chmod 755 "$T"

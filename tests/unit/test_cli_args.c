@@ -32,7 +32,7 @@ build(char **words, struct gp_jobspec *spec, char *err, size_t len)
 	while (words[argc] != NULL)
 		argc++;
 	if (gp_cli_parse(gp_cli_command_find("submit"), argc, words, &args,
-		perr, sizeof(perr)) != 0) {
+	        perr, sizeof(perr)) != 0) {
 		gp_jobspec_init(spec);
 		snprintf(err, len, "parse: %.200s", perr);
 		return GP_EINVAL;
@@ -42,8 +42,8 @@ build(char **words, struct gp_jobspec *spec, char *err, size_t len)
 
 TEST(table_has_every_command)
 {
-	const char *names[] = {"submit", "ps", "show", "logs", "cancel",
-	    "wait", "nodes", "whoami", "token create", "up", "down"};
+	const char *names[] = {"submit", "ps", "show", "logs", "cancel", "wait",
+	    "nodes", "whoami", "token create", "up", "down"};
 	size_t i;
 
 	for (i = 0; i < GP_ARRAY_LEN(names); i++)
@@ -116,8 +116,7 @@ TEST(submit_options_and_command)
 	CHECK_STR(spec.name, "python3");
 	CHECK_EQ(json_array_size(spec.command), 3);
 	CHECK_STR(json_string_value(json_array_get(spec.command, 1)), "-u");
-	CHECK_STR(json_string_value(json_object_get(spec.env, "EPOCHS")),
-	    "3");
+	CHECK_STR(json_string_value(json_object_get(spec.env, "EPOCHS")), "3");
 	CHECK_STR(json_string_value(json_object_get(spec.env, "X")), "a=b");
 	gp_jobspec_fini(&spec);
 }
@@ -125,8 +124,7 @@ TEST(submit_options_and_command)
 TEST(submit_without_dashdash_stops_at_command)
 {
 	/* The command's own options are not submit's. */
-	char *w[] = {"submit", "-n", "t1", "/usr/bin/env", "--gpus", "5",
-	    NULL};
+	char *w[] = {"submit", "-n", "t1", "/usr/bin/env", "--gpus", "5", NULL};
 	char *slurm[] = {"submit", "-t", "1-12:00:00", "true", NULL};
 	struct gp_jobspec spec;
 	char err[256];
@@ -135,8 +133,7 @@ TEST(submit_without_dashdash_stops_at_command)
 	CHECK_EQ(spec.gpus, 1);
 	CHECK_STR(spec.name, "t1");
 	CHECK_EQ(json_array_size(spec.command), 3);
-	CHECK_STR(json_string_value(json_array_get(spec.command, 1)),
-	    "--gpus");
+	CHECK_STR(json_string_value(json_array_get(spec.command, 1)), "--gpus");
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(build(slurm, &spec, err, sizeof(err)), 0);
 	CHECK_EQ(spec.time_limit_s, 129600);
@@ -206,8 +203,7 @@ TEST(submit_body_decodes_on_the_server_side)
 	CHECK_STR(spec.name, "run.sh");
 	body = gp_jobspec_encode(&spec);
 	text = json_dumps(body, JSON_COMPACT);
-	CHECK_EQ(gp_jobspec_decode(text, strlen(text), &back, err,
-		     sizeof(err)),
+	CHECK_EQ(gp_jobspec_decode(text, strlen(text), &back, err, sizeof(err)),
 	    0);
 	CHECK_EQ(back.time_limit_s, 7200);
 	CHECK_STR(back.name, "run.sh");
@@ -248,35 +244,35 @@ TEST(wait_exit_codes)
 	char note[256];
 
 	CHECK_EQ(exit_code_of("{\"id\":1,\"state\":\"succeeded\","
-			      "\"exit_code\":0,\"reason\":\"exited\"}",
-		     note, sizeof(note)),
+	                      "\"exit_code\":0,\"reason\":\"exited\"}",
+	             note, sizeof(note)),
 	    0);
 	CHECK_STR(note, "");
 	CHECK_EQ(exit_code_of("{\"id\":1,\"state\":\"failed\","
-			      "\"exit_code\":3,\"reason\":\"exited\"}",
-		     note, sizeof(note)),
+	                      "\"exit_code\":3,\"reason\":\"exited\"}",
+	             note, sizeof(note)),
 	    3);
 	CHECK_EQ(exit_code_of("{\"id\":2,\"state\":\"failed\","
-			      "\"exit_code\":null,\"signal\":9,"
-			      "\"reason\":\"killed\"}",
-		     note, sizeof(note)),
+	                      "\"exit_code\":null,\"signal\":9,"
+	                      "\"reason\":\"killed\"}",
+	             note, sizeof(note)),
 	    137);
 	CHECK_STR(note, "job 2 was killed by signal 9");
 	CHECK_EQ(exit_code_of("{\"id\":3,\"state\":\"cancelled\","
-			      "\"exit_code\":null,\"signal\":15,"
-			      "\"reason\":\"cancelled\"}",
-		     note, sizeof(note)),
+	                      "\"exit_code\":null,\"signal\":15,"
+	                      "\"reason\":\"cancelled\"}",
+	             note, sizeof(note)),
 	    1);
 	CHECK_STR(note, "job 3 was cancelled");
 	CHECK_EQ(exit_code_of("{\"id\":4,\"state\":\"timeout\","
-			      "\"exit_code\":null,\"signal\":9}",
-		     note, sizeof(note)),
+	                      "\"exit_code\":null,\"signal\":9}",
+	             note, sizeof(note)),
 	    1);
 	CHECK_STR(note, "job 4 reached its time limit");
 	CHECK_EQ(exit_code_of("{\"id\":5,\"state\":\"failed\","
-			      "\"exit_code\":null,\"reason\":\"start_failed\","
-			      "\"message\":\"no such file\"}",
-		     note, sizeof(note)),
+	                      "\"exit_code\":null,\"reason\":\"start_failed\","
+	                      "\"message\":\"no such file\"}",
+	             note, sizeof(note)),
 	    1);
 	CHECK_STR(note, "job 5 could not start: no such file");
 }

@@ -38,12 +38,12 @@ TEST(parse_syntax)
 
 	memset(&cfg, 0, sizeof(cfg));
 	CHECK_EQ(gp_cli_config_parse("# a comment\n"
-				     "\n"
-				     "  url = http://h:7070   # trailing\n"
-				     "token=\"gpt_abc\"\r\n"
-				     "ca = /etc/ca.pem\n"
-				     "admin_token_file = /x/admin.token",
-		     &cfg, err, sizeof(err)),
+	                             "\n"
+	                             "  url = http://h:7070   # trailing\n"
+	                             "token=\"gpt_abc\"\r\n"
+	                             "ca = /etc/ca.pem\n"
+	                             "admin_token_file = /x/admin.token",
+	             &cfg, err, sizeof(err)),
 	    0);
 	CHECK_STR(cfg.url, "http://h:7070");
 	CHECK_STR(cfg.token, "gpt_abc");
@@ -53,7 +53,7 @@ TEST(parse_syntax)
 	    GP_EINVAL);
 	CHECK_STR(err, "line 1: expected key = value");
 	CHECK_EQ(gp_cli_config_parse("url = a\ntokn = b\n", &cfg, err,
-		     sizeof(err)),
+	             sizeof(err)),
 	    GP_EINVAL);
 	CHECK(strstr(err, "line 2: unknown key 'tokn'") != NULL);
 }
@@ -133,7 +133,7 @@ TEST(write_then_load)
 	clear_env();
 	snprintf(path, sizeof(path), "%s/sub/dir/config", dir);
 	CHECK_EQ(gp_cli_config_write(path, "http://127.0.0.1:7070", "gpt_u",
-		     "/d/coord/admin.token"),
+	             "/d/coord/admin.token"),
 	    0);
 	CHECK_EQ(access(path, R_OK), 0);
 	setenv("GPUPOOL_CONFIG", path, 1);

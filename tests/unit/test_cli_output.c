@@ -62,9 +62,10 @@ TEST(table_alignment)
 	CHECK_EQ(gp_table_add(&t, r2), 0);
 	CHECK_EQ(gp_table_render(&t, &out), 0);
 	CHECK_EQ(gp_buf_append(&out, "", 1), 0);
-	CHECK_STR(out.data, "  ID  NAME   STATE\n"
-			    "   7  train  running\n"
-			    "1234  -      queued\n");
+	CHECK_STR(out.data,
+	    "  ID  NAME   STATE\n"
+	    "   7  train  running\n"
+	    "1234  -      queued\n");
 	gp_table_fini(&t);
 	gp_buf_free(&out);
 }
@@ -108,10 +109,11 @@ TEST(ps_table)
 
 TEST(job_elapsed)
 {
-	json_t *done = json_loads("{\"state\": \"succeeded\","
-				  " \"started_at\": \"2026-11-22T21:00:00.000Z\","
-				  " \"finished_at\": \"2026-11-22T21:00:10.500Z\"}",
-	    0, NULL);
+	json_t *done =
+	    json_loads("{\"state\": \"succeeded\","
+	               " \"started_at\": \"2026-11-22T21:00:00.000Z\","
+	               " \"finished_at\": \"2026-11-22T21:00:10.500Z\"}",
+	        0, NULL);
 
 	CHECK_EQ(gp_cli_job_elapsed(done, 0), 10500);
 	json_decref(done);

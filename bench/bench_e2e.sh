@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# bench/bench_e2e.sh: end to end on one machine: a coordinator and one real
+# agent with 8 fake GPUs; submits N sandboxed `true` jobs of 1 GPU each
+# (bench_submit, 16 clients) and waits until all have finished. Prints
+# "metric value unit" lines: jobs/s from the first submission to the last
+# finish. Usage: BUILD=build bench/bench_e2e.sh [N] (default 2000).
+# Also: bench/bench_e2e.sh --memory [AGENTS] [JOBS]: 1,000 simulated
+# agents and 100,000 jobs through bench_dispatch, then the coordinator's
+# RSS.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN="$PWD/$BUILD/gpupool"
+PORT=${PORT:-$((20000 + $$ % 20000))}
+URL="http://127.0.0.1:$PORT"
+DATA=$(mktemp -d /tmp/gpupool-bench-e2e.XXXXXX)
+# The agent refuses a work directory under /tmp: jobs get a private one.
+WORK="$PWD/$BUILD/bench-e2e-work.$$"
+PIDS=()
+
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$DATA" "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+api() { # METHOD PATH [BODY] with the admin token
+	curl -fsS -X "$1" -H "Authorization: Bearer $TOKEN" \
+		-H 'Content-Type: application/json' ${3:+--data "$3"} \
+		"$URL$2"
+}
+
+"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$DATA/coord" \
+	>"$DATA/coord.log" 2>&1 &
+COORD_PID=$!
+PIDS+=("$COORD_PID")
+for _ in $(seq 100); do
+	[ -s "$DATA/coord/admin.token" ] && break
+	sleep 0.1
+done
+if [ ! -s "$DATA/coord/admin.token" ]; then
+	echo "bench_e2e: the coordinator did not start" >&2
+	tail -n 20 "$DATA/coord.log" >&2
+	exit 1
+fi
+TOKEN=$(cat "$DATA/coord/admin.token")
+for _ in $(seq 50); do
+	api GET /v1/whoami >/dev/null 2>&1 && break
+	sleep 0.1
+done
+if ! api GET /v1/whoami >/dev/null; then
+	echo "bench_e2e: the coordinator does not answer on $URL" >&2
+	tail -n 20 "$DATA/coord.log" >&2
+	exit 1
+fi
+
+if [ "${1:-}" = "--memory" ]; then
+	AGENTS=${2:-1000}
+	JOBS=${3:-100000}
+	echo "coord_rss_idle $(rss "$COORD_PID") KiB"
+	timeout 600 "$BUILD/bench/bench_dispatch" --url "$URL" \
+		--token "$TOKEN" --agents "$AGENTS" --jobs "$JOBS" \
+		--drain-s 120 --coord-pid "$COORD_PID"
+	status=$?
+	echo "coord_rss_final $(rss "$COORD_PID") KiB"
+	exit $status
+fi
+
+N=${1:-2000}
+PROVIDER=$(api POST /v1/tokens '{"role":"provider","name":"bench-e2e"}' |
+	sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
+if [ -z "$PROVIDER" ]; then
+	echo "bench_e2e: cannot create a provider token" >&2
+	exit 1
+fi
+# 64 CPUs offered whatever the machine has: the jobs are `true`.
+"$BIN" agent --coordinator "$URL" --token "$PROVIDER" --name bench-e2e \
+	--fake-gpus 8 --cpus 64 --work "$WORK" \
+	>"$DATA/agent.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 100); do
+	api GET /v1/nodes 2>/dev/null | grep -q '"state": *"up"' && break
+	sleep 0.1
+done
+if ! api GET /v1/nodes 2>/dev/null | grep -q '"state": *"up"'; then
+	echo "bench_e2e: the agent did not come up" >&2
+	tail -n 20 "$DATA/agent.log" >&2
+	exit 1
+fi
+
+start=$(date +%s.%N)
+"$BUILD/bench/bench_submit" --url "$URL" --token "$TOKEN" --clients 16 \
+	--jobs "$N" --gpus 1 || exit 1
+# Wait until nothing is queued or running any more (at most 5 minutes).
+deadline=$((SECONDS + 300))
+while [ $SECONDS -lt $deadline ]; do
+	active=$(api GET /v1/jobs | grep -o '"state": *"[a-z]*"' | wc -l)
+	[ "$active" -eq 0 ] && break
+	if [ $((SECONDS % 10)) -eq 0 ] && [ "$active" != "${last:-}" ]; then
+		echo "bench_e2e: $active jobs queued or running" >&2
+		last=$active
+	fi
+	sleep 0.2
+done
+end=$(date +%s.%N)
+done_jobs=$(api GET '/v1/jobs?all=1' |
+	grep -o '"state": *"succeeded"' | wc -l)
+echo "e2e_jobs $N jobs"
+echo "e2e_succeeded $done_jobs jobs"
+echo "e2e_elapsed $(echo "$end - $start" | bc -l | xargs printf '%.3f') s"
+echo "e2e_rate $(echo "$done_jobs / ($end - $start)" | bc -l |
+	xargs printf '%.1f') jobs/s"
+echo "coord_rss $(rss "$COORD_PID") KiB"
+[ "$done_jobs" -eq "$N" ]

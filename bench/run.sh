@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/run.sh: starts a coordinator on loopback with a fresh data
+# directory, runs the benchmarks against it (each bounded to ~30 s) and
+# prints "metric value unit" lines, the machine, and the coordinator's
+# RSS idle, after the dispatch run and after the submissions. Usage: BUILD=build bench/run.sh
+# (what `make bench` runs). Knobs: SUBMIT_SECONDS, DISPATCH_AGENTS,
+# DISPATCH_RATE, DISPATCH_SECONDS.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN="$PWD/$BUILD/gpupool"
+PORT=${PORT:-$((20000 + $$ % 20000))}
+URL="http://127.0.0.1:$PORT"
+DATA=$(mktemp -d /tmp/gpupool-bench.XXXXXX)
+COORD_PID=
+
+cleanup() {
+	if [ -n "$COORD_PID" ]; then
+		kill "$COORD_PID" 2>/dev/null
+		wait "$COORD_PID" 2>/dev/null
+	fi
+	rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+
+echo "machine_cpus $(nproc) cpus"
+echo "machine_cpu_model $(awk -F': ' '/^model name/ {print $2; exit}' \
+	/proc/cpuinfo | tr ' ' '_') name"
+echo "machine_kernel $(uname -r) version"
+
+"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$DATA" \
+	>"$DATA/coord.log" 2>&1 &
+COORD_PID=$!
+for _ in $(seq 100); do
+	[ -s "$DATA/admin.token" ] && break
+	sleep 0.1
+done
+if [ ! -s "$DATA/admin.token" ]; then
+	echo "bench: the coordinator did not start:" >&2
+	tail -n 20 "$DATA/coord.log" >&2
+	exit 1
+fi
+TOKEN=$(cat "$DATA/admin.token")
+for _ in $(seq 50); do
+	curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/v1/whoami" \
+		>/dev/null 2>&1 && break
+	sleep 0.1
+done
+echo "coord_rss_idle $(rss "$COORD_PID") KiB"
+
+status=0
+# Dispatch first: it registers the nodes without which the coordinator
+# refuses (422) jobs that no node could ever run.
+timeout 90 "$BUILD/bench/bench_dispatch" --url "$URL" --token "$TOKEN" \
+	--agents "${DISPATCH_AGENTS:-100}" --rate "${DISPATCH_RATE:-100}" \
+	--seconds "${DISPATCH_SECONDS:-10}" --drain-s 15 \
+	--coord-pid "$COORD_PID" || status=1
+echo "coord_rss_after_dispatch $(rss "$COORD_PID") KiB"
+# Those nodes are gone now: the submitted jobs stay queued.
+timeout 60 "$BUILD/bench/bench_submit" --url "$URL" --token "$TOKEN" \
+	--clients 16 --seconds "${SUBMIT_SECONDS:-10}" --gpus 0 || status=1
+echo "coord_rss_after_submit $(rss "$COORD_PID") KiB"
+if ! kill -0 "$COORD_PID" 2>/dev/null; then
+	echo "bench: the coordinator died:" >&2
+	tail -n 20 "$DATA/coord.log" >&2
+	status=1
+fi
+exit $status
