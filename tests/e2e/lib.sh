@@ -5,6 +5,11 @@
 # whose command line or working directory points into the test's temp dir or
 # carries one of its markers), then removes the temp dir.
 #
+# Knobs: E2E_WAIT_S (the bound of every wait, default 30), E2E_TMPDIR (where
+# the per-test dirs go, default /var/tmp: not /tmp, see below), E2E_KEEP=1
+# (keep the test's dir, with every daemon's log, for a post-mortem). Under a
+# SANITIZE=1 build, any sanitizer report in a daemon's log fails the test.
+#
 # Conventions: a helper that must report a value sets a global (JOB, API_STATUS,
 # API_BODY, CLI_RC, CLI_OUT, CLI_ERR) instead of printing it, so that `fail`
 # always runs in the test's own shell and really ends the test. Every wait is a
