@@ -47,10 +47,19 @@ has_controllers(const char *root)
 	return ok;
 }
 
+/* "gpupool-<node>": agents of several nodes on one host never collide. */
+static char parent_name[128] = "gpupool";
+
+void
+gp_cgroup_set_scope(const char *node_name)
+{
+	snprintf(parent_name, sizeof(parent_name), "gpupool-%s", node_name);
+}
+
 static int
 make_parent(const char *root, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "%s/gpupool", root);
+	snprintf(out, outlen, "%s/%s", root, parent_name);
 	if (mkdir(out, 0755) != 0 && errno != EEXIST)
 		return GP_EIO;
 	return 0;
@@ -68,8 +77,8 @@ init_v2(struct gp_cgroups *cg, const char *root, char *why, size_t whylen)
 	    make_parent(root, cg->v2, sizeof(cg->v2)) != 0 ||
 	    write_text(cg->v2, "cgroup.subtree_control", "+memory +pids") !=
 	    0) {
-		snprintf(why, whylen, "cannot set up %s/gpupool: %s", root,
-		    strerror(errno));
+		snprintf(why, whylen, "cannot set up %s/%s: %s", root,
+		    parent_name, strerror(errno));
 		return GP_EIO;
 	}
 	return 0;

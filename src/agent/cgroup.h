@@ -29,7 +29,13 @@ struct gp_cgroup_job {
 	int nfds;
 };
 
-/* Picks the mode and creates the "gpupool" parents; logs the outcome. */
+/*
+ * Names the parents "gpupool-<node>" (call before init), so that two
+ * agents on one host never share a job's cgroup.
+ */
+void gp_cgroup_set_scope(const char *node_name);
+
+/* Picks the mode and creates the parents; logs the outcome. */
 void gp_cgroup_init(struct gp_cgroups *cg);
 
 /*

@@ -250,6 +250,7 @@ gp_agent_main(int argc, char **argv)
 		fprintf(stderr, "gpupool agent: %s\n", err);
 		goto out;
 	}
+	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
 	ag->exec_cfg.user = &ag->user;
 	ag->exec_cfg.cgroups = &ag->cgroups;

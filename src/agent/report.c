@@ -240,7 +240,12 @@ classify(struct attempt *a, const char *what, int ret,
 
 	if (ret == 0 && resp->status == 200)
 		return SENT;
-	if (ret == 0 && (resp->status == 409 || resp->status == 404)) {
+	/*
+	 * Only 409 means stale. A 404 is "node not registered (yet)", as
+	 * right after a coordinator restart: retry, the heartbeat thread
+	 * registers again meanwhile.
+	 */
+	if (ret == 0 && resp->status == 409) {
 		gp_info("coordinator says attempt is stale job=%lld "
 		    "attempt=%lld report=%s status=%ld",
 		    (long long)a->id.job_id, (long long)a->id.attempt, what,
@@ -277,7 +282,7 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 	const char *what;
 	json_t *json = NULL;
 	size_t len = 0;
-	int64_t base = 0, held;
+	int64_t base = 0, held = 0;
 	int ret;
 
 	pthread_mutex_lock(&r->lock);

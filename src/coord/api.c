@@ -448,8 +448,8 @@ handle_nodes(struct MHD_Connection *conn)
 
 /* The caller's node, or NULL (answer sent). Call with the read lock. */
 static struct node *
-own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
-    enum MHD_Result *rc)
+own_node_any(struct MHD_Connection *conn, struct request *req, int64_t id,
+    int need_up, enum MHD_Result *rc)
 {
 	struct node *node = state_node(id);
 
@@ -464,7 +464,7 @@ own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
 		    (long long)id);
 		return NULL;
 	}
-	if (!node->up) {
+	if (need_up && !node->up) {
 		*rc = reply_error(conn, 404,
 		    "node %lld is not registered (lease expired or coordinator "
 		    "restarted); register again",
@@ -472,6 +472,14 @@ own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
 		return NULL;
 	}
 	return node;
+}
+
+/* Heartbeats and polls: the node must be registered and alive. */
+static struct node *
+own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
+    enum MHD_Result *rc)
+{
+	return own_node_any(conn, req, id, 1, rc);
 }
 
 static enum MHD_Result
@@ -697,8 +705,12 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 		return reply_error(conn, 400, "node_id: a node id");
 	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
 		return reply_error(conn, 400, "offset: a non-negative integer");
+	/*
+	 * Output of the current attempt is welcome even before the node has
+	 * registered again (a coordinator restart): the attempt is the fence.
+	 */
 	pthread_rwlock_rdlock(&state.lock);
-	node = own_node(conn, req, node_id, &rc);
+	node = own_node_any(conn, req, node_id, 0, &rc);
 	if (node == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
@@ -770,8 +782,11 @@ split_path(const char *url, char parts[][32], int max)
 		parts[n][len] = '\0';
 		n++;
 		p += len;
-		if (*p == '/')
+		if (*p == '/') {
 			p++;
+			if (*p == '\0')
+				return -1; /* "/v1/jobs/": an empty last part */
+		}
 	}
 	return n;
 }

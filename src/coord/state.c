@@ -42,6 +42,8 @@ static size_t nwoken, capwoken;
 
 /* Grace before a delivered attempt that an agent does not list is lost. */
 #define LOST_GRACE_MS 3000
+/* How long nodes have to come back after a coordinator restart. */
+#define RESTART_GRACE_MS 15000
 
 const char *
 job_state_name(enum job_state s)
@@ -278,9 +280,16 @@ load_token(struct token_entry *t)
 static void
 load_node(struct node *n)
 {
-	/* Unknown until the agent comes back; its lease starts now. */
+	/*
+	 * Unknown until the agent comes back. Agents retry with a backoff
+	 * of up to a few seconds while we are down, so the first lease after
+	 * a restart is longer: RESTART_GRACE_MS, or the lease if longer.
+	 */
 	n->up = 0;
-	atomic_store(&n->last_seen_mono, gp_mono_ms());
+	atomic_store(&n->last_seen_mono,
+	    gp_mono_ms() + (state.cfg.lease_ms < RESTART_GRACE_MS
+				   ? RESTART_GRACE_MS - state.cfg.lease_ms
+				   : 0));
 	if (node_insert(n) != 0)
 		gp_fatalx("out of memory loading nodes");
 }

@@ -930,10 +930,9 @@ TEST(many_nodes)
 	t3 = gp_mono_us() - t3;
 	printf("    and %.1f ms on a full pool (%zu more)\n",
 	    (double)t3 / 1000.0, nout);
-	CHECK(t3 < 1000000);
-	/* Generous bounds: a regression to O(queue x nodes x GPUs) fails. */
-	CHECK(t1 - t0 < 20000000);
-	CHECK(t2 < 5000000);
+	/* No timing assertions in tests (house rule): the figures above are
+	 * printed, and bench/ measures speed. */
+	CHECK_EQ(nout, 0);
 out:
 	free(out);
 	free(nodes);
