@@ -5,6 +5,11 @@
 # whose command line or working directory points into the test's temp dir or
 # carries one of its markers), then removes the temp dir.
 #
+# Knobs: E2E_WAIT_S (the bound of every wait, default 30), E2E_TMPDIR (where
+# the per-test dirs go, default /var/tmp: not /tmp, see below), E2E_KEEP=1
+# (keep the test's dir, with every daemon's log, for a post-mortem). Under a
+# SANITIZE=1 build, any sanitizer report in a daemon's log fails the test.
+#
 # Conventions: a helper that must report a value sets a global (JOB, API_STATUS,
 # API_BODY, CLI_RC, CLI_OUT, CLI_ERR) instead of printing it, so that `fail`
 # always runs in the test's own shell and really ends the test. Every wait is a
@@ -20,7 +25,7 @@ WAIT_S=${E2E_WAIT_S:-30}
 TEST_NAME=$(basename "$0" .sh)
 
 # Not /tmp: the agent refuses work dirs there (jobs get a private /tmp).
-T=$(mktemp -d "/var/tmp/gpe2e-$TEST_NAME.XXXXXX") || exit 1
+T=$(mktemp -d "${E2E_TMPDIR:-/var/tmp}/gpe2e-$TEST_NAME.XXXXXX") || exit 1
 # Jobs run as `nobody` in work dirs below $T: it must be traversable.
 chmod 755 "$T"
 mkdir -p "$T/home/.config" "$T/agents"
@@ -32,12 +37,14 @@ unset GPUPOOL_URL GPUPOOL_TOKEN GPUPOOL_CA GPUPOOL_CONFIG
 STARTED_PIDS=()	# every process we started in its own session
 MARKERS=()	# strings that tag job processes (see new_marker)
 declare -A AGENT_PID=()
+declare -A PID_WHAT=()	# pid -> what it is, for messages
 COORD_PID=
 COORD_PORT=
 COORD_SCHEME=http
 COORD_TLS_ARGS=()
 COORD_EXTRA_ARGS=()
 COORD_DATA="$T/coord"
+COORD_LOG="$T/coord.log"
 ADMIN_TOKEN=
 
 log() { echo "[$(date +%H:%M:%S.%N | cut -c1-12)] $*" >&2; }
@@ -53,6 +60,14 @@ fail() {
 	done
 	echo "FAIL [$TEST_NAME]: $*" >&2
 	exit 1
+}
+
+# soft_fail MSG: record a failure but go on, so that one test can report
+# several independent defects; the test fails at exit.
+SOFT_FAILS=()
+soft_fail() {
+	echo "FAIL (continuing) [$TEST_NAME]: $*" >&2
+	SOFT_FAILS+=("$*")
 }
 
 assert_eq() { # EXPECTED ACTUAL WHAT
@@ -130,6 +145,10 @@ cleanup() {
 	local rc=$? pid i left
 	trap - EXIT INT TERM
 	set +e
+	if [ ${#SOFT_FAILS[@]} -gt 0 ]; then
+		printf 'FAIL [%s]: %s\n' "$TEST_NAME" "${SOFT_FAILS[@]}" >&2
+		[ "$rc" = 0 ] && rc=1
+	fi
 	local before
 	before=$(stray_pids)
 	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
@@ -157,7 +176,28 @@ cleanup() {
 		done
 		sleep 0.2
 	done
+	# A daemon that crashed (now or at any time during the test) fails it:
+	# SIGTERM must end them cleanly, and nothing may abort or fault.
+	local st
+	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+		wait "$pid" 2>/dev/null
+		st=$?
+		case $st in
+		132 | 134 | 135 | 136 | 139)
+			echo "FAIL [$TEST_NAME]: process $pid (${PID_WHAT[$pid]:-?}) crashed: signal $((st - 128))" >&2
+			[ "$rc" = 0 ] && rc=1 ;;
+		esac
+	done
 	wait 2>/dev/null
+	# Under SANITIZE=1 builds: any sanitizer report in a daemon's log fails.
+	local f
+	for f in $(find "$T" -name '*.log' -type f 2>/dev/null); do
+		if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f"; then
+			echo "FAIL [$TEST_NAME]: sanitizer report in $(basename "$f"):" >&2
+			grep -m 3 -A 12 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f" >&2
+			[ "$rc" = 0 ] && rc=1
+		fi
+	done
 	if [ -n "${E2E_KEEP:-}" ]; then
 		echo "kept $T" >&2
 	else
@@ -175,6 +215,7 @@ spawn() {
 	shift
 	setsid "$@" >>"$logf" 2>&1 </dev/null &
 	SPAWNED_PID=$!
+	PID_WHAT[$SPAWNED_PID]="$(basename "$1") $2 (log $(basename "$logf"))"
 	STARTED_PIDS+=("$SPAWNED_PID")
 }
 
@@ -321,7 +362,7 @@ start_coordinator() {
 	[ $# -gt 0 ] && COORD_EXTRA_ARGS=("$@")
 	[ -n "$COORD_PORT" ] || COORD_PORT=$(free_port)
 	mkdir -p "$COORD_DATA"
-	spawn "$T/coord.log" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
+	spawn "$COORD_LOG" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
 	    --data "$COORD_DATA" --lease-ms 2000 --heartbeat-ms 300 \
 	    "${COORD_TLS_ARGS[@]+"${COORD_TLS_ARGS[@]}"}" \
 	    "${COORD_EXTRA_ARGS[@]+"${COORD_EXTRA_ARGS[@]}"}" -v
@@ -402,6 +443,9 @@ wait_node_state() { # NAME STATE [SECONDS]
 	while :; do
 		s=$(node_state "$1")
 		[ "$s" = "$2" ] && return 0
+		if [ "$2" = up ] && [ -n "${AGENT_PID[$1]:-}" ] && ! alive "${AGENT_PID[$1]}"; then
+			fail "agent $1 exited while waiting for its node to be up"
+		fi
 		[ $SECONDS -ge $deadline ] && fail "node $1 not $2 after ${3:-$WAIT_S}s (state $s)"
 		sleep 0.1
 	done
@@ -473,4 +517,20 @@ job_log() {
 	api "$ADMIN_TOKEN" GET "/v1/jobs/$1/log?offset=0"
 	[ "$API_STATUS" = 200 ] || fail "log of job $1: HTTP $API_STATUS $API_BODY"
 	LOG=$API_BODY
+}
+
+# ---------------------------------------------------------------- several pools
+
+# save_pool NAME / use_pool NAME: remember and switch between independent
+# pools (each its own coordinator, port and data dir) in one test. After
+# save_pool, set COORD_PORT= and COORD_DATA=DIR and call start_coordinator
+# to make another.
+declare -A POOLS=()
+save_pool() {
+	POOLS[$1]="$COORD_PORT|$COORD_DATA|$COORD_PID|$ADMIN_TOKEN|$COORD_LOG"
+}
+use_pool() {
+	IFS='|' read -r COORD_PORT COORD_DATA COORD_PID ADMIN_TOKEN COORD_LOG <<<"${POOLS[$1]}"
+	GPUPOOL_URL=$(coord_url)
+	GPUPOOL_TOKEN=$ADMIN_TOKEN
 }

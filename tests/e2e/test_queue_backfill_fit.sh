@@ -7,7 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 
 start_coordinator
-start_agent alpha "2:NVIDIA A100-SXM4-40GB:40960"
+# --cpus 8: GPUs, not CPUs, must be what limits the node here
+start_agent alpha "2:NVIDIA A100-SXM4-40GB:40960" --cpus 8
 wait_node_up alpha
 
 api_expect 200 "$ADMIN_TOKEN" GET /v1/nodes

@@ -14,7 +14,9 @@ mkdir -p "$pki"
 	openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' -keyout server.key -out server.csr &&
 	printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >ext.cnf &&
 	openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
-	    -days 2 -extfile ext.cnf -out server.crt
+	    -days 2 -extfile ext.cnf -out server.crt &&
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=unrelated CA' \
+	    -keyout other.key -out other.crt
 ) >"$T/openssl.out" 2>&1 || { cat "$T/openssl.out"; fail "openssl could not make the test PKI"; }
 chmod 600 "$pki/server.key"
 CA_CERT=$pki/ca.crt
@@ -43,10 +45,11 @@ assert_eq 0 "$CLI_RC" "whoami over https with GPUPOOL_CA ($CLI_ERR)"
 [ "$(cat "$T/noca.rc")" != 0 ] || fail "whoami without the CA exited 0"
 grep -qiE 'certificate|verify|tls|ssl|trust' "$T/noca.err" ||
     fail "whoami without the CA: no certificate error: $(cat "$T/noca.err")"
-# CLI with the wrong CA
-GPUPOOL_CA=$pki/server.crt cli whoami
-# (server.crt is not a CA: verification fails)
-[ "$CLI_RC" != 0 ] || fail "whoami trusting only a leaf that is not a CA exited 0"
+# CLI trusting another CA
+GPUPOOL_CA=$pki/other.crt cli whoami
+[ "$CLI_RC" != 0 ] || fail "whoami trusting an unrelated CA exited 0"
+grep -qiE 'certificate|verify|tls|ssl|trust' <<<"$CLI_ERR" ||
+    fail "whoami trusting an unrelated CA: no certificate error: $CLI_ERR"
 
 # agent with --ca
 start_agent alpha 1

@@ -16,7 +16,7 @@ deadline=$((SECONDS + WAIT_S))
 while :; do
 	cli nodes --json
 	if [ "$CLI_RC" = 0 ]; then
-		n=$(printf '%s' "$CLI_OUT" | json '" ".join("%s:%d" % (x["state"], len(x["gpus"])) for x in d["nodes"])')
+		n=$(printf '%s' "$CLI_OUT" | json '" ".join("%s:%d" % (x["state"], len(x["gpus"])) for x in (d["nodes"] if isinstance(d, dict) else d))')
 		[ "$n" = "up:2" ] && break
 	fi
 	[ $SECONDS -ge $deadline ] && fail "nodes never showed one up node with 2 GPUs ($CLI_RC: $CLI_OUT $CLI_ERR)"
@@ -29,9 +29,13 @@ assert_eq 0 "$CLI_RC" "whoami through the config ($CLI_ERR)"
 
 submit --gpus 2 -- sh -c 'echo "from-up $CUDA_VISIBLE_DEVICES"; exit 4'
 cli wait "$JOB"
-assert_eq 4 "$CLI_RC" "wait through the config"
-cli logs "$JOB"
-assert_contains "$CLI_OUT" from-up "logs through the config"
+if [ "$CLI_RC" != 4 ]; then
+	# go on: what down leaves behind is checked either way
+	soft_fail "job in the pool made by up: wait exited $CLI_RC, not 4 ($CLI_ERR)"
+else
+	cli logs "$JOB"
+	assert_contains "$CLI_OUT" from-up "logs through the config"
+fi
 
 cli down --data "$data"
 assert_eq 0 "$CLI_RC" "gpupool down ($CLI_ERR)"
