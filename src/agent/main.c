@@ -118,6 +118,12 @@ setup_work(struct gp_agent *ag, const char *work)
 	return 0;
 }
 
+/*
+ * The agent outlives gp_agent_main's return on purpose (a poll thread may
+ * still be blocked in a long poll and read it); kept reachable here.
+ */
+static struct gp_agent *live_agent;
+
 int
 gp_agent_main(int argc, char **argv)
 {
@@ -204,6 +210,7 @@ gp_agent_main(int argc, char **argv)
 	}
 	if ((ag = calloc(1, sizeof(*ag))) == NULL)
 		goto out;
+	live_agent = ag;
 	pthread_mutex_init(&ag->lock, NULL);
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
