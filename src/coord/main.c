@@ -104,6 +104,21 @@ parse_bytes(const char *text, int64_t *out)
 	return 0;
 }
 
+/*
+ * Percent-decoding of the URL and its arguments: as libmicrohttpd's, but a
+ * string holding "%00" is left undecoded, so that a NUL can never cut a
+ * path or an argument short ("/v1/jobs/1%00" is no job, not job 1).
+ */
+static size_t
+unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	if (strstr(s, "%00") != NULL)
+		return strlen(s);
+	return MHD_http_unescape(s);
+}
+
 static volatile sig_atomic_t stop_requested;
 
 static void
@@ -280,6 +295,7 @@ gp_coord_main(int argc, char **argv)
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
 	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
 	    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
 	if (coord_daemon == NULL)
