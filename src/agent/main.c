@@ -122,7 +122,7 @@ setup_work(struct gp_agent *ag, const char *work)
  * The agent outlives gp_agent_main's return on purpose (a poll thread may
  * still be blocked in a long poll and read it); kept reachable here.
  */
-static struct gp_agent *live_agent;
+static struct gp_agent *volatile live_agent;
 
 int
 gp_agent_main(int argc, char **argv)
