@@ -44,7 +44,13 @@ done
 use_pool one
 assert_eq running "$(job_state "$j1")" "pool one's job after pool two's jobs ended"
 assert_eq 1 "$(count_argv0 "$m1")" "pool one's job processes after pool two's jobs ended"
+# Output is shipped asynchronously: give it a bounded while to arrive.
+deadline=$((SECONDS + 30))
 job_log "$j1"
+while [ "$LOG" != pool-one ] && [ $SECONDS -lt $deadline ]; do
+	sleep 0.2
+	job_log "$j1"
+done
 assert_eq pool-one "$LOG" "pool one's log"
 cli cancel "$j1"
 wait_state "$j1" cancelled
