@@ -53,7 +53,12 @@ static char parent_name[128] = "gpupool";
 void
 gp_cgroup_set_scope(const char *node_name)
 {
-	snprintf(parent_name, sizeof(parent_name), "gpupool-%s", node_name);
+	/*
+	 * The pid too: two agents with one node name (the default, the
+	 * hostname) may serve two coordinators whose job ids overlap.
+	 */
+	snprintf(parent_name, sizeof(parent_name), "gpupool-%s-%d", node_name,
+	    (int)getpid());
 }
 
 static int

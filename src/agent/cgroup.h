@@ -30,7 +30,7 @@ struct gp_cgroup_job {
 };
 
 /*
- * Names the parents "gpupool-<node>" (call before init), so that two
+ * Names the parents "gpupool-<node>-<pid>" (call before init), so that two
  * agents on one host never share a job's cgroup.
  */
 void gp_cgroup_set_scope(const char *node_name);
