@@ -339,7 +339,12 @@ init_main(const struct gp_sandbox_spec *s)
 	if ((null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
 	    pipe2(exec_pipe, O_CLOEXEC) != 0)
 		fail(s->status_fd, STAGE_FORK);
-	child = fork();
+	/*
+	 * _Fork, not fork: we are the child of a multi-threaded process and
+	 * fork() would take malloc's locks in its atfork handlers, which
+	 * another agent thread may have held when we were cloned: a hang.
+	 */
+	child = _Fork();
 	if (child < 0)
 		fail(s->status_fd, STAGE_FORK);
 	if (child == 0)
