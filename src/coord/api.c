@@ -517,36 +517,102 @@ valid_attempt_list(json_t *list)
 	return 1;
 }
 
+static const char *const reasons[] = {"exited", "killed", "cancelled",
+    "timeout", "start_failed", NULL};
+
+int
+api_check_agent_body(const char *kind, json_t *body, char *err,
+    size_t errlen)
+{
+	static const char *const heartbeat_fields[] = {"node_id", "running",
+	    "gpus", NULL};
+	static const char *const started_fields[] = {"node_id", "pid", NULL};
+	static const char *const finished_fields[] = {"node_id", "exit_code",
+	    "signal", "reason", "message", NULL};
+	const char *const *fields;
+	const char *bad, *reason;
+	json_t *v;
+	int i, ok;
+
+	if (strcmp(kind, "heartbeat") == 0)
+		fields = heartbeat_fields;
+	else if (strcmp(kind, "started") == 0)
+		fields = started_fields;
+	else if (strcmp(kind, "finished") == 0)
+		fields = finished_fields;
+	else
+		return GP_EINVAL;
+	if (!json_is_object(body)) {
+		snprintf(err, errlen, "body must be a JSON object");
+		return GP_EINVAL;
+	}
+	if (!only_fields(body, fields, &bad)) {
+		snprintf(err, errlen, "unknown field '%.64s'", bad);
+		return GP_EINVAL;
+	}
+	if (!json_is_integer(json_object_get(body, "node_id"))) {
+		snprintf(err, errlen, "node_id: missing or not an integer");
+		return GP_EINVAL;
+	}
+	if (fields == heartbeat_fields) {
+		v = json_object_get(body, "running");
+		if ((v != NULL && !valid_attempt_list(v)) ||
+		    (json_object_get(body, "gpus") != NULL &&
+			!json_is_array(json_object_get(body, "gpus")))) {
+			snprintf(err, errlen, "running: [{job_id, attempt}] "
+					      "(at most 4096), gpus: [...]");
+			return GP_EINVAL;
+		}
+		return 0;
+	}
+	if (fields == started_fields) {
+		v = json_object_get(body, "pid");
+		if (v != NULL && !json_is_integer(v)) {
+			snprintf(err, errlen, "pid: an integer");
+			return GP_EINVAL;
+		}
+		return 0;
+	}
+	reason = json_string_value(json_object_get(body, "reason"));
+	ok = json_object_get(body, "reason") == NULL;
+	for (i = 0; reason != NULL && reasons[i] != NULL; i++)
+		if (strcmp(reason, reasons[i]) == 0)
+			ok = 1;
+	if (!ok) {
+		snprintf(err, errlen, "reason: exited, killed, cancelled, "
+				      "timeout or start_failed");
+		return GP_EINVAL;
+	}
+	if ((json_object_get(body, "message") != NULL &&
+		!json_is_string(json_object_get(body, "message"))) ||
+	    (json_object_get(body, "exit_code") != NULL &&
+		!json_is_integer(json_object_get(body, "exit_code"))) ||
+	    (json_object_get(body, "signal") != NULL &&
+		!json_is_integer(json_object_get(body, "signal")))) {
+		snprintf(err, errlen,
+		    "exit_code and signal are integers, message a string");
+		return GP_EINVAL;
+	}
+	return 0;
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
-	static const char *const fields[] = {"node_id", "running", "gpus",
-	    NULL};
 	enum MHD_Result rc;
 	struct node *node;
 	json_t *body, *running, *gpus, *g, *kill;
-	const char *bad;
+	char err[256];
 	size_t i;
 
 	if ((body = parse_body(conn, req, &rc)) == NULL)
 		return rc;
+	if (api_check_agent_body("heartbeat", body, err, sizeof(err)) != 0) {
+		json_decref(body);
+		return reply_error(conn, 400, "%s", err);
+	}
 	running = json_object_get(body, "running");
-	if (running == NULL) {
-		running = json_array();
-		json_object_set_new(body, "running", running);
-	}
 	gpus = json_object_get(body, "gpus");
-	if (!only_fields(body, fields, &bad)) {
-		json_decref(body);
-		return reply_error(conn, 400, "unknown field '%.64s'", bad);
-	}
-	if (!json_is_integer(json_object_get(body, "node_id")) ||
-	    !valid_attempt_list(running) ||
-	    (gpus != NULL && !json_is_array(gpus))) {
-		json_decref(body);
-		return reply_error(conn, 400,
-		    "needs node_id, running: [{job_id, attempt}], gpus: [...]");
-	}
 	pthread_rwlock_rdlock(&state.lock);
 	node = own_node(conn, req,
 	    json_integer_value(json_object_get(body, "node_id")), &rc);
@@ -626,57 +692,21 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	    json_pack("{s:o,s:o}", "assignments", assign, "cancels", cancel));
 }
 
-static const char *const reasons[] = {"exited", "killed", "cancelled",
-    "timeout", "start_failed", NULL};
-
 static enum MHD_Result
 handle_report(struct MHD_Connection *conn, struct request *req,
     int64_t job_id, int64_t attempt, const char *what)
 {
-	static const char *const started_fields[] = {"node_id", "pid", NULL};
-	static const char *const finished_fields[] = {"node_id", "exit_code",
-	    "signal", "reason", "message", NULL};
 	int finished = strcmp(what, "finished") == 0;
 	enum MHD_Result rc;
-	const char *bad, *reason;
+	char err[256];
 	json_t *body;
 	struct op *op;
-	int i, ok;
 
 	if ((body = parse_body(conn, req, &rc)) == NULL)
 		return rc;
-	if (!only_fields(body, finished ? finished_fields : started_fields,
-		&bad)) {
+	if (api_check_agent_body(what, body, err, sizeof(err)) != 0) {
 		json_decref(body);
-		return reply_error(conn, 400, "unknown field '%.64s'", bad);
-	}
-	if (!json_is_integer(json_object_get(body, "node_id"))) {
-		json_decref(body);
-		return reply_error(conn, 400, "node_id: missing");
-	}
-	if (finished) {
-		reason = json_string_value(json_object_get(body, "reason"));
-		ok = reason == NULL;
-		for (i = 0; reason != NULL && reasons[i] != NULL; i++)
-			if (strcmp(reason, reasons[i]) == 0)
-				ok = 1;
-		if (!ok) {
-			json_decref(body);
-			return reply_error(conn, 400,
-			    "reason: exited, killed, cancelled, timeout or "
-			    "start_failed");
-		}
-		if ((json_object_get(body, "message") != NULL &&
-			!json_is_string(json_object_get(body, "message"))) ||
-		    (json_object_get(body, "exit_code") != NULL &&
-			!json_is_integer(json_object_get(body, "exit_code"))) ||
-		    (json_object_get(body, "signal") != NULL &&
-			!json_is_integer(json_object_get(body, "signal")))) {
-			json_decref(body);
-			return reply_error(conn, 400,
-			    "exit_code and signal are integers, message a "
-			    "string");
-		}
+		return reply_error(conn, 400, "%s", err);
 	}
 	op = op_new(finished ? OP_FINISHED : OP_STARTED, &req->auth_copy);
 	if (op == NULL) {

@@ -279,6 +279,13 @@ extern pthread_mutex_t joblog_lock;
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,
     const char *url, const char *method, const char *version,
     const char *upload_data, size_t *upload_data_size, void **con_cls);
+/*
+ * Checks an agent's heartbeat, started or finished body (untrusted):
+ * kind is "heartbeat", "started" or "finished". Returns 0 or GP_EINVAL
+ * with err set. Fuzzed: tests/fuzz/fuzz_agent_report.c.
+ */
+int api_check_agent_body(const char *kind, json_t *body, char *err,
+    size_t errlen);
 void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe);
 

@@ -1,0 +1,42 @@
+/*
+ * fuzz_agent_report.c: libFuzzer harness for the coordinator's checks of
+ * what agents send besides registrations: heartbeats, started and finished
+ * reports. The first byte picks the kind, the rest is the body. A body
+ * that passes must have the shape the handlers then rely on.
+ */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "coord/coordd.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char *const kinds[] = {"heartbeat", "started",
+	    "finished"};
+	const char *kind;
+	json_t *body;
+	char err[256];
+
+	if (size < 1)
+		return 0;
+	kind = kinds[data[0] % 3];
+	body = json_loadb((const char *)data + 1, size - 1,
+	    JSON_REJECT_DUPLICATES, NULL);
+	if (body == NULL)
+		return 0;
+	if (api_check_agent_body(kind, body, err, sizeof(err)) == 0) {
+		json_t *v = json_object_get(body, "running");
+		if (!json_is_object(body) ||
+		    !json_is_integer(json_object_get(body, "node_id")))
+			abort();
+		if (v != NULL && (!json_is_array(v) ||
+				     json_array_size(v) > 4096))
+			abort();
+	}
+	json_decref(body);
+	return 0;
+}
