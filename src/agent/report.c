@@ -277,7 +277,7 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 	const char *what;
 	json_t *json = NULL;
 	size_t len = 0;
-	int64_t base = 0, held;
+	int64_t base = 0, held = 0;
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
