@@ -290,9 +290,14 @@ setup(const struct gp_sandbox_spec *s)
 			if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) != 0 &&
 			    errno == EINVAL)
 				break;
-		if (setgroups((size_t)u->ngroups, u->groups) != 0 ||
-		    setresgid(u->gid, u->gid, u->gid) != 0 ||
-		    setresuid(u->uid, u->uid, u->uid) != 0)
+		/*
+		 * Raw system calls: glibc's wrappers would signal the
+		 * agent's other threads (setxid) and take their locks.
+		 */
+		if (syscall(SYS_setgroups, (size_t)u->ngroups,
+		    u->groups) != 0 ||
+		    syscall(SYS_setresgid, u->gid, u->gid, u->gid) != 0 ||
+		    syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0)
 			fail(fd, STAGE_USER);
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
@@ -340,11 +345,11 @@ init_main(const struct gp_sandbox_spec *s)
 	    pipe2(exec_pipe, O_CLOEXEC) != 0)
 		fail(s->status_fd, STAGE_FORK);
 	/*
-	 * _Fork, not fork: we are the child of a multi-threaded process and
-	 * fork() would take malloc's locks in its atfork handlers, which
-	 * another agent thread may have held when we were cloned: a hang.
+	 * Not fork(): glibc's fork takes locks (malloc, stdio) that another
+	 * agent thread may have held when init was cloned. A raw clone
+	 * copies nothing but the process.
 	 */
-	child = _Fork();
+	child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
 	if (child < 0)
 		fail(s->status_fd, STAGE_FORK);
 	if (child == 0)
