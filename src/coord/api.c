@@ -216,6 +216,14 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 	return queue_op(conn, req, op);
 }
 
+static int
+cmp_id(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static enum MHD_Result
 handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 {
@@ -234,42 +242,32 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 		}
 	} else {
 		/* Active jobs: the queue and what runs on the nodes. */
-		json_t *running = json_array();
+		size_t n = (size_t)state.nqueue, k = 0;
+		int64_t *ids;
+		for (id = 1; id < state.nnodes; id++)
+			if (state.nodes[id] != NULL)
+				n += (size_t)state.nodes[id]->njobs;
+		ids = malloc((n + 1) * sizeof(*ids));
+		if (ids == NULL) {
+			pthread_rwlock_unlock(&state.lock);
+			json_decref(jobs);
+			return reply_error(conn, 503, "out of memory");
+		}
 		for (id = 1; id < state.nnodes; id++) {
-			struct node *n = state.nodes[id];
-			for (i = 0; n != NULL && i < n->njobs; i++) {
-				struct job *j = state_job(n->jobs[i]);
-				if (j != NULL && job_visible_to(j, req->auth))
-					json_array_append_new(running,
-					    json_integer(j->id));
-			}
+			struct node *nd = state.nodes[id];
+			for (i = 0; nd != NULL && i < nd->njobs; i++)
+				ids[k++] = nd->jobs[i];
 		}
 		for (i = 0; i < state.nqueue; i++)
-			if (job_visible_to(state.queue[i], req->auth))
-				json_array_append_new(running,
-				    json_integer(state.queue[i]->id));
+			ids[k++] = state.queue[i]->id;
 		/* In id order, as the API promises. */
-		{
-			size_t n = json_array_size(running), k;
-			int64_t *ids = calloc(n + 1, sizeof(*ids));
-			for (k = 0; ids != NULL && k < n; k++)
-				ids[k] = json_integer_value(
-				    json_array_get(running, k));
-			for (k = 1; ids != NULL && k < n; k++) {
-				int64_t v = ids[k];
-				size_t m = k;
-				while (m > 0 && ids[m - 1] > v) {
-					ids[m] = ids[m - 1];
-					m--;
-				}
-				ids[m] = v;
-			}
-			for (k = 0; ids != NULL && k < n; k++)
-				json_array_append_new(jobs,
-				    job_to_json(state_job(ids[k]), 0));
-			free(ids);
+		qsort(ids, k, sizeof(*ids), cmp_id);
+		for (i = 0; (size_t)i < k; i++) {
+			struct job *j = state_job(ids[i]);
+			if (j != NULL && job_visible_to(j, req->auth))
+				json_array_append_new(jobs, job_to_json(j, 0));
 		}
-		json_decref(running);
+		free(ids);
 	}
 	pthread_rwlock_unlock(&state.lock);
 	return reply_json(conn, 200, json_pack("{s:o}", "jobs", jobs));

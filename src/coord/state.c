@@ -674,6 +674,71 @@ job_assign(struct job *job, struct node *node,
 
 /* ---- scheduling ---- */
 
+/*
+ * The scheduler's view of the nodes: one entry per node, GPUs marked with
+ * the job using them. OUT: *nodes and *gpus (malloc'd, caller frees both),
+ * *n. Returns 0 or GP_ENOMEM.
+ */
+static int
+sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
+    size_t *n)
+{
+	struct gp_sched_node *sn;
+	struct gp_sched_gpu *sg;
+	size_t nn = 0, ng = 0;
+	int64_t id;
+	int g;
+
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL)
+			ng += (size_t)state.nodes[id]->ngpus;
+	sn = calloc((size_t)state.nnodes + 1, sizeof(*sn));
+	sg = calloc(ng + 1, sizeof(*sg));
+	if (sn == NULL || sg == NULL) {
+		free(sn);
+		free(sg);
+		return GP_ENOMEM;
+	}
+	ng = 0;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *node = state.nodes[id];
+		if (node == NULL)
+			continue;
+		sn[nn].id = node->id;
+		sn[nn].up = node->up;
+		sn[nn].cpus = node->cpus;
+		sn[nn].mem_mib = node->mem_mib;
+		sn[nn].ngpus = node->ngpus;
+		sn[nn].gpus = &sg[ng];
+		for (g = 0; g < node->ngpus; g++, ng++) {
+			sg[ng].index = node->gpus[g].index;
+			sg[ng].model = node->gpus[g].model;
+			sg[ng].mem_mib = node->gpus[g].mem_mib;
+			sg[ng].job_id = node->gpus[g].job_id;
+		}
+		nn++;
+	}
+	*nodes = sn;
+	*gpus = sg;
+	*n = nn;
+	return 0;
+}
+
+/* What the scheduler is told about a job. */
+static void
+sched_job(const struct job *j, const struct gp_jobspec *spec,
+    struct gp_sched_job *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = j != NULL ? j->id : 0;
+	out->gpus = spec->gpus;
+	out->gpu_mem_mib = spec->gpu_mem_mib;
+	out->gpu_model = spec->gpu_model;
+	out->cpus = spec->cpus;
+	out->mem_mib = spec->mem_mib;
+	out->time_limit_s = spec->time_limit_s;
+}
+
 static void
 schedule(void)
 {
@@ -683,9 +748,9 @@ schedule(void)
 	struct gp_sched_job *queue = NULL;
 	struct gp_sched_assignment *out = NULL;
 	struct gp_sched_input in;
-	size_t nnodes = 0, ngpus = 0, nrun = 0, i, nout = 0;
+	size_t nnodes = 0, nrun = 0, i, nout = 0;
 	int64_t id;
-	int g, any_free = 0;
+	int g, any_up = 0;
 
 	state.sched_dirty = 0;
 	if (state.nqueue == 0)
@@ -694,40 +759,20 @@ schedule(void)
 		struct node *n = state.nodes[id];
 		if (n == NULL)
 			continue;
-		ngpus += (size_t)n->ngpus;
 		nrun += (size_t)n->njobs;
-		if (n->up)
-			any_free = 1;
+		any_up |= n->up;
 	}
-	if (!any_free)
+	if (!any_up)
 		return;
-	snodes = calloc((size_t)state.nnodes + 1, sizeof(*snodes));
-	sgpus = calloc(ngpus + 1, sizeof(*sgpus));
 	run = calloc(nrun + 1, sizeof(*run));
 	queue = calloc((size_t)state.nqueue, sizeof(*queue));
-	if (snodes == NULL || sgpus == NULL || run == NULL || queue == NULL)
+	if (run == NULL || queue == NULL ||
+	    sched_view(&snodes, &sgpus, &nnodes) != 0)
 		goto out;
-	ngpus = nrun = 0;
+	nrun = 0;
 	for (id = 1; id < state.nnodes; id++) {
 		struct node *n = state.nodes[id];
-		struct gp_sched_node *sn;
-		if (n == NULL)
-			continue;
-		sn = &snodes[nnodes++];
-		sn->id = n->id;
-		sn->up = n->up;
-		sn->cpus = n->cpus;
-		sn->mem_mib = n->mem_mib;
-		sn->ngpus = n->ngpus;
-		sn->gpus = &sgpus[ngpus];
-		for (g = 0; g < n->ngpus; g++) {
-			struct gp_sched_gpu *sg = &sgpus[ngpus++];
-			sg->index = n->gpus[g].index;
-			sg->model = n->gpus[g].model;
-			sg->mem_mib = n->gpus[g].mem_mib;
-			sg->job_id = n->gpus[g].job_id;
-		}
-		for (g = 0; g < n->njobs; g++) {
+		for (g = 0; n != NULL && g < n->njobs; g++) {
 			struct job *j = state_job(n->jobs[g]);
 			if (j == NULL)
 				continue;
@@ -741,16 +786,8 @@ schedule(void)
 			nrun++;
 		}
 	}
-	for (i = 0; i < (size_t)state.nqueue; i++) {
-		struct job *j = state.queue[i];
-		queue[i].id = j->id;
-		queue[i].gpus = j->spec.gpus;
-		queue[i].gpu_mem_mib = j->spec.gpu_mem_mib;
-		queue[i].gpu_model = j->spec.gpu_model;
-		queue[i].cpus = j->spec.cpus;
-		queue[i].mem_mib = j->spec.mem_mib;
-		queue[i].time_limit_s = j->spec.time_limit_s;
-	}
+	for (i = 0; i < (size_t)state.nqueue; i++)
+		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
 	in.now_ms = gp_now_ms();
 	in.nodes = snodes;
 	in.nnodes = nnodes;
@@ -846,49 +883,16 @@ apply_submit(struct op *op)
 	struct gp_sched_gpu *sgpus;
 	struct gp_sched_job sj;
 	struct job *job;
-	size_t nn = 0, ng = 0;
-	int64_t id;
-	int g, fits;
+	size_t nn;
+	int fits;
 	char why[256];
 
-	/* Can any node we know ever run it? */
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			ng += (size_t)state.nodes[id]->ngpus;
-	snodes = calloc((size_t)state.nnodes + 1, sizeof(*snodes));
-	sgpus = calloc(ng + 1, sizeof(*sgpus));
-	if (snodes == NULL || sgpus == NULL) {
-		free(snodes);
-		free(sgpus);
+	/* Can any node we know, up or down, ever run it? */
+	if (sched_view(&snodes, &sgpus, &nn) != 0) {
 		set_error(op, 503, "out of memory");
 		return;
 	}
-	ng = 0;
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *n = state.nodes[id];
-		if (n == NULL)
-			continue;
-		snodes[nn].id = n->id;
-		snodes[nn].up = n->up;
-		snodes[nn].cpus = n->cpus;
-		snodes[nn].mem_mib = n->mem_mib;
-		snodes[nn].ngpus = n->ngpus;
-		snodes[nn].gpus = &sgpus[ng];
-		for (g = 0; g < n->ngpus; g++) {
-			sgpus[ng].index = n->gpus[g].index;
-			sgpus[ng].model = n->gpus[g].model;
-			sgpus[ng].mem_mib = n->gpus[g].mem_mib;
-			ng++;
-		}
-		nn++;
-	}
-	memset(&sj, 0, sizeof(sj));
-	sj.gpus = op->spec.gpus;
-	sj.gpu_mem_mib = op->spec.gpu_mem_mib;
-	sj.gpu_model = op->spec.gpu_model;
-	sj.cpus = op->spec.cpus;
-	sj.mem_mib = op->spec.mem_mib;
-	sj.time_limit_s = op->spec.time_limit_s;
+	sched_job(NULL, &op->spec, &sj);
 	fits = gp_sched_can_ever_fit(snodes, nn, &sj, why, sizeof(why));
 	free(snodes);
 	free(sgpus);
