@@ -40,6 +40,13 @@ struct attempt_record {
 	int64_t started_ms;
 	int64_t finished_ms;
 	char reason[24];
+	/* Checkpoints: what this attempt started from and saved. */
+	int64_t restored_version; /* 0: started from scratch */
+	int64_t ckpt_version;	  /* last version committed by it, 0: none */
+	int64_t ckpt_count;	  /* versions it committed */
+	int64_t ckpt_ms;	  /* when the last one was committed */
+	int64_t ckpt_bytes;	  /* its size */
+	char ckpt_label[201];	  /* its COMPLETE marker's first line */
 };
 
 struct waiter;
@@ -169,6 +176,7 @@ enum op_type {
 	OP_STARTED,
 	OP_FINISHED,
 	OP_LOST, /* heartbeat: an attempt the agent no longer has */
+	OP_CHECKPOINT, /* a checkpoint version was committed (ckpt.c) */
 };
 
 struct op {
@@ -183,6 +191,7 @@ struct op {
 	int attempt;
 	int64_t node_id;
 	json_t *body;
+	int64_t version, bytes; /* OP_CHECKPOINT */
 	/* Output. */
 	int status;
 	json_t *result;
@@ -217,6 +226,13 @@ int job_visible_to(const struct job *job, const struct token_entry *who);
 void state_reconcile(struct node *node, json_t *running, json_t *kill,
     int queue_lost);
 int state_create_admin_token_if_none(void);
+/*
+ * Records in the job's attempt history that (job_id, attempt) committed
+ * checkpoint version (bytes in all, label from its marker). Queued to the
+ * state thread; safe from any thread, without state.lock.
+ */
+void state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
+    int64_t bytes, const char *label);
 /*
  * Decodes a register body (untrusted). OUT: tmp->name, cpus, mem_mib,
  * gpus (malloc'd, caller frees even on failure), *running (a new

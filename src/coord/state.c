@@ -1337,6 +1337,53 @@ apply_lost(struct op *op)
 }
 
 static void
+apply_checkpoint(struct op *op)
+{
+	struct job *job = state_job(op->job_id);
+	struct attempt_record *a = NULL;
+	const char *label;
+	int i;
+
+	if (job == NULL)
+		return;
+	for (i = job->nhistory - 1; i >= 0; i--)
+		if (job->history[i].attempt == op->attempt) {
+			a = &job->history[i];
+			break;
+		}
+	if (a == NULL || op->version <= a->ckpt_version)
+		return;
+	a->ckpt_version = op->version;
+	a->ckpt_count++;
+	a->ckpt_ms = gp_now_ms();
+	a->ckpt_bytes = op->bytes;
+	label = json_string_value(json_object_get(op->body, "label"));
+	gp_strlcpy(a->ckpt_label, label != NULL ? label : "",
+	    sizeof(a->ckpt_label));
+	persist_job(job);
+	gp_info("checkpoint committed job=%lld attempt=%d version=%lld "
+		"bytes=%lld",
+	    (long long)job->id, op->attempt, (long long)op->version,
+	    (long long)op->bytes);
+}
+
+void
+state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
+    int64_t bytes, const char *label)
+{
+	struct op *op = op_new(OP_CHECKPOINT, NULL);
+
+	if (op == NULL)
+		return;
+	op->job_id = job_id;
+	op->attempt = attempt;
+	op->version = version;
+	op->bytes = bytes;
+	op->body = json_pack("{s:s}", "label", label != NULL ? label : "");
+	state_submit_op(op);
+}
+
+static void
 apply(struct op *op)
 {
 	switch (op->type) {
@@ -1360,6 +1407,9 @@ apply(struct op *op)
 		break;
 	case OP_LOST:
 		apply_lost(op);
+		break;
+	case OP_CHECKPOINT:
+		apply_checkpoint(op);
 		break;
 	}
 }

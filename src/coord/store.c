@@ -149,10 +149,16 @@ store_put_job(const struct job *job)
 	for (i = 0; i < job->nhistory; i++) {
 		const struct attempt_record *a = &job->history[i];
 		json_array_append_new(hist,
-		    json_pack("{s:i,s:I,s:I,s:I,s:s}", "attempt", a->attempt,
-			"node_id", (json_int_t)a->node_id, "started_ms",
-			(json_int_t)a->started_ms, "finished_ms",
-			(json_int_t)a->finished_ms, "reason", a->reason));
+		    json_pack("{s:i,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:s}",
+			"attempt", a->attempt, "node_id", (json_int_t)a->node_id,
+			"started_ms", (json_int_t)a->started_ms, "finished_ms",
+			(json_int_t)a->finished_ms, "reason", a->reason,
+			"restored_version", (json_int_t)a->restored_version,
+			"ckpt_version", (json_int_t)a->ckpt_version,
+			"ckpt_count", (json_int_t)a->ckpt_count, "ckpt_ms",
+			(json_int_t)a->ckpt_ms, "ckpt_bytes",
+			(json_int_t)a->ckpt_bytes, "ckpt_label",
+			a->ckpt_label));
 	}
 	sqlite3_bind_int64(s, 1, job->id);
 	sqlite3_bind_text(s, 2, job->user, -1, SQLITE_STATIC);
@@ -368,6 +374,20 @@ load_jobs(void (*on_job)(struct job *))
 			gp_strlcpy(a->reason,
 			    json_string_value(json_object_get(v, "reason")) ?: "",
 			    sizeof(a->reason));
+			a->restored_version = json_integer_value(
+			    json_object_get(v, "restored_version"));
+			a->ckpt_version = json_integer_value(
+			    json_object_get(v, "ckpt_version"));
+			a->ckpt_count = json_integer_value(
+			    json_object_get(v, "ckpt_count"));
+			a->ckpt_ms = json_integer_value(
+			    json_object_get(v, "ckpt_ms"));
+			a->ckpt_bytes = json_integer_value(
+			    json_object_get(v, "ckpt_bytes"));
+			gp_strlcpy(a->ckpt_label,
+			    json_string_value(json_object_get(v, "ckpt_label"))
+				?: "",
+			    sizeof(a->ckpt_label));
 		}
 		json_decref(arr);
 		j->log_base = sqlite3_column_int64(s, 17);

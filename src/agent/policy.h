@@ -1,0 +1,74 @@
+/*
+ * policy.h: the owner's lending policy for one provider machine: which
+ * GPUs are lent, when (weekly windows in local time), how much CPU and
+ * memory jobs may take, the longest job accepted, the grace period a job
+ * gets to checkpoint, and what to do when the owner starts using a lent
+ * GPU. Parsed from a small text file (docs/provider.md); the parser is
+ * fed files the owner edits by hand, so it names the line and the reason
+ * of the first error (tests/unit/test_policy.c, tests/fuzz/fuzz_policy.c).
+ */
+#ifndef GP_AGENT_POLICY_H
+#define GP_AGENT_POLICY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define GP_POLICY_WINDOWS_MAX 64
+#define GP_POLICY_FILE_MAX (64 * 1024)
+
+/* A weekly window: it opens on each day of `days` at start_min. */
+struct gp_policy_window {
+	unsigned days;	/* bit 0 Monday ... bit 6 Sunday: opening days */
+	int start_min;	/* minutes after local midnight, 0..1439 */
+	int end_min;	/* 1..1440; <= start_min: ends the next day */
+};
+
+enum gp_owner_presence {
+	GP_PRESENCE_RECLAIM = 0, /* reclaim the GPU (graceful) */
+	GP_PRESENCE_IGNORE,	 /* leave pool jobs alone */
+};
+
+struct gp_policy {
+	int all_gpus;		/* 1: every GPU discovered is lent */
+	uint64_t gpus;		/* else: bit i set = GPU index i lent */
+	int cpus;		/* CPUs jobs may take in all; 0: the agent's */
+	int64_t mem_mib;	/* memory jobs may take in all; 0: the agent's */
+	int64_t max_job_s;	/* longest time limit accepted; 0: any */
+	int64_t grace_s;	/* checkpoint grace on reclaim (default 30) */
+	int nwindows;		/* 0: always available */
+	struct gp_policy_window windows[GP_POLICY_WINDOWS_MAX];
+	enum gp_owner_presence presence;
+};
+
+/* Everything lent, always, grace 30 s, presence reclaims. */
+void gp_policy_default(struct gp_policy *p);
+
+/*
+ * Parses a policy file's text. OUT: p (written only on success), *line
+ * (1-based line of the error, 0 when not about one line), err. Returns 0
+ * or GP_EINVAL.
+ */
+int gp_policy_parse(const char *text, size_t len, struct gp_policy *p,
+    int *line, char *err, size_t errlen);
+
+/* Reads and parses path; same contract (GP_EIO when it cannot be read). */
+int gp_policy_load(const char *path, struct gp_policy *p, int *line,
+    char *err, size_t errlen);
+
+/*
+ * 1 when lending is allowed at local time *tm (always 1 without windows),
+ * else 0. OUT (may be NULL): *next_change_s: seconds until that answer
+ * changes (-1 when it never does).
+ */
+int gp_policy_window_open(const struct gp_policy *p, const struct tm *tm,
+    int64_t *next_change_s);
+
+/* 1 when GPU index i is lent by the policy (windows aside). */
+int gp_policy_lends_gpu(const struct gp_policy *p, int i);
+
+/* The policy as JSON (a new object) for `provider policy show`/status. */
+json_t *gp_policy_to_json(const struct gp_policy *p);
+
+#endif
