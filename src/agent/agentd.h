@@ -19,6 +19,7 @@
 #include "agent/sandbox.h"
 
 struct gp_reports;
+struct gp_provider;
 
 struct gp_agent {
 	/* Configuration, fixed after start. */
@@ -37,6 +38,19 @@ struct gp_agent {
 
 	struct gp_executor *executor;
 	struct gp_reports *reports;
+	struct gp_provider *provider;
+
+	/* The owner's side (provider.c); paths "" when not given. */
+	char policy_path[PATH_MAX];
+	char control_path[PATH_MAX];
+	uid_t owner_uid;
+	/*
+	 * gp_mono_ms() of the last heartbeat that reached the coordinator
+	 * (its send time) or was refused outright (coordinator process
+	 * down: nothing can be requeued meanwhile). The provider fences
+	 * (kills its jobs) when this grows older than the lease allows.
+	 */
+	_Atomic int64_t last_contact_mono;
 
 	/* Link state, under lock; cond signals a change of node_id. */
 	pthread_mutex_t lock;
@@ -65,6 +79,40 @@ void gp_reports_on_output(void *arg, const struct gp_attempt_id *id,
     const char *data, size_t len);
 void gp_reports_on_finished(void *arg, const struct gp_attempt_id *id,
     const struct gp_exec_result *result);
+/* The checkpoint version an attempt started from (sent with "started"). */
+void gp_reports_set_restored(struct gp_reports *r,
+    const struct gp_attempt_id *id, int64_t version);
+/* Waits until every attempt's reports are delivered. 0 or GP_ETIMEDOUT. */
+int gp_reports_wait_empty(struct gp_reports *r, int64_t timeout_ms);
+
+/* provider.c: the owner's side: policy, reclaim, checkpoints, fencing. */
+struct gp_provider *gp_provider_new(struct gp_agent *agent, char *err,
+    size_t errlen);
+/* Stops the threads and the control socket (jobs are the executor's). */
+void gp_provider_free(struct gp_provider *p);
+/* Executor callbacks (arg: the provider); they pass on to report.c. */
+void gp_provider_on_started(void *arg, const struct gp_attempt_id *id,
+    pid_t pid);
+void gp_provider_on_output(void *arg, const struct gp_attempt_id *id,
+    const char *data, size_t len);
+void gp_provider_on_finished(void *arg, const struct gp_attempt_id *id,
+    const struct gp_exec_result *result);
+/* From the coordinator: a new attempt (takes *a), a cancel, a kill. */
+void gp_provider_assign(struct gp_provider *p, struct gp_assignment *a);
+void gp_provider_cancel(struct gp_provider *p, const struct gp_attempt_id *id);
+void gp_provider_drop(struct gp_provider *p, const struct gp_attempt_id *id);
+/* The user asked for an upload now. */
+void gp_provider_checkpoint_now(struct gp_provider *p,
+    const struct gp_attempt_id *id);
+/* What the node offers now (new object), for register and heartbeats. */
+json_t *gp_provider_offer_json(struct gp_provider *p);
+/*
+ * Ends every job as the owner would on leave (checkpoint signal, grace,
+ * final upload, "reason" reported) and waits until they are reported.
+ */
+void gp_provider_drain(struct gp_provider *p, const char *reason);
+/* Re-reads the policy file (SIGHUP). */
+void gp_provider_reload(struct gp_provider *p);
 
 /* link.c */
 /* Starts the heartbeat (which registers first) and poll threads. */

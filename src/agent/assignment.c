@@ -4,6 +4,7 @@
  */
 #include "agent/assignment.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,8 +212,22 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	if ((ret = get_int(obj, "mem_mib", 0, GP_MIB_MAX, 0, 0, &a->mem_mib,
 	    err, errlen)) != 0)
 		return ret;
-	return get_int(obj, "time_limit_s", 0, GP_TIME_LIMIT_MAX, 0, 0,
-	    &a->time_limit_s, err, errlen);
+	if ((ret = get_int(obj, "time_limit_s", 0, GP_TIME_LIMIT_MAX, 0, 0,
+	    &a->time_limit_s, err, errlen)) != 0)
+		return ret;
+	if ((ret = get_int(obj, "checkpoint_every_s", 1, GP_TIME_LIMIT_MAX, 0,
+	    GP_CHECKPOINT_EVERY_DEFAULT, &a->checkpoint_every_s, err,
+	    errlen)) != 0)
+		return ret;
+	if ((ret = get_int(obj, "checkpoint_signal", 1, 64, 0, SIGUSR1, &v,
+	    err, errlen)) != 0)
+		return ret;
+	if (gp_signal_name((int)v)[0] == '?')
+		return bad(err, errlen, "field %s: not an allowed signal",
+		    "checkpoint_signal");
+	a->checkpoint_signal = (int)v;
+	return get_int(obj, "restart_count", 0, INT32_MAX, 0, 0,
+	    &a->restart_count, err, errlen);
 }
 
 void
@@ -228,6 +243,8 @@ gp_assignment_fini(struct gp_assignment *a)
 			free(a->env[i]);
 	free(a->argv);
 	free(a->env);
+	free(a->restore_dir);
+	a->restore_dir = NULL;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;
 }
@@ -241,6 +258,7 @@ gp_poll_answer_fini(struct gp_poll_answer *answer)
 		gp_assignment_fini(&answer->assignments[i]);
 	free(answer->assignments);
 	free(answer->cancels);
+	free(answer->checkpoints);
 	memset(answer, 0, sizeof(*answer));
 }
 
@@ -315,6 +333,10 @@ gp_assignment_decode(const char *text, size_t len,
 	}
 	ret = gp_attempt_list_decode(json_object_get(root, "cancels"),
 	    &answer->cancels, &answer->ncancels, err, errlen);
+	if (ret != 0)
+		goto fail;
+	ret = gp_attempt_list_decode(json_object_get(root, "checkpoints"),
+	    &answer->checkpoints, &answer->ncheckpoints, err, errlen);
 	if (ret != 0)
 		goto fail;
 	json_decref(root);

@@ -32,6 +32,12 @@ struct gp_assignment {
 	int cpus;
 	int64_t mem_mib;	/* 0: no limit */
 	int64_t time_limit_s;	/* 0: no limit */
+	int64_t checkpoint_every_s; /* least time between uploads */
+	int checkpoint_signal;	/* "save now and exit" */
+	int64_t restart_count;	/* earlier attempts of this job */
+	/* Filled by the agent, not the coordinator. */
+	char *restore_dir;	/* restored checkpoint to move in, or NULL */
+	int64_t restored_version;
 };
 
 struct gp_poll_answer {
@@ -39,6 +45,8 @@ struct gp_poll_answer {
 	int nassignments;
 	struct gp_attempt_id *cancels;
 	int ncancels;
+	struct gp_attempt_id *checkpoints; /* upload now, please */
+	int ncheckpoints;
 };
 
 /*

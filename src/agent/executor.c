@@ -60,13 +60,14 @@ struct job {
 	struct job *next;
 };
 
-enum op_kind { OP_START, OP_KILL };
+enum op_kind { OP_START, OP_KILL, OP_SIGNAL };
 
 struct op {
 	enum op_kind kind;
 	struct gp_assignment assignment;	/* OP_START */
 	struct gp_attempt_id id;		/* OP_KILL */
 	enum gp_exec_kill how;
+	int sig;				/* OP_SIGNAL */
 	struct op *next;
 };
 
@@ -129,6 +130,31 @@ gp_executor_kill(struct gp_executor *ex, const struct gp_attempt_id *id,
 	op->id = *id;
 	op->how = how;
 	push(ex, op);
+}
+
+void
+gp_executor_signal(struct gp_executor *ex, const struct gp_attempt_id *id,
+    int sig)
+{
+	struct op *op = calloc(1, sizeof(*op));
+
+	if (op == NULL) {
+		gp_error("executor: out of memory queuing signal job=%lld",
+		    (long long)id->job_id);
+		return;
+	}
+	op->kind = OP_SIGNAL;
+	op->id = *id;
+	op->sig = sig;
+	push(ex, op);
+}
+
+void
+gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len)
+{
+	snprintf(out, len, "%s/jobs/%lld-%lld/checkpoint", cfg->work_dir,
+	    (long long)id->job_id, (long long)id->attempt);
 }
 
 static struct job *
@@ -197,7 +223,7 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 		il += (size_t)snprintf(indices + il, sizeof(indices) - il,
 		    "%s%d", i ? "," : "", a->gpus[i]);
 	}
-	if ((env = calloc((size_t)a->nenv + 12, sizeof(char *))) == NULL)
+	if ((env = calloc((size_t)a->nenv + 16, sizeof(char *))) == NULL)
 		return NULL;
 	for (i = 0; i < a->nenv; i++) {
 		if (env_reserved(a->env[i]))
@@ -225,6 +251,12 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	ADD("GPUPOOL_ATTEMPT=%lld", (long long)a->id.attempt);
 	ADD("GPUPOOL_GPUS=%s", indices);
 	ADD("GPUPOOL_JOB_NAME=%s", a->name);
+	ADD("GPUPOOL_CHECKPOINT_DIR=%s/checkpoint", workdir);
+	ADD("GPUPOOL_RESTART_COUNT=%lld", (long long)a->restart_count);
+	ADD("GPUPOOL_CHECKPOINT_VERSION=%lld", (long long)a->restored_version);
+	ADD("GPUPOOL_CHECKPOINT_SIGNAL=%s",
+	    gp_signal_name(a->checkpoint_signal ? a->checkpoint_signal
+						: SIGUSR1));
 #undef ADD
 	return env;
 fail:
@@ -254,10 +286,12 @@ unwatch(struct gp_executor *ex, int *fd)
 	*fd = -1;
 }
 
+/* The job's directory and its checkpoint directory (restored or empty). */
 static int
-make_workdir(struct gp_executor *ex, struct job *j)
+make_workdir(struct gp_executor *ex, struct job *j, const char *restore)
 {
 	const struct gp_sandbox_user *u = ex->cfg->user;
+	char ckpt[PATH_MAX + 16];
 	struct stat st;
 
 	if (lstat(j->workdir, &st) == 0)
@@ -265,6 +299,14 @@ make_workdir(struct gp_executor *ex, struct job *j)
 	if (mkdir(j->workdir, 0700) != 0)
 		return errno;
 	if (!u->userns && chown(j->workdir, u->uid, u->gid) != 0)
+		return errno;
+	snprintf(ckpt, sizeof(ckpt), "%s/checkpoint", j->workdir);
+	if (restore != NULL) {
+		if (rename(restore, ckpt) != 0)
+			return errno;
+	} else if (mkdir(ckpt, 0700) != 0)
+		return errno;
+	if (!u->userns && chown(ckpt, u->uid, u->gid) != 0)
 		return errno;
 	return 0;
 }
@@ -303,7 +345,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	    (long long)a->id.attempt);
 	snprintf(j->workdir, sizeof(j->workdir), "%s/jobs/%s", cfg->work_dir,
 	    name);
-	if ((err = make_workdir(ex, j)) != 0) {
+	if ((err = make_workdir(ex, j, a->restore_dir)) != 0) {
 		fail_start(ex, &a->id, "work directory %s", j->workdir, err);
 		goto fail;
 	}
@@ -433,8 +475,9 @@ finish_job(struct gp_executor *ex, struct job *j)
 			    "dir=%s", (long long)j->id.job_id,
 			    (long long)j->id.attempt, j->cgroup.dirs[0]);
 	}
-	if (gp_remove_tree(j->workdir) != 0)
+	if (!ex->cfg->keep_workdir && gp_remove_tree(j->workdir) != 0)
 		gp_warn("cannot remove work directory dir=%s", j->workdir);
+	r.workdir = j->workdir;
 	gp_info("job finished job=%lld attempt=%lld reason=%s exit_code=%d "
 	    "signal=%d", (long long)j->id.job_id, (long long)j->id.attempt,
 	    r.reason, r.exit_code, r.signal);
@@ -533,11 +576,22 @@ run_ops(struct gp_executor *ex)
 			if (!stopping)
 				start_job(ex, &op->assignment);
 			gp_assignment_fini(&op->assignment);
+		} else if (op->kind == OP_SIGNAL) {
+			if ((j = find(ex, &op->id)) != NULL && !j->reaped &&
+			    j->pidfd >= 0) {
+				gp_info("signalling job job=%lld attempt=%lld "
+				    "signal=%s", (long long)op->id.job_id,
+				    (long long)op->id.attempt,
+				    gp_signal_name(op->sig));
+				syscall(SYS_pidfd_send_signal, j->pidfd,
+				    op->sig, NULL, 0);
+			}
 		} else if ((j = find(ex, &op->id)) != NULL) {
 			gp_info("killing job job=%lld attempt=%lld why=%s",
 			    (long long)op->id.job_id,
 			    (long long)op->id.attempt,
 			    op->how == GP_EXEC_CANCELLED ? "cancelled" :
+			    op->how == GP_EXEC_RECLAIMED ? "reclaimed" :
 			    "stale");
 			kill_job(j, op->how, 0);
 		}

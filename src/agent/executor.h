@@ -22,6 +22,12 @@ struct gp_exec_result {
 	int exit_code;		/* for "exited" */
 	int signal;		/* for "killed", "cancelled", "timeout" */
 	char message[512];	/* for "start_failed"; else "" */
+	/*
+	 * The job's directory, valid during the callback. With
+	 * keep_workdir the callee removes it (after the final checkpoint
+	 * upload); else it is already gone.
+	 */
+	const char *workdir;
 };
 
 struct gp_exec_events {
@@ -44,11 +50,17 @@ struct gp_exec_config {
 	int ngpus;
 	int gpu_uuids;		/* CUDA_VISIBLE_DEVICES by UUID, not index */
 	int64_t pids_max;	/* per job; 0 means GP_CGROUP_PIDS_MAX */
+	int keep_workdir;	/* leave job directories to the callee */
 };
+
+/* A job's checkpoint directory: <work_dir>/jobs/<id>-<attempt>/checkpoint */
+void gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len);
 
 enum gp_exec_kill {
 	GP_EXEC_CANCELLED = 1,	/* the coordinator cancelled it */
 	GP_EXEC_STALE,		/* the coordinator no longer wants it */
+	GP_EXEC_RECLAIMED,	/* the owner takes its GPU back */
 };
 
 /*
@@ -67,6 +79,10 @@ int gp_executor_start(struct gp_executor *ex, struct gp_assignment *a);
 /* Queues a kill of the whole job; unknown attempts are ignored. */
 void gp_executor_kill(struct gp_executor *ex, const struct gp_attempt_id *id,
     enum gp_exec_kill how);
+
+/* Sends sig to the job's command (through its init); unknown: ignored. */
+void gp_executor_signal(struct gp_executor *ex,
+    const struct gp_attempt_id *id, int sig);
 
 /* Kills every job, waits for each to be reaped, stops the thread. */
 void gp_executor_free(struct gp_executor *ex);

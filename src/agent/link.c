@@ -80,8 +80,7 @@ gp_link_apply_kills(struct gp_agent *ag, json_t *list)
 	for (i = 0; i < n; i++) {
 		gp_info("coordinator wants attempt gone job=%lld attempt=%lld",
 		    (long long)ids[i].job_id, (long long)ids[i].attempt);
-		gp_reports_forget(ag->reports, &ids[i]);
-		gp_executor_kill(ag->executor, &ids[i], GP_EXEC_STALE);
+		gp_provider_drop(ag->provider, &ids[i]);
 	}
 	free(ids);
 }
@@ -111,10 +110,10 @@ gpus_json(struct gp_agent *ag, int usage)
 	return list;
 }
 
-/* POSTs JSON; OUT: resp (fini'd by the caller). */
+/* POSTs JSON; OUT: resp (fini'd by the caller). timeout_ms 0: 30 s. */
 static int
 post(struct gp_http_client *http, const char *path, json_t *body,
-    struct gp_http_response *resp)
+    long timeout_ms, struct gp_http_response *resp)
 {
 	char *text = json_dumps(body, JSON_COMPACT);
 	int ret;
@@ -125,7 +124,7 @@ post(struct gp_http_client *http, const char *path, json_t *body,
 		return GP_ENOMEM;
 	}
 	ret = gp_http_request(http, "POST", path, text, strlen(text), NULL,
-	    0, resp);
+	    timeout_ms, resp);
 	free(text);
 	return ret;
 }
@@ -141,12 +140,17 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 
 	set_node(ag, 0);
 	while (!atomic_load(&ag->stop)) {
-		json_t *body = json_pack("{si ss si sI so so}", "protocol",
+		json_t *body = json_pack("{si ss si sI so so so}", "protocol",
 		    GP_PROTOCOL_VERSION, "name", ag->name, "cpus", ag->cpus,
 		    "mem_mib", (json_int_t)ag->mem_mib, "gpus",
 		    gpus_json(ag, 0), "running",
-		    gp_reports_running(ag->reports));
-		int ret = post(http, "/v1/agent/register", body, &resp);
+		    gp_reports_running(ag->reports), "offer",
+		    gp_provider_offer_json(ag->provider));
+		int64_t sent = gp_mono_ms();
+		int ret = post(http, "/v1/agent/register", body, 0, &resp);
+
+		if (ret != 0 && resp.refused)
+			atomic_store(&ag->last_contact_mono, gp_mono_ms());
 
 		if (ret == 0 && resp.status == 200) {
 			json_t *root = json_loadb(resp.body, resp.body_len, 0,
@@ -168,6 +172,7 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 				    ag->heartbeat_ms, ag->lease_ms, ag->gpus.n);
 				gp_link_apply_kills(ag,
 				    json_object_get(root, "kill"));
+				atomic_store(&ag->last_contact_mono, sent);
 				set_node(ag, json_integer_value(id));
 				json_decref(root);
 				gp_http_response_fini(&resp);
@@ -221,10 +226,17 @@ heartbeat_main(void *arg)
 		pthread_mutex_lock(&ag->lock);
 		node_id = ag->node_id;
 		pthread_mutex_unlock(&ag->lock);
-		body = json_pack("{sI so so}", "node_id", (json_int_t)node_id,
-		    "running", gp_reports_running(ag->reports), "gpus",
-		    gpus_json(ag, 1));
-		ret = post(http, path, body, &resp);
+		body = json_pack("{sI so so so}", "node_id",
+		    (json_int_t)node_id, "running",
+		    gp_reports_running(ag->reports), "gpus", gpus_json(ag, 1),
+		    "offer", gp_provider_offer_json(ag->provider));
+		/* Short: a hung request must not hide a partition. */
+		ret = post(http, path, body, ag->lease_ms > 2000 ?
+		    ag->lease_ms / 2 : 1000, &resp);
+		if ((ret == 0 && resp.status == 200) ||
+		    (ret != 0 && resp.refused))
+			atomic_store(&ag->last_contact_mono,
+			    ret == 0 ? start : gp_mono_ms());
 		if (ret == 0 && resp.status == 200) {
 			json_t *root = json_loadb(resp.body, resp.body_len, 0,
 			    NULL);
@@ -263,26 +275,23 @@ apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
 		struct gp_assignment *a = &answer->assignments[i];
 
 		gp_info("assignment job=%lld attempt=%lld name=%s user=%s "
-		    "gpus=%d", (long long)a->id.job_id,
-		    (long long)a->id.attempt, a->name, a->user, a->ngpus);
-		if (gp_reports_add(ag->reports, &a->id) != 0) {
-			gp_warn("assignment already known, ignored job=%lld "
-			    "attempt=%lld", (long long)a->id.job_id,
-			    (long long)a->id.attempt);
-			continue;
-		}
-		if (gp_executor_start(ag->executor, a) != 0) {
-			gp_error("cannot queue job=%lld: out of memory",
-			    (long long)a->id.job_id);
-			gp_reports_forget(ag->reports, &a->id);
-		}
+		    "gpus=%d restart=%lld", (long long)a->id.job_id,
+		    (long long)a->id.attempt, a->name, a->user, a->ngpus,
+		    (long long)a->restart_count);
+		gp_provider_assign(ag->provider, a);
 	}
 	for (i = 0; i < answer->ncancels; i++) {
 		gp_info("cancel job=%lld attempt=%lld",
 		    (long long)answer->cancels[i].job_id,
 		    (long long)answer->cancels[i].attempt);
-		gp_executor_kill(ag->executor, &answer->cancels[i],
-		    GP_EXEC_CANCELLED);
+		gp_provider_cancel(ag->provider, &answer->cancels[i]);
+	}
+	for (i = 0; i < answer->ncheckpoints; i++) {
+		gp_info("checkpoint requested job=%lld attempt=%lld",
+		    (long long)answer->checkpoints[i].job_id,
+		    (long long)answer->checkpoints[i].attempt);
+		gp_provider_checkpoint_now(ag->provider,
+		    &answer->checkpoints[i]);
 	}
 }
 

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +27,8 @@
 static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
 "           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
-"           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB] [-v]\n"
+"           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
+"           [--policy FILE] [--control PATH] [--owner USER] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup).\n"
@@ -44,6 +46,12 @@ static const char usage_text[] =
 "  --ca FILE          CA certificate to verify an HTTPS coordinator\n"
 "  --cpus N           CPUs to offer (default: all online)\n"
 "  --mem MIB          memory to offer, e.g. 64G (default: all)\n"
+"  --policy FILE      the owner's lending policy (docs/provider.md);\n"
+"                     re-read when it changes and on SIGHUP\n"
+"  --control PATH     the owner's control socket (default:\n"
+"                     WORK/agent.sock; \"none\" for no socket)\n"
+"  --owner USER       who may use the control socket besides root\n"
+"                     (default: $SUDO_USER, else the agent's user)\n"
 "  -v, --verbose      debug logging\n";
 
 static int64_t
@@ -138,12 +146,16 @@ gp_agent_main(int argc, char **argv)
 		{"ca", required_argument, NULL, 'a'},
 		{"cpus", required_argument, NULL, 'C'},
 		{"mem", required_argument, NULL, 'm'},
+		{"policy", required_argument, NULL, 'P'},
+		{"control", required_argument, NULL, 'S'},
+		{"owner", required_argument, NULL, 'O'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *url = getenv("GPUPOOL_URL"), *fake = NULL, *run_as = NULL;
 	const char *work = NULL, *name = NULL, *token_file = NULL, *ca = NULL;
+	const char *policy = NULL, *control = NULL, *owner = NULL;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
 	char work_default[PATH_MAX];
 	struct gp_agent *ag = NULL;
@@ -177,6 +189,9 @@ gp_agent_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'P': policy = optarg; break;
+		case 'S': control = optarg; break;
+		case 'O': owner = optarg; break;
 		case 'v': verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -265,21 +280,50 @@ gp_agent_main(int argc, char **argv)
 	ag->exec_cfg.gpus = ag->gpus.gpus;
 	ag->exec_cfg.ngpus = ag->gpus.n;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
+	ag->exec_cfg.keep_workdir = 1;
+	if (policy != NULL && realpath(policy, ag->policy_path) == NULL) {
+		fprintf(stderr, "gpupool agent: --policy %s: %s\n", policy,
+		    strerror(errno));
+		goto out;
+	}
+	if (control == NULL)
+		snprintf(ag->control_path, sizeof(ag->control_path),
+		    "%.4000s/agent.sock", ag->work);
+	else if (strcmp(control, "none") != 0)
+		gp_strlcpy(ag->control_path, control,
+		    sizeof(ag->control_path));
+	if (owner == NULL && geteuid() == 0)
+		owner = getenv("SUDO_USER");
+	ag->owner_uid = geteuid();
+	if (owner != NULL) {
+		struct passwd *pw = getpwnam(owner);
+		if (pw == NULL) {
+			fprintf(stderr, "gpupool agent: --owner %s: no such "
+			    "user\n", owner);
+			goto out;
+		}
+		ag->owner_uid = pw->pw_uid;
+	}
 
 	/* Signals: SIGPIPE ignored; SIGINT/SIGTERM for this thread only. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	gp_http_global_init();
 
 	if ((ag->reports = gp_reports_new(ag, REPORT_THREADS)) == NULL)
 		goto out;
-	ag->exec_events.arg = ag->reports;
-	ag->exec_events.started = gp_reports_on_started;
-	ag->exec_events.output = gp_reports_on_output;
-	ag->exec_events.finished = gp_reports_on_finished;
+	if ((ag->provider = gp_provider_new(ag, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
+	ag->exec_events.arg = ag->provider;
+	ag->exec_events.started = gp_provider_on_started;
+	ag->exec_events.output = gp_provider_on_output;
+	ag->exec_events.finished = gp_provider_on_finished;
 	if ((ag->executor = gp_executor_new(&ag->exec_cfg,
 	    &ag->exec_events)) == NULL)
 		goto out;
@@ -292,19 +336,32 @@ gp_agent_main(int argc, char **argv)
 		gp_error("cannot start threads");
 		goto out;
 	}
-	sigwait(&sigs, &sig);
+	for (;;) {
+		sigwait(&sigs, &sig);
+		if (sig != SIGHUP)
+			break;
+		gp_info("SIGHUP: re-reading the policy");
+		gp_provider_reload(ag->provider);
+	}
 	ret = atomic_load(&ag->fatal) ? 1 : 0;
 	gp_info("agent stopping signal=%d", sig);
+	/* Jobs checkpoint and are requeued, as when the owner leaves. */
+	if (ret == 0)
+		gp_provider_drain(ag->provider, "agent_stopped");
 	gp_link_stop(ag);
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
+	gp_provider_free(ag->provider);
+	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
 	ag->reports = NULL;
 out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
+		if (ag->provider != NULL)
+			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)
 			gp_reports_free(ag->reports, 0);
 		gp_gpu_close(&ag->gpus);

@@ -39,6 +39,7 @@ struct attempt {
 	int64_t dropped;	/* bytes dropped over the cap, not yet told */
 	int64_t first_unsent;	/* gp_mono_ms() when log became non-empty */
 	int finished_pending;
+	int64_t restored_version;	/* told with "started" */
 	struct gp_exec_result result;
 	int64_t next_try;	/* gp_mono_ms() */
 	int backoff_ms;
@@ -204,6 +205,7 @@ gp_reports_on_finished(void *arg, const struct gp_attempt_id *id,
 			append_notice(a);
 		a->finished_pending = 1;
 		a->result = *result;
+		a->result.workdir = NULL;
 		pthread_cond_signal(&r->cond);
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -288,8 +290,9 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 	pthread_mutex_lock(&r->lock);
 	if (a->started_pending) {
 		what = "started";
-		json = json_pack("{sI si}", "node_id", (json_int_t)node_id,
-		    "pid", (int)a->pid);
+		json = json_pack("{sI si sI}", "node_id", (json_int_t)node_id,
+		    "pid", (int)a->pid, "restored_version",
+		    (json_int_t)a->restored_version);
 	} else if (a->log.len > 0) {
 		what = "log";
 		len = a->log.len < CHUNK_MAX ? a->log.len : CHUNK_MAX;
@@ -298,10 +301,12 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 			memcpy(body, a->log.data, len);
 	} else {
 		what = "finished";
-		json = json_pack("{sI si si ss ss}", "node_id",
+		json = json_pack("{sI si si ss ss so*}", "node_id",
 		    (json_int_t)node_id, "exit_code", a->result.exit_code,
 		    "signal", a->result.signal, "reason", a->result.reason,
-		    "message", a->result.message);
+		    "message", a->result.message, "offer",
+		    r->agent->provider != NULL ?
+		    gp_provider_offer_json(r->agent->provider) : NULL);
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (strcmp(what, "log") == 0) {
@@ -472,6 +477,32 @@ gp_reports_new(struct gp_agent *agent, int nthreads)
 		return NULL;
 	}
 	return r;
+}
+
+void
+gp_reports_set_restored(struct gp_reports *r, const struct gp_attempt_id *id,
+    int64_t version)
+{
+	struct attempt *a;
+
+	pthread_mutex_lock(&r->lock);
+	if ((a = find(r, id)) != NULL)
+		a->restored_version = version;
+	pthread_mutex_unlock(&r->lock);
+}
+
+int
+gp_reports_wait_empty(struct gp_reports *r, int64_t timeout_ms)
+{
+	int64_t end = gp_mono_ms() + timeout_ms;
+	int empty;
+
+	pthread_mutex_lock(&r->lock);
+	while (r->list != NULL && gp_mono_ms() < end)
+		wait_ms(r, 50);
+	empty = r->list == NULL;
+	pthread_mutex_unlock(&r->lock);
+	return empty ? 0 : GP_ETIMEDOUT;
 }
 
 static int

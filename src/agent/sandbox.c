@@ -308,6 +308,49 @@ setup(const struct gp_sandbox_spec *s)
 		fail(fd, STAGE_CHDIR);
 }
 
+/*
+ * init passes the signals a job may be asked to checkpoint with on to the
+ * command (like `docker stop` signals a container's main process). A
+ * signal that comes before the command exists is passed on when it does.
+ * Only init's own copy of these variables is ever used.
+ */
+static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2,
+    SIGALRM, SIGTERM};
+static volatile sig_atomic_t command_pid, pending_signal;
+
+static void
+forward_signal(int sig)
+{
+	int saved = errno;
+
+	if (command_pid > 0)
+		syscall(SYS_kill, (pid_t)command_pid, sig);
+	else
+		pending_signal = sig;
+	errno = saved;
+}
+
+static void
+forward_signals(void)
+{
+	struct sigaction sa;
+	sigset_t set;
+	size_t i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&set);
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+		sigaddset(&sa.sa_mask, forwarded[i]);
+		sigaddset(&set, forwarded[i]);
+	}
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaction(forwarded[i], &sa, NULL);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
 static __attribute__((noreturn)) void
 run_command(const struct gp_sandbox_spec *s, int exec_fd, int null_fd)
 {
@@ -316,6 +359,8 @@ run_command(const struct gp_sandbox_spec *s, int exec_fd, int null_fd)
 	int err;
 
 	sigemptyset(&none);
+	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		signal(forwarded[i], SIG_DFL);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	if (dup2(null_fd, 0) < 0 || dup2(s->out_fd, 1) < 0 ||
@@ -338,6 +383,9 @@ init_main(const struct gp_sandbox_spec *s)
 	pid_t child, pid;
 	ssize_t n;
 
+	command_pid = 0;
+	pending_signal = 0;
+	forward_signals();
 	setup(s);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
@@ -354,6 +402,9 @@ init_main(const struct gp_sandbox_spec *s)
 		fail(s->status_fd, STAGE_FORK);
 	if (child == 0)
 		run_command(s, exec_pipe[1], null_fd);
+	command_pid = child;
+	if (pending_signal != 0)
+		syscall(SYS_kill, child, (int)pending_signal);
 	close(exec_pipe[1]);
 	close(null_fd);
 	close(s->out_fd);

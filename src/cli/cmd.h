@@ -180,6 +180,7 @@ int gp_cli_cmd_ps(const struct gp_cli_args *args);
 int gp_cli_cmd_show(const struct gp_cli_args *args);
 int gp_cli_cmd_logs(const struct gp_cli_args *args);
 int gp_cli_cmd_cancel(const struct gp_cli_args *args);
+int gp_cli_cmd_checkpoint_now(const struct gp_cli_args *args);
 int gp_cli_cmd_wait(const struct gp_cli_args *args);
 
 /* nodes.c */

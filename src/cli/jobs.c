@@ -122,6 +122,20 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    "2h, 1h30m, 2:00:00, 1-12:00:00)",
 				    v);
 			spec->time_limit_s = n;
+		} else if (strcmp(o->name, "checkpoint-every") == 0) {
+			if (gp_parse_duration(v, &n) != 0 || n < 1)
+				return fail(err, errlen,
+				    "--checkpoint-every: '%s' is not a "
+				    "duration of at least 1s (try 30s, 10m)",
+				    v);
+			spec->checkpoint_every_s = n;
+		} else if (strcmp(o->name, "checkpoint-signal") == 0) {
+			if (gp_signal_parse(v) < 0)
+				return fail(err, errlen,
+				    "--checkpoint-signal: '%s' is not one of "
+				    "HUP INT QUIT USR1 USR2 ALRM TERM",
+				    v);
+			spec->checkpoint_signal = gp_signal_parse(v);
 		} else if (strcmp(o->name, "name") == 0) {
 			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
 				return fail(err, errlen,
@@ -471,6 +485,10 @@ print_job(json_t *job)
 		printf("history:\n");
 		json_array_foreach(h, i, v)
 		{
+			json_t *ck = json_object_get(v, "checkpoint");
+			json_int_t rv = json_integer_value(
+			    json_object_get(v, "restored_version"));
+
 			printf("  attempt %" JSON_INTEGER_FORMAT
 			       ": node=%s started=%s finished=%s reason=%s\n",
 			    json_integer_value(json_object_get(v, "attempt")),
@@ -478,6 +496,28 @@ print_job(json_t *job)
 			    or_dash(gp_cli_json_str(v, "started_at")),
 			    or_dash(gp_cli_json_str(v, "finished_at")),
 			    or_dash(gp_cli_json_str(v, "reason")));
+			if (rv > 0)
+				printf("    resumed from checkpoint version %"
+				       JSON_INTEGER_FORMAT "\n", rv);
+			if (json_is_object(ck))
+				printf("    saved: checkpoint version %"
+				       JSON_INTEGER_FORMAT " (%s) at %s, %"
+				       JSON_INTEGER_FORMAT " bytes; work since "
+				       "then: %" JSON_INTEGER_FORMAT " s\n",
+				    json_integer_value(
+					json_object_get(ck, "version")),
+				    or_dash(gp_cli_json_str(ck, "label")),
+				    or_dash(gp_cli_json_str(ck, "at")),
+				    json_integer_value(
+					json_object_get(ck, "bytes")),
+				    json_integer_value(
+					json_object_get(v, "lost_s")));
+			else if (json_object_get(v, "finished_at") != NULL &&
+			    !json_is_null(json_object_get(v, "finished_at")))
+				printf("    saved: no checkpoint; work lost: %"
+				       JSON_INTEGER_FORMAT " s\n",
+				    json_integer_value(
+					json_object_get(v, "lost_s")));
 		}
 	}
 }
@@ -592,6 +632,34 @@ gp_cli_cmd_logs(const struct gp_cli_args *args)
 	}
 	gp_cli_disconnect(&conn);
 	return rc;
+}
+
+int
+gp_cli_cmd_checkpoint_now(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	json_t *reply, *body;
+	char path[64];
+	int64_t id;
+	int rc;
+
+	if ((rc = job_operand(args, &id)) != 0)
+		return rc;
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	snprintf(path, sizeof(path), "/v1/jobs/%lld/checkpoint",
+	    (long long)id);
+	body = json_object();
+	rc = gp_cli_call(&conn, "POST", path, body, 0, &reply, NULL);
+	json_decref(body);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	printf("checkpoint upload requested for %lld (attempt %lld)\n",
+	    (long long)id,
+	    (long long)json_integer_value(json_object_get(reply, "attempt")));
+	json_decref(reply);
+	return 0;
 }
 
 int

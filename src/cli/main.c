@@ -46,6 +46,10 @@ static const struct gp_cli_option submit_options[] = {
         "time limit (\"90m\", \"2:00:00\", "
         "\"1-12:00:00\"; default none)"},
     {"name", 'n', "NAME", "job name (default: the command's basename)"},
+    {"checkpoint-every", 0, "DURATION",
+	"upload the job's checkpoint at most this often (default 5m)"},
+    {"checkpoint-signal", 0, "SIG",
+	"signal meaning \"save now and exit\" (default USR1)"},
     {"env", 'e', "K=V", "set an environment variable (repeatable)"},
     {NULL, 0, NULL, NULL},
 };
@@ -96,6 +100,13 @@ static const struct gp_cli_command commands[] = {
         0, NULL, gp_cli_cmd_logs},
     {"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,
         gp_cli_cmd_cancel},
+    {"checkpoint now", "JOB",
+        "ask a running job's agent to upload its checkpoint now", no_options,
+        1, 1, 0,
+        "Uploads the job's latest complete version (see "
+        "docs/checkpoints.md)\nwithout stopping it; `gpupool show JOB` "
+        "lists what was saved.",
+        gp_cli_cmd_checkpoint_now},
     {"wait", "JOB", "wait for a job; exit with its exit code", no_options, 1, 1,
         0,
         "Exits with the job's exit code, 128+N when a signal N killed "

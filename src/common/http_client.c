@@ -4,6 +4,7 @@
 #include "http_client.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -178,6 +179,11 @@ gp_http_request(struct gp_http_client *c, const char *method,
 		snprintf(resp->error, sizeof(resp->error), "%.160s: %.80s", url,
 		    curl_easy_strerror(rc));
 		ret = rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
+		if (rc == CURLE_COULDNT_CONNECT) {
+			long oserr = 0;
+			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
+			resp->refused = oserr == ECONNREFUSED;
+		}
 		gp_buf_free(&buf);
 		return ret;
 	}

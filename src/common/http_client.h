@@ -20,6 +20,8 @@ struct gp_http_response {
 	char job_state[32]; /* X-Gpupool-State */
 	int log_done;	    /* X-Gpupool-Done: 1 */
 	char error[256];    /* transport error text when status == 0 */
+	int refused;	    /* no answer: the connection was refused (the
+			       host is up, no server listens) */
 };
 
 /* Calls curl_global_init once; call from main before threads start. */

@@ -3,9 +3,12 @@
  */
 #include "jobspec.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gp.h"
 #include "util.h"
@@ -29,6 +32,47 @@ gp_jobspec_init(struct gp_jobspec *spec)
 	spec->env = json_object();
 	spec->gpus = 1;
 	spec->cpus = 1;
+	spec->checkpoint_every_s = GP_CHECKPOINT_EVERY_DEFAULT;
+	spec->checkpoint_signal = SIGUSR1;
+}
+
+/* The signals a job may be asked to checkpoint with. */
+static const struct {
+	const char *name;
+	int sig;
+} signals[] = {
+	{"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT},
+	{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM},
+	{"TERM", SIGTERM},
+};
+
+int
+gp_signal_parse(const char *text)
+{
+	size_t i;
+	int64_t n;
+
+	if (strncasecmp(text, "SIG", 3) == 0)
+		text += 3;
+	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		if (strcasecmp(text, signals[i].name) == 0)
+			return signals[i].sig;
+	if (gp_parse_int(text, 1, 64, &n) == 0)
+		for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+			if (signals[i].sig == (int)n)
+				return (int)n;
+	return -1;
+}
+
+const char *
+gp_signal_name(int sig)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		if (signals[i].sig == sig)
+			return signals[i].name;
+	return "?";
 }
 
 void
@@ -144,6 +188,15 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 		return fail(err, errlen,
 		    "time_limit_s: must be between 0 and %lld",
 		    GP_TIME_LIMIT_MAX);
+	if (spec->checkpoint_every_s < 1 ||
+	    spec->checkpoint_every_s > GP_TIME_LIMIT_MAX)
+		return fail(err, errlen,
+		    "checkpoint_every_s: must be between 1 and %lld",
+		    GP_TIME_LIMIT_MAX);
+	if (gp_signal_name(spec->checkpoint_signal)[0] == '?')
+		return fail(err, errlen,
+		    "checkpoint_signal: must be one of HUP INT QUIT USR1 USR2 "
+		    "ALRM TERM");
 	if ((spec->gpu_mem_mib > 0 || spec->gpu_model[0] != '\0') &&
 	    spec->gpus == 0)
 		return fail(err, errlen,
@@ -269,6 +322,24 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				errlen))
 				goto out;
 			spec->time_limit_s = n;
+		} else if (strcmp(key, "checkpoint_every_s") == 0) {
+			if (get_int(v, key, 1, GP_TIME_LIMIT_MAX, &n, err,
+				errlen))
+				goto out;
+			spec->checkpoint_every_s = n;
+		} else if (strcmp(key, "checkpoint_signal") == 0) {
+			if (!json_is_string(v) ||
+			    json_string_length(v) > 16 ||
+			    strlen(json_string_value(v)) !=
+				json_string_length(v) ||
+			    gp_signal_parse(json_string_value(v)) < 0) {
+				fail(err, errlen, "checkpoint_signal: must be "
+						  "one of HUP INT QUIT USR1 "
+						  "USR2 ALRM TERM");
+				goto out;
+			}
+			spec->checkpoint_signal =
+			    gp_signal_parse(json_string_value(v));
 		} else {
 			fail(err, errlen, "unknown field '%.64s'", key);
 			goto out;
@@ -289,10 +360,13 @@ out:
 json_t *
 gp_jobspec_encode(const struct gp_jobspec *spec)
 {
-	return json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I}",
+	return json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I, s:I, "
+			 "s:s}",
 	    "name", spec->name, "command", spec->command, "env", spec->env,
 	    "gpus", spec->gpus, "gpu_mem_mib", (json_int_t)spec->gpu_mem_mib,
 	    "gpu_model", spec->gpu_model[0] ? spec->gpu_model : NULL, "cpus",
 	    spec->cpus, "mem_mib", (json_int_t)spec->mem_mib, "time_limit_s",
-	    (json_int_t)spec->time_limit_s);
+	    (json_int_t)spec->time_limit_s, "checkpoint_every_s",
+	    (json_int_t)spec->checkpoint_every_s, "checkpoint_signal",
+	    gp_signal_name(spec->checkpoint_signal));
 }

@@ -20,6 +20,12 @@
 #define GP_CPUS_MAX	   1024
 #define GP_TIME_LIMIT_MAX  31536000LL
 #define GP_SUBMIT_BODY_MAX 65536
+#define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
+
+/* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
+int gp_signal_parse(const char *text);
+/* "USR1" for 10; "?" for unknown numbers. */
+const char *gp_signal_name(int sig);
 
 struct gp_jobspec {
 	char name[GP_NAME_MAX + 1];
@@ -31,6 +37,9 @@ struct gp_jobspec {
 	int cpus;
 	int64_t mem_mib;      /* 0: no limit */
 	int64_t time_limit_s; /* 0: no limit */
+	/* Checkpoints (docs/checkpoints.md). */
+	int64_t checkpoint_every_s; /* least time between uploads */
+	int checkpoint_signal;	    /* "save now and exit"; SIGUSR1 */
 };
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */

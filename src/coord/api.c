@@ -316,6 +316,64 @@ handle_cancel(struct MHD_Connection *conn, struct request *req, int64_t id)
 	return queue_op(conn, req, op);
 }
 
+/* POST /v1/jobs/{id}/checkpoint: ask the job's agent to upload now. */
+static enum MHD_Result
+handle_checkpoint_now(struct MHD_Connection *conn, struct request *req,
+    int64_t id)
+{
+	struct job *job;
+	struct node *node;
+	int attempt;
+
+	pthread_rwlock_rdlock(&state.lock);
+	job = state_job(id);
+	if (job == NULL || !job_visible_to(job, req->auth)) {
+		pthread_rwlock_unlock(&state.lock);
+		return reply_error(conn, 404, "no job %lld", (long long)id);
+	}
+	node = state_node(job->node_id);
+	if (job->state != JOB_RUNNING || node == NULL) {
+		pthread_rwlock_unlock(&state.lock);
+		return reply_error(conn, 409, "job %lld is %s, not running",
+		    (long long)id, job_state_name(job->state));
+	}
+	attempt = job->attempts;
+	pthread_mutex_lock(&notify_lock);
+	json_array_append_new(node->outbox_checkpoint,
+	    json_pack("{s:I,s:i}", "job_id", (json_int_t)id, "attempt",
+		attempt));
+	notify_wake_node(node);
+	pthread_mutex_unlock(&notify_lock);
+	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 202, json_pack("{s:I,s:i,s:s}", "job_id",
+	    (json_int_t)id, "attempt", attempt, "status", "requested"));
+}
+
+/* POST /v1/agent/leave {"node_id": N}: the owner takes the node out. */
+static enum MHD_Result
+handle_leave(struct MHD_Connection *conn, struct request *req)
+{
+	enum MHD_Result rc;
+	json_t *body, *id;
+	struct op *op;
+
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	id = json_object_get(body, "node_id");
+	if (!json_is_object(body) || json_object_size(body) != 1 ||
+	    !json_is_integer(id) || json_integer_value(id) < 1) {
+		json_decref(body);
+		return reply_error(conn, 400, "body: {\"node_id\": N}");
+	}
+	if ((op = op_new(OP_LEAVE, &req->auth_copy)) == NULL) {
+		json_decref(body);
+		return reply_error(conn, 503, "out of memory");
+	}
+	op->node_id = json_integer_value(id);
+	json_decref(body);
+	return queue_op(conn, req, op);
+}
+
 /* Sets the long-poll deadline once; returns the ms left (0: answer now). */
 static int64_t
 wait_left(struct MHD_Connection *conn, struct request *req, int64_t *bad)
@@ -516,17 +574,20 @@ valid_attempt_list(json_t *list)
 }
 
 static const char *const reasons[] = {"exited", "killed", "cancelled",
-    "timeout", "start_failed", NULL};
+    "timeout", "start_failed", "reclaimed", "owner_present",
+    "window_closed", "provider_left", "agent_stopped", "refused",
+    "restore_failed", NULL};
 
 int
 api_check_agent_body(const char *kind, json_t *body, char *err,
     size_t errlen)
 {
 	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", NULL};
-	static const char *const started_fields[] = {"node_id", "pid", NULL};
+	    "gpus", "offer", NULL};
+	static const char *const started_fields[] = {"node_id", "pid",
+	    "restored_version", NULL};
 	static const char *const finished_fields[] = {"node_id", "exit_code",
-	    "signal", "reason", "message", NULL};
+	    "signal", "reason", "message", "offer", NULL};
 	const char *const *fields;
 	const char *bad, *reason;
 	json_t *v;
@@ -563,10 +624,22 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 		}
 		return 0;
 	}
+	v = json_object_get(body, "offer");
+	if (v != NULL && !json_is_object(v)) {
+		snprintf(err, errlen, "offer: must be an object");
+		return GP_EINVAL;
+	}
 	if (fields == started_fields) {
 		v = json_object_get(body, "pid");
 		if (v != NULL && !json_is_integer(v)) {
 			snprintf(err, errlen, "pid: an integer");
+			return GP_EINVAL;
+		}
+		v = json_object_get(body, "restored_version");
+		if (v != NULL && (!json_is_integer(v) ||
+		    json_integer_value(v) < 0)) {
+			snprintf(err, errlen,
+			    "restored_version: a non-negative integer");
 			return GP_EINVAL;
 		}
 		return 0;
@@ -578,7 +651,11 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 			ok = 1;
 	if (!ok) {
 		snprintf(err, errlen, "reason: exited, killed, cancelled, "
-				      "timeout or start_failed");
+				      "timeout, start_failed or a reclaim "
+				      "reason (reclaimed, owner_present, "
+				      "window_closed, provider_left, "
+				      "agent_stopped, refused, "
+				      "restore_failed)");
 		return GP_EINVAL;
 	}
 	if ((json_object_get(body, "message") != NULL &&
@@ -599,7 +676,8 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
 	enum MHD_Result rc;
 	struct node *node;
-	json_t *body, *running, *gpus, *g, *kill;
+	json_t *body, *running, *gpus, *g, *kill, *offer;
+	struct op *op;
 	char err[256];
 	size_t i;
 
@@ -634,6 +712,23 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 	}
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
+	offer = json_object_get(body, "offer");
+	if (offer != NULL) {
+		struct offer o;
+		if (offer_decode(offer, node->ngpus, &o, err, sizeof(err)) !=
+		    0) {
+			pthread_rwlock_unlock(&state.lock);
+			json_decref(body);
+			json_decref(kill);
+			return reply_error(conn, 400, "%s", err);
+		}
+		if (o.seq > node->offer_seq &&
+		    (op = op_new(OP_OFFER, &req->auth_copy)) != NULL) {
+			op->node_id = node->id;
+			op->body = json_incref(offer);
+			state_submit_op(op);
+		}
+	}
 	pthread_rwlock_unlock(&state.lock);
 	json_decref(body);
 	return reply_json(conn, 200, json_pack("{s:o}", "kill", kill));
@@ -645,7 +740,7 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	enum MHD_Result rc;
 	struct node *node;
 	int64_t node_id, left, bad, now;
-	json_t *assign, *cancel, *a;
+	json_t *assign, *cancel, *ckpt, *a;
 	size_t i;
 
 	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
@@ -664,7 +759,8 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	}
 	pthread_mutex_lock(&notify_lock);
 	if (json_array_size(node->outbox_assign) == 0 &&
-	    json_array_size(node->outbox_cancel) == 0 && left > 0) {
+	    json_array_size(node->outbox_cancel) == 0 &&
+	    json_array_size(node->outbox_checkpoint) == 0 && left > 0) {
 		notify_wait(conn, req, WAIT_POLL, node_id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -674,8 +770,10 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	}
 	assign = node->outbox_assign;
 	cancel = node->outbox_cancel;
+	ckpt = node->outbox_checkpoint;
 	node->outbox_assign = json_array();
 	node->outbox_cancel = json_array();
+	node->outbox_checkpoint = json_array();
 	now = gp_mono_ms();
 	json_array_foreach(assign, i, a)
 	{
@@ -687,7 +785,8 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	pthread_mutex_unlock(&notify_lock);
 	pthread_rwlock_unlock(&state.lock);
 	return reply_json(conn, 200,
-	    json_pack("{s:o,s:o}", "assignments", assign, "cancels", cancel));
+	    json_pack("{s:o,s:o,s:o}", "assignments", assign, "cancels",
+		cancel, "checkpoints", ckpt));
 }
 
 static enum MHD_Result
@@ -861,6 +960,8 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 			return handle_log(conn, req, id);
 		if (n == 4 && strcmp(p[3], "wait") == 0 && get)
 			return handle_wait(conn, req, id);
+		if (n == 4 && strcmp(p[3], "checkpoint") == 0 && post)
+			return handle_checkpoint_now(conn, req, id);
 	}
 	if (n >= 3 && strcmp(p[1], "agent") == 0) {
 		if (!provider)
@@ -872,6 +973,8 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 			return handle_heartbeat(conn, req);
 		if (n == 3 && strcmp(p[2], "poll") == 0 && get)
 			return handle_poll(conn, req);
+		if (n == 3 && strcmp(p[2], "leave") == 0 && post)
+			return handle_leave(conn, req);
 		if (n == 6 && strcmp(p[2], "jobs") == 0 && post) {
 			if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
 			    attempt > 1000000)

@@ -98,6 +98,14 @@ struct node {
 	int ngpus;
 	struct node_gpu *gpus;
 	int up;				/* registered and lease alive */
+	int left;			/* the owner took it out (leave) */
+	/* What the owner lends now: the agent's latest offer. */
+	int64_t offer_seq;
+	uint64_t lent;			/* bit i: GPU i may take new jobs */
+	int accepting;			/* 0: paused or leaving */
+	int offer_cpus;			/* CPUs jobs may take in all */
+	int64_t offer_mem_mib;
+	int64_t max_job_s;		/* 0: any */
 	_Atomic int64_t last_seen_mono; /* renewed by heartbeats */
 	int64_t last_seen_ms;		/* wall clock, for display */
 	/* Jobs placed here (running), by id. */
@@ -106,6 +114,7 @@ struct node {
 	/* notify.c: what waits for delivery, and the held poll. */
 	json_t *outbox_assign; /* array */
 	json_t *outbox_cancel; /* array */
+	json_t *outbox_checkpoint; /* array: upload now, please */
 	struct waiter *poller;
 };
 
@@ -177,6 +186,8 @@ enum op_type {
 	OP_FINISHED,
 	OP_LOST, /* heartbeat: an attempt the agent no longer has */
 	OP_CHECKPOINT, /* a checkpoint version was committed (ckpt.c) */
+	OP_OFFER,      /* heartbeat: the owner's offer changed */
+	OP_LEAVE,      /* the owner took the node out of the pool */
 };
 
 struct op {
@@ -233,6 +244,24 @@ int state_create_admin_token_if_none(void);
  */
 void state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
     int64_t bytes, const char *label);
+/* An agent's offer (what its owner lends now), decoded. */
+struct offer {
+	int64_t seq;
+	uint64_t lent;
+	int accepting;
+	int cpus;
+	int64_t mem_mib;
+	int64_t max_job_s;
+};
+/*
+ * Decodes an offer object (untrusted) for a node with ngpus GPUs.
+ * Returns 0 or GP_EINVAL with err set.
+ */
+int offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
+    size_t errlen);
+/* 1 when a finished reason means "requeue: the owner took it back". */
+int reason_requeues(const char *reason);
+
 /*
  * Decodes a register body (untrusted). OUT: tmp->name, cpus, mem_mib,
  * gpus (malloc'd, caller frees even on failure), *running (a new

@@ -444,6 +444,14 @@ remember_failed(struct plan *p, const struct gp_sched_job *job)
 		p->nfailed++;
 }
 
+/* The owner's max-job-time: a job must have a time limit within it. */
+static int
+time_allowed(const struct gp_sched_node *node, const struct gp_sched_job *job)
+{
+	return node->max_time_s <= 0 ||
+	    (job->time_limit_s > 0 && job->time_limit_s <= node->max_time_s);
+}
+
 /*
  * Fills o with the job's best GPUs on the node (the free matching ones
  * with the least memory; with avoid_reserved, not the reserved ones).
@@ -456,7 +464,8 @@ node_offer(struct plan *p, const struct node_state *ns,
 	const struct gp_sched_node *node = ns->node;
 	int cpus = job_cpus(job), i, k, n = 0;
 
-	if (ns->free_cpus < cpus || ns->free_gpus < job->gpus)
+	if (ns->free_cpus < cpus || ns->free_gpus < job->gpus ||
+	    !time_allowed(node, job))
 		return 0;
 	if (job->mem_mib > 0 && ns->free_mem != INT64_MAX &&
 	    ns->free_mem < job->mem_mib)
@@ -670,7 +679,7 @@ node_start_time(const struct plan *p, const struct node_state *ns,
 	int cpus = job_cpus(job), have_cpus, i, n = 0;
 	size_t r;
 
-	if (!node->up || node->cpus < cpus ||
+	if (!node->up || node->cpus < cpus || !time_allowed(node, job) ||
 	    (node->mem_mib > 0 && job->mem_mib > node->mem_mib))
 		return -1;
 	for (i = 0; i < node->ngpus; i++)

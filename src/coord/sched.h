@@ -34,6 +34,7 @@ struct gp_sched_node {
 	int up;		/* 0: lease expired, paused or draining: no new jobs */
 	int cpus;	/* total */
 	int64_t mem_mib; /* total, 0 means unknown: not a constraint */
+	int64_t max_time_s; /* the owner's longest job; 0: any */
 	int ngpus;
 	struct gp_sched_gpu *gpus;
 };

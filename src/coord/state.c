@@ -194,6 +194,9 @@ node_insert(struct node *node)
 		state.next_node_id = node->id + 1;
 	node->outbox_assign = json_array();
 	node->outbox_cancel = json_array();
+	node->outbox_checkpoint = json_array();
+	node->lent = ~0ULL;
+	node->accepting = 1;
 	return 0;
 }
 
@@ -448,12 +451,31 @@ job_to_json(const struct job *job, int with_history)
 		for (i = 0; i < job->nhistory; i++) {
 			const struct attempt_record *a = &job->history[i];
 			const struct node *an = state_node(a->node_id);
+			int64_t end = a->finished_ms ? a->finished_ms
+						     : gp_now_ms();
+			int64_t saved = a->ckpt_ms > 0 ? a->ckpt_ms : a->started_ms;
+			json_t *ck = a->ckpt_version > 0
+			    ? json_pack("{s:I,s:o,s:I,s:s,s:I}", "version",
+				  (json_int_t)a->ckpt_version, "at",
+				  time_json(a->ckpt_ms), "bytes",
+				  (json_int_t)a->ckpt_bytes, "label",
+				  a->ckpt_label, "uploads",
+				  (json_int_t)a->ckpt_count)
+			    : json_null();
 			json_array_append_new(hist,
-			    json_pack("{s:i,s:s?,s:o,s:o,s:s?}", "attempt",
-				a->attempt, "node", an ? an->name : NULL,
-				"started_at", time_json(a->started_ms),
-				"finished_at", time_json(a->finished_ms),
-				"reason", a->reason[0] ? a->reason : NULL));
+			    json_pack("{s:i,s:s?,s:o,s:o,s:s?,s:I,s:o,s:I,s:I}",
+				"attempt", a->attempt, "node",
+				an ? an->name : NULL, "started_at",
+				time_json(a->started_ms), "finished_at",
+				time_json(a->finished_ms), "reason",
+				a->reason[0] ? a->reason : NULL,
+				"restored_version",
+				(json_int_t)a->restored_version, "checkpoint",
+				ck, "saved_s",
+				(json_int_t)((saved - a->started_ms) / 1000),
+				"lost_s",
+				(json_int_t)(end > saved ? (end - saved) / 1000
+							 : 0)));
 		}
 		json_object_set_new(o, "history", hist);
 	}
@@ -469,18 +491,28 @@ node_to_json(const struct node *node)
 	for (i = 0; i < node->ngpus; i++) {
 		const struct node_gpu *g = &node->gpus[i];
 		json_array_append_new(gpus,
-		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:i,s:I}", "index", g->index,
-			"uuid", g->uuid, "model", g->model, "mem_mib",
+		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:i,s:I,s:b}", "index",
+			g->index, "uuid", g->uuid, "model", g->model, "mem_mib",
 			(json_int_t)g->mem_mib, "job",
 			g->job_id ? json_integer(g->job_id) : json_null(),
 			"util", g->util, "mem_used_mib",
-			(json_int_t)g->mem_used_mib));
+			(json_int_t)g->mem_used_mib, "lent",
+			i < 64 && ((node->lent >> i) & 1)));
 	}
-	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i}", "id",
-	    (json_int_t)node->id, "name", node->name, "owner", node->owner_name,
-	    "state", node->up ? "up" : "down", "cpus", node->cpus, "mem_mib",
-	    (json_int_t)node->mem_mib, "last_seen",
-	    time_json(node->last_seen_ms), "gpus", gpus, "jobs", node->njobs);
+	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
+			 "s:I}",
+	    "id", (json_int_t)node->id, "name", node->name, "owner",
+	    node->owner_name, "state",
+	    node->left ? "left" : !node->up ? "down"
+	    : !node->accepting ? "paused" : "up",
+	    "cpus", node->cpus, "mem_mib", (json_int_t)node->mem_mib,
+	    "last_seen", time_json(node->last_seen_ms), "gpus", gpus, "jobs",
+	    node->njobs, "accepting", node->accepting, "offer_cpus",
+	    node->offer_cpus > 0 ? node->offer_cpus : node->cpus,
+	    "offer_mem_mib",
+	    (json_int_t)(node->offer_mem_mib > 0 ? node->offer_mem_mib
+						 : node->mem_mib),
+	    "max_job_s", (json_int_t)node->max_job_s);
 }
 
 json_t *
@@ -491,12 +523,15 @@ assignment_to_json(const struct job *job)
 
 	for (i = 0; i < job->ngpus; i++)
 		json_array_append_new(gpus, json_integer(job->gpus[i]));
-	return json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I}", "job_id",
-	    (json_int_t)job->id, "attempt", job->attempts, "name",
+	return json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
+			 "s:i}",
+	    "job_id", (json_int_t)job->id, "attempt", job->attempts, "name",
 	    job->spec.name, "user", job->user, "command", job->spec.command,
 	    "env", job->spec.env, "gpus", gpus, "cpus", job->spec.cpus,
 	    "mem_mib", (json_int_t)job->spec.mem_mib, "time_limit_s",
-	    (json_int_t)job->spec.time_limit_s);
+	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
+	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
+	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
 }
 
 int
@@ -600,6 +635,8 @@ job_finish(struct job *job, enum job_state st, const char *reason)
 	    job->signal);
 }
 
+#define MAX_ATTEMPTS 200
+
 /* An attempt is gone (node lost, agent forgot it): try again elsewhere. */
 static void
 job_requeue(struct job *job, const char *reason)
@@ -681,7 +718,7 @@ job_assign(struct job *job, struct node *node,
  */
 static int
 sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
-    size_t *n)
+    size_t *n, int offered)
 {
 	struct gp_sched_node *sn;
 	struct gp_sched_gpu *sg;
@@ -710,11 +747,26 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 		sn[nn].mem_mib = node->mem_mib;
 		sn[nn].ngpus = node->ngpus;
 		sn[nn].gpus = &sg[ng];
+		if (offered) {
+			/* What the owner lends now, not the hardware. */
+			sn[nn].up = node->up && node->accepting && !node->left;
+			if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
+				sn[nn].cpus = node->offer_cpus;
+			if (node->offer_mem_mib > 0 &&
+			    (node->mem_mib <= 0 ||
+				node->offer_mem_mib < node->mem_mib))
+				sn[nn].mem_mib = node->offer_mem_mib;
+			sn[nn].max_time_s = node->max_job_s;
+		}
 		for (g = 0; g < node->ngpus; g++, ng++) {
 			sg[ng].index = node->gpus[g].index;
 			sg[ng].model = node->gpus[g].model;
 			sg[ng].mem_mib = node->gpus[g].mem_mib;
 			sg[ng].job_id = node->gpus[g].job_id;
+			/* Not lent: taken, and never freed in this plan. */
+			if (offered && sg[ng].job_id == 0 &&
+			    (g >= 64 || !((node->lent >> g) & 1)))
+				sg[ng].job_id = -1;
 		}
 		nn++;
 	}
@@ -767,7 +819,7 @@ schedule(void)
 	run = calloc(nrun + 1, sizeof(*run));
 	queue = calloc((size_t)state.nqueue, sizeof(*queue));
 	if (run == NULL || queue == NULL ||
-	    sched_view(&snodes, &sgpus, &nnodes) != 0)
+	    sched_view(&snodes, &sgpus, &nnodes, 1) != 0)
 		goto out;
 	nrun = 0;
 	for (id = 1; id < state.nnodes; id++) {
@@ -888,7 +940,7 @@ apply_submit(struct op *op)
 	char why[256];
 
 	/* Can any node we know, up or down, ever run it? */
-	if (sched_view(&snodes, &sgpus, &nn) != 0) {
+	if (sched_view(&snodes, &sgpus, &nn, 0) != 0) {
 		set_error(op, 503, "out of memory");
 		return;
 	}
@@ -1045,6 +1097,115 @@ state_reconcile(struct node *node, json_t *running, json_t *kill,
 }
 
 int
+reason_requeues(const char *reason)
+{
+	static const char *const requeue[] = {"reclaimed", "owner_present",
+	    "window_closed", "provider_left", "agent_stopped", "refused",
+	    "restore_failed", NULL};
+	int i;
+
+	for (i = 0; requeue[i] != NULL; i++)
+		if (strcmp(reason, requeue[i]) == 0)
+			return 1;
+	return 0;
+}
+
+int
+offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
+    size_t errlen)
+{
+	json_t *v, *lent;
+	const char *key;
+	size_t i;
+
+	if (!json_is_object(o)) {
+		snprintf(err, errlen, "offer: must be an object");
+		return GP_EINVAL;
+	}
+	json_object_foreach(o, key, v)
+	{
+		if (strcmp(key, "seq") && strcmp(key, "lent") &&
+		    strcmp(key, "accepting") && strcmp(key, "cpus") &&
+		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s")) {
+			snprintf(err, errlen, "offer: unknown field '%.64s'",
+			    key);
+			return GP_EINVAL;
+		}
+	}
+	memset(out, 0, sizeof(*out));
+	v = json_object_get(o, "seq");
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		snprintf(err, errlen, "offer.seq: a non-negative integer");
+		return GP_EINVAL;
+	}
+	out->seq = json_integer_value(v);
+	lent = json_object_get(o, "lent");
+	if (!json_is_array(lent) || json_array_size(lent) > 64) {
+		snprintf(err, errlen, "offer.lent: an array of GPU indices");
+		return GP_EINVAL;
+	}
+	json_array_foreach(lent, i, v)
+	{
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) >= ngpus ||
+		    json_integer_value(v) >= 64) {
+			snprintf(err, errlen, "offer.lent[%zu]: not a GPU of "
+					      "this node", i);
+			return GP_EINVAL;
+		}
+		out->lent |= 1ULL << json_integer_value(v);
+	}
+	v = json_object_get(o, "accepting");
+	if (!json_is_boolean(v)) {
+		snprintf(err, errlen, "offer.accepting: true or false");
+		return GP_EINVAL;
+	}
+	out->accepting = json_is_true(v);
+	v = json_object_get(o, "cpus");
+	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 100000)) {
+		snprintf(err, errlen, "offer.cpus: an integer from 0 to 100000");
+		return GP_EINVAL;
+	}
+	out->cpus = (int)json_integer_value(v);
+	v = json_object_get(o, "mem_mib");
+	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > (1LL << 40))) {
+		snprintf(err, errlen, "offer.mem_mib: a non-negative integer");
+		return GP_EINVAL;
+	}
+	out->mem_mib = json_integer_value(v);
+	v = json_object_get(o, "max_job_s");
+	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > GP_TIME_LIMIT_MAX)) {
+		snprintf(err, errlen, "offer.max_job_s: seconds, at most %lld",
+		    GP_TIME_LIMIT_MAX);
+		return GP_EINVAL;
+	}
+	out->max_job_s = json_integer_value(v);
+	return 0;
+}
+
+/* Applies an offer at least as new as the last one; 1 when applied. */
+static int
+offer_apply(struct node *node, const struct offer *o, int force)
+{
+	if (!force && o->seq <= node->offer_seq)
+		return 0;
+	node->offer_seq = o->seq;
+	node->lent = o->lent;
+	node->accepting = o->accepting;
+	node->offer_cpus = o->cpus;
+	node->offer_mem_mib = o->mem_mib;
+	node->max_job_s = o->max_job_s;
+	state.sched_dirty = 1;
+	gp_debug("offer applied node=%s seq=%lld lent=0x%llx accepting=%d",
+	    node->name, (long long)o->seq, (unsigned long long)o->lent,
+	    o->accepting);
+	return 1;
+}
+
+int
 register_decode(json_t *body, struct node *tmp, json_t **running,
     char *err, size_t errlen)
 {
@@ -1057,7 +1218,7 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		if (strcmp(key, "protocol") && strcmp(key, "name") &&
 		    strcmp(key, "cpus") && strcmp(key, "mem_mib") &&
 		    strcmp(key, "gpus") && strcmp(key, "running") &&
-		    strcmp(key, "version")) {
+		    strcmp(key, "version") && strcmp(key, "offer")) {
 			snprintf(err, errlen, "unknown field '%.64s'", key);
 			return GP_EINVAL;
 		}
@@ -1124,6 +1285,12 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		gp_strlcpy(tmp->gpus[i].model, json_string_value(model),
 		    sizeof(tmp->gpus[i].model));
 		tmp->gpus[i].mem_mib = json_integer_value(mem);
+	}
+	v = json_object_get(body, "offer");
+	if (v != NULL) {
+		struct offer o;
+		if (offer_decode(v, tmp->ngpus, &o, err, errlen) != 0)
+			return GP_EINVAL;
 	}
 	*running = json_object_get(body, "running");
 	if (*running == NULL)
@@ -1204,6 +1371,15 @@ apply_register(struct op *op)
 	node->cpus = tmp.cpus;
 	node->mem_mib = tmp.mem_mib;
 	node->up = 1;
+	node->left = 0;
+	{
+		/* A new agent process starts its offers over: force. */
+		struct offer o = {0, ~0ULL, 1, 0, 0, 0};
+		json_t *ov = json_object_get(op->body, "offer");
+		if (ov != NULL)
+			offer_decode(ov, node->ngpus, &o, err, sizeof(err));
+		offer_apply(node, &o, 1);
+	}
 	atomic_store(&node->last_seen_mono, gp_mono_ms());
 	node->last_seen_ms = gp_now_ms();
 	if (store_put_node(node) != 0)
@@ -1276,8 +1452,17 @@ apply_started(struct op *op)
 	if (job == NULL)
 		return;
 	if (!job->started_ack) {
+		json_t *rv = json_object_get(op->body, "restored_version");
 		job->started_ack = 1;
 		job->started_ms = gp_now_ms();
+		if (job->nhistory > 0 &&
+		    job->history[job->nhistory - 1].attempt == job->attempts) {
+			struct attempt_record *a =
+			    &job->history[job->nhistory - 1];
+			a->started_ms = job->started_ms;
+			if (json_is_integer(rv))
+				a->restored_version = json_integer_value(rv);
+		}
 		persist_job(job);
 		wake_job_later(job);
 	}
@@ -1299,6 +1484,27 @@ apply_finished(struct op *op)
 	reason = json_string_value(json_object_get(body, "reason"));
 	if (reason == NULL)
 		reason = "exited";
+	v = json_object_get(body, "offer");
+	if (v != NULL) {
+		struct node *node = state_node(op->node_id);
+		struct offer o;
+		char err[256];
+		if (node != NULL &&
+		    offer_decode(v, node->ngpus, &o, err, sizeof(err)) == 0)
+			offer_apply(node, &o, 0);
+	}
+	if (reason_requeues(reason) && !job->cancel_requested) {
+		if (job->attempts >= MAX_ATTEMPTS) {
+			job->has_exit = 0;
+			free(job->message);
+			job->message = strdup("gave up after too many attempts");
+			job_finish(job, JOB_FAILED, reason);
+		} else
+			job_requeue(job, reason);
+		op->status = 200;
+		op->result = json_object();
+		return;
+	}
 	v = json_object_get(body, "exit_code");
 	job->exit_code = json_is_integer(v) ? (int)json_integer_value(v) : 0;
 	v = json_object_get(body, "signal");
@@ -1384,6 +1590,53 @@ state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
 }
 
 static void
+apply_offer(struct op *op)
+{
+	struct node *node = state_node(op->node_id);
+	struct offer o;
+	char err[256];
+
+	if (node == NULL || !node->up ||
+	    offer_decode(op->body, node->ngpus, &o, err, sizeof(err)) != 0)
+		return;
+	offer_apply(node, &o, 0);
+}
+
+static void
+apply_leave(struct op *op)
+{
+	struct node *node = state_node(op->node_id);
+
+	if (node == NULL ||
+	    (node->owner_token != op->caller.id &&
+		op->caller.role != GP_ROLE_ADMIN)) {
+		set_error(op, 403, "node %lld is not yours",
+		    (long long)op->node_id);
+		return;
+	}
+	node->left = 1;
+	node->up = 0;
+	node->accepting = 0;
+	while (node->njobs > 0) {
+		struct job *j = state_job(node->jobs[0]);
+		if (j == NULL) {
+			node->jobs[0] = node->jobs[--node->njobs];
+			continue;
+		}
+		job_requeue(j, "provider_left");
+	}
+	pthread_mutex_lock(&notify_lock);
+	json_array_clear(node->outbox_assign);
+	json_array_clear(node->outbox_cancel);
+	json_array_clear(node->outbox_checkpoint);
+	pthread_mutex_unlock(&notify_lock);
+	state.sched_dirty = 1;
+	op->status = 200;
+	op->result = json_pack("{s:s}", "node", node->name);
+	gp_info("node left the pool node=%s", node->name);
+}
+
+static void
 apply(struct op *op)
 {
 	switch (op->type) {
@@ -1410,6 +1663,12 @@ apply(struct op *op)
 		break;
 	case OP_CHECKPOINT:
 		apply_checkpoint(op);
+		break;
+	case OP_OFFER:
+		apply_offer(op);
+		break;
+	case OP_LEAVE:
+		apply_leave(op);
 		break;
 	}
 }
@@ -1443,6 +1702,7 @@ expire_leases(int64_t now)
 		pthread_mutex_lock(&notify_lock);
 		json_array_clear(n->outbox_assign);
 		json_array_clear(n->outbox_cancel);
+		json_array_clear(n->outbox_checkpoint);
 		pthread_mutex_unlock(&notify_lock);
 	}
 }

@@ -1,0 +1,1417 @@
+/*
+ * provider.c: the owner's side of the agent, and what keeps a job's work
+ * safe when its GPU goes away.
+ *
+ * It sits between the coordinator link and the executor: every attempt
+ * the coordinator assigns becomes a `pjob` here. A pjob is restored (its
+ * latest checkpoint downloaded) before it starts when it ran before,
+ * uploads its checkpoint directory while it runs (at most every
+ * checkpoint_every_s, when the job wrote a new COMPLETE marker, or when
+ * the user asks), and on a reclaim gets the checkpoint signal, the
+ * owner's grace period, then SIGKILL; its last consistent version is
+ * uploaded before the coordinator hears that it ended, so the next
+ * attempt resumes from it.
+ *
+ * The owner drives it through the control socket (control.c): pause,
+ * resume, reclaim, leave, status, and the policy file (policy.c), which
+ * is re-read when it changes or on SIGHUP. A tick thread applies what
+ * changes with time: availability windows, the owner's own processes on
+ * a lent GPU (owner presence), grace deadlines, and fencing: when the
+ * coordinator has been unreachable for longer than the lease allows
+ * (but not refusing connections, which means it is down and cannot
+ * requeue anything), the agent kills its jobs itself, before the
+ * coordinator gives them to another node, so that no job ever runs
+ * twice.
+ *
+ * Threads: the tick thread, WORKERS checkpoint workers (uploads and
+ * restores, which block on the network), and the control socket's. One
+ * mutex guards everything here; no network call is made holding it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agentd.h"
+#include "agent/checkpoint.h"
+#include "agent/control.h"
+#include "agent/policy.h"
+
+/* TEMP until the GPU layer declares it. */
+int gp_gpu_foreign_processes(struct gp_gpu_set *set, int index, pid_t *pids,
+    int max);
+#include "gp.h"
+#include "http_client.h"
+#include "log.h"
+#include "util.h"
+
+#define WORKERS		  2
+#define TICK_MS		  200
+#define POLICY_CHECK_MS	  1000
+#define PRESENCE_CHECK_MS 1000
+#define UPLOAD_TRIES	  3
+#define RESTORE_TRIES	  3
+#define RESTORE_FAILS_MAX 3
+
+enum phase {
+	PJ_RESTORING,	/* waiting for a worker to download its checkpoint */
+	PJ_RUNNING,	/* handed to the executor */
+	PJ_FINAL,	/* ended: final upload, then the finished report */
+};
+
+struct pjob {
+	struct gp_attempt_id id;
+	char user[GP_NAME_MAX + 1];
+	char name[GP_NAME_MAX + 1];
+	int gpus[GP_GPUS_MAX];
+	int ngpus;
+	int64_t started_mono;
+	int64_t every_ms;
+	int sig;
+	char dir[PATH_MAX];		/* its checkpoint directory */
+	struct gp_ckpt_mark mark;
+	int64_t version;		/* last committed or restored */
+	int64_t version_mono;		/* when (0: never) */
+	int64_t last_try_mono;		/* last upload attempt ended */
+	int busy;			/* a worker has it */
+	int want_upload;		/* the user asked */
+	int stale;			/* the coordinator disowned it */
+	int cancelled;
+	enum phase phase;
+	struct gp_assignment pending;	/* PJ_RESTORING: to start after */
+	/* Ending it on the owner's behalf. */
+	const char *end_reason;		/* "reclaimed", ... or NULL */
+	int64_t end_mono;		/* when it was asked to end */
+	int64_t kill_at_mono;		/* graceful: SIGKILL after this */
+	int killed;
+	/* Once ended. */
+	int exited;
+	int64_t exited_mono;
+	struct gp_exec_result result;
+	char message[512];
+	char workdir[PATH_MAX];
+	struct pjob *next;
+};
+
+struct gp_provider {
+	struct gp_agent *ag;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* pjobs changed; work to do */
+	struct pjob *jobs;
+	/* The owner's state. */
+	struct gp_policy policy;
+	int have_policy_file;
+	struct stat policy_st;
+	char policy_error[PATH_MAX + 600];
+	int paused, leaving;
+	uint64_t reclaimed;		/* by `provider reclaim`, until resume */
+	uint64_t present;		/* owner processes seen on these */
+	int present_pids[GP_GPUS_MAX];
+	int window_open;
+	int64_t window_next_s;
+	int fenced;
+	/* The offer the coordinator knows. */
+	int64_t offer_seq;
+	uint64_t offer_lent;
+	int offer_accepting;
+	/* Threads. */
+	int stop;
+	pthread_t tick, workers[WORKERS];
+	int nworkers, tick_started;
+	struct gp_control *control;
+	/* How recent attempts ended, for the reclaim command's answer. */
+	struct ended {
+		struct gp_attempt_id id;
+		int64_t version;
+		int killed;
+	} recent[64];
+	int nrecent;
+};
+
+/* ---- helpers (call with p->lock held unless said otherwise) ---- */
+
+static uint64_t
+all_gpus_mask(const struct gp_provider *p)
+{
+	int n = p->ag->gpus.n;
+
+	return n >= 64 ? ~0ULL : (1ULL << n) - 1;
+}
+
+static uint64_t
+job_mask(const struct pjob *j)
+{
+	uint64_t m = 0;
+	int i;
+
+	for (i = 0; i < j->ngpus; i++)
+		if (j->gpus[i] >= 0 && j->gpus[i] < 64)
+			m |= 1ULL << j->gpus[i];
+	return m;
+}
+
+/* The GPUs lent now. */
+static uint64_t
+lent_mask(const struct gp_provider *p)
+{
+	uint64_t m = 0;
+	int i;
+
+	if (p->leaving || !p->window_open)
+		return 0;
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+		if (gp_policy_lends_gpu(&p->policy, i))
+			m |= 1ULL << i;
+	return m & ~p->reclaimed & ~p->present;
+}
+
+static int
+accepting(const struct gp_provider *p)
+{
+	return !p->paused && !p->leaving && !p->fenced;
+}
+
+static int
+policy_cpus(const struct gp_provider *p)
+{
+	int c = p->ag->cpus;
+
+	return p->policy.cpus > 0 && p->policy.cpus < c ? p->policy.cpus : c;
+}
+
+static int64_t
+policy_mem(const struct gp_provider *p)
+{
+	int64_t m = p->ag->mem_mib;
+
+	return p->policy.mem_mib > 0 && p->policy.mem_mib < m
+	    ? p->policy.mem_mib
+	    : m;
+}
+
+/* Tells the heartbeat thread to beat now (the offer changed). */
+static void
+kick_heartbeat(struct gp_provider *p)
+{
+	pthread_mutex_lock(&p->ag->lock);
+	pthread_cond_broadcast(&p->ag->cond);
+	pthread_mutex_unlock(&p->ag->lock);
+}
+
+/* Bumps the offer's sequence when what it says changed. */
+static int
+offer_update(struct gp_provider *p)
+{
+	uint64_t lent = lent_mask(p);
+	int acc = accepting(p);
+
+	if (lent == p->offer_lent && acc == p->offer_accepting)
+		return 0;
+	p->offer_lent = lent;
+	p->offer_accepting = acc;
+	p->offer_seq++;
+	gp_info("offer changed seq=%lld lent=0x%llx accepting=%d",
+	    (long long)p->offer_seq, (unsigned long long)lent, acc);
+	return 1;
+}
+
+static json_t *
+offer_json_locked(struct gp_provider *p)
+{
+	json_t *lent = json_array();
+	int i;
+
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+		if (p->offer_lent & (1ULL << i))
+			json_array_append_new(lent, json_integer(i));
+	return json_pack("{sI so sb si sI sI}", "seq",
+	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
+	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
+	    (json_int_t)policy_mem(p), "max_job_s",
+	    (json_int_t)p->policy.max_job_s);
+}
+
+json_t *
+gp_provider_offer_json(struct gp_provider *p)
+{
+	json_t *o;
+
+	pthread_mutex_lock(&p->lock);
+	o = offer_json_locked(p);
+	pthread_mutex_unlock(&p->lock);
+	return o;
+}
+
+static struct pjob *
+find(struct gp_provider *p, const struct gp_attempt_id *id)
+{
+	struct pjob *j;
+
+	for (j = p->jobs; j != NULL; j = j->next)
+		if (j->id.job_id == id->job_id && j->id.attempt == id->attempt)
+			return j;
+	return NULL;
+}
+
+static void
+unlink_job(struct gp_provider *p, struct pjob *j)
+{
+	struct pjob **pp;
+
+	for (pp = &p->jobs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == j) {
+			*pp = j->next;
+			break;
+		}
+	gp_assignment_fini(&j->pending);
+	free(j);
+}
+
+/*
+ * Asks a job to end on the owner's behalf: graceful sends the checkpoint
+ * signal and arms the grace deadline; otherwise it is killed now.
+ */
+static void
+end_job(struct gp_provider *p, struct pjob *j, const char *reason,
+    int graceful)
+{
+	int64_t now = gp_mono_ms();
+
+	if (j->exited || j->phase == PJ_FINAL)
+		return;
+	if (j->end_reason == NULL) {
+		j->end_reason = reason;
+		j->end_mono = now;
+	}
+	if (j->phase == PJ_RESTORING) {
+		/* Not started: the worker ends it once its download is over. */
+		pthread_cond_broadcast(&p->cond);
+		return;
+	}
+	if (graceful && p->policy.grace_s > 0 && !j->killed) {
+		if (j->kill_at_mono == 0) {
+			j->kill_at_mono = now + p->policy.grace_s * 1000;
+			gp_info("asking job to checkpoint and exit job=%lld "
+			    "attempt=%lld reason=%s grace_s=%lld",
+			    (long long)j->id.job_id, (long long)j->id.attempt,
+			    reason, (long long)p->policy.grace_s);
+			gp_executor_signal(p->ag->executor, &j->id, j->sig);
+		}
+		return;
+	}
+	if (!j->killed) {
+		j->killed = 1;
+		gp_info("ending job now job=%lld attempt=%lld reason=%s",
+		    (long long)j->id.job_id, (long long)j->id.attempt,
+		    reason);
+		gp_executor_kill(p->ag->executor, &j->id, GP_EXEC_RECLAIMED);
+	}
+}
+
+/* Ends every job on a GPU of mask. */
+static void
+end_jobs_on(struct gp_provider *p, uint64_t mask, const char *reason,
+    int graceful)
+{
+	struct pjob *j;
+
+	for (j = p->jobs; j != NULL; j = j->next)
+		if (job_mask(j) & mask)
+			end_job(p, j, reason, graceful);
+}
+
+/* ---- policy ---- */
+
+static void
+policy_apply(struct gp_provider *p)
+{
+	uint64_t before = p->offer_lent, now_lent;
+
+	if (offer_update(p)) {
+		now_lent = p->offer_lent;
+		/* GPUs the new policy no longer lends: take them back. */
+		end_jobs_on(p, before & ~now_lent & ~p->present &
+		    ~p->reclaimed, p->window_open ? "reclaimed" :
+		    "window_closed", 1);
+		kick_heartbeat(p);
+	}
+}
+
+/* (Re)reads the policy file; keeps the old policy when it is invalid. */
+static void
+policy_load(struct gp_provider *p, int force)
+{
+	struct gp_policy np;
+	struct stat st;
+	char err[512];
+	int line = 0;
+
+	if (p->ag->policy_path[0] == '\0')
+		return;
+	if (stat(p->ag->policy_path, &st) != 0) {
+		if (p->policy_error[0] == '\0' || force)
+			gp_warn("policy file unreadable path=%s error=\"%s\"; "
+			    "keeping the policy in force",
+			    p->ag->policy_path, strerror(errno));
+		snprintf(p->policy_error, sizeof(p->policy_error), "%s: %s",
+		    p->ag->policy_path, strerror(errno));
+		return;
+	}
+	if (!force && p->have_policy_file &&
+	    st.st_mtim.tv_sec == p->policy_st.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == p->policy_st.st_mtim.tv_nsec &&
+	    st.st_size == p->policy_st.st_size &&
+	    st.st_ino == p->policy_st.st_ino)
+		return;
+	p->policy_st = st;
+	p->have_policy_file = 1;
+	if (gp_policy_load(p->ag->policy_path, &np, &line, err,
+	    sizeof(err)) != 0) {
+		if (line > 0)
+			snprintf(p->policy_error, sizeof(p->policy_error),
+			    "%s:%d: %s", p->ag->policy_path, line, err);
+		else
+			snprintf(p->policy_error, sizeof(p->policy_error),
+			    "%s: %s", p->ag->policy_path, err);
+		gp_error("policy rejected, the previous one stays in force: "
+		    "%s", p->policy_error);
+		return;
+	}
+	p->policy = np;
+	p->policy_error[0] = '\0';
+	gp_info("policy loaded path=%s", p->ag->policy_path);
+}
+
+void
+gp_provider_reload(struct gp_provider *p)
+{
+	pthread_mutex_lock(&p->lock);
+	policy_load(p, 1);
+	policy_apply(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- executor callbacks ---- */
+
+void
+gp_provider_on_started(void *arg, const struct gp_attempt_id *id, pid_t pid)
+{
+	struct gp_provider *p = arg;
+
+	gp_reports_on_started(p->ag->reports, id, pid);
+}
+
+void
+gp_provider_on_output(void *arg, const struct gp_attempt_id *id,
+    const char *data, size_t len)
+{
+	struct gp_provider *p = arg;
+
+	gp_reports_on_output(p->ag->reports, id, data, len);
+}
+
+void
+gp_provider_on_finished(void *arg, const struct gp_attempt_id *id,
+    const struct gp_exec_result *result)
+{
+	struct gp_provider *p = arg;
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	j = find(p, id);
+	if (j == NULL) {
+		pthread_mutex_unlock(&p->lock);
+		gp_reports_on_finished(p->ag->reports, id, result);
+		if (result->workdir != NULL)
+			gp_remove_tree(result->workdir);
+		return;
+	}
+	j->exited = 1;
+	j->exited_mono = gp_mono_ms();
+	j->result = *result;
+	gp_strlcpy(j->message, result->message, sizeof(j->message));
+	gp_strlcpy(j->workdir, result->workdir ? result->workdir : "",
+	    sizeof(j->workdir));
+	j->result.workdir = NULL;
+	j->phase = PJ_FINAL;
+	if (j->end_reason != NULL)
+		gp_info("gpu free job=%lld attempt=%lld reason=%s "
+		    "after_ms=%lld", (long long)id->job_id,
+		    (long long)id->attempt, j->end_reason,
+		    (long long)(j->exited_mono - j->end_mono));
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- from the coordinator ---- */
+
+/* Refuses an assignment at once: the coordinator requeues it. */
+static void
+refuse(struct gp_provider *p, struct gp_assignment *a, const char *why)
+{
+	struct gp_exec_result r;
+
+	memset(&r, 0, sizeof(r));
+	r.reason = "refused";
+	gp_strlcpy(r.message, why, sizeof(r.message));
+	gp_warn("assignment refused job=%lld attempt=%lld why=\"%s\"",
+	    (long long)a->id.job_id, (long long)a->id.attempt, why);
+	gp_reports_on_finished(p->ag->reports, &a->id, &r);
+}
+
+void
+gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
+{
+	struct pjob *j;
+	uint64_t m = 0;
+	int i;
+
+	if (gp_reports_add(p->ag->reports, &a->id) != 0) {
+		gp_warn("assignment already known, ignored job=%lld "
+		    "attempt=%lld", (long long)a->id.job_id,
+		    (long long)a->id.attempt);
+		gp_assignment_fini(a);
+		return;
+	}
+	for (i = 0; i < a->ngpus; i++)
+		if (a->gpus[i] >= 0 && a->gpus[i] < 64)
+			m |= 1ULL << a->gpus[i];
+	pthread_mutex_lock(&p->lock);
+	if (!accepting(p) || (m & ~lent_mask(p)) != 0 ||
+	    (p->policy.max_job_s > 0 && (a->time_limit_s == 0 ||
+	    a->time_limit_s > p->policy.max_job_s))) {
+		const char *why = !accepting(p) ? "the node is not accepting "
+		    "jobs (paused, leaving or cut off)" : (m & ~lent_mask(p))
+		    ? "a GPU it needs is no longer lent"
+		    : "longer than the owner's max-job-time";
+		pthread_mutex_unlock(&p->lock);
+		refuse(p, a, why);
+		gp_assignment_fini(a);
+		return;
+	}
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		pthread_mutex_unlock(&p->lock);
+		refuse(p, a, "agent out of memory");
+		gp_assignment_fini(a);
+		return;
+	}
+	j->id = a->id;
+	gp_strlcpy(j->user, a->user, sizeof(j->user));
+	gp_strlcpy(j->name, a->name, sizeof(j->name));
+	memcpy(j->gpus, a->gpus, sizeof(j->gpus));
+	j->ngpus = a->ngpus;
+	j->started_mono = gp_mono_ms();
+	j->every_ms = (a->checkpoint_every_s > 0 ? a->checkpoint_every_s
+						 : GP_CHECKPOINT_EVERY_DEFAULT) *
+	    1000;
+	j->sig = a->checkpoint_signal > 0 ? a->checkpoint_signal : SIGUSR1;
+	j->last_try_mono = j->started_mono;
+	gp_executor_checkpoint_dir(&p->ag->exec_cfg, &a->id, j->dir,
+	    sizeof(j->dir));
+	j->next = p->jobs;
+	p->jobs = j;
+	if (a->restart_count > 0) {
+		/* Ran before: its checkpoint comes first (a worker). */
+		j->phase = PJ_RESTORING;
+		j->pending = *a;
+		memset(a, 0, sizeof(*a));
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	j->phase = PJ_RUNNING;
+	pthread_mutex_unlock(&p->lock);
+	if (gp_executor_start(p->ag->executor, a) != 0) {
+		struct gp_exec_result r = {.reason = "start_failed"};
+		gp_strlcpy(r.message, "agent out of memory", sizeof(r.message));
+		gp_provider_on_finished(p, &j->id, &r);
+		gp_assignment_fini(a);
+	}
+}
+
+void
+gp_provider_cancel(struct gp_provider *p, const struct gp_attempt_id *id)
+{
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	if ((j = find(p, id)) != NULL) {
+		j->cancelled = 1;
+		j->end_reason = NULL; /* a cancel wins over a reclaim */
+	}
+	pthread_mutex_unlock(&p->lock);
+	gp_executor_kill(p->ag->executor, id, GP_EXEC_CANCELLED);
+}
+
+void
+gp_provider_drop(struct gp_provider *p, const struct gp_attempt_id *id)
+{
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	if ((j = find(p, id)) != NULL)
+		j->stale = 1;
+	pthread_mutex_unlock(&p->lock);
+	gp_reports_forget(p->ag->reports, id);
+	gp_executor_kill(p->ag->executor, id, GP_EXEC_STALE);
+}
+
+void
+gp_provider_checkpoint_now(struct gp_provider *p,
+    const struct gp_attempt_id *id)
+{
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	if ((j = find(p, id)) != NULL) {
+		j->want_upload = 1;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- checkpoint workers ---- */
+
+static void
+target_of(struct gp_provider *p, const struct pjob *j,
+    struct gp_ckpt_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->url = p->ag->url;
+	t->token = p->ag->token;
+	t->ca_file = p->ag->ca_file;
+	t->job_id = j->id.job_id;
+	t->attempt = j->id.attempt;
+}
+
+/* 1 when the job's COMPLETE marker differs from what was uploaded. */
+static int
+marker_changed(const struct pjob *j)
+{
+	char path[PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", j->dir, GP_CKPT_MARKER);
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	return (int64_t)st.st_mtim.tv_sec * 1000000000LL +
+		st.st_mtim.tv_nsec != j->mark.marker_mtime_ns ||
+	    (int64_t)st.st_ino != j->mark.marker_ino ||
+	    (int64_t)st.st_size != j->mark.marker_size;
+}
+
+/* Runs one upload for j (p->lock not held; j->busy set). */
+static int
+upload(struct gp_provider *p, struct pjob *j, struct gp_ckpt_mark *mark,
+    const char *why)
+{
+	struct gp_ckpt_target t;
+	struct gp_ckpt_stats st;
+	char err[512];
+	int ret;
+
+	target_of(p, j, &t);
+	memset(&st, 0, sizeof(st));
+	ret = gp_ckpt_upload(&t, j->dir, mark, &st, err, sizeof(err));
+	if (ret != 0) {
+		gp_warn("checkpoint upload failed job=%lld attempt=%lld "
+		    "why=%s error=\"%s\"", (long long)j->id.job_id,
+		    (long long)j->id.attempt, why, err);
+		return ret;
+	}
+	if (st.version > 0)
+		gp_info("checkpoint uploaded job=%lld attempt=%lld why=%s "
+		    "version=%lld files=%lld bytes=%lld sent=%lld ms=%lld "
+		    "label=\"%s\"", (long long)j->id.job_id,
+		    (long long)j->id.attempt, why, (long long)st.version,
+		    (long long)st.files, (long long)st.bytes,
+		    (long long)st.bytes_sent, (long long)st.elapsed_ms,
+		    st.label);
+	else
+		gp_debug("checkpoint not uploaded job=%lld attempt=%lld "
+		    "why=%s skipped=\"%s\"", (long long)j->id.job_id,
+		    (long long)j->id.attempt, why, st.skipped);
+	return st.version > 0 ? 1 : 0;
+}
+
+static void
+do_restore(struct gp_provider *p, struct pjob *j)
+{
+	struct gp_ckpt_target t;
+	struct gp_ckpt_stats st;
+	struct gp_ckpt_mark mark;
+	struct gp_assignment a;
+	char staging[PATH_MAX + 64], base[PATH_MAX + 16], err[PATH_MAX + 600];
+	int tries, ret = GP_EIO;
+	const struct gp_sandbox_user *u = &p->ag->user;
+
+	snprintf(base, sizeof(base), "%s/restore", p->ag->work);
+	snprintf(staging, sizeof(staging), "%s/%lld-%lld", base,
+	    (long long)j->id.job_id, (long long)j->id.attempt);
+	target_of(p, j, &t);
+	memset(&st, 0, sizeof(st));
+	memset(&mark, 0, sizeof(mark));
+	for (tries = 0; tries < RESTORE_TRIES; tries++) {
+		gp_remove_tree(staging);
+		if (gp_mkdir_p(base, 0700) != 0 || mkdir(staging, 0700) != 0) {
+			snprintf(err, sizeof(err), "mkdir %s: %s", staging,
+			    strerror(errno));
+			ret = GP_EIO;
+			break;
+		}
+		ret = gp_ckpt_download(&t, staging, u->userns ? getuid() :
+		    u->uid, u->userns ? getgid() : u->gid, &mark, &st, err,
+		    sizeof(err));
+		if (ret == 0 || ret == GP_ECONFLICT)
+			break;
+		gp_warn("checkpoint restore failed job=%lld attempt=%lld "
+		    "try=%d error=\"%s\"", (long long)j->id.job_id,
+		    (long long)j->id.attempt, tries + 1, err);
+		sleep(1);
+	}
+	pthread_mutex_lock(&p->lock);
+	j->busy = 0;
+	if (ret == 0 && !j->stale && !j->cancelled && j->end_reason == NULL) {
+		a = j->pending;
+		memset(&j->pending, 0, sizeof(j->pending));
+		if (st.version > 0) {
+			a.restore_dir = strdup(staging);
+			a.restored_version = st.version;
+			j->mark = mark;
+			j->version = st.version;
+			gp_info("checkpoint restored job=%lld attempt=%lld "
+			    "version=%lld files=%lld bytes=%lld ms=%lld",
+			    (long long)j->id.job_id, (long long)j->id.attempt,
+			    (long long)st.version, (long long)st.files,
+			    (long long)st.bytes, (long long)st.elapsed_ms);
+		} else
+			gp_remove_tree(staging);
+		j->phase = PJ_RUNNING;
+		j->started_mono = j->last_try_mono = gp_mono_ms();
+		pthread_mutex_unlock(&p->lock);
+		gp_reports_set_restored(p->ag->reports, &j->id,
+		    a.restored_version);
+		if (gp_executor_start(p->ag->executor, &a) != 0) {
+			struct gp_exec_result r = {.reason = "start_failed"};
+			gp_strlcpy(r.message, "agent out of memory",
+			    sizeof(r.message));
+			gp_assignment_fini(&a);
+			gp_provider_on_finished(p, &j->id, &r);
+		}
+		return;
+	}
+	/* Not started: end it here. */
+	gp_remove_tree(staging);
+	j->exited = 1;
+	j->exited_mono = gp_mono_ms();
+	memset(&j->result, 0, sizeof(j->result));
+	if (j->cancelled)
+		j->result.reason = "cancelled";
+	else if (j->end_reason != NULL || j->stale)
+		j->result.reason = "killed";
+	else {
+		j->result.reason = "restore_failed";
+		snprintf(j->message, sizeof(j->message),
+		    "cannot restore checkpoint: %.450s", err);
+		gp_strlcpy(j->result.message, j->message,
+		    sizeof(j->result.message));
+	}
+	j->phase = PJ_FINAL;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The final step of an attempt: last upload, then the finished report. */
+static void
+do_final(struct gp_provider *p, struct pjob *j)
+{
+	struct gp_exec_result r;
+	struct gp_ckpt_mark mark;
+	struct ended *e;
+	int tries, ret = 0, need, stale;
+
+	pthread_mutex_lock(&p->lock);
+	need = j->end_reason != NULL && !j->stale && !j->cancelled &&
+	    j->workdir[0] != '\0';
+	mark = j->mark;
+	pthread_mutex_unlock(&p->lock);
+	/* Ended on the owner's behalf: save what it saved, then requeue. */
+	for (tries = 0; need && tries < UPLOAD_TRIES; tries++) {
+		ret = upload(p, j, &mark, "final");
+		if (ret >= 0 || ret == GP_ECONFLICT)
+			break;
+		sleep(1);
+	}
+	pthread_mutex_lock(&p->lock);
+	if (ret > 0) {
+		j->mark = mark;
+		j->version = mark.version;
+	}
+	r = j->result;
+	gp_strlcpy(r.message, j->message, sizeof(r.message));
+	if (j->end_reason != NULL && !j->cancelled)
+		r.reason = j->end_reason;
+	stale = j->stale;
+	pthread_mutex_unlock(&p->lock);
+	if (!stale)
+		gp_reports_on_finished(p->ag->reports, &j->id, &r);
+	else
+		gp_reports_forget(p->ag->reports, &j->id);
+	if (j->workdir[0] != '\0' && gp_remove_tree(j->workdir) != 0)
+		gp_warn("cannot remove work directory dir=%s", j->workdir);
+	pthread_mutex_lock(&p->lock);
+	e = &p->recent[p->nrecent++ % (int)GP_ARRAY_LEN(p->recent)];
+	e->id = j->id;
+	e->version = j->version;
+	e->killed = j->killed;
+	unlink_job(p, j);
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Picks work for a worker; p->lock held. */
+static struct pjob *
+pick(struct gp_provider *p, int64_t now, int *kind)
+{
+	struct pjob *j;
+
+	for (j = p->jobs; j != NULL; j = j->next) {
+		if (j->busy)
+			continue;
+		if (j->phase == PJ_FINAL) {
+			*kind = PJ_FINAL;
+			return j;
+		}
+		if (j->phase == PJ_RESTORING) {
+			*kind = PJ_RESTORING;
+			return j;
+		}
+		if (j->stale || j->exited || j->end_reason != NULL)
+			continue;
+		if (j->want_upload ||
+		    (now - j->last_try_mono >= j->every_ms &&
+			marker_changed(j))) {
+			*kind = PJ_RUNNING;
+			return j;
+		}
+	}
+	return NULL;
+}
+
+static void
+timed_wait(struct gp_provider *p, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct gp_provider *p = arg;
+	struct gp_ckpt_mark mark;
+	struct pjob *j;
+	int kind = 0, ret;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		if ((j = pick(p, gp_mono_ms(), &kind)) == NULL) {
+			timed_wait(p, TICK_MS);
+			continue;
+		}
+		j->busy = 1;
+		if (kind == PJ_FINAL) {
+			pthread_mutex_unlock(&p->lock);
+			do_final(p, j); /* frees j */
+			pthread_mutex_lock(&p->lock);
+			continue;
+		}
+		if (kind == PJ_RESTORING) {
+			pthread_mutex_unlock(&p->lock);
+			do_restore(p, j);
+			pthread_mutex_lock(&p->lock);
+			continue;
+		}
+		j->want_upload = 0;
+		mark = j->mark;
+		pthread_mutex_unlock(&p->lock);
+		ret = upload(p, j, &mark, "periodic");
+		pthread_mutex_lock(&p->lock);
+		j->busy = 0;
+		j->last_try_mono = gp_mono_ms();
+		if (ret > 0) {
+			j->mark = mark;
+			j->version = mark.version;
+			j->version_mono = j->last_try_mono;
+		} else if (ret == GP_ECONFLICT)
+			j->stale = 1;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* ---- the tick: time-driven changes ---- */
+
+static void
+check_window(struct gp_provider *p)
+{
+	struct tm tm;
+	time_t t = time(NULL);
+	int open;
+
+	localtime_r(&t, &tm);
+	open = gp_policy_window_open(&p->policy, &tm, &p->window_next_s);
+	if (open == p->window_open)
+		return;
+	p->window_open = open;
+	gp_info("availability window %s", open ? "opened" : "closed");
+	if (!open)
+		end_jobs_on(p, all_gpus_mask(p), "window_closed", 1);
+}
+
+static void
+check_presence(struct gp_provider *p)
+{
+	pid_t pids[8];
+	int i, n;
+
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++) {
+		uint64_t bit = 1ULL << i;
+
+		if (p->policy.presence == GP_PRESENCE_IGNORE) {
+			p->present &= ~bit;
+			continue;
+		}
+		n = gp_gpu_foreign_processes(&p->ag->gpus, i, pids,
+		    (int)GP_ARRAY_LEN(pids));
+		if (n > 0 && !(p->present & bit)) {
+			p->present |= bit;
+			p->present_pids[i] = (int)pids[0];
+			gp_info("owner process on lent GPU, reclaiming gpu=%d "
+			    "pid=%d", i, (int)pids[0]);
+			end_jobs_on(p, bit, "owner_present", 1);
+		} else if (n <= 0 && (p->present & bit)) {
+			p->present &= ~bit;
+			p->present_pids[i] = 0;
+			gp_info("owner processes gone, GPU lent again gpu=%d",
+			    i);
+		}
+	}
+}
+
+static void
+check_deadlines(struct gp_provider *p, int64_t now)
+{
+	struct pjob *j;
+
+	for (j = p->jobs; j != NULL; j = j->next)
+		if (j->kill_at_mono != 0 && !j->killed && !j->exited &&
+		    now >= j->kill_at_mono) {
+			j->killed = 1;
+			gp_info("grace period over, killing job=%lld "
+			    "attempt=%lld", (long long)j->id.job_id,
+			    (long long)j->id.attempt);
+			gp_executor_kill(p->ag->executor, &j->id,
+			    GP_EXEC_RECLAIMED);
+		}
+}
+
+/* Kills everything when the coordinator may already have requeued it. */
+static void
+check_fence(struct gp_provider *p, int64_t now)
+{
+	int64_t lease = p->ag->lease_ms, hb = p->ag->heartbeat_ms, limit;
+	int64_t last = atomic_load(&p->ag->last_contact_mono);
+	struct pjob *j;
+
+	if (lease <= 0 || last == 0)
+		return;
+	limit = lease > 2 * hb ? lease - hb : lease / 2;
+	if (now - last <= limit) {
+		if (p->fenced) {
+			p->fenced = 0;
+			gp_info("coordinator reachable: accepting jobs again");
+		}
+		return;
+	}
+	if (!p->fenced) {
+		p->fenced = 1;
+		gp_warn("coordinator unreachable for %lld ms (lease %lld ms): "
+		    "killing this node's jobs before they are given to "
+		    "another node", (long long)(now - last), (long long)lease);
+	}
+	for (j = p->jobs; j != NULL; j = j->next)
+		if (!j->exited && !j->stale) {
+			j->stale = 1;
+			if (j->phase == PJ_RUNNING)
+				gp_executor_kill(p->ag->executor, &j->id,
+				    GP_EXEC_STALE);
+		}
+}
+
+static void *
+tick_main(void *arg)
+{
+	struct gp_provider *p = arg;
+	int64_t last_policy = 0, last_presence = 0, now;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		now = gp_mono_ms();
+		if (now - last_policy >= POLICY_CHECK_MS) {
+			policy_load(p, 0);
+			check_window(p);
+			last_policy = now;
+		}
+		if (now - last_presence >= PRESENCE_CHECK_MS) {
+			check_presence(p);
+			last_presence = now;
+		}
+		check_deadlines(p, now);
+		check_fence(p, now);
+		policy_apply(p);
+		timed_wait(p, TICK_MS);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* ---- the owner's commands ---- */
+
+static json_t *
+job_json(const struct pjob *j, int64_t now)
+{
+	return json_pack("{sI sI ss ss sI sI s:o}", "id",
+	    (json_int_t)j->id.job_id, "attempt", (json_int_t)j->id.attempt,
+	    "user", j->user, "name", j->name, "running_s",
+	    (json_int_t)((now - j->started_mono) / 1000),
+	    "checkpoint_version", (json_int_t)j->version,
+	    "checkpoint_age_s",
+	    j->version_mono ? json_integer((now - j->version_mono) / 1000)
+			    : json_null());
+}
+
+static const char *
+gpu_state(const struct gp_provider *p, int i, const struct pjob **jobp)
+{
+	uint64_t bit = 1ULL << i;
+	const struct pjob *j;
+
+	*jobp = NULL;
+	for (j = p->jobs; j != NULL; j = j->next)
+		if (job_mask(j) & bit) {
+			*jobp = j;
+			break;
+		}
+	if (p->leaving)
+		return "leaving";
+	if (!gp_policy_lends_gpu(&p->policy, i))
+		return "not_lent";
+	if (p->present & bit)
+		return "owner_present";
+	if (p->reclaimed & bit)
+		return "reclaimed";
+	if (!p->window_open)
+		return "window_closed";
+	if (*jobp != NULL)
+		return "running";
+	return p->paused ? "paused" : "idle";
+}
+
+static json_t *
+status_json(struct gp_provider *p)
+{
+	json_t *gpus = json_array(), *o;
+	int64_t now = gp_mono_ms(), node_id;
+	const struct pjob *j;
+	int i, njobs = 0;
+
+	pthread_mutex_lock(&p->ag->lock);
+	node_id = p->ag->node_id;
+	pthread_mutex_unlock(&p->ag->lock);
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++) {
+		const struct gp_gpu_info *g = &p->ag->gpus.gpus[i];
+		const char *st = gpu_state(p, i, &j);
+		json_t *owner = json_array();
+
+		if (p->present_pids[i] > 0)
+			json_array_append_new(owner,
+			    json_integer(p->present_pids[i]));
+		json_array_append_new(gpus, json_pack("{si ss ss ss sb so so}",
+		    "index", i, "uuid", g->uuid, "model", g->model, "state",
+		    st, "lent", (p->offer_lent >> i) & 1, "job",
+		    j != NULL ? job_json(j, now) : json_null(),
+		    "owner_processes", owner));
+	}
+	for (j = p->jobs; j != NULL; j = j->next)
+		njobs++;
+	o = json_pack("{ss sI sb sb sb sb sI ss s:o so so si sb}", "node",
+	    p->ag->name, "node_id", (json_int_t)node_id, "connected",
+	    node_id != 0 && !p->fenced, "paused", p->paused, "leaving",
+	    p->leaving, "window_open", p->window_open, "window_next_change_s",
+	    (json_int_t)p->window_next_s, "policy_file",
+	    p->ag->policy_path, "policy_error",
+	    p->policy_error[0] ? json_string(p->policy_error) : json_null(),
+	    "policy", gp_policy_to_json(&p->policy), "gpus", gpus, "jobs",
+	    njobs, "fenced", p->fenced);
+	return o;
+}
+
+static uint64_t
+request_mask(const struct gp_provider *p, uint64_t gpus, char *err,
+    size_t errlen)
+{
+	uint64_t all = all_gpus_mask(p);
+
+	if (gpus == 0)
+		return all;
+	if (gpus & ~all) {
+		snprintf(err, errlen, "no such GPU on this node (it has %d)",
+		    p->ag->gpus.n);
+		return 0;
+	}
+	return gpus;
+}
+
+/*
+ * Ends the jobs on mask with reason and waits until their GPUs are free
+ * (the job's processes are gone). Returns the answer's "gpus" list.
+ */
+static json_t *
+reclaim_wait(struct gp_provider *p, uint64_t mask, const char *reason,
+    int now, int64_t t0)
+{
+	json_t *list = json_array();
+	int64_t limit = t0 + p->policy.grace_s * 1000 + 10000;
+	struct pjob *j, *on[GP_GPUS_MAX];
+	struct gp_attempt_id ids[GP_GPUS_MAX];
+	int64_t freed[GP_GPUS_MAX];
+	int i, waiting;
+
+	memset(on, 0, sizeof(on));
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++) {
+		freed[i] = -1;
+		for (j = p->jobs; j != NULL; j = j->next)
+			if (!j->exited && (job_mask(j) & (1ULL << i)) &&
+			    (mask & (1ULL << i))) {
+				on[i] = j;
+				ids[i] = j->id;
+			}
+	}
+	end_jobs_on(p, mask, reason, !now);
+	/* Wait for each job to be reaped: its GPU is free. */
+	do {
+		waiting = 0;
+		for (i = 0; i < p->ag->gpus.n && i < 64; i++) {
+			if (on[i] == NULL || freed[i] >= 0)
+				continue;
+			j = find(p, &ids[i]);
+			if (j == NULL || j->exited)
+				freed[i] = (j != NULL ? j->exited_mono
+						      : gp_mono_ms()) - t0;
+			else
+				waiting = 1;
+		}
+		if (waiting)
+			timed_wait(p, 20);
+	} while (waiting && gp_mono_ms() < limit);
+	/* Then for the final uploads, so the answer names the version. */
+	do {
+		waiting = 0;
+		for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+			if (on[i] != NULL && find(p, &ids[i]) != NULL)
+				waiting = 1;
+		if (waiting)
+			timed_wait(p, 50);
+	} while (waiting && gp_mono_ms() < limit + 60000);
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++) {
+		json_t *job = json_null();
+		const struct ended *e = NULL;
+		int k, n = p->nrecent < (int)GP_ARRAY_LEN(p->recent)
+		    ? p->nrecent : (int)GP_ARRAY_LEN(p->recent);
+
+		if (!(mask & (1ULL << i)))
+			continue;
+		if (on[i] != NULL) {
+			for (k = 0; k < n; k++)
+				if (p->recent[k].id.job_id == ids[i].job_id &&
+				    p->recent[k].id.attempt == ids[i].attempt)
+					e = &p->recent[k];
+			job = json_pack("{sI sI ss sI}", "id",
+			    (json_int_t)ids[i].job_id, "attempt",
+			    (json_int_t)ids[i].attempt, "outcome",
+			    e == NULL ? "running" : e->killed ? "killed"
+			    : "checkpointed",
+			    "checkpoint_version",
+			    (json_int_t)(e != NULL ? e->version : 0));
+		}
+		json_array_append_new(list, json_pack("{si sI so}", "index", i,
+		    "freed_ms", (json_int_t)(freed[i] >= 0 ? freed[i] : -1),
+		    "job", job));
+	}
+	return list;
+}
+
+/* Tells the coordinator this node leaves (best effort). */
+static int
+unregister(struct gp_provider *p)
+{
+	struct gp_http_client *http;
+	struct gp_http_response resp;
+	char body[64];
+	int64_t node_id;
+	int ok;
+
+	pthread_mutex_lock(&p->ag->lock);
+	node_id = p->ag->node_id;
+	pthread_mutex_unlock(&p->ag->lock);
+	if (node_id == 0)
+		return 0;
+	http = gp_http_client_new(p->ag->url, p->ag->token, p->ag->ca_file);
+	if (http == NULL)
+		return 0;
+	snprintf(body, sizeof(body), "{\"node_id\":%lld}", (long long)node_id);
+	ok = gp_http_request(http, "POST", "/v1/agent/leave", body,
+	    strlen(body), NULL, 10000, &resp) == 0 && resp.status == 200;
+	gp_http_response_fini(&resp);
+	gp_http_client_free(http);
+	return ok;
+}
+
+static void *
+exit_later(void *arg)
+{
+	(void)arg;
+	usleep(200 * 1000);
+	kill(getpid(), SIGTERM);
+	return NULL;
+}
+
+static json_t *
+handle(void *arg, const struct gp_control_request *req, char *err,
+    size_t errlen)
+{
+	struct gp_provider *p = arg;
+	int64_t t0 = gp_mono_ms();
+	json_t *o = NULL, *lent;
+	uint64_t mask;
+	pthread_t t;
+	int i;
+
+	pthread_mutex_lock(&p->lock);
+	switch (req->cmd) {
+	case GP_CONTROL_STATUS:
+		o = status_json(p);
+		break;
+	case GP_CONTROL_POLICY_SHOW:
+		o = json_pack("{ss s:o so sb sI}", "file", p->ag->policy_path,
+		    "error", p->policy_error[0] ? json_string(p->policy_error)
+						: json_null(),
+		    "policy", gp_policy_to_json(&p->policy), "window_open",
+		    p->window_open, "window_next_change_s",
+		    (json_int_t)p->window_next_s);
+		break;
+	case GP_CONTROL_PAUSE:
+	case GP_CONTROL_RESUME:
+		if (p->leaving) {
+			snprintf(err, errlen, "the node is leaving");
+			break;
+		}
+		if (req->cmd == GP_CONTROL_PAUSE) {
+			p->paused = 1;
+		} else {
+			if ((mask = request_mask(p, req->gpus, err,
+			    errlen)) == 0)
+				break;
+			p->reclaimed &= ~mask;
+			if (req->gpus == 0)
+				p->paused = 0;
+		}
+		gp_info("owner %s gpus=0x%llx", req->cmd == GP_CONTROL_PAUSE ?
+		    "paused" : "resumed", (unsigned long long)req->gpus);
+		policy_apply(p);
+		kick_heartbeat(p);
+		lent = json_array();
+		for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+			if (p->offer_lent & (1ULL << i))
+				json_array_append_new(lent, json_integer(i));
+		o = json_pack("{sb so}", "paused", p->paused, "lent", lent);
+		break;
+	case GP_CONTROL_RECLAIM:
+		if ((mask = request_mask(p, req->gpus, err, errlen)) == 0)
+			break;
+		p->reclaimed |= mask;
+		gp_info("owner reclaims gpus=0x%llx now=%d",
+		    (unsigned long long)mask, req->now);
+		/* The coordinator hears first, so it places nothing there. */
+		offer_update(p);
+		kick_heartbeat(p);
+		o = json_pack("{so}", "gpus",
+		    reclaim_wait(p, mask, "reclaimed", req->now, t0));
+		json_object_set_new(o, "elapsed_ms",
+		    json_integer(gp_mono_ms() - t0));
+		break;
+	case GP_CONTROL_LEAVE:
+		p->leaving = 1;
+		gp_info("owner leaves: draining");
+		offer_update(p);
+		kick_heartbeat(p);
+		o = json_pack("{so}", "jobs",
+		    reclaim_wait(p, all_gpus_mask(p), "provider_left", 0, t0));
+		/* Final uploads and finished reports, then unregister. */
+		while (p->jobs != NULL &&
+		    gp_mono_ms() - t0 < p->policy.grace_s * 1000 + 120000)
+			timed_wait(p, 100);
+		pthread_mutex_unlock(&p->lock);
+		gp_reports_wait_empty(p->ag->reports, 30000);
+		json_object_set_new(o, "unregistered",
+		    json_boolean(unregister(p)));
+		pthread_mutex_lock(&p->lock);
+		json_object_set_new(o, "elapsed_ms",
+		    json_integer(gp_mono_ms() - t0));
+		if (pthread_create(&t, NULL, exit_later, NULL) == 0)
+			pthread_detach(t);
+		break;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (o == NULL && err[0] == '\0')
+		snprintf(err, errlen, "out of memory");
+	return o;
+}
+
+/* ---- life cycle ---- */
+
+void
+gp_provider_drain(struct gp_provider *p, const char *reason)
+{
+	int64_t t0 = gp_mono_ms(), limit;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->jobs != NULL)
+		gp_info("draining jobs=%s reason=%s", "all", reason);
+	p->leaving = 1;
+	offer_update(p);
+	kick_heartbeat(p);
+	end_jobs_on(p, ~0ULL, reason, 1);
+	/* Jobs without GPUs too. */
+	for (struct pjob *j = p->jobs; j != NULL; j = j->next)
+		end_job(p, j, reason, 1);
+	limit = t0 + p->policy.grace_s * 1000 + 60000;
+	while (p->jobs != NULL && gp_mono_ms() < limit) {
+		check_deadlines(p, gp_mono_ms());
+		timed_wait(p, 50);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+struct gp_provider *
+gp_provider_new(struct gp_agent *ag, char *err, size_t errlen)
+{
+	struct gp_control_ops ops;
+	struct gp_provider *p;
+	pthread_condattr_t attr;
+	int i;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	p->ag = ag;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	gp_policy_default(&p->policy);
+	if (ag->policy_path[0] != '\0') {
+		struct gp_policy np;
+		int line = 0;
+		char perr[512];
+
+		if (gp_policy_load(ag->policy_path, &np, &line, perr,
+		    sizeof(perr)) != 0) {
+			if (line > 0)
+				snprintf(err, errlen, "%s:%d: %s",
+				    ag->policy_path, line, perr);
+			else
+				snprintf(err, errlen, "%s: %s",
+				    ag->policy_path, perr);
+			goto fail;
+		}
+		p->policy = np;
+		stat(ag->policy_path, &p->policy_st);
+		p->have_policy_file = 1;
+	}
+	p->window_open = -1;
+	{
+		struct tm tm;
+		time_t t = time(NULL);
+		localtime_r(&t, &tm);
+		p->window_open = gp_policy_window_open(&p->policy, &tm,
+		    &p->window_next_s);
+	}
+	p->offer_lent = lent_mask(p);
+	p->offer_accepting = accepting(p);
+	p->offer_seq = 1;
+	if (ag->control_path[0] != '\0') {
+		ops.arg = p;
+		ops.handle = handle;
+		p->control = gp_control_start(ag->control_path, ag->owner_uid,
+		    &ops, err, errlen);
+		if (p->control == NULL)
+			goto fail;
+	}
+	for (i = 0; i < WORKERS; i++) {
+		if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0)
+			break;
+		p->nworkers++;
+	}
+	if (p->nworkers == 0 ||
+	    pthread_create(&p->tick, NULL, tick_main, p) != 0) {
+		snprintf(err, errlen, "cannot start threads");
+		goto fail;
+	}
+	p->tick_started = 1;
+	return p;
+fail:
+	gp_provider_free(p);
+	return NULL;
+}
+
+void
+gp_provider_free(struct gp_provider *p)
+{
+	int i;
+
+	if (p == NULL)
+		return;
+	if (p->control != NULL)
+		gp_control_stop(p->control);
+	pthread_mutex_lock(&p->lock);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	if (p->tick_started)
+		pthread_join(p->tick, NULL);
+	for (i = 0; i < p->nworkers; i++)
+		pthread_join(p->workers[i], NULL);
+	while (p->jobs != NULL)
+		unlink_job(p, p->jobs);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
