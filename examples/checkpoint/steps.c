@@ -17,8 +17,9 @@
  *     thing: before that, the checkpoint signal would kill the process.
  *  2. Every file is written to a temporary name, fsync'd and renamed into
  *     place, so no reader ever sees half a file.
- *  3. COMPLETE is written last, after everything it vouches for: the agent
- *     uploads a version only when COMPLETE exists and no file is newer.
+ *  3. COMPLETE is removed before a save and written last, after everything
+ *     it vouches for: the agent uploads a version only when COMPLETE
+ *     exists and no file is newer.
  *
  * Exit status: 0 when done, and 0 after saving on the checkpoint signal
  * (the agent knows it asked, and records the attempt as reclaimed); 2 bad
@@ -138,12 +139,19 @@ fail:
 	return -1;
 }
 
-/* The checkpoint: `state` first, `COMPLETE` last. */
+/*
+ * The checkpoint: the old marker goes first (so the directory never shows
+ * a marker beside files it does not vouch for, even within one clock tick),
+ * then `state`, then the new `COMPLETE`.
+ */
 static int
 save(const char *dir, int64_t step)
 {
-	char text[64];
+	char text[4096];
 
+	snprintf(text, sizeof(text), "%s/COMPLETE", dir);
+	if (unlink(text) != 0 && errno != ENOENT)
+		return -1;
 	snprintf(text, sizeof(text), "%" PRId64 "\n", step);
 	if (write_atomic(dir, "state", text) != 0)
 		return -1;

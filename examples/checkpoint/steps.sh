@@ -111,14 +111,18 @@ else
 	echo "starting at step 0"
 fi
 
-# save: state first, then the marker; each via a temporary file and an
-# atomic rename, so that nobody (the agent included) ever sees a half
-# written file. (A shell cannot fsync; it does not need to here: the agent
+# save: drop the old marker, write state, then the new marker; each file
+# via a temporary file and an atomic rename, so that nobody (the agent
+# included) ever sees a half written file. Removing COMPLETE first means the
+# directory never shows a marker beside files it does not vouch for, even
+# when a new state is written within the same clock tick as the old marker
+# (equal mtimes would pass the agent's "nothing newer than COMPLETE" test). (A shell cannot fsync; it does not need to here: the agent
 # uploads from the page cache, and the next attempt restores from what was
 # uploaded, usually on another machine. The C and Python examples fsync.)
 save() {
 	[ "$saved" = "$step" ] && return 0
-	if ! { printf '%s\n' "$step" >"$dir/.state.tmp" &&
+	if ! { rm -f "$dir/COMPLETE" &&
+	    printf '%s\n' "$step" >"$dir/.state.tmp" &&
 	    mv -f "$dir/.state.tmp" "$dir/state" &&
 	    printf 'step=%s\n' "$step" >"$dir/.COMPLETE.tmp" &&
 	    mv -f "$dir/.COMPLETE.tmp" "$dir/COMPLETE"; }; then
