@@ -599,9 +599,13 @@ use_pool() {
 # after netns_cut a, the same curl timed out (exit 28) while the server
 # stayed up, and `tc -s qdisc show` counted the drops on both ends; after
 # netns_heal a, 200 again. netns_forward + curl through the relay to a
-# server on 127.0.0.1: 200, cut: timeout, heal: 200. After the script
-# exited (normally, on `fail`, and killed with SIGKILL), `ip netns list` and
-# `ip link` showed nothing left of it.
+# server on 127.0.0.1: 200, cut: timeout, heal: 200. A real coordinator
+# (start_coordinator) + netns_forward + netns_start_agent: the node came up
+# (cgroups v1 seen inside), a job ran on it; netns_cut: the node went down
+# after the lease and the job was requeued (node_lost); netns_heal: the node
+# came back up. After the script exited (normally, on `fail`, and killed
+# with SIGKILL), `ip netns list` and `ip link` showed nothing left of it.
+# (The lock file ${E2E_TMPDIR:-/var/tmp}/gpe2e-netns.lock stays, empty.)
 
 declare -A NETNS_OF=() NETNS_VETH_OF=() NETNS_HOST_IP_OF=() NETNS_PEER_IP_OF=()
 NETNS='' NETNS_VETH='' NETNS_HOST_IP='' NETNS_PEER_IP='' NETNS_WHY=''
