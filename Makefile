@@ -87,3 +87,11 @@ clean:
 .SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The checkpoint examples (examples/checkpoint, docs/checkpoints.md):
+# `make examples` builds $(BUILD)/examples/steps. Not part of `all`.
+examples: $(BUILD)/examples/steps
+$(BUILD)/examples/steps: examples/checkpoint/steps.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 $(WARN) $(SANFLAGS) -o $@ $<
+.PHONY: examples

@@ -534,3 +534,316 @@ use_pool() {
 	GPUPOOL_URL=$(coord_url)
 	GPUPOOL_TOKEN=$ADMIN_TOKEN
 }
+
+# ---------------------------------------------------------------- network namespaces
+#
+# For partition tests: a network namespace joined to the host by a veth pair
+# on 10.213.X.0/30, the host end 10.213.X.1, the namespace end 10.213.X.2
+# (plus `lo`, up). X is picked per pair, under a lock, among the /24s no
+# host interface uses yet (starting from $$ % 256), so tests running side by
+# side never share one. Names carry the test's pid: namespace
+# gpe2e-<pid>-<n>, host interface gpe<pid>n<n>; the namespace end is `veth0`.
+# The namespace has no other route: from inside, only 10.213.X.1 (and its own
+# loopback) can be reached, and the host does not forward.
+#
+#   netns_available            0 when namespaces can be made here (root,
+#                              `ip`, `nsenter`, `flock`), else 1 with
+#                              NETNS_WHY set: a test may skip on it
+#   netns_create NAME          makes one; sets NETNS (the `ip netns` name),
+#                              NETNS_VETH (host interface), NETNS_HOST_IP,
+#                              NETNS_PEER_IP
+#   netns_use NAME             sets those four again for NAME
+#   netns_exec NAME CMD...     runs CMD inside, in the foreground; its status
+#   netns_spawn NAME LOG CMD...  starts CMD inside in the background, in its
+#                              own session, output appended to LOG, killed by
+#                              cleanup like any spawned process; sets
+#                              SPAWNED_PID (CMD's own pid)
+#   netns_start_agent NAME AGENT NGPUS [flags]  start_agent, but inside NAME
+#                              and dialing $COORD_SCHEME://HOST_IP:$COORD_PORT
+#                              (sets AGENT_PID[AGENT]; kill9_agent and
+#                              wait_node_up work on it)
+#   netns_forward NAME         when the coordinator listens on 127.0.0.1 (as
+#                              start_coordinator makes it): a TCP relay on
+#                              HOST_IP:$COORD_PORT to 127.0.0.1:$COORD_PORT,
+#                              so that netns_start_agent can reach it. Not
+#                              needed when the coordinator itself listens on
+#                              HOST_IP. (With TLS, the certificate must name
+#                              HOST_IP.)
+#   netns_cut NAME             partition: every packet over the pair is
+#                              dropped, both ways, silently (no RST, no ICMP:
+#                              TCP peers see silence, connect() hangs)
+#   netns_heal NAME            undoes netns_cut
+#   netns_delete NAME          removes the pair and the namespace now
+#
+# Processes inside are started with `nsenter --net`, not `ip netns exec`:
+# the latter also remounts /sys, which hides /sys/fs/cgroup from an agent.
+#
+# How the link is cut: iptables and nft are not installed on the test
+# machines, nor tc's netem, gact or police modules; what the kernel has is
+# plain qdiscs. netns_cut makes each end's egress queue a pfifo of limit 0,
+# which drops every packet it is handed (host end: host -> namespace,
+# namespace end: namespace -> host; ARP included); netns_heal deletes those
+# qdiscs (the veth default, noqueue, comes back). Routes and addresses are
+# untouched, so sockets see a silent network, not an unreachable one.
+#
+# Cleanup: at exit the links are healed before `cleanup` stops the daemons
+# (so that an agent's last reports fail fast instead of stalling its
+# shutdown); the pairs and namespaces are removed by a small detached reaper
+# that waits for the test's shell to be gone (so after cleanup, and also
+# when the test is killed with SIGKILL); netns_create also removes what a
+# dead test left behind.
+#
+# Verified by hand (not a suite test): as root, netns_create a, then
+# `"$PY" -m http.server --bind "$NETNS_HOST_IP" PORT` spawned on the host;
+# `netns_exec a curl -m 3 http://$NETNS_HOST_IP:PORT/` answered 200;
+# after netns_cut a, the same curl timed out (exit 28) while the server
+# stayed up, and `tc -s qdisc show` counted the drops on both ends; after
+# netns_heal a, 200 again. netns_forward + curl through the relay to a
+# server on 127.0.0.1: 200, cut: timeout, heal: 200. A real coordinator
+# (start_coordinator) + netns_forward + netns_start_agent: the node came up
+# (cgroups v1 seen inside), a job ran on it; netns_cut: the node went down
+# after the lease and the job was requeued (node_lost); netns_heal: the node
+# came back up. After the script exited (normally, on `fail`, and killed
+# with SIGKILL), `ip netns list` and `ip link` showed nothing left of it.
+# (The lock file ${E2E_TMPDIR:-/var/tmp}/gpe2e-netns.lock stays, empty.)
+
+declare -A NETNS_OF=() NETNS_VETH_OF=() NETNS_HOST_IP_OF=() NETNS_PEER_IP_OF=()
+NETNS='' NETNS_VETH='' NETNS_HOST_IP='' NETNS_PEER_IP='' NETNS_WHY=''
+NETNS_SEQ=0
+NETNS_HOOKED=
+
+# The reaper's body (also used for leftovers of dead tests): removes the
+# namespaces named $2* (killing what still runs in them) and the host
+# interfaces named $3*, once the process $1 is gone ("" : at once).
+# shellcheck disable=SC2016 # expanded by the bash that runs it
+NETNS_PURGE_SH='
+if [ -n "$1" ]; then
+	while kill -0 "$1" 2>/dev/null; do sleep 0.2; done
+fi
+for l in $(ip -o link show | sed -n "s/^[0-9]*: \([^:@]*\).*/\1/p"); do
+	case $l in "$3"*) ip link del "$l" 2>/dev/null ;; esac
+done
+for ns in $(ip netns list | cut -d" " -f1); do
+	case $ns in
+	"$2"*)
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -KILL "$p" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null ;;
+	esac
+done'
+
+netns_available() {
+	NETNS_WHY=
+	local c
+	[ "$(id -u)" = 0 ] || NETNS_WHY="network namespaces need root"
+	for c in ip nsenter flock tc; do
+		command -v "$c" >/dev/null 2>&1 || NETNS_WHY="no $c"
+	done
+	[ -z "$NETNS_WHY" ]
+}
+
+# At exit: heal every link, then the usual cleanup (with the test's exit
+# status: `cleanup` reads $?, which netns_on_exit returns unchanged).
+netns_on_exit() {
+	local rc=$? n
+	for n in "${!NETNS_OF[@]}"; do
+		netns_heal "$n" 2>/dev/null
+	done
+	return "$rc"
+}
+
+netns_hook() {
+	[ -n "$NETNS_HOOKED" ] && return 0
+	NETNS_HOOKED=1
+	# `a || cleanup; cleanup`: cleanup runs once, with $? the test's status
+	# either way (and no errexit surprise from a non-zero hook).
+	trap 'netns_on_exit || cleanup; cleanup' EXIT
+	setsid -f bash -c "$NETNS_PURGE_SH" gpe2e-netns-reaper "$$" \
+	    "gpe2e-$$-" "gpe$$n" </dev/null >/dev/null 2>&1
+}
+
+# Leftovers of tests that died without their reaper (e.g. a reboot of the
+# container): namespaces gpe2e-<pid>-* whose pid is gone.
+netns_sweep() {
+	local ns pid
+	for ns in $(ip netns list | cut -d' ' -f1); do
+		[[ $ns =~ ^gpe2e-([0-9]+)-[0-9]+$ ]] || continue
+		pid=${BASH_REMATCH[1]}
+		if [ "$pid" = "$$" ] || alive "$pid"; then
+			continue
+		fi
+		bash -c "$NETNS_PURGE_SH" gpe2e-netns-sweep "" \
+		    "gpe2e-$pid-" "gpe${pid}n"
+	done
+}
+
+# shellcheck disable=SC2034 # globals for the test
+netns_use() { # NAME
+	[ -n "${NETNS_OF[$1]:-}" ] || fail "netns_use: no namespace '$1'"
+	NETNS=${NETNS_OF[$1]}
+	NETNS_VETH=${NETNS_VETH_OF[$1]}
+	NETNS_HOST_IP=${NETNS_HOST_IP_OF[$1]}
+	NETNS_PEER_IP=${NETNS_PEER_IP_OF[$1]}
+}
+
+netns_create() { # NAME
+	local name=$1 ns veth x='' i fd
+	[ -z "${NETNS_OF[$name]:-}" ] || fail "netns_create: '$name' exists"
+	netns_available || fail "netns_create: $NETNS_WHY"
+	netns_hook
+	netns_sweep
+	NETNS_SEQ=$((NETNS_SEQ + 1))
+	ns="gpe2e-$$-$NETNS_SEQ"
+	veth="gpe$$n$NETNS_SEQ"
+	# Pick the /24 and put the host address on it under one lock, so that
+	# two tests never pick the same.
+	exec {fd}>>"${E2E_TMPDIR:-/var/tmp}/gpe2e-netns.lock"
+	flock -w "$WAIT_S" "$fd" || fail "netns_create: lock busy"
+	for ((i = 0; i < 256; i++)); do
+		x=$((($$ + i) % 256))
+		[ -z "$(ip -4 -o addr show to "10.213.$x.0/24")" ] && break
+		x=
+	done
+	if [ -z "$x" ]; then
+		exec {fd}>&-
+		fail "netns_create: every 10.213.X.0/24 is in use"
+	fi
+	if ! { ip netns add "$ns" &&
+	    ip link add "$veth" type veth peer name veth0 netns "$ns" &&
+	    ip addr add "10.213.$x.1/30" dev "$veth" &&
+	    ip link set "$veth" up; }; then
+		exec {fd}>&-
+		fail "netns_create: cannot make $ns / $veth"
+	fi
+	exec {fd}>&-
+	if ! { ip -n "$ns" addr add "10.213.$x.2/30" dev veth0 &&
+	    ip -n "$ns" link set veth0 up && ip -n "$ns" link set lo up; }; then
+		fail "netns_create: cannot set up veth0 in $ns"
+	fi
+	NETNS_OF[$name]=$ns
+	NETNS_VETH_OF[$name]=$veth
+	NETNS_HOST_IP_OF[$name]="10.213.$x.1"
+	NETNS_PEER_IP_OF[$name]="10.213.$x.2"
+	netns_use "$name"
+	log "netns $name: $ns, host $veth 10.213.$x.1 <-> veth0 10.213.$x.2"
+}
+
+netns_exec() { # NAME CMD...
+	local ns=${NETNS_OF[$1]:?netns_exec: no namespace $1}
+	shift
+	nsenter --net="/run/netns/$ns" "$@"
+}
+
+netns_spawn() { # NAME LOGFILE CMD...
+	local name=$1 ns=${NETNS_OF[$1]:?netns_spawn: no namespace $1} logf=$2
+	shift 2
+	spawn "$logf" nsenter --net="/run/netns/$ns" "$@"
+	PID_WHAT[$SPAWNED_PID]="$(basename "$1") ${2:-} in netns $name (log $(basename "$logf"))"
+}
+
+netns_cut() { # NAME
+	local ns=${NETNS_OF[$1]:?netns_cut: no namespace $1}
+	if ! { tc qdisc replace dev "${NETNS_VETH_OF[$1]}" root pfifo limit 0 &&
+	    nsenter --net="/run/netns/$ns" tc qdisc replace dev veth0 root \
+	        pfifo limit 0; }; then
+		fail "netns_cut $1: tc failed"
+	fi
+	log "netns $1: link cut"
+}
+
+netns_heal() { # NAME
+	local ns=${NETNS_OF[$1]:?netns_heal: no namespace $1}
+	tc qdisc del dev "${NETNS_VETH_OF[$1]}" root 2>/dev/null
+	nsenter --net="/run/netns/$ns" tc qdisc del dev veth0 root 2>/dev/null
+	# Either way (cut or not), neither end may drop now.
+	if tc qdisc show dev "${NETNS_VETH_OF[$1]}" | grep -q pfifo ||
+	    nsenter --net="/run/netns/$ns" tc qdisc show dev veth0 |
+	    grep -q pfifo; then
+		echo "netns_heal $1: a drop qdisc is still there" >&2
+		return 1
+	fi
+	log "netns $1: link healed"
+	return 0
+}
+
+netns_delete() { # NAME
+	local ns=${NETNS_OF[$1]:?netns_delete: no namespace $1}
+	bash -c "$NETNS_PURGE_SH" gpe2e-netns-delete "" "$ns" \
+	    "${NETNS_VETH_OF[$1]}"
+	unset "NETNS_OF[$1]" "NETNS_VETH_OF[$1]" "NETNS_HOST_IP_OF[$1]" \
+	    "NETNS_PEER_IP_OF[$1]"
+}
+
+# The relay of netns_forward: accepts on argv[1]:argv[2], connects each
+# client to 127.0.0.1:argv[3], copies both ways (half-closes passed on).
+NETNS_RELAY_PY='
+import socket, sys, threading
+host, port, target = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((host, port))
+srv.listen(128)
+print("relay listening %s:%d -> 127.0.0.1:%d" % (host, port, target), flush=True)
+def copy(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+def serve(c):
+    try:
+        u = socket.create_connection(("127.0.0.1", target), timeout=10)
+        u.settimeout(None)
+    except OSError:
+        c.close()
+        return
+    t = threading.Thread(target=copy, args=(u, c), daemon=True)
+    t.start()
+    copy(c, u)
+    t.join()
+    c.close()
+    u.close()
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'
+
+netns_forward() { # NAME
+	local name=$1 deadline=$((SECONDS + WAIT_S)) logf="$T/relay-$1.log"
+	netns_use "$name"
+	[ -n "$COORD_PORT" ] || fail "netns_forward: start the coordinator first"
+	spawn "$logf" "$PY" -c "$NETNS_RELAY_PY" "$NETNS_HOST_IP" \
+	    "$COORD_PORT" "$COORD_PORT"
+	PID_WHAT[$SPAWNED_PID]="relay $NETNS_HOST_IP:$COORD_PORT (log $(basename "$logf"))"
+	until grep -q '^relay listening' "$logf" 2>/dev/null; do
+		alive "$SPAWNED_PID" || fail "netns_forward: relay exited: $(cat "$logf")"
+		[ $SECONDS -ge $deadline ] && fail "netns_forward: relay not listening after ${WAIT_S}s"
+		sleep 0.1
+	done
+}
+
+netns_start_agent() { # NAME AGENT NGPUS [extra agent flags]
+	local name=$1 agent=$2 gpus=$3
+	shift 3
+	netns_use "$name"
+	if [ ! -s "$T/$agent.token" ]; then
+		mk_token provider "prov-$agent"
+		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$agent.token")
+	fi
+	local ca=()
+	[ "$COORD_SCHEME" = https ] && ca=(--ca "$CA_CERT")
+	netns_spawn "$name" "$T/agent-$agent.log" "$GP" agent \
+	    --coordinator "$COORD_SCHEME://$NETNS_HOST_IP:$COORD_PORT" \
+	    --token-file "$T/$agent.token" --name "$agent" \
+	    --work "$T/agents/$agent" --fake-gpus "$gpus" --run-as nobody \
+	    "${ca[@]+"${ca[@]}"}" -v "$@"
+	AGENT_PID[$agent]=$SPAWNED_PID
+}
