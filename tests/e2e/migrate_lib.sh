@@ -1,0 +1,173 @@
+# tests/e2e/migrate_lib.sh: what the migration scenarios share (sourced after
+# lib.sh). Each scenario runs the step-counting job of
+# examples/checkpoint/steps.sh, which saves its counter every SAVE_EVERY steps
+# and on the checkpoint signal; the agent uploads each new version (at most
+# every second here); something makes the job leave its provider; the test
+# then checks that the job finished with the right result and lost at most
+# the steps since its last uploaded checkpoint:
+#
+#   - every attempt after the first resumed at exactly the step of the latest
+#     version uploaded before it started (its COMPLETE label, "step=N"), as
+#     the coordinator lists it: never an older version, never from scratch;
+#   - graceful departures lost nothing: the next attempt resumed at the step
+#     where the signalled attempt saved and stopped;
+#   - the job succeeded with "done steps=TOTAL" and never had two live
+#     attempts (counted by a marker in its script's file name).
+
+STEPS_SRC="$(dirname "$0")/../../examples/checkpoint/steps.sh"
+[ -r "$STEPS_SRC" ] || fail "no $STEPS_SRC"
+
+# policy_file NAME TEXT: writes $T/NAME.policy.
+policy_file() {
+	printf '%s\n' "$2" >"$T/$1.policy.tmp" && mv "$T/$1.policy.tmp" "$T/$1.policy"
+}
+
+# start_provider NAME NGPUS [agent flags]: an agent with a control socket and
+# a policy file (a short checkpoint grace unless the test wrote one).
+start_provider() {
+	local name=$1 gpus=$2
+	shift 2
+	[ -f "$T/$name.policy" ] || policy_file "$name" "checkpoint-grace = 5s"
+	start_agent "$name" "$gpus" --policy "$T/$name.policy" \
+	    --control "$T/$name.sock" "$@"
+}
+
+# provider NAME ARGS...: `gpupool provider ARGS` on NAME's socket (CLI_*).
+provider() {
+	local name=$1
+	shift
+	cli provider --socket "$T/$name.sock" "$@"
+}
+
+# submit_steps TOTAL SAVE_EVERY [STEP_S]: the step job, with a marker in its
+# script's name so its processes can be counted; sets JOB and STEP_MARK.
+submit_steps() {
+	new_marker
+	STEP_MARK=$MARK
+	cp "$STEPS_SRC" "$T/steps-$STEP_MARK.sh"
+	chmod 644 "$T/steps-$STEP_MARK.sh"
+	submit --gpus 1 --checkpoint-every 1s --name steps -- /bin/sh \
+	    "$T/steps-$STEP_MARK.sh" "$1" "$2" "${3:-0.1}"
+}
+
+# live_copies: processes of the step job now (its shell, not its sleeps).
+live_copies() { count_cmdline "steps-$STEP_MARK.sh"; }
+
+check_single() { # WHEN
+	local n
+	n=$(live_copies)
+	[ "$n" -le 1 ] || fail "$n live copies of job $JOB ($1)"
+}
+
+# ckpt_version JOB: the newest version the coordinator holds (0: none).
+ckpt_version() {
+	api "$ADMIN_TOKEN" GET "/v1/jobs/$1/checkpoints"
+	[ "$API_STATUS" = 200 ] || { echo 0; return; }
+	printf '%s' "$API_BODY" | json 'max([v["version"] for v in d["versions"]] + [0])'
+}
+
+# wait_ckpt JOB MIN_VERSION: until a version >= MIN is committed, checking
+# that the job never runs twice meanwhile.
+wait_ckpt() {
+	local deadline=$((SECONDS + WAIT_S)) v
+	while :; do
+		v=$(ckpt_version "$1")
+		[ "$v" -ge "$2" ] 2>/dev/null && return 0
+		check_single "waiting for checkpoint $2"
+		[ $SECONDS -ge $deadline ] && fail "job $1: no checkpoint version $2 after ${WAIT_S}s (have $v): $(job_get "$1" d)"
+		sleep 0.1
+	done
+}
+
+# wait_moved JOB NODE [ATTEMPT]: until the job runs on NODE (as attempt
+# ATTEMPT or later), never twice at once meanwhile.
+wait_moved() {
+	local job=$1 node=$2 min=${3:-2} deadline=$((SECONDS + WAIT_S)) s
+	while :; do
+		check_single "waiting for job $job to run on $node"
+		s=$(job_get "$job" '"%s %s %s" % (d["state"], d["node"], d["attempts"])')
+		case $s in
+		"running $node "*)
+			[ "${s##* }" -ge "$min" ] && return 0 ;;
+		succeeded* | failed* | cancelled* | timeout*)
+			fail "job $job ended ($s) instead of moving to $node" ;;
+		esac
+		[ $SECONDS -ge $deadline ] && fail "job $job not running on $node after ${WAIT_S}s ($s)"
+		sleep 0.1
+	done
+}
+
+# finish_and_check JOB TOTAL [GRACEFUL_ATTEMPTS...]: waits for the job, then
+# checks the result and the resume chain. Each GRACEFUL attempt number must
+# have lost nothing.
+finish_and_check() {
+	local job=$1 total=$2 deadline=$((SECONDS + WAIT_S * 2)) s
+	shift 2
+	while :; do
+		check_single "until the job finishes"
+		s=$(job_state "$job")
+		[ "$s" = succeeded ] && break
+		case $s in failed | cancelled | timeout)
+			fail "job $job ended $s: $(job_get "$job" d)" ;; esac
+		[ $SECONDS -ge $deadline ] && fail "job $job not done after $((WAIT_S * 2))s (state $s)"
+		sleep 0.2
+	done
+	job_log "$job"
+	assert_contains "$LOG" "done steps=$total" "log of job $job"
+	api "$ADMIN_TOKEN" GET "/v1/jobs/$job/checkpoints"
+	printf '%s' "$API_BODY" >"$T/versions.json"
+	job_get "$job" d >"$T/job.json"
+	printf '%s' "$LOG" >"$T/job.log"
+	E2E_GRACEFUL="$*" "$PY" - "$T/job.json" "$T/versions.json" "$T/job.log" <<'EOF' || fail "resume chain of job $job (see above)"
+import json, os, re, sys
+job = json.load(open(sys.argv[1]))
+versions = {v["version"]: v for v in json.load(open(sys.argv[2]))["versions"]}
+log = open(sys.argv[3]).read()
+graceful = [int(a) for a in os.environ["E2E_GRACEFUL"].split()]
+hist = job["history"]
+# The log holds the attempts one after another; split at "attempt=".
+parts = re.split(r"(?m)^attempt=(\d+) ", log)
+starts, stops = {}, {}
+for i in range(1, len(parts), 2):
+    a, text = int(parts[i]), parts[i + 1]
+    m = re.search(r"(?m)^resumed at step (\d+)", text)
+    starts[a] = int(m.group(1)) if m else 0
+    m = re.search(r"(?m)^checkpoint signal at step (\d+)", text)
+    if m:
+        stops[a] = int(m.group(1))
+errors = []
+best = (0, 0)  # (version, step) uploaded so far
+for h in hist:
+    a = h["attempt"]
+    if a not in starts:
+        errors.append("attempt %d never printed its start" % a)
+        continue
+    if a > 1:
+        if h.get("restored_version", 0) != best[0]:
+            errors.append("attempt %d restored version %s, the latest was %d" % (a, h.get("restored_version"), best[0]))
+        if starts[a] != best[1]:
+            errors.append("attempt %d resumed at step %d, the latest upload was step %d" % (a, starts[a], best[1]))
+    ck = h.get("checkpoint")
+    if ck:
+        m = re.match(r"step=(\d+)", ck["label"])
+        if not m:
+            errors.append("attempt %d: label %r" % (a, ck["label"]))
+        elif ck["version"] > best[0]:
+            best = (ck["version"], int(m.group(1)))
+    if a in graceful:
+        if a not in stops:
+            errors.append("attempt %d was to stop gracefully, its log shows no checkpoint signal" % a)
+        elif best[1] != stops[a]:
+            errors.append("attempt %d saved step %d on the signal, but the next resumes at %d" % (a, stops[a], best[1]))
+for e in errors:
+    print("resume chain:", e, file=sys.stderr)
+print(json.dumps({"attempts": len(hist), "starts": starts, "stops": stops,
+    "reasons": [h.get("reason") for h in hist]}), file=sys.stderr)
+sys.exit(1 if errors else 0)
+EOF
+}
+
+# history_reason JOB ATTEMPT: why that attempt ended.
+history_reason() {
+	job_get "$1" "[h.get('reason') for h in d['history'] if h['attempt'] == $2][0]"
+}
