@@ -640,7 +640,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	json_t *names = NULL, *list = NULL, *reply = NULL, *m = NULL, *v;
 	const char *key;
 	int64_t start = gp_mono_ms(), version;
-	size_t i, marker = SIZE_MAX, k;
+	size_t i, marker = SIZE_MAX, k, nnames;
 	long status;
 	int ret, fd;
 
@@ -744,7 +744,8 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	m = NULL;
 	if (ret != 0)
 		goto out;
-	u.send = calloc(json_object_size(names) + 1, sizeof(*u.send));
+	nnames = json_object_size(names);
+	u.send = calloc(nnames + 1, sizeof(*u.send));
 	if (u.send == NULL) {
 		ret = GP_ENOMEM;
 		goto out;
@@ -753,7 +754,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	{
 		json_t *idx = json_object_get(names, json_string_value(v) ?
 		    json_string_value(v) : "");
-		if (idx == NULL || u.nsend >= json_object_size(names))
+		if (idx == NULL || u.nsend >= nnames)
 			continue;
 		u.send[u.nsend++] = (size_t)json_integer_value(idx);
 		json_object_del(names, json_string_value(v));
@@ -800,6 +801,8 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		goto out;
 	}
 	st->version = version;
+	for (i = 0; i < u.walk.nfiles; i++)
+		st->bytes += u.walk.files[i].size;
 	mark->marker_mtime_ns = u.walk.files[marker].mtime_ns;
 	mark->marker_ino = u.walk.files[marker].ino;
 	mark->marker_size = u.walk.files[marker].size;
@@ -809,8 +812,9 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	    (long long)t->job_id, (long long)t->attempt, (long long)version,
 	    u.walk.nfiles, (long long)st->bytes, (long long)st->bytes_sent);
 out:
-	for (i = 0; i < u.walk.nfiles; i++)
-		st->bytes += u.walk.files[i].size;
+	if (st->version == 0)
+		for (i = 0; i < u.walk.nfiles; i++)
+			st->bytes += u.walk.files[i].size;
 	st->files = (int64_t)u.walk.nfiles;
 	st->chunks = (int64_t)u.nchunks;
 	st->elapsed_ms = gp_mono_ms() - start;
