@@ -36,6 +36,7 @@
 #include "ckpt.h"
 #include "gp.h"
 #include "http_client.h"
+#include "log.h"
 #include "util.h"
 
 struct options {
@@ -649,6 +650,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	gp_http_global_init();
+	gp_log_init("bench_ckpt", getenv("BENCH_DEBUG") != NULL ? GP_LOG_DEBUG
+							      : GP_LOG_INFO);
 	if (strcmp(o.cmd, "node") == 0 && o.name != NULL) {
 		memset(&ns, 0, sizeof(ns));
 		ns.url = o.url;

@@ -639,7 +639,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	char base[128], path[256], prefix[192];
 	json_t *names = NULL, *list = NULL, *reply = NULL, *m = NULL, *v;
 	const char *key;
-	int64_t start = gp_mono_ms(), version;
+	int64_t start = gp_mono_ms(), version, t_hashed = 0, t_sent = 0;
 	size_t i, marker = SIZE_MAX, k, nnames;
 	long status;
 	int ret, fd;
@@ -718,6 +718,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		snprintf(err, errlen, "%s", p.errtext);
 		goto out;
 	}
+	t_hashed = gp_mono_ms();
 	if (atomic_load(&p.changed) || !unchanged_since_walk(&u)) {
 		gp_strlcpy(st->skipped, "changed while reading",
 		    sizeof(st->skipped));
@@ -784,6 +785,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		    sizeof(st->skipped));
 		goto out;
 	}
+	t_sent = gp_mono_ms();
 	/* Commit. */
 	if ((m = manifest_json(&u, st->label)) == NULL) {
 		ret = GP_ENOMEM;
@@ -801,6 +803,10 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		goto out;
 	}
 	st->version = version;
+	gp_debug("checkpoint upload timing job=%lld hash_ms=%lld send_ms=%lld "
+		 "commit_ms=%lld",
+	    (long long)t->job_id, (long long)(t_hashed - start),
+	    (long long)(t_sent - t_hashed), (long long)(gp_mono_ms() - t_sent));
 	for (i = 0; i < u.walk.nfiles; i++)
 		st->bytes += u.walk.files[i].size;
 	mark->marker_mtime_ns = u.walk.files[marker].mtime_ns;

@@ -329,6 +329,7 @@ gp_coord_main(int argc, char **argv)
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg.threads,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
 	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
