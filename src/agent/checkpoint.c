@@ -842,6 +842,7 @@ out:
 struct fetch {
 	int dirfd;
 	json_t *files; /* the manifest's list */
+	int64_t *inodes; /* of the files as created, to check each write */
 	struct chunk *chunks;
 	size_t nchunks;
 	const char *chunk_prefix;
@@ -861,6 +862,7 @@ fetch_task(struct worker *w, size_t task)
 		: GP_CKPT_CHUNK_SIZE);
 	struct gp_http_response resp;
 	char url[512], name[GP_CKPT_NAME_HEX], text[256];
+	struct stat sb;
 	int ret, tries, fd;
 
 	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
@@ -890,9 +892,15 @@ fetch_task(struct worker *w, size_t task)
 			return ret;
 		}
 	}
+	/* The very file we created, not something put in its place. */
 	fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
 	ret = fd >= 0 ? 0 : GP_EIO;
-	if (fd >= 0 && pwrite(fd, resp.body, want, off) != (ssize_t)want)
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (int64_t)sb.st_ino != f->inodes[c->file])) {
+		errno = EXDEV;
+		ret = GP_EIO;
+	}
+	if (ret == 0 && pwrite(fd, resp.body, want, off) != (ssize_t)want)
 		ret = GP_EIO;
 	if (fd >= 0)
 		close(fd);
@@ -1020,7 +1028,8 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	}
 	f.files = json_object_get(m, "files");
 	f.chunks = calloc((size_t)tot.chunks + 1, sizeof(*f.chunks));
-	if (f.chunks == NULL) {
+	f.inodes = calloc((size_t)tot.files + 1, sizeof(*f.inodes));
+	if (f.chunks == NULL || f.inodes == NULL) {
 		ret = GP_ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -1037,7 +1046,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 		    O_WRONLY | O_CREAT | O_EXCL, 0600, 1, uid, gid);
 		if (fd < 0 || fchown(fd, uid, gid) != 0 ||
 		    fchmod(fd, (mode_t)((mode & 0755) | 0600)) != 0 ||
-		    ftruncate(fd, size) != 0) {
+		    ftruncate(fd, size) != 0 || fstat(fd, &mst) != 0) {
 			snprintf(err, errlen, "cannot create %.200s: %s",
 			    json_string_value(json_object_get(file, "path")),
 			    strerror(errno));
@@ -1046,6 +1055,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 			ret = GP_EIO;
 			goto out;
 		}
+		f.inodes[i] = (int64_t)mst.st_ino;
 		close(fd);
 		chunks = json_object_get(file, "chunks");
 		json_array_foreach(chunks, k, c)
@@ -1106,6 +1116,7 @@ out:
 	st->elapsed_ms = gp_mono_ms() - start;
 	json_decref(m);
 	free(f.chunks);
+	free(f.inodes);
 	gp_http_client_free(http);
 	close(f.dirfd);
 	return ret;
