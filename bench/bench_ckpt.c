@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -416,6 +417,17 @@ write_marker(const char *dir, const char *label)
 	return rename(tmp, path);
 }
 
+/* CPU time (user + system) this process has used, in ms. */
+static int64_t
+cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
 static double
 mb_per_s(int64_t bytes, int64_t ms)
 {
@@ -431,7 +443,7 @@ bench(struct options *o)
 	struct gp_ckpt_target t;
 	struct gp_ckpt_mark mark;
 	struct gp_ckpt_stats st;
-	int64_t per_file, nfiles = 4, chunks, k, changed = 0, deadline;
+	int64_t per_file, nfiles = 4, chunks, k, changed = 0, deadline, cpu;
 	long status;
 	json_t *r;
 	char *buf;
@@ -510,20 +522,26 @@ bench(struct options *o)
 	memset(&mark, 0, sizeof(mark));
 	printf("ckpt_size %lld MiB\n", (long long)o->size_mib);
 	printf("ckpt_parallel %d transfers\n", o->parallel ? o->parallel : 4);
+	cpu = cpu_ms();
 	ret = gp_ckpt_upload(&t, src, &mark, &st, err, sizeof(err));
 	if (ret != 0 || st.version == 0) {
 		fprintf(stderr, "bench_ckpt: upload: %s %s\n", err, st.skipped);
 		return 1;
 	}
+	printf("ckpt_upload_full_client_cpu %lld ms\n",
+	    (long long)(cpu_ms() - cpu));
 	printf("ckpt_upload_full %.1f MB/s\n", mb_per_s(st.bytes_sent,
 	    st.elapsed_ms));
 	printf("ckpt_upload_full_time %lld ms\n", (long long)st.elapsed_ms);
+	cpu = cpu_ms();
 	ret = gp_ckpt_download(&t, dst, getuid(), getgid(), &mark, &st, err,
 	    sizeof(err));
 	if (ret != 0 || st.version == 0) {
 		fprintf(stderr, "bench_ckpt: download: %s\n", err);
 		return 1;
 	}
+	printf("ckpt_download_full_client_cpu %lld ms\n",
+	    (long long)(cpu_ms() - cpu));
 	printf("ckpt_download_full %.1f MB/s\n", mb_per_s(st.bytes,
 	    st.elapsed_ms));
 	printf("ckpt_download_full_time %lld ms\n", (long long)st.elapsed_ms);

@@ -221,6 +221,7 @@ struct worker {
 	struct pool *pool;
 	struct gp_http_client *http;
 	char *buf; /* GP_CKPT_CHUNK_SIZE bytes */
+	struct gp_buf sink; /* downloads: reused for every chunk */
 	pthread_t thread;
 };
 
@@ -320,6 +321,7 @@ pool_run(struct pool *p, int n)
 	for (i = 0; i < n; i++) {
 		gp_http_client_free(w[i].http);
 		free(w[i].buf);
+		gp_buf_free(&w[i].sink);
 	}
 	free(w);
 	return p->err;
@@ -867,24 +869,26 @@ fetch_task(struct worker *w, size_t task)
 
 	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
 	for (tries = 1;; tries++) {
-		ret = gp_http_request(w->http, "GET", url, NULL, 0, NULL,
-		    CHUNK_TIMEOUT_MS, &resp);
+		ret = gp_http_request_into(w->http, "GET", url, NULL, 0, NULL,
+		    CHUNK_TIMEOUT_MS, &resp, &w->sink);
 		if (ret == 0 && resp.status == 200) {
-			if (resp.body_len == want) {
-				gp_ckpt_chunk_name(resp.body, want, name);
+			if (w->sink.len == want) {
+				gp_ckpt_chunk_name(w->sink.data, want, name);
 				if (strcmp(name, c->name) == 0)
 					break;
 			}
 			snprintf(text, sizeof(text),
 			    "chunk %.16s... is corrupt (%zu bytes)", c->name,
-			    resp.body_len);
+			    w->sink.len);
 			ret = GP_EPROTO;
 		} else {
+			resp.body = ret == 0 ? w->sink.data : NULL;
+			resp.body_len = ret == 0 ? w->sink.len : 0;
 			gp_http_error_text(&resp, text, sizeof(text));
+			resp.body = NULL;
 			if (ret == 0)
 				ret = status_error(resp.status);
 		}
-		gp_http_response_fini(&resp);
 		if ((ret != GP_EPROTO && ret != GP_EIO && ret != GP_ECONN &&
 			ret != GP_ETIMEDOUT) ||
 		    tries >= CHUNK_TRIES || atomic_load(&w->pool->stop)) {
@@ -900,11 +904,10 @@ fetch_task(struct worker *w, size_t task)
 		errno = EXDEV;
 		ret = GP_EIO;
 	}
-	if (ret == 0 && pwrite(fd, resp.body, want, off) != (ssize_t)want)
+	if (ret == 0 && pwrite(fd, w->sink.data, want, off) != (ssize_t)want)
 		ret = GP_EIO;
 	if (fd >= 0)
 		close(fd);
-	gp_http_response_fini(&resp);
 	if (ret != 0) {
 		pool_fail(w->pool, ret, "cannot write %.200s: %s", path,
 		    strerror(errno));
@@ -948,6 +951,21 @@ clear_dir(int dirfd)
 		}
 	}
 	closedir(dir);
+}
+
+/*
+ * Download order: the k-th chunk of every file before the (k+1)-th, so
+ * that parallel writers mostly write different files (writes to one file
+ * serialise on its inode lock).
+ */
+static int
+cmp_spread(const void *a, const void *b)
+{
+	const struct chunk *x = a, *y = b;
+
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	return x->file < y->file ? -1 : x->file > y->file;
 }
 
 static int
@@ -1068,6 +1086,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 		}
 	}
 	f.nchunks = n;
+	qsort(f.chunks, f.nchunks, sizeof(*f.chunks), cmp_spread);
 	memset(&p, 0, sizeof(p));
 	pthread_mutex_init(&p.lock, NULL);
 	p.url = src->url;
