@@ -213,6 +213,35 @@ poll_main(void *arg)
 				fclose(f);
 			}
 		}
+		/* A cancelled attempt "exits" at once. */
+		json_array_foreach(json_object_get(reply, "cancels"), i, a)
+		{
+			json_int_t job = json_integer_value(
+			    json_object_get(a, "job_id"));
+			json_int_t att = json_integer_value(
+			    json_object_get(a, "attempt"));
+			json_t *r, *done;
+			size_t j;
+			long status;
+
+			snprintf(path, sizeof(path),
+			    "/v1/agent/jobs/%lld/%lld/finished", (long long)job,
+			    (long long)att);
+			done = post_json(http, path, json_pack("{s:I,s:s}",
+			    "node_id", (json_int_t)ns->node_id, "reason",
+			    "cancelled"), &status);
+			json_decref(done);
+			pthread_mutex_lock(&ns->lock);
+			json_array_foreach(ns->running, j, r)
+			{
+				if (json_integer_value(json_object_get(r,
+					"job_id")) == job) {
+					json_array_remove(ns->running, j);
+					break;
+				}
+			}
+			pthread_mutex_unlock(&ns->lock);
+		}
 		json_decref(reply);
 	}
 	gp_http_client_free(http);
