@@ -200,9 +200,13 @@ collect_refs(const char *user, json_t *refs)
 	return rc == SQLITE_DONE ? 0 : GP_EIO;
 }
 
-/* Removes files in dir older than cutoff (ms) and not in keep_set. */
+/*
+ * Removes files in dir older than cutoff (ms) and not in keep_set.
+ * OUT: *young, incremented for each one left because it is too young.
+ */
 static int64_t
-sweep_dir(const char *dir, json_t *keep_set, int64_t cutoff_ms)
+sweep_dir(const char *dir, json_t *keep_set, int64_t cutoff_ms,
+    int64_t *young)
 {
 	char path[2048];
 	struct dirent *d;
@@ -220,8 +224,10 @@ sweep_dir(const char *dir, json_t *keep_set, int64_t cutoff_ms)
 		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
 		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
-		if ((int64_t)st.st_mtim.tv_sec * 1000 >= cutoff_ms)
+		if ((int64_t)st.st_mtim.tv_sec * 1000 >= cutoff_ms) {
+			(*young)++;
 			continue;
+		}
 		if (unlink(path) == 0)
 			removed++;
 	}
@@ -229,24 +235,25 @@ sweep_dir(const char *dir, json_t *keep_set, int64_t cutoff_ms)
 	return removed;
 }
 
-static void
+/* Returns 1 when garbage too young to remove was left (look again). */
+static int
 gc_user(const char *user)
 {
 	char dir[1200], sub[1400];
-	int64_t cutoff = gp_now_ms() - chunk_grace_ms, removed = 0;
+	int64_t cutoff = gp_now_ms() - chunk_grace_ms, removed = 0, young = 0;
 	json_t *refs = json_object();
 	struct dirent *d;
 	DIR *dh;
 
 	if (refs == NULL)
-		return;
+		return 1;
 	user_dir(user, dir, sizeof(dir));
 	pthread_mutex_lock(&ckpt_lock);
 	if (collect_refs(user, refs) != 0) {
 		pthread_mutex_unlock(&ckpt_lock);
 		json_decref(refs);
 		gp_warn("checkpoint gc skipped user=%s", user);
-		return;
+		return 1;
 	}
 	snprintf(sub, sizeof(sub), "%s/chunks", dir);
 	if ((dh = opendir(sub)) != NULL) {
@@ -255,18 +262,19 @@ gc_user(const char *user)
 			if (d->d_name[0] == '.')
 				continue;
 			snprintf(fan, sizeof(fan), "%s/%s", sub, d->d_name);
-			removed += sweep_dir(fan, refs, cutoff);
+			removed += sweep_dir(fan, refs, cutoff, &young);
 		}
 		closedir(dh);
 	}
 	pthread_mutex_unlock(&ckpt_lock);
 	/* Temp files of uploads abandoned long ago. */
 	snprintf(sub, sizeof(sub), "%s/tmp", dir);
-	sweep_dir(sub, NULL, cutoff);
+	sweep_dir(sub, NULL, cutoff, &young);
 	json_decref(refs);
 	if (removed > 0)
 		gp_info("checkpoint gc user=%s chunks_removed=%lld", user,
 		    (long long)removed);
+	return young > 0;
 }
 
 /* Removes every version of jobs that finished more than retain_ms ago. */
@@ -348,7 +356,11 @@ gc_main(void *arg)
 		gc_dirty = json_object();
 		pthread_mutex_unlock(&gc_lock);
 		json_object_foreach(dirty, user, v)
-			gc_user(user);
+		{
+			/* Young garbage left: that user gets another pass. */
+			if (gc_user(user))
+				mark_dirty(user);
+		}
 		json_decref(dirty);
 	}
 	return NULL;
