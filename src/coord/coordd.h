@@ -5,7 +5,8 @@
  * thread: every change goes through it, in batches, one SQLite transaction
  * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
- * joblog.c (job output files), sched.c (pure scheduling).
+ * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
+ * checkpoint store: its own SQLite database and chunk files).
  *
  * Locking: `state.lock` (rwlock) guards the model. The state thread takes
  * it for writing while it applies a batch; HTTP handlers take it for
