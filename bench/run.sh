@@ -4,7 +4,8 @@
 # prints "metric value unit" lines, the machine, and the coordinator's
 # RSS idle, after the dispatch run and after the submissions. Usage: BUILD=build bench/run.sh
 # (what `make bench` runs). Knobs: SUBMIT_SECONDS, DISPATCH_AGENTS,
-# DISPATCH_RATE, DISPATCH_SECONDS.
+# DISPATCH_RATE, DISPATCH_SECONDS, CKPT_MIB (the checkpoint benchmark's
+# size, default 1024; 0 skips it), CKPT_PARALLEL.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -13,12 +14,13 @@ PORT=${PORT:-$((20000 + $$ % 20000))}
 URL="http://127.0.0.1:$PORT"
 DATA=$(mktemp -d /tmp/gpupool-bench.XXXXXX)
 COORD_PID=
+CKPT_COORD_PID=
 
 cleanup() {
-	if [ -n "$COORD_PID" ]; then
-		kill "$COORD_PID" 2>/dev/null
-		wait "$COORD_PID" 2>/dev/null
-	fi
+	for pid in $COORD_PID $CKPT_COORD_PID; do
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	rm -rf "$DATA"
 }
 trap cleanup EXIT
@@ -67,5 +69,23 @@ if ! kill -0 "$COORD_PID" 2>/dev/null; then
 	echo "bench: the coordinator died:" >&2
 	tail -n 20 "$DATA/coord.log" >&2
 	status=1
+fi
+
+# Checkpoints: a coordinator of its own (the queue above would take the
+# benchmark's node), data on the same disk as the rest.
+if [ "${CKPT_MIB:-1024}" -gt 0 ]; then
+	CKPT_PORT=$((PORT + 1))
+	"$BIN" coordinator --listen "127.0.0.1:$CKPT_PORT" --data "$DATA/ckpt" \
+		-q >"$DATA/ckpt-coord.log" 2>&1 &
+	CKPT_COORD_PID=$!
+	for _ in $(seq 100); do
+		[ -s "$DATA/ckpt/admin.token" ] && break
+		sleep 0.1
+	done
+	timeout 300 "$BUILD/bench/bench_ckpt" bench \
+		--url "http://127.0.0.1:$CKPT_PORT" \
+		--admin-token-file "$DATA/ckpt/admin.token" \
+		--work "$DATA/ckpt-work" --size-mib "${CKPT_MIB:-1024}" \
+		--parallel "${CKPT_PARALLEL:-4}" 2>/dev/null || status=1
 fi
 exit $status

@@ -198,4 +198,10 @@ int gp_cli_cmd_down(const struct gp_cli_args *args);
 /* The default data directory: $XDG_DATA_HOME/gpupool or ~/.local/... */
 int gp_cli_default_data_dir(char *out, size_t len);
 
+/* checkpoint.c */
+/* Renders the `checkpoints` table for a {"checkpoints": [...]} reply. */
+int gp_cli_render_checkpoints(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_checkpoints(const struct gp_cli_args *args);
+int gp_cli_cmd_checkpoint_get(const struct gp_cli_args *args);
+
 #endif

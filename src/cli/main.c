@@ -18,6 +18,10 @@ static const struct gp_cli_option no_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static const struct gp_cli_option checkpoint_get_options[] = {
+    {"version", 0, "N", "restore version N (default: the latest)"},
+    {NULL, 0, NULL, NULL},
+};
 static const struct gp_cli_option json_options[] = {
     {"json", 0, NULL, "print the coordinator's JSON as is"},
     {NULL, 0, NULL, NULL},
@@ -135,6 +139,14 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_up},
     {"down", "", "stop a pool started with `gpupool up --detach`", down_options,
         0, 0, 0, NULL, gp_cli_cmd_down},
+    {"checkpoints", "JOB", "list the stored checkpoint versions of a job",
+        json_options, 1, 1, 0, NULL, gp_cli_cmd_checkpoints},
+    {"checkpoint get", "JOB DIR",
+        "restore a job's checkpoint (the latest version) into DIR",
+        checkpoint_get_options, 2, 2, 0,
+        "DIR must exist and be empty. Every chunk is verified against its\n"
+        "BLAKE2b-256 name; on any failure DIR is left empty.",
+        gp_cli_cmd_checkpoint_get},
 };
 
 void

@@ -125,13 +125,13 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 	return size * nmemb;
 }
 
-int
-gp_http_request(struct gp_http_client *c, const char *method,
-    const char *path, const void *body, size_t body_len,
-    const char *content_type, long timeout_ms, struct gp_http_response *resp)
+/* The body goes to *sink; resp->body is left NULL (see _request_into). */
+static int
+request(struct gp_http_client *c, const char *method, const char *path,
+    const void *body, size_t body_len, const char *content_type,
+    long timeout_ms, struct gp_http_response *resp, struct gp_buf *sink)
 {
 	struct curl_slist *headers = NULL;
-	struct gp_buf buf = {0};
 	char url[4096], ctype[128];
 	CURLcode rc;
 	int ret = 0;
@@ -149,7 +149,7 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &buf);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, sink);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
 	if (c->ca_file != NULL) {
@@ -184,15 +184,42 @@ gp_http_request(struct gp_http_client *c, const char *method,
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
 			resp->refused = oserr == ECONNREFUSED;
 		}
-		gp_buf_free(&buf);
 		return ret;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
-	if (buf.data == NULL && gp_buf_append(&buf, "", 0) != 0)
+	if (sink->data == NULL && gp_buf_append(sink, "", 0) != 0)
 		return GP_ENOMEM;
+	return 0;
+}
+
+int
+gp_http_request(struct gp_http_client *c, const char *method,
+    const char *path, const void *body, size_t body_len,
+    const char *content_type, long timeout_ms, struct gp_http_response *resp)
+{
+	struct gp_buf buf = {0};
+	int ret;
+
+	ret = request(c, method, path, body, body_len, content_type,
+	    timeout_ms, resp, &buf);
+	if (ret != 0) {
+		gp_buf_free(&buf);
+		return ret;
+	}
 	resp->body = buf.data;
 	resp->body_len = buf.len;
 	return 0;
+}
+
+int
+gp_http_request_into(struct gp_http_client *c, const char *method,
+    const char *path, const void *body, size_t body_len,
+    const char *content_type, long timeout_ms, struct gp_http_response *resp,
+    struct gp_buf *sink)
+{
+	sink->len = 0;
+	return request(c, method, path, body, body_len, content_type,
+	    timeout_ms, resp, sink);
 }
 
 void

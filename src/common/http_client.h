@@ -47,6 +47,16 @@ int gp_http_request(struct gp_http_client *client, const char *method,
     const char *path, const void *body, size_t body_len,
     const char *content_type, long timeout_ms, struct gp_http_response *resp);
 void gp_http_response_fini(struct gp_http_response *resp);
+/*
+ * As gp_http_request, but the body goes into *sink (emptied first, its
+ * memory kept and reused: for many large bodies, such as checkpoint
+ * chunks); resp->body stays NULL. The caller frees sink.
+ */
+struct gp_buf;
+int gp_http_request_into(struct gp_http_client *client, const char *method,
+    const char *path, const void *body, size_t body_len,
+    const char *content_type, long timeout_ms, struct gp_http_response *resp,
+    struct gp_buf *sink);
 
 /*
  * The error text to show a person for a response: the "error" field of a

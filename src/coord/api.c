@@ -1011,8 +1011,23 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 			strncmp(url, "/v1/agent/", 10) == 0
 		    ? AGENT_LOG_BODY_MAX
 		    : GP_SUBMIT_BODY_MAX;
+		if (ckpt_body_limit(url) > 0)
+			req->body_limit = ckpt_body_limit(url);
 		*con_cls = req;
+		/* A chunk PUT: checked now, its body streamed to disk. */
+		if (ckpt_upload_wanted(url, method)) {
+			authenticate(conn, req);
+			ckpt_upload_begin(req, url);
+		}
 		return MHD_YES;
+	}
+	if (ckpt_upload_wanted(url, method)) {
+		if (*upload_data_size > 0) {
+			ckpt_upload_data(req, upload_data, *upload_data_size);
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
+		return ckpt_upload_end(conn, req);
 	}
 	if (*upload_data_size > 0) {
 		if (!req->too_big &&
@@ -1042,6 +1057,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		return reply_error(conn, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 	}
+	if (ckpt_route_match(url))
+		return ckpt_handle(conn, req, url, method);
 	return route(conn, req, url, method);
 }
 
@@ -1063,6 +1080,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		/* The state thread still holds it; let it go after. */
 		req->op->conn = NULL;
 	}
+	ckpt_upload_free(req->upload);
 	gp_buf_free(&req->body);
 	free(req);
 	*con_cls = NULL;

@@ -5,7 +5,8 @@
  * thread: every change goes through it, in batches, one SQLite transaction
  * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
- * joblog.c (job output files), sched.c (pure scheduling).
+ * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
+ * checkpoint store: its own SQLite database and chunk files).
  *
  * Locking: `state.lock` (rwlock) guards the model. The state thread takes
  * it for writing while it applies a batch; HTTP handlers take it for
@@ -135,6 +136,10 @@ struct coord_config {
 	int64_t heartbeat_ms;
 	int64_t log_cap;
 	int threads;
+	/* Checkpoints (ckpt.c). */
+	int ckpt_keep;		/* versions kept per job */
+	int64_t ckpt_max;	/* bytes in one version */
+	int64_t ckpt_retain_ms; /* kept after the job finished */
 };
 
 struct state {
@@ -174,6 +179,7 @@ struct request {
 	int suspended;
 	int superseded;	/* a newer poll from the same node took over */
 	int64_t deadline_mono; /* long polls: when to answer anyway */
+	struct ckpt_upload *upload; /* a streamed chunk PUT (ckpt.c) */
 };
 
 /* A change to apply, queued to the state thread by a handler. */
@@ -319,6 +325,30 @@ int joblog_read(int64_t job_id, int64_t offset, size_t max, char **data,
     size_t *len);
 int64_t joblog_size_on_disk(int64_t job_id);
 extern pthread_mutex_t joblog_lock;
+
+/* ckpt.c */
+struct ckpt_upload;
+/* Opens DATA/checkpoints.db and starts the GC thread. */
+int ckpt_init(const struct coord_config *cfg);
+void ckpt_stop(void);
+/* 1 when url is a checkpoint route (answered by ckpt_handle). */
+int ckpt_route_match(const char *url);
+/* The body limit of a checkpoint route; 0: the default. */
+size_t ckpt_body_limit(const char *url);
+enum MHD_Result ckpt_handle(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method);
+/*
+ * A chunk PUT is streamed to a temporary file while it arrives: _begin
+ * (after authentication, before any body byte) checks the caller and
+ * sets req->upload, _data takes the body, _end verifies and answers,
+ * _free (from api_completed) removes what an aborted upload left.
+ */
+int ckpt_upload_wanted(const char *url, const char *method);
+void ckpt_upload_begin(struct request *req, const char *url);
+void ckpt_upload_data(struct request *req, const char *data, size_t len);
+enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
+    struct request *req);
+void ckpt_upload_free(struct ckpt_upload *upload);
 
 /* api.c */
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,

@@ -31,6 +31,9 @@ usage(FILE *out)
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
 	    "                           [--log-cap BYTES] [--threads N] "
 	    "[-v] [-q]\n"
+	    "                           [--checkpoint-keep N] "
+	    "[--checkpoint-max SIZE]\n"
+	    "                           [--checkpoint-retain DURATION]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -48,6 +51,14 @@ usage(FILE *out)
 	    "  --log-cap BYTES     per-job log cap (default 64M; K/M/G "
 	    "suffixes)\n"
 	    "  --threads N         HTTP worker threads (default 4)\n"
+	    "  --checkpoint-keep N checkpoint versions kept per job (default "
+	    "3)\n"
+	    "  --checkpoint-max SIZE\n"
+	    "                      largest checkpoint version (default 64G)\n"
+	    "  --checkpoint-retain DURATION\n"
+	    "                      checkpoints of a finished job are removed "
+	    "after\n"
+	    "                      this long (default 7d)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -165,6 +176,9 @@ gp_coord_main(int argc, char **argv)
 	    {"heartbeat-ms", required_argument, NULL, 'H'},
 	    {"log-cap", required_argument, NULL, 'C'},
 	    {"threads", required_argument, NULL, 't'},
+	    {"checkpoint-keep", required_argument, NULL, 'K'},
+	    {"checkpoint-max", required_argument, NULL, 'M'},
+	    {"checkpoint-retain", required_argument, NULL, 'R'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -184,6 +198,9 @@ gp_coord_main(int argc, char **argv)
 	cfg.heartbeat_ms = 1000;
 	cfg.log_cap = 64LL << 20;
 	cfg.threads = 4;
+	cfg.ckpt_keep = 3;
+	cfg.ckpt_max = 64LL << 30;
+	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -224,6 +241,23 @@ gp_coord_main(int argc, char **argv)
 			if (gp_parse_int(optarg, 1, 64, &v) != 0)
 				gp_fatalx("--threads: 1 to 64");
 			cfg.threads = (int)v;
+			break;
+		case 'K':
+			if (gp_parse_int(optarg, 1, 1000, &v) != 0)
+				gp_fatalx("--checkpoint-keep: 1 to 1000");
+			cfg.ckpt_keep = (int)v;
+			break;
+		case 'M':
+			if (parse_bytes(optarg, &cfg.ckpt_max) != 0 ||
+			    cfg.ckpt_max < 1)
+				gp_fatalx("--checkpoint-max: a size like 64G");
+			break;
+		case 'R':
+			if (gp_parse_duration(optarg, &v) != 0 ||
+			    v > INT64_MAX / 1000)
+				gp_fatalx("--checkpoint-retain: a duration like "
+					  "7d or 12h");
+			cfg.ckpt_retain_ms = v * 1000;
 			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
@@ -278,6 +312,9 @@ gp_coord_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	if (ckpt_init(&cfg) != 0)
+		gp_fatalx("cannot open the checkpoint store in %s",
+		    cfg.data_dir);
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
 	if (state_start_thread() != 0)
@@ -292,6 +329,7 @@ gp_coord_main(int argc, char **argv)
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg.threads,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
 	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
@@ -317,6 +355,7 @@ gp_coord_main(int argc, char **argv)
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
+	ckpt_stop();
 	store_close();
 	free(cert);
 	free(key);

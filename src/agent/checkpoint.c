@@ -1,0 +1,1171 @@
+/*
+ * checkpoint.c: the agent's side of the checkpoint store (checkpoint.h,
+ * checkpoint_fetch.h): walks a job's checkpoint directory, names its
+ * chunks, uploads the ones the coordinator lacks and commits the
+ * manifest; and restores a version into an empty directory.
+ *
+ * The directory belongs to the job's (unprivileged) user while we run as
+ * root, so nothing here follows a symbolic link: every path is opened one
+ * component at a time relative to the directory's descriptor with
+ * O_NOFOLLOW, and every file read is checked (fstat) to be the regular
+ * file that the walk recorded.
+ *
+ * Transfers run on a small pool of threads (target->parallel), each with
+ * its own HTTP client and a chunk-sized buffer; they take tasks from a
+ * shared atomic counter. A failed transfer is retried (CHUNK_TRIES) before
+ * the whole call gives up.
+ */
+#include "agent/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/checkpoint_fetch.h"
+#include "ckpt.h"
+#include "gp.h"
+#include "http_client.h"
+#include "log.h"
+#include "util.h"
+
+#define CHUNK_TRIES	 3
+#define PARALLEL_DEFAULT 4
+#define PARALLEL_MAX	 32
+#define DEPTH_MAX	 64
+#define CHUNK_TIMEOUT_MS 120000L
+#define JSON_TIMEOUT_MS	 120000L
+
+/* One regular file of the directory, as the walk saw it. */
+struct entry {
+	char *path;
+	int64_t size, mtime_ns, ino;
+	int mode;
+	size_t first_chunk; /* index in the chunk list */
+};
+
+/* One chunk of one file. */
+struct chunk {
+	size_t file;
+	int64_t index;
+	char name[GP_CKPT_NAME_HEX];
+	int send; /* upload: the coordinator lacks it, and this is the first
+		     chunk of that name */
+};
+
+struct walk {
+	struct entry *files;
+	size_t nfiles, cap;
+};
+
+/* ---- paths beneath a directory, without following links ---- */
+
+/*
+ * Opens path (relative, checked) beneath dirfd, one component at a time,
+ * never following a symbolic link. With create, missing directories are
+ * made (mode 0755, chowned to uid:gid). Returns the fd or -1 (errno).
+ */
+static int
+open_beneath(int dirfd, const char *path, int flags, int mode, int create,
+    uid_t uid, gid_t gid)
+{
+	char comp[GP_CKPT_PATH_MAX + 1];
+	const char *p = path, *slash;
+	int fd = dirfd, next;
+	size_t len;
+
+	while ((slash = strchr(p, '/')) != NULL) {
+		len = (size_t)(slash - p);
+		memcpy(comp, p, len);
+		comp[len] = '\0';
+		if (create && mkdirat(fd, comp, 0755) == 0) {
+			next = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			if (next >= 0 && (fchown(next, uid, gid) != 0 ||
+			    fchmod(next, 0755) != 0)) {
+				close(next);
+				next = -1;
+			}
+		} else {
+			next = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (fd != dirfd)
+			close(fd);
+		if (next < 0)
+			return -1;
+		fd = next;
+		p = slash + 1;
+	}
+	next = openat(fd, p, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd != dirfd)
+		close(fd);
+	return next;
+}
+
+static int64_t
+mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static int
+walk_add(struct walk *w, const char *path, const struct stat *st)
+{
+	struct entry *e;
+
+	if (w->nfiles == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		e = realloc(w->files, cap * sizeof(*e));
+		if (e == NULL)
+			return GP_ENOMEM;
+		w->files = e;
+		w->cap = cap;
+	}
+	e = &w->files[w->nfiles];
+	if ((e->path = strdup(path)) == NULL)
+		return GP_ENOMEM;
+	e->size = st->st_size;
+	e->mtime_ns = mtime_ns(st);
+	e->ino = (int64_t)st->st_ino;
+	e->mode = (int)(st->st_mode & 07777);
+	e->first_chunk = 0;
+	w->nfiles++;
+	return 0;
+}
+
+static void
+walk_free(struct walk *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nfiles; i++)
+		free(w->files[i].path);
+	free(w->files);
+	memset(w, 0, sizeof(*w));
+}
+
+/* Records every regular file beneath fd (consumed) into w. */
+static int
+walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
+    size_t errlen)
+{
+	char path[GP_CKPT_PATH_MAX + 2];
+	struct dirent *d;
+	struct stat st;
+	DIR *dir;
+	int ret = 0, sub;
+
+	if (depth > DEPTH_MAX) {
+		close(fd);
+		snprintf(err, errlen, "directories nested deeper than %d",
+		    DEPTH_MAX);
+		return GP_ETOOBIG;
+	}
+	if ((dir = fdopendir(fd)) == NULL) {
+		close(fd);
+		snprintf(err, errlen, "cannot read directory %.200s: %s",
+		    rel[0] ? rel : ".", strerror(errno));
+		return GP_EIO;
+	}
+	while (ret == 0 && (d = readdir(dir)) != NULL) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) !=
+		    0)
+			continue; /* gone meanwhile */
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+			continue; /* links, sockets, fifos, devices */
+		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", rel,
+			rel[0] ? "/" : "", d->d_name) > GP_CKPT_PATH_MAX ||
+		    !gp_ckpt_path_valid(path)) {
+			snprintf(err, errlen,
+			    "path %.200s: longer than %d bytes or with control "
+			    "characters",
+			    path, GP_CKPT_PATH_MAX);
+			ret = GP_EINVAL;
+			break;
+		}
+		if (S_ISREG(st.st_mode)) {
+			if (w->nfiles >= GP_CKPT_FILES_MAX) {
+				snprintf(err, errlen, "more than %d files",
+				    GP_CKPT_FILES_MAX);
+				ret = GP_ETOOBIG;
+			} else if ((ret = walk_add(w, path, &st)) != 0) {
+				snprintf(err, errlen, "out of memory");
+			}
+			continue;
+		}
+		sub = openat(dirfd(dir), d->d_name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue; /* replaced by a link or gone: skip it */
+		ret = walk_dir(sub, path, depth + 1, w, err, errlen);
+	}
+	closedir(dir);
+	return ret;
+}
+
+/* ---- a pool of transfer threads ---- */
+
+struct pool;
+
+struct worker {
+	struct pool *pool;
+	struct gp_http_client *http;
+	char *buf; /* GP_CKPT_CHUNK_SIZE bytes */
+	struct gp_buf sink; /* downloads: reused for every chunk */
+	pthread_t thread;
+};
+
+struct pool {
+	const char *url, *token, *ca_file;
+	int need_http;
+	size_t ntasks;
+	_Atomic size_t next;
+	_Atomic int stop;
+	/* Returns 0 or GP_E*; writes err through pool_fail. */
+	int (*run)(struct worker *w, size_t task);
+	void *ctx;
+	pthread_mutex_t lock;
+	int err;
+	char errtext[256];
+	_Atomic int64_t bytes_sent;
+	_Atomic int64_t chunks_sent;
+	_Atomic int changed; /* a file changed while being read */
+};
+
+static void
+pool_fail(struct pool *p, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+pool_fail(struct pool *p, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->err == 0) {
+		p->err = err;
+		va_start(ap, fmt);
+		vsnprintf(p->errtext, sizeof(p->errtext), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&p->lock);
+	atomic_store(&p->stop, 1);
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pool *p = w->pool;
+	size_t task;
+	int ret;
+
+	while (!atomic_load(&p->stop)) {
+		task = atomic_fetch_add(&p->next, 1);
+		if (task >= p->ntasks)
+			break;
+		if ((ret = p->run(w, task)) != 0) {
+			pool_fail(p, ret, "%s", "transfer failed");
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Runs p->run over every task on n threads; returns p->err. */
+static int
+pool_run(struct pool *p, int n)
+{
+	struct worker *w;
+	int i, started = 0;
+
+	if (p->ntasks == 0)
+		return 0;
+	if (n <= 0)
+		n = PARALLEL_DEFAULT;
+	if (n > PARALLEL_MAX)
+		n = PARALLEL_MAX;
+	if ((size_t)n > p->ntasks)
+		n = (int)p->ntasks;
+	if ((w = calloc((size_t)n, sizeof(*w))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		w[i].pool = p;
+		w[i].buf = malloc(GP_CKPT_CHUNK_SIZE);
+		if (p->need_http)
+			w[i].http = gp_http_client_new(p->url, p->token,
+			    p->ca_file);
+		if (w[i].buf == NULL || (p->need_http && w[i].http == NULL)) {
+			pool_fail(p, GP_ENOMEM, "out of memory");
+			break;
+		}
+		if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) !=
+		    0) {
+			pool_fail(p, GP_ENOMEM, "cannot start a thread");
+			break;
+		}
+		started++;
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(w[i].thread, NULL);
+	for (i = 0; i < n; i++) {
+		gp_http_client_free(w[i].http);
+		free(w[i].buf);
+		gp_buf_free(&w[i].sink);
+	}
+	free(w);
+	return p->err;
+}
+
+/* ---- upload ---- */
+
+struct upload {
+	int dirfd;
+	struct walk walk;
+	struct chunk *chunks;
+	size_t nchunks;
+	size_t *send; /* indices of chunks to send */
+	size_t nsend;
+	const char *chunk_prefix;
+};
+
+/*
+ * Reads chunk c into buf, checking that its file is still the one the
+ * walk saw. OUT: *len. Returns 0, GP_ECONFLICT (changed) or GP_EIO.
+ */
+static int
+read_chunk(struct upload *u, const struct chunk *c, char *buf, size_t *len)
+{
+	const struct entry *e = &u->walk.files[c->file];
+	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
+	size_t want = (size_t)(e->size - off < GP_CKPT_CHUNK_SIZE
+		? e->size - off
+		: GP_CKPT_CHUNK_SIZE);
+	size_t got = 0;
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	fd = open_beneath(u->dirfd, e->path, O_RDONLY | O_NONBLOCK, 0, 0, 0,
+	    0);
+	if (fd < 0)
+		return GP_ECONFLICT;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (int64_t)st.st_ino != e->ino || st.st_size != e->size) {
+		close(fd);
+		return GP_ECONFLICT;
+	}
+	while (got < want) {
+		n = pread(fd, buf + got, want - got, off + (int64_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			close(fd);
+			return GP_EIO;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (got != want)
+		return GP_ECONFLICT;
+	*len = got;
+	return 0;
+}
+
+static int
+hash_task(struct worker *w, size_t task)
+{
+	struct upload *u = w->pool->ctx;
+	struct chunk *c = &u->chunks[task];
+	size_t len;
+	int ret;
+
+	ret = read_chunk(u, c, w->buf, &len);
+	if (ret == GP_ECONFLICT) {
+		atomic_store(&w->pool->changed, 1);
+		atomic_store(&w->pool->stop, 1);
+		return 0;
+	}
+	if (ret != 0) {
+		pool_fail(w->pool, ret, "cannot read %.200s: %s",
+		    u->walk.files[c->file].path, strerror(errno));
+		return ret;
+	}
+	gp_ckpt_chunk_name(w->buf, len, c->name);
+	return 0;
+}
+
+/* GP_E* for a refusal by the coordinator. */
+static int
+status_error(long status)
+{
+	switch (status) {
+	case 401:
+		return GP_EAUTH;
+	case 403:
+		return GP_EPERM;
+	case 404:
+		return GP_ENOENT;
+	case 409:
+		return GP_ECONFLICT;
+	case 413:
+		return GP_ETOOBIG;
+	default:
+		return status >= 500 ? GP_EIO : GP_EPROTO;
+	}
+}
+
+static int
+send_task(struct worker *w, size_t task)
+{
+	struct upload *u = w->pool->ctx;
+	struct chunk *c = &u->chunks[u->send[task]];
+	struct gp_http_response resp;
+	char path[512], name[GP_CKPT_NAME_HEX], text[256];
+	size_t len;
+	int ret, tries;
+
+	ret = read_chunk(u, c, w->buf, &len);
+	if (ret == GP_ECONFLICT) {
+		atomic_store(&w->pool->changed, 1);
+		atomic_store(&w->pool->stop, 1);
+		return 0;
+	}
+	if (ret != 0) {
+		pool_fail(w->pool, ret, "cannot read %.200s",
+		    u->walk.files[c->file].path);
+		return ret;
+	}
+	snprintf(path, sizeof(path), "%s%s", u->chunk_prefix, c->name);
+	for (tries = 1;; tries++) {
+		ret = gp_http_request(w->http, "PUT", path, w->buf, len,
+		    "application/octet-stream", CHUNK_TIMEOUT_MS, &resp);
+		if (ret == 0 && (resp.status == 200 || resp.status == 201)) {
+			gp_http_response_fini(&resp);
+			atomic_fetch_add(&w->pool->bytes_sent, (int64_t)len);
+			atomic_fetch_add(&w->pool->chunks_sent, 1);
+			return 0;
+		}
+		gp_http_error_text(&resp, text, sizeof(text));
+		gp_http_response_fini(&resp);
+		if (ret == 0 && resp.status == 400) {
+			/* Refused as corrupt: did the file change under us? */
+			gp_ckpt_chunk_name(w->buf, len, name);
+			if (strcmp(name, c->name) != 0) {
+				atomic_store(&w->pool->changed, 1);
+				atomic_store(&w->pool->stop, 1);
+				return 0;
+			}
+		}
+		if ((ret == 0 && resp.status < 500) || tries >= CHUNK_TRIES ||
+		    atomic_load(&w->pool->stop)) {
+			ret = ret != 0 ? ret : status_error(resp.status);
+			pool_fail(w->pool, ret, "chunk upload: %s", text);
+			return ret;
+		}
+		gp_debug("checkpoint chunk upload retry try=%d error=%s", tries,
+		    text);
+	}
+}
+
+/* One JSON request with retries on transport errors and 5xx. */
+static int
+json_call(struct gp_http_client *http, const char *method, const char *path,
+    json_t *body, json_t **reply, long *status, char *err, size_t errlen)
+{
+	struct gp_http_response resp;
+	char *text = NULL, etext[256];
+	int ret, tries;
+
+	*reply = NULL;
+	*status = 0;
+	if (body != NULL &&
+	    (text = json_dumps(body, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	for (tries = 1;; tries++) {
+		ret = gp_http_request(http, method, path, text,
+		    text != NULL ? strlen(text) : 0, NULL, JSON_TIMEOUT_MS,
+		    &resp);
+		if (ret == 0 && resp.status < 500)
+			break;
+		gp_http_error_text(&resp, etext, sizeof(etext));
+		gp_http_response_fini(&resp);
+		if (tries >= CHUNK_TRIES) {
+			snprintf(err, errlen, "%s %s: %s", method, path, etext);
+			free(text);
+			return ret != 0 ? ret : GP_EIO;
+		}
+	}
+	free(text);
+	*status = resp.status;
+	if (resp.status != 200 && resp.status != 201) {
+		gp_http_error_text(&resp, etext, sizeof(etext));
+		snprintf(err, errlen, "%s", etext);
+		gp_http_response_fini(&resp);
+		return status_error(*status);
+	}
+	*reply = json_loadb(resp.body, resp.body_len, 0, NULL);
+	gp_http_response_fini(&resp);
+	if (*reply == NULL) {
+		snprintf(err, errlen, "%s %s: the answer is not JSON", method,
+		    path);
+		return GP_EPROTO;
+	}
+	return 0;
+}
+
+/* Builds the chunk list from the walk. */
+static int
+plan_chunks(struct upload *u)
+{
+	size_t i, n = 0;
+	int64_t k, count;
+
+	for (i = 0; i < u->walk.nfiles; i++)
+		n += (size_t)gp_ckpt_chunk_count(u->walk.files[i].size);
+	u->chunks = calloc(n ? n : 1, sizeof(*u->chunks));
+	if (u->chunks == NULL)
+		return GP_ENOMEM;
+	n = 0;
+	for (i = 0; i < u->walk.nfiles; i++) {
+		count = gp_ckpt_chunk_count(u->walk.files[i].size);
+		u->walk.files[i].first_chunk = n;
+		for (k = 0; k < count; k++) {
+			u->chunks[n].file = i;
+			u->chunks[n].index = k;
+			n++;
+		}
+	}
+	u->nchunks = n;
+	return 0;
+}
+
+/* 1 when every file still has the size, mtime and inode the walk saw. */
+static int
+unchanged_since_walk(struct upload *u)
+{
+	struct stat st;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < u->walk.nfiles; i++) {
+		const struct entry *e = &u->walk.files[i];
+		fd = open_beneath(u->dirfd, e->path, O_RDONLY | O_NONBLOCK, 0,
+		    0, 0, 0);
+		if (fd < 0)
+			return 0;
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    (int64_t)st.st_ino != e->ino || st.st_size != e->size ||
+		    mtime_ns(&st) != e->mtime_ns) {
+			close(fd);
+			return 0;
+		}
+		close(fd);
+	}
+	return 1;
+}
+
+static json_t *
+manifest_json(struct upload *u, const char *label)
+{
+	json_t *files = json_array(), *m, *chunks;
+	size_t i;
+	int64_t k, count;
+
+	if (files == NULL)
+		return NULL;
+	for (i = 0; i < u->walk.nfiles; i++) {
+		const struct entry *e = &u->walk.files[i];
+		chunks = json_array();
+		count = gp_ckpt_chunk_count(e->size);
+		for (k = 0; k < count && chunks != NULL; k++)
+			json_array_append_new(chunks,
+			    json_string(u->chunks[e->first_chunk + (size_t)k]
+					    .name));
+		if (chunks == NULL ||
+		    json_array_append_new(files,
+			json_pack("{s:s,s:I,s:i,s:o}", "path", e->path, "size",
+			    (json_int_t)e->size, "mode", e->mode, "chunks",
+			    chunks)) != 0) {
+			json_decref(files);
+			return NULL;
+		}
+	}
+	m = json_pack("{s:o,s:s}", "files", files, "label", label);
+	return m;
+}
+
+/* Reads the marker's label through the walk's checks. */
+static void
+read_label(struct upload *u, size_t marker, char *label)
+{
+	char buf[GP_CKPT_LABEL_LEN + 2];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	label[0] = '\0';
+	fd = open_beneath(u->dirfd, u->walk.files[marker].path,
+	    O_RDONLY | O_NONBLOCK, 0, 0, 0, 0);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (n = pread(fd, buf, sizeof(buf), 0)) > 0)
+		gp_ckpt_label(buf, (size_t)n, label);
+	close(fd);
+}
+
+int
+gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
+    struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st, char *err,
+    size_t errlen)
+{
+	struct upload u;
+	struct pool p;
+	struct gp_http_client *http = NULL;
+	struct stat mst;
+	char base[128], path[256], prefix[192];
+	json_t *names = NULL, *list = NULL, *reply = NULL, *m = NULL, *v;
+	const char *key;
+	int64_t start = gp_mono_ms(), version, t_hashed = 0, t_sent = 0;
+	size_t i, marker = SIZE_MAX, k, nnames;
+	long status;
+	int ret, fd;
+
+	memset(st, 0, sizeof(*st));
+	memset(&u, 0, sizeof(u));
+	u.dirfd = -1;
+	err[0] = '\0';
+	snprintf(base, sizeof(base), "/v1/agent/jobs/%lld/%lld/checkpoint",
+	    (long long)t->job_id, (long long)t->attempt);
+	snprintf(prefix, sizeof(prefix), "%s/chunks/", base);
+	u.chunk_prefix = prefix;
+	u.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (u.dirfd < 0) {
+		snprintf(err, errlen, "cannot open %.200s: %s", dir,
+		    strerror(errno));
+		return GP_EIO;
+	}
+	if (fstatat(u.dirfd, GP_CKPT_MARKER, &mst, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISREG(mst.st_mode)) {
+		gp_strlcpy(st->skipped, "no COMPLETE marker",
+		    sizeof(st->skipped));
+		ret = 0;
+		goto out;
+	}
+	if (mtime_ns(&mst) == mark->marker_mtime_ns &&
+	    (int64_t)mst.st_ino == mark->marker_ino &&
+	    mst.st_size == mark->marker_size) {
+		gp_strlcpy(st->skipped, "unchanged", sizeof(st->skipped));
+		ret = 0;
+		goto out;
+	}
+	/* Walk: record every file's (size, mtime, inode). */
+	fd = dup(u.dirfd);
+	if (fd < 0) {
+		ret = GP_EIO;
+		snprintf(err, errlen, "dup: %s", strerror(errno));
+		goto out;
+	}
+	if ((ret = walk_dir(fd, "", 0, &u.walk, err, errlen)) != 0)
+		goto out;
+	for (i = 0; i < u.walk.nfiles; i++)
+		if (strcmp(u.walk.files[i].path, GP_CKPT_MARKER) == 0)
+			marker = i;
+	if (marker == SIZE_MAX) {
+		gp_strlcpy(st->skipped, "no COMPLETE marker",
+		    sizeof(st->skipped));
+		goto out;
+	}
+	for (i = 0; i < u.walk.nfiles; i++) {
+		if (u.walk.files[i].mtime_ns >
+		    u.walk.files[marker].mtime_ns) {
+			/* The job is writing its next version. */
+			gp_debug("checkpoint file newer than COMPLETE job=%lld "
+				 "path=%.200s",
+			    (long long)t->job_id, u.walk.files[i].path);
+			gp_strlcpy(st->skipped, "changed while reading",
+			    sizeof(st->skipped));
+			goto out;
+		}
+	}
+	read_label(&u, marker, st->label);
+	if ((ret = plan_chunks(&u)) != 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* Name every chunk (reading all the files), then check again. */
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.ntasks = u.nchunks;
+	p.run = hash_task;
+	p.ctx = &u;
+	ret = pool_run(&p, t->parallel > 0 ? t->parallel : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		goto out;
+	}
+	t_hashed = gp_mono_ms();
+	if (atomic_load(&p.changed) || !unchanged_since_walk(&u)) {
+		gp_strlcpy(st->skipped, "changed while reading",
+		    sizeof(st->skipped));
+		goto out;
+	}
+	/* Which chunks does the coordinator lack? */
+	http = gp_http_client_new(t->url, t->token, t->ca_file);
+	names = json_object();
+	list = json_array();
+	if (http == NULL || names == NULL || list == NULL) {
+		ret = GP_ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < u.nchunks; i++)
+		json_object_set_new(names, u.chunks[i].name, json_integer(
+		    (json_int_t)i));
+	json_object_foreach(names, key, v)
+		json_array_append_new(list, json_string(key));
+	snprintf(path, sizeof(path), "%s/missing", base);
+	m = json_pack("{s:O}", "chunks", list);
+	ret = json_call(http, "POST", path, m, &reply, &status, err, errlen);
+	json_decref(m);
+	m = NULL;
+	if (ret != 0)
+		goto out;
+	nnames = json_object_size(names);
+	u.send = calloc(nnames + 1, sizeof(*u.send));
+	if (u.send == NULL) {
+		ret = GP_ENOMEM;
+		goto out;
+	}
+	json_array_foreach(json_object_get(reply, "missing"), k, v)
+	{
+		json_t *idx = json_object_get(names, json_string_value(v) ?
+		    json_string_value(v) : "");
+		if (idx == NULL || u.nsend >= nnames)
+			continue;
+		u.send[u.nsend++] = (size_t)json_integer_value(idx);
+		json_object_del(names, json_string_value(v));
+	}
+	json_decref(reply);
+	reply = NULL;
+	/* Send them. */
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.url = t->url;
+	p.token = t->token;
+	p.ca_file = t->ca_file;
+	p.need_http = 1;
+	p.ntasks = u.nsend;
+	p.run = send_task;
+	p.ctx = &u;
+	ret = pool_run(&p, t->parallel > 0 ? t->parallel : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	st->bytes_sent = atomic_load(&p.bytes_sent);
+	st->chunks_sent = atomic_load(&p.chunks_sent);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		goto out;
+	}
+	if (atomic_load(&p.changed)) {
+		gp_strlcpy(st->skipped, "changed while reading",
+		    sizeof(st->skipped));
+		goto out;
+	}
+	t_sent = gp_mono_ms();
+	/* Commit. */
+	if ((m = manifest_json(&u, st->label)) == NULL) {
+		ret = GP_ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/commit", base);
+	ret = json_call(http, "POST", path, m, &reply, &status, err, errlen);
+	if (ret != 0)
+		goto out;
+	version = json_integer_value(json_object_get(reply, "version"));
+	if (version <= 0) {
+		ret = GP_EPROTO;
+		snprintf(err, errlen, "commit: no version in the answer");
+		goto out;
+	}
+	st->version = version;
+	gp_debug("checkpoint upload timing job=%lld hash_ms=%lld send_ms=%lld "
+		 "commit_ms=%lld",
+	    (long long)t->job_id, (long long)(t_hashed - start),
+	    (long long)(t_sent - t_hashed), (long long)(gp_mono_ms() - t_sent));
+	for (i = 0; i < u.walk.nfiles; i++)
+		st->bytes += u.walk.files[i].size;
+	mark->marker_mtime_ns = u.walk.files[marker].mtime_ns;
+	mark->marker_ino = u.walk.files[marker].ino;
+	mark->marker_size = u.walk.files[marker].size;
+	mark->version = version;
+	gp_info("checkpoint uploaded job=%lld attempt=%lld version=%lld "
+		"files=%zu bytes=%lld sent=%lld",
+	    (long long)t->job_id, (long long)t->attempt, (long long)version,
+	    u.walk.nfiles, (long long)st->bytes, (long long)st->bytes_sent);
+out:
+	if (st->version == 0)
+		for (i = 0; i < u.walk.nfiles; i++)
+			st->bytes += u.walk.files[i].size;
+	st->files = (int64_t)u.walk.nfiles;
+	st->chunks = (int64_t)u.nchunks;
+	st->elapsed_ms = gp_mono_ms() - start;
+	json_decref(m);
+	json_decref(reply);
+	json_decref(names);
+	json_decref(list);
+	gp_http_client_free(http);
+	walk_free(&u.walk);
+	free(u.chunks);
+	free(u.send);
+	if (u.dirfd >= 0)
+		close(u.dirfd);
+	return ret;
+}
+
+/* ---- download ---- */
+
+struct fetch {
+	int dirfd;
+	json_t *files; /* the manifest's list */
+	int64_t *inodes; /* of the files as created, to check each write */
+	struct chunk *chunks;
+	size_t nchunks;
+	const char *chunk_prefix;
+};
+
+static int
+fetch_task(struct worker *w, size_t task)
+{
+	struct fetch *f = w->pool->ctx;
+	struct chunk *c = &f->chunks[task];
+	json_t *file = json_array_get(f->files, c->file);
+	const char *path = json_string_value(json_object_get(file, "path"));
+	int64_t size = json_integer_value(json_object_get(file, "size"));
+	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
+	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
+		? size - off
+		: GP_CKPT_CHUNK_SIZE);
+	struct gp_http_response resp;
+	char url[512], name[GP_CKPT_NAME_HEX], text[256];
+	struct stat sb;
+	int ret, tries, fd;
+
+	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
+	for (tries = 1;; tries++) {
+		ret = gp_http_request_into(w->http, "GET", url, NULL, 0, NULL,
+		    CHUNK_TIMEOUT_MS, &resp, &w->sink);
+		if (ret == 0 && resp.status == 200) {
+			if (w->sink.len == want) {
+				gp_ckpt_chunk_name(w->sink.data, want, name);
+				if (strcmp(name, c->name) == 0)
+					break;
+			}
+			snprintf(text, sizeof(text),
+			    "chunk %.16s... is corrupt (%zu bytes)", c->name,
+			    w->sink.len);
+			ret = GP_EPROTO;
+		} else {
+			resp.body = ret == 0 ? w->sink.data : NULL;
+			resp.body_len = ret == 0 ? w->sink.len : 0;
+			gp_http_error_text(&resp, text, sizeof(text));
+			resp.body = NULL;
+			if (ret == 0)
+				ret = status_error(resp.status);
+		}
+		if ((ret != GP_EPROTO && ret != GP_EIO && ret != GP_ECONN &&
+			ret != GP_ETIMEDOUT) ||
+		    tries >= CHUNK_TRIES || atomic_load(&w->pool->stop)) {
+			pool_fail(w->pool, ret, "chunk download: %s", text);
+			return ret;
+		}
+	}
+	/* The very file we created, not something put in its place. */
+	fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
+	ret = fd >= 0 ? 0 : GP_EIO;
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (int64_t)sb.st_ino != f->inodes[c->file])) {
+		errno = EXDEV;
+		ret = GP_EIO;
+	}
+	if (ret == 0 && pwrite(fd, w->sink.data, want, off) != (ssize_t)want)
+		ret = GP_EIO;
+	if (fd >= 0)
+		close(fd);
+	if (ret != 0) {
+		pool_fail(w->pool, ret, "cannot write %.200s: %s", path,
+		    strerror(errno));
+		return ret;
+	}
+	atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want);
+	atomic_fetch_add(&w->pool->chunks_sent, 1);
+	return 0;
+}
+
+/* Removes everything beneath dirfd (what a failed download wrote). */
+static void
+clear_dir(int dirfd)
+{
+	struct dirent *d;
+	struct stat st;
+	DIR *dir;
+	int fd, sub;
+
+	if ((fd = dup(dirfd)) < 0)
+		return;
+	if ((dir = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
+	rewinddir(dir);
+	while ((d = readdir(dir)) != NULL) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode)) {
+			sub = openat(dirfd, d->d_name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				clear_dir(sub);
+				close(sub);
+			}
+			unlinkat(dirfd, d->d_name, AT_REMOVEDIR);
+		} else {
+			unlinkat(dirfd, d->d_name, 0);
+		}
+	}
+	closedir(dir);
+}
+
+/*
+ * Download order: the k-th chunk of every file before the (k+1)-th, so
+ * that parallel writers mostly write different files (writes to one file
+ * serialise on its inode lock).
+ */
+static int
+cmp_spread(const void *a, const void *b)
+{
+	const struct chunk *x = a, *y = b;
+
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	return x->file < y->file ? -1 : x->file > y->file;
+}
+
+static int
+dir_is_empty(int dirfd)
+{
+	struct dirent *d;
+	DIR *dir;
+	int fd, empty = 1;
+
+	if ((fd = dup(dirfd)) < 0)
+		return 0;
+	if ((dir = fdopendir(fd)) == NULL) {
+		close(fd);
+		return 0;
+	}
+	while ((d = readdir(dir)) != NULL)
+		if (strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0)
+			empty = 0;
+	closedir(dir);
+	return empty;
+}
+
+int
+gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
+    gid_t gid, struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st,
+    char *err, size_t errlen)
+{
+	struct gp_http_client *http = NULL;
+	struct gp_ckpt_totals tot;
+	struct fetch f;
+	struct pool p;
+	struct stat mst;
+	json_t *m = NULL, *file, *chunks, *c;
+	const char *label;
+	int64_t start = gp_mono_ms(), version, size, mode;
+	size_t i, k, n;
+	long status;
+	int ret, fd, wrote = 0;
+
+	memset(st, 0, sizeof(*st));
+	memset(&f, 0, sizeof(f));
+	err[0] = '\0';
+	f.chunk_prefix = src->chunk_prefix;
+	f.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (f.dirfd < 0) {
+		snprintf(err, errlen, "cannot open %.200s: %s", dir,
+		    strerror(errno));
+		return GP_EIO;
+	}
+	if (!dir_is_empty(f.dirfd)) {
+		snprintf(err, errlen, "%.200s is not empty", dir);
+		ret = GP_EINVAL;
+		goto out;
+	}
+	if ((http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
+	    NULL) {
+		ret = GP_ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = json_call(http, "GET", src->manifest_path, NULL, &m, &status,
+	    err, errlen);
+	if (ret == GP_ENOENT && status == 404) {
+		/* No checkpoint yet: start from scratch. */
+		err[0] = '\0';
+		ret = 0;
+		goto out;
+	}
+	if (ret != 0)
+		goto out;
+	if ((ret = gp_ckpt_manifest_check(m, 0, 1, &tot, err, errlen)) != 0)
+		goto out;
+	version = json_integer_value(json_object_get(m, "version"));
+	if (version <= 0) {
+		ret = GP_EPROTO;
+		snprintf(err, errlen, "manifest without a version");
+		goto out;
+	}
+	f.files = json_object_get(m, "files");
+	f.chunks = calloc((size_t)tot.chunks + 1, sizeof(*f.chunks));
+	f.inodes = calloc((size_t)tot.files + 1, sizeof(*f.inodes));
+	if (f.chunks == NULL || f.inodes == NULL) {
+		ret = GP_ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* Create the tree: directories, then every file at its size. */
+	wrote = 1;
+	n = 0;
+	json_array_foreach(f.files, i, file)
+	{
+		size = json_integer_value(json_object_get(file, "size"));
+		mode = json_integer_value(json_object_get(file, "mode"));
+		fd = open_beneath(f.dirfd,
+		    json_string_value(json_object_get(file, "path")),
+		    O_WRONLY | O_CREAT | O_EXCL, 0600, 1, uid, gid);
+		if (fd < 0 || fchown(fd, uid, gid) != 0 ||
+		    fchmod(fd, (mode_t)((mode & 0755) | 0600)) != 0 ||
+		    ftruncate(fd, size) != 0 || fstat(fd, &mst) != 0) {
+			snprintf(err, errlen, "cannot create %.200s: %s",
+			    json_string_value(json_object_get(file, "path")),
+			    strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			ret = GP_EIO;
+			goto out;
+		}
+		f.inodes[i] = (int64_t)mst.st_ino;
+		close(fd);
+		chunks = json_object_get(file, "chunks");
+		json_array_foreach(chunks, k, c)
+		{
+			f.chunks[n].file = i;
+			f.chunks[n].index = (int64_t)k;
+			gp_strlcpy(f.chunks[n].name, json_string_value(c),
+			    sizeof(f.chunks[n].name));
+			n++;
+		}
+	}
+	f.nchunks = n;
+	qsort(f.chunks, f.nchunks, sizeof(*f.chunks), cmp_spread);
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.url = src->url;
+	p.token = src->token;
+	p.ca_file = src->ca_file;
+	p.need_http = 1;
+	p.ntasks = f.nchunks;
+	p.run = fetch_task;
+	p.ctx = &f;
+	ret = pool_run(&p,
+	    src->parallel > 0 ? src->parallel : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	st->bytes_sent = atomic_load(&p.bytes_sent);
+	st->chunks_sent = atomic_load(&p.chunks_sent);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		goto out;
+	}
+	/*
+	 * The marker is touched last so that it is the newest file, as a
+	 * job's own save leaves it; *mark then says "unchanged".
+	 */
+	memset(mark, 0, sizeof(*mark));
+	fd = open_beneath(f.dirfd, GP_CKPT_MARKER, O_RDONLY | O_NONBLOCK, 0,
+	    0, 0, 0);
+	if (fd >= 0) {
+		if (futimens(fd, NULL) == 0 && fstat(fd, &mst) == 0 &&
+		    S_ISREG(mst.st_mode)) {
+			mark->marker_mtime_ns = mtime_ns(&mst);
+			mark->marker_ino = (int64_t)mst.st_ino;
+			mark->marker_size = mst.st_size;
+		}
+		close(fd);
+	}
+	mark->version = version;
+	st->version = version;
+	st->files = tot.files;
+	st->bytes = tot.bytes;
+	st->chunks = tot.chunks;
+	label = json_string_value(json_object_get(m, "label"));
+	gp_strlcpy(st->label, label != NULL ? label : "", sizeof(st->label));
+	wrote = 0;
+out:
+	if (wrote)
+		clear_dir(f.dirfd);
+	st->elapsed_ms = gp_mono_ms() - start;
+	json_decref(m);
+	free(f.chunks);
+	free(f.inodes);
+	gp_http_client_free(http);
+	close(f.dirfd);
+	return ret;
+}
+
+int
+gp_ckpt_download(const struct gp_ckpt_target *t, const char *dir, uid_t uid,
+    gid_t gid, struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st,
+    char *err, size_t errlen)
+{
+	struct gp_ckpt_source src;
+	char manifest[128], prefix[160];
+	int ret;
+
+	snprintf(manifest, sizeof(manifest),
+	    "/v1/agent/jobs/%lld/%lld/checkpoint", (long long)t->job_id,
+	    (long long)t->attempt);
+	snprintf(prefix, sizeof(prefix), "%s/chunks/", manifest);
+	src.url = t->url;
+	src.token = t->token;
+	src.ca_file = t->ca_file;
+	src.manifest_path = manifest;
+	src.chunk_prefix = prefix;
+	src.parallel = t->parallel;
+	ret = gp_ckpt_fetch(&src, dir, uid, gid, mark, st, err, errlen);
+	if (ret == 0 && st->version > 0)
+		gp_info("checkpoint restored job=%lld attempt=%lld "
+			"version=%lld files=%lld bytes=%lld",
+		    (long long)t->job_id, (long long)t->attempt,
+		    (long long)st->version, (long long)st->files,
+		    (long long)st->bytes);
+	return ret;
+}
