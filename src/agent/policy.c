@@ -83,7 +83,7 @@ trim(char *s)
 static int
 parse_gpus(struct parse *ps, char *value, struct gp_policy *p)
 {
-	char *item, *save = NULL;
+	char *item, *rest = value;
 	int64_t i;
 
 	if (strcasecmp(value, "all") == 0) {
@@ -93,10 +93,7 @@ parse_gpus(struct parse *ps, char *value, struct gp_policy *p)
 	}
 	p->all_gpus = 0;
 	p->gpus = 0;
-	if (value[strlen(value) - 1] == ',')
-		return fail(ps, "gpus: empty item in '%.64s'", value);
-	for (item = strtok_r(value, ",", &save); item != NULL;
-	    item = strtok_r(NULL, ",", &save)) {
+	while ((item = strsep(&rest, ",")) != NULL) {
 		item = trim(item);
 		if (*item == '\0')
 			return fail(ps, "gpus: empty item in the list");
