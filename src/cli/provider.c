@@ -333,9 +333,6 @@ render_freed(json_t *item, struct gp_buf *out)
 		return;
 	}
 	gp_buf_printf(out, " (job %lld", (long long)int_field(job, "id", 0));
-	if (int_field(job, "attempt", 0) > 1)
-		gp_buf_printf(out, " attempt %lld",
-		    (long long)int_field(job, "attempt", 0));
 	version = int_field(job, "checkpoint_version", 0);
 	if (outcome == NULL)
 		outcome = "stopped";
