@@ -120,4 +120,12 @@ int gp_gpu_cgroup_is_pool(const char *cgroup_text);
 /* 1 when /proc/<pid>/cgroup says pid is the pool's; 0 (unreadable too). */
 int gp_gpu_pid_is_pool(pid_t pid);
 
+/*
+ * For tests (gpu_nvml.c): one NVML process-list call through fn, an
+ * nvmlDeviceGet*RunningProcesses[_v2|_v3] of that version (1, 2, 3),
+ * appending the pids it reports to pids[*n..max). Returns 0 or GP_E*.
+ */
+int gp_gpu_nvml_processes_call(int (*fn)(void *, unsigned int *, void *),
+    int version, void *dev, pid_t *pids, int *n, int max);
+
 #endif

@@ -58,6 +58,9 @@ struct nvml {
 	unsigned int n;
 };
 
+static int processes_call(const struct nvml_procs *procs, nvml_device dev,
+    pid_t *pids, int *n, int max);
+
 /* The newest of name_v3, name_v2 and name that the library has. */
 static void
 resolve_procs(void *lib, const char *name, struct nvml_procs *out)
@@ -205,6 +208,15 @@ nvml_usage(void *state, int index, struct gp_gpu_usage *usage)
  * filled with 0xff first: when the _v3 call leaves bytes [24c, 32c)
  * untouched its entries are 24 bytes, else 32.
  */
+int
+gp_gpu_nvml_processes_call(int (*fn)(void *, unsigned int *, void *),
+    int version, void *dev, pid_t *pids, int *n, int max)
+{
+	struct nvml_procs procs = {fn, version};
+
+	return processes_call(&procs, dev, pids, n, max);
+}
+
 static int
 processes_call(const struct nvml_procs *procs, nvml_device dev, pid_t *pids,
     int *n, int max)

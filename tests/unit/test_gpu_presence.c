@@ -1,7 +1,8 @@
 /*
  * test_gpu_presence.c: owner presence in the GPU layer (src/agent/gpu.c,
- * gpu_fake.c): which processes are the pool's (by their cgroup), and the
- * fake backend's process file (agent --fake-gpu-procs).
+ * gpu_fake.c, gpu_nvml.c): which processes are the pool's (by their
+ * cgroup), the fake backend's process file (agent --fake-gpu-procs), and
+ * NVML's process lists in each struct layout, through stand-in calls.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -100,10 +101,149 @@ TEST(fake_processes)
 	CHECK_EQ(gp_gpu_foreign_processes(&none, 0, pids, 4), 0);
 }
 
+/* The NVML layouts (see gpu_nvml.c). */
+struct info_v1 {
+	unsigned int pid;
+	unsigned long long mem;
+};
+struct info_v2 {
+	unsigned int pid;
+	unsigned long long mem;
+	unsigned int gi, ci;
+};
+struct info_v3_cc {
+	unsigned int pid;
+	unsigned long long mem;
+	unsigned int gi, ci;
+	unsigned long long cc;
+};
+
+static const unsigned int fake_pids[3] = {101, 202, 303};
+
+#define FILL(type)                                                          \
+	do {                                                                \
+		type *e = infos;                                            \
+		unsigned int i;                                             \
+		if (*count < 3) {                                           \
+			*count = 3;                                         \
+			return 7;                                           \
+		}                                                           \
+		for (i = 0; i < 3; i++) {                                   \
+			memset(&e[i], 0, sizeof(e[i]));                     \
+			e[i].pid = fake_pids[i];                            \
+			e[i].mem = 1 << 20;                                 \
+		}                                                           \
+		*count = 3;                                                 \
+		return 0;                                                   \
+	} while (0)
+
+static int
+list_v1(void *dev, unsigned int *count, void *infos)
+{
+	(void)dev;
+	FILL(struct info_v1);
+}
+
+static int
+list_v2(void *dev, unsigned int *count, void *infos)
+{
+	(void)dev;
+	FILL(struct info_v2);
+}
+
+static int
+list_v3_cc(void *dev, unsigned int *count, void *infos)
+{
+	(void)dev;
+	FILL(struct info_v3_cc);
+}
+
+static int calls_small;
+
+/* Reports 600 processes when asked with less room; then 3. */
+static int
+list_growing(void *dev, unsigned int *count, void *infos)
+{
+	(void)dev;
+	if (*count < 600) {
+		calls_small++;
+		*count = 600;
+		return 7;
+	}
+	FILL(struct info_v2);
+}
+
+static int
+list_not_supported(void *dev, unsigned int *count, void *infos)
+{
+	(void)dev;
+	(void)count;
+	(void)infos;
+	return 3;
+}
+
+static int
+list_broken(void *dev, unsigned int *count, void *infos)
+{
+	(void)dev;
+	(void)count;
+	(void)infos;
+	return 999;
+}
+
+static int
+same_pids(const pid_t *pids, int n)
+{
+	return n == 3 && pids[0] == 101 && pids[1] == 202 && pids[2] == 303;
+}
+
+TEST(nvml_layouts)
+{
+	pid_t pids[8];
+	int n;
+
+	n = 0;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_v1, 1, NULL, pids, &n, 8), 0);
+	CHECK(same_pids(pids, n));
+	n = 0;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_v2, 2, NULL, pids, &n, 8), 0);
+	CHECK(same_pids(pids, n));
+	/* _v3 with the 24-byte layout, and with the 32-byte one. */
+	n = 0;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_v2, 3, NULL, pids, &n, 8), 0);
+	CHECK(same_pids(pids, n));
+	n = 0;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_v3_cc, 3, NULL, pids, &n, 8),
+	    0);
+	CHECK(same_pids(pids, n));
+	/* Appends, up to max. */
+	n = 1;
+	pids[0] = 7;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_v2, 2, NULL, pids, &n, 3), 0);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(pids[0], 7);
+	CHECK_EQ(pids[2], 202);
+	/* More processes than room: asks again with enough. */
+	n = 0;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_growing, 2, NULL, pids, &n,
+	    8), 0);
+	CHECK(same_pids(pids, n));
+	CHECK_EQ(calls_small, 1);
+	n = 0;
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_not_supported, 3, NULL, pids,
+	    &n, 8), 0);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(gp_gpu_nvml_processes_call(list_broken, 3, NULL, pids, &n, 8),
+	    GP_EIO);
+	CHECK_EQ(gp_gpu_nvml_processes_call(NULL, 3, NULL, pids, &n, 8), 0);
+	CHECK_EQ(n, 0);
+}
+
 int
 main(void)
 {
 	RUN(cgroup_is_pool);
 	RUN(fake_processes);
+	RUN(nvml_layouts);
 	return unit_report();
 }
