@@ -69,8 +69,11 @@ void gp_control_stop(struct gp_control *c);
 
 /*
  * Client side (the CLI): sends req_line (a JSON object, no newline) and
- * returns the answer. OUT: *answer (new reference). timeout_ms 0: none.
+ * returns the answer. OUT: *answer (new reference, only on success: an
+ * {"ok": true} answer). timeout_ms 0: none.
  * Returns 0, GP_ECONN (no agent listening), GP_EPERM (refused), GP_EIO.
+ * Also (with err set, *answer NULL): GP_EINVAL for an {"ok": false}
+ * answer (err is its error), GP_ETIMEDOUT, GP_EPROTO (not JSON).
  */
 int gp_control_call(const char *path, const char *req_line,
     long timeout_ms, json_t **answer, char *err, size_t errlen);

@@ -80,3 +80,84 @@ gp_gpu_discover(const char *fake_spec, struct gp_gpu_info **out, int *n,
 	ops->close(state);
 	return ret;
 }
+
+int
+gp_gpu_cgroup_is_pool(const char *text)
+{
+	const char *line = text, *end, *path, *hit;
+	size_t n;
+
+	/* Lines "HIERARCHY:CONTROLLERS:PATH"; jobs live in the agent's
+	 * "gpupool-<node>-<pid>/<job>" cgroups (cgroup.c). */
+	while (line != NULL && *line != '\0') {
+		end = strchr(line, '\n');
+		n = end != NULL ? (size_t)(end - line) : strlen(line);
+		path = memchr(line, ':', n);
+		if (path != NULL)
+			path = memchr(path + 1, ':', n - (size_t)(path + 1 -
+			    line));
+		for (hit = path; hit != NULL && hit < line + n;) {
+			hit = memmem(hit, (size_t)(line + n - hit),
+			    "/gpupool-", 9);
+			if (hit == NULL)
+				break;
+			/* A job's cgroup is below the agent's. */
+			if (memchr(hit + 1, '/', (size_t)(line + n - hit - 1)) !=
+			    NULL)
+				return 1;
+			hit++;
+		}
+		line = end != NULL ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+int
+gp_gpu_pid_is_pool(pid_t pid)
+{
+	char path[64], *text = NULL;
+	int pool;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if (gp_read_file(path, 64 * 1024, &text, NULL) != 0)
+		return 0;
+	pool = gp_gpu_cgroup_is_pool(text);
+	free(text);
+	return pool;
+}
+
+#define PROCS_MAX 1024
+
+int
+gp_gpu_foreign_processes(struct gp_gpu_set *set, int index, pid_t *pids,
+    int max)
+{
+	pid_t *all;
+	int i, n, count = 0;
+
+	if (set->ops == NULL || set->state == NULL ||
+	    set->ops->processes == NULL)
+		return 0;
+	if (index < 0 || index >= set->n)
+		return GP_EINVAL;
+	if ((all = calloc(PROCS_MAX, sizeof(*all))) == NULL)
+		return GP_ENOMEM;
+	n = set->ops->processes(set->state, index, all, PROCS_MAX);
+	for (i = 0; i < n; i++) {
+		if (all[i] <= 0 || gp_gpu_pid_is_pool(all[i]))
+			continue;
+		if (pids != NULL && count < max)
+			pids[count] = all[i];
+		count++;
+	}
+	free(all);
+	return n < 0 ? n : count;
+}
+
+int
+gp_gpu_set_fake_procs(struct gp_gpu_set *set, const char *path)
+{
+	if (set->ops != &gp_gpu_fake_ops || set->state == NULL)
+		return GP_EINVAL;
+	return gp_gpu_fake_procs_file(set->state, path);
+}

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define GP_GPU_UUID_MAX	 96
 #define GP_GPU_MODEL_MAX 96
@@ -52,6 +53,11 @@ struct gp_gpu_ops {
 	/* Current use of GPU index. Returns 0 or GP_E*. */
 	int (*usage)(void *state, int index, struct gp_gpu_usage *usage);
 	void (*close)(void *state);
+	/*
+	 * The processes using GPU index, the pool's included. OUT: pids (at
+	 * most max). Returns how many it wrote, or GP_E*.
+	 */
+	int (*processes)(void *state, int index, pid_t *pids, int max);
 };
 
 extern const struct gp_gpu_ops gp_gpu_nvml_ops;
@@ -67,6 +73,8 @@ int gp_gpu_discover(const char *fake_spec, struct gp_gpu_info **out, int *n,
  */
 int gp_gpu_fake_parse(const char *spec, int *count, char *model,
     size_t modellen, int64_t *mem_mib);
+/* The fake backend's side of gp_gpu_set_fake_procs (state: its own). */
+int gp_gpu_fake_procs_file(void *state, const char *path);
 
 /*
  * The agent's handle: a backend with its GPU list. gp_gpu_open picks the
@@ -83,5 +91,41 @@ struct gp_gpu_set {
 int gp_gpu_open(const char *fake_spec, const char *node_name,
     struct gp_gpu_set *set, char *err, size_t errlen);
 void gp_gpu_close(struct gp_gpu_set *set);
+
+/*
+ * Owner presence: how many processes that are not the pool's use GPU
+ * index (a process is the pool's when its cgroup is one the agent made,
+ * see gp_gpu_cgroup_is_pool). OUT: pids (the first max of them; may be
+ * NULL when max is 0). Returns that count (0 without a backend) or GP_E*.
+ * NVML lists compute and graphics processes; the fake backend reads the
+ * file given to gp_gpu_set_fake_procs.
+ */
+int gp_gpu_foreign_processes(struct gp_gpu_set *set, int index, pid_t *pids,
+    int max);
+
+/*
+ * Test hook (agent --fake-gpu-procs FILE), fake backend only: FILE holds
+ * lines "GPU_INDEX PID" (# comments, blank lines); a listed pid uses that
+ * GPU while it is alive. A missing file means no process. Re-read on
+ * every gp_gpu_foreign_processes. Returns 0, or GP_EINVAL when set is not
+ * the fake backend or path is too long.
+ */
+int gp_gpu_set_fake_procs(struct gp_gpu_set *set, const char *path);
+
+/*
+ * 1 when the text of a /proc/PID/cgroup file names a cgroup the agent
+ * made for a job (a path containing "/gpupool-"), else 0.
+ */
+int gp_gpu_cgroup_is_pool(const char *cgroup_text);
+/* 1 when /proc/<pid>/cgroup says pid is the pool's; 0 (unreadable too). */
+int gp_gpu_pid_is_pool(pid_t pid);
+
+/*
+ * For tests (gpu_nvml.c): one NVML process-list call through fn, an
+ * nvmlDeviceGet*RunningProcesses[_v2|_v3] of that version (1, 2, 3),
+ * appending the pids it reports to pids[*n..max). Returns 0 or GP_E*.
+ */
+int gp_gpu_nvml_processes_call(int (*fn)(void *, unsigned int *, void *),
+    int version, void *dev, pid_t *pids, int *n, int max);
 
 #endif

@@ -1,8 +1,12 @@
 /*
  * gpu_fake.c: fake GPUs for tests and benchmarks (--fake-gpus
  * N[:MODEL[:MEM_MIB]]). UUIDs are "GPU-fake-<node>-<i>", stable per node
- * name; usage is always zero.
+ * name; usage is always zero. The processes using each GPU come from a
+ * file the tests write (--fake-gpu-procs: "GPU_INDEX PID" lines).
  */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@ struct fake {
 	char model[GP_GPU_MODEL_MAX];
 	int64_t mem_mib;
 	char node[64];	
+	char procs[PATH_MAX];	/* "": no process file */
 };
 
 int
@@ -107,6 +112,52 @@ fake_usage(void *state, int index, struct gp_gpu_usage *usage)
 	return 0;
 }
 
+int
+gp_gpu_fake_procs_file(void *state, const char *path)
+{
+	struct fake *f = state;
+
+	if (path == NULL || gp_strlcpy(f->procs, path, sizeof(f->procs)) >=
+	    sizeof(f->procs)) {
+		f->procs[0] = '\0';
+		return GP_EINVAL;
+	}
+	return 0;
+}
+
+static int
+fake_processes(void *state, int index, pid_t *pids, int max)
+{
+	struct fake *f = state;
+	char *text = NULL, *line, *next;
+	long gpu, pid;
+	int n = 0, rc;
+
+	if (index < 0 || index >= f->count)
+		return GP_EINVAL;
+	if (f->procs[0] == '\0')
+		return 0;
+	rc = gp_read_file(f->procs, 1 << 20, &text, NULL);
+	if (rc == GP_ENOENT)
+		return 0;
+	if (rc != 0)
+		return rc;
+	for (line = text; line != NULL && n < max; line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		if (sscanf(line, "%ld %ld", &gpu, &pid) != 2 || gpu != index ||
+		    pid <= 0 || pid > INT_MAX)
+			continue;
+		/* Alive: signal 0 succeeds, or the pid is another user's. */
+		if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+			continue;
+		pids[n++] = (pid_t)pid;
+	}
+	free(text);
+	return n;
+}
+
 static void
 fake_close(void *state)
 {
@@ -119,4 +170,5 @@ const struct gp_gpu_ops gp_gpu_fake_ops = {
 	.list = fake_list,
 	.usage = fake_usage,
 	.close = fake_close,
+	.processes = fake_processes,
 };

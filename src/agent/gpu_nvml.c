@@ -5,6 +5,7 @@
  */
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,25 @@ struct nvml_utilization {	/* nvmlUtilization_t */
 	unsigned int gpu, memory;
 };
 
+/*
+ * Process lists: nvmlProcessInfo_v1_t for the unversioned calls, the
+ * _v2 layout (with MIG instance ids) for _v2 and _v3; some 12.x headers
+ * gave the _v3 calls a 32-byte layout (usedGpuCcProtectedMemory), which
+ * processes_call detects. Only pid is read; it comes first in all.
+ */
+#define NVML_ERROR_NOT_SUPPORTED     3
+#define NVML_ERROR_NO_PERMISSION     4
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define PROC_ENTRY_MAX 32	/* the largest layout, in bytes */
+#define PROC_LIST_MAX  512
+
+typedef nvml_return (*nvml_procs_fn)(nvml_device, unsigned int *, void *);
+
+struct nvml_procs {
+	nvml_procs_fn fn;
+	int version;	/* 3, 2 or 1: which layout fn writes */
+};
+
 struct nvml {
 	void *lib;
 	nvml_return (*init)(void);
@@ -34,8 +54,32 @@ struct nvml {
 	nvml_return (*uuid)(nvml_device, char *, unsigned int);
 	nvml_return (*memory)(nvml_device, struct nvml_memory *);
 	nvml_return (*util)(nvml_device, struct nvml_utilization *);
+	struct nvml_procs compute, graphics;	/* fn NULL: not in the lib */
 	unsigned int n;
 };
+
+static int processes_call(const struct nvml_procs *procs, nvml_device dev,
+    pid_t *pids, int *n, int max);
+
+/* The newest of name_v3, name_v2 and name that the library has. */
+static void
+resolve_procs(void *lib, const char *name, struct nvml_procs *out)
+{
+	static const char *const suffix[] = {"_v3", "_v2", ""};
+	char sym[96];
+	void *p;
+	int i;
+
+	out->fn = NULL;
+	for (i = 0; i < 3; i++) {
+		snprintf(sym, sizeof(sym), "%s%s", name, suffix[i]);
+		if ((p = dlsym(lib, sym)) != NULL) {
+			memcpy(&out->fn, &p, sizeof(p));
+			out->version = 3 - i;
+			return;
+		}
+	}
+}
 
 static int
 resolve(struct nvml *v, char *err, size_t errlen)
@@ -87,6 +131,10 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 	}
 	if (resolve(v, err, errlen) != 0)
 		goto fail;
+	resolve_procs(v->lib, "nvmlDeviceGetComputeRunningProcesses",
+	    &v->compute);
+	resolve_procs(v->lib, "nvmlDeviceGetGraphicsRunningProcesses",
+	    &v->graphics);
 	if ((rc = v->init()) != 0) {
 		snprintf(err, errlen, "nvmlInit_v2 failed: NVML error %d", rc);
 		goto fail;
@@ -155,6 +203,98 @@ nvml_usage(void *state, int index, struct gp_gpu_usage *usage)
 	return 0;
 }
 
+/*
+ * Appends the pids one list call reports to pids[*n..max). The buffer is
+ * filled with 0xff first: when the _v3 call leaves bytes [24c, 32c)
+ * untouched its entries are 24 bytes, else 32.
+ */
+int
+gp_gpu_nvml_processes_call(int (*fn)(void *, unsigned int *, void *),
+    int version, void *dev, pid_t *pids, int *n, int max)
+{
+	struct nvml_procs procs = {fn, version};
+
+	return processes_call(&procs, dev, pids, n, max);
+}
+
+static int
+processes_call(const struct nvml_procs *procs, nvml_device dev, pid_t *pids,
+    int *n, int max)
+{
+	unsigned char *buf = NULL;
+	unsigned int cap = PROC_LIST_MAX, count, i, pid;
+	size_t stride, j;
+	nvml_return rc;
+	int tries;
+
+	if (procs->fn == NULL)
+		return 0;
+	for (tries = 0; tries < 3; tries++) {
+		free(buf);
+		if ((buf = malloc((size_t)cap * PROC_ENTRY_MAX)) == NULL)
+			return GP_ENOMEM;
+		memset(buf, 0xff, (size_t)cap * PROC_ENTRY_MAX);
+		count = cap;
+		rc = procs->fn(dev, &count, buf);
+		/* Processes started in between: ask again, with room. */
+		if (rc != NVML_ERROR_INSUFFICIENT_SIZE || count > 65536)
+			break;
+		cap = count + 64;
+	}
+	if (rc == NVML_ERROR_NOT_SUPPORTED) {
+		free(buf);
+		return 0;
+	}
+	if (rc != 0 || count > cap) {
+		free(buf);
+		return rc == NVML_ERROR_NO_PERMISSION ? GP_EPERM : GP_EIO;
+	}
+	if (procs->version == 1)
+		stride = 16;
+	else if (procs->version == 2)
+		stride = 24;
+	else {
+		stride = 24;
+		for (j = (size_t)count * 24; j < (size_t)count * 32; j++)
+			if (buf[j] != 0xff) {
+				stride = 32;
+				break;
+			}
+	}
+	for (i = 0; i < count && *n < max; i++) {
+		memcpy(&pid, buf + i * stride, sizeof(pid));
+		if (pid > 0 && pid <= (unsigned int)INT32_MAX)
+			pids[(*n)++] = (pid_t)pid;
+	}
+	free(buf);
+	return 0;
+}
+
+static int
+nvml_processes(void *state, int index, pid_t *pids, int max)
+{
+	struct nvml *v = state;
+	nvml_device dev;
+	int n = 0, rc, i, j, unique;
+
+	if (index < 0 || (unsigned int)index >= v->n ||
+	    v->handle((unsigned int)index, &dev) != 0)
+		return GP_EINVAL;
+	if ((rc = processes_call(&v->compute, dev, pids, &n, max)) != 0)
+		return rc;
+	i = n;
+	if ((rc = processes_call(&v->graphics, dev, pids, &n, max)) != 0)
+		return rc;
+	/* A process with both a compute and a graphics context: once. */
+	for (unique = i; i < n; i++) {
+		for (j = 0; j < unique && pids[j] != pids[i]; j++)
+			;
+		if (j == unique)
+			pids[unique++] = pids[i];
+	}
+	return unique;
+}
+
 static void
 nvml_close(void *state)
 {
@@ -171,4 +311,5 @@ const struct gp_gpu_ops gp_gpu_nvml_ops = {
 	.list = nvml_list,
 	.usage = nvml_usage,
 	.close = nvml_close,
+	.processes = nvml_processes,
 };

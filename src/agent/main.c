@@ -41,6 +41,8 @@ static const char usage_text[] =
 "                     /var/lib/gpupool/agent as root, else\n"
 "                     $XDG_STATE_HOME/gpupool/agent); not under /tmp\n"
 "  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\"\n"
+"  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
+"                     owner's processes on fake GPUs (tests)\n"
 "  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
 "                     never run as root\n"
 "  --ca FILE          CA certificate to verify an HTTPS coordinator\n"
@@ -142,6 +144,7 @@ gp_agent_main(int argc, char **argv)
 		{"name", required_argument, NULL, 'n'},
 		{"work", required_argument, NULL, 'w'},
 		{"fake-gpus", required_argument, NULL, 'f'},
+		{"fake-gpu-procs", required_argument, NULL, 'F'},
 		{"run-as", required_argument, NULL, 'u'},
 		{"ca", required_argument, NULL, 'a'},
 		{"cpus", required_argument, NULL, 'C'},
@@ -156,6 +159,7 @@ gp_agent_main(int argc, char **argv)
 	const char *url = getenv("GPUPOOL_URL"), *fake = NULL, *run_as = NULL;
 	const char *work = NULL, *name = NULL, *token_file = NULL, *ca = NULL;
 	const char *policy = NULL, *control = NULL, *owner = NULL;
+	const char *fake_procs = NULL;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
 	char work_default[PATH_MAX];
 	struct gp_agent *ag = NULL;
@@ -173,6 +177,7 @@ gp_agent_main(int argc, char **argv)
 		case 'n': name = optarg; break;
 		case 'w': work = optarg; break;
 		case 'f': fake = optarg; break;
+		case 'F': fake_procs = optarg; break;
 		case 'u': run_as = optarg; break;
 		case 'a': ca = optarg; break;
 		case 'C':
@@ -259,6 +264,12 @@ gp_agent_main(int argc, char **argv)
 		goto out;
 	if (gp_gpu_open(fake, ag->name, &ag->gpus, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
+	if (fake_procs != NULL &&
+	    gp_gpu_set_fake_procs(&ag->gpus, fake_procs) != 0) {
+		fprintf(stderr, "gpupool agent: --fake-gpu-procs needs "
+		    "--fake-gpus\n");
 		goto out;
 	}
 	if (fake == NULL && ag->gpus.state == NULL)

@@ -71,4 +71,14 @@ int gp_policy_lends_gpu(const struct gp_policy *p, int i);
 /* The policy as JSON (a new object) for `provider policy show`/status. */
 json_t *gp_policy_to_json(const struct gp_policy *p);
 
+/*
+ * Added with policy.c: a window as the file writes it ("Mon-Fri
+ * 19:00-08:00"; it parses back to the same window) into out (64 bytes
+ * are enough), and a one-line summary of the policy for logs and
+ * `gpupool provider policy check` ("gpus 0,1, 2 windows, ...").
+ */
+void gp_policy_window_format(const struct gp_policy_window *w, char *out,
+    size_t len);
+void gp_policy_describe(const struct gp_policy *p, char *out, size_t len);
+
 #endif

@@ -41,10 +41,6 @@
 #include "agent/checkpoint.h"
 #include "agent/control.h"
 #include "agent/policy.h"
-
-/* TEMP until the GPU layer declares it. */
-int gp_gpu_foreign_processes(struct gp_gpu_set *set, int index, pid_t *pids,
-    int max);
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"

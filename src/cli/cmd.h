@@ -88,6 +88,7 @@ struct gp_cli_config {
 	char token[256];
 	char ca[1024];
 	char admin_token_file[1024]; /* written by `gpupool up` */
+	char agent_socket[1024];     /* `gpupool provider`'s agent */
 	char path[1024];             /* the config file looked at */
 };
 /* The config file's path: $GPUPOOL_CONFIG, $XDG_CONFIG_HOME/..., ~/... */
@@ -191,6 +192,33 @@ int gp_cli_cmd_whoami(const struct gp_cli_args *args);
 
 /* token.c */
 int gp_cli_cmd_token_create(const struct gp_cli_args *args);
+
+/* provider.c */
+/*
+ * The agent's control socket: opt (--socket) when not NULL, else
+ * $GPUPOOL_AGENT_SOCKET, else the config's agent_socket (cfg may be
+ * NULL), else the agent's default (/var/lib/gpupool/agent/agent.sock for
+ * root, $XDG_STATE_HOME/gpupool/agent/agent.sock or
+ * ~/.local/state/gpupool/agent/agent.sock). Returns 0 or GP_EINVAL.
+ */
+int gp_cli_provider_socket(const char *opt, const struct gp_cli_config *cfg,
+    char *out, size_t len);
+/* GPU operands ("0", "3") as a JSON array. NULL with err on a bad one. */
+json_t *gp_cli_provider_gpus(char **operands, int n, char *err,
+    size_t errlen);
+/* Human renderings of the agent's answers (docs/provider.md). */
+int gp_cli_render_provider_status(json_t *answer, struct gp_buf *out);
+int gp_cli_render_provider_reclaim(json_t *answer, struct gp_buf *out);
+int gp_cli_render_provider_leave(json_t *answer, struct gp_buf *out);
+int gp_cli_render_provider_pause(json_t *answer, struct gp_buf *out);
+int gp_cli_render_provider_policy(json_t *answer, struct gp_buf *out);
+int gp_cli_cmd_provider_status(const struct gp_cli_args *args);
+int gp_cli_cmd_provider_pause(const struct gp_cli_args *args);
+int gp_cli_cmd_provider_resume(const struct gp_cli_args *args);
+int gp_cli_cmd_provider_reclaim(const struct gp_cli_args *args);
+int gp_cli_cmd_provider_leave(const struct gp_cli_args *args);
+int gp_cli_cmd_provider_policy_show(const struct gp_cli_args *args);
+int gp_cli_cmd_provider_policy_check(const struct gp_cli_args *args);
 
 /* up.c */
 int gp_cli_cmd_up(const struct gp_cli_args *args);

@@ -111,10 +111,13 @@ gp_cli_config_parse(const char *text, struct gp_cli_config *cfg, char *err,
 		else if (strcmp(key, "admin_token_file") == 0)
 			n = gp_strlcpy(cfg->admin_token_file, value,
 			    sizeof(cfg->admin_token_file));
+		else if (strcmp(key, "agent_socket") == 0)
+			n = gp_strlcpy(cfg->agent_socket, value,
+			    sizeof(cfg->agent_socket));
 		else {
 			snprintf(err, errlen,
 			    "line %d: unknown key '%.64s' (expected url, "
-			    "token, ca or admin_token_file)",
+			    "token, ca, admin_token_file or agent_socket)",
 			    lineno, key);
 			return GP_EINVAL;
 		}

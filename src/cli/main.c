@@ -90,6 +90,24 @@ static const struct gp_cli_option down_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static const struct gp_cli_option provider_options[] = {
+    {"socket", 0, "PATH",
+        "the agent's control socket (default: "
+        "$GPUPOOL_AGENT_SOCKET, the config's agent_socket, else the "
+        "agent's default)"},
+    {"json", 0, NULL, "print the agent's JSON as is"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option provider_reclaim_options[] = {
+    {"now", 0, NULL,
+        "free the GPUs at once: no checkpoint grace; jobs "
+        "resume from their last uploaded checkpoint"},
+    {"socket", 0, "PATH", "the agent's control socket"},
+    {"json", 0, NULL, "print the agent's JSON as is"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const struct gp_cli_command commands[] = {
     {"submit", "[--] COMMAND [ARG...]", "submit a job; prints its id",
         submit_options, 1, -1, 1,
@@ -147,6 +165,33 @@ static const struct gp_cli_command commands[] = {
         "DIR must exist and be empty. Every chunk is verified against its\n"
         "BLAKE2b-256 name; on any failure DIR is left empty.",
         gp_cli_cmd_checkpoint_get},
+    {"provider status", "", "show what the local agent lends and runs",
+        provider_options, 0, 0, 0,
+        "Talks to the agent on this machine over its control socket; "
+        "only the\nowner the agent was started for, and root, may.",
+        gp_cli_cmd_provider_status},
+    {"provider pause", "", "stop accepting new jobs (running ones go on)",
+        provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_pause},
+    {"provider resume", "[GPU...]",
+        "accept jobs again (on the GPUs given, else on all)",
+        provider_options, 0, -1, 0, NULL, gp_cli_cmd_provider_resume},
+    {"provider reclaim", "[GPU...]",
+        "take GPUs back (all without GPU operands)",
+        provider_reclaim_options, 0, -1, 0,
+        "Gracefully: each job is asked to checkpoint, gets the policy's "
+        "grace\nperiod, its checkpoint is uploaded, then the GPU is free. "
+        "With --now the\njobs are stopped at once and resume elsewhere "
+        "from their last uploaded\ncheckpoint. Waits until the GPUs are "
+        "free. `gpupool provider resume`\nlends them again.",
+        gp_cli_cmd_provider_reclaim},
+    {"provider leave", "", "reclaim every GPU and leave the pool",
+        provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_leave},
+    {"provider policy show", "", "show the agent's lending policy",
+        provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_policy_show},
+    {"provider policy check", "FILE",
+        "check a policy file (errors: FILE:LINE: reason)",
+        no_options, 1, 1, 0, "See docs/provider.md for the file's format.",
+        gp_cli_cmd_provider_policy_check},
 };
 
 void
@@ -431,10 +476,45 @@ gp_cli_value(const struct gp_cli_args *args, const char *name)
 	return v;
 }
 
+/* The group usage's first column: the longest command name. */
+static int
+name_width(void)
+{
+	size_t i, w = 14;
+
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++)
+		if (strlen(commands[i].name) > w)
+			w = strlen(commands[i].name);
+	return (int)w;
+}
+
+/* Groups shown as one line in the global help. */
+static const struct {
+	const char *name, *summary;
+} groups[] = {
+    {"provider", "lend this machine: status, pause, reclaim, leave, policy"},
+};
+
+/* The group summary when name's first word is such a group, else NULL. */
+static const char *
+group_summary(const char *name, size_t *len)
+{
+	size_t i;
+
+	*len = strcspn(name, " ");
+	for (i = 0; i < GP_ARRAY_LEN(groups); i++)
+		if (strlen(groups[i].name) == *len &&
+		    strncmp(name, groups[i].name, *len) == 0 &&
+		    name[*len] == ' ')
+			return groups[i].summary;
+	return NULL;
+}
+
 static void
 global_help(FILE *out)
 {
-	size_t i;
+	const char *group;
+	size_t i, n;
 
 	fprintf(out,
 	    "usage: gpupool COMMAND [OPTIONS] [ARGS]\n"
@@ -443,9 +523,15 @@ global_help(FILE *out)
 	    "jobs on them.\n"
 	    "\n"
 	    "Commands:\n");
-	for (i = 0; i < GP_ARRAY_LEN(commands); i++)
-		fprintf(out, "  %-14s %s\n", commands[i].name,
-		    commands[i].summary);
+	for (i = 0; i < GP_ARRAY_LEN(commands); i++) {
+		if ((group = group_summary(commands[i].name, &n)) == NULL)
+			fprintf(out, "  %-14s %s\n", commands[i].name,
+			    commands[i].summary);
+		else if (i == 0 || strncmp(commands[i - 1].name,
+		    commands[i].name, n + 1) != 0)
+			fprintf(out, "  %-14.*s %s\n", (int)n, commands[i].name,
+			    group);
+	}
 	fprintf(out, "  %-14s %s\n  %-14s %s\n  %-14s %s\n", "coordinator",
 	    "run the coordinator (see gpupool-coordinator(8))", "agent",
 	    "run a provider agent (see gpupool-agent(8))", "version",
@@ -471,19 +557,21 @@ find_command(int argc, char **argv, int *words)
 {
 	size_t i, n;
 	const char *name;
+	int w;
 
+	/* Names have one or more words: "ps", "provider policy show". */
 	for (i = 0; i < GP_ARRAY_LEN(commands); i++) {
 		name = commands[i].name;
-		n = strcspn(name, " ");
-		if (strncmp(argv[1], name, n) != 0 || argv[1][n] != '\0')
-			continue;
-		if (name[n] == '\0') {
-			*words = 1;
-			return &commands[i];
-		}
-		if (argc >= 3 && strcmp(argv[2], name + n + 1) == 0) {
-			*words = 2;
-			return &commands[i];
+		for (w = 1; w < argc; w++) {
+			n = strcspn(name, " ");
+			if (strncmp(argv[w], name, n) != 0 ||
+			    argv[w][n] != '\0')
+				break;
+			if (name[n] == '\0') {
+				*words = w;
+				return &commands[i];
+			}
+			name += n + 1;
 		}
 	}
 	return NULL;
@@ -502,8 +590,8 @@ group_usage(const char *group, FILE *out)
 			continue;
 		if (!found)
 			fprintf(out, "usage:\n");
-		fprintf(out, "  gpupool %-14s %s\n", commands[i].name,
-		    commands[i].summary);
+		fprintf(out, "  gpupool %-*s %s\n", name_width() + 1,
+		    commands[i].name, commands[i].summary);
 		found = 1;
 	}
 	return found;
