@@ -36,7 +36,7 @@ start_provider() {
 provider() {
 	local name=$1
 	shift
-	cli provider --socket "$T/$name.sock" "$@"
+	GPUPOOL_AGENT_SOCKET="$T/$name.sock" cli provider "$@"
 }
 
 # submit_steps TOTAL SAVE_EVERY [STEP_S]: the step job, with a marker in its
@@ -63,7 +63,7 @@ check_single() { # WHEN
 ckpt_version() {
 	api "$ADMIN_TOKEN" GET "/v1/jobs/$1/checkpoints"
 	[ "$API_STATUS" = 200 ] || { echo 0; return; }
-	printf '%s' "$API_BODY" | json 'max([v["version"] for v in d["versions"]] + [0])'
+	printf '%s' "$API_BODY" | json 'max([v["version"] for v in d["checkpoints"]] + [0])'
 }
 
 # wait_ckpt JOB MIN_VERSION: until a version >= MIN is committed, checking
@@ -121,7 +121,7 @@ finish_and_check() {
 	E2E_GRACEFUL="$*" "$PY" - "$T/job.json" "$T/versions.json" "$T/job.log" <<'EOF' || fail "resume chain of job $job (see above)"
 import json, os, re, sys
 job = json.load(open(sys.argv[1]))
-versions = {v["version"]: v for v in json.load(open(sys.argv[2]))["versions"]}
+versions = {v["version"]: v for v in json.load(open(sys.argv[2]))["checkpoints"]}
 log = open(sys.argv[3]).read()
 graceful = [int(a) for a in os.environ["E2E_GRACEFUL"].split()]
 hist = job["history"]
