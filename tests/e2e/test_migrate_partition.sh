@@ -1,0 +1,33 @@
+# A network partition: the provider running the job sits in a network
+# namespace the test creates (veth to the host, 10.213.X.0/30) and its link
+# is cut. The agent, unable to renew its lease, kills its job itself before
+# the coordinator gives it to another node (fencing); the coordinator
+# requeues it once the lease expires, and it resumes on the other provider
+# from its last uploaded checkpoint. Healed, the agent comes back and runs
+# nothing old. The job never has two live attempts.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/migrate_lib.sh"
+
+netns_available || { echo "skip: $NETNS_WHY"; exit 0; }
+start_coordinator
+netns_create p
+netns_forward p
+policy_file a "checkpoint-grace = 5s"
+netns_start_agent p a 1 --policy "$T/a.policy" --control "$T/a.sock"
+wait_node_up a
+submit_steps 150 5 0.1
+j=$JOB
+wait_state "$j" running
+assert_eq a "$(job_get "$j" 'd["node"]')" "first node"
+start_provider b 1
+wait_node_up b
+wait_ckpt "$j" 3
+
+netns_cut p
+wait_moved "$j" b 2
+assert_eq node_lost "$(history_reason "$j" 1)" "why attempt 1 ended"
+assert_contains "$(cat "$T/agent-a.log")" "killing this node's jobs" "agent a fenced itself"
+netns_heal p
+wait_node_up a
+finish_and_check "$j" 150
+echo ok
