@@ -51,7 +51,7 @@ submit_steps() {
 }
 
 # live_copies: processes of the step job now (its shell, not its sleeps).
-live_copies() { count_cmdline "steps-$STEP_MARK.sh"; }
+live_copies() { count_cmdline "steps-${STEP_MARK:-none}.sh"; }
 
 check_single() { # WHEN
 	local n
