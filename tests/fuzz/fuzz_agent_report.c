@@ -1,7 +1,8 @@
 /*
  * fuzz_agent_report.c: libFuzzer harness for the coordinator's checks of
  * what agents send besides registrations: heartbeats, started and finished
- * reports. The first byte picks the kind, the rest is the body. A body
+ * reports, and the owner's offer they may carry. The first byte picks the
+ * kind (and the node's GPU count for the offer), the rest is the body. A body
  * that passes must have the shape the handlers then rely on.
  */
 #include <jansson.h>
@@ -36,6 +37,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (v != NULL && (!json_is_array(v) ||
 				     json_array_size(v) > 4096))
 			abort();
+		/* The offer a heartbeat or finished report may carry. */
+		if ((v = json_object_get(body, "offer")) != NULL) {
+			struct offer o;
+			if (offer_decode(v, data[0] % 65, &o, err,
+				sizeof(err)) == 0 &&
+			    ((data[0] % 65 < 64 &&
+				 (o.lent >> (data[0] % 65)) != 0) ||
+				o.seq < 0 || o.cpus < 0 || o.mem_mib < 0 ||
+				o.max_job_s < 0))
+				abort();
+		}
 	}
 	json_decref(body);
 	return 0;
