@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 #include "gp.h"
@@ -22,6 +23,19 @@ duration(const char *text)
 	if (gp_parse_duration(text, &s) != 0)
 		return -1;
 	return s;
+}
+
+TEST(signal_names)
+{
+	CHECK_EQ(gp_signal_parse("USR1"), SIGUSR1);
+	CHECK_EQ(gp_signal_parse("SIGusr2"), SIGUSR2);
+	CHECK_EQ(gp_signal_parse("15"), SIGTERM);
+	CHECK_EQ(gp_signal_parse("KILL"), -1);
+	CHECK_EQ(gp_signal_parse("9"), -1);
+	CHECK_EQ(gp_signal_parse(""), -1);
+	CHECK_EQ(gp_signal_parse("USR1x"), -1);
+	CHECK(strcmp(gp_signal_name(SIGUSR1), "USR1") == 0);
+	CHECK(strcmp(gp_signal_name(SIGKILL), "?") == 0);
 }
 
 TEST(parse_duration)
@@ -536,6 +550,7 @@ TEST(strerror)
 int
 main(void)
 {
+	RUN(signal_names);
 	RUN(parse_duration);
 	RUN(format_duration);
 	RUN(parse_mib);

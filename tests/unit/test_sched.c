@@ -135,6 +135,31 @@ world_fini(struct world *w)
 	w->out = NULL;
 }
 
+TEST(owner_max_job_time_and_unlent_gpus)
+{
+	struct world w;
+	struct gp_sched_node *n1, *n2;
+
+	world_init(&w);
+	/* Node 1 accepts jobs of at most an hour; node 2 lends one GPU of
+	 * two (the other is marked taken for good, as the coordinator does
+	 * for a GPU the owner took back). */
+	n1 = add_node(&w, 1, 8, 0, 1, A100, 40960);
+	n1->max_time_s = 3600;
+	n2 = add_node(&w, 2, 8, 0, 2, A100, 40960);
+	n2->gpus[1].job_id = -1;
+	add_job(&w, 10, 1, 0);	  /* no limit: not on node 1 */
+	add_job(&w, 12, 1, 1800); /* fits node 1 */
+	add_job(&w, 11, 1, 7200); /* two hours: not on node 1, node 2 full */
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 10), 2);
+	CHECK_EQ(node_of(&w, 11), 0);
+	CHECK_EQ(node_of(&w, 12), 1);
+	if (find(&w, 10) != NULL)
+		CHECK_EQ(find(&w, 10)->gpus[0], 0);
+	world_fini(&w);
+}
+
 TEST(empty)
 {
 	struct world w;
@@ -1247,6 +1272,7 @@ int
 main(void)
 {
 	RUN(empty);
+	RUN(owner_max_job_time_and_unlent_gpus);
 	RUN(single_fit);
 	RUN(best_fit_picks_tighter_node);
 	RUN(best_fit_memory_then_id);
