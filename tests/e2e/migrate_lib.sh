@@ -50,8 +50,32 @@ submit_steps() {
 	    "$T/steps-$STEP_MARK.sh" "$1" "$2" "${3:-0.1}"
 }
 
-# live_copies: processes of the step job now (its shell, not its sleeps).
-live_copies() { count_cmdline "steps-${STEP_MARK:-none}.sh"; }
+# live_copies: live copies of the step job now: processes running its
+# script whose parent does not (a shell's forked child, about to exec its
+# `sleep`, shows the same command line for a moment and is not a copy).
+live_copies() {
+	E2E_MARK="steps-${STEP_MARK:-none}.sh" "$PY" - <<'PYEOF'
+import os
+mark = os.environ["E2E_MARK"]
+match, parent = set(), {}
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        with open("/proc/%s/cmdline" % p, "rb") as f:
+            cmd = f.read()
+        with open("/proc/%s/stat" % p, "rb") as f:
+            st = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        continue
+    if st[0] in (b"Z", b"X"):
+        continue
+    parent[p] = st[1].decode()
+    if mark.encode() in cmd:
+        match.add(p)
+print(sum(1 for p in match if parent.get(p) not in match))
+PYEOF
+}
 
 check_single() { # WHEN
 	local n
