@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# bench/soak_migrate.sh: a bounded soak run of job migration (issue 3).
+#
+# A coordinator and 4 providers (1 fake GPU each, checkpoint-grace = 5s,
+# owner presence simulated with --fake-gpu-procs) run 3 step jobs
+# (examples/checkpoint/steps.sh). The soak makes SOAK_D departures, each time
+# from a provider that runs a job, with the kind taken in rotation:
+#   reclaim (graceful) | reclaim --now | owner presence | kill -9 agent |
+#   SIGTERM agent (agent_stopped) | provider leave
+# and waits (bounded) until the moved job runs again, then brings the
+# provider back. A job that finishes is checked (finish_and_check: result and
+# resume chain, graceful attempts lost nothing) and replaced while departures
+# remain. At the end every job is let run to completion and checked.
+#
+# Prints: departures by kind, migration success % (departures whose job ran
+# again and whose job's resume chain checked), reclaim -> GPU free p50/p99
+# (graceful, --now; from the CLI's "free after X s"), requeue -> running
+# p50/p99 (history: attempt k finished_at -> attempt k+1 started_at), lost_s
+# p50/max (history), and the whole run's wall time.
+#
+# Usage: [SOAK_D=100] [SOAK_TOTAL=1000] [SOAK_STEP_S=0.05] bench/soak_migrate.sh
+# (builds nothing: needs build/gpupool; BUILD=dir to use another build).
+# Every wait is bounded (E2E_WAIT_S, default 60 here).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export GPUPOOL_BIN=${GPUPOOL_BIN:-$PWD/$BUILD/gpupool} GPUPOOL_BUILD=${GPUPOOL_BUILD:-$PWD/$BUILD}
+export E2E_WAIT_S=${E2E_WAIT_S:-60}
+SOAK_D=${SOAK_D:-100}
+SOAK_TOTAL=${SOAK_TOTAL:-1000}
+SOAK_STEP_S=${SOAK_STEP_S:-0.05}
+SOAK_SAVE=${SOAK_SAVE:-5}
+SOAK_JOBS=${SOAK_JOBS:-3}
+# lib.sh names the temp dir after $0; keep the soak's own name
+. "$PWD/tests/e2e/lib.sh"
+# migrate_lib.sh finds steps.sh relative to $0's directory: point it here
+. <(sed 's|^STEPS_SRC=.*|STEPS_SRC="$PWD/examples/checkpoint/steps.sh"|' "$PWD/tests/e2e/migrate_lib.sh")
+
+T0=$SECONDS
+NODES=(p1 p2 p3 p4)
+KINDS=(reclaim reclaim_now presence kill9 sigterm leave)
+declare -A JOB_MARK=() JOB_GRACEFUL=() JOB_DEPS=() JOB_OK=()
+ACTIVE=()	# job ids not yet checked
+ALLJOBS=()
+DEPS=()		# "kind job attempt node moved(0/1) free_s"
+
+boot() { # NAME
+	start_provider "$1" 1 --fake-gpu-procs "$T/$1.procs"
+}
+
+new_job() {
+	submit_steps "$SOAK_TOTAL" "$SOAK_SAVE" "$SOAK_STEP_S"
+	JOB_MARK[$JOB]=$STEP_MARK
+	JOB_GRACEFUL[$JOB]=
+	JOB_DEPS[$JOB]=
+	ACTIVE+=("$JOB")
+	ALLJOBS+=("$JOB")
+	log "submitted job $JOB"
+}
+
+# check_job JOB: in a subshell, so that a failed check is counted, not fatal.
+check_job() {
+	local j=$1
+	STEP_MARK=${JOB_MARK[$j]}
+	if (finish_and_check "$j" "$SOAK_TOTAL" ${JOB_GRACEFUL[$j]}) 2>"$T/check-$j.err"; then
+		JOB_OK[$j]=1
+	else
+		JOB_OK[$j]=0
+		log "job $j: check failed: $(tail -n 3 "$T/check-$j.err")"
+	fi
+	local a=() x
+	for x in "${ACTIVE[@]}"; do [ "$x" = "$j" ] || a+=("$x"); done
+	ACTIVE=("${a[@]+"${a[@]}"}")
+}
+
+# reap: checks jobs that ended; replaces them while departures remain.
+reap() {
+	local j s
+	for j in "${ACTIVE[@]+"${ACTIVE[@]}"}"; do
+		s=$(job_state "$j")
+		case $s in succeeded | failed | cancelled | timeout)
+			check_job "$j"
+			[ ${#DEPS[@]} -lt "$SOAK_D" ] && new_job ;;
+		esac
+	done
+}
+
+# pick: a running job and its node and attempt ("JOB NODE ATTEMPT"), bounded.
+pick() {
+	local deadline=$((SECONDS + WAIT_S)) j s i n
+	while :; do
+		n=${#ACTIVE[@]}
+		for ((i = 0; i < n; i++)); do
+			# start from a different job each time, so all of them move
+			j=${ACTIVE[$(((i + ${#DEPS[@]}) % n))]}
+			s=$(job_get "$j" '"%s %s %s" % (d["state"], d["node"], d["attempts"])')
+			case $s in running\ p*)
+				PICK="$j ${s#running }"
+				return 0 ;;
+			esac
+		done
+		reap
+		[ ${#ACTIVE[@]} -eq 0 ] && return 1
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.2
+	done
+}
+
+# wait_again JOB ATTEMPT: until the job runs as a later attempt (bounded).
+wait_again() {
+	local deadline=$((SECONDS + WAIT_S)) s
+	while :; do
+		s=$(job_get "$1" '"%s %s" % (d["state"], d["attempts"])')
+		case $s in "running "*)
+			[ "${s#running }" -gt "$2" ] && return 0 ;;
+		succeeded* | failed* | cancelled* | timeout*)
+			return 1 ;;
+		esac
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.1
+	done
+}
+
+wait_exit_or_kill() { # NAME
+	wait_exit "${AGENT_PID[$1]}" 30 || { kill -KILL "${AGENT_PID[$1]}"; wait_exit "${AGENT_PID[$1]}"; }
+}
+
+start_coordinator
+for n in "${NODES[@]}"; do
+	: >"$T/$n.procs"
+	boot "$n"
+done
+for n in "${NODES[@]}"; do wait_node_up "$n"; done
+for ((i = 0; i < SOAK_JOBS; i++)); do new_job; done
+
+d=0
+while [ $d -lt "$SOAK_D" ]; do
+	reap
+	pick || { log "no running job to move"; break; }
+	read -r j node att <<<"$PICK"
+	# let the attempt upload a checkpoint first (bounded; a lost one is fine)
+	v=$(ckpt_version "$j")
+	deadline=$((SECONDS + 10))
+	while [ "$(ckpt_version "$j")" -le "$v" ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+	[ "$(job_get "$j" '"%s %s %s" % (d["state"], d["node"], d["attempts"])')" = "running $node $att" ] || continue
+	kind=${KINDS[$((d % ${#KINDS[@]}))]}
+	free_s=-
+	graceful=0
+	case $kind in
+	reclaim | reclaim_now)
+		if [ $kind = reclaim ]; then provider "$node" reclaim; graceful=1
+		else provider "$node" reclaim --now; fi
+		free_s=$(printf '%s' "$CLI_OUT" | sed -n 's/.*free after \([0-9.]*\) s.*/\1/p' | head -n 1)
+		[ -n "$free_s" ] || free_s=-
+		wait_again "$j" "$att"; moved=$((1 - $?))
+		provider "$node" resume ;;
+	presence)
+		graceful=1
+		spawn "$T/owner-$node.log" sleep 600
+		owner=$SPAWNED_PID
+		printf '0 %s\n' "$owner" >"$T/$node.procs"
+		wait_again "$j" "$att"; moved=$((1 - $?))
+		: >"$T/$node.procs"
+		kill -KILL "$owner" 2>/dev/null ;;
+	kill9)
+		kill9_agent "$node"
+		wait_again "$j" "$att"; moved=$((1 - $?))
+		boot "$node" ;;
+	sigterm)
+		graceful=1
+		kill -TERM "${AGENT_PID[$node]}"
+		wait_again "$j" "$att"; moved=$((1 - $?))
+		wait_exit_or_kill "$node"
+		boot "$node" ;;
+	leave)
+		graceful=1
+		provider "$node" leave
+		wait_again "$j" "$att"; moved=$((1 - $?))
+		wait_exit_or_kill "$node"
+		boot "$node" ;;
+	esac
+	[ $graceful = 1 ] && JOB_GRACEFUL[$j]+=" $att"
+	JOB_DEPS[$j]+=" $d"
+	DEPS+=("$kind $j $att $node $moved $free_s")
+	log "departure $d: $kind job $j attempt $att on $node moved=$moved free=$free_s"
+	d=$((d + 1))
+	wait_node_up "$node"
+	# the owner's GPU must be lent again before the next departure
+	deadline=$((SECONDS + WAIT_S))
+	while :; do
+		api "$ADMIN_TOKEN" GET /v1/nodes
+		[ "$(printf '%s' "$API_BODY" | E2E_NODE=$node json '[n for n in d["nodes"] if n["name"] == __import__("os").environ["E2E_NODE"]][0]["gpus"][0]["lent"]')" = true ] && break
+		[ $SECONDS -ge $deadline ] && { log "$node not lent again after ${WAIT_S}s"; break; }
+		sleep 0.1
+	done
+done
+SOAK_WALL=$((SECONDS - T0))
+log "departures done after ${SOAK_WALL}s; letting ${#ACTIVE[@]} job(s) finish"
+for j in "${ACTIVE[@]+"${ACTIVE[@]}"}"; do check_job "$j"; done
+
+# per-job histories for the figures
+for j in "${ALLJOBS[@]}"; do
+	job_get "$j" d >"$T/hist-$j.json"
+done
+printf '%s\n' "${DEPS[@]}" >"$T/deps.txt"
+for j in "${ALLJOBS[@]}"; do echo "$j ${JOB_OK[$j]:-0}"; done >"$T/jobok.txt"
+
+"$PY" - "$T" "$SOAK_WALL" "$SOAK_D" "$SOAK_TOTAL" "$SOAK_STEP_S" <<'EOF'
+import json, sys, os, datetime, collections
+t, wall, want, total, step = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+ok = dict(l.split() for l in open(t + "/jobok.txt"))
+deps = [l.split() for l in open(t + "/deps.txt") if l.strip()]
+def ts(s):
+    s = s.replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(s).timestamp()
+def pct(v, p):
+    v = sorted(v)
+    if not v: return float("nan")
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]
+hist = {}
+for j in ok:
+    hist[j] = {h["attempt"]: h for h in json.load(open("%s/hist-%s.json" % (t, j)))["history"]}
+bykind = collections.Counter()
+good = collections.Counter()
+free = collections.defaultdict(list)
+requeue = collections.defaultdict(list)
+lost = collections.defaultdict(list)
+reasons = collections.Counter()
+for kind, j, att, node, moved, fs in deps:
+    att = int(att)
+    bykind[kind] += 1
+    if moved == "1" and ok.get(j) == "1":
+        good[kind] += 1
+    if fs != "-":
+        free[kind].append(float(fs))
+    h = hist[j].get(att); n = hist[j].get(att + 1)
+    if h:
+        reasons[(kind, h.get("reason"))] += 1
+        if h.get("lost_s") is not None:
+            lost[kind].append(float(h["lost_s"])); lost["all"].append(float(h["lost_s"]))
+    if h and n and h.get("finished_at") and n.get("started_at"):
+        r = ts(n["started_at"]) - ts(h["finished_at"])
+        requeue[kind].append(r); requeue["all"].append(r)
+n = len(deps)
+print("== migration soak: %d departures (asked %d), %d jobs (TOTAL=%s steps, %s s/step), wall %d s" % (n, want, len(ok), total, step, wall))
+print("jobs checked ok (result + resume chain): %d/%d" % (sum(v == "1" for v in ok.values()), len(ok)))
+print("success: %d/%d = %.1f %%" % (sum(good.values()), n, 100.0 * sum(good.values()) / max(n, 1)))
+print("%-12s %5s %5s  %-22s %-22s %-18s %s" % ("kind", "n", "ok", "free s p50/p99", "requeue->run s p50/p99", "lost_s p50/max", "reasons"))
+for k in ["reclaim", "reclaim_now", "presence", "kill9", "sigterm", "leave", "all"]:
+    c = bykind[k] if k != "all" else n
+    g = good[k] if k != "all" else sum(good.values())
+    f = "%.2f / %.2f" % (pct(free[k], 50), pct(free[k], 99)) if free[k] else "-"
+    rq = "%.3f / %.3f" % (pct(requeue[k], 50), pct(requeue[k], 99)) if requeue[k] else "-"
+    lo = "%.2f / %.2f" % (pct(lost[k], 50), max(lost[k])) if lost[k] else "-"
+    rs = ",".join("%s:%d" % (r, m) for (kk, r), m in sorted(reasons.items(), key=str) if kk == k)
+    print("%-12s %5d %5d  %-22s %-22s %-18s %s" % (k, c, g, f, rq, lo, rs))
+sys.exit(0 if n == want and sum(good.values()) == n and all(v == "1" for v in ok.values()) else 1)
+EOF
