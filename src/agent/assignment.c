@@ -230,6 +230,33 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	    &a->restart_count, err, errlen);
 }
 
+static void
+free_strv(char **v)
+{
+	int i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+gp_container_image_free(struct gp_container_image *img)
+{
+	if (img == NULL)
+		return;
+	free(img->digest);
+	free_strv(img->layers);
+	free_strv(img->env);
+	free_strv(img->entrypoint);
+	free_strv(img->cmd);
+	free(img->workdir);
+	free(img->user);
+	free(img);
+}
+
 void
 gp_assignment_fini(struct gp_assignment *a)
 {
@@ -245,6 +272,15 @@ gp_assignment_fini(struct gp_assignment *a)
 	free(a->env);
 	free(a->restore_dir);
 	a->restore_dir = NULL;
+	gp_container_image_free(a->container);
+	a->container = NULL;
+	for (i = 0; i < a->nmounts; i++) {
+		free(a->mounts[i].source);
+		free(a->mounts[i].target);
+	}
+	free(a->mounts);
+	a->mounts = NULL;
+	a->nmounts = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;
 }

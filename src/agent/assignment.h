@@ -19,6 +19,35 @@ struct gp_attempt_id {
 	int64_t attempt;
 };
 
+/*
+ * A container image made ready on this provider (agent/image.c fills it
+ * from its layer cache; the container executor runs it). Every string and
+ * array is owned; free with gp_container_image_free.
+ */
+struct gp_container_image {
+	char *digest;	   /* the manifest's "sha256:<hex>" */
+	char **layers;	   /* unpacked layer directories, bottom first, NULL-ended */
+	char **env;	   /* the image config's Env, "K=V", NULL-ended (may be empty) */
+	char **entrypoint; /* Entrypoint, NULL-ended, or NULL */
+	char **cmd;	   /* Cmd, NULL-ended, or NULL */
+	char *workdir;	   /* WorkingDir, or NULL */
+	char *user;	   /* User, or NULL (the job never runs as root anyway) */
+};
+
+/* Frees img and everything it owns; NULL is fine. */
+void gp_container_image_free(struct gp_container_image *img);
+
+/*
+ * A host directory or file shown inside the job at target (both absolute),
+ * read-only unless read_only is 0. Filled by the agent (data sets);
+ * honoured by both executors.
+ */
+struct gp_mount {
+	char *source;
+	char *target;
+	int read_only;
+};
+
 struct gp_assignment {
 	struct gp_attempt_id id;
 	char name[GP_NAME_MAX + 1];
@@ -38,6 +67,9 @@ struct gp_assignment {
 	/* Filled by the agent, not the coordinator. */
 	char *restore_dir;	/* restored checkpoint to move in, or NULL */
 	int64_t restored_version;
+	struct gp_container_image *container; /* NULL: a plain command */
+	struct gp_mount *mounts; /* nmounts, owned */
+	int nmounts;
 };
 
 struct gp_poll_answer {
