@@ -114,6 +114,8 @@ gp_sched_gpu_matches(const struct gp_sched_gpu *gpu,
 {
 	if (job->gpu_mem_mib > 0 && gpu->mem_mib < job->gpu_mem_mib)
 		return 0;
+	if (job->max_price > 0 && gpu->price > job->max_price)
+		return 0;
 	if (job->gpu_model != NULL && job->gpu_model[0] != '\0' &&
 	    (gpu->model == NULL || strcasestr(gpu->model, job->gpu_model) ==
 		NULL))
@@ -322,6 +324,8 @@ gpu_matches(struct plan *p, const struct node_state *ns, int i,
 {
 	if (job->gpu_mem_mib > 0 && ns->node->gpus[i].mem_mib <
 	    job->gpu_mem_mib)
+		return 0;
+	if (job->max_price > 0 && ns->node->gpus[i].price > job->max_price)
 		return 0;
 	return model_matches(p, ns->gpus[i].model, job);
 }

@@ -27,6 +27,7 @@ struct gp_sched_gpu {
 	const char *model; /* "NVIDIA A100-SXM4-40GB" */
 	int64_t mem_mib;
 	int64_t job_id;	   /* the running job using it, 0 when free */
+	int64_t price;	   /* micro-credits per GPU-hour (ledger.c) */
 };
 
 struct gp_sched_node {
@@ -47,6 +48,7 @@ struct gp_sched_job {
 	int cpus;
 	int64_t mem_mib;      /* 0: no reservation */
 	int64_t time_limit_s; /* 0: unlimited */
+	int64_t max_price;    /* per GPU-hour, micro-credits; 0: any */
 };
 
 /* A job already running: what it holds and when its time limit ends. */
@@ -92,7 +94,7 @@ int gp_sched_plan(const struct gp_sched_input *in,
 int gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
     const struct gp_sched_job *job, char *why, size_t whylen);
 
-/* 1 when the GPU matches the job's model and memory constraints. */
+/* 1 when the GPU matches the job's model, memory and price limits. */
 int gp_sched_gpu_matches(const struct gp_sched_gpu *gpu,
     const struct gp_sched_job *job);
 

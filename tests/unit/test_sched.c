@@ -278,7 +278,7 @@ TEST(gpu_indices_are_the_nodes_own)
 
 TEST(gpu_matches)
 {
-	struct gp_sched_gpu g = {0, A100, 40960, 0};
+	struct gp_sched_gpu g = {0, A100, 40960, 0, 0};
 	struct gp_sched_job j;
 
 	memset(&j, 0, sizeof(j));
@@ -306,6 +306,48 @@ TEST(gpu_matches)
 	CHECK(gp_sched_gpu_matches(&g, &j));
 	j.gpu_model = "a100";
 	CHECK(!gp_sched_gpu_matches(&g, &j));
+}
+
+/* A job's max_price (accounting): only GPUs priced at most that. */
+TEST(max_price)
+{
+	struct gp_sched_gpu g = {0, A100, 40960, 0, 4000000};
+	struct gp_sched_node *n1, *n2;
+	struct gp_sched_job j, *q;
+	struct world w;
+	char why[256];
+	int i;
+
+	memset(&j, 0, sizeof(j));
+	j.gpus = 1;
+	CHECK(gp_sched_gpu_matches(&g, &j)); /* 0: any price */
+	j.max_price = 4000000;
+	CHECK(gp_sched_gpu_matches(&g, &j));
+	j.max_price = 3999999;
+	CHECK(!gp_sched_gpu_matches(&g, &j));
+
+	/* The dear node fits best (2 GPUs), the cheap one is affordable. */
+	world_init(&w);
+	n1 = add_node(&w, 1, 8, 0, 1, A100, 40960);
+	n2 = add_node(&w, 2, 8, 0, 4, "Tesla T4", 16384);
+	for (i = 0; i < 4; i++)
+		n2->gpus[i].price = 1000000;
+	n1->gpus[0].price = 4000000;
+	q = add_job(&w, 1, 1, 0);
+	q->max_price = 2000000;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(w.nout, 1);
+	CHECK(find(&w, 1) != NULL && find(&w, 1)->node_id == 2);
+	/* Without the limit, best fit takes the 1-GPU node. */
+	q->max_price = 0;
+	CHECK_EQ(plan(&w), 0);
+	CHECK(find(&w, 1) != NULL && find(&w, 1)->node_id == 1);
+	/* Nothing cheap enough: never fits. */
+	q->max_price = 999999;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(w.nout, 0);
+	CHECK(!gp_sched_can_ever_fit(w.nodes, w.nnodes, q, why, sizeof(why)));
+	world_fini(&w);
 }
 
 TEST(model_and_memory_constraints)
@@ -1298,5 +1340,6 @@ main(void)
 	RUN(can_ever_fit);
 	RUN(many_nodes);
 	RUN(property_random_worlds);
+	RUN(max_price);
 	return unit_report();
 }
