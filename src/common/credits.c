@@ -19,7 +19,7 @@ gp_credits_parse(const char *text, int64_t max, int64_t *micro)
 	if (text == NULL)
 		return GP_EINVAL;
 	while (*p >= '0' && *p <= '9') {
-		if (whole > (INT64_MAX / GP_MICRO - 9) / 10)
+		if (whole > (INT64_MAX / GP_MICRO - (*p - '0')) / 10)
 			return GP_EINVAL;
 		whole = whole * 10 + (*p++ - '0');
 		digits++;
