@@ -257,6 +257,10 @@ static const struct gp_cli_command commands[] = {
         provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_leave},
     {"provider policy show", "", "show the agent's lending policy",
         provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_policy_show},
+    {"provider policy check", "FILE",
+        "check a policy file (errors: FILE:LINE: reason)",
+        no_options, 1, 1, 0, "See docs/provider.md for the file's format.",
+        gp_cli_cmd_provider_policy_check},
     {"group create", "NAME", "create a group (a lab) (admin)",
         group_create_options, 1, 1, 0, NULL, gp_cli_cmd_group_create},
     {"group ls", "", "list the groups, members, providers and usage",
@@ -303,10 +307,6 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_usage},
     {"ledger", "", "the ledger's postings (two entries each)",
         ledger_options, 0, 0, 0, NULL, gp_cli_cmd_ledger},
-    {"provider policy check", "FILE",
-        "check a policy file (errors: FILE:LINE: reason)",
-        no_options, 1, 1, 0, "See docs/provider.md for the file's format.",
-        gp_cli_cmd_provider_policy_check},
 };
 
 void
