@@ -535,6 +535,7 @@ read_filter(struct MHD_Connection *conn, struct request *req,
 			return 0;
 		}
 		f->group_id = g->id;
+		gp_strlcpy(f->group, g->name, sizeof(f->group));
 	}
 	switch (who->role) {
 	case GP_ROLE_ADMIN:

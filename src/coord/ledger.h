@@ -192,6 +192,7 @@ void ledger_group_usage(const struct ledger *l, int64_t group_id,
 struct ledger_filter {
 	char user[GP_NAME_MAX + 1];	/* the paying user, "" any */
 	int64_t group_id;		/* either side's group, 0 any */
+	char group[GP_NAME_MAX + 1];	/* its name, for the answer */
 	char provider[GP_NAME_MAX + 1]; /* the paid provider, "" any */
 	int64_t job_id;			/* 0 any */
 	int64_t since_ms, until_ms;	/* at_ms in [since, until) */

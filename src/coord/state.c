@@ -1415,7 +1415,6 @@ apply_submit(struct op *op)
 	size_t nn;
 	int fits;
 	char why[256];
-
 	int64_t group_id;
 
 	switch (state_job_group(&op->caller, op->spec.group, &group_id)) {
