@@ -47,6 +47,7 @@ static const char schema[] =
     "CREATE INDEX IF NOT EXISTS entries_account ON entries(account, name,"
     " at_ms);"
     "CREATE INDEX IF NOT EXISTS entries_group ON entries(group_id, at_ms);"
+    "CREATE INDEX IF NOT EXISTS entries_at ON entries(at_ms);"
     "CREATE TABLE IF NOT EXISTS usage_decay(kind TEXT NOT NULL,"
     " name TEXT NOT NULL, gpu_s REAL NOT NULL, credits REAL NOT NULL,"
     " as_of_ms INTEGER NOT NULL, PRIMARY KEY(kind, name));";
@@ -925,27 +926,104 @@ ledger_close(struct ledger *l)
 /* ---- queries ---- */
 
 /*
- * The postings a filter selects (?1 since, ?2 until, ?3 user, ?4 group,
- * ?5 provider, ?6 job), as the body of a CTE.
+ * The conditions of a filter, on an entries row `e` (usage) or a postings
+ * row `p` with its entries `u` (user) and `v` (provider) (the ledger),
+ * written only for the filters given so that the indexes serve them.
+ * Parameters are named; bind_filter binds those the statement has.
  */
-#define SELECTED                                                           \
-	"SELECT p.id AS id FROM postings p"                                \
-	" JOIN entries u ON u.posting = p.id AND u.account = 'user'"       \
-	" JOIN entries v ON v.posting = p.id AND v.account = 'provider'"   \
-	" WHERE p.at_ms >= ?1 AND p.at_ms < ?2"                            \
-	" AND (?3 = '' OR u.name = ?3)"                                    \
-	" AND (?4 = 0 OR u.group_id = ?4 OR v.group_id = ?4)"              \
-	" AND (?5 = '' OR v.name = ?5) AND (?6 = 0 OR p.job_id = ?6)"
+static void
+usage_where(const struct ledger_filter *f, struct gp_buf *q)
+{
+	/*
+	 * Everything: one scan of the table (an index would cost a lookup
+	 * per row). A time range: its index.
+	 */
+	if (f->since_ms <= 0 && f->until_ms <= 0 && f->user[0] == '\0' &&
+	    f->provider[0] == '\0' && f->group_id == 0 && f->job_id == 0) {
+		gp_buf_printf(q, " NOT INDEXED LEFT JOIN groups g ON"
+				 " g.id = e.group_id");
+		return;
+	}
+	gp_buf_printf(q, " LEFT JOIN groups g ON g.id = e.group_id"
+			 " WHERE e.at_ms >= :since AND e.at_ms < :until");
+	if (f->user[0] != '\0')
+		gp_buf_printf(q, " AND e.posting IN (SELECT posting FROM entries"
+				 " WHERE account = 'user' AND name = :user"
+				 " AND at_ms >= :since AND at_ms < :until)");
+	if (f->provider[0] != '\0')
+		gp_buf_printf(q, " AND e.posting IN (SELECT posting FROM entries"
+				 " WHERE account = 'provider' AND name ="
+				 " :provider AND at_ms >= :since AND at_ms <"
+				 " :until)");
+	if (f->group_id != 0)
+		gp_buf_printf(q, " AND e.posting IN (SELECT posting FROM entries"
+				 " WHERE group_id = :group AND at_ms >= :since"
+				 " AND at_ms < :until)");
+	if (f->job_id != 0)
+		gp_buf_printf(q, " AND e.posting IN (SELECT id FROM postings"
+				 " WHERE job_id = :job)");
+}
+
+static void
+postings_where(const struct ledger_filter *f, struct gp_buf *q)
+{
+	/* No range: the newest by id, without the time index. */
+	gp_buf_printf(q, " WHERE 1");
+	if (f->since_ms > 0 || f->until_ms > 0)
+		gp_buf_printf(q, " AND p.at_ms >= :since AND p.at_ms < :until");
+	if (f->user[0] != '\0')
+		gp_buf_printf(q, " AND u.name = :user");
+	if (f->provider[0] != '\0')
+		gp_buf_printf(q, " AND v.name = :provider");
+	if (f->group_id != 0)
+		gp_buf_printf(q, " AND (u.group_id = :group OR"
+				 " v.group_id = :group)");
+	if (f->job_id != 0)
+		gp_buf_printf(q, " AND p.job_id = :job");
+}
+
+static void
+bind_named_int(sqlite3_stmt *s, const char *name, int64_t v)
+{
+	int i = sqlite3_bind_parameter_index(s, name);
+
+	if (i > 0)
+		sqlite3_bind_int64(s, i, v);
+}
+
+static void
+bind_named_text(sqlite3_stmt *s, const char *name, const char *v)
+{
+	int i = sqlite3_bind_parameter_index(s, name);
+
+	if (i > 0)
+		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
 
 static void
 bind_filter(sqlite3_stmt *s, const struct ledger_filter *f)
 {
-	sqlite3_bind_int64(s, 1, f->since_ms);
-	sqlite3_bind_int64(s, 2, f->until_ms > 0 ? f->until_ms : INT64_MAX);
-	sqlite3_bind_text(s, 3, f->user, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 4, f->group_id);
-	sqlite3_bind_text(s, 5, f->provider, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 6, f->job_id);
+	bind_named_int(s, ":since", f->since_ms);
+	bind_named_int(s, ":until", f->until_ms > 0 ? f->until_ms : INT64_MAX);
+	bind_named_text(s, ":user", f->user);
+	bind_named_int(s, ":group", f->group_id);
+	bind_named_text(s, ":provider", f->provider);
+	bind_named_int(s, ":job", f->job_id);
+	bind_named_int(s, ":limit", f->limit > 0 ? f->limit : 100);
+}
+
+/* Prepares q on the reader (read_lock held). NULL with err on failure. */
+static sqlite3_stmt *
+prepare_read(struct ledger *l, struct gp_buf *q, char *err, size_t errlen)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (q->data == NULL ||
+	    sqlite3_prepare_v2(l->reader, q->data, -1, &s, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "%s", sqlite3_errmsg(l->reader));
+		return NULL;
+	}
+	return s;
 }
 
 static json_t *
@@ -989,14 +1067,7 @@ json_t *
 ledger_usage_json(struct ledger *l, const struct ledger_filter *f, char *err,
     size_t errlen)
 {
-	static const char sql[] =
-	    "WITH sel AS (" SELECTED ")"
-	    " SELECT e.account, e.name, COALESCE(g.name, '?'),"
-	    " SUM(e.amount), SUM(e.gpu_ms), COUNT(*)"
-	    " FROM entries e JOIN sel ON e.posting = sel.id"
-	    " LEFT JOIN groups g ON g.id = e.group_id"
-	    " GROUP BY e.account, e.name, e.group_id"
-	    " ORDER BY e.account, e.name, g.name";
+	struct gp_buf q = {0};
 	json_t *users = json_array(), *providers = json_array();
 	json_t *groups = json_object(), *garr = json_array(), *v;
 	int64_t debits = 0, credits = 0, postings = 0;
@@ -1008,9 +1079,16 @@ ledger_usage_json(struct ledger *l, const struct ledger_filter *f, char *err,
 		snprintf(err, errlen, "no read connection");
 		goto fail;
 	}
+	gp_buf_printf(&q, "SELECT e.account, e.name, COALESCE(g.name, '?'),"
+			  " SUM(e.amount), SUM(e.gpu_ms), COUNT(*)"
+			  " FROM entries e");
+	usage_where(f, &q);
+	gp_buf_printf(&q, " GROUP BY e.account, e.name, e.group_id"
+			  " ORDER BY e.account, e.name, g.name");
 	pthread_mutex_lock(&l->read_lock);
-	if (sqlite3_prepare_v2(l->reader, sql, -1, &s, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "%s", sqlite3_errmsg(l->reader));
+	s = prepare_read(l, &q, err, errlen);
+	gp_buf_free(&q);
+	if (s == NULL) {
 		pthread_mutex_unlock(&l->read_lock);
 		goto fail;
 	}
@@ -1071,20 +1149,10 @@ json_t *
 ledger_postings_json(struct ledger *l, const struct ledger_filter *f,
     char *err, size_t errlen)
 {
-	static const char sql[] =
-	    "WITH sel AS (" SELECTED " ORDER BY p.id DESC LIMIT ?7)"
-	    " SELECT p.id, p.job_id, p.attempt, p.seq, p.final, p.at_ms,"
-	    " p.from_ms, p.to_ms, COALESCE(n.name, '?'), p.amount, p.gpu_ms,"
-	    " u.name, COALESCE(gu.name, '?'), v.name, COALESCE(gv.name, '?')"
-	    " FROM sel JOIN postings p ON p.id = sel.id"
-	    " JOIN entries u ON u.posting = p.id AND u.account = 'user'"
-	    " JOIN entries v ON v.posting = p.id AND v.account = 'provider'"
-	    " LEFT JOIN groups gu ON gu.id = u.group_id"
-	    " LEFT JOIN groups gv ON gv.id = v.group_id"
-	    " LEFT JOIN nodes n ON n.id = p.node_id"
-	    " ORDER BY p.id";
-	json_t *arr = json_array();
+	json_t *arr = json_array(), *newest_first = json_array();
+	struct gp_buf q = {0};
 	sqlite3_stmt *s = NULL;
+	size_t k;
 	int rc;
 
 	if (l->reader == NULL) {
@@ -1092,19 +1160,35 @@ ledger_postings_json(struct ledger *l, const struct ledger_filter *f,
 		json_decref(arr);
 		return NULL;
 	}
+	gp_buf_printf(&q, "SELECT p.id, p.job_id, p.attempt, p.seq, p.final,"
+			  " p.at_ms, p.from_ms, p.to_ms, COALESCE(n.name, '?'),"
+			  " p.amount, p.gpu_ms, u.name, COALESCE(gu.name, '?'),"
+			  " v.name, COALESCE(gv.name, '?') FROM postings p"
+			  /* CROSS: newest postings first, by id, then */
+			  /* their entries; LIMIT stops the scan early */
+			  " CROSS JOIN entries u ON u.posting = p.id AND"
+			  " u.account = 'user'"
+			  " CROSS JOIN entries v ON v.posting = p.id AND"
+			  " v.account = 'provider'"
+			  " LEFT JOIN groups gu ON gu.id = u.group_id"
+			  " LEFT JOIN groups gv ON gv.id = v.group_id"
+			  " LEFT JOIN nodes n ON n.id = p.node_id");
+	postings_where(f, &q);
+	gp_buf_printf(&q, " ORDER BY p.id DESC LIMIT :limit");
 	pthread_mutex_lock(&l->read_lock);
-	if (sqlite3_prepare_v2(l->reader, sql, -1, &s, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "%s", sqlite3_errmsg(l->reader));
+	s = prepare_read(l, &q, err, errlen);
+	gp_buf_free(&q);
+	if (s == NULL) {
 		pthread_mutex_unlock(&l->read_lock);
 		json_decref(arr);
+		json_decref(newest_first);
 		return NULL;
 	}
 	bind_filter(s, f);
-	sqlite3_bind_int(s, 7, f->limit > 0 ? f->limit : 100);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		int64_t amount = sqlite3_column_int64(s, 9);
 		int64_t gpu_ms = sqlite3_column_int64(s, 10);
-		json_array_append_new(arr,
+		json_array_append_new(newest_first,
 		    json_pack("{s:I,s:I,s:i,s:i,s:s,s:o,s:o,s:o,s:s,s:I,s:I,"
 			      "s:[{s:s,s:s,s:s,s:I},{s:s,s:s,s:s,s:I}]}",
 			"id", (json_int_t)sqlite3_column_int64(s, 0),
@@ -1128,7 +1212,12 @@ ledger_postings_json(struct ledger *l, const struct ledger_filter *f,
 	if (rc != SQLITE_DONE) {
 		snprintf(err, errlen, "query failed");
 		json_decref(arr);
+		json_decref(newest_first);
 		return NULL;
 	}
+	/* Oldest first. */
+	for (k = json_array_size(newest_first); k > 0; k--)
+		json_array_append(arr, json_array_get(newest_first, k - 1));
+	json_decref(newest_first);
 	return json_pack("{s:o}", "postings", arr);
 }

@@ -970,7 +970,12 @@ current_attempt(struct job *job)
 	return a->attempt == job->attempts && a->finished_ms == 0 ? a : NULL;
 }
 
-/* The periodic accrual: every running attempt posts what it ran. */
+/*
+ * The periodic accrual: a running attempt posts what it ran once its last
+ * posting is --accrual-interval old. Attempts started at different times
+ * come due at different ticks, so the work is spread, not one large
+ * batch every interval.
+ */
 static void
 accrue(int64_t now)
 {
@@ -991,6 +996,9 @@ accrue(int64_t now)
 				bill_start(j, a, now);
 				persist_job(j);
 			}
+			if (now - (a->meter.from_ms + a->meter.billed_ms) <
+			    state.cfg.accrual_ms)
+				continue;
 			bill_post(j, a, now, 0);
 		}
 	}
@@ -1003,7 +1011,7 @@ acct_tick(int64_t mono)
 	static int64_t last_accrual, last_period;
 	int64_t now = gp_now_ms();
 
-	if (mono - last_accrual >= state.cfg.accrual_ms) {
+	if (mono - last_accrual >= 250) {
 		accrue(now);
 		last_accrual = mono;
 	}
