@@ -5,7 +5,8 @@
 # RSS idle, after the dispatch run and after the submissions. Usage: BUILD=build bench/run.sh
 # (what `make bench` runs). Knobs: SUBMIT_SECONDS, DISPATCH_AGENTS,
 # DISPATCH_RATE, DISPATCH_SECONDS, CKPT_MIB (the checkpoint benchmark's
-# size, default 1024; 0 skips it), CKPT_PARALLEL.
+# size, default 1024; 0 skips it), CKPT_PARALLEL, LEDGER_POSTINGS (the
+# ledger benchmark's size, default 200000; 0 skips it).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -87,5 +88,12 @@ if [ "${CKPT_MIB:-1024}" -gt 0 ]; then
 		--admin-token-file "$DATA/ckpt/admin.token" \
 		--work "$DATA/ckpt-work" --size-mib "${CKPT_MIB:-1024}" \
 		--parallel "${CKPT_PARALLEL:-4}" 2>/dev/null || status=1
+fi
+
+# The books (docs/accounting.md): posting rate, and the reads of usage and
+# the ledger over a ledger of that many postings.
+if [ "${LEDGER_POSTINGS:-200000}" != 0 ]; then
+	timeout 600 "$BUILD/bench/bench_ledger" \
+		--postings "${LEDGER_POSTINGS:-200000}" || status=1
 fi
 exit $status
