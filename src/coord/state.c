@@ -1126,6 +1126,13 @@ job_budgets(const struct job *j, struct ledger_budget **user,
 	    ledger_group_name(&ledger, j->group_id));
 }
 
+/* a + b for amounts that may be INT64_MAX (an estimate saturates). */
+static int64_t
+add_saturated(int64_t a, int64_t b)
+{
+	return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* 1 when est fits in b; else sets the job's hold reason. */
 static int
 budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
@@ -1133,7 +1140,8 @@ budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
 	char left[32], amount[32], cost[32];
 	int64_t rest;
 
-	if (b == NULL || est <= 0 || b->reserved + est <= b->amount)
+	/* amount and reserved are >= 0: amount - reserved cannot overflow */
+	if (b == NULL || est <= 0 || est <= b->amount - b->reserved)
 		return 1;
 	rest = b->amount - b->reserved;
 	gp_credits_format(rest > 0 ? rest : 0, left, sizeof(left));
@@ -1177,9 +1185,9 @@ budget_holds(void)
 				continue;
 			est = job_remaining(j);
 			if (ub != NULL)
-				ub->reserved += est;
+				ub->reserved = add_saturated(ub->reserved, est);
 			if (gb != NULL)
-				gb->reserved += est;
+				gb->reserved = add_saturated(gb->reserved, est);
 		}
 	}
 	for (i = 0; i < state.nqueue; i++) {
@@ -1215,9 +1223,9 @@ budget_admit(struct job *j)
 		return 0;
 	}
 	if (ub != NULL)
-		ub->reserved += est;
+		ub->reserved = add_saturated(ub->reserved, est);
 	if (gb != NULL)
-		gb->reserved += est;
+		gb->reserved = add_saturated(gb->reserved, est);
 	return 1;
 }
 
