@@ -18,6 +18,9 @@
  *     node's provider and group;
  *   - budgets' spending and decayed usage (kept incrementally and across
  *     restarts) equal what a scan of the ledger gives.
+ *
+ * Also: members, prices and budgets survive restarts, a posting is never
+ * written twice, and a database from before groups is migrated.
  */
 #include <math.h>
 #include <stdint.h>
@@ -614,11 +617,74 @@ TEST(books_persist)
 	CHECK_EQ(system(cmd), 0);
 }
 
+static struct token_entry *loaded_token;
+
+static void
+on_token(struct token_entry *t)
+{
+	free(loaded_token);
+	loaded_token = t;
+}
+
+static void
+on_node(struct node *n)
+{
+	free(n->gpus);
+	free(n);
+}
+
+static void
+on_job(struct job *j)
+{
+	(void)j;
+}
+
+/* A database of before groups: its tokens get a group column, "default". */
+TEST(migrates_old_tokens)
+{
+	sqlite3 *db;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-ledger.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+	CHECK_EQ(sqlite3_exec(db,
+		     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+		     "INSERT INTO meta VALUES('schema_version', '1');"
+		     "CREATE TABLE tokens(id INTEGER PRIMARY KEY,"
+		     " name TEXT NOT NULL, role TEXT NOT NULL,"
+		     " hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL);"
+		     "INSERT INTO tokens VALUES(1, 'alice', 'user', 'abc', 5);",
+		     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	CHECK_EQ(open_books(1700000000000LL), 0);
+	CHECK_EQ(store_load(on_token, on_node, on_job), 0);
+	CHECK(loaded_token != NULL);
+	if (loaded_token != NULL) {
+		CHECK_STR(loaded_token->name, "alice");
+		CHECK_EQ(loaded_token->group_id, 1);
+	}
+	CHECK_EQ(ledger_group_by_name(&ledger, "default")->id, 1);
+	CHECK(ledger_is_member(&ledger, "alice", 1));
+	close_books();
+	/* and opening it again changes nothing */
+	CHECK_EQ(open_books(1700000000000LL), 0);
+	CHECK_EQ(store_load(on_token, on_node, on_job), 0);
+	CHECK(loaded_token != NULL && loaded_token->group_id == 1);
+	close_books();
+	free(loaded_token);
+	loaded_token = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
 int
 main(void)
 {
 	gp_log_init("test", GP_LOG_ERROR);
 	RUN(books_persist);
+	RUN(migrates_old_tokens);
 	RUN(property_random_histories);
 	free(att);
 	return unit_report();
