@@ -310,18 +310,17 @@ load_node(struct node *n)
 static void
 load_job(struct job *j)
 {
+	const struct ledger_group *g;
 	struct node *node;
 	int i;
 
 	j->queue_pos = -1;
 	j->log_size = joblog_size_on_disk(j->id);
-	{
-		const struct ledger_group *g =
-		    ledger_group_by_name(&ledger, j->spec.group);
-		if (g == NULL)
-			g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
-		j->group_id = g != NULL ? g->id : 1;
-	}
+	/* Its group, by the name submit wrote into its spec. */
+	g = ledger_group_by_name(&ledger, j->spec.group);
+	if (g == NULL)
+		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
+	j->group_id = g != NULL ? g->id : 1;
 	if (job_insert(j) != 0)
 		gp_fatalx("out of memory loading jobs");
 	if (j->state == JOB_QUEUED) {
@@ -435,9 +434,8 @@ state_create_admin_token_if_none(void)
 	t->id = state.next_token_id;
 	t->role = GP_ROLE_ADMIN;
 	gp_strlcpy(t->name, "admin", sizeof(t->name));
-	t->group_id = ledger_user_groups(&ledger, t->name, &t->group_id, 1) == 1
-	    ? t->group_id
-	    : 1;
+	if (ledger_user_groups(&ledger, t->name, &t->group_id, 1) != 1)
+		t->group_id = 1;
 	if (store_begin() != 0 || store_put_token(t, gp_now_ms()) != 0 ||
 	    store_commit() != 0) {
 		free(t);
@@ -546,7 +544,7 @@ job_to_json(const struct job *job, int with_history)
 json_t *
 node_to_json(const struct node *node)
 {
-	json_t *gpus = json_array();
+	json_t *gpus = json_array(), *o;
 	int i;
 
 	for (i = 0; i < node->ngpus; i++) {
@@ -560,8 +558,6 @@ node_to_json(const struct node *node)
 			(json_int_t)g->mem_used_mib, "lent",
 			i < 64 && ((node->lent >> i) & 1)));
 	}
-	json_t *o;
-
 	o = json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
 			 "s:I}",
 	    "id", (json_int_t)node->id, "name", node->name, "owner",
