@@ -208,6 +208,34 @@ gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
 }
 
 void
+gp_cgroup_paths(const struct gp_cgroups *cg, const char *name,
+    struct gp_cgroup_job *job)
+{
+	memset(job, 0, sizeof(*job));
+	if (cg->mode == GP_CGROUP_V2)
+		snprintf(job->dirs[job->ndirs++], PATH_MAX, "%.4000s/%s",
+		    cg->v2, name);
+	else if (cg->mode == GP_CGROUP_V1) {
+		if (cg->memory[0] != '\0')
+			snprintf(job->dirs[job->ndirs++], PATH_MAX,
+			    "%.4000s/%s", cg->memory, name);
+		if (cg->pids[0] != '\0')
+			snprintf(job->dirs[job->ndirs++], PATH_MAX,
+			    "%.4000s/%s", cg->pids, name);
+	}
+}
+
+int
+gp_cgroup_runtime_path(const struct gp_cgroups *cg, const char *name,
+    char *out, size_t len)
+{
+	if (cg->mode == GP_CGROUP_NONE)
+		return GP_ENOENT;
+	snprintf(out, len, "/%s/%s", parent_name, name);
+	return 0;
+}
+
+void
 gp_cgroup_close_fds(struct gp_cgroup_job *job)
 {
 	int i;

@@ -186,6 +186,13 @@ int gp_oci_rootfs_mkpath(int root_fd, const char *path, int is_file,
     char *err, size_t errlen);
 
 /*
+ * Opens path inside the root with flags (O_CLOEXEC added), symbolic
+ * links resolved as if the root were / and never leaving it. Returns the
+ * descriptor or -1 (errno).
+ */
+int gp_oci_rootfs_open(int root_fd, const char *path, int flags);
+
+/*
  * The process the agent holds for a container: clone3 into a new mount
  * and pid namespace (it is pid 1: killing it kills the runtime and the
  * container, which is nested in its pid namespace), mounts a /proc of

@@ -164,9 +164,8 @@ out:
 	return ret;
 }
 
-/* openat2 RESOLVE_IN_ROOT: symbolic links resolve as if root were /. */
-static int
-open_in_root(int root, const char *path, int flags)
+int
+gp_oci_rootfs_open(int root, const char *path, int flags)
 {
 	struct open_how how;
 
@@ -174,6 +173,8 @@ open_in_root(int root, const char *path, int flags)
 	how.flags = (uint64_t)(flags | O_CLOEXEC);
 	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
 	    RESOLVE_NO_XDEV;
+	while (*path == '/')
+		path++;
 	return (int)syscall(SYS_openat2, root, path[0] == '\0' ? "." : path,
 	    &how, sizeof(how));
 }
@@ -195,7 +196,7 @@ gp_oci_rootfs_mkpath(int root, const char *path, int is_file, char *err,
 	len = strlen(buf);
 	if (len == 0)
 		return 0;
-	if ((fd = open_in_root(root, buf, O_PATH)) >= 0) {
+	if ((fd = gp_oci_rootfs_open(root, buf, O_PATH)) >= 0) {
 		close(fd);
 		return 0;
 	}
@@ -208,7 +209,7 @@ gp_oci_rootfs_mkpath(int root, const char *path, int is_file, char *err,
 
 		if (next != NULL)
 			*next = '\0';
-		if ((fd = open_in_root(root, buf, O_PATH)) < 0) {
+		if ((fd = gp_oci_rootfs_open(root, buf, O_PATH)) < 0) {
 			char *name = strrchr(buf, '/');
 
 			if (errno != ENOENT)
@@ -216,11 +217,11 @@ gp_oci_rootfs_mkpath(int root, const char *path, int is_file, char *err,
 				    path);
 			if (name != NULL) {
 				*name = '\0';
-				dir = open_in_root(root, buf,
+				dir = gp_oci_rootfs_open(root, buf,
 				    O_PATH | O_DIRECTORY);
 				*name++ = '/';
 			} else {
-				dir = open_in_root(root, "", O_PATH |
+				dir = gp_oci_rootfs_open(root, "", O_PATH |
 				    O_DIRECTORY);
 				name = buf;
 			}

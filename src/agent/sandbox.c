@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -22,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/executor.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -450,3 +452,70 @@ gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
 	*pidfd = fd;
 	return 0;
 }
+
+/* ---- the plain sandbox as an executor implementation ---- */
+
+static int
+sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
+{
+	const struct gp_sandbox_user *u = x->cfg->user;
+	const struct gp_assignment *a = x->a;
+	int i;
+
+	if (a->argc < 1 || a->argv == NULL || a->argv[0] == NULL) {
+		snprintf(err, errlen, "no command to run");
+		return GP_EINVAL;
+	}
+	if ((x->argv = calloc((size_t)a->argc + 1, sizeof(char *))) == NULL) {
+		snprintf(err, errlen, "agent out of memory");
+		return GP_ENOMEM;
+	}
+	for (i = 0; i < a->argc; i++)
+		if ((x->argv[i] = strdup(a->argv[i])) == NULL) {
+			snprintf(err, errlen, "agent out of memory");
+			return GP_ENOMEM;
+		}
+	x->argv0 = x->argv[0];
+	if (!u->userns) {
+		x->uid = u->uid;
+		x->gid = u->gid;
+	}
+	return 0;
+}
+
+static int
+sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
+    size_t errlen)
+{
+	struct gp_sandbox_spec spec;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.user = x->cfg->user;
+	spec.workdir = x->workdir;
+	spec.argv = x->argv;
+	spec.envp = x->env;
+	spec.out_fd = x->out_fd;
+	spec.status_fd = x->status_fd;
+	spec.cgroup_fds = x->cgroup.procs_fds;
+	spec.ncgroup_fds = x->cgroup.nfds;
+	if (gp_sandbox_spawn(&spec, pid, pidfd) != 0) {
+		snprintf(err, errlen, "clone: %s", strerror(errno));
+		return GP_EIO;
+	}
+	return 0;
+}
+
+static void
+sandbox_release(struct gp_exec_job *x)
+{
+	(void)x;
+}
+
+const struct gp_executor_ops gp_sandbox_exec_ops = {
+	.name = "sandbox",
+	.prepare = sandbox_prepare,
+	.spawn = sandbox_spawn,
+	.stage_name = gp_sandbox_stage_name,
+	.explain = NULL,
+	.release = sandbox_release,
+};
