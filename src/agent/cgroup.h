@@ -63,6 +63,19 @@ void gp_cgroup_paths(const struct gp_cgroups *cg, const char *name,
  */
 int gp_cgroup_runtime_path(const struct gp_cgroups *cg, const char *name,
     char *out, size_t len);
+/*
+ * Removes the cgroup "<parent>/<name>" from every mounted cgroup
+ * hierarchy (an OCI runtime makes a job's cgroups in all of them),
+ * waiting up to timeout_ms for exiting processes to leave. Returns 0 or
+ * GP_EIO when one is still there.
+ */
+int gp_cgroup_remove_everywhere(const struct gp_cgroups *cg, const char *name,
+    int timeout_ms);
+/*
+ * Removes the agent's parent cgroup "gpupool-<node>-<pid>" from every
+ * hierarchy (at exit, after the last job). Best effort.
+ */
+void gp_cgroup_fini(const struct gp_cgroups *cg);
 /* Closes the cgroup.procs descriptors (the parent's copies). */
 void gp_cgroup_close_fds(struct gp_cgroup_job *job);
 /* SIGKILLs every process in the job's cgroup(s). */

@@ -627,6 +627,10 @@ container_release(struct gp_exec_job *x)
 	    (ret = gp_oci_runtime_delete(&c->rt, cj->id, 10000)) != 0)
 		gp_warn("container delete failed id=%s runtime=%s error=%s",
 		    cj->id, c->rt.name, gp_strerror(ret));
+	if (cj->bundle[0] != '\0' && cj->have_cgroups_path &&
+	    gp_cgroup_remove_everywhere(c->cgroups, x->name, 2000) != 0)
+		gp_warn("cannot remove a container's cgroups id=%s path=%s",
+		    cj->id, cj->cgroups_path);
 	if (cj->bundle[0] != '\0')
 		gp_remove_tree(cj->bundle);
 	gp_oci_edits_fini(&cj->edits);

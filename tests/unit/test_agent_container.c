@@ -1017,6 +1017,7 @@ main(void)
 	}
 	if (ran == 0)
 		printf("skipped: neither crun nor runc is installed\n");
+	gp_cgroup_fini(&cgroups);
 	for (int i = 0; i < noutcomes; i++)
 		gp_buf_free(&outcomes[i].output);
 	gp_remove_tree(dir);

@@ -439,6 +439,7 @@ main(void)
 	RUN(workdir_removed);
 	RUN(many_jobs);
 	gp_executor_free(ex);
+	gp_cgroup_fini(&cgroups);
 	for (int i = 0; i < noutcomes; i++)
 		gp_buf_free(&outcomes[i].output);
 	gp_remove_tree(work);
