@@ -113,6 +113,9 @@ struct gp_oci_config {
 int gp_oci_config_build(const struct gp_oci_config *c, json_t **out,
     char *err, size_t errlen);
 
+/* 1 when p is absolute with no empty, "." or ".." part, no end "/". */
+int gp_oci_path_normal(const char *p);
+
 /* 1 when target (absolute, normalised) is one the executor owns. */
 int gp_oci_reserved_target(const char *target);
 

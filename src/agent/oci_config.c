@@ -226,9 +226,8 @@ gp_oci_edits_resolve(struct gp_oci_edits *e, char *err, size_t errlen)
 
 /* ---- paths ---- */
 
-/* Absolute, no empty, "." or ".." component, no trailing slash. */
-static int
-path_normal(const char *p)
+int
+gp_oci_path_normal(const char *p)
 {
 	const char *c;
 
@@ -434,8 +433,8 @@ check(const struct gp_oci_config *c, char *err, size_t errlen)
 		    "namespace (size %u)", c->uid, c->gid, c->userns_size);
 		return GP_EINVAL;
 	}
-	if (!path_normal(c->cwd) || !path_normal(c->workdir) ||
-	    !path_normal(c->rootfs)) {
+	if (!gp_oci_path_normal(c->cwd) || !gp_oci_path_normal(c->workdir) ||
+	    !gp_oci_path_normal(c->rootfs)) {
 		snprintf(err, errlen, "not an absolute, normal path: cwd %s, "
 		    "work directory %s or rootfs %s", c->cwd, c->workdir,
 		    c->rootfs);
@@ -444,7 +443,7 @@ check(const struct gp_oci_config *c, char *err, size_t errlen)
 	for (i = 0; i < c->nmounts; i++) {
 		const char *t = c->mounts[i].target;
 
-		if (!path_normal(t) || !path_normal(c->mounts[i].source)) {
+		if (!gp_oci_path_normal(t) || !gp_oci_path_normal(c->mounts[i].source)) {
 			snprintf(err, errlen, "mount %s on %s: paths must be "
 			    "absolute and normal", c->mounts[i].source, t);
 			return GP_EINVAL;
@@ -457,7 +456,7 @@ check(const struct gp_oci_config *c, char *err, size_t errlen)
 		}
 	}
 	for (i = 0; e != NULL && i < e->ndevices; i++)
-		if (!path_normal(e->devices[i].path) ||
+		if (!gp_oci_path_normal(e->devices[i].path) ||
 		    e->devices[i].type == 0 || e->devices[i].major < 0 ||
 		    e->devices[i].minor < 0) {
 			snprintf(err, errlen, "device %s: bad path or unknown "
@@ -465,7 +464,7 @@ check(const struct gp_oci_config *c, char *err, size_t errlen)
 			return GP_EINVAL;
 		}
 	for (i = 0; e != NULL && i < e->nmounts; i++)
-		if (!path_normal(e->mounts[i].container_path) ||
+		if (!gp_oci_path_normal(e->mounts[i].container_path) ||
 		    e->mounts[i].host_path == NULL ||
 		    e->mounts[i].host_path[0] != '/') {
 			snprintf(err, errlen, "edit mount %s: paths must be "
