@@ -210,7 +210,7 @@ close_except(int *keep, int n)
 
 /*
  * Fallback for kernels without mount_setattr: remount every mount
- * read-only, one by one, from /proc/self/mountinfo.
+ * read-only and nosuid, one by one, from /proc/self/mountinfo.
  */
 static int
 remount_all_readonly(void)
@@ -249,7 +249,7 @@ remount_all_readonly(void)
 		}
 		path[k] = '\0';
 		if (k > 0 && mount(NULL, path, NULL,
-		    MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0 &&
+		    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) != 0 &&
 		    strcmp(path, "/") == 0)
 			ret = -1;
 		line = next;
