@@ -539,12 +539,12 @@ setup(const struct gp_sandbox_spec *s)
 			fail(fd, STAGE_MOUNT);
 	if (sethostname("gpupool-job", 11) != 0)
 		fail(fd, STAGE_HOSTNAME);
+	/* No capability can come back, in a user namespace either. */
+	for (i = 0; i < 64; i++)
+		if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) != 0 && errno == EINVAL)
+			break;
 	if (!u->userns) {
-		/* Drop the capability bounding set, then become the user. */
-		for (i = 0; i < 64; i++)
-			if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) != 0 &&
-			    errno == EINVAL)
-				break;
+		/* Then become the user (which clears every capability). */
 		/*
 		 * Raw system calls: glibc's wrappers would signal the
 		 * agent's other threads (setxid) and take their locks.
