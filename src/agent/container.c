@@ -9,12 +9,13 @@
  *            root), argv (gpupool-init, then Entrypoint + the job's
  *            command or Cmd), the GPUs' container edits (CDI, or the
  *            NVIDIA nodes and libraries found), every mount point made
- *            inside the root, the bundle directory;
+ *            inside the root;
  *   spawn:   config.json (oci_config.c), then the runtime's `run` in its
- *            own mount and pid namespace with the root attached, fds
- *            3 (status) and 4 (output) preserved for gpupool-init;
+ *            own mount and pid namespace, where the bundle is a private
+ *            tmpfs with the root attached, fds 3 (status) and 4 (output)
+ *            preserved for gpupool-init, its messages in a memfd;
  *   release: `runtime delete --force` when a killed runtime left state,
- *            and the bundle.
+ *            and its cgroups.
  *
  * See docs/agent.md, "Container jobs".
  */
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,7 +46,7 @@
 struct gp_containers {
 	struct gp_oci_runtime rt;
 	char base[PATH_MAX];		/* WORK/containers */
-	char bundles[PATH_MAX + 16];	/* base/bundles */
+	char bundle[PATH_MAX + 16];	/* base/bundle: every bundle's mount point */
 	int64_t scratch_bytes;
 	const struct gp_cgroups *cgroups;
 	const struct gp_gpu_info *gpus;
@@ -58,9 +60,8 @@ struct gp_containers {
 /* One container job's part (struct gp_exec_job's priv). */
 struct cjob {
 	char id[96];			/* the runtime's container id */
-	char bundle[PATH_MAX + 128];
-	char rootfs[PATH_MAX + 160];
-	char log[PATH_MAX + 160];
+	char rootfs[PATH_MAX + 160];	/* in the bundle, in its namespace */
+	int log_fd;			/* memfd: the runtime's messages */
 	char cwd[PATH_MAX];
 	char cgroups_path[256];
 	int have_cgroups_path;
@@ -385,12 +386,10 @@ container_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 		snprintf(err, errlen, "agent out of memory");
 		return GP_ENOMEM;
 	}
-	cj->root_fd = -1;
+	cj->root_fd = cj->log_fd = -1;
 	x->priv = cj;
 	snprintf(cj->id, sizeof(cj->id), "gpupool-%s", x->name);
-	snprintf(cj->bundle, sizeof(cj->bundle), "%s/%s", c->bundles, x->name);
-	snprintf(cj->rootfs, sizeof(cj->rootfs), "%s/rootfs", cj->bundle);
-	snprintf(cj->log, sizeof(cj->log), "%s/runtime.log", cj->bundle);
+	snprintf(cj->rootfs, sizeof(cj->rootfs), "%s/rootfs", c->bundle);
 	cj->have_cgroups_path = gp_cgroup_runtime_path(c->cgroups, x->name,
 	    cj->cgroups_path, sizeof(cj->cgroups_path)) == 0;
 	if (img->layers == NULL || img->layers[0] == NULL) {
@@ -494,12 +493,6 @@ container_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 		    (ret = gp_oci_rootfs_mkpath(cj->root_fd,
 		    cj->edits.devices[i].path, 1, err, errlen)) != 0)
 			return ret;
-	gp_remove_tree(cj->bundle);
-	if (mkdir(cj->bundle, 0711) != 0 || mkdir(cj->rootfs, 0755) != 0) {
-		snprintf(err, errlen, "bundle %s: %s", cj->bundle,
-		    strerror(errno));
-		return GP_EIO;
-	}
 	return 0;
 }
 
@@ -512,15 +505,15 @@ container_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	struct gp_containers *c = x->cfg->containers;
 	const struct gp_assignment *a = x->a;
 	struct cjob *cj = x->priv;
-	char cfgpath[PATH_MAX + 200];
 	char *argv[] = {c->rt.name, "--root", c->rt.state_root, "run",
-	    "--bundle", cj->bundle, "--preserve-fds", "2", cj->id, NULL};
+	    "--bundle", c->bundle, "--preserve-fds", "2", cj->id, NULL};
 	char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
 	    "/usr/bin:/sbin:/bin", NULL};
 	struct gp_oci_config oc;
 	struct gp_oci_spawn s;
 	json_t *cfg = NULL;
-	int logfd, ret;
+	char *text;
+	int ret;
 
 	memset(&oc, 0, sizeof(oc));
 	oc.args = x->argv;
@@ -547,34 +540,32 @@ container_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	oc.edits = &cj->edits;
 	if ((ret = gp_oci_config_build(&oc, &cfg, err, errlen)) != 0)
 		return ret;
-	snprintf(cfgpath, sizeof(cfgpath), "%s/config.json", cj->bundle);
-	ret = json_dump_file(cfg, cfgpath, JSON_COMPACT);
+	text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
-	if (ret != 0) {
-		snprintf(err, errlen, "cannot write %s", cfgpath);
-		return GP_EIO;
+	if (text == NULL ||
+	    (cj->log_fd = memfd_create("gpupool-runtime-log", MFD_CLOEXEC)) < 0) {
+		free(text);
+		snprintf(err, errlen, "agent out of memory");
+		return GP_ENOMEM;
 	}
 	/* A container of this id left by a crash: the runtime would refuse. */
 	gp_oci_runtime_delete(&c->rt, cj->id, 10000);
-	if ((logfd = open(cj->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-	    0600)) < 0) {
-		snprintf(err, errlen, "%s: %s", cj->log, strerror(errno));
-		return GP_EIO;
-	}
 	memset(&s, 0, sizeof(s));
 	s.rt = &c->rt;
 	s.argv = argv;
 	s.envp = envp;
+	s.bundle = c->bundle;
+	s.config = text;
+	s.config_len = strlen(text);
 	s.rootfs_fd = cj->root_fd;
-	s.rootfs_path = cj->rootfs;
 	s.fds[0] = -1;
-	s.fds[1] = s.fds[2] = logfd;
+	s.fds[1] = s.fds[2] = cj->log_fd;
 	s.fds[3] = s.status_fd = x->status_fd;
 	s.fds[4] = x->out_fd;
 	ret = gp_oci_spawn(&s, pid, pidfd);
 	if (ret != 0)
 		snprintf(err, errlen, "clone: %s", strerror(errno));
-	close(logfd);
+	free(text);
 	/* The runtime's process holds the root now. */
 	close(cj->root_fd);
 	cj->root_fd = -1;
@@ -592,23 +583,17 @@ container_explain(struct gp_exec_job *x, char *msg, size_t len)
 {
 	struct gp_containers *c = x->cfg->containers;
 	struct cjob *cj = x->priv;
-	char *data = NULL, *p, *line;
-	size_t n;
+	char line[400];
 
 	if (cj == NULL)
 		return;
-	if (gp_read_file(cj->log, 1 << 20, &data, &n) != 0 || n == 0) {
+	gp_oci_log_last_line(cj->log_fd, line, sizeof(line));
+	if (line[0] == '\0')
 		snprintf(msg, len, "container runtime %s failed without a "
 		    "message", c->rt.name);
-		free(data);
-		return;
-	}
-	while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == ' '))
-		data[--n] = '\0';
-	p = strrchr(data, '\n');
-	line = p != NULL ? p + 1 : data;
-	snprintf(msg, len, "container runtime %s: %s", c->rt.name, line);
-	free(data);
+	else
+		snprintf(msg, len, "container runtime %s: %s", c->rt.name,
+		    line);
 }
 
 static void
@@ -623,16 +608,15 @@ container_release(struct gp_exec_job *x)
 	if (cj->root_fd >= 0)
 		close(cj->root_fd);
 	/* Killed runtimes leave their state and cgroups: delete them. */
-	if (cj->bundle[0] != '\0' &&
-	    (ret = gp_oci_runtime_delete(&c->rt, cj->id, 10000)) != 0)
+	if ((ret = gp_oci_runtime_delete(&c->rt, cj->id, 10000)) != 0)
 		gp_warn("container delete failed id=%s runtime=%s error=%s",
 		    cj->id, c->rt.name, gp_strerror(ret));
-	if (cj->bundle[0] != '\0' && cj->have_cgroups_path &&
+	if (cj->have_cgroups_path &&
 	    gp_cgroup_remove_everywhere(c->cgroups, x->name, 2000) != 0)
 		gp_warn("cannot remove a container's cgroups id=%s path=%s",
 		    cj->id, cj->cgroups_path);
-	if (cj->bundle[0] != '\0')
-		gp_remove_tree(cj->bundle);
+	if (cj->log_fd >= 0)
+		close(cj->log_fd);
 	gp_oci_edits_fini(&cj->edits);
 	free(cj);
 	x->priv = NULL;
@@ -668,7 +652,6 @@ gp_containers_new(const char *work_dir, const struct gp_container_options *o,
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return GP_ENOMEM;
 	snprintf(c->base, sizeof(c->base), "%.4000s/containers", work_dir);
-	snprintf(c->bundles, sizeof(c->bundles), "%s/bundles", c->base);
 	c->scratch_bytes = o->scratch_bytes > 0 ? o->scratch_bytes :
 	    GP_CONTAINER_SCRATCH_DEFAULT;
 	c->cgroups = cgroups;
@@ -677,14 +660,7 @@ gp_containers_new(const char *work_dir, const struct gp_container_options *o,
 	if ((ret = gp_oci_runtime_detect(o->runtime ? o->runtime : "auto",
 	    c->base, o->init_path, base, size, &c->rt, err, errlen)) != 0)
 		goto fail;
-	/* Bundles of jobs an earlier agent did not finish. */
-	gp_remove_tree(c->bundles);
-	if (gp_mkdir_p(c->bundles, 0711) != 0) {
-		snprintf(err, errlen, "mkdir %s: %s", c->bundles,
-		    strerror(errno));
-		ret = GP_EIO;
-		goto fail;
-	}
+	snprintf(c->bundle, sizeof(c->bundle), "%s/bundle", c->base);
 	snprintf(c->cdi_dirs[0], sizeof(c->cdi_dirs[0]), "%.4000s/etc/cdi",
 	    root);
 	snprintf(c->cdi_dirs[1], sizeof(c->cdi_dirs[1]),

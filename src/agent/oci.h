@@ -145,8 +145,8 @@ struct gp_oci_runtime {
  * probe container (the host's root read-only, a user namespace, the
  * job's limits) must run gpupool-init to the end. IN: want: "auto"
  * (crun, then runc), "crun", "runc" or a path; base: the executor's
- * directory (WORK/containers: state/ is the runtime's --root, bundles/
- * the bundles); init_path (NULL: gpupool-init next to the running
+ * directory (WORK/containers: state/ is the runtime's --root, bundle/
+ * the mount point of every bundle's private tmpfs); init_path (NULL: gpupool-init next to the running
  * binary); the user namespace range. Deletes containers an earlier agent
  * left in state/.
  * OUT: rt. Returns 0, or GP_ENOENT / GP_EIO with err saying what was
@@ -200,22 +200,29 @@ int gp_oci_rootfs_open(int root_fd, const char *path, int flags);
  * and pid namespace (it is pid 1: killing it kills the runtime and the
  * container, which is nested in its pid namespace), mounts a /proc of
  * that pid namespace, hides the v2 cgroup mount when the runtime says
- * so, attaches rootfs_fd at rootfs_path when given, sets fds 0-4 to the
- * given ones and execs the runtime with argv. Only system calls run in
- * the child. A failure before exec is written as a
- * GP_SANDBOX_SETUP_FAILED record on status_fd. OUT: *pid, *pidfd
- * (close-on-exec). Returns 0 or GP_EIO.
+ * so, and, with a bundle, mounts a small tmpfs on it (private to this
+ * namespace, so every container may use one path and nothing of a bundle
+ * touches the disk), writes config there and attaches rootfs_fd at
+ * bundle/rootfs; then sets fds 0-4 to the given ones and execs the
+ * runtime with argv. Only system calls run in the child. A failure before
+ * exec is written as a GP_SANDBOX_SETUP_FAILED record on status_fd.
+ * OUT: *pid, *pidfd (close-on-exec). Returns 0 or GP_EIO.
  */
 struct gp_oci_spawn {
 	const struct gp_oci_runtime *rt;
 	char *const *argv;
 	char *const *envp;
+	const char *bundle;	/* an existing directory, or NULL: none */
+	const char *config;	/* config.json's text for the bundle */
+	size_t config_len;
 	int rootfs_fd;		/* from gp_oci_rootfs_compose, or -1 */
-	const char *rootfs_path; /* where it goes (the bundle's rootfs/) */
 	int fds[5];		/* become 0..4 in the runtime; -1: /dev/null */
 	int status_fd;		/* for setup failures (fds[3] or -1) */
 };
 int gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd);
+
+/* The last line of what the runtime wrote to fd (a memfd), or "". */
+void gp_oci_log_last_line(int fd, char *out, size_t len);
 
 /* A short name for a gp_oci_spawn setup stage. */
 const char *gp_oci_stage_name(int stage);

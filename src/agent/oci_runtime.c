@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -68,6 +69,7 @@ enum stage {
 	STAGE_PRIVATE = 1,
 	STAGE_PROC,
 	STAGE_HIDE,
+	STAGE_BUNDLE,
 	STAGE_ROOTFS,
 	STAGE_FDS,
 	STAGE_EXEC,
@@ -77,6 +79,7 @@ static const char *stage_names[] = {
 	[STAGE_PRIVATE] = "make mounts private",
 	[STAGE_PROC] = "mount the runtime's /proc",
 	[STAGE_HIDE] = "hide the cgroup v2 mount",
+	[STAGE_BUNDLE] = "write the bundle",
 	[STAGE_ROOTFS] = "mount the image's root",
 	[STAGE_FDS] = "set up descriptors",
 	[STAGE_EXEC] = "exec the OCI runtime",
@@ -251,6 +254,13 @@ gp_oci_rootfs_mkpath(int root, const char *path, int is_file, char *err,
 
 /* ---- the runtime's process ---- */
 
+/* Paths the child needs, made before clone (it allocates nothing). */
+struct prepared {
+	const struct gp_oci_spawn *s;
+	char config[PATH_MAX + 16];
+	char rootfs[PATH_MAX + 16];
+};
+
 static __attribute__((noreturn)) void
 child_fail(const struct gp_oci_spawn *s, int stage)
 {
@@ -261,9 +271,37 @@ child_fail(const struct gp_oci_spawn *s, int stage)
 	_exit(127);
 }
 
-static __attribute__((noreturn)) void
-child_main(const struct gp_oci_spawn *s)
+static int
+write_bundle(const struct prepared *p)
 {
+	const struct gp_oci_spawn *s = p->s;
+	size_t done = 0;
+	ssize_t n;
+	int fd;
+
+	if (mount("tmpfs", s->bundle, "tmpfs", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, "mode=0711,size=4m") != 0 ||
+	    mkdir(p->rootfs, 0755) != 0 ||
+	    (fd = open(p->config, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0600)) < 0)
+		return -1;
+	while (done < s->config_len) {
+		n = write(fd, s->config + done, s->config_len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			return -1;
+		}
+		done += (size_t)n;
+	}
+	return close(fd);
+}
+
+static __attribute__((noreturn)) void
+child_main(const struct prepared *p)
+{
+	const struct gp_oci_spawn *s = p->s;
 	int high[5], i, null_fd = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -277,8 +315,10 @@ child_main(const struct gp_oci_spawn *s)
 	    umount2("/sys/fs/cgroup/unified", MNT_DETACH) != 0 &&
 	    errno != EINVAL && errno != ENOENT)
 		child_fail(s, STAGE_HIDE);
-	if (s->rootfs_fd >= 0 && move_mount(s->rootfs_fd, "", AT_FDCWD,
-	    s->rootfs_path, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+	if (s->bundle != NULL && write_bundle(p) != 0)
+		child_fail(s, STAGE_BUNDLE);
+	if (s->bundle != NULL && s->rootfs_fd >= 0 && move_mount(s->rootfs_fd,
+	    "", AT_FDCWD, p->rootfs, MOVE_MOUNT_F_EMPTY_PATH) != 0)
 		child_fail(s, STAGE_ROOTFS);
 	/* Move every descriptor out of 0..4 first, then into place. */
 	for (i = 0; i < 5; i++) {
@@ -311,9 +351,17 @@ int
 gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd)
 {
 	struct clone3_args args;
+	struct prepared p;
 	int fd = -1;
 	long ret;
 
+	memset(&p, 0, sizeof(p));
+	p.s = s;
+	if (s->bundle != NULL) {
+		snprintf(p.config, sizeof(p.config), "%s/config.json",
+		    s->bundle);
+		snprintf(p.rootfs, sizeof(p.rootfs), "%s/rootfs", s->bundle);
+	}
 	memset(&args, 0, sizeof(args));
 	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID;
 	args.pidfd = (uint64_t)(uintptr_t)&fd;
@@ -322,7 +370,7 @@ gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd)
 	if (ret < 0)
 		return GP_EIO;
 	if (ret == 0)
-		child_main(s);
+		child_main(&p);
 	*pid = (pid_t)ret;
 	*pidfd = fd;
 	return 0;
@@ -545,22 +593,27 @@ has_swap(void)
 	return lines > 1;
 }
 
-/* Last non-empty line of a file, into out ("" when none). */
-static void
-last_line(const char *path, char *out, size_t len)
+void
+gp_oci_log_last_line(int fd, char *out, size_t len)
 {
-	char *data = NULL, *p, *start;
-	size_t n;
+	char buf[8192], *p, *start;
+	struct stat st;
+	ssize_t n;
+	off_t from;
 
 	out[0] = '\0';
-	if (gp_read_file(path, 1 << 20, &data, &n) != 0)
+	if (fd < 0 || fstat(fd, &st) != 0)
 		return;
-	while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == ' '))
-		data[--n] = '\0';
-	p = strrchr(data, '\n');
-	start = p != NULL ? p + 1 : data;
+	from = st.st_size > (off_t)sizeof(buf) - 1 ?
+	    st.st_size - (off_t)sizeof(buf) + 1 : 0;
+	if ((n = pread(fd, buf, sizeof(buf) - 1, from)) <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	p = strrchr(buf, '\n');
+	start = p != NULL ? p + 1 : buf;
 	gp_strlcpy(out, start, len);
-	free(data);
 }
 
 /*
@@ -573,14 +626,13 @@ static int
 probe(struct gp_oci_runtime *rt, const char *base, const char *cgroups_path,
     char *why, size_t whylen)
 {
-	char dir[PATH_MAX], layer[PATH_MAX + 16], rootfs[PATH_MAX + 16];
-	char work[PATH_MAX + 16], cfgpath[PATH_MAX + 16];
-	char logpath[PATH_MAX + 16], id[64], line[512];
+	char dir[PATH_MAX], layer[PATH_MAX + 16], rootfs[PATH_MAX + 32];
+	char work[PATH_MAX + 16], bundle[PATH_MAX + 16], id[64], line[512];
 	char *layers[] = {layer, NULL};
 	char *args[] = {GP_OCI_INIT_PATH, "--", GP_OCI_INIT_PATH, NULL};
 	char *env[] = {RUNTIME_PATH, NULL};
 	char *argv[] = {rt->name, "--root", rt->state_root, "run", "--bundle",
-	    dir, "--preserve-fds", "2", id, NULL};
+	    bundle, "--preserve-fds", "2", id, NULL};
 	char *envp[] = {RUNTIME_PATH, NULL};
 	struct gp_sandbox_record rec;
 	struct gp_oci_config c;
@@ -589,18 +641,17 @@ probe(struct gp_oci_runtime *rt, const char *base, const char *cgroups_path,
 	int root_fd = -1;
 	int pidfd, status = 0, ret = GP_EIO, exec_ok = 0, exited = -1;
 	json_t *cfg = NULL;
+	char *text = NULL;
 	pid_t pid;
 
-	snprintf(dir, sizeof(dir), "%s/bundles/probe-%d", base, (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/probe-%d", base, (int)getpid());
 	snprintf(id, sizeof(id), "gpupool-probe-%d", (int)getpid());
 	snprintf(layer, sizeof(layer), "%s/layer", dir);
-	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir);
 	snprintf(work, sizeof(work), "%s/work", dir);
-	snprintf(cfgpath, sizeof(cfgpath), "%s/config.json", dir);
-	snprintf(logpath, sizeof(logpath), "%s/runtime.log", dir);
+	snprintf(bundle, sizeof(bundle), "%s/bundle", base);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bundle);
 	gp_remove_tree(dir);
-	if (gp_mkdir_p(layer, 0711) != 0 || mkdir(rootfs, 0755) != 0 ||
-	    mkdir(work, 0755) != 0) {
+	if (gp_mkdir_p(layer, 0711) != 0 || mkdir(work, 0755) != 0) {
 		snprintf(why, whylen, "mkdir %.400s: %s", dir,
 		    strerror(errno));
 		goto out;
@@ -624,14 +675,13 @@ probe(struct gp_oci_runtime *rt, const char *base, const char *cgroups_path,
 	c.init_host_path = rt->init_path;
 	if (gp_oci_config_build(&c, &cfg, why, whylen) != 0)
 		goto out;
-	if (json_dump_file(cfg, cfgpath, JSON_COMPACT) != 0) {
-		snprintf(why, whylen, "cannot write %.400s", cfgpath);
+	if ((text = json_dumps(cfg, JSON_COMPACT)) == NULL) {
+		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
 	if (pipe2(status_pipe, O_CLOEXEC) != 0 ||
 	    pipe2(out_pipe, O_CLOEXEC) != 0 ||
-	    (logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-	    0600)) < 0) {
+	    (logfd = memfd_create("gpupool-runtime-log", MFD_CLOEXEC)) < 0) {
 		snprintf(why, whylen, "pipe: %s", strerror(errno));
 		goto out;
 	}
@@ -650,8 +700,10 @@ probe(struct gp_oci_runtime *rt, const char *base, const char *cgroups_path,
 	s.rt = rt;
 	s.argv = argv;
 	s.envp = envp;
+	s.bundle = bundle;
+	s.config = text;
+	s.config_len = strlen(text);
 	s.rootfs_fd = root_fd;
-	s.rootfs_path = rootfs;
 	s.fds[0] = -1;
 	s.fds[1] = s.fds[2] = logfd;
 	s.fds[3] = s.status_fd = status_pipe[1];
@@ -679,7 +731,7 @@ probe(struct gp_oci_runtime *rt, const char *base, const char *cgroups_path,
 	if (exec_ok && WIFEXITED(exited) && WEXITSTATUS(exited) == 127)
 		ret = 0;
 	else {
-		last_line(logpath, line, sizeof(line));
+		gp_oci_log_last_line(logfd, line, sizeof(line));
 		snprintf(why, whylen, "the probe container failed (runtime "
 		    "exit status %d): %s", WIFEXITED(status) ?
 		    WEXITSTATUS(status) : 128 + WTERMSIG(status),
@@ -699,6 +751,7 @@ out:
 	if (root_fd >= 0)
 		close(root_fd);
 	json_decref(cfg);
+	free(text);
 	gp_remove_tree(dir);
 	return ret;
 }
@@ -740,7 +793,7 @@ gp_oci_runtime_detect(const char *want, const char *base,
     struct gp_oci_runtime *rt, char *err, size_t errlen)
 {
 	const char *names[2] = {want, NULL};
-	char cgpath[128], why[2][700];
+	char cgpath[128], why[2][700], bundle[PATH_MAX + 16];
 	struct stat st;
 	int i, n = 1;
 
@@ -774,8 +827,10 @@ gp_oci_runtime_detect(const char *want, const char *base,
 	 * The container's root (an unprivileged host uid) must be able to
 	 * pass through base to its bundle's rootfs.
 	 */
+	snprintf(bundle, sizeof(bundle), "%.4000s/bundle", base);
 	if (gp_mkdir_p(base, 0711) != 0 || chmod(base, 0711) != 0 ||
-	    gp_mkdir_p(rt->state_root, 0700) != 0) {
+	    gp_mkdir_p(rt->state_root, 0700) != 0 ||
+	    (mkdir(bundle, 0711) != 0 && errno != EEXIST)) {
 		snprintf(err, errlen, "mkdir %s: %s", rt->state_root,
 		    strerror(errno));
 		return GP_EIO;

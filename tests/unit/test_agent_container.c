@@ -864,14 +864,25 @@ TEST(nothing_left_behind)
 	int n = 0;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "%s/containers/bundles", work);
+	/* Each bundle was a tmpfs private to its runtime: the path is empty. */
+	snprintf(path, sizeof(path), "%s/containers/bundle", work);
 	d = opendir(path);
+	CHECK(d != NULL);
 	while (d != NULL && (de = readdir(d)) != NULL)
 		if (de->d_name[0] != '.')
 			n++;
 	if (d != NULL)
 		closedir(d);
 	CHECK_EQ(n, 0);
+	/* No mount of ours is left in the agent's namespace. */
+	{
+		char *mounts = NULL;
+		size_t len;
+		CHECK(gp_read_file("/proc/self/mountinfo", 1 << 20, &mounts,
+		    &len) == 0);
+		CHECK(mounts != NULL && strstr(mounts, work) == NULL);
+		free(mounts);
+	}
 	snprintf(path, sizeof(path), "%s/containers/state", work);
 	n = 0;
 	d = opendir(path);
