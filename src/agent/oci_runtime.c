@@ -1,10 +1,12 @@
 /*
  * oci_runtime.c: the OCI runtime (crun or runc) as the container executor
  * uses it: detection at start (a probe container must really run), the
- * runtime's process (cloned into a private mount and pid namespace,
- * where the image's layers are composed with overlayfs and, on a cgroup
- * v1/v2 hybrid host, the v2 mount is hidden), and deleting what a killed
- * runtime left behind. See oci.h and docs/agent.md.
+ * image's root (the layers composed with overlayfs as a detached mount,
+ * and mount points made in it without leaving it), the runtime's process
+ * (cloned into a private mount and pid namespace where its bundle is a
+ * tmpfs and, on a cgroup v1/v2 hybrid host, the v2 mount is hidden), and
+ * deleting what a killed runtime left behind. See oci.h and
+ * docs/agent.md.
  */
 #include "agent/oci.h"
 
