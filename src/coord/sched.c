@@ -251,8 +251,208 @@ eng_random(struct engine *e)
 
 /* ---- the engine ---- */
 
+static uint64_t
+mix64(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdULL;
+}
+
+/* What a deterministic policy sees of a node, hashed. */
+static uint64_t
+node_sig(const struct eng_node *n)
+{
+	uint64_t h = 0x84222325cbf29ce4ULL;
+	int i;
+
+	h = mix64(h, (uint64_t)n->group);
+	h = mix64(h, (uint64_t)n->max_time_s);
+	h = mix64(h, (uint64_t)n->cpu_free);
+	h = mix64(h, (uint64_t)n->mem_free);
+	h = mix64(h, (uint64_t)n->mem_total);
+	h = mix64(h, (uint64_t)(n->resv + 1) << 8 | (uint64_t)n->ngpus);
+	for (i = 0; i < n->ngpus; i++) {
+		const struct eng_gpu *g = &n->gpus[i];
+		h = mix64(h, (uint64_t)(g->holder > 0 ? 1 : g->holder < 0 ? 2 :
+									   0) |
+			(uint64_t)g->nshared << 2 | (uint64_t)g->reserved << 20 |
+			(uint64_t)(g->model + 1) << 24 |
+			(uint64_t)g->milli_free << 40);
+		h = mix64(h, (uint64_t)g->mem_free);
+		h = mix64(h, (uint64_t)g->mem_total ^
+			(uint64_t)g->capability << 48);
+		h = mix64(h, (uint64_t)g->price);
+	}
+	return h;
+}
+
+static int
+same_state(const struct eng_node *a, const struct eng_node *b)
+{
+	int i;
+
+	if (a->group != b->group || a->max_time_s != b->max_time_s ||
+	    a->cpu_free != b->cpu_free || a->mem_free != b->mem_free ||
+	    a->mem_total != b->mem_total || a->resv != b->resv ||
+	    a->ngpus != b->ngpus || a->up != b->up)
+		return 0;
+	for (i = 0; i < a->ngpus; i++) {
+		const struct eng_gpu *x = &a->gpus[i], *y = &b->gpus[i];
+		if ((x->holder > 0) != (y->holder > 0) ||
+		    (x->holder < 0) != (y->holder < 0) ||
+		    x->nshared != y->nshared || x->reserved != y->reserved ||
+		    x->model != y->model || x->milli_free != y->milli_free ||
+		    x->mem_free != y->mem_free || x->mem_total != y->mem_total ||
+		    x->capability != y->capability || x->price != y->price)
+			return 0;
+	}
+	return 1;
+}
+
 static void
-node_recount(struct eng_node *n)
+bucket_unlink(struct engine *e, struct node_class *c)
+{
+	if (c->bucket < 0)
+		return;
+	if (c->bprev != NONE)
+		e->classes[c->bprev].bnext = c->bnext;
+	else
+		e->buckets[c->bucket] = c->bnext;
+	if (c->bnext != NONE)
+		e->classes[c->bnext].bprev = c->bprev;
+	c->bucket = -1;
+}
+
+static void
+class_leave(struct engine *e, struct eng_node *n)
+{
+	struct node_class *c;
+	size_t i = (size_t)(n - e->nodes);
+
+	if (n->cls == NONE)
+		return;
+	c = &e->classes[n->cls];
+	if (n->cprev != NONE)
+		e->nodes[n->cprev].cnext = n->cnext;
+	else
+		c->first = n->cnext;
+	if (n->cnext != NONE)
+		e->nodes[n->cnext].cprev = n->cprev;
+	c->count--;
+	if (c->rep == i)
+		c->rep = NONE;
+	if (c->count == 0)
+		bucket_unlink(e, c);
+	n->cls = NONE;
+}
+
+static int
+class_index_grow(struct engine *e)
+{
+	size_t cap = e->capclass_index ? e->capclass_index * 2 : 256, i, h;
+	size_t *t = malloc(cap * sizeof(*t));
+
+	if (t == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < cap; i++)
+		t[i] = NONE;
+	for (i = 0; i < e->nclasses; i++) {
+		h = (size_t)e->classes[i].sig & (cap - 1);
+		while (t[h] != NONE)
+			h = (h + 1) & (cap - 1);
+		t[h] = i;
+	}
+	free(e->class_index);
+	e->class_index = t;
+	e->capclass_index = cap;
+	return 0;
+}
+
+/* Puts n (up) in the class of its state. Returns 0 or GP_ENOMEM. */
+static int
+class_join(struct engine *e, struct eng_node *n)
+{
+	uint64_t sig = node_sig(n);
+	size_t h, ci, i = (size_t)(n - e->nodes);
+	struct node_class *c;
+	int b;
+
+	if (2 * (e->nclasses + 1) > e->capclass_index &&
+	    class_index_grow(e) != 0)
+		return GP_ENOMEM;
+	h = (size_t)sig & (e->capclass_index - 1);
+	for (;; h = (h + 1) & (e->capclass_index - 1)) {
+		ci = e->class_index[h];
+		if (ci == NONE)
+			break;
+		c = &e->classes[ci];
+		if (c->sig == sig &&
+		    (c->count == 0 || same_state(&e->nodes[c->first], n)))
+			break;
+	}
+	if (ci == NONE) {
+		if (e->nclasses == e->capclasses) {
+			size_t cap = e->capclasses ? e->capclasses * 2 : 64;
+			struct node_class *nc = realloc(e->classes,
+			    cap * sizeof(*nc));
+			if (nc == NULL)
+				return GP_ENOMEM;
+			e->classes = nc;
+			e->capclasses = cap;
+		}
+		ci = e->nclasses++;
+		c = &e->classes[ci];
+		memset(c, 0, sizeof(*c));
+		c->sig = sig;
+		c->first = c->rep = NONE;
+		c->bucket = -1;
+		e->class_index[h] = ci;
+	}
+	c = &e->classes[ci];
+	n->cls = ci;
+	n->cprev = NONE;
+	n->cnext = c->first;
+	if (c->first != NONE)
+		e->nodes[c->first].cprev = i;
+	c->first = i;
+	if (c->count++ == 0) {
+		c->rep = i;
+		b = (int)(n->milli_free / GP_SCHED_MILLI);
+		if (b > NBUCKETS - 1)
+			b = NBUCKETS - 1;
+		c->bucket = b;
+		c->bprev = NONE;
+		c->bnext = e->buckets[b];
+		if (c->bnext != NONE)
+			e->classes[c->bnext].bprev = ci;
+		e->buckets[b] = ci;
+	} else if (c->rep != NONE && n->id < e->nodes[c->rep].id) {
+		c->rep = i;
+	}
+	return 0;
+}
+
+/* The class's member with the lowest id that the gang has not used. */
+static struct eng_node *
+class_rep(struct engine *e, struct node_class *c)
+{
+	struct eng_node *best = NULL;
+	size_t i;
+
+	if (c->rep != NONE && !e->nodes[c->rep].gang_mark)
+		return &e->nodes[c->rep];
+	for (i = c->first; i != NONE; i = e->nodes[i].cnext)
+		if (!e->nodes[i].gang_mark &&
+		    (best == NULL || e->nodes[i].id < best->id))
+			best = &e->nodes[i];
+	if (best != NULL && c->rep == NONE)
+		c->rep = (size_t)(best - e->nodes);
+	return best;
+}
+
+/* Counts what is free on n again and files it in its class. */
+static void
+node_changed(struct engine *e, struct eng_node *n)
 {
 	int i;
 
@@ -268,6 +468,9 @@ node_recount(struct eng_node *n)
 			n->nfree++;
 	}
 	n->version++;
+	class_leave(e, n);
+	if (n->up && class_join(e, n) != 0)
+		e->class_oom = 1;
 }
 
 static size_t
@@ -374,7 +577,7 @@ run_release(struct gp_sched_engine *s, size_t i)
 		g->mem_free += r->gpu_mem;
 		g->nshared--;
 	}
-	node_recount(n);
+	node_changed(&s->e, n);
 }
 
 /* Takes again what record i held (undoes run_release). */
@@ -402,7 +605,7 @@ run_restore(struct gp_sched_engine *s, size_t i)
 		g->mem_free -= r->gpu_mem;
 		g->nshared++;
 	}
-	node_recount(n);
+	node_changed(&s->e, n);
 }
 
 static int
@@ -421,6 +624,8 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 			return GP_EINVAL;
 		ngpus += (size_t)nodes[i].ngpus;
 	}
+	for (i = 0; i < NBUCKETS; i++)
+		e->buckets[i] = NONE;
 	e->nodes = calloc(nnodes + 1, sizeof(*e->nodes));
 	e->gpus = calloc(ngpus + 1, sizeof(*e->gpus));
 	if (e->nodes == NULL || e->gpus == NULL)
@@ -443,6 +648,7 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 		n->ngpus = src->ngpus;
 		n->gpus = &e->gpus[ngpus];
 		n->resv = -1;
+		n->cls = NONE;
 		n->model = src->ngpus > 0 ? -3 : -1;
 		ngpus += (size_t)src->ngpus;
 		for (j = 0; j < src->ngpus; j++) {
@@ -476,9 +682,9 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 		}
 		if (n->model == -3)
 			n->model = -1;
-		node_recount(n);
+		node_changed(&s->e, n);
 	}
-	return 0;
+	return e->class_oom ? GP_ENOMEM : 0;
 }
 
 static void
@@ -494,6 +700,8 @@ engine_fini(struct gp_sched_engine *s)
 	free(e->match);
 	free(e->shapes);
 	free(e->cache);
+	free(e->classes);
+	free(e->class_index);
 	free(e->node_frag);
 	free(e->node_frag_version);
 	free(s->runs);
@@ -581,10 +789,11 @@ engine_add_running(struct gp_sched_engine *s,
 		n->cpu_free -= rec.cpu;
 		if (n->mem_total != INT64_MAX)
 			n->mem_free -= rec.mem;
+		node_changed(&s->e, n);
 		if (run_add(s, &rec) == NONE)
 			return GP_ENOMEM;
 	}
-	return 0;
+	return s->e.class_oom ? GP_ENOMEM : 0;
 }
 
 /* ---- requests ---- */
@@ -852,7 +1061,7 @@ take(struct gp_sched_engine *s, struct eng_node *n, const struct part_req *r,
 			rec.whole |= 1ULL << c->pos[i];
 		}
 	}
-	node_recount(n);
+	node_changed(&s->e, n);
 	return run_add(s, &rec);
 }
 
@@ -928,52 +1137,90 @@ resv_allows(struct gp_sched_engine *s, const struct eng_node *n,
 	return 1;
 }
 
-/* The best node for r now, or NULL. OUT: *c, *room (fits, reservation
- * aside). */
+/* Scores r on n against the best so far. */
+static void
+consider(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
+    const struct scan *sc, struct choice *best, struct eng_node **best_n,
+    int *room)
+{
+	struct engine *e = &s->e;
+	struct choice c;
+
+	if (n->gang_mark ||
+	    (sc->only_group != 0 && n->group != sc->only_group))
+		return;
+	if (!node_may_fit(e, n, r))
+		return;
+	if (!resv_allows(s, n, r, sc)) {
+		*room = 1;
+		return;
+	}
+	if (e->accepts != NULL && !e->accepts(e->accepts_arg, n->src, r->job))
+		return;
+	c.ngpus = 0;
+	c.score = c.tie = 0;
+	if (e->policy->score(e, n, r, &c) != 0) {
+		/* Perhaps only the reserved GPUs would do. */
+		if (r->avoid_reserved) {
+			r->avoid_reserved = 0;
+			if (e->policy->score(e, n, r, &c) == 0)
+				*room = 1;
+		}
+		return;
+	}
+	*room = 1;
+	if (*best_n == NULL || better(&c, n, best, *best_n)) {
+		*best = c;
+		*best_n = n;
+	}
+}
+
+/*
+ * The best node for r now, or NULL. OUT: *best (with its GPUs), *room
+ * (some node fits, reservation aside). Visits the classes of like nodes
+ * in buckets of free GPU share, from the least that could do; one node
+ * per class unless the policy breaks ties at random or the caller checks
+ * nodes one by one (accepts); stops early for a leftover-first policy.
+ */
 static struct eng_node *
 best_node(struct gp_sched_engine *s, struct part_req *r,
     const struct scan *sc, struct choice *best, int *room)
 {
 	struct engine *e = &s->e;
-	struct eng_node *best_n = NULL;
-	struct choice c;
-	size_t i;
+	struct eng_node *best_n = NULL, *n;
+	int64_t need = r->shared ? r->milli : (int64_t)r->gpus * GP_SCHED_MILLI;
+	int b, per_node = e->policy->random_ties || e->accepts != NULL;
+	size_t ci, i;
 
 	*room = 0;
-	for (i = 0; i < e->nnodes; i++) {
-		struct eng_node *n = &e->nodes[i];
-
-		if (n->gang_mark || (sc->only_group != 0 &&
-					n->group != sc->only_group))
-			continue;
-		if (!node_may_fit(e, n, r))
-			continue;
-		if (!resv_allows(s, n, r, sc)) {
-			*room = 1;
-			continue;
-		}
-		if (e->accepts != NULL && !e->accepts(e->accepts_arg, n->src,
-					      r->job))
-			continue;
-		memset(&c, 0, sizeof(c));
-		if (e->policy->score(e, n, r, &c) != 0) {
-			/* Perhaps only the reserved GPUs would do. */
-			if (r->avoid_reserved) {
-				r->avoid_reserved = 0;
-				if (e->policy->score(e, n, r, &c) == 0)
-					*room = 1;
+	for (b = (int)(need / GP_SCHED_MILLI); b < NBUCKETS; b++) {
+		if (e->policy->leftover_first && best_n != NULL &&
+		    (double)((int64_t)b * GP_SCHED_MILLI - need) > best->score)
+			break;
+		for (ci = e->buckets[b]; ci != NONE; ci = e->classes[ci].bnext) {
+			struct node_class *c = &e->classes[ci];
+			if (per_node) {
+				for (i = c->first; i != NONE;
+				     i = e->nodes[i].cnext)
+					consider(s, &e->nodes[i], r, sc, best,
+					    &best_n, room);
+				continue;
 			}
-			continue;
-		}
-		*room = 1;
-		if (best_n == NULL || better(&c, n, best, best_n)) {
-			*best = c;
-			best_n = n;
+			n = class_rep(e, c);
+			if (n != NULL)
+				consider(s, n, r, sc, best, &best_n, room);
 		}
 	}
-	/* The winner's reservation flag must be known to take it. */
-	if (best_n != NULL)
-		resv_allows(s, best_n, r, sc);
+	if (best_n == NULL)
+		return NULL;
+	/* The winner: its reservation rule, and its GPUs if not picked. */
+	resv_allows(s, best_n, r, sc);
+	if (best->ngpus < 0) {
+		r->no_cache = 1;
+		if (e->policy->score(e, best_n, r, best) != 0)
+			best_n = NULL;
+		r->no_cache = 0;
+	}
 	return best_n;
 }
 
@@ -1314,6 +1561,8 @@ earliest_start(struct gp_sched_engine *s, const struct gp_sched_job *job,
 
 		rn->node = nt[p].node;
 		nd->resv = p;
+		if (req.gpus == 0)
+			node_changed(e, nd);
 		rn->extra_cpu = nd->cpu_free - req.cpu;
 		rn->extra_mem = nd->mem_total == INT64_MAX ? INT64_MAX :
 							   nd->mem_free;
@@ -1340,6 +1589,7 @@ earliest_start(struct gp_sched_engine *s, const struct gp_sched_job *job,
 		qsort(picks, (size_t)n, sizeof(*picks), cmp_reserve_pick);
 		for (i = 0; i < (size_t)req.gpus && (int)i < n; i++)
 			nd->gpus[picks[i].pos].reserved = 1;
+		node_changed(e, nd);
 	}
 out:
 	free(rel);
@@ -1361,6 +1611,7 @@ resv_clear(struct gp_sched_engine *s)
 		n->resv = -1;
 		for (g = 0; g < n->ngpus; g++)
 			n->gpus[g].reserved = 0;
+		node_changed(&s->e, n);
 	}
 	memset(&s->resv, 0, sizeof(s->resv));
 }

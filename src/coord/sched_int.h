@@ -46,6 +46,24 @@ struct eng_node {
 	unsigned version;   /* bumped on every change */
 	int resv;	    /* index in the reservation's nodes, -1: none */
 	int gang_mark;	    /* used by the part being placed (gangs) */
+	size_t cls;	    /* its class of like nodes, NONE: down */
+	size_t cprev, cnext; /* the class's other members */
+};
+
+/*
+ * Nodes in the same state (free CPUs, memory, GPUs, limits) score the
+ * same under a deterministic policy: the scan visits one per class (the
+ * lowest id), and classes sit in buckets by their free GPU share.
+ */
+#define NBUCKETS 66 /* by GPU milli free / 1000; the last: 65 and more */
+
+struct node_class {
+	uint64_t sig;
+	size_t first;	     /* members, NONE: none */
+	size_t count;
+	size_t rep;	     /* the member with the lowest id, NONE: unknown */
+	int bucket;	     /* -1: not listed (empty) */
+	size_t bprev, bnext; /* on its bucket's list */
 };
 
 /* A job's part as placement sees it. */
@@ -58,13 +76,14 @@ struct part_req {
 	int64_t cpu, mem; /* mem 0: none */
 	int shape;	  /* interned shape (policy caches), -1: none */
 	int avoid_reserved;
+	int no_cache;	  /* the policy must fill in the GPUs */
 };
 
 /* Where a part would go on one node. */
 struct choice {
 	double score; /* lower is better */
 	double tie;   /* second key, lower is better */
-	int ngpus;
+	int ngpus;    /* -1: GPUs not picked (a cached score) */
 	int pos[GP_SCHED_GPUS_MAX]; /* positions in the node's GPU array */
 };
 
@@ -74,7 +93,9 @@ struct engine;
 struct gp_sched_policy {
 	const char *name;
 	const char *summary;
-	int uses_mix; /* needs the request mix (fragmentation-aware) */
+	int uses_mix;	     /* needs the request mix */
+	int random_ties;     /* scores each node (no classes) */
+	int leftover_first;  /* scores by GPU share left over, first */
 	/*
 	 * Scores placing r on n, where it fits (checked by the caller),
 	 * and picks its GPUs into c. Returns 0, or -1 when it does not fit
@@ -103,7 +124,7 @@ struct shape_key {
 struct score_cache {
 	unsigned version; /* node version + 1; 0: empty */
 	int ok;
-	struct choice c;
+	double score, tie;
 };
 
 struct engine {
@@ -132,6 +153,13 @@ struct engine {
 	struct shape_key *shapes;
 	size_t nshapes, capshapes;
 	struct score_cache *cache; /* nnodes x capshapes */
+	/* Classes of like nodes. */
+	struct node_class *classes;
+	size_t nclasses, capclasses;
+	size_t *class_index; /* open addressing on sig */
+	size_t capclass_index;
+	size_t buckets[NBUCKETS];
+	int class_oom; /* a class could not be made: out of memory */
 	gp_sched_accepts_fn accepts; /* NULL: every node */
 	void *accepts_arg;
 	/* Totals for fair share (over up nodes). */

@@ -193,6 +193,18 @@ frag_delta(struct engine *e, const struct eng_node *n,
 	    frag_now(e, n, use_mem);
 }
 
+/* The GPU memory c would use on n. */
+static double
+mem_used(const struct eng_node *n, const struct choice *c)
+{
+	double m = 0;
+	int i;
+
+	for (i = 0; i < c->ngpus; i++)
+		m += (double)n->gpus[c->pos[i]].mem_total;
+	return m;
+}
+
 /* GPU milli free on n once c is taken. */
 static int64_t
 left_after(const struct eng_node *n, const struct part_req *r,
@@ -256,18 +268,21 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 	int g, h, found = 0, dup;
 
 	if (r->gpus == 0) {
+		/* CPUs and memory taken may strand GPUs too. */
 		c->ngpus = 0;
-		c->score = 0;
-		c->tie = (double)(n->cpu_free - r->cpu);
+		c->score = e->nmix > 0 ? frag_delta(e, n, r, c, 1) : 0;
+		c->tie = (double)n->milli_free;
 		return 0;
 	}
 	if (r->shape >= 0 && !r->avoid_reserved && e->cache != NULL) {
 		sc = &e->cache[(size_t)(n - e->nodes) * e->capshapes +
 		    (size_t)r->shape];
-		if (sc->version == n->version + 1) {
+		if (sc->version == n->version + 1 && !r->no_cache) {
 			if (!sc->ok)
 				return -1;
-			*c = sc->c;
+			c->score = sc->score;
+			c->tie = sc->tie;
+			c->ngpus = -1; /* picked again if it wins */
 			return 0;
 		}
 	}
@@ -275,7 +290,8 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 		if (eng_pick_whole(e, n, r, c) != 0)
 			goto none;
 		c->score = e->nmix > 0 ? frag_delta(e, n, r, c, 1) : 0;
-		c->tie = (double)left_after(n, r, c);
+		/* Best fit, then the smallest GPUs (keep large ones). */
+		c->tie = (double)left_after(n, r, c) * 1e7 + mem_used(n, c);
 		found = 1;
 	} else {
 		/* Each distinct kind of usable GPU once. */
@@ -308,12 +324,13 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 		if (!found)
 			goto none;
 		c->score = best;
-		c->tie = (double)left_after(n, r, c);
+		c->tie = (double)left_after(n, r, c) * 1e7 + mem_used(n, c);
 	}
-	if (sc != NULL && c->ngpus <= GP_SCHED_GPUS_MAX) {
+	if (sc != NULL) {
 		sc->version = n->version + 1;
 		sc->ok = 1;
-		sc->c = *c;
+		sc->score = c->score;
+		sc->tie = c->tie;
 	}
 	return 0;
 none:
@@ -342,7 +359,10 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 
 	if (r->gpus == 0) {
 		c->ngpus = 0;
-		c->score = -100;
+		c->score = -(double)(int64_t)(sigmoid(-frag_delta(e, n, r, c,
+						      0) /
+						  1000.0) *
+		    100.0);
 		c->tie = uniform(e);
 		return 0;
 	}
@@ -522,16 +542,18 @@ score_clustering(struct engine *e, struct eng_node *n,
 }
 
 static const struct gp_sched_policy policies[] = {
-    {"frag", "fragmentation-aware (gpupool's default)", 1, score_frag},
-    {"fgd", "Fragmentation Gradient Descent as its artifact scores", 1,
-	score_fgd},
-    {"bestfit", "least GPU share left over on the node", 0, score_bestfit},
-    {"random", "a random node that fits", 0, score_random},
-    {"dotprod", "Tetris-style dot product of free and asked", 0,
+    {"frag", "fragmentation-aware (gpupool's default)", 1, 0, 0,
+	score_frag},
+    {"fgd", "Fragmentation Gradient Descent as its artifact scores", 1, 1,
+	0, score_fgd},
+    {"bestfit", "least GPU share left over on the node", 0, 0, 1,
+	score_bestfit},
+    {"random", "a random node that fits", 0, 1, 0, score_random},
+    {"dotprod", "Tetris-style dot product of free and asked", 0, 1, 0,
 	score_dotprod},
-    {"clustering", "like requests together", 0, score_clustering},
-    {"packing", "shared GPUs first, then used nodes, then idle ones", 0,
-	score_packing},
+    {"clustering", "like requests together", 0, 1, 0, score_clustering},
+    {"packing", "shared GPUs first, then used nodes, then idle ones", 0, 1,
+	0, score_packing},
 };
 
 const struct gp_sched_policy *

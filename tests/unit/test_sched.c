@@ -27,6 +27,7 @@ struct world {
 	size_t nrunning;
 	struct gp_sched_job queue[256];
 	size_t nqueue;
+	const char *policy; /* placement policy; world_init: bestfit */
 	struct gp_sched_result res;
 	struct gp_sched_assignment *out; /* res's assignments */
 	size_t nout;
@@ -36,6 +37,7 @@ static void
 world_init(struct world *w)
 {
 	memset(w, 0, sizeof(*w));
+	w->policy = "bestfit";
 }
 
 /* Adds an up node with ngpus GPUs of one model and memory. */
@@ -102,8 +104,8 @@ plan(struct world *w)
 		.nrunning = w->nrunning,
 		.queue = w->queue,
 		.nqueue = w->nqueue,
+		.policy = gp_sched_policy_find(w->policy),
 	};
-
 	int rc;
 
 	gp_sched_result_fini(&w->res);
@@ -1225,9 +1227,13 @@ TEST(property_random_worlds)
 	size_t k;
 	int64_t next_job;
 
+	static const char *policies[] = {"bestfit", "frag", "fgd", "random",
+	    "dotprod", "clustering", "packing"};
+
 	rng_state = 0x2545f4914f6cdd1dULL;
-	for (round = 0; round < 2000; round++) {
+	for (round = 0; round < 2100; round++) {
 		world_init(&w);
+		w.policy = policies[round % 7];
 		next_job = 1000;
 		w.nnodes = 0;
 		for (k = 0; k < (size_t)(1 + rnd(12)); k++) {
@@ -1282,8 +1288,8 @@ TEST(property_random_worlds)
 		/* Nothing runs past the reservation: see check_backfill. */
 		check_backfill(&w);
 		if (unit_failed_checks > 0) {
-			fprintf(stderr, "property: failed in round %d\n",
-			    round);
+			fprintf(stderr, "property: failed in round %d (%s)\n",
+			    round, w.policy);
 			world_fini(&w);
 			break;
 		}
