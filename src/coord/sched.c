@@ -43,7 +43,8 @@ struct run_rec {
 	int64_t gpu_mem;
 	uint64_t whole; /* positions of the GPUs it holds whole */
 	int alive;
-	int pass_start; /* started by the current pass */
+	unsigned pass_no; /* the pass that started it, 0: the caller's */
+	int owner;	  /* started there for its lab (provider first) */
 	size_t next;	/* the job's next part, NONE at the end */
 };
 
@@ -76,6 +77,8 @@ struct gp_sched_engine {
 	/* Fair share. */
 	const struct gp_sched_share *groups, *users;
 	size_t ngroups, nusers;
+	unsigned pass_no;		 /* passes so far */
+	int quick;			 /* no reservations, no reasons */
 	struct gp_sched_node *own_nodes; /* engine_new's copies */
 	struct gp_sched_gpu *own_gpus;
 };
@@ -683,6 +686,12 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 		if (n->model == -3)
 			n->model = -1;
 		node_changed(&s->e, n);
+		if (n->up) {
+			e->total_gpus += n->ngpus;
+			e->total_cpu += n->cpu_total;
+			if (n->mem_total != INT64_MAX)
+				e->total_mem += n->mem_total;
+		}
 	}
 	return e->class_oom ? GP_ENOMEM : 0;
 }
@@ -1024,7 +1033,7 @@ gp_sched_wait_name(int reason)
 /* Takes c on n for r: returns the record's index, or NONE (memory). */
 static size_t
 take(struct gp_sched_engine *s, struct eng_node *n, const struct part_req *r,
-    const struct choice *c, int64_t end_ms, int pass_start)
+    const struct choice *c, int64_t end_ms, int owner)
 {
 	struct run_rec rec;
 	int i;
@@ -1039,7 +1048,8 @@ take(struct gp_sched_engine *s, struct eng_node *n, const struct part_req *r,
 	rec.user = r->job->user;
 	rec.preemptible = 1;
 	rec.alive = 1;
-	rec.pass_start = pass_start;
+	rec.pass_no = s->pass_no;
+	rec.owner = owner;
 	rec.gpu_pos = -1;
 	n->cpu_free -= r->cpu;
 	if (n->mem_total != INT64_MAX)
@@ -1258,7 +1268,7 @@ place_job(struct gp_sched_engine *s, const struct gp_sched_job *job,
 			break;
 		if (emit_assignment(s, n, &r, &c, p) != 0)
 			return GP_ENOMEM;
-		recs[p] = take(s, n, &r, &c, sc.end_ms, 1);
+		recs[p] = take(s, n, &r, &c, sc.end_ms, sc.only_group != 0);
 		if (recs[p] == NONE)
 			return GP_ENOMEM;
 		extra[p] = r.avoid_reserved && n->resv >= 0;
@@ -1680,7 +1690,8 @@ victims_on(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
 	for (i = 0; i < s->nruns; i++) {
 		const struct run_rec *rr = &s->runs[i];
 		if (!rr->alive || &s->e.nodes[rr->node] != n ||
-		    rr->group == n->group || !rr->preemptible || rr->pass_start)
+		    rr->group == n->group || !rr->preemptible ||
+		    rr->pass_no == s->pass_no)
 			continue;
 		v[cnt].rec = i;
 		v[cnt].job_id = rr->job_id;
@@ -1901,8 +1912,8 @@ fair_init(struct gp_sched_engine *s, struct fair *f,
 			f->usage_total += s->groups[i].usage;
 	for (i = 0; i < f->ngroups; i++)
 		f->weight_total += f->groups[i].weight;
-	/* What each holds now. */
-	for (i = 0; i < s->nruns; i++) {
+	/* What each holds now (it orders only when there is a choice). */
+	for (i = 0; i < s->nruns && (f->ngroups > 1 || f->nusers > 1); i++) {
 		const struct run_rec *rr = &s->runs[i];
 		double gpus;
 		if (!rr->alive)
@@ -2035,21 +2046,23 @@ parts_fitting(struct gp_sched_engine *s, const struct gp_sched_job *job,
 
 	*other_group = 0;
 	if (without_pass)
-		for (i = 0; i < s->nruns; i++)
-			if (s->runs[i].alive && s->runs[i].pass_start == 1) {
-				if (s->runs[i].group != job->group)
-					*other_group = 1;
-				run_release(s, i);
-				s->runs[i].pass_start = 2;
-			}
+		for (i = 0; i < s->nruns; i++) {
+			struct run_rec *rr = &s->runs[i];
+			if (!rr->alive || rr->pass_no != s->pass_no || rr->owner)
+				continue;
+			if (rr->group != job->group)
+				*other_group = 1;
+			run_release(s, i);
+			rr->owner = 2; /* to take back below */
+		}
 	part_init(&s->e, job, &r);
 	for (i = 0; i < s->e.nnodes && cnt < parts; i++)
 		cnt += fits_node(s, &s->e.nodes[i], &r);
 	if (without_pass)
 		for (i = 0; i < s->nruns; i++)
-			if (s->runs[i].pass_start == 2) {
+			if (s->runs[i].owner == 2) {
+				s->runs[i].owner = 0;
 				run_restore(s, i);
-				s->runs[i].pass_start = 1;
 			}
 	return cnt;
 }
@@ -2106,18 +2119,8 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 
 	memset(&f, 0, sizeof(f));
 	resv_clear(s);
-	for (i = 0; i < s->nruns; i++)
-		s->runs[i].pass_start = 0;
-	e->total_gpus = e->total_cpu = e->total_mem = 0;
-	for (i = 0; i < e->nnodes; i++) {
-		const struct eng_node *n = &e->nodes[i];
-		if (!n->up)
-			continue;
-		e->total_gpus += n->ngpus;
-		e->total_cpu += n->cpu_total;
-		if (n->mem_total != INT64_MAX)
-			e->total_mem += n->mem_total;
-	}
+	if (++s->pass_no == 0)
+		s->pass_no = 1;
 	todo = calloc(nqueue + 1, 1);
 	if (todo == NULL)
 		goto out;
@@ -2173,9 +2176,6 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 		if (placed)
 			todo[q] = 0;
 	}
-	for (i = 0; i < s->nruns; i++)
-		if (s->runs[i].alive && s->runs[i].pass_start)
-			s->runs[i].pass_start = 3; /* owners': not "ahead" */
 
 	/* 2, 3. Fair share, with EASY backfill. */
 	if ((rc = fair_init(s, &f, queue, todo, nqueue)) != 0)
@@ -2202,6 +2202,12 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 			double d = job_dominant(e, job);
 			f.users[user].held += d;
 			f.groups[f.users[user].taken].held += d;
+			continue;
+		}
+		if (s->quick) {
+			if ((rc = result_wait(s, job, GP_SCHED_WAIT_RESOURCES,
+				 NULL)) != 0)
+				goto out;
 			continue;
 		}
 		/* The first job that waits (and could ever start) gets the
@@ -2329,8 +2335,7 @@ gp_sched_engine_new(const struct gp_sched_node *nodes, size_t nnodes,
 		return GP_ENOMEM;
 	if ((rc = engine_init(s, nodes, nnodes, policy, seed)) != 0)
 		goto fail;
-	if (s->e.policy->uses_mix && mix != NULL &&
-	    (rc = eng_mix_build(&s->e, mix)) != 0)
+	if (mix != NULL && (rc = eng_mix_build(&s->e, mix)) != 0)
 		goto fail;
 	*out = s;
 	return 0;
@@ -2422,6 +2427,32 @@ gp_sched_engine_gpu_stats(const struct gp_sched_engine *s,
 			}
 		}
 	}
+}
+
+double
+gp_sched_engine_frag(struct gp_sched_engine *s)
+{
+	struct engine *e = &s->e;
+	int fr[GP_SCHED_GPUS_MAX], g;
+	double frag = 0;
+	size_t i;
+
+	for (i = 0; i < e->nnodes && e->nmix > 0; i++) {
+		const struct eng_node *n = &e->nodes[i];
+		if (!n->up)
+			continue;
+		for (g = 0; g < n->ngpus; g++)
+			fr[g] = n->gpus[g].holder != 0 ? 0 :
+							 n->gpus[g].milli_free;
+		frag += eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, 0, 0);
+	}
+	return frag;
+}
+
+void
+gp_sched_engine_set_quick(struct gp_sched_engine *s, int quick)
+{
+	s->quick = quick;
 }
 
 uint64_t

@@ -282,6 +282,18 @@ int gp_sched_engine_end(struct gp_sched_engine *e, int64_t job_id);
 void gp_sched_engine_gpu_stats(const struct gp_sched_engine *e,
     int64_t *gpus_total, int64_t *milli_allocated, int64_t *gpus_idle,
     int64_t *gpus_partial);
+/*
+ * The pool's fragmentation for the engine's mix (FGD's measure): GPU
+ * milli free that the mix's requests, weighted, could not use. 0 without
+ * a mix.
+ */
+double gp_sched_engine_frag(struct gp_sched_engine *e);
+/*
+ * quick: jobs that do not start now get no reservation and no reason
+ * beyond "no room" (the FGD protocol: each request is placed at once or
+ * fails; nothing waits).
+ */
+void gp_sched_engine_set_quick(struct gp_sched_engine *e, int quick);
 /* Decisions made (parts placed or refused) since the engine was made. */
 uint64_t gp_sched_engine_decisions(const struct gp_sched_engine *e);
 

@@ -96,6 +96,7 @@ struct gp_sched_policy {
 	int uses_mix;	     /* needs the request mix */
 	int random_ties;     /* scores each node (no classes) */
 	int leftover_first;  /* scores by GPU share left over, first */
+	int mix_cpu;	     /* keeps requests without GPUs in the mix */
 	/*
 	 * Scores placing r on n, where it fits (checked by the caller),
 	 * and picks its GPUs into c. Returns 0, or -1 when it does not fit
@@ -176,7 +177,8 @@ uint64_t eng_random(struct engine *e);
 
 /* sched_policy.c */
 double eng_node_frag(struct engine *e, const struct eng_node *n,
-    const int *milli_free, int64_t cpu_free, int64_t mem_free, int use_mem);
+    const int *milli_free, int64_t cpu_free, int64_t mem_free, int use_mem,
+    double fill);
 int eng_mix_build(struct engine *e, const struct gp_sched_mix *mix);
 void eng_mix_free(struct engine *e);
 
