@@ -313,17 +313,49 @@ same_state(const struct eng_node *a, const struct eng_node *b)
 }
 
 static void
+bucket_del(struct engine *e, struct bucket *bk, size_t pos, int whole)
+{
+	struct bucket_entry *last = &bk->v[--bk->n];
+
+	if (pos != bk->n) {
+		bk->v[pos] = *last;
+		if (whole)
+			e->classes[last->cls].wpos = pos;
+		else
+			e->classes[last->cls].bpos = pos;
+	}
+}
+
+static int
+bucket_add(struct bucket *bk, const struct eng_node *n, size_t ci,
+    size_t *pos)
+{
+	if (bk->n == bk->cap) {
+		size_t cap = bk->cap ? bk->cap * 2 : 16;
+		struct bucket_entry *v = realloc(bk->v, cap * sizeof(*v));
+		if (v == NULL)
+			return GP_ENOMEM;
+		bk->v = v;
+		bk->cap = cap;
+	}
+	bk->v[bk->n].cpu_free = n->cpu_free;
+	bk->v[bk->n].mem_free = n->mem_free;
+	bk->v[bk->n].cls = ci;
+	*pos = bk->n++;
+	return 0;
+}
+
+static void
 bucket_unlink(struct engine *e, struct node_class *c)
 {
-	if (c->bucket < 0)
-		return;
-	if (c->bprev != NONE)
-		e->classes[c->bprev].bnext = c->bnext;
-	else
-		e->buckets[c->bucket] = c->bnext;
-	if (c->bnext != NONE)
-		e->classes[c->bnext].bprev = c->bprev;
-	c->bucket = -1;
+	if (c->wbucket >= 0) {
+		bucket_del(e, &e->wbuckets[c->wbucket], c->wpos, 1);
+		c->wbucket = -1;
+	}
+	if (c->bucket >= 0) {
+		bucket_del(e, &e->buckets[c->bucket], c->bpos, 0);
+		c->bucket = -1;
+	}
 }
 
 static void
@@ -408,7 +440,7 @@ class_join(struct engine *e, struct eng_node *n)
 		memset(c, 0, sizeof(*c));
 		c->sig = sig;
 		c->first = c->rep = NONE;
-		c->bucket = -1;
+		c->bucket = c->wbucket = -1;
 		e->class_index[h] = ci;
 	}
 	c = &e->classes[ci];
@@ -423,12 +455,12 @@ class_join(struct engine *e, struct eng_node *n)
 		b = (int)(n->milli_free / GP_SCHED_MILLI);
 		if (b > NBUCKETS - 1)
 			b = NBUCKETS - 1;
+		if (bucket_add(&e->buckets[b], n, ci, &c->bpos) != 0)
+			return GP_ENOMEM;
 		c->bucket = b;
-		c->bprev = NONE;
-		c->bnext = e->buckets[b];
-		if (c->bnext != NONE)
-			e->classes[c->bnext].bprev = ci;
-		e->buckets[b] = ci;
+		if (bucket_add(&e->wbuckets[n->nfree], n, ci, &c->wpos) != 0)
+			return GP_ENOMEM;
+		c->wbucket = n->nfree;
 	} else if (c->rep != NONE && n->id < e->nodes[c->rep].id) {
 		c->rep = i;
 	}
@@ -627,8 +659,6 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 			return GP_EINVAL;
 		ngpus += (size_t)nodes[i].ngpus;
 	}
-	for (i = 0; i < NBUCKETS; i++)
-		e->buckets[i] = NONE;
 	e->nodes = calloc(nnodes + 1, sizeof(*e->nodes));
 	e->gpus = calloc(ngpus + 1, sizeof(*e->gpus));
 	if (e->nodes == NULL || e->gpus == NULL)
@@ -700,6 +730,7 @@ static void
 engine_fini(struct gp_sched_engine *s)
 {
 	struct engine *e = &s->e;
+	size_t i;
 
 	eng_mix_free(e);
 	free(e->nodes);
@@ -708,9 +739,14 @@ engine_fini(struct gp_sched_engine *s)
 	free(e->match_gen);
 	free(e->match);
 	free(e->shapes);
+	free(e->shape_index);
 	free(e->cache);
 	free(e->classes);
 	free(e->class_index);
+	for (i = 0; i < NBUCKETS; i++)
+		free(e->buckets[i].v);
+	for (i = 0; i <= GP_SCHED_GPUS_MAX; i++)
+		free(e->wbuckets[i].v);
 	free(e->node_frag);
 	free(e->node_frag_version);
 	free(s->runs);
@@ -838,7 +874,7 @@ static int
 intern_shape(struct engine *e, const struct part_req *r)
 {
 	struct shape_key k;
-	size_t i;
+	size_t i, h;
 
 	memset(&k, 0, sizeof(k));
 	k.cpu = r->cpu;
@@ -851,9 +887,39 @@ intern_shape(struct engine *e, const struct part_req *r)
 	k.shared = r->shared;
 	k.min_capability = r->job->min_capability;
 	k.model = r->job->gpu_model != NULL ? r->job->gpu_model : "";
-	for (i = e->nshapes; i-- > 0;)
-		if (shape_equal(&e->shapes[i], &k))
-			return (int)i;
+	k.hash = (uint64_t)k.cpu * 31 + (uint64_t)k.mem;
+	k.hash = k.hash * 31 + (uint64_t)k.gpu_mem;
+	k.hash = k.hash * 31 + (uint64_t)k.gpus * 1009 + (uint64_t)k.milli;
+	k.hash = k.hash * 31 + (uint64_t)k.shared + (uint64_t)k.max_price;
+	k.hash = k.hash * 31 + (uint64_t)k.min_gpu_mem +
+	    (uint64_t)k.min_capability;
+	for (h = 0; k.model[h] != '\0'; h++)
+		k.hash = k.hash * 31 + (uint64_t)(k.model[h] | 0x20);
+	k.hash *= 0x9e3779b97f4a7c15ULL;
+	if (2 * (e->nshapes + 1) > e->capshape_index) {
+		size_t cap = e->capshape_index ? e->capshape_index * 2 : 64;
+		size_t *t = malloc(cap * sizeof(*t));
+		if (t == NULL)
+			return -1;
+		for (i = 0; i < cap; i++)
+			t[i] = NONE;
+		for (i = 0; i < e->nshapes; i++) {
+			h = (size_t)(e->shapes[i].hash >> 7) & (cap - 1);
+			while (t[h] != NONE)
+				h = (h + 1) & (cap - 1);
+			t[h] = i;
+		}
+		free(e->shape_index);
+		e->shape_index = t;
+		e->capshape_index = cap;
+	}
+	for (h = (size_t)(k.hash >> 7) & (e->capshape_index - 1);
+	     e->shape_index[h] != NONE;
+	     h = (h + 1) & (e->capshape_index - 1))
+		if (e->shapes[e->shape_index[h]].hash == k.hash &&
+		    shape_equal(&e->shapes[e->shape_index[h]], &k))
+			return (int)e->shape_index[h];
+	e->shape_index[h] = e->nshapes;
 	if (e->nshapes == e->capshapes) {
 		size_t cap = e->capshapes ? e->capshapes * 2 : 16;
 		struct shape_key *n = realloc(e->shapes, cap * sizeof(*n));
@@ -1199,16 +1265,27 @@ best_node(struct gp_sched_engine *s, struct part_req *r,
 	struct engine *e = &s->e;
 	struct eng_node *best_n = NULL, *n;
 	int64_t need = r->shared ? r->milli : (int64_t)r->gpus * GP_SCHED_MILLI;
-	int b, per_node = e->policy->random_ties || e->accepts != NULL;
-	size_t ci, i;
+	int b, whole, per_node = e->policy->random_ties || e->accepts != NULL;
+	const struct bucket *bk;
+	size_t k, i;
 
 	*room = 0;
-	for (b = (int)(need / GP_SCHED_MILLI); b < NBUCKETS; b++) {
+	/* Whole GPUs: the lists by wholly free GPUs; else by free share. */
+	whole = !r->shared && r->gpus > 0;
+	for (b = whole ? r->gpus : (int)(need / GP_SCHED_MILLI);
+	     b < (whole ? GP_SCHED_GPUS_MAX + 1 : NBUCKETS); b++) {
+		/* No node further on can leave less over. */
 		if (e->policy->leftover_first && best_n != NULL &&
 		    (double)((int64_t)b * GP_SCHED_MILLI - need) > best->score)
 			break;
-		for (ci = e->buckets[b]; ci != NONE; ci = e->classes[ci].bnext) {
-			struct node_class *c = &e->classes[ci];
+		bk = whole ? &e->wbuckets[b] : &e->buckets[b];
+		for (k = 0; k < bk->n; k++) {
+			const struct bucket_entry *be = &bk->v[k];
+			struct node_class *c;
+			if (be->cpu_free < r->cpu ||
+			    (r->mem > 0 && be->mem_free < r->mem))
+				continue;
+			c = &e->classes[be->cls];
 			if (per_node) {
 				for (i = c->first; i != NONE;
 				     i = e->nodes[i].cnext)
@@ -2294,9 +2371,6 @@ gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res)
 		 in->seed)) != 0)
 		goto out;
 	s.e.now_ms = in->now_ms;
-	for (size_t i = 0; i < s.e.ngpus; i++)
-		if (s.e.gpus[i].holder == 0)
-			s.e.gpus[i].end_ms = in->now_ms;
 	s.e.accepts = in->accepts;
 	s.e.accepts_arg = in->accepts_arg;
 	s.groups = in->groups;
@@ -2361,14 +2435,10 @@ gp_sched_engine_pass(struct gp_sched_engine *s, int64_t now_ms,
     const struct gp_sched_share *users, size_t nusers,
     struct gp_sched_result *res)
 {
-	size_t i;
 	int rc;
 
 	memset(res, 0, sizeof(*res));
 	s->e.now_ms = now_ms;
-	for (i = 0; i < s->e.ngpus; i++)
-		if (s->e.gpus[i].holder == 0 && s->e.gpus[i].end_ms < now_ms)
-			s->e.gpus[i].end_ms = now_ms;
 	s->groups = groups;
 	s->ngroups = ngroups;
 	s->users = users;

@@ -63,7 +63,20 @@ struct node_class {
 	size_t count;
 	size_t rep;	     /* the member with the lowest id, NONE: unknown */
 	int bucket;	     /* -1: not listed (empty) */
-	size_t bprev, bnext; /* on its bucket's list */
+	size_t bpos;	     /* its place in the bucket */
+	int wbucket;	     /* by wholly free GPUs, -1: not listed */
+	size_t wpos;
+};
+
+/* A bucket: its classes, packed, with what rules most of them out. */
+struct bucket_entry {
+	int64_t cpu_free, mem_free;
+	size_t cls;
+};
+
+struct bucket {
+	struct bucket_entry *v;
+	size_t n, cap;
 };
 
 /* A job's part as placement sees it. */
@@ -119,6 +132,7 @@ struct shape_key {
 	int64_t cpu, mem, gpu_mem, min_gpu_mem, max_price;
 	int gpus, milli, shared, min_capability;
 	const char *model;
+	uint64_t hash;
 };
 
 /* What a policy remembers about (node, shape): valid for one version. */
@@ -153,13 +167,16 @@ struct engine {
 	/* Interned shapes and the per (node, shape) score cache. */
 	struct shape_key *shapes;
 	size_t nshapes, capshapes;
+	size_t *shape_index; /* open addressing on the hash */
+	size_t capshape_index;
 	struct score_cache *cache; /* nnodes x capshapes */
 	/* Classes of like nodes. */
 	struct node_class *classes;
 	size_t nclasses, capclasses;
 	size_t *class_index; /* open addressing on sig */
 	size_t capclass_index;
-	size_t buckets[NBUCKETS];
+	struct bucket buckets[NBUCKETS];
+	struct bucket wbuckets[GP_SCHED_GPUS_MAX + 1]; /* by free GPUs */
 	int class_oom; /* a class could not be made: out of memory */
 	gp_sched_accepts_fn accepts; /* NULL: every node */
 	void *accepts_arg;
