@@ -113,6 +113,8 @@ static const struct gp_cli_option sim_options[] = {
     {"group-by", 0, "LABS",
         "replay: who is a lab: labs:N (pods by name, N labs; default "
         "labs:4) or qos"},
+    {"speed", 0, "N",
+        "replay: arrivals N times denser, run times unchanged (default 1)"},
     {"series", 0, "FILE", "write a time series (CSV) to FILE"},
     {"json", 0, NULL, "print one JSON object"},
     {NULL, 0, NULL, NULL},

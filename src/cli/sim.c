@@ -78,11 +78,12 @@ run_replay(const struct gp_trace *t, const struct gp_sim_opts *o, int json)
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (json)
-		return print_json(json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,"
+		return print_json(json_pack("{s:s,s:s,s:f,s:s,s:I,s:I,s:I,s:I,s:I,"
 					    "s:I,s:f,s:f,s:f,s:f,s:o,s:o,s:f,"
 					    "s:{s:f,s:f,s:o},s:f,s:f}",
 		    "protocol", "replay", "policy",
-		    gp_sched_policy_name(o->policy), "group_by",
+		    gp_sched_policy_name(o->policy), "speed",
+		    o->speed > 0 ? o->speed : 1.0, "group_by",
 		    o->group_by != NULL ? o->group_by : "labs:4", "labs",
 		    (json_int_t)r.nlabs, "gpus", (json_int_t)r.gpus, "pods",
 		    (json_int_t)r.pods, "pods_gpu", (json_int_t)r.pods_gpu,
@@ -129,6 +130,7 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 	const char *seed = gp_cli_value(args, "seed");
 	const char *inflate = gp_cli_value(args, "inflate");
 	const char *series = gp_cli_value(args, "series");
+	const char *speed = gp_cli_value(args, "speed");
 	struct gp_sim_opts o;
 	struct gp_trace t;
 	char err[512], *end;
@@ -162,6 +164,13 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 		    o.inflate > 10)
 			return gp_cli_usage_error(args, "--inflate: a ratio "
 							"from 0.1 to 10");
+	}
+	if (speed != NULL) {
+		o.speed = strtod(speed, &end);
+		if (end == speed || *end != '\0' || !(o.speed >= 1) ||
+		    o.speed > 1e6)
+			return gp_cli_usage_error(args, "--speed: a factor from "
+							"1 to 1000000");
 	}
 	if (o.group_by != NULL && strcmp(o.group_by, "qos") != 0 &&
 	    (strncmp(o.group_by, "labs:", 5) != 0 ||

@@ -433,6 +433,15 @@ fnv(const char *s)
 	return h;
 }
 
+static double arrival_speed = 1;
+
+/* When the pod arrives in the replay: its creation time, compressed. */
+static int64_t
+arrival(const struct gp_trace_pod *p)
+{
+	return (int64_t)((double)p->creation / arrival_speed);
+}
+
 static int
 cmp_arrival(const void *a, const void *b)
 {
@@ -440,8 +449,8 @@ cmp_arrival(const void *a, const void *b)
 	const struct gp_trace_pod *p = &sort_trace->pods[x],
 				  *q = &sort_trace->pods[y];
 
-	if (p->creation != q->creation)
-		return p->creation < q->creation ? -1 : 1;
+	if (arrival(p) != arrival(q))
+		return arrival(p) < arrival(q) ? -1 : 1;
 	return x < y ? -1 : x > y;
 }
 
@@ -500,15 +509,15 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 		 opts->seed, &e)) != 0)
 		goto out;
 	rc = GP_ENOMEM;
-	t0 = prev = t->pods[arr[0]].creation;
+	t0 = prev = arrival(&t->pods[arr[0]]);
 	out->t0 = t0;
-	frag_every = (double)(t->pods[arr[t->npods - 1]].creation - t0) / 200 +
+	frag_every = (double)(arrival(&t->pods[arr[t->npods - 1]]) - t0) / 200 +
 	    1;
 	frag_next = (double)t0;
 	alloc = 0;
 	idle = ngpus;
 	while (next < t->npods || h.n > 0) {
-		now = next < t->npods ? t->pods[arr[next]].creation : INT64_MAX;
+		now = next < t->npods ? arrival(&t->pods[arr[next]]) : INT64_MAX;
 		if (h.n > 0 && h.a[0].end < now)
 			now = h.a[0].end;
 		/* What held until now. */
@@ -528,7 +537,7 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 			    1000.0;
 			changed = 1;
 		}
-		while (next < t->npods && t->pods[arr[next]].creation == now) {
+		while (next < t->npods && arrival(&t->pods[arr[next]]) == now) {
 			queue[nq++] = arr[next++];
 			changed = 1;
 		}
@@ -557,11 +566,12 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 				}
 				held[labs[pod] - 1] += (double)pod_gpu_milli(p) /
 				    1000.0;
-				out->wait[out->ndone] = (double)(now - p->creation);
+				out->wait[out->ndone] = (double)(now -
+				    arrival(p));
 				out->jct[out->ndone] = (double)(now + d -
-				    p->creation);
+				    arrival(p));
 				out->service[out->ndone] = (double)d /
-				    (double)(now + d - p->creation);
+				    (double)(now + d - arrival(p));
 				out->lab_of_done[out->ndone++] = labs[pod];
 				jobs[0].id = 0;
 			}
@@ -705,6 +715,7 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 
 	memset(res, 0, sizeof(*res));
 	memset(&pooled, 0, sizeof(pooled));
+	arrival_speed = opts->speed > 0 ? opts->speed : 1;
 	memset(&sub, 0, sizeof(sub));
 	labs = calloc(t->npods + 1, sizeof(*labs));
 	node_labs = calloc(t->nnodes + 1, sizeof(*node_labs));

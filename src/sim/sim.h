@@ -73,6 +73,8 @@ struct gp_sim_opts {
 	const char *group_by;  /* replay: "labs:N" or "qos"; NULL: labs:4 */
 	FILE *series;	       /* when not NULL: a time series, CSV */
 	int static_partition;  /* replay: also each lab on its own GPUs */
+	double speed;	       /* replay: arrivals this many times denser
+				  (run times unchanged); 0: 1 */
 };
 
 /* What the FGD protocol measures. */
