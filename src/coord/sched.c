@@ -1444,8 +1444,8 @@ gpu_could(struct engine *e, const struct eng_gpu *g, const struct part_req *r)
 	return eng_model_matches(e, g->model, job->gpu_model);
 }
 
-/* When the GPU at pos of n could take the part; END_NEVER: not before
- * the end of time (sh: the sharers of that GPU, by end). */
+/* When the GPU could take the part; END_NEVER: at the end of time (what
+ * holds it has no time limit); -1: never (sh: its sharers, by end). */
 static int64_t
 gpu_free_at(const struct engine *e, const struct eng_gpu *g,
     const struct part_req *r, const struct sharer *sh, size_t nsh)
@@ -1467,7 +1467,7 @@ gpu_free_at(const struct engine *e, const struct eng_gpu *g,
 	for (i = 0; milli < r->milli || (r->gpu_mem > 0 && memf < r->gpu_mem);
 	     i++) {
 		if (i == nsh)
-			return END_NEVER;
+			return -1;
 		milli += sh[i].milli;
 		memf += sh[i].mem;
 		t = sh[i].end_ms;
@@ -1497,7 +1497,7 @@ node_start_time(struct gp_sched_engine *s, const struct eng_node *n,
 		return -1;
 	if (r->gpus > 0) {
 		for (i = 0, k = 0; i < n->ngpus; i++) {
-			gpu_t[i] = END_NEVER;
+			gpu_t[i] = -1;
 			while (k < nsh && sh[k].pos < i)
 				k++;
 			for (j = k; j < nsh && sh[j].pos == i; j++)
@@ -1505,7 +1505,7 @@ node_start_time(struct gp_sched_engine *s, const struct eng_node *n,
 			if (!gpu_could(e, &n->gpus[i], r))
 				continue;
 			gpu_t[i] = gpu_free_at(e, &n->gpus[i], r, sh + k, j - k);
-			if (gpu_t[i] != END_NEVER || !r->shared)
+			if (gpu_t[i] >= 0)
 				ends[cnt++] = gpu_t[i];
 		}
 		if (cnt < r->gpus)
@@ -1667,7 +1667,7 @@ earliest_start(struct gp_sched_engine *s, const struct gp_sched_job *job,
 		    sh + sfirst[nt[p].node],
 		    sfirst[nt[p].node + 1] - sfirst[nt[p].node], gpu_t, ends);
 		for (n = 0, i = 0; i < (size_t)nd->ngpus; i++) {
-			if (gpu_t[i] == END_NEVER || gpu_t[i] > start)
+			if (gpu_t[i] < 0 || gpu_t[i] > start)
 				continue;
 			picks[n].end_ms = gpu_t[i];
 			picks[n].mem = nd->gpus[i].mem_total;
@@ -2153,10 +2153,7 @@ explain(struct gp_sched_engine *s, const struct gp_sched_job *job, int room,
 	int parts = job_parts(job), now, before;
 	int64_t other = 0;
 
-	if (room) {
-		if (is_head)
-			return result_wait(s, job, GP_SCHED_WAIT_RESOURCES,
-			    NULL);
+	if (room && !is_head) {
 		snprintf(why, sizeof(why), "behind the reservation of job "
 					   "%lld",
 		    (long long)(s->resv.job != NULL ? s->resv.job->id : 0));
