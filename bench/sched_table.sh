@@ -31,8 +31,8 @@ for w in $WORKLOADS; do
 	done
 done | xargs -P "$JOBS" -L 1 sh -c '
 	"$0" sim --nodes "$1/openb_node_list_gpu_node.csv" \
-	    --jobs "$1/openb_pod_list_$2.csv" --policy "$3" --protocol fgd \
-	    --seed "$4" --json > "$5/$2.$3.$4.json"' "$BIN" "$TRACES" "$OUT"
+	    --jobs "$1/openb_pod_list_$3.csv" --policy "$4" --protocol fgd \
+	    --seed "$5" --json > "$2/$3.$4.$5.json"' "$BIN" "$TRACES" "$OUT"
 
 python3 - "$OUT" "$POLICIES" "$WORKLOADS" <<'PY'
 import json, os, sys

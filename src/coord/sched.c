@@ -1855,7 +1855,6 @@ try_preempt(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	}
 	memset(&sc, 0, sizeof(sc));
 	sc.only_group = job->group;
-	best_n->gang_mark = 0;
 	rc = place_job(s, job, &sc, placed, &room, &fit);
 out:
 	free(v);

@@ -55,14 +55,13 @@ below(uint64_t *s, size_t n)
 	return (size_t)(splitmix(s) % (uint64_t)n);
 }
 
-static const struct gp_trace *sort_trace;
-
 static int
-cmp_pod_name(const void *a, const void *b)
+cmp_pod_name(const void *a, const void *b, void *arg)
 {
+	const struct gp_trace *t = arg;
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
 
-	return strcmp(sort_trace->pods[x].name, sort_trace->pods[y].name);
+	return strcmp(t->pods[x].name, t->pods[y].name);
 }
 
 /* The trace's nodes for the engine. OUT: *nodes, *gpus (caller frees). */
@@ -212,8 +211,7 @@ gp_sim_fgd(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		byname[i] = i;
 		total += pod_gpu_milli(&t->pods[i]);
 	}
-	sort_trace = t;
-	qsort(byname, t->npods, sizeof(*byname), cmp_pod_name);
+	qsort_r(byname, t->npods, sizeof(*byname), cmp_pod_name, (void *)t);
 	memcpy(order, byname, t->npods * sizeof(*order));
 	for (i = t->npods; i > 1; i--) {
 		size_t k = below(&rng, i), tmp = order[i - 1];
@@ -433,24 +431,28 @@ fnv(const char *s)
 	return h;
 }
 
-static double arrival_speed = 1;
-
 /* When the pod arrives in the replay: its creation time, compressed. */
 static int64_t
-arrival(const struct gp_trace_pod *p)
+arrival(const struct gp_trace_pod *p, double speed)
 {
-	return (int64_t)((double)p->creation / arrival_speed);
+	return (int64_t)((double)p->creation / speed);
 }
 
-static int
-cmp_arrival(const void *a, const void *b)
-{
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	const struct gp_trace_pod *p = &sort_trace->pods[x],
-				  *q = &sort_trace->pods[y];
+struct by_arrival {
+	const struct gp_trace *t;
+	double speed;
+};
 
-	if (arrival(p) != arrival(q))
-		return arrival(p) < arrival(q) ? -1 : 1;
+static int
+cmp_arrival(const void *a, const void *b, void *arg)
+{
+	const struct by_arrival *ba = arg;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int64_t tx = arrival(&ba->t->pods[x], ba->speed),
+		ty = arrival(&ba->t->pods[y], ba->speed);
+
+	if (tx != ty)
+		return tx < ty ? -1 : 1;
 	return x < y ? -1 : x > y;
 }
 
@@ -473,6 +475,8 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 	struct heap h = {NULL, 0, 0};
 	size_t *arr = NULL, *queue = NULL, nq = 0, next = 0, i, k;
 	double *held = NULL, frag_every, frag_next;
+	double speed = opts->speed > 0 ? opts->speed : 1;
+	struct by_arrival ba;
 	int64_t ngpus = 0, now, prev, tot, alloc, idle, partial, t0;
 	int rc = GP_ENOMEM, changed;
 
@@ -497,8 +501,9 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 		goto out;
 	for (i = 0; i < t->npods; i++)
 		arr[i] = i;
-	sort_trace = t;
-	qsort(arr, t->npods, sizeof(*arr), cmp_arrival);
+	ba.t = t;
+	ba.speed = speed;
+	qsort_r(arr, t->npods, sizeof(*arr), cmp_arrival, &ba);
 	for (i = 0; i < (size_t)nlabs; i++) {
 		shares[i].id = (int64_t)i + 1;
 		shares[i].weight = 1;
@@ -509,15 +514,15 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 		 opts->seed, &e)) != 0)
 		goto out;
 	rc = GP_ENOMEM;
-	t0 = prev = arrival(&t->pods[arr[0]]);
+	t0 = prev = arrival(&t->pods[arr[0]], speed);
 	out->t0 = t0;
-	frag_every = (double)(arrival(&t->pods[arr[t->npods - 1]]) - t0) / 200 +
+	frag_every = (double)(arrival(&t->pods[arr[t->npods - 1]], speed) - t0) / 200 +
 	    1;
 	frag_next = (double)t0;
 	alloc = 0;
 	idle = ngpus;
 	while (next < t->npods || h.n > 0) {
-		now = next < t->npods ? arrival(&t->pods[arr[next]]) : INT64_MAX;
+		now = next < t->npods ? arrival(&t->pods[arr[next]], speed) : INT64_MAX;
 		if (h.n > 0 && h.a[0].end < now)
 			now = h.a[0].end;
 		/* What held until now. */
@@ -537,7 +542,7 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 			    1000.0;
 			changed = 1;
 		}
-		while (next < t->npods && arrival(&t->pods[arr[next]]) == now) {
+		while (next < t->npods && arrival(&t->pods[arr[next]], speed) == now) {
 			queue[nq++] = arr[next++];
 			changed = 1;
 		}
@@ -567,11 +572,11 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 				held[labs[pod] - 1] += (double)pod_gpu_milli(p) /
 				    1000.0;
 				out->wait[out->ndone] = (double)(now -
-				    arrival(p));
+				    arrival(p, speed));
 				out->jct[out->ndone] = (double)(now + d -
-				    arrival(p));
+				    arrival(p, speed));
 				out->service[out->ndone] = (double)d /
-				    (double)(now + d - arrival(p));
+				    (double)(now + d - arrival(p, speed));
 				out->lab_of_done[out->ndone++] = labs[pod];
 				jobs[0].id = 0;
 			}
@@ -715,7 +720,6 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 
 	memset(res, 0, sizeof(*res));
 	memset(&pooled, 0, sizeof(pooled));
-	arrival_speed = opts->speed > 0 ? opts->speed : 1;
 	memset(&sub, 0, sizeof(sub));
 	labs = calloc(t->npods + 1, sizeof(*labs));
 	node_labs = calloc(t->nnodes + 1, sizeof(*node_labs));
