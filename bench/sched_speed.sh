@@ -31,5 +31,5 @@ start=$(date +%s.%N)
 "$BIN" sim --nodes "$N" --jobs "$J" --speed 10000 --json >/dev/null
 echo "sim_replay_default_speed10000_wall_s $(echo "$(date +%s.%N) - $start" | bc) s"
 "$BUILD/tests/test_sched" | awk '/plan 10000 nodes/ {
-	print "plan_10000_nodes_20000_queued_ms", $7, "ms";
-	print "plan_busy_pool_ms", $11, "ms" }'
+	print "plan_10000_nodes_20000_queued_ms", $6, "ms";
+	print "plan_busy_pool_ms", $10, "ms" }'

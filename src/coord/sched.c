@@ -167,56 +167,6 @@ intern_model(struct engine *e, const char *model)
 	return (int)e->nmodels++;
 }
 
-/* 1 when interned model m matches want; answers kept per want string. */
-int
-eng_model_matches(struct engine *e, int m, const char *want)
-{
-	if (want == NULL || want[0] == '\0')
-		return 1;
-	if (m < 0)
-		return gp_sched_model_matches(NULL, want);
-	if (want != e->match_want) {
-		e->match_want = want;
-		e->gen++;
-	}
-	if (e->match_gen[m] != e->gen) {
-		e->match_gen[m] = e->gen;
-		e->match[m] = (unsigned char)gp_sched_model_matches(
-		    e->models[m], want);
-	}
-	return e->match[m];
-}
-
-/* 1 when the part may take the GPU at position pos of n now. */
-int
-eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
-    const struct part_req *r)
-{
-	const struct eng_gpu *g = &n->gpus[pos];
-	const struct gp_sched_job *job = r->job;
-
-	if (g->holder != 0 || (r->avoid_reserved && g->reserved))
-		return 0;
-	if (!r->shared) {
-		if (g->nshared > 0 || g->milli_free < GP_SCHED_MILLI)
-			return 0;
-		if (r->gpu_mem > 0 && g->mem_total < r->gpu_mem)
-			return 0;
-	} else {
-		if (g->milli_free < r->milli)
-			return 0;
-		if (r->gpu_mem > 0 && g->mem_free < r->gpu_mem)
-			return 0;
-	}
-	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
-		return 0;
-	if (job->min_capability > 0 && g->capability < job->min_capability)
-		return 0;
-	if (job->max_price > 0 && g->price > job->max_price)
-		return 0;
-	return eng_model_matches(e, g->model, job->gpu_model);
-}
-
 /* The part's whole GPUs on n: the usable ones with the least memory. */
 int
 eng_pick_whole(struct engine *e, const struct eng_node *n,
@@ -229,6 +179,13 @@ eng_pick_whole(struct engine *e, const struct eng_node *n,
 
 		if (!eng_gpu_usable(e, n, i, r))
 			continue;
+		if (n->same_mem) {
+			/* Any will do: the first ones, by position. */
+			c->pos[cnt++] = i;
+			if (cnt == r->gpus)
+				break;
+			continue;
+		}
 		if (cnt == r->gpus && n->gpus[c->pos[cnt - 1]].mem_total <= mem)
 			continue;
 		k = cnt < r->gpus ? cnt++ : cnt - 1;
@@ -715,6 +672,10 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 		}
 		if (n->model == -3)
 			n->model = -1;
+		n->same_mem = 1;
+		for (j = 1; j < src->ngpus; j++)
+			if (src->gpus[j].mem_mib != src->gpus[0].mem_mib)
+				n->same_mem = 0;
 		node_changed(&s->e, n);
 		if (n->up) {
 			e->total_gpus += n->ngpus;

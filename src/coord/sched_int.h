@@ -43,6 +43,7 @@ struct eng_node {
 	int64_t milli_free; /* share free over GPUs not held whole */
 	int model;	    /* of all its GPUs; -1: none, -2: mixed */
 	int64_t max_gpu_mem;
+	int same_mem;	    /* all its GPUs have the same memory */
 	unsigned version;   /* bumped on every change */
 	int resv;	    /* index in the reservation's nodes, -1: none */
 	int gang_mark;	    /* used by the part being placed (gangs) */
@@ -185,9 +186,6 @@ struct engine {
 };
 
 /* sched.c */
-int eng_model_matches(struct engine *e, int model, const char *want);
-int eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
-    const struct part_req *r);
 int eng_pick_whole(struct engine *e, const struct eng_node *n,
     const struct part_req *r, struct choice *c);
 uint64_t eng_random(struct engine *e);
@@ -198,5 +196,56 @@ double eng_node_frag(struct engine *e, const struct eng_node *n,
     double fill);
 int eng_mix_build(struct engine *e, const struct gp_sched_mix *mix);
 void eng_mix_free(struct engine *e);
+
+/* Inline: the placement loops ask these for every GPU they look at. */
+/* 1 when interned model m matches want; answers kept per want string. */
+static inline int
+eng_model_matches(struct engine *e, int m, const char *want)
+{
+	if (want == NULL || want[0] == '\0')
+		return 1;
+	if (m < 0)
+		return gp_sched_model_matches(NULL, want);
+	if (want != e->match_want) {
+		e->match_want = want;
+		e->gen++;
+	}
+	if (e->match_gen[m] != e->gen) {
+		e->match_gen[m] = e->gen;
+		e->match[m] = (unsigned char)gp_sched_model_matches(
+		    e->models[m], want);
+	}
+	return e->match[m];
+}
+
+/* 1 when the part may take the GPU at position pos of n now. */
+static inline int
+eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
+    const struct part_req *r)
+{
+	const struct eng_gpu *g = &n->gpus[pos];
+	const struct gp_sched_job *job = r->job;
+
+	if (g->holder != 0 || (r->avoid_reserved && g->reserved))
+		return 0;
+	if (!r->shared) {
+		if (g->nshared > 0 || g->milli_free < GP_SCHED_MILLI)
+			return 0;
+		if (r->gpu_mem > 0 && g->mem_total < r->gpu_mem)
+			return 0;
+	} else {
+		if (g->milli_free < r->milli)
+			return 0;
+		if (r->gpu_mem > 0 && g->mem_free < r->gpu_mem)
+			return 0;
+	}
+	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
+		return 0;
+	if (job->min_capability > 0 && g->capability < job->min_capability)
+		return 0;
+	if (job->max_price > 0 && g->price > job->max_price)
+		return 0;
+	return eng_model_matches(e, g->model, job->gpu_model);
+}
 
 #endif
