@@ -408,8 +408,10 @@ stats_of(double *v, size_t n, struct gp_sim_stats *s)
 /* What one replay (pooled, or one lab alone) gives. */
 struct core_out {
 	int64_t t0, end;	  /* first arrival, last departure */
-	double busy_milli_s;	  /* GPU milli x seconds allocated */
-	double idle_gpu_s;	  /* idle GPUs x seconds */
+	int64_t last_arrival;
+	double busy_milli_s;	  /* GPU milli x seconds allocated, while
+				     pods arrive (t0 to last_arrival) */
+	double idle_gpu_s;	  /* idle GPUs x seconds, idem */
 	double frag_milli_s;	  /* fragmented milli x seconds (sampled) */
 	double frag_span_s;
 	int64_t never;
@@ -457,13 +459,14 @@ cmp_arrival(const void *a, const void *b, void *arg)
 }
 
 /*
- * Replays t's pods (labs: per pod) on t's nodes (node_labs: per node).
+ * Replays t's pods (labs: per pod) on t's nodes (node_labs: per node),
+ * counting busy and idle GPU time until until (0: its last arrival).
  * OUT: *out. Returns 0 or GP_E*.
  */
 static int
 replay_core(const struct gp_trace *t, const int64_t *labs,
     const int64_t *node_labs, int nlabs, const struct gp_sim_opts *opts,
-    struct core_out *out)
+    int64_t until, struct core_out *out)
 {
 	struct gp_sched_node *nodes = NULL;
 	struct gp_sched_gpu *gpus = NULL;
@@ -516,6 +519,8 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 	rc = GP_ENOMEM;
 	t0 = prev = arrival(&t->pods[arr[0]], speed);
 	out->t0 = t0;
+	out->last_arrival = until > 0 ? until :
+	    arrival(&t->pods[arr[t->npods - 1]], speed);
 	frag_every = (double)(arrival(&t->pods[arr[t->npods - 1]], speed) - t0) / 200 +
 	    1;
 	frag_next = (double)t0;
@@ -525,9 +530,13 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 		now = next < t->npods ? arrival(&t->pods[arr[next]], speed) : INT64_MAX;
 		if (h.n > 0 && h.a[0].end < now)
 			now = h.a[0].end;
-		/* What held until now. */
-		out->busy_milli_s += (double)alloc * (double)(now - prev);
-		out->idle_gpu_s += (double)idle * (double)(now - prev);
+		/* What held until now, while pods arrive. */
+		if (prev < out->last_arrival) {
+			int64_t upto = now < out->last_arrival ? now :
+								   out->last_arrival;
+			out->busy_milli_s += (double)alloc * (double)(upto - prev);
+			out->idle_gpu_s += (double)idle * (double)(upto - prev);
+		}
 		for (k = 0; k < (size_t)nlabs; k++)
 			shares[k].usage = shares[k].usage *
 				pow(0.5, (double)(now - prev) / HALF_LIFE_S) +
@@ -599,9 +608,10 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 			}
 			nq = keep;
 			gp_sched_result_fini(&r);
+		}
+		if (changed)
 			gp_sched_engine_gpu_stats(e, &tot, &alloc, &idle,
 			    &partial);
-		}
 		if ((double)now >= frag_next) {
 			out->frag_milli_s += gp_sched_engine_frag(e) *
 			    frag_every;
@@ -713,7 +723,7 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 	struct gp_trace sub;
 	int64_t *labs = NULL, *node_labs = NULL, wall0 = gp_mono_us(), end;
 	double x[64] = {0}, cnt[64] = {0}, sum = 0, sum2 = 0, busy = 0,
-	       *waits = NULL;
+	       *waits = NULL, span;
 	size_t i, nw = 0;
 	int64_t ngpus = 0;
 	int nlabs, g, rc = GP_ENOMEM, used = 0;
@@ -729,7 +739,8 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		goto out;
 	for (i = 0; i < t->nnodes; i++)
 		ngpus += t->nodes[i].gpus;
-	if ((rc = replay_core(t, labs, node_labs, nlabs, opts, &pooled)) != 0)
+	if ((rc = replay_core(t, labs, node_labs, nlabs, opts, 0,
+		 &pooled)) != 0)
 		goto out;
 	res->gpus = ngpus;
 	res->nlabs = nlabs;
@@ -738,12 +749,12 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		res->pods_gpu += t->pods[i].num_gpu > 0;
 	res->pods_never = pooled.never;
 	res->makespan_s = pooled.end - pooled.t0;
-	if (res->makespan_s > 0 && ngpus > 0) {
+	span = (double)(pooled.last_arrival - pooled.t0);
+	if (span > 0 && ngpus > 0) {
 		res->alloc_pct_mean = 100.0 * pooled.busy_milli_s /
-		    ((double)ngpus * 1000.0 * (double)res->makespan_s);
+		    ((double)ngpus * 1000.0 * span);
 		res->util_pct = res->alloc_pct_mean;
-		res->unalloc_gpus_mean = pooled.idle_gpu_s /
-		    (double)res->makespan_s;
+		res->unalloc_gpus_mean = pooled.idle_gpu_s / span;
 	}
 	if (pooled.frag_span_s > 0)
 		res->frag_gpus_mean = pooled.frag_milli_s / pooled.frag_span_s /
@@ -784,6 +795,7 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 			goto out;
 		}
 		end = pooled.t0;
+		busy = 0;
 		for (g = 1; g <= nlabs; g++) {
 			sub.npods = sub.nnodes = 0;
 			for (i = 0; i < t->npods; i++)
@@ -802,13 +814,15 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 				res->pods_never += 0;
 				continue;
 			}
-			rc = replay_core(&sub, sub_labs, sub_nodes, 1, &o, &part);
+			rc = replay_core(&sub, sub_labs, sub_nodes, 1, &o,
+			    pooled.last_arrival, &part);
 			if (rc != 0) {
 				core_free(&part);
 				free(sub_labs);
 				free(sub_nodes);
 				goto out;
 			}
+			/* Its busy time over the pooled run's window. */
 			busy += part.busy_milli_s;
 			if (part.end > end)
 				end = part.end;
@@ -819,9 +833,9 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		free(sub_labs);
 		free(sub_nodes);
 		res->static_makespan_s = (double)(end - pooled.t0);
-		if (end > pooled.t0 && ngpus > 0)
+		if (span > 0 && ngpus > 0)
 			res->static_util_pct = 100.0 * busy /
-			    ((double)ngpus * 1000.0 * (double)(end - pooled.t0));
+			    ((double)ngpus * 1000.0 * span);
 		stats_of(waits, nw, &res->static_wait_s);
 	}
 	res->seconds = (double)(gp_mono_us() - wall0) / 1e6;

@@ -226,6 +226,24 @@ TEST(replay_known_answers)
 	gp_trace_free(&t);
 
 	/*
+	 * Utilization while pods arrive (0 to 100 s): a holds one of two
+	 * GPUs for 100 s, b the other for 10 s: 110 / 200 = 55%.
+	 */
+	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,2,T4\n",
+		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+		     "pod_phase,creation_time,deletion_time,scheduled_time\n"
+		     "a,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
+		     "b,1000,1024,1,1000,,LS,Succeeded,0,10,0\n"
+		     "c,1000,1024,1,1000,,LS,Succeeded,100,110,100\n",
+		     &t, err, sizeof(err)),
+	    0);
+	CHECK_EQ(gp_sim_replay(&t, &o, &r), 0);
+	CHECK(r.util_pct > 54.99 && r.util_pct < 55.01);
+	CHECK(r.unalloc_gpus_mean > 0.89 && r.unalloc_gpus_mean < 0.91);
+	CHECK_EQ(r.makespan_s, 110);
+	gp_trace_free(&t);
+
+	/*
 	 * Two labs, one GPU node each. Lab 1 (pods named so that they
 	 * hash to it) sends two pods at once; pooled, the second uses lab
 	 * 2's idle GPU; alone, it waits.
