@@ -44,8 +44,8 @@ struct run_rec {
 	uint64_t whole; /* positions of the GPUs it holds whole */
 	int alive;
 	unsigned pass_no; /* the pass that started it, 0: the caller's */
-	int owner;	  /* started there for its lab (provider first) */
-	size_t next;	/* the job's next part, NONE at the end */
+	int owner;        /* started there for its lab (provider first) */
+	size_t next;      /* the job's next part, NONE at the end */
 };
 
 struct resv_node {
@@ -77,8 +77,8 @@ struct gp_sched_engine {
 	/* Fair share. */
 	const struct gp_sched_share *groups, *users;
 	size_t ngroups, nusers;
-	unsigned pass_no;		 /* passes so far */
-	int quick;			 /* no reservations, no reasons */
+	unsigned pass_no;                /* passes so far */
+	int quick;                       /* no reservations, no reasons */
 	struct gp_sched_node *own_nodes; /* engine_new's copies */
 	struct gp_sched_gpu *own_gpus;
 };
@@ -233,14 +233,17 @@ node_sig(const struct eng_node *n)
 	h = mix64(h, (uint64_t)(n->resv + 1) << 8 | (uint64_t)n->ngpus);
 	for (i = 0; i < n->ngpus; i++) {
 		const struct eng_gpu *g = &n->gpus[i];
-		h = mix64(h, (uint64_t)(g->holder > 0 ? 1 : g->holder < 0 ? 2 :
-									   0) |
-			(uint64_t)g->nshared << 2 | (uint64_t)g->reserved << 20 |
-			(uint64_t)(g->model + 1) << 24 |
-			(uint64_t)g->milli_free << 40);
+		h = mix64(h,
+		    (uint64_t)(g->holder > 0 ? 1
+		            : g->holder < 0  ? 2
+		                             : 0) |
+		        (uint64_t)g->nshared << 2 |
+		        (uint64_t)g->reserved << 20 |
+		        (uint64_t)(g->model + 1) << 24 |
+		        (uint64_t)g->milli_free << 40);
 		h = mix64(h, (uint64_t)g->mem_free);
-		h = mix64(h, (uint64_t)g->mem_total ^
-			(uint64_t)g->capability << 48);
+		h = mix64(h,
+		    (uint64_t)g->mem_total ^ (uint64_t)g->capability << 48);
 		h = mix64(h, (uint64_t)g->price);
 	}
 	return h;
@@ -262,7 +265,8 @@ same_state(const struct eng_node *a, const struct eng_node *b)
 		    (x->holder < 0) != (y->holder < 0) ||
 		    x->nshared != y->nshared || x->reserved != y->reserved ||
 		    x->model != y->model || x->milli_free != y->milli_free ||
-		    x->mem_free != y->mem_free || x->mem_total != y->mem_total ||
+		    x->mem_free != y->mem_free ||
+		    x->mem_total != y->mem_total ||
 		    x->capability != y->capability || x->price != y->price)
 			return 0;
 	}
@@ -284,8 +288,7 @@ bucket_del(struct engine *e, struct bucket *bk, size_t pos, int whole)
 }
 
 static int
-bucket_add(struct bucket *bk, const struct eng_node *n, size_t ci,
-    size_t *pos)
+bucket_add(struct bucket *bk, const struct eng_node *n, size_t ci, size_t *pos)
 {
 	if (bk->n == bk->cap) {
 		size_t cap = bk->cap ? bk->cap * 2 : 16;
@@ -385,8 +388,8 @@ class_join(struct engine *e, struct eng_node *n)
 	if (ci == NONE) {
 		if (e->nclasses == e->capclasses) {
 			size_t cap = e->capclasses ? e->capclasses * 2 : 64;
-			struct node_class *nc = realloc(e->classes,
-			    cap * sizeof(*nc));
+			struct node_class *nc =
+			    realloc(e->classes, cap * sizeof(*nc));
 			if (nc == NULL)
 				return GP_ENOMEM;
 			e->classes = nc;
@@ -653,8 +656,8 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 				g->milli_free = 0;
 			g->mem_free = sg->mem_mib - sg->shared_mem_mib;
 			g->nshared = sg->nshared;
-			if (g->nshared == 0 && (sg->shared_milli > 0 ||
-						   sg->shared_mem_mib > 0))
+			if (g->nshared == 0 &&
+			    (sg->shared_milli > 0 || sg->shared_mem_mib > 0))
 				g->nshared = 1;
 			g->capability = sg->capability;
 			g->price = sg->price;
@@ -852,8 +855,8 @@ intern_shape(struct engine *e, const struct part_req *r)
 	k.hash = k.hash * 31 + (uint64_t)k.gpu_mem;
 	k.hash = k.hash * 31 + (uint64_t)k.gpus * 1009 + (uint64_t)k.milli;
 	k.hash = k.hash * 31 + (uint64_t)k.shared + (uint64_t)k.max_price;
-	k.hash = k.hash * 31 + (uint64_t)k.min_gpu_mem +
-	    (uint64_t)k.min_capability;
+	k.hash =
+	    k.hash * 31 + (uint64_t)k.min_gpu_mem + (uint64_t)k.min_capability;
 	for (h = 0; k.model[h] != '\0'; h++)
 		k.hash = k.hash * 31 + (uint64_t)(k.model[h] | 0x20);
 	k.hash *= 0x9e3779b97f4a7c15ULL;
@@ -875,8 +878,7 @@ intern_shape(struct engine *e, const struct part_req *r)
 		e->capshape_index = cap;
 	}
 	for (h = (size_t)(k.hash >> 7) & (e->capshape_index - 1);
-	     e->shape_index[h] != NONE;
-	     h = (h + 1) & (e->capshape_index - 1))
+	     e->shape_index[h] != NONE; h = (h + 1) & (e->capshape_index - 1))
 		if (e->shapes[e->shape_index[h]].hash == k.hash &&
 		    shape_equal(&e->shapes[e->shape_index[h]], &k))
 			return (int)e->shape_index[h];
@@ -889,8 +891,8 @@ intern_shape(struct engine *e, const struct part_req *r)
 		e->shapes = n;
 		if (e->policy->uses_mix) {
 			/* The score cache: nnodes x cap, moved over. */
-			struct score_cache *c = calloc(e->nnodes * cap + 1,
-			    sizeof(*c));
+			struct score_cache *c =
+			    calloc(e->nnodes * cap + 1, sizeof(*c));
 			size_t j;
 			if (c == NULL)
 				return -1;
@@ -909,17 +911,15 @@ intern_shape(struct engine *e, const struct part_req *r)
 }
 
 static void
-part_init(struct engine *e, const struct gp_sched_job *job,
-    struct part_req *r)
+part_init(struct engine *e, const struct gp_sched_job *job, struct part_req *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->job = job;
 	r->shared = job_is_shared(job);
 	r->gpus = r->shared ? 1 : (job->gpus > 0 ? job->gpus : 0);
-	r->milli = r->shared ? (job->gpu_milli > 0 && job->gpu_milli < 1000 ?
-					   job->gpu_milli :
-					   0) :
-			       GP_SCHED_MILLI;
+	r->milli = r->shared
+	    ? (job->gpu_milli > 0 && job->gpu_milli < 1000 ? job->gpu_milli : 0)
+	    : GP_SCHED_MILLI;
 	r->gpu_mem = job->gpu_mem_mib > 0 ? job->gpu_mem_mib : 0;
 	r->cpu = job->cpu_milli > 0 ? job->cpu_milli : 0;
 	r->mem = job->mem_mib > 0 ? job->mem_mib : 0;
@@ -950,7 +950,7 @@ node_may_fit(struct engine *e, const struct eng_node *n,
 		return 0;
 	if ((r->gpu_mem > 0 || job->min_gpu_mem_mib > 0) &&
 	    (n->max_gpu_mem < r->gpu_mem ||
-		n->max_gpu_mem < job->min_gpu_mem_mib))
+	        n->max_gpu_mem < job->min_gpu_mem_mib))
 		return 0;
 	if (n->model >= 0 && !eng_model_matches(e, n->model, job->gpu_model))
 		return 0;
@@ -966,8 +966,8 @@ result_assign(struct gp_sched_engine *s)
 
 	if (res->nassignments == s->capassign) {
 		size_t cap = s->capassign ? s->capassign * 2 : 16;
-		struct gp_sched_assignment *a = realloc(res->assignments,
-		    cap * sizeof(*a));
+		struct gp_sched_assignment *a =
+		    realloc(res->assignments, cap * sizeof(*a));
 		if (a == NULL)
 			return NULL;
 		res->assignments = a;
@@ -984,8 +984,8 @@ result_preempt(struct gp_sched_engine *s, int64_t job_id, int64_t for_job,
 
 	if (res->npreemptions == s->cappreempt) {
 		size_t cap = s->cappreempt ? s->cappreempt * 2 : 8;
-		struct gp_sched_preemption *p = realloc(res->preemptions,
-		    cap * sizeof(*p));
+		struct gp_sched_preemption *p =
+		    realloc(res->preemptions, cap * sizeof(*p));
 		if (p == NULL)
 			return GP_ENOMEM;
 		res->preemptions = p;
@@ -1145,9 +1145,9 @@ better(const struct choice *a, const struct eng_node *na,
 }
 
 struct scan {
-	int64_t only_group;   /* 0: any node; else the lab's own */
-	int use_resv;	      /* respect the reservation */
-	int64_t end_ms;	      /* when the part would end */
+	int64_t only_group; /* 0: any node; else the lab's own */
+	int use_resv;       /* respect the reservation */
+	int64_t end_ms;     /* when the part would end */
 };
 
 /*
@@ -1183,8 +1183,7 @@ consider(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
 	struct engine *e = &s->e;
 	struct choice c;
 
-	if (n->gang_mark ||
-	    (sc->only_group != 0 && n->group != sc->only_group))
+	if (n->gang_mark || (sc->only_group != 0 && n->group != sc->only_group))
 		return;
 	if (!node_may_fit(e, n, r))
 		return;
@@ -1220,8 +1219,8 @@ consider(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
  * nodes one by one (accepts); stops early for a leftover-first policy.
  */
 static struct eng_node *
-best_node(struct gp_sched_engine *s, struct part_req *r,
-    const struct scan *sc, struct choice *best, int *room)
+best_node(struct gp_sched_engine *s, struct part_req *r, const struct scan *sc,
+    struct choice *best, int *room)
 {
 	struct engine *e = &s->e;
 	struct eng_node *best_n = NULL, *n;
@@ -1465,7 +1464,8 @@ node_start_time(struct gp_sched_engine *s, const struct eng_node *n,
 				;
 			if (!gpu_could(e, &n->gpus[i], r))
 				continue;
-			gpu_t[i] = gpu_free_at(e, &n->gpus[i], r, sh + k, j - k);
+			gpu_t[i] =
+			    gpu_free_at(e, &n->gpus[i], r, sh + k, j - k);
 			if (gpu_t[i] >= 0)
 				ends[cnt++] = gpu_t[i];
 		}
@@ -1612,8 +1612,8 @@ earliest_start(struct gp_sched_engine *s, const struct gp_sched_job *job,
 		if (req.gpus == 0)
 			node_changed(e, nd);
 		rn->extra_cpu = nd->cpu_free - req.cpu;
-		rn->extra_mem = nd->mem_total == INT64_MAX ? INT64_MAX :
-							   nd->mem_free;
+		rn->extra_mem =
+		    nd->mem_total == INT64_MAX ? INT64_MAX : nd->mem_free;
 		for (r = b; r < en && rel[r].end_ms <= start; r++) {
 			rn->extra_cpu += rel[r].cpu;
 			if (rn->extra_mem != INT64_MAX)
@@ -1875,8 +1875,9 @@ job_dominant(const struct engine *e, const struct gp_sched_job *job)
 		gpus = job->gpu_milli / 1000.0;
 	else
 		gpus = 0;
-	return job_parts(job) * dominant(e, gpus, job->cpu_milli,
-				    job->mem_mib > 0 ? job->mem_mib : 0);
+	return job_parts(job) *
+	    dominant(e, gpus, job->cpu_milli,
+	        job->mem_mib > 0 ? job->mem_mib : 0);
 }
 
 struct fair {
@@ -1891,8 +1892,7 @@ struct fair {
 /* Groups, their users and the users' jobs (in queue order). */
 static int
 fair_init(struct gp_sched_engine *s, struct fair *f,
-    const struct gp_sched_job *queue, const unsigned char *todo,
-    size_t nqueue)
+    const struct gp_sched_job *queue, const unsigned char *todo, size_t nqueue)
 {
 	struct engine *e = &s->e;
 	size_t i, j, *user_of = NULL, pos;
@@ -1925,19 +1925,20 @@ fair_init(struct gp_sched_engine *s, struct fair *f,
 				f->groups[g].id = queue[i].group;
 				sh = share_find(s->groups, s->ngroups,
 				    queue[i].group);
-				f->groups[g].weight = sh != NULL &&
-					sh->weight > 0 ? sh->weight : 1;
-				f->groups[g].usage = sh != NULL &&
-					sh->usage > 0 ? sh->usage : 0;
+				f->groups[g].weight =
+				    sh != NULL && sh->weight > 0 ? sh->weight
+				                                 : 1;
+				f->groups[g].usage =
+				    sh != NULL && sh->usage > 0 ? sh->usage : 0;
 				f->ngroups++;
 			}
 			f->users[j].id = queue[i].user;
 			f->users[j].first = g; /* its group, for now */
 			sh = share_find(s->users, s->nusers, queue[i].user);
-			f->users[j].weight = sh != NULL && sh->weight > 0 ?
-			    sh->weight : 1;
-			f->users[j].usage = sh != NULL && sh->usage > 0 ?
-			    sh->usage : 0;
+			f->users[j].weight =
+			    sh != NULL && sh->weight > 0 ? sh->weight : 1;
+			f->users[j].usage =
+			    sh != NULL && sh->usage > 0 ? sh->usage : 0;
 			f->nusers++;
 		}
 		user_of[i] = j;
@@ -1959,13 +1960,13 @@ fair_init(struct gp_sched_engine *s, struct fair *f,
 		    (double)rr->milli / 1000.0;
 		for (j = 0; j < f->ngroups; j++)
 			if (f->groups[j].id == rr->group)
-				f->groups[j].held += dominant(e, gpus, rr->cpu,
-				    rr->mem);
+				f->groups[j].held +=
+				    dominant(e, gpus, rr->cpu, rr->mem);
 		for (j = 0; j < f->nusers; j++)
 			if (f->users[j].id == rr->user &&
 			    f->groups[f->users[j].first].id == rr->group)
-				f->users[j].held += dominant(e, gpus, rr->cpu,
-				    rr->mem);
+				f->users[j].held +=
+				    dominant(e, gpus, rr->cpu, rr->mem);
 	}
 	/* Each user's jobs together, in queue order. */
 	for (j = 0, pos = 0; j < f->nusers; j++) {
@@ -2016,7 +2017,7 @@ fair_next(struct fair *f, size_t *user)
 		for (j = 0; j < f->nusers; j++)
 			if (f->users[j].taken == g &&
 			    f->users[j].next_job <
-				f->users[j].first + f->users[j].njobs)
+			        f->users[j].first + f->users[j].njobs)
 				any = 1;
 		if (!any)
 			continue;
@@ -2063,7 +2064,8 @@ hold_words(const struct gp_sched_job *job, char *buf, size_t len)
 		return "held by its owner or an admin";
 	default:
 		snprintf(buf, len, "held: %s",
-		    job->hold_reason != NULL ? job->hold_reason : "by the pool");
+		    job->hold_reason != NULL ? job->hold_reason
+		                             : "by the pool");
 		return buf;
 	}
 }
@@ -2085,7 +2087,8 @@ parts_fitting(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	if (without_pass)
 		for (i = 0; i < s->nruns; i++) {
 			struct run_rec *rr = &s->runs[i];
-			if (!rr->alive || rr->pass_no != s->pass_no || rr->owner)
+			if (!rr->alive || rr->pass_no != s->pass_no ||
+			    rr->owner)
 				continue;
 			if (rr->group != job->group)
 				*other_group = 1;
@@ -2114,26 +2117,28 @@ explain(struct gp_sched_engine *s, const struct gp_sched_job *job, int room,
 	int64_t other = 0;
 
 	if (room && !is_head) {
-		snprintf(why, sizeof(why), "behind the reservation of job "
-					   "%lld",
+		snprintf(why, sizeof(why),
+		    "behind the reservation of job "
+		    "%lld",
 		    (long long)(s->resv.job != NULL ? s->resv.job->id : 0));
 		return result_wait(s, job, GP_SCHED_WAIT_RESERVATION, why);
 	}
 	now = parts_fitting(s, job, 0, &other);
 	if (parts > 1 && now > 0) {
-		snprintf(why, sizeof(why), "waiting for its gang: %d of %d "
-					   "parts fit now",
+		snprintf(why, sizeof(why),
+		    "waiting for its gang: %d of %d "
+		    "parts fit now",
 		    now, parts);
 		return result_wait(s, job, GP_SCHED_WAIT_GANG, why);
 	}
 	before = parts_fitting(s, job, 1, &other);
 	if (before >= parts)
-		return result_wait(s, job, other ? GP_SCHED_WAIT_SHARE :
-						   GP_SCHED_WAIT_PRIORITY,
-		    NULL);
+		return result_wait(s, job,
+		    other ? GP_SCHED_WAIT_SHARE : GP_SCHED_WAIT_PRIORITY, NULL);
 	if (parts > 1 && before > 0) {
-		snprintf(why, sizeof(why), "waiting for its gang: %d of %d "
-					   "parts fit now",
+		snprintf(why, sizeof(why),
+		    "waiting for its gang: %d of %d "
+		    "parts fit now",
 		    before, parts);
 		return result_wait(s, job, GP_SCHED_WAIT_GANG, why);
 	}
@@ -2141,8 +2146,8 @@ explain(struct gp_sched_engine *s, const struct gp_sched_job *job, int room,
 }
 
 static int
-pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
-    size_t nqueue, int no_preempt)
+pass(struct gp_sched_engine *s, const struct gp_sched_job *queue, size_t nqueue,
+    int no_preempt)
 {
 	struct engine *e = &s->e;
 	unsigned char *todo = NULL;
@@ -2174,15 +2179,15 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 		const struct gp_sched_job *job = &queue[q];
 		if (job->hold != GP_SCHED_HOLD_NONE) {
 			if ((rc = result_wait(s, job, GP_SCHED_WAIT_HELD,
-				 hold_words(job, buf, sizeof(buf)))) != 0)
+			         hold_words(job, buf, sizeof(buf)))) != 0)
 				goto out;
 			continue;
 		}
 		if (job->gpus < 0 || job->gpus > GP_SCHED_GPUS_MAX ||
 		    job_parts(job) > GP_SCHED_PARTS_MAX) {
 			if ((rc = result_wait(s, job, GP_SCHED_WAIT_NEVER,
-				 "asks for more than a node or a gang can "
-				 "have")) != 0)
+			         "asks for more than a node or a gang can "
+			         "have")) != 0)
 				goto out;
 			continue;
 		}
@@ -2223,8 +2228,8 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 		part_init(e, job, &r);
 		if (r.shape >= 0 && (size_t)r.shape < s->capfailed &&
 		    s->shape_failed[r.shape]) {
-			if ((rc = result_wait(s, job,
-				 s->shape_failed[r.shape], NULL)) != 0)
+			if ((rc = result_wait(s, job, s->shape_failed[r.shape],
+			         NULL)) != 0)
 				goto out;
 			continue;
 		}
@@ -2240,7 +2245,7 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 		}
 		if (s->quick) {
 			if ((rc = result_wait(s, job, GP_SCHED_WAIT_RESOURCES,
-				 NULL)) != 0)
+			         NULL)) != 0)
 				goto out;
 			continue;
 		}
@@ -2254,7 +2259,7 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 			}
 			if (!ever) {
 				if ((rc = result_wait(s, job,
-					 GP_SCHED_WAIT_NEVER, NULL)) != 0)
+				         GP_SCHED_WAIT_NEVER, NULL)) != 0)
 					goto out;
 				continue;
 			}
@@ -2271,7 +2276,7 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue,
 		    !is_head)
 			s->shape_failed[r.shape] =
 			    (unsigned char)s->res->waiting[s->res->nwaiting - 1]
-				.reason;
+			        .reason;
 	}
 	rc = 0;
 out:
@@ -2325,7 +2330,7 @@ gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res)
 
 	memset(res, 0, sizeof(*res));
 	if ((rc = engine_init(&s, in->nodes, in->nnodes, in->policy,
-		 in->seed)) != 0)
+	         in->seed)) != 0)
 		goto out;
 	s.e.now_ms = in->now_ms;
 	s.e.accepts = in->accepts;
@@ -2338,8 +2343,8 @@ gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res)
 	if ((rc = engine_add_running(&s, in->running, in->nrunning)) != 0)
 		goto out;
 	if (s.e.policy->uses_mix) {
-		rc = in->mix != NULL ? eng_mix_build(&s.e, in->mix) :
-				       mix_from_input(&s, in);
+		rc = in->mix != NULL ? eng_mix_build(&s.e, in->mix)
+		                     : mix_from_input(&s, in);
 		if (rc != 0)
 			goto out;
 	}
@@ -2424,9 +2429,8 @@ gp_sched_engine_end(struct gp_sched_engine *s, int64_t job_id)
 }
 
 void
-gp_sched_engine_gpu_stats(const struct gp_sched_engine *s,
-    int64_t *gpus_total, int64_t *milli_allocated, int64_t *gpus_idle,
-    int64_t *gpus_partial)
+gp_sched_engine_gpu_stats(const struct gp_sched_engine *s, int64_t *gpus_total,
+    int64_t *milli_allocated, int64_t *gpus_idle, int64_t *gpus_partial)
 {
 	const struct engine *e = &s->e;
 	size_t i;
@@ -2445,8 +2449,8 @@ gp_sched_engine_gpu_stats(const struct gp_sched_engine *s,
 			if (gp->holder > 0) {
 				*milli_allocated += GP_SCHED_MILLI;
 			} else {
-				*milli_allocated += GP_SCHED_MILLI -
-				    gp->milli_free;
+				*milli_allocated +=
+				    GP_SCHED_MILLI - gp->milli_free;
 				if (gp->nshared == 0)
 					(*gpus_idle)++;
 				else
@@ -2469,8 +2473,8 @@ gp_sched_engine_frag(struct gp_sched_engine *s)
 		if (!n->up)
 			continue;
 		for (g = 0; g < n->ngpus; g++)
-			fr[g] = n->gpus[g].holder != 0 ? 0 :
-							 n->gpus[g].milli_free;
+			fr[g] =
+			    n->gpus[g].holder != 0 ? 0 : n->gpus[g].milli_free;
 		frag += eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, 0, 0);
 	}
 	return frag;
@@ -2495,8 +2499,8 @@ describe_gpus(const struct gp_sched_job *job, char *buf, size_t len)
 {
 	int n;
 
-	n = snprintf(buf, len, "%d GPU%s", job->gpus, job->gpus == 1 ? "" :
-									"s");
+	n = snprintf(buf, len, "%d GPU%s", job->gpus,
+	    job->gpus == 1 ? "" : "s");
 	if (n < 0 || (size_t)n >= len)
 		return;
 	if (job->gpu_model != NULL && job->gpu_model[0] != '\0') {
@@ -2516,7 +2520,7 @@ gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
 {
 	char gpus[GP_SCHED_GPUS_MAX * 2 + 128];
 	const struct gp_sched_node *most_gpus = NULL, *most_cpus = NULL,
-				   *most_mem = NULL;
+	                           *most_mem = NULL;
 	int best_gpus = -1, want = job_is_shared(job) ? 1 : job->gpus, i;
 	int64_t cpu = job->cpu_milli;
 	size_t k, fit = 0;
@@ -2558,7 +2562,7 @@ gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
 			continue;
 		if (most_mem == NULL || node->mem_mib <= 0 ||
 		    (most_mem->mem_mib > 0 &&
-			node->mem_mib > most_mem->mem_mib))
+		        node->mem_mib > most_mem->mem_mib))
 			most_mem = node;
 		if (job->mem_mib > 0 && node->mem_mib > 0 &&
 		    node->mem_mib < job->mem_mib)
@@ -2568,23 +2572,27 @@ gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
 	}
 	describe_gpus(job, gpus, sizeof(gpus));
 	if (fit > 0)
-		snprintf(why, whylen, "a gang of %d parts needs %d nodes with "
-				      "%s; the pool has %zu",
+		snprintf(why, whylen,
+		    "a gang of %d parts needs %d nodes with "
+		    "%s; the pool has %zu",
 		    parts, parts, gpus, fit);
 	else if (most_cpus == NULL)
-		snprintf(why, whylen, "no node has %s; the largest offer is "
-				      "%d on node %lld", gpus, best_gpus,
-		    (long long)most_gpus->id);
+		snprintf(why, whylen,
+		    "no node has %s; the largest offer is "
+		    "%d on node %lld",
+		    gpus, best_gpus, (long long)most_gpus->id);
 	else if (most_mem == NULL)
-		snprintf(why, whylen, "no node with %s has %g CPUs; the "
-				      "largest offer is %g CPUs on node %lld",
+		snprintf(why, whylen,
+		    "no node with %s has %g CPUs; the "
+		    "largest offer is %g CPUs on node %lld",
 		    gpus, (double)cpu / 1000.0,
 		    (double)most_cpus->cpu_milli / 1000.0,
 		    (long long)most_cpus->id);
 	else
-		snprintf(why, whylen, "no node with %s and %g CPUs has %lld "
-				      "MiB of memory; the largest offer is "
-				      "%lld MiB on node %lld",
+		snprintf(why, whylen,
+		    "no node with %s and %g CPUs has %lld "
+		    "MiB of memory; the largest offer is "
+		    "%lld MiB on node %lld",
 		    gpus, (double)cpu / 1000.0, (long long)job->mem_mib,
 		    (long long)most_mem->mem_mib, (long long)most_mem->id);
 	return 0;

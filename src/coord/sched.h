@@ -40,10 +40,10 @@
 
 #define GP_SCHED_GPUS_MAX  64
 #define GP_SCHED_PARTS_MAX 64
-#define GP_SCHED_MILLI	   1000 /* one whole GPU, one CPU */
+#define GP_SCHED_MILLI     1000 /* one whole GPU, one CPU */
 
 struct gp_sched_gpu {
-	int index;	   /* the node's own GPU index */
+	int index;         /* the node's own GPU index */
 	const char *model; /* "NVIDIA A100-SXM4-40GB" */
 	int64_t mem_mib;
 	int64_t job_id; /* the job holding it whole; 0: none; -1: not lent */
@@ -52,16 +52,16 @@ struct gp_sched_gpu {
 	int64_t shared_mem_mib;
 	int nshared;
 	int capability; /* compute capability x 10 (86 for 8.6); 0: unknown */
-	int64_t price;	/* per GPU-hour (the price table's unit); 0: free */
+	int64_t price;  /* per GPU-hour (the price table's unit); 0: free */
 };
 
 struct gp_sched_node {
 	int64_t id;
-	int up;		     /* 0: lease expired, paused or draining */
-	int64_t cpu_milli;   /* what jobs may take in all (the offer) */
-	int64_t mem_mib;     /* idem, 0 means unknown: not a constraint */
-	int64_t max_time_s;  /* the owner's longest job; 0: any */
-	int64_t group;	     /* the lab that lends it; 0: none */
+	int up;             /* 0: lease expired, paused or draining */
+	int64_t cpu_milli;  /* what jobs may take in all (the offer) */
+	int64_t mem_mib;    /* idem, 0 means unknown: not a constraint */
+	int64_t max_time_s; /* the owner's longest job; 0: any */
+	int64_t group;      /* the lab that lends it; 0: none */
 	int ngpus;
 	struct gp_sched_gpu *gpus;
 };
@@ -75,21 +75,21 @@ enum gp_sched_hold {
 
 struct gp_sched_job {
 	int64_t id;
-	int gpus;	      /* whole GPUs per part; a shared job: 1 */
-	int gpu_milli;	      /* 1..999: a share of one GPU; 0, 1000: whole */
-	int shared;	      /* 1: a fraction of one GPU (share and/or mem) */
-	int64_t gpu_mem_mib;  /* whole GPUs: each has at least this much;
-				 shared: the GPU memory it takes */
+	int gpus;            /* whole GPUs per part; a shared job: 1 */
+	int gpu_milli;       /* 1..999: a share of one GPU; 0, 1000: whole */
+	int shared;          /* 1: a fraction of one GPU (share and/or mem) */
+	int64_t gpu_mem_mib; /* whole GPUs: each has at least this much;
+	                        shared: the GPU memory it takes */
 	int64_t min_gpu_mem_mib; /* the GPU's total memory, at least */
-	const char *gpu_model;	 /* substrings, "A|B"; NULL/"": any */
-	int min_capability;	 /* x 10; 0: any */
-	int64_t max_price;	 /* per GPU-hour; 0: any price */
-	int64_t cpu_milli;	 /* per part */
-	int64_t mem_mib;	 /* per part, 0: no reservation */
-	int64_t time_limit_s;	 /* 0: unlimited */
-	int parts;		 /* gang: parts on distinct nodes; 0, 1: one */
-	int64_t group, user;	 /* 0: none */
-	int hold;		 /* enum gp_sched_hold */
+	const char *gpu_model;   /* substrings, "A|B"; NULL/"": any */
+	int min_capability;      /* x 10; 0: any */
+	int64_t max_price;       /* per GPU-hour; 0: any price */
+	int64_t cpu_milli;       /* per part */
+	int64_t mem_mib;         /* per part, 0: no reservation */
+	int64_t time_limit_s;    /* 0: unlimited */
+	int parts;               /* gang: parts on distinct nodes; 0, 1: one */
+	int64_t group, user;     /* 0: none */
+	int hold;                /* enum gp_sched_hold */
 	const char *hold_reason; /* for GP_SCHED_HOLD_OTHER, or NULL */
 };
 
@@ -103,14 +103,14 @@ struct gp_sched_running {
 	int64_t node_id;
 	int64_t cpu_milli;
 	int64_t mem_mib;
-	int64_t end_ms;	   /* INT64_MAX when it has no time limit */
-	int64_t group;	   /* its job's group */
-	int preemptible;   /* 1: may be checkpointed and requeued */
-	int64_t loss;	   /* what preempting it loses (e.g. GPU-seconds
-			      since its last checkpoint); least goes first */
-	int shared;	   /* 1: holds a share of the GPU below */
-	int gpu;	   /* shared: the node's GPU index */
-	int gpu_milli;	   /* shared: its share */
+	int64_t end_ms;      /* INT64_MAX when it has no time limit */
+	int64_t group;       /* its job's group */
+	int preemptible;     /* 1: may be checkpointed and requeued */
+	int64_t loss;        /* what preempting it loses (e.g. GPU-seconds
+	                        since its last checkpoint); least goes first */
+	int shared;          /* 1: holds a share of the GPU below */
+	int gpu;             /* shared: the node's GPU index */
+	int gpu_milli;       /* shared: its share */
 	int64_t gpu_mem_mib; /* shared: its GPU memory */
 };
 
@@ -167,11 +167,11 @@ struct gp_sched_input {
 	const struct gp_sched_share *users;
 	size_t nusers;
 	const struct gp_sched_policy *policy; /* NULL: the default */
-	const struct gp_sched_mix *mix;	      /* NULL: from the queue */
-	gp_sched_accepts_fn accepts;	      /* NULL: every node */
+	const struct gp_sched_mix *mix;       /* NULL: from the queue */
+	gp_sched_accepts_fn accepts;          /* NULL: every node */
 	void *accepts_arg;
 	int no_preempt; /* 1: provider first without preemption */
-	uint64_t seed;	/* for the "random" policy */
+	uint64_t seed;  /* for the "random" policy */
 };
 
 /* One part of a job that starts now. */
@@ -181,8 +181,8 @@ struct gp_sched_assignment {
 	int64_t node_id;
 	int ngpus;
 	int gpus[GP_SCHED_GPUS_MAX]; /* the node's GPU indices */
-	int gpu_milli;		     /* 1000: whole GPUs; less: a share */
-	int64_t gpu_mem_mib;	     /* shared: the GPU memory it takes */
+	int gpu_milli;               /* 1000: whole GPUs; less: a share */
+	int64_t gpu_mem_mib;         /* shared: the GPU memory it takes */
 };
 
 /* A running job to checkpoint and requeue, and the job it makes room for. */
@@ -194,22 +194,22 @@ struct gp_sched_preemption {
 
 enum gp_sched_wait {
 	GP_SCHED_WAIT_RESOURCES = 1, /* no fitting GPU (CPU, memory) free now */
-	GP_SCHED_WAIT_NEVER,	     /* no node that is up could ever hold it */
-	GP_SCHED_WAIT_SHARE,	     /* it fitted, but groups with less
-					recent usage went first */
-	GP_SCHED_WAIT_PRIORITY,	     /* it fitted, but jobs ahead of it in
-					its group took the room */
+	GP_SCHED_WAIT_NEVER,         /* no node that is up could ever hold it */
+	GP_SCHED_WAIT_SHARE,         /* it fitted, but groups with less
+	                                recent usage went first */
+	GP_SCHED_WAIT_PRIORITY,      /* it fitted, but jobs ahead of it in
+	                                its group took the room */
 	GP_SCHED_WAIT_RESERVATION,   /* it would delay the reservation */
-	GP_SCHED_WAIT_GANG,	     /* not enough nodes for all its parts */
-	GP_SCHED_WAIT_HELD,	     /* held by the caller (budget ...) */
+	GP_SCHED_WAIT_GANG,          /* not enough nodes for all its parts */
+	GP_SCHED_WAIT_HELD,          /* held by the caller (budget ...) */
 };
 
 /* Why a queued job did not start. */
 struct gp_sched_waiting {
 	int64_t job_id;
-	int reason;	   /* enum gp_sched_wait */
-	int64_t start_ms;  /* the reservation's start (the head), or 0 */
-	char why[160];	   /* the reason in words, for `gpupool queue` */
+	int reason;       /* enum gp_sched_wait */
+	int64_t start_ms; /* the reservation's start (the head), or 0 */
+	char why[160];    /* the reason in words, for `gpupool queue` */
 };
 
 struct gp_sched_result {
@@ -227,8 +227,7 @@ struct gp_sched_result {
  * release with gp_sched_result_fini whatever the result). Returns 0,
  * GP_ENOMEM, or GP_EINVAL (a bad policy or input).
  */
-int gp_sched_plan(const struct gp_sched_input *in,
-    struct gp_sched_result *res);
+int gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res);
 void gp_sched_result_fini(struct gp_sched_result *res);
 
 /* Words for a wait reason ("no fitting GPU free now"). */

@@ -12,20 +12,20 @@
 #include "sched.h"
 
 #define END_NEVER INT64_MAX
-#define NONE	  ((size_t)-1)
+#define NONE      ((size_t)-1)
 
 /* One GPU of the engine's world. */
 struct eng_gpu {
-	int64_t holder;	  /* job holding it whole; 0: none; -1: not lent */
-	int milli_free;	  /* share free: 1000 when nobody shares it */
+	int64_t holder;   /* job holding it whole; 0: none; -1: not lent */
+	int milli_free;   /* share free: 1000 when nobody shares it */
 	int64_t mem_free; /* GPU memory free of shared jobs */
 	int64_t mem_total;
 	int nshared;
-	int model;	   /* interned, -1: none */
+	int model; /* interned, -1: none */
 	int capability;
 	int64_t price;
-	int index;	   /* the node's own GPU index */
-	int64_t end_ms;	   /* when it is wholly free (now_ms if it is) */
+	int index;              /* the node's own GPU index */
+	int64_t end_ms;         /* when it is wholly free (now_ms if it is) */
 	unsigned char reserved; /* held for the reservation */
 };
 
@@ -39,15 +39,15 @@ struct eng_node {
 	int64_t cpu_free, mem_free;
 	int ngpus;
 	struct eng_gpu *gpus;
-	int nfree;	    /* GPUs wholly free */
+	int nfree;          /* GPUs wholly free */
 	int64_t milli_free; /* share free over GPUs not held whole */
-	int model;	    /* of all its GPUs; -1: none, -2: mixed */
+	int model;          /* of all its GPUs; -1: none, -2: mixed */
 	int64_t max_gpu_mem;
-	int same_mem;	    /* all its GPUs have the same memory */
-	unsigned version;   /* bumped on every change */
-	int resv;	    /* index in the reservation's nodes, -1: none */
-	int gang_mark;	    /* used by the part being placed (gangs) */
-	size_t cls;	    /* its class of like nodes, NONE: down */
+	int same_mem;        /* all its GPUs have the same memory */
+	unsigned version;    /* bumped on every change */
+	int resv;            /* index in the reservation's nodes, -1: none */
+	int gang_mark;       /* used by the part being placed (gangs) */
+	size_t cls;          /* its class of like nodes, NONE: down */
 	size_t cprev, cnext; /* the class's other members */
 };
 
@@ -60,12 +60,12 @@ struct eng_node {
 
 struct node_class {
 	uint64_t sig;
-	size_t first;	     /* members, NONE: none */
+	size_t first; /* members, NONE: none */
 	size_t count;
-	size_t rep;	     /* the member with the lowest id, NONE: unknown */
-	int bucket;	     /* -1: not listed (empty) */
-	size_t bpos;	     /* its place in the bucket */
-	int wbucket;	     /* by wholly free GPUs, -1: not listed */
+	size_t rep;  /* the member with the lowest id, NONE: unknown */
+	int bucket;  /* -1: not listed (empty) */
+	size_t bpos; /* its place in the bucket */
+	int wbucket; /* by wholly free GPUs, -1: not listed */
 	size_t wpos;
 };
 
@@ -83,21 +83,21 @@ struct bucket {
 /* A job's part as placement sees it. */
 struct part_req {
 	const struct gp_sched_job *job;
-	int gpus;	  /* GPUs it takes */
-	int milli;	  /* per GPU: 1000 whole, else a share */
+	int gpus;  /* GPUs it takes */
+	int milli; /* per GPU: 1000 whole, else a share */
 	int shared;
 	int64_t gpu_mem;  /* shared: taken; whole: least per GPU */
 	int64_t cpu, mem; /* mem 0: none */
-	int shape;	  /* interned shape (policy caches), -1: none */
+	int shape;        /* interned shape (policy caches), -1: none */
 	int avoid_reserved;
-	int no_cache;	  /* the policy must fill in the GPUs */
+	int no_cache; /* the policy must fill in the GPUs */
 };
 
 /* Where a part would go on one node. */
 struct choice {
-	double score; /* lower is better */
-	double tie;   /* second key, lower is better */
-	int ngpus;    /* -1: GPUs not picked (a cached score) */
+	double score;               /* lower is better */
+	double tie;                 /* second key, lower is better */
+	int ngpus;                  /* -1: GPUs not picked (a cached score) */
 	int pos[GP_SCHED_GPUS_MAX]; /* positions in the node's GPU array */
 };
 
@@ -107,10 +107,10 @@ struct engine;
 struct gp_sched_policy {
 	const char *name;
 	const char *summary;
-	int uses_mix;	     /* needs the request mix */
-	int random_ties;     /* scores each node (no classes) */
-	int leftover_first;  /* scores by GPU share left over, first */
-	int mix_cpu;	     /* keeps requests without GPUs in the mix */
+	int uses_mix;       /* needs the request mix */
+	int random_ties;    /* scores each node (no classes) */
+	int leftover_first; /* scores by GPU share left over, first */
+	int mix_cpu;        /* keeps requests without GPUs in the mix */
 	/*
 	 * Scores placing r on n, where it fits (checked by the caller),
 	 * and picks its GPUs into c. Returns 0, or -1 when it does not fit
@@ -124,7 +124,7 @@ struct gp_sched_policy {
 struct mix_entry {
 	int64_t cpu, mem;
 	int gpus, milli;
-	double weight;	      /* normalised: the entries sum to 1 */
+	double weight;           /* normalised: the entries sum to 1 */
 	unsigned char *model_ok; /* per interned model; NULL: any */
 	const char *model_want;  /* the shape's model string */
 };
@@ -212,8 +212,8 @@ eng_model_matches(struct engine *e, int m, const char *want)
 	}
 	if (e->match_gen[m] != e->gen) {
 		e->match_gen[m] = e->gen;
-		e->match[m] = (unsigned char)gp_sched_model_matches(
-		    e->models[m], want);
+		e->match[m] =
+		    (unsigned char)gp_sched_model_matches(e->models[m], want);
 	}
 	return e->match[m];
 }

@@ -59,9 +59,9 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 	for (i = 0; i < mix->nshapes; i++) {
 		const struct gp_sched_shape *sh = &mix->shapes[i];
 		struct mix_entry *me;
-		int milli = sh->gpu_milli > 0 && sh->gpu_milli < 1000 ?
-		    sh->gpu_milli :
-		    GP_SCHED_MILLI;
+		int milli = sh->gpu_milli > 0 && sh->gpu_milli < 1000
+		    ? sh->gpu_milli
+		    : GP_SCHED_MILLI;
 
 		/* Requests without GPUs add the same to every choice: only
 		 * the artifact's FGD keeps them (they move its rounding). */
@@ -70,8 +70,9 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 		total += sh->weight;
 		for (j = 0; j < n; j++) {
 			me = &e->mix[j];
-			if (me->cpu == sh->cpu_milli && me->mem == sh->mem_mib &&
-			    me->gpus == sh->gpus && me->milli == milli &&
+			if (me->cpu == sh->cpu_milli &&
+			    me->mem == sh->mem_mib && me->gpus == sh->gpus &&
+			    me->milli == milli &&
 			    me->model_want == sh->gpu_model)
 				break;
 		}
@@ -95,7 +96,7 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 			for (m = 0; m < e->nmodels; m++)
 				me->model_ok[m] = (unsigned char)
 				    gp_sched_model_matches(e->models[m],
-					sh->gpu_model);
+				        sh->gpu_model);
 		}
 	}
 	e->nmix = n;
@@ -104,8 +105,8 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 	free(e->node_frag);
 	free(e->node_frag_version);
 	e->node_frag = calloc(e->nnodes + 1, sizeof(*e->node_frag));
-	e->node_frag_version = calloc(e->nnodes + 1,
-	    sizeof(*e->node_frag_version));
+	e->node_frag_version =
+	    calloc(e->nnodes + 1, sizeof(*e->node_frag_version));
 	if (e->node_frag == NULL || e->node_frag_version == NULL)
 		return GP_ENOMEM;
 	return 0;
@@ -125,9 +126,8 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
  * when the last CPUs are gone.
  */
 double
-eng_node_frag(struct engine *e, const struct eng_node *n,
-    const int *milli_free, int64_t cpu_free, int64_t mem_free, int use_mem,
-    double fill)
+eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
+    int64_t cpu_free, int64_t mem_free, int use_mem, double fill)
 {
 	int64_t total = 0;
 	double frag = 0;
@@ -158,7 +158,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n,
 			for (g = 0; g < n->ngpus; g++) {
 				int ok = m->model_ok == NULL ||
 				    (n->gpus[g].model >= 0 &&
-					m->model_ok[n->gpus[g].model]);
+				        m->model_ok[n->gpus[g].model]);
 				if (ok)
 					copies += milli_free[g] / m->milli;
 			}
@@ -174,7 +174,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n,
 		for (g = 0; g < n->ngpus; g++) {
 			int ok = m->model_ok == NULL ||
 			    (n->gpus[g].model >= 0 &&
-				m->model_ok[n->gpus[g].model]);
+			        m->model_ok[n->gpus[g].model]);
 			if (ok && milli_free[g] >= m->milli)
 				fit++;
 			else
@@ -197,8 +197,7 @@ free_shares(const struct eng_node *n, int *out)
 }
 
 static double
-frag_now(struct engine *e, const struct eng_node *n, int use_mem,
-    double fill)
+frag_now(struct engine *e, const struct eng_node *n, int use_mem, double fill)
 {
 	size_t i = (size_t)(n - e->nodes);
 	int fr[GP_SCHED_GPUS_MAX];
@@ -206,17 +205,16 @@ frag_now(struct engine *e, const struct eng_node *n, int use_mem,
 	if (e->node_frag_version[i] == n->version + 1)
 		return e->node_frag[i];
 	free_shares(n, fr);
-	e->node_frag[i] = eng_node_frag(e, n, fr, n->cpu_free, n->mem_free,
-	    use_mem, fill);
+	e->node_frag[i] =
+	    eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, use_mem, fill);
 	e->node_frag_version[i] = n->version + 1;
 	return e->node_frag[i];
 }
 
 /* F(n) once c is taken for r, minus F(n) now. */
 static double
-frag_delta(struct engine *e, const struct eng_node *n,
-    const struct part_req *r, const struct choice *c, int use_mem,
-    double fill)
+frag_delta(struct engine *e, const struct eng_node *n, const struct part_req *r,
+    const struct choice *c, int use_mem, double fill)
 {
 	int fr[GP_SCHED_GPUS_MAX], i;
 	int64_t mem = n->mem_free;
@@ -227,7 +225,7 @@ frag_delta(struct engine *e, const struct eng_node *n,
 	if (n->mem_total != INT64_MAX)
 		mem -= r->mem;
 	return eng_node_frag(e, n, fr, n->cpu_free - r->cpu, mem, use_mem,
-		   fill) -
+	           fill) -
 	    frag_now(e, n, use_mem, fill);
 }
 
@@ -248,8 +246,8 @@ static int64_t
 left_after(const struct eng_node *n, const struct part_req *r,
     const struct choice *c)
 {
-	return n->milli_free - (int64_t)c->ngpus *
-	    (r->shared ? r->milli : GP_SCHED_MILLI);
+	return n->milli_free -
+	    (int64_t)c->ngpus * (r->shared ? r->milli : GP_SCHED_MILLI);
 }
 
 /* A random number in [0, 1). */
@@ -269,10 +267,10 @@ pick_fullest(struct engine *e, const struct eng_node *n,
 	for (g = 0; g < n->ngpus; g++) {
 		if (!eng_gpu_usable(e, n, g, r))
 			continue;
-		if (best < 0 || n->gpus[g].milli_free <
-			n->gpus[best].milli_free ||
+		if (best < 0 ||
+		    n->gpus[g].milli_free < n->gpus[best].milli_free ||
 		    (n->gpus[g].milli_free == n->gpus[best].milli_free &&
-			n->gpus[g].mem_free < n->gpus[best].mem_free))
+		        n->gpus[g].mem_free < n->gpus[best].mem_free))
 			best = g;
 	}
 	if (best < 0)
@@ -284,14 +282,15 @@ pick_fullest(struct engine *e, const struct eng_node *n,
 
 /* The GPUs for r on n by the "best" rule (the artifact's default). */
 static int
-pick_best(struct engine *e, const struct eng_node *n,
-    const struct part_req *r, struct choice *c)
+pick_best(struct engine *e, const struct eng_node *n, const struct part_req *r,
+    struct choice *c)
 {
 	if (r->gpus == 0) {
 		c->ngpus = 0;
 		return 0;
 	}
-	return r->shared ? pick_fullest(e, n, r, c) : eng_pick_whole(e, n, r, c);
+	return r->shared ? pick_fullest(e, n, r, c)
+	                 : eng_pick_whole(e, n, r, c);
 }
 
 /* ---- frag: gpupool's default ---- */
@@ -312,7 +311,8 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 	if (r->gpus == 0) {
 		/* CPUs and memory taken may strand GPUs too. */
 		c->ngpus = 0;
-		c->score = e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL) : 0;
+		c->score =
+		    e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL) : 0;
 		c->tie = (double)n->milli_free;
 		return 0;
 	}
@@ -331,7 +331,8 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 	if (!r->shared) {
 		if (eng_pick_whole(e, n, r, c) != 0)
 			goto none;
-		c->score = e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL) : 0;
+		c->score =
+		    e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL) : 0;
 		/* Best fit, then the smallest GPUs (keep large ones). */
 		c->tie = (double)left_after(n, r, c) * 1e7 + mem_used(n, c);
 		found = 1;
@@ -344,19 +345,21 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 				continue;
 			for (h = 0, dup = 0; h < g && !dup; h++)
 				dup = n->gpus[h].milli_free ==
-					n->gpus[g].milli_free &&
-				    n->gpus[h].mem_free == n->gpus[g].mem_free &&
+				        n->gpus[g].milli_free &&
+				    n->gpus[h].mem_free ==
+				        n->gpus[g].mem_free &&
 				    n->gpus[h].model == n->gpus[g].model &&
 				    eng_gpu_usable(e, n, h, r);
 			if (dup)
 				continue;
 			t.pos[0] = g;
-			d = e->nmix > 0 ? frag_delta(e, n, r, &t, 1, FRAG_FILL) : 0;
+			d = e->nmix > 0 ? frag_delta(e, n, r, &t, 1, FRAG_FILL)
+			                : 0;
 			/* Then the fullest GPU: the best fit. */
 			if (!found || d < best - 1e-9 ||
 			    (fabs(d - best) < 1e-9 &&
-				n->gpus[g].milli_free <
-				    n->gpus[c->pos[0]].milli_free)) {
+			        n->gpus[g].milli_free <
+			            n->gpus[c->pos[0]].milli_free)) {
 				best = d;
 				c->ngpus = 1;
 				c->pos[0] = g;
@@ -415,10 +418,10 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 
 	if (r->gpus == 0) {
 		c->ngpus = 0;
-		c->score = -(double)(int64_t)(sigmoid(-frag_delta(e, n, r, c, 0,
-						      0) /
-						  1000.0) *
-		    100.0);
+		c->score =
+		    -(double)(int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0) /
+		                           1000.0) *
+		        100.0);
 		c->tie = uniform(e);
 		return 0;
 	}
@@ -430,8 +433,9 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 				c->pos[c->ngpus++] = g;
 		if (c->ngpus < r->gpus)
 			goto none;
-		best = (int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0) / 1000.0) *
-		    100.0);
+		best =
+		    (int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0) / 1000.0) *
+		        100.0);
 	} else {
 		memset(&t, 0, sizeof(t));
 		t.ngpus = 1;
@@ -440,7 +444,7 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 				continue;
 			t.pos[0] = g;
 			s = (int64_t)(sigmoid(-frag_delta(e, n, r, &t, 0, 0) /
-					  1000.0) *
+			                  1000.0) *
 			    100.0);
 			if (!found || s > best) {
 				best = s;
@@ -524,10 +528,10 @@ score_dotprod(struct engine *e, struct eng_node *n, const struct part_req *r,
 	/* Tetris's alignment of the free vector and the request, each
 	 * normalised by the largest node; the artifact prefers the least. */
 	dot = ((double)n->cpu_free / MAX_SPEC_CPU) *
-		((double)r->cpu / MAX_SPEC_CPU) +
+	        ((double)r->cpu / MAX_SPEC_CPU) +
 	    ((double)n->milli_free / MAX_SPEC_GPU) *
-		((double)r->gpus * (r->shared ? r->milli : 1000) /
-		    MAX_SPEC_GPU);
+	        ((double)r->gpus * (r->shared ? r->milli : 1000) /
+	            MAX_SPEC_GPU);
 	c->score = -(double)(int64_t)(100.0 * (1.0 - dot / 2.0));
 	c->tie = uniform(e);
 	return 0;
@@ -577,8 +581,8 @@ score_packing(struct engine *e, struct eng_node *n, const struct part_req *r,
  * GPU held whole), both, or idle.
  */
 static int
-score_clustering(struct engine *e, struct eng_node *n,
-    const struct part_req *r, struct choice *c)
+score_clustering(struct engine *e, struct eng_node *n, const struct part_req *r,
+    struct choice *c)
 {
 	int g, has_shared = 0, has_whole = 0, same, kinds;
 	int64_t base, s;
@@ -601,27 +605,26 @@ score_clustering(struct engine *e, struct eng_node *n,
 		base = 25;
 	else
 		base = 0;
-	s = base + 25 * (int64_t)(MAX_SPEC_GPU - (double)n->milli_free) /
-	    (int64_t)MAX_SPEC_GPU;
+	s = base +
+	    25 * (int64_t)(MAX_SPEC_GPU - (double)n->milli_free) /
+	        (int64_t)MAX_SPEC_GPU;
 	c->score = -(double)s;
 	c->tie = uniform(e);
 	return 0;
 }
 
 static const struct gp_sched_policy policies[] = {
-    {"frag", "fragmentation-aware (gpupool's default)", 1, 0, 0, 0,
-	score_frag},
-    {"fgd", "Fragmentation Gradient Descent as its artifact scores", 1, 1,
-	0, 1, score_fgd},
+    {"frag", "fragmentation-aware (gpupool's default)", 1, 0, 0, 0, score_frag},
+    {"fgd", "Fragmentation Gradient Descent as its artifact scores", 1, 1, 0, 1,
+        score_fgd},
     {"bestfit", "least GPU share left over on the node", 0, 0, 1, 0,
-	score_bestfit},
+        score_bestfit},
     {"random", "a random node that fits", 0, 1, 0, 0, score_random},
     {"dotprod", "Tetris-style dot product of free and asked", 0, 1, 0, 0,
-	score_dotprod},
-    {"clustering", "like requests together", 0, 1, 0, 0,
-	score_clustering},
-    {"packing", "shared GPUs first, then used nodes, then idle ones", 0, 1,
-	0, 0, score_packing},
+        score_dotprod},
+    {"clustering", "like requests together", 0, 1, 0, 0, score_clustering},
+    {"packing", "shared GPUs first, then used nodes, then idle ones", 0, 1, 0,
+        0, score_packing},
 };
 
 const struct gp_sched_policy *

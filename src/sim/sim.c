@@ -15,13 +15,14 @@
  * Our shuffle and draws use splitmix64, not Go's math/rand as the FGD
  * artifact does: per-seed figures differ, means over seeds compare.
  */
+#include "sim/sim.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "gp.h"
-#include "sim/sim.h"
 #include "util.h"
 
 /*
@@ -150,8 +151,8 @@ trace_mix(const struct gp_trace *t, struct gp_sched_mix *mix)
 			    sh[j].gpus == p->num_gpu &&
 			    sh[j].gpu_milli == milli &&
 			    (sh[j].gpu_model == model ||
-				(sh[j].gpu_model != NULL && model != NULL &&
-				    strcmp(sh[j].gpu_model, model) == 0)))
+			        (sh[j].gpu_model != NULL && model != NULL &&
+			            strcmp(sh[j].gpu_model, model) == 0)))
 				break;
 		if (j == n) {
 			sh[n].cpu_milli = p->cpu_milli;
@@ -174,9 +175,8 @@ int
 gp_sim_fgd(const struct gp_trace *t, const struct gp_sim_opts *opts,
     struct gp_sim_fgd_result *res)
 {
-	const struct gp_sched_policy *policy = opts->policy != NULL ?
-	    opts->policy :
-	    gp_sched_policy_default();
+	const struct gp_sched_policy *policy =
+	    opts->policy != NULL ? opts->policy : gp_sched_policy_default();
 	struct gp_sched_node *nodes = NULL;
 	struct gp_sched_gpu *gpus = NULL;
 	struct gp_sched_engine *e = NULL;
@@ -186,8 +186,9 @@ gp_sim_fgd(const struct gp_trace *t, const struct gp_sim_opts *opts,
 	size_t *order = NULL, *byname = NULL, n, cap, i;
 	uint64_t rng = opts->seed;
 	int64_t ngpus = 0, total = 0, target, arrived = 0, alloc = 0, t0, t1,
-		pass_us = 0, wall0 = gp_mono_us();
-	double sum100 = 0, sum130 = 0, near100 = 0, near130 = 0, a, frag100 = -1;
+	        pass_us = 0, wall0 = gp_mono_us();
+	double sum100 = 0, sum130 = 0, near100 = 0, near130 = 0, a,
+	       frag100 = -1;
 	int64_t n100 = 0, n130 = 0, nn100 = 0, nn130 = 0;
 	int rc = GP_ENOMEM;
 
@@ -239,7 +240,7 @@ gp_sim_fgd(const struct gp_trace *t, const struct gp_sim_opts *opts,
 	if ((rc = trace_mix(t, &mix)) != 0)
 		goto out;
 	if ((rc = gp_sched_engine_new(nodes, t->nnodes, policy, &mix,
-		 opts->seed, &e)) != 0)
+	         opts->seed, &e)) != 0)
 		goto out;
 	gp_sched_engine_set_quick(e, 1);
 	for (i = 0; i < n; i++) {
@@ -262,21 +263,23 @@ gp_sim_fgd(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		/* As the artifact's analysis: the allocation at the pods whose
 		 * arrived share rounds to 100 (130), averaged. */
 		if (llround(a) == 100) {
-			sum100 += 100.0 * (double)alloc / ((double)ngpus * 1000.0);
+			sum100 +=
+			    100.0 * (double)alloc / ((double)ngpus * 1000.0);
 			n100++;
 		}
 		if (llround(a) == 130) {
-			sum130 += 100.0 * (double)alloc / ((double)ngpus * 1000.0);
+			sum130 +=
+			    100.0 * (double)alloc / ((double)ngpus * 1000.0);
 			n130++;
 		}
 		if (fabs(a - 100) <= 1) {
-			near100 += 100.0 * (double)alloc / ((double)ngpus *
-							       1000.0);
+			near100 +=
+			    100.0 * (double)alloc / ((double)ngpus * 1000.0);
 			nn100++;
 		}
 		if (fabs(a - 130) <= 1) {
-			near130 += 100.0 * (double)alloc / ((double)ngpus *
-							       1000.0);
+			near130 +=
+			    100.0 * (double)alloc / ((double)ngpus * 1000.0);
 			nn130++;
 		}
 		if (frag100 < 0 && a >= 100)
@@ -288,15 +291,17 @@ gp_sim_fgd(const struct gp_trace *t, const struct gp_sim_opts *opts,
 	}
 	res->gpus = ngpus;
 	res->pods = (int64_t)n;
-	res->unallocated_pct_at_100 = 100.0 - (n100 > 0 ? sum100 / (double)n100 :
-				      nn100 > 0	 ? near100 / (double)nn100 :
-						   0);
-	res->unallocated_pct_at_130 = 100.0 - (n130 > 0 ? sum130 / (double)n130 :
-				      nn130 > 0	 ? near130 / (double)nn130 :
-						   0);
+	res->unallocated_pct_at_100 = 100.0 -
+	    (n100 > 0           ? sum100 / (double)n100
+	            : nn100 > 0 ? near100 / (double)nn100
+	                        : 0);
+	res->unallocated_pct_at_130 = 100.0 -
+	    (n130 > 0           ? sum130 / (double)n130
+	            : nn130 > 0 ? near130 / (double)nn130
+	                        : 0);
 	res->frag_pct_at_100 = frag100 < 0 ? 0 : frag100;
-	res->decisions_per_s = pass_us > 0 ? (double)n * 1e6 / (double)pass_us :
-					     0;
+	res->decisions_per_s =
+	    pass_us > 0 ? (double)n * 1e6 / (double)pass_us : 0;
 	res->seconds = (double)(gp_mono_us() - wall0) / 1e6;
 	rc = 0;
 out:
@@ -407,17 +412,17 @@ stats_of(double *v, size_t n, struct gp_sim_stats *s)
 
 /* What one replay (pooled, or one lab alone) gives. */
 struct core_out {
-	int64_t t0, end;	  /* first arrival, last departure */
+	int64_t t0, end; /* first arrival, last departure */
 	int64_t last_arrival;
-	double busy_milli_s;	  /* GPU milli x seconds allocated, while
-				     pods arrive (t0 to last_arrival) */
-	double idle_gpu_s;	  /* idle GPUs x seconds, idem */
-	double frag_milli_s;	  /* fragmented milli x seconds (sampled) */
+	double busy_milli_s; /* GPU milli x seconds allocated, while
+	                        pods arrive (t0 to last_arrival) */
+	double idle_gpu_s;   /* idle GPUs x seconds, idem */
+	double frag_milli_s; /* fragmented milli x seconds (sampled) */
 	double frag_span_s;
 	int64_t never;
-	double *wait, *jct;	  /* per pod that ran (caller frees) */
-	double *service;	  /* per pod: runtime / jct */
-	int64_t *lab_of_done;	  /* per pod that ran: its lab */
+	double *wait, *jct;   /* per pod that ran (caller frees) */
+	double *service;      /* per pod: runtime / jct */
+	int64_t *lab_of_done; /* per pod that ran: its lab */
 	size_t ndone;
 	uint64_t decisions;
 	int64_t pass_us;
@@ -451,7 +456,7 @@ cmp_arrival(const void *a, const void *b, void *arg)
 	const struct by_arrival *ba = arg;
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
 	int64_t tx = arrival(&ba->t->pods[x], ba->speed),
-		ty = arrival(&ba->t->pods[y], ba->speed);
+	        ty = arrival(&ba->t->pods[y], ba->speed);
 
 	if (tx != ty)
 		return tx < ty ? -1 : 1;
@@ -514,32 +519,35 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 	if ((rc = trace_mix(t, &mix)) != 0)
 		goto out;
 	if ((rc = gp_sched_engine_new(nodes, t->nnodes, opts->policy, &mix,
-		 opts->seed, &e)) != 0)
+	         opts->seed, &e)) != 0)
 		goto out;
 	rc = GP_ENOMEM;
 	t0 = prev = arrival(&t->pods[arr[0]], speed);
 	out->t0 = t0;
-	out->last_arrival = until > 0 ? until :
-	    arrival(&t->pods[arr[t->npods - 1]], speed);
-	frag_every = (double)(arrival(&t->pods[arr[t->npods - 1]], speed) - t0) / 200 +
+	out->last_arrival =
+	    until > 0 ? until : arrival(&t->pods[arr[t->npods - 1]], speed);
+	frag_every =
+	    (double)(arrival(&t->pods[arr[t->npods - 1]], speed) - t0) / 200 +
 	    1;
 	frag_next = (double)t0;
 	alloc = 0;
 	idle = ngpus;
 	while (next < t->npods || h.n > 0) {
-		now = next < t->npods ? arrival(&t->pods[arr[next]], speed) : INT64_MAX;
+		now = next < t->npods ? arrival(&t->pods[arr[next]], speed)
+		                      : INT64_MAX;
 		if (h.n > 0 && h.a[0].end < now)
 			now = h.a[0].end;
 		/* What held until now, while pods arrive. */
 		if (prev < out->last_arrival) {
-			int64_t upto = now < out->last_arrival ? now :
-								   out->last_arrival;
-			out->busy_milli_s += (double)alloc * (double)(upto - prev);
+			int64_t upto =
+			    now < out->last_arrival ? now : out->last_arrival;
+			out->busy_milli_s +=
+			    (double)alloc * (double)(upto - prev);
 			out->idle_gpu_s += (double)idle * (double)(upto - prev);
 		}
 		for (k = 0; k < (size_t)nlabs; k++)
 			shares[k].usage = shares[k].usage *
-				pow(0.5, (double)(now - prev) / HALF_LIFE_S) +
+			        pow(0.5, (double)(now - prev) / HALF_LIFE_S) +
 			    held[k] * (double)(now - prev);
 		prev = now;
 		changed = 0;
@@ -547,18 +555,20 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 			struct heap_item it = heap_pop(&h);
 			const struct gp_trace_pod *p = &t->pods[it.pod];
 			gp_sched_engine_end(e, (int64_t)it.pod + 1);
-			held[labs[it.pod] - 1] -= (double)pod_gpu_milli(p) /
-			    1000.0;
+			held[labs[it.pod] - 1] -=
+			    (double)pod_gpu_milli(p) / 1000.0;
 			changed = 1;
 		}
-		while (next < t->npods && arrival(&t->pods[arr[next]], speed) == now) {
+		while (next < t->npods &&
+		    arrival(&t->pods[arr[next]], speed) == now) {
 			queue[nq++] = arr[next++];
 			changed = 1;
 		}
 		if (changed && nq > 0) {
 			size_t keep = 0;
 			for (i = 0; i < nq; i++) {
-				const struct gp_trace_pod *p = &t->pods[queue[i]];
+				const struct gp_trace_pod *p =
+				    &t->pods[queue[i]];
 				pod_job(p, (int64_t)queue[i] + 1, &jobs[i]);
 				jobs[i].time_limit_s = pod_runtime(p);
 				jobs[i].group = labs[queue[i]];
@@ -571,19 +581,20 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 			if (rc != 0)
 				goto out;
 			for (i = 0; i < r.nassignments; i++) {
-				size_t pod = (size_t)(r.assignments[i].job_id - 1);
+				size_t pod =
+				    (size_t)(r.assignments[i].job_id - 1);
 				const struct gp_trace_pod *p = &t->pods[pod];
 				int64_t d = pod_runtime(p);
 				if ((rc = heap_push(&h, now + d, pod)) != 0) {
 					gp_sched_result_fini(&r);
 					goto out;
 				}
-				held[labs[pod] - 1] += (double)pod_gpu_milli(p) /
-				    1000.0;
-				out->wait[out->ndone] = (double)(now -
-				    arrival(p, speed));
-				out->jct[out->ndone] = (double)(now + d -
-				    arrival(p, speed));
+				held[labs[pod] - 1] +=
+				    (double)pod_gpu_milli(p) / 1000.0;
+				out->wait[out->ndone] =
+				    (double)(now - arrival(p, speed));
+				out->jct[out->ndone] =
+				    (double)(now + d - arrival(p, speed));
 				out->service[out->ndone] = (double)d /
 				    (double)(now + d - arrival(p, speed));
 				out->lab_of_done[out->ndone++] = labs[pod];
@@ -613,8 +624,8 @@ replay_core(const struct gp_trace *t, const int64_t *labs,
 			gp_sched_engine_gpu_stats(e, &tot, &alloc, &idle,
 			    &partial);
 		if ((double)now >= frag_next) {
-			out->frag_milli_s += gp_sched_engine_frag(e) *
-			    frag_every;
+			out->frag_milli_s +=
+			    gp_sched_engine_frag(e) * frag_every;
 			out->frag_span_s += frag_every;
 			frag_next += frag_every;
 		}
@@ -679,8 +690,9 @@ make_labs(const struct gp_trace *t, const char *group_by, int64_t *labs,
 		if (nlabs < 1 || nlabs > 64)
 			return GP_EINVAL;
 		for (i = 0; i < t->npods; i++)
-			labs[i] = (int64_t)(fnv(t->pods[i].name) %
-					    (uint64_t)nlabs) + 1;
+			labs[i] =
+			    (int64_t)(fnv(t->pods[i].name) % (uint64_t)nlabs) +
+			    1;
 	}
 	for (i = 0; i < t->npods; i++) {
 		double d = (double)pod_gpu_milli(&t->pods[i]) *
@@ -702,8 +714,8 @@ make_labs(const struct gp_trace *t, const char *group_by, int64_t *labs,
 			    strcmp(t->nodes[j].model, t->nodes[i].model) != 0)
 				continue;
 			for (g = 0, best = 0; g < nlabs; g++) {
-				credit[g] += total > 0 ? demand[g] / total :
-							 1.0 / nlabs;
+				credit[g] +=
+				    total > 0 ? demand[g] / total : 1.0 / nlabs;
 				if (credit[g] > credit[best])
 					best = g;
 			}
@@ -739,8 +751,8 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		goto out;
 	for (i = 0; i < t->nnodes; i++)
 		ngpus += t->nodes[i].gpus;
-	if ((rc = replay_core(t, labs, node_labs, nlabs, opts, 0,
-		 &pooled)) != 0)
+	if ((rc = replay_core(t, labs, node_labs, nlabs, opts, 0, &pooled)) !=
+	    0)
 		goto out;
 	res->gpus = ngpus;
 	res->nlabs = nlabs;
@@ -757,8 +769,8 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		res->unalloc_gpus_mean = pooled.idle_gpu_s / span;
 	}
 	if (pooled.frag_span_s > 0)
-		res->frag_gpus_mean = pooled.frag_milli_s / pooled.frag_span_s /
-		    1000.0;
+		res->frag_gpus_mean =
+		    pooled.frag_milli_s / pooled.frag_span_s / 1000.0;
 	for (i = 0; i < pooled.ndone; i++) {
 		x[pooled.lab_of_done[i] - 1] += pooled.service[i];
 		cnt[pooled.lab_of_done[i] - 1] += 1;
@@ -771,9 +783,9 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		sum2 += (x[g] / cnt[g]) * (x[g] / cnt[g]);
 	}
 	res->jain = sum2 > 0 ? sum * sum / ((double)used * sum2) : 1;
-	res->decisions_per_s = pooled.pass_us > 0 ?
-	    (double)pooled.decisions * 1e6 / (double)pooled.pass_us :
-	    0;
+	res->decisions_per_s = pooled.pass_us > 0
+	    ? (double)pooled.decisions * 1e6 / (double)pooled.pass_us
+	    : 0;
 	stats_of(pooled.wait, pooled.ndone, &res->wait_s);
 	stats_of(pooled.jct, pooled.ndone, &res->jct_s);
 
@@ -834,8 +846,8 @@ gp_sim_replay(const struct gp_trace *t, const struct gp_sim_opts *opts,
 		free(sub_nodes);
 		res->static_makespan_s = (double)(end - pooled.t0);
 		if (span > 0 && ngpus > 0)
-			res->static_util_pct = 100.0 * busy /
-			    ((double)ngpus * 1000.0 * span);
+			res->static_util_pct =
+			    100.0 * busy / ((double)ngpus * 1000.0 * span);
 		stats_of(waits, nw, &res->static_wait_s);
 	}
 	res->seconds = (double)(gp_mono_us() - wall0) / 1e6;

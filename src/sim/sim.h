@@ -69,18 +69,18 @@ int64_t gp_trace_model_mem(const char *model);
 struct gp_sim_opts {
 	const struct gp_sched_policy *policy; /* NULL: the default */
 	uint64_t seed;
-	double inflate;	       /* FGD: total GPU request / capacity (1.3) */
-	const char *group_by;  /* replay: "labs:N" or "qos"; NULL: labs:4 */
-	FILE *series;	       /* when not NULL: a time series, CSV */
-	int static_partition;  /* replay: also each lab on its own GPUs */
-	double speed;	       /* replay: arrivals this many times denser
-				  (run times unchanged); 0: 1 */
+	double inflate;       /* FGD: total GPU request / capacity (1.3) */
+	const char *group_by; /* replay: "labs:N" or "qos"; NULL: labs:4 */
+	FILE *series;         /* when not NULL: a time series, CSV */
+	int static_partition; /* replay: also each lab on its own GPUs */
+	double speed;         /* replay: arrivals this many times denser
+	                         (run times unchanged); 0: 1 */
 };
 
 /* What the FGD protocol measures. */
 struct gp_sim_fgd_result {
-	int64_t gpus;		/* in the cluster */
-	int64_t pods;		/* arrived, inflation included */
+	int64_t gpus; /* in the cluster */
+	int64_t pods; /* arrived, inflation included */
 	int64_t pods_failed;
 	double unallocated_pct_at_100, unallocated_pct_at_130;
 	double frag_pct_at_100; /* fragmented GPU share, of all GPUs */
@@ -106,12 +106,12 @@ struct gp_sim_replay_result {
 	int64_t gpus;
 	int64_t pods, pods_gpu, pods_never; /* never fit: dropped */
 	int64_t makespan_s;
-	double alloc_pct_mean;	  /* GPU share allocated, time-weighted */
+	double alloc_pct_mean;    /* GPU share allocated, time-weighted */
 	double unalloc_gpus_mean; /* idle GPUs, time-weighted */
-	double frag_gpus_mean;	  /* GPU share fragmented, in GPUs */
-	double util_pct;	  /* GPU-seconds used / GPU-seconds of makespan */
+	double frag_gpus_mean;    /* GPU share fragmented, in GPUs */
+	double util_pct; /* GPU-seconds used / GPU-seconds of makespan */
 	struct gp_sim_stats wait_s, jct_s;
-	double jain;		  /* Jain's index over the labs' slowdowns */
+	double jain; /* Jain's index over the labs' slowdowns */
 	int nlabs;
 	/* Each lab alone on its own GPUs (static partition). */
 	double static_util_pct, static_makespan_s;

@@ -4,13 +4,12 @@
  * columns found by their header names, every number checked. Fed
  * untrusted bytes by tests/fuzz/fuzz_trace.c.
  */
+#include <csv.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include <csv.h>
 
 #include "gp.h"
 #include "sim/sim.h"
@@ -19,15 +18,18 @@
 #define MAX_COLS  64
 #define FIELD_MAX 256
 
-enum kind { NODES, PODS };
+enum kind {
+	NODES,
+	PODS
+};
 
 enum col {
 	C_NAME,
 	C_CPU,
 	C_MEM,
 	C_GPUS,
-	C_MODEL,   /* nodes */
-	C_MILLI,   /* pods from here */
+	C_MODEL, /* nodes */
+	C_MILLI, /* pods from here */
 	C_SPEC,
 	C_QOS,
 	C_PHASE,
@@ -37,19 +39,27 @@ enum col {
 	C_COUNT
 };
 
-static const char *const node_cols[C_COUNT] = {
-    [C_NAME] = "sn", [C_CPU] = "cpu_milli", [C_MEM] = "memory_mib",
-    [C_GPUS] = "gpu", [C_MODEL] = "model"};
+static const char *const node_cols[C_COUNT] = {[C_NAME] = "sn",
+    [C_CPU] = "cpu_milli",
+    [C_MEM] = "memory_mib",
+    [C_GPUS] = "gpu",
+    [C_MODEL] = "model"};
 static const char *const pod_cols[C_COUNT] = {[C_NAME] = "name",
-    [C_CPU] = "cpu_milli", [C_MEM] = "memory_mib", [C_GPUS] = "num_gpu",
-    [C_MILLI] = "gpu_milli", [C_SPEC] = "gpu_spec", [C_QOS] = "qos",
-    [C_PHASE] = "pod_phase", [C_CREATED] = "creation_time",
-    [C_DELETED] = "deletion_time", [C_SCHEDULED] = "scheduled_time"};
+    [C_CPU] = "cpu_milli",
+    [C_MEM] = "memory_mib",
+    [C_GPUS] = "num_gpu",
+    [C_MILLI] = "gpu_milli",
+    [C_SPEC] = "gpu_spec",
+    [C_QOS] = "qos",
+    [C_PHASE] = "pod_phase",
+    [C_CREATED] = "creation_time",
+    [C_DELETED] = "deletion_time",
+    [C_SCHEDULED] = "scheduled_time"};
 /* Columns a file must have; the others may be absent. */
-static const int node_need[C_COUNT] = {[C_NAME] = 1, [C_CPU] = 1,
-    [C_MEM] = 1, [C_GPUS] = 1, [C_MODEL] = 1};
-static const int pod_need[C_COUNT] = {[C_NAME] = 1, [C_CPU] = 1,
-    [C_MEM] = 1, [C_GPUS] = 1, [C_MILLI] = 1};
+static const int node_need[C_COUNT] =
+    {[C_NAME] = 1, [C_CPU] = 1, [C_MEM] = 1, [C_GPUS] = 1, [C_MODEL] = 1};
+static const int pod_need[C_COUNT] =
+    {[C_NAME] = 1, [C_CPU] = 1, [C_MEM] = 1, [C_GPUS] = 1, [C_MILLI] = 1};
 
 struct reader {
 	enum kind kind;
@@ -82,12 +92,13 @@ on_field(void *s, size_t len, void *data)
 	if (r->rc != 0)
 		return;
 	if (r->ncols >= MAX_COLS) {
-		fail(r, GP_EINVAL, "line %zu: more than 64 columns%s%s", "", "");
+		fail(r, GP_EINVAL, "line %zu: more than 64 columns%s%s", "",
+		    "");
 		return;
 	}
 	if (len >= FIELD_MAX) {
-		fail(r, GP_EINVAL, "line %zu: a field longer than 255 bytes%s%s",
-		    "", "");
+		fail(r, GP_EINVAL,
+		    "line %zu: a field longer than 255 bytes%s%s", "", "");
 		return;
 	}
 	if (len > 0)
@@ -185,8 +196,8 @@ grow(struct reader *r, size_t have, void **arr, size_t size)
 	if (have < r->cap)
 		return 0;
 	if (have >= GP_TRACE_ROWS_MAX) {
-		fail(r, GP_ETOOBIG, "line %zu: more than 10000000 rows%s%s",
-		    "", "");
+		fail(r, GP_ETOOBIG, "line %zu: more than 10000000 rows%s%s", "",
+		    "");
 		return -1;
 	}
 	cap = r->cap ? r->cap * 2 : 1024;
@@ -256,8 +267,9 @@ pod_row(struct reader *r)
 		return;
 	}
 	if (p->num_gpu > 1 && p->gpu_milli < 1000) {
-		fail(r, GP_EINVAL, "line %zu: a share of a GPU (gpu_milli %s) "
-				   "asks for one GPU%s",
+		fail(r, GP_EINVAL,
+		    "line %zu: a share of a GPU (gpu_milli %s) "
+		    "asks for one GPU%s",
 		    r->fields[r->col_of[C_MILLI]], "");
 		return;
 	}
@@ -308,14 +320,12 @@ parse(enum kind kind, const char *buf, size_t len, struct gp_trace *t,
 		free(r);
 		return GP_ENOMEM;
 	}
-	if (csv_parse(&p, buf, len, on_field, on_row, r) != len &&
-	    r->rc == 0) {
+	if (csv_parse(&p, buf, len, on_field, on_row, r) != len && r->rc == 0) {
 		r->line++;
 		fail(r, GP_EINVAL, "line %zu: %s%s",
 		    csv_strerror(csv_error(&p)), "");
 	}
-	if (r->rc == 0 && csv_fini(&p, on_field, on_row, r) != 0 &&
-	    r->rc == 0)
+	if (r->rc == 0 && csv_fini(&p, on_field, on_row, r) != 0 && r->rc == 0)
 		fail(r, GP_EINVAL, "line %zu: %s%s",
 		    csv_strerror(csv_error(&p)), "");
 	csv_free(&p);
@@ -327,22 +337,22 @@ parse(enum kind kind, const char *buf, size_t len, struct gp_trace *t,
 }
 
 int
-gp_trace_parse_nodes(const char *buf, size_t len, struct gp_trace *t,
-    char *err, size_t errlen)
+gp_trace_parse_nodes(const char *buf, size_t len, struct gp_trace *t, char *err,
+    size_t errlen)
 {
 	return parse(NODES, buf, len, t, err, errlen);
 }
 
 int
-gp_trace_parse_pods(const char *buf, size_t len, struct gp_trace *t,
-    char *err, size_t errlen)
+gp_trace_parse_pods(const char *buf, size_t len, struct gp_trace *t, char *err,
+    size_t errlen)
 {
 	return parse(PODS, buf, len, t, err, errlen);
 }
 
 int
-gp_trace_load(const char *nodes_path, const char *pods_path,
-    struct gp_trace *t, char *err, size_t errlen)
+gp_trace_load(const char *nodes_path, const char *pods_path, struct gp_trace *t,
+    char *err, size_t errlen)
 {
 	char *buf = NULL, why[256];
 	size_t len = 0;
@@ -391,10 +401,17 @@ gp_trace_model_mem(const char *model)
 		const char *model;
 		int64_t mib;
 	} known[] = {
-	    {"P4", 7611},	{"T4", 15109},	     {"V100M16", 16160},
-	    {"P100", 16280},	{"A10", 22731},	     {"V100M32", 32510},
-	    {"A100", 81251},	{"2080", 11019},     {"1080", 11178},
-	    {"M40", 11448},	{"3090", 24268},
+	    {"P4", 7611},
+	    {"T4", 15109},
+	    {"V100M16", 16160},
+	    {"P100", 16280},
+	    {"A10", 22731},
+	    {"V100M32", 32510},
+	    {"A100", 81251},
+	    {"2080", 11019},
+	    {"1080", 11178},
+	    {"M40", 11448},
+	    {"3090", 24268},
 	};
 	size_t i;
 

@@ -31,8 +31,8 @@ check(const struct gp_trace *t)
 		const struct gp_trace_pod *p = &t->pods[i];
 		if (p->cpu_milli < 0 || p->mem_mib < 0 || p->num_gpu < 0 ||
 		    p->num_gpu > GP_SCHED_GPUS_MAX || p->gpu_milli < 0 ||
-		    p->gpu_milli > 1000 || (p->num_gpu > 1 &&
-						p->gpu_milli != 1000) ||
+		    p->gpu_milli > 1000 ||
+		    (p->num_gpu > 1 && p->gpu_milli != 1000) ||
 		    (p->num_gpu > 0 && p->gpu_milli == 0) ||
 		    memchr(p->gpu_spec, '\0', sizeof(p->gpu_spec)) == NULL)
 			abort();
@@ -69,9 +69,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		o.seed = 1;
 		o.inflate = 1.3;
 		rc = gp_sim_fgd(&t, &o, &fr);
-		if (rc == 0 && (fr.pods_failed > fr.pods ||
-				   fr.unallocated_pct_at_100 < -1e-9 ||
-				   fr.unallocated_pct_at_100 > 100 + 1e-9))
+		if (rc == 0 &&
+		    (fr.pods_failed > fr.pods ||
+		        fr.unallocated_pct_at_100 < -1e-9 ||
+		        fr.unallocated_pct_at_100 > 100 + 1e-9))
 			abort();
 		o.group_by = "labs:2";
 		o.static_partition = 1;

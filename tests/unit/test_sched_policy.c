@@ -211,7 +211,7 @@ TEST(fractions_share_a_gpu)
 	add_share(&w, 1, 500, 0);
 	add_share(&w, 2, 400, 0);
 	add_share(&w, 3, 200, 0); /* 900 taken: no room left */
-	add_job(&w, 4, 1);	  /* a whole GPU: it is shared */
+	add_job(&w, 4, 1);        /* a whole GPU: it is shared */
 	CHECK_EQ(plan(&w), 0);
 	CHECK_EQ(node_of(&w, 1), 1);
 	CHECK_EQ(node_of(&w, 2), 1);
@@ -248,14 +248,13 @@ TEST(fractions_share_a_gpu)
 	/* What the caller says is shared already counts. */
 	world_init(&w, "bestfit");
 	{
-		struct gp_sched_node *n = add_node(&w, 1, 0, 8, 2, A100,
-		    40960);
+		struct gp_sched_node *n = add_node(&w, 1, 0, 8, 2, A100, 40960);
 		n->gpus[0].shared_milli = 700;
 		n->gpus[0].nshared = 1;
 	}
 	add_share(&w, 1, 300, 0); /* best fit: the fuller GPU 0 */
 	add_share(&w, 2, 300, 0); /* GPU 1 */
-	add_job(&w, 3, 1);	  /* nothing whole left */
+	add_job(&w, 3, 1);        /* nothing whole left */
 	CHECK_EQ(plan(&w), 0);
 	if (find(&w, 1) != NULL)
 		CHECK_EQ(find(&w, 1)->gpus[0], 0);
@@ -395,12 +394,12 @@ TEST(gangs_all_or_none_on_distinct_nodes)
 		g.gpus = 2;
 		g.parts = 2;
 		CHECK_EQ(gp_sched_can_ever_fit(w.nodes, w.nnodes, &g, why,
-			     sizeof(why)),
+		             sizeof(why)),
 		    0);
 		CHECK(strstr(why, "gang of 2 parts") != NULL);
 		g.gpus = 1;
 		CHECK_EQ(gp_sched_can_ever_fit(w.nodes, w.nnodes, &g, why,
-			     sizeof(why)),
+		             sizeof(why)),
 		    1);
 		world_fini(&w);
 	}
@@ -694,7 +693,8 @@ TEST(policies_by_name)
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const struct gp_sched_policy *p = gp_sched_policy_find(names[i]);
+		const struct gp_sched_policy *p =
+		    gp_sched_policy_find(names[i]);
 		CHECK(p != NULL);
 		CHECK_STR(gp_sched_policy_name(p), names[i]);
 		CHECK(strstr(gp_sched_policy_names(), names[i]) != NULL);
@@ -750,8 +750,7 @@ TEST(engine_runs_and_ends)
 	CHECK_EQ(partial, 1);
 	CHECK_EQ(gp_sched_engine_end(e, 1), 0);
 	CHECK_EQ(gp_sched_engine_end(e, 1), GP_ENOENT);
-	CHECK_EQ(gp_sched_engine_pass(e, 1000, &q[2], 1, NULL, 0, NULL, 0,
-		     &r),
+	CHECK_EQ(gp_sched_engine_pass(e, 1000, &q[2], 1, NULL, 0, NULL, 0, &r),
 	    0);
 	CHECK_EQ(r.nassignments, 1);
 	gp_sched_result_fini(&r);
@@ -913,9 +912,9 @@ TEST(property_fractions_gangs_groups)
 		world_init(&w, policies[round % 7]);
 		for (k = 0; k < 1 + rnd(8); k++) {
 			int ngpus = rnd(9);
-			struct gp_sched_node *n = add_node(&w, 10 + k,
-			    rnd(3), 4 + rnd(60), ngpus, models[rnd(3)],
-			    1024 * (8 + rnd(72)));
+			struct gp_sched_node *n =
+			    add_node(&w, 10 + k, rnd(3), 4 + rnd(60), ngpus,
+			        models[rnd(3)], 1024 * (8 + rnd(72)));
 			n->up = rnd(8) != 0;
 			n->mem_mib = rnd(2) ? 0 : 1000 * (8 + rnd(64));
 			for (g = 0; g < ngpus; g++) {
@@ -925,8 +924,8 @@ TEST(property_fractions_gangs_groups)
 					    ->end_ms = NOW + rnd(10) * HOUR;
 				} else if (rnd(4) == 0) {
 					n->gpus[g].shared_milli = rnd(1000);
-					n->gpus[g].shared_mem_mib = rnd(
-					    (int)n->gpus[g].mem_mib);
+					n->gpus[g].shared_mem_mib =
+					    rnd((int)n->gpus[g].mem_mib);
 					n->gpus[g].nshared = 1;
 				}
 			}

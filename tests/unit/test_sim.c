@@ -30,19 +30,20 @@ TEST(trace_reads_the_published_format)
 	struct gp_trace t;
 	char err[256];
 
-	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\n"
-		       "openb-node-0000,64000,262144,2,P100\n"
-		       "openb-node-0001,96000,393216,8,G2\n"
-		       "\n"
-		       "openb-node-0002,32000,131072,0,nan\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
-		     "pod_phase,creation_time,deletion_time,scheduled_time\n"
-		     "openb-pod-0000,12000,16384,1,1000,,LS,Running,0,12537496,0\n"
-		     "openb-pod-0001,6000,12288,1,460,V100M16|V100M32,BE,Failed,"
-		     "5,20,6\n"
-		     "openb-pod-0002,8000,30517,0,0,,LS,Running,7,,\n"
-		     "\"openb-pod-0003\",4000,1,2,1000,\"G2\",LS,Running,8,9,8\n",
-		     &t, err, sizeof(err)),
+	CHECK_EQ(
+	    parse("sn,cpu_milli,memory_mib,gpu,model\n"
+	          "openb-node-0000,64000,262144,2,P100\n"
+	          "openb-node-0001,96000,393216,8,G2\n"
+	          "\n"
+	          "openb-node-0002,32000,131072,0,nan\n",
+	        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+	        "pod_phase,creation_time,deletion_time,scheduled_time\n"
+	        "openb-pod-0000,12000,16384,1,1000,,LS,Running,0,12537496,0\n"
+	        "openb-pod-0001,6000,12288,1,460,V100M16|V100M32,BE,Failed,"
+	        "5,20,6\n"
+	        "openb-pod-0002,8000,30517,0,0,,LS,Running,7,,\n"
+	        "\"openb-pod-0003\",4000,1,2,1000,\"G2\",LS,Running,8,9,8\n",
+	        &t, err, sizeof(err)),
 	    0);
 	CHECK_EQ(t.nnodes, 3);
 	CHECK_EQ(t.npods, 4);
@@ -66,9 +67,9 @@ TEST(trace_reads_the_published_format)
 
 	/* The multigpu trace has only the first five columns. */
 	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn,1000,1,1,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-		     "p,1000,1,4,1000\n",
-		     &t, err, sizeof(err)),
+	             "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+	             "p,1000,1,4,1000\n",
+	             &t, err, sizeof(err)),
 	    0);
 	CHECK_EQ(t.npods, 1);
 	gp_trace_free(&t);
@@ -80,21 +81,21 @@ TEST(trace_refuses_bad_input)
 		const char *pods, *want;
 	} bad[] = {
 	    {"name,cpu_milli,memory_mib,num_gpu\np,1,1,1\n",
-		"no column 'gpu_milli'"},
+	        "no column 'gpu_milli'"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,x,1,1,1000\n",
-		"line 2: cpu_milli: bad number 'x'"},
+	        "line 2: cpu_milli: bad number 'x'"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,2,500\n",
-		"a share of a GPU"},
+	        "a share of a GPU"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,0\n",
-		"with gpu_milli 0"},
+	        "with gpu_milli 0"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,99,1000\n",
-		"num_gpu: bad number"},
+	        "num_gpu: bad number"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1001\n",
-		"gpu_milli: bad number"},
+	        "gpu_milli: bad number"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,-1,1,1,1000\n",
-		"cpu_milli: bad number"},
+	        "cpu_milli: bad number"},
 	    {"name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\"p,1,1,1,1000\n",
-		"line"},
+	        "line"},
 	    {"", "no header"},
 	};
 	struct gp_trace t;
@@ -104,7 +105,7 @@ TEST(trace_refuses_bad_input)
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&t, 0, sizeof(t));
 		CHECK_EQ(gp_trace_parse_pods(bad[i].pods, strlen(bad[i].pods),
-			     &t, err, sizeof(err)),
+		             &t, err, sizeof(err)),
 		    GP_EINVAL);
 		if (strstr(err, bad[i].want) == NULL)
 			fprintf(stderr, "case %zu: '%s'\n", i, err);
@@ -121,14 +122,14 @@ TEST(trace_refuses_bad_input)
 		    longname);
 		memset(&t, 0, sizeof(t));
 		CHECK_EQ(gp_trace_parse_nodes(buf, strlen(buf), &t, err,
-			     sizeof(err)),
+		             sizeof(err)),
 		    GP_EINVAL);
 		CHECK(strstr(err, "longer") != NULL);
 		gp_trace_free(&t);
 	}
 	memset(&t, 0, sizeof(t));
 	CHECK_EQ(gp_trace_load("/nonexistent/n.csv", "/nonexistent/p.csv", &t,
-		     err, sizeof(err)),
+	             err, sizeof(err)),
 	    GP_ENOENT);
 	CHECK(strstr(err, "/nonexistent/n.csv") != NULL);
 }
@@ -145,10 +146,11 @@ TEST(fgd_protocol_known_answers)
 	struct gp_sim_fgd_result r;
 	char err[256];
 
-	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn0,4000,65536,2,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-		     "p0,3000,1024,1,1000,\np1,3000,1024,1,1000,\n",
-		     &t, err, sizeof(err)),
+	CHECK_EQ(
+	    parse("sn,cpu_milli,memory_mib,gpu,model\nn0,4000,65536,2,T4\n",
+	        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+	        "p0,3000,1024,1,1000,\np1,3000,1024,1,1000,\n",
+	        &t, err, sizeof(err)),
 	    0);
 	memset(&o, 0, sizeof(o));
 	o.seed = 42;
@@ -158,18 +160,19 @@ TEST(fgd_protocol_known_answers)
 	CHECK_EQ(r.gpus, 2);
 	CHECK_EQ(r.pods, 2);
 	CHECK_EQ(r.pods_failed, 1);
-	CHECK(r.unallocated_pct_at_100 > 49.99 && r.unallocated_pct_at_100 <
-	    50.01);
+	CHECK(r.unallocated_pct_at_100 > 49.99 &&
+	    r.unallocated_pct_at_100 < 50.01);
 	gp_trace_free(&t);
 
 	/* Shares: 600 + 400 on one GPU, then 1000 on the other: nothing
 	 * unallocated at 100%; inflated to 1.5x, one more whole pod or
 	 * share fails and the GPUs stay full. */
-	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,65536,2,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-		     "a,1000,1024,1,600,\nb,1000,1024,1,400,\n"
-		     "c,1000,1024,1,1000,T4\n",
-		     &t, err, sizeof(err)),
+	CHECK_EQ(
+	    parse("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,65536,2,T4\n",
+	        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+	        "a,1000,1024,1,600,\nb,1000,1024,1,400,\n"
+	        "c,1000,1024,1,1000,T4\n",
+	        &t, err, sizeof(err)),
 	    0);
 	o.inflate = 1.5;
 	o.policy = NULL; /* frag */
@@ -182,10 +185,11 @@ TEST(fgd_protocol_known_answers)
 	gp_trace_free(&t);
 
 	/* A model no node has: every pod fails. */
-	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,65536,1,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-		     "a,1000,1024,1,1000,A10\n",
-		     &t, err, sizeof(err)),
+	CHECK_EQ(
+	    parse("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,65536,1,T4\n",
+	        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+	        "a,1000,1024,1,1000,A10\n",
+	        &t, err, sizeof(err)),
 	    0);
 	o.inflate = 1.0;
 	CHECK_EQ(gp_sim_fgd(&t, &o, &r), 0);
@@ -205,12 +209,13 @@ TEST(replay_known_answers)
 	struct gp_sim_replay_result r;
 	char err[256];
 
-	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,1,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
-		     "pod_phase,creation_time,deletion_time,scheduled_time\n"
-		     "a,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
-		     "b,1000,1024,1,1000,,LS,Succeeded,10,60,10\n",
-		     &t, err, sizeof(err)),
+	CHECK_EQ(
+	    parse("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,1,T4\n",
+	        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+	        "pod_phase,creation_time,deletion_time,scheduled_time\n"
+	        "a,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
+	        "b,1000,1024,1,1000,,LS,Succeeded,10,60,10\n",
+	        &t, err, sizeof(err)),
 	    0);
 	memset(&o, 0, sizeof(o));
 	o.group_by = "labs:1";
@@ -229,13 +234,14 @@ TEST(replay_known_answers)
 	 * Utilization while pods arrive (0 to 100 s): a holds one of two
 	 * GPUs for 100 s, b the other for 10 s: 110 / 200 = 55%.
 	 */
-	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,2,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
-		     "pod_phase,creation_time,deletion_time,scheduled_time\n"
-		     "a,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
-		     "b,1000,1024,1,1000,,LS,Succeeded,0,10,0\n"
-		     "c,1000,1024,1,1000,,LS,Succeeded,100,110,100\n",
-		     &t, err, sizeof(err)),
+	CHECK_EQ(
+	    parse("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,2,T4\n",
+	        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+	        "pod_phase,creation_time,deletion_time,scheduled_time\n"
+	        "a,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
+	        "b,1000,1024,1,1000,,LS,Succeeded,0,10,0\n"
+	        "c,1000,1024,1,1000,,LS,Succeeded,100,110,100\n",
+	        &t, err, sizeof(err)),
 	    0);
 	CHECK_EQ(gp_sim_replay(&t, &o, &r), 0);
 	CHECK(r.util_pct > 54.99 && r.util_pct < 55.01);
@@ -249,13 +255,13 @@ TEST(replay_known_answers)
 	 * 2's idle GPU; alone, it waits.
 	 */
 	CHECK_EQ(parse("sn,cpu_milli,memory_mib,gpu,model\n"
-		       "n0,8000,65536,1,T4\nn1,8000,65536,1,T4\n",
-		     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
-		     "pod_phase,creation_time,deletion_time,scheduled_time\n"
-		     "x,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
-		     "y,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
-		     "z,1000,1024,1,1000,,BE,Succeeded,500,600,500\n",
-		     &t, err, sizeof(err)),
+	               "n0,8000,65536,1,T4\nn1,8000,65536,1,T4\n",
+	             "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+	             "pod_phase,creation_time,deletion_time,scheduled_time\n"
+	             "x,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
+	             "y,1000,1024,1,1000,,LS,Succeeded,0,100,0\n"
+	             "z,1000,1024,1,1000,,BE,Succeeded,500,600,500\n",
+	             &t, err, sizeof(err)),
 	    0);
 	o.group_by = "qos"; /* lab LS: x, y; lab BE: z */
 	CHECK_EQ(gp_sim_replay(&t, &o, &r), 0);
