@@ -19,6 +19,7 @@
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
+#include "sched.h"
 
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
@@ -35,6 +36,7 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--placement POLICY]\n"
 	    "                           [--prices FILE] "
 	    "[--accrual-interval DURATION]\n"
 	    "                           [--fairshare-half-life DURATION] "
@@ -64,6 +66,9 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --placement POLICY  where jobs go: frag (the default:\n"
+	    "                      fragmentation-aware), bestfit, fgd, random,\n"
+	    "                      dotprod, clustering, packing\n"
 	    "  --prices FILE       the price table (\"CLASS CREDITS_PER_GPU_HOUR\""
 	    "\n"
 	    "                      lines) replaces the stored one at start\n"
@@ -198,7 +203,8 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
-	    {"prices", required_argument, NULL, 'P'},
+	    {"placement", required_argument, NULL, 'P'},
+	    {"prices", required_argument, NULL, 'p'},
 	    {"accrual-interval", required_argument, NULL, 'A'},
 	    {"fairshare-half-life", required_argument, NULL, 'F'},
 	    {"budget-untimed", required_argument, NULL, 'U'},
@@ -224,6 +230,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.placement = gp_sched_policy_default();
 	cfg.accrual_ms = 30 * 1000;
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
 	cfg.budget_untimed_s = 3600;
@@ -286,6 +293,12 @@ gp_coord_main(int argc, char **argv)
 			cfg.ckpt_retain_ms = v * 1000;
 			break;
 		case 'P':
+			cfg.placement = gp_sched_policy_find(optarg);
+			if (cfg.placement == NULL)
+				gp_fatalx("--placement: one of %s",
+				    gp_sched_policy_names());
+			break;
+		case 'p':
 			if (gp_strlcpy(cfg.prices_file, optarg,
 				sizeof(cfg.prices_file)) >=
 			    sizeof(cfg.prices_file))
@@ -392,9 +405,11 @@ gp_coord_main(int argc, char **argv)
 	if (coord_daemon == NULL)
 		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
 		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld",
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
 	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms);
+	    cfg.data_dir, (long long)cfg.lease_ms,
+	    gp_sched_policy_name(cfg.placement));
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
