@@ -192,6 +192,43 @@ int gp_cli_cmd_whoami(const struct gp_cli_args *args);
 
 /* token.c */
 int gp_cli_cmd_token_create(const struct gp_cli_args *args);
+/*
+ * gp_cli_connect with the token in file (--token-file) when given; for
+ * admin calls (admin 1) then GPUPOOL_TOKEN, else the config's
+ * admin_token_file, else its token. Returns 0 or an exit code (printed).
+ */
+int gp_cli_connect_token_file(struct gp_cli_conn *conn, const char *file,
+    int admin);
+
+/* acct.c: groups, prices, budgets, usage and the ledger */
+/*
+ * --since/--until: a duration back from now_ms ("7d", "12h"), a date
+ * ("2026-01-31", midnight UTC) or a time ("2026-01-31T12:00:00Z", with or
+ * without milliseconds). OUT: *ms. Returns 0 or GP_EINVAL.
+ */
+int gp_cli_parse_since(const char *text, int64_t now_ms, int64_t *ms);
+/* GPU time (share-weighted ms) as "1:02:03" (hours may exceed 24). */
+void gp_cli_format_gpu_time(int64_t gpu_ms, char *out, size_t len);
+/* Renderings of the coordinator's answers (docs/accounting.md). */
+int gp_cli_render_usage(json_t *reply, struct gp_buf *out);
+int gp_cli_render_ledger(json_t *reply, struct gp_buf *out);
+int gp_cli_render_groups(json_t *reply, struct gp_buf *out);
+int gp_cli_render_prices(json_t *reply, struct gp_buf *out);
+int gp_cli_render_budgets(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_group_create(const struct gp_cli_args *args);
+int gp_cli_cmd_group_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_group_set(const struct gp_cli_args *args);
+int gp_cli_cmd_group_add(const struct gp_cli_args *args);
+int gp_cli_cmd_group_remove(const struct gp_cli_args *args);
+int gp_cli_cmd_group_move(const struct gp_cli_args *args);
+int gp_cli_cmd_price_set(const struct gp_cli_args *args);
+int gp_cli_cmd_price_rm(const struct gp_cli_args *args);
+int gp_cli_cmd_price_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_budget_set(const struct gp_cli_args *args);
+int gp_cli_cmd_budget_rm(const struct gp_cli_args *args);
+int gp_cli_cmd_budget_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_usage(const struct gp_cli_args *args);
+int gp_cli_cmd_ledger(const struct gp_cli_args *args);
 
 /* provider.c */
 /*

@@ -1,7 +1,7 @@
 /*
  * token.c: `gpupool token create`: asks the coordinator for a new token
  * (an admin call) and prints just the token, so that scripts can capture
- * it.
+ * it; and how every admin command finds its admin token.
  */
 #include "token.h"
 
@@ -34,16 +34,41 @@ read_token_file(const char *path, char *out, size_t len)
 }
 
 int
+gp_cli_connect_token_file(struct gp_cli_conn *conn, const char *file,
+    int admin)
+{
+	const char *env_token = getenv("GPUPOOL_TOKEN");
+	struct gp_cli_config cfg;
+	char token[256], err[1024];
+	int rc;
+
+	/*
+	 * Which token to authenticate with: --token-file, GPUPOOL_TOKEN,
+	 * the config's admin_token_file (admin calls), the config's token.
+	 */
+	token[0] = '\0';
+	if (admin && file == NULL &&
+	    (env_token == NULL || env_token[0] == '\0') &&
+	    gp_cli_config_load(&cfg, err, sizeof(err)) != GP_EINVAL &&
+	    cfg.admin_token_file[0] != '\0')
+		file = cfg.admin_token_file;
+	if (file != NULL && read_token_file(file, token, sizeof(token)) != 0) {
+		gp_cli_error("cannot read a token from %s", file);
+		return GP_CLI_EXIT_FAIL;
+	}
+	rc = gp_cli_connect(conn, token[0] ? token : NULL);
+	memset(token, 0, sizeof(token));
+	return rc;
+}
+
+int
 gp_cli_cmd_token_create(const struct gp_cli_args *args)
 {
 	const char *role = gp_cli_value(args, "role");
 	const char *name = gp_cli_value(args, "name");
-	const char *file = gp_cli_value(args, "token-file");
-	const char *env_token = getenv("GPUPOOL_TOKEN");
-	struct gp_cli_config cfg;
+	const char *group = gp_cli_value(args, "group");
 	struct gp_cli_conn conn;
 	enum gp_role parsed;
-	char token[256], err[1024];
 	json_t *body, *reply;
 	int rc;
 
@@ -60,23 +85,17 @@ gp_cli_cmd_token_create(const struct gp_cli_args *args)
 		    "token create: --name must be 1 to %d characters of "
 		    "A-Z a-z 0-9 . _ -",
 		    GP_NAME_MAX);
-	/*
-	 * Which token to authenticate with: --token-file, GPUPOOL_TOKEN,
-	 * the config's admin_token_file, the config's token.
-	 */
-	token[0] = '\0';
-	if (file == NULL && (env_token == NULL || env_token[0] == '\0') &&
-	    gp_cli_config_load(&cfg, err, sizeof(err)) != GP_EINVAL &&
-	    cfg.admin_token_file[0] != '\0')
-		file = cfg.admin_token_file;
-	if (file != NULL && read_token_file(file, token, sizeof(token)) != 0) {
-		gp_cli_error("cannot read a token from %s", file);
-		return GP_CLI_EXIT_FAIL;
-	}
-	if ((rc = gp_cli_connect(&conn, token[0] ? token : NULL)) != 0)
+	if (group != NULL && !gp_name_valid(group))
+		return gp_cli_usage_error(args,
+		    "token create: --group must be 1 to %d characters of "
+		    "A-Z a-z 0-9 . _ -",
+		    GP_NAME_MAX);
+	if ((rc = gp_cli_connect_token_file(&conn,
+		 gp_cli_value(args, "token-file"), 1)) != 0)
 		return rc;
-	memset(token, 0, sizeof(token));
 	body = json_pack("{s:s, s:s}", "role", role, "name", name);
+	if (group != NULL)
+		json_object_set_new(body, "group", json_string(group));
 	rc = gp_cli_call(&conn, "POST", "/v1/tokens", body, 0, &reply, NULL);
 	json_decref(body);
 	gp_cli_disconnect(&conn);

@@ -10,6 +10,7 @@
 
 #include "coordd.h"
 #include "gp.h"
+#include "ledger.h"
 #include "log.h"
 
 #define AGENT_LOG_BODY_MAX (1 << 20)
@@ -150,18 +151,33 @@ queue_op(struct MHD_Connection *conn, struct request *req, struct op *op)
 static enum MHD_Result
 handle_whoami(struct MHD_Connection *conn, struct request *req)
 {
-	return reply_json(conn, 200,
-	    json_pack("{s:I,s:s,s:s}", "id", (json_int_t)req->auth->id, "name",
-		req->auth->name, "role", gp_role_name(req->auth->role)));
+	int64_t ids[64];
+	json_t *groups = json_array(), *o;
+	size_t i, n;
+
+	o = json_pack("{s:I,s:s,s:s}", "id", (json_int_t)req->auth->id,
+	    "name", req->auth->name, "role", gp_role_name(req->auth->role));
+	/* Accounting: the token's group; a user's groups, default first. */
+	pthread_rwlock_rdlock(&state.lock);
+	n = req->auth->role == GP_ROLE_PROVIDER
+	    ? (ids[0] = req->auth->group_id, 1)
+	    : ledger_user_groups(&ledger, req->auth->name, ids, 64);
+	for (i = 0; i < n; i++)
+		json_array_append_new(groups,
+		    json_string(ledger_group_name(&ledger, ids[i])));
+	json_object_set_new(o, "group",
+	    json_string(ledger_group_name(&ledger, req->auth->group_id)));
+	pthread_rwlock_unlock(&state.lock);
+	json_object_set_new(o, "groups", groups);
+	return reply_json(conn, 200, o);
 }
 
 static enum MHD_Result
 handle_token_create(struct MHD_Connection *conn, struct request *req)
 {
-	static const char *const fields[] = {"role", "name", NULL};
+	struct acct_request r;
 	enum MHD_Result rc;
-	enum gp_role role;
-	const char *bad, *name;
+	char err[256];
 	json_t *body;
 	struct op *op;
 
@@ -169,22 +185,10 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 403, "only an admin may create tokens");
 	if ((body = parse_body(conn, req, &rc)) == NULL)
 		return rc;
-	if (!only_fields(body, fields, &bad)) {
-		rc = reply_error(conn, 400, "unknown field '%.64s'", bad);
+	/* role, name and an optional group (fuzzed: fuzz_acct_body.c) */
+	if (acct_decode(ACCT_BODY_TOKEN, body, &r, err, sizeof(err)) != 0) {
 		json_decref(body);
-		return rc;
-	}
-	name = json_string_value(json_object_get(body, "name"));
-	if (gp_role_parse(json_string_value(json_object_get(body, "role")),
-		&role) != 0) {
-		json_decref(body);
-		return reply_error(conn, 400,
-		    "role: must be user, provider or admin");
-	}
-	if (name == NULL || !gp_name_valid(name)) {
-		json_decref(body);
-		return reply_error(conn, 400,
-		    "name: 1 to 64 of A-Z a-z 0-9 . _ -");
+		return reply_error(conn, 400, "%s", err);
 	}
 	op = op_new(OP_TOKEN_CREATE, &req->auth_copy);
 	if (op == NULL) {
@@ -192,6 +196,7 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 503, "out of memory");
 	}
 	op->body = body;
+	op->acct = r;
 	return queue_op(conn, req, op);
 }
 
@@ -1059,6 +1064,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
+	if (acct_route_match(url))
+		return acct_handle(conn, req, url, method);
 	return route(conn, req, url, method);
 }
 

@@ -18,6 +18,7 @@
 
 #include "coordd.h"
 #include "gp.h"
+#include "ledger.h"
 #include "log.h"
 #include "sched.h"
 
@@ -40,6 +41,14 @@ static struct effect *effects;
 static size_t neffects, capeffects;
 static struct job **woken_jobs;
 static size_t nwoken, capwoken;
+
+static void acct_job_json(const struct job *job, json_t *o);
+static void acct_node_json(const struct node *node, json_t *o);
+static void bill_attempt_end(struct job *job, struct attempt_record *a);
+static int64_t token_group(int64_t token_id);
+static int64_t gpu_price(struct node_gpu *g);
+static void bill_start(struct job *job, struct attempt_record *a,
+    int64_t now);
 
 /* Grace before a delivered attempt that an agent does not list is lost. */
 #define LOST_GRACE_MS 3000
@@ -290,6 +299,7 @@ load_node(struct node *n)
 	 * a restart is longer: RESTART_GRACE_MS, or the lease if longer.
 	 */
 	n->up = 0;
+	n->group_id = token_group(n->owner_token);
 	atomic_store(&n->last_seen_mono,
 	    gp_mono_ms() + (state.cfg.lease_ms < RESTART_GRACE_MS
 				   ? RESTART_GRACE_MS - state.cfg.lease_ms
@@ -301,11 +311,17 @@ load_node(struct node *n)
 static void
 load_job(struct job *j)
 {
+	const struct ledger_group *g;
 	struct node *node;
 	int i;
 
 	j->queue_pos = -1;
 	j->log_size = joblog_size_on_disk(j->id);
+	/* Its group, by the name submit wrote into its spec. */
+	g = ledger_group_by_name(&ledger, j->spec.group);
+	if (g == NULL)
+		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
+	j->group_id = g != NULL ? g->id : 1;
 	if (job_insert(j) != 0)
 		gp_fatalx("out of memory loading jobs");
 	if (j->state == JOB_QUEUED) {
@@ -326,7 +342,42 @@ load_job(struct job *j)
 			j->delivered_mono = gp_mono_ms();
 		/* The agent's next register or heartbeat will confirm it. */
 		j->started_ack = 1;
+		/* What was posted for it: the ledger is the truth. */
+		if (j->nhistory > 0 &&
+		    j->history[j->nhistory - 1].attempt == j->attempts &&
+		    j->history[j->nhistory - 1].meter.from_ms > 0 &&
+		    ledger_restore_meter(&ledger, j->id, j->attempts,
+			&j->history[j->nhistory - 1].meter) != 0)
+			gp_fatalx("cannot read the ledger of job %lld",
+			    (long long)j->id);
 	}
+}
+
+/* --prices FILE: replaces the price table (docs/accounting.md). */
+static int
+load_prices(const char *path)
+{
+	struct acct_price table[ACCT_PRICES_MAX];
+	char *text, err[256];
+	size_t len, n;
+	int rc;
+
+	if (gp_read_file(path, 1 << 20, &text, &len) != 0) {
+		gp_error("cannot read the price file path=%s", path);
+		return GP_EIO;
+	}
+	rc = acct_prices_parse(text, len, table, ACCT_PRICES_MAX, &n, err,
+	    sizeof(err));
+	free(text);
+	if (rc != 0) {
+		gp_error("bad price file path=%s error=\"%s\"", path, err);
+		return GP_EINVAL;
+	}
+	if (store_begin() != 0 || ledger_prices_replace(&ledger, table, n) != 0 ||
+	    store_commit() != 0)
+		return GP_EIO;
+	gp_info("prices loaded path=%s classes=%zu", path, n);
+	return 0;
 }
 
 int
@@ -342,6 +393,11 @@ state_init(const struct coord_config *cfg)
 	if (store_open(path) != 0)
 		return GP_EIO;
 	if (joblog_init(cfg->data_dir) != 0)
+		return GP_EIO;
+	if (ledger_open(&ledger, store_db(), path, cfg->half_life_ms,
+		gp_now_ms()) != 0)
+		return GP_EIO;
+	if (cfg->prices_file[0] != '\0' && load_prices(cfg->prices_file) != 0)
 		return GP_EIO;
 	if (store_load(load_token, load_node, load_job) != 0)
 		return GP_EIO;
@@ -379,6 +435,8 @@ state_create_admin_token_if_none(void)
 	t->id = state.next_token_id;
 	t->role = GP_ROLE_ADMIN;
 	gp_strlcpy(t->name, "admin", sizeof(t->name));
+	if (ledger_user_groups(&ledger, t->name, &t->group_id, 1) != 1)
+		t->group_id = 1;
 	if (store_begin() != 0 || store_put_token(t, gp_now_ms()) != 0 ||
 	    store_commit() != 0) {
 		free(t);
@@ -480,13 +538,14 @@ job_to_json(const struct job *job, int with_history)
 		}
 		json_object_set_new(o, "history", hist);
 	}
+	acct_job_json(job, o);
 	return o;
 }
 
 json_t *
 node_to_json(const struct node *node)
 {
-	json_t *gpus = json_array();
+	json_t *gpus = json_array(), *o;
 	int i;
 
 	for (i = 0; i < node->ngpus; i++) {
@@ -500,7 +559,7 @@ node_to_json(const struct node *node)
 			(json_int_t)g->mem_used_mib, "lent",
 			i < 64 && ((node->lent >> i) & 1)));
 	}
-	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
+	o = json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
 			 "s:I}",
 	    "id", (json_int_t)node->id, "name", node->name, "owner",
 	    node->owner_name, "state",
@@ -514,6 +573,8 @@ node_to_json(const struct node *node)
 	    (json_int_t)(node->offer_mem_mib > 0 ? node->offer_mem_mib
 						 : node->mem_mib),
 	    "max_job_s", (json_int_t)node->max_job_s);
+	acct_node_json(node, o);
+	return o;
 }
 
 json_t *
@@ -613,6 +674,7 @@ history_close(struct job *job, const char *reason)
 	if (a->attempt != job->attempts || a->finished_ms != 0)
 		return;
 	a->finished_ms = gp_now_ms();
+	bill_attempt_end(job, a);
 	gp_strlcpy(a->reason, reason, sizeof(a->reason));
 }
 
@@ -766,6 +828,7 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			sg[ng].model = node->gpus[g].model;
 			sg[ng].mem_mib = node->gpus[g].mem_mib;
 			sg[ng].job_id = node->gpus[g].job_id;
+			sg[ng].price = gpu_price(&node->gpus[g]);
 			/* Not lent: taken, and never freed in this plan. */
 			if (offered && sg[ng].job_id == 0 &&
 			    (g >= 64 || !((node->lent >> g) & 1)))
@@ -794,6 +857,427 @@ sched_job(const struct job *j, const struct gp_jobspec *spec,
 	    GP_SCHED_MILLI;
 	out->mem_mib = spec->mem_mib;
 	out->time_limit_s = spec->time_limit_s;
+	out->max_price = spec->max_price_micro;
+}
+
+/* ---- accounting (ledger.c, docs/accounting.md) ---- */
+
+/* The group of a token, by id (a scan: only used at start-up). */
+static int64_t
+token_group(int64_t token_id)
+{
+	size_t i;
+
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL && state.tokens[i]->id == token_id)
+			return state.tokens[i]->group_id > 0
+			    ? state.tokens[i]->group_id
+			    : 1;
+	return 1;
+}
+
+/* A GPU's price per GPU-hour, looked up again after a price change. */
+static int64_t
+gpu_price(struct node_gpu *g)
+{
+	/* +1: a new GPU (price_gen 0) is never taken as up to date. */
+	if (g->price_gen != ledger.prices_gen + 1) {
+		g->price = ledger_price_of(&ledger, g->model);
+		g->price_gen = ledger.prices_gen + 1;
+	}
+	return g->price;
+}
+
+int
+state_job_group(const struct token_entry *caller, const char *group,
+    int64_t *group_id)
+{
+	const struct ledger_group *g;
+	int64_t first;
+
+	if (group == NULL || group[0] == '\0') {
+		if (ledger_user_groups(&ledger, caller->name, &first, 1) != 1)
+			return GP_ENOENT;
+		*group_id = first;
+		return 0;
+	}
+	if ((g = ledger_group_by_name(&ledger, group)) == NULL)
+		return GP_ENOENT;
+	if (caller->role != GP_ROLE_ADMIN &&
+	    !ledger_is_member(&ledger, caller->name, g->id))
+		return GP_EPERM;
+	*group_id = g->id;
+	return 0;
+}
+
+/*
+ * Billing of an attempt starts when its agent reports the start, at the
+ * prices of its GPUs then (a later price change applies to later
+ * attempts). Whole GPUs for now: a fractional job's share comes with
+ * fractional placement, and then pays its fraction.
+ */
+static void
+bill_start(struct job *job, struct attempt_record *a, int64_t now)
+{
+	struct node *node = state_node(a->node_id);
+	int64_t rate = 0, share = 0;
+	int i;
+
+	if (node == NULL || a->meter.from_ms > 0)
+		return;
+	for (i = 0; i < job->ngpus; i++) {
+		if (job->gpus[i] >= node->ngpus)
+			continue;
+		rate += gpu_price(&node->gpus[job->gpus[i]]) * ACCT_SHARE_WHOLE;
+		share += ACCT_SHARE_WHOLE;
+	}
+	acct_meter_start(&a->meter, now, rate, share);
+	a->provider_group = node->group_id;
+}
+
+/* Posts what the attempt ran since its last posting, in this batch. */
+static void
+bill_post(struct job *job, struct attempt_record *a, int64_t now, int final)
+{
+	const struct node *node = state_node(a->node_id);
+	struct acct_posting p;
+	struct acct_delta d;
+
+	if (!acct_meter_advance(&a->meter, now, &d))
+		return;
+	acct_posting_fill(&p, job->id, a->attempt, &d, final, now, a->node_id,
+	    job->user, job->group_id, node != NULL ? node->owner_name : "?",
+	    a->provider_group);
+	/* As for the job rows: memory ahead of disk must not go on. */
+	if (ledger_post(&ledger, &p) != 0)
+		gp_fatalx("cannot write the ledger");
+}
+
+/* The attempt ended (history_close): its last posting. */
+static void
+bill_attempt_end(struct job *job, struct attempt_record *a)
+{
+	bill_post(job, a, a->finished_ms, 1);
+}
+
+static struct attempt_record *
+current_attempt(struct job *job)
+{
+	struct attempt_record *a;
+
+	if (job->nhistory == 0)
+		return NULL;
+	a = &job->history[job->nhistory - 1];
+	return a->attempt == job->attempts && a->finished_ms == 0 ? a : NULL;
+}
+
+/*
+ * The periodic accrual: a running attempt posts what it ran once its last
+ * posting is --accrual-interval old. Attempts started at different times
+ * come due at different ticks, so the work is spread, not one large
+ * batch every interval.
+ */
+static void
+accrue(int64_t now)
+{
+	int64_t id;
+	int k;
+
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		for (k = 0; n != NULL && k < n->njobs; k++) {
+			struct job *j = state_job(n->jobs[k]);
+			struct attempt_record *a;
+			if (j == NULL || (a = current_attempt(j)) == NULL)
+				continue;
+			if (a->meter.from_ms == 0) {
+				/* Started before a restart, never reported. */
+				if (!j->started_ack)
+					continue;
+				bill_start(j, a, now);
+				persist_job(j);
+			}
+			if (now - (a->meter.from_ms + a->meter.billed_ms) <
+			    state.cfg.accrual_ms)
+				continue;
+			bill_post(j, a, now, 0);
+		}
+	}
+}
+
+/* Called by the state thread each round (mono: its monotonic clock). */
+static void
+acct_tick(int64_t mono)
+{
+	static int64_t last_accrual, last_period;
+	int64_t now = gp_now_ms();
+
+	if (mono - last_accrual >= 250) {
+		accrue(now);
+		last_accrual = mono;
+	}
+	if (mono - last_period >= 1000) {
+		if (ledger_tick(&ledger, now))
+			state.sched_dirty = 1;
+		last_period = mono;
+	}
+}
+
+/*
+ * Budgets. A queued job is held when what its user or group spent this
+ * period, plus what running jobs may still cost, plus the most the job
+ * may cost, is more than the budget. The most a job may cost: its GPUs
+ * for its time limit (or --budget-untimed when it has none) at the
+ * highest price of a GPU in the pool that it could run on.
+ */
+struct price_class {
+	const char *model;
+	int64_t mem_mib;
+	int64_t price;
+};
+static struct price_class *classes;
+static size_t nclasses, capclasses;
+static int classes_ready;
+
+/* The distinct (model, memory, price) of the pool's GPUs, once a pass. */
+static void
+collect_classes(void)
+{
+	int64_t id;
+	size_t c;
+	int g;
+
+	nclasses = 0;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		for (g = 0; n != NULL && g < n->ngpus; g++) {
+			int64_t price = gpu_price(&n->gpus[g]);
+			for (c = 0; c < nclasses; c++)
+				if (classes[c].price == price &&
+				    classes[c].mem_mib == n->gpus[g].mem_mib &&
+				    strcmp(classes[c].model,
+					n->gpus[g].model) == 0)
+					break;
+			if (c < nclasses)
+				continue;
+			if (nclasses == capclasses) {
+				size_t cap = capclasses ? capclasses * 2 : 16;
+				struct price_class *p = realloc(classes,
+				    cap * sizeof(*p));
+				if (p == NULL)
+					gp_fatalx("out of memory");
+				classes = p;
+				capclasses = cap;
+			}
+			classes[nclasses].model = n->gpus[g].model;
+			classes[nclasses].mem_mib = n->gpus[g].mem_mib;
+			classes[nclasses++].price = price;
+		}
+	}
+	classes_ready = 1;
+}
+
+/* The most the job may cost (micro-credits). */
+static int64_t
+job_estimate(const struct job *j)
+{
+	struct gp_sched_job sj;
+	int64_t best = 0, seconds;
+	size_t c;
+
+	if (!classes_ready)
+		collect_classes();
+	sched_job(j, &j->spec, &sj);
+	for (c = 0; c < nclasses; c++) {
+		struct gp_sched_gpu g;
+		memset(&g, 0, sizeof(g));
+		g.model = classes[c].model;
+		g.mem_mib = classes[c].mem_mib;
+		g.price = classes[c].price;
+		if (g.price > best && gp_sched_gpu_matches(&g, &sj))
+			best = g.price;
+	}
+	seconds = j->spec.time_limit_s > 0 ? j->spec.time_limit_s
+					   : state.cfg.budget_untimed_s;
+	return acct_estimate(j->spec.gpus, best, seconds);
+}
+
+/* What a running job may still cost. */
+static int64_t
+job_remaining(struct job *j)
+{
+	struct attempt_record *a = current_attempt(j);
+	int64_t seconds, total;
+
+	if (a == NULL || a->meter.from_ms == 0)
+		return job_estimate(j);
+	seconds = j->spec.time_limit_s > 0 ? j->spec.time_limit_s
+					   : state.cfg.budget_untimed_s;
+	total = acct_cost(a->meter.rate, seconds * 1000);
+	return total > a->meter.amount ? total - a->meter.amount : 0;
+}
+
+/* The user's and the group's budgets, either may be NULL. */
+static void
+job_budgets(const struct job *j, struct ledger_budget **user,
+    struct ledger_budget **group)
+{
+	*user = ledger_budget_find(&ledger, LEDGER_USER, j->user);
+	*group = ledger_budget_find(&ledger, LEDGER_GROUP,
+	    ledger_group_name(&ledger, j->group_id));
+}
+
+/* a + b for amounts that may be INT64_MAX (an estimate saturates). */
+static int64_t
+add_saturated(int64_t a, int64_t b)
+{
+	return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* 1 when est fits in b; else sets the job's hold reason. */
+static int
+budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
+{
+	char left[32], amount[32], cost[32];
+	int64_t rest;
+
+	/* amount and reserved are >= 0: amount - reserved cannot overflow */
+	if (b == NULL || est <= 0 || est <= b->amount - b->reserved)
+		return 1;
+	rest = b->amount - b->reserved;
+	gp_credits_format(rest > 0 ? rest : 0, left, sizeof(left));
+	gp_credits_format(b->amount, amount, sizeof(amount));
+	gp_credits_format(est, cost, sizeof(cost));
+	snprintf(j->hold_reason, sizeof(j->hold_reason),
+	    "budget: %s %s has %s of %s credits left %s; the job may cost %s",
+	    b->kind == LEDGER_USER ? "user" : "group", b->name, left, amount,
+	    b->period == ACCT_PERIOD_TOTAL ? "in total"
+	    : b->period == ACCT_PERIOD_DAY ? "today"
+	    : b->period == ACCT_PERIOD_WEEK ? "this week"
+					   : "this month",
+	    cost);
+	return 0;
+}
+
+/* Sets or clears every queued job's hold, before a scheduling pass. */
+static void
+budget_holds(void)
+{
+	struct ledger_budget *ub, *gb;
+	int64_t id, est;
+	size_t b;
+	int i, k;
+
+	classes_ready = 0;
+	for (i = 0; i < state.nqueue; i++)
+		state.queue[i]->hold_reason[0] = '\0';
+	if (ledger.nbudgets == 0)
+		return;
+	for (b = 0; b < ledger.nbudgets; b++)
+		ledger.budgets[b].reserved = ledger.budgets[b].spent;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		for (k = 0; n != NULL && k < n->njobs; k++) {
+			struct job *j = state_job(n->jobs[k]);
+			if (j == NULL)
+				continue;
+			job_budgets(j, &ub, &gb);
+			if (ub == NULL && gb == NULL)
+				continue;
+			est = job_remaining(j);
+			if (ub != NULL)
+				ub->reserved = add_saturated(ub->reserved, est);
+			if (gb != NULL)
+				gb->reserved = add_saturated(gb->reserved, est);
+		}
+	}
+	for (i = 0; i < state.nqueue; i++) {
+		struct job *j = state.queue[i];
+		job_budgets(j, &ub, &gb);
+		if (ub == NULL && gb == NULL)
+			continue;
+		est = job_estimate(j);
+		if (budget_fits(j, ub, est))
+			budget_fits(j, gb, est);
+	}
+}
+
+/*
+ * A job the plan starts: 1 when its budgets still have room once the
+ * jobs started before it in this pass are counted (they are reserved
+ * here), else 0 and held: it waits for the next pass.
+ */
+static int
+budget_admit(struct job *j)
+{
+	struct ledger_budget *ub, *gb;
+	int64_t est;
+
+	if (ledger.nbudgets == 0)
+		return 1;
+	job_budgets(j, &ub, &gb);
+	if (ub == NULL && gb == NULL)
+		return 1;
+	est = job_estimate(j);
+	if (!budget_fits(j, ub, est) || !budget_fits(j, gb, est)) {
+		state.sched_dirty = 1;
+		return 0;
+	}
+	if (ub != NULL)
+		ub->reserved = add_saturated(ub->reserved, est);
+	if (gb != NULL)
+		gb->reserved = add_saturated(gb->reserved, est);
+	return 1;
+}
+
+/* The accounting fields of a job's JSON (docs/api.md). */
+static void
+acct_job_json(const struct job *job, json_t *o)
+{
+	json_t *hist = json_object_get(o, "history");
+	int64_t cost = 0, gpu_ms = 0;
+	int i;
+
+	if (o == NULL)
+		return;
+	for (i = 0; i < job->nhistory; i++) {
+		const struct attempt_record *a = &job->history[i];
+		cost += a->meter.amount;
+		gpu_ms += a->meter.gpu_ms;
+		if (json_is_array(hist) && (size_t)i < json_array_size(hist))
+			json_object_update_new(json_array_get(hist, i),
+			    json_pack("{s:I,s:I,s:I}", "cost_micro",
+				(json_int_t)a->meter.amount, "gpu_ms",
+				(json_int_t)a->meter.gpu_ms, "rate_micro",
+				(json_int_t)(a->meter.rate / ACCT_SHARE_WHOLE)));
+	}
+	json_object_set_new(o, "group",
+	    json_string(ledger_group_name(&ledger, job->group_id)));
+	json_object_set_new(o, "hold_reason",
+	    job->state == JOB_QUEUED && job->hold_reason[0]
+		? json_string(job->hold_reason)
+		: json_null());
+	json_object_set_new(o, "cost_micro", json_integer(cost));
+	json_object_set_new(o, "gpu_ms", json_integer(gpu_ms));
+	json_object_set_new(json_object_get(o, "request"), "max_price_micro",
+	    json_integer(job->spec.max_price_micro));
+}
+
+/* The accounting fields of a node's JSON: its group, its GPUs' prices. */
+static void
+acct_node_json(const struct node *node, json_t *o)
+{
+	json_t *gpus = json_object_get(o, "gpus");
+	int i;
+
+	if (o == NULL)
+		return;
+	json_object_set_new(o, "group",
+	    json_string(ledger_group_name(&ledger, node->group_id)));
+	for (i = 0; i < node->ngpus && (size_t)i < json_array_size(gpus); i++)
+		json_object_set_new(json_array_get(gpus, i), "price_micro",
+		    json_integer(ledger_price_of(&ledger,
+			node->gpus[i].model)));
 }
 
 static void
@@ -811,6 +1295,7 @@ schedule(void)
 
 	memset(&res, 0, sizeof(res));
 	state.sched_dirty = 0;
+	budget_holds();
 	if (state.nqueue == 0)
 		return;
 	for (id = 1; id < state.nnodes; id++) {
@@ -845,8 +1330,13 @@ schedule(void)
 			nrun++;
 		}
 	}
-	for (i = 0; i < (size_t)state.nqueue; i++)
+	for (i = 0; i < (size_t)state.nqueue; i++) {
 		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
+		if (state.queue[i]->hold_reason[0] != '\0') { /* budgets */
+			queue[i].hold = GP_SCHED_HOLD_BUDGET;
+			queue[i].hold_reason = state.queue[i]->hold_reason;
+		}
+	}
 	memset(&in, 0, sizeof(in));
 	in.now_ms = gp_now_ms();
 	in.nodes = snodes;
@@ -869,6 +1359,8 @@ schedule(void)
 			    (long long)res.assignments[i].job_id);
 			continue;
 		}
+		if (!budget_admit(j))
+			continue;
 		job_assign(j, n, &res.assignments[i]);
 	}
 out:
@@ -963,7 +1455,21 @@ apply_submit(struct op *op)
 	size_t nn;
 	int fits;
 	char why[256];
+	int64_t group_id;
 
+	switch (state_job_group(&op->caller, op->spec.group, &group_id)) {
+	case 0:
+		break;
+	case GP_EPERM:
+		set_error(op, 403, "group: %s is not a member of group '%s'",
+		    op->caller.name, op->spec.group);
+		return;
+	default:
+		set_error(op, 400, "group: no group '%s'", op->spec.group);
+		return;
+	}
+	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, group_id),
+	    sizeof(op->spec.group));
 	/* Can any node we know, up or down, ever run it? */
 	if (sched_view(&snodes, &sgpus, &nn, 0) != 0) {
 		set_error(op, 503, "out of memory");
@@ -990,6 +1496,7 @@ apply_submit(struct op *op)
 	job->state = JOB_QUEUED;
 	job->submitted_ms = gp_now_ms();
 	job->queue_pos = -1;
+	job->group_id = group_id;
 	if (job_insert(job) != 0 || queue_insert(job) != 0) {
 		set_error(op, 503, "out of memory");
 		return;
@@ -1039,21 +1546,36 @@ apply_token_create(struct op *op)
 		set_error(op, 503, "out of memory");
 		return;
 	}
-	/* The handler checked role and name. */
+	const struct ledger_group *g = ledger_group_by_name(&ledger,
+	    op->acct.group[0] ? op->acct.group : ACCT_DEFAULT_GROUP);
+
+	if (g == NULL) {
+		free(t);
+		set_error(op, 400,
+		    "group: no group '%s' (an admin creates it: gpupool group "
+		    "create %s)",
+		    op->acct.group, op->acct.group);
+		return;
+	}
+	/* The handler checked role and name (acct_decode). */
 	gp_token_generate(token);
 	gp_token_hash(token, t->hash);
 	t->id = state.next_token_id;
-	gp_role_parse(json_string_value(json_object_get(op->body, "role")),
-	    &t->role);
-	gp_strlcpy(t->name, json_string_value(json_object_get(op->body, "name")),
-	    sizeof(t->name));
+	t->role = op->acct.role;
+	gp_strlcpy(t->name, op->acct.name, sizeof(t->name));
+	t->group_id = g->id;
 	if (token_insert(t) != 0 || store_put_token(t, gp_now_ms()) != 0)
 		gp_fatalx("cannot store token");
+	/* A user token makes its user a member of its group. */
+	if (t->role == GP_ROLE_USER &&
+	    ledger_member_add(&ledger, t->name, g->id) != 0)
+		gp_fatalx("cannot store a group member");
 	op->status = 201;
-	op->result = json_pack("{s:s,s:I,s:s,s:s}", "token", token, "id",
-	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name);
-	gp_info("token created id=%lld role=%s name=%s", (long long)t->id,
-	    gp_role_name(t->role), t->name);
+	op->result = json_pack("{s:s,s:I,s:s,s:s,s:s}", "token", token, "id",
+	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name,
+	    "group", g->name);
+	gp_info("token created id=%lld role=%s name=%s group=%s",
+	    (long long)t->id, gp_role_name(t->role), t->name, g->name);
 }
 
 /* Is (job, attempt) in the agent's list? */
@@ -1381,6 +1903,9 @@ apply_register(struct op *op)
 		node_insert(node);
 		is_new = 1;
 	}
+	/* The lab that lends it: its owner token's group. */
+	if (node->owner_token == op->caller.id)
+		node->group_id = op->caller.group_id;
 	/* The GPUs may have changed; keep who uses which by index. */
 	for (i = 0; i < tmp.ngpus; i++)
 		if (i < node->ngpus)
@@ -1487,6 +2012,7 @@ apply_started(struct op *op)
 			a->started_ms = job->started_ms;
 			if (json_is_integer(rv))
 				a->restored_version = json_integer_value(rv);
+			bill_start(job, a, job->started_ms);
 		}
 		persist_job(job);
 		wake_job_later(job);
@@ -1695,6 +2221,9 @@ apply(struct op *op)
 	case OP_LEAVE:
 		apply_leave(op);
 		break;
+	case OP_ACCT:
+		acct_apply(op);
+		break;
 	}
 }
 
@@ -1793,6 +2322,7 @@ state_main(void *arg)
 			expire_leases(now);
 			last_lease_check = now;
 		}
+		acct_tick(now);
 		if (state.sched_dirty)
 			schedule();
 		pthread_rwlock_unlock(&state.lock);
