@@ -28,7 +28,9 @@ static const struct gp_cli_option json_options[] = {
 };
 
 static const struct gp_cli_option token_create_options[] = {
-    {"role", 0, "ROLE", "user, provider or admin (required)"},
+    {"role", 0, "ROLE",
+        "user, provider, admin or metrics (required; metrics: may only "
+        "read /metrics)"},
     {"name", 0, "NAME",
         "who the token is for: a user name, or the "
         "provider's name (required)"},

@@ -52,8 +52,8 @@ gp_cli_cmd_token_create(const struct gp_cli_args *args)
 		    "token create: --role and --name are required");
 	if (gp_role_parse(role, &parsed) != 0)
 		return gp_cli_usage_error(args,
-		    "token create: --role must be user, provider or admin, "
-		    "not '%s'",
+		    "token create: --role must be user, provider, admin or "
+		    "metrics, not '%s'",
 		    role);
 	if (!gp_name_valid(name))
 		return gp_cli_usage_error(args,

@@ -11,6 +11,7 @@
 #include "coordd.h"
 #include "gp.h"
 #include "log.h"
+#include "prom.h"
 
 #define AGENT_LOG_BODY_MAX (1 << 20)
 #define WAIT_MS_MAX	   60000
@@ -179,7 +180,7 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 		&role) != 0) {
 		json_decref(body);
 		return reply_error(conn, 400,
-		    "role: must be user, provider or admin");
+		    "role: must be user, provider, admin or metrics");
 	}
 	if (name == NULL || !gp_name_valid(name)) {
 		json_decref(body);
@@ -671,6 +672,18 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 	return 0;
 }
 
+/* An optional sensor reading of a heartbeat's GPU entry; -1: none. */
+static int
+sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
+{
+	json_t *v = json_object_get(gpu, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < min ||
+	    json_integer_value(v) > max)
+		return -1;
+	return (int)json_integer_value(v);
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
@@ -709,6 +722,8 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		    (int)json_integer_value(json_object_get(g, "util"));
 		node->gpus[k].mem_used_mib =
 		    json_integer_value(json_object_get(g, "mem_used_mib"));
+		node->gpus[k].temp_c = sensor(g, "temp_c", 0, 250);
+		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
 	}
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
@@ -779,8 +794,10 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	{
 		struct job *j = state_job(
 		    json_integer_value(json_object_get(a, "job_id")));
-		if (j != NULL)
+		if (j != NULL) {
 			j->delivered_mono = now;
+			metrics_job_delivered(j, now);
+		}
 	}
 	pthread_mutex_unlock(&notify_lock);
 	pthread_rwlock_unlock(&state.lock);
@@ -861,6 +878,30 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 		return reply_error(conn, 500, "cannot write the log");
 	return reply_json(conn, 200,
 	    json_pack("{s:I}", "offset", (json_int_t)held));
+}
+
+/* GET /metrics: Prometheus text format, for admin and metrics tokens. */
+static enum MHD_Result
+handle_metrics(struct MHD_Connection *conn, struct request *req,
+    const char *method)
+{
+	struct gp_buf out = {0};
+
+	if (strcmp(method, "GET") != 0)
+		return reply_error(conn, 405, "method %.16s not allowed",
+		    method);
+	if (req->auth->role != GP_ROLE_ADMIN &&
+	    req->auth->role != GP_ROLE_METRICS)
+		return reply_error(conn, 403,
+		    "/metrics needs an admin or metrics token");
+	if (metrics_render(&out) != 0) {
+		gp_buf_free(&out);
+		return reply_error(conn, 503, "out of memory");
+	}
+	if (out.data == NULL)
+		return reply_error(conn, 503, "out of memory");
+	return reply_raw(conn, 200, out.data, out.len, GP_PROM_CONTENT_TYPE,
+	    NULL);
 }
 
 /* ---- routing ---- */
@@ -1054,9 +1095,17 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (req->auth == NULL && !authenticate(conn, req)) {
 		gp_debug("unauthenticated request url=%.100s", url);
+		metrics_unauthorized();
 		return reply_error(conn, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 	}
+	if (strcmp(url, "/metrics") == 0)
+		return handle_metrics(conn, req, method);
+	/* A metrics token reads /metrics and says who it is, nothing more. */
+	if (req->auth->role == GP_ROLE_METRICS &&
+	    strcmp(url, "/v1/whoami") != 0)
+		return reply_error(conn, 403,
+		    "a metrics token may only read /metrics");
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
 	return route(conn, req, url, method);

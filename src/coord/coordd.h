@@ -64,6 +64,7 @@ struct job {
 	uint8_t gpus[GP_GPUS_MAX]; /* the node's GPU indices */
 	int64_t submitted_ms, started_ms, finished_ms;
 	_Atomic int64_t delivered_mono; /* when the assignment went out */
+	_Atomic int64_t assigned_mono;	/* when placed; 0 once dispatched */
 	int started_ack;	/* the agent confirmed the start */
 	int has_exit;
 	int exit_code, signal;
@@ -87,6 +88,8 @@ struct node_gpu {
 	int64_t job_id;	 /* 0 when free */
 	int util;	 /* percent, from heartbeats */
 	int64_t mem_used_mib;
+	int temp_c;	 /* from heartbeats; -1: not reported */
+	int power_mw;	 /* milliwatts; -1: not reported */
 };
 
 struct node {
@@ -349,6 +352,20 @@ void ckpt_upload_data(struct request *req, const char *data, size_t len);
 enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
     struct request *req);
 void ckpt_upload_free(struct ckpt_upload *upload);
+
+/* metrics.c: Prometheus metrics; the event hooks are lock-free. */
+int metrics_init(void);
+/* The state thread places job (before job_assign changes it). */
+void metrics_job_assigned(const struct job *job, int64_t now_ms);
+/* A poll hands job to its agent (first hand-over of the attempt only). */
+void metrics_job_delivered(struct job *job, int64_t now_mono);
+void metrics_job_requeued(const char *reason);
+void metrics_job_restored(void);
+void metrics_checkpoint_committed(int64_t bytes);
+void metrics_chunk_stored(size_t bytes);
+void metrics_unauthorized(void);
+/* The exposition; takes state.lock for reading. 0 or GP_ENOMEM. */
+int metrics_render(struct gp_buf *out);
 
 /* api.c */
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,

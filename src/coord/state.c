@@ -547,6 +547,8 @@ job_visible_to(const struct job *job, const struct token_entry *who)
 	case GP_ROLE_PROVIDER:
 		node = state_node(job->node_id);
 		return node != NULL && node->owner_token == who->id;
+	case GP_ROLE_METRICS:
+		return 0;
 	}
 	return 0;
 }
@@ -651,6 +653,7 @@ job_requeue(struct job *job, const char *reason)
 	if (node != NULL)
 		node_remove_job(node, job);
 	history_close(job, reason);
+	metrics_job_requeued(reason);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
@@ -674,6 +677,7 @@ job_assign(struct job *job, struct node *node,
 	char note[160];
 	int i;
 
+	metrics_job_assigned(job, gp_now_ms());
 	queue_remove(job);
 	job->attempts++;
 	job->state = JOB_RUNNING;
@@ -685,6 +689,7 @@ job_assign(struct job *job, struct node *node,
 	}
 	job->started_ack = 0;
 	job->delivered_mono = 0;
+	atomic_store(&job->assigned_mono, gp_mono_ms());
 	job->started_ms = gp_now_ms();
 	node_add_job(node, job->id);
 	if (job->attempts > 1) {
@@ -1285,6 +1290,8 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		gp_strlcpy(tmp->gpus[i].model, json_string_value(model),
 		    sizeof(tmp->gpus[i].model));
 		tmp->gpus[i].mem_mib = json_integer_value(mem);
+		tmp->gpus[i].temp_c = -1;
+		tmp->gpus[i].power_mw = -1;
 	}
 	v = json_object_get(body, "offer");
 	if (v != NULL) {
@@ -1462,6 +1469,8 @@ apply_started(struct op *op)
 			a->started_ms = job->started_ms;
 			if (json_is_integer(rv))
 				a->restored_version = json_integer_value(rv);
+			if (a->restored_version > 0)
+				metrics_job_restored();
 		}
 		persist_job(job);
 		wake_job_later(job);
@@ -1563,6 +1572,7 @@ apply_checkpoint(struct op *op)
 	a->ckpt_count++;
 	a->ckpt_ms = gp_now_ms();
 	a->ckpt_bytes = op->bytes;
+	metrics_checkpoint_committed(op->bytes);
 	label = json_string_value(json_object_get(op->body, "label"));
 	gp_strlcpy(a->ckpt_label, label != NULL ? label : "",
 	    sizeof(a->ckpt_label));
