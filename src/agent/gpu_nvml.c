@@ -55,6 +55,9 @@ struct nvml {
 	nvml_return (*memory)(nvml_device, struct nvml_memory *);
 	nvml_return (*util)(nvml_device, struct nvml_utilization *);
 	struct nvml_procs compute, graphics;	/* fn NULL: not in the lib */
+	/* Sensors: NULL when the library lacks them. */
+	nvml_return (*temperature)(nvml_device, int, unsigned int *);
+	nvml_return (*power)(nvml_device, unsigned int *);
 	unsigned int n;
 };
 
@@ -131,6 +134,12 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 	}
 	if (resolve(v, err, errlen) != 0)
 		goto fail;
+	{
+		void *t = dlsym(v->lib, "nvmlDeviceGetTemperature");
+		void *w = dlsym(v->lib, "nvmlDeviceGetPowerUsage");
+		memcpy(&v->temperature, &t, sizeof(t));
+		memcpy(&v->power, &w, sizeof(w));
+	}
 	resolve_procs(v->lib, "nvmlDeviceGetComputeRunningProcesses",
 	    &v->compute);
 	resolve_procs(v->lib, "nvmlDeviceGetGraphicsRunningProcesses",
@@ -185,14 +194,18 @@ nvml_list(void *state, struct gp_gpu_info **out, int *n)
 	return 0;
 }
 
+#define NVML_TEMPERATURE_GPU 0
+
 static int
-nvml_usage(void *state, int index, struct gp_gpu_usage *usage)
+nvml_usage(void *state, int index, int busy, struct gp_gpu_usage *usage)
 {
 	struct nvml *v = state;
 	struct nvml_utilization u;
 	struct nvml_memory mem;
 	nvml_device dev;
+	unsigned int x;
 
+	(void)busy;
 	if (index < 0 || (unsigned int)index >= v->n ||
 	    v->handle((unsigned int)index, &dev) != 0)
 		return GP_EINVAL;
@@ -200,6 +213,15 @@ nvml_usage(void *state, int index, struct gp_gpu_usage *usage)
 		return GP_EIO;
 	usage->util = u.gpu > 100 ? 100 : (int)u.gpu;
 	usage->mem_used_mib = (int64_t)(mem.used >> 20);
+	/* Not every GPU has every sensor (NOT_SUPPORTED): -1, unknown. */
+	usage->temp_c = v->temperature != NULL &&
+		v->temperature(dev, NVML_TEMPERATURE_GPU, &x) == 0 && x < 250
+	    ? (int)x
+	    : -1;
+	usage->power_mw = v->power != NULL && v->power(dev, &x) == 0 &&
+		x <= 100000000
+	    ? (int)x
+	    : -1;
 	return 0;
 }
 
