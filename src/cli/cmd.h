@@ -192,6 +192,10 @@ int gp_cli_cmd_whoami(const struct gp_cli_args *args);
 
 /* token.c */
 int gp_cli_cmd_token_create(const struct gp_cli_args *args);
+int gp_cli_cmd_token_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_token_revoke(const struct gp_cli_args *args);
+/* Renders the `token ls` table for a {"tokens": [...]} reply. */
+int gp_cli_render_tokens(json_t *reply, struct gp_buf *out);
 
 /* provider.c */
 /*

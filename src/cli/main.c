@@ -40,6 +40,17 @@ static const struct gp_cli_option token_create_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static const struct gp_cli_option token_admin_options[] = {
+    {"token-file", 0, "FILE", "authenticate with the (admin) token in FILE"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option token_revoke_options[] = {
+    {"token-file", 0, "FILE", "authenticate with the (admin) token in FILE"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const struct gp_cli_option submit_options[] = {
     {"gpus", 'g', "N", "GPUs the job needs (default 1; 0 for none)"},
     {"gpu-mem", 0, "MIB",
@@ -147,6 +158,17 @@ static const struct gp_cli_command commands[] = {
         "config's\nadmin_token_file (written by `gpupool up`), else its "
         "token.",
         gp_cli_cmd_token_create},
+    {"token ls", "", "list the tokens (admin): id, role, name, created",
+        token_admin_options, 0, 0, 0,
+        "Tokens are never shown again after their creation; this lists "
+        "what they\nare for, with the ids `token revoke` takes.",
+        gp_cli_cmd_token_ls},
+    {"token revoke", "ID...", "revoke tokens (admin); they stop working at once",
+        token_revoke_options, 1, -1, 0,
+        "The last admin token cannot be revoked. A provider's nodes pass "
+        "to the\nnext provider token of the same name that registers "
+        "them (rotation).",
+        gp_cli_cmd_token_revoke},
     {"up", "",
         "run a whole local pool (coordinator + agent) in one "
         "command",
@@ -495,6 +517,7 @@ static const struct {
 	const char *name, *summary;
 } groups[] = {
     {"provider", "lend this machine: status, pause, reclaim, leave, policy"},
+    {"token", "API tokens (admin): create, ls, revoke"},
 };
 
 /* The group summary when name's first word is such a group, else NULL. */

@@ -196,6 +196,37 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	return queue_op(conn, req, op);
 }
 
+/* GET /v1/tokens (admin): every token, never a hash. */
+static enum MHD_Result
+handle_token_list(struct MHD_Connection *conn, struct request *req)
+{
+	json_t *o;
+
+	if (req->auth->role != GP_ROLE_ADMIN)
+		return reply_error(conn, 403, "only an admin may list tokens");
+	pthread_rwlock_rdlock(&state.lock);
+	o = state_tokens_json();
+	pthread_rwlock_unlock(&state.lock);
+	if (o == NULL)
+		return reply_error(conn, 503, "out of memory");
+	return reply_json(conn, 200, o);
+}
+
+/* POST /v1/tokens/{id}/revoke (admin). */
+static enum MHD_Result
+handle_token_revoke(struct MHD_Connection *conn, struct request *req,
+    int64_t id)
+{
+	struct op *op;
+
+	if (req->auth->role != GP_ROLE_ADMIN)
+		return reply_error(conn, 403, "only an admin may revoke tokens");
+	if ((op = op_new(OP_TOKEN_REVOKE, &req->auth_copy)) == NULL)
+		return reply_error(conn, 503, "out of memory");
+	op->job_id = id; /* the token's id */
+	return queue_op(conn, req, op);
+}
+
 static enum MHD_Result
 handle_submit(struct MHD_Connection *conn, struct request *req)
 {
@@ -983,8 +1014,15 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 		    method);
 	if (n == 2 && strcmp(p[1], "whoami") == 0 && get)
 		return handle_whoami(conn, req);
-	if (n == 2 && strcmp(p[1], "tokens") == 0 && post)
-		return handle_token_create(conn, req);
+	if (n == 2 && strcmp(p[1], "tokens") == 0)
+		return post ? handle_token_create(conn, req)
+			    : handle_token_list(conn, req);
+	if (n == 4 && strcmp(p[1], "tokens") == 0 &&
+	    strcmp(p[3], "revoke") == 0 && post) {
+		if (!path_id(p[2], &id))
+			return reply_error(conn, 404, "no token '%s'", p[2]);
+		return handle_token_revoke(conn, req, id);
+	}
 	if (n == 2 && strcmp(p[1], "nodes") == 0 && get)
 		return handle_nodes(conn);
 	if (n == 2 && strcmp(p[1], "jobs") == 0)

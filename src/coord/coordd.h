@@ -127,6 +127,7 @@ struct token_entry {
 	char name[GP_NAME_MAX + 1];
 	enum gp_role role;
 	char hash[GP_TOKEN_HASH_HEX];
+	int64_t created_ms;
 };
 
 struct coord_config {
@@ -197,6 +198,7 @@ enum op_type {
 	OP_CHECKPOINT, /* a checkpoint version was committed (ckpt.c) */
 	OP_OFFER,      /* heartbeat: the owner's offer changed */
 	OP_LEAVE,      /* the owner took the node out of the pool */
+	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
 };
 
 struct op {
@@ -246,6 +248,8 @@ int job_visible_to(const struct job *job, const struct token_entry *who);
 void state_reconcile(struct node *node, json_t *running, json_t *kill,
     int queue_lost);
 int state_create_admin_token_if_none(void);
+/* The tokens as JSON (id order, never their hashes). With state.lock. */
+json_t *state_tokens_json(void);
 /*
  * Records in the job's attempt history that (job_id, attempt) committed
  * checkpoint version (bytes in all, label from its marker). Queued to the
@@ -287,6 +291,10 @@ int store_commit(void);
 int store_put_job(const struct job *job);
 int store_put_node(const struct node *node);
 int store_put_token(const struct token_entry *token, int64_t created_ms);
+/* Deletes token id; ids up to it are never given again (see below). */
+int store_delete_token(int64_t id);
+/* OUT: *next: the lowest id a new token may take (0: no revocation). */
+int store_token_id_floor(int64_t *next);
 /* Calls back for every row at start-up. */
 int store_load(void (*on_token)(struct token_entry *),
     void (*on_node)(struct node *), void (*on_job)(struct job *));

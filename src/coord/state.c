@@ -105,6 +105,51 @@ token_insert(struct token_entry *t)
 	return 0;
 }
 
+/* Takes t out of the table (open addressing: re-places its cluster). */
+static void
+token_remove(const struct token_entry *t)
+{
+	size_t slot, next;
+	struct token_entry *e;
+
+	slot = hash_slot(t->hash, state.tokens_cap);
+	while (state.tokens[slot] != NULL && state.tokens[slot] != t)
+		slot = (slot + 1) & (state.tokens_cap - 1);
+	if (state.tokens[slot] == NULL)
+		return;
+	state.tokens[slot] = NULL;
+	state.ntokens--;
+	for (next = (slot + 1) & (state.tokens_cap - 1);
+	     (e = state.tokens[next]) != NULL;
+	     next = (next + 1) & (state.tokens_cap - 1)) {
+		state.tokens[next] = NULL;
+		slot = hash_slot(e->hash, state.tokens_cap);
+		while (state.tokens[slot] != NULL)
+			slot = (slot + 1) & (state.tokens_cap - 1);
+		state.tokens[slot] = e;
+	}
+}
+
+static struct token_entry *
+token_by_id(int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL && state.tokens[i]->id == id)
+			return state.tokens[i];
+	return NULL;
+}
+
+static int
+cmp_token_id(const void *a, const void *b)
+{
+	const struct token_entry *x = *(const struct token_entry *const *)a;
+	const struct token_entry *y = *(const struct token_entry *const *)b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 const struct token_entry *
 state_token_lookup(const char *hash)
 {
@@ -344,6 +389,11 @@ state_init(const struct coord_config *cfg)
 		return GP_EIO;
 	if (store_load(load_token, load_node, load_job) != 0)
 		return GP_EIO;
+	/* Revoked tokens' ids are never given again. */
+	if (store_token_id_floor(&i) != 0)
+		return GP_EIO;
+	if (i > state.next_token_id)
+		state.next_token_id = i;
 	for (i = 1; i < state.next_job_id; i++) {
 		if (state.jobs[i] == NULL)
 			continue;
@@ -377,8 +427,9 @@ state_create_admin_token_if_none(void)
 	gp_token_hash(token, t->hash);
 	t->id = state.next_token_id;
 	t->role = GP_ROLE_ADMIN;
+	t->created_ms = gp_now_ms();
 	gp_strlcpy(t->name, "admin", sizeof(t->name));
-	if (store_begin() != 0 || store_put_token(t, gp_now_ms()) != 0 ||
+	if (store_begin() != 0 || store_put_token(t, t->created_ms) != 0 ||
 	    store_commit() != 0) {
 		free(t);
 		return GP_EIO;
@@ -1027,13 +1078,76 @@ apply_token_create(struct op *op)
 	    &t->role);
 	gp_strlcpy(t->name, json_string_value(json_object_get(op->body, "name")),
 	    sizeof(t->name));
-	if (token_insert(t) != 0 || store_put_token(t, gp_now_ms()) != 0)
+	t->created_ms = gp_now_ms();
+	if (token_insert(t) != 0 || store_put_token(t, t->created_ms) != 0)
 		gp_fatalx("cannot store token");
 	op->status = 201;
 	op->result = json_pack("{s:s,s:I,s:s,s:s}", "token", token, "id",
 	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name);
 	gp_info("token created id=%lld role=%s name=%s", (long long)t->id,
 	    gp_role_name(t->role), t->name);
+}
+
+static void
+apply_token_revoke(struct op *op)
+{
+	struct token_entry *t = token_by_id(op->job_id);
+	size_t i, admins = 0;
+
+	if (t == NULL) {
+		set_error(op, 404, "no token %lld", (long long)op->job_id);
+		return;
+	}
+	for (i = 0; i < state.tokens_cap; i++)
+		admins += state.tokens[i] != NULL &&
+		    state.tokens[i]->role == GP_ROLE_ADMIN;
+	if (t->role == GP_ROLE_ADMIN && admins <= 1) {
+		set_error(op, 409,
+		    "token %lld is the last admin token: create another "
+		    "admin token first",
+		    (long long)t->id);
+		return;
+	}
+	if (store_delete_token(t->id) != 0)
+		gp_fatalx("cannot delete token %lld", (long long)t->id);
+	token_remove(t);
+	op->status = 200;
+	op->result = json_pack("{s:I,s:s,s:s,s:b}", "id", (json_int_t)t->id,
+	    "role", gp_role_name(t->role), "name", t->name, "revoked", 1);
+	gp_info("token revoked id=%lld role=%s name=%s by=%s",
+	    (long long)t->id, gp_role_name(t->role), t->name, op->caller.name);
+	free(t);
+}
+
+json_t *
+state_tokens_json(void)
+{
+	struct token_entry **list;
+	json_t *arr = json_array();
+	char when[40];
+	size_t i, n = 0;
+
+	list = calloc(state.ntokens + 1, sizeof(*list));
+	if (list == NULL || arr == NULL) {
+		free(list);
+		json_decref(arr);
+		return NULL;
+	}
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL)
+			list[n++] = state.tokens[i];
+	qsort(list, n, sizeof(*list), cmp_token_id);
+	for (i = 0; i < n; i++) {
+		if (list[i]->created_ms > 0)
+			gp_format_time(list[i]->created_ms, when, sizeof(when));
+		json_array_append_new(arr,
+		    json_pack("{s:I,s:s,s:s,s:s?}", "id",
+			(json_int_t)list[i]->id, "name", list[i]->name, "role",
+			gp_role_name(list[i]->role), "created_at",
+			list[i]->created_ms > 0 ? when : NULL));
+	}
+	free(list);
+	return json_pack("{s:o}", "tokens", arr);
 }
 
 /* Is (job, attempt) in the agent's list? */
@@ -1339,6 +1453,19 @@ apply_register(struct op *op)
 		return;
 	}
 	node = state_node_by_name(tmp.name);
+	/*
+	 * A provider token of the owner's name takes the node over: that is
+	 * how an owner's token is rotated (a new token of the same name,
+	 * the agent restarted with it, the old one revoked).
+	 */
+	if (node != NULL && node->owner_token != op->caller.id &&
+	    op->caller.role == GP_ROLE_PROVIDER &&
+	    strcmp(node->owner_name, op->caller.name) == 0) {
+		gp_info("node taken over by a new token of its owner node=%s "
+			"owner=%s token=%lld",
+		    node->name, node->owner_name, (long long)op->caller.id);
+		node->owner_token = op->caller.id;
+	}
 	if (node != NULL && node->owner_token != op->caller.id &&
 	    op->caller.role != GP_ROLE_ADMIN) {
 		free(tmp.gpus);
@@ -1679,6 +1806,9 @@ apply(struct op *op)
 		break;
 	case OP_LEAVE:
 		apply_leave(op);
+		break;
+	case OP_TOKEN_REVOKE:
+		apply_token_revoke(op);
 		break;
 	}
 }
