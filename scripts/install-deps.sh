@@ -8,7 +8,7 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
-      python3-prometheus-client chromium zsh debootstrap systemd)
+      python3-prometheus-client chromium zsh tmux debootstrap systemd)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

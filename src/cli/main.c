@@ -82,6 +82,12 @@ static const struct gp_cli_option logs_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static const struct gp_cli_option top_options[] = {
+    {"once", 0, NULL, "print one frame and exit (for scripts)"},
+    {"interval", 'n', "SECONDS", "seconds between refreshes (default 2)"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const struct gp_cli_option up_options[] = {
     {"listen", 'l', "ADDR:PORT",
         "where the coordinator listens "
@@ -152,6 +158,12 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_nodes},
     {"whoami", "", "show who your token is", no_options, 0, 0, 0, NULL,
         gp_cli_cmd_whoami},
+    {"top", "", "a live view of the pool: nodes, GPUs, jobs, queue",
+        top_options, 0, 0, 0,
+        "Refreshes every --interval seconds, and at once on any key; q "
+        "or Ctrl-C\nquits. Without a terminal, or with --once, prints "
+        "plain frames.",
+        gp_cli_cmd_top},
     {"token create", "", "create a token (admin); prints just the token",
         token_create_options, 0, 0, 0,
         "Needs an admin token: --token-file, else GPUPOOL_TOKEN, else the "
@@ -181,6 +193,13 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_up},
     {"down", "", "stop a pool started with `gpupool up --detach`", down_options,
         0, 0, 0, NULL, gp_cli_cmd_down},
+    {"completion", "bash|zsh", "print the shell completion script",
+        no_options, 1, 1, 0,
+        "bash: `source <(gpupool completion bash)`, or save it as\n"
+        "/usr/share/bash-completion/completions/gpupool. zsh: save it "
+        "as _gpupool\nin a directory of $fpath (the packages install "
+        "both).",
+        gp_cli_cmd_completion},
     {"checkpoints", "JOB", "list the stored checkpoint versions of a job",
         json_options, 1, 1, 0, NULL, gp_cli_cmd_checkpoints},
     {"checkpoint get", "JOB DIR",
@@ -307,6 +326,13 @@ gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 		wrap(out, left, o->help);
 	}
 	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
+}
+
+const struct gp_cli_command *
+gp_cli_commands(size_t *n)
+{
+	*n = GP_ARRAY_LEN(commands);
+	return commands;
 }
 
 const struct gp_cli_command *

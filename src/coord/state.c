@@ -541,14 +541,21 @@ node_to_json(const struct node *node)
 
 	for (i = 0; i < node->ngpus; i++) {
 		const struct node_gpu *g = &node->gpus[i];
+		const struct job *j = state_job(g->job_id);
+		/* Who uses each GPU is for everyone to see (the commons). */
 		json_array_append_new(gpus,
-		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:i,s:I,s:b}", "index",
-			g->index, "uuid", g->uuid, "model", g->model, "mem_mib",
-			(json_int_t)g->mem_mib, "job",
+		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:s?,s:i,s:I,s:b,s:o,s:o}",
+			"index", g->index, "uuid", g->uuid, "model", g->model,
+			"mem_mib", (json_int_t)g->mem_mib, "job",
 			g->job_id ? json_integer(g->job_id) : json_null(),
-			"util", g->util, "mem_used_mib",
-			(json_int_t)g->mem_used_mib, "lent",
-			i < 64 && ((node->lent >> i) & 1)));
+			"user", j != NULL && g->job_id ? j->user : NULL, "util",
+			g->util, "mem_used_mib", (json_int_t)g->mem_used_mib,
+			"lent", i < 64 && ((node->lent >> i) & 1), "temp_c",
+			node->up && g->temp_c >= 0 ? json_integer(g->temp_c)
+						   : json_null(),
+			"power_mw",
+			node->up && g->power_mw >= 0 ? json_integer(g->power_mw)
+						     : json_null()));
 	}
 	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
 			 "s:I}",
