@@ -27,6 +27,7 @@ static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t op_cond = PTHREAD_COND_INITIALIZER;
 static struct op *op_head, *op_tail;
 static int stopping;
+static int stopped; /* the state thread is gone: ops are refused */
 static pthread_t state_thread;
 
 /* What a batch hands out after its commit. */
@@ -959,10 +960,33 @@ op_free(struct op *op)
 	free(op);
 }
 
+/*
+ * After the state thread has stopped, an op (a report that raced the
+ * shutdown) is answered 503 at once: a connection left suspended would
+ * make MHD_stop_daemon abort.
+ */
+static void
+refuse_stopped(struct op *op)
+{
+	op->status = 503;
+	json_decref(op->result);
+	op->result = json_pack("{s:s}", "error", "the coordinator is stopping");
+	if (op->conn != NULL) {
+		atomic_store(&op->done, 1);
+		notify_resume(op->conn, op->req);
+	} else
+		op_free(op);
+}
+
 void
 state_submit_op(struct op *op)
 {
 	pthread_mutex_lock(&op_lock);
+	if (stopped) {
+		pthread_mutex_unlock(&op_lock);
+		refuse_stopped(op);
+		return;
+	}
 	op->next = NULL;
 	if (op_tail != NULL)
 		op_tail->next = op;
@@ -1949,9 +1973,20 @@ state_start_thread(void)
 void
 state_stop_thread(void)
 {
+	struct op *late, *next;
+
 	pthread_mutex_lock(&op_lock);
 	stopping = 1;
 	pthread_cond_signal(&op_cond);
 	pthread_mutex_unlock(&op_lock);
 	pthread_join(state_thread, NULL);
+	pthread_mutex_lock(&op_lock);
+	stopped = 1;
+	late = op_head;
+	op_head = op_tail = NULL;
+	pthread_mutex_unlock(&op_lock);
+	for (; late != NULL; late = next) {
+		next = late->next;
+		refuse_stopped(late);
+	}
 }
