@@ -45,6 +45,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# The dashboard's files are embedded with .incbin (src/coord/web.c).
+$(BUILD)/src/coord/web.o: $(wildcard web/*)
+
 $(BUILD)/libgpupool.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

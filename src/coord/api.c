@@ -1131,6 +1131,9 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		op_free(op);
 		return rc;
 	}
+	/* The dashboard's files are code, not data: no token needed. */
+	if (web_route_match(url, method))
+		return web_handle(conn, url);
 	if (req->auth == NULL && !authenticate(conn, req)) {
 		gp_debug("unauthenticated request url=%.100s", url);
 		metrics_unauthorized();

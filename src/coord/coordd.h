@@ -375,6 +375,12 @@ void metrics_unauthorized(void);
 /* The exposition; takes state.lock for reading. 0 or GP_ENOMEM. */
 int metrics_render(struct gp_buf *out);
 
+/* web.c: the dashboard's embedded files (GET /, /ui/...). */
+int web_route_match(const char *url, const char *method);
+enum MHD_Result web_handle(struct MHD_Connection *conn, const char *url);
+/* The size of an embedded file (0: none); for tests. */
+size_t web_asset_size(const char *url);
+
 /* api.c */
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,
     const char *url, const char *method, const char *version,
