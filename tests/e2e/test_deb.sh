@@ -181,7 +181,8 @@ wait_ready
     fail "admin.token: $(stat -c '%u %a' "$COORD_DATA/admin.token") (not the gpupool user's, 0600)"
 [ "$(stat -c '%u' "$COORD_DATA/state.db")" = "$GP_UID" ] || fail "state.db is not the gpupool user's"
 api_expect 200 "$ADMIN_TOKEN" GET /metrics
-curl -sS "$(coord_url)/" | grep -q '<title>gpupool</title>' || fail "no dashboard at /"
+page=$(curl -sS "$(coord_url)/")
+assert_contains "$page" '<title>gpupool</title>' "the dashboard at /"
 
 # ---- the agent, as its unit says (a token, the coordinator's URL)
 mk_token provider prov-debnode
@@ -195,8 +196,8 @@ assert_eq root "$U_USER" "the agent's User="
 in_root_spawn "$T/agent.log" "$U_USER" "$U_GROUP" "$U_UMASK" "${U_ARGV[@]}"
 AGENT_PID[debnode]=$SPAWNED_PID
 wait_node_up debnode
-curl -sS "http://127.0.0.1:$MPORT/metrics" | grep -q '^gpupool_agent_connected{node="debnode"} 1' ||
-    fail "the agent's metrics"
+am=$(curl -sS "http://127.0.0.1:$MPORT/metrics")
+assert_contains "$am" 'gpupool_agent_connected{node="debnode"} 1' "the agent's metrics"
 submit --gpus 1 -- sh -c 'echo "as $(id -un) uid $(id -u)"'
 cli wait "$JOB"
 assert_eq 0 "$CLI_RC" "a job on the packaged agent ($(job_get "$JOB" 'd["message"]'))"
