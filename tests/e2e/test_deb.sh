@@ -10,7 +10,10 @@
 # Group= (tests/e2e/unitexec.py reads the unit), inside the root: the
 # coordinator starts as gpupool and serves the API, the dashboard and
 # /metrics; the agent starts as root, registers, and runs a job as
-# gpupool-job. Then the packages remove and purge cleanly, leaving the
+# gpupool-job; with the shipped rootless drop-in it runs as gpupool and
+# still runs jobs (user namespaces). Each runs in a private mount namespace
+# pivot_root'ed into the Debian root, not a chroot (the kernel refuses user
+# namespaces in a chroot). Then the packages purge cleanly, leaving the
 # pool's data. Under a sanitizer build it is skipped: the packages hold
 # the normal build, which the normal run tests.
 . "$(dirname "$0")/lib.sh"
@@ -204,6 +207,27 @@ assert_eq 0 "$CLI_RC" "a job on the packaged agent ($(job_get "$JOB" 'd["message
 job_log "$JOB"
 JOB_UID=$(in_root root root 022 id -u gpupool-job)
 assert_contains "$LOG" "uid $JOB_UID" "the job runs as gpupool-job"
+
+# ---- the agent without root: the rootless drop-in, as its header says
+kill -TERM "${AGENT_PID[debnode]}"
+wait_exit "${AGENT_PID[debnode]}" || fail "the agent did not stop on SIGTERM"
+mkdir -p "$R/etc/systemd/system/gpupool-agent.service.d"
+cp "$R/usr/share/doc/gpupool-agent/examples/rootless.conf" \
+    "$R/etc/systemd/system/gpupool-agent.service.d/"
+in_root root root 022 chown -R gpupool: /var/lib/gpupool/agent /etc/gpupool/agent.token
+systemd-analyze verify --man=no --root="$R" /lib/systemd/system/gpupool-agent.service \
+    >"$T/verify2.log" 2>&1 || fail "systemd-analyze verify (rootless): $(cat "$T/verify2.log")"
+unit_argv gpupool-agent.service "$R/etc/systemd/system/gpupool-agent.service.d/rootless.conf"
+assert_eq gpupool "$U_USER" "the rootless agent's User="
+in_root_spawn "$T/agent-rootless.log" "$U_USER" "$U_GROUP" "$U_UMASK" "${U_ARGV[@]}"
+AGENT_PID[debnode]=$SPAWNED_PID
+wait_node_up debnode
+submit --gpus 1 -- sh -c 'echo "rootless as uid $(id -u)"; touch /etc/x 2>/dev/null || echo root-readonly'
+cli wait "$JOB"
+assert_eq 0 "$CLI_RC" "a job on the rootless agent ($(job_get "$JOB" 'd["message"]'))"
+job_log "$JOB"
+assert_contains "$LOG" "rootless as uid" "the rootless agent's job ran"
+assert_contains "$LOG" "root-readonly" "the rootless job's root is read-only"
 
 # ---- stop, remove, purge: the data stays
 kill -TERM "${AGENT_PID[debnode]}" "$COORD_PID"
