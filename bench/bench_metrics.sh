@@ -36,15 +36,26 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "machine_loadavg_1m $(cut -d' ' -f1 /proc/loadavg) load"
-"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$DATA" -q \
-	>"$DATA/coord.log" 2>&1 &
-COORD_PID=$!
-for _ in $(seq 100); do
-	[ -s "$DATA/admin.token" ] && break
-	sleep 0.1
-done
-TOKEN=$(tr -d '\n' <"$DATA/admin.token")
-[ -n "$TOKEN" ] || { echo "bench_metrics: the coordinator did not start" >&2; exit 1; }
+
+# A fresh coordinator for each run (a second bench_dispatch against the
+# same one would meet the first one's nodes, still leased).
+start_coordinator() {
+	rm -rf "$DATA/coord"
+	"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$DATA/coord" -q \
+		>"$DATA/coord.log" 2>&1 &
+	COORD_PID=$!
+	for _ in $(seq 100); do
+		[ -s "$DATA/coord/admin.token" ] && break
+		sleep 0.1
+	done
+	TOKEN=$(tr -d '\n' <"$DATA/coord/admin.token" 2>/dev/null)
+	[ -n "$TOKEN" ] || { echo "bench_metrics: the coordinator did not start" >&2; exit 1; }
+}
+stop_coordinator() {
+	kill "$COORD_PID" 2>/dev/null
+	wait "$COORD_PID" 2>/dev/null
+	COORD_PID=
+}
 
 dispatch() { # PREFIX
 	timeout 300 "$BUILD/bench/bench_dispatch" --url "$URL" --token "$TOKEN" \
@@ -62,7 +73,10 @@ scraper() {
 	done >"$DATA/scrapes.txt" 2>/dev/null
 }
 
+start_coordinator
 dispatch alone
+stop_coordinator
+start_coordinator
 scraper &
 SCRAPER_PID=$!
 dispatch scraped
@@ -75,7 +89,8 @@ sort -n "$DATA/scrapes.txt" | awk '
 		if (NR == 0) { print "scrapes 0 count"; exit 1 }
 		printf "scrapes %d count\n", NR
 		printf "scrape_p50 %.2f ms\n", t[int((NR + 1) / 2)]
-		printf "scrape_p99 %.2f ms\n", t[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
+		i = int(NR * 0.99); if (i < 1) i = 1
+		printf "scrape_p99 %.2f ms\n", t[i]
 		printf "scrape_max %.2f ms\n", t[NR]
 		printf "scrape_size %d bytes\n", b
 	}'

@@ -11,7 +11,7 @@
 
 #include "gp.h"
 
-/* The shortest "%g" text that reads back as v (as Go's 'g', -1). */
+/* A "%g" text that reads back as v, short when it can be. */
 static void
 format_double(double v, char *out, size_t len)
 {
@@ -29,7 +29,8 @@ format_double(double v, char *out, size_t len)
 		snprintf(out, len, "%.0f", v);
 		return;
 	}
-	for (prec = 1; prec <= 17; prec++) {
+	/* Short when that reads back exactly (0.37), else all digits. */
+	for (prec = 6; prec <= 17; prec += prec < 15 ? 9 : 1) {
 		snprintf(out, len, "%.*g", prec, v);
 		if (strtod(out, NULL) == v)
 			return;

@@ -6,10 +6,12 @@
  *   histograms, requeues, checkpoints): a few relaxed atomic adds, so the
  *   dispatch and heartbeat paths pay nothing more;
  * - the pool's state (jobs, nodes and GPUs by state, each GPU's sensors
- *   and the job on it) computed at scrape time from the model, under the
- *   read lock, which only delays the state thread while it is held.
+ *   and the job on it) computed at scrape time: copied from the model
+ *   under the read lock (a short scan), then formatted without any lock,
+ *   so a scrape delays the state thread by the copy only.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coordd.h"
@@ -129,6 +131,33 @@ single(struct gp_buf *out, const char *name, const char *type,
 	    gp_prom_sample(out, name, NULL, value);
 }
 
+/*
+ * What a scrape shows of the model, copied under the read lock (a few
+ * microseconds for hundreds of nodes) so that formatting, which takes far
+ * longer, never holds the state thread back.
+ */
+struct snap_node {
+	char name[GP_NAME_MAX + 1], owner[GP_NAME_MAX + 1];
+	const char *state;
+	int up;
+	int64_t last_seen_ms;
+	int first_gpu, ngpus; /* in snap.gpus */
+};
+
+struct snap_gpu {
+	int index, state, util, temp_c, power_mw;
+	int64_t mem_mib, mem_used_mib, job_id;
+	char uuid[96], model[GP_NAME_MAX + 1];
+	char user[GP_NAME_MAX + 1], job_name[GP_NAME_MAX + 1];
+};
+
+struct snap {
+	struct snap_node *nodes;
+	struct snap_gpu *gpus;
+	int nnodes, ngpus;
+	int64_t jobs[JOB_TIMEOUT + 1], submitted, oldest_ms, tokens[4];
+};
+
 static const char *
 node_state(const struct node *n)
 {
@@ -151,34 +180,100 @@ gpu_state(const struct node *n, int i)
 	return GPU_IDLE;
 }
 
-/* The job's labels on a GPU's samples ("" when the GPU is free). */
+/* Copies what the scrape needs; call with state.lock held for reading. */
+static int
+snapshot(struct snap *sn)
+{
+	int64_t id;
+	int i, k = 0, n = 0, ngpus = 0;
+	size_t t;
+
+	memset(sn, 0, sizeof(*sn));
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL) {
+			n++;
+			ngpus += state.nodes[id]->ngpus;
+		}
+	sn->nodes = calloc((size_t)n + 1, sizeof(*sn->nodes));
+	sn->gpus = calloc((size_t)ngpus + 1, sizeof(*sn->gpus));
+	if (sn->nodes == NULL || sn->gpus == NULL)
+		return GP_ENOMEM;
+	for (id = 1; id < state.nnodes; id++) {
+		const struct node *nd = state.nodes[id];
+		struct snap_node *o;
+		if (nd == NULL)
+			continue;
+		o = &sn->nodes[sn->nnodes++];
+		gp_strlcpy(o->name, nd->name, sizeof(o->name));
+		gp_strlcpy(o->owner, nd->owner_name, sizeof(o->owner));
+		o->state = node_state(nd);
+		o->up = nd->up && !nd->left;
+		o->last_seen_ms = nd->last_seen_ms;
+		o->first_gpu = k;
+		o->ngpus = nd->ngpus;
+		for (i = 0; i < nd->ngpus; i++, k++) {
+			const struct node_gpu *g = &nd->gpus[i];
+			const struct job *j = state_job(g->job_id);
+			struct snap_gpu *sg = &sn->gpus[k];
+			sg->index = g->index;
+			sg->state = gpu_state(nd, i);
+			sg->util = g->util < 0 ? 0 : g->util > 100 ? 100 : g->util;
+			sg->temp_c = g->temp_c;
+			sg->power_mw = g->power_mw;
+			sg->mem_mib = g->mem_mib;
+			sg->mem_used_mib = g->mem_used_mib;
+			gp_strlcpy(sg->uuid, g->uuid, sizeof(sg->uuid));
+			gp_strlcpy(sg->model, g->model, sizeof(sg->model));
+			if (g->job_id != 0 && j != NULL && j->state == JOB_RUNNING) {
+				sg->job_id = j->id;
+				gp_strlcpy(sg->user, j->user, sizeof(sg->user));
+				gp_strlcpy(sg->job_name, j->spec.name,
+				    sizeof(sg->job_name));
+			}
+		}
+	}
+	sn->ngpus = k;
+	for (id = 1; id < state.next_job_id; id++) {
+		const struct job *j = state_job(id);
+		if (j != NULL && j->state <= JOB_TIMEOUT)
+			sn->jobs[j->state]++;
+	}
+	sn->submitted = state.next_job_id - 1;
+	for (i = 0; i < state.nqueue; i++)
+		if (sn->oldest_ms == 0 ||
+		    state.queue[i]->submitted_ms < sn->oldest_ms)
+			sn->oldest_ms = state.queue[i]->submitted_ms;
+	for (t = 0; t < state.tokens_cap; t++)
+		if (state.tokens[t] != NULL && (unsigned)state.tokens[t]->role < 4)
+			sn->tokens[state.tokens[t]->role]++;
+	return 0;
+}
+
+static void
+snapshot_free(struct snap *sn)
+{
+	free(sn->nodes);
+	free(sn->gpus);
+}
+
+/* The labels of GPU k: its node and index, and the job on it. */
 struct gpu_labels {
 	char gpu[16], job_id[24];
-	const char *node, *uuid, *model, *user, *name;
 };
 
 static void
-gpu_labels(const struct node *n, int i, struct gpu_labels *l)
+gpu_labels(const struct snap_gpu *g, struct gpu_labels *l)
 {
-	const struct job *j = state_job(n->gpus[i].job_id);
-
-	snprintf(l->gpu, sizeof(l->gpu), "%d", n->gpus[i].index);
-	l->node = n->name;
-	l->uuid = n->gpus[i].uuid;
-	l->model = n->gpus[i].model;
+	snprintf(l->gpu, sizeof(l->gpu), "%d", g->index);
 	l->job_id[0] = '\0';
-	l->user = l->name = "";
-	if (j != NULL && j->state == JOB_RUNNING) {
+	if (g->job_id > 0)
 		snprintf(l->job_id, sizeof(l->job_id), "%lld",
-		    (long long)j->id);
-		l->user = j->user;
-		l->name = j->spec.name;
-	}
+		    (long long)g->job_id);
 }
 
 /* Per-GPU gauges of nodes that are up: what their agents last said. */
 static int
-gpu_sensors(struct gp_buf *out)
+gpu_sensors(struct gp_buf *out, const struct snap *sn)
 {
 	static const struct {
 		const char *name, *help;
@@ -197,41 +292,31 @@ gpu_sensors(struct gp_buf *out)
 	const char *labels[] = {"node", NULL, "gpu", NULL, "job_id", NULL,
 	    "user", NULL, NULL};
 	size_t f;
-	int64_t id;
-	int i, rc = 0;
+	int n, i, rc = 0;
 	double v;
 
 	for (f = 0; f < GP_ARRAY_LEN(fam); f++) {
 		rc |= gp_prom_family(out, fam[f].name, "gauge", fam[f].help);
-		for (id = 1; id < state.nnodes; id++) {
-			const struct node *n = state.nodes[id];
-			for (i = 0; n != NULL && n->up && i < n->ngpus; i++) {
-				const struct node_gpu *g = &n->gpus[i];
-				gpu_labels(n, i, &l);
-				labels[1] = l.node;
+		for (n = 0; n < sn->nnodes; n++) {
+			const struct snap_node *nd = &sn->nodes[n];
+			for (i = 0; nd->up && i < nd->ngpus; i++) {
+				const struct snap_gpu *g =
+				    &sn->gpus[nd->first_gpu + i];
+				gpu_labels(g, &l);
+				labels[1] = nd->name;
 				labels[3] = l.gpu;
 				labels[5] = l.job_id;
-				labels[7] = l.user;
-				switch (f) {
-				case 0:
-					v = g->util < 0	     ? 0
-					    : g->util > 100 ? 1
-							    : g->util / 100.0;
-					break;
-				case 1:
+				labels[7] = g->user;
+				if (f == 0)
+					v = g->util / 100.0;
+				else if (f == 1)
 					v = (double)g->mem_used_mib * 1048576.0;
-					break;
-				case 2:
-					if (g->temp_c < 0)
-						continue;
+				else if (f == 2 && g->temp_c >= 0)
 					v = g->temp_c;
-					break;
-				default:
-					if (g->power_mw < 0)
-						continue;
+				else if (f == 3 && g->power_mw >= 0)
 					v = g->power_mw / 1000.0;
-					break;
-				}
+				else
+					continue;
 				rc |= gp_prom_sample(out, fam[f].name, labels,
 				    v);
 			}
@@ -242,7 +327,7 @@ gpu_sensors(struct gp_buf *out)
 
 /* What every GPU is: its model and memory, its state, its job. */
 static int
-gpu_inventory(struct gp_buf *out, int64_t *by_state)
+gpu_inventory(struct gp_buf *out, const struct snap *sn, int64_t *by_state)
 {
 	struct gpu_labels l;
 	const char *info[] = {"node", NULL, "gpu", NULL, "uuid", NULL, "model",
@@ -251,9 +336,7 @@ gpu_inventory(struct gp_buf *out, int64_t *by_state)
 	const char *st[] = {"node", NULL, "gpu", NULL, "state", NULL, NULL};
 	const char *job[] = {"node", NULL, "gpu", NULL, "job_id", NULL, "user",
 	    NULL, "job_name", NULL, NULL};
-	int64_t id;
-	int i, k, s, rc = 0;
-	int pass;
+	int n, i, k, pass, rc = 0;
 
 	for (pass = 0; pass < 4; pass++) {
 		if (pass == 0)
@@ -275,36 +358,36 @@ gpu_inventory(struct gp_buf *out, int64_t *by_state)
 			    "gauge",
 			    "The job running on each busy GPU (1), with its "
 			    "owner and name");
-		for (id = 1; id < state.nnodes; id++) {
-			const struct node *n = state.nodes[id];
-			for (i = 0; n != NULL && i < n->ngpus; i++) {
-				gpu_labels(n, i, &l);
-				info[1] = mem[1] = st[1] = job[1] = l.node;
+		for (n = 0; n < sn->nnodes; n++) {
+			const struct snap_node *nd = &sn->nodes[n];
+			for (i = 0; i < nd->ngpus; i++) {
+				const struct snap_gpu *g =
+				    &sn->gpus[nd->first_gpu + i];
+				gpu_labels(g, &l);
+				info[1] = mem[1] = st[1] = job[1] = nd->name;
 				info[3] = mem[3] = st[3] = job[3] = l.gpu;
-				s = gpu_state(n, i);
 				if (pass == 0) {
-					info[5] = l.uuid;
-					info[7] = l.model;
+					info[5] = g->uuid;
+					info[7] = g->model;
 					rc |= gp_prom_sample(out,
 					    "gpupool_gpu_info", info, 1);
 				} else if (pass == 1) {
 					rc |= gp_prom_sample(out,
 					    "gpupool_gpu_memory_total_bytes",
 					    mem,
-					    (double)n->gpus[i].mem_mib *
-						1048576.0);
+					    (double)g->mem_mib * 1048576.0);
 				} else if (pass == 2) {
-					by_state[s]++;
+					by_state[g->state]++;
 					for (k = 0; k < GPU_NSTATES; k++) {
 						st[5] = gpu_states[k];
 						rc |= gp_prom_sample(out,
 						    "gpupool_gpu_state", st,
-						    k == s);
+						    k == g->state);
 					}
 				} else if (l.job_id[0] != '\0') {
 					job[5] = l.job_id;
-					job[7] = l.user;
-					job[9] = l.name;
+					job[7] = g->user;
+					job[9] = g->job_name;
 					rc |= gp_prom_sample(out,
 					    "gpupool_gpu_job_info", job, 1);
 				}
@@ -315,31 +398,28 @@ gpu_inventory(struct gp_buf *out, int64_t *by_state)
 }
 
 static int
-nodes(struct gp_buf *out)
+nodes(struct gp_buf *out, const struct snap *sn)
 {
 	static const char *const states[] = {"up", "paused", "down", "left"};
 	const char *l1[] = {"state", NULL, NULL};
 	const char *l2[] = {"node", NULL, "owner", NULL, "state", NULL, NULL};
 	const char *l3[] = {"node", NULL, NULL};
-	int64_t count[4] = {0}, id;
+	int64_t count[4] = {0};
 	size_t k;
-	int rc = 0;
+	int n, rc = 0;
 
 	rc |= gp_prom_family(out, "gpupool_node_state", "gauge",
 	    "Each node's state (1 for the current one): up, paused (its "
 	    "owner takes no new jobs), down (lease expired), left");
-	for (id = 1; id < state.nnodes; id++) {
-		const struct node *n = state.nodes[id];
-		if (n == NULL)
-			continue;
-		l2[1] = n->name;
-		l2[3] = n->owner_name;
+	for (n = 0; n < sn->nnodes; n++) {
+		const struct snap_node *nd = &sn->nodes[n];
+		l2[1] = nd->name;
+		l2[3] = nd->owner;
 		for (k = 0; k < GP_ARRAY_LEN(states); k++) {
+			int is = strcmp(nd->state, states[k]) == 0;
 			l2[5] = states[k];
-			if (strcmp(node_state(n), states[k]) == 0)
-				count[k]++;
-			rc |= gp_prom_sample(out, "gpupool_node_state", l2,
-			    strcmp(node_state(n), states[k]) == 0);
+			count[k] += is;
+			rc |= gp_prom_sample(out, "gpupool_node_state", l2, is);
 		}
 	}
 	rc |= gp_prom_family(out, "gpupool_nodes", "gauge",
@@ -351,73 +431,56 @@ nodes(struct gp_buf *out)
 	}
 	rc |= gp_prom_family(out, "gpupool_node_last_heartbeat_seconds",
 	    "gauge", "When each node's agent was last heard from (Unix time)");
-	for (id = 1; id < state.nnodes; id++) {
-		const struct node *n = state.nodes[id];
-		if (n == NULL || n->last_seen_ms <= 0)
+	for (n = 0; n < sn->nnodes; n++) {
+		if (sn->nodes[n].last_seen_ms <= 0)
 			continue;
-		l3[1] = n->name;
+		l3[1] = sn->nodes[n].name;
 		rc |= gp_prom_sample(out,
 		    "gpupool_node_last_heartbeat_seconds", l3,
-		    (double)n->last_seen_ms / 1000.0);
+		    (double)sn->nodes[n].last_seen_ms / 1000.0);
 	}
 	return rc;
 }
 
 static int
-jobs(struct gp_buf *out, int64_t now_ms)
+jobs(struct gp_buf *out, const struct snap *sn, int64_t now_ms)
 {
-	int64_t count[JOB_TIMEOUT + 1] = {0}, id, oldest = 0;
 	const char *l[] = {"state", NULL, NULL};
 	int i, rc = 0;
 
-	for (id = 1; id < state.next_job_id; id++) {
-		const struct job *j = state_job(id);
-		if (j != NULL && j->state <= JOB_TIMEOUT)
-			count[j->state]++;
-	}
 	rc |= gp_prom_family(out, "gpupool_jobs", "gauge",
 	    "Jobs the coordinator holds, by state");
 	for (i = 0; i <= JOB_TIMEOUT; i++) {
 		l[1] = job_state_name((enum job_state)i);
 		rc |= gp_prom_sample(out, "gpupool_jobs", l,
-		    (double)count[i]);
+		    (double)sn->jobs[i]);
 	}
 	rc |= single(out, "gpupool_jobs_submitted_total", "counter",
-	    "Jobs ever submitted (accepted)",
-	    (double)(state.next_job_id - 1));
-	for (i = 0; i < state.nqueue; i++) {
-		const struct job *j = state.queue[i];
-		if (oldest == 0 || j->submitted_ms < oldest)
-			oldest = j->submitted_ms;
-	}
+	    "Jobs ever submitted (accepted)", (double)sn->submitted);
 	rc |= single(out, "gpupool_queue_oldest_job_age_seconds", "gauge",
 	    "How long ago the oldest queued job was submitted (0: queue "
 	    "empty)",
-	    oldest > 0 && now_ms > oldest ? (double)(now_ms - oldest) / 1000.0
-					  : 0);
+	    sn->oldest_ms > 0 && now_ms > sn->oldest_ms
+		? (double)(now_ms - sn->oldest_ms) / 1000.0
+		: 0);
 	return rc;
 }
 
 static int
-tokens(struct gp_buf *out)
+tokens(struct gp_buf *out, const struct snap *sn)
 {
 	static const char *const roles[] = {"admin", "user", "provider",
 	    "metrics"};
-	int64_t count[4] = {0};
 	const char *l[] = {"role", NULL, NULL};
 	size_t i;
 	int rc;
 
-	for (i = 0; i < state.tokens_cap; i++)
-		if (state.tokens[i] != NULL &&
-		    (unsigned)state.tokens[i]->role < 4)
-			count[state.tokens[i]->role]++;
 	rc = gp_prom_family(out, "gpupool_tokens", "gauge",
 	    "API tokens by role");
 	for (i = 0; i < 4; i++) {
 		l[1] = roles[i];
 		rc |= gp_prom_sample(out, "gpupool_tokens", l,
-		    (double)count[i]);
+		    (double)sn->tokens[i]);
 	}
 	return rc;
 }
@@ -475,6 +538,7 @@ metrics_render(struct gp_buf *out)
 	const char *build[] = {"version", GP_VERSION, "protocol", NULL, NULL};
 	int64_t gpus[GPU_NSTATES] = {0}, now = gp_now_ms();
 	const char *l[] = {"state", NULL, NULL};
+	struct snap sn;
 	char proto[16];
 	int k, rc = 0;
 
@@ -487,12 +551,18 @@ metrics_render(struct gp_buf *out)
 	    "When the coordinator started (Unix time)",
 	    (double)m.start_ms / 1000.0);
 	pthread_rwlock_rdlock(&state.lock);
-	rc |= jobs(out, now);
-	rc |= nodes(out);
-	rc |= gpu_inventory(out, gpus);
-	rc |= gpu_sensors(out);
-	rc |= tokens(out);
+	k = snapshot(&sn);
 	pthread_rwlock_unlock(&state.lock);
+	if (k != 0) {
+		snapshot_free(&sn);
+		return GP_ENOMEM;
+	}
+	rc |= jobs(out, &sn, now);
+	rc |= nodes(out, &sn);
+	rc |= gpu_inventory(out, &sn, gpus);
+	rc |= gpu_sensors(out, &sn);
+	rc |= tokens(out, &sn);
+	snapshot_free(&sn);
 	rc |= gp_prom_family(out, "gpupool_gpus", "gauge",
 	    "GPUs by state (see gpupool_gpu_state)");
 	for (k = 0; k < GPU_NSTATES; k++) {
