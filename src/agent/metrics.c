@@ -7,16 +7,18 @@
  * /metrics only; with --metrics-token-file, a bearer token is required.
  * Everything is read at scrape time: nothing on the job paths changes.
  */
+#include "agent/metrics.h"
+
 #include <arpa/inet.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
+
+#include <microhttpd.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/agentd.h"
-#include "agent/metrics.h"
 #include "gp.h"
 #include "log.h"
 #include "prom.h"
@@ -80,8 +82,8 @@ gpu_readings(struct gp_agent *ag, const struct gp_provider_snapshot *snap,
 		const char *name, *help;
 	} fam[] = {
 	    {"gpupool_agent_gpu_utilization_ratio",
-		"GPU utilization (0 to 1); job_id and user name the job on "
-		"the GPU"},
+	        "GPU utilization (0 to 1); job_id and user name the job on "
+	        "the GPU"},
 	    {"gpupool_agent_gpu_memory_used_bytes", "GPU memory in use"},
 	    {"gpupool_agent_gpu_temperature_celsius", "GPU temperature"},
 	    {"gpupool_agent_gpu_power_watts", "GPU power draw"},
@@ -105,7 +107,8 @@ gpu_readings(struct gp_agent *ag, const struct gp_provider_snapshot *snap,
 		for (i = 0; i < ag->gpus.n; i++) {
 			const struct gp_provider_gpu *g =
 			    i < snap->ngpus ? &snap->gpus[i] : NULL;
-			snprintf(gpu, sizeof(gpu), "%d", ag->gpus.gpus[i].index);
+			snprintf(gpu, sizeof(gpu), "%d",
+			    ag->gpus.gpus[i].index);
 			job[0] = '\0';
 			l[7] = "";
 			if (g != NULL && g->job_id > 0) {
@@ -157,9 +160,9 @@ gpu_inventory(struct gp_agent *ag, const struct gp_provider_snapshot *snap,
 	    "gauge", "Each GPU's memory");
 	for (i = 0; i < ag->gpus.n; i++) {
 		snprintf(gpu, sizeof(gpu), "%d", ag->gpus.gpus[i].index);
-		rc |= gp_prom_sample(out,
-		    "gpupool_agent_gpu_memory_total_bytes", l,
-		    (double)ag->gpus.gpus[i].mem_mib * 1048576.0);
+		rc |=
+		    gp_prom_sample(out, "gpupool_agent_gpu_memory_total_bytes",
+		        l, (double)ag->gpus.gpus[i].mem_mib * 1048576.0);
 	}
 	rc |= gp_prom_family(out, "gpupool_agent_gpu_lent", "gauge",
 	    "1 when the owner lends the GPU now (the offer the coordinator "
@@ -209,12 +212,13 @@ gp_agent_metrics_render(struct gp_agent *ag, struct gp_buf *out)
 	    "fenced",
 	    node, node_id != 0 && !snap->fenced);
 	if (contact > 0)
-		rc |= gauge(out, "gpupool_agent_coordinator_contact_age_seconds",
-		    "Time since the coordinator last answered a heartbeat",
-		    node, (double)(gp_mono_ms() - contact) / 1000.0);
+		rc |=
+		    gauge(out, "gpupool_agent_coordinator_contact_age_seconds",
+		        "Time since the coordinator last answered a heartbeat",
+		        node, (double)(gp_mono_ms() - contact) / 1000.0);
 	rc |= gauge(out, "gpupool_agent_jobs",
-	    "Attempts the agent holds (restoring, running or reporting)",
-	    node, snap->jobs);
+	    "Attempts the agent holds (restoring, running or reporting)", node,
+	    snap->jobs);
 	rc |= gauge(out, "gpupool_agent_paused",
 	    "1 while the owner has paused lending", node, snap->paused);
 	rc |= gauge(out, "gpupool_agent_leaving",
@@ -250,7 +254,7 @@ gp_agent_metrics_render(struct gp_agent *ag, struct gp_buf *out)
 	    "requeued), by reason");
 	for (i = 0; i < GP_PROVIDER_END_REASONS; i++) {
 		reason[3] = snap->end_reasons[i] != NULL ? snap->end_reasons[i]
-							 : "other";
+		                                         : "other";
 		rc |= gp_prom_sample(out,
 		    "gpupool_agent_jobs_ended_by_owner_total", reason,
 		    (double)snap->owner_ends[i]);
@@ -266,7 +270,8 @@ reply(struct MHD_Connection *conn, unsigned status, const char *ctype,
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
 
-	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	resp =
+	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (resp == NULL) {
 		free(text);
 		return MHD_NO;
@@ -297,10 +302,8 @@ authorized(struct gp_agent_metrics *m, struct MHD_Connection *conn)
 
 	if (n == 0)
 		return 1;
-	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-	    "Authorization");
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0 ||
-	    strlen(h + 7) != n)
+	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	if (h == NULL || strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) != n)
 		return 0;
 	return sodium_memcmp(h + 7, m->token, n) == 0;
 }
@@ -366,17 +369,19 @@ gp_agent_metrics_start(struct gp_agent *ag, const struct sockaddr_in *addr,
 	if (token != NULL)
 		gp_strlcpy(m->token, token, sizeof(m->token));
 	m->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-		MHD_USE_ERROR_LOG,
-	    0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-	    NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+	        MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 	    MHD_OPTION_END);
 	inet_ntop(AF_INET, &addr->sin_addr, host, sizeof(host));
 	if (m->daemon == NULL) {
-		snprintf(err, errlen, "cannot listen on %s:%d for metrics "
-		    "(in use?)", host, ntohs(addr->sin_port));
+		snprintf(err, errlen,
+		    "cannot listen on %s:%d for metrics "
+		    "(in use?)",
+		    host, ntohs(addr->sin_port));
 		free(m);
 		return NULL;
 	}

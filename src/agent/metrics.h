@@ -6,6 +6,7 @@
 #define GP_AGENT_METRICS_H
 
 #include <netinet/in.h>
+
 #include <stddef.h>
 
 #include "util.h"

@@ -171,8 +171,9 @@ write_bash(struct gp_buf *out)
 	gp_buf_printf(out, ")\n_gpupool_extra='");
 	for (i = 0; i < GP_ARRAY_LEN(extra_words); i++)
 		gp_buf_printf(out, "%s%s", i ? " " : "", extra_words[i]);
-	gp_buf_printf(out, "'\n\n_gpupool_spec() { # COMMAND: sets opts, "
-			   "valopts, kind\n\tcase $1 in\n");
+	gp_buf_printf(out,
+	    "'\n\n_gpupool_spec() { # COMMAND: sets opts, "
+	    "valopts, kind\n\tcase $1 in\n");
 	for (i = 0; i < n; i++) {
 		gp_buf_printf(out, "\t");
 		quote(out, cmds[i].name);
@@ -180,9 +181,11 @@ write_bash(struct gp_buf *out)
 		option_words(out, &cmds[i], 0);
 		gp_buf_printf(out, "'\n\t\tvalopts='");
 		option_words(out, &cmds[i], 1);
-		gp_buf_printf(out, "'\n\t\tkind=%s ;;\n", operand_kind(&cmds[i]));
+		gp_buf_printf(out, "'\n\t\tkind=%s ;;\n",
+		    operand_kind(&cmds[i]));
 	}
-	gp_buf_printf(out, "\t*) opts='' valopts='' kind=none ;;\n\tesac\n}\n\n");
+	gp_buf_printf(out,
+	    "\t*) opts='' valopts='' kind=none ;;\n\tesac\n}\n\n");
 	return gp_buf_append(out, bash_body, strlen(bash_body));
 }
 
@@ -298,19 +301,21 @@ write_zsh(struct gp_buf *out)
 		gp_buf_append(out, i ? " " : "", i ? 1 : 0);
 		quote(out, cmds[i].summary);
 	}
-	gp_buf_printf(out, ")\ntypeset -gA _gpupool_groups\n"
-			   "_gpupool_groups=(provider 'lend this machine: "
-			   "status, pause, reclaim, leave, policy' token "
-			   "'API tokens (admin): create, ls, revoke' "
-			   "checkpoint 'checkpoints: now, get' policy "
-			   "'the lending policy: show, check')\n"
-			   "_gpupool_extra=("
-			   "'coordinator:run the coordinator' "
-			   "'agent:run a provider agent' "
-			   "'version:print the version' "
-			   "'help:show the commands')\n\n");
-	gp_buf_printf(out, "_gpupool_spec() { # COMMAND: sets opts, valopts, "
-			   "kind\n\tcase $1 in\n");
+	gp_buf_printf(out,
+	    ")\ntypeset -gA _gpupool_groups\n"
+	    "_gpupool_groups=(provider 'lend this machine: "
+	    "status, pause, reclaim, leave, policy' token "
+	    "'API tokens (admin): create, ls, revoke' "
+	    "checkpoint 'checkpoints: now, get' policy "
+	    "'the lending policy: show, check')\n"
+	    "_gpupool_extra=("
+	    "'coordinator:run the coordinator' "
+	    "'agent:run a provider agent' "
+	    "'version:print the version' "
+	    "'help:show the commands')\n\n");
+	gp_buf_printf(out,
+	    "_gpupool_spec() { # COMMAND: sets opts, valopts, "
+	    "kind\n\tcase $1 in\n");
 	for (i = 0; i < n; i++) {
 		gp_buf_printf(out, "\t");
 		quote(out, cmds[i].name);
@@ -328,9 +333,11 @@ write_zsh(struct gp_buf *out)
 		}
 		gp_buf_printf(out, "'--help:show this help')\n\t\tvalopts=(");
 		option_words(out, &cmds[i], 1);
-		gp_buf_printf(out, ")\n\t\tkind=%s ;;\n", operand_kind(&cmds[i]));
+		gp_buf_printf(out, ")\n\t\tkind=%s ;;\n",
+		    operand_kind(&cmds[i]));
 	}
-	gp_buf_printf(out, "\t*) opts=() valopts=() kind=none ;;\n\tesac\n}\n\n");
+	gp_buf_printf(out,
+	    "\t*) opts=() valopts=() kind=none ;;\n\tesac\n}\n\n");
 	return gp_buf_append(out, zsh_body, strlen(zsh_body));
 }
 
@@ -352,8 +359,9 @@ gp_cli_cmd_completion(const struct gp_cli_args *args)
 
 	rc = gp_cli_completion_script(args->operands[0], &out);
 	if (rc == GP_EINVAL)
-		return gp_cli_usage_error(args, "completion: bash or zsh, not "
-						"'%s'",
+		return gp_cli_usage_error(args,
+		    "completion: bash or zsh, not "
+		    "'%s'",
 		    args->operands[0]);
 	if (rc != 0 || out.data == NULL) {
 		gp_buf_free(&out);

@@ -6,10 +6,11 @@
  * set), so scripts and logs never see it. Safe to update from several
  * transfer threads at once.
  */
+#include <sys/ioctl.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/cmd.h"
@@ -62,7 +63,7 @@ gp_progress_format(char *out, size_t len, const char *label, int64_t done,
 		if (bps > 0 && done < total) {
 			char e[20];
 			gp_cli_format_elapsed((int64_t)((double)(total - done) /
-						  bps * 1000.0),
+			                          bps * 1000.0),
 			    e, sizeof(e));
 			snprintf(eta, sizeof(eta), " ETA %s", e);
 		}
@@ -75,8 +76,8 @@ gp_progress_format(char *out, size_t len, const char *label, int64_t done,
 		snprintf(out, len, "%s %s%s%s %s", label, d,
 		    total > 0 ? "/" : "", total > 0 ? t : "", rate);
 		if (pct >= 0)
-			snprintf(out + strlen(out), len - strlen(out), " %d%%%s",
-			    pct, eta);
+			snprintf(out + strlen(out), len - strlen(out),
+			    " %d%%%s", pct, eta);
 		return;
 	}
 	fill = barw * pct / 100;

@@ -9,13 +9,14 @@
  * The frame is built by gp_cli_render_top, a pure function of the
  * coordinator's answers to GET /v1/nodes and GET /v1/jobs.
  */
+#include <sys/ioctl.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,8 +28,7 @@
 /* ---- the frame ---- */
 
 /* Appends one line, cut at width columns (the text is ASCII). */
-static int
-line(struct gp_buf *out, int width, const char *fmt, ...)
+static int line(struct gp_buf *out, int width, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -149,8 +149,9 @@ render_gpus(json_t *nodes, int width, int max_lines, struct gp_buf *out,
 		size_t ng = json_array_size(json_object_get(n, "gpus"));
 		total += ng > 0 ? (int)ng : 1;
 	}
-	rc |= line(out, width, "%-14s %-6s %3s  %-14s %-17s %-13s %5s %6s "
-			       "%6s  %s",
+	rc |= line(out, width,
+	    "%-14s %-6s %3s  %-14s %-17s %-13s %5s %6s "
+	    "%6s  %s",
 	    "NODE", "STATE", "GPU", "MODEL", "UTIL", "MEM", "TEMP", "POWER",
 	    "JOB", "USER");
 	shown++;
@@ -158,7 +159,8 @@ render_gpus(json_t *nodes, int width, int max_lines, struct gp_buf *out,
 	{
 		const char *name = str_field(n, "name", "?");
 		const char *state = str_field(n, "state", "?");
-		int up = strcmp(state, "up") == 0 || strcmp(state, "paused") == 0;
+		int up =
+		    strcmp(state, "up") == 0 || strcmp(state, "paused") == 0;
 		json_t *gpus = json_object_get(n, "gpus");
 
 		if (json_array_size(gpus) == 0) {
@@ -183,7 +185,7 @@ render_gpus(json_t *nodes, int width, int max_lines, struct gp_buf *out,
 				    sizeof(util) - strlen(util), " %3d%%",
 				    (int)pct);
 				gp_cli_format_mib(int_field(g, "mem_used_mib",
-						      0),
+				                      0),
 				    a, sizeof(a));
 			} else {
 				snprintf(util, sizeof(util), "-");
@@ -206,10 +208,11 @@ render_gpus(json_t *nodes, int width, int max_lines, struct gp_buf *out,
 				    (long long)int_field(g, "job", 0));
 			else
 				snprintf(job, sizeof(job),
-				    up && !json_is_true(json_object_get(g,
-					      "lent"))
-					? "unlent"
-					: "-");
+				    up &&
+				            !json_is_true(
+				                json_object_get(g, "lent"))
+				        ? "unlent"
+				        : "-");
 			rc |= line(out, width,
 			    "%-14.14s %-6.6s %3lld  %-14.14s %-17s %-13s %5s "
 			    "%6s %6s  %s",
@@ -240,8 +243,8 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 	for (pass = 0; pass < 2; pass++) {
 		const char *want = pass == 0 ? "running" : "queued";
 		count = 0;
-		json_array_foreach(jobs, i, j)
-			count += strcmp(str_field(j, "state", ""), want) == 0;
+		json_array_foreach(jobs, i, j) count +=
+		    strcmp(str_field(j, "state", ""), want) == 0;
 		rc |= line(out, width, "%s", "");
 		rc |= line(out, width, "%s (%d)",
 		    pass == 0 ? "RUNNING" : "QUEUE", count);
@@ -261,8 +264,8 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 				    count - shown);
 				break;
 			}
-			since = time_field(j, pass == 0 ? "started_at"
-							: "submitted_at");
+			since = time_field(j,
+			    pass == 0 ? "started_at" : "submitted_at");
 			if (since > 0)
 				gp_cli_format_elapsed(now_ms - since, when,
 				    sizeof(when));
@@ -270,17 +273,20 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 				snprintf(when, sizeof(when), "-");
 			snprintf(gpus, sizeof(gpus), "%lld",
 			    (long long)int_field(json_object_get(j, "request"),
-				"gpus", 0));
-			rc |= line(out, width, "%8lld  %-12.12s %-16.16s "
-					       "%-14.14s %4s  %s%s",
+			        "gpus", 0));
+			rc |= line(out, width,
+			    "%8lld  %-12.12s %-16.16s "
+			    "%-14.14s %4s  %s%s",
 			    (long long)int_field(j, "id", 0),
-			    str_field(j, "user", "?"), str_field(j, "name", "?"),
+			    str_field(j, "user", "?"),
+			    str_field(j, "name", "?"),
 			    pass == 0 ? str_field(j, "node", "-") : "", gpus,
 			    when,
-			    pass == 0 && json_is_true(json_object_get(j,
-					     "cancel_requested"))
-				? "  (cancelling)"
-				: "");
+			    pass == 0 &&
+			            json_is_true(
+			                json_object_get(j, "cancel_requested"))
+			        ? "  (cancelling)"
+			        : "");
 			shown++;
 		}
 	}
@@ -385,8 +391,9 @@ frame(struct gp_cli_conn *conn, int width, int height, struct gp_buf *out,
 		rc = gp_cli_render_top(nodes, jobs, conn->cfg.url, gp_now_ms(),
 		    width, height, out);
 		if (rc != 0)
-			snprintf(err, errlen, "unexpected answer from the "
-					      "coordinator");
+			snprintf(err, errlen,
+			    "unexpected answer from the "
+			    "coordinator");
 	}
 	json_decref(nodes);
 	json_decref(jobs);
@@ -430,7 +437,8 @@ gp_cli_cmd_top(const struct gp_cli_args *args)
 	} else
 		keys = 0;
 	if (tty)
-		fputs("\033[?1049h\033[?25l", stdout); /* own screen, no cursor */
+		fputs("\033[?1049h\033[?25l",
+		    stdout); /* own screen, no cursor */
 	while (!stop_top) {
 		width = 100;
 		height = 0;
@@ -451,7 +459,8 @@ gp_cli_cmd_top(const struct gp_cli_args *args)
 			break;
 		}
 		if (tty) {
-			/* Home, each line cleared to its end, the rest cleared. */
+			/* Home, each line cleared to its end, the rest cleared.
+			 */
 			const char *p = out.data, *nl;
 			fputs("\033[H", stdout);
 			if (rc != 0)
@@ -459,9 +468,8 @@ gp_cli_cmd_top(const struct gp_cli_args *args)
 				       "coordinator: %s\033[K\n",
 				    conn.cfg.url, err);
 			while (rc == 0 && p != NULL &&
-			    (nl = memchr(p, '\n', out.len - (size_t)(p -
-							   out.data))) !=
-				NULL) {
+			    (nl = memchr(p, '\n',
+			         out.len - (size_t)(p - out.data))) != NULL) {
 				fwrite(p, 1, (size_t)(nl - p), stdout);
 				fputs("\033[K\n", stdout);
 				p = nl + 1;
@@ -481,7 +489,7 @@ gp_cli_cmd_top(const struct gp_cli_args *args)
 			pfd.fd = STDIN_FILENO;
 			pfd.events = POLLIN;
 			if (poll(&pfd, keys ? 1 : 0,
-				(int)(deadline - gp_mono_ms())) > 0 &&
+			        (int)(deadline - gp_mono_ms())) > 0 &&
 			    read(STDIN_FILENO, &c, 1) == 1) {
 				if (c == 'q' || c == 'Q')
 					stop_top = 1;

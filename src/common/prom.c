@@ -72,8 +72,8 @@ gp_prom_escape(struct gp_buf *out, const char *value)
 }
 
 int
-gp_prom_sample(struct gp_buf *out, const char *name,
-    const char *const *labels, double value)
+gp_prom_sample(struct gp_buf *out, const char *name, const char *const *labels,
+    double value)
 {
 	char num[40];
 	int i, rc = 0;
@@ -131,8 +131,8 @@ gp_prom_histogram_observe(struct gp_prom_histogram *h, double seconds)
 }
 
 int
-gp_prom_histogram_write(struct gp_buf *out, const char *name,
-    const char *help, struct gp_prom_histogram *h)
+gp_prom_histogram_write(struct gp_buf *out, const char *name, const char *help,
+    struct gp_prom_histogram *h)
 {
 	char metric[160], le[40];
 	const char *labels[] = {"le", le, NULL};
@@ -142,8 +142,8 @@ gp_prom_histogram_write(struct gp_buf *out, const char *name,
 	rc = gp_prom_family(out, name, "histogram", help);
 	snprintf(metric, sizeof(metric), "%s_bucket", name);
 	for (i = 0; i <= h->nbounds && rc == 0; i++) {
-		cum += atomic_load_explicit(&h->counts[i],
-		    memory_order_relaxed);
+		cum +=
+		    atomic_load_explicit(&h->counts[i], memory_order_relaxed);
 		if (i < h->nbounds)
 			format_double(h->bounds[i], le, sizeof(le));
 		else
@@ -154,8 +154,8 @@ gp_prom_histogram_write(struct gp_buf *out, const char *name,
 	if (rc == 0)
 		rc = gp_prom_sample(out, metric, NULL,
 		    (double)atomic_load_explicit(&h->sum_us,
-			memory_order_relaxed) /
-			1e6);
+		        memory_order_relaxed) /
+		        1e6);
 	snprintf(metric, sizeof(metric), "%s_count", name);
 	if (rc == 0)
 		rc = gp_prom_sample(out, metric, NULL, (double)cum);

@@ -47,7 +47,7 @@ struct gp_prom_histogram {
 	const double *bounds;
 	int nbounds;
 	_Atomic uint64_t counts[GP_PROM_BUCKETS_MAX + 1]; /* not cumulative */
-	_Atomic uint64_t sum_us;			  /* microseconds */
+	_Atomic uint64_t sum_us;                          /* microseconds */
 };
 
 /* bounds must outlive h; at most GP_PROM_BUCKETS_MAX. 0 or GP_EINVAL. */

@@ -18,8 +18,8 @@
 #include "gp.h"
 #include "prom.h"
 
-static const double wait_bounds[] = {0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120,
-    300, 900, 1800, 3600, 7200, 14400, 43200, 86400};
+static const double wait_bounds[] = {0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300,
+    900, 1800, 3600, 7200, 14400, 43200, 86400};
 static const double dispatch_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
     0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
@@ -48,9 +48,9 @@ metrics_init(void)
 	for (i = 0; i < NREASONS; i++)
 		atomic_init(&m.requeues[i], 0);
 	if (gp_prom_histogram_init(&m.queue_wait, wait_bounds,
-		(int)GP_ARRAY_LEN(wait_bounds)) != 0 ||
+	        (int)GP_ARRAY_LEN(wait_bounds)) != 0 ||
 	    gp_prom_histogram_init(&m.dispatch, dispatch_bounds,
-		(int)GP_ARRAY_LEN(dispatch_bounds)) != 0)
+	        (int)GP_ARRAY_LEN(dispatch_bounds)) != 0)
 		return GP_EINVAL;
 	return 0;
 }
@@ -124,8 +124,8 @@ get(_Atomic uint64_t *v)
 
 /* A family with one unlabelled sample. */
 static int
-single(struct gp_buf *out, const char *name, const char *type,
-    const char *help, double value)
+single(struct gp_buf *out, const char *name, const char *type, const char *help,
+    double value)
 {
 	return gp_prom_family(out, name, type, help) |
 	    gp_prom_sample(out, name, NULL, value);
@@ -161,11 +161,19 @@ struct snap {
 static const char *
 node_state(const struct node *n)
 {
-	return n->left ? "left" : !n->up ? "down" : !n->accepting ? "paused"
-								 : "up";
+	return n->left      ? "left"
+	    : !n->up        ? "down"
+	    : !n->accepting ? "paused"
+	                    : "up";
 }
 
-enum { GPU_BUSY, GPU_IDLE, GPU_UNLENT, GPU_DOWN, GPU_NSTATES };
+enum {
+	GPU_BUSY,
+	GPU_IDLE,
+	GPU_UNLENT,
+	GPU_DOWN,
+	GPU_NSTATES
+};
 static const char *const gpu_states[] = {"busy", "idle", "unlent", "down"};
 
 static int
@@ -217,14 +225,17 @@ snapshot(struct snap *sn)
 			struct snap_gpu *sg = &sn->gpus[k];
 			sg->index = g->index;
 			sg->state = gpu_state(nd, i);
-			sg->util = g->util < 0 ? 0 : g->util > 100 ? 100 : g->util;
+			sg->util = g->util < 0 ? 0
+			    : g->util > 100    ? 100
+			                       : g->util;
 			sg->temp_c = g->temp_c;
 			sg->power_mw = g->power_mw;
 			sg->mem_mib = g->mem_mib;
 			sg->mem_used_mib = g->mem_used_mib;
 			gp_strlcpy(sg->uuid, g->uuid, sizeof(sg->uuid));
 			gp_strlcpy(sg->model, g->model, sizeof(sg->model));
-			if (g->job_id != 0 && j != NULL && j->state == JOB_RUNNING) {
+			if (g->job_id != 0 && j != NULL &&
+			    j->state == JOB_RUNNING) {
 				sg->job_id = j->id;
 				gp_strlcpy(sg->user, j->user, sizeof(sg->user));
 				gp_strlcpy(sg->job_name, j->spec.name,
@@ -244,7 +255,8 @@ snapshot(struct snap *sn)
 		    state.queue[i]->submitted_ms < sn->oldest_ms)
 			sn->oldest_ms = state.queue[i]->submitted_ms;
 	for (t = 0; t < state.tokens_cap; t++)
-		if (state.tokens[t] != NULL && (unsigned)state.tokens[t]->role < 4)
+		if (state.tokens[t] != NULL &&
+		    (unsigned)state.tokens[t]->role < 4)
 			sn->tokens[state.tokens[t]->role]++;
 	return 0;
 }
@@ -279,14 +291,14 @@ gpu_sensors(struct gp_buf *out, const struct snap *sn)
 		const char *name, *help;
 	} fam[] = {
 	    {"gpupool_gpu_utilization_ratio",
-		"GPU utilization (0 to 1) in the agent's last heartbeat; "
-		"job_id and user name the job on the GPU"},
+	        "GPU utilization (0 to 1) in the agent's last heartbeat; "
+	        "job_id and user name the job on the GPU"},
 	    {"gpupool_gpu_memory_used_bytes",
-		"GPU memory in use in the agent's last heartbeat"},
+	        "GPU memory in use in the agent's last heartbeat"},
 	    {"gpupool_gpu_temperature_celsius",
-		"GPU temperature in the agent's last heartbeat"},
+	        "GPU temperature in the agent's last heartbeat"},
 	    {"gpupool_gpu_power_watts",
-		"GPU power draw in the agent's last heartbeat"},
+	        "GPU power draw in the agent's last heartbeat"},
 	};
 	struct gpu_labels l;
 	const char *labels[] = {"node", NULL, "gpu", NULL, "job_id", NULL,
@@ -317,8 +329,8 @@ gpu_sensors(struct gp_buf *out, const struct snap *sn)
 					v = g->power_mw / 1000.0;
 				else
 					continue;
-				rc |= gp_prom_sample(out, fam[f].name, labels,
-				    v);
+				rc |=
+				    gp_prom_sample(out, fam[f].name, labels, v);
 			}
 		}
 	}
@@ -426,8 +438,8 @@ nodes(struct gp_buf *out, const struct snap *sn)
 	    "Nodes (providers' machines) by state");
 	for (k = 0; k < GP_ARRAY_LEN(states); k++) {
 		l1[1] = states[k];
-		rc |= gp_prom_sample(out, "gpupool_nodes", l1,
-		    (double)count[k]);
+		rc |=
+		    gp_prom_sample(out, "gpupool_nodes", l1, (double)count[k]);
 	}
 	rc |= gp_prom_family(out, "gpupool_node_last_heartbeat_seconds",
 	    "gauge", "When each node's agent was last heard from (Unix time)");
@@ -435,9 +447,8 @@ nodes(struct gp_buf *out, const struct snap *sn)
 		if (sn->nodes[n].last_seen_ms <= 0)
 			continue;
 		l3[1] = sn->nodes[n].name;
-		rc |= gp_prom_sample(out,
-		    "gpupool_node_last_heartbeat_seconds", l3,
-		    (double)sn->nodes[n].last_seen_ms / 1000.0);
+		rc |= gp_prom_sample(out, "gpupool_node_last_heartbeat_seconds",
+		    l3, (double)sn->nodes[n].last_seen_ms / 1000.0);
 	}
 	return rc;
 }
@@ -452,8 +463,8 @@ jobs(struct gp_buf *out, const struct snap *sn, int64_t now_ms)
 	    "Jobs the coordinator holds, by state");
 	for (i = 0; i <= JOB_TIMEOUT; i++) {
 		l[1] = job_state_name((enum job_state)i);
-		rc |= gp_prom_sample(out, "gpupool_jobs", l,
-		    (double)sn->jobs[i]);
+		rc |=
+		    gp_prom_sample(out, "gpupool_jobs", l, (double)sn->jobs[i]);
 	}
 	rc |= single(out, "gpupool_jobs_submitted_total", "counter",
 	    "Jobs ever submitted (accepted)", (double)sn->submitted);
@@ -461,8 +472,8 @@ jobs(struct gp_buf *out, const struct snap *sn, int64_t now_ms)
 	    "How long ago the oldest queued job was submitted (0: queue "
 	    "empty)",
 	    sn->oldest_ms > 0 && now_ms > sn->oldest_ms
-		? (double)(now_ms - sn->oldest_ms) / 1000.0
-		: 0);
+	        ? (double)(now_ms - sn->oldest_ms) / 1000.0
+	        : 0);
 	return rc;
 }
 
@@ -497,11 +508,11 @@ events(struct gp_buf *out)
 	    "Time jobs waited in the queue before each placement (since "
 	    "submission, or since their previous attempt ended)",
 	    &m.queue_wait);
-	rc |= gp_prom_histogram_write(out,
-	    "gpupool_job_dispatch_latency_seconds",
-	    "Time from a job's placement to its hand-over to the agent's "
-	    "poll (includes the commit to disk)",
-	    &m.dispatch);
+	rc |=
+	    gp_prom_histogram_write(out, "gpupool_job_dispatch_latency_seconds",
+	        "Time from a job's placement to its hand-over to the agent's "
+	        "poll (includes the commit to disk)",
+	        &m.dispatch);
 	rc |= gp_prom_family(out, "gpupool_job_requeues_total", "counter",
 	    "Attempts that ended without ending their job (the job went back "
 	    "to the queue: a migration), by reason");

@@ -14,6 +14,7 @@
 #include "gp.h"
 
 /* .incbin paths are relative to the build's directory: the tree's root. */
+/* clang-format off */
 #define EMBED(sym, path)                                                    \
 	".global " #sym "\n"                                                \
 	".type " #sym ", @object\n"                                         \
@@ -28,6 +29,7 @@ __asm__(".pushsection .rodata\n"
 	EMBED(gp_web_style_css, "web/style.css")
 	EMBED(gp_web_icon_svg, "web/icon.svg")
 	".popsection\n");
+/* clang-format on */
 
 extern const char gp_web_index_html[], gp_web_index_html_end[];
 extern const char gp_web_app_js[], gp_web_app_js_end[];
@@ -39,18 +41,17 @@ static const struct asset {
 	const char *ctype;
 	const char *start, *end;
 } assets[] = {
-    {"/", "text/html; charset=utf-8", gp_web_index_html,
-	gp_web_index_html_end},
+    {"/", "text/html; charset=utf-8", gp_web_index_html, gp_web_index_html_end},
     {"/ui/app.js", "text/javascript; charset=utf-8", gp_web_app_js,
-	gp_web_app_js_end},
+        gp_web_app_js_end},
     {"/ui/style.css", "text/css; charset=utf-8", gp_web_style_css,
-	gp_web_style_css_end},
+        gp_web_style_css_end},
     {"/ui/icon.svg", "image/svg+xml", gp_web_icon_svg, gp_web_icon_svg_end},
 };
 
-#define CSP                                                                 \
-	"default-src 'none'; script-src 'self'; style-src 'self'; "         \
-	"img-src 'self'; connect-src 'self'; base-uri 'none'; "             \
+#define CSP                                                                    \
+	"default-src 'none'; script-src 'self'; style-src 'self'; "            \
+	"img-src 'self'; connect-src 'self'; base-uri 'none'; "                \
 	"form-action 'none'; frame-ancestors 'none'"
 
 static const struct asset *
@@ -91,9 +92,9 @@ web_handle(struct MHD_Connection *conn, const char *url)
 		resp = MHD_create_response_from_buffer(strlen(missing),
 		    (void *)missing, MHD_RESPMEM_PERSISTENT);
 	else
-		resp = MHD_create_response_from_buffer(
-		    (size_t)(a->end - a->start), (void *)a->start,
-		    MHD_RESPMEM_PERSISTENT);
+		resp =
+		    MHD_create_response_from_buffer((size_t)(a->end - a->start),
+		        (void *)a->start, MHD_RESPMEM_PERSISTENT);
 	if (resp == NULL)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Content-Type",

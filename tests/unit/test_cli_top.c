@@ -118,8 +118,9 @@ TEST(top_frame)
 	CHECK(strstr(f, "lab-b          down     0  T4             -") != NULL);
 	CHECK(strstr(f, "cpu-box        paused   -") != NULL);
 	CHECK(strstr(f, "RUNNING (1)") != NULL);
-	CHECK(strstr(f, "       7  alice        train            lab-a"
-			"             1  5:00") != NULL);
+	CHECK(strstr(f,
+	          "       7  alice        train            lab-a"
+	          "             1  5:00") != NULL);
 	CHECK(strstr(f, "QUEUE (2)") != NULL);
 	CHECK(strstr(f, "       8  bob          eval") != NULL);
 	CHECK(strstr(f, "2  4:05") != NULL); /* job 8 waits since 10:01 */
@@ -161,12 +162,14 @@ TEST(progress_text)
 
 	gp_progress_format(line, sizeof(line), "restoring", 512LL << 20,
 	    1LL << 30, 4000, 100);
-	CHECK_STR(line, "restoring  50% [###############...............] "
-			"512M/1.0G 128M/s ETA 4s");
+	CHECK_STR(line,
+	    "restoring  50% [###############...............] "
+	    "512M/1.0G 128M/s ETA 4s");
 	gp_progress_format(line, sizeof(line), "restoring", 1LL << 30,
 	    1LL << 30, 8000, 100);
-	CHECK_STR(line, "restoring 100% [##############################] "
-			"1.0G/1.0G 128M/s");
+	CHECK_STR(line,
+	    "restoring 100% [##############################] "
+	    "1.0G/1.0G 128M/s");
 	/* Narrow: no bar. */
 	gp_progress_format(line, sizeof(line), "restoring", 100, 400, 100, 40);
 	CHECK_STR(line, "restoring 100B/400B - 25%");
@@ -179,18 +182,19 @@ TEST(progress_text)
 TEST(tokens_table)
 {
 	json_t *r = json_loads("{\"tokens\": [{\"id\": 1, \"name\": \"admin\","
-			       " \"role\": \"admin\", \"created_at\": "
-			       "\"2026-11-22T10:00:00.000Z\"}, {\"id\": 12, "
-			       "\"name\": \"prom\", \"role\": \"metrics\", "
-			       "\"created_at\": null}]}",
+	                       " \"role\": \"admin\", \"created_at\": "
+	                       "\"2026-11-22T10:00:00.000Z\"}, {\"id\": 12, "
+	                       "\"name\": \"prom\", \"role\": \"metrics\", "
+	                       "\"created_at\": null}]}",
 	    0, NULL);
 	struct gp_buf out = {0};
 
 	CHECK_EQ(gp_cli_render_tokens(r, &out), 0);
 	gp_buf_append(&out, "", 1);
-	CHECK_STR(out.data, "ID  ROLE     NAME   CREATED\n"
-			    " 1  admin    admin  2026-11-22T10:00:00.000Z\n"
-			    "12  metrics  prom   -\n");
+	CHECK_STR(out.data,
+	    "ID  ROLE     NAME   CREATED\n"
+	    " 1  admin    admin  2026-11-22T10:00:00.000Z\n"
+	    "12  metrics  prom   -\n");
 	gp_buf_free(&out);
 	json_decref(r);
 }

@@ -5,6 +5,7 @@
  * readings (idle cool and at rest, busy within plausible bounds).
  */
 #include <arpa/inet.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,11 @@ TEST(family_and_samples)
 	CHECK_EQ(gp_prom_family(&b, "gpupool_x_total", "counter", "Things"), 0);
 	CHECK_EQ(gp_prom_sample(&b, "gpupool_x_total", NULL, 3), 0);
 	CHECK_EQ(gp_prom_sample(&b, "gpupool_x_total", l, 0.25), 0);
-	CHECK_STR(text(&b), "# HELP gpupool_x_total Things\n"
-			    "# TYPE gpupool_x_total counter\n"
-			    "gpupool_x_total 3\n"
-			    "gpupool_x_total{node=\"n1\",gpu=\"0\"} 0.25\n");
+	CHECK_STR(text(&b),
+	    "# HELP gpupool_x_total Things\n"
+	    "# TYPE gpupool_x_total counter\n"
+	    "gpupool_x_total 3\n"
+	    "gpupool_x_total{node=\"n1\",gpu=\"0\"} 0.25\n");
 	gp_buf_free(&b);
 }
 
@@ -96,21 +98,22 @@ TEST(histogram)
 	    GP_EINVAL);
 	CHECK_EQ(gp_prom_histogram_init(&h, bounds, 3), 0);
 	gp_prom_histogram_observe(&h, 0.05);
-	gp_prom_histogram_observe(&h, 0.1);  /* le is inclusive */
+	gp_prom_histogram_observe(&h, 0.1); /* le is inclusive */
 	gp_prom_histogram_observe(&h, 0.5);
 	gp_prom_histogram_observe(&h, 100);
-	gp_prom_histogram_observe(&h, -3);   /* counts as 0 */
-	gp_prom_histogram_observe(&h, NAN);  /* counts as 0 */
+	gp_prom_histogram_observe(&h, -3);  /* counts as 0 */
+	gp_prom_histogram_observe(&h, NAN); /* counts as 0 */
 	CHECK_EQ(gp_prom_histogram_write(&b, "h_seconds", "A histogram", &h),
 	    0);
-	CHECK_STR(text(&b), "# HELP h_seconds A histogram\n"
-			    "# TYPE h_seconds histogram\n"
-			    "h_seconds_bucket{le=\"0.1\"} 4\n"
-			    "h_seconds_bucket{le=\"1\"} 5\n"
-			    "h_seconds_bucket{le=\"10\"} 5\n"
-			    "h_seconds_bucket{le=\"+Inf\"} 6\n"
-			    "h_seconds_sum 100.65\n"
-			    "h_seconds_count 6\n");
+	CHECK_STR(text(&b),
+	    "# HELP h_seconds A histogram\n"
+	    "# TYPE h_seconds histogram\n"
+	    "h_seconds_bucket{le=\"0.1\"} 4\n"
+	    "h_seconds_bucket{le=\"1\"} 5\n"
+	    "h_seconds_bucket{le=\"10\"} 5\n"
+	    "h_seconds_bucket{le=\"+Inf\"} 6\n"
+	    "h_seconds_sum 100.65\n"
+	    "h_seconds_count 6\n");
 	gp_buf_free(&b);
 }
 
