@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/make-deb.sh BUILD OUTDIR: builds the Debian packages from a built
-# tree (`make deb` calls it): gpupool (the binary, man pages, bash and zsh
+# tree (`make deb` calls it): gpupool (the binary and gpupool-init, man
+# pages, bash and zsh
 # completion, the Grafana dashboard, the gpupool system user),
 # gpupool-coordinator and gpupool-agent (their systemd units, settings in
 # /etc/default, the sample policy, the gpupool-job user). It uses
@@ -73,6 +74,10 @@ stage gpupool
 d="$STAGE/gpupool"
 install -D -m 0755 "$BIN" "$d/usr/bin/gpupool"
 strip --strip-unneeded "$d/usr/bin/gpupool" 2>/dev/null || true
+# pid 1 of container jobs (static), where the agent looks: next to gpupool
+[ -x "$BUILD/gpupool-init" ] || { echo "make-deb: no $BUILD/gpupool-init" >&2; exit 1; }
+install -m 0755 "$BUILD/gpupool-init" "$d/usr/bin/gpupool-init"
+strip --strip-unneeded "$d/usr/bin/gpupool-init" 2>/dev/null || true
 for m in man/*.[18]; do
 	sec=${m##*.}
 	install -D -m 0644 "$m" "$d/usr/share/man/man$sec/$(basename "$m")"

@@ -279,4 +279,7 @@ int gp_cli_render_checkpoints(json_t *reply, struct gp_buf *out);
 int gp_cli_cmd_checkpoints(const struct gp_cli_args *args);
 int gp_cli_cmd_checkpoint_get(const struct gp_cli_args *args);
 
+/* sim.c */
+int gp_cli_cmd_sim(const struct gp_cli_args *args);
+
 #endif

@@ -51,6 +51,7 @@ struct attempt_record {
 };
 
 struct waiter;
+struct gp_sched_policy;
 
 struct job {
 	int64_t id;
@@ -144,6 +145,8 @@ struct coord_config {
 	int ckpt_keep;		/* versions kept per job */
 	int64_t ckpt_max;	/* bytes in one version */
 	int64_t ckpt_retain_ms; /* kept after the job finished */
+	/* Where jobs go (sched_policy.c): --placement. */
+	const struct gp_sched_policy *placement;
 };
 
 struct state {

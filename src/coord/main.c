@@ -18,6 +18,7 @@
 #include "coordd.h"
 #include "gp.h"
 #include "log.h"
+#include "sched.h"
 
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
@@ -34,6 +35,7 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--placement POLICY]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -59,6 +61,9 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --placement POLICY  where jobs go: frag (the default:\n"
+	    "                      fragmentation-aware), bestfit, fgd, random,\n"
+	    "                      dotprod, clustering, packing\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -179,6 +184,7 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
+	    {"placement", required_argument, NULL, 'P'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -201,6 +207,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.placement = gp_sched_policy_default();
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -258,6 +265,12 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--checkpoint-retain: a duration like "
 					  "7d or 12h");
 			cfg.ckpt_retain_ms = v * 1000;
+			break;
+		case 'P':
+			cfg.placement = gp_sched_policy_find(optarg);
+			if (cfg.placement == NULL)
+				gp_fatalx("--placement: one of %s",
+				    gp_sched_policy_names());
 			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
@@ -341,9 +354,11 @@ gp_coord_main(int argc, char **argv)
 	if (coord_daemon == NULL)
 		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
 		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld",
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
 	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms);
+	    cfg.data_dir, (long long)cfg.lease_ms,
+	    gp_sched_policy_name(cfg.placement));
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -27,7 +27,7 @@ static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t op_cond = PTHREAD_COND_INITIALIZER;
 static struct op *op_head, *op_tail;
 static int stopping;
-static int stopped; /* the state thread is gone: ops are refused */
+static int thread_exited; /* under op_lock: nobody takes ops any more */
 static pthread_t state_thread;
 
 /* What a batch hands out after its commit. */
@@ -778,7 +778,8 @@ job_assign(struct job *job, struct node *node,
 /*
  * The scheduler's view of the nodes: one entry per node, GPUs marked with
  * the job using them. OUT: *nodes and *gpus (malloc'd, caller frees both),
- * *n. Returns 0 or GP_ENOMEM.
+ * *n. Returns 0 or GP_ENOMEM. Phase 1 of issue 5: whole GPUs; groups,
+ * capabilities and prices are filled in by those who keep them.
  */
 static int
 sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
@@ -807,7 +808,7 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			continue;
 		sn[nn].id = node->id;
 		sn[nn].up = node->up;
-		sn[nn].cpus = node->cpus;
+		sn[nn].cpu_milli = (int64_t)node->cpus * GP_SCHED_MILLI;
 		sn[nn].mem_mib = node->mem_mib;
 		sn[nn].ngpus = node->ngpus;
 		sn[nn].gpus = &sg[ng];
@@ -815,7 +816,8 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			/* What the owner lends now, not the hardware. */
 			sn[nn].up = node->up && node->accepting && !node->left;
 			if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
-				sn[nn].cpus = node->offer_cpus;
+				sn[nn].cpu_milli = (int64_t)node->offer_cpus *
+				    GP_SCHED_MILLI;
 			if (node->offer_mem_mib > 0 &&
 			    (node->mem_mib <= 0 ||
 				node->offer_mem_mib < node->mem_mib))
@@ -840,7 +842,7 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 	return 0;
 }
 
-/* What the scheduler is told about a job. */
+/* What the scheduler is told about a job: whole GPUs, one part. */
 static void
 sched_job(const struct job *j, const struct gp_jobspec *spec,
     struct gp_sched_job *out)
@@ -850,7 +852,9 @@ sched_job(const struct job *j, const struct gp_jobspec *spec,
 	out->gpus = spec->gpus;
 	out->gpu_mem_mib = spec->gpu_mem_mib;
 	out->gpu_model = spec->gpu_model;
-	out->cpus = spec->cpus;
+	/* Every job takes at least one CPU (as before milli-CPUs). */
+	out->cpu_milli = (int64_t)(spec->cpus > 0 ? spec->cpus : 1) *
+	    GP_SCHED_MILLI;
 	out->mem_mib = spec->mem_mib;
 	out->time_limit_s = spec->time_limit_s;
 }
@@ -862,12 +866,13 @@ schedule(void)
 	struct gp_sched_gpu *sgpus = NULL;
 	struct gp_sched_running *run = NULL;
 	struct gp_sched_job *queue = NULL;
-	struct gp_sched_assignment *out = NULL;
+	struct gp_sched_result res;
 	struct gp_sched_input in;
-	size_t nnodes = 0, nrun = 0, i, nout = 0;
+	size_t nnodes = 0, nrun = 0, i;
 	int64_t id;
 	int g, any_up = 0;
 
+	memset(&res, 0, sizeof(res));
 	state.sched_dirty = 0;
 	if (state.nqueue == 0)
 		return;
@@ -894,7 +899,8 @@ schedule(void)
 				continue;
 			run[nrun].job_id = j->id;
 			run[nrun].node_id = n->id;
-			run[nrun].cpus = j->spec.cpus;
+			run[nrun].cpu_milli = (int64_t)j->spec.cpus *
+			    GP_SCHED_MILLI;
 			run[nrun].mem_mib = j->spec.mem_mib;
 			run[nrun].end_ms = j->spec.time_limit_s > 0
 			    ? j->started_ms + j->spec.time_limit_s * 1000
@@ -904,6 +910,7 @@ schedule(void)
 	}
 	for (i = 0; i < (size_t)state.nqueue; i++)
 		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
+	memset(&in, 0, sizeof(in));
 	in.now_ms = gp_now_ms();
 	in.nodes = snodes;
 	in.nnodes = nnodes;
@@ -911,22 +918,24 @@ schedule(void)
 	in.nrunning = nrun;
 	in.queue = queue;
 	in.nqueue = (size_t)state.nqueue;
-	if (gp_sched_plan(&in, &out, &nout) != 0) {
+	in.policy = state.cfg.placement;
+	in.no_preempt = 1; /* phase 2: groups, checkpointed preemption */
+	if (gp_sched_plan(&in, &res) != 0) {
 		gp_error("scheduler failed: out of memory");
 		goto out;
 	}
-	for (i = 0; i < nout; i++) {
-		struct job *j = state_job(out[i].job_id);
-		struct node *n = state_node(out[i].node_id);
+	for (i = 0; i < res.nassignments; i++) {
+		struct job *j = state_job(res.assignments[i].job_id);
+		struct node *n = state_node(res.assignments[i].node_id);
 		if (j == NULL || n == NULL || j->state != JOB_QUEUED) {
 			gp_error("scheduler returned a bad assignment job=%lld",
-			    (long long)out[i].job_id);
+			    (long long)res.assignments[i].job_id);
 			continue;
 		}
-		job_assign(j, n, &out[i]);
+		job_assign(j, n, &res.assignments[i]);
 	}
 out:
-	free(out);
+	gp_sched_result_fini(&res);
 	free(snodes);
 	free(sgpus);
 	free(run);
@@ -960,31 +969,27 @@ op_free(struct op *op)
 	free(op);
 }
 
-/*
- * After the state thread has stopped, an op (a report that raced the
- * shutdown) is answered 503 at once: a connection left suspended would
- * make MHD_stop_daemon abort.
- */
-static void
-refuse_stopped(struct op *op)
-{
-	op->status = 503;
-	json_decref(op->result);
-	op->result = json_pack("{s:s}", "error", "the coordinator is stopping");
-	if (op->conn != NULL) {
-		atomic_store(&op->done, 1);
-		notify_resume(op->conn, op->req);
-	} else
-		op_free(op);
-}
+static void set_error(struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 void
 state_submit_op(struct op *op)
 {
 	pthread_mutex_lock(&op_lock);
-	if (stopped) {
+	if (thread_exited) {
+		/*
+		 * Shutting down: a handler that raced the state thread's last
+		 * batch is answered now, so that no connection stays
+		 * suspended when the HTTP daemon stops.
+		 */
 		pthread_mutex_unlock(&op_lock);
-		refuse_stopped(op);
+		if (op->conn == NULL) {
+			op_free(op);
+			return;
+		}
+		set_error(op, 503, "the coordinator is stopping");
+		atomic_store(&op->done, 1);
+		notify_resume(op->conn, op->req);
 		return;
 	}
 	op->next = NULL;
@@ -996,10 +1001,6 @@ state_submit_op(struct op *op)
 	pthread_cond_signal(&op_cond);
 	pthread_mutex_unlock(&op_lock);
 }
-
-static void
-set_error(struct op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 static void
 set_error(struct op *op, int status, const char *fmt, ...)
@@ -1923,6 +1924,7 @@ state_main(void *arg)
 		batch = op_head;
 		op_head = op_tail = NULL;
 		if (batch == NULL && stopping) {
+			thread_exited = 1;
 			pthread_mutex_unlock(&op_lock);
 			break;
 		}
@@ -1973,20 +1975,9 @@ state_start_thread(void)
 void
 state_stop_thread(void)
 {
-	struct op *late, *next;
-
 	pthread_mutex_lock(&op_lock);
 	stopping = 1;
 	pthread_cond_signal(&op_cond);
 	pthread_mutex_unlock(&op_lock);
 	pthread_join(state_thread, NULL);
-	pthread_mutex_lock(&op_lock);
-	stopped = 1;
-	late = op_head;
-	op_head = op_tail = NULL;
-	pthread_mutex_unlock(&op_lock);
-	for (; late != NULL; late = next) {
-		next = late->next;
-		refuse_stopped(late);
-	}
 }
