@@ -28,11 +28,21 @@ for t in debootstrap dpkg-deb dpkg-shlibdeps unshare systemd-analyze flock; do
 done
 START=$SECONDS
 
+# ---- the packages
+"$ROOTSRC/scripts/make-deb.sh" "$GPUPOOL_BUILD" "$T/deb" >"$T/make-deb.log" 2>&1 ||
+    fail "make-deb failed: $(cat "$T/make-deb.log")"
+ls "$T"/deb/*.deb >&2
+
 # ---- a Debian root, from the cache when it can
 SUITE=bookworm
-# The libraries the packages need (no apt in the test), and systemd and
-# procps, as on a real host (the units are verified against them).
-INCLUDE=libmicrohttpd12,libcurl4,libjansson4,libsodium23,libsqlite3-0,systemd,procps
+# What the packages depend on (there is no apt in the test: dpkg -i needs
+# them there), and systemd and procps, as on a real host (the units are
+# verified against them).
+deps=$(for f in "$T"/deb/*.deb; do dpkg-deb -f "$f" Depends; done |
+    tr ',' '\n' | sed 's/([^)]*)//g; s/|.*//; s/[[:space:]]//g' |
+    grep -v '^gpupool' | grep -v '^$')
+INCLUDE=$(printf '%s\n' $deps systemd procps | sort -u | paste -sd,)
+log "packages the root needs: $INCLUDE"
 MIRROR=${DEBIAN_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 CACHE=${GPUPOOL_TEST_CACHE:-/var/cache/gpupool-tests}
@@ -91,10 +101,7 @@ in_root_spawn() { # LOGFILE USER GROUP UMASK CMD...
 	    "$IN_ROOT_SH" in-root "$R" "$@"
 }
 
-# ---- build and install the packages
-"$ROOTSRC/scripts/make-deb.sh" "$GPUPOOL_BUILD" "$T/deb" >"$T/make-deb.log" 2>&1 ||
-    fail "make-deb failed: $(cat "$T/make-deb.log")"
-ls "$T"/deb/*.deb >&2
+# ---- install the packages
 mkdir -p "$R/var/tmp/debs"
 cp "$T"/deb/*.deb "$R/var/tmp/debs/"
 debs=()
