@@ -297,6 +297,53 @@ store_set_token_group(int64_t token_id, int64_t group_id)
 	return step_reset(s);
 }
 
+/*
+ * A revoked token's row goes, but its id stays used: meta's
+ * token_id_floor is above every id ever given, so that a node still
+ * naming a revoked owner token can never pass to a new token that
+ * happens to get the same id.
+ */
+int
+store_delete_token(int64_t id)
+{
+	sqlite3_stmt *s;
+	int ret;
+
+	if (prepare("DELETE FROM tokens WHERE id = ?", &s) != 0)
+		return GP_EIO;
+	sqlite3_bind_int64(s, 1, id);
+	ret = step_reset(s);
+	sqlite3_finalize(s);
+	if (ret != 0)
+		return ret;
+	if (prepare("INSERT INTO meta VALUES('token_id_floor', ?) "
+		    "ON CONFLICT(key) DO UPDATE SET value = "
+		    "max(CAST(value AS INTEGER), CAST(excluded.value AS "
+		    "INTEGER))",
+		&s) != 0)
+		return GP_EIO;
+	sqlite3_bind_int64(s, 1, id + 1);
+	ret = step_reset(s);
+	sqlite3_finalize(s);
+	return ret;
+}
+
+int
+store_token_id_floor(int64_t *next)
+{
+	sqlite3_stmt *s;
+
+	*next = 0;
+	if (prepare("SELECT CAST(value AS INTEGER) FROM meta "
+		    "WHERE key = 'token_id_floor'",
+		&s) != 0)
+		return GP_EIO;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		*next = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return 0;
+}
+
 static const char *
 col_text(sqlite3_stmt *s, int col)
 {
@@ -311,8 +358,8 @@ load_tokens(void (*on_token)(struct token_entry *))
 	sqlite3_stmt *s;
 	struct token_entry *t;
 
-	if (prepare("SELECT id, name, role, hash, group_id FROM tokens", &s) !=
-	    0)
+	if (prepare("SELECT id, name, role, hash, group_id, created_ms"
+		    " FROM tokens", &s) != 0)
 		return GP_EIO;
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		t = calloc(1, sizeof(*t));
@@ -324,6 +371,7 @@ load_tokens(void (*on_token)(struct token_entry *))
 			t->role = GP_ROLE_USER;
 		gp_strlcpy(t->hash, col_text(s, 3), sizeof(t->hash));
 		t->group_id = sqlite3_column_int64(s, 4);
+		t->created_ms = sqlite3_column_int64(s, 5);
 		on_token(t);
 	}
 	sqlite3_finalize(s);
