@@ -55,6 +55,9 @@
 #define GC_PERIOD_MS	   60000
 #define AGENT_PREFIX	   "/v1/agent/jobs/"
 #define USER_PREFIX	   "/v1/jobs/"
+#define WRITE_BLOCK	   (1u << 20) /* a chunk is written in these */
+#define WRITE_ALIGN	   4096	      /* O_DIRECT: offsets, sizes, memory */
+#define BLOCK_POOL_MAX	   8	      /* idle write blocks kept */
 
 static sqlite3 *db;
 static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +67,11 @@ static int64_t gc_period_ms = GC_PERIOD_MS;
 static int keep = 3;
 static int64_t max_bytes = 64LL << 30;
 static int64_t retain_ms = 7 * 86400 * 1000LL;
+
+/* Idle write blocks, kept so that their memory is reused (see the top). */
+static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *block_pool[BLOCK_POOL_MAX];
+static int block_count;
 
 static pthread_t gc_thread;
 static int gc_started;
@@ -79,7 +87,11 @@ struct ckpt_upload {
 	int kill;   /* with 409: tell the agent to kill the attempt */
 	int exists; /* already stored: the body is read and dropped */
 	int fd;
-	size_t len;
+	int direct;   /* fd is O_DIRECT: whole aligned blocks from buf */
+	size_t len;   /* bytes received */
+	size_t off;   /* bytes written to fd (a multiple of WRITE_BLOCK) */
+	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool */
+	size_t fill;  /* bytes of buf in use */
 	char name[GP_CKPT_NAME_HEX];
 	char tmp[1400], final[1400], dir[1400];
 	crypto_generichash_state hash;
@@ -113,6 +125,37 @@ fsync_dir(const char *path)
 		ret = GP_EIO;
 	close(fd);
 	return ret;
+}
+
+/* ---- write blocks ---- */
+
+/* A WRITE_BLOCK buffer aligned for O_DIRECT, or NULL. */
+static char *
+block_get(void)
+{
+	void *b = NULL;
+
+	pthread_mutex_lock(&block_lock);
+	if (block_count > 0)
+		b = block_pool[--block_count];
+	pthread_mutex_unlock(&block_lock);
+	if (b == NULL && posix_memalign(&b, WRITE_ALIGN, WRITE_BLOCK) != 0)
+		return NULL;
+	return b;
+}
+
+static void
+block_put(char *b)
+{
+	if (b == NULL)
+		return;
+	pthread_mutex_lock(&block_lock);
+	if (block_count < BLOCK_POOL_MAX) {
+		block_pool[block_count++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&block_lock);
+	free(b);
 }
 
 /* ---- database ---- */
@@ -731,19 +774,56 @@ ckpt_upload_begin(struct request *req, const char *url)
 		upload_refuse(u, 500, "cannot create the chunk directory");
 		return;
 	}
+	if ((u->buf = block_get()) == NULL) {
+		upload_refuse(u, 503, "out of memory");
+		return;
+	}
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", udir, u->name);
 	u->fd = mkostemp(u->tmp, O_CLOEXEC);
 	if (u->fd < 0) {
 		upload_refuse(u, 500, "cannot create a temporary file");
 		return;
 	}
+	/* Past the page cache where the file system allows it. */
+	u->direct = fcntl(u->fd, F_SETFL, O_DIRECT) == 0;
 	crypto_generichash_init(&u->hash, NULL, 0, 32);
+}
+
+/*
+ * Writes the first n bytes of u->buf at u->off. With O_DIRECT, n is a
+ * multiple of WRITE_ALIGN; a file system that refuses O_DIRECT writes
+ * (EINVAL) gets buffered ones.
+ */
+static int
+write_block(struct ckpt_upload *u, size_t n)
+{
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < n) {
+		w = pwrite(u->fd, u->buf + done, n - done,
+		    (off_t)(u->off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EINVAL && u->direct && done == 0 &&
+		    fcntl(u->fd, F_SETFL, 0) == 0) {
+			u->direct = 0;
+			continue;
+		}
+		if (w <= 0)
+			return GP_EIO;
+		done += (size_t)w;
+	}
+	u->off += n;
+	u->fill = 0;
+	return 0;
 }
 
 void
 ckpt_upload_data(struct request *req, const char *data, size_t len)
 {
 	struct ckpt_upload *u = req->upload;
+	size_t n;
 
 	if (u == NULL || u->status != 0 || u->exists)
 		return; /* read and dropped */
@@ -751,12 +831,41 @@ ckpt_upload_data(struct request *req, const char *data, size_t len)
 		upload_refuse(u, 413, "a chunk is at most 4 MiB");
 		return;
 	}
-	if (gp_write_all(u->fd, data, len) != 0) {
-		upload_refuse(u, 500, "cannot write the chunk");
-		return;
-	}
 	crypto_generichash_update(&u->hash, (const unsigned char *)data, len);
 	u->len += len;
+	while (len > 0) {
+		n = WRITE_BLOCK - u->fill;
+		if (n > len)
+			n = len;
+		memcpy(u->buf + u->fill, data, n);
+		u->fill += n;
+		data += n;
+		len -= n;
+		if (u->fill == WRITE_BLOCK && write_block(u, WRITE_BLOCK) != 0) {
+			upload_refuse(u, 500, "cannot write the chunk");
+			return;
+		}
+	}
+}
+
+/* Writes what is left in u->buf; the file ends at u->len. */
+static int
+write_tail(struct ckpt_upload *u)
+{
+	size_t n = u->fill;
+
+	if (n == 0)
+		return 0;
+	if (u->direct) {
+		/* Whole blocks, zero-padded; the padding is cut off. */
+		n = (n + WRITE_ALIGN - 1) / WRITE_ALIGN * WRITE_ALIGN;
+		memset(u->buf + u->fill, 0, n - u->fill);
+	}
+	if (write_block(u, n) != 0)
+		return GP_EIO;
+	if (u->off != u->len && ftruncate(u->fd, (off_t)u->len) != 0)
+		return GP_EIO;
+	return 0;
 }
 
 enum MHD_Result
@@ -765,6 +874,7 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 	struct ckpt_upload *u = req->upload;
 	unsigned char hash[32];
 	char hex[GP_CKPT_NAME_HEX];
+	int ret;
 
 	if (u == NULL)
 		return reply_error(conn, 503, "out of memory");
@@ -785,12 +895,16 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 400,
 		    "chunk content does not match its name (BLAKE2b-256)");
 	}
-	if (fsync(u->fd) != 0 || close(u->fd) != 0) {
-		u->fd = -1;
+	ret = write_tail(u);
+	if (ret == 0 && fsync(u->fd) != 0)
+		ret = GP_EIO;
+	if (close(u->fd) != 0)
+		ret = GP_EIO;
+	u->fd = -1;
+	if (ret != 0) {
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot write the chunk");
 	}
-	u->fd = -1;
 	if (rename(u->tmp, u->final) != 0 || fsync_dir(u->dir) != 0) {
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot store the chunk");
@@ -807,6 +921,7 @@ ckpt_upload_free(struct ckpt_upload *u)
 		close(u->fd);
 		unlink(u->tmp);
 	}
+	block_put(u->buf);
 	free(u);
 }
 
