@@ -11,12 +11,33 @@
  * name that starts with '.' gets a '%' prefix: "..", a valid name, must
  * not climb out.)
  *
- * Durability: a chunk is fsynced, renamed into place and its directory
- * fsynced before its PUT is answered. So a chunk that exists is always
- * whole, "missing" can trust existence, and a commit only has to check
- * that every referenced chunk is there. (The other choice, fsync at
- * commit, would reopen every chunk of the version on the commit path;
- * per-chunk fsync spreads the cost over the parallel uploads.)
+ * Durability. Two promises: a chunk that exists is whole, even after a
+ * crash (so "missing" can trust existence and a commit only has to check
+ * that every referenced chunk is there), and a commit is answered only
+ * when every chunk of the version is durable.
+ *  - A chunk is received into tmp/, hashed as it arrives, written with
+ *    O_DIRECT, and fdatasync'ed before it is renamed to its name: its
+ *    bytes and its size are on disk before the name exists, so a name
+ *    that survives a crash always comes with the whole chunk. A chunk
+ *    that fails its hash is never renamed.
+ *  - The rename's directory entry is made durable later: the PUT notes
+ *    the chunk's directory (dirty_dirs), and the commit syncs every noted
+ *    directory of its user before it records the version. A crash before
+ *    that loses the entry, and with it only chunks no version refers to
+ *    (the next upload sends them again). A coordinator that died between
+ *    a rename and the sync left the entry in the page cache, where a
+ *    commit after the restart would find it unsynced: ckpt_init syncs the
+ *    store's file system before the first commit.
+ *  One flush per chunk overlaps with the other uploads in flight; the
+ *  directory syncs, one journal commit for the whole version instead of
+ *  one per chunk, wait for the commit.
+ *
+ * Memory. Chunks go to disk with O_DIRECT from WRITE_BLOCK buffers kept in
+ * a small pool (block_get), not through the page cache: on the VMs this
+ * runs on, every page-cache page is memory the host has to hand over
+ * afresh, which costs more than the transfer itself (bench/RESULTS.md).
+ * Where the file system refuses O_DIRECT the writes are buffered. Chunks
+ * are read back for GETs with sendfile (MHD's file responses).
  *
  * Garbage: no reference counts are kept. The GC thread computes the
  * chunks a user's kept versions reference from their manifests and
@@ -73,6 +94,13 @@ static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *block_pool[BLOCK_POOL_MAX];
 static int block_count;
 
+/*
+ * Chunk directories with entries not yet known durable: {user: {dir:
+ * true}}, guarded by dirs_lock. A commit syncs its user's (see the top).
+ */
+static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *dirty_dirs;
+
 static pthread_t gc_thread;
 static int gc_started;
 static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -93,6 +121,7 @@ struct ckpt_upload {
 	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool */
 	size_t fill;  /* bytes of buf in use */
 	char name[GP_CKPT_NAME_HEX];
+	char user[GP_NAME_MAX + 1];
 	char tmp[1400], final[1400], dir[1400];
 	crypto_generichash_state hash;
 };
@@ -124,6 +153,58 @@ fsync_dir(const char *path)
 	if (fsync(fd) != 0)
 		ret = GP_EIO;
 	close(fd);
+	return ret;
+}
+
+/* ---- chunk directories to sync ---- */
+
+static void
+dir_dirty(const char *user, const char *dir)
+{
+	json_t *set;
+
+	pthread_mutex_lock(&dirs_lock);
+	set = json_object_get(dirty_dirs, user);
+	if (set == NULL) {
+		set = json_object();
+		json_object_set_new(dirty_dirs, user, set);
+	}
+	json_object_set_new(set, dir, json_true());
+	pthread_mutex_unlock(&dirs_lock);
+}
+
+/*
+ * Syncs the directories of user's chunks renamed into place since the
+ * last sync, so that every chunk a commit found is there after a crash.
+ * ckpt_lock held (two commits of one user do not race past each other's
+ * sync). Returns 0, or GP_EIO (the directories stay to be synced).
+ */
+static int
+sync_user_dirs(const char *user)
+{
+	json_t *set, *v;
+	const char *dir;
+	int ret = 0;
+
+	pthread_mutex_lock(&dirs_lock);
+	set = json_incref(json_object_get(dirty_dirs, user));
+	json_object_del(dirty_dirs, user);
+	pthread_mutex_unlock(&dirs_lock);
+	if (set == NULL)
+		return 0;
+	json_object_foreach(set, dir, v)
+	{
+		if (fsync_dir(dir) != 0) {
+			gp_error("checkpoint chunk directory sync failed dir=%s "
+				 "error=\"%s\"", dir, strerror(errno));
+			ret = GP_EIO;
+			break;
+		}
+	}
+	if (ret != 0)
+		json_object_foreach(set, dir, v)
+			dir_dirty(user, dir);
+	json_decref(set);
 	return ret;
 }
 
@@ -416,6 +497,7 @@ ckpt_init(const struct coord_config *cfg)
 	sqlite3_stmt *st;
 	const char *test_gc = getenv("GPUPOOL_TEST_CKPT_GC_MS");
 	int64_t v;
+	int fd;
 
 	/*
 	 * Tests only (tests/e2e/test_checkpoint_gc.sh): GC every N ms, and
@@ -435,6 +517,21 @@ ckpt_init(const struct coord_config *cfg)
 		gp_error("cannot create %s: %s", root, strerror(errno));
 		return GP_EIO;
 	}
+	/*
+	 * Chunks renamed into place by a process that died before their
+	 * directories were synced: durable now, before any commit counts on
+	 * them.
+	 */
+	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    syncfs(fd) != 0) {
+		gp_error("cannot sync %s: %s", root, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return GP_EIO;
+	}
+	close(fd);
+	if ((dirty_dirs = json_object()) == NULL)
+		return GP_ENOMEM;
 	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
 	if (sqlite3_open_v2(path, &db,
 		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -481,6 +578,14 @@ ckpt_stop(void)
 	pthread_mutex_unlock(&ckpt_lock);
 	json_decref(gc_dirty);
 	gc_dirty = NULL;
+	pthread_mutex_lock(&dirs_lock);
+	json_decref(dirty_dirs);
+	dirty_dirs = NULL;
+	pthread_mutex_unlock(&dirs_lock);
+	pthread_mutex_lock(&block_lock);
+	while (block_count > 0)
+		free(block_pool[--block_count]);
+	pthread_mutex_unlock(&block_lock);
 }
 
 /* ---- replies ---- */
@@ -761,6 +866,7 @@ ckpt_upload_begin(struct request *req, const char *url)
 		upload_refuse(u, status, err);
 		return;
 	}
+	gp_strlcpy(u->user, user, sizeof(u->user));
 	chunk_path(user, u->name, u->final, sizeof(u->final));
 	/* Stored already: young again (see GC), and the body is dropped. */
 	if (utimensat(AT_FDCWD, u->final, NULL, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -895,8 +1001,9 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 400,
 		    "chunk content does not match its name (BLAKE2b-256)");
 	}
+	/* Whole on disk before it takes its name (see the top). */
 	ret = write_tail(u);
-	if (ret == 0 && fsync(u->fd) != 0)
+	if (ret == 0 && fdatasync(u->fd) != 0)
 		ret = GP_EIO;
 	if (close(u->fd) != 0)
 		ret = GP_EIO;
@@ -905,10 +1012,11 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot write the chunk");
 	}
-	if (rename(u->tmp, u->final) != 0 || fsync_dir(u->dir) != 0) {
+	if (rename(u->tmp, u->final) != 0) {
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot store the chunk");
 	}
+	dir_dirty(u->user, u->dir);
 	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
 }
 
@@ -1045,6 +1153,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 		}
 	}
 	status = 500;
+	snprintf(err, sizeof(err), "cannot make the chunks durable");
+	if (sync_user_dirs(user) != 0)
+		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the version");
 	if (exec("BEGIN IMMEDIATE") != 0)
 		goto unlock;
