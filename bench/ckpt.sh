@@ -35,7 +35,9 @@ echo "machine_kernel $(uname -r) version"
 status=0
 for run in $(seq "$RUNS"); do
 	data="$WORK/data-$run"
-	port=$((20000 + ($$ + run) % 20000))
+	# a port nobody listens on (other benches and tests run beside)
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
+		port=$((20000 + ($$ + run) % 20000))
 	"$BIN" coordinator --listen "127.0.0.1:$port" --data "$data" -q \
 		>"$WORK/coord-$run.log" 2>&1 &
 	COORD_PID=$!

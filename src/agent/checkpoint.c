@@ -1103,7 +1103,9 @@ fetch_task(struct worker *w, size_t task)
 		    d.fd >= 0 ? "replaced" : strerror(errno));
 		return GP_EIO;
 	}
-	d.direct = fcntl(d.fd, F_SETFL, O_DIRECT) == 0;
+	/* GPUPOOL_TEST_BUFFERED_IO: as on a file system without O_DIRECT. */
+	d.direct = getenv("GPUPOOL_TEST_BUFFERED_IO") == NULL &&
+	    fcntl(d.fd, F_SETFL, O_DIRECT) == 0;
 	memset(&body, 0, sizeof(body));
 	body.write_body = fetch_write;
 	body.arg = &d;
