@@ -342,7 +342,7 @@ struct upload {
 	const char *chunk_prefix;
 	const char *missing_path;
 	pthread_mutex_t lock;
-	json_t *claimed; /* names some batch has asked about: {name: true} */
+	json_t *claimed; /* names some batch has asked about: {name: index} */
 };
 
 /*
