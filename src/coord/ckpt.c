@@ -180,8 +180,8 @@ dir_dirty(const char *user, const char *dir)
  * ckpt_lock held (two commits of one user do not race past each other's
  * sync). Returns 0, or GP_EIO (the directories stay to be synced).
  */
-static int
-sync_user_dirs(const char *user)
+int
+ckpt_sync_user_dirs(const char *user)
 {
 	json_t *set, *v;
 	const char *dir;
@@ -1163,7 +1163,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 	}
 	status = 500;
 	snprintf(err, sizeof(err), "cannot make the chunks durable");
-	if (sync_user_dirs(user) != 0)
+	if (ckpt_sync_user_dirs(user) != 0)
 		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the version");
 	if (exec("BEGIN IMMEDIATE") != 0)
