@@ -11,9 +11,12 @@
  * file that the walk recorded.
  *
  * Transfers run on a small pool of threads (target->parallel), each with
- * its own HTTP client and a chunk-sized buffer; they take tasks from a
- * shared atomic counter. A failed transfer is retried (CHUNK_TRIES) before
- * the whole call gives up.
+ * its own HTTP client and a small buffer; they take tasks from a shared
+ * atomic counter. A failed transfer is retried (CHUNK_TRIES) before the
+ * whole call gives up. Chunk bodies are streamed: an upload names a batch
+ * of chunks, asks which the coordinator lacks and sends those straight
+ * from their files (batch_task); a download names and writes each chunk as
+ * its bytes arrive (fetch_write). Nothing holds a whole chunk in memory.
  */
 #include "agent/checkpoint.h"
 
@@ -43,8 +46,6 @@
 #define CHUNK_TIMEOUT_MS 120000L
 #define JSON_TIMEOUT_MS	 120000L
 #define UPLOAD_BATCH	 8 /* chunks named, asked about and sent together */
-#define IO_BLOCK	 (1 << 20) /* a worker's buffer */
-#define IO_ALIGN	 4096	   /* O_DIRECT: offsets, sizes, memory */
 #define HASH_PIECE	 (256 << 10) /* read and named at once: stays in
 					the CPU's cache */
 
@@ -225,7 +226,7 @@ struct pool;
 struct worker {
 	struct pool *pool;
 	struct gp_http_client *http;
-	char *buf; /* IO_BLOCK bytes, aligned for O_DIRECT */
+	char *buf; /* HASH_PIECE bytes: uploads read into it to name chunks */
 	pthread_t thread;
 };
 
@@ -305,9 +306,7 @@ pool_run(struct pool *p, int n)
 		return GP_ENOMEM;
 	for (i = 0; i < n; i++) {
 		w[i].pool = p;
-		if (posix_memalign((void **)&w[i].buf, IO_ALIGN, IO_BLOCK) !=
-		    0)
-			w[i].buf = NULL;
+		w[i].buf = malloc(HASH_PIECE);
 		if (p->need_http)
 			w[i].http = gp_http_client_new(p->url, p->token,
 			    p->ca_file);
@@ -975,100 +974,45 @@ struct fetch {
 };
 
 /*
- * A chunk being received: named and written as it arrives, through the
- * worker's aligned buffer, with O_DIRECT where the file system allows it
- * (writing into the page cache costs more here than the transfer: it
- * takes fresh memory for every page).
+ * A chunk being received: named and written into its file as it arrives,
+ * straight from curl's buffer. (Through the page cache: on a VM whose
+ * disk serves one request at a time, O_DIRECT here would put the
+ * download's writes in line with the coordinator's reads of the same
+ * chunks; bench/RESULTS.md.)
  */
 struct fetch_dst {
 	int fd;
-	int direct;
 	int64_t off;	  /* the chunk's place in its file */
-	int64_t file_size;
-	size_t want, got; /* bytes expected, received */
-	size_t written;	  /* bytes of the chunk written to the file */
-	char *buf;	  /* IO_BLOCK bytes */
-	size_t fill;
+	size_t want, got; /* bytes expected, received and written */
 	gp_ckpt_hash_state hash;
 	int failed;	  /* a write error (errno in err) */
 	int err;
 };
 
-/* Writes the first n bytes of d->buf at the chunk's next place. */
-static int
-fetch_flush(struct fetch_dst *d, size_t n)
-{
-	size_t done = 0;
-	ssize_t w;
-
-	while (done < n) {
-		w = pwrite(d->fd, d->buf + done, n - done,
-		    d->off + (int64_t)(d->written + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EINVAL && d->direct && done == 0 &&
-		    fcntl(d->fd, F_SETFL, 0) == 0) {
-			d->direct = 0; /* no O_DIRECT here after all */
-			continue;
-		}
-		if (w <= 0) {
-			d->failed = 1;
-			d->err = w < 0 ? errno : EIO;
-			return -1;
-		}
-		done += (size_t)w;
-	}
-	d->written += n;
-	d->fill = 0;
-	return 0;
-}
-
 static int
 fetch_write(void *arg, const char *data, size_t len)
 {
 	struct fetch_dst *d = arg;
-	size_t n;
+	size_t done = 0;
+	ssize_t n;
 
 	if (d->got + len > d->want)
 		return -1; /* longer than its place: corrupt */
 	gp_ckpt_hash_update(&d->hash, data, len);
-	d->got += len;
-	while (len > 0) {
-		n = IO_BLOCK - d->fill;
-		if (n > len)
-			n = len;
-		memcpy(d->buf + d->fill, data, n);
-		d->fill += n;
-		data += n;
-		len -= n;
-		if (d->fill == IO_BLOCK && fetch_flush(d, IO_BLOCK) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* Writes the rest of the chunk; the file keeps its size. */
-static int
-fetch_tail(struct fetch_dst *d)
-{
-	size_t n = d->fill;
-
-	if (n == 0)
-		return 0;
-	if (d->direct && n % IO_ALIGN != 0) {
-		/* Only a file's last chunk ends off a block: pad, then cut. */
-		n = (n + IO_ALIGN - 1) / IO_ALIGN * IO_ALIGN;
-		memset(d->buf + d->fill, 0, n - d->fill);
-		if (fetch_flush(d, n) != 0)
-			return -1;
-		if (ftruncate(d->fd, d->file_size) != 0) {
+	while (done < len) {
+		n = pwrite(d->fd, data + done, len - done,
+		    d->off + (int64_t)(d->got + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
 			d->failed = 1;
-			d->err = errno;
+			d->err = n < 0 ? errno : EIO;
 			return -1;
 		}
-		return 0;
+		done += (size_t)n;
 	}
-	return fetch_flush(d, n);
+	d->got += len;
+	return 0;
 }
 
 static int
@@ -1087,8 +1031,6 @@ fetch_task(struct worker *w, size_t task)
 	int ret, tries;
 
 	memset(&d, 0, sizeof(d));
-	d.buf = w->buf;
-	d.file_size = size;
 	d.off = c->index * GP_CKPT_CHUNK_SIZE;
 	d.want = (size_t)(size - d.off < GP_CKPT_CHUNK_SIZE
 		? size - d.off
@@ -1103,15 +1045,12 @@ fetch_task(struct worker *w, size_t task)
 		    d.fd >= 0 ? "replaced" : strerror(errno));
 		return GP_EIO;
 	}
-	/* GPUPOOL_TEST_BUFFERED_IO: as on a file system without O_DIRECT. */
-	d.direct = getenv("GPUPOOL_TEST_BUFFERED_IO") == NULL &&
-	    fcntl(d.fd, F_SETFL, O_DIRECT) == 0;
 	memset(&body, 0, sizeof(body));
 	body.write_body = fetch_write;
 	body.arg = &d;
 	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
 	for (tries = 1;; tries++) {
-		d.got = d.written = d.fill = 0;
+		d.got = 0;
 		gp_ckpt_hash_init(&d.hash);
 		ret = gp_http_request_stream(w->http, "GET", url, NULL,
 		    CHUNK_TIMEOUT_MS, &body, &resp);
@@ -1147,13 +1086,7 @@ fetch_task(struct worker *w, size_t task)
 			return ret;
 		}
 	}
-	ret = fetch_tail(&d);
 	close(d.fd);
-	if (ret != 0) {
-		pool_fail(w->pool, GP_EIO, "cannot write %.200s: %s", path,
-		    strerror(d.err));
-		return GP_EIO;
-	}
 	atomic_fetch_add(&w->pool->bytes_sent, (int64_t)d.want);
 	atomic_fetch_add(&w->pool->chunks_sent, 1);
 	return 0;
