@@ -393,6 +393,13 @@ void ckpt_upload_data(struct request *req, const char *data, size_t len);
 enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
     struct request *req);
 void ckpt_upload_free(struct ckpt_upload *upload);
+/*
+ * A stored chunk is whole once its PUT is answered, but its directory
+ * entry is synced only by this call: whatever records, durably, an object
+ * that references a user's chunks (a checkpoint commit does) calls it
+ * first, with ckpt_lock held. Returns 0 or GP_EIO.
+ */
+int ckpt_sync_user_dirs(const char *user);
 
 /* acct_api.c: groups, prices, budgets, usage and the ledger over HTTP */
 /* 1 when url is an accounting route (answered by acct_handle). */
