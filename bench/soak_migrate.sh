@@ -110,10 +110,20 @@ reap() {
 	done
 }
 
-# pick TYPE: a running job of that type and its node and attempt ("JOB NODE
-# ATTEMPT"), bounded.
+# far_from_end JOB NODE ATTEMPT: true when that attempt has made a step and
+# has more than SOAK_MARGIN steps left (the grace period and 3 s more), so
+# it cannot end by itself while a departure takes it off. An attempt with
+# no progress file yet is not far: a resumed one may start near the end.
+far_from_end() {
+	local got
+	got=$(cat "$T/agents/$2/jobs/$1-$3/progress" 2>/dev/null)
+	is_uint "$got" && [ $((10#$got + SOAK_MARGIN)) -lt "$SOAK_TOTAL" ]
+}
+
+# pick TYPE: a running job of that type, far from its end, and its node and
+# attempt ("JOB NODE ATTEMPT"), bounded.
 pick() {
-	local deadline=$((SECONDS + WAIT_S)) j s i n node att f got
+	local deadline=$((SECONDS + WAIT_S)) j s i n node att
 	while :; do
 		n=${#ACTIVE[@]}
 		for ((i = 0; i < n; i++)); do
@@ -125,9 +135,7 @@ pick() {
 				# not one about to finish: it would end during the
 				# grace period instead of moving
 				read -r node att <<<"${s#running }"
-				f="$T/agents/$node/jobs/$j-$att/progress"
-				got=$(cat "$f" 2>/dev/null)
-				is_uint "$got" && [ $((10#$got + SOAK_MARGIN)) -ge "$SOAK_TOTAL" ] && continue
+				far_from_end "$j" "$node" "$att" || continue
 				PICK="$j ${s#running }"
 				return 0 ;;
 			esac
@@ -184,6 +192,9 @@ while [ $d -lt "$SOAK_D" ]; do
 	deadline=$((SECONDS + 10))
 	while [ "$(ckpt_version "$j")" -le "$v" ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
 	[ "$(job_get "$j" '"%s %s %s" % (d["state"], d["node"], d["attempts"])')" = "running $node $att" ] || continue
+	# still far from its end after that wait (a job that ends by itself
+	# as the departure comes moves nothing; CI saw one)
+	far_from_end "$j" "$node" "$att" || continue
 	depart "$j" soft || continue
 	if [ "$DEPART_ATTEMPT" != "$att" ]; then
 		DEPARTS[$j]=${DEPARTS[$j]% *} # it moved meanwhile: not this one
@@ -226,6 +237,12 @@ while [ $d -lt "$SOAK_D" ]; do
 		wait_exit_or_kill "$node"
 		boot "$node" ;;
 	esac
+	if [ $moved = 0 ] && [ "$(history_reason "$j" "$att")" = exited ]; then
+		# It had SOAK_MARGIN steps left: the departure did not take it
+		# off in that time. A failed migration, said plainly.
+		log "departure $d: $kind job $j attempt $att on $node: the job ran to its end instead of leaving"
+		graceful=0
+	fi
 	[ $graceful = 1 ] && JOB_GRACEFUL[$j]+=" $att"
 	[ $moved = 1 ] || DEPARTS[$j]=${DEPARTS[$j]% *} # no next attempt to measure
 	JOB_DEPS[$j]+=" $d"
