@@ -6,14 +6,16 @@
 # every run's "metric value unit" lines prefixed by run_N_, the load average
 # before each run, then the median of each metric over the runs.
 #
-# Usage: BUILD=build bench/ckpt.sh   Knobs: CKPT_RUNS (default 3), CKPT_MIB
+# Usage: BUILD=build bench/ckpt.sh (BUILD may be absolute: an old build to
+# compare with)   Knobs: CKPT_RUNS (default 3), CKPT_MIB
 # (default 1024), CKPT_PARALLEL (default 4), CKPT_DIR (where data and
 # checkpoints go, default a new directory in /var/tmp: a disk, like a
 # coordinator's data directory; not /tmp, which may be a tmpfs).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-BIN="$PWD/$BUILD/gpupool"
+case $BUILD in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac # absolute: another tree's build
+BIN="$BUILD/gpupool"
 RUNS=${CKPT_RUNS:-3}
 WORK=$(mktemp -d "${CKPT_DIR:-/var/tmp}/gpupool-ckpt-bench.XXXXXX")
 COORD_PID=
