@@ -148,12 +148,12 @@ struct ckpt_upload {
 	int direct;   /* fd is O_DIRECT: whole aligned blocks from buf */
 	size_t len;   /* bytes received */
 	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool; NULL:
-			 the bytes went to fd as they came (buffered) */
+	                 the bytes went to fd as they came (buffered) */
 	int stored;   /* the store thread is done: answer (status, created) */
 	int created;  /* 201: the chunk was stored by this request */
 	struct MHD_Connection *conn; /* suspended while a thread stores it */
 	struct request *req;
-	struct ckpt_upload *next;    /* in the store queue */
+	struct ckpt_upload *next; /* in the store queue */
 	char name[GP_CKPT_NAME_HEX];
 	char user[GP_NAME_MAX + 1];
 	char tmp[1400], final[1400], dir[1400];
@@ -1033,13 +1033,15 @@ store_chunk(struct ckpt_upload *u)
 	if (ret != 0) {
 		unlink(u->tmp);
 		u->status = 500;
-		gp_strlcpy(u->error, "cannot write the chunk", sizeof(u->error));
+		gp_strlcpy(u->error, "cannot write the chunk",
+		    sizeof(u->error));
 		return;
 	}
 	if (rename(u->tmp, u->final) != 0) {
 		unlink(u->tmp);
 		u->status = 500;
-		gp_strlcpy(u->error, "cannot store the chunk", sizeof(u->error));
+		gp_strlcpy(u->error, "cannot store the chunk",
+		    sizeof(u->error));
 		return;
 	}
 	dir_dirty(u->user, u->dir);
