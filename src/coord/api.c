@@ -213,6 +213,18 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 		op_free(op);
 		return reply_error(conn, 400, "%s", err);
 	}
+	if (op->spec.image[0] != '\0') {
+		/* Pinned now: a later import under the name changes nothing. */
+		char pinned[GP_IMAGE_REF_MAX + 1];
+		int ret = image_resolve(op->spec.image, pinned, sizeof(pinned),
+		    &op->body, err, sizeof(err));
+		if (ret != 0) {
+			op_free(op);
+			return reply_error(conn, ret == GP_EIO ? 500 : 400,
+			    "image: %s", err);
+		}
+		gp_strlcpy(op->spec.image, pinned, sizeof(op->spec.image));
+	}
 	return queue_op(conn, req, op);
 }
 
@@ -1013,13 +1025,28 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		    : GP_SUBMIT_BODY_MAX;
 		if (ckpt_body_limit(url) > 0)
 			req->body_limit = ckpt_body_limit(url);
+		if (image_body_limit(url) > 0)
+			req->body_limit = image_body_limit(url);
 		*con_cls = req;
 		/* A chunk PUT: checked now, its body streamed to disk. */
 		if (ckpt_upload_wanted(url, method)) {
 			authenticate(conn, req);
 			ckpt_upload_begin(req, url);
 		}
+		/* So is an image blob PUT. */
+		if (image_upload_wanted(url, method)) {
+			authenticate(conn, req);
+			image_upload_begin(req, url);
+		}
 		return MHD_YES;
+	}
+	if (image_upload_wanted(url, method)) {
+		if (*upload_data_size > 0) {
+			image_upload_data(req, upload_data, *upload_data_size);
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
+		return image_upload_end(conn, req);
 	}
 	if (ckpt_upload_wanted(url, method)) {
 		if (*upload_data_size > 0) {
@@ -1057,6 +1084,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		return reply_error(conn, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 	}
+	if (image_route_match(url))
+		return image_handle(conn, req, url, method);
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
 	return route(conn, req, url, method);
@@ -1081,6 +1110,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		req->op->conn = NULL;
 	}
 	ckpt_upload_free(req->upload);
+	image_upload_free(req->image_upload);
 	gp_buf_free(&req->body);
 	free(req);
 	*con_cls = NULL;

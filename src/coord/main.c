@@ -34,6 +34,7 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--image-blob-max SIZE]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -59,6 +60,9 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --image-blob-max SIZE\n"
+	    "                      largest image blob (layer) accepted "
+	    "(default 64G)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -179,6 +183,7 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
+	    {"image-blob-max", required_argument, NULL, 'I'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -201,6 +206,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.image_blob_max = 64LL << 30;
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -259,6 +265,11 @@ gp_coord_main(int argc, char **argv)
 					  "7d or 12h");
 			cfg.ckpt_retain_ms = v * 1000;
 			break;
+		case 'I':
+			if (parse_bytes(optarg, &cfg.image_blob_max) != 0 ||
+			    cfg.image_blob_max < 1)
+				gp_fatalx("--image-blob-max: a size like 64G");
+			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
 			break;
@@ -315,6 +326,9 @@ gp_coord_main(int argc, char **argv)
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
+	if (image_init(&cfg) != 0)
+		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
+	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
 	if (state_start_thread() != 0)
@@ -356,6 +370,7 @@ gp_coord_main(int argc, char **argv)
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
 	ckpt_stop();
+	image_stop();
 	store_close();
 	free(cert);
 	free(key);

@@ -465,7 +465,7 @@ node_offer(struct plan *p, const struct node_state *ns,
 	int cpus = job_cpus(job), i, k, n = 0;
 
 	if (ns->free_cpus < cpus || ns->free_gpus < job->gpus ||
-	    !time_allowed(node, job))
+	    !time_allowed(node, job) || !gp_sched_node_accepts(node, job))
 		return 0;
 	if (job->mem_mib > 0 && ns->free_mem != INT64_MAX &&
 	    ns->free_mem < job->mem_mib)

@@ -22,6 +22,13 @@
 
 #define GP_SCHED_GPUS_MAX 64
 
+/* What a node's owner accepts (the zero values accept everything). */
+enum {
+	GP_SCHED_IMAGES_ANY = 0, /* any image */
+	GP_SCHED_IMAGES_SIGNED,	 /* images signed by a key it trusts */
+	GP_SCHED_IMAGES_NONE,	 /* no images */
+};
+
 struct gp_sched_gpu {
 	int index;	   /* the node's own GPU index */
 	const char *model; /* "NVIDIA A100-SXM4-40GB" */
@@ -37,6 +44,11 @@ struct gp_sched_node {
 	int64_t max_time_s; /* the owner's longest job; 0: any */
 	int ngpus;
 	struct gp_sched_gpu *gpus;
+	/* The owner's acceptance (gp_sched_node_accepts). */
+	int images;		/* GP_SCHED_IMAGES_* */
+	int refuse_plain;	/* 1: no plain-command jobs */
+	const char *const *trusted; /* ntrusted public keys */
+	int ntrusted;
 };
 
 struct gp_sched_job {
@@ -47,6 +59,10 @@ struct gp_sched_job {
 	int cpus;
 	int64_t mem_mib;      /* 0: no reservation */
 	int64_t time_limit_s; /* 0: unlimited */
+	/* Image jobs: the keys that signed the image. */
+	int image;		/* 0: a plain command */
+	const char *const *signers;
+	int nsigners;
 };
 
 /* A job already running: what it holds and when its time limit ends. */
@@ -90,6 +106,17 @@ int gp_sched_plan(const struct gp_sched_input *in,
  * largest offer is 4 GPUs on node 3").
  */
 int gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
+    const struct gp_sched_job *job, char *why, size_t whylen);
+
+/*
+ * 1 when the node's owner would accept the job: a plain command where
+ * plain jobs are allowed; an image where images are, signed by a key the
+ * node trusts when it takes only signed images. (sched_accept.c.)
+ */
+int gp_sched_node_accepts(const struct gp_sched_node *node,
+    const struct gp_sched_job *job);
+/* As above; when 0, why (for example "takes no images"). */
+int gp_sched_why_refused(const struct gp_sched_node *node,
     const struct gp_sched_job *job, char *why, size_t whylen);
 
 /* 1 when the GPU matches the job's model and memory constraints. */
