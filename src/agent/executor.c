@@ -334,6 +334,16 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 			    "node", name, 0);
 			return;
 		}
+	/*
+	 * Until the container executor (engineer "containers") lands, a job
+	 * with an image must never run on the host's root instead.
+	 */
+	if (a->container != NULL || a->image[0] != '\0') {
+		fail_start(ex, &a->id, "%s", "this agent has no container "
+		    "executor yet: the image was verified and unpacked, but "
+		    "container jobs cannot run here", 0);
+		return;
+	}
 	if ((j = calloc(1, sizeof(*j))) == NULL) {
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
 		return;

@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/image.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -28,7 +29,8 @@ static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
 "           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
-"           [--policy FILE] [--control PATH] [--owner USER] [-v]\n"
+"           [--policy FILE] [--control PATH] [--owner USER]\n"
+"           [--image-cache-max SIZE] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup).\n"
@@ -54,6 +56,9 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --image-cache-max SIZE\n"
+"                     unpacked image layers kept in WORK/images, e.g.\n"
+"                     20G (default 20G); least recently used go first\n"
 "  -v, --verbose      debug logging\n";
 
 static int64_t
@@ -152,6 +157,7 @@ gp_agent_main(int argc, char **argv)
 		{"policy", required_argument, NULL, 'P'},
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
+		{"image-cache-max", required_argument, NULL, 'I'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -164,7 +170,7 @@ gp_agent_main(int argc, char **argv)
 	char work_default[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
-	int64_t cpus = 0, mem = 0;
+	int64_t cpus = 0, mem = 0, cache_mib = 20 * 1024;
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
@@ -197,6 +203,15 @@ gp_agent_main(int argc, char **argv)
 		case 'P': policy = optarg; break;
 		case 'S': control = optarg; break;
 		case 'O': owner = optarg; break;
+		case 'I':
+			if (gp_parse_mib(optarg, &cache_mib) != 0 ||
+			    cache_mib <= 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--image-cache-max %s (a size: 512M, 20G)\n",
+				    optarg);
+				return 2;
+			}
+			break;
 		case 'v': verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -325,6 +340,16 @@ gp_agent_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	gp_http_global_init();
 
+	{
+		char dir[PATH_MAX + 16];
+		snprintf(dir, sizeof(dir), "%.4000s/images", ag->work);
+		if ((ag->images = gp_image_cache_new(dir, cache_mib << 20,
+		    NULL, err, sizeof(err))) == NULL) {
+			fprintf(stderr, "gpupool agent: image cache: %s\n",
+			    err);
+			goto out;
+		}
+	}
 	if ((ag->reports = gp_reports_new(ag, REPORT_THREADS)) == NULL)
 		goto out;
 	if ((ag->provider = gp_provider_new(ag, err, sizeof(err))) == NULL) {
@@ -367,6 +392,8 @@ gp_agent_main(int argc, char **argv)
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
 	ag->reports = NULL;
+	gp_image_cache_free(ag->images);
+	ag->images = NULL;
 out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
@@ -375,6 +402,8 @@ out:
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)
 			gp_reports_free(ag->reports, 0);
+		gp_image_cache_free(ag->images);
+		ag->images = NULL;
 		gp_gpu_close(&ag->gpus);
 		/* The poll thread may still read ag: leave it allocated. */
 	}

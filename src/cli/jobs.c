@@ -748,7 +748,8 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	    (reason != NULL &&
 	        (strcmp(reason, "cancelled") == 0 ||
 	            strcmp(reason, "timeout") == 0 ||
-	            strcmp(reason, "start_failed") == 0));
+	            strcmp(reason, "start_failed") == 0 ||
+	            strcmp(reason, "image_refused") == 0));
 	if (json_is_integer(exit_code))
 		code = (int)(json_integer_value(exit_code) & 255);
 	else if (sig > 0 && !stopped_by_gpupool)
@@ -765,6 +766,10 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	else if (reason != NULL && strcmp(reason, "start_failed") == 0)
 		snprintf(note, len, "job %lld could not start%s%s", id,
 		    message != NULL && message[0] ? ": " : "",
+		    message != NULL ? message : "");
+	else if (reason != NULL && strcmp(reason, "image_refused") == 0)
+		snprintf(note, len, "job %lld: the provider refused its "
+		    "image%s%s", id, message != NULL && message[0] ? ": " : "",
 		    message != NULL ? message : "");
 	else if (sig > 0 && !json_is_integer(exit_code))
 		snprintf(note, len, "job %lld was killed by signal %d", id,

@@ -588,7 +588,7 @@ valid_attempt_list(json_t *list)
 static const char *const reasons[] = {"exited", "killed", "cancelled",
     "timeout", "start_failed", "reclaimed", "owner_present",
     "window_closed", "provider_left", "agent_stopped", "refused",
-    "restore_failed", NULL};
+    "restore_failed", "image_refused", "image_unavailable", NULL};
 
 int
 api_check_agent_body(const char *kind, json_t *body, char *err,
@@ -663,11 +663,12 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 			ok = 1;
 	if (!ok) {
 		snprintf(err, errlen, "reason: exited, killed, cancelled, "
-				      "timeout, start_failed or a reclaim "
+				      "timeout, start_failed, image_refused "
+				      "or a reclaim "
 				      "reason (reclaimed, owner_present, "
 				      "window_closed, provider_left, "
 				      "agent_stopped, refused, "
-				      "restore_failed)");
+				      "restore_failed, image_unavailable)");
 		return GP_EINVAL;
 	}
 	if ((json_object_get(body, "message") != NULL &&

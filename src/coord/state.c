@@ -1282,7 +1282,7 @@ reason_requeues(const char *reason)
 {
 	static const char *const requeue[] = {"reclaimed", "owner_present",
 	    "window_closed", "provider_left", "agent_stopped", "refused",
-	    "restore_failed", NULL};
+	    "restore_failed", "image_unavailable", NULL};
 	int i;
 
 	for (i = 0; requeue[i] != NULL; i++)
@@ -1743,7 +1743,8 @@ apply_finished(struct op *op)
 	job->exit_code = json_is_integer(v) ? (int)json_integer_value(v) : 0;
 	v = json_object_get(body, "signal");
 	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
-	job->has_exit = strcmp(reason, "start_failed") != 0;
+	job->has_exit = strcmp(reason, "start_failed") != 0 &&
+	    strcmp(reason, "image_refused") != 0;
 	v = json_object_get(body, "message");
 	free(job->message);
 	job->message = json_is_string(v) && json_string_length(v) > 0
