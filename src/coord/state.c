@@ -1108,9 +1108,9 @@ apply_submit(struct op *op)
 		return;
 	}
 	sched_job(NULL, &op->spec, &sj);
+	memset(&tmpjob, 0, sizeof(tmpjob));
 	if (json_is_array(op->body)) {
 		/* The image's signers (image_resolve, in the handler). */
-		memset(&tmpjob, 0, sizeof(tmpjob));
 		job_set_signers(&tmpjob, json_incref(op->body));
 		sj.signers = tmpjob.signer_keys;
 		sj.nsigners = tmpjob.nsigners;
