@@ -175,7 +175,7 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 	const char *opt_name = gp_cli_value(args, "name");
 	char name[GP_IMAGE_NAME_MAX + 1], err[1024];
 	json_t *missing = NULL, *image = NULL;
-	int rc, i, n = 0, nwant = 0;
+	int rc, i, n = 0, nwant = 0, round;
 
 	if (gp_image_archive_read(args->operands[0], opt_name, &ia, err,
 	    sizeof(err)) != 0) {
@@ -210,44 +210,60 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 	all[n++] = &ia.config.d;
 	for (i = 0; i < ia.nlayers; i++)
 		all[n++] = &ia.layers[i].d;
-	if ((rc = ask_missing(&conn, all, n, &missing)) != 0)
-		goto out;
-	for (i = 0; i < ia.nlayers; i++) {
-		int k, dup = 0;
-		for (k = 0; k < i; k++)
-			dup |= strcmp(ia.layers[k].d.digest,
-			    ia.layers[i].d.digest) == 0;
-		if (dup)
-			continue;
-		if (json_object_get(missing, ia.layers[i].d.digest) == NULL) {
-			sent.present++;
-			sent.present_bytes += ia.layers[i].d.size;
-			continue;
+	/*
+	 * Round 2 asks again right before naming the image: that refreshes
+	 * every blob for the GC's grace period, and sends again any that the
+	 * GC took meanwhile (a slow import of a big image).
+	 */
+	for (round = 0; round < 2; round++) {
+		json_decref(missing);
+		if ((rc = ask_missing(&conn, all, n, &missing)) != 0)
+			goto out;
+		if (round == 1 && json_object_size(missing) == 0)
+			break;
+		nwant = 0;
+		for (i = 0; i < ia.nlayers; i++) {
+			int k, dup = 0;
+			for (k = 0; k < i; k++)
+				dup |= strcmp(ia.layers[k].d.digest,
+				    ia.layers[i].d.digest) == 0;
+			if (dup)
+				continue;
+			if (json_object_get(missing, ia.layers[i].d.digest) ==
+			    NULL) {
+				if (round == 0) {
+					sent.present++;
+					sent.present_bytes +=
+					    ia.layers[i].d.size;
+				}
+				continue;
+			}
+			want[nwant++] = &ia.layers[i];
 		}
-		want[nwant++] = &ia.layers[i];
-	}
-	ctx.conn = &conn;
-	ctx.sent = &sent;
-	if ((rc = gp_image_archive_each(&ia, want, upload_entry, &ctx, err,
-	    sizeof(err))) != 0) {
-		if (rc != GP_CLI_EXIT_FAIL)
-			gp_cli_error("%s: %s", args->operands[0], err);
-		rc = GP_CLI_EXIT_FAIL;
-		goto out;
-	}
-	if (json_object_get(missing, ia.config.d.digest) != NULL) {
-		if ((rc = put_memory(&conn, &ia.config.d, ia.config.data,
-		    ia.config.len)) != 0)
+		want[nwant] = NULL;
+		ctx.conn = &conn;
+		ctx.sent = &sent;
+		if ((rc = gp_image_archive_each(&ia, want, upload_entry, &ctx,
+		    err, sizeof(err))) != 0) {
+			if (rc != GP_CLI_EXIT_FAIL)
+				gp_cli_error("%s: %s", args->operands[0], err);
+			rc = GP_CLI_EXIT_FAIL;
 			goto out;
-		sent.blobs++;
-		sent.bytes += ia.config.d.size;
-	}
-	if (json_object_get(missing, ia.manifest.d.digest) != NULL) {
-		if ((rc = put_memory(&conn, &ia.manifest.d, ia.manifest.data,
-		    ia.manifest.len)) != 0)
-			goto out;
-		sent.blobs++;
-		sent.bytes += ia.manifest.d.size;
+		}
+		if (json_object_get(missing, ia.config.d.digest) != NULL) {
+			if ((rc = put_memory(&conn, &ia.config.d,
+			    ia.config.data, ia.config.len)) != 0)
+				goto out;
+			sent.blobs++;
+			sent.bytes += ia.config.d.size;
+		}
+		if (json_object_get(missing, ia.manifest.d.digest) != NULL) {
+			if ((rc = put_memory(&conn, &ia.manifest.d,
+			    ia.manifest.data, ia.manifest.len)) != 0)
+				goto out;
+			sent.blobs++;
+			sent.bytes += ia.manifest.d.size;
+		}
 	}
 	if ((rc = name_image(&conn, name, ia.manifest.d.digest, &image)) != 0)
 		goto out;
@@ -379,7 +395,7 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 	char name[GP_IMAGE_NAME_MAX + 1], err[1024], ctype[128];
 	char digest[GP_OCI_DIGEST_SIZE];
 	json_t *missing = NULL, *image = NULL;
-	int rc = GP_CLI_EXIT_FAIL, i, n = 0, connected = 0;
+	int rc = GP_CLI_EXIT_FAIL, i, n = 0, connected = 0, round;
 
 	memset(&m, 0, sizeof(m));
 	memset(&manifest_d, 0, sizeof(manifest_d));
@@ -470,36 +486,46 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 	all[n++] = &m.config;
 	for (i = 0; i < m.nlayers; i++)
 		all[n++] = &m.layers[i];
-	if ((rc = ask_missing(&conn, all, n, &missing)) != 0)
-		goto out;
-	for (i = 0; i < m.nlayers; i++) {
-		int k, dup = 0;
-		for (k = 0; k < i; k++)
-			dup |= strcmp(m.layers[k].digest,
-			    m.layers[i].digest) == 0;
-		if (dup)
-			continue;
-		if (json_object_get(missing, m.layers[i].digest) == NULL) {
-			sent.present++;
-			sent.present_bytes += m.layers[i].size;
-			continue;
+	/* Round 2: as in import (the GC's grace, refreshed). */
+	for (round = 0; round < 2; round++) {
+		json_decref(missing);
+		if ((rc = ask_missing(&conn, all, n, &missing)) != 0)
+			goto out;
+		if (round == 1 && json_object_size(missing) == 0)
+			break;
+		for (i = 0; i < m.nlayers; i++) {
+			int k, dup = 0;
+			for (k = 0; k < i; k++)
+				dup |= strcmp(m.layers[k].digest,
+				    m.layers[i].digest) == 0;
+			if (dup)
+				continue;
+			if (json_object_get(missing, m.layers[i].digest) ==
+			    NULL) {
+				if (round == 0) {
+					sent.present++;
+					sent.present_bytes += m.layers[i].size;
+				}
+				continue;
+			}
+			if ((rc = pull_layer(reg, &conn, &m.layers[i],
+			    &sent)) != 0)
+				goto out;
 		}
-		if ((rc = pull_layer(reg, &conn, &m.layers[i], &sent)) != 0)
-			goto out;
-	}
-	if (json_object_get(missing, m.config.digest) != NULL) {
-		if ((rc = put_memory(&conn, &m.config, config.data,
-		    config.len)) != 0)
-			goto out;
-		sent.blobs++;
-		sent.bytes += m.config.size;
-	}
-	if (json_object_get(missing, digest) != NULL) {
-		if ((rc = put_memory(&conn, &manifest_d, body.data, body.len)) !=
-		    0)
-			goto out;
-		sent.blobs++;
-		sent.bytes += manifest_d.size;
+		if (json_object_get(missing, m.config.digest) != NULL) {
+			if ((rc = put_memory(&conn, &m.config, config.data,
+			    config.len)) != 0)
+				goto out;
+			sent.blobs++;
+			sent.bytes += m.config.size;
+		}
+		if (json_object_get(missing, digest) != NULL) {
+			if ((rc = put_memory(&conn, &manifest_d, body.data,
+			    body.len)) != 0)
+				goto out;
+			sent.blobs++;
+			sent.bytes += manifest_d.size;
+		}
 	}
 	if ((rc = name_image(&conn, name, digest, &image)) != 0)
 		goto out;
