@@ -74,20 +74,46 @@ def flag(args, name):
     return False
 
 
+class Zeros(io.RawIOBase):
+    def __init__(self, n):
+        self.left = n
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def bomb_layer(out):
+    # 256 MiB of zeros, streamed: a few hundred KiB compressed.
+    with tarfile.open(out, "w:gz", compresslevel=6) as tf:
+        ti = tarfile.TarInfo("zeros")
+        ti.size = 256 << 20
+        ti.mtime = 1700000000
+        tf.addfile(ti, io.BufferedReader(Zeros(ti.size), 1 << 20))
+    with open(out + ".diffid", "w") as f:
+        f.write("sha256:" + "0" * 64)
+
+
 def cmd_layer(args):
     out = args.pop(0)
     marker = opt(args, "--marker", "gpupool test image")
     whiteout = opt(args, "--whiteout")
     evil = opt(args, "--evil")
     plain = flag(args, "--plain")
+    if evil == "bomb":
+        return bomb_layer(out)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
         add(tf, "bin/", kind=tarfile.DIRTYPE, mode=0o755)
-        if evil != "bomb":
-            with open(BUSYBOX, "rb") as f:
-                add(tf, "bin/busybox", f.read(), 0o755)
-            for a in APPLETS:
-                add(tf, "bin/" + a, kind=tarfile.SYMTYPE, link="busybox")
+        with open(BUSYBOX, "rb") as f:
+            add(tf, "bin/busybox", f.read(), 0o755)
+        for a in APPLETS:
+            add(tf, "bin/" + a, kind=tarfile.SYMTYPE, link="busybox")
         add(tf, "etc/", kind=tarfile.DIRTYPE, mode=0o755)
         add(tf, "etc/passwd", b"root:x:0:0::/:/bin/sh\nuser:x:1000:1000::/:/bin/sh\n")
         add(tf, "gpupool-marker", (marker + "\n").encode())
@@ -102,21 +128,6 @@ def cmd_layer(args):
             add(tf, "esc", kind=tarfile.SYMTYPE, link="../../../../etc")
         elif evil == "device":
             add(tf, "dev-null", kind=tarfile.CHRTYPE, mode=0o666)
-        elif evil == "bomb":
-            # 256 MiB of zeros: a few hundred KiB compressed.
-            ti = tarfile.TarInfo("zeros")
-            ti.size = 256 << 20
-            ti.mtime = 1700000000
-
-            class Zeros(io.RawIOBase):
-                left = ti.size
-
-                def readinto(self, b):
-                    n = min(len(b), self.left)
-                    b[:n] = bytes(n)
-                    self.left -= n
-                    return n
-            tf.addfile(ti, io.BufferedReader(Zeros(), 1 << 20))
     raw = buf.getvalue()
     data = raw if plain else gzip.compress(raw, 6, mtime=0)
     with open(out, "wb") as f:
