@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_image_cache.sh: the agent's layer cache under a small cap
+# (--image-cache-max 3M: one busybox layer, about 2 MB unpacked, fits; two
+# do not). Image A is fetched; B's fetch evicts A's layer (the least
+# recently used, no job holds it); A again is fetched again. The agent's
+# status reports the cache (bytes under the cap, hits, misses, evictions).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/image_lib.sh"
+
+start_coordinator
+printf 'images = any\n' >"$T/any.policy"
+start_agent tiny 1 --policy "$T/any.policy" --image-cache-max 3M
+wait_node_up tiny
+image_layer la --marker a
+image_oci a cache:a "$IMG/la.tgz"
+A=$DIGEST
+image_layer lb --marker b
+image_oci b cache:b "$IMG/lb.tgz"
+for x in a b; do
+	cli image import "$IMG/$x.tar"
+	[ "$CLI_RC" = 0 ] || fail "import $x: $CLI_ERR"
+done
+LA=$(tar -xOf "$IMG/a.tar" "blobs/sha256/${A:7}" | json 'd["layers"][0]["digest"]')
+CACHE="$T/agents/tiny/images/layers"
+
+run() { # IMAGE: sets JOB; the agent made its image ready
+	submit --image "$1"
+	expect_image_ran "$JOB" tiny
+	READY=$(grep "image ready job=$JOB " "$T/agent-tiny.log")
+}
+run cache:a
+assert_contains "$READY" "cached=0 fetched=1 " "first run of a"
+[ -d "$CACHE/${LA:7}" ] || fail "a's layer not in the cache"
+run cache:a
+assert_contains "$READY" "cached=1 fetched=0 fetched_bytes=0 " "second run of a"
+run cache:b
+assert_contains "$READY" "cached=0 fetched=1 " "b"
+agent_log_wait tiny "image cache evicted layer=sha256:${LA:7:12}"
+[ ! -e "$CACHE/${LA:7}" ] && [ ! -e "$CACHE/${LA:7}.json" ] ||
+    fail "the evicted layer is still on disk"
+run cache:a
+assert_contains "$READY" "cached=0 fetched=1 " "a after its eviction"
+GPUPOOL_AGENT_SOCKET="$T/agents/tiny/agent.sock" cli provider status --json
+[ "$CLI_RC" = 0 ] || fail "provider status: $CLI_ERR"
+printf '%s' "$CLI_OUT" | json 'd["image_cache"]' >"$T/cache.json"
+"$PY" - "$T/cache.json" <<'PYEOF' || fail "image_cache in status: $(cat "$T/cache.json")"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["max_bytes"] == 3 << 20, c
+assert 0 < c["bytes"] <= c["max_bytes"], c
+assert c["layers"] == 1 and c["in_use"] == 0, c
+assert c["hits"] == 1 and c["misses"] == 3 and c["evictions"] >= 2, c
+PYEOF
+log "image cache: hit, eviction under the cap, refetch ok"
