@@ -398,6 +398,7 @@ gp_oci_index_pick(const struct gp_oci_index *idx, const char *os,
 		only = d;
 		if (strcmp(d->os, os) == 0 && strcmp(d->arch, arch) == 0) {
 			*out = *d;
+			gp_buf_free(&seen);
 			return 0;
 		}
 		gp_buf_printf(&seen, "%s%s/%s", seen.len > 0 ? ", " : "",

@@ -4,6 +4,7 @@
 # for the registry's token signatures.
 #
 #   layer OUT [--marker TEXT] [--whiteout PATH] [--evil KIND] [--plain]
+#         [--random-mib N]
 #       a layer (tar+gzip unless --plain): a busybox root filesystem from
 #       Debian's busybox-static (/bin/busybox and links), a marker file
 #       /gpupool-marker, optionally a whiteout, or an evil entry (KIND:
@@ -105,6 +106,7 @@ def cmd_layer(args):
     whiteout = opt(args, "--whiteout")
     evil = opt(args, "--evil")
     plain = flag(args, "--plain")
+    random_mib = int(opt(args, "--random-mib", "0"))
     if evil == "bomb":
         return bomb_layer(out)
     buf = io.BytesIO()
@@ -117,6 +119,8 @@ def cmd_layer(args):
         add(tf, "etc/", kind=tarfile.DIRTYPE, mode=0o755)
         add(tf, "etc/passwd", b"root:x:0:0::/:/bin/sh\nuser:x:1000:1000::/:/bin/sh\n")
         add(tf, "gpupool-marker", (marker + "\n").encode())
+        if random_mib > 0:
+            add(tf, "random.bin", os.urandom(random_mib << 20))
         if whiteout:
             d, b = os.path.split(whiteout)
             add(tf, os.path.join(d, ".wh." + b))

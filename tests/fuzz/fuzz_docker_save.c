@@ -65,8 +65,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (gp_image_name_normalize(name, name2, sizeof(name2),
 			    err, sizeof(err)) != 0 || strcmp(name, name2) != 0)
 				abort();
-			if (gp_image_ref_parse(name, &r2, err, sizeof(err)) !=
-			    0)
+			/* (Docker Hub's "library/" may make it too long.) */
+			if (strlen(name) < 240 && gp_image_ref_parse(name, &r2,
+			    err, sizeof(err)) != 0)
 				abort();
 		}
 		free(text);
