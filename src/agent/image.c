@@ -19,6 +19,9 @@
  */
 #include "agent/image.h"
 
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,8 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,14 +41,17 @@
 #include "oci.h"
 #include "util.h"
 
-enum lstate { L_READY, L_FETCHING };
+enum lstate {
+	L_READY,
+	L_FETCHING
+};
 
 struct layer {
 	char hex[65];
 	enum lstate state;
-	int64_t bytes;		/* unpacked file data */
-	int64_t last_used;	/* wall clock ms */
-	int refs;		/* jobs using it */
+	int64_t bytes;     /* unpacked file data */
+	int64_t last_used; /* wall clock ms */
+	int refs;          /* jobs using it */
 	struct layer *next;
 };
 
@@ -56,7 +60,7 @@ struct gp_image_cache {
 	int64_t max_bytes;
 	struct gp_layer_limits lim;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* a fetch ended */
+	pthread_cond_t cond; /* a fetch ended */
 	struct layer *layers;
 	int64_t bytes;
 	int64_t hits, misses, evictions, fetched_bytes;
@@ -67,8 +71,7 @@ struct gp_image_hold {
 	char hex[][65];
 };
 
-static int
-fail(char *why, size_t whylen, int code, const char *fmt, ...)
+static int fail(char *why, size_t whylen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static int
@@ -138,8 +141,8 @@ evict_to(struct gp_image_cache *c, int64_t target, char ***trash)
 		    lru->hex, (long long)gp_mono_us());
 		unlink(meta);
 		if (rename(from, to) == 0) {
-			char **t = realloc(*trash, (size_t)(n + 2) *
-			    sizeof(*t));
+			char **t =
+			    realloc(*trash, (size_t)(n + 2) * sizeof(*t));
 			if (t != NULL) {
 				*trash = t;
 				t[n++] = strdup(to);
@@ -148,8 +151,9 @@ evict_to(struct gp_image_cache *c, int64_t target, char ***trash)
 		} else
 			gp_remove_tree(from);
 		gp_info("image cache evicted layer=sha256:%.12s bytes=%lld "
-		    "cache_bytes=%lld max_bytes=%lld", lru->hex,
-		    (long long)lru->bytes, (long long)(c->bytes - lru->bytes),
+		        "cache_bytes=%lld max_bytes=%lld",
+		    lru->hex, (long long)lru->bytes,
+		    (long long)(c->bytes - lru->bytes),
 		    (long long)c->max_bytes);
 		c->bytes -= lru->bytes;
 		c->evictions++;
@@ -210,8 +214,8 @@ load(struct gp_image_cache *c, char *err, size_t errlen)
 			meta = json_loadb(data, len, 0, NULL);
 		free(data);
 		if (!json_is_integer(json_object_get(meta, "bytes")) ||
-		    stat(path, &st) != 0 || (l = calloc(1, sizeof(*l))) ==
-		    NULL) {
+		    stat(path, &st) != 0 ||
+		    (l = calloc(1, sizeof(*l))) == NULL) {
 			/* Interrupted, or not ours: gone. */
 			json_decref(meta);
 			snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
@@ -321,8 +325,8 @@ struct fetch {
 };
 
 struct sink {
-	int fd;			/* to a file, or -1 */
-	struct gp_buf *buf;	/* or into memory */
+	int fd;             /* to a file, or -1 */
+	struct gp_buf *buf; /* or into memory */
 	crypto_hash_sha256_state hash;
 	int64_t got;
 };
@@ -363,9 +367,11 @@ fetch_blob(struct fetch *f, const struct gp_oci_descriptor *d, int fd,
 	f->fetched += s.got;
 	if (ret == GP_ETOOBIG) {
 		gp_http_response_fini(&resp);
-		return fail(why, whylen, GP_EINVAL, "tampered image: the "
+		return fail(why, whylen, GP_EINVAL,
+		    "tampered image: the "
 		    "coordinator sent more than the %lld bytes the manifest "
-		    "gives %s %s", (long long)d->size, what, d->digest);
+		    "gives %s %s",
+		    (long long)d->size, what, d->digest);
 	}
 	if (ret != 0) {
 		gp_http_error_text(&resp, text, sizeof(text));
@@ -376,20 +382,23 @@ fetch_blob(struct fetch *f, const struct gp_oci_descriptor *d, int fd,
 	if (resp.status != 200) {
 		gp_http_error_text(&resp, text, sizeof(text));
 		gp_http_response_fini(&resp);
-		return fail(why, whylen, resp.status == 404 ? GP_EINVAL :
-		    GP_ECONN, "cannot fetch %s %s: %s", what, d->digest, text);
+		return fail(why, whylen,
+		    resp.status == 404 ? GP_EINVAL : GP_ECONN,
+		    "cannot fetch %s %s: %s", what, d->digest, text);
 	}
 	gp_http_response_fini(&resp);
 	if (s.got != d->size)
-		return fail(why, whylen, GP_EINVAL, "tampered image: %s %s "
-		    "arrived with %lld bytes, the manifest says %lld", what,
-		    d->digest, (long long)s.got, (long long)d->size);
+		return fail(why, whylen, GP_EINVAL,
+		    "tampered image: %s %s "
+		    "arrived with %lld bytes, the manifest says %lld",
+		    what, d->digest, (long long)s.got, (long long)d->size);
 	crypto_hash_sha256_final(&s.hash, hash);
 	gp_oci_digest_format(hash, got);
 	if (strcmp(got, d->digest) != 0)
-		return fail(why, whylen, GP_EINVAL, "tampered image: %s %s "
-		    "failed its digest check (the bytes hash to %s)", what,
-		    d->digest, got);
+		return fail(why, whylen, GP_EINVAL,
+		    "tampered image: %s %s "
+		    "failed its digest check (the bytes hash to %s)",
+		    what, d->digest, got);
 	return 0;
 }
 
@@ -473,8 +482,9 @@ fetch_layer(struct gp_image_cache *c, struct fetch *f,
 		    strerror(errno));
 	}
 	gp_debug("image layer unpacked layer=%s entries=%lld bytes=%lld "
-	    "whiteouts=%d", d->digest, (long long)st.entries,
-	    (long long)st.bytes, st.whiteouts);
+	         "whiteouts=%d",
+	    d->digest, (long long)st.entries, (long long)st.bytes,
+	    st.whiteouts);
 	*bytes = st.bytes;
 	return 0;
 }
@@ -543,8 +553,8 @@ acquire(struct gp_image_cache *c, struct fetch *f,
 	evict_to(c, c->max_bytes, &trash);
 	if (c->bytes > c->max_bytes)
 		gp_warn("image cache over its cap while jobs use it "
-		    "cache_bytes=%lld max_bytes=%lld", (long long)c->bytes,
-		    (long long)c->max_bytes);
+		        "cache_bytes=%lld max_bytes=%lld",
+		    (long long)c->bytes, (long long)c->max_bytes);
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	empty_trash(trash);
@@ -590,8 +600,8 @@ machine_arch(void)
 
 /* The coordinator's signatures for the job's image; checks the digest. */
 static int
-fetch_signatures(struct fetch *f, const char *digest, json_t **sigs,
-    char *why, size_t whylen)
+fetch_signatures(struct fetch *f, const char *digest, json_t **sigs, char *why,
+    size_t whylen)
 {
 	struct gp_http_response resp;
 	char path[128], text[300];
@@ -601,25 +611,29 @@ fetch_signatures(struct fetch *f, const char *digest, json_t **sigs,
 	*sigs = NULL;
 	snprintf(path, sizeof(path), "/v1/agent/jobs/%lld/%lld/image",
 	    (long long)f->src->job_id, (long long)f->src->attempt);
-	ret = gp_http_request(f->http, "GET", path, NULL, 0, NULL, 60000,
-	    &resp);
+	ret =
+	    gp_http_request(f->http, "GET", path, NULL, 0, NULL, 60000, &resp);
 	if (ret != 0 || resp.status != 200) {
 		gp_http_error_text(&resp, text, sizeof(text));
 		ret = resp.status == 409 ? GP_ECONFLICT : GP_ECONN;
 		gp_http_response_fini(&resp);
-		return fail(why, whylen, ret, "cannot ask the coordinator "
-		    "about the image: %s", text);
+		return fail(why, whylen, ret,
+		    "cannot ask the coordinator "
+		    "about the image: %s",
+		    text);
 	}
 	root = json_loadb(resp.body, resp.body_len, 0, NULL);
 	gp_http_response_fini(&resp);
 	if (!json_is_string(json_object_get(root, "digest")) ||
 	    strcmp(json_string_value(json_object_get(root, "digest")),
-	    digest) != 0 || !json_is_array(json_object_get(root,
-	    "signatures")) || json_array_size(json_object_get(root,
-	    "signatures")) > 64) {
+	        digest) != 0 ||
+	    !json_is_array(json_object_get(root, "signatures")) ||
+	    json_array_size(json_object_get(root, "signatures")) > 64) {
 		json_decref(root);
-		return fail(why, whylen, GP_EINVAL, "the coordinator's answer "
-		    "about image %s is not for that image", digest);
+		return fail(why, whylen, GP_EINVAL,
+		    "the coordinator's answer "
+		    "about image %s is not for that image",
+		    digest);
 	}
 	*sigs = json_incref(json_object_get(root, "signatures"));
 	json_decref(root);
@@ -663,11 +677,12 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	if (!gp_oci_digest_valid(digest))
 		return fail(why, whylen, GP_EINVAL, "not an image digest");
 	if (trust->images == GP_IMAGES_NONE)
-		return fail(why, whylen, GP_EPERM, "this provider runs no "
+		return fail(why, whylen, GP_EPERM,
+		    "this provider runs no "
 		    "container images (its policy says images = none)");
 	f.src = src;
-	if ((f.http = gp_http_client_new(src->url, src->token,
-	    src->ca_file)) == NULL)
+	if ((f.http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
+	    NULL)
 		return fail(why, whylen, GP_ENOMEM, "out of memory");
 	/* 1. The owner's trust, checked here, whatever the coordinator says. */
 	if ((ret = fetch_signatures(&f, digest, &sigs, why, whylen)) != 0)
@@ -676,8 +691,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		ret = gp_sign_check(digest, sigs, trust->keys, trust->nkeys,
 		    st->trusted_by, sizeof(st->trusted_by));
 		if (ret != 0) {
-			ret = fail(why, whylen, GP_EPERM, "%s",
-			    st->trusted_by);
+			ret = fail(why, whylen, GP_EPERM, "%s", st->trusted_by);
 			goto out;
 		}
 	} else
@@ -709,20 +723,21 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		memset(&s, 0, sizeof(s));
 		s.buf = &b;
 		crypto_hash_sha256_init(&s.hash);
-		snprintf(p2, sizeof(p2), "/v1/agent/jobs/%lld/%lld/image/"
-		    "blobs/%s", (long long)src->job_id,
-		    (long long)src->attempt, digest);
-		ret = gp_http_download(f.http, p2, GP_OCI_JSON_MAX,
-		    sink_write, &s, &resp);
+		snprintf(p2, sizeof(p2),
+		    "/v1/agent/jobs/%lld/%lld/image/"
+		    "blobs/%s",
+		    (long long)src->job_id, (long long)src->attempt, digest);
+		ret = gp_http_download(f.http, p2, GP_OCI_JSON_MAX, sink_write,
+		    &s, &resp);
 		f.fetched += s.got;
 		if (ret != 0 || resp.status != 200) {
 			gp_http_error_text(&resp, text, sizeof(text));
 			gp_http_response_fini(&resp);
 			gp_buf_free(&b);
-			ret = fail(why, whylen, ret == GP_ETOOBIG ? GP_EINVAL :
-			    GP_ECONN, "cannot fetch the manifest %s: %s",
-			    digest, ret == GP_ETOOBIG ? "larger than 4 MiB" :
-			    text);
+			ret = fail(why, whylen,
+			    ret == GP_ETOOBIG ? GP_EINVAL : GP_ECONN,
+			    "cannot fetch the manifest %s: %s", digest,
+			    ret == GP_ETOOBIG ? "larger than 4 MiB" : text);
 			goto out;
 		}
 		gp_http_response_fini(&resp);
@@ -730,9 +745,11 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		gp_oci_digest_format(hash, got);
 		if (strcmp(got, digest) != 0) {
 			gp_buf_free(&b);
-			ret = fail(why, whylen, GP_EINVAL, "tampered image: the "
+			ret = fail(why, whylen, GP_EINVAL,
+			    "tampered image: the "
 			    "manifest failed its digest check (it hashes to "
-			    "%s, the job is pinned to %s)", got, digest);
+			    "%s, the job is pinned to %s)",
+			    got, digest);
 			goto out;
 		}
 		gp_buf_append(&b, "", 0);
@@ -748,7 +765,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	data = NULL;
 	/* 3. The config. */
 	if ((ret = small_blob(c, &f, &m.config, "config", &data, &len, why,
-	    whylen)) != 0)
+	         whylen)) != 0)
 		goto out;
 	if (gp_oci_config_decode(data, len, &cfg, why, whylen) != 0) {
 		ret = GP_EINVAL;
@@ -756,30 +773,35 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	}
 	if ((cfg.os[0] != '\0' && strcmp(cfg.os, "linux") != 0) ||
 	    (cfg.arch[0] != '\0' && strcmp(cfg.arch, machine_arch()) != 0)) {
-		ret = fail(why, whylen, GP_EINVAL, "the image is for %s/%s; "
-		    "this provider runs linux/%s", cfg.os, cfg.arch,
-		    machine_arch());
+		ret = fail(why, whylen, GP_EINVAL,
+		    "the image is for %s/%s; "
+		    "this provider runs linux/%s",
+		    cfg.os, cfg.arch, machine_arch());
 		goto out;
 	}
 	if (cfg.ndiff_ids != 0 && cfg.ndiff_ids != m.nlayers) {
-		ret = fail(why, whylen, GP_EINVAL, "bad image: the config lists "
-		    "%d layers, the manifest %d", cfg.ndiff_ids, m.nlayers);
+		ret = fail(why, whylen, GP_EINVAL,
+		    "bad image: the config lists "
+		    "%d layers, the manifest %d",
+		    cfg.ndiff_ids, m.nlayers);
 		goto out;
 	}
 	for (i = 0; i < m.nlayers; i++)
 		need += m.layers[i].size;
 	if (need > c->max_bytes) {
-		ret = fail(why, whylen, GP_ETOOBIG, "the image's layers (%lld "
+		ret = fail(why, whylen, GP_ETOOBIG,
+		    "the image's layers (%lld "
 		    "bytes compressed) do not fit the image cache "
-		    "(--image-cache-max %lld)", (long long)need,
-		    (long long)c->max_bytes);
+		    "(--image-cache-max %lld)",
+		    (long long)need, (long long)c->max_bytes);
 		goto out;
 	}
 	/* 4. Every layer: cached, or fetched, verified and unpacked. */
 	hold = calloc(1, sizeof(*hold) + (size_t)m.nlayers * 65);
 	img = calloc(1, sizeof(*img));
-	if (hold == NULL || img == NULL || (img->layers = calloc(
-	    (size_t)m.nlayers + 1, sizeof(char *))) == NULL ||
+	if (hold == NULL || img == NULL ||
+	    (img->layers = calloc((size_t)m.nlayers + 1, sizeof(char *))) ==
+	        NULL ||
 	    (img->digest = strdup(digest)) == NULL) {
 		ret = fail(why, whylen, GP_ENOMEM, "out of memory");
 		goto out;

@@ -30,7 +30,7 @@ struct gp_image_hold;
 
 /* What the owner lets run (agent/policy.h's images and trust-key). */
 struct gp_image_trust {
-	int images;			/* enum gp_image_policy */
+	int images; /* enum gp_image_policy */
 	const struct gp_trusted_key *keys;
 	int nkeys;
 };
@@ -47,20 +47,20 @@ struct gp_image_source {
 /* What one prepare did (for the log line and tests). */
 struct gp_image_prepared {
 	int layers;
-	int cached;		/* layers found in the cache */
-	int fetched;		/* layers transferred */
-	int64_t fetched_bytes;	/* blob bytes transferred (all kinds) */
+	int cached;            /* layers found in the cache */
+	int fetched;           /* layers transferred */
+	int64_t fetched_bytes; /* blob bytes transferred (all kinds) */
 	int64_t elapsed_ms;
-	char trusted_by[300];	/* how the signature check passed */
+	char trusted_by[300]; /* how the signature check passed */
 };
 
 struct gp_image_cache_stats {
-	int64_t bytes;		/* unpacked layers held */
-	int64_t max_bytes;	/* the cap */
+	int64_t bytes;     /* unpacked layers held */
+	int64_t max_bytes; /* the cap */
 	int layers;
-	int in_use;		/* layers running jobs use */
+	int in_use; /* layers running jobs use */
 	int64_t hits, misses, evictions;
-	int64_t fetched_bytes;	/* since start */
+	int64_t fetched_bytes; /* since start */
 };
 
 /*
@@ -88,10 +88,11 @@ void gp_image_cache_free(struct gp_image_cache *c);
  *   GP_ECONN, GP_ETIMEDOUT, GP_EIO  the coordinator or the disk failed
  *              (worth another try elsewhere).
  */
-int gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
-    const char *digest, const struct gp_image_trust *trust,
-    struct gp_container_image **img, struct gp_image_hold **hold,
-    struct gp_image_prepared *st, char *why, size_t whylen);
+int gp_image_prepare(struct gp_image_cache *c,
+    const struct gp_image_source *src, const char *digest,
+    const struct gp_image_trust *trust, struct gp_container_image **img,
+    struct gp_image_hold **hold, struct gp_image_prepared *st, char *why,
+    size_t whylen);
 
 /* Releases a job's layers (NULL is fine); they may be evicted again. */
 void gp_image_release(struct gp_image_cache *c, struct gp_image_hold *hold);

@@ -5,6 +5,11 @@
  */
 #include "agent/layer.h"
 
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
@@ -16,10 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "gp.h"
@@ -27,7 +28,7 @@
 #include "util.h"
 
 #define PATH_CLEAN_MAX 4097
-#define BLOCK	       (256 * 1024)
+#define BLOCK          (256 * 1024)
 
 void
 gp_layer_limits_default(struct gp_layer_limits *lim)
@@ -38,8 +39,7 @@ gp_layer_limits_default(struct gp_layer_limits *lim)
 	lim->ratio_floor = 64LL << 20;
 }
 
-static int
-refuse(char *err, size_t errlen, const char *fmt, ...)
+static int refuse(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -101,46 +101,59 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 		clean_link[0] = '\0';
 	if (path == NULL)
 		return refuse(err, errlen, "an entry without a name");
-	if (gp_archive_path_clean(path, clean, cleanlen, why,
-	    sizeof(why)) != 0)
+	if (gp_archive_path_clean(path, clean, cleanlen, why, sizeof(why)) != 0)
 		return refuse(err, errlen, "entry '%.200s': %s", path, why);
 	switch (type) {
 	case S_IFCHR:
 	case S_IFBLK:
-		return refuse(err, errlen, "entry '%.200s': device nodes are "
-		    "not allowed in a layer", path);
+		return refuse(err, errlen,
+		    "entry '%.200s': device nodes are "
+		    "not allowed in a layer",
+		    path);
 	case S_IFIFO:
-		return refuse(err, errlen, "entry '%.200s': fifos are not "
-		    "allowed in a layer", path);
+		return refuse(err, errlen,
+		    "entry '%.200s': fifos are not "
+		    "allowed in a layer",
+		    path);
 	case S_IFSOCK:
-		return refuse(err, errlen, "entry '%.200s': sockets are not "
-		    "allowed in a layer", path);
+		return refuse(err, errlen,
+		    "entry '%.200s': sockets are not "
+		    "allowed in a layer",
+		    path);
 	case S_IFREG:
 	case S_IFDIR:
 	case S_IFLNK:
 		break;
 	default:
 		if (link == NULL || type != 0)
-			return refuse(err, errlen, "entry '%.200s': unknown "
-			    "file type", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': unknown "
+			    "file type",
+			    path);
 	}
 	if (clean[0] == '\0') {
 		if (type != S_IFDIR)
-			return refuse(err, errlen, "entry '%.200s': the layer's "
-			    "root must be a directory", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': the layer's "
+			    "root must be a directory",
+			    path);
 		return 0;
 	}
 	base = strrchr(clean, '/');
 	base = base != NULL ? base + 1 : clean;
 	for (p = clean; p < base; p = strchr(p, '/') + 1)
 		if (strncmp(p, ".wh.", 4) == 0)
-			return refuse(err, errlen, "entry '%.200s': a whiteout "
+			return refuse(err, errlen,
+			    "entry '%.200s': a whiteout "
 			    "name used as a directory (unsupported aufs "
-			    "metadata)", path);
+			    "metadata)",
+			    path);
 	if (strncmp(base, ".wh.", 4) == 0) {
 		if (type == S_IFDIR || type == S_IFLNK)
-			return refuse(err, errlen, "entry '%.200s': a whiteout "
-			    "must be a plain file", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': a whiteout "
+			    "must be a plain file",
+			    path);
 		if (strcmp(base, ".wh..wh..opq") == 0) {
 			/* The directory holding it becomes opaque. */
 			if (base == clean)
@@ -151,12 +164,16 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 			return 0;
 		}
 		if (strncmp(base, ".wh..wh.", 8) == 0)
-			return refuse(err, errlen, "entry '%.200s': unsupported "
-			    "aufs metadata", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': unsupported "
+			    "aufs metadata",
+			    path);
 		if (base[4] == '\0' || strcmp(base + 4, ".") == 0 ||
 		    strcmp(base + 4, "..") == 0)
-			return refuse(err, errlen, "entry '%.200s': a whiteout "
-			    "of nothing", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': a whiteout "
+			    "of nothing",
+			    path);
 		memmove((char *)base, base + 4, strlen(base + 4) + 1);
 		*action = GP_LAYER_WHITEOUT;
 		return 0;
@@ -164,14 +181,19 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 	if (link != NULL && type != S_IFLNK) {
 		/* A hard link: to a file of this layer, by a clean path. */
 		if (gp_archive_path_clean(link, clean_link, linklen, why,
-		    sizeof(why)) != 0 || clean_link[0] == '\0')
-			return refuse(err, errlen, "entry '%.200s': hard link "
-			    "target '%.200s' escapes the layer (%s)", path,
-			    link, clean_link[0] == '\0' && why[0] == '\0' ?
-			    "its root" : why);
+		        sizeof(why)) != 0 ||
+		    clean_link[0] == '\0')
+			return refuse(err, errlen,
+			    "entry '%.200s': hard link "
+			    "target '%.200s' escapes the layer (%s)",
+			    path, link,
+			    clean_link[0] == '\0' && why[0] == '\0' ? "its root"
+			                                            : why);
 		if (strcmp(clean_link, clean) == 0)
-			return refuse(err, errlen, "entry '%.200s': a hard "
-			    "link to itself", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': a hard "
+			    "link to itself",
+			    path);
 		*action = GP_LAYER_HARDLINK;
 		return 0;
 	}
@@ -187,15 +209,21 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 	}
 	/* A symbolic link. */
 	if (link == NULL || link[0] == '\0' || strlen(link) > 4096)
-		return refuse(err, errlen, "entry '%.200s': a symbolic link "
-		    "needs a target of 1 to 4096 bytes", path);
+		return refuse(err, errlen,
+		    "entry '%.200s': a symbolic link "
+		    "needs a target of 1 to 4096 bytes",
+		    path);
 	for (p = link; *p != '\0'; p++)
 		if ((unsigned char)*p < 0x20)
-			return refuse(err, errlen, "entry '%.200s': control "
-			    "character in the link target", path);
+			return refuse(err, errlen,
+			    "entry '%.200s': control "
+			    "character in the link target",
+			    path);
 	if (link_escapes(clean, link))
-		return refuse(err, errlen, "entry '%.200s': symbolic link to "
-		    "'%.200s' escapes the layer", path, link);
+		return refuse(err, errlen,
+		    "entry '%.200s': symbolic link to "
+		    "'%.200s' escapes the layer",
+		    path, link);
 	*action = GP_LAYER_SYMLINK;
 	return 0;
 }
@@ -203,11 +231,11 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 /* ---- writing ---- */
 
 struct unpack {
-	const char *dir;	/* NULL: scan only */
+	const char *dir; /* NULL: scan only */
 	int rootfd;
-	json_t *files;		/* scan: regular files seen */
-	json_t *links;		/* scan: symbolic links seen */
-	int xattr_user;		/* opaque dirs use user.overlay.opaque */
+	json_t *files;  /* scan: regular files seen */
+	json_t *links;  /* scan: symbolic links seen */
+	int xattr_user; /* opaque dirs use user.overlay.opaque */
 	char *err;
 	size_t errlen;
 };
@@ -275,11 +303,15 @@ bad:
 	if (errno == ELOOP || errno == EXDEV || errno == ENOTDIR ||
 	    errno == EAGAIN) {
 		*refused = 1;
-		snprintf(u->err, u->errlen, "entry '%.200s' goes through a "
-		    "symbolic link or a non-directory (an escape)", clean);
+		snprintf(u->err, u->errlen,
+		    "entry '%.200s' goes through a "
+		    "symbolic link or a non-directory (an escape)",
+		    clean);
 	} else
-		snprintf(u->err, u->errlen, "entry '%.200s': cannot open its "
-		    "directory: %s", clean, strerror(errno));
+		snprintf(u->err, u->errlen,
+		    "entry '%.200s': cannot open its "
+		    "directory: %s",
+		    clean, strerror(errno));
 	return -1;
 }
 
@@ -318,24 +350,27 @@ write_file(struct unpack *u, struct archive *a, int fd, const char *clean,
 		if (n < 0) {
 			snprintf(u->err, u->errlen, "entry '%.200s': %s", clean,
 			    archive_error_string(a) ? archive_error_string(a)
-						    : "read error");
+			                            : "read error");
 			free(buf);
 			return GP_EINVAL;
 		}
 		st->bytes += n;
 		st->stream_bytes = archive_filter_bytes(a, 0);
 		if (st->bytes > lim->max_bytes) {
-			snprintf(u->err, u->errlen, "the layer unpacks to more "
-			    "than %lld bytes", (long long)lim->max_bytes);
+			snprintf(u->err, u->errlen,
+			    "the layer unpacks to more "
+			    "than %lld bytes",
+			    (long long)lim->max_bytes);
 			free(buf);
 			return GP_ETOOBIG;
 		}
 		if (st->stream_bytes > lim->ratio_floor && compressed > 0 &&
 		    st->stream_bytes / compressed > lim->max_ratio) {
-			snprintf(u->err, u->errlen, "decompression bomb: %lld "
+			snprintf(u->err, u->errlen,
+			    "decompression bomb: %lld "
 			    "bytes of layer unpack to more than %lld bytes "
-			    "(ratio over %lld)", (long long)compressed,
-			    (long long)st->stream_bytes,
+			    "(ratio over %lld)",
+			    (long long)compressed, (long long)st->stream_bytes,
 			    (long long)lim->max_ratio);
 			free(buf);
 			return GP_ETOOBIG;
@@ -383,12 +418,15 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 	if (u->dir == NULL) {
 		/* Scan only: the same decisions, on recorded paths. */
 		if (clean[0] != '\0' && through_link(u->links, clean))
-			return refuse(u->err, u->errlen, "entry '%.200s' goes "
-			    "through a symbolic link (an escape)", clean);
-		if (action == GP_LAYER_HARDLINK && (json_object_get(u->files,
-		    clean_link) == NULL || through_link(u->links,
-		    clean_link)))
-			return refuse(u->err, u->errlen, "entry '%.200s': hard "
+			return refuse(u->err, u->errlen,
+			    "entry '%.200s' goes "
+			    "through a symbolic link (an escape)",
+			    clean);
+		if (action == GP_LAYER_HARDLINK &&
+		    (json_object_get(u->files, clean_link) == NULL ||
+		        through_link(u->links, clean_link)))
+			return refuse(u->err, u->errlen,
+			    "entry '%.200s': hard "
 			    "link to '%.200s', which is no file of this layer",
 			    clean, clean_link);
 		if (action == GP_LAYER_FILE || action == GP_LAYER_HARDLINK)
@@ -400,8 +438,7 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 		else
 			json_object_del(u->links, clean);
 		if (action == GP_LAYER_FILE)
-			return write_file(u, a, -1, clean, lim, st,
-			    compressed);
+			return write_file(u, a, -1, clean, lim, st, compressed);
 		return 0;
 	}
 	if (action == GP_LAYER_OPAQUE) {
@@ -420,13 +457,16 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 			snprintf(u->err, u->errlen, "dup: %s", strerror(errno));
 			return GP_EIO;
 		}
-		if (!u->xattr_user && fsetxattr(dfd, "trusted.overlay.opaque",
-		    "y", 1, 0) != 0 && (errno == EPERM || errno == ENOTSUP))
+		if (!u->xattr_user &&
+		    fsetxattr(dfd, "trusted.overlay.opaque", "y", 1, 0) != 0 &&
+		    (errno == EPERM || errno == ENOTSUP))
 			u->xattr_user = 1;
-		if (u->xattr_user && fsetxattr(dfd, "user.overlay.opaque", "y",
-		    1, 0) != 0) {
-			snprintf(u->err, u->errlen, "cannot mark '%.200s' "
-			    "opaque for overlayfs: %s", clean, strerror(errno));
+		if (u->xattr_user &&
+		    fsetxattr(dfd, "user.overlay.opaque", "y", 1, 0) != 0) {
+			snprintf(u->err, u->errlen,
+			    "cannot mark '%.200s' "
+			    "opaque for overlayfs: %s",
+			    clean, strerror(errno));
 			close(dfd);
 			return GP_EIO;
 		}
@@ -450,8 +490,8 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 	case GP_LAYER_FILE:
 		if (remove_at(u, dfd, name, clean) != 0)
 			goto io;
-		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL |
-		    O_NOFOLLOW | O_CLOEXEC, 0600);
+		fd = openat(dfd, name,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			goto io;
 		ret = write_file(u, a, fd, clean, lim, st, compressed);
@@ -477,7 +517,8 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 		    !S_ISREG(sb.st_mode)) {
 			close(tfd);
 			close(dfd);
-			return refuse(u->err, u->errlen, "entry '%.200s': hard "
+			return refuse(u->err, u->errlen,
+			    "entry '%.200s': hard "
 			    "link to '%.200s', which is no file of this layer",
 			    clean, clean_link);
 		}
@@ -492,10 +533,11 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 		if (remove_at(u, dfd, name, clean) != 0)
 			goto io;
 		if (mknodat(dfd, name, S_IFCHR | 0600, makedev(0, 0)) != 0) {
-			snprintf(u->err, u->errlen, "cannot create the overlayfs "
+			snprintf(u->err, u->errlen,
+			    "cannot create the overlayfs "
 			    "whiteout for '%.200s': %s (the agent needs "
-			    "CAP_MKNOD to unpack layers with deletions)", clean,
-			    strerror(errno));
+			    "CAP_MKNOD to unpack layers with deletions)",
+			    clean, strerror(errno));
 			close(dfd);
 			return GP_EIO;
 		}
@@ -530,19 +572,23 @@ run(struct unpack *u, struct archive *a, const struct gp_layer_limits *lim,
 		if (r == ARCHIVE_EOF)
 			return 0;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
-			return refuse(u->err, u->errlen, "not a valid layer "
+			return refuse(u->err, u->errlen,
+			    "not a valid layer "
 			    "archive (tar, tar+gzip or tar+zstd): %.200s",
 			    archive_error_string(a) ? archive_error_string(a)
-						    : "read error");
+			                            : "read error");
 		if (++st->entries > lim->max_entries) {
-			snprintf(u->err, u->errlen, "more than %lld entries in "
-			    "the layer", (long long)lim->max_entries);
+			snprintf(u->err, u->errlen,
+			    "more than %lld entries in "
+			    "the layer",
+			    (long long)lim->max_entries);
 			return GP_ETOOBIG;
 		}
 		st->stream_bytes = archive_filter_bytes(a, 0);
 		if (st->stream_bytes > lim->ratio_floor && compressed > 0 &&
 		    st->stream_bytes / compressed > lim->max_ratio) {
-			snprintf(u->err, u->errlen, "decompression bomb: the "
+			snprintf(u->err, u->errlen,
+			    "decompression bomb: the "
 			    "layer's stream grows past %lld times its size",
 			    (long long)lim->max_ratio);
 			return GP_ETOOBIG;
@@ -559,7 +605,7 @@ run(struct unpack *u, struct archive *a, const struct gp_layer_limits *lim,
 		if (action == GP_LAYER_SKIP)
 			continue;
 		if ((ret = apply(u, a, e, action, clean, clean_link, lim, st,
-		    compressed)) != 0)
+		         compressed)) != 0)
 			return ret;
 	}
 }
@@ -606,7 +652,8 @@ gp_layer_unpack(const char *blob, const char *dir,
 		return GP_EIO;
 	}
 	if ((u.rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-	    (fd = open(blob, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) != 0) {
+	    (fd = open(blob, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    fstat(fd, &sb) != 0) {
 		snprintf(err, errlen, "open: %s", strerror(errno));
 		goto out;
 	}

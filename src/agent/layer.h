@@ -31,10 +31,10 @@
 #include <stdint.h>
 
 struct gp_layer_limits {
-	int64_t max_bytes;	/* file data, in all (default 64 GiB) */
-	int64_t max_entries;	/* default 1,000,000 */
-	int64_t max_ratio;	/* uncompressed stream / compressed size */
-	int64_t ratio_floor;	/* no ratio check below this many bytes */
+	int64_t max_bytes;   /* file data, in all (default 64 GiB) */
+	int64_t max_entries; /* default 1,000,000 */
+	int64_t max_ratio;   /* uncompressed stream / compressed size */
+	int64_t ratio_floor; /* no ratio check below this many bytes */
 };
 
 /* The defaults above; ratio 200 past 64 MiB. */
@@ -42,21 +42,21 @@ void gp_layer_limits_default(struct gp_layer_limits *lim);
 
 struct gp_layer_stats {
 	int64_t entries;
-	int64_t bytes;		/* file data written */
-	int64_t stream_bytes;	/* uncompressed tar stream read */
+	int64_t bytes;        /* file data written */
+	int64_t stream_bytes; /* uncompressed tar stream read */
 	int whiteouts;
 	int opaques;
 };
 
 /* What an entry asks for, once checked. */
 enum gp_layer_action {
-	GP_LAYER_SKIP = 0,	/* the root directory itself */
+	GP_LAYER_SKIP = 0, /* the root directory itself */
 	GP_LAYER_FILE,
 	GP_LAYER_DIR,
 	GP_LAYER_SYMLINK,
 	GP_LAYER_HARDLINK,
-	GP_LAYER_WHITEOUT,	/* clean names the path to hide */
-	GP_LAYER_OPAQUE,	/* clean names the directory made opaque */
+	GP_LAYER_WHITEOUT, /* clean names the path to hide */
+	GP_LAYER_OPAQUE,   /* clean names the directory made opaque */
 };
 
 /*

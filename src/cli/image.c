@@ -10,18 +10,19 @@
  * cannot be made to fetch arbitrary URLs by its users, and only the
  * layers the coordinator lacks are fetched from the registry at all.
  */
+#include "cli/image.h"
+
+#include <sys/stat.h>
+
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "cli/cmd.h"
-#include "cli/image.h"
 #include "gp.h"
 #include "oci.h"
 #include "registry.h"
@@ -69,10 +70,9 @@ ask_missing(struct gp_cli_conn *conn, struct gp_oci_descriptor **all, int n,
 	if (rc != 0)
 		return rc;
 	m = json_object();
-	json_array_foreach(json_object_get(reply, "missing"), i, v)
-		if (json_is_string(v))
-			json_object_set_new(m, json_string_value(v),
-			    json_true());
+	json_array_foreach(json_object_get(reply, "missing"), i,
+	    v) if (json_is_string(v))
+	    json_object_set_new(m, json_string_value(v), json_true());
 	json_decref(reply);
 	*missing = m;
 	return 0;
@@ -80,8 +80,8 @@ ask_missing(struct gp_cli_conn *conn, struct gp_oci_descriptor **all, int n,
 
 /* Checks a PUT's answer; prints the error. */
 static int
-put_answered(struct gp_cli_conn *conn, int rc,
-    struct gp_http_response *resp, const char *digest)
+put_answered(struct gp_cli_conn *conn, int rc, struct gp_http_response *resp,
+    const char *digest)
 {
 	char text[512];
 
@@ -116,24 +116,27 @@ static int
 name_image(struct gp_cli_conn *conn, const char *name, const char *digest,
     json_t **image)
 {
-	return gp_cli_call(conn, "POST", "/v1/images", json_pack("{s:s,s:s}",
-	    "name", name, "digest", digest), 0, image, NULL);
+	return gp_cli_call(conn, "POST", "/v1/images",
+	    json_pack("{s:s,s:s}", "name", name, "digest", digest), 0, image,
+	    NULL);
 }
 
 static void
-summary(const char *verb, json_t *image, const char *name,
-    const char *digest, int nlayers, const struct sent *s)
+summary(const char *verb, json_t *image, const char *name, const char *digest,
+    int nlayers, const struct sent *s)
 {
 	char a[32], b[32];
 
 	format_bytes(s->bytes, a, sizeof(a));
 	format_bytes(s->present_bytes, b, sizeof(b));
 	printf("%s %s@%s: %d layer%s, %d blob%s sent (%s), %d already stored "
-	    "(%s)%s%s\n", verb, name, digest, nlayers, nlayers == 1 ? "" : "s",
-	    s->blobs, s->blobs == 1 ? "" : "s", a, s->present, b,
+	       "(%s)%s%s\n",
+	    verb, name, digest, nlayers, nlayers == 1 ? "" : "s", s->blobs,
+	    s->blobs == 1 ? "" : "s", a, s->present, b,
 	    gp_cli_json_str(image, "previous") ? "; the name pointed at " : "",
-	    gp_cli_json_str(image, "previous") ? gp_cli_json_str(image,
-	    "previous") : "");
+	    gp_cli_json_str(image, "previous")
+	        ? gp_cli_json_str(image, "previous")
+	        : "");
 }
 
 /* ---- import ---- */
@@ -178,7 +181,7 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 	int rc, i, n = 0, nwant = 0, round;
 
 	if (gp_image_archive_read(args->operands[0], opt_name, &ia, err,
-	    sizeof(err)) != 0) {
+	        sizeof(err)) != 0) {
 		gp_cli_error("%s: %s", args->operands[0], err);
 		gp_image_archive_fini(&ia);
 		return GP_CLI_EXIT_FAIL;
@@ -189,8 +192,8 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 		gp_image_archive_fini(&ia);
 		return GP_CLI_EXIT_USAGE;
 	}
-	if (gp_image_name_normalize(opt_name != NULL ? opt_name : ia.name,
-	    name, sizeof(name), err, sizeof(err)) != 0) {
+	if (gp_image_name_normalize(opt_name != NULL ? opt_name : ia.name, name,
+	        sizeof(name), err, sizeof(err)) != 0) {
 		gp_cli_error("--name: %s", err);
 		gp_image_archive_fini(&ia);
 		return GP_CLI_EXIT_USAGE;
@@ -226,7 +229,7 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 			int k, dup = 0;
 			for (k = 0; k < i; k++)
 				dup |= strcmp(ia.layers[k].d.digest,
-				    ia.layers[i].d.digest) == 0;
+				           ia.layers[i].d.digest) == 0;
 			if (dup)
 				continue;
 			if (json_object_get(missing, ia.layers[i].d.digest) ==
@@ -244,7 +247,7 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 		ctx.conn = &conn;
 		ctx.sent = &sent;
 		if ((rc = gp_image_archive_each(&ia, want, upload_entry, &ctx,
-		    err, sizeof(err))) != 0) {
+		         err, sizeof(err))) != 0) {
 			if (rc != GP_CLI_EXIT_FAIL)
 				gp_cli_error("%s: %s", args->operands[0], err);
 			rc = GP_CLI_EXIT_FAIL;
@@ -252,14 +255,14 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 		}
 		if (json_object_get(missing, ia.config.d.digest) != NULL) {
 			if ((rc = put_memory(&conn, &ia.config.d,
-			    ia.config.data, ia.config.len)) != 0)
+			         ia.config.data, ia.config.len)) != 0)
 				goto out;
 			sent.blobs++;
 			sent.bytes += ia.config.d.size;
 		}
 		if (json_object_get(missing, ia.manifest.d.digest) != NULL) {
 			if ((rc = put_memory(&conn, &ia.manifest.d,
-			    ia.manifest.data, ia.manifest.len)) != 0)
+			         ia.manifest.data, ia.manifest.len)) != 0)
 				goto out;
 			sent.blobs++;
 			sent.bytes += ia.manifest.d.size;
@@ -270,8 +273,10 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 	summary("imported", image, name, ia.manifest.d.digest, ia.nlayers,
 	    &sent);
 	if (ia.arch[0] != '\0' && strcmp(ia.arch, "amd64") != 0)
-		fprintf(stderr, "gpupool: note: the image is for %s/%s; "
-		    "providers run linux/amd64 images\n", ia.os, ia.arch);
+		fprintf(stderr,
+		    "gpupool: note: the image is for %s/%s; "
+		    "providers run linux/amd64 images\n",
+		    ia.os, ia.arch);
 out:
 	json_decref(missing);
 	json_decref(image);
@@ -367,8 +372,8 @@ pull_name(const char *text, const struct gp_image_ref *ref, char *out,
 	char base[600];
 	const char *at = strchr(text, '@');
 
-	snprintf(base, sizeof(base), "%.*s", at != NULL ? (int)(at - text) :
-	    (int)strlen(text), text);
+	snprintf(base, sizeof(base), "%.*s",
+	    at != NULL ? (int)(at - text) : (int)strlen(text), text);
 	if (ref->tag[0] == '\0' && ref->digest[0] != '\0') {
 		/* By digest only: a tag of its own, never "latest". */
 		char tagged[700];
@@ -403,10 +408,10 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 		return gp_cli_usage_error(args, "%s", err);
 	if (gp_cli_value(args, "name") != NULL) {
 		if (gp_image_name_normalize(gp_cli_value(args, "name"), name,
-		    sizeof(name), err, sizeof(err)) != 0)
+		        sizeof(name), err, sizeof(err)) != 0)
 			return gp_cli_usage_error(args, "--name: %s", err);
 	} else if (pull_name(text, &ref, name, sizeof(name), err,
-	    sizeof(err)) != 0)
+	               sizeof(err)) != 0)
 		return gp_cli_usage_error(args, "%s", err);
 	memset(&opts, 0, sizeof(opts));
 	opts.plain_http = gp_cli_flag(args, "plain-http");
@@ -414,43 +419,47 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 	opts.username = gp_cli_value(args, "username");
 	opts.password = getenv("GPUPOOL_REGISTRY_PASSWORD");
 	if (opts.username == NULL && opts.password != NULL)
-		return gp_cli_usage_error(args, "GPUPOOL_REGISTRY_PASSWORD is "
+		return gp_cli_usage_error(args,
+		    "GPUPOOL_REGISTRY_PASSWORD is "
 		    "set: give --username too");
 	if ((reg = gp_registry_new(&ref, &opts)) == NULL) {
 		gp_cli_error("out of memory");
 		return GP_CLI_EXIT_FAIL;
 	}
 	/* The tag (or digest) to a manifest; an index to linux/amd64's. */
-	if (gp_registry_manifest(reg, ref.digest[0] ? ref.digest :
-	    ref.tag[0] ? ref.tag : "latest", &body, ctype, sizeof(ctype),
-	    digest, err, sizeof(err)) != 0) {
+	if (gp_registry_manifest(reg,
+	        ref.digest[0]    ? ref.digest
+	            : ref.tag[0] ? ref.tag
+	                         : "latest",
+	        &body, ctype, sizeof(ctype), digest, err, sizeof(err)) != 0) {
 		gp_cli_error("%s", err);
 		goto out;
 	}
 	if (gp_oci_detect(body.data, body.len, ctype) == GP_OCI_INDEX) {
 		struct gp_oci_index idx;
 		if (gp_oci_index_decode(body.data, body.len, &idx, err,
-		    sizeof(err)) != 0 || gp_oci_index_pick(&idx, "linux",
-		    "amd64", &pick, err, sizeof(err)) != 0) {
+		        sizeof(err)) != 0 ||
+		    gp_oci_index_pick(&idx, "linux", "amd64", &pick, err,
+		        sizeof(err)) != 0) {
 			gp_oci_index_fini(&idx);
 			gp_cli_error("%s: %s", text, err);
 			goto out;
 		}
 		gp_oci_index_fini(&idx);
 		if (gp_registry_manifest(reg, pick.digest, &body, ctype,
-		    sizeof(ctype), digest, err, sizeof(err)) != 0) {
+		        sizeof(ctype), digest, err, sizeof(err)) != 0) {
 			gp_cli_error("%s", err);
 			goto out;
 		}
 		if ((int64_t)body.len != pick.size) {
 			gp_cli_error("%s: the index says manifest %s has %lld "
-			    "bytes, the registry sent %zu", text, pick.digest,
-			    (long long)pick.size, body.len);
+			             "bytes, the registry sent %zu",
+			    text, pick.digest, (long long)pick.size, body.len);
 			goto out;
 		}
 	}
-	if (gp_oci_manifest_decode(body.data, body.len, &m, err,
-	    sizeof(err)) != 0) {
+	if (gp_oci_manifest_decode(body.data, body.len, &m, err, sizeof(err)) !=
+	    0) {
 		gp_cli_error("%s: %s", text, err);
 		goto out;
 	}
@@ -459,8 +468,8 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 	/* The config: small, fetched into memory, checked by digest. */
 	{
 		int64_t got;
-		if (gp_registry_blob(reg, &m.config, to_buf, &config, &got,
-		    err, sizeof(err)) != 0) {
+		if (gp_registry_blob(reg, &m.config, to_buf, &config, &got, err,
+		        sizeof(err)) != 0) {
 			gp_cli_error("%s", err);
 			goto out;
 		}
@@ -468,12 +477,13 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 	{
 		struct gp_oci_config cfg;
 		if (gp_oci_config_decode(config.data, config.len, &cfg, err,
-		    sizeof(err)) != 0) {
+		        sizeof(err)) != 0) {
 			gp_cli_error("%s: %s", text, err);
 			goto out;
 		}
 		if (cfg.arch[0] != '\0' && strcmp(cfg.arch, "amd64") != 0)
-			fprintf(stderr, "gpupool: note: the image is for "
+			fprintf(stderr,
+			    "gpupool: note: the image is for "
 			    "%s/%s; providers run linux/amd64 images\n",
 			    cfg.os, cfg.arch);
 		gp_oci_config_fini(&cfg);
@@ -497,7 +507,7 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 			int k, dup = 0;
 			for (k = 0; k < i; k++)
 				dup |= strcmp(m.layers[k].digest,
-				    m.layers[i].digest) == 0;
+				           m.layers[i].digest) == 0;
 			if (dup)
 				continue;
 			if (json_object_get(missing, m.layers[i].digest) ==
@@ -509,19 +519,19 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 				continue;
 			}
 			if ((rc = pull_layer(reg, &conn, &m.layers[i],
-			    &sent)) != 0)
+			         &sent)) != 0)
 				goto out;
 		}
 		if (json_object_get(missing, m.config.digest) != NULL) {
 			if ((rc = put_memory(&conn, &m.config, config.data,
-			    config.len)) != 0)
+			         config.len)) != 0)
 				goto out;
 			sent.blobs++;
 			sent.bytes += m.config.size;
 		}
 		if (json_object_get(missing, digest) != NULL) {
 			if ((rc = put_memory(&conn, &manifest_d, body.data,
-			    body.len)) != 0)
+			         body.len)) != 0)
 				goto out;
 			sent.blobs++;
 			sent.bytes += manifest_d.size;
@@ -548,8 +558,8 @@ out:
 int
 gp_cli_render_images(json_t *reply, struct gp_buf *out)
 {
-	static const char *const header[] = {"NAME", "DIGEST", "SIZE",
-	    "LAYERS", "SIGNED", "USER", "CREATED"};
+	static const char *const header[] = {"NAME", "DIGEST", "SIZE", "LAYERS",
+	    "SIGNED", "USER", "CREATED"};
 	char digest[32], size[32], layers[16], signed_by[16];
 	const char *row[7], *d;
 	struct gp_table t;
@@ -570,16 +580,17 @@ gp_cli_render_images(json_t *reply, struct gp_buf *out)
 		format_bytes(json_integer_value(json_object_get(v, "bytes")),
 		    size, sizeof(size));
 		snprintf(layers, sizeof(layers), "%lld",
-		    (long long)json_integer_value(json_object_get(v,
-		    "layers")));
+		    (long long)json_integer_value(
+		        json_object_get(v, "layers")));
 		snprintf(signed_by, sizeof(signed_by), "%zu",
 		    json_array_size(json_object_get(v, "signatures")));
 		row[0] = gp_cli_json_str(v, "name");
 		row[1] = digest;
 		row[2] = size;
 		row[3] = layers;
-		row[4] = json_array_size(json_object_get(v, "signatures")) ?
-		    signed_by : NULL;
+		row[4] = json_array_size(json_object_get(v, "signatures"))
+		    ? signed_by
+		    : NULL;
 		row[5] = gp_cli_json_str(v, "user");
 		row[6] = gp_cli_json_str(v, "created_at");
 		if ((rc = gp_table_add(&t, row)) != 0)
@@ -654,8 +665,8 @@ gp_cli_cmd_image_rm(const struct gp_cli_args *args)
 	if (rc != 0)
 		return rc;
 	json_array_foreach(json_object_get(reply, "removed"), i, v)
-		printf("removed %s (%s)\n", json_string_value(v),
-		    gp_cli_json_str(reply, "digest"));
+	    printf("removed %s (%s)\n", json_string_value(v),
+	        gp_cli_json_str(reply, "digest"));
 	json_decref(reply);
 	return 0;
 }
@@ -671,7 +682,8 @@ gp_cli_cmd_key_create(const struct gp_cli_args *args)
 	int fd;
 
 	if (!gp_name_valid(name))
-		return gp_cli_usage_error(args, "NAME: 1 to 64 of A-Z a-z 0-9 "
+		return gp_cli_usage_error(args,
+		    "NAME: 1 to 64 of A-Z a-z 0-9 "
 		    ". _ -");
 	if (out == NULL) {
 		snprintf(path, sizeof(path), "%s.key", name);
@@ -700,9 +712,11 @@ gp_cli_cmd_key_create(const struct gp_cli_args *args)
 	memset(text, 0, strlen(text));
 	free(text);
 	printf("%s\n", key.public_text);
-	fprintf(stderr, "gpupool: the secret key is in %s (mode 0600); "
+	fprintf(stderr,
+	    "gpupool: the secret key is in %s (mode 0600); "
 	    "providers that trust it add to their policy:\n    trust-key = %s "
-	    "%s\n", out, key.public_text, name);
+	    "%s\n",
+	    out, key.public_text, name);
 	gp_sign_key_wipe(&key);
 	return 0;
 }
@@ -723,8 +737,8 @@ gp_cli_cmd_image_sign(const struct gp_cli_args *args)
 
 	if (keyfile == NULL)
 		return gp_cli_usage_error(args, "--key KEYFILE is required");
-	if (stat(keyfile, &st) != 0 || gp_read_file(keyfile,
-	    GP_SIGN_KEYFILE_MAX, &text, &len) != 0) {
+	if (stat(keyfile, &st) != 0 ||
+	    gp_read_file(keyfile, GP_SIGN_KEYFILE_MAX, &text, &len) != 0) {
 		gp_cli_error("cannot read %s: %s", keyfile, strerror(errno));
 		return GP_CLI_EXIT_FAIL;
 	}
@@ -732,7 +746,8 @@ gp_cli_cmd_image_sign(const struct gp_cli_args *args)
 		memset(text, 0, len);
 		free(text);
 		gp_cli_error("%s is readable by others (mode %03o): chmod 600 "
-		    "it first", keyfile, (unsigned)(st.st_mode & 0777));
+		             "it first",
+		    keyfile, (unsigned)(st.st_mode & 0777));
 		return GP_CLI_EXIT_FAIL;
 	}
 	rc = gp_sign_key_parse(text, len, &key, err, sizeof(err));
@@ -765,7 +780,8 @@ gp_cli_cmd_image_sign(const struct gp_cli_args *args)
 		reply = NULL;
 		rc = gp_cli_call(&conn, "POST", "/v1/images/signatures",
 		    json_pack("{s:s,s:s,s:s}", "digest", digest, "key",
-		    key.public_text, "signature", sig), 0, &reply, NULL);
+		        key.public_text, "signature", sig),
+		    0, &reply, NULL);
 		if (rc == 0)
 			printf("signed %s (%s) with key %s (%s)\n",
 			    args->operands[0], digest, key.name,

@@ -14,15 +14,15 @@
 #include "util.h"
 
 enum gp_archive_kind {
-	GP_ARCHIVE_OCI = 1,	/* an OCI image layout (oci-layout, index.json) */
-	GP_ARCHIVE_DOCKER,	/* `docker save` (manifest.json) */
+	GP_ARCHIVE_OCI = 1, /* an OCI image layout (oci-layout, index.json) */
+	GP_ARCHIVE_DOCKER,  /* `docker save` (manifest.json) */
 };
 
 /* A blob of the image and where its bytes are. */
 struct gp_archive_blob {
 	struct gp_oci_descriptor d;
-	char *entry;	/* the archive entry holding it, or NULL */
-	char *data;	/* or its bytes in memory (manifest, config) */
+	char *entry; /* the archive entry holding it, or NULL */
+	char *data;  /* or its bytes in memory (manifest, config) */
 	size_t len;
 };
 
@@ -41,7 +41,7 @@ struct gp_image_archive {
 	struct gp_archive_blob config;
 	struct gp_archive_blob *layers;
 	int nlayers;
-	char os[32], arch[32];	/* the config's platform */
+	char os[32], arch[32]; /* the config's platform */
 };
 
 /*
@@ -73,7 +73,7 @@ long gp_archive_reader_read(void *reader, char *buf, size_t len);
  */
 int gp_image_archive_each(struct gp_image_archive *ia,
     struct gp_archive_blob **want,
-    int (*fn)(void *arg, struct gp_archive_blob *b, void *reader),
-    void *arg, char *err, size_t errlen);
+    int (*fn)(void *arg, struct gp_archive_blob *b, void *reader), void *arg,
+    char *err, size_t errlen);
 
 #endif

@@ -6,6 +6,8 @@
  * ones) and keeps the small ones (metadata, manifests, configs) in
  * memory; later passes stream the layers' bytes to whoever wants them.
  */
+#include <sys/stat.h>
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
@@ -15,24 +17,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/image.h"
 #include "gp.h"
 
-#define SMALL_MAX	GP_OCI_JSON_MAX	  /* kept in memory up to this */
-#define SMALL_TOTAL_MAX (256LL << 20)	  /* ... and this much in all */
-#define ENTRIES_MAX	100000
-#define LINK_HOPS_MAX	8
-#define BLOCK		(256 * 1024)
+#define SMALL_MAX       GP_OCI_JSON_MAX /* kept in memory up to this */
+#define SMALL_TOTAL_MAX (256LL << 20)   /* ... and this much in all */
+#define ENTRIES_MAX     100000
+#define LINK_HOPS_MAX   8
+#define BLOCK           (256 * 1024)
 
 struct entry {
 	char *path;
 	int64_t size;
-	char *data;	/* small regular files */
+	char *data; /* small regular files */
 	size_t len;
-	char *link;	/* symlink or hard link: the entry it stands for */
+	char *link; /* symlink or hard link: the entry it stands for */
 };
 
 struct listing {
@@ -41,8 +42,7 @@ struct listing {
 	int64_t small_total;
 };
 
-static int
-fail(char *err, size_t errlen, int code, const char *fmt, ...)
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static int
@@ -81,9 +81,11 @@ open_archive(const char *path, int *fd, char *err, size_t errlen)
 	archive_read_support_filter_zstd(a);
 	archive_read_support_filter_none(a);
 	if (archive_read_open_fd(a, *fd, BLOCK) != ARCHIVE_OK) {
-		fail(err, errlen, GP_EINVAL, "%s: not a tar archive (plain or "
-		    "compressed): %s", path, archive_error_string(a) ?
-		    archive_error_string(a) : "?");
+		fail(err, errlen, GP_EINVAL,
+		    "%s: not a tar archive (plain or "
+		    "compressed): %s",
+		    path,
+		    archive_error_string(a) ? archive_error_string(a) : "?");
 		archive_read_free(a);
 		close(*fd);
 		return NULL;
@@ -109,7 +111,7 @@ resolve_symlink(const char *linkpath, const char *target, char *out,
 	    slash != NULL ? (int)(slash - linkpath) : 0, linkpath,
 	    slash != NULL ? "/" : "", target);
 	for (p = strtok_r(buf, "/", &save); p != NULL;
-	    p = strtok_r(NULL, "/", &save)) {
+	     p = strtok_r(NULL, "/", &save)) {
 		if (strcmp(p, ".") == 0)
 			continue;
 		if (strcmp(p, "..") == 0) {
@@ -187,23 +189,26 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
 			ret = fail(err, errlen, GP_EINVAL, "%s: %s", path,
 			    archive_error_string(a) ? archive_error_string(a)
-						    : "read error");
+			                            : "read error");
 			break;
 		}
 		name = archive_entry_pathname(e);
 		if (gp_archive_path_clean(name, clean, sizeof(clean), why,
-		    sizeof(why)) != 0) {
-			ret = fail(err, errlen, GP_EINVAL, "%s: entry "
-			    "'%.200s': %s", path, name ? name : "", why);
+		        sizeof(why)) != 0) {
+			ret = fail(err, errlen, GP_EINVAL,
+			    "%s: entry "
+			    "'%.200s': %s",
+			    path, name ? name : "", why);
 			break;
 		}
 		type = archive_entry_filetype(e);
 		if (type == AE_IFDIR || clean[0] == '\0')
 			continue;
 		if (l->n == ENTRIES_MAX) {
-			ret = fail(err, errlen, GP_ETOOBIG, "%s: more than %d "
-			    "entries: not an image archive", path,
-			    ENTRIES_MAX);
+			ret = fail(err, errlen, GP_ETOOBIG,
+			    "%s: more than %d "
+			    "entries: not an image archive",
+			    path, ENTRIES_MAX);
 			break;
 		}
 		if (l->n == l->cap) {
@@ -226,10 +231,13 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		if ((target = archive_entry_hardlink(e)) != NULL) {
 			char t[4200];
 			if (gp_archive_path_clean(target, t, sizeof(t), why,
-			    sizeof(why)) != 0 || t[0] == '\0') {
-				ret = fail(err, errlen, GP_EINVAL, "%s: entry "
+			        sizeof(why)) != 0 ||
+			    t[0] == '\0') {
+				ret = fail(err, errlen, GP_EINVAL,
+				    "%s: entry "
 				    "'%.200s': hard link target escapes the "
-				    "archive", path, clean);
+				    "archive",
+				    path, clean);
 				break;
 			}
 			l->e[l->n - 1].link = strdup(t);
@@ -238,23 +246,27 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		if (type == AE_IFLNK) {
 			char t[4200];
 			target = archive_entry_symlink(e);
-			if (target == NULL || resolve_symlink(clean, target, t,
-			    sizeof(t)) != 0) {
-				ret = fail(err, errlen, GP_EINVAL, "%s: entry "
+			if (target == NULL ||
+			    resolve_symlink(clean, target, t, sizeof(t)) != 0) {
+				ret = fail(err, errlen, GP_EINVAL,
+				    "%s: entry "
 				    "'%.200s': symbolic link to '%.200s' "
-				    "escapes the archive", path, clean,
-				    target ? target : "");
+				    "escapes the archive",
+				    path, clean, target ? target : "");
 				break;
 			}
 			l->e[l->n - 1].link = strdup(t);
 			continue;
 		}
 		if (type != AE_IFREG) {
-			ret = fail(err, errlen, GP_EINVAL, "%s: entry '%.200s': "
-			    "%s are not allowed in an image archive", path,
-			    clean, type == AE_IFCHR || type == AE_IFBLK ?
-			    "device nodes" : type == AE_IFIFO ? "fifos" :
-			    "special files");
+			ret = fail(err, errlen, GP_EINVAL,
+			    "%s: entry '%.200s': "
+			    "%s are not allowed in an image archive",
+			    path, clean,
+			    type == AE_IFCHR || type == AE_IFBLK
+			        ? "device nodes"
+			        : type == AE_IFIFO ? "fifos"
+			                           : "special files");
 			break;
 		}
 		l->e[l->n - 1].size = archive_entry_size(e);
@@ -271,8 +283,10 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 			got = archive_read_data(a, buf, (size_t)size);
 			if (got != size) {
 				free(buf);
-				ret = fail(err, errlen, GP_EINVAL, "%s: entry "
-				    "'%.200s' is truncated", path, clean);
+				ret = fail(err, errlen, GP_EINVAL,
+				    "%s: entry "
+				    "'%.200s' is truncated",
+				    path, clean);
 				break;
 			}
 			buf[size] = '\0';
@@ -309,18 +323,21 @@ find(struct listing *l, const char *path)
 
 /* A small entry's bytes (kept in memory by pass 1). */
 static int
-small(struct listing *l, const char *path, char **data, size_t *len,
-    char *err, size_t errlen)
+small(struct listing *l, const char *path, char **data, size_t *len, char *err,
+    size_t errlen)
 {
 	struct entry *e = find(l, path);
 
 	if (e == NULL)
-		return fail(err, errlen, GP_ENOENT, "the archive has no "
-		    "'%.200s'", path);
+		return fail(err, errlen, GP_ENOENT,
+		    "the archive has no "
+		    "'%.200s'",
+		    path);
 	if (e->data == NULL)
-		return fail(err, errlen, GP_ETOOBIG, "'%.200s' is larger than "
-		    "%d bytes (or the archive's metadata is too large)", path,
-		    SMALL_MAX);
+		return fail(err, errlen, GP_ETOOBIG,
+		    "'%.200s' is larger than "
+		    "%d bytes (or the archive's metadata is too large)",
+		    path, SMALL_MAX);
 	*data = e->data;
 	*len = e->len;
 	return 0;
@@ -357,14 +374,16 @@ layout_blob(struct listing *l, const struct gp_oci_descriptor *d,
 	if ((ret = small(l, path, &data, &len, err, errlen)) != 0)
 		return ret;
 	if ((int64_t)len != d->size)
-		return fail(err, errlen, GP_EINVAL, "the image says its %s %s "
-		    "has %lld bytes; the archive's blob has %zu", what,
-		    d->digest, (long long)d->size, len);
+		return fail(err, errlen, GP_EINVAL,
+		    "the image says its %s %s "
+		    "has %lld bytes; the archive's blob has %zu",
+		    what, d->digest, (long long)d->size, len);
 	gp_oci_digest_of(data, len, got);
 	if (strcmp(got, d->digest) != 0)
-		return fail(err, errlen, GP_EINVAL, "the archive's %s blob %s "
-		    "hashes to %s: the archive lies about it", what, d->digest,
-		    got);
+		return fail(err, errlen, GP_EINVAL,
+		    "the archive's %s blob %s "
+		    "hashes to %s: the archive lies about it",
+		    what, d->digest, got);
 	out->d = *d;
 	if ((out->data = malloc(len + 1)) == NULL)
 		return fail(err, errlen, GP_ENOMEM, "out of memory");
@@ -379,21 +398,21 @@ static void
 annotated_name(json_t *entry, char *out, size_t outlen)
 {
 	json_t *ann = json_object_get(entry, "annotations");
-	const char *n = json_string_value(json_object_get(ann,
-	    "io.containerd.image.name"));
+	const char *n =
+	    json_string_value(json_object_get(ann, "io.containerd.image.name"));
 	char err[200];
 
 	out[0] = '\0';
 	if (n == NULL) {
-		n = json_string_value(json_object_get(ann,
-		    "org.opencontainers.image.ref.name"));
+		n = json_string_value(
+		    json_object_get(ann, "org.opencontainers.image.ref.name"));
 		/* Often just a tag ("latest"): not a name on its own. */
 		if (n != NULL && strchr(n, ':') == NULL &&
 		    strchr(n, '/') == NULL)
 			n = NULL;
 	}
-	if (n != NULL && gp_image_name_normalize(n, out, outlen, err,
-	    sizeof(err)) != 0)
+	if (n != NULL &&
+	    gp_image_name_normalize(n, out, outlen, err, sizeof(err)) != 0)
 		out[0] = '\0';
 }
 
@@ -405,7 +424,8 @@ read_layout(struct listing *l, const char *want_name,
 	struct gp_oci_descriptor pick;
 	struct gp_oci_manifest m;
 	struct gp_oci_config cfg;
-	char *data, want[GP_IMAGE_NAME_MAX + 1] = "", name[GP_IMAGE_NAME_MAX + 1];
+	char *data, want[GP_IMAGE_NAME_MAX + 1] = "",
+	                                     name[GP_IMAGE_NAME_MAX + 1];
 	size_t len, i;
 	json_t *root = NULL;
 	int ret, found = 0, k;
@@ -418,7 +438,8 @@ read_layout(struct listing *l, const char *want_name,
 	root = json_loadb(data, len, 0, NULL);
 	if (!json_is_string(json_object_get(root, "imageLayoutVersion"))) {
 		json_decref(root);
-		return fail(err, errlen, GP_EINVAL, "oci-layout: no "
+		return fail(err, errlen, GP_EINVAL,
+		    "oci-layout: no "
 		    "imageLayoutVersion");
 	}
 	json_decref(root);
@@ -427,15 +448,18 @@ read_layout(struct listing *l, const char *want_name,
 	if (gp_oci_index_decode(data, len, &idx, err, errlen) != 0)
 		return GP_EINVAL;
 	root = json_loadb(data, len, 0, NULL);
-	if (want_name != NULL && gp_image_name_normalize(want_name, want,
-	    sizeof(want), err, errlen) != 0) {
+	if (want_name != NULL &&
+	    gp_image_name_normalize(want_name, want, sizeof(want), err,
+	        errlen) != 0) {
 		ret = GP_EINVAL;
 		goto out;
 	}
 	/* By name when the archive names several; else the only one. */
 	for (i = 0; i < (size_t)idx.n && want[0] != '\0'; i++) {
 		annotated_name(json_array_get(json_object_get(root,
-		    "manifests"), i), name, sizeof(name));
+		                                  "manifests"),
+		                   i),
+		    name, sizeof(name));
 		if (strcmp(name, want) == 0) {
 			pick = idx.manifests[i];
 			gp_strlcpy(ia->name, name, sizeof(ia->name));
@@ -446,7 +470,9 @@ read_layout(struct listing *l, const char *want_name,
 	if (!found && idx.n == 1) {
 		pick = idx.manifests[0];
 		annotated_name(json_array_get(json_object_get(root,
-		    "manifests"), 0), ia->name, sizeof(ia->name));
+		                                  "manifests"),
+		                   0),
+		    ia->name, sizeof(ia->name));
 		found = 1;
 	}
 	if (!found) {
@@ -473,16 +499,16 @@ read_layout(struct listing *l, const char *want_name,
 			goto out;
 	}
 	if ((ret = layout_blob(l, &pick, "manifest", &ia->manifest, err,
-	    errlen)) != 0)
+	         errlen)) != 0)
 		goto out;
 	if ((ret = gp_oci_manifest_decode(ia->manifest.data, ia->manifest.len,
-	    &m, err, errlen)) != 0)
+	         &m, err, errlen)) != 0)
 		goto out;
 	if ((ret = layout_blob(l, &m.config, "config", &ia->config, err,
-	    errlen)) != 0)
+	         errlen)) != 0)
 		goto out;
 	if ((ret = gp_oci_config_decode(ia->config.data, ia->config.len, &cfg,
-	    err, errlen)) != 0)
+	         err, errlen)) != 0)
 		goto out;
 	gp_strlcpy(ia->os, cfg.os, sizeof(ia->os));
 	gp_strlcpy(ia->arch, cfg.arch, sizeof(ia->arch));
@@ -500,15 +526,19 @@ read_layout(struct listing *l, const char *want_name,
 		ia->layers[k].d = m.layers[k];
 		ia->nlayers++;
 		if ((e = find(l, path)) == NULL) {
-			ret = fail(err, errlen, GP_EINVAL, "layer %d (%s) is "
-			    "not in the archive", k, m.layers[k].digest);
+			ret = fail(err, errlen, GP_EINVAL,
+			    "layer %d (%s) is "
+			    "not in the archive",
+			    k, m.layers[k].digest);
 			goto out;
 		}
 		if (e->size != m.layers[k].size) {
-			ret = fail(err, errlen, GP_EINVAL, "the manifest says "
+			ret = fail(err, errlen, GP_EINVAL,
+			    "the manifest says "
 			    "layer %d (%s) has %lld bytes; the archive's blob "
-			    "has %lld", k, m.layers[k].digest,
-			    (long long)m.layers[k].size, (long long)e->size);
+			    "has %lld",
+			    k, m.layers[k].digest, (long long)m.layers[k].size,
+			    (long long)e->size);
 			goto out;
 		}
 		if ((ia->layers[k].entry = strdup(e->path)) == NULL) {
@@ -541,15 +571,16 @@ read_docker(struct listing *l, const char *want_name,
 		return ret;
 	if (gp_docker_save_decode(data, len, &ds, err, errlen) != 0)
 		return GP_EINVAL;
-	if (want_name != NULL && gp_image_name_normalize(want_name, want,
-	    sizeof(want), err, errlen) != 0) {
+	if (want_name != NULL &&
+	    gp_image_name_normalize(want_name, want, sizeof(want), err,
+	        errlen) != 0) {
 		ret = GP_EINVAL;
 		goto out;
 	}
 	for (i = 0; i < ds.n && im == NULL; i++)
 		for (k = 0; k < ds.images[i].ntags && want[0] != '\0'; k++)
 			if (gp_image_name_normalize(ds.images[i].tags[k], tag,
-			    sizeof(tag), err, errlen) == 0 &&
+			        sizeof(tag), err, errlen) == 0 &&
 			    strcmp(tag, want) == 0) {
 				im = &ds.images[i];
 				gp_strlcpy(ia->name, tag, sizeof(ia->name));
@@ -557,13 +588,16 @@ read_docker(struct listing *l, const char *want_name,
 			}
 	if (im == NULL && ds.n == 1) {
 		im = &ds.images[0];
-		if (im->ntags > 0 && gp_image_name_normalize(im->tags[0],
-		    ia->name, sizeof(ia->name), err, errlen) != 0)
+		if (im->ntags > 0 &&
+		    gp_image_name_normalize(im->tags[0], ia->name,
+		        sizeof(ia->name), err, errlen) != 0)
 			ia->name[0] = '\0';
 	}
 	if (im == NULL) {
-		ret = fail(err, errlen, GP_EINVAL, "the archive holds %d "
-		    "images: name one with --name (its RepoTags)", ds.n);
+		ret = fail(err, errlen, GP_EINVAL,
+		    "the archive holds %d "
+		    "images: name one with --name (its RepoTags)",
+		    ds.n);
 		goto out;
 	}
 	if ((ret = small(l, im->config, &data, &len, err, errlen)) != 0)
@@ -574,8 +608,10 @@ read_docker(struct listing *l, const char *want_name,
 	gp_strlcpy(ia->arch, cfg.arch, sizeof(ia->arch));
 	if (cfg.ndiff_ids != 0 && cfg.ndiff_ids != im->nlayers) {
 		gp_oci_config_fini(&cfg);
-		ret = fail(err, errlen, GP_EINVAL, "the config lists %d layers, "
-		    "manifest.json %d", cfg.ndiff_ids, im->nlayers);
+		ret = fail(err, errlen, GP_EINVAL,
+		    "the config lists %d layers, "
+		    "manifest.json %d",
+		    cfg.ndiff_ids, im->nlayers);
 		goto out;
 	}
 	gp_oci_config_fini(&cfg);
@@ -599,15 +635,17 @@ read_docker(struct listing *l, const char *want_name,
 		struct entry *e = find(l, im->layers[k]);
 		ia->nlayers++;
 		if (e == NULL) {
-			ret = fail(err, errlen, GP_EINVAL, "layer %d "
-			    "('%.200s') is not in the archive", k,
-			    im->layers[k]);
+			ret = fail(err, errlen, GP_EINVAL,
+			    "layer %d "
+			    "('%.200s') is not in the archive",
+			    k, im->layers[k]);
 			goto out;
 		}
 		if (e->size < 1 || e->size > GP_OCI_LAYER_MAX) {
-			ret = fail(err, errlen, GP_EINVAL, "layer %d "
-			    "('%.200s'): %lld bytes", k, im->layers[k],
-			    (long long)e->size);
+			ret = fail(err, errlen, GP_EINVAL,
+			    "layer %d "
+			    "('%.200s'): %lld bytes",
+			    k, im->layers[k], (long long)e->size);
 			goto out;
 		}
 		ia->layers[k].d.size = e->size;
@@ -664,8 +702,8 @@ gp_archive_reader_read(void *reader, char *buf, size_t len)
 int
 gp_image_archive_each(struct gp_image_archive *ia,
     struct gp_archive_blob **want,
-    int (*fn)(void *arg, struct gp_archive_blob *b, void *reader),
-    void *arg, char *err, size_t errlen)
+    int (*fn)(void *arg, struct gp_archive_blob *b, void *reader), void *arg,
+    char *err, size_t errlen)
 {
 	struct gp_archive_reader rd;
 	struct archive *a;
@@ -692,11 +730,11 @@ gp_image_archive_each(struct gp_image_archive *ia,
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
 			ret = fail(err, errlen, GP_EINVAL, "%s: %s", ia->path,
 			    archive_error_string(a) ? archive_error_string(a)
-						    : "read error");
+			                            : "read error");
 			break;
 		}
 		if (gp_archive_path_clean(archive_entry_pathname(e), clean,
-		    sizeof(clean), why, sizeof(why)) != 0 ||
+		        sizeof(clean), why, sizeof(why)) != 0 ||
 		    archive_entry_filetype(e) != AE_IFREG ||
 		    archive_entry_hardlink(e) != NULL)
 			continue;
@@ -717,10 +755,13 @@ gp_image_archive_each(struct gp_image_archive *ia,
 			if (ret != 0)
 				break;
 			if (rd.failed) {
-				ret = fail(err, errlen, GP_EINVAL, "%s: cannot "
-				    "read '%.200s': %s", ia->path, clean,
-				    archive_error_string(a) ?
-				    archive_error_string(a) : "truncated");
+				ret = fail(err, errlen, GP_EINVAL,
+				    "%s: cannot "
+				    "read '%.200s': %s",
+				    ia->path, clean,
+				    archive_error_string(a)
+				        ? archive_error_string(a)
+				        : "truncated");
 				break;
 			}
 			crypto_hash_sha256_final(&rd.hash, hash);
@@ -745,9 +786,10 @@ gp_image_archive_each(struct gp_image_archive *ia,
 					    GP_OCI_MT_LAYER,
 					    sizeof(b->d.media_type));
 			} else if (strcmp(got, b->d.digest) != 0) {
-				ret = fail(err, errlen, GP_EINVAL, "the archive's "
-				    "blob for %s hashes to %s: the archive lies "
-				    "about it", b->d.digest, got);
+				ret = fail(err, errlen, GP_EINVAL,
+				    "the archive's blob for %s hashes to %s: "
+				    "the archive lies about it",
+				    b->d.digest, got);
 				break;
 			}
 			done++;
@@ -762,9 +804,11 @@ gp_image_archive_each(struct gp_image_archive *ia,
 					gp_strlcpy(want[j]->d.media_type,
 					    b->d.media_type,
 					    sizeof(want[j]->d.media_type));
-				} else if (strcmp(got, want[j]->d.digest) != 0) {
-					ret = fail(err, errlen, GP_EINVAL, "the "
-					    "archive's blob for %s hashes to %s",
+				} else if (strcmp(got, want[j]->d.digest) !=
+				    0) {
+					ret = fail(err, errlen, GP_EINVAL,
+					    "the archive's blob for %s hashes "
+					    "to %s",
 					    want[j]->d.digest, got);
 					break;
 				}
@@ -777,8 +821,10 @@ gp_image_archive_each(struct gp_image_archive *ia,
 	close(fd);
 	free(buf);
 	if (ret == 0 && done < nwant)
-		ret = fail(err, errlen, GP_EINVAL, "%s: the archive changed "
-		    "while it was read", ia->path);
+		ret = fail(err, errlen, GP_EINVAL,
+		    "%s: the archive changed "
+		    "while it was read",
+		    ia->path);
 	return ret;
 }
 
@@ -811,10 +857,11 @@ build_manifest(struct gp_image_archive *ia, char *err, size_t errlen)
 		return ret;
 	layers = json_array();
 	for (i = 0; i < ia->nlayers; i++)
-		json_array_append_new(layers, json_pack("{s:s,s:s,s:I}",
-		    "mediaType", ia->layers[i].d.media_type, "digest",
-		    ia->layers[i].d.digest, "size",
-		    (json_int_t)ia->layers[i].d.size));
+		json_array_append_new(layers,
+		    json_pack("{s:s,s:s,s:I}", "mediaType",
+		        ia->layers[i].d.media_type, "digest",
+		        ia->layers[i].d.digest, "size",
+		        (json_int_t)ia->layers[i].d.size));
 	m = json_pack("{s:i,s:s,s:{s:s,s:s,s:I},s:o}", "schemaVersion", 2,
 	    "mediaType", GP_OCI_MT_MANIFEST, "config", "mediaType",
 	    GP_OCI_MT_CONFIG, "digest", ia->config.d.digest, "size",
@@ -830,8 +877,8 @@ build_manifest(struct gp_image_archive *ia, char *err, size_t errlen)
 	gp_oci_digest_of(text, ia->manifest.len, ia->manifest.d.digest);
 	ia->manifest.d.size = (int64_t)ia->manifest.len;
 	/* What the coordinator will check, checked now. */
-	ret = gp_oci_manifest_decode(text, ia->manifest.len, &check, err,
-	    errlen);
+	ret =
+	    gp_oci_manifest_decode(text, ia->manifest.len, &check, err, errlen);
 	gp_oci_manifest_fini(&check);
 	return ret;
 }
@@ -856,9 +903,11 @@ gp_image_archive_read(const char *path, const char *want_name,
 		if (ret == 0)
 			ret = build_manifest(ia, err, errlen);
 	} else
-		ret = fail(err, errlen, GP_EINVAL, "%s is neither an OCI image "
+		ret = fail(err, errlen, GP_EINVAL,
+		    "%s is neither an OCI image "
 		    "layout (oci-layout, index.json) nor `docker save` output "
-		    "(manifest.json)", path);
+		    "(manifest.json)",
+		    path);
 out:
 	listing_free(&l);
 	return ret;

@@ -14,8 +14,7 @@
 #include "gp.h"
 #include "util.h"
 
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -42,7 +41,7 @@ gp_oci_digest_valid(const char *text)
 		return 0;
 	for (i = 7; i < GP_OCI_DIGEST_LEN; i++)
 		if (!((text[i] >= '0' && text[i] <= '9') ||
-		    (text[i] >= 'a' && text[i] <= 'f')))
+		        (text[i] >= 'a' && text[i] <= 'f')))
 			return 0;
 	return text[GP_OCI_DIGEST_LEN] == '\0';
 }
@@ -149,23 +148,31 @@ decode_descriptor(json_t *o, const char *what, const char *const *types,
 		return fail(err, errlen, "%s: not an object", what);
 	mt = str_field(o, "mediaType", GP_OCI_MEDIA_TYPE_MAX);
 	if (mt == NULL)
-		return fail(err, errlen, "%s.mediaType: missing or not a "
-		    "short string", what);
+		return fail(err, errlen,
+		    "%s.mediaType: missing or not a "
+		    "short string",
+		    what);
 	if (types != NULL && !is_one_of(mt, types))
-		return fail(err, errlen, "%s.mediaType: unsupported type "
-		    "'%.80s'", what, mt);
+		return fail(err, errlen,
+		    "%s.mediaType: unsupported type "
+		    "'%.80s'",
+		    what, mt);
 	digest = str_field(o, "digest", 200);
 	if (digest == NULL || !gp_oci_digest_valid(digest))
-		return fail(err, errlen, "%s.digest: not sha256:<64 lowercase "
-		    "hex digits>", what);
+		return fail(err, errlen,
+		    "%s.digest: not sha256:<64 lowercase "
+		    "hex digits>",
+		    what);
 	size = json_object_get(o, "size");
 	if (!json_is_integer(size) || json_integer_value(size) < 1 ||
 	    json_integer_value(size) > max)
 		return fail(err, errlen, "%s.size: must be from 1 to %lld",
 		    what, (long long)max);
 	if (json_object_get(o, "urls") != NULL)
-		return fail(err, errlen, "%s: foreign layers (\"urls\") are "
-		    "not supported", what);
+		return fail(err, errlen,
+		    "%s: foreign layers (\"urls\") are "
+		    "not supported",
+		    what);
 	gp_strlcpy(d->media_type, mt, sizeof(d->media_type));
 	gp_strlcpy(d->digest, digest, sizeof(d->digest));
 	d->size = json_integer_value(size);
@@ -226,8 +233,8 @@ gp_oci_manifest_bytes(const struct gp_oci_manifest *m)
 }
 
 int
-gp_oci_manifest_decode(const char *text, size_t len,
-    struct gp_oci_manifest *m, char *err, size_t errlen)
+gp_oci_manifest_decode(const char *text, size_t len, struct gp_oci_manifest *m,
+    char *err, size_t errlen)
 {
 	json_t *root, *layers;
 	const char *mt;
@@ -244,18 +251,20 @@ gp_oci_manifest_decode(const char *text, size_t len,
 		mt = str_field(root, "mediaType", GP_OCI_MEDIA_TYPE_MAX);
 		if (mt == NULL || !is_one_of(mt, manifest_types)) {
 			if (mt != NULL && is_one_of(mt, index_types))
-				fail(err, errlen, "manifest: is an image "
+				fail(err, errlen,
+				    "manifest: is an image "
 				    "index, not an image manifest");
 			else
-				fail(err, errlen, "manifest.mediaType: not an "
+				fail(err, errlen,
+				    "manifest.mediaType: not an "
 				    "image manifest type");
 			goto out;
 		}
 		gp_strlcpy(m->media_type, mt, sizeof(m->media_type));
 	}
 	if (decode_descriptor(json_object_get(root, "config"),
-	    "manifest.config", config_types, GP_OCI_JSON_MAX, &m->config, err,
-	    errlen) != 0)
+	        "manifest.config", config_types, GP_OCI_JSON_MAX, &m->config,
+	        err, errlen) != 0)
 		goto out;
 	layers = json_object_get(root, "layers");
 	if (!json_is_array(layers) || (n = json_array_size(layers)) == 0) {
@@ -263,8 +272,8 @@ gp_oci_manifest_decode(const char *text, size_t len,
 		goto out;
 	}
 	if (n > GP_OCI_LAYERS_MAX) {
-		fail(err, errlen, "manifest.layers: %zu layers, at most %d",
-		    n, GP_OCI_LAYERS_MAX);
+		fail(err, errlen, "manifest.layers: %zu layers, at most %d", n,
+		    GP_OCI_LAYERS_MAX);
 		goto out;
 	}
 	if ((m->layers = calloc(n, sizeof(*m->layers))) == NULL) {
@@ -275,8 +284,8 @@ gp_oci_manifest_decode(const char *text, size_t len,
 	for (i = 0; i < n; i++) {
 		snprintf(what, sizeof(what), "manifest.layers[%zu]", i);
 		if (decode_descriptor(json_array_get(layers, i), what,
-		    layer_types, GP_OCI_LAYER_MAX, &m->layers[i], err,
-		    errlen) != 0)
+		        layer_types, GP_OCI_LAYER_MAX, &m->layers[i], err,
+		        errlen) != 0)
 			goto out;
 		m->nlayers++;
 	}
@@ -298,8 +307,7 @@ gp_oci_index_fini(struct gp_oci_index *idx)
 }
 
 static int
-copy_platform_field(json_t *platform, const char *key, char *out,
-    size_t outlen)
+copy_platform_field(json_t *platform, const char *key, char *out, size_t outlen)
 {
 	json_t *v = json_object_get(platform, key);
 	const char *s;
@@ -331,7 +339,8 @@ gp_oci_index_decode(const char *text, size_t len, struct gp_oci_index *idx,
 	if (json_object_get(root, "mediaType") != NULL) {
 		mt = str_field(root, "mediaType", GP_OCI_MEDIA_TYPE_MAX);
 		if (mt == NULL || !is_one_of(mt, index_types)) {
-			fail(err, errlen, "index.mediaType: not an image index "
+			fail(err, errlen,
+			    "index.mediaType: not an image index "
 			    "type");
 			goto out;
 		}
@@ -339,8 +348,10 @@ gp_oci_index_decode(const char *text, size_t len, struct gp_oci_index *idx,
 	list = json_object_get(root, "manifests");
 	if (!json_is_array(list) || (n = json_array_size(list)) == 0 ||
 	    n > GP_OCI_INDEX_MAX) {
-		fail(err, errlen, "index.manifests: must be an array of 1 to "
-		    "%d entries", GP_OCI_INDEX_MAX);
+		fail(err, errlen,
+		    "index.manifests: must be an array of 1 to "
+		    "%d entries",
+		    GP_OCI_INDEX_MAX);
 		goto out;
 	}
 	if ((idx->manifests = calloc(n, sizeof(*idx->manifests))) == NULL) {
@@ -356,18 +367,21 @@ gp_oci_index_decode(const char *text, size_t len, struct gp_oci_index *idx,
 		/* Entries of other types (attestations, ...) are kept and
 		 * skipped by the picker. */
 		if (decode_descriptor(e, what, NULL, GP_OCI_JSON_MAX, d, err,
-		    errlen) != 0)
+		        errlen) != 0)
 			goto out;
 		platform = json_object_get(e, "platform");
-		if (platform != NULL && (!json_is_object(platform) ||
-		    copy_platform_field(platform, "os", d->os,
-			sizeof(d->os)) != 0 ||
-		    copy_platform_field(platform, "architecture", d->arch,
-			sizeof(d->arch)) != 0 ||
-		    copy_platform_field(platform, "variant", d->variant,
-			sizeof(d->variant)) != 0)) {
-			fail(err, errlen, "%s.platform: os, architecture and "
-			    "variant must be short strings", what);
+		if (platform != NULL &&
+		    (!json_is_object(platform) ||
+		        copy_platform_field(platform, "os", d->os,
+		            sizeof(d->os)) != 0 ||
+		        copy_platform_field(platform, "architecture", d->arch,
+		            sizeof(d->arch)) != 0 ||
+		        copy_platform_field(platform, "variant", d->variant,
+		            sizeof(d->variant)) != 0)) {
+			fail(err, errlen,
+			    "%s.platform: os, architecture and "
+			    "variant must be short strings",
+			    what);
 			goto out;
 		}
 		idx->n++;
@@ -382,8 +396,7 @@ out:
 
 int
 gp_oci_index_pick(const struct gp_oci_index *idx, const char *os,
-    const char *arch, struct gp_oci_descriptor *out, char *err,
-    size_t errlen)
+    const char *arch, struct gp_oci_descriptor *out, char *err, size_t errlen)
 {
 	const struct gp_oci_descriptor *only = NULL;
 	struct gp_buf seen = {0};
@@ -410,8 +423,10 @@ gp_oci_index_pick(const struct gp_oci_index *idx, const char *os,
 		return 0;
 	}
 	if (errlen > 0)
-		snprintf(err, errlen, "the index has no %s/%s image (it has: "
-		    "%.300s)", os, arch, seen.len > 0 ? seen.data : "none");
+		snprintf(err, errlen,
+		    "the index has no %s/%s image (it has: "
+		    "%.300s)",
+		    os, arch, seen.len > 0 ? seen.data : "none");
 	gp_buf_free(&seen);
 	return GP_ENOENT;
 }
@@ -450,12 +465,12 @@ env_item_valid(const char *s)
 	if (eq == NULL || eq == s || eq - s > 1024)
 		return 0;
 	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
-	    *s == '_'))
+	        *s == '_'))
 		return 0;
 	for (p = s + 1; p < eq; p++)
 		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		    (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' ||
-		    *p == '-'))
+		        (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' ||
+		        *p == '-'))
 			return 0;
 	return 1;
 }
@@ -473,8 +488,10 @@ decode_strv(json_t *cfg, const char *key, int env, char ***out, char *err,
 	if (v == NULL || json_is_null(v))
 		return 0;
 	if (!json_is_array(v) || (n = json_array_size(v)) > GP_OCI_STRINGS_MAX)
-		return fail(err, errlen, "config.%s: must be an array of at "
-		    "most %d strings", key, GP_OCI_STRINGS_MAX);
+		return fail(err, errlen,
+		    "config.%s: must be an array of at "
+		    "most %d strings",
+		    key, GP_OCI_STRINGS_MAX);
 	if ((list = calloc(n + 1, sizeof(*list))) == NULL)
 		return fail(err, errlen, "out of memory");
 	*out = list;
@@ -483,12 +500,15 @@ decode_strv(json_t *cfg, const char *key, int env, char ***out, char *err,
 		if (!json_is_string(s) ||
 		    json_string_length(s) > GP_OCI_STRING_MAX ||
 		    strlen(json_string_value(s)) != json_string_length(s))
-			return fail(err, errlen, "config.%s[%zu]: not a string "
-			    "of at most %d bytes without NUL", key, i,
-			    GP_OCI_STRING_MAX);
+			return fail(err, errlen,
+			    "config.%s[%zu]: not a string "
+			    "of at most %d bytes without NUL",
+			    key, i, GP_OCI_STRING_MAX);
 		if (env && !env_item_valid(json_string_value(s)))
-			return fail(err, errlen, "config.%s[%zu]: not NAME="
-			    "VALUE", key, i);
+			return fail(err, errlen,
+			    "config.%s[%zu]: not NAME="
+			    "VALUE",
+			    key, i);
 		if ((list[i] = strdup(json_string_value(s))) == NULL)
 			return fail(err, errlen, "out of memory");
 	}
@@ -506,8 +526,10 @@ decode_opt_string(json_t *cfg, const char *key, size_t max, char **out,
 	if (v == NULL || json_is_null(v))
 		return 0;
 	if ((s = str_field(cfg, key, max)) == NULL)
-		return fail(err, errlen, "config.%s: not a string of at most "
-		    "%zu bytes without NUL", key, max);
+		return fail(err, errlen,
+		    "config.%s: not a string of at most "
+		    "%zu bytes without NUL",
+		    key, max);
 	if (s[0] == '\0')
 		return 0;
 	if ((*out = strdup(s)) == NULL)
@@ -535,8 +557,9 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_config *c,
 	}
 	if (json_object_get(root, "architecture") != NULL) {
 		if ((s = str_field(root, "architecture",
-		    sizeof(c->arch) - 1)) == NULL) {
-			fail(err, errlen, "config.architecture: not a short "
+		         sizeof(c->arch) - 1)) == NULL) {
+			fail(err, errlen,
+			    "config.architecture: not a short "
 			    "string");
 			goto out;
 		}
@@ -547,12 +570,14 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_config *c,
 		diff = json_object_get(rootfs, "diff_ids");
 		if (!json_is_object(rootfs) ||
 		    (diff != NULL && !json_is_array(diff))) {
-			fail(err, errlen, "config.rootfs: diff_ids must be an "
+			fail(err, errlen,
+			    "config.rootfs: diff_ids must be an "
 			    "array");
 			goto out;
 		}
-		c->ndiff_ids = (int)(json_array_size(diff) > 100000 ? 100000 :
-		    json_array_size(diff));
+		c->ndiff_ids = (int)(json_array_size(diff) > 100000
+		        ? 100000
+		        : json_array_size(diff));
 	}
 	cfg = json_object_get(root, "config");
 	if (cfg == NULL || json_is_null(cfg)) {
@@ -565,13 +590,15 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_config *c,
 	}
 	if (decode_strv(cfg, "Env", 1, &c->env, err, errlen) != 0 ||
 	    decode_strv(cfg, "Entrypoint", 0, &c->entrypoint, err, errlen) !=
-	    0 || decode_strv(cfg, "Cmd", 0, &c->cmd, err, errlen) != 0 ||
+	        0 ||
+	    decode_strv(cfg, "Cmd", 0, &c->cmd, err, errlen) != 0 ||
 	    decode_opt_string(cfg, "WorkingDir", 4096, &c->workdir, err,
-		errlen) != 0 ||
+	        errlen) != 0 ||
 	    decode_opt_string(cfg, "User", 256, &c->user, err, errlen) != 0)
 		goto out;
 	if (c->workdir != NULL && c->workdir[0] != '/') {
-		fail(err, errlen, "config.WorkingDir: must be an absolute path");
+		fail(err, errlen,
+		    "config.WorkingDir: must be an absolute path");
 		goto out;
 	}
 	ret = 0;
@@ -599,8 +626,10 @@ gp_archive_path_clean(const char *path, char *out, size_t outlen, char *err,
 		return fail(err, errlen, "absolute path '%.200s'", path);
 	for (end = path; *end != '\0'; end++)
 		if ((unsigned char)*end < 0x20 || *end == 0x7f)
-			return fail(err, errlen, "control character in path "
-			    "'%.200s'", path);
+			return fail(err, errlen,
+			    "control character in path "
+			    "'%.200s'",
+			    path);
 	if (outlen == 0)
 		return GP_EINVAL;
 	while (*p != '\0') {
@@ -650,16 +679,16 @@ gp_docker_save_fini(struct gp_docker_save *ds)
 }
 
 static int
-safe_path_dup(json_t *v, const char *what, char **out, char *err,
-    size_t errlen)
+safe_path_dup(json_t *v, const char *what, char **out, char *err, size_t errlen)
 {
 	char clean[4097], why[256];
 
-	if (!json_is_string(v) || strlen(json_string_value(v)) !=
-	    json_string_length(v))
+	if (!json_is_string(v) ||
+	    strlen(json_string_value(v)) != json_string_length(v))
 		return fail(err, errlen, "%s: not a string", what);
 	if (gp_archive_path_clean(json_string_value(v), clean, sizeof(clean),
-	    why, sizeof(why)) != 0 || clean[0] == '\0')
+	        why, sizeof(why)) != 0 ||
+	    clean[0] == '\0')
 		return fail(err, errlen, "%s: %s", what,
 		    clean[0] == '\0' ? "empty path" : why);
 	if ((*out = strdup(clean)) == NULL)
@@ -687,7 +716,8 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		    jerr.text);
 	if (!json_is_array(root) || (n = json_array_size(root)) == 0 ||
 	    n > 64) {
-		fail(err, errlen, "manifest.json: must be an array of 1 to 64 "
+		fail(err, errlen,
+		    "manifest.json: must be an array of 1 to 64 "
 		    "images");
 		goto out;
 	}
@@ -707,17 +737,19 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		}
 		snprintf(what, sizeof(what), "manifest.json[%zu].Config", i);
 		if (safe_path_dup(json_object_get(e, "Config"), what,
-		    &im->config, err, errlen) != 0)
+		        &im->config, err, errlen) != 0)
 			goto out;
 		layers = json_object_get(e, "Layers");
 		if (!json_is_array(layers) || json_array_size(layers) == 0 ||
 		    json_array_size(layers) > GP_OCI_LAYERS_MAX) {
-			fail(err, errlen, "manifest.json[%zu].Layers: must be "
-			    "an array of 1 to %d paths", i, GP_OCI_LAYERS_MAX);
+			fail(err, errlen,
+			    "manifest.json[%zu].Layers: must be "
+			    "an array of 1 to %d paths",
+			    i, GP_OCI_LAYERS_MAX);
 			goto out;
 		}
-		im->layers = calloc(json_array_size(layers),
-		    sizeof(*im->layers));
+		im->layers =
+		    calloc(json_array_size(layers), sizeof(*im->layers));
 		if (im->layers == NULL) {
 			fail(err, errlen, "out of memory");
 			goto out;
@@ -726,7 +758,7 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 			snprintf(what, sizeof(what),
 			    "manifest.json[%zu].Layers[%zu]", i, k);
 			if (safe_path_dup(json_array_get(layers, k), what,
-			    &im->layers[k], err, errlen) != 0)
+			        &im->layers[k], err, errlen) != 0)
 				goto out;
 			im->nlayers++;
 		}
@@ -734,23 +766,27 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		if (tags == NULL || json_is_null(tags))
 			continue;
 		if (!json_is_array(tags) || json_array_size(tags) > 64) {
-			fail(err, errlen, "manifest.json[%zu].RepoTags: must be "
-			    "an array of at most 64 names", i);
+			fail(err, errlen,
+			    "manifest.json[%zu].RepoTags: must be "
+			    "an array of at most 64 names",
+			    i);
 			goto out;
 		}
-		im->tags = calloc(json_array_size(tags) + 1,
-		    sizeof(*im->tags));
+		im->tags = calloc(json_array_size(tags) + 1, sizeof(*im->tags));
 		if (im->tags == NULL) {
 			fail(err, errlen, "out of memory");
 			goto out;
 		}
 		for (k = 0; k < json_array_size(tags); k++) {
 			json_t *t = json_array_get(tags, k);
-			if (!json_is_string(t) || json_string_length(t) >
-			    GP_IMAGE_NAME_MAX || strlen(json_string_value(t))
-			    != json_string_length(t)) {
-				fail(err, errlen, "manifest.json[%zu].RepoTags"
-				    "[%zu]: not a name", i, k);
+			if (!json_is_string(t) ||
+			    json_string_length(t) > GP_IMAGE_NAME_MAX ||
+			    strlen(json_string_value(t)) !=
+			        json_string_length(t)) {
+				fail(err, errlen,
+				    "manifest.json[%zu].RepoTags"
+				    "[%zu]: not a name",
+				    i, k);
 				goto out;
 			}
 			if ((im->tags[k] = strdup(json_string_value(t))) ==
@@ -840,8 +876,8 @@ tag_valid(const char *s)
 	for (i = 0; i < n; i++) {
 		char c = s[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '_' ||
-		    (i > 0 && (c == '.' || c == '-'))))
+		        (c >= '0' && c <= '9') || c == '_' ||
+		        (i > 0 && (c == '.' || c == '-'))))
 			return 0;
 	}
 	return 1;
@@ -863,8 +899,8 @@ registry_valid(const char *s)
 			return 0;
 		for (i = 1; s + i < close; i++)
 			if (!((s[i] >= '0' && s[i] <= '9') ||
-			    (s[i] >= 'a' && s[i] <= 'f') ||
-			    (s[i] >= 'A' && s[i] <= 'F') || s[i] == ':'))
+			        (s[i] >= 'a' && s[i] <= 'f') ||
+			        (s[i] >= 'A' && s[i] <= 'F') || s[i] == ':'))
 				return 0;
 		colon = close[1] == ':' ? close + 1 : NULL;
 		if (close[1] != '\0' && colon == NULL)
@@ -873,15 +909,14 @@ registry_valid(const char *s)
 		colon = strchr(s, ':');
 		for (i = 0; s + i < (colon ? colon : s + n); i++)
 			if (!((s[i] >= 'a' && s[i] <= 'z') ||
-			    (s[i] >= 'A' && s[i] <= 'Z') ||
-			    (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
-			    s[i] == '-'))
+			        (s[i] >= 'A' && s[i] <= 'Z') ||
+			        (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+			        s[i] == '-'))
 				return 0;
 		if (i == 0)
 			return 0;
 	}
-	if (colon != NULL &&
-	    gp_parse_int(colon + 1, 1, 65535, &port) != 0)
+	if (colon != NULL && gp_parse_int(colon + 1, 1, 65535, &port) != 0)
 		return 0;
 	return 1;
 }
@@ -891,8 +926,7 @@ registry_valid(const char *s)
  * path, tag and digest, without Docker Hub rewriting. OUT: ref.
  */
 static int
-split_ref(const char *text, struct gp_image_ref *ref, char *err,
-    size_t errlen)
+split_ref(const char *text, struct gp_image_ref *ref, char *err, size_t errlen)
 {
 	char buf[600], *at, *slash, *colon, *path;
 
@@ -904,8 +938,10 @@ split_ref(const char *text, struct gp_image_ref *ref, char *err,
 	if ((at = strchr(buf, '@')) != NULL) {
 		*at++ = '\0';
 		if (!gp_oci_digest_valid(at))
-			return fail(err, errlen, "'%.200s': the digest must be "
-			    "sha256:<64 lowercase hex digits>", text);
+			return fail(err, errlen,
+			    "'%.200s': the digest must be "
+			    "sha256:<64 lowercase hex digits>",
+			    text);
 		gp_strlcpy(ref->digest, at, sizeof(ref->digest));
 	}
 	path = buf;
@@ -915,8 +951,10 @@ split_ref(const char *text, struct gp_image_ref *ref, char *err,
 		if (strchr(buf, '.') != NULL || strchr(buf, ':') != NULL ||
 		    strcmp(buf, "localhost") == 0 || buf[0] == '[') {
 			if (!registry_valid(buf))
-				return fail(err, errlen, "'%.200s': bad "
-				    "registry host '%.100s'", text, buf);
+				return fail(err, errlen,
+				    "'%.200s': bad "
+				    "registry host '%.100s'",
+				    text, buf);
 			gp_strlcpy(ref->registry, buf, sizeof(ref->registry));
 			ref->explicit_registry = 1;
 			path = slash + 1;
@@ -929,15 +967,18 @@ split_ref(const char *text, struct gp_image_ref *ref, char *err,
 	if (colon != NULL) {
 		*colon++ = '\0';
 		if (!tag_valid(colon))
-			return fail(err, errlen, "'%.200s': bad tag '%.130s' "
-			    "(letters, digits, _ . -; at most 128)", text,
-			    colon);
+			return fail(err, errlen,
+			    "'%.200s': bad tag '%.130s' "
+			    "(letters, digits, _ . -; at most 128)",
+			    text, colon);
 		gp_strlcpy(ref->tag, colon, sizeof(ref->tag));
 	}
 	if (!repository_valid(path))
-		return fail(err, errlen, "'%.200s': bad repository name "
+		return fail(err, errlen,
+		    "'%.200s': bad repository name "
 		    "'%.200s' (lowercase letters and digits, separated by "
-		    ". _ - or /)", text, path);
+		    ". _ - or /)",
+		    text, path);
 	gp_strlcpy(ref->repository, path, sizeof(ref->repository));
 	return 0;
 }
@@ -958,11 +999,11 @@ gp_image_ref_parse(const char *text, struct gp_image_ref *ref, char *err,
 		if (strchr(ref->repository, '/') == NULL) {
 			if (strlen(ref->repository) + 8 >=
 			    sizeof(ref->repository))
-				return fail(err, errlen, "repository name too "
+				return fail(err, errlen,
+				    "repository name too "
 				    "long");
 			memcpy(repo, "library/", 8);
-			gp_strlcpy(repo + 8, ref->repository,
-			    sizeof(repo) - 8);
+			gp_strlcpy(repo + 8, ref->repository, sizeof(repo) - 8);
 			gp_strlcpy(ref->repository, repo,
 			    sizeof(ref->repository));
 		}
@@ -971,15 +1012,17 @@ gp_image_ref_parse(const char *text, struct gp_image_ref *ref, char *err,
 }
 
 int
-gp_image_name_normalize(const char *text, char *out, size_t outlen,
-    char *err, size_t errlen)
+gp_image_name_normalize(const char *text, char *out, size_t outlen, char *err,
+    size_t errlen)
 {
 	struct gp_image_ref r;
 	int n;
 
 	if (text != NULL && strchr(text, '@') != NULL)
-		return fail(err, errlen, "'%.200s': an image name has no "
-		    "digest (name it NAME[:TAG])", text);
+		return fail(err, errlen,
+		    "'%.200s': an image name has no "
+		    "digest (name it NAME[:TAG])",
+		    text);
 	if (split_ref(text, &r, err, errlen) != 0)
 		return GP_EINVAL;
 	n = snprintf(out, outlen, "%s%s%s:%s", r.registry,

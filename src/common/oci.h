@@ -16,28 +16,28 @@
 #include <stdint.h>
 
 /* "sha256:" and 64 lowercase hex digits, and the NUL. */
-#define GP_OCI_DIGEST_LEN  71
-#define GP_OCI_DIGEST_SIZE 72
+#define GP_OCI_DIGEST_LEN     71
+#define GP_OCI_DIGEST_SIZE    72
 #define GP_OCI_MEDIA_TYPE_MAX 127
 
 /* Bounds (docs/images.md). */
-#define GP_OCI_LAYERS_MAX     128	  /* layers in one image */
-#define GP_OCI_JSON_MAX	      (4 << 20)	  /* manifest, index, config */
-#define GP_OCI_LAYER_MAX      (64LL << 30) /* one compressed layer */
-#define GP_OCI_INDEX_MAX      256	  /* manifests in one index */
-#define GP_OCI_STRINGS_MAX    1024	  /* Env, Entrypoint, Cmd items */
-#define GP_OCI_STRING_MAX     32768	  /* one such item */
-#define GP_IMAGE_NAME_MAX     255	  /* "lab/pytorch:2.1" */
+#define GP_OCI_LAYERS_MAX  128          /* layers in one image */
+#define GP_OCI_JSON_MAX    (4 << 20)    /* manifest, index, config */
+#define GP_OCI_LAYER_MAX   (64LL << 30) /* one compressed layer */
+#define GP_OCI_INDEX_MAX   256          /* manifests in one index */
+#define GP_OCI_STRINGS_MAX 1024         /* Env, Entrypoint, Cmd items */
+#define GP_OCI_STRING_MAX  32768        /* one such item */
+#define GP_IMAGE_NAME_MAX  255          /* "lab/pytorch:2.1" */
 
-#define GP_OCI_MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define GP_OCI_MT_INDEX	   "application/vnd.oci.image.index.v1+json"
-#define GP_OCI_MT_CONFIG   "application/vnd.oci.image.config.v1+json"
-#define GP_OCI_MT_LAYER	   "application/vnd.oci.image.layer.v1.tar"
-#define GP_OCI_MT_LAYER_GZ "application/vnd.oci.image.layer.v1.tar+gzip"
+#define GP_OCI_MT_MANIFEST  "application/vnd.oci.image.manifest.v1+json"
+#define GP_OCI_MT_INDEX     "application/vnd.oci.image.index.v1+json"
+#define GP_OCI_MT_CONFIG    "application/vnd.oci.image.config.v1+json"
+#define GP_OCI_MT_LAYER     "application/vnd.oci.image.layer.v1.tar"
+#define GP_OCI_MT_LAYER_GZ  "application/vnd.oci.image.layer.v1.tar+gzip"
 #define GP_OCI_MT_LAYER_ZST "application/vnd.oci.image.layer.v1.tar+zstd"
-#define GP_DOCKER_MT_MANIFEST \
+#define GP_DOCKER_MT_MANIFEST                                                  \
 	"application/vnd.docker.distribution.manifest.v2+json"
-#define GP_DOCKER_MT_LIST \
+#define GP_DOCKER_MT_LIST                                                      \
 	"application/vnd.docker.distribution.manifest.list.v2+json"
 #define GP_DOCKER_MT_CONFIG "application/vnd.docker.container.image.v1+json"
 #define GP_DOCKER_MT_LAYER  "application/vnd.docker.image.rootfs.diff.tar.gzip"
@@ -63,7 +63,7 @@ struct gp_oci_descriptor {
 enum gp_oci_kind {
 	GP_OCI_UNKNOWN = 0,
 	GP_OCI_MANIFEST, /* an image manifest (OCI or Docker v2 schema 2) */
-	GP_OCI_INDEX,	 /* an image index or Docker manifest list */
+	GP_OCI_INDEX,    /* an image index or Docker manifest list */
 };
 
 /*
@@ -119,14 +119,14 @@ int gp_oci_index_pick(const struct gp_oci_index *idx, const char *os,
 
 /* What the agent needs of an image config ("config" object). */
 struct gp_oci_config {
-	char **env;	   /* "K=V", NULL-ended; NULL when absent */
+	char **env;        /* "K=V", NULL-ended; NULL when absent */
 	char **entrypoint; /* NULL-ended or NULL */
-	char **cmd;	   /* NULL-ended or NULL */
-	char *workdir;	   /* or NULL */
-	char *user;	   /* or NULL */
-	char os[32];	   /* "" when absent */
+	char **cmd;        /* NULL-ended or NULL */
+	char *workdir;     /* or NULL */
+	char *user;        /* or NULL */
+	char os[32];       /* "" when absent */
 	char arch[32];
-	int ndiff_ids;	   /* rootfs.diff_ids entries */
+	int ndiff_ids; /* rootfs.diff_ids entries */
 };
 
 /*
@@ -144,7 +144,7 @@ struct gp_docker_save_image {
 	char *config;  /* path in the archive of the config JSON */
 	char **layers; /* nlayers paths of layer tars, bottom first */
 	int nlayers;
-	char **tags;   /* ntags "name:tag" (RepoTags), may be 0 */
+	char **tags; /* ntags "name:tag" (RepoTags), may be 0 */
 	int ntags;
 };
 struct gp_docker_save {
@@ -168,16 +168,16 @@ void gp_docker_save_fini(struct gp_docker_save *ds);
  * ".." component, control characters, more than 4096 bytes. OUT: out
  * (outlen bytes; "" for the archive's root "./").
  */
-int gp_archive_path_clean(const char *path, char *out, size_t outlen,
-    char *err, size_t errlen);
+int gp_archive_path_clean(const char *path, char *out, size_t outlen, char *err,
+    size_t errlen);
 
 /* An image reference, parsed as Docker parses it. */
 struct gp_image_ref {
 	char registry[256];   /* "127.0.0.1:5000", "registry-1.docker.io" */
 	char repository[256]; /* "test/busybox", "library/busybox" */
-	char tag[129];	      /* "" when none */
+	char tag[129];        /* "" when none */
 	char digest[GP_OCI_DIGEST_SIZE]; /* "" when none */
-	int explicit_registry; /* the text named a registry */
+	int explicit_registry;           /* the text named a registry */
 };
 
 /*

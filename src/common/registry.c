@@ -22,8 +22,8 @@
 #define ERROR_BODY_MAX 4096
 
 static const char accept_manifests[] =
-    "Accept: " GP_OCI_MT_MANIFEST ", " GP_OCI_MT_INDEX ", "
-    GP_DOCKER_MT_MANIFEST ", " GP_DOCKER_MT_LIST;
+    "Accept: " GP_OCI_MT_MANIFEST ", " GP_OCI_MT_INDEX
+    ", " GP_DOCKER_MT_MANIFEST ", " GP_DOCKER_MT_LIST;
 
 /* ---- WWW-Authenticate ---- */
 
@@ -39,7 +39,8 @@ static int
 is_token68(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || (c != '\0' && strchr("-._~+/", c) != NULL);
+	    (c >= '0' && c <= '9') ||
+	    (c != '\0' && strchr("-._~+/", c) != NULL);
 }
 
 static const char *
@@ -139,7 +140,8 @@ gp_auth_challenge_parse(const char *header, struct gp_auth_challenge *c)
 				return GP_EINVAL;
 			q = skip_ows(w);
 			if (*q != '=') {
-				/* A token68 ("Basic dXNlcg"), or the next scheme. */
+				/* A token68 ("Basic dXNlcg"), or the next
+				 * scheme. */
 				if (memchr(p, '/', (size_t)(w - p)) != NULL ||
 				    memchr(p, '+', (size_t)(w - p)) != NULL) {
 					p = w;
@@ -214,9 +216,9 @@ struct gp_registry {
 	struct gp_image_ref ref;
 	struct gp_registry_opts opts;
 	char *username, *password, *ca_file, *user_agent;
-	char base[600];	/* "https://host/v2/repo" */
-	char *bearer;	/* the token for this repository, or NULL */
-	int basic;	/* the registry wants Basic credentials */
+	char base[600]; /* "https://host/v2/repo" */
+	char *bearer;   /* the token for this repository, or NULL */
+	int basic;      /* the registry wants Basic credentials */
 };
 
 struct gp_registry *
@@ -232,13 +234,13 @@ gp_registry_new(const struct gp_image_ref *ref,
 	r->opts = *opts;
 	if ((r->curl = curl_easy_init()) == NULL ||
 	    (opts->username != NULL &&
-		(r->username = strdup(opts->username)) == NULL) ||
+	        (r->username = strdup(opts->username)) == NULL) ||
 	    (opts->password != NULL &&
-		(r->password = strdup(opts->password)) == NULL) ||
+	        (r->password = strdup(opts->password)) == NULL) ||
 	    (opts->ca_file != NULL &&
-		(r->ca_file = strdup(opts->ca_file)) == NULL) ||
+	        (r->ca_file = strdup(opts->ca_file)) == NULL) ||
 	    (opts->user_agent != NULL &&
-		(r->user_agent = strdup(opts->user_agent)) == NULL)) {
+	        (r->user_agent = strdup(opts->user_agent)) == NULL)) {
 		gp_registry_free(r);
 		return NULL;
 	}
@@ -283,9 +285,9 @@ struct xfer {
 	struct gp_buf *buf;
 	int (*sink)(void *arg, const char *data, size_t len);
 	void *arg;
-	int64_t max;	/* more than this many body bytes: abort */
+	int64_t max; /* more than this many body bytes: abort */
 	int64_t got;
-	int toolong;	/* aborted: the body went past max */
+	int toolong; /* aborted: the body went past max */
 	int sink_failed;
 	struct gp_buf errbody; /* a non-2xx answer's body, capped */
 	crypto_hash_sha256_state hash;
@@ -341,8 +343,9 @@ on_body(char *data, size_t size, size_t nmemb, void *arg)
 	if (status < 200 || status > 299) {
 		if (x->errbody.len < ERROR_BODY_MAX)
 			gp_buf_append(&x->errbody, data,
-			    len < ERROR_BODY_MAX - x->errbody.len ? len :
-			    ERROR_BODY_MAX - x->errbody.len);
+			    len < ERROR_BODY_MAX - x->errbody.len
+			        ? len
+			        : ERROR_BODY_MAX - x->errbody.len);
 		return len;
 	}
 	if (x->got + (int64_t)len > x->max) {
@@ -368,8 +371,9 @@ error_text(const struct xfer *x, long status, char *out, size_t outlen)
 	json_t *root, *e;
 	const char *msg = NULL, *code = NULL;
 
-	root = x->errbody.len > 0 ? json_loadb(x->errbody.data,
-	    x->errbody.len, 0, NULL) : NULL;
+	root = x->errbody.len > 0
+	    ? json_loadb(x->errbody.data, x->errbody.len, 0, NULL)
+	    : NULL;
 	e = json_array_get(json_object_get(root, "errors"), 0);
 	msg = json_string_value(json_object_get(e, "message"));
 	code = json_string_value(json_object_get(e, "code"));
@@ -400,8 +404,9 @@ setup_common(struct gp_registry *r, struct xfer *x, const char *url)
 #else
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS,
 	    (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, r->opts.plain_http ?
-	    (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS) : (long)CURLPROTO_HTTPS);
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS,
+	    r->opts.plain_http ? (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)
+	                       : (long)CURLPROTO_HTTPS);
 #endif
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
@@ -409,8 +414,8 @@ setup_common(struct gp_registry *r, struct xfer *x, const char *url)
 	curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L);
 	if (r->ca_file != NULL)
 		curl_easy_setopt(c, CURLOPT_CAINFO, r->ca_file);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, r->user_agent != NULL ?
-	    r->user_agent : "gpupool/" GP_VERSION);
+	curl_easy_setopt(c, CURLOPT_USERAGENT,
+	    r->user_agent != NULL ? r->user_agent : "gpupool/" GP_VERSION);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -434,7 +439,8 @@ fetch_token(struct gp_registry *r, const struct gp_auth_challenge *ch,
 
 	if (strncmp(ch->realm, "https://", 8) != 0 &&
 	    !(r->opts.plain_http && strncmp(ch->realm, "http://", 7) == 0)) {
-		snprintf(err, errlen, "the registry's token realm '%.200s' is "
+		snprintf(err, errlen,
+		    "the registry's token realm '%.200s' is "
 		    "not https (use --plain-http only for a test registry)",
 		    ch->realm);
 		return GP_EPROTO;
@@ -474,18 +480,22 @@ fetch_token(struct gp_registry *r, const struct gp_auth_challenge *ch,
 	gp_buf_free(&url);
 	if (rc != CURLE_OK) {
 		snprintf(err, errlen, "token realm %.200s: %s", ch->realm,
-		    x.toolong ? "the answer is larger than 1 MiB" :
-		    curl_easy_strerror(rc));
+		    x.toolong ? "the answer is larger than 1 MiB"
+		              : curl_easy_strerror(rc));
 		ret = GP_ECONN;
 		goto out;
 	}
 	if (status == 401 || status == 403) {
-		snprintf(err, errlen, "the registry's token service refused "
-		    "%s (HTTP %ld): %s", r->username != NULL ?
-		    "the credentials" : "an anonymous pull", status,
+		snprintf(err, errlen,
+		    "the registry's token service refused "
+		    "%s (HTTP %ld): %s",
+		    r->username != NULL ? "the credentials"
+		                        : "an anonymous pull",
+		    status,
 		    r->username != NULL ? "check --username and "
-		    "GPUPOOL_REGISTRY_PASSWORD" : "give --username and "
-		    "GPUPOOL_REGISTRY_PASSWORD");
+		                          "GPUPOOL_REGISTRY_PASSWORD"
+		                        : "give --username and "
+		                          "GPUPOOL_REGISTRY_PASSWORD");
 		goto out;
 	}
 	if (status != 200) {
@@ -496,12 +506,12 @@ fetch_token(struct gp_registry *r, const struct gp_auth_challenge *ch,
 	root = json_loadb(body.data ? body.data : "", body.len, 0, NULL);
 	tok = json_string_value(json_object_get(root, "token"));
 	if (tok == NULL)
-		tok = json_string_value(json_object_get(root,
-		    "access_token"));
+		tok = json_string_value(json_object_get(root, "access_token"));
 	if (tok == NULL || tok[0] == '\0' || strlen(tok) > 64 * 1024 ||
 	    strpbrk(tok, "\r\n") != NULL) {
 		json_decref(root);
-		snprintf(err, errlen, "the token service's answer has no "
+		snprintf(err, errlen,
+		    "the token service's answer has no "
 		    "token");
 		ret = GP_EPROTO;
 		goto out;
@@ -573,25 +583,29 @@ get(struct gp_registry *r, const char *path, struct xfer *x, int manifests,
 		curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, status);
 		if (rc != CURLE_OK) {
 			if (x->toolong) {
-				snprintf(err, errlen, "%s/%s: the registry sent "
-				    "more than %lld bytes", r->ref.registry,
-				    path, (long long)x->max);
+				snprintf(err, errlen,
+				    "%s/%s: the registry sent "
+				    "more than %lld bytes",
+				    r->ref.registry, path, (long long)x->max);
 				return GP_EPROTO;
 			}
 			if (x->sink_failed) {
-				snprintf(err, errlen, "%s/%s: cannot store the "
-				    "data", r->ref.registry, path);
+				snprintf(err, errlen,
+				    "%s/%s: cannot store the "
+				    "data",
+				    r->ref.registry, path);
 				return GP_EIO;
 			}
 			snprintf(err, errlen, "%s/%s: %s", r->ref.registry,
 			    path, curl_easy_strerror(rc));
-			return rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT :
-			    GP_ECONN;
+			return rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT
+			                                      : GP_ECONN;
 		}
 		if (*status != 401 || attempt == 1)
 			break;
 		if (gp_auth_challenge_parse(x->challenge, &ch) != 0) {
-			snprintf(err, errlen, "%s: the registry wants "
+			snprintf(err, errlen,
+			    "%s: the registry wants "
 			    "authentication but its WWW-Authenticate header is "
 			    "not a Basic or Bearer challenge",
 			    r->ref.registry);
@@ -599,12 +613,15 @@ get(struct gp_registry *r, const char *path, struct xfer *x, int manifests,
 		}
 		if (ch.scheme == GP_AUTH_BASIC) {
 			if (r->username == NULL || r->basic) {
-				snprintf(err, errlen, "%s: the registry %s "
+				snprintf(err, errlen,
+				    "%s: the registry %s "
 				    "(give --username and "
 				    "GPUPOOL_REGISTRY_PASSWORD)",
-				    r->ref.registry, r->basic ? "refused the "
-				    "credentials" : "wants a user name and "
-				    "password");
+				    r->ref.registry,
+				    r->basic ? "refused the "
+				               "credentials"
+				             : "wants a user name and "
+				               "password");
 				return GP_EAUTH;
 			}
 			r->basic = 1;
@@ -637,23 +654,26 @@ gp_registry_manifest(struct gp_registry *r, const char *reference,
 	snprintf(path, sizeof(path), "manifests/%s", reference);
 	ret = get(r, path, &x, 1, 120000, &status, err, errlen);
 	if (ret == GP_EPROTO && x.toolong)
-		snprintf(err, errlen, "%s: the manifest %s is larger than %d "
-		    "bytes", r->ref.registry, reference, GP_OCI_JSON_MAX);
+		snprintf(err, errlen,
+		    "%s: the manifest %s is larger than %d "
+		    "bytes",
+		    r->ref.registry, reference, GP_OCI_JSON_MAX);
 	if (ret != 0)
 		goto out;
 	if (status != 200) {
 		error_text(&x, status, text, sizeof(text));
-		snprintf(err, errlen, "%s/%s: manifest %s: %s",
-		    r->ref.registry, r->ref.repository, reference, text);
+		snprintf(err, errlen, "%s/%s: manifest %s: %s", r->ref.registry,
+		    r->ref.repository, reference, text);
 		ret = status == 404 ? GP_ENOENT : GP_EPROTO;
 		goto out;
 	}
 	crypto_hash_sha256_final(&x.hash, hash);
 	gp_oci_digest_format(hash, digest);
 	if (gp_oci_digest_valid(reference) && strcmp(reference, digest) != 0) {
-		snprintf(err, errlen, "%s: the registry's manifest %s hashes "
-		    "to %s: it lies about its content", r->ref.registry,
-		    reference, digest);
+		snprintf(err, errlen,
+		    "%s: the registry's manifest %s hashes "
+		    "to %s: it lies about its content",
+		    r->ref.registry, reference, digest);
 		ret = GP_EPROTO;
 		goto out;
 	}
@@ -685,9 +705,10 @@ gp_registry_blob(struct gp_registry *r, const struct gp_oci_descriptor *d,
 	ret = get(r, path, &x, 0, 0, &status, err, errlen);
 	*received = x.got;
 	if (ret == GP_EPROTO && x.toolong)
-		snprintf(err, errlen, "%s: blob %s: the registry sent more than "
-		    "the %lld bytes the manifest declares", r->ref.registry,
-		    d->digest, (long long)d->size);
+		snprintf(err, errlen,
+		    "%s: blob %s: the registry sent more than "
+		    "the %lld bytes the manifest declares",
+		    r->ref.registry, d->digest, (long long)d->size);
 	if (ret != 0)
 		goto out;
 	if (status != 200) {
@@ -698,18 +719,21 @@ gp_registry_blob(struct gp_registry *r, const struct gp_oci_descriptor *d,
 		goto out;
 	}
 	if (x.got != d->size) {
-		snprintf(err, errlen, "%s: blob %s: the registry sent %lld "
-		    "bytes, the manifest declares %lld", r->ref.registry,
-		    d->digest, (long long)x.got, (long long)d->size);
+		snprintf(err, errlen,
+		    "%s: blob %s: the registry sent %lld "
+		    "bytes, the manifest declares %lld",
+		    r->ref.registry, d->digest, (long long)x.got,
+		    (long long)d->size);
 		ret = GP_EPROTO;
 		goto out;
 	}
 	crypto_hash_sha256_final(&x.hash, hash);
 	gp_oci_digest_format(hash, got);
 	if (strcmp(got, d->digest) != 0) {
-		snprintf(err, errlen, "%s: blob %s: the registry sent content "
-		    "that hashes to %s (wrong digest)", r->ref.registry,
-		    d->digest, got);
+		snprintf(err, errlen,
+		    "%s: blob %s: the registry sent content "
+		    "that hashes to %s (wrong digest)",
+		    r->ref.registry, d->digest, got);
 		ret = GP_EPROTO;
 	}
 out:

@@ -20,7 +20,11 @@
 #include "oci.h"
 #include "util.h"
 
-enum gp_auth_scheme { GP_AUTH_NONE = 0, GP_AUTH_BASIC, GP_AUTH_BEARER };
+enum gp_auth_scheme {
+	GP_AUTH_NONE = 0,
+	GP_AUTH_BASIC,
+	GP_AUTH_BEARER
+};
 
 struct gp_auth_challenge {
 	enum gp_auth_scheme scheme;
@@ -40,9 +44,9 @@ struct gp_auth_challenge {
 int gp_auth_challenge_parse(const char *header, struct gp_auth_challenge *c);
 
 struct gp_registry_opts {
-	int plain_http;		/* http:// instead of https:// */
-	const char *ca_file;	/* PEM CA bundle, or NULL: the system's */
-	const char *username;	/* Basic credentials, or NULL */
+	int plain_http;       /* http:// instead of https:// */
+	const char *ca_file;  /* PEM CA bundle, or NULL: the system's */
+	const char *username; /* Basic credentials, or NULL */
 	const char *password;
 	const char *user_agent; /* or NULL */
 };

@@ -17,8 +17,7 @@
 
 #define B64 sodium_base64_VARIANT_ORIGINAL
 
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -44,7 +43,8 @@ b64_exact(const char *text, size_t textlen, unsigned char *out, size_t want)
 	if (textlen != sodium_base64_ENCODED_LEN(want, B64) - 1)
 		return GP_EINVAL;
 	if (sodium_base642bin(out, want, text, textlen, NULL, &got, &end,
-	    B64) != 0 || got != want || end != text + textlen)
+	        B64) != 0 ||
+	    got != want || end != text + textlen)
 		return GP_EINVAL;
 	return 0;
 }
@@ -89,11 +89,12 @@ gp_sign_key_generate(const char *name, struct gp_sign_key *key, char **text)
 	gp_sign_public_format(key->pk, key->public_text,
 	    sizeof(key->public_text));
 	sodium_bin2base64(sk64, sizeof(sk64), key->sk, 64, B64);
-	if (gp_buf_printf(&b, "# gpupool image signing key (ed25519). Keep it "
-	    "secret.\n# Providers trust the public key: put it in their "
-	    "policy as\n# trust-key = %s %s\nname = %s\npublic = %s\n"
-	    "secret = %s\n", key->public_text, name, name, key->public_text,
-	    sk64) != 0) {
+	if (gp_buf_printf(&b,
+	        "# gpupool image signing key (ed25519). Keep it "
+	        "secret.\n# Providers trust the public key: put it in their "
+	        "policy as\n# trust-key = %s %s\nname = %s\npublic = %s\n"
+	        "secret = %s\n",
+	        key->public_text, name, name, key->public_text, sk64) != 0) {
 		sodium_memzero(sk64, sizeof(sk64));
 		if (b.data != NULL)
 			sodium_memzero(b.data, b.cap);
@@ -133,8 +134,8 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 		while (*line == ' ' || *line == '\t')
 			line++;
 		e = line + strlen(line);
-		while (e > line && (e[-1] == ' ' || e[-1] == '\t' ||
-		    e[-1] == '\r'))
+		while (e > line &&
+		    (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
 			*--e = '\0';
 		if (*line == '\0' || *line == '#')
 			continue;
@@ -151,25 +152,32 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 			;
 		if (strcmp(k, "name") == 0 && !have_name++) {
 			if (!gp_name_valid(v)) {
-				fail(err, errlen, "line %d: name: 1 to 64 of "
-				    "A-Z a-z 0-9 . _ -", lineno);
+				fail(err, errlen,
+				    "line %d: name: 1 to 64 of "
+				    "A-Z a-z 0-9 . _ -",
+				    lineno);
 				goto out;
 			}
 			gp_strlcpy(key->name, v, sizeof(key->name));
 		} else if (strcmp(k, "public") == 0 && !have_pub++) {
 			if (!gp_sign_public_parse(v, key->pk)) {
-				fail(err, errlen, "line %d: public: not "
-				    "ed25519:<base64 of 32 bytes>", lineno);
+				fail(err, errlen,
+				    "line %d: public: not "
+				    "ed25519:<base64 of 32 bytes>",
+				    lineno);
 				goto out;
 			}
 		} else if (strcmp(k, "secret") == 0 && !have_sec++) {
 			if (b64_exact(v, strlen(v), key->sk, 64) != 0) {
-				fail(err, errlen, "line %d: secret: not base64 "
-				    "of 64 bytes", lineno);
+				fail(err, errlen,
+				    "line %d: secret: not base64 "
+				    "of 64 bytes",
+				    lineno);
 				goto out;
 			}
 		} else {
-			fail(err, errlen, "line %d: unknown or repeated key "
+			fail(err, errlen,
+			    "line %d: unknown or repeated key "
 			    "'%.32s' (expected name, public, secret once each)",
 			    lineno, k);
 			goto out;
@@ -181,7 +189,8 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 	}
 	crypto_sign_ed25519_sk_to_pk(pk, key->sk);
 	if (sodium_memcmp(pk, key->pk, 32) != 0) {
-		fail(err, errlen, "the public key does not belong to the "
+		fail(err, errlen,
+		    "the public key does not belong to the "
 		    "secret key");
 		goto out;
 	}
@@ -229,13 +238,13 @@ gp_sign_verify(const char *key_text, const char *digest, const char *sig_text)
 	char payload[128];
 	size_t n;
 
-	if (!gp_oci_digest_valid(digest) || !gp_sign_public_parse(key_text, pk)
-	    || sig_text == NULL ||
+	if (!gp_oci_digest_valid(digest) ||
+	    !gp_sign_public_parse(key_text, pk) || sig_text == NULL ||
 	    b64_exact(sig_text, strlen(sig_text), sig, 64) != 0)
 		return GP_EINVAL;
 	n = gp_sign_payload(digest, payload, sizeof(payload));
 	if (crypto_sign_verify_detached(sig, (const unsigned char *)payload, n,
-	    pk) != 0)
+	        pk) != 0)
 		return GP_EPERM;
 	return 0;
 }
@@ -261,7 +270,8 @@ gp_sign_check(const char *digest, json_t *signatures,
 
 	bad[0] = '\0';
 	if (!json_is_array(signatures) || json_array_size(signatures) == 0) {
-		snprintf(why, whylen, "unsigned: the image carries no "
+		snprintf(why, whylen,
+		    "unsigned: the image carries no "
 		    "signature, and this provider runs only images signed by "
 		    "a key it trusts");
 		return GP_EPERM;
@@ -294,16 +304,20 @@ gp_sign_check(const char *digest, json_t *signatures,
 		    trusted[k].name[0] ? " " : "", key);
 	}
 	if (nbad > 0)
-		snprintf(why, whylen, "wrongly signed: the signature by trusted "
+		snprintf(why, whylen,
+		    "wrongly signed: the signature by trusted "
 		    "key %s does not verify against manifest digest %s (a "
-		    "forged signature or a tampered image)", bad, digest);
+		    "forged signature or a tampered image)",
+		    bad, digest);
 	else if (n == 0)
-		snprintf(why, whylen, "unsigned: the image carries no usable "
+		snprintf(why, whylen,
+		    "unsigned: the image carries no usable "
 		    "signature");
 	else
-		snprintf(why, whylen, "not signed by a key this provider "
-		    "trusts (signed by %.300s)", others.data ? others.data :
-		    "?");
+		snprintf(why, whylen,
+		    "not signed by a key this provider "
+		    "trusts (signed by %.300s)",
+		    others.data ? others.data : "?");
 	gp_buf_free(&others);
 	return GP_EPERM;
 }

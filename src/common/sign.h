@@ -20,8 +20,8 @@
 #include <stddef.h>
 
 #define GP_SIGN_PAYLOAD_PREFIX "gpupool-image-signature-v1\n"
-#define GP_SIGN_PUBLIC_TEXT    64  /* "ed25519:" + 44 + NUL, rounded */
-#define GP_SIGN_SIG_TEXT       96  /* base64 of 64 bytes + NUL, rounded */
+#define GP_SIGN_PUBLIC_TEXT    64 /* "ed25519:" + 44 + NUL, rounded */
+#define GP_SIGN_SIG_TEXT       96 /* base64 of 64 bytes + NUL, rounded */
 #define GP_SIGN_KEYFILE_MAX    4096
 #define GP_SIGN_NAME_MAX       64
 
@@ -34,7 +34,7 @@ struct gp_sign_key {
 
 /* A key a provider trusts. */
 struct gp_trusted_key {
-	char key[GP_SIGN_PUBLIC_TEXT]; /* "ed25519:..." */
+	char key[GP_SIGN_PUBLIC_TEXT];   /* "ed25519:..." */
 	char name[GP_SIGN_NAME_MAX + 1]; /* the owner's label, may be "" */
 };
 

@@ -33,6 +33,8 @@
  * Locking: image_lock, then state.lock for reading (briefly); never the
  * other way round.
  */
+#include <sys/stat.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,10 +54,10 @@
 #include "sign.h"
 
 #define IMAGE_JSON_BODY_MAX (1u << 20)
-#define MISSING_MAX	    1000
-#define BLOB_GRACE_MS	    (3600 * 1000LL)
-#define GC_PERIOD_MS	    60000
-#define AGENT_PREFIX	    "/v1/agent/jobs/"
+#define MISSING_MAX         1000
+#define BLOB_GRACE_MS       (3600 * 1000LL)
+#define GC_PERIOD_MS        60000
+#define AGENT_PREFIX        "/v1/agent/jobs/"
 
 static sqlite3 *db;
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -143,7 +144,8 @@ exec(const char *sql)
 	char *msg = NULL;
 
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		gp_error("image database error=\"%s\"", msg != NULL ? msg : "?");
+		gp_error("image database error=\"%s\"",
+		    msg != NULL ? msg : "?");
 		sqlite3_free(msg);
 		return GP_EIO;
 	}
@@ -194,7 +196,7 @@ gc_manifests(json_t *pinned)
 	size_t i;
 
 	st = prepare("SELECT digest FROM manifests WHERE digest NOT IN "
-		     "(SELECT digest FROM names)");
+	             "(SELECT digest FROM names)");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		d = (const char *)sqlite3_column_text(st, 0);
 		if (json_object_get(pinned, d) == NULL)
@@ -207,10 +209,10 @@ gc_manifests(json_t *pinned)
 	}
 	json_array_foreach(drop, i, v)
 	{
-		static const char *const sql[] = {
-		    "DELETE FROM manifests WHERE digest = ?",
-		    "DELETE FROM manifest_blobs WHERE manifest = ?",
-		    "DELETE FROM signatures WHERE digest = ?"};
+		static const char *const sql[] =
+		    {"DELETE FROM manifests WHERE digest = ?",
+		        "DELETE FROM manifest_blobs WHERE manifest = ?",
+		        "DELETE FROM signatures WHERE digest = ?"};
 		size_t k;
 		for (k = 0; k < GP_ARRAY_LEN(sql); k++) {
 			if ((del = prepare(sql[k])) == NULL)
@@ -355,8 +357,7 @@ image_init(const struct coord_config *cfg)
 		blob_grace_ms = v;
 		gp_warn("image gc test mode gc_ms=%lld", (long long)v);
 	}
-	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max
-					   : 64LL << 30;
+	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max : 64LL << 30;
 	snprintf(root, sizeof(root), "%s/images", cfg->data_dir);
 	snprintf(path, sizeof(path), "%s/tmp", root);
 	if (gp_mkdir_p(path, 0700) != 0) {
@@ -370,9 +371,9 @@ image_init(const struct coord_config *cfg)
 	}
 	snprintf(path, sizeof(path), "%s/images.db", cfg->data_dir);
 	if (sqlite3_open_v2(path, &db,
-		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-		    SQLITE_OPEN_FULLMUTEX,
-		NULL) != SQLITE_OK) {
+	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	            SQLITE_OPEN_FULLMUTEX,
+	        NULL) != SQLITE_OK) {
 		gp_error("cannot open database path=%s", path);
 		return GP_EIO;
 	}
@@ -382,8 +383,7 @@ image_init(const struct coord_config *cfg)
 	if (pthread_create(&gc_thread, NULL, gc_main, NULL) != 0)
 		return GP_ENOMEM;
 	gc_started = 1;
-	gp_info("image store root=%s blob_max=%lld", root,
-	    (long long)blob_max);
+	gp_info("image store root=%s blob_max=%lld", root, (long long)blob_max);
 	return 0;
 }
 
@@ -441,9 +441,8 @@ reply_json(struct MHD_Connection *conn, int status, json_t *value)
 	return reply_text(conn, status, text);
 }
 
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result reply_error(struct MHD_Connection *conn, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static enum MHD_Result
 reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
@@ -507,8 +506,8 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 
 	name[0] = '\0';
 	at = strrchr(ref, '@');
-	if (gp_oci_digest_valid(ref) || (at != NULL &&
-	    gp_oci_digest_valid(at + 1))) {
+	if (gp_oci_digest_valid(ref) ||
+	    (at != NULL && gp_oci_digest_valid(at + 1))) {
 		gp_strlcpy(digest, at != NULL ? at + 1 : ref,
 		    GP_OCI_DIGEST_SIZE);
 		st = prepare("SELECT 1 FROM manifests WHERE digest = ?");
@@ -520,8 +519,10 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 		found = sqlite3_step(st) == SQLITE_ROW;
 		sqlite3_finalize(st);
 		if (!found) {
-			snprintf(err, errlen, "no image %.200s in the store "
-			    "(gpupool image ls)", digest);
+			snprintf(err, errlen,
+			    "no image %.200s in the store "
+			    "(gpupool image ls)",
+			    digest);
 			return GP_ENOENT;
 		}
 		if (at != NULL) {
@@ -546,8 +547,10 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	}
 	sqlite3_finalize(st);
 	if (!found) {
-		snprintf(err, errlen, "no image named %.256s in the store "
-		    "(gpupool image ls)", norm);
+		snprintf(err, errlen,
+		    "no image named %.256s in the store "
+		    "(gpupool image ls)",
+		    norm);
 		return GP_ENOENT;
 	}
 	gp_strlcpy(name, norm, namelen);
@@ -562,7 +565,7 @@ signers_of(const char *digest, int with_signatures)
 	char tm[40];
 
 	st = prepare("SELECT key, signature, signer, created_ms FROM "
-		     "signatures WHERE digest = ? ORDER BY created_ms, key");
+	             "signatures WHERE digest = ? ORDER BY created_ms, key");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
@@ -574,14 +577,14 @@ signers_of(const char *digest, int with_signatures)
 		}
 		gp_format_time(sqlite3_column_int64(st, 3), tm, sizeof(tm));
 		if (with_signatures == 1)
-			json_array_append_new(list, json_pack("{s:s,s:s}",
-			    "key", key, "signature",
-			    (const char *)sqlite3_column_text(st, 1)));
+			json_array_append_new(list,
+			    json_pack("{s:s,s:s}", "key", key, "signature",
+			        (const char *)sqlite3_column_text(st, 1)));
 		else
-			json_array_append_new(list, json_pack("{s:s,s:s,s:s}",
-			    "key", key, "signer",
-			    (const char *)sqlite3_column_text(st, 2),
-			    "created_at", tm));
+			json_array_append_new(list,
+			    json_pack("{s:s,s:s,s:s}", "key", key, "signer",
+			        (const char *)sqlite3_column_text(st, 2),
+			        "created_at", tm));
 	}
 	sqlite3_finalize(st);
 	return list;
@@ -608,14 +611,14 @@ image_json(sqlite3_stmt *st)
 	gp_format_time(sqlite3_column_int64(st, 3), tm, sizeof(tm));
 	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:o}", "name",
 	    (const char *)sqlite3_column_text(st, 0), "digest", digest, "user",
-	    (const char *)sqlite3_column_text(st, 2), "created_at", tm,
-	    "bytes", (json_int_t)sqlite3_column_int64(st, 4), "layers",
+	    (const char *)sqlite3_column_text(st, 2), "created_at", tm, "bytes",
+	    (json_int_t)sqlite3_column_int64(st, 4), "layers",
 	    (json_int_t)sqlite3_column_int64(st, 5), "signatures",
 	    signers_of(digest, 2));
 }
 
-#define IMAGE_SELECT                                                        \
-	"SELECT n.name, n.digest, n.user, n.created_ms, m.bytes, m.layers "  \
+#define IMAGE_SELECT                                                           \
+	"SELECT n.name, n.digest, n.user, n.created_ms, m.bytes, m.layers "    \
 	"FROM names n JOIN manifests m ON m.digest = n.digest "
 
 int
@@ -738,7 +741,7 @@ parse_agent_url(const char *url, int64_t *id, int64_t *attempt,
 		memcpy(num, p, len);
 		num[len] = '\0';
 		if (gp_parse_int(num, 1, i == 0 ? INT64_MAX / 2 : 1000000,
-		    i == 0 ? id : attempt) != 0)
+		        i == 0 ? id : attempt) != 0)
 			return 0;
 		p = slash + 1;
 	}
@@ -813,7 +816,8 @@ image_upload_begin(struct request *req, const char *url)
 		return;
 	}
 	if (!gp_oci_digest_valid(digest)) {
-		upload_refuse(u, 404, "blobs are named sha256:<64 lowercase "
+		upload_refuse(u, 404,
+		    "blobs are named sha256:<64 lowercase "
 		    "hex digits>");
 		return;
 	}
@@ -851,8 +855,10 @@ image_upload_data(struct request *req, const char *data, size_t len)
 	if (u == NULL || u->status != 0 || u->exists)
 		return; /* read and dropped */
 	if (u->len + (int64_t)len > blob_max) {
-		snprintf(msg, sizeof(msg), "a blob is at most %lld bytes "
-		    "(--image-blob-max)", (long long)blob_max);
+		snprintf(msg, sizeof(msg),
+		    "a blob is at most %lld bytes "
+		    "(--image-blob-max)",
+		    (long long)blob_max);
 		upload_refuse(u, 413, msg);
 		return;
 	}
@@ -876,17 +882,19 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 	if (u->status != 0)
 		return reply_error(conn, u->status, "%s", u->error);
 	if (u->exists)
-		return reply_json(conn, 200, json_pack("{s:b,s:s}", "stored", 0,
-		    "digest", u->digest));
+		return reply_json(conn, 200,
+		    json_pack("{s:b,s:s}", "stored", 0, "digest", u->digest));
 	crypto_hash_sha256_final(&u->hash, hash);
 	gp_oci_digest_format(hash, got);
 	if (strcmp(got, u->digest) != 0) {
 		upload_refuse(u, 400, "");
 		gp_warn("image blob refused: content does not match its digest "
-			"digest=%s got=%s bytes=%lld", u->digest, got,
-		    (long long)u->len);
-		return reply_error(conn, 400, "blob content hashes to %s, not "
-		    "%s: nothing stored", got, u->digest);
+		        "digest=%s got=%s bytes=%lld",
+		    u->digest, got, (long long)u->len);
+		return reply_error(conn, 400,
+		    "blob content hashes to %s, not "
+		    "%s: nothing stored",
+		    got, u->digest);
 	}
 	if (fsync(u->fd) != 0 || close(u->fd) != 0) {
 		u->fd = -1;
@@ -903,8 +911,9 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 	pthread_mutex_unlock(&image_lock);
 	gp_debug("image blob stored digest=%s bytes=%lld", u->digest,
 	    (long long)u->len);
-	return reply_json(conn, 201, json_pack("{s:b,s:s,s:I}", "stored", 1,
-	    "digest", u->digest, "bytes", (json_int_t)u->len));
+	return reply_json(conn, 201,
+	    json_pack("{s:b,s:s,s:I}", "stored", 1, "digest", u->digest,
+	        "bytes", (json_int_t)u->len));
 }
 
 void
@@ -945,15 +954,19 @@ handle_missing(struct MHD_Connection *conn, struct request *req)
 	if (!json_is_array(list) || json_array_size(list) > MISSING_MAX ||
 	    json_object_size(body) != 1) {
 		json_decref(body);
-		return reply_error(conn, 400, "body: {\"digests\": [...]} with "
-		    "at most %d digests", MISSING_MAX);
+		return reply_error(conn, 400,
+		    "body: {\"digests\": [...]} with "
+		    "at most %d digests",
+		    MISSING_MAX);
 	}
 	json_array_foreach(list, i, c)
 	{
 		if (!gp_oci_digest_valid(json_string_value(c))) {
 			json_decref(body);
-			return reply_error(conn, 400, "digests[%zu]: not "
-			    "sha256:<64 lowercase hex digits>", i);
+			return reply_error(conn, 400,
+			    "digests[%zu]: not "
+			    "sha256:<64 lowercase hex digits>",
+			    i);
 		}
 	}
 	missing = json_array();
@@ -993,9 +1006,10 @@ check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
 		return GP_ENOENT;
 	}
 	if (size != d->size) {
-		snprintf(err, errlen, "the manifest says %s %s holds %lld "
-		    "bytes, the stored blob holds %lld", what, d->digest,
-		    (long long)d->size, (long long)size);
+		snprintf(err, errlen,
+		    "the manifest says %s %s holds %lld "
+		    "bytes, the stored blob holds %lld",
+		    what, d->digest, (long long)d->size, (long long)size);
 		return GP_EINVAL;
 	}
 	return 0;
@@ -1036,27 +1050,36 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	if (body == NULL || json_object_size(body) != 2 || name == NULL ||
 	    digest == NULL) {
 		json_decref(body);
-		return reply_error(conn, 400, "body: {\"name\": NAME, "
+		return reply_error(conn, 400,
+		    "body: {\"name\": NAME, "
 		    "\"digest\": the manifest's sha256:...}");
 	}
 	if (gp_image_name_normalize(name, norm, sizeof(norm), err,
-	    sizeof(err)) != 0 || !gp_oci_digest_valid(digest)) {
+	        sizeof(err)) != 0 ||
+	    !gp_oci_digest_valid(digest)) {
 		json_decref(body);
-		return reply_error(conn, 400, "%s", gp_oci_digest_valid(digest)
-		    ? err : "digest: not sha256:<64 lowercase hex digits>");
+		return reply_error(conn, 400, "%s",
+		    gp_oci_digest_valid(digest)
+		        ? err
+		        : "digest: not sha256:<64 lowercase hex digits>");
 	}
 	pthread_mutex_lock(&image_lock);
 	ret = read_blob(digest, GP_OCI_JSON_MAX, &text, &len);
 	if (ret != 0) {
-		snprintf(err, sizeof(err), ret == GP_ETOOBIG ? "manifest %s is "
-		    "larger than %d bytes" : "manifest blob %s is not stored: "
-		    "upload it first", digest, GP_OCI_JSON_MAX);
+		snprintf(err, sizeof(err),
+		    ret == GP_ETOOBIG ? "manifest %s is "
+		                        "larger than %d bytes"
+		                      : "manifest blob %s is not stored: "
+		                        "upload it first",
+		    digest, GP_OCI_JSON_MAX);
 		goto out;
 	}
 	if (gp_oci_detect(text, len, NULL) == GP_OCI_INDEX) {
-		snprintf(err, sizeof(err), "%s is an image index: name one "
+		snprintf(err, sizeof(err),
+		    "%s is an image index: name one "
 		    "platform's manifest (gpupool image pull picks "
-		    "linux/amd64)", digest);
+		    "linux/amd64)",
+		    digest);
 		goto out;
 	}
 	if (gp_oci_manifest_decode(text, len, &m, err, sizeof(err)) != 0)
@@ -1079,9 +1102,10 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		goto out;
 	}
 	if (cfg.ndiff_ids != 0 && cfg.ndiff_ids != m.nlayers) {
-		snprintf(err, sizeof(err), "the config lists %d layers "
-		    "(rootfs.diff_ids), the manifest %d", cfg.ndiff_ids,
-		    m.nlayers);
+		snprintf(err, sizeof(err),
+		    "the config lists %d layers "
+		    "(rootfs.diff_ids), the manifest %d",
+		    cfg.ndiff_ids, m.nlayers);
 		gp_oci_config_fini(&cfg);
 		goto out;
 	}
@@ -1102,8 +1126,10 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	if (owner[0] != '\0' && strcmp(owner, req->auth->name) != 0 &&
 	    req->auth->role != GP_ROLE_ADMIN) {
 		status = 403;
-		snprintf(err, sizeof(err), "the name %s belongs to %s: choose "
-		    "another name", norm, owner);
+		snprintf(err, sizeof(err),
+		    "the name %s belongs to %s: choose "
+		    "another name",
+		    norm, owner);
 		goto out;
 	}
 	if (exec("BEGIN IMMEDIATE") != 0)
@@ -1122,13 +1148,14 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	sqlite3_finalize(st);
 	st = NULL;
 	if (insert_text2("INSERT OR IGNORE INTO manifest_blobs VALUES(?,?)",
-	    digest, digest) != 0 ||
+	        digest, digest) != 0 ||
 	    insert_text2("INSERT OR IGNORE INTO manifest_blobs VALUES(?,?)",
-	    digest, m.config.digest) != 0)
+	        digest, m.config.digest) != 0)
 		goto rollback;
 	for (i = 0; i < m.nlayers; i++)
 		if (insert_text2("INSERT OR IGNORE INTO manifest_blobs "
-		    "VALUES(?,?)", digest, m.layers[i].digest) != 0)
+		                 "VALUES(?,?)",
+		        digest, m.layers[i].digest) != 0)
 			goto rollback;
 	st = prepare("INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
 	if (st == NULL)
@@ -1156,9 +1183,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	if (out != NULL && previous[0] != '\0' && strcmp(previous, digest))
 		json_object_set_new(out, "previous", json_string(previous));
 	gp_info("image named name=%s digest=%s user=%s layers=%d bytes=%lld "
-		"previous=%s", norm, digest, req->auth->name, m.nlayers,
-	    (long long)gp_oci_manifest_bytes(&m),
-	    previous[0] ? previous : "-");
+	        "previous=%s",
+	    norm, digest, req->auth->name, m.nlayers,
+	    (long long)gp_oci_manifest_bytes(&m), previous[0] ? previous : "-");
 	goto out;
 rollback:
 	sqlite3_finalize(st);
@@ -1200,7 +1227,7 @@ handle_list(struct MHD_Connection *conn, const char *ref)
 			    "%s", err);
 		}
 		st = prepare(IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
-			     "OR n.name = ?2) ORDER BY n.name");
+		                          "OR n.name = ?2) ORDER BY n.name");
 		if (st != NULL) {
 			sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
@@ -1213,15 +1240,15 @@ handle_list(struct MHD_Connection *conn, const char *ref)
 	pthread_mutex_unlock(&image_lock);
 	if (ref != NULL && json_array_size(list) == 0) {
 		/* Pinned by jobs but no longer named: show it by digest. */
-		json_array_append_new(list, json_pack("{s:n,s:s,s:o}", "name",
-		    "digest", digest, "signatures", image_signers(digest)));
+		json_array_append_new(list,
+		    json_pack("{s:n,s:s,s:o}", "name", "digest", digest,
+		        "signatures", image_signers(digest)));
 	}
 	return reply_json(conn, 200, json_pack("{s:o}", "images", list));
 }
 
 static enum MHD_Result
-handle_remove(struct MHD_Connection *conn, struct request *req,
-    const char *ref)
+handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 {
 	char digest[GP_OCI_DIGEST_SIZE], name[GP_IMAGE_NAME_MAX + 1], err[400];
 	json_t *removed = json_array();
@@ -1229,11 +1256,13 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 	int ret, status = 200;
 
 	if (!may_write(req->auth))
-		return reply_error(conn, 403, "only users and admins remove "
+		return reply_error(conn, 403,
+		    "only users and admins remove "
 		    "images");
 	if (ref == NULL) {
 		json_decref(removed);
-		return reply_error(conn, 400, "name the image: ?ref=NAME or "
+		return reply_error(conn, 400,
+		    "name the image: ?ref=NAME or "
 		    "?ref=sha256:...");
 	}
 	pthread_mutex_lock(&image_lock);
@@ -1246,7 +1275,7 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 	}
 	/* By name: that name; by digest: every name of the image. */
 	st = prepare("SELECT name, user FROM names WHERE digest = ?1 AND "
-		     "(?2 = '' OR name = ?2)");
+	             "(?2 = '' OR name = ?2)");
 	if (st == NULL) {
 		status = 500;
 		snprintf(err, sizeof(err), "image database error");
@@ -1260,8 +1289,10 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 		if (strcmp(u, req->auth->name) != 0 &&
 		    req->auth->role != GP_ROLE_ADMIN) {
 			status = 403;
-			snprintf(err, sizeof(err), "%s belongs to %s: only they "
-			    "or an admin may remove it", n, u);
+			snprintf(err, sizeof(err),
+			    "%s belongs to %s: only they "
+			    "or an admin may remove it",
+			    n, u);
 			break;
 		}
 		json_array_append_new(removed, json_string(n));
@@ -1269,10 +1300,11 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 	sqlite3_finalize(st);
 	if (status == 200 && json_array_size(removed) > 0) {
 		st = prepare("DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
-			     "OR name = ?2)");
-		if (st == NULL || (sqlite3_bind_text(st, 1, digest, -1,
-		    SQLITE_STATIC), sqlite3_bind_text(st, 2, name, -1,
-		    SQLITE_STATIC), sqlite3_step(st)) != SQLITE_DONE) {
+		             "OR name = ?2)");
+		if (st == NULL ||
+		    (sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC),
+		        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC),
+		        sqlite3_step(st)) != SQLITE_DONE) {
 			status = 500;
 			snprintf(err, sizeof(err), "cannot remove the image");
 		}
@@ -1287,8 +1319,8 @@ out:
 	gp_info("image removed digest=%s names=%zu user=%s", digest,
 	    json_array_size(removed), req->auth->name);
 	gc_kick();
-	return reply_json(conn, 200, json_pack("{s:o,s:s}", "removed", removed,
-	    "digest", digest));
+	return reply_json(conn, 200,
+	    json_pack("{s:o,s:s}", "removed", removed, "digest", digest));
 }
 
 /* POST /v1/images/signatures {"digest", "key", "signature"} (admin). */
@@ -1310,7 +1342,8 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 	if (body == NULL || json_object_size(body) != 3 || digest == NULL ||
 	    key == NULL || sig == NULL) {
 		json_decref(body);
-		return reply_error(conn, 400, "body: {\"digest\", \"key\", "
+		return reply_error(conn, 400,
+		    "body: {\"digest\", \"key\", "
 		    "\"signature\"}");
 	}
 	switch (gp_sign_verify(key, digest, sig)) {
@@ -1318,17 +1351,20 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		break;
 	case GP_EPERM:
 		json_decref(body);
-		return reply_error(conn, 400, "the signature does not verify "
-		    "with key %.60s over %s", key, digest);
+		return reply_error(conn, 400,
+		    "the signature does not verify "
+		    "with key %.60s over %s",
+		    key, digest);
 	default:
 		json_decref(body);
-		return reply_error(conn, 400, "digest, key (ed25519:<base64>) "
+		return reply_error(conn, 400,
+		    "digest, key (ed25519:<base64>) "
 		    "or signature (base64 of 64 bytes) is malformed");
 	}
 	pthread_mutex_lock(&image_lock);
 	st = prepare("SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
-		     "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
-		     "AND key = ?2)");
+	             "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
+	             "AND key = ?2)");
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
@@ -1338,8 +1374,9 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		}
 		sqlite3_finalize(st);
 	}
-	if (exists && (st = prepare("INSERT OR REPLACE INTO signatures "
-	    "VALUES(?,?,?,?,?)")) != NULL) {
+	if (exists &&
+	    (st = prepare("INSERT OR REPLACE INTO signatures "
+	                  "VALUES(?,?,?,?,?)")) != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, sig, -1, SQLITE_STATIC);
@@ -1362,14 +1399,15 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 	    req->auth->name);
 	state_note_image_signed(digest, key);
 	json_decref(body);
-	return reply_json(conn, replaced ? 200 : 201, json_pack("{s:s,s:s,s:s}",
-	    "digest", digest, "key", key, "signer", req->auth->name));
+	return reply_json(conn, replaced ? 200 : 201,
+	    json_pack("{s:s,s:s,s:s}", "digest", digest, "key", key, "signer",
+	        req->auth->name));
 }
 
 /* The agent's calls for the image of a job it runs. */
 static enum MHD_Result
-handle_agent(struct MHD_Connection *conn, struct request *req,
-    const char *url, const char *method)
+handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
 {
 	char digest[GP_OCI_DIGEST_SIZE], err[200];
 	const char *rest, *blob;
@@ -1382,26 +1420,28 @@ handle_agent(struct MHD_Connection *conn, struct request *req,
 	    strcmp(method, "GET") != 0)
 		return reply_error(conn, 404, "no such endpoint: %s %.100s",
 		    method, url);
-	status = agent_job(req->auth, id, attempt, digest, err, sizeof(err),
-	    &kill);
+	status =
+	    agent_job(req->auth, id, attempt, digest, err, sizeof(err), &kill);
 	if (status == 409 && kill)
-		return reply_json(conn, 409, json_pack("{s:s,s:b}", "error", err,
-		    "kill", 1));
+		return reply_json(conn, 409,
+		    json_pack("{s:s,s:b}", "error", err, "kill", 1));
 	if (status != 0)
 		return reply_error(conn, status, "%s", err);
 	if (rest[0] == '\0') {
 		pthread_mutex_lock(&image_lock);
 		sigs = db != NULL ? signers_of(digest, 1) : json_array();
 		pthread_mutex_unlock(&image_lock);
-		return reply_json(conn, 200, json_pack("{s:s,s:o}", "digest",
-		    digest, "signatures", sigs));
+		return reply_json(conn, 200,
+		    json_pack("{s:s,s:o}", "digest", digest, "signatures",
+		        sigs));
 	}
 	if (strncmp(rest, "blobs/", 6) != 0 ||
 	    !gp_oci_digest_valid(blob = rest + 6))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	pthread_mutex_lock(&image_lock);
 	st = db != NULL ? prepare("SELECT 1 FROM manifest_blobs WHERE manifest "
-				  "= ? AND blob = ?") : NULL;
+	                          "= ? AND blob = ?")
+	                : NULL;
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, blob, -1, SQLITE_STATIC);
@@ -1410,18 +1450,21 @@ handle_agent(struct MHD_Connection *conn, struct request *req,
 	}
 	pthread_mutex_unlock(&image_lock);
 	if (!listed)
-		return reply_error(conn, 404, "blob %s is not part of job "
-		    "%lld's image", blob, (long long)id);
+		return reply_error(conn, 404,
+		    "blob %s is not part of job "
+		    "%lld's image",
+		    blob, (long long)id);
 	return reply_blob(conn, blob);
 }
 
 enum MHD_Result
-image_handle(struct MHD_Connection *conn, struct request *req,
-    const char *url, const char *method)
+image_handle(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
 {
-	const char *ref = MHD_lookup_connection_value(conn,
-	    MHD_GET_ARGUMENT_KIND, "ref");
-	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	const char *ref =
+	    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "ref");
+	int get = strcmp(method, "GET") == 0,
+	    post = strcmp(method, "POST") == 0;
 
 	if (strncmp(url, AGENT_PREFIX, strlen(AGENT_PREFIX)) == 0)
 		return handle_agent(conn, req, url, method);
@@ -1430,7 +1473,8 @@ image_handle(struct MHD_Connection *conn, struct request *req,
 			return handle_list(conn, ref);
 		if (post) {
 			if (!may_write(req->auth))
-				return reply_error(conn, 403, "only users and "
+				return reply_error(conn, 403,
+				    "only users and "
 				    "admins import images");
 			return handle_commit(conn, req);
 		}
@@ -1441,7 +1485,8 @@ image_handle(struct MHD_Connection *conn, struct request *req,
 	}
 	if (strcmp(url, "/v1/images/blobs/missing") == 0 && post) {
 		if (!may_write(req->auth))
-			return reply_error(conn, 403, "only users and admins "
+			return reply_error(conn, 403,
+			    "only users and admins "
 			    "upload images");
 		return handle_missing(conn, req);
 	}

@@ -31,7 +31,8 @@ gp_sched_why_refused(const struct gp_sched_node *node,
 	if (!job->image) {
 		if (!node->refuse_plain)
 			return 1;
-		snprintf(why, whylen, "takes only container images, no plain "
+		snprintf(why, whylen,
+		    "takes only container images, no plain "
 		    "commands");
 		return 0;
 	}
@@ -45,12 +46,14 @@ gp_sched_why_refused(const struct gp_sched_node *node,
 		if (trusts_a_signer(node, job))
 			return 1;
 		if (job->nsigners == 0)
-			snprintf(why, whylen, "takes only signed images, and "
+			snprintf(why, whylen,
+			    "takes only signed images, and "
 			    "this one is unsigned");
 		else
-			snprintf(why, whylen, "trusts none of the %d key%s "
-			    "that signed the image", job->nsigners,
-			    job->nsigners == 1 ? "" : "s");
+			snprintf(why, whylen,
+			    "trusts none of the %d key%s "
+			    "that signed the image",
+			    job->nsigners, job->nsigners == 1 ? "" : "s");
 		return 0;
 	}
 }

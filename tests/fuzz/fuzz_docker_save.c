@@ -38,8 +38,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	switch (data[0] % 3) {
 	case 0:
-		if (gp_docker_save_decode((const char *)data + 1, size - 1,
-		    &ds, err, sizeof(err)) != 0)
+		if (gp_docker_save_decode((const char *)data + 1, size - 1, &ds,
+		        err, sizeof(err)) != 0)
 			break;
 		for (i = 0; i < ds.n; i++) {
 			check_path(ds.images[i].config);
@@ -57,24 +57,28 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		text[size - 1] = '\0';
 		if (gp_image_ref_parse(text, &r, err, sizeof(err)) == 0 &&
 		    (r.repository[0] == '\0' || r.registry[0] == '\0' ||
-		    (r.digest[0] != '\0' && !gp_oci_digest_valid(r.digest))))
+		        (r.digest[0] != '\0' &&
+		            !gp_oci_digest_valid(r.digest))))
 			abort();
 		if (gp_image_name_normalize(text, name, sizeof(name), err,
-		    sizeof(err)) == 0) {
+		        sizeof(err)) == 0) {
 			/* A normalized name normalizes to itself. */
 			if (gp_image_name_normalize(name, name2, sizeof(name2),
-			    err, sizeof(err)) != 0 || strcmp(name, name2) != 0)
+			        err, sizeof(err)) != 0 ||
+			    strcmp(name, name2) != 0)
 				abort();
 			/* (Docker Hub's "library/" may make it too long.) */
-			if (strlen(name) < 240 && gp_image_ref_parse(name, &r2,
-			    err, sizeof(err)) != 0)
+			if (strlen(name) < 240 &&
+			    gp_image_ref_parse(name, &r2, err, sizeof(err)) !=
+			        0)
 				abort();
 		}
 		free(text);
 		break;
 	default:
-		if (gp_sign_key_parse((const char *)data + 1, size - 1, &k,
-		    err, sizeof(err)) == 0 && k.public_text[0] == '\0')
+		if (gp_sign_key_parse((const char *)data + 1, size - 1, &k, err,
+		        sizeof(err)) == 0 &&
+		    k.public_text[0] == '\0')
 			abort();
 		gp_sign_key_wipe(&k);
 		break;

@@ -7,10 +7,11 @@
  * entry check, whose accepted paths must be clean and relative, and
  * whose accepted symbolic links must not climb out.
  */
+#include <sys/stat.h>
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "agent/layer.h"
 #include "gp.h"
@@ -36,7 +37,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		lim.ratio_floor = 1 << 20;
 		lim.max_entries = 10000;
 		if (gp_layer_scan_memory(data + 1, size - 1, &lim, &st, err,
-		    sizeof(err)) != 0 && err[0] == '\0')
+		        sizeof(err)) != 0 &&
+		    err[0] == '\0')
 			abort();
 		return 0;
 	}
@@ -48,18 +50,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (size_t)(nul - text) + 1 < size - 1)
 		link = nul + 1;
 	if (gp_layer_entry_check(text, types[data[0] % GP_ARRAY_LEN(types)],
-	    link, clean, sizeof(clean), clean_link, sizeof(clean_link),
-	    &action, err, sizeof(err)) == 0) {
+	        link, clean, sizeof(clean), clean_link, sizeof(clean_link),
+	        &action, err, sizeof(err)) == 0) {
 		if (clean[0] == '/' || strstr(clean, "../") == clean ||
 		    strstr(clean, "/../") != NULL ||
 		    (strlen(clean) >= 3 &&
-		    strcmp(clean + strlen(clean) - 3, "/..") == 0) ||
+		        strcmp(clean + strlen(clean) - 3, "/..") == 0) ||
 		    strcmp(clean, "..") == 0)
 			abort();
-		if (action == GP_LAYER_HARDLINK && (clean_link[0] == '\0' ||
-		    clean_link[0] == '/' || strcmp(clean_link, "..") == 0 ||
-		    strncmp(clean_link, "../", 3) == 0 ||
-		    strstr(clean_link, "/../") != NULL))
+		if (action == GP_LAYER_HARDLINK &&
+		    (clean_link[0] == '\0' || clean_link[0] == '/' ||
+		        strcmp(clean_link, "..") == 0 ||
+		        strncmp(clean_link, "../", 3) == 0 ||
+		        strstr(clean_link, "/../") != NULL))
 			abort();
 	} else if (err[0] == '\0')
 		abort();

@@ -60,7 +60,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (idx.n < 1 || idx.n > GP_OCI_INDEX_MAX)
 			abort();
 		if (gp_oci_index_pick(&idx, "linux", "amd64", &d, err,
-		    sizeof(err)) == 0 && !gp_oci_digest_valid(d.digest))
+		        sizeof(err)) == 0 &&
+		    !gp_oci_digest_valid(d.digest))
 			abort();
 		gp_oci_index_fini(&idx);
 		break;

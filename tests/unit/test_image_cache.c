@@ -9,6 +9,8 @@
  * refused with nothing left in the cache; two jobs wanting the same
  * layers at once fetch each layer once.
  */
+#include <sys/stat.h>
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <microhttpd.h>
@@ -16,13 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/image.h"
 #include "agent/policy.h"
-#include "http_client.h"
 #include "gp.h"
+#include "http_client.h"
 #include "oci.h"
 #include "sign.h"
 #include "unit.h"
@@ -36,7 +37,7 @@ static struct {
 	char digest[GP_OCI_DIGEST_SIZE];
 	char *data;
 	size_t len;
-	int tamper;	/* serve one byte flipped */
+	int tamper; /* serve one byte flipped */
 	int requests;
 } blobs[BLOBS_MAX];
 static int nblobs;
@@ -107,8 +108,8 @@ serve(void *cls, struct MHD_Connection *conn, const char *url,
 		status = 404;
 	}
 	pthread_mutex_unlock(&srv_lock);
-	resp = MHD_create_response_from_buffer(len, body,
-	    MHD_RESPMEM_MUST_FREE);
+	resp =
+	    MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	rc = MHD_queue_response(conn, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	return rc;
@@ -149,25 +150,25 @@ make_layer(const char *name, size_t size, const char *evil)
 
 /* An image of the layers; returns its manifest digest. */
 static const char *
-make_image(const char *const *layers, int n, const char *arch,
-    int64_t size_lie)
+make_image(const char *const *layers, int n, const char *arch, int64_t size_lie)
 {
 	json_t *cfg, *man, *ls = json_array();
 	char *text, cdigest[GP_OCI_DIGEST_SIZE];
 	const char *d;
 	int i;
 
-	cfg = json_pack("{s:s,s:s,s:{s:[s],s:[s],s:[s],s:s,s:s}}",
-	    "architecture", arch, "os", "linux", "config", "Env", "PATH=/bin",
-	    "Entrypoint", "/bin/sh", "Cmd", "-c", "WorkingDir", "/w", "User",
-	    "1000");
+	cfg =
+	    json_pack("{s:s,s:s,s:{s:[s],s:[s],s:[s],s:s,s:s}}", "architecture",
+	        arch, "os", "linux", "config", "Env", "PATH=/bin", "Entrypoint",
+	        "/bin/sh", "Cmd", "-c", "WorkingDir", "/w", "User", "1000");
 	text = json_dumps(cfg, JSON_COMPACT);
 	gp_strlcpy(cdigest, add_blob(text, strlen(text)), sizeof(cdigest));
 	for (i = 0; i < n; i++) {
 		int b = find_blob(layers[i]);
-		json_array_append_new(ls, json_pack("{s:s,s:s,s:I}",
-		    "mediaType", GP_OCI_MT_LAYER_GZ, "digest", layers[i],
-		    "size", (json_int_t)blobs[b].len + (i == 0 ? size_lie : 0)));
+		json_array_append_new(ls,
+		    json_pack("{s:s,s:s,s:I}", "mediaType", GP_OCI_MT_LAYER_GZ,
+		        "digest", layers[i], "size",
+		        (json_int_t)blobs[b].len + (i == 0 ? size_lie : 0)));
 	}
 	man = json_pack("{s:i,s:s,s:{s:s,s:s,s:I},s:o}", "schemaVersion", 2,
 	    "mediaType", GP_OCI_MT_MANIFEST, "config", "mediaType",
@@ -317,19 +318,19 @@ TEST(trust)
 	CHECK_EQ(prepare(IMG_B, &t, &img, &hold, &st, why), GP_EPERM);
 	CHECK(strncmp(why, "unsigned", 8) == 0);
 	gp_sign_digest(&k2, IMG_B, sig, sizeof(sig));
-	json_array_append_new(signatures, json_pack("{s:s,s:s}", "key",
-	    k2.public_text, "signature", sig));
+	json_array_append_new(signatures,
+	    json_pack("{s:s,s:s}", "key", k2.public_text, "signature", sig));
 	CHECK_EQ(prepare(IMG_B, &t, &img, &hold, &st, why), GP_EPERM);
 	CHECK(strstr(why, "not signed by a key this provider trusts") != NULL);
 	gp_sign_digest(&k1, IMG_A, other, sizeof(other));
-	json_array_append_new(signatures, json_pack("{s:s,s:s}", "key",
-	    k1.public_text, "signature", other));
+	json_array_append_new(signatures,
+	    json_pack("{s:s,s:s}", "key", k1.public_text, "signature", other));
 	CHECK_EQ(prepare(IMG_B, &t, &img, &hold, &st, why), GP_EPERM);
 	CHECK(strstr(why, "wrongly signed") != NULL);
 	json_array_clear(signatures);
 	gp_sign_digest(&k1, IMG_B, sig, sizeof(sig));
-	json_array_append_new(signatures, json_pack("{s:s,s:s}", "key",
-	    k1.public_text, "signature", sig));
+	json_array_append_new(signatures,
+	    json_pack("{s:s,s:s}", "key", k1.public_text, "signature", sig));
 	CHECK_EQ(prepare(IMG_B, &t, &img, &hold, &st, why), 0);
 	CHECK(strstr(st.trusted_by, "signed by trusted key k1") != NULL);
 	gp_container_image_free(img);
@@ -373,8 +374,7 @@ TEST(refusals_leave_nothing)
 	img_tm = make_image(layers, 1, "amd64", 0);
 	m = find_blob(img_tm);
 	blobs[m].tamper = 1;
-	CHECK_EQ(prepare(img_tm, &trust_any, &img, &hold, &st, why),
-	    GP_EINVAL);
+	CHECK_EQ(prepare(img_tm, &trust_any, &img, &hold, &st, why), GP_EINVAL);
 	CHECK(strstr(why, "the manifest failed its digest check") != NULL);
 	/* An unsafe layer. */
 	bad = make_layer("x", 10, "../../escape");
@@ -393,7 +393,9 @@ TEST(refusals_leave_nothing)
 	CHECK(strstr(why, "linux/arm64") != NULL);
 	/* Unknown to the coordinator. */
 	CHECK_EQ(prepare("sha256:0000000000000000000000000000000000000000000000"
-	    "000000000000000000", &trust_any, &img, &hold, &st, why) != 0, 1);
+	                 "000000000000000000",
+	             &trust_any, &img, &hold, &st, why) != 0,
+	    1);
 }
 
 struct racer {
@@ -473,13 +475,12 @@ main(void)
 		return 1;
 	signatures = json_array();
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-	    MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL, serve, NULL,
-	    MHD_OPTION_END);
+	        MHD_USE_THREAD_PER_CONNECTION,
+	    0, NULL, NULL, serve, NULL, MHD_OPTION_END);
 	if (d == NULL)
 		return 1;
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u",
-	    (unsigned)info->port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)info->port);
 	A1 = make_layer("a1", 100000, NULL);
 	A2 = make_layer("a2", 100000, NULL);
 	B1 = make_layer("b1", 100000, NULL);

@@ -4,6 +4,10 @@
  * unpacker's checks and writing (agent/layer.c), with archives built here
  * by libarchive.
  */
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
@@ -11,9 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "agent/layer.h"
@@ -24,9 +25,12 @@
 #include "unit.h"
 #include "util.h"
 
-#define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
-#define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
-#define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+#define D1                                                                     \
+	"sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define D2                                                                     \
+	"sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define D3                                                                     \
+	"sha256:3333333333333333333333333333333333333333333333333333333333333333"
 
 static char err[512];
 
@@ -37,27 +41,30 @@ TEST(digest)
 	CHECK(gp_oci_digest_valid(D1));
 	CHECK(!gp_oci_digest_valid("sha256:11"));
 	CHECK(!gp_oci_digest_valid(D1 "1"));
-	CHECK(!gp_oci_digest_valid("sha512:1111111111111111111111111111111111111111111111111111111111111111"));
-	CHECK(!gp_oci_digest_valid("sha256:111111111111111111111111111111111111111111111111111111111111111A"));
+	CHECK(!gp_oci_digest_valid(
+	    "sha512:1111111111111111111111111111111111111111111111111111111111111111"));
+	CHECK(!gp_oci_digest_valid(
+	    "sha256:111111111111111111111111111111111111111111111111111111111111111A"));
 	CHECK(!gp_oci_digest_valid(NULL));
 	gp_oci_digest_of("", 0, d);
-	CHECK_STR(d, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	CHECK_STR(d,
+	    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 static const char manifest_ok[] =
     "{\"schemaVersion\":2,\"mediaType\":\"" GP_OCI_MT_MANIFEST "\","
     "\"config\":{\"mediaType\":\"" GP_OCI_MT_CONFIG "\",\"digest\":\"" D1
     "\",\"size\":100},\"layers\":[{\"mediaType\":\"" GP_OCI_MT_LAYER_GZ
-    "\",\"digest\":\"" D2 "\",\"size\":2000},{\"mediaType\":\""
-    GP_OCI_MT_LAYER "\",\"digest\":\"" D3 "\",\"size\":3000,"
+    "\",\"digest\":\"" D2 "\",\"size\":2000},{\"mediaType\":\"" GP_OCI_MT_LAYER
+    "\",\"digest\":\"" D3 "\",\"size\":3000,"
     "\"annotations\":{\"a\":\"b\"}}]}";
 
 static int
 manifest_refused(const char *text, const char *needle)
 {
 	struct gp_oci_manifest m;
-	int rc = gp_oci_manifest_decode(text, strlen(text), &m, err,
-	    sizeof(err));
+	int rc =
+	    gp_oci_manifest_decode(text, strlen(text), &m, err, sizeof(err));
 
 	gp_oci_manifest_fini(&m);
 	if (rc == 0)
@@ -75,7 +82,8 @@ TEST(manifest)
 	char buf[4096];
 
 	CHECK_EQ(gp_oci_manifest_decode(manifest_ok, strlen(manifest_ok), &m,
-	    err, sizeof(err)), 0);
+	             err, sizeof(err)),
+	    0);
 	CHECK_EQ(m.nlayers, 2);
 	CHECK_STR(m.config.digest, D1);
 	CHECK_STR(m.layers[1].digest, D3);
@@ -86,45 +94,61 @@ TEST(manifest)
 	    GP_OCI_MANIFEST);
 	CHECK(manifest_refused("[]", "not a JSON object"));
 	CHECK(manifest_refused("{\"schemaVersion\":1}", "schemaVersion"));
-	CHECK(manifest_refused("{\"schemaVersion\":2,\"mediaType\":\""
-	    GP_OCI_MT_INDEX "\"}", "index"));
+	CHECK(manifest_refused(
+	    "{\"schemaVersion\":2,\"mediaType\":\"" GP_OCI_MT_INDEX "\"}",
+	    "index"));
 	/* A lying size, a bad digest, too many layers, a foreign layer. */
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"config\":{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"config\":{"
 	    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":-1},\"layers\":"
-	    "[]}", GP_OCI_MT_CONFIG, D1);
+	    "[]}",
+	    GP_OCI_MT_CONFIG, D1);
 	CHECK(manifest_refused(buf, "config.size"));
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"config\":{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"config\":{"
 	    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":99999999},"
-	    "\"layers\":[]}", GP_OCI_MT_CONFIG, D1);
+	    "\"layers\":[]}",
+	    GP_OCI_MT_CONFIG, D1);
 	CHECK(manifest_refused(buf, "config.size"));
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"config\":{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"config\":{"
 	    "\"mediaType\":\"%s\",\"digest\":\"md5:00\",\"size\":9},"
-	    "\"layers\":[]}", GP_OCI_MT_CONFIG);
+	    "\"layers\":[]}",
+	    GP_OCI_MT_CONFIG);
 	CHECK(manifest_refused(buf, "config.digest"));
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"config\":{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"config\":{"
 	    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":9},\"layers\":"
-	    "[]}", GP_OCI_MT_CONFIG, D1);
+	    "[]}",
+	    GP_OCI_MT_CONFIG, D1);
 	CHECK(manifest_refused(buf, "non-empty"));
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"config\":{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"config\":{"
 	    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":9},\"layers\":"
 	    "[{\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":9,\"urls\":"
-	    "[\"http://x\"]}]}", GP_OCI_MT_CONFIG, D1, GP_OCI_MT_LAYER, D2);
+	    "[\"http://x\"]}]}",
+	    GP_OCI_MT_CONFIG, D1, GP_OCI_MT_LAYER, D2);
 	CHECK(manifest_refused(buf, "foreign"));
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"config\":{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"config\":{"
 	    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":9},\"layers\":"
 	    "[{\"mediaType\":\"application/x-evil\",\"digest\":\"%s\","
-	    "\"size\":9}]}", GP_OCI_MT_CONFIG, D1, D2);
+	    "\"size\":9}]}",
+	    GP_OCI_MT_CONFIG, D1, D2);
 	CHECK(manifest_refused(buf, "unsupported"));
 	{
 		struct gp_buf b = {0};
 		int i;
-		gp_buf_printf(&b, "{\"schemaVersion\":2,\"config\":{"
+		gp_buf_printf(&b,
+		    "{\"schemaVersion\":2,\"config\":{"
 		    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":9},"
-		    "\"layers\":[", GP_OCI_MT_CONFIG, D1);
+		    "\"layers\":[",
+		    GP_OCI_MT_CONFIG, D1);
 		for (i = 0; i <= GP_OCI_LAYERS_MAX; i++)
-			gp_buf_printf(&b, "%s{\"mediaType\":\"%s\",\"digest\":"
-			    "\"%s\",\"size\":9}", i ? "," : "",
-			    GP_OCI_MT_LAYER, D2);
+			gp_buf_printf(&b,
+			    "%s{\"mediaType\":\"%s\",\"digest\":"
+			    "\"%s\",\"size\":9}",
+			    i ? "," : "", GP_OCI_MT_LAYER, D2);
 		gp_buf_printf(&b, "]}");
 		CHECK(manifest_refused(b.data, "at most"));
 		gp_buf_free(&b);
@@ -137,51 +161,55 @@ TEST(index_pick)
 	struct gp_oci_descriptor d;
 	char buf[2048];
 
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"mediaType\":\"%s\","
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"mediaType\":\"%s\","
 	    "\"manifests\":[{\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":"
 	    "10,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\"}},"
 	    "{\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":11,\"platform\":"
 	    "{\"os\":\"linux\",\"architecture\":\"amd64\"}}]}",
-	    GP_OCI_MT_INDEX, GP_OCI_MT_MANIFEST, D1, GP_DOCKER_MT_MANIFEST,
-	    D2);
+	    GP_OCI_MT_INDEX, GP_OCI_MT_MANIFEST, D1, GP_DOCKER_MT_MANIFEST, D2);
 	CHECK_EQ(gp_oci_detect(buf, strlen(buf), NULL), GP_OCI_INDEX);
-	CHECK_EQ(gp_oci_index_decode(buf, strlen(buf), &idx, err,
-	    sizeof(err)), 0);
+	CHECK_EQ(gp_oci_index_decode(buf, strlen(buf), &idx, err, sizeof(err)),
+	    0);
 	CHECK_EQ(idx.n, 2);
 	CHECK_EQ(gp_oci_index_pick(&idx, "linux", "amd64", &d, err,
-	    sizeof(err)), 0);
+	             sizeof(err)),
+	    0);
 	CHECK_STR(d.digest, D2);
 	CHECK_EQ(gp_oci_index_pick(&idx, "linux", "s390x", &d, err,
-	    sizeof(err)), GP_ENOENT);
+	             sizeof(err)),
+	    GP_ENOENT);
 	CHECK(strstr(err, "linux/arm64") != NULL);
 	gp_oci_index_fini(&idx);
 	/* Without mediaType: detected by shape. */
-	snprintf(buf, sizeof(buf), "{\"schemaVersion\":2,\"manifests\":[{"
+	snprintf(buf, sizeof(buf),
+	    "{\"schemaVersion\":2,\"manifests\":[{"
 	    "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":10}]}",
 	    GP_OCI_MT_MANIFEST, D1);
 	CHECK_EQ(gp_oci_detect(buf, strlen(buf), NULL), GP_OCI_INDEX);
-	CHECK_EQ(gp_oci_index_decode(buf, strlen(buf), &idx, err,
-	    sizeof(err)), 0);
+	CHECK_EQ(gp_oci_index_decode(buf, strlen(buf), &idx, err, sizeof(err)),
+	    0);
 	/* One image without a platform is taken. */
 	CHECK_EQ(gp_oci_index_pick(&idx, "linux", "amd64", &d, err,
-	    sizeof(err)), 0);
+	             sizeof(err)),
+	    0);
 	gp_oci_index_fini(&idx);
 	CHECK(gp_oci_index_decode("{\"schemaVersion\":2,\"manifests\":[]}", 33,
-	    &idx, err, sizeof(err)) != 0);
+	          &idx, err, sizeof(err)) != 0);
 	gp_oci_index_fini(&idx);
 }
 
 TEST(config)
 {
 	struct gp_oci_config c;
-	const char *ok = "{\"architecture\":\"amd64\",\"os\":\"linux\","
+	const char *ok =
+	    "{\"architecture\":\"amd64\",\"os\":\"linux\","
 	    "\"config\":{\"Env\":[\"PATH=/bin\",\"A=b=c\"],\"Entrypoint\":"
 	    "[\"/bin/sh\",\"-c\"],\"Cmd\":null,\"WorkingDir\":\"/work\","
 	    "\"User\":\"1000:1000\"},\"rootfs\":{\"type\":\"layers\","
 	    "\"diff_ids\":[\"" D1 "\"]}}";
 
-	CHECK_EQ(gp_oci_config_decode(ok, strlen(ok), &c, err, sizeof(err)),
-	    0);
+	CHECK_EQ(gp_oci_config_decode(ok, strlen(ok), &c, err, sizeof(err)), 0);
 	CHECK_STR(c.env[1], "A=b=c");
 	CHECK(c.env[2] == NULL);
 	CHECK_STR(c.entrypoint[0], "/bin/sh");
@@ -192,11 +220,11 @@ TEST(config)
 	CHECK_EQ(c.ndiff_ids, 1);
 	gp_oci_config_fini(&c);
 	CHECK(gp_oci_config_decode("{\"config\":{\"Env\":[\"=x\"]}}", 24, &c,
-	    err, sizeof(err)) != 0);
+	          err, sizeof(err)) != 0);
 	CHECK(gp_oci_config_decode("{\"config\":{\"WorkingDir\":\"rel\"}}", 30,
-	    &c, err, sizeof(err)) != 0);
+	          &c, err, sizeof(err)) != 0);
 	CHECK(gp_oci_config_decode("{\"config\":{\"Cmd\":[1]}}", 22, &c, err,
-	    sizeof(err)) != 0);
+	          sizeof(err)) != 0);
 	CHECK(gp_oci_config_decode("{}", 2, &c, err, sizeof(err)) == 0);
 	CHECK(c.env == NULL && c.cmd == NULL);
 	gp_oci_config_fini(&c);
@@ -205,7 +233,8 @@ TEST(config)
 TEST(docker_save)
 {
 	struct gp_docker_save ds;
-	const char *ok = "[{\"Config\":\"abc.json\",\"RepoTags\":[\"busybox:"
+	const char *ok =
+	    "[{\"Config\":\"abc.json\",\"RepoTags\":[\"busybox:"
 	    "latest\"],\"Layers\":[\"l1/layer.tar\",\"./l2/layer.tar\"]}]";
 
 	CHECK_EQ(gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)),
@@ -215,16 +244,16 @@ TEST(docker_save)
 	CHECK_STR(ds.images[0].tags[0], "busybox:latest");
 	gp_docker_save_fini(&ds);
 	ok = "[{\"Config\":\"../etc/passwd\",\"Layers\":[\"a\"]}]";
-	CHECK(gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)) !=
-	    0);
+	CHECK(
+	    gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "..") != NULL);
 	ok = "[{\"Config\":\"c\",\"Layers\":[\"/abs/layer.tar\"]}]";
-	CHECK(gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)) !=
-	    0);
+	CHECK(
+	    gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "absolute") != NULL);
 	ok = "[{\"Config\":\"c\",\"Layers\":[]}]";
-	CHECK(gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)) !=
-	    0);
+	CHECK(
+	    gp_docker_save_decode(ok, strlen(ok), &ds, err, sizeof(err)) != 0);
 }
 
 TEST(refs)
@@ -236,8 +265,9 @@ TEST(refs)
 	CHECK_STR(r.registry, "registry-1.docker.io");
 	CHECK_STR(r.repository, "library/busybox");
 	CHECK_STR(r.tag, "");
-	CHECK_EQ(gp_image_ref_parse("127.0.0.1:5000/test/busy-box:v1.2@" D1,
-	    &r, err, sizeof(err)), 0);
+	CHECK_EQ(gp_image_ref_parse("127.0.0.1:5000/test/busy-box:v1.2@" D1, &r,
+	             err, sizeof(err)),
+	    0);
 	CHECK_STR(r.registry, "127.0.0.1:5000");
 	CHECK_STR(r.repository, "test/busy-box");
 	CHECK_STR(r.tag, "v1.2");
@@ -254,21 +284,25 @@ TEST(refs)
 	CHECK(gp_image_ref_parse("", &r, err, sizeof(err)) != 0);
 	CHECK(gp_image_ref_parse("host:99999/a", &r, err, sizeof(err)) != 0);
 	CHECK_EQ(gp_image_name_normalize("busybox", name, sizeof(name), err,
-	    sizeof(err)), 0);
+	             sizeof(err)),
+	    0);
 	CHECK_STR(name, "busybox:latest");
 	CHECK_EQ(gp_image_name_normalize("127.0.0.1:5000/t/b:1", name,
-	    sizeof(name), err, sizeof(err)), 0);
+	             sizeof(name), err, sizeof(err)),
+	    0);
 	CHECK_STR(name, "127.0.0.1:5000/t/b:1");
 	CHECK(gp_image_name_normalize("b@" D1, name, sizeof(name), err,
-	    sizeof(err)) != 0);
+	          sizeof(err)) != 0);
 }
 
 TEST(challenge)
 {
 	struct gp_auth_challenge c;
 
-	CHECK_EQ(gp_auth_challenge_parse("Bearer realm=\"https://auth.x/token"
-	    "\",service=\"registry.x\",scope=\"repository:a/b:pull\"", &c),
+	CHECK_EQ(gp_auth_challenge_parse(
+	             "Bearer realm=\"https://auth.x/token"
+	             "\",service=\"registry.x\",scope=\"repository:a/b:pull\"",
+	             &c),
 	    0);
 	CHECK_EQ(c.scheme, GP_AUTH_BEARER);
 	CHECK_STR(c.realm, "https://auth.x/token");
@@ -279,9 +313,13 @@ TEST(challenge)
 	CHECK_EQ(c.scheme, GP_AUTH_BASIC);
 	CHECK_STR(c.realm, "Registry Realm");
 	/* Several challenges: Bearer wins; escapes; spaces; token values. */
-	CHECK_EQ(gp_auth_challenge_parse("Basic realm=\"r\", Bearer "
-	    "realm = \"https://a/t\" , service=svc,error=\"insufficient_"
-	    "scope\", scope=\"a\\\"b\"", &c), 0);
+	CHECK_EQ(
+	    gp_auth_challenge_parse(
+	        "Basic realm=\"r\", Bearer "
+	        "realm = \"https://a/t\" , service=svc,error=\"insufficient_"
+	        "scope\", scope=\"a\\\"b\"",
+	        &c),
+	    0);
 	CHECK_EQ(c.scheme, GP_AUTH_BEARER);
 	CHECK_STR(c.service, "svc");
 	CHECK_STR(c.scope, "a\"b");
@@ -306,13 +344,14 @@ TEST(signatures)
 
 	CHECK_EQ(gp_sign_key_generate("lab-a", &k, &text), 0);
 	CHECK_EQ(gp_sign_key_parse(text, strlen(text), &parsed, err,
-	    sizeof(err)), 0);
+	             sizeof(err)),
+	    0);
 	CHECK_STR(parsed.public_text, k.public_text);
 	CHECK_STR(parsed.name, "lab-a");
 	CHECK(gp_sign_public_parse(k.public_text, parsed.pk));
 	CHECK(!gp_sign_public_parse("ed25519:abc", parsed.pk));
-	CHECK(gp_sign_key_generate("bad name", &k2, &text) != 0 ||
-	    text == NULL);
+	CHECK(
+	    gp_sign_key_generate("bad name", &k2, &text) != 0 || text == NULL);
 	free(text);
 	text = NULL;
 	CHECK_EQ(gp_sign_key_generate("lab-b", &k2, &text), 0);
@@ -323,7 +362,7 @@ TEST(signatures)
 		snprintf(bad, sizeof(bad), "name = x\npublic = %s\n%s",
 		    k.public_text, sec);
 		CHECK(gp_sign_key_parse(bad, strlen(bad), &parsed, err,
-		    sizeof(err)) != 0);
+		          sizeof(err)) != 0);
 		CHECK(strstr(err, "does not belong") != NULL);
 	}
 	free(text);
@@ -339,14 +378,14 @@ TEST(signatures)
 	CHECK_EQ(gp_sign_check(D1, sigs, trusted, 1, why, sizeof(why)),
 	    GP_EPERM);
 	CHECK(strncmp(why, "unsigned", 8) == 0);
-	json_array_append_new(sigs, json_pack("{s:s,s:s}", "key",
-	    k2.public_text, "signature", sig));
+	json_array_append_new(sigs,
+	    json_pack("{s:s,s:s}", "key", k2.public_text, "signature", sig));
 	CHECK_EQ(gp_sign_check(D1, sigs, trusted, 1, why, sizeof(why)),
 	    GP_EPERM);
-	CHECK(strncmp(why, "not signed by a key this provider trusts", 40) ==
-	    0);
-	json_array_append_new(sigs, json_pack("{s:s,s:s}", "key",
-	    k.public_text, "signature", sig));
+	CHECK(
+	    strncmp(why, "not signed by a key this provider trusts", 40) == 0);
+	json_array_append_new(sigs,
+	    json_pack("{s:s,s:s}", "key", k.public_text, "signature", sig));
 	CHECK_EQ(gp_sign_check(D2, sigs, trusted, 1, why, sizeof(why)),
 	    GP_EPERM);
 	CHECK(strncmp(why, "wrongly signed", 14) == 0);
@@ -361,8 +400,8 @@ TEST(signatures)
 
 struct ent {
 	const char *path;
-	unsigned type;	    /* AE_IF* */
-	const char *data;   /* file content, or link target */
+	unsigned type;    /* AE_IF* */
+	const char *data; /* file content, or link target */
 	int hardlink;
 	unsigned mode;
 };
@@ -386,16 +425,19 @@ build_tar(const struct ent *ents, int n, int gz, size_t *len)
 	for (i = 0; i < n; i++) {
 		e = archive_entry_new();
 		archive_entry_set_pathname(e, ents[i].path);
-		archive_entry_set_mode(e, ents[i].type | (ents[i].mode ?
-		    ents[i].mode : (ents[i].type == AE_IFDIR ? 0755 : 0644)));
+		archive_entry_set_mode(e,
+		    ents[i].type |
+		        (ents[i].mode
+		                ? ents[i].mode
+		                : (ents[i].type == AE_IFDIR ? 0755 : 0644)));
 		if (ents[i].hardlink) {
 			archive_entry_set_hardlink(e, ents[i].data);
 			archive_entry_set_size(e, 0);
 		} else if (ents[i].type == AE_IFLNK)
 			archive_entry_set_symlink(e, ents[i].data);
 		else if (ents[i].type == AE_IFREG && ents[i].data != NULL)
-			archive_entry_set_size(e, (la_int64_t)strlen(
-			    ents[i].data));
+			archive_entry_set_size(e,
+			    (la_int64_t)strlen(ents[i].data));
 		if (ents[i].type == AE_IFCHR)
 			archive_entry_set_rdev(e, makedev(1, 3));
 		archive_write_header(a, e);
@@ -431,11 +473,13 @@ unpack(const struct ent *ents, int n, const char *name,
 	{
 		struct gp_layer_stats s2;
 		char e2[512];
-		int rc2 = gp_layer_scan_memory(tar, len, NULL, &s2, e2,
-		    sizeof(e2));
+		int rc2 =
+		    gp_layer_scan_memory(tar, len, NULL, &s2, e2, sizeof(e2));
 		if ((rc == 0) != (rc2 == 0) && rc != GP_EIO) {
-			fprintf(stderr, "scan and unpack disagree on %s: %d "
-			    "(%s) vs %d (%s)\n", name, rc, err, rc2, e2);
+			fprintf(stderr,
+			    "scan and unpack disagree on %s: %d "
+			    "(%s) vs %d (%s)\n",
+			    name, rc, err, rc2, e2);
 			rc = 99;
 		}
 	}
@@ -456,18 +500,18 @@ exists(const char *rel)
 TEST(layer_good)
 {
 	static const struct ent ents[] = {
-		{"./", AE_IFDIR, NULL, 0, 0},
-		{"./bin/", AE_IFDIR, NULL, 0, 0},
-		{"./bin/busybox", AE_IFREG, "#!fake busybox\n", 0, 04755},
-		{"./bin/sh", AE_IFLNK, "/bin/busybox", 0, 0},
-		{"./bin/ls", AE_IFLNK, "busybox", 0, 0},
-		{"bin/cat", AE_IFREG, "bin/busybox", 1, 0},
-		{"etc/deep/er/file", AE_IFREG, "x", 0, 0},
-		{"etc/.wh.gone", AE_IFREG, "", 0, 0},
-		{"opq/.wh..wh..opq", AE_IFREG, "", 0, 0},
-		{"usr/lib/rel", AE_IFLNK, "../../bin/busybox", 0, 0},
-		{"bin/busybox2", AE_IFREG, "second", 0, 0},
-		{"bin/busybox2", AE_IFREG, "replaced", 0, 0},
+	    {"./", AE_IFDIR, NULL, 0, 0},
+	    {"./bin/", AE_IFDIR, NULL, 0, 0},
+	    {"./bin/busybox", AE_IFREG, "#!fake busybox\n", 0, 04755},
+	    {"./bin/sh", AE_IFLNK, "/bin/busybox", 0, 0},
+	    {"./bin/ls", AE_IFLNK, "busybox", 0, 0},
+	    {"bin/cat", AE_IFREG, "bin/busybox", 1, 0},
+	    {"etc/deep/er/file", AE_IFREG, "x", 0, 0},
+	    {"etc/.wh.gone", AE_IFREG, "", 0, 0},
+	    {"opq/.wh..wh..opq", AE_IFREG, "", 0, 0},
+	    {"usr/lib/rel", AE_IFLNK, "../../bin/busybox", 0, 0},
+	    {"bin/busybox2", AE_IFREG, "second", 0, 0},
+	    {"bin/busybox2", AE_IFREG, "replaced", 0, 0},
 	};
 	struct gp_layer_stats st;
 	char path[600], *data = NULL;
@@ -522,31 +566,28 @@ expect_refused(const struct ent *ents, int n, const char *name,
 TEST(layer_bad)
 {
 	static const struct ent dotdot[] = {
-		{"a/../../etc/passwd", AE_IFREG, "x", 0, 0}};
+	    {"a/../../etc/passwd", AE_IFREG, "x", 0, 0}};
 	static const struct ent absolute[] = {
-		{"/etc/passwd", AE_IFREG, "x", 0, 0}};
+	    {"/etc/passwd", AE_IFREG, "x", 0, 0}};
 	static const struct ent dev[] = {{"dev/null", AE_IFCHR, NULL, 0, 0}};
 	static const struct ent fifo[] = {{"p", AE_IFIFO, NULL, 0, 0}};
 	static const struct ent escape_link[] = {
-		{"a/b", AE_IFLNK, "../../../etc", 0, 0}};
-	static const struct ent through_link[] = {
-		{"lnk", AE_IFLNK, "/", 0, 0},
-		{"lnk/etc/passwd", AE_IFREG, "owned", 0, 0}};
-	static const struct ent through_rel[] = {
-		{"d", AE_IFDIR, NULL, 0, 0},
-		{"d/up", AE_IFLNK, "..", 0, 0},
-		{"d/up/x", AE_IFREG, "x", 0, 0}};
+	    {"a/b", AE_IFLNK, "../../../etc", 0, 0}};
+	static const struct ent through_link[] = {{"lnk", AE_IFLNK, "/", 0, 0},
+	    {"lnk/etc/passwd", AE_IFREG, "owned", 0, 0}};
+	static const struct ent through_rel[] = {{"d", AE_IFDIR, NULL, 0, 0},
+	    {"d/up", AE_IFLNK, "..", 0, 0}, {"d/up/x", AE_IFREG, "x", 0, 0}};
 	static const struct ent hard_out[] = {
-		{"h", AE_IFREG, "../../etc/passwd", 1, 0}};
+	    {"h", AE_IFREG, "../../etc/passwd", 1, 0}};
 	static const struct ent hard_abs[] = {
-		{"h", AE_IFREG, "/etc/passwd", 1, 0}};
+	    {"h", AE_IFREG, "/etc/passwd", 1, 0}};
 	static const struct ent hard_missing[] = {
-		{"h", AE_IFREG, "etc/passwd", 1, 0}};
-	static const struct ent hard_via_link[] = {
-		{"l", AE_IFLNK, "/etc", 0, 0},
-		{"h", AE_IFREG, "l/passwd", 1, 0}};
+	    {"h", AE_IFREG, "etc/passwd", 1, 0}};
+	static const struct ent hard_via_link[] = {{"l", AE_IFLNK, "/etc", 0,
+	                                               0},
+	    {"h", AE_IFREG, "l/passwd", 1, 0}};
 	static const struct ent aufs[] = {
-		{".wh..wh.plnk/x", AE_IFREG, "", 0, 0}};
+	    {".wh..wh.plnk/x", AE_IFREG, "", 0, 0}};
 
 	expect_refused(dotdot, 1, "dotdot", "..");
 	expect_refused(absolute, 1, "absolute", "absolute");
@@ -597,8 +638,8 @@ TEST(layer_bomb)
 	free(tar);
 	free(zeros);
 	/* Not an archive at all. */
-	CHECK_EQ(gp_layer_scan_memory("hello", 5, NULL, &st, err,
-	    sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_layer_scan_memory("hello", 5, NULL, &st, err, sizeof(err)),
+	    GP_EINVAL);
 }
 
 int
