@@ -656,7 +656,6 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
     struct gp_container_image **imgp, struct gp_image_hold **holdp,
     struct gp_image_prepared *st, char *why, size_t whylen)
 {
-	struct gp_oci_descriptor md;
 	struct gp_oci_manifest m;
 	struct gp_oci_config cfg;
 	struct gp_container_image *img = NULL;
@@ -698,9 +697,6 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		gp_strlcpy(st->trusted_by, "any image allowed (images = any)",
 		    sizeof(st->trusted_by));
 	/* 2. The manifest: it must hash to the pinned digest. */
-	memset(&md, 0, sizeof(md));
-	gp_strlcpy(md.digest, digest, sizeof(md.digest));
-	md.size = GP_OCI_JSON_MAX;
 	snprintf(path, sizeof(path), "%s/blobs/%s", c->dir, digest + 7);
 	if (gp_read_file(path, GP_OCI_JSON_MAX, &data, &len) == 0) {
 		char got[GP_OCI_DIGEST_SIZE];

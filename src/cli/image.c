@@ -58,21 +58,26 @@ static int
 ask_missing(struct gp_cli_conn *conn, struct gp_oci_descriptor **all, int n,
     json_t **missing)
 {
-	json_t *list = json_array(), *reply, *m, *v;
+	json_t *list = json_array(), *body, *reply, *m, *v;
 	size_t i;
 	int k, rc;
 
 	*missing = NULL;
 	for (k = 0; k < n; k++)
 		json_array_append_new(list, json_string(all[k]->digest));
-	rc = gp_cli_call(conn, "POST", "/v1/images/blobs/missing",
-	    json_pack("{s:o}", "digests", list), 0, &reply, NULL);
+	body = json_pack("{s:o}", "digests", list);
+	rc = gp_cli_call(conn, "POST", "/v1/images/blobs/missing", body, 0,
+	    &reply, NULL);
+	json_decref(body);
 	if (rc != 0)
 		return rc;
 	m = json_object();
-	json_array_foreach(json_object_get(reply, "missing"), i,
-	    v) if (json_is_string(v))
-	    json_object_set_new(m, json_string_value(v), json_true());
+	json_array_foreach(json_object_get(reply, "missing"), i, v)
+	{
+		if (json_is_string(v))
+			json_object_set_new(m, json_string_value(v),
+			    json_true());
+	}
 	json_decref(reply);
 	*missing = m;
 	return 0;
@@ -116,9 +121,11 @@ static int
 name_image(struct gp_cli_conn *conn, const char *name, const char *digest,
     json_t **image)
 {
-	return gp_cli_call(conn, "POST", "/v1/images",
-	    json_pack("{s:s,s:s}", "name", name, "digest", digest), 0, image,
-	    NULL);
+	json_t *body = json_pack("{s:s,s:s}", "name", name, "digest", digest);
+	int rc = gp_cli_call(conn, "POST", "/v1/images", body, 0, image, NULL);
+
+	json_decref(body);
+	return rc;
 }
 
 static void
@@ -665,8 +672,10 @@ gp_cli_cmd_image_rm(const struct gp_cli_args *args)
 	if (rc != 0)
 		return rc;
 	json_array_foreach(json_object_get(reply, "removed"), i, v)
-	    printf("removed %s (%s)\n", json_string_value(v),
-	        gp_cli_json_str(reply, "digest"));
+	{
+		printf("removed %s (%s)\n", json_string_value(v),
+		    gp_cli_json_str(reply, "digest"));
+	}
 	json_decref(reply);
 	return 0;
 }
@@ -731,7 +740,7 @@ gp_cli_cmd_image_sign(const struct gp_cli_args *args)
 	char path[1200], err[512], sig[GP_SIGN_SIG_TEXT], *text = NULL;
 	char digest[GP_OCI_DIGEST_SIZE];
 	const char *d;
-	json_t *reply = NULL, *img;
+	json_t *reply = NULL, *img, *body;
 	size_t len;
 	int rc;
 
@@ -778,10 +787,11 @@ gp_cli_cmd_image_sign(const struct gp_cli_args *args)
 		gp_sign_digest(&key, digest, sig, sizeof(sig));
 		json_decref(reply);
 		reply = NULL;
-		rc = gp_cli_call(&conn, "POST", "/v1/images/signatures",
-		    json_pack("{s:s,s:s,s:s}", "digest", digest, "key",
-		        key.public_text, "signature", sig),
+		body = json_pack("{s:s,s:s,s:s}", "digest", digest, "key",
+		    key.public_text, "signature", sig);
+		rc = gp_cli_call(&conn, "POST", "/v1/images/signatures", body,
 		    0, &reply, NULL);
+		json_decref(body);
 		if (rc == 0)
 			printf("signed %s (%s) with key %s (%s)\n",
 			    args->operands[0], digest, key.name,

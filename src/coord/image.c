@@ -1054,14 +1054,15 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		    "body: {\"name\": NAME, "
 		    "\"digest\": the manifest's sha256:...}");
 	}
-	if (gp_image_name_normalize(name, norm, sizeof(norm), err,
-	        sizeof(err)) != 0 ||
-	    !gp_oci_digest_valid(digest)) {
+	if (!gp_oci_digest_valid(digest)) {
 		json_decref(body);
-		return reply_error(conn, 400, "%s",
-		    gp_oci_digest_valid(digest)
-		        ? err
-		        : "digest: not sha256:<64 lowercase hex digits>");
+		return reply_error(conn, 400,
+		    "digest: not sha256:<64 lowercase hex digits>");
+	}
+	if (gp_image_name_normalize(name, norm, sizeof(norm), err,
+	        sizeof(err)) != 0) {
+		json_decref(body);
+		return reply_error(conn, 400, "%s", err);
 	}
 	pthread_mutex_lock(&image_lock);
 	ret = read_blob(digest, GP_OCI_JSON_MAX, &text, &len);
@@ -1198,14 +1199,15 @@ out:
 	pthread_mutex_unlock(&image_lock);
 	free(text);
 	gp_oci_manifest_fini(&m);
+	/* (digest points into body: done with it before body goes.) */
+	if (status < 300 && previous[0] != '\0' && strcmp(previous, digest) != 0)
+		gc_kick();
 	json_decref(body);
 	if (status >= 300) {
 		gp_warn("image refused name=%s status=%d error=\"%s\"", norm,
 		    status, err);
 		return reply_error(conn, status, "%s", err);
 	}
-	if (previous[0] != '\0' && strcmp(previous, digest) != 0)
-		gc_kick();
 	return reply_json(conn, status, out);
 }
 
@@ -1329,6 +1331,7 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 {
 	json_t *body = body_json(req);
 	const char *digest, *key, *sig;
+	enum MHD_Result rc;
 	sqlite3_stmt *st;
 	int exists = 0, replaced = 0, ok = 0;
 
@@ -1350,11 +1353,11 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 	case 0:
 		break;
 	case GP_EPERM:
+		rc = reply_error(conn, 400,
+		    "the signature does not verify with key %.60s over %s", key,
+		    digest);
 		json_decref(body);
-		return reply_error(conn, 400,
-		    "the signature does not verify "
-		    "with key %.60s over %s",
-		    key, digest);
+		return rc;
 	default:
 		json_decref(body);
 		return reply_error(conn, 400,
@@ -1386,10 +1389,11 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		sqlite3_finalize(st);
 	}
 	pthread_mutex_unlock(&image_lock);
+	/* (digest and key point into body: used before it goes.) */
 	if (!exists) {
+		rc = reply_error(conn, 404, "no image %s in the store", digest);
 		json_decref(body);
-		return reply_error(conn, 404, "no image %s in the store",
-		    digest);
+		return rc;
 	}
 	if (!ok) {
 		json_decref(body);
@@ -1398,10 +1402,11 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 	gp_info("image signed digest=%s key=%.20s... by=%s", digest, key,
 	    req->auth->name);
 	state_note_image_signed(digest, key);
-	json_decref(body);
-	return reply_json(conn, replaced ? 200 : 201,
+	rc = reply_json(conn, replaced ? 200 : 201,
 	    json_pack("{s:s,s:s,s:s}", "digest", digest, "key", key, "signer",
 	        req->auth->name));
+	json_decref(body);
+	return rc;
 }
 
 /* The agent's calls for the image of a job it runs. */

@@ -350,6 +350,8 @@ TEST(signatures)
 	CHECK_STR(parsed.name, "lab-a");
 	CHECK(gp_sign_public_parse(k.public_text, parsed.pk));
 	CHECK(!gp_sign_public_parse("ed25519:abc", parsed.pk));
+	free(text);
+	text = NULL;
 	CHECK(
 	    gp_sign_key_generate("bad name", &k2, &text) != 0 || text == NULL);
 	free(text);
