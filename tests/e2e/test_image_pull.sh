@@ -140,7 +140,7 @@ b = bytearray(open(p, "rb").read())
 b[len(b) // 2] ^= 0xff
 open(p, "wb").write(b)
 EOF
-refused "tampered registry blob" "hashes to" bad:tampered "$REG:three" \
+refused "tampered registry blob" "the registry sent content that hashes to" bad:tampered "$REG:three" \
     --registry-ca "$PKI/tls.crt" --username tester
 
 # ---- a lying registry (no authentication)
@@ -160,7 +160,7 @@ lying() { # MODE EXPECTED
 }
 lying endless-blob "more than the"
 lying short-blob "the manifest declares"
-lying wrong-blob "hashes to"
+lying wrong-blob "the registry sent content that hashes to"
 lying big-manifest "larger than"
 # A pull by digest of a manifest that does not hash to it.
 port=$(free_port)
