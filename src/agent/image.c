@@ -38,7 +38,7 @@
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
-#include "oci.h"
+#include "common/oci.h"
 #include "util.h"
 
 enum lstate {
@@ -657,7 +657,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
     struct gp_image_prepared *st, char *why, size_t whylen)
 {
 	struct gp_oci_manifest m;
-	struct gp_oci_config cfg;
+	struct gp_oci_image_config cfg;
 	struct gp_container_image *img = NULL;
 	struct gp_image_hold *hold = NULL;
 	struct fetch f;

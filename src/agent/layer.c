@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "gp.h"
-#include "oci.h"
+#include "common/oci.h"
 #include "util.h"
 
 #define PATH_CLEAN_MAX 4097

@@ -242,4 +242,7 @@ int gp_cli_cmd_image_pull(const struct gp_cli_args *args);
 int gp_cli_cmd_image_sign(const struct gp_cli_args *args);
 int gp_cli_cmd_key_create(const struct gp_cli_args *args);
 
+/* sim.c */
+int gp_cli_cmd_sim(const struct gp_cli_args *args);
+
 #endif

@@ -482,7 +482,7 @@ gp_cli_cmd_image_pull(const struct gp_cli_args *args)
 		}
 	}
 	{
-		struct gp_oci_config cfg;
+		struct gp_oci_image_config cfg;
 		if (gp_oci_config_decode(config.data, config.len, &cfg, err,
 		        sizeof(err)) != 0) {
 			gp_cli_error("%s: %s", text, err);

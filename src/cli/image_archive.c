@@ -423,7 +423,7 @@ read_layout(struct listing *l, const char *want_name,
 	struct gp_oci_index idx, sub;
 	struct gp_oci_descriptor pick;
 	struct gp_oci_manifest m;
-	struct gp_oci_config cfg;
+	struct gp_oci_image_config cfg;
 	char *data, want[GP_IMAGE_NAME_MAX + 1] = "",
 	                                     name[GP_IMAGE_NAME_MAX + 1];
 	size_t len, i;
@@ -561,7 +561,7 @@ read_docker(struct listing *l, const char *want_name,
 {
 	struct gp_docker_save ds;
 	struct gp_docker_save_image *im = NULL;
-	struct gp_oci_config cfg;
+	struct gp_oci_image_config cfg;
 	char want[GP_IMAGE_NAME_MAX + 1] = "", tag[GP_IMAGE_NAME_MAX + 1];
 	char *data;
 	size_t len;

@@ -446,7 +446,7 @@ free_strv(char **v)
 }
 
 void
-gp_oci_config_fini(struct gp_oci_config *c)
+gp_oci_config_fini(struct gp_oci_image_config *c)
 {
 	free_strv(c->env);
 	free_strv(c->entrypoint);
@@ -538,7 +538,7 @@ decode_opt_string(json_t *cfg, const char *key, size_t max, char **out,
 }
 
 int
-gp_oci_config_decode(const char *text, size_t len, struct gp_oci_config *c,
+gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c,
     char *err, size_t errlen)
 {
 	json_t *root, *cfg, *rootfs, *diff;

@@ -118,7 +118,7 @@ int gp_oci_index_pick(const struct gp_oci_index *idx, const char *os,
     const char *arch, struct gp_oci_descriptor *out, char *err, size_t errlen);
 
 /* What the agent needs of an image config ("config" object). */
-struct gp_oci_config {
+struct gp_oci_image_config {
 	char **env;        /* "K=V", NULL-ended; NULL when absent */
 	char **entrypoint; /* NULL-ended or NULL */
 	char **cmd;        /* NULL-ended or NULL */
@@ -135,9 +135,9 @@ struct gp_oci_config {
  * (zeroed first; release with gp_oci_config_fini), err. Returns 0 or
  * GP_EINVAL.
  */
-int gp_oci_config_decode(const char *text, size_t len, struct gp_oci_config *c,
+int gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c,
     char *err, size_t errlen);
-void gp_oci_config_fini(struct gp_oci_config *c);
+void gp_oci_config_fini(struct gp_oci_image_config *c);
 
 /* One image of a `docker save` archive (manifest.json). */
 struct gp_docker_save_image {

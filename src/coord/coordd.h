@@ -57,6 +57,7 @@ struct attempt_record {
 };
 
 struct waiter;
+struct gp_sched_policy;
 
 struct job {
 	int64_t id;
@@ -162,6 +163,8 @@ struct coord_config {
 	int64_t ckpt_retain_ms; /* kept after the job finished */
 	/* Images (image.c). */
 	int64_t image_blob_max;	/* bytes in one blob */
+	/* Where jobs go (sched_policy.c): --placement. */
+	const struct gp_sched_policy *placement;
 };
 
 struct state {

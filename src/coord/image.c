@@ -1035,7 +1035,7 @@ static enum MHD_Result
 handle_commit(struct MHD_Connection *conn, struct request *req)
 {
 	struct gp_oci_manifest m;
-	struct gp_oci_config cfg;
+	struct gp_oci_image_config cfg;
 	json_t *body = body_json(req), *out = NULL;
 	const char *name, *digest;
 	char norm[GP_IMAGE_NAME_MAX + 1], err[600], *text = NULL;

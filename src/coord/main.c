@@ -18,6 +18,7 @@
 #include "coordd.h"
 #include "gp.h"
 #include "log.h"
+#include "sched.h"
 
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
@@ -35,6 +36,7 @@ usage(FILE *out)
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
 	    "                           [--image-blob-max SIZE]\n"
+	    "                           [--placement POLICY]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -63,6 +65,9 @@ usage(FILE *out)
 	    "  --image-blob-max SIZE\n"
 	    "                      largest image blob (layer) accepted "
 	    "(default 64G)\n"
+	    "  --placement POLICY  where jobs go: frag (the default:\n"
+	    "                      fragmentation-aware), bestfit, fgd, random,\n"
+	    "                      dotprod, clustering, packing\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -184,6 +189,7 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
 	    {"image-blob-max", required_argument, NULL, 'I'},
+	    {"placement", required_argument, NULL, 'P'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -207,6 +213,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
 	cfg.image_blob_max = 64LL << 30;
+	cfg.placement = gp_sched_policy_default();
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -269,6 +276,12 @@ gp_coord_main(int argc, char **argv)
 			if (parse_bytes(optarg, &cfg.image_blob_max) != 0 ||
 			    cfg.image_blob_max < 1)
 				gp_fatalx("--image-blob-max: a size like 64G");
+			break;
+		case 'P':
+			cfg.placement = gp_sched_policy_find(optarg);
+			if (cfg.placement == NULL)
+				gp_fatalx("--placement: one of %s",
+				    gp_sched_policy_names());
 			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
@@ -353,9 +366,11 @@ gp_coord_main(int argc, char **argv)
 	if (coord_daemon == NULL)
 		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
 		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld",
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
 	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms);
+	    cfg.data_dir, (long long)cfg.lease_ms,
+	    gp_sched_policy_name(cfg.placement));
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -27,6 +27,7 @@ static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t op_cond = PTHREAD_COND_INITIALIZER;
 static struct op *op_head, *op_tail;
 static int stopping;
+static int thread_exited; /* under op_lock: nobody takes ops any more */
 static pthread_t state_thread;
 
 /* What a batch hands out after its commit. */
@@ -737,7 +738,8 @@ job_assign(struct job *job, struct node *node,
 /*
  * The scheduler's view of the nodes: one entry per node, GPUs marked with
  * the job using them. OUT: *nodes and *gpus (malloc'd, caller frees both),
- * *n. Returns 0 or GP_ENOMEM.
+ * *n. Returns 0 or GP_ENOMEM. Phase 1 of issue 5: whole GPUs; groups,
+ * capabilities and prices are filled in by those who keep them.
  */
 static int
 sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
@@ -766,19 +768,16 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			continue;
 		sn[nn].id = node->id;
 		sn[nn].up = node->up;
-		sn[nn].cpus = node->cpus;
+		sn[nn].cpu_milli = (int64_t)node->cpus * GP_SCHED_MILLI;
 		sn[nn].mem_mib = node->mem_mib;
 		sn[nn].ngpus = node->ngpus;
 		sn[nn].gpus = &sg[ng];
-		sn[nn].images = node->images;
-		sn[nn].refuse_plain = node->refuse_plain;
-		sn[nn].trusted = node->trusted_keys;
-		sn[nn].ntrusted = node->ntrusted;
 		if (offered) {
 			/* What the owner lends now, not the hardware. */
 			sn[nn].up = node->up && node->accepting && !node->left;
 			if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
-				sn[nn].cpus = node->offer_cpus;
+				sn[nn].cpu_milli = (int64_t)node->offer_cpus *
+				    GP_SCHED_MILLI;
 			if (node->offer_mem_mib > 0 &&
 			    (node->mem_mib <= 0 ||
 				node->offer_mem_mib < node->mem_mib))
@@ -803,24 +802,58 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 	return 0;
 }
 
-/* What the scheduler is told about a job (signers: its image's). */
+/* What the scheduler is told about a job: whole GPUs, one part. */
 static void
 sched_job(const struct job *j, const struct gp_jobspec *spec,
     struct gp_sched_job *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->image = spec->image[0] != '\0';
-	if (j != NULL) {
-		out->signers = j->signer_keys;
-		out->nsigners = j->nsigners;
-	}
 	out->id = j != NULL ? j->id : 0;
 	out->gpus = spec->gpus;
 	out->gpu_mem_mib = spec->gpu_mem_mib;
 	out->gpu_model = spec->gpu_model;
-	out->cpus = spec->cpus;
+	/* Every job takes at least one CPU (as before milli-CPUs). */
+	out->cpu_milli = (int64_t)(spec->cpus > 0 ? spec->cpus : 1) *
+	    GP_SCHED_MILLI;
 	out->mem_mib = spec->mem_mib;
 	out->time_limit_s = spec->time_limit_s;
+}
+
+/* What a node's owner accepts (its offer), for sched_accept.c. */
+static void
+owner_of(const struct node *node, struct gp_sched_owner *o)
+{
+	o->images = node->images;
+	o->refuse_plain = node->refuse_plain;
+	o->trusted = node->trusted_keys;
+	o->ntrusted = node->ntrusted;
+}
+
+/* What a job is to an owner: its image's signers, or a plain command. */
+static void
+image_of(const struct job *job, struct gp_sched_image *im)
+{
+	im->image = job->spec.image[0] != '\0';
+	im->signers = job->signer_keys;
+	im->nsigners = job->nsigners;
+}
+
+/* The planner's acceptance predicate: the node's owner and the job. */
+static int
+owner_accepts(void *arg, const struct gp_sched_node *n,
+    const struct gp_sched_job *j)
+{
+	const struct node *node = state_node(n->id);
+	const struct job *job = state_job(j->id);
+	struct gp_sched_owner o;
+	struct gp_sched_image im;
+
+	(void)arg;
+	if (node == NULL || job == NULL)
+		return 1;
+	owner_of(node, &o);
+	image_of(job, &im);
+	return gp_sched_owner_accepts(&o, &im);
 }
 
 static void
@@ -830,12 +863,13 @@ schedule(void)
 	struct gp_sched_gpu *sgpus = NULL;
 	struct gp_sched_running *run = NULL;
 	struct gp_sched_job *queue = NULL;
-	struct gp_sched_assignment *out = NULL;
+	struct gp_sched_result res;
 	struct gp_sched_input in;
-	size_t nnodes = 0, nrun = 0, i, nout = 0;
+	size_t nnodes = 0, nrun = 0, i;
 	int64_t id;
-	int g, any_up = 0;
+	int g, any_up = 0, choosy = 0;
 
+	memset(&res, 0, sizeof(res));
 	state.sched_dirty = 0;
 	if (state.nqueue == 0)
 		return;
@@ -845,6 +879,7 @@ schedule(void)
 			continue;
 		nrun += (size_t)n->njobs;
 		any_up |= n->up;
+		choosy |= n->refuse_plain;
 	}
 	if (!any_up)
 		return;
@@ -862,7 +897,8 @@ schedule(void)
 				continue;
 			run[nrun].job_id = j->id;
 			run[nrun].node_id = n->id;
-			run[nrun].cpus = j->spec.cpus;
+			run[nrun].cpu_milli = (int64_t)j->spec.cpus *
+			    GP_SCHED_MILLI;
 			run[nrun].mem_mib = j->spec.mem_mib;
 			run[nrun].end_ms = j->spec.time_limit_s > 0
 			    ? j->started_ms + j->spec.time_limit_s * 1000
@@ -870,8 +906,11 @@ schedule(void)
 			nrun++;
 		}
 	}
-	for (i = 0; i < (size_t)state.nqueue; i++)
+	for (i = 0; i < (size_t)state.nqueue; i++) {
 		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
+		choosy |= state.queue[i]->spec.image[0] != '\0';
+	}
+	memset(&in, 0, sizeof(in));
 	in.now_ms = gp_now_ms();
 	in.nodes = snodes;
 	in.nnodes = nnodes;
@@ -879,22 +918,27 @@ schedule(void)
 	in.nrunning = nrun;
 	in.queue = queue;
 	in.nqueue = (size_t)state.nqueue;
-	if (gp_sched_plan(&in, &out, &nout) != 0) {
+	in.policy = state.cfg.placement;
+	in.no_preempt = 1; /* phase 2: groups, checkpointed preemption */
+	/* The owners' acceptance, when an owner or a job makes it matter. */
+	if (choosy)
+		in.accepts = owner_accepts;
+	if (gp_sched_plan(&in, &res) != 0) {
 		gp_error("scheduler failed: out of memory");
 		goto out;
 	}
-	for (i = 0; i < nout; i++) {
-		struct job *j = state_job(out[i].job_id);
-		struct node *n = state_node(out[i].node_id);
+	for (i = 0; i < res.nassignments; i++) {
+		struct job *j = state_job(res.assignments[i].job_id);
+		struct node *n = state_node(res.assignments[i].node_id);
 		if (j == NULL || n == NULL || j->state != JOB_QUEUED) {
 			gp_error("scheduler returned a bad assignment job=%lld",
-			    (long long)out[i].job_id);
+			    (long long)res.assignments[i].job_id);
 			continue;
 		}
-		job_assign(j, n, &out[i]);
+		job_assign(j, n, &res.assignments[i]);
 	}
 out:
-	free(out);
+	gp_sched_result_fini(&res);
 	free(snodes);
 	free(sgpus);
 	free(run);
@@ -928,10 +972,29 @@ op_free(struct op *op)
 	free(op);
 }
 
+static void set_error(struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 void
 state_submit_op(struct op *op)
 {
 	pthread_mutex_lock(&op_lock);
+	if (thread_exited) {
+		/*
+		 * Shutting down: a handler that raced the state thread's last
+		 * batch is answered now, so that no connection stays
+		 * suspended when the HTTP daemon stops.
+		 */
+		pthread_mutex_unlock(&op_lock);
+		if (op->conn == NULL) {
+			op_free(op);
+			return;
+		}
+		set_error(op, 503, "the coordinator is stopping");
+		atomic_store(&op->done, 1);
+		notify_resume(op->conn, op->req);
+		return;
+	}
 	op->next = NULL;
 	if (op_tail != NULL)
 		op_tail->next = op;
@@ -941,10 +1004,6 @@ state_submit_op(struct op *op)
 	pthread_cond_signal(&op_cond);
 	pthread_mutex_unlock(&op_lock);
 }
-
-static void
-set_error(struct op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 static void
 set_error(struct op *op, int status, const char *fmt, ...)
@@ -966,22 +1025,25 @@ set_error(struct op *op, int status, const char *fmt, ...)
  */
 static int
 accepting_nodes(struct gp_sched_node *nodes, size_t *n,
-    const struct gp_sched_job *job, char *why, size_t whylen)
+    const struct gp_sched_image *im, char *why, size_t whylen)
 {
+	struct gp_sched_owner o;
 	struct gp_buf b = {0};
 	char one[160];
 	size_t i, k = 0;
 
 	for (i = 0; i < *n; i++) {
-		if (gp_sched_why_refused(&nodes[i], job, one, sizeof(one))) {
+		const struct node *nd = state_node(nodes[i].id);
+		if (nd == NULL)
+			continue;
+		owner_of(nd, &o);
+		if (gp_sched_why_refused(&o, im, one, sizeof(one))) {
 			nodes[k++] = nodes[i];
 			continue;
 		}
-		if (i < 8) {
-			const struct node *nd = state_node(nodes[i].id);
+		if (i < 8)
 			gp_buf_printf(&b, "%snode %s %s", b.len ? "; " : "",
-			    nd != NULL ? nd->name : "?", one);
-		}
+			    nd->name, one);
 	}
 	if (k == 0) {
 		gp_strlcpy(why, b.data != NULL ? b.data : "", whylen);
@@ -1021,7 +1083,7 @@ job_acceptance(const struct job *job, char *why, size_t len)
 {
 	struct gp_sched_node *snodes;
 	struct gp_sched_gpu *sgpus;
-	struct gp_sched_job sj;
+	struct gp_sched_image im;
 	size_t nn;
 
 	why[0] = '\0';
@@ -1037,8 +1099,8 @@ job_acceptance(const struct job *job, char *why, size_t len)
 	}
 	if (sched_view(&snodes, &sgpus, &nn, 0) != 0)
 		return;
-	sched_job(job, &job->spec, &sj);
-	if (nn > 0 && !accepting_nodes(snodes, &nn, &sj, why, len)) {
+	image_of(job, &im);
+	if (nn > 0 && !accepting_nodes(snodes, &nn, &im, why, len)) {
 		char tmp[1024];
 		snprintf(tmp, sizeof(tmp), "no node would accept it: %s", why);
 		gp_strlcpy(why, tmp, len);
@@ -1097,6 +1159,7 @@ apply_submit(struct op *op)
 	struct gp_sched_node *snodes;
 	struct gp_sched_gpu *sgpus;
 	struct gp_sched_job sj;
+	struct gp_sched_image im;
 	struct job *job, tmpjob;
 	size_t nn;
 	int fits;
@@ -1109,13 +1172,13 @@ apply_submit(struct op *op)
 	}
 	sched_job(NULL, &op->spec, &sj);
 	memset(&tmpjob, 0, sizeof(tmpjob));
+	tmpjob.spec = op->spec; /* (borrowed: image_of reads it) */
 	if (json_is_array(op->body)) {
 		/* The image's signers (image_resolve, in the handler). */
 		job_set_signers(&tmpjob, json_incref(op->body));
-		sj.signers = tmpjob.signer_keys;
-		sj.nsigners = tmpjob.nsigners;
 	}
-	if (nn > 0 && !accepting_nodes(snodes, &nn, &sj, why, sizeof(why))) {
+	image_of(&tmpjob, &im);
+	if (nn > 0 && !accepting_nodes(snodes, &nn, &im, why, sizeof(why))) {
 		free(snodes);
 		free(sgpus);
 		job_set_signers(&tmpjob, NULL);
@@ -1990,6 +2053,7 @@ state_main(void *arg)
 		batch = op_head;
 		op_head = op_tail = NULL;
 		if (batch == NULL && stopping) {
+			thread_exited = 1;
 			pthread_mutex_unlock(&op_lock);
 			break;
 		}

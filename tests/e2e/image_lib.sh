@@ -10,10 +10,10 @@
 #   image_oci NAME IMAGE LAYER...   an OCI archive $IMG/NAME.tar; sets DIGEST
 #   as_user TOKEN CMD...  runs CMD with GPUPOOL_TOKEN=TOKEN
 #   agent_log_wait AGENT TEXT   bounded wait for TEXT in the agent's log
-#   expect_image_ran JOB  the job got past every image check: it ran in
-#                         its image, or (until the container executor lands)
-#                         failed to start for want of one, after its agent
-#                         logged "image ready"
+#   expect_image_ran JOB AGENT [OUTPUT]  the job got past every image
+#                         check (its agent logged "image ready") and ran in
+#                         its image, printing OUTPUT; or, on an agent with no
+#                         working OCI runtime, failed to start for want of one
 
 IMG_PY="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/images.py"
 IMG="$T/img"
@@ -57,16 +57,21 @@ agent_log_wait() { # AGENT TEXT [SECONDS]
 	done
 }
 
-expect_image_ran() { # JOB AGENT
-	local job=$1 agent=$2 msg
+expect_image_ran() { # JOB AGENT [OUTPUT]
+	local job=$1 agent=$2 want=${3:-} msg
 	wait_final "$job"
 	grep -q "image ready job=$job " "$T/agent-$agent.log" ||
 	    fail "agent $agent did not make job $job's image ready"
 	msg=$(job_get "$job" 'd["message"] or ""')
 	case $FINAL_STATE:$msg in
-	succeeded:*) ;;
-	failed:*"no container executor"*)
-		log "job $job: image ready; no container executor on this branch yet" ;;
-	*) fail "job $job ended $FINAL_STATE: $msg" ;;
+	succeeded:*)
+		if [ -n "$want" ]; then
+			job_log "$job"
+			assert_contains "$LOG" "$want" "job $job's output"
+		fi ;;
+	failed:*"runs no container jobs"*)
+		# An agent without a working OCI runtime (crun, runc).
+		log "job $job: image ready; this agent runs no containers: $msg" ;;
+	*) fail "job $job ended $FINAL_STATE: $msg $(job_log "$job"; printf '%s' "$LOG" | tail -c 500)" ;;
 	esac
 }

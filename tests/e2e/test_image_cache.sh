@@ -4,6 +4,8 @@
 # do not). Image A is fetched; B's fetch evicts A's layer (the least
 # recently used, no job holds it); A again is fetched again. The agent's
 # status reports the cache (bytes under the cap, hits, misses, evictions).
+# A layer a running job uses is never evicted: while a container of A
+# runs, B's fetch leaves the cache over its cap, and A's layer stays.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image_lib.sh"
 
@@ -25,7 +27,7 @@ CACHE="$T/agents/tiny/images/layers"
 
 run() { # IMAGE: sets JOB; the agent made its image ready
 	submit --image "$1"
-	expect_image_ran "$JOB" tiny
+	expect_image_ran "$JOB" tiny hello-from-image
 	READY=$(grep "image ready job=$JOB " "$T/agent-tiny.log")
 }
 run cache:a
@@ -51,4 +53,19 @@ assert 0 < c["bytes"] <= c["max_bytes"], c
 assert c["layers"] == 1 and c["in_use"] == 0, c
 assert c["hits"] == 1 and c["misses"] == 3 and c["evictions"] >= 2, c
 PYEOF
-log "image cache: hit, eviction under the cap, refetch ok"
+# A running job's layer is never evicted (CPU-only jobs: both run at once).
+LB=$(tar -xOf "$IMG/b.tar" "blobs/sha256/${DIGEST:7}" | json 'd["layers"][0]["digest"]')
+submit --gpus 0 --image cache:a -- "sleep 300"
+HOLDER=$JOB
+wait_state "$HOLDER" running
+agent_log_wait tiny "image ready job=$HOLDER "
+submit --gpus 0 --image cache:b
+expect_image_ran "$JOB" tiny hello-from-image
+agent_log_wait tiny "image cache over its cap while jobs use it"
+[ -d "$CACHE/${LA:7}" ] || fail "the layer of a running job was evicted"
+[ "$(job_state "$HOLDER")" = running ] || fail "the holding job stopped"
+cli cancel "$HOLDER"
+wait_final "$HOLDER"
+agent_log_wait tiny "image cache evicted layer=sha256:${LB:7:12}"
+[ -d "$CACHE/${LA:7}" ] || fail "the most recently used layer was evicted"
+log "image cache: hit, eviction under the cap, refetch, in use kept ok"

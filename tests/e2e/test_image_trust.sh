@@ -88,7 +88,9 @@ assert_contains "$CLI_ERR" "node trusty trusts none of the 1 key that signed the
 # A signed image runs on the owner who trusts its key; no command needed.
 GPUPOOL_TOKEN=$ALICE submit --image busybox:signed
 FIRST=$JOB
-expect_image_ran "$FIRST" trusty
+# (The upper layer's marker wins: layers are stacked bottom first.)
+expect_image_ran "$FIRST" trusty "hello-from-image
+signed-two"
 [ "$(job_get "$FIRST" 'd["node"]')" = trusty ] || fail "placed on $(job_get "$FIRST" 'd["node"]')"
 grep "image ready job=$FIRST " "$T/agent-trusty.log" | grep -q "cached=0 fetched=2 " ||
     fail "first run did not fetch both layers: $(grep "image ready job=$FIRST " "$T/agent-trusty.log")"
@@ -103,8 +105,9 @@ CACHE="$T/agents/trusty/images"
 [ "$(stat -c '%F %t:%T' "$CACHE/layers/${L2:7}/etc/passwd")" = "character special file 0:0" ] ||
     fail "the whiteout is not an overlayfs whiteout: $(stat -c '%F %t:%T' "$CACHE/layers/${L2:7}/etc/passwd")"
 # A second run: nothing transferred.
-GPUPOOL_TOKEN=$ALICE submit --image busybox:signed -- /bin/echo second
-expect_image_ran "$JOB" trusty
+GPUPOOL_TOKEN=$ALICE submit --image busybox:signed -- \
+    'test ! -e /etc/passwd && echo whiteout-hides-passwd'
+expect_image_ran "$JOB" trusty whiteout-hides-passwd
 grep "image ready job=$JOB " "$T/agent-trusty.log" | grep -q "cached=2 fetched=0 fetched_bytes=0 " ||
     fail "second run transferred something: $(grep "image ready job=$JOB " "$T/agent-trusty.log")"
 

@@ -21,7 +21,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gp_oci_manifest m;
 	struct gp_oci_index idx;
 	struct gp_oci_descriptor d;
-	struct gp_oci_config c;
+	struct gp_oci_image_config c;
 	const char *text = (const char *)data + 1;
 	char err[600];
 	size_t len;

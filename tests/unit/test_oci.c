@@ -201,7 +201,7 @@ TEST(index_pick)
 
 TEST(config)
 {
-	struct gp_oci_config c;
+	struct gp_oci_image_config c;
 	const char *ok =
 	    "{\"architecture\":\"amd64\",\"os\":\"linux\","
 	    "\"config\":{\"Env\":[\"PATH=/bin\",\"A=b=c\"],\"Entrypoint\":"
