@@ -226,6 +226,13 @@ offer_update(struct gp_provider *p)
 	return 1;
 }
 
+/* 1 when image jobs may come: the owner allows some, and a runtime runs. */
+static int
+takes_images(const struct gp_provider *p)
+{
+	return p->policy.images != GP_IMAGES_NONE && p->ag->containers != NULL;
+}
+
 static json_t *
 offer_json_locked(struct gp_provider *p)
 {
@@ -243,7 +250,8 @@ offer_json_locked(struct gp_provider *p)
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
 	    (json_int_t)p->policy.max_job_s, "images",
-	    gp_policy_images_name(p->policy.images), "plain_jobs",
+	    gp_policy_images_name(takes_images(p) ? p->policy.images :
+	    GP_IMAGES_NONE), "plain_jobs",
 	    !p->policy.refuse_plain, "trusted_keys", keys);
 }
 
@@ -499,7 +507,7 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 	    (p->policy.max_job_s > 0 && (a->time_limit_s == 0 ||
 	    a->time_limit_s > p->policy.max_job_s)) ||
 	    (a->image[0] == '\0' && p->policy.refuse_plain) ||
-	    (a->image[0] != '\0' && p->policy.images == GP_IMAGES_NONE)) {
+	    (a->image[0] != '\0' && !takes_images(p))) {
 		/* A race with the owner's change: the job goes elsewhere. */
 		const char *why = !accepting(p) ? "the node is not accepting "
 		    "jobs (paused, leaving or cut off)" : (m & ~lent_mask(p))
@@ -507,9 +515,9 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 		    : a->image[0] == '\0' && p->policy.refuse_plain
 		    ? "the owner takes no plain-command jobs (plain-jobs = "
 		      "refuse)"
-		    : a->image[0] != '\0' &&
-		      p->policy.images == GP_IMAGES_NONE
-		    ? "the owner takes no container images (images = none)"
+		    : a->image[0] != '\0' && !takes_images(p)
+		    ? "this node takes no container images (images = none, "
+		      "or no container runtime)"
 		    : "longer than the owner's max-job-time";
 		pthread_mutex_unlock(&p->lock);
 		refuse(p, a, why);

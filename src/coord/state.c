@@ -497,7 +497,8 @@ job_to_json(const struct job *job, int with_history)
 json_t *
 node_to_json(const struct node *node)
 {
-	json_t *gpus = json_array();
+	static const char *const images[] = {"any", "signed", "none"};
+	json_t *gpus = json_array(), *o, *keys;
 	int i;
 
 	for (i = 0; i < node->ngpus; i++) {
@@ -511,7 +512,7 @@ node_to_json(const struct node *node)
 			(json_int_t)g->mem_used_mib, "lent",
 			i < 64 && ((node->lent >> i) & 1)));
 	}
-	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
+	o = json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
 			 "s:I}",
 	    "id", (json_int_t)node->id, "name", node->name, "owner",
 	    node->owner_name, "state",
@@ -525,6 +526,20 @@ node_to_json(const struct node *node)
 	    (json_int_t)(node->offer_mem_mib > 0 ? node->offer_mem_mib
 						 : node->mem_mib),
 	    "max_job_s", (json_int_t)node->max_job_s);
+	/* What its owner accepts (docs/images.md). */
+	if (o != NULL) {
+		keys = json_array();
+		for (i = 0; i < node->ntrusted && i < GP_TRUST_KEYS_MAX; i++)
+			json_array_append_new(keys,
+			    json_string(node->trusted[i]));
+		json_object_set_new(o, "images", json_string(
+		    images[node->images >= 0 && node->images < 3 ?
+		    node->images : 0]));
+		json_object_set_new(o, "plain_jobs",
+		    json_boolean(!node->refuse_plain));
+		json_object_set_new(o, "trusted_keys", keys);
+	}
+	return o;
 }
 
 json_t *

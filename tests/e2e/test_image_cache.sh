@@ -12,7 +12,14 @@
 start_coordinator
 printf 'images = any\n' >"$T/any.policy"
 start_agent tiny 1 --policy "$T/any.policy" --image-cache-max 3M
+# An agent that runs no containers says so in its offer: images = none.
+start_agent plain 1 --policy "$T/any.policy" --runtime none
 wait_node_up tiny
+wait_node_up plain
+api_expect 200 "$ADMIN_TOKEN" GET /v1/nodes
+[ "$(printf '%s' "$API_BODY" | json 'sorted([n["name"], n["images"], n["plain_jobs"]] for n in d["nodes"])')" = \
+    '[["plain", "none", true], ["tiny", "any", true]]' ] ||
+    fail "the nodes' acceptance: $API_BODY"
 image_layer la --marker a
 image_oci a cache:a "$IMG/la.tgz"
 A=$DIGEST
@@ -29,6 +36,8 @@ run() { # IMAGE: sets JOB; the agent made its image ready
 	submit --image "$1"
 	expect_image_ran "$JOB" tiny hello-from-image
 	READY=$(grep "image ready job=$JOB " "$T/agent-tiny.log")
+	[ "$(job_get "$JOB" 'd["node"]')" = tiny ] ||
+	    fail "an image job went to the agent without containers"
 }
 run cache:a
 assert_contains "$READY" "cached=0 fetched=1 " "first run of a"
@@ -53,7 +62,8 @@ assert 0 < c["bytes"] <= c["max_bytes"], c
 assert c["layers"] == 1 and c["in_use"] == 0, c
 assert c["hits"] == 1 and c["misses"] == 3 and c["evictions"] >= 2, c
 PYEOF
-# A running job's layer is never evicted (CPU-only jobs: both run at once).
+# A running job's layer is never evicted (CPU-only jobs: both run at once;
+# image jobs go to tiny only).
 LB=$(tar -xOf "$IMG/b.tar" "blobs/sha256/${DIGEST:7}" | json 'd["layers"][0]["digest"]')
 submit --gpus 0 --image cache:a -- "sleep 300"
 HOLDER=$JOB
