@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent/layer.h"
+#include "coord/sched.h"
 #include "gp.h"
 #include "oci.h"
 #include "registry.h"
@@ -398,6 +399,41 @@ TEST(signatures)
 	gp_sign_key_wipe(&k2);
 }
 
+/* ---- the owner's acceptance (coord/sched_accept.c) ---- */
+
+TEST(acceptance)
+{
+	static const char *const k1[] = {"ed25519:k1"};
+	static const char *const k12[] = {"ed25519:k2", "ed25519:k1"};
+	static const char *const k3[] = {"ed25519:k3"};
+	struct gp_sched_owner any = {GP_SCHED_IMAGES_ANY, 0, NULL, 0};
+	struct gp_sched_owner none = {GP_SCHED_IMAGES_NONE, 0, NULL, 0};
+	struct gp_sched_owner trusts1 = {GP_SCHED_IMAGES_SIGNED, 0, k1, 1};
+	struct gp_sched_owner picky = {GP_SCHED_IMAGES_SIGNED, 1, k12, 2};
+	struct gp_sched_image plain = {0, NULL, 0};
+	struct gp_sched_image unsigned_img = {1, NULL, 0};
+	struct gp_sched_image by1 = {1, k1, 1};
+	struct gp_sched_image by3 = {1, k3, 1};
+	struct gp_sched_image by21 = {1, k12, 2};
+	char why[160];
+
+	CHECK(gp_sched_owner_accepts(&any, &plain));
+	CHECK(gp_sched_owner_accepts(&any, &unsigned_img));
+	CHECK(!gp_sched_why_refused(&none, &by1, why, sizeof(why)));
+	CHECK_STR(why, "takes no images");
+	CHECK(gp_sched_owner_accepts(&none, &plain));
+	CHECK(!gp_sched_why_refused(&trusts1, &unsigned_img, why,
+	    sizeof(why)));
+	CHECK_STR(why, "takes only signed images, and this one is unsigned");
+	CHECK(gp_sched_owner_accepts(&trusts1, &by1));
+	CHECK(gp_sched_owner_accepts(&trusts1, &by21));
+	CHECK(!gp_sched_why_refused(&trusts1, &by3, why, sizeof(why)));
+	CHECK_STR(why, "trusts none of the 1 key that signed the image");
+	CHECK(!gp_sched_why_refused(&picky, &plain, why, sizeof(why)));
+	CHECK_STR(why, "takes only container images, no plain commands");
+	CHECK(gp_sched_owner_accepts(&picky, &by1));
+}
+
 /* ---- layers ---- */
 
 struct ent {
@@ -658,6 +694,7 @@ main(void)
 	RUN(refs);
 	RUN(challenge);
 	RUN(signatures);
+	RUN(acceptance);
 	RUN(layer_good);
 	RUN(layer_bad);
 	RUN(layer_bomb);
