@@ -22,6 +22,7 @@
 #define GP_SUBMIT_BODY_MAX 65536
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
 #define GP_IMAGE_REF_MAX   400 /* "NAME[:TAG][@sha256:HEX]" */
+#define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -49,6 +50,9 @@ struct gp_jobspec {
 	 * image's Entrypoint and Cmd run).
 	 */
 	char image[GP_IMAGE_REF_MAX + 1];
+	/* Accounting (docs/accounting.md). */
+	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
+	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
 };
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
