@@ -55,6 +55,8 @@ static const struct gp_cli_option submit_options[] = {
     {"checkpoint-signal", 0, "SIG",
 	"signal meaning \"save now and exit\" (default USR1)"},
     {"env", 'e', "K=V", "set an environment variable (repeatable)"},
+    {"wait", 'w', NULL,
+	"print the id, wait for the job to finish, exit with its exit code"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -112,7 +114,9 @@ static const struct gp_cli_command commands[] = {
     {"submit", "[--] COMMAND [ARG...]", "submit a job; prints its id",
         submit_options, 1, -1, 1,
         "Options must come before the command; `--` is needed only when "
-        "the\ncommand starts with '-'. Prints just the job id.",
+        "the\ncommand starts with '-'. Prints just the job id. With "
+        "--wait, then waits\nfor the job and exits as `gpupool wait` "
+        "does: with its exit code.",
         gp_cli_cmd_submit},
     {"ps", "", "list your queued and running jobs (--all: every job)",
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
