@@ -3,14 +3,15 @@
 # packages (build tools, libraries, the sandbox's helpers), only what is
 # missing. Needs root (or sudo). Safe to run again.
 # Optional sets, named as arguments, add to the normal list:
-#   slurm   Slurm 22.05 and munge, for bench/slurm_vs_gpupool.sh
+#   slurm   Slurm 22.05, munge and Slurm's HTML docs (the tuning guide the
+#           bench cites), for bench/slurm_vs_gpupool.sh
 set -eu
 pkgs=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps)
 for set in "$@"; do
 	case "$set" in
-	slurm) pkgs+=(slurmctld slurmd slurm-client munge) ;;
+	slurm) pkgs+=(slurmctld slurmd slurm-client munge slurm-wlm-doc) ;;
 	*) echo "install-deps: unknown package set '$set' (known: slurm)" >&2
 	   exit 2 ;;
 	esac
