@@ -87,6 +87,8 @@ static size_t table_size;
 
 static atomic_long submitted, acked, submit_errors;
 static atomic_long dispatched, finished_ok, agent_errors, report_retries;
+/* Attempts whose reports are over: finished 200, or 409 (not ours). */
+static atomic_long reports_done;
 static atomic_long heartbeats, heartbeats_late, reregistered, cancels_seen;
 static atomic_long registered;
 static atomic_int stopping;
@@ -526,14 +528,16 @@ on_report_done(struct xfer *x, long status)
 		return;
 	}
 	if (status == 200 || status == 409) {
-		if (status == 200)
+		if (status == 200 && x->kind == X_FINISHED)
 			atomic_fetch_add(&finished_ok, 1);
+		atomic_fetch_add(&reports_done, 1);
 		run_remove(a, x->job_id, x->attempt);
 		xfer_put(x);
 		return;
 	}
 	atomic_fetch_add(&agent_errors, 1);
 	if (++x->tries >= REPORT_TRIES) {
+		atomic_fetch_add(&reports_done, 1);
 		run_remove(a, x->job_id, x->attempt);
 		xfer_put(x);
 		return;
@@ -1121,7 +1125,7 @@ main(int argc, char **argv)
 	struct proc_sample s0, s1;
 	pthread_t loop;
 	int64_t t0, t1;
-	long base_dispatched, base_finished, base_hb, base_late, n;
+	long base_dispatched, base_finished, base_done, base_hb, base_late, n;
 	int k;
 
 	opt.url = getenv("GPUPOOL_URL");
@@ -1245,24 +1249,29 @@ main(int argc, char **argv)
 	sleep(3);
 
 	/* ---- steady ---- */
-	if (opt.seconds > 0 && opt.rate > 0) {
+	if (opt.seconds > 0) {
+		/* --rate 0: the agents only heartbeat and poll. */
 		n = (long)(opt.rate * opt.seconds);
 		table_reset(n);
 		base_dispatched = atomic_load(&dispatched);
 		base_finished = atomic_load(&finished_ok);
+		base_done = atomic_load(&reports_done);
 		base_hb = atomic_load(&heartbeats);
 		base_late = atomic_load(&heartbeats_late);
 		atomic_store(&hb_nsamples, 0);
 		atomic_store(&hb_recording, 1);
 		atomic_store(&acked, 0);
 		sample(&s0);
-		submit_jobs(n, opt.rate);
+		if (n > 0)
+			submit_jobs(n, opt.rate);
+		else
+			sleep((unsigned)opt.seconds);
 		t1 = gp_mono_us();
 		wait_for(&dispatched, base_dispatched + atomic_load(&acked),
 		    opt.drain_s);
 		sample(&s1);
 		atomic_store(&hb_recording, 0);
-		wait_for(&finished_ok, base_dispatched + atomic_load(&acked),
+		wait_for(&reports_done, base_done + atomic_load(&acked),
 		    opt.drain_s);
 		printf("steady_offered_rate %.1f jobs/s\n", opt.rate);
 		printf("steady_seconds %.1f s\n",
@@ -1312,6 +1321,7 @@ main(int argc, char **argv)
 		atomic_store(&acked, 0);
 		base_dispatched = atomic_load(&dispatched);
 		base_finished = atomic_load(&finished_ok);
+		base_done = atomic_load(&reports_done);
 		t0 = gp_mono_us();
 		submit_jobs(opt.backlog, 0);
 		t1 = gp_mono_us();
@@ -1344,7 +1354,7 @@ main(int argc, char **argv)
 			      base_dispatched - before) /
 			    ((double)(last_recv - t_resume) / 1e6)
 			: 0.0);
-		wait_for(&finished_ok, base_finished + atomic_load(&acked),
+		wait_for(&reports_done, base_done + atomic_load(&acked),
 		    opt.drain_s);
 		printf("backlog_finished %ld jobs\n",
 		    atomic_load(&finished_ok) - base_finished);
