@@ -1125,6 +1125,7 @@ main(int argc, char **argv)
 	struct proc_sample s0, s1;
 	pthread_t loop;
 	int64_t t0, t1;
+	int submitters_given = 0;
 	long base_dispatched, base_finished, base_done, base_hb, base_late, n;
 	int k;
 
@@ -1148,8 +1149,10 @@ main(int argc, char **argv)
 			opt.seconds = atoi(v);
 		else if (strcmp(argv[k], "--backlog") == 0)
 			opt.backlog = atol(v);
-		else if (strcmp(argv[k], "--submitters") == 0)
+		else if (strcmp(argv[k], "--submitters") == 0) {
 			opt.submitters = atoi(v);
+			submitters_given = 1;
+		}
 		else if (strcmp(argv[k], "--register-inflight") == 0)
 			opt.register_inflight = atoi(v);
 		else if (strcmp(argv[k], "--report-conns") == 0)
@@ -1323,6 +1326,9 @@ main(int argc, char **argv)
 		base_finished = atomic_load(&finished_ok);
 		base_done = atomic_load(&reports_done);
 		t0 = gp_mono_us();
+		/* As fast as it goes: enough clients to fill each commit. */
+		if (!submitters_given)
+			opt.submitters = 32;
 		submit_jobs(opt.backlog, 0);
 		t1 = gp_mono_us();
 		printf("backlog_jobs %ld jobs\n", opt.backlog);

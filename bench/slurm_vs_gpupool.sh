@@ -26,7 +26,7 @@
 #   scripts/install-deps.sh slurm
 #
 # Usage: BUILD=build bench/slurm_vs_gpupool.sh [--jobs N] [--sync S]
-#            [--submit N] [--concurrency C] [--rounds R]
+#            [--submit N] [--concurrency C] [--rounds R] [--workloads 1,2,3]
 # Defaults: --jobs 1000 --sync 100 --submit 1000 --concurrency 8 --rounds 2.
 # SLURM_SCHED_PARAMS replaces the SchedulerParameters chosen below (for
 # example the guide's own example set, see docs/performance.md).
@@ -34,16 +34,17 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN="$PWD/$BUILD/gpupool"
-JOBS=1000 SYNC=100 SUBMIT=1000 CONC=8 ROUNDS=2
+JOBS=1000 SYNC=100 SUBMIT=1000 CONC=8 ROUNDS=2 WORKLOADS=1,2,3
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--workloads) WORKLOADS=$2 ;;
 	--jobs) JOBS=$2 ;;
 	--sync) SYNC=$2 ;;
 	--submit) SUBMIT=$2 ;;
 	--concurrency) CONC=$2 ;;
 	--rounds) ROUNDS=$2 ;;
 	*) echo "usage: $0 [--jobs N] [--sync S] [--submit N]" \
-		"[--concurrency C] [--rounds R]" >&2
+		"[--concurrency C] [--rounds R] [--workloads 1,2,3]" >&2
 	   exit 2 ;;
 	esac
 	shift 2 || { echo "$0: $1 needs a value" >&2; exit 2; }
@@ -366,7 +367,9 @@ echo "cli_start_gpupool $(echo "10 * ($t1 - $t0)" | bc -l |
 	xargs printf '%.2f') ms"
 
 declare -A W1 W1S W2P50 W2P99 W3
+want() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
 for r in $(seq "$ROUNDS"); do
+	want 1 || break
 	for sys in slurm gpupool; do
 		v=$(throughput "$sys")
 		echo "w1_${sys}_round$r $v jobs/s (load $(load))"
@@ -377,6 +380,7 @@ done
 # a time: Slurm allocates an srun at once when a GPU is free, without
 # waiting for its once-a-second pass over queued batch jobs.
 for r in $(seq "$ROUNDS"); do
+	want 1 || break
 	for sys in slurm gpupool; do
 		v=$(throughput "$sys" SYNC)
 		echo "w1sync_${sys}_round$r $v jobs/s (load $(load))"
@@ -384,6 +388,7 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 for r in $(seq "$ROUNDS"); do
+	want 2 || break
 	for sys in slurm gpupool; do
 		sync_latency "$sys" >"$SCRATCH/lat.$sys.$r"
 		p50=$(pct 50 <"$SCRATCH/lat.$sys.$r" | xargs printf '%.1f')
@@ -395,6 +400,7 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 for r in $(seq "$ROUNDS"); do
+	want 3 || break
 	for sys in slurm gpupool; do
 		v=$(submit_rate "$sys")
 		echo "w3_${sys}_round$r $v submissions/s (load $(load))"
@@ -403,24 +409,30 @@ for r in $(seq "$ROUNDS"); do
 done
 
 m() { tr ' ' '\n' <<<"$1" | grep . | median; }
-s1=$(m "${W1[slurm]}") g1=$(m "${W1[gpupool]}")
-s2=$(m "${W2P50[slurm]}") g2=$(m "${W2P50[gpupool]}")
-s2b=$(m "${W2P99[slurm]}") g2b=$(m "${W2P99[gpupool]}")
-s3=$(m "${W3[slurm]}") g3=$(m "${W3[gpupool]}")
-echo "w1_throughput_slurm $s1 jobs/s"
-echo "w1_throughput_gpupool $g1 jobs/s"
-echo "w1_ratio $(ratio "$g1" "$s1") x (target >= 10)"
-s1s=$(m "${W1S[slurm]}") g1s=$(m "${W1S[gpupool]}")
-echo "w1sync_throughput_slurm $s1s jobs/s"
-echo "w1sync_throughput_gpupool $g1s jobs/s"
-echo "w1sync_ratio $(ratio "$g1s" "$s1s") x"
-echo "w2_latency_p50_slurm $s2 ms"
-echo "w2_latency_p50_gpupool $g2 ms"
-echo "w2_latency_p99_slurm $s2b ms"
-echo "w2_latency_p99_gpupool $g2b ms"
-echo "w2_ratio_p50 $(ratio "$g2" "$s2") x (target <= 0.333)"
-echo "w2_ratio_p99 $(ratio "$g2b" "$s2b") x"
-echo "w3_submit_rate_slurm $s3 submissions/s"
-echo "w3_submit_rate_gpupool $g3 submissions/s"
-echo "w3_ratio $(ratio "$g3" "$s3") x (target >= 10)"
+if want 1; then
+	s1=$(m "${W1[slurm]}") g1=$(m "${W1[gpupool]}")
+	echo "w1_throughput_slurm $s1 jobs/s"
+	echo "w1_throughput_gpupool $g1 jobs/s"
+	echo "w1_ratio $(ratio "$g1" "$s1") x (target >= 10)"
+	s1s=$(m "${W1S[slurm]}") g1s=$(m "${W1S[gpupool]}")
+	echo "w1sync_throughput_slurm $s1s jobs/s"
+	echo "w1sync_throughput_gpupool $g1s jobs/s"
+	echo "w1sync_ratio $(ratio "$g1s" "$s1s") x"
+fi
+if want 2; then
+	s2=$(m "${W2P50[slurm]}") g2=$(m "${W2P50[gpupool]}")
+	s2b=$(m "${W2P99[slurm]}") g2b=$(m "${W2P99[gpupool]}")
+	echo "w2_latency_p50_slurm $s2 ms"
+	echo "w2_latency_p50_gpupool $g2 ms"
+	echo "w2_latency_p99_slurm $s2b ms"
+	echo "w2_latency_p99_gpupool $g2b ms"
+	echo "w2_ratio_p50 $(ratio "$g2" "$s2") x (target <= 0.333)"
+	echo "w2_ratio_p99 $(ratio "$g2b" "$s2b") x"
+fi
+if want 3; then
+	s3=$(m "${W3[slurm]}") g3=$(m "${W3[gpupool]}")
+	echo "w3_submit_rate_slurm $s3 submissions/s"
+	echo "w3_submit_rate_gpupool $g3 submissions/s"
+	echo "w3_ratio $(ratio "$g3" "$s3") x (target >= 10)"
+fi
 echo "load_end $(load) loadavg"
