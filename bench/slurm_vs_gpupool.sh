@@ -65,12 +65,13 @@ chmod 755 "$SCRATCH"
 WORK="$PWD/$BUILD/vs-slurm-work.$$"
 PIDS=()
 SLURM_PIDS=()
+CTLD_PID=
 
 cleanup() {
 	local p
 	# Slurm first: its jobs, then its daemons (slurmd before slurmctld).
-	if [ -n "${SLURM_CONF:-}" ] && [ ${#SLURM_PIDS[@]} -gt 0 ]; then
-		scancel --quiet --user root >/dev/null 2>&1
+	if [ -n "${CTLD_PID:-}" ] && kill -0 "$CTLD_PID" 2>/dev/null; then
+		timeout 15 scancel --quiet --user root >/dev/null 2>&1
 	fi
 	for p in "${SLURM_PIDS[@]}" "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null
@@ -83,8 +84,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Ports of our own, so that a second run or another Slurm is left alone.
-BASE=$((30000 + ($$ % 3000) * 8))
+# Ports of our own, below the ephemeral range (so no outgoing connection
+# holds them) and unused: a second run or another Slurm is left alone.
+port_free() { # FIRST LAST: no socket uses a port in the range
+	[ -z "$(ss -Htan "( sport >= :$1 and sport <= :$2 )" 2>/dev/null)" ]
+}
+BASE=$((10000 + ($$ % 2000) * 8))
+for _ in $(seq 50); do
+	port_free "$BASE" "$((BASE + 5))" && break
+	BASE=$((BASE + 8 > 26000 ? 10000 : BASE + 8))
+done
+port_free "$BASE" "$((BASE + 5))" || die "no free ports found"
 HOST=$(hostname -s)
 
 # ---- Slurm ----
@@ -179,15 +189,23 @@ done
 # [HTC] User limits: open files as high as allowed.
 ulimit -n "$(ulimit -Hn)"
 slurmctld -D -f "$SLURM_CONF" 2>>"$SCRATCH/log/slurmctld.log" &
-SLURM_PIDS+=("$!")
+CTLD_PID=$!
+SLURM_PIDS+=("$CTLD_PID")
 sleep 0.5
 slurmd -D -f "$SLURM_CONF" 2>>"$SCRATCH/log/slurmd.log" &
-SLURM_PIDS+=("$!")
+SLURMD_PID=$!
+SLURM_PIDS+=("$SLURMD_PID")
+node_idle() {
+	kill -0 "$CTLD_PID" 2>/dev/null && kill -0 "$SLURMD_PID" 2>/dev/null &&
+		[ "$(timeout 10 sinfo -h -n "$HOST" -o %T 2>/dev/null)" = idle ]
+}
 for _ in $(seq 100); do
-	[ "$(sinfo -h -n "$HOST" -o %T 2>/dev/null)" = idle ] && break
+	node_idle && break
+	kill -0 "$CTLD_PID" 2>/dev/null && kill -0 "$SLURMD_PID" 2>/dev/null ||
+		break
 	sleep 0.1
 done
-if [ "$(sinfo -h -n "$HOST" -o %T 2>/dev/null)" != idle ]; then
+if ! node_idle; then
 	tail -n 20 "$SCRATCH/log/slurmctld.log" "$SCRATCH/log/slurmd.log" >&2
 	die "the Slurm node did not come up"
 fi
@@ -249,12 +267,23 @@ median() { sort -g | awk '{v[NR] = $1} END {
 pct() { sort -g | awk -v p="$1" '{v[NR] = $1} END {
 	k = int(p / 100 * NR + 0.999999); if (k < 1) k = 1; print v[k] }'; }
 ratio() { echo "scale=6; $1 / $2" | bc -l | xargs printf '%.3f'; }
-slurm_active() { squeue -h -o %i 2>/dev/null | wc -l; }
-gpupool_active() { "$BIN" ps --json 2>/dev/null | grep -c '"state"'; }
+# Jobs queued or running; fails when the system does not answer.
+slurm_active() {
+	local out
+	kill -0 "$CTLD_PID" 2>/dev/null || return 1
+	out=$(timeout 60 squeue -h -o %i 2>/dev/null) || return 1
+	grep -c . <<<"$out" || true
+}
+gpupool_active() {
+	local out
+	out=$(timeout 60 "$BIN" ps --json 2>/dev/null) || return 1
+	grep -c '"state"' <<<"$out" || true
+}
 wait_idle() { # SYSTEM: until nothing is queued or running (10 minutes)
-	local i
+	local i n
 	for i in $(seq 6000); do
-		[ "$("$1"_active)" -eq 0 ] && return 0
+		n=$("$1"_active) || die "$1 does not answer"
+		[ "$n" -eq 0 ] && return 0
 		sleep 0.1
 	done
 	die "$1 still has work after 10 minutes"
@@ -278,14 +307,15 @@ submit_many() { # KIND SYSTEM N
 # Workload 1 for SYSTEM (KIND SUBMIT: batch submissions; SYNC: each
 # submitter waits for its job): prints the jobs/s.
 throughput() { # SYSTEM [KIND]
-	local sys=$1 kind=${2:-SUBMIT} t0 t1
+	local sys=$1 kind=${2:-SUBMIT} t0 t1 n
 	wait_idle "$sys"
 	t0=$(now)
 	submit_many "$kind" "$sys" "$JOBS" >/dev/null ||
 		die "$sys: a submission failed"
-	while [ "$("$sys"_active)" -gt 0 ]; do
+	while n=$("$sys"_active) && [ "$n" -gt 0 ]; do
 		sleep 0.1
 	done
+	[ -n "$n" ] || die "$sys does not answer"
 	t1=$(now)
 	echo "$JOBS / $(elapsed "$t0" "$t1")" | bc -l | xargs printf '%.1f\n'
 }
@@ -371,7 +401,7 @@ want() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
 for r in $(seq "$ROUNDS"); do
 	want 1 || break
 	for sys in slurm gpupool; do
-		v=$(throughput "$sys")
+		v=$(throughput "$sys") || exit 1
 		echo "w1_${sys}_round$r $v jobs/s (load $(load))"
 		W1[$sys]+="$v "
 	done
@@ -382,7 +412,7 @@ done
 for r in $(seq "$ROUNDS"); do
 	want 1 || break
 	for sys in slurm gpupool; do
-		v=$(throughput "$sys" SYNC)
+		v=$(throughput "$sys" SYNC) || exit 1
 		echo "w1sync_${sys}_round$r $v jobs/s (load $(load))"
 		W1S[$sys]+="$v "
 	done
@@ -390,7 +420,7 @@ done
 for r in $(seq "$ROUNDS"); do
 	want 2 || break
 	for sys in slurm gpupool; do
-		sync_latency "$sys" >"$SCRATCH/lat.$sys.$r"
+		sync_latency "$sys" >"$SCRATCH/lat.$sys.$r" || exit 1
 		p50=$(pct 50 <"$SCRATCH/lat.$sys.$r" | xargs printf '%.1f')
 		p99=$(pct 99 <"$SCRATCH/lat.$sys.$r" | xargs printf '%.1f')
 		echo "w2_${sys}_round${r}_p50 $p50 ms (load $(load))"
@@ -402,7 +432,7 @@ done
 for r in $(seq "$ROUNDS"); do
 	want 3 || break
 	for sys in slurm gpupool; do
-		v=$(submit_rate "$sys")
+		v=$(submit_rate "$sys") || exit 1
 		echo "w3_${sys}_round$r $v submissions/s (load $(load))"
 		W3[$sys]+="$v "
 	done
