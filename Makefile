@@ -1,6 +1,7 @@
 # gpupool: one binary over one library. `make`, `make test`,
 # `make test SANITIZE=1` (ASan+UBSan, in build-asan/), `make fuzz` (clang,
-# libFuzzer harnesses in build-fuzz/), `make bench`.
+# libFuzzer harnesses in build-fuzz/), `make bench`, `make deb` (Debian
+# packages in build/deb/).
 
 SANITIZE ?=
 WERROR ?=
@@ -16,10 +17,10 @@ OPT = -O2
 endif
 
 CC ?= cc
-PKGS = libmicrohttpd libcurl jansson libsodium sqlite3
+PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
-	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3)
+	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml)
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wformat=2 -Wno-format-nonliteral
 ifeq ($(WERROR),1)
@@ -28,9 +29,10 @@ endif
 CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
 	  -Isrc -Isrc/common $(PKG_CFLAGS) -MMD -MP
 LDFLAGS += $(SANFLAGS)
-LDLIBS = $(PKG_LIBS) -lpthread -ldl -lm
+LDLIBS = $(PKG_LIBS) -lcsv -lpthread -ldl -lm
 
-LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c)
+LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c \
+	src/sim/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -39,11 +41,15 @@ REPLAY_BIN = $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
 BENCH_SRC = $(wildcard bench/*.c)
 BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-all: $(BUILD)/gpupool $(UNIT_BIN) $(REPLAY_BIN) $(BENCH_BIN)
+all: $(BUILD)/gpupool $(BUILD)/gpupool-init $(UNIT_BIN) $(REPLAY_BIN) \
+	$(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The dashboard's files are embedded with .incbin (src/coord/web.c).
+$(BUILD)/src/coord/web.o: $(wildcard web/*)
 
 $(BUILD)/libgpupool.a: $(LIB_OBJ)
 	@rm -f $@
@@ -51,6 +57,12 @@ $(BUILD)/libgpupool.a: $(LIB_OBJ)
 
 $(BUILD)/gpupool: $(BUILD)/src/main.o $(BUILD)/libgpupool.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# gpupool-init: pid 1 of container jobs. Static, since it runs inside
+# images that may have no C library; never sanitized (it runs there too).
+$(BUILD)/gpupool-init: src/init/gpupool-init.c src/agent/sandbox.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -Isrc -static -o $@ $<
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libgpupool.a
 	@mkdir -p $(dir $@)
@@ -80,10 +92,14 @@ test: all
 bench: all
 	BUILD=$(BUILD) bench/run.sh
 
+# Debian packages (scripts/make-deb.sh): $(BUILD)/deb/*.deb.
+deb: $(BUILD)/gpupool $(BUILD)/gpupool-init
+	scripts/make-deb.sh $(BUILD) $(BUILD)/deb
+
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all test fuzz bench clean
+.PHONY: all test fuzz bench clean deb
 .SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

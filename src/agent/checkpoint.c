@@ -848,6 +848,8 @@ struct fetch {
 	struct chunk *chunks;
 	size_t nchunks;
 	const char *chunk_prefix;
+	const struct gp_ckpt_source *src; /* for its progress callback */
+	int64_t total;
 };
 
 static int
@@ -858,7 +860,7 @@ fetch_task(struct worker *w, size_t task)
 	json_t *file = json_array_get(f->files, c->file);
 	const char *path = json_string_value(json_object_get(file, "path"));
 	int64_t size = json_integer_value(json_object_get(file, "size"));
-	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
+	int64_t off = c->index * GP_CKPT_CHUNK_SIZE, done;
 	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
 		? size - off
 		: GP_CKPT_CHUNK_SIZE);
@@ -913,8 +915,11 @@ fetch_task(struct worker *w, size_t task)
 		    strerror(errno));
 		return ret;
 	}
-	atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want);
+	done = atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want) +
+	    (int64_t)want;
 	atomic_fetch_add(&w->pool->chunks_sent, 1);
+	if (f->src->progress != NULL)
+		f->src->progress(f->src->progress_arg, done, f->total);
 	return 0;
 }
 
@@ -1009,6 +1014,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	memset(&f, 0, sizeof(f));
 	err[0] = '\0';
 	f.chunk_prefix = src->chunk_prefix;
+	f.src = src;
 	f.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (f.dirfd < 0) {
 		snprintf(err, errlen, "cannot open %.200s: %s", dir,
@@ -1045,6 +1051,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 		goto out;
 	}
 	f.files = json_object_get(m, "files");
+	f.total = tot.bytes;
 	f.chunks = calloc((size_t)tot.chunks + 1, sizeof(*f.chunks));
 	f.inodes = calloc((size_t)tot.files + 1, sizeof(*f.inodes));
 	if (f.chunks == NULL || f.inodes == NULL) {
@@ -1154,6 +1161,7 @@ gp_ckpt_download(const struct gp_ckpt_target *t, const char *dir, uid_t uid,
 	    "/v1/agent/jobs/%lld/%lld/checkpoint", (long long)t->job_id,
 	    (long long)t->attempt);
 	snprintf(prefix, sizeof(prefix), "%s/chunks/", manifest);
+	memset(&src, 0, sizeof(src));
 	src.url = t->url;
 	src.token = t->token;
 	src.ca_file = t->ca_file;

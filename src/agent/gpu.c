@@ -43,6 +43,17 @@ gp_gpu_open(const char *fake_spec, const char *node_name,
 	return 0;
 }
 
+int
+gp_gpu_minor(struct gp_gpu_set *set, int index)
+{
+	int m;
+
+	if (set->ops != NULL && set->state != NULL && set->ops->minor != NULL &&
+	    (m = set->ops->minor(set->state, index)) >= 0)
+		return m;
+	return index;
+}
+
 void
 gp_gpu_close(struct gp_gpu_set *set)
 {
@@ -50,6 +61,26 @@ gp_gpu_close(struct gp_gpu_set *set)
 		set->ops->close(set->state);
 	free(set->gpus);
 	memset(set, 0, sizeof(*set));
+}
+
+int
+gp_gpu_usage(struct gp_gpu_set *set, int index, int busy,
+    struct gp_gpu_usage *usage)
+{
+	int ret;
+
+	memset(usage, 0, sizeof(*usage));
+	usage->temp_c = usage->power_mw = -1;
+	if (set->ops == NULL || set->state == NULL)
+		return GP_ENOENT;
+	if (index < 0 || index >= set->n)
+		return GP_EINVAL;
+	ret = set->ops->usage(set->state, index, busy, usage);
+	if (ret != 0) {
+		memset(usage, 0, sizeof(*usage));
+		usage->temp_c = usage->power_mw = -1;
+	}
+	return ret;
 }
 
 int

@@ -15,6 +15,8 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/container.h"
+#include "agent/metrics.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -28,10 +30,14 @@ static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
 "           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
-"           [--policy FILE] [--control PATH] [--owner USER] [-v]\n"
+"           [--policy FILE] [--control PATH] [--owner USER]\n"
+"           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
+"           [--runtime auto|crun|runc|none|PATH] [--userns-base UID]\n"
+"           [--scratch-size SIZE] [--container-init PATH] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
-"assigns, each in a sandbox (namespaces, read-only root, own cgroup).\n"
+"assigns, each in a sandbox (namespaces, read-only root, own cgroup), or\n"
+"for a job with an image in an OCI container (crun or runc).\n"
 "\n"
 "  --coordinator URL  coordinator base URL (or $GPUPOOL_URL)\n"
 "  --token TOKEN      provider token (or $GPUPOOL_TOKEN, or --token-file)\n"
@@ -54,6 +60,19 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --metrics-listen [ADDR:]PORT\n"
+"                     serve Prometheus metrics on GET /metrics (ADDR\n"
+"                     defaults to 127.0.0.1; off unless given)\n"
+"  --metrics-token-file F\n"
+"                     scrapers must send this token as a bearer token\n"
+"  --runtime RT       OCI runtime for container jobs: auto (crun, else\n"
+"                     runc; the default), crun, runc, a path, or none\n"
+"  --userns-base UID  container jobs map to host ids UID..UID+65535\n"
+"                     (default 2147418112); never 0 or a host user's\n"
+"  --scratch-size SZ  a container's /tmp and /dev/shm, each (default 1G)\n"
+"  --container-init P gpupool-init (default: next to this binary)\n"
+"  --fake-gpu-root D  with --fake-gpus: NVIDIA device nodes, ld cache and\n"
+"                     CDI specs under D instead of / (tests)\n"
 "  -v, --verbose      debug logging\n";
 
 static int64_t
@@ -129,6 +148,38 @@ setup_work(struct gp_agent *ag, const char *work)
 }
 
 /*
+ * Container jobs: the runtime, checked with a probe container. Asked for
+ * by name (--runtime crun) it must work; "auto" that finds none leaves
+ * the agent running plain jobs only, saying why. Returns 0 or GP_E*.
+ */
+static int
+setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
+{
+	int minors[64], i, ret;
+
+	if (strcmp(o->runtime, "none") == 0) {
+		gp_strlcpy(ag->containers_why, "disabled with --runtime none",
+		    sizeof(ag->containers_why));
+		gp_info("container jobs disabled (--runtime none)");
+		return 0;
+	}
+	for (i = 0; i < ag->gpus.n && i < 64; i++)
+		minors[i] = gp_gpu_minor(&ag->gpus, i);
+	ret = gp_containers_new(ag->work, o, &ag->cgroups, ag->gpus.gpus,
+	    ag->gpus.n < 64 ? ag->gpus.n : 64, minors, &ag->containers,
+	    ag->containers_why, sizeof(ag->containers_why));
+	if (ret == 0)
+		return 0;
+	if (strcmp(o->runtime, "auto") != 0) {
+		fprintf(stderr, "gpupool agent: --runtime %s: %s\n",
+		    o->runtime, ag->containers_why);
+		return ret;
+	}
+	gp_warn("container jobs disabled: %s", ag->containers_why);
+	return 0;
+}
+
+/*
  * The agent outlives gp_agent_main's return on purpose (a poll thread may
  * still be blocked in a long poll and read it); kept reachable here.
  */
@@ -152,6 +203,13 @@ gp_agent_main(int argc, char **argv)
 		{"policy", required_argument, NULL, 'P'},
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
+		{"metrics-listen", required_argument, NULL, 'M'},
+		{"metrics-token-file", required_argument, NULL, 'K'},
+		{"runtime", required_argument, NULL, 'R'},
+		{"userns-base", required_argument, NULL, 'B'},
+		{"scratch-size", required_argument, NULL, 'Z'},
+		{"container-init", required_argument, NULL, 'I'},
+		{"fake-gpu-root", required_argument, NULL, 'G'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -159,8 +217,13 @@ gp_agent_main(int argc, char **argv)
 	const char *url = getenv("GPUPOOL_URL"), *fake = NULL, *run_as = NULL;
 	const char *work = NULL, *name = NULL, *token_file = NULL, *ca = NULL;
 	const char *policy = NULL, *control = NULL, *owner = NULL;
-	const char *fake_procs = NULL;
+	const char *fake_procs = NULL, *fake_gpu_root = NULL;
+	const char *metrics_listen = NULL, *metrics_token_file = NULL;
+	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
+	char *metrics_token = NULL;
+	struct gp_agent_metrics *metrics = NULL;
+	struct sockaddr_in metrics_addr;
 	char work_default[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
@@ -168,6 +231,8 @@ gp_agent_main(int argc, char **argv)
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
+	memset(&copts, 0, sizeof(copts));
+	copts.runtime = "auto";
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
 		switch (c) {
@@ -197,6 +262,41 @@ gp_agent_main(int argc, char **argv)
 		case 'P': policy = optarg; break;
 		case 'S': control = optarg; break;
 		case 'O': owner = optarg; break;
+		case 'M':
+			if (gp_agent_metrics_parse_listen(optarg,
+			    &metrics_addr) != 0) {
+				fprintf(stderr, "gpupool agent: "
+				    "--metrics-listen: expected PORT or "
+				    "ADDR:PORT (IPv4), got '%s'\n", optarg);
+				return 2;
+			}
+			metrics_listen = optarg;
+			break;
+		case 'K': metrics_token_file = optarg; break;
+		case 'R': copts.runtime = optarg; break;
+		case 'I': copts.init_path = optarg; break;
+		case 'G': fake_gpu_root = optarg; break;
+		case 'B': {
+			int64_t v;
+			if (gp_parse_int(optarg, 1, 4294967295LL - 65536,
+			    &v) != 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--userns-base %s\n", optarg);
+				return 2;
+			}
+			copts.userns_base = (uint32_t)v;
+			break;
+		}
+		case 'Z': {
+			int64_t mib;
+			if (gp_parse_mib(optarg, &mib) != 0 || mib <= 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--scratch-size %s\n", optarg);
+				return 2;
+			}
+			copts.scratch_bytes = mib << 20;
+			break;
+		}
 		case 'v': verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -219,6 +319,21 @@ gp_agent_main(int argc, char **argv)
 			return 2;
 		}
 		token = file_token;
+	}
+	if (metrics_token_file != NULL) {
+		if (metrics_listen == NULL) {
+			fprintf(stderr, "gpupool agent: --metrics-token-file "
+			    "needs --metrics-listen\n");
+			return 2;
+		}
+		if (read_token(metrics_token_file, &metrics_token) != 0 ||
+		    metrics_token[0] == '\0') {
+			fprintf(stderr, "gpupool agent: cannot read a token "
+			    "from --metrics-token-file %s\n",
+			    metrics_token_file);
+			free(metrics_token);
+			return 2;
+		}
 	}
 	if (token == NULL)
 		token = getenv("GPUPOOL_TOKEN");
@@ -272,6 +387,12 @@ gp_agent_main(int argc, char **argv)
 		    "--fake-gpus\n");
 		goto out;
 	}
+	if (fake_gpu_root != NULL && fake == NULL) {
+		fprintf(stderr, "gpupool agent: --fake-gpu-root needs "
+		    "--fake-gpus\n");
+		goto out;
+	}
+	copts.fake_gpu_root = fake_gpu_root;
 	if (fake == NULL && ag->gpus.state == NULL)
 		gp_warn("%s: lending 0 GPUs; use --fake-gpus for tests", err);
 	for (c = 0; c < ag->gpus.n; c++)
@@ -285,6 +406,8 @@ gp_agent_main(int argc, char **argv)
 	}
 	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
+	if (setup_containers(ag, &copts) != 0)
+		goto out;
 	ag->exec_cfg.user = &ag->user;
 	ag->exec_cfg.cgroups = &ag->cgroups;
 	ag->exec_cfg.work_dir = ag->work;
@@ -292,6 +415,12 @@ gp_agent_main(int argc, char **argv)
 	ag->exec_cfg.ngpus = ag->gpus.n;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
 	ag->exec_cfg.keep_workdir = 1;
+	ag->exec_cfg.containers = ag->containers;
+	ag->exec_cfg.containers_why = ag->containers_why;
+	/* Plain jobs run as a user that might read the token file. */
+	if (token_file != NULL &&
+	    (ag->hidden[0] = realpath(token_file, NULL)) != NULL)
+		ag->exec_cfg.hidden_paths = ag->hidden;
 	if (policy != NULL && realpath(policy, ag->policy_path) == NULL) {
 		fprintf(stderr, "gpupool agent: --policy %s: %s\n", policy,
 		    strerror(errno));
@@ -343,6 +472,12 @@ gp_agent_main(int argc, char **argv)
 	    "mem_mib=%lld gpus=%d run_as=%s work=%s", ag->name, ag->url,
 	    prefix, ag->cpus, (long long)ag->mem_mib, ag->gpus.n,
 	    ag->user.name, ag->work);
+	if (metrics_listen != NULL &&
+	    (metrics = gp_agent_metrics_start(ag, &metrics_addr,
+	    metrics_token, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
 	if (gp_link_start(ag) != 0) {
 		gp_error("cannot start threads");
 		goto out;
@@ -360,6 +495,8 @@ gp_agent_main(int argc, char **argv)
 	if (ret == 0)
 		gp_provider_drain(ag->provider, "agent_stopped");
 	gp_link_stop(ag);
+	gp_agent_metrics_stop(metrics);
+	metrics = NULL;
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
@@ -367,7 +504,15 @@ gp_agent_main(int argc, char **argv)
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
 	ag->reports = NULL;
+	gp_containers_free(ag->containers);
+	ag->containers = NULL;
+	gp_cgroup_fini(&ag->cgroups);
 out:
+	gp_agent_metrics_stop(metrics);
+	if (metrics_token != NULL) {
+		memset(metrics_token, 0, strlen(metrics_token));
+		free(metrics_token);
+	}
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
@@ -375,6 +520,8 @@ out:
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)
 			gp_reports_free(ag->reports, 0);
+		gp_containers_free(ag->containers);
+		ag->containers = NULL;
 		gp_gpu_close(&ag->gpus);
 		/* The poll thread may still read ag: leave it allocated. */
 	}

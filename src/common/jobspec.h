@@ -21,6 +21,7 @@
 #define GP_TIME_LIMIT_MAX  31536000LL
 #define GP_SUBMIT_BODY_MAX 65536
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
+#define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -40,6 +41,9 @@ struct gp_jobspec {
 	/* Checkpoints (docs/checkpoints.md). */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	    /* "save now and exit"; SIGUSR1 */
+	/* Accounting (docs/accounting.md). */
+	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
+	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
 };
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */

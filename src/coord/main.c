@@ -17,7 +17,9 @@
 #include "coord/coord.h"
 #include "coordd.h"
 #include "gp.h"
+#include "ledger.h"
 #include "log.h"
+#include "sched.h"
 
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
@@ -46,6 +48,11 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--placement POLICY]\n"
+	    "                           [--prices FILE] "
+	    "[--accrual-interval DURATION]\n"
+	    "                           [--fairshare-half-life DURATION] "
+	    "[--budget-untimed DURATION]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -76,6 +83,23 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --placement POLICY  where jobs go: frag (the default:\n"
+	    "                      fragmentation-aware), bestfit, fgd, random,\n"
+	    "                      dotprod, clustering, packing\n"
+	    "  --prices FILE       the price table (\"CLASS CREDITS_PER_GPU_HOUR\""
+	    "\n"
+	    "                      lines) replaces the stored one at start\n"
+	    "  --accrual-interval DURATION\n"
+	    "                      running jobs are posted to the ledger this "
+	    "often\n"
+	    "                      (default 30s)\n"
+	    "  --fairshare-half-life DURATION\n"
+	    "                      half-life of decayed usage (default 7d; 0: "
+	    "none)\n"
+	    "  --budget-untimed DURATION\n"
+	    "                      what a job without a time limit is taken to "
+	    "run\n"
+	    "                      for, against budgets (default 1h)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -197,6 +221,11 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
+	    {"placement", required_argument, NULL, 'P'},
+	    {"prices", required_argument, NULL, 'p'},
+	    {"accrual-interval", required_argument, NULL, 'A'},
+	    {"fairshare-half-life", required_argument, NULL, 'F'},
+	    {"budget-untimed", required_argument, NULL, 'U'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -220,6 +249,10 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.placement = gp_sched_policy_default();
+	cfg.accrual_ms = 30 * 1000;
+	cfg.half_life_ms = 7 * 86400 * 1000LL;
+	cfg.budget_untimed_s = 3600;
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -284,6 +317,39 @@ gp_coord_main(int argc, char **argv)
 					  "7d or 12h");
 			cfg.ckpt_retain_ms = v * 1000;
 			break;
+		case 'P':
+			cfg.placement = gp_sched_policy_find(optarg);
+			if (cfg.placement == NULL)
+				gp_fatalx("--placement: one of %s",
+				    gp_sched_policy_names());
+			break;
+		case 'p':
+			if (gp_strlcpy(cfg.prices_file, optarg,
+				sizeof(cfg.prices_file)) >=
+			    sizeof(cfg.prices_file))
+				gp_fatalx("--prices: path too long");
+			break;
+		case 'A':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > 3600)
+				gp_fatalx("--accrual-interval: a duration from "
+					  "1s to 1h");
+			cfg.accrual_ms = v * 1000;
+			break;
+		case 'F':
+			if (gp_parse_duration(optarg, &v) != 0 ||
+			    v > 3650LL * 86400)
+				gp_fatalx("--fairshare-half-life: a duration "
+					  "like 7d (0: no decay)");
+			cfg.half_life_ms = v * 1000;
+			break;
+		case 'U':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > GP_TIME_LIMIT_MAX)
+				gp_fatalx("--budget-untimed: a duration like "
+					  "1h");
+			cfg.budget_untimed_s = v;
+			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
 			break;
@@ -335,6 +401,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("libsodium failed to initialise");
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
+	if (metrics_init() != 0)
+		gp_fatalx("cannot set up the metrics");
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)
@@ -364,9 +432,11 @@ gp_coord_main(int argc, char **argv)
 	if (coord_daemon == NULL)
 		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
 		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld",
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
 	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms);
+	    cfg.data_dir, (long long)cfg.lease_ms,
+	    gp_sched_policy_name(cfg.placement));
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -381,6 +451,7 @@ gp_coord_main(int argc, char **argv)
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
 	ckpt_stop();
+	ledger_close(&ledger);
 	store_close();
 	free(cert);
 	free(key);
