@@ -650,6 +650,82 @@ put_decay(struct ledger *l, const char *kind, const char *name,
 	return step_done(l, s);
 }
 
+/* ---- running totals (for /metrics) ---- */
+
+/* The total of (name, group_id), or where it would go (*pos). */
+static struct ledger_total *
+total_find(const struct ledger_totals *t, const char *name, int64_t group_id,
+    size_t *pos)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(t->v[mid].name, name);
+		if (c == 0)
+			c = t->v[mid].group_id < group_id ? -1
+			    : t->v[mid].group_id > group_id;
+		if (c == 0)
+			return &t->v[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*pos = lo;
+	return NULL;
+}
+
+/*
+ * Adds to the total of (name, group_id), making it if new. Returns 0 or
+ * GP_ENOMEM (nothing changed).
+ */
+static int
+total_add(struct ledger_totals *t, const char *name, int64_t group_id,
+    int64_t amount, int64_t gpu_ms)
+{
+	struct ledger_total *e;
+	size_t pos = 0;
+
+	if ((e = total_find(t, name, group_id, &pos)) == NULL) {
+		if (reserve((void **)&t->v, &t->cap, t->n, sizeof(*t->v)) != 0)
+			return GP_ENOMEM;
+		memmove(&t->v[pos + 1], &t->v[pos], (t->n - pos) * sizeof(*t->v));
+		t->n++;
+		e = &t->v[pos];
+		memset(e, 0, sizeof(*e));
+		gp_strlcpy(e->name, name, sizeof(e->name));
+		e->group_id = group_id;
+	}
+	e->amount += amount;
+	e->gpu_ms += gpu_ms;
+	return 0;
+}
+
+/*
+ * Counts a posting (or, at start-up, the sums of entries) in the totals:
+ * a user's debit (amount < 0) or a provider's credit, and its group's.
+ */
+static int
+totals_add(struct ledger *l, int user, const char *name, int64_t group_id,
+    int64_t amount, int64_t gpu_ms)
+{
+	struct ledger_group *g =
+	    (struct ledger_group *)ledger_group_by_id(l, group_id);
+
+	if (total_add(user ? &l->debited : &l->credited, name, group_id,
+		user ? -amount : amount, gpu_ms) != 0)
+		return GP_ENOMEM;
+	if (g != NULL && user) {
+		g->spent += -amount;
+		g->used_gpu_ms += gpu_ms;
+	} else if (g != NULL) {
+		g->earned += amount;
+		g->lent_gpu_ms += gpu_ms;
+	}
+	return 0;
+}
+
 /* ---- postings ---- */
 
 static int
@@ -677,8 +753,17 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 	struct ledger_user *u;
 	int64_t id;
 	double gpu_s = (double)p->gpu_ms / 1000.0;
-	size_t i;
+	size_t i, pos;
 
+	/* Room for new totals first: past the insert, nothing may fail. */
+	if ((total_find(&l->debited, p->user, p->user_group, &pos) == NULL &&
+		reserve((void **)&l->debited.v, &l->debited.cap, l->debited.n,
+		    sizeof(*l->debited.v)) != 0) ||
+	    (total_find(&l->credited, p->provider, p->provider_group, &pos) ==
+		    NULL &&
+		reserve((void **)&l->credited.v, &l->credited.cap,
+		    l->credited.n, sizeof(*l->credited.v)) != 0))
+		return GP_ENOMEM;
 	sqlite3_bind_int64(s, 1, p->job_id);
 	sqlite3_bind_int(s, 2, p->attempt);
 	sqlite3_bind_int(s, 3, p->seq);
@@ -700,6 +785,10 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 	    insert_entry(l, id, "provider", p->provider, p->provider_group,
 		p->amount, p->gpu_ms, p->at_ms) != 0)
 		return GP_EIO;
+	l->postings++;
+	(void)totals_add(l, 1, p->user, p->user_group, -p->amount, p->gpu_ms);
+	(void)totals_add(l, 0, p->provider, p->provider_group, p->amount,
+	    p->gpu_ms);
 	for (i = 0; i < l->nbudgets; i++) {
 		struct ledger_budget *b = &l->budgets[i];
 		if (p->at_ms < b->period_start)
@@ -854,6 +943,23 @@ load(struct ledger *l, int64_t now_ms)
 		}
 	}
 	sqlite3_finalize(s);
+	/* The running totals: one pass over the entries, at start-up only. */
+	if (sqlite3_prepare_v2(l->db,
+		"SELECT account, name, group_id, SUM(amount), SUM(gpu_ms)"
+		" FROM entries GROUP BY account, name, group_id",
+		-1, &s, NULL) != SQLITE_OK)
+		return GP_EIO;
+	while (rc == 0 && sqlite3_step(s) == SQLITE_ROW)
+		rc = totals_add(l, strcmp(col_text(s, 0), "user") == 0,
+		    col_text(s, 1), sqlite3_column_int64(s, 2),
+		    sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4));
+	sqlite3_finalize(s);
+	if (sqlite3_prepare_v2(l->db, "SELECT COUNT(*) FROM postings", -1, &s,
+		NULL) != SQLITE_OK)
+		return GP_EIO;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		l->postings = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
 	return rc;
 }
 
@@ -919,6 +1025,8 @@ ledger_close(struct ledger *l)
 	free(l->members);
 	free(l->budgets);
 	free(l->users);
+	free(l->debited.v);
+	free(l->credited.v);
 	pthread_mutex_destroy(&l->read_lock);
 	memset(l, 0, sizeof(*l));
 }

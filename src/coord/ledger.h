@@ -30,6 +30,9 @@ struct ledger_group {
 	int64_t weight; /* fair-share weight */
 	int64_t created_ms;
 	struct acct_decay usage; /* of its users' jobs */
+	/* Since the books began (for /metrics): micro-credits and GPU-ms. */
+	int64_t spent, used_gpu_ms;  /* debited for its users' jobs */
+	int64_t earned, lent_gpu_ms; /* credited for its nodes' work */
 };
 
 struct ledger_member {
@@ -52,6 +55,24 @@ struct ledger_budget {
 struct ledger_user {
 	char name[GP_NAME_MAX + 1];
 	struct acct_decay usage;
+};
+
+/*
+ * What one account (a user, or a provider) was posted in one group since
+ * the books began: the user's debits for jobs of that group, or the
+ * provider's credits for nodes of that group (positive amounts).
+ */
+struct ledger_total {
+	char name[GP_NAME_MAX + 1];
+	int64_t group_id;
+	int64_t amount; /* micro-credits */
+	int64_t gpu_ms;
+};
+
+/* Totals sorted by (name, group_id). */
+struct ledger_totals {
+	struct ledger_total *v;
+	size_t n, cap;
 };
 
 enum {
@@ -91,6 +112,10 @@ struct ledger {
 	size_t nbudgets, capbudgets;
 	struct ledger_user *users; /* sorted by name */
 	size_t nusers, capusers;
+	/* Running totals of the ledger (loaded at open, kept by posts). */
+	int64_t postings;
+	struct ledger_totals debited;  /* users' accounts */
+	struct ledger_totals credited; /* providers' accounts */
 };
 
 /* The coordinator's books. */
