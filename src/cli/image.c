@@ -155,8 +155,8 @@ struct import_ctx {
 	struct sent *sent;
 	struct gp_progress progress; /* over one round's layers */
 	int progress_on;
-	int64_t done;	/* bytes of this round's layers read so far */
-	void *reader;	/* the layer being sent */
+	int64_t done; /* bytes of this round's layers read so far */
+	void *reader; /* the layer being sent */
 };
 
 /* Ends the progress line (erasing it), before anything else is printed. */

@@ -356,8 +356,8 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 				    str_field(j, "user", "?"),
 				    str_field(j, "name", "?"),
 				    str_field(j, "node", "-"), gpus, when,
-				    json_is_true(json_object_get(j,
-				        "cancel_requested"))
+				    json_is_true(
+				        json_object_get(j, "cancel_requested"))
 				        ? "  (cancelling)"
 				        : "");
 				shown++;
@@ -376,8 +376,8 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 			rc |= line(out, width,
 			    "%8lld  %-12.12s %-16.16s %-14.14s %4s  %-8s %s",
 			    (long long)int_field(j, "id", 0),
-			    str_field(j, "user", "?"), str_field(j, "name", "?"),
-			    reason, gpus, when, why);
+			    str_field(j, "user", "?"),
+			    str_field(j, "name", "?"), reason, gpus, when, why);
 			shown++;
 		}
 	}

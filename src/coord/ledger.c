@@ -690,7 +690,8 @@ total_add(struct ledger_totals *t, const char *name, int64_t group_id,
 	if ((e = total_find(t, name, group_id, &pos)) == NULL) {
 		if (reserve((void **)&t->v, &t->cap, t->n, sizeof(*t->v)) != 0)
 			return GP_ENOMEM;
-		memmove(&t->v[pos + 1], &t->v[pos], (t->n - pos) * sizeof(*t->v));
+		memmove(&t->v[pos + 1], &t->v[pos],
+		    (t->n - pos) * sizeof(*t->v));
 		t->n++;
 		e = &t->v[pos];
 		memset(e, 0, sizeof(*e));

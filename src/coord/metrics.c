@@ -216,8 +216,9 @@ copy_totals(const struct ledger_totals *t)
 
 	for (i = 0; v != NULL && i < t->n; i++) {
 		gp_strlcpy(v[i].name, t->v[i].name, sizeof(v[i].name));
-		gp_strlcpy(v[i].group, ledger_group_name(&ledger,
-		    t->v[i].group_id), sizeof(v[i].group));
+		gp_strlcpy(v[i].group,
+		    ledger_group_name(&ledger, t->v[i].group_id),
+		    sizeof(v[i].group));
 		v[i].amount = t->v[i].amount;
 		v[i].gpu_ms = t->v[i].gpu_ms;
 	}
@@ -621,22 +622,23 @@ ledger_totals(struct gp_buf *out, const struct snap *sn)
 	    "credit of the same amount)",
 	    (double)sn->postings);
 	rc |= ledger_family(out, "gpupool_ledger_user_debited_credits_total",
-	    "Credits debited from each user, by the group of the jobs",
-	    "user", sn->debited, sn->ndebited, 0);
+	    "Credits debited from each user, by the group of the jobs", "user",
+	    sn->debited, sn->ndebited, 0);
 	rc |= ledger_family(out, "gpupool_ledger_user_gpu_seconds_total",
 	    "GPU time (share-weighted GPU-seconds) billed to each user, by "
 	    "the group of the jobs",
 	    "user", sn->debited, sn->ndebited, 1);
-	rc |= ledger_family(out,
-	    "gpupool_ledger_provider_credited_credits_total",
-	    "Credits credited to each provider, by the group of the node",
-	    "provider", sn->credited, sn->ncredited, 0);
+	rc |=
+	    ledger_family(out, "gpupool_ledger_provider_credited_credits_total",
+	        "Credits credited to each provider, by the group of the node",
+	        "provider", sn->credited, sn->ncredited, 0);
 	rc |= ledger_family(out, "gpupool_ledger_provider_gpu_seconds_total",
 	    "GPU time (share-weighted GPU-seconds) each provider lent, by "
 	    "the group of the node",
 	    "provider", sn->credited, sn->ncredited, 1);
 	for (f = 0; f < GP_ARRAY_LEN(gfam); f++) {
-		rc |= gp_prom_family(out, gfam[f].name, "counter", gfam[f].help);
+		rc |=
+		    gp_prom_family(out, gfam[f].name, "counter", gfam[f].help);
 		for (i = 0; i < sn->ngroups; i++) {
 			const struct snap_group *g = &sn->groups[i];
 			int64_t v = f == 0 ? g->spent

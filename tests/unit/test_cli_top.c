@@ -162,12 +162,14 @@ TEST(top_wait_reasons)
 	const char *a, *b, *c;
 
 	CHECK_EQ(gp_cli_render_top(n, j, "u", at("2026-11-22T10:05:05.000Z"),
-		     200, 0, &out),
+	             200, 0, &out),
 	    0);
 	gp_buf_append(&out, "", 1);
 	/* The scheduler's order (position), its reasons and explanations. */
-	a = strstr(out.data, "       9  bob          eval2            resources");
-	b = strstr(out.data, "       8  bob          eval             priority");
+	a = strstr(out.data,
+	    "       9  bob          eval2            resources");
+	b = strstr(out.data,
+	    "       8  bob          eval             priority");
 	c = strstr(out.data, "      10  carol        x                queued");
 	CHECK(a != NULL && b != NULL && c != NULL);
 	CHECK(a < b && b < c);
