@@ -52,6 +52,21 @@ static const char schema[] =
     " name TEXT NOT NULL, gpu_s REAL NOT NULL, credits REAL NOT NULL,"
     " as_of_ms INTEGER NOT NULL, PRIMARY KEY(kind, name));";
 
+/*
+ * The running totals per account and group (the sums of its entries),
+ * made and filled from the entries in one transaction when missing (a
+ * database from before them); from then on kept by every posting.
+ */
+static const char totals_schema[] =
+    "BEGIN IMMEDIATE;"
+    "CREATE TABLE account_totals(account TEXT NOT NULL, name TEXT NOT NULL,"
+    " group_id INTEGER NOT NULL, amount INTEGER NOT NULL,"
+    " gpu_ms INTEGER NOT NULL, postings INTEGER NOT NULL,"
+    " PRIMARY KEY(account, name, group_id));"
+    "INSERT INTO account_totals SELECT account, name, group_id, SUM(amount),"
+    " SUM(gpu_ms), COUNT(*) FROM entries GROUP BY account, name, group_id;"
+    "COMMIT;";
+
 static const char *const stmt_sql[LS_COUNT] = {
     [LS_INS_POSTING] = "INSERT INTO postings(job_id, attempt, seq, final,"
 		       " at_ms, from_ms, to_ms, node_id, amount, gpu_ms)"
@@ -75,6 +90,11 @@ static const char *const stmt_sql[LS_COUNT] = {
 		   " COALESCE(SUM(amount), 0), COALESCE(SUM(gpu_ms), 0),"
 		   " COALESCE(MAX(to_ms), 0) FROM postings"
 		   " WHERE job_id = ? AND attempt = ?",
+    [LS_PUT_TOTAL] = "INSERT INTO account_totals VALUES(?,?,?,?,?,1)"
+		     " ON CONFLICT(account, name, group_id) DO UPDATE SET"
+		     " amount = amount + excluded.amount,"
+		     " gpu_ms = gpu_ms + excluded.gpu_ms,"
+		     " postings = postings + 1",
 };
 
 static const char *
@@ -650,6 +670,21 @@ put_decay(struct ledger *l, const char *kind, const char *name,
 	return step_done(l, s);
 }
 
+/* Adds an entry to its account's row of account_totals. */
+static int
+put_total(struct ledger *l, const char *account, const char *name,
+    int64_t group_id, int64_t amount, int64_t gpu_ms)
+{
+	sqlite3_stmt *s = l->stmt[LS_PUT_TOTAL];
+
+	sqlite3_bind_text(s, 1, account, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, group_id);
+	sqlite3_bind_int64(s, 4, amount);
+	sqlite3_bind_int64(s, 5, gpu_ms);
+	return step_done(l, s);
+}
+
 /* ---- running totals (for /metrics) ---- */
 
 /* The total of (name, group_id), or where it would go (*pos). */
@@ -682,7 +717,7 @@ total_find(const struct ledger_totals *t, const char *name, int64_t group_id,
  */
 static int
 total_add(struct ledger_totals *t, const char *name, int64_t group_id,
-    int64_t amount, int64_t gpu_ms)
+    int64_t amount, int64_t gpu_ms, int64_t postings)
 {
 	struct ledger_total *e;
 	size_t pos = 0;
@@ -700,23 +735,27 @@ total_add(struct ledger_totals *t, const char *name, int64_t group_id,
 	}
 	e->amount += amount;
 	e->gpu_ms += gpu_ms;
+	e->postings += postings;
 	return 0;
 }
 
 /*
- * Counts a posting (or, at start-up, the sums of entries) in the totals:
- * a user's debit (amount < 0) or a provider's credit, and its group's.
+ * Counts entries of an account in memory (one posting's, or at start-up
+ * a row of account_totals): a user's debits (amount < 0) or a provider's
+ * credits, in its totals and its group's.
  */
 static int
 totals_add(struct ledger *l, int user, const char *name, int64_t group_id,
-    int64_t amount, int64_t gpu_ms)
+    int64_t amount, int64_t gpu_ms, int64_t postings)
 {
 	struct ledger_group *g =
 	    (struct ledger_group *)ledger_group_by_id(l, group_id);
 
 	if (total_add(user ? &l->debited : &l->credited, name, group_id,
-		user ? -amount : amount, gpu_ms) != 0)
+		user ? -amount : amount, gpu_ms, postings) != 0)
 		return GP_ENOMEM;
+	if (user)
+		l->postings += postings;
 	if (g != NULL && user) {
 		g->spent += -amount;
 		g->used_gpu_ms += gpu_ms;
@@ -784,12 +823,16 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 	if (insert_entry(l, id, "user", p->user, p->user_group, -p->amount,
 		p->gpu_ms, p->at_ms) != 0 ||
 	    insert_entry(l, id, "provider", p->provider, p->provider_group,
-		p->amount, p->gpu_ms, p->at_ms) != 0)
+		p->amount, p->gpu_ms, p->at_ms) != 0 ||
+	    put_total(l, "user", p->user, p->user_group, -p->amount,
+		p->gpu_ms) != 0 ||
+	    put_total(l, "provider", p->provider, p->provider_group, p->amount,
+		p->gpu_ms) != 0)
 		return GP_EIO;
-	l->postings++;
-	(void)totals_add(l, 1, p->user, p->user_group, -p->amount, p->gpu_ms);
+	(void)totals_add(l, 1, p->user, p->user_group, -p->amount, p->gpu_ms,
+	    1);
 	(void)totals_add(l, 0, p->provider, p->provider_group, p->amount,
-	    p->gpu_ms);
+	    p->gpu_ms, 0);
 	for (i = 0; i < l->nbudgets; i++) {
 		struct ledger_budget *b = &l->budgets[i];
 		if (p->at_ms < b->period_start)
@@ -944,24 +987,37 @@ load(struct ledger *l, int64_t now_ms)
 		}
 	}
 	sqlite3_finalize(s);
-	/* The running totals: one pass over the entries, at start-up only. */
+	/* The running totals: a row per account, never the whole ledger. */
 	if (sqlite3_prepare_v2(l->db,
-		"SELECT account, name, group_id, SUM(amount), SUM(gpu_ms)"
-		" FROM entries GROUP BY account, name, group_id",
+		"SELECT account, name, group_id, amount, gpu_ms, postings"
+		" FROM account_totals",
 		-1, &s, NULL) != SQLITE_OK)
 		return GP_EIO;
-	while (rc == 0 && sqlite3_step(s) == SQLITE_ROW)
-		rc = totals_add(l, strcmp(col_text(s, 0), "user") == 0,
-		    col_text(s, 1), sqlite3_column_int64(s, 2),
-		    sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4));
-	sqlite3_finalize(s);
-	if (sqlite3_prepare_v2(l->db, "SELECT COUNT(*) FROM postings", -1, &s,
-		NULL) != SQLITE_OK)
-		return GP_EIO;
-	if (sqlite3_step(s) == SQLITE_ROW)
-		l->postings = sqlite3_column_int64(s, 0);
+	while (rc == 0 && sqlite3_step(s) == SQLITE_ROW) {
+		int user = strcmp(col_text(s, 0), "user") == 0;
+		rc = totals_add(l, user, col_text(s, 1),
+		    sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
+		    sqlite3_column_int64(s, 4),
+		    user ? sqlite3_column_int64(s, 5) : 0);
+	}
 	sqlite3_finalize(s);
 	return rc;
+}
+
+static int
+table_exists(sqlite3 *db, const char *name)
+{
+	sqlite3_stmt *s;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+		-1, &s, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	found = sqlite3_step(s) == SQLITE_ROW;
+	sqlite3_finalize(s);
+	return found;
 }
 
 int
@@ -976,6 +1032,12 @@ ledger_open(struct ledger *l, sqlite3 *db, const char *path,
 	l->half_life_ms = half_life_ms;
 	if (exec_sql(db, schema) != 0)
 		return GP_EIO;
+	if (!table_exists(db, "account_totals") &&
+	    exec_sql(db, totals_schema) != 0) {
+		if (!sqlite3_get_autocommit(db))
+			exec_sql(db, "ROLLBACK;");
+		return GP_EIO;
+	}
 	for (i = 0; i < LS_COUNT; i++)
 		if (sqlite3_prepare_v2(db, stmt_sql[i], -1, &l->stmt[i],
 			NULL) != SQLITE_OK) {

@@ -60,13 +60,16 @@ struct ledger_user {
 /*
  * What one account (a user, or a provider) was posted in one group since
  * the books began: the user's debits for jobs of that group, or the
- * provider's credits for nodes of that group (positive amounts).
+ * provider's credits for nodes of that group (positive amounts). Kept in
+ * the table account_totals too, in each posting's transaction, so that
+ * opening the books reads one row per account, never the whole ledger.
  */
 struct ledger_total {
 	char name[GP_NAME_MAX + 1];
 	int64_t group_id;
 	int64_t amount; /* micro-credits */
 	int64_t gpu_ms;
+	int64_t postings;
 };
 
 /* Totals sorted by (name, group_id). */
@@ -91,6 +94,7 @@ enum {
 	LS_SPENT_USER,
 	LS_SPENT_GROUP,
 	LS_RESTORE,
+	LS_PUT_TOTAL,
 	LS_COUNT
 };
 

@@ -7,7 +7,8 @@
 # jobs by state, the dispatch and queue-wait histograms, a requeue when
 # the agent dies, the node down; the ledger's totals (per user and
 # provider with their groups, per group) grow while the job accrues and,
-# once it stopped, equal what GET /v1/usage reports, both sides balanced. The agent's --metrics-listen endpoint needs its
+# once it stopped, equal what GET /v1/usage reports, both sides balanced,
+# and are the same after the coordinator is killed and started again. The agent's --metrics-listen endpoint needs its
 # token when given one and shows the same job on the same GPU. Last, the
 # Grafana dashboard (contrib/grafana/gpupool.json) only uses metrics and
 # labels that these scrapes contain.
@@ -233,6 +234,20 @@ key = ("gpupool_ledger_user_debited_credits_total", (("group", "lab-a"), ("user"
 assert m[key] > before[key] > 0, "debits grew: %r then %r" % (before[key], m[key])
 print("ledger totals: %d postings, %.6f credits" % (t["postings"], credits))
 EOF
+
+# --- the totals survive a kill -9 of the coordinator (account_totals)
+kill9_coordinator
+start_coordinator --accrual-interval 1s
+scrape "$CM" "$METRICS_TOKEN" "$T/coord3.prom"
+for k in "gpupool_ledger_postings_total {}" \
+    "gpupool_ledger_user_debited_credits_total {'user': 'alice', 'group': 'lab-a'}" \
+    "gpupool_ledger_provider_gpu_seconds_total {'provider': 'prov-b', 'group': 'lab-b'}" \
+    "gpupool_ledger_group_credited_credits_total {'group': 'lab-b'}"; do
+	v=$(value "$T/coord3.prom" ${k%% *} "${k#* }")
+	"$PY" -c "import sys; sys.exit(not float('$v') > 0)" 2>/dev/null ||
+	    fail "${k%% *} after a restart: $v"
+	assert_eq "$(value "$T/coord2.prom" ${k%% *} "${k#* }")" "$v" "${k%% *} after a restart"
+done
 
 # --- the Grafana dashboard uses only what these scrapes expose
 "$PY" "$ROOT/tests/e2e/grafcheck.py" "$ROOT/contrib/grafana/gpupool.json" \

@@ -17,8 +17,10 @@
  *   - every entry is on the right account: the job's user and group, the
  *     node's provider and group;
  *   - budgets' spending, decayed usage and the running totals of
- *     /metrics (per user, provider and group; kept incrementally and
- *     across restarts) equal what a scan of the ledger gives.
+ *     /metrics (per user, provider and group; kept incrementally, in the
+ *     table account_totals across restarts, and made from the entries
+ *     when a database from before that table is opened) equal what a
+ *     scan of the ledger gives.
  *
  * Also: members, prices and budgets survive restarts, a posting is never
  * written twice, and a database from before groups is migrated.
@@ -576,6 +578,9 @@ one_run(uint64_t seed)
 		} else {
 			CHECK_EQ(store_commit(), 0);
 			if (rnd() % 16 == 0) { /* a clean restart */
+				/* now and then from before account_totals */
+				if (rnd() % 2 == 0)
+					sql("DROP TABLE account_totals;");
 				close_books();
 				CHECK_EQ(open_books(now), 0);
 				reload_attempts();
