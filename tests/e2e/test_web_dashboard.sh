@@ -3,7 +3,9 @@
 # tests/web/package-lock.json) signs in with a token, sees the pool with
 # who uses each GPU, submits a job from the page (the API) and follows its
 # log live to its end on the job page (timeline, GPU use), is refused
-# another user's job, shows the queue with why each job waits, a
+# another user's job, shows the queue with why each job waits (the job's
+# state today; the scheduler's reason, why and expected start when the
+# answer carries "wait", injected into the real answer), a
 # provider's page with what it lent and earned from the ledger (an admin
 # sees any, a provider only its own, a user only what they paid), and
 # works on a phone's width; the page loads nothing

@@ -185,6 +185,28 @@ try {
   const shown = await page.$eval(`tr[data-job="${big.id}"] td.wait`, (td) => td.dataset.reason);
   check(shown === want, `the queue says why job ${big.id} waits: ${shown} (the API: ${want})`);
   await page.screenshot({ path: `${SHOTS}/dashboard-queue.png`, fullPage: true });
+  // The same page given the scheduler's explanation (the "wait" object of
+  // live scheduling, added here to the coordinator's real answer): its
+  // reason, why, and expected start are shown, in the scheduler's order.
+  const start = new Date(Date.now() + 3600000).toISOString();
+  await page.route('**/v1/jobs', async (route) => {
+    const r = await route.fetch();
+    const body = await r.json();
+    for (const j of body.jobs) {
+      if (j.state === 'queued') {
+        j.wait = { reason: 'resources', why: 'no node has 2 free GPUs', position: 1, expected_start: start };
+      }
+    }
+    await route.fulfill({ response: r, json: body });
+  });
+  await page.waitForFunction((id) => {
+    const td = document.querySelector(`tr[data-job="${id}"] td.wait`);
+    return td && td.dataset.reason === 'resources';
+  }, big.id, { timeout: WAIT });
+  const why = await page.textContent(`tr[data-job="${big.id}"] td.wait`);
+  check(/no node has 2 free GPUs/.test(why) && /expected to start/.test(why),
+    'with the scheduler\'s "wait", the queue shows its reason, why and expected start: ' + why);
+  await page.unroute('**/v1/jobs');
 
   // A provider's page, from the ledger: the admin sees what the provider
   // of bob's node lent and earned (accruals every second), as the API says.
