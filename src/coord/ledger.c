@@ -670,6 +670,8 @@ put_decay(struct ledger *l, const char *kind, const char *name,
 	return step_done(l, s);
 }
 
+/* ---- running totals (for /metrics) ---- */
+
 /* Adds an entry to its account's row of account_totals. */
 static int
 put_total(struct ledger *l, const char *account, const char *name,
@@ -684,8 +686,6 @@ put_total(struct ledger *l, const char *account, const char *name,
 	sqlite3_bind_int64(s, 5, gpu_ms);
 	return step_done(l, s);
 }
-
-/* ---- running totals (for /metrics) ---- */
 
 /* The total of (name, group_id), or where it would go (*pos). */
 static struct ledger_total *

@@ -1,8 +1,9 @@
 /*
  * ledger.h: the coordinator's books (docs/accounting.md): groups and who
  * belongs to them, the price table, budgets, the double-entry ledger in
- * SQLite, and the decayed usage per group and per user that is kept up to
- * date as postings are made (for fair share).
+ * SQLite, the decayed usage per group and per user that is kept up to
+ * date as postings are made (for fair share), and the running totals per
+ * account and group (for /metrics).
  *
  * The ledger lives in state.db and is written through the state thread's
  * connection, inside the state thread's transaction: a posting and the
