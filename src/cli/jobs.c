@@ -144,6 +144,12 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    "A-Z a-z 0-9 . _ -",
 				    GP_NAME_MAX);
 			gp_strlcpy(spec->name, v, sizeof(spec->name));
+		} else if (strcmp(o->name, "image") == 0) {
+			if (v[0] == '\0' || strlen(v) > GP_IMAGE_REF_MAX)
+				return fail(err, errlen, "--image: a name in "
+				    "the image store (gpupool image ls), at "
+				    "most %d characters", GP_IMAGE_REF_MAX);
+			gp_strlcpy(spec->image, v, sizeof(spec->image));
 		} else if (strcmp(o->name, "group") == 0) {
 			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
 				return fail(err, errlen,
@@ -184,10 +190,26 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 			    i);
 		json_array_append_new(spec->command, s);
 	}
+	if (args->noperands == 0 && spec->image[0] == '\0')
+		return fail(err, errlen, "submit: missing COMMAND (it may be "
+		    "left out only with --image)");
 	if (spec->name[0] == '\0' && args->noperands > 0)
 		default_name(args->operands[0], spec->name, sizeof(spec->name));
+	if (spec->name[0] == '\0') {
+		/* The image's repository: "lab/pytorch:2" names it pytorch. */
+		char base[GP_IMAGE_REF_MAX + 1];
+		const char *slash = strrchr(spec->image, '/');
+		gp_strlcpy(base, slash != NULL ? slash + 1 : spec->image,
+		    sizeof(base));
+		base[strcspn(base, ":@")] = '\0';
+		if (strncmp(spec->image, "sha256:", 7) == 0)
+			gp_strlcpy(base, "image", sizeof(base));
+		default_name(base, spec->name, sizeof(spec->name));
+	}
 	return gp_jobspec_validate(spec, err, errlen);
 }
+
+static int wait_for_job(struct gp_cli_conn *conn, int64_t id);
 
 int
 gp_cli_cmd_submit(const struct gp_cli_args *args)
@@ -196,6 +218,7 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 	struct gp_cli_conn conn;
 	json_t *body, *reply;
 	char err[512];
+	int64_t id;
 	int rc;
 
 	if (gp_cli_build_jobspec(args, &spec, err, sizeof(err)) != 0) {
@@ -214,18 +237,26 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 	}
 	rc = gp_cli_call(&conn, "POST", "/v1/jobs", body, 0, &reply, NULL);
 	json_decref(body);
-	gp_cli_disconnect(&conn);
-	if (rc != 0)
+	if (rc != 0) {
+		gp_cli_disconnect(&conn);
 		return rc;
+	}
 	if (!json_is_integer(json_object_get(reply, "id"))) {
 		gp_cli_error("the coordinator's answer has no job id");
 		json_decref(reply);
+		gp_cli_disconnect(&conn);
 		return GP_CLI_EXIT_FAIL;
 	}
-	printf("%" JSON_INTEGER_FORMAT "\n",
-	    json_integer_value(json_object_get(reply, "id")));
+	id = json_integer_value(json_object_get(reply, "id"));
 	json_decref(reply);
-	return 0;
+	printf("%lld\n", (long long)id);
+	/* --wait: the id first (a script may want it), then the outcome. */
+	if (gp_cli_flag(args, "wait")) {
+		fflush(stdout);
+		rc = wait_for_job(&conn, id);
+	}
+	gp_cli_disconnect(&conn);
+	return rc;
 }
 
 static int64_t
@@ -433,6 +464,8 @@ print_job(json_t *job)
 	if (gp_cli_json_str(job, "group") != NULL)
 		print_field("group", gp_cli_json_str(job, "group"));
 	print_field("state", display_state(job));
+	if (gp_cli_json_str(job, "wait_reason") != NULL)
+		print_field("waiting", gp_cli_json_str(job, "wait_reason"));
 	if (gp_cli_json_str(job, "hold_reason") != NULL)
 		print_field("held", gp_cli_json_str(job, "hold_reason"));
 	print_field("reason", gp_cli_json_str(job, "reason"));
@@ -451,6 +484,8 @@ print_job(json_t *job)
 		print_field("gpu_uuids", b.data);
 		gp_buf_free(&b);
 	}
+	if (gp_cli_json_str(job, "image") != NULL)
+		print_field("image", gp_cli_json_str(job, "image"));
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
 	gp_buf_free(&b);
@@ -786,7 +821,8 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	    (reason != NULL &&
 	        (strcmp(reason, "cancelled") == 0 ||
 	            strcmp(reason, "timeout") == 0 ||
-	            strcmp(reason, "start_failed") == 0));
+	            strcmp(reason, "start_failed") == 0 ||
+	            strcmp(reason, "image_refused") == 0));
 	if (json_is_integer(exit_code))
 		code = (int)(json_integer_value(exit_code) & 255);
 	else if (sig > 0 && !stopped_by_gpupool)
@@ -804,19 +840,59 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 		snprintf(note, len, "job %lld could not start%s%s", id,
 		    message != NULL && message[0] ? ": " : "",
 		    message != NULL ? message : "");
+	else if (reason != NULL && strcmp(reason, "image_refused") == 0)
+		snprintf(note, len, "job %lld: the provider refused its "
+		    "image%s%s", id, message != NULL && message[0] ? ": " : "",
+		    message != NULL ? message : "");
 	else if (sig > 0 && !json_is_integer(exit_code))
 		snprintf(note, len, "job %lld was killed by signal %d", id,
 		    (int)sig);
 	return code;
 }
 
+/*
+ * Long-polls until job id has finished; returns its exit code (as
+ * gp_cli_job_exit_code) or GP_CLI_EXIT_FAIL with the error printed.
+ */
+static int
+wait_for_job(struct gp_cli_conn *conn, int64_t id)
+{
+	struct gp_http_response resp;
+	char path[96], note[512];
+	json_t *job;
+	int rc;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%lld/wait?wait_ms=%d",
+	    (long long)id, LONG_POLL_MS);
+	for (;;) {
+		rc = patient_request(conn, path,
+		    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
+		if (rc != 0 || resp.status != 200) {
+			gp_cli_report_http(conn, rc, &resp);
+			gp_http_response_fini(&resp);
+			return GP_CLI_EXIT_FAIL;
+		}
+		job = json_loadb(resp.body, resp.body_len, 0, NULL);
+		gp_http_response_fini(&resp);
+		if (job == NULL) {
+			gp_cli_error("the coordinator answered invalid JSON");
+			return GP_CLI_EXIT_FAIL;
+		}
+		if (finished(gp_cli_json_str(job, "state"))) {
+			rc = gp_cli_job_exit_code(job, note, sizeof(note));
+			if (note[0] != '\0')
+				gp_cli_error("%s", note);
+			json_decref(job);
+			return rc;
+		}
+		json_decref(job);
+	}
+}
+
 int
 gp_cli_cmd_wait(const struct gp_cli_args *args)
 {
-	struct gp_http_response resp;
 	struct gp_cli_conn conn;
-	char path[96], note[512];
-	json_t *job;
 	int64_t id;
 	int rc;
 
@@ -824,33 +900,7 @@ gp_cli_cmd_wait(const struct gp_cli_args *args)
 		return rc;
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
 		return rc;
-	snprintf(path, sizeof(path), "/v1/jobs/%lld/wait?wait_ms=%d",
-	    (long long)id, LONG_POLL_MS);
-	for (;;) {
-		rc = patient_request(&conn, path,
-		    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
-		if (rc != 0 || resp.status != 200) {
-			gp_cli_report_http(&conn, rc, &resp);
-			gp_http_response_fini(&resp);
-			rc = GP_CLI_EXIT_FAIL;
-			break;
-		}
-		job = json_loadb(resp.body, resp.body_len, 0, NULL);
-		gp_http_response_fini(&resp);
-		if (job == NULL) {
-			gp_cli_error("the coordinator answered invalid JSON");
-			rc = GP_CLI_EXIT_FAIL;
-			break;
-		}
-		if (finished(gp_cli_json_str(job, "state"))) {
-			rc = gp_cli_job_exit_code(job, note, sizeof(note));
-			if (note[0] != '\0')
-				gp_cli_error("%s", note);
-			json_decref(job);
-			break;
-		}
-		json_decref(job);
-	}
+	rc = wait_for_job(&conn, id);
 	gp_cli_disconnect(&conn);
 	return rc;
 }
