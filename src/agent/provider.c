@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "agent/agentd.h"
-#include "agent/checkpoint.h"
+#include "transfer.h"
 #include "agent/control.h"
 #include "agent/policy.h"
 #include "gp.h"

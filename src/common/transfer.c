@@ -1,26 +1,30 @@
 /*
- * checkpoint.c: the agent's side of the checkpoint store (checkpoint.h,
- * checkpoint_fetch.h): walks a job's checkpoint directory, names its
- * chunks, uploads the ones the coordinator lacks and commits the
- * manifest; and restores a version into an empty directory.
+ * transfer.c: moving trees to and from the coordinator's chunk store
+ * (transfer.h): walks a directory, names its chunks, uploads the ones
+ * the coordinator lacks and commits the manifest; restores a manifest
+ * into an empty directory. Checkpoints use the whole cycle here
+ * (gp_ckpt_upload, gp_ckpt_download); data sets and job outputs use the
+ * pieces (gp_tree_*, gp_transfer_fetch, the pool) with their own routes.
  *
- * The directory belongs to the job's (unprivileged) user while we run as
- * root, so nothing here follows a symbolic link: every path is opened one
- * component at a time relative to the directory's descriptor with
- * O_NOFOLLOW, and every file read is checked (fstat) to be the regular
- * file that the walk recorded.
+ * A directory may belong to an unprivileged user while we run as root
+ * (a job's checkpoint or output directory), so nothing here follows a
+ * symbolic link: every path is opened one component at a time relative
+ * to the directory's descriptor with O_NOFOLLOW, and every file read is
+ * checked (fstat) to be the regular file that the walk recorded.
  *
- * Transfers run on a small pool of threads (target->parallel), each with
+ * Transfers run on a small pool of threads (peer->parallel), each with
  * its own HTTP client and a chunk-sized buffer; they take tasks from a
  * shared atomic counter. A failed transfer is retried (CHUNK_TRIES) before
  * the whole call gives up.
  */
-#include "agent/checkpoint.h"
+#include "transfer.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,7 +33,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/checkpoint_fetch.h"
 #include "ckpt.h"
 #include "gp.h"
 #include "http_client.h"
@@ -63,18 +66,14 @@ struct chunk {
 struct walk {
 	struct entry *files;
 	size_t nfiles, cap;
+	int64_t skipped; /* links, sockets, fifos, devices */
 };
 
 /* ---- paths beneath a directory, without following links ---- */
 
-/*
- * Opens path (relative, checked) beneath dirfd, one component at a time,
- * never following a symbolic link. With create, missing directories are
- * made (mode 0755, chowned to uid:gid). Returns the fd or -1 (errno).
- */
-static int
-open_beneath(int dirfd, const char *path, int flags, int mode, int create,
-    uid_t uid, gid_t gid)
+int
+gp_open_beneath(int dirfd, const char *path, int flags, int mode, int create,
+    int dir_mode, uid_t uid, gid_t gid)
 {
 	char comp[GP_CKPT_PATH_MAX + 1];
 	const char *p = path, *slash;
@@ -85,11 +84,11 @@ open_beneath(int dirfd, const char *path, int flags, int mode, int create,
 		len = (size_t)(slash - p);
 		memcpy(comp, p, len);
 		comp[len] = '\0';
-		if (create && mkdirat(fd, comp, 0755) == 0) {
+		if (create && mkdirat(fd, comp, (mode_t)dir_mode) == 0) {
 			next = openat(fd, comp, O_RDONLY | O_DIRECTORY |
 			    O_NOFOLLOW | O_CLOEXEC);
 			if (next >= 0 && (fchown(next, uid, gid) != 0 ||
-			    fchmod(next, 0755) != 0)) {
+			    fchmod(next, (mode_t)dir_mode) != 0)) {
 				close(next);
 				next = -1;
 			}
@@ -108,6 +107,14 @@ open_beneath(int dirfd, const char *path, int flags, int mode, int create,
 	if (fd != dirfd)
 		close(fd);
 	return next;
+}
+
+static int
+open_beneath(int dirfd, const char *path, int flags, int mode, int create,
+    uid_t uid, gid_t gid)
+{
+	return gp_open_beneath(dirfd, path, flags, mode, create, 0755, uid,
+	    gid);
 }
 
 static int64_t
@@ -181,8 +188,10 @@ walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
 		if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) !=
 		    0)
 			continue; /* gone meanwhile */
-		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-			continue; /* links, sockets, fifos, devices */
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+			w->skipped++; /* links, sockets, fifos, devices */
+			continue;
+		}
 		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", rel,
 			rel[0] ? "/" : "", d->d_name) > GP_CKPT_PATH_MAX ||
 		    !gp_ckpt_path_valid(path)) {
@@ -217,7 +226,7 @@ walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
 
 struct pool;
 
-struct worker {
+struct gp_transfer_worker {
 	struct pool *pool;
 	struct gp_http_client *http;
 	char *buf; /* GP_CKPT_CHUNK_SIZE bytes */
@@ -232,7 +241,7 @@ struct pool {
 	_Atomic size_t next;
 	_Atomic int stop;
 	/* Returns 0 or GP_E*; writes err through pool_fail. */
-	int (*run)(struct worker *w, size_t task);
+	int (*run)(struct gp_transfer_worker *w, size_t task);
 	void *ctx;
 	pthread_mutex_t lock;
 	int err;
@@ -240,7 +249,22 @@ struct pool {
 	_Atomic int64_t bytes_sent;
 	_Atomic int64_t chunks_sent;
 	_Atomic int changed; /* a file changed while being read */
+	/* gp_transfer_run's task and its context. */
+	gp_transfer_task task;
+	void *task_ctx;
 };
+
+static void
+pool_vfail(struct pool *p, int err, const char *fmt, va_list ap)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->err == 0) {
+		p->err = err;
+		vsnprintf(p->errtext, sizeof(p->errtext), fmt, ap);
+	}
+	pthread_mutex_unlock(&p->lock);
+	atomic_store(&p->stop, 1);
+}
 
 static void
 pool_fail(struct pool *p, int err, const char *fmt, ...)
@@ -251,21 +275,15 @@ pool_fail(struct pool *p, int err, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&p->lock);
-	if (p->err == 0) {
-		p->err = err;
-		va_start(ap, fmt);
-		vsnprintf(p->errtext, sizeof(p->errtext), fmt, ap);
-		va_end(ap);
-	}
-	pthread_mutex_unlock(&p->lock);
-	atomic_store(&p->stop, 1);
+	va_start(ap, fmt);
+	pool_vfail(p, err, fmt, ap);
+	va_end(ap);
 }
 
 static void *
 worker_main(void *arg)
 {
-	struct worker *w = arg;
+	struct gp_transfer_worker *w = arg;
 	struct pool *p = w->pool;
 	size_t task;
 	int ret;
@@ -286,7 +304,7 @@ worker_main(void *arg)
 static int
 pool_run(struct pool *p, int n)
 {
-	struct worker *w;
+	struct gp_transfer_worker *w;
 	int i, started = 0;
 
 	if (p->ntasks == 0)
@@ -327,9 +345,69 @@ pool_run(struct pool *p, int n)
 	return p->err;
 }
 
+/* ---- the pool for other users (transfer.h) ---- */
+
+static int
+run_task(struct gp_transfer_worker *w, size_t task)
+{
+	return w->pool->task(w, task, w->pool->task_ctx);
+}
+
+int
+gp_transfer_run(const struct gp_transfer_peer *peer, int need_http,
+    size_t ntasks, gp_transfer_task fn, void *ctx, int64_t *bytes,
+    char *err, size_t errlen)
+{
+	struct pool p;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.url = peer->url;
+	p.token = peer->token;
+	p.ca_file = peer->ca_file;
+	p.need_http = need_http;
+	p.ntasks = ntasks;
+	p.run = run_task;
+	p.task = fn;
+	p.task_ctx = ctx;
+	ret = pool_run(&p, peer->parallel > 0 ? peer->parallel
+					      : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	if (bytes != NULL)
+		*bytes = atomic_load(&p.bytes_sent);
+	if (ret != 0)
+		snprintf(err, errlen, "%s", p.errtext);
+	return ret;
+}
+
+char *
+gp_transfer_buf(struct gp_transfer_worker *w)
+{
+	return w->buf;
+}
+
+void
+gp_transfer_fail(struct gp_transfer_worker *w, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	pool_vfail(w->pool, err, fmt, ap);
+	va_end(ap);
+}
+
+void
+gp_transfer_count(struct gp_transfer_worker *w, int64_t bytes)
+{
+	atomic_fetch_add(&w->pool->bytes_sent, bytes);
+	atomic_fetch_add(&w->pool->chunks_sent, 1);
+}
+
 /* ---- upload ---- */
 
-struct upload {
+/* A walked tree, and the upload's plan for it. */
+struct gp_tree {
 	int dirfd;
 	struct walk walk;
 	struct chunk *chunks;
@@ -344,7 +422,7 @@ struct upload {
  * walk saw. OUT: *len. Returns 0, GP_ECONFLICT (changed) or GP_EIO.
  */
 static int
-read_chunk(struct upload *u, const struct chunk *c, char *buf, size_t *len)
+read_chunk(struct gp_tree *u, const struct chunk *c, char *buf, size_t *len)
 {
 	const struct entry *e = &u->walk.files[c->file];
 	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
@@ -385,9 +463,9 @@ read_chunk(struct upload *u, const struct chunk *c, char *buf, size_t *len)
 }
 
 static int
-hash_task(struct worker *w, size_t task)
+hash_task(struct gp_transfer_worker *w, size_t task)
 {
-	struct upload *u = w->pool->ctx;
+	struct gp_tree *u = w->pool->ctx;
 	struct chunk *c = &u->chunks[task];
 	size_t len;
 	int ret;
@@ -428,9 +506,9 @@ status_error(long status)
 }
 
 static int
-send_task(struct worker *w, size_t task)
+send_task(struct gp_transfer_worker *w, size_t task)
 {
-	struct upload *u = w->pool->ctx;
+	struct gp_tree *u = w->pool->ctx;
 	struct chunk *c = &u->chunks[u->send[task]];
 	struct gp_http_response resp;
 	char path[512], name[GP_CKPT_NAME_HEX], text[256];
@@ -530,7 +608,7 @@ json_call(struct gp_http_client *http, const char *method, const char *path,
 
 /* Builds the chunk list from the walk. */
 static int
-plan_chunks(struct upload *u)
+plan_chunks(struct gp_tree *u)
 {
 	size_t i, n = 0;
 	int64_t k, count;
@@ -556,7 +634,7 @@ plan_chunks(struct upload *u)
 
 /* 1 when every file still has the size, mtime and inode the walk saw. */
 static int
-unchanged_since_walk(struct upload *u)
+unchanged_since_walk(struct gp_tree *u)
 {
 	struct stat st;
 	size_t i;
@@ -580,7 +658,7 @@ unchanged_since_walk(struct upload *u)
 }
 
 static json_t *
-manifest_json(struct upload *u, const char *label)
+manifest_json(struct gp_tree *u, const char *label)
 {
 	json_t *files = json_array(), *m, *chunks;
 	size_t i;
@@ -605,13 +683,15 @@ manifest_json(struct upload *u, const char *label)
 			return NULL;
 		}
 	}
+	if (label == NULL)
+		return json_pack("{s:o}", "files", files);
 	m = json_pack("{s:o,s:s}", "files", files, "label", label);
 	return m;
 }
 
 /* Reads the marker's label through the walk's checks. */
 static void
-read_label(struct upload *u, size_t marker, char *label)
+read_label(struct gp_tree *u, size_t marker, char *label)
 {
 	char buf[GP_CKPT_LABEL_LEN + 2];
 	struct stat st;
@@ -630,11 +710,232 @@ read_label(struct upload *u, size_t marker, char *label)
 }
 
 int
+gp_transfer_status_error(long status)
+{
+	return status_error(status);
+}
+
+int
+gp_transfer_json_call(struct gp_http_client *http, const char *method,
+    const char *path, json_t *body, json_t **reply, long *status, char *err,
+    size_t errlen)
+{
+	return json_call(http, method, path, body, reply, status, err,
+	    errlen);
+}
+
+/* ---- any tree (transfer.h) ---- */
+
+/* Opens a single regular file's tree: its directory and its name. */
+static int
+tree_single(struct gp_tree *t, const char *path, const struct stat *seen,
+    char *err, size_t errlen)
+{
+	char dcopy[PATH_MAX], bcopy[PATH_MAX], *base;
+	struct stat st;
+
+	if (gp_strlcpy(dcopy, path, sizeof(dcopy)) >= sizeof(dcopy)) {
+		snprintf(err, errlen, "path too long");
+		return GP_EINVAL;
+	}
+	gp_strlcpy(bcopy, path, sizeof(bcopy));
+	base = basename(bcopy);
+	if (!gp_ckpt_path_valid(base) || strchr(base, '/') != NULL) {
+		snprintf(err, errlen, "%.200s: not a usable file name", base);
+		return GP_EINVAL;
+	}
+	t->dirfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (t->dirfd < 0 ||
+	    fstatat(t->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISREG(st.st_mode) || st.st_ino != seen->st_ino ||
+	    st.st_dev != seen->st_dev) {
+		snprintf(err, errlen, "%.200s changed while it was opened",
+		    path);
+		return GP_ECONFLICT;
+	}
+	if (walk_add(&t->walk, base, &st) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	return 0;
+}
+
+int
+gp_tree_open(const char *path, int single_ok, struct gp_tree **out,
+    char *err, size_t errlen)
+{
+	struct gp_tree *t;
+	struct stat st;
+	int fd, ret;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	t->dirfd = -1;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "cannot open %.200s: %s", path,
+		    errno == ELOOP ? "a symbolic link" : strerror(errno));
+		ret = errno == ENOENT ? GP_ENOENT : GP_EIO;
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		t->dirfd = fd;
+		fd = -1;
+		if ((fd = dup(t->dirfd)) < 0) {
+			snprintf(err, errlen, "dup: %s", strerror(errno));
+			ret = GP_EIO;
+			goto fail;
+		}
+		ret = walk_dir(fd, "", 0, &t->walk, err, errlen);
+		fd = -1; /* consumed */
+	} else if (S_ISREG(st.st_mode) && single_ok) {
+		close(fd);
+		fd = -1;
+		ret = tree_single(t, path, &st, err, errlen);
+	} else {
+		snprintf(err, errlen, "%.200s: not a directory%s", path,
+		    single_ok ? " or a regular file" : "");
+		ret = GP_EINVAL;
+	}
+	if (ret == 0 && (ret = plan_chunks(t)) != 0)
+		snprintf(err, errlen, "out of memory");
+	if (ret != 0)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	gp_tree_free(t);
+	return ret;
+}
+
+void
+gp_tree_free(struct gp_tree *t)
+{
+	if (t == NULL)
+		return;
+	walk_free(&t->walk);
+	free(t->chunks);
+	free(t->send);
+	if (t->dirfd >= 0)
+		close(t->dirfd);
+	free(t);
+}
+
+void
+gp_tree_totals(const struct gp_tree *t, struct gp_transfer_stats *st)
+{
+	size_t i;
+
+	st->files = (int64_t)t->walk.nfiles;
+	st->bytes = 0;
+	for (i = 0; i < t->walk.nfiles; i++)
+		st->bytes += t->walk.files[i].size;
+	st->chunks = (int64_t)t->nchunks;
+	st->skipped = t->walk.skipped;
+}
+
+int
+gp_tree_hash(struct gp_tree *t, int parallel, char *err, size_t errlen)
+{
+	struct pool p;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.ntasks = t->nchunks;
+	p.run = hash_task;
+	p.ctx = t;
+	ret = pool_run(&p, parallel > 0 ? parallel : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		return ret;
+	}
+	if (atomic_load(&p.changed) || !unchanged_since_walk(t)) {
+		snprintf(err, errlen, "a file changed while it was read");
+		return GP_ECONFLICT;
+	}
+	return 0;
+}
+
+json_t *
+gp_tree_manifest(const struct gp_tree *t)
+{
+	return manifest_json((struct gp_tree *)t, NULL);
+}
+
+int
+gp_tree_send(struct gp_tree *t, const struct gp_transfer_peer *peer,
+    const char *chunk_prefix, json_t *missing, struct gp_transfer_stats *st,
+    char *err, size_t errlen)
+{
+	json_t *names = json_object(), *v, *idx;
+	struct pool p;
+	size_t i, k;
+	int ret;
+
+	if (names == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	for (i = 0; i < t->nchunks; i++)
+		if (json_object_get(names, t->chunks[i].name) == NULL)
+			json_object_set_new(names, t->chunks[i].name,
+			    json_integer((json_int_t)i));
+	free(t->send);
+	t->nsend = 0;
+	t->send = calloc(json_object_size(names) + 1, sizeof(*t->send));
+	if (t->send == NULL) {
+		json_decref(names);
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	json_array_foreach(missing, k, v)
+	{
+		idx = json_is_string(v) ? json_object_get(names,
+		    json_string_value(v)) : NULL;
+		if (idx == NULL)
+			continue;
+		t->send[t->nsend++] = (size_t)json_integer_value(idx);
+		json_object_del(names, json_string_value(v));
+	}
+	json_decref(names);
+	t->chunk_prefix = chunk_prefix;
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.url = peer->url;
+	p.token = peer->token;
+	p.ca_file = peer->ca_file;
+	p.need_http = 1;
+	p.ntasks = t->nsend;
+	p.run = send_task;
+	p.ctx = t;
+	ret = pool_run(&p, peer->parallel > 0 ? peer->parallel
+					      : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	st->bytes_sent += atomic_load(&p.bytes_sent);
+	st->chunks_sent += atomic_load(&p.chunks_sent);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		return ret;
+	}
+	if (atomic_load(&p.changed)) {
+		snprintf(err, errlen, "a file changed while it was sent");
+		return GP_ECONFLICT;
+	}
+	return 0;
+}
+
+int
 gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
     struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st, char *err,
     size_t errlen)
 {
-	struct upload u;
+	struct gp_tree u;
 	struct pool p;
 	struct gp_http_client *http = NULL;
 	struct stat mst;
@@ -850,35 +1151,26 @@ struct fetch {
 	const char *chunk_prefix;
 };
 
-static int
-fetch_task(struct worker *w, size_t task)
+int
+gp_transfer_get_chunk(struct gp_transfer_worker *w, const char *prefix,
+    const char *cname, size_t want, const char **data)
 {
-	struct fetch *f = w->pool->ctx;
-	struct chunk *c = &f->chunks[task];
-	json_t *file = json_array_get(f->files, c->file);
-	const char *path = json_string_value(json_object_get(file, "path"));
-	int64_t size = json_integer_value(json_object_get(file, "size"));
-	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
-	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
-		? size - off
-		: GP_CKPT_CHUNK_SIZE);
 	struct gp_http_response resp;
 	char url[512], name[GP_CKPT_NAME_HEX], text[256];
-	struct stat sb;
-	int ret, tries, fd;
+	int ret, tries;
 
-	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
+	snprintf(url, sizeof(url), "%s%s", prefix, cname);
 	for (tries = 1;; tries++) {
 		ret = gp_http_request_into(w->http, "GET", url, NULL, 0, NULL,
 		    CHUNK_TIMEOUT_MS, &resp, &w->sink);
 		if (ret == 0 && resp.status == 200) {
 			if (w->sink.len == want) {
 				gp_ckpt_chunk_name(w->sink.data, want, name);
-				if (strcmp(name, c->name) == 0)
+				if (strcmp(name, cname) == 0)
 					break;
 			}
 			snprintf(text, sizeof(text),
-			    "chunk %.16s... is corrupt (%zu bytes)", c->name,
+			    "chunk %.16s... is corrupt (%zu bytes)", cname,
 			    w->sink.len);
 			ret = GP_EPROTO;
 		} else {
@@ -896,6 +1188,29 @@ fetch_task(struct worker *w, size_t task)
 			return ret;
 		}
 	}
+	*data = w->sink.data;
+	return 0;
+}
+
+static int
+fetch_task(struct gp_transfer_worker *w, size_t task)
+{
+	struct fetch *f = w->pool->ctx;
+	struct chunk *c = &f->chunks[task];
+	json_t *file = json_array_get(f->files, c->file);
+	const char *path = json_string_value(json_object_get(file, "path"));
+	int64_t size = json_integer_value(json_object_get(file, "size"));
+	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
+	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
+		? size - off
+		: GP_CKPT_CHUNK_SIZE);
+	const char *data;
+	struct stat sb;
+	int ret, fd;
+
+	if ((ret = gp_transfer_get_chunk(w, f->chunk_prefix, c->name, want,
+	    &data)) != 0)
+		return ret;
 	/* The very file we created, not something put in its place. */
 	fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
 	ret = fd >= 0 ? 0 : GP_EIO;
@@ -904,7 +1219,7 @@ fetch_task(struct worker *w, size_t task)
 		errno = EXDEV;
 		ret = GP_EIO;
 	}
-	if (ret == 0 && pwrite(fd, w->sink.data, want, off) != (ssize_t)want)
+	if (ret == 0 && pwrite(fd, data, want, off) != (ssize_t)want)
 		ret = GP_EIO;
 	if (fd >= 0)
 		close(fd);
@@ -988,72 +1303,37 @@ dir_is_empty(int dirfd)
 	return empty;
 }
 
-int
-gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
-    gid_t gid, struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st,
-    char *err, size_t errlen)
+/*
+ * Creates the files of manifest m (checked; tot its totals) beneath dirfd
+ * and fetches their chunks. On failure what was written is left for the
+ * caller to clear. OUT: *bytes_sent, *chunks_sent.
+ */
+static int
+fetch_into(const struct gp_transfer_peer *peer, int dirfd, json_t *m,
+    const struct gp_ckpt_totals *tot, const char *prefix, uid_t uid,
+    gid_t gid, int64_t *bytes_sent, int64_t *chunks_sent, char *err,
+    size_t errlen)
 {
-	struct gp_http_client *http = NULL;
-	struct gp_ckpt_totals tot;
 	struct fetch f;
 	struct pool p;
 	struct stat mst;
-	json_t *m = NULL, *file, *chunks, *c;
-	const char *label;
-	int64_t start = gp_mono_ms(), version, size, mode;
+	json_t *file, *chunks, *c;
+	int64_t size, mode;
 	size_t i, k, n;
-	long status;
-	int ret, fd, wrote = 0;
+	int ret, fd;
 
-	memset(st, 0, sizeof(*st));
 	memset(&f, 0, sizeof(f));
-	err[0] = '\0';
-	f.chunk_prefix = src->chunk_prefix;
-	f.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (f.dirfd < 0) {
-		snprintf(err, errlen, "cannot open %.200s: %s", dir,
-		    strerror(errno));
-		return GP_EIO;
-	}
-	if (!dir_is_empty(f.dirfd)) {
-		snprintf(err, errlen, "%.200s is not empty", dir);
-		ret = GP_EINVAL;
-		goto out;
-	}
-	if ((http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
-	    NULL) {
-		ret = GP_ENOMEM;
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	ret = json_call(http, "GET", src->manifest_path, NULL, &m, &status,
-	    err, errlen);
-	if (ret == GP_ENOENT && status == 404) {
-		/* No checkpoint yet: start from scratch. */
-		err[0] = '\0';
-		ret = 0;
-		goto out;
-	}
-	if (ret != 0)
-		goto out;
-	if ((ret = gp_ckpt_manifest_check(m, 0, 1, &tot, err, errlen)) != 0)
-		goto out;
-	version = json_integer_value(json_object_get(m, "version"));
-	if (version <= 0) {
-		ret = GP_EPROTO;
-		snprintf(err, errlen, "manifest without a version");
-		goto out;
-	}
+	f.dirfd = dirfd;
+	f.chunk_prefix = prefix;
 	f.files = json_object_get(m, "files");
-	f.chunks = calloc((size_t)tot.chunks + 1, sizeof(*f.chunks));
-	f.inodes = calloc((size_t)tot.files + 1, sizeof(*f.inodes));
+	f.chunks = calloc((size_t)tot->chunks + 1, sizeof(*f.chunks));
+	f.inodes = calloc((size_t)tot->files + 1, sizeof(*f.inodes));
 	if (f.chunks == NULL || f.inodes == NULL) {
 		ret = GP_ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	/* Create the tree: directories, then every file at its size. */
-	wrote = 1;
 	n = 0;
 	json_array_foreach(f.files, i, file)
 	{
@@ -1089,29 +1369,135 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	qsort(f.chunks, f.nchunks, sizeof(*f.chunks), cmp_spread);
 	memset(&p, 0, sizeof(p));
 	pthread_mutex_init(&p.lock, NULL);
-	p.url = src->url;
-	p.token = src->token;
-	p.ca_file = src->ca_file;
+	p.url = peer->url;
+	p.token = peer->token;
+	p.ca_file = peer->ca_file;
 	p.need_http = 1;
 	p.ntasks = f.nchunks;
 	p.run = fetch_task;
 	p.ctx = &f;
 	ret = pool_run(&p,
-	    src->parallel > 0 ? src->parallel : PARALLEL_DEFAULT);
+	    peer->parallel > 0 ? peer->parallel : PARALLEL_DEFAULT);
 	pthread_mutex_destroy(&p.lock);
-	st->bytes_sent = atomic_load(&p.bytes_sent);
-	st->chunks_sent = atomic_load(&p.chunks_sent);
-	if (ret != 0) {
+	*bytes_sent = atomic_load(&p.bytes_sent);
+	*chunks_sent = atomic_load(&p.chunks_sent);
+	if (ret != 0)
 		snprintf(err, errlen, "%s", p.errtext);
+out:
+	free(f.chunks);
+	free(f.inodes);
+	return ret;
+}
+
+/* Opens dir for a fetch: it must exist and be empty. Returns fd or -1. */
+static int
+open_empty_dir(const char *dir, int *ret, char *err, size_t errlen)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %.200s: %s", dir,
+		    strerror(errno));
+		*ret = GP_EIO;
+		return -1;
+	}
+	if (!dir_is_empty(fd)) {
+		snprintf(err, errlen, "%.200s is not empty", dir);
+		*ret = GP_EINVAL;
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+gp_transfer_fetch(const struct gp_transfer_peer *peer, json_t *manifest,
+    const char *chunk_prefix, const char *dir, uid_t uid, gid_t gid,
+    struct gp_transfer_stats *st, char *err, size_t errlen)
+{
+	struct gp_ckpt_totals tot;
+	int64_t start = gp_mono_ms();
+	int ret, dirfd;
+
+	memset(st, 0, sizeof(*st));
+	err[0] = '\0';
+	if ((dirfd = open_empty_dir(dir, &ret, err, errlen)) < 0)
+		return ret;
+	if ((ret = gp_ckpt_manifest_check(manifest, 0, 1, &tot, err,
+	    errlen)) == 0)
+		ret = fetch_into(peer, dirfd, manifest, &tot, chunk_prefix, uid,
+		    gid, &st->bytes_sent, &st->chunks_sent, err, errlen);
+	if (ret != 0) {
+		clear_dir(dirfd);
+	} else {
+		st->files = tot.files;
+		st->bytes = tot.bytes;
+		st->chunks = tot.chunks;
+	}
+	st->elapsed_ms = gp_mono_ms() - start;
+	close(dirfd);
+	return ret;
+}
+
+int
+gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
+    gid_t gid, struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st,
+    char *err, size_t errlen)
+{
+	struct gp_transfer_peer peer;
+	struct gp_http_client *http = NULL;
+	struct gp_ckpt_totals tot;
+	struct stat mst;
+	json_t *m = NULL;
+	const char *label;
+	int64_t start = gp_mono_ms(), version;
+	long status;
+	int ret, fd, dirfd, wrote = 0;
+
+	memset(st, 0, sizeof(*st));
+	err[0] = '\0';
+	if ((dirfd = open_empty_dir(dir, &ret, err, errlen)) < 0)
+		return ret;
+	if ((http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
+	    NULL) {
+		ret = GP_ENOMEM;
+		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
+	ret = json_call(http, "GET", src->manifest_path, NULL, &m, &status,
+	    err, errlen);
+	if (ret == GP_ENOENT && status == 404) {
+		/* No checkpoint yet: start from scratch. */
+		err[0] = '\0';
+		ret = 0;
+		goto out;
+	}
+	if (ret != 0)
+		goto out;
+	if ((ret = gp_ckpt_manifest_check(m, 0, 1, &tot, err, errlen)) != 0)
+		goto out;
+	version = json_integer_value(json_object_get(m, "version"));
+	if (version <= 0) {
+		ret = GP_EPROTO;
+		snprintf(err, errlen, "manifest without a version");
+		goto out;
+	}
+	wrote = 1;
+	peer.url = src->url;
+	peer.token = src->token;
+	peer.ca_file = src->ca_file;
+	peer.parallel = src->parallel;
+	ret = fetch_into(&peer, dirfd, m, &tot, src->chunk_prefix, uid, gid,
+	    &st->bytes_sent, &st->chunks_sent, err, errlen);
+	if (ret != 0)
+		goto out;
 	/*
 	 * The marker is touched last so that it is the newest file, as a
 	 * job's own save leaves it; *mark then says "unchanged".
 	 */
 	memset(mark, 0, sizeof(*mark));
-	fd = open_beneath(f.dirfd, GP_CKPT_MARKER, O_RDONLY | O_NONBLOCK, 0,
-	    0, 0, 0);
+	fd = open_beneath(dirfd, GP_CKPT_MARKER, O_RDONLY | O_NONBLOCK, 0, 0,
+	    0, 0);
 	if (fd >= 0) {
 		if (futimens(fd, NULL) == 0 && fstat(fd, &mst) == 0 &&
 		    S_ISREG(mst.st_mode)) {
@@ -1131,13 +1517,11 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	wrote = 0;
 out:
 	if (wrote)
-		clear_dir(f.dirfd);
+		clear_dir(dirfd);
 	st->elapsed_ms = gp_mono_ms() - start;
 	json_decref(m);
-	free(f.chunks);
-	free(f.inodes);
 	gp_http_client_free(http);
-	close(f.dirfd);
+	close(dirfd);
 	return ret;
 }
 
