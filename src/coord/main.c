@@ -34,6 +34,9 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--quota-default SIZE] "
+	    "[--data-max SIZE]\n"
+	    "                           [--output-retain DURATION]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -59,6 +62,17 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --quota-default SIZE\n"
+	    "                      storage quota of users without one of "
+	    "their own\n"
+	    "                      (data sets and job outputs; default: no "
+	    "limit)\n"
+	    "  --data-max SIZE     largest data set version or job output "
+	    "(default 1T)\n"
+	    "  --output-retain DURATION\n"
+	    "                      job outputs are removed this long after "
+	    "the job\n"
+	    "                      finished (default 30d)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -179,6 +193,9 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
+	    {"quota-default", required_argument, NULL, 'Q'},
+	    {"data-max", required_argument, NULL, 'D'},
+	    {"output-retain", required_argument, NULL, 'O'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -201,6 +218,8 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.data_max = 1LL << 40;
+	cfg.output_retain_ms = 30 * 86400 * 1000LL;
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -259,6 +278,23 @@ gp_coord_main(int argc, char **argv)
 					  "7d or 12h");
 			cfg.ckpt_retain_ms = v * 1000;
 			break;
+		case 'Q':
+			if (gp_parse_bytes(optarg, &cfg.quota_default) != 0 ||
+			    cfg.quota_default < 1)
+				gp_fatalx("--quota-default: a size like 100G");
+			break;
+		case 'D':
+			if (gp_parse_bytes(optarg, &cfg.data_max) != 0 ||
+			    cfg.data_max < 1)
+				gp_fatalx("--data-max: a size like 1T");
+			break;
+		case 'O':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > INT64_MAX / 1000)
+				gp_fatalx("--output-retain: a duration like "
+				    "30d");
+			cfg.output_retain_ms = v * 1000;
+			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
 			break;
@@ -315,6 +351,8 @@ gp_coord_main(int argc, char **argv)
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
+	if (data_init(&cfg) != 0)
+		gp_fatalx("cannot open the data store in %s", cfg.data_dir);
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
 	if (state_start_thread() != 0)

@@ -446,6 +446,8 @@ job_to_json(const struct job *job, int with_history)
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
 	    job->spec.command, "env", job->spec.env);
+	if (o != NULL && json_array_size(job->spec.data) > 0)
+		json_object_set(o, "data", job->spec.data);
 	if (o != NULL && with_history) {
 		json_t *hist = json_array();
 		for (i = 0; i < job->nhistory; i++) {
@@ -518,13 +520,13 @@ node_to_json(const struct node *node)
 json_t *
 assignment_to_json(const struct job *job)
 {
-	json_t *gpus = json_array();
+	json_t *gpus = json_array(), *a;
 	int i;
 
 	for (i = 0; i < job->ngpus; i++)
 		json_array_append_new(gpus, json_integer(job->gpus[i]));
-	return json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
-			 "s:i}",
+	a = json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
+		      "s:i}",
 	    "job_id", (json_int_t)job->id, "attempt", job->attempts, "name",
 	    job->spec.name, "user", job->user, "command", job->spec.command,
 	    "env", job->spec.env, "gpus", gpus, "cpus", job->spec.cpus,
@@ -532,6 +534,10 @@ assignment_to_json(const struct job *job)
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
 	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
+	/* The pinned data sets; the agent fetches the K-th as data/K. */
+	if (a != NULL && json_array_size(job->spec.data) > 0)
+		json_object_set(a, "data", job->spec.data);
+	return a;
 }
 
 int
