@@ -159,6 +159,10 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				return fail(err, errlen,
 				    "env.%s: not valid UTF-8", key);
 			json_object_set_new(spec->env, key, s);
+		} else if (strcmp(o->name, "data") == 0) {
+			if (gp_data_spec_parse(v, &s, err, errlen) != 0)
+				return GP_EINVAL;
+			json_array_append_new(spec->data, s);
 		}
 	}
 	for (i = 0; i < args->noperands; i++) {

@@ -677,7 +677,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 		if (limit > 0) {
 			used = usage(user, NULL, skip);
 			adds = upload_adds(id, user, skip);
-			if (used + adds > limit) {
+			if (adds > 0 && used + adds > limit) {
 				exec_sql("ROLLBACK");
 				pthread_mutex_unlock(&ckpt_lock);
 				free(text);
@@ -922,9 +922,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	st = NULL;
 	upload_delete(id);
 	limit = quota_of(u.user, &source);
-	if (limit > 0 && (after = usage(u.user, NULL, 0)) > limit) {
+	if (limit > 0 && (after = usage(u.user, NULL, 0)) > limit &&
+	    after > (before = usage(u.user, NULL, object))) {
 		/* The quota changed meanwhile, or another upload won. */
-		before = usage(u.user, NULL, object);
 		exec_sql("ROLLBACK");
 		upload_delete(id);
 		pthread_mutex_unlock(&ckpt_lock);
