@@ -20,6 +20,7 @@
 
 struct gp_reports;
 struct gp_provider;
+struct gp_datacache;
 
 struct gp_agent {
 	/* Configuration, fixed after start. */
@@ -39,6 +40,7 @@ struct gp_agent {
 	struct gp_executor *executor;
 	struct gp_reports *reports;
 	struct gp_provider *provider;
+	struct gp_datacache *datacache; /* data sets jobs mount */
 
 	/* The owner's side (provider.c); paths "" when not given. */
 	char policy_path[PATH_MAX];

@@ -157,6 +157,14 @@ gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
 	    (long long)id->job_id, (long long)id->attempt);
 }
 
+void
+gp_executor_output_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len)
+{
+	snprintf(out, len, "%s/jobs/%lld-%lld/output", cfg->work_dir,
+	    (long long)id->job_id, (long long)id->attempt);
+}
+
 static struct job *
 find(struct gp_executor *ex, const struct gp_attempt_id *id)
 {
@@ -252,6 +260,7 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	ADD("GPUPOOL_GPUS=%s", indices);
 	ADD("GPUPOOL_JOB_NAME=%s", a->name);
 	ADD("GPUPOOL_CHECKPOINT_DIR=%s/checkpoint", workdir);
+	ADD("GPUPOOL_OUTPUT_DIR=%s/output", workdir);
 	ADD("GPUPOOL_RESTART_COUNT=%lld", (long long)a->restart_count);
 	ADD("GPUPOOL_CHECKPOINT_VERSION=%lld", (long long)a->restored_version);
 	ADD("GPUPOOL_CHECKPOINT_SIGNAL=%s",
@@ -286,12 +295,15 @@ unwatch(struct gp_executor *ex, int *fd)
 	*fd = -1;
 }
 
-/* The job's directory and its checkpoint directory (restored or empty). */
+/*
+ * The job's directory, its checkpoint directory (restored or empty) and
+ * its output directory (empty).
+ */
 static int
 make_workdir(struct gp_executor *ex, struct job *j, const char *restore)
 {
 	const struct gp_sandbox_user *u = ex->cfg->user;
-	char ckpt[PATH_MAX + 16];
+	char ckpt[PATH_MAX + 16], output[PATH_MAX + 16];
 	struct stat st;
 
 	if (lstat(j->workdir, &st) == 0)
@@ -308,6 +320,36 @@ make_workdir(struct gp_executor *ex, struct job *j, const char *restore)
 		return errno;
 	if (!u->userns && chown(ckpt, u->uid, u->gid) != 0)
 		return errno;
+	snprintf(output, sizeof(output), "%s/output", j->workdir);
+	if (mkdir(output, 0700) != 0)
+		return errno;
+	if (!u->userns && chown(output, u->uid, u->gid) != 0)
+		return errno;
+	return 0;
+}
+
+/*
+ * STAND-IN until the "containers" branch lands its mount code for both
+ * executors: a plain job's mounts are bound onto directories that exist
+ * on the provider's (read-only) root, as the sandbox cannot create a
+ * mount point there. Returns 0, or fails the start with a message.
+ */
+static int
+check_mounts(struct gp_executor *ex, const struct gp_assignment *a)
+{
+	struct stat st;
+	int i;
+
+	for (i = 0; i < a->nmounts; i++) {
+		if (stat(a->mounts[i].target, &st) != 0 ||
+		    !S_ISDIR(st.st_mode)) {
+			fail_start(ex, &a->id, "mount target %s does not exist "
+			    "on this provider (plain jobs mount data sets on "
+			    "existing directories, such as /mnt)",
+			    a->mounts[i].target, 0);
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -345,6 +387,8 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	    (long long)a->id.attempt);
 	snprintf(j->workdir, sizeof(j->workdir), "%s/jobs/%s", cfg->work_dir,
 	    name);
+	if (check_mounts(ex, a) != 0)
+		goto fail;
 	if ((err = make_workdir(ex, j, a->restore_dir)) != 0) {
 		fail_start(ex, &a->id, "work directory %s", j->workdir, err);
 		goto fail;
@@ -372,6 +416,8 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	spec.status_fd = status[1];
 	spec.cgroup_fds = j->cgroup.procs_fds;
 	spec.ncgroup_fds = j->cgroup.nfds;
+	spec.mounts = a->mounts;
+	spec.nmounts = a->nmounts;
 	if (gp_sandbox_spawn(&spec, &j->pid, &j->pidfd) != 0) {
 		fail_start(ex, &a->id, "%s", "clone", errno);
 		goto fail;

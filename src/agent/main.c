@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/datacache.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -28,7 +29,8 @@ static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
 "           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
-"           [--policy FILE] [--control PATH] [--owner USER] [-v]\n"
+"           [--policy FILE] [--control PATH] [--owner USER]\n"
+"           [--data-cache-max SIZE] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup).\n"
@@ -54,6 +56,9 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --data-cache-max SIZE\n"
+"                     data set versions kept for jobs, in WORK/data\n"
+"                     (default 100G; least recently used evicted)\n"
 "  -v, --verbose      debug logging\n";
 
 static int64_t
@@ -152,6 +157,7 @@ gp_agent_main(int argc, char **argv)
 		{"policy", required_argument, NULL, 'P'},
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
+		{"data-cache-max", required_argument, NULL, 'D'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -161,10 +167,10 @@ gp_agent_main(int argc, char **argv)
 	const char *policy = NULL, *control = NULL, *owner = NULL;
 	const char *fake_procs = NULL;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
-	char work_default[PATH_MAX];
+	char work_default[PATH_MAX], cache_dir[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
-	int64_t cpus = 0, mem = 0;
+	int64_t cpus = 0, mem = 0, cache_max = 100LL << 30;
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
@@ -197,6 +203,14 @@ gp_agent_main(int argc, char **argv)
 		case 'P': policy = optarg; break;
 		case 'S': control = optarg; break;
 		case 'O': owner = optarg; break;
+		case 'D':
+			if (gp_parse_bytes(optarg, &cache_max) != 0 ||
+			    cache_max < 1) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--data-cache-max %s\n", optarg);
+				return 2;
+			}
+			break;
 		case 'v': verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -325,6 +339,12 @@ gp_agent_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	gp_http_global_init();
 
+	snprintf(cache_dir, sizeof(cache_dir), "%.4000s/data", ag->work);
+	if ((ag->datacache = gp_datacache_new(cache_dir, cache_max, err,
+	    sizeof(err))) == NULL) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
 	if ((ag->reports = gp_reports_new(ag, REPORT_THREADS)) == NULL)
 		goto out;
 	if ((ag->provider = gp_provider_new(ag, err, sizeof(err))) == NULL) {
@@ -376,6 +396,8 @@ out:
 		if (ag->reports != NULL)
 			gp_reports_free(ag->reports, 0);
 		gp_gpu_close(&ag->gpus);
+		gp_datacache_free(ag->datacache);
+		ag->datacache = NULL;
 		/* The poll thread may still read ag: leave it allocated. */
 	}
 	if (file_token != NULL)

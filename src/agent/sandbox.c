@@ -52,6 +52,7 @@ enum stage {
 	STAGE_TMP,
 	STAGE_SHM,
 	STAGE_WORKDIR,
+	STAGE_MOUNTS,
 	STAGE_HOSTNAME,
 	STAGE_USER,
 	STAGE_NO_NEW_PRIVS,
@@ -69,6 +70,7 @@ static const char *stage_names[] = {
 	[STAGE_TMP] = "mount /tmp",
 	[STAGE_SHM] = "mount /dev/shm",
 	[STAGE_WORKDIR] = "bind work directory",
+	[STAGE_MOUNTS] = "bind data mounts",
 	[STAGE_HOSTNAME] = "sethostname",
 	[STAGE_USER] = "switch user",
 	[STAGE_NO_NEW_PRIVS] = "no_new_privs",
@@ -282,6 +284,20 @@ setup(const struct gp_sandbox_spec *s)
 	    mount(NULL, s->workdir, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID |
 	    MS_NODEV, NULL) != 0)
 		fail(fd, STAGE_WORKDIR);
+	/*
+	 * STAND-IN until the "containers" branch lands its mount code: the
+	 * job's mounts (data sets), bound onto existing directories, then
+	 * remounted read-only (a bind keeps its source's flags otherwise).
+	 */
+	for (i = 0; i < s->nmounts; i++) {
+		unsigned long ro = s->mounts[i].read_only ? MS_RDONLY : 0;
+
+		if (mount(s->mounts[i].source, s->mounts[i].target, NULL,
+		    MS_BIND | MS_REC, NULL) != 0 ||
+		    mount(NULL, s->mounts[i].target, NULL, MS_REMOUNT |
+		    MS_BIND | MS_NOSUID | MS_NODEV | ro, NULL) != 0)
+			fail(fd, STAGE_MOUNTS);
+	}
 	if (sethostname("gpupool-job", 11) != 0)
 		fail(fd, STAGE_HOSTNAME);
 	if (!u->userns) {

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/assignment.h"
+
 #define GP_SANDBOX_GROUPS_MAX 64
 
 /* Who jobs run as; filled once at start by gp_sandbox_user_init. */
@@ -47,6 +49,8 @@ struct gp_sandbox_spec {
 	int status_fd;		/* write end: init's records */
 	const int *cgroup_fds;	/* cgroup.procs files init joins */
 	int ncgroup_fds;
+	const struct gp_mount *mounts; /* bound read-only (or not) */
+	int nmounts;
 };
 
 /* What init writes on the status pipe. */
