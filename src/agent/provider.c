@@ -752,11 +752,19 @@ prepare_data(struct gp_provider *p, struct pjob *j, struct gp_assignment *a,
 		if (ret != 0) {
 			snprintf(err, errlen, "data set %s/%s@%lld: %s",
 			    r->owner, r->name, (long long)r->version, e);
-			/* Too big for this cache: no retry here helps. */
-			*why = ret == GP_ETOOBIG && strstr(e, "more than") !=
-				NULL
-			    ? "start_failed"
-			    : "restore_failed";
+			/*
+			 * Requeue when it may work later or elsewhere (the
+			 * network, a cache full of running jobs' data); a
+			 * version larger than the cache or a refusal does not.
+			 */
+			if (ret == GP_ECONFLICT)
+				*why = "killed";
+			else if (ret == GP_ECONN || ret == GP_ETIMEDOUT ||
+			    ret == GP_EIO || (ret == GP_ETOOBIG &&
+				strstr(e, "more than") == NULL))
+				*why = "restore_failed";
+			else
+				*why = "start_failed";
 			break;
 		}
 		j->held[j->nheld++] = *r;

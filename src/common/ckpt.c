@@ -333,8 +333,8 @@ gp_upload_request_decode(const char *text, size_t len, int want_name,
 			}
 			if (json_integer_value(v) != want) {
 				bad(err, errlen, ret, "files[%zu].chunks[%zu]: "
-				    "chunk %.16s... listed with sizes %lld "
-				    "and %lld", i, k, cname,
+				    "chunk %.16s... listed with two sizes, "
+				    "%lld and %lld", i, k, cname,
 				    (long long)json_integer_value(v),
 				    (long long)want);
 				goto out;

@@ -65,7 +65,7 @@
 
 #define UPLOAD_BODY_MAX (32u << 20)
 #define UPLOAD_TTL_MS	(24 * 3600 * 1000LL)
-#define PARTS_MAX	8
+#define PARTS_MAX	10
 #define PART_LEN	100
 
 static int64_t quota_default;		 /* bytes; 0: no limit */
@@ -88,7 +88,8 @@ static const char schema[] =
     "CREATE INDEX IF NOT EXISTS object_chunks_chunk"
     " ON object_chunks(chunk);"
     "CREATE TABLE IF NOT EXISTS uploads("
-    " id INTEGER PRIMARY KEY, user TEXT NOT NULL, kind TEXT NOT NULL,"
+    " id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL,"
+    " kind TEXT NOT NULL,"
     " name TEXT, job_id INTEGER, attempt INTEGER,"
     " creator INTEGER NOT NULL, digest TEXT NOT NULL,"
     " manifest TEXT NOT NULL, bytes INTEGER NOT NULL,"
