@@ -433,6 +433,16 @@ print_job(json_t *job)
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
 	gp_buf_free(&b);
+	/* Data sets: "alice/imagenet@3:/mnt, ..." */
+	json_array_foreach(json_object_get(job, "data"), i, v)
+		gp_buf_printf(&b, "%s%s/%s@%" JSON_INTEGER_FORMAT ":%s",
+		    i ? ", " : "", or_dash(gp_cli_json_str(v, "owner")),
+		    or_dash(gp_cli_json_str(v, "name")),
+		    json_integer_value(json_object_get(v, "version")),
+		    or_dash(gp_cli_json_str(v, "path")));
+	if (b.len > 0)
+		print_field("data", b.data);
+	gp_buf_free(&b);
 	print_field("submitted_at", gp_cli_json_str(job, "submitted_at"));
 	print_field("started_at", gp_cli_json_str(job, "started_at"));
 	print_field("finished_at", gp_cli_json_str(job, "finished_at"));

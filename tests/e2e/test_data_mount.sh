@@ -33,7 +33,7 @@ sums() { (cd "$1" && find . -type f | LC_ALL=C sort | xargs sha256sum); }
 WANT=$(sums "$DS")
 
 # The job reads it at /mnt (as nobody), checksums it, tries to write.
-CHECK='cd /mnt && find . -type f | LC_ALL=C sort | xargs sha256sum && echo "uid=$(id -u)" && if (echo x >/mnt/new) 2>/dev/null; then echo WROTE; else echo read-only; fi && if (echo x >>/mnt/big.bin) 2>/dev/null; then echo APPENDED; else echo read-only; fi'
+CHECK='cd /mnt && find . -type f | LC_ALL=C sort | xargs sha256sum && echo "uid=$(id -u)" && echo "mountopts=$(awk '\''$5 == "/mnt" { o = $6 } END { print o }'\'' /proc/self/mountinfo)" && if (echo x >/mnt/new) 2>/dev/null; then echo WROTE; else echo read-only; fi && if (echo x >>/mnt/big.bin) 2>/dev/null; then echo APPENDED; else echo read-only; fi'
 run_check() { # expected sums
 	submit --gpus 1 --data ds:/mnt -- sh -c "$CHECK"
 	wait_final "$JOB"
@@ -43,6 +43,7 @@ run_check() { # expected sums
 	assert_not_contains "$LOG" WROTE "a write into the data set"
 	assert_not_contains "$LOG" APPENDED "an append to a data set file"
 	assert_not_contains "$LOG" "uid=0" "the job runs as root"
+	assert_contains "$LOG" "mountopts=ro," "the mount at /mnt is read-only"
 }
 ready_line() { # JOB: the agent's "data set ready" line for it
 	local deadline=$((SECONDS + WAIT_S))
@@ -87,6 +88,8 @@ wait_state "$BLOCKER" running
 submit --gpus 1 --data ds:/mnt -- sh -c "$CHECK"
 PINNED=$JOB
 assert_eq 2 "$(job_get "$PINNED" 'd["data"][0]["version"]')" "pinned version"
+cli show "$PINNED"
+assert_contains "$CLI_OUT" "alice/ds@2:/mnt" "gpupool show lists the pinned data set"
 printf 'v3\n' >"$DS/sub/deeper/small.txt"
 cli data put ds "$DS"
 assert_eq 0 "$CLI_RC" "data put v3: $CLI_ERR"
