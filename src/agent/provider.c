@@ -932,8 +932,13 @@ upload_output(struct gp_provider *p, struct pjob *j)
 		json_decref(body);
 		json_decref(reply);
 		body = reply = NULL;
-		/* The job's directory: never followed if it is a link. */
-		ret = gp_tree_open(dir, 0, &tree, err, sizeof(err));
+		/*
+		 * The job's directory, read as root: never followed if it is
+		 * a link, and only files the job's user owns (not a hard
+		 * link to a file it could not read).
+		 */
+		ret = gp_tree_open(dir, 0, p->ag->user.userns ? getuid() :
+		    p->ag->user.uid, &tree, err, sizeof(err));
 		if (ret == GP_ENOENT) {
 			ret = 0;
 			break;

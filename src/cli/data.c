@@ -195,7 +195,8 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 	memset(&st, 0, sizeof(st));
 	/* Read and name every chunk; again if a file changes meanwhile. */
 	for (tries = 1;; tries++) {
-		ret = gp_tree_open(real, 1, &tree, err, sizeof(err));
+		ret = gp_tree_open(real, 1, (uid_t)-1, &tree, err,
+		    sizeof(err));
 		if (ret == 0)
 			ret = gp_tree_hash(tree, parallel, err, sizeof(err));
 		if (ret != GP_ECONFLICT || tries >= HASH_TRIES)

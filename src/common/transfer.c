@@ -66,7 +66,8 @@ struct chunk {
 struct walk {
 	struct entry *files;
 	size_t nfiles, cap;
-	int64_t skipped; /* links, sockets, fifos, devices */
+	int64_t skipped; /* links, sockets, fifos, devices, others' files */
+	uid_t only_uid;	 /* (uid_t)-1: files of any owner */
 };
 
 /* ---- paths beneath a directory, without following links ---- */
@@ -203,6 +204,11 @@ walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
 			break;
 		}
 		if (S_ISREG(st.st_mode)) {
+			if (w->only_uid != (uid_t)-1 &&
+			    st.st_uid != w->only_uid) {
+				w->skipped++;
+				continue;
+			}
 			if (w->nfiles >= GP_CKPT_FILES_MAX) {
 				snprintf(err, errlen, "more than %d files",
 				    GP_CKPT_FILES_MAX);
@@ -753,6 +759,10 @@ tree_single(struct gp_tree *t, const char *path, const struct stat *seen,
 		    path);
 		return GP_ECONFLICT;
 	}
+	if (t->walk.only_uid != (uid_t)-1 && st.st_uid != t->walk.only_uid) {
+		snprintf(err, errlen, "%.200s: owned by another user", path);
+		return GP_EPERM;
+	}
 	if (walk_add(&t->walk, base, &st) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return GP_ENOMEM;
@@ -761,8 +771,8 @@ tree_single(struct gp_tree *t, const char *path, const struct stat *seen,
 }
 
 int
-gp_tree_open(const char *path, int single_ok, struct gp_tree **out,
-    char *err, size_t errlen)
+gp_tree_open(const char *path, int single_ok, uid_t only_uid,
+    struct gp_tree **out, char *err, size_t errlen)
 {
 	struct gp_tree *t;
 	struct stat st;
@@ -773,6 +783,7 @@ gp_tree_open(const char *path, int single_ok, struct gp_tree **out,
 		return GP_ENOMEM;
 	}
 	t->dirfd = -1;
+	t->walk.only_uid = only_uid;
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		snprintf(err, errlen, "cannot open %.200s: %s", path,
@@ -950,6 +961,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	memset(st, 0, sizeof(*st));
 	memset(&u, 0, sizeof(u));
 	u.dirfd = -1;
+	u.walk.only_uid = (uid_t)-1;
 	err[0] = '\0';
 	snprintf(base, sizeof(base), "/v1/agent/jobs/%lld/%lld/checkpoint",
 	    (long long)t->job_id, (long long)t->attempt);

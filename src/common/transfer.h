@@ -155,11 +155,14 @@ struct gp_tree;
  * Walks path: a directory (every regular file beneath it, relative paths;
  * symbolic links and special files are skipped and counted, never
  * followed) or, when single_ok, one regular file (its manifest path is
- * the file's name). OUT: *out (gp_tree_free). Returns 0 or GP_E* with err
- * set (GP_ETOOBIG beyond GP_CKPT_FILES_MAX files).
+ * the file's name). With only_uid other than (uid_t)-1, regular files
+ * owned by anyone else are skipped and counted too: a job's directory,
+ * read as root, then yields only what the job itself wrote (not a hard
+ * link to a file it could not read). OUT: *out (gp_tree_free). Returns 0
+ * or GP_E* with err set (GP_ETOOBIG beyond GP_CKPT_FILES_MAX files).
  */
-int gp_tree_open(const char *path, int single_ok, struct gp_tree **out,
-    char *err, size_t errlen);
+int gp_tree_open(const char *path, int single_ok, uid_t only_uid,
+    struct gp_tree **out, char *err, size_t errlen);
 void gp_tree_free(struct gp_tree *t);
 /* OUT: st->files, bytes, chunks, skipped. */
 void gp_tree_totals(const struct gp_tree *t, struct gp_transfer_stats *st);

@@ -524,6 +524,52 @@ TEST(sizes_and_refs)
 	    GP_EINVAL);
 }
 
+/* The walk: links and special files skipped, and others' files. */
+TEST(tree_walk_owner)
+{
+	char dir[256], path[300], err[256];
+	struct gp_transfer_stats st;
+	struct gp_tree *t = NULL;
+
+	snprintf(dir, sizeof(dir), "/var/tmp/gp-test-tree.%d", (int)getpid());
+	gp_remove_tree(dir);
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	gp_mkdir_p(path, 0755);
+	snprintf(path, sizeof(path), "%s/mine", dir);
+	write_text(path, "mine");
+	snprintf(path, sizeof(path), "%s/sub/theirs", dir);
+	write_text(path, "theirs");
+	if (geteuid() == 0)
+		CHECK_EQ(chown(path, 65534, 65534), 0);
+	snprintf(path, sizeof(path), "%s/link", dir);
+	CHECK_EQ(symlink("/etc/passwd", path), 0);
+	memset(&st, 0, sizeof(st));
+	CHECK_EQ(gp_tree_open(dir, 0, (uid_t)-1, &t, err, sizeof(err)), 0);
+	if (t != NULL)
+		gp_tree_totals(t, &st);
+	CHECK_EQ(st.files, 2);
+	CHECK_EQ(st.skipped, 1);
+	gp_tree_free(t);
+	t = NULL;
+	if (geteuid() == 0) {
+		CHECK_EQ(gp_tree_open(dir, 0, 0, &t, err, sizeof(err)), 0);
+		if (t != NULL)
+			gp_tree_totals(t, &st);
+		CHECK_EQ(st.files, 1);
+		CHECK_EQ(st.skipped, 2);
+		gp_tree_free(t);
+	}
+	/* A file is a tree only when asked; a link never. */
+	snprintf(path, sizeof(path), "%s/mine", dir);
+	CHECK_EQ(gp_tree_open(path, 0, (uid_t)-1, &t, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(gp_tree_open(path, 1, (uid_t)-1, &t, err, sizeof(err)), 0);
+	gp_tree_free(t);
+	snprintf(path, sizeof(path), "%s/link", dir);
+	CHECK(gp_tree_open(path, 1, (uid_t)-1, &t, err, sizeof(err)) != 0);
+	gp_remove_tree(dir);
+}
+
 int
 main(void)
 {
@@ -537,5 +583,6 @@ main(void)
 	RUN(upload_request);
 	RUN(assignment_data);
 	RUN(sizes_and_refs);
+	RUN(tree_walk_owner);
 	return unit_report();
 }
