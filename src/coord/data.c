@@ -1354,14 +1354,14 @@ handle_quota(struct MHD_Connection *conn, struct request *req,
 			sqlite3_finalize(st);
 		}
 		pthread_mutex_unlock(&ckpt_lock);
-		json_decref(body);
-		if (st == NULL || !ok)
-			return reply_error(conn, 500, "cannot set the quota");
 		gp_info("quota set user=%s bytes=%lld by=%s", user,
 		    json_is_integer(bytes)
 			? (long long)json_integer_value(bytes)
 			: -1LL,
 		    req->auth->name);
+		json_decref(body);
+		if (st == NULL || !ok)
+			return reply_error(conn, 500, "cannot set the quota");
 	} else if (req->auth->role != GP_ROLE_ADMIN &&
 	    (req->auth->role != GP_ROLE_USER ||
 		strcmp(req->auth->name, user) != 0)) {
