@@ -910,7 +910,7 @@ upload_output(struct gp_provider *p, struct pjob *j)
 	struct gp_tree *tree = NULL;
 	char dir[PATH_MAX + 16], err[400], path[160], prefix[96];
 	json_t *body = NULL, *reply = NULL, *done = NULL;
-	int64_t upload;
+	int64_t upload, start = gp_mono_ms();
 	long status = 0;
 	int ret = 0, tries;
 	size_t len;
@@ -976,10 +976,11 @@ upload_output(struct gp_provider *p, struct pjob *j)
 		}
 		if (ret == 0) {
 			gp_info("job output stored job=%lld attempt=%lld "
-			    "files=%lld bytes=%lld sent=%lld",
+			    "files=%lld bytes=%lld sent=%lld ms=%lld",
 			    (long long)j->id.job_id, (long long)j->id.attempt,
 			    (long long)st.files, (long long)st.bytes,
-			    (long long)st.bytes_sent);
+			    (long long)st.bytes_sent,
+			    (long long)(gp_mono_ms() - start));
 			break;
 		}
 		/* Refusals (quota, bad manifest, stale) stay refusals. */

@@ -354,3 +354,41 @@ out:
 	json_decref(root);
 	return ret;
 }
+
+int
+gp_share_request_decode(const char *text, size_t len, char *user, char *err,
+    size_t errlen)
+{
+	json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *v = json_object_get(body, "user");
+	int ret = 0;
+
+	if (!json_is_object(body) || json_object_size(body) != 1 ||
+	    !plain_string(v) || !gp_name_valid(json_string_value(v)))
+		ret = bad(err, errlen, GP_EINVAL, "body: {\"user\": NAME}, a "
+		    "user name of 1 to 64 of A-Z a-z 0-9 . _ -");
+	else
+		snprintf(user, GP_CKPT_DATA_NAME_LEN, "%s",
+		    json_string_value(v));
+	json_decref(body);
+	return ret;
+}
+
+int
+gp_quota_request_decode(const char *text, size_t len, int64_t *bytes,
+    char *err, size_t errlen)
+{
+	json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *v = json_object_get(body, "bytes");
+	int ret = 0;
+
+	if (!json_is_object(body) || json_object_size(body) != 1 ||
+	    v == NULL || !(json_is_null(v) || (json_is_integer(v) &&
+	    json_integer_value(v) >= 1)))
+		ret = bad(err, errlen, GP_EINVAL, "body: {\"bytes\": N} (N >= 1) "
+		    "or {\"bytes\": null} for no limit");
+	else
+		*bytes = json_is_integer(v) ? json_integer_value(v) : 0;
+	json_decref(body);
+	return ret;
+}

@@ -74,6 +74,22 @@ int gp_upload_request_decode(const char *text, size_t len, int want_name,
     struct gp_ckpt_totals *tot, char *err, size_t errlen);
 
 /*
+ * Decodes the body of a data set's share or unshare request (untrusted):
+ * {"user": NAME}, NAME a valid user name. OUT: user (GP_NAME_MAX + 1
+ * bytes), written only on success. Returns 0 or GP_EINVAL with err set.
+ */
+int gp_share_request_decode(const char *text, size_t len, char *user,
+    char *err, size_t errlen);
+
+/*
+ * Decodes the body of a quota change (untrusted): {"bytes": N} (N >= 1)
+ * or {"bytes": null} (no limit). OUT: *bytes (0 for null), written only
+ * on success. Returns 0 or GP_EINVAL with err set.
+ */
+int gp_quota_request_decode(const char *text, size_t len, int64_t *bytes,
+    char *err, size_t errlen);
+
+/*
  * The label a COMPLETE marker gives: its first line, at most
  * GP_CKPT_LABEL_LEN bytes, non-printable bytes replaced by '?'. OUT: out
  * (at least GP_CKPT_LABEL_LEN + 1 bytes).

@@ -1239,20 +1239,14 @@ static enum MHD_Result
 handle_share(struct MHD_Connection *conn, struct request *req,
     const char *owner, const char *name, int share)
 {
-	json_t *body, *shares = NULL;
-	const char *grantee;
+	char grantee[GP_CKPT_DATA_NAME_LEN], err[200];
+	json_t *shares = NULL;
 	sqlite3_stmt *st;
 	int status = 0;
 
-	body = json_loadb(req->body.data ? req->body.data : "", req->body.len,
-	    JSON_REJECT_DUPLICATES, NULL);
-	grantee = json_string_value(json_object_get(body, "user"));
-	if (!json_is_object(body) || json_object_size(body) != 1 ||
-	    grantee == NULL || !gp_name_valid(grantee)) {
-		json_decref(body);
-		return reply_error(conn, 400, "body: {\"user\": NAME}, a user "
-		    "name of 1 to 64 of A-Z a-z 0-9 . _ -");
-	}
+	if (gp_share_request_decode(req->body.data ? req->body.data : "",
+	    req->body.len, grantee, err, sizeof(err)) != 0)
+		return reply_error(conn, 400, "%s", err);
 	pthread_mutex_lock(&ckpt_lock);
 	if (!may_read(req->auth, owner, name) ||
 	    data_object(owner, name, &(int64_t){0}) == 0)
@@ -1282,23 +1276,18 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 		    req->auth->name);
 	switch (status) {
 	case 0:
-		json_decref(body);
 		return reply_json(conn, 200, json_pack("{s:s,s:s,s:o}",
 		    "owner", owner, "name", name, "shared_with", shares));
 	case 404:
-		json_decref(body);
 		return reply_error(conn, 404, "no data set %s/%s", owner,
 		    name);
 	case 403:
-		json_decref(body);
 		return reply_error(conn, 403, "only the owner of %s/%s (or an "
 		    "admin) may share it", owner, name);
 	case 400:
-		json_decref(body);
 		return reply_error(conn, 400, "%s owns %s/%s already", owner,
 		    owner, name);
 	}
-	json_decref(body);
 	json_decref(shares);
 	return reply_error(conn, 500, "cannot change the shares");
 }
@@ -1309,59 +1298,42 @@ static enum MHD_Result
 handle_quota(struct MHD_Connection *conn, struct request *req,
     const char *user, const char *method)
 {
-	json_t *body, *bytes, *o;
+	char err[200];
 	const char *source;
 	sqlite3_stmt *st;
-	int64_t limit;
-	int ok = 1;
+	int64_t limit, bytes = 0;
+	int ok = 1, post = strcmp(method, "POST") == 0;
+	json_t *o;
 
 	if (strcmp(method, "GET") != 0) {
 		if (req->auth->role != GP_ROLE_ADMIN)
 			return reply_error(conn, 403, "only an admin may set "
 			    "quotas");
-		body = NULL;
-		bytes = NULL;
-		if (strcmp(method, "POST") == 0) {
-			body = json_loadb(req->body.data ? req->body.data : "",
-			    req->body.len, JSON_REJECT_DUPLICATES, NULL);
-			bytes = json_object_get(body, "bytes");
-			if (!json_is_object(body) ||
-			    json_object_size(body) != 1 || bytes == NULL ||
-			    !(json_is_null(bytes) ||
-				(json_is_integer(bytes) &&
-				    json_integer_value(bytes) >= 1))) {
-				json_decref(body);
-				return reply_error(conn, 400, "body: "
-				    "{\"bytes\": N} (N >= 1) or {\"bytes\": "
-				    "null} for no limit");
-			}
-		} else if (strcmp(method, "DELETE") != 0) {
+		if (!post && strcmp(method, "DELETE") != 0)
 			return reply_error(conn, 405, "method %.16s not "
 			    "allowed", method);
-		}
+		if (post && gp_quota_request_decode(req->body.data
+			? req->body.data : "", req->body.len, &bytes, err,
+			sizeof(err)) != 0)
+			return reply_error(conn, 400, "%s", err);
 		pthread_mutex_lock(&ckpt_lock);
-		st = prep(body != NULL ? "INSERT OR REPLACE INTO quotas "
-					 "VALUES(?, ?)"
-				       : "DELETE FROM quotas WHERE user = ?");
+		st = prep(post ? "INSERT OR REPLACE INTO quotas VALUES(?, ?)"
+			       : "DELETE FROM quotas WHERE user = ?");
 		if (st != NULL) {
 			sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-			if (body != NULL && json_is_integer(bytes))
-				sqlite3_bind_int64(st, 2,
-				    json_integer_value(bytes));
-			else if (body != NULL)
+			if (post && bytes > 0)
+				sqlite3_bind_int64(st, 2, bytes);
+			else if (post)
 				sqlite3_bind_null(st, 2);
 			ok = sqlite3_step(st) == SQLITE_DONE;
 			sqlite3_finalize(st);
 		}
 		pthread_mutex_unlock(&ckpt_lock);
-		gp_info("quota set user=%s bytes=%lld by=%s", user,
-		    json_is_integer(bytes)
-			? (long long)json_integer_value(bytes)
-			: -1LL,
-		    req->auth->name);
-		json_decref(body);
 		if (st == NULL || !ok)
 			return reply_error(conn, 500, "cannot set the quota");
+		gp_info("quota set user=%s bytes=%s%lld by=%s", user,
+		    post ? "" : "default:", (long long)bytes,
+		    req->auth->name);
 	} else if (req->auth->role != GP_ROLE_ADMIN &&
 	    (req->auth->role != GP_ROLE_USER ||
 		strcmp(req->auth->name, user) != 0)) {

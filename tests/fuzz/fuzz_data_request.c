@@ -1,11 +1,15 @@
 /*
- * fuzz_upload_request.c: libFuzzer harness for the first request of a
- * data set or job output upload (gp_upload_request_decode), the body of
- * POST /v1/uploads and POST /v1/agent/jobs/ID/ATTEMPT/output. An accepted
- * request must hold a valid data set name (or none), and a manifest with
- * safe paths and chunk counts that match the sizes, no label, and no
- * chunk name listed with two sizes (the store checks stored chunks
- * against these sizes).
+ * fuzz_data_request.c: libFuzzer harness for the bodies of the data
+ * requests (src/coord/data.c). Every input goes to each decoder:
+ * - the first request of a data set or job output upload
+ *   (gp_upload_request_decode: POST /v1/uploads, POST
+ *   /v1/agent/jobs/ID/ATTEMPT/output): an accepted request holds a valid
+ *   data set name (or none), and a manifest with safe paths and chunk
+ *   counts that match the sizes, no label, and no chunk name listed with
+ *   two sizes (the store checks stored chunks against these sizes);
+ * - a share or unshare (gp_share_request_decode): a valid user name;
+ * - a quota change (gp_quota_request_decode): a limit of at least 1, or
+ *   none.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -26,8 +30,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *m, *sizes, *f, *c, *v;
 	int64_t want, s;
 	size_t i, k;
+	char user[GP_CKPT_DATA_NAME_LEN];
+	int64_t bytes = -1;
 	int named;
 
+	err[0] = '\0';
+	if (gp_share_request_decode((const char *)data, size, user, err,
+	    sizeof(err)) == 0) {
+		if (!gp_name_valid(user))
+			abort();
+	} else if (err[0] == '\0') {
+		abort();
+	}
+	err[0] = '\0';
+	if (gp_quota_request_decode((const char *)data, size, &bytes, err,
+	    sizeof(err)) == 0) {
+		if (bytes < 0)
+			abort();
+	} else if (err[0] == '\0') {
+		abort();
+	}
 	for (named = 0; named < 2; named++) {
 		err[0] = '\0';
 		if (gp_upload_request_decode((const char *)data, size, named,
