@@ -6,7 +6,9 @@
 # provider token cannot read it, the admin can. With a quota smaller than
 # its output, a job still ends with its own exit status and a message
 # saying the output was not stored; `data put` over the quota is refused
-# with the figures and stores nothing. `output rm` frees the space.
+# with the figures and stores nothing. `output rm` frees the space. An
+# attempt that is reclaimed (the job requeued) leaves no output: the job's
+# output is its last attempt's.
 . "$(dirname "$0")/lib.sh"
 
 start_coordinator
@@ -63,6 +65,28 @@ assert_eq result "$API_BODY" "the chunk's bytes"
 GPUPOOL_TOKEN=$ADMIN_TOKEN cli fetch "$J1" "$T/out-admin"
 assert_eq 0 "$CLI_RC" "the admin fetches: $CLI_ERR"
 
+# An attempt taken away (reclaim --now: the job is requeued) is not the
+# job's end: its output is not collected; the job's output is what its
+# last attempt left.
+start_agent a2 1
+wait_node_up a2
+new_marker
+submit --gpus 1 -- bash -c "echo \"attempt \$GPUPOOL_ATTEMPT\" >\"\$GPUPOOL_OUTPUT_DIR/who.txt\"; if [ \"\$GPUPOOL_ATTEMPT\" = 1 ]; then exec -a $MARK sleep 600; fi"
+J0=$JOB
+wait_state "$J0" running
+NODE=$(job_get "$J0" 'd["node"]')
+GPUPOOL_AGENT_SOCKET="$T/agents/$NODE/agent.sock" cli provider reclaim --now
+assert_eq 0 "$CLI_RC" "provider reclaim: $CLI_ERR"
+wait_final "$J0"
+assert_eq succeeded "$FINAL_STATE" "the moved job"
+assert_eq 2 "$(job_get "$J0" 'd["attempts"]')" "attempts of the moved job"
+cli fetch "$J0" "$T/out0"
+assert_eq 0 "$CLI_RC" "fetch of the moved job: $CLI_ERR"
+assert_eq "attempt 2" "$(cat "$T/out0/who.txt")" "the output is the last attempt's"
+if grep -q "job output stored job=$J0 attempt=1" "$T/agent-$NODE.log"; then
+	fail "the reclaimed attempt's output was collected"
+fi
+
 # Quota: 4 MiB, less than alice already stores (the first output).
 cli quota show --json
 USED=$(printf '%s' "$CLI_OUT" | json 'd["used"]')
@@ -102,6 +126,8 @@ assert_eq 0 "$(printf '%s' "$CLI_OUT" | json 'len(d["data_sets"])')" "data sets 
 
 # output rm frees the space; the put then fits.
 cli output rm "$J1"
+assert_eq 0 "$CLI_RC" "output rm: $CLI_ERR"
+cli output rm "$J0"
 assert_eq 0 "$CLI_RC" "output rm: $CLI_ERR"
 api "$ALICE" GET "/v1/jobs/$J1/output"
 assert_eq 404 "$API_STATUS" "a removed output"
