@@ -225,6 +225,16 @@ cli cancel "$B2"
 GPUPOOL_TOKEN=$ADMIN_TOKEN cli data ls --all --json
 assert_contains "$CLI_OUT" '"alice"' "the admin lists everyone's data sets"
 
+# ---- a coordinator restart keeps data sets, versions and shares
+cli data share ds bob
+kill9_coordinator
+start_coordinator
+export GPUPOOL_TOKEN=$ALICE # start_coordinator made it the admin's
+GPUPOOL_TOKEN=$BOB cli data ls --json
+assert_eq "alice/ds@4" "$(printf '%s' "$CLI_OUT" | json '" ".join("%s/%s@%d" % (s["owner"], s["name"], s["version"]) for s in d["data_sets"])')" "bob's list after a coordinator restart"
+cli data ls --json
+assert_eq "big:1 ds:4 one:1" "$(printf '%s' "$CLI_OUT" | json '" ".join("%s:%d" % (s["name"], s["version"]) for s in d["data_sets"])')" "alice's list after a coordinator restart"
+
 # ---- removal: the GC collects the chunks of removed data sets (but
 # not the one of the upload still open from the bad-input section)
 cli data rm ds
