@@ -18,6 +18,8 @@
  */
 #include "agent/datacache.h"
 
+#include <sys/stat.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -38,19 +39,22 @@
 #include "log.h"
 #include "util.h"
 
-#define KEY_LEN (2 * GP_NAME_MAX + 32)
+#define KEY_LEN           (2 * GP_NAME_MAX + 32)
 #define MANIFEST_FILE_MAX (64u << 20)
 
-enum entry_state { ENTRY_BUILDING, ENTRY_READY };
+enum entry_state {
+	ENTRY_BUILDING,
+	ENTRY_READY
+};
 
 struct entry {
 	char key[KEY_LEN];
 	enum entry_state state;
-	int refs;	      /* jobs holding it, and builds reading from it */
+	int refs; /* jobs holding it, and builds reading from it */
 	int64_t bytes, files;
-	int64_t last_used;    /* ms since the epoch */
-	json_t *files_list;   /* the manifest's "files" (READY) */
-	char digest[65];      /* of the manifest's files */
+	int64_t last_used;  /* ms since the epoch */
+	json_t *files_list; /* the manifest's "files" (READY) */
+	char digest[65];    /* of the manifest's files */
 	struct entry *next;
 };
 
@@ -62,8 +66,8 @@ struct gp_datacache {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* an entry finished building or was dropped */
 	struct entry *entries;
-	int64_t bytes;	     /* of every entry, building ones included */
-	int64_t fetched;     /* bytes fetched since start */
+	int64_t bytes;   /* of every entry, building ones included */
+	int64_t fetched; /* bytes fetched since start */
 };
 
 /* ---- the eviction rule ---- */
@@ -86,8 +90,8 @@ gp_datacache_plan(const struct gp_datacache_view *e, size_t n, int64_t cap,
 	for (i = 0; i < n; i++) {
 		if (e[i].in_use)
 			continue;
-		for (j = ncand; j > 0 && e[victims[j - 1]].last_used >
-		    e[i].last_used; j--)
+		for (j = ncand;
+		     j > 0 && e[victims[j - 1]].last_used > e[i].last_used; j--)
 			victims[j] = victims[j - 1];
 		victims[j] = i;
 		ncand++;
@@ -165,8 +169,7 @@ unlink_entry(struct gp_datacache *c, struct entry *gone)
  * GP_ETOOBIG.
  */
 static int
-make_room(struct gp_datacache *c, int64_t need, char ***doomed,
-    size_t *ndoomed)
+make_room(struct gp_datacache *c, int64_t need, char ***doomed, size_t *ndoomed)
 {
 	struct gp_datacache_view *v;
 	struct entry *e, **es;
@@ -226,7 +229,7 @@ remove_doomed(struct gp_datacache *c, char **doomed, size_t n)
 
 /* Where a chunk can be read locally: a file of a cached version. */
 struct local {
-	char *path;	/* absolute */
+	char *path; /* absolute */
 	int64_t offset;
 };
 
@@ -235,11 +238,11 @@ struct build_chunk {
 	int64_t index;
 	char name[GP_CKPT_NAME_HEX];
 	size_t want;
-	int local;	/* index into locals, -1: fetch it */
+	int local; /* index into locals, -1: fetch it */
 };
 
 struct build {
-	const char *tree;	/* the new version's tree (partial) */
+	const char *tree; /* the new version's tree (partial) */
 	json_t *files;
 	struct build_chunk *chunks;
 	size_t nchunks;
@@ -261,8 +264,8 @@ read_local(const struct local *l, const char *name, size_t want, char *buf)
 	if ((fd = open(l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return 0;
 	while (done < want) {
-		r = pread(fd, buf + done, want - done, l->offset +
-		    (int64_t)done);
+		r = pread(fd, buf + done, want - done,
+		    l->offset + (int64_t)done);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -287,20 +290,21 @@ build_task(struct gp_transfer_worker *w, size_t task, void *ctx)
 	const char *data = NULL;
 	int fd, ret;
 
-	if (c->local >= 0 && read_local(&b->locals[c->local], c->name, c->want,
-	    buf)) {
+	if (c->local >= 0 &&
+	    read_local(&b->locals[c->local], c->name, c->want, buf)) {
 		data = buf;
 		atomic_fetch_add(&b->copied, (int64_t)c->want);
 	} else {
 		if ((ret = gp_transfer_get_chunk(w, b->chunk_prefix, c->name,
-		    c->want, &data)) != 0)
+		         c->want, &data)) != 0)
 			return ret;
 		gp_transfer_count(w, (int64_t)c->want);
 	}
 	snprintf(path, sizeof(path), "%s/%s", b->tree, rel);
 	fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || pwrite(fd, data, c->want, c->index *
-	    GP_CKPT_CHUNK_SIZE) != (ssize_t)c->want) {
+	if (fd < 0 ||
+	    pwrite(fd, data, c->want, c->index * GP_CKPT_CHUNK_SIZE) !=
+	        (ssize_t)c->want) {
 		gp_transfer_fail(w, GP_EIO, "cannot write %.200s: %s", rel,
 		    strerror(errno));
 		if (fd >= 0)
@@ -352,14 +356,13 @@ find_sources(struct gp_datacache *c, json_t *files, json_t **chunks,
 		np++;
 	*pinned = calloc(np + 1, sizeof(**pinned));
 	*npinned = 0;
-	if (want == NULL || sigs == NULL || *chunks == NULL ||
-	    *whole == NULL || *pinned == NULL)
+	if (want == NULL || sigs == NULL || *chunks == NULL || *whole == NULL ||
+	    *pinned == NULL)
 		goto nomem;
 	json_array_foreach(files, i, f)
 	{
 		json_array_foreach(json_object_get(f, "chunks"), k, ch)
-			json_object_set(want, json_string_value(ch),
-			    json_true());
+		    json_object_set(want, json_string_value(ch), json_true());
 		if (file_signature(f, sig) != 0)
 			goto nomem;
 		json_object_set(sigs, sig, json_true());
@@ -371,8 +374,8 @@ find_sources(struct gp_datacache *c, json_t *files, json_t **chunks,
 		used = 0;
 		json_array_foreach(e->files_list, i, f)
 		{
-			const char *rel = json_string_value(json_object_get(f,
-			    "path"));
+			const char *rel =
+			    json_string_value(json_object_get(f, "path"));
 
 			snprintf(path, sizeof(path), "%s/%s", tree, rel);
 			if (file_signature(f, sig) == 0 &&
@@ -398,8 +401,8 @@ find_sources(struct gp_datacache *c, json_t *files, json_t **chunks,
 					cap = cap ? cap * 2 : 64;
 				}
 				(*locals)[n].path = strdup(path);
-				(*locals)[n].offset = (int64_t)k *
-				    GP_CKPT_CHUNK_SIZE;
+				(*locals)[n].offset =
+				    (int64_t)k * GP_CKPT_CHUNK_SIZE;
 				if ((*locals)[n].path == NULL)
 					goto nomem;
 				json_object_set_new(*chunks, name,
@@ -461,8 +464,8 @@ build(struct gp_datacache *c, const struct gp_datacache_source *src,
 		    strerror(errno));
 		goto out;
 	}
-	json_array_foreach(files, i, f)
-		total += json_array_size(json_object_get(f, "chunks"));
+	json_array_foreach(files, i, f) total +=
+	    json_array_size(json_object_get(f, "chunks"));
 	if ((b.chunks = calloc(total + 1, sizeof(*b.chunks))) == NULL) {
 		ret = GP_ENOMEM;
 		snprintf(err, errlen, "out of memory");
@@ -478,8 +481,10 @@ build(struct gp_datacache *c, const struct gp_datacache_source *src,
 		snprintf(path, sizeof(path), "%s/%s", tree, rel);
 		gp_strlcpy(parent, path, sizeof(parent));
 		if (gp_mkdir_p(dirname(parent), 0755) != 0) {
-			snprintf(err, errlen, "cannot create the directory of "
-			    "%.200s: %s", rel, strerror(errno));
+			snprintf(err, errlen,
+			    "cannot create the directory of "
+			    "%.200s: %s",
+			    rel, strerror(errno));
 			goto out;
 		}
 		linked = 0;
@@ -491,8 +496,8 @@ build(struct gp_datacache *c, const struct gp_datacache_source *src,
 		}
 		if (linked)
 			continue;
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0600);
+		fd = open(path,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 || ftruncate(fd, size) != 0 ||
 		    fchmod(fd, (mode_t)((mode & 0555) | 0444)) != 0) {
 			snprintf(err, errlen, "cannot create %.200s: %s", rel,
@@ -512,11 +517,11 @@ build(struct gp_datacache *c, const struct gp_datacache_source *src,
 			    sizeof(bc->name));
 			want = size - (int64_t)k * GP_CKPT_CHUNK_SIZE;
 			bc->want = (size_t)(want > GP_CKPT_CHUNK_SIZE
-				? GP_CKPT_CHUNK_SIZE
-				: want);
+			        ? GP_CKPT_CHUNK_SIZE
+			        : want);
 			l = json_object_get(chunks, bc->name);
 			bc->local = l != NULL &&
-				json_integer_value(l) < (json_int_t)nlocals
+			        json_integer_value(l) < (json_int_t)nlocals
 			    ? (int)json_integer_value(l)
 			    : -1;
 		}
@@ -580,7 +585,7 @@ gp_datacache_acquire(struct gp_datacache *c,
 	memset(st, 0, sizeof(*st));
 	err[0] = '\0';
 	if ((ret = gp_ckpt_manifest_check(src->manifest, 0, 1, &tot, err,
-	    errlen)) != 0)
+	         errlen)) != 0)
 		return ret;
 	files = json_object_get(src->manifest, "files");
 	if (files_digest(files, digest) != 0) {
@@ -605,8 +610,7 @@ gp_datacache_acquire(struct gp_datacache *c,
 			e->refs++;
 			e->last_used = gp_now_ms();
 			pthread_mutex_unlock(&c->lock);
-			entry_path(c, key, "manifest.json", path,
-			    sizeof(path));
+			entry_path(c, key, "manifest.json", path, sizeof(path));
 			utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW);
 			entry_path(c, key, "tree", path, sizeof(path));
 			st->cached = 1;
@@ -621,8 +625,10 @@ gp_datacache_acquire(struct gp_datacache *c,
 		/* Versions never change: this one is stale, rebuild it. */
 		if (e->refs > 0) {
 			pthread_mutex_unlock(&c->lock);
-			snprintf(err, errlen, "data cache: %s changed while "
-			    "in use", key);
+			snprintf(err, errlen,
+			    "data cache: %s changed while "
+			    "in use",
+			    key);
 			return GP_ECONFLICT;
 		}
 		gp_warn("data cache: stale version, rebuilding set=%s", key);
@@ -642,15 +648,18 @@ gp_datacache_acquire(struct gp_datacache *c,
 		pthread_mutex_unlock(&c->lock);
 		remove_doomed(c, doomed, ndoomed);
 		if (tot.bytes > c->max)
-			snprintf(err, errlen, "data set %s/%s@%lld is %s, more "
+			snprintf(err, errlen,
+			    "data set %s/%s@%lld is %s, more "
 			    "than this provider's data cache holds (%s)",
 			    src->owner, src->name, (long long)src->version,
 			    need_s, max_s);
 		else
-			snprintf(err, errlen, "no room for %s/%s@%lld (%s) in "
+			snprintf(err, errlen,
+			    "no room for %s/%s@%lld (%s) in "
 			    "the data cache (%s): the rest is in use by "
-			    "running jobs", src->owner, src->name,
-			    (long long)src->version, need_s, max_s);
+			    "running jobs",
+			    src->owner, src->name, (long long)src->version,
+			    need_s, max_s);
 		return ret == GP_ENOMEM ? GP_ENOMEM : GP_ETOOBIG;
 	}
 	if ((e = calloc(1, sizeof(*e))) == NULL) {
@@ -772,8 +781,8 @@ load_entry(struct gp_datacache *c, const char *name)
 	e->state = ENTRY_READY;
 	e->bytes = tot.bytes;
 	e->files = tot.files;
-	e->last_used = (int64_t)st.st_mtim.tv_sec * 1000 +
-	    st.st_mtim.tv_nsec / 1000000;
+	e->last_used =
+	    (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 	e->files_list = json_incref(json_object_get(m, "files"));
 	files_digest(e->files_list, e->digest);
 	e->next = c->entries;
@@ -784,8 +793,7 @@ load_entry(struct gp_datacache *c, const char *name)
 }
 
 struct gp_datacache *
-gp_datacache_new(const char *dir, int64_t max_bytes, char *err,
-    size_t errlen)
+gp_datacache_new(const char *dir, int64_t max_bytes, char *err, size_t errlen)
 {
 	struct gp_datacache *c;
 	char sets[DIR_MAX + 16], path[PATH_MAX], **doomed = NULL;
@@ -818,12 +826,12 @@ gp_datacache_new(const char *dir, int64_t max_bytes, char *err,
 	if ((dh = opendir(sets)) != NULL) {
 		while ((d = readdir(dh)) != NULL) {
 			if (d->d_name[0] == '.' &&
-			    (d->d_name[1] == '\0' || strcmp(d->d_name,
-			    "..") == 0))
+			    (d->d_name[1] == '\0' ||
+			        strcmp(d->d_name, "..") == 0))
 				continue;
 			len = strlen(d->d_name);
-			if (len > 8 && strcmp(d->d_name + len - 8,
-			    ".partial") == 0) {
+			if (len > 8 &&
+			    strcmp(d->d_name + len - 8, ".partial") == 0) {
 				snprintf(path, sizeof(path), "%s/%s", sets,
 				    d->d_name);
 				gp_remove_tree(path);

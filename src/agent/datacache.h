@@ -42,11 +42,11 @@ void gp_datacache_free(struct gp_datacache *c);
 
 /* What making one version ready cost. */
 struct gp_datacache_stats {
-	int64_t files, bytes;	/* the version's */
-	int64_t fetched;	/* bytes fetched from the coordinator */
-	int64_t copied;		/* bytes copied from other cached versions */
-	int64_t linked;		/* bytes of whole files hard-linked */
-	int cached;		/* 1: ready already, nothing was done */
+	int64_t files, bytes; /* the version's */
+	int64_t fetched;      /* bytes fetched from the coordinator */
+	int64_t copied;       /* bytes copied from other cached versions */
+	int64_t linked;       /* bytes of whole files hard-linked */
+	int cached;           /* 1: ready already, nothing was done */
 	int64_t elapsed_ms;
 };
 
@@ -79,7 +79,7 @@ json_t *gp_datacache_status(struct gp_datacache *c);
 struct gp_datacache_view {
 	int64_t bytes;
 	int64_t last_used; /* larger: more recent */
-	int in_use;	   /* held by a job or being built: never evicted */
+	int in_use;        /* held by a job or being built: never evicted */
 };
 
 /*
@@ -89,7 +89,7 @@ struct gp_datacache_view {
  * 0, or GP_ETOOBIG when need cannot fit even with every unused entry
  * evicted (nothing is chosen then).
  */
-int gp_datacache_plan(const struct gp_datacache_view *e, size_t n,
-    int64_t cap, int64_t need, size_t *victims, size_t *nvictims);
+int gp_datacache_plan(const struct gp_datacache_view *e, size_t n, int64_t cap,
+    int64_t need, size_t *victims, size_t *nvictims);
 
 #endif

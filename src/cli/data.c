@@ -5,12 +5,13 @@
  * tables). Uploads and downloads use the chunk client of
  * common/transfer.c, as the agent's checkpoints do.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -92,22 +93,22 @@ gp_cli_render_data_sets(json_t *reply, struct gp_buf *out)
 		    or_else(gp_cli_json_str(v, "owner"), "?"),
 		    or_else(gp_cli_json_str(v, "name"), "?"));
 		snprintf(version, sizeof(version), "%lld",
-		    (long long)json_integer_value(json_object_get(v,
-			"version")));
-		gp_format_bytes(json_integer_value(json_object_get(v,
-		    "bytes")), size, sizeof(size));
+		    (long long)json_integer_value(
+		        json_object_get(v, "version")));
+		gp_format_bytes(json_integer_value(json_object_get(v, "bytes")),
+		    size, sizeof(size));
 		snprintf(files, sizeof(files), "%lld",
 		    (long long)json_integer_value(json_object_get(v, "files")));
 		snprintf(versions, sizeof(versions), "%lld",
-		    (long long)json_integer_value(json_object_get(v,
-			"versions")));
+		    (long long)json_integer_value(
+		        json_object_get(v, "versions")));
 		shared[0] = '\0';
 		used = 0;
-		json_array_foreach(json_object_get(v, "shared_with"), k, s)
-			if (json_is_string(s) && used + 70 < sizeof(shared))
-				used += (size_t)snprintf(shared + used,
-				    sizeof(shared) - used, "%s%s",
-				    k ? "," : "", json_string_value(s));
+		json_array_foreach(json_object_get(v, "shared_with"), k,
+		    s) if (json_is_string(s) && used + 70 < sizeof(shared))
+		    used +=
+		    (size_t)snprintf(shared + used, sizeof(shared) - used,
+		        "%s%s", k ? "," : "", json_string_value(s));
 		row[0] = set;
 		row[1] = version;
 		row[2] = size;
@@ -132,7 +133,7 @@ whoami(struct gp_cli_conn *conn, char *name)
 	int rc;
 
 	if ((rc = gp_cli_call(conn, "GET", "/v1/whoami", NULL, 0, &reply,
-	    NULL)) != 0)
+	         NULL)) != 0)
 		return rc;
 	gp_strlcpy(name, or_else(gp_cli_json_str(reply, "name"), ""),
 	    GP_NAME_MAX + 1);
@@ -179,7 +180,8 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 	int rc, ret, tries, parallel;
 
 	if (!gp_data_name_valid(name))
-		return gp_cli_usage_error(args, "'%s' is not a data set name "
+		return gp_cli_usage_error(args,
+		    "'%s' is not a data set name "
 		    "(1 to %d of A-Z a-z 0-9 . _ -, not starting with '.')",
 		    name, GP_NAME_MAX);
 	if ((rc = parallel_of(args, &parallel)) != 0)
@@ -195,8 +197,7 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 	memset(&st, 0, sizeof(st));
 	/* Read and name every chunk; again if a file changes meanwhile. */
 	for (tries = 1;; tries++) {
-		ret = gp_tree_open(real, 1, (uid_t)-1, &tree, err,
-		    sizeof(err));
+		ret = gp_tree_open(real, 1, (uid_t)-1, &tree, err, sizeof(err));
 		if (ret == 0)
 			ret = gp_tree_hash(tree, parallel, err, sizeof(err));
 		if (ret != GP_ECONFLICT || tries >= HASH_TRIES)
@@ -208,8 +209,10 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 		goto fail;
 	gp_tree_totals(tree, &st);
 	if (st.skipped > 0)
-		fprintf(stderr, "gpupool: %lld symbolic links or special files "
-		    "skipped (not uploaded)\n", (long long)st.skipped);
+		fprintf(stderr,
+		    "gpupool: %lld symbolic links or special files "
+		    "skipped (not uploaded)\n",
+		    (long long)st.skipped);
 	body = json_pack("{s:s,s:o}", "data_set", name, "manifest",
 	    gp_tree_manifest(tree));
 	if (body == NULL) {
@@ -222,19 +225,20 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 	if (ret != 0)
 		goto fail;
 	upload = json_integer_value(json_object_get(reply, "upload"));
-	if (upload <= 0 || !json_is_array(json_object_get(reply,
-	    "missing"))) {
+	if (upload <= 0 || !json_is_array(json_object_get(reply, "missing"))) {
 		ret = GP_EPROTO;
-		snprintf(err, sizeof(err), "the coordinator's answer has no "
+		snprintf(err, sizeof(err),
+		    "the coordinator's answer has no "
 		    "upload");
 		goto fail;
 	}
 	snprintf(prefix, sizeof(prefix), "/v1/uploads/%lld/chunks/",
 	    (long long)upload);
-	ret = gp_tree_send(tree, &peer, prefix, json_object_get(reply,
-	    "missing"), &st, err, sizeof(err));
+	ret = gp_tree_send(tree, &peer, prefix,
+	    json_object_get(reply, "missing"), &st, err, sizeof(err));
 	if (ret == GP_ECONFLICT)
-		snprintf(err, sizeof(err), "a file changed while it was sent; "
+		snprintf(err, sizeof(err),
+		    "a file changed while it was sent; "
 		    "run the command again (what was sent is kept)");
 	if (ret != 0)
 		goto fail;
@@ -261,8 +265,8 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 		printf("%s/%s@%lld: %lld files, %s; sent %s (%lld of %lld "
 		       "chunks) in %.1fs\n",
 		    or_else(gp_cli_json_str(done, "owner"), "?"), name,
-		    (long long)json_integer_value(json_object_get(done,
-			"version")),
+		    (long long)json_integer_value(
+		        json_object_get(done, "version")),
 		    (long long)st.files, total, sent, (long long)st.chunks_sent,
 		    (long long)st.chunks, (double)st.elapsed_ms / 1000);
 	}
@@ -287,7 +291,8 @@ list_versions(struct gp_cli_conn *conn, const struct gp_cli_args *args)
 {
 	static const char *const header[] = {"VERSION", "SIZE", "FILES",
 	    "CREATED"};
-	char owner[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1], self[GP_NAME_MAX + 1];
+	char owner[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1],
+	    self[GP_NAME_MAX + 1];
 	char path[200], version[24], size[32], files[24];
 	const char *row[4];
 	struct gp_buf out = {0};
@@ -300,8 +305,9 @@ list_versions(struct gp_cli_conn *conn, const struct gp_cli_args *args)
 	if (strchr(args->operands[0], '/') == NULL &&
 	    (rc = whoami(conn, self)) != 0)
 		return rc;
-	if (gp_cli_parse_data_ref(args->operands[0], self, owner, name,
-	    &ver) != 0 || ver != 0)
+	if (gp_cli_parse_data_ref(args->operands[0], self, owner, name, &ver) !=
+	        0 ||
+	    ver != 0)
 		return gp_cli_usage_error(args, "'%s' is not [OWNER/]NAME",
 		    args->operands[0]);
 	snprintf(path, sizeof(path), "/v1/data/%s/%s", owner, name);
@@ -320,10 +326,10 @@ list_versions(struct gp_cli_conn *conn, const struct gp_cli_args *args)
 	json_array_foreach(json_object_get(reply, "versions"), i, v)
 	{
 		snprintf(version, sizeof(version), "%lld",
-		    (long long)json_integer_value(json_object_get(v,
-			"version")));
-		gp_format_bytes(json_integer_value(json_object_get(v,
-		    "bytes")), size, sizeof(size));
+		    (long long)json_integer_value(
+		        json_object_get(v, "version")));
+		gp_format_bytes(json_integer_value(json_object_get(v, "bytes")),
+		    size, sizeof(size));
 		snprintf(files, sizeof(files), "%lld",
 		    (long long)json_integer_value(json_object_get(v, "files")));
 		row[0] = version;
@@ -338,7 +344,7 @@ list_versions(struct gp_cli_conn *conn, const struct gp_cli_args *args)
 	if (json_array_size(json_object_get(reply, "shared_with")) > 0)
 		printf(", shared with");
 	json_array_foreach(json_object_get(reply, "shared_with"), i, v)
-		printf("%s %s", i ? "," : "", json_string_value(v));
+	    printf("%s %s", i ? "," : "", json_string_value(v));
 	printf("\n");
 	fwrite(out.data, 1, out.len, stdout);
 	gp_buf_free(&out);
@@ -361,9 +367,9 @@ gp_cli_cmd_data_ls(const struct gp_cli_args *args)
 		gp_cli_disconnect(&conn);
 		return rc;
 	}
-	rc = gp_cli_call(&conn, "GET", gp_cli_flag(args, "all")
-		? "/v1/data?all=1"
-		: "/v1/data", NULL, 0, &reply, NULL);
+	rc = gp_cli_call(&conn, "GET",
+	    gp_cli_flag(args, "all") ? "/v1/data?all=1" : "/v1/data", NULL, 0,
+	    &reply, NULL);
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
 		return rc;
@@ -388,7 +394,8 @@ gp_cli_cmd_data_ls(const struct gp_cli_args *args)
 int
 gp_cli_cmd_data_rm(const struct gp_cli_args *args)
 {
-	char owner[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1], self[GP_NAME_MAX + 1];
+	char owner[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1],
+	    self[GP_NAME_MAX + 1];
 	char path[200];
 	struct gp_cli_conn conn;
 	json_t *reply;
@@ -403,10 +410,12 @@ gp_cli_cmd_data_rm(const struct gp_cli_args *args)
 		return rc;
 	}
 	if (gp_cli_parse_data_ref(args->operands[0], self, owner, name,
-	    &version) != 0) {
+	        &version) != 0) {
 		gp_cli_disconnect(&conn);
-		return gp_cli_usage_error(args, "'%s' is not "
-		    "[OWNER/]NAME[@VERSION]", args->operands[0]);
+		return gp_cli_usage_error(args,
+		    "'%s' is not "
+		    "[OWNER/]NAME[@VERSION]",
+		    args->operands[0]);
 	}
 	if (version > 0)
 		snprintf(path, sizeof(path), "/v1/data/%s/%s/%lld", owner, name,
@@ -427,7 +436,8 @@ gp_cli_cmd_data_rm(const struct gp_cli_args *args)
 static int
 share(const struct gp_cli_args *args, const char *what)
 {
-	char owner[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1], self[GP_NAME_MAX + 1];
+	char owner[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1],
+	    self[GP_NAME_MAX + 1];
 	char path[220];
 	struct gp_cli_conn conn;
 	json_t *reply, *body, *v;
@@ -446,9 +456,11 @@ share(const struct gp_cli_args *args, const char *what)
 		return rc;
 	}
 	if (gp_cli_parse_data_ref(args->operands[0], self, owner, name,
-	    &version) != 0 || version != 0) {
+	        &version) != 0 ||
+	    version != 0) {
 		gp_cli_disconnect(&conn);
-		return gp_cli_usage_error(args, "'%s' is not [OWNER/]NAME (a "
+		return gp_cli_usage_error(args,
+		    "'%s' is not [OWNER/]NAME (a "
 		    "data set is shared with all its versions)",
 		    args->operands[0]);
 	}
@@ -464,7 +476,7 @@ share(const struct gp_cli_args *args, const char *what)
 	if (json_array_size(v) == 0)
 		printf(" nobody");
 	json_array_foreach(json_object_get(reply, "shared_with"), i, v)
-		printf("%s %s", i ? "," : "", json_string_value(v));
+	    printf("%s %s", i ? "," : "", json_string_value(v));
 	printf("\n");
 	json_decref(reply);
 	return 0;
@@ -531,9 +543,10 @@ gp_cli_cmd_fetch(const struct gp_cli_args *args)
 		return GP_CLI_EXIT_FAIL;
 	}
 	gp_format_bytes(st.bytes, size, sizeof(size));
-	fprintf(stderr, "fetched the output of job %lld into %s: %lld files, "
-	    "%s (every chunk verified)\n", (long long)id, dest,
-	    (long long)st.files, size);
+	fprintf(stderr,
+	    "fetched the output of job %lld into %s: %lld files, "
+	    "%s (every chunk verified)\n",
+	    (long long)id, dest, (long long)st.files, size);
 	return 0;
 }
 
@@ -578,8 +591,8 @@ gp_cli_render_quota(json_t *q, struct gp_buf *out)
 	    sizeof(used));
 	gp_format_bytes(json_integer_value(json_object_get(q, "data_bytes")),
 	    data, sizeof(data));
-	gp_format_bytes(json_integer_value(json_object_get(q,
-	    "output_bytes")), outputs, sizeof(outputs));
+	gp_format_bytes(json_integer_value(json_object_get(q, "output_bytes")),
+	    outputs, sizeof(outputs));
 	return gp_buf_printf(out,
 	    "user:       %s\n"
 	    "limit:      %s%s\n"
@@ -587,8 +600,8 @@ gp_cli_render_quota(json_t *q, struct gp_buf *out)
 	    "data sets:  %s in %lld versions\n"
 	    "outputs:    %s in %lld jobs\n",
 	    gp_cli_json_str(q, "user"), limit,
-	    strcmp(source, "default") == 0 ? " (the pool's default)" : "",
-	    used, data,
+	    strcmp(source, "default") == 0 ? " (the pool's default)" : "", used,
+	    data,
 	    (long long)json_integer_value(json_object_get(q, "data_versions")),
 	    outputs,
 	    (long long)json_integer_value(json_object_get(q, "outputs")));
@@ -649,8 +662,10 @@ gp_cli_cmd_quota_set(const struct gp_cli_args *args)
 		body = json_pack("{s:n}", "bytes");
 	else if (strcmp(size, "default") != 0) {
 		if (gp_parse_bytes(size, &bytes) != 0 || bytes < 1)
-			return gp_cli_usage_error(args, "'%s' is not a size "
-			    "(try 500M, 20G, 1T), none or default", size);
+			return gp_cli_usage_error(args,
+			    "'%s' is not a size "
+			    "(try 500M, 20G, 1T), none or default",
+			    size);
 		body = json_pack("{s:I}", "bytes", (json_int_t)bytes);
 	}
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
@@ -658,21 +673,23 @@ gp_cli_cmd_quota_set(const struct gp_cli_args *args)
 		return rc;
 	}
 	snprintf(path, sizeof(path), "/v1/quotas/%s", user);
-	rc = gp_cli_call(&conn, body != NULL ? "POST" : "DELETE", path, body,
-	    0, &reply, NULL);
+	rc = gp_cli_call(&conn, body != NULL ? "POST" : "DELETE", path, body, 0,
+	    &reply, NULL);
 	json_decref(body);
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
 		return rc;
 	if (json_is_integer(json_object_get(reply, "limit")))
-		gp_format_bytes(json_integer_value(json_object_get(reply,
-		    "limit")), text, sizeof(text));
+		gp_format_bytes(json_integer_value(
+		                    json_object_get(reply, "limit")),
+		    text, sizeof(text));
 	else
 		gp_strlcpy(text, "none", sizeof(text));
 	printf("quota of %s: %s%s\n", user, text,
-	    strcmp(or_else(gp_cli_json_str(reply, "source"), ""), "default") == 0
-		? " (the pool's default)"
-		: "");
+	    strcmp(or_else(gp_cli_json_str(reply, "source"), ""), "default") ==
+	            0
+	        ? " (the pool's default)"
+	        : "");
 	json_decref(reply);
 	return 0;
 }

@@ -48,6 +48,8 @@
  * Locking: ckpt_lock for the tables and the chunk files (as ckpt.c), then
  * state.lock for reading, briefly (jobs: owners, attempts, pins).
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -56,7 +58,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ckpt.h"
 #include "coordd.h"
@@ -64,12 +65,12 @@
 #include "log.h"
 
 #define UPLOAD_BODY_MAX (32u << 20)
-#define UPLOAD_TTL_MS	(24 * 3600 * 1000LL)
-#define PARTS_MAX	10
-#define PART_LEN	100
+#define UPLOAD_TTL_MS   (24 * 3600 * 1000LL)
+#define PARTS_MAX       10
+#define PART_LEN        100
 
-static int64_t quota_default;		 /* bytes; 0: no limit */
-static int64_t data_max = 1LL << 40;	 /* bytes in one version/output */
+static int64_t quota_default;        /* bytes; 0: no limit */
+static int64_t data_max = 1LL << 40; /* bytes in one version/output */
 static int64_t output_retain_ms = 30 * 86400 * 1000LL;
 
 static const char schema[] =
@@ -144,9 +145,8 @@ reply_json(struct MHD_Connection *conn, int status, json_t *value)
 	return rc;
 }
 
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result reply_error(struct MHD_Connection *conn, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static enum MHD_Result
 reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
@@ -235,9 +235,10 @@ query_int(int64_t def, const char *sql, const char *fmt, ...)
 static int
 shared_with(const char *owner, const char *name, const char *who)
 {
-	return query_int(0, "SELECT 1 FROM shares WHERE user = ?1 AND "
-			    "name = ?2 AND grantee = ?3",
-	    "sss", owner, name, who) == 1;
+	return query_int(0,
+	           "SELECT 1 FROM shares WHERE user = ?1 AND "
+	           "name = ?2 AND grantee = ?3",
+	           "sss", owner, name, who) == 1;
 }
 
 /* A user's call (data sets, quotas, outputs): users and admins only. */
@@ -332,15 +333,18 @@ reply_quota(struct MHD_Connection *conn, const char *user, int64_t used,
 	gp_format_bytes(used, u, sizeof(u));
 	gp_format_bytes(limit, l, sizeof(l));
 	gp_format_bytes(needed, n, sizeof(n));
-	snprintf(msg, sizeof(msg), "storage quota of user %s exceeded: %s "
+	snprintf(msg, sizeof(msg),
+	    "storage quota of user %s exceeded: %s "
 	    "used of %s, and this needs %s more (data sets and job outputs "
-	    "count; `gpupool quota show`)", user, u, l, n);
+	    "count; `gpupool quota show`)",
+	    user, u, l, n);
 	gp_info("upload refused: quota user=%s used=%lld limit=%lld "
-	    "needed=%lld", user, (long long)used, (long long)limit,
-	    (long long)needed);
-	return reply_json(conn, 413, json_pack("{s:s,s:{s:s,s:I,s:I,s:I}}",
-	    "error", msg, "quota", "user", user, "used", (json_int_t)used,
-	    "limit", (json_int_t)limit, "needed", (json_int_t)needed));
+	        "needed=%lld",
+	    user, (long long)used, (long long)limit, (long long)needed);
+	return reply_json(conn, 413,
+	    json_pack("{s:s,s:{s:s,s:I,s:I,s:I}}", "error", msg, "quota",
+	        "user", user, "used", (json_int_t)used, "limit",
+	        (json_int_t)limit, "needed", (json_int_t)needed));
 }
 
 /* ---- URLs ---- */
@@ -403,7 +407,7 @@ data_body_limit(const char *url)
 
 	if ((n == 2 && strcmp(p[1], "uploads") == 0) ||
 	    (n == 6 && strcmp(p[1], "agent") == 0 &&
-		strcmp(p[5], "output") == 0))
+	        strcmp(p[5], "output") == 0))
 		return UPLOAD_BODY_MAX;
 	return 0;
 }
@@ -418,10 +422,10 @@ data_object(const char *owner, const char *name, int64_t *version)
 	int64_t id = 0;
 
 	st = prep(*version > 0
-		? "SELECT id, version FROM objects WHERE kind = 'data' AND "
-		  "user = ?1 AND name = ?2 AND version = ?3"
-		: "SELECT id, version FROM objects WHERE kind = 'data' AND "
-		  "user = ?1 AND name = ?2 ORDER BY version DESC LIMIT 1");
+	        ? "SELECT id, version FROM objects WHERE kind = 'data' AND "
+	          "user = ?1 AND name = ?2 AND version = ?3"
+	        : "SELECT id, version FROM objects WHERE kind = 'data' AND "
+	          "user = ?1 AND name = ?2 ORDER BY version DESC LIMIT 1");
 	if (st == NULL)
 		return 0;
 	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
@@ -445,7 +449,7 @@ object_manifest(int64_t id)
 	char tm[40];
 
 	st = prep("SELECT manifest, kind, user, name, version, job_id, "
-		  "attempt, bytes, created_ms FROM objects WHERE id = ?");
+	          "attempt, bytes, created_ms FROM objects WHERE id = ?");
 	if (st == NULL)
 		return NULL;
 	sqlite3_bind_int64(st, 1, id);
@@ -476,8 +480,10 @@ object_manifest(int64_t id)
 static int
 object_has_chunk(int64_t id, const char *chunk)
 {
-	return query_int(0, "SELECT 1 FROM object_chunks WHERE object = ?1 "
-			    "AND chunk = ?2", "is", id, chunk) == 1;
+	return query_int(0,
+	           "SELECT 1 FROM object_chunks WHERE object = ?1 "
+	           "AND chunk = ?2",
+	           "is", id, chunk) == 1;
 }
 
 /* Deletes object id and its chunk list. */
@@ -526,7 +532,7 @@ upload_load(int64_t id, struct upload *u)
 	int found = 0;
 
 	st = prep("SELECT user, kind, name, job_id, attempt, creator, bytes, "
-		  "files FROM uploads WHERE id = ?");
+	          "files FROM uploads WHERE id = ?");
 	if (st == NULL)
 		return 0;
 	sqlite3_bind_int64(st, 1, id);
@@ -554,8 +560,8 @@ upload_load(int64_t id, struct upload *u)
  * state.lock briefly). Returns 0 or the HTTP status with err.
  */
 static int
-upload_access(const struct token_entry *who, const struct upload *u,
-    char *err, size_t errlen)
+upload_access(const struct token_entry *who, const struct upload *u, char *err,
+    size_t errlen)
 {
 	char user[GP_NAME_MAX + 1];
 	int kill;
@@ -606,18 +612,21 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	sodium_bin2hex(digest, sizeof(digest), hash, sizeof(hash));
 	pthread_mutex_lock(&ckpt_lock);
 	if (strcmp(kind, "output") == 0)
-		skip = query_int(0, "SELECT id FROM objects WHERE kind = "
-				    "'output' AND job_id = ?", "i", job);
+		skip = query_int(0,
+		    "SELECT id FROM objects WHERE kind = "
+		    "'output' AND job_id = ?",
+		    "i", job);
 	/* The same upload begun again: carry on with it. */
-	id = query_int(0, "SELECT id FROM uploads WHERE user = ?1 AND "
-			  "digest = ?2 AND kind = ?3 AND COALESCE(name, '') = "
-			  "?4 AND COALESCE(job_id, 0) = ?5 AND "
-			  "COALESCE(attempt, 0) = ?6",
+	id = query_int(0,
+	    "SELECT id FROM uploads WHERE user = ?1 AND "
+	    "digest = ?2 AND kind = ?3 AND COALESCE(name, '') = "
+	    "?4 AND COALESCE(job_id, 0) = ?5 AND "
+	    "COALESCE(attempt, 0) = ?6",
 	    "ssssii", user, digest, kind, name != NULL ? name : "", job,
 	    attempt);
 	if (id > 0) {
 		st = prep("UPDATE uploads SET created_ms = ?1, creator = ?2 "
-			  "WHERE id = ?3");
+		          "WHERE id = ?3");
 		if (st != NULL) {
 			sqlite3_bind_int64(st, 1, gp_now_ms());
 			sqlite3_bind_int64(st, 2, who->id);
@@ -630,8 +639,8 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 		if (exec_sql("BEGIN IMMEDIATE") != 0)
 			goto unlock;
 		st = prep("INSERT INTO uploads(user, kind, name, job_id, "
-			  "attempt, creator, digest, manifest, bytes, files, "
-			  "created_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+		          "attempt, creator, digest, manifest, bytes, files, "
+		          "created_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
 		ins = prep("INSERT OR IGNORE INTO upload_chunks VALUES(?,?,?)");
 		if (st == NULL || ins == NULL)
 			goto rollback;
@@ -664,8 +673,8 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 				    -1, SQLITE_STATIC);
 				sqlite3_bind_int64(ins, 3,
 				    want > GP_CKPT_CHUNK_SIZE
-					? GP_CKPT_CHUNK_SIZE
-					: want);
+				        ? GP_CKPT_CHUNK_SIZE
+				        : want);
 				if (sqlite3_step(ins) != SQLITE_DONE)
 					goto rollback;
 			}
@@ -718,13 +727,14 @@ unlock:
 		return reply_error(conn, status, "cannot record the upload");
 	}
 	gp_info("upload begun id=%lld user=%s kind=%s name=%s job=%lld "
-		"files=%lld bytes=%lld missing=%zu",
+	        "files=%lld bytes=%lld missing=%zu",
 	    (long long)id, user, kind, name != NULL ? name : "-",
 	    (long long)job, (long long)tot->files, (long long)tot->bytes,
 	    json_array_size(missing));
-	rc = reply_json(conn, 201, json_pack("{s:I,s:o,s:I,s:I}", "upload",
-	    (json_int_t)id, "missing", missing, "bytes",
-	    (json_int_t)tot->bytes, "files", (json_int_t)tot->files));
+	rc = reply_json(conn, 201,
+	    json_pack("{s:I,s:o,s:I,s:I}", "upload", (json_int_t)id, "missing",
+	        missing, "bytes", (json_int_t)tot->bytes, "files",
+	        (json_int_t)tot->files));
 	return rc;
 }
 
@@ -765,8 +775,8 @@ handle_upload_output(struct MHD_Connection *conn, struct request *req,
 	status = ckpt_agent_job(req->auth, id, attempt, user, err, sizeof(err),
 	    &kill);
 	if (status == 409 && kill)
-		return reply_json(conn, 409, json_pack("{s:s,s:b}", "error",
-		    err, "kill", 1));
+		return reply_json(conn, 409,
+		    json_pack("{s:s,s:b}", "error", err, "kill", 1));
 	if (status != 0)
 		return reply_error(conn, status, "%s", err);
 	ret = gp_upload_request_decode(req->body.data ? req->body.data : "",
@@ -774,8 +784,8 @@ handle_upload_output(struct MHD_Connection *conn, struct request *req,
 	if (ret != 0)
 		return reply_error(conn, ret == GP_ETOOBIG ? 413 : 400, "%s",
 		    err);
-	rc = upload_begin(conn, req->auth, user, "output", NULL, id, attempt,
-	    m, &tot);
+	rc = upload_begin(conn, req->auth, user, "output", NULL, id, attempt, m,
+	    &tot);
 	json_decref(m);
 	return rc;
 }
@@ -812,16 +822,19 @@ data_upload_begin(struct request *req, const char *url)
 	if (found)
 		status = upload_access(req->auth, &u, err, sizeof(err));
 	if (found && status == 0)
-		size = query_int(-1, "SELECT size FROM upload_chunks WHERE "
-				     "upload = ?1 AND chunk = ?2",
+		size = query_int(-1,
+		    "SELECT size FROM upload_chunks WHERE "
+		    "upload = ?1 AND chunk = ?2",
 		    "is", id, p[4]);
 	pthread_mutex_unlock(&ckpt_lock);
 	if (!found) {
 		snprintf(err, sizeof(err), "no upload %lld", (long long)id);
 		status = 404;
 	} else if (status == 0 && size < 0) {
-		snprintf(err, sizeof(err), "chunk %.16s... is not in upload "
-		    "%lld's manifest", p[4], (long long)id);
+		snprintf(err, sizeof(err),
+		    "chunk %.16s... is not in upload "
+		    "%lld's manifest",
+		    p[4], (long long)id);
 		status = 400;
 	}
 	if (status != 0) {
@@ -854,15 +867,17 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	status = 500;
 	snprintf(err, sizeof(err), "cannot read the upload");
 	if ((st = prep("SELECT chunk, size FROM upload_chunks WHERE "
-		       "upload = ?")) == NULL)
+	               "upload = ?")) == NULL)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		ckpt_chunk_path(u.user, col_text(st, 0), path, sizeof(path));
 		if (stat(path, &sb) != 0 ||
 		    sb.st_size != sqlite3_column_int64(st, 1)) {
-			snprintf(err, sizeof(err), "chunk %s is not stored: "
-			    "upload it first", col_text(st, 0));
+			snprintf(err, sizeof(err),
+			    "chunk %s is not stored: "
+			    "upload it first",
+			    col_text(st, 0));
 			status = 400;
 			goto unlock;
 		}
@@ -874,11 +889,12 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (exec_sql("BEGIN IMMEDIATE") != 0)
 		goto unlock;
 	if (strcmp(u.kind, "data") == 0) {
-		version = query_int(1, "SELECT MAX(COALESCE((SELECT next FROM "
-				       "data_next WHERE user = ?1 AND name = "
-				       "?2), 1), COALESCE((SELECT MAX(version) "
-				       "+ 1 FROM objects WHERE kind = 'data' AND "
-				       "user = ?1 AND name = ?2), 1))",
+		version = query_int(1,
+		    "SELECT MAX(COALESCE((SELECT next FROM "
+		    "data_next WHERE user = ?1 AND name = "
+		    "?2), 1), COALESCE((SELECT MAX(version) "
+		    "+ 1 FROM objects WHERE kind = 'data' AND "
+		    "user = ?1 AND name = ?2), 1))",
 		    "ss", u.user, u.name);
 		st = prep("INSERT OR REPLACE INTO data_next VALUES(?, ?, ?)");
 		if (st == NULL)
@@ -892,15 +908,17 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		st = NULL;
 	} else {
 		/* A job has one output: the last one stored. */
-		old = query_int(0, "SELECT id FROM objects WHERE kind = "
-				   "'output' AND job_id = ?", "i", u.job_id);
+		old = query_int(0,
+		    "SELECT id FROM objects WHERE kind = "
+		    "'output' AND job_id = ?",
+		    "i", u.job_id);
 		if (old > 0 && object_delete(old) != 0)
 			goto rollback;
 	}
 	st = prep("INSERT INTO objects(user, kind, name, version, job_id, "
-		  "attempt, manifest, bytes, files, created_ms) SELECT user, "
-		  "kind, name, ?2, job_id, attempt, manifest, bytes, files, ?3 "
-		  "FROM uploads WHERE id = ?1");
+	          "attempt, manifest, bytes, files, created_ms) SELECT user, "
+	          "kind, name, ?2, job_id, attempt, manifest, bytes, files, ?3 "
+	          "FROM uploads WHERE id = ?1");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, id);
@@ -912,7 +930,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	sqlite3_finalize(st);
 	object = sqlite3_last_insert_rowid(ckpt_db());
 	st = prep("INSERT INTO object_chunks SELECT ?1, chunk, size FROM "
-		  "upload_chunks WHERE upload = ?2");
+	          "upload_chunks WHERE upload = ?2");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, object);
@@ -953,21 +971,22 @@ unlock:
 	gp_format_bytes(u.bytes, b, sizeof(b));
 	if (version > 0) {
 		gp_info("data set version stored user=%s name=%s version=%lld "
-			"files=%lld bytes=%lld",
+		        "files=%lld bytes=%lld",
 		    u.user, u.name, (long long)version, (long long)u.files,
 		    (long long)u.bytes);
-		return reply_json(conn, 200, json_pack("{s:s,s:s,s:I,s:I,s:I}",
-		    "owner", u.user, "name", u.name, "version",
-		    (json_int_t)version, "bytes", (json_int_t)u.bytes,
-		    "files", (json_int_t)u.files));
+		return reply_json(conn, 200,
+		    json_pack("{s:s,s:s,s:I,s:I,s:I}", "owner", u.user, "name",
+		        u.name, "version", (json_int_t)version, "bytes",
+		        (json_int_t)u.bytes, "files", (json_int_t)u.files));
 	}
 	gp_info("job output stored job=%lld attempt=%lld files=%lld "
-		"bytes=%lld",
+	        "bytes=%lld",
 	    (long long)u.job_id, (long long)u.attempt, (long long)u.files,
 	    (long long)u.bytes);
-	return reply_json(conn, 200, json_pack("{s:I,s:I,s:I,s:I}", "job_id",
-	    (json_int_t)u.job_id, "attempt", (json_int_t)u.attempt, "bytes",
-	    (json_int_t)u.bytes, "files", (json_int_t)u.files));
+	return reply_json(conn, 200,
+	    json_pack("{s:I,s:I,s:I,s:I}", "job_id", (json_int_t)u.job_id,
+	        "attempt", (json_int_t)u.attempt, "bytes", (json_int_t)u.bytes,
+	        "files", (json_int_t)u.files));
 }
 
 /* ---- data sets ---- */
@@ -979,7 +998,7 @@ shares_of(const char *owner, const char *name)
 	sqlite3_stmt *st;
 
 	st = prep("SELECT grantee FROM shares WHERE user = ? AND name = ? "
-		  "ORDER BY grantee");
+	          "ORDER BY grantee");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
@@ -994,8 +1013,8 @@ shares_of(const char *owner, const char *name)
 static enum MHD_Result
 handle_list(struct MHD_Connection *conn, struct request *req)
 {
-	const char *all = MHD_lookup_connection_value(conn,
-	    MHD_GET_ARGUMENT_KIND, "all");
+	const char *all =
+	    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "all");
 	int every = all != NULL && strcmp(all, "0") != 0 &&
 	    req->auth->role == GP_ROLE_ADMIN;
 	json_t *list = json_array(), *o;
@@ -1004,14 +1023,14 @@ handle_list(struct MHD_Connection *conn, struct request *req)
 
 	pthread_mutex_lock(&ckpt_lock);
 	st = prep("SELECT o.user, o.name, o.version, o.bytes, o.files, "
-		  "o.created_ms, (SELECT COUNT(*) FROM objects v WHERE "
-		  "v.kind = 'data' AND v.user = o.user AND v.name = o.name) "
-		  "FROM objects o WHERE o.kind = 'data' AND o.version = "
-		  "(SELECT MAX(version) FROM objects v WHERE v.kind = 'data' "
-		  "AND v.user = o.user AND v.name = o.name) AND (?1 OR "
-		  "o.user = ?2 OR EXISTS (SELECT 1 FROM shares s WHERE "
-		  "s.user = o.user AND s.name = o.name AND s.grantee = ?2)) "
-		  "ORDER BY o.user, o.name");
+	          "o.created_ms, (SELECT COUNT(*) FROM objects v WHERE "
+	          "v.kind = 'data' AND v.user = o.user AND v.name = o.name) "
+	          "FROM objects o WHERE o.kind = 'data' AND o.version = "
+	          "(SELECT MAX(version) FROM objects v WHERE v.kind = 'data' "
+	          "AND v.user = o.user AND v.name = o.name) AND (?1 OR "
+	          "o.user = ?2 OR EXISTS (SELECT 1 FROM shares s WHERE "
+	          "s.user = o.user AND s.name = o.name AND s.grantee = ?2)) "
+	          "ORDER BY o.user, o.name");
 	if (st != NULL) {
 		sqlite3_bind_int(st, 1, every);
 		sqlite3_bind_text(st, 2, req->auth->name, -1, SQLITE_STATIC);
@@ -1019,17 +1038,16 @@ handle_list(struct MHD_Connection *conn, struct request *req)
 			gp_format_time(sqlite3_column_int64(st, 5), tm,
 			    sizeof(tm));
 			o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:I}", "owner",
-			    col_text(st, 0), "name", col_text(st, 1),
-			    "version", (json_int_t)sqlite3_column_int64(st, 2),
-			    "bytes", (json_int_t)sqlite3_column_int64(st, 3),
-			    "files", (json_int_t)sqlite3_column_int64(st, 4),
+			    col_text(st, 0), "name", col_text(st, 1), "version",
+			    (json_int_t)sqlite3_column_int64(st, 2), "bytes",
+			    (json_int_t)sqlite3_column_int64(st, 3), "files",
+			    (json_int_t)sqlite3_column_int64(st, 4),
 			    "created_at", tm, "versions",
 			    (json_int_t)sqlite3_column_int64(st, 6));
-			if (o != NULL && may_change(req->auth,
-			    col_text(st, 0)))
+			if (o != NULL && may_change(req->auth, col_text(st, 0)))
 				json_object_set_new(o, "shared_with",
 				    shares_of(col_text(st, 0),
-					col_text(st, 1)));
+				        col_text(st, 1)));
 			json_array_append_new(list, o);
 		}
 		sqlite3_finalize(st);
@@ -1050,8 +1068,8 @@ handle_versions(struct MHD_Connection *conn, struct request *req,
 	pthread_mutex_lock(&ckpt_lock);
 	if (may_read(req->auth, owner, name) &&
 	    (st = prep("SELECT version, bytes, files, created_ms FROM objects "
-		       "WHERE kind = 'data' AND user = ? AND name = ? ORDER BY "
-		       "version")) != NULL) {
+	               "WHERE kind = 'data' AND user = ? AND name = ? ORDER BY "
+	               "version")) != NULL) {
 		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		while (sqlite3_step(st) == SQLITE_ROW) {
@@ -1059,12 +1077,12 @@ handle_versions(struct MHD_Connection *conn, struct request *req,
 			    sizeof(tm));
 			json_array_append_new(list,
 			    json_pack("{s:I,s:I,s:I,s:s}", "version",
-				(json_int_t)sqlite3_column_int64(st, 0),
-				"bytes",
-				(json_int_t)sqlite3_column_int64(st, 1),
-				"files",
-				(json_int_t)sqlite3_column_int64(st, 2),
-				"created_at", tm));
+			        (json_int_t)sqlite3_column_int64(st, 0),
+			        "bytes",
+			        (json_int_t)sqlite3_column_int64(st, 1),
+			        "files",
+			        (json_int_t)sqlite3_column_int64(st, 2),
+			        "created_at", tm));
 		}
 		sqlite3_finalize(st);
 	}
@@ -1084,16 +1102,18 @@ handle_versions(struct MHD_Connection *conn, struct request *req,
 
 /* GET /v1/data/OWNER/NAME/VERSION[/chunks/HEX]. */
 static enum MHD_Result
-handle_read(struct MHD_Connection *conn, struct request *req,
-    const char *owner, const char *name, const char *vtext, const char *chunk)
+handle_read(struct MHD_Connection *conn, struct request *req, const char *owner,
+    const char *name, const char *vtext, const char *chunk)
 {
 	int64_t version = 0, id = 0;
 	json_t *m = NULL;
 	int ok;
 
 	if (strcmp(vtext, "latest") != 0 && !num(vtext, &version))
-		return reply_error(conn, 404, "no version '%.32s' of data set "
-		    "%s/%s", vtext, owner, name);
+		return reply_error(conn, 404,
+		    "no version '%.32s' of data set "
+		    "%s/%s",
+		    vtext, owner, name);
 	pthread_mutex_lock(&ckpt_lock);
 	if (may_read(req->auth, owner, name))
 		id = data_object(owner, name, &version);
@@ -1105,8 +1125,8 @@ handle_read(struct MHD_Connection *conn, struct request *req,
 		return chunk != NULL && id > 0
 		    ? reply_error(conn, 404, "no chunk %.64s", chunk)
 		    : reply_error(conn, 404, "no data set %s/%s%s%s", owner,
-			  name, strcmp(vtext, "latest") ? "@" : "",
-			  strcmp(vtext, "latest") ? vtext : "");
+		          name, strcmp(vtext, "latest") ? "@" : "",
+		          strcmp(vtext, "latest") ? vtext : "");
 	if (chunk != NULL)
 		return ckpt_reply_chunk(conn, owner, chunk);
 	if (m == NULL)
@@ -1136,17 +1156,17 @@ jobs_using(const char *owner, const char *name, int64_t version, char *out,
 			continue;
 		json_array_foreach(job->spec.data, i, d)
 		{
-			if (strcmp(str(json_object_get(d, "owner")),
-				owner) != 0 ||
+			if (strcmp(str(json_object_get(d, "owner")), owner) !=
+			        0 ||
 			    strcmp(str(json_object_get(d, "name")), name) !=
-				0 ||
-			    (version > 0 && json_integer_value(
-				json_object_get(d, "version")) != version))
+			        0 ||
+			    (version > 0 &&
+			        json_integer_value(
+			            json_object_get(d, "version")) != version))
 				continue;
 			if (used + 24 < len)
-				used += (size_t)snprintf(out + used,
-				    len - used, "%s%lld", n ? ", " : "",
-				    (long long)id);
+				used += (size_t)snprintf(out + used, len - used,
+				    "%s%lld", n ? ", " : "", (long long)id);
 			n++;
 			break;
 		}
@@ -1166,12 +1186,13 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 	int readable, status = 0;
 
 	if (vtext != NULL && !num(vtext, &version))
-		return reply_error(conn, 404, "no version '%.32s' of data set "
-		    "%s/%s", vtext, owner, name);
+		return reply_error(conn, 404,
+		    "no version '%.32s' of data set "
+		    "%s/%s",
+		    vtext, owner, name);
 	pthread_mutex_lock(&ckpt_lock);
 	readable = may_read(req->auth, owner, name);
-	if (!readable ||
-	    data_object(owner, name, &(int64_t){version}) == 0) {
+	if (!readable || data_object(owner, name, &(int64_t){version}) == 0) {
 		status = 404;
 	} else if (!may_change(req->auth, owner)) {
 		status = 403;
@@ -1179,8 +1200,8 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 		status = 409;
 	} else if (exec_sql("BEGIN IMMEDIATE") == 0) {
 		st = prep("SELECT id FROM objects WHERE kind = 'data' AND "
-			  "user = ?1 AND name = ?2 AND (?3 = 0 OR version = "
-			  "?3)");
+		          "user = ?1 AND name = ?2 AND (?3 = 0 OR version = "
+		          "?3)");
 		while (st != NULL) {
 			sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
@@ -1197,7 +1218,7 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 		/* The last version gone: so are its shares. */
 		if (data_object(owner, name, &(int64_t){0}) == 0 &&
 		    (st = prep("DELETE FROM shares WHERE user = ? AND "
-			       "name = ?")) != NULL) {
+		               "name = ?")) != NULL) {
 			sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 			sqlite3_step(st);
@@ -1216,22 +1237,26 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 		return reply_error(conn, 404, "no data set %s/%s%s%s", owner,
 		    name, vtext ? "@" : "", vtext ? vtext : "");
 	case 403:
-		return reply_error(conn, 403, "only the owner of %s/%s (or an "
-		    "admin) may remove it", owner, name);
+		return reply_error(conn, 403,
+		    "only the owner of %s/%s (or an "
+		    "admin) may remove it",
+		    owner, name);
 	case 409:
-		return reply_error(conn, 409, "data set %s/%s%s%s is used by "
-		    "queued or running jobs (%s): cancel them or wait", owner,
-		    name, vtext ? "@" : "", vtext ? vtext : "", jobs);
+		return reply_error(conn, 409,
+		    "data set %s/%s%s%s is used by "
+		    "queued or running jobs (%s): cancel them or wait",
+		    owner, name, vtext ? "@" : "", vtext ? vtext : "", jobs);
 	case 500:
 		return reply_error(conn, 500, "cannot remove the data set");
 	}
 	ckpt_gc_mark_dirty(owner);
 	gp_info("data set removed user=%s name=%s version=%lld versions=%lld "
-		"by=%s",
+	        "by=%s",
 	    owner, name, (long long)version, (long long)removed,
 	    req->auth->name);
-	return reply_json(conn, 200, json_pack("{s:s,s:s,s:I}", "owner",
-	    owner, "name", name, "removed", (json_int_t)removed));
+	return reply_json(conn, 200,
+	    json_pack("{s:s,s:s,s:I}", "owner", owner, "name", name, "removed",
+	        (json_int_t)removed));
 }
 
 /* POST /v1/data/OWNER/NAME/share|unshare {"user": U}. */
@@ -1245,7 +1270,7 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 	int status = 0;
 
 	if (gp_share_request_decode(req->body.data ? req->body.data : "",
-	    req->body.len, grantee, err, sizeof(err)) != 0)
+	        req->body.len, grantee, err, sizeof(err)) != 0)
 		return reply_error(conn, 400, "%s", err);
 	pthread_mutex_lock(&ckpt_lock);
 	if (!may_read(req->auth, owner, name) ||
@@ -1256,9 +1281,9 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 	else if (strcmp(grantee, owner) == 0)
 		status = 400;
 	else if ((st = prep(share ? "INSERT OR IGNORE INTO shares "
-				    "VALUES(?, ?, ?)"
-				  : "DELETE FROM shares WHERE user = ? AND "
-				    "name = ? AND grantee = ?")) != NULL) {
+	                            "VALUES(?, ?, ?)"
+	                          : "DELETE FROM shares WHERE user = ? AND "
+	                            "name = ? AND grantee = ?")) != NULL) {
 		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, grantee, -1, SQLITE_STATIC);
@@ -1276,14 +1301,16 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 		    req->auth->name);
 	switch (status) {
 	case 0:
-		return reply_json(conn, 200, json_pack("{s:s,s:s,s:o}",
-		    "owner", owner, "name", name, "shared_with", shares));
+		return reply_json(conn, 200,
+		    json_pack("{s:s,s:s,s:o}", "owner", owner, "name", name,
+		        "shared_with", shares));
 	case 404:
-		return reply_error(conn, 404, "no data set %s/%s", owner,
-		    name);
+		return reply_error(conn, 404, "no data set %s/%s", owner, name);
 	case 403:
-		return reply_error(conn, 403, "only the owner of %s/%s (or an "
-		    "admin) may share it", owner, name);
+		return reply_error(conn, 403,
+		    "only the owner of %s/%s (or an "
+		    "admin) may share it",
+		    owner, name);
 	case 400:
 		return reply_error(conn, 400, "%s owns %s/%s already", owner,
 		    owner, name);
@@ -1295,8 +1322,8 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 /* ---- quotas ---- */
 
 static enum MHD_Result
-handle_quota(struct MHD_Connection *conn, struct request *req,
-    const char *user, const char *method)
+handle_quota(struct MHD_Connection *conn, struct request *req, const char *user,
+    const char *method)
 {
 	char err[200];
 	const char *source;
@@ -1307,18 +1334,22 @@ handle_quota(struct MHD_Connection *conn, struct request *req,
 
 	if (strcmp(method, "GET") != 0) {
 		if (req->auth->role != GP_ROLE_ADMIN)
-			return reply_error(conn, 403, "only an admin may set "
+			return reply_error(conn, 403,
+			    "only an admin may set "
 			    "quotas");
 		if (!post && strcmp(method, "DELETE") != 0)
-			return reply_error(conn, 405, "method %.16s not "
-			    "allowed", method);
-		if (post && gp_quota_request_decode(req->body.data
-			? req->body.data : "", req->body.len, &bytes, err,
-			sizeof(err)) != 0)
+			return reply_error(conn, 405,
+			    "method %.16s not "
+			    "allowed",
+			    method);
+		if (post &&
+		    gp_quota_request_decode(req->body.data ? req->body.data
+		                                           : "",
+		        req->body.len, &bytes, err, sizeof(err)) != 0)
 			return reply_error(conn, 400, "%s", err);
 		pthread_mutex_lock(&ckpt_lock);
 		st = prep(post ? "INSERT OR REPLACE INTO quotas VALUES(?, ?)"
-			       : "DELETE FROM quotas WHERE user = ?");
+		               : "DELETE FROM quotas WHERE user = ?");
 		if (st != NULL) {
 			sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
 			if (post && bytes > 0)
@@ -1332,12 +1363,12 @@ handle_quota(struct MHD_Connection *conn, struct request *req,
 		if (st == NULL || !ok)
 			return reply_error(conn, 500, "cannot set the quota");
 		gp_info("quota set user=%s bytes=%s%lld by=%s", user,
-		    post ? "" : "default:", (long long)bytes,
-		    req->auth->name);
+		    post ? "" : "default:", (long long)bytes, req->auth->name);
 	} else if (req->auth->role != GP_ROLE_ADMIN &&
 	    (req->auth->role != GP_ROLE_USER ||
-		strcmp(req->auth->name, user) != 0)) {
-		return reply_error(conn, 403, "you may see your own quota "
+	        strcmp(req->auth->name, user) != 0)) {
+		return reply_error(conn, 403,
+		    "you may see your own quota "
 		    "only");
 	}
 	pthread_mutex_lock(&ckpt_lock);
@@ -1347,13 +1378,15 @@ handle_quota(struct MHD_Connection *conn, struct request *req,
 	    source, "used", (json_int_t)usage(user, NULL, 0), "data_bytes",
 	    (json_int_t)usage(user, "data", 0), "output_bytes",
 	    (json_int_t)usage(user, "output", 0), "data_versions",
-	    (json_int_t)query_int(0, "SELECT COUNT(*) FROM objects WHERE "
-				     "user = ? AND kind = 'data'",
-		"s", user),
+	    (json_int_t)query_int(0,
+	        "SELECT COUNT(*) FROM objects WHERE "
+	        "user = ? AND kind = 'data'",
+	        "s", user),
 	    "outputs",
-	    (json_int_t)query_int(0, "SELECT COUNT(*) FROM objects WHERE "
-				     "user = ? AND kind = 'output'",
-		"s", user));
+	    (json_int_t)query_int(0,
+	        "SELECT COUNT(*) FROM objects WHERE "
+	        "user = ? AND kind = 'output'",
+	        "s", user));
 	pthread_mutex_unlock(&ckpt_lock);
 	return reply_json(conn, 200, o);
 }
@@ -1369,8 +1402,10 @@ output_reader(const struct token_entry *who, int64_t id, char *user)
 
 	pthread_rwlock_rdlock(&state.lock);
 	job = state_job(id);
-	ok = job != NULL && (who->role == GP_ROLE_ADMIN ||
-	    (who->role == GP_ROLE_USER && strcmp(job->user, who->name) == 0));
+	ok = job != NULL &&
+	    (who->role == GP_ROLE_ADMIN ||
+	        (who->role == GP_ROLE_USER &&
+	            strcmp(job->user, who->name) == 0));
 	if (ok)
 		gp_strlcpy(user, job->user, GP_NAME_MAX + 1);
 	pthread_rwlock_unlock(&state.lock);
@@ -1393,8 +1428,10 @@ handle_output(struct MHD_Connection *conn, struct request *req, int64_t job,
 		return reply_error(conn, 405, "method %.16s not allowed",
 		    method);
 	pthread_mutex_lock(&ckpt_lock);
-	id = query_int(0, "SELECT id FROM objects WHERE kind = 'output' AND "
-			  "job_id = ?", "i", job);
+	id = query_int(0,
+	    "SELECT id FROM objects WHERE kind = 'output' AND "
+	    "job_id = ?",
+	    "i", job);
 	ok = id > 0 && (chunk == NULL || object_has_chunk(id, chunk));
 	if (ok && del)
 		ok = object_delete(id) == 0;
@@ -1405,13 +1442,14 @@ handle_output(struct MHD_Connection *conn, struct request *req, int64_t job,
 		return chunk != NULL && id > 0
 		    ? reply_error(conn, 404, "no chunk %.64s", chunk)
 		    : reply_error(conn, 404, "job %lld has no stored output",
-			  (long long)job);
+		          (long long)job);
 	if (del) {
 		ckpt_gc_mark_dirty(user);
 		gp_info("job output removed job=%lld by=%s", (long long)job,
 		    req->auth->name);
-		return reply_json(conn, 200, json_pack("{s:I,s:b}", "job_id",
-		    (json_int_t)job, "removed", 1));
+		return reply_json(conn, 200,
+		    json_pack("{s:I,s:b}", "job_id", (json_int_t)job, "removed",
+		        1));
 	}
 	if (chunk != NULL)
 		return ckpt_reply_chunk(conn, user, chunk);
@@ -1424,8 +1462,8 @@ handle_output(struct MHD_Connection *conn, struct request *req, int64_t job,
 
 /* GET /v1/agent/jobs/ID/ATTEMPT/data/K[/chunks/HEX]. */
 static enum MHD_Result
-handle_agent_data(struct MHD_Connection *conn, struct request *req,
-    int64_t job, int64_t attempt, int64_t k, const char *chunk)
+handle_agent_data(struct MHD_Connection *conn, struct request *req, int64_t job,
+    int64_t attempt, int64_t k, const char *chunk)
 {
 	char user[GP_NAME_MAX + 1], owner[GP_NAME_MAX + 1];
 	char name[GP_NAME_MAX + 1], err[256];
@@ -1434,23 +1472,22 @@ handle_agent_data(struct MHD_Connection *conn, struct request *req,
 	json_t *d, *m = NULL;
 	int status, kill, ok;
 
-	status = ckpt_agent_job(req->auth, job, attempt, user, err,
-	    sizeof(err), &kill);
+	status = ckpt_agent_job(req->auth, job, attempt, user, err, sizeof(err),
+	    &kill);
 	if (status == 409 && kill)
-		return reply_json(conn, 409, json_pack("{s:s,s:b}", "error",
-		    err, "kill", 1));
+		return reply_json(conn, 409,
+		    json_pack("{s:s,s:b}", "error", err, "kill", 1));
 	if (status != 0)
 		return reply_error(conn, status, "%s", err);
 	owner[0] = name[0] = '\0';
 	pthread_rwlock_rdlock(&state.lock);
 	j = state_job(job);
 	d = j != NULL && k >= 1 ? json_array_get(j->spec.data, (size_t)k - 1)
-				: NULL;
+	                        : NULL;
 	if (d != NULL) {
 		gp_strlcpy(owner, str(json_object_get(d, "owner")),
 		    sizeof(owner));
-		gp_strlcpy(name, str(json_object_get(d, "name")),
-		    sizeof(name));
+		gp_strlcpy(name, str(json_object_get(d, "name")), sizeof(name));
 		version = json_integer_value(json_object_get(d, "version"));
 	}
 	pthread_rwlock_unlock(&state.lock);
@@ -1468,11 +1505,12 @@ handle_agent_data(struct MHD_Connection *conn, struct request *req,
 		if (id > 0)
 			return reply_error(conn, 404, "no chunk %.64s", chunk);
 		gp_info("data set refused to the agent job=%lld set=%s/%s@%lld "
-			"job_user=%s",
+		        "job_user=%s",
 		    (long long)job, owner, name, (long long)version, user);
-		return reply_error(conn, 404, "no data set %s/%s@%lld (removed, "
-		    "or no longer shared with %s)", owner, name,
-		    (long long)version, user);
+		return reply_error(conn, 404,
+		    "no data set %s/%s@%lld (removed, "
+		    "or no longer shared with %s)",
+		    owner, name, (long long)version, user);
 	}
 	if (chunk != NULL)
 		return ckpt_reply_chunk(conn, owner, chunk);
@@ -1484,12 +1522,13 @@ handle_agent_data(struct MHD_Connection *conn, struct request *req,
 /* ---- routing ---- */
 
 enum MHD_Result
-data_handle(struct MHD_Connection *conn, struct request *req,
-    const char *url, const char *method)
+data_handle(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
 {
 	char p[PARTS_MAX][PART_LEN];
 	int n = split(url, p);
-	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	int get = strcmp(method, "GET") == 0,
+	    post = strcmp(method, "POST") == 0;
 	int del = strcmp(method, "DELETE") == 0;
 	int64_t id, attempt, k;
 	const char *chunk = NULL;
@@ -1508,19 +1547,21 @@ data_handle(struct MHD_Connection *conn, struct request *req,
 			return handle_upload_output(conn, req, id, attempt);
 		if (get && strcmp(p[5], "data") == 0 && n >= 7 &&
 		    num(p[6], &k) && k <= GP_DATA_MOUNTS_MAX &&
-		    (n == 7 || (n == 9 && strcmp(p[7], "chunks") == 0 &&
-			gp_ckpt_name_valid(p[8]))))
+		    (n == 7 ||
+		        (n == 9 && strcmp(p[7], "chunks") == 0 &&
+		            gp_ckpt_name_valid(p[8]))))
 			return handle_agent_data(conn, req, id, attempt, k,
 			    n == 9 ? p[8] : NULL);
 		return reply_error(conn, 404, "no such endpoint: %s %.100s",
 		    method, url);
 	}
 	/* An upload's commit: its owner or the agent that began it. */
-	if (strcmp(p[1], "uploads") == 0 && n == 4 && post &&
-	    num(p[2], &id) && strcmp(p[3], "commit") == 0)
+	if (strcmp(p[1], "uploads") == 0 && n == 4 && post && num(p[2], &id) &&
+	    strcmp(p[3], "commit") == 0)
 		return handle_commit(conn, req, id);
 	if (!user_role(req->auth))
-		return reply_error(conn, 403, "data sets, outputs and quotas "
+		return reply_error(conn, 403,
+		    "data sets, outputs and quotas "
 		    "need a user token");
 	if (strcmp(p[1], "jobs") == 0) {
 		if (!num(p[2], &id))
@@ -1529,14 +1570,18 @@ data_handle(struct MHD_Connection *conn, struct request *req,
 		    gp_ckpt_name_valid(p[5]) && get)
 			chunk = p[5];
 		else if (n != 4)
-			return reply_error(conn, 404, "no such endpoint: "
-			    "%.100s", url);
+			return reply_error(conn, 404,
+			    "no such endpoint: "
+			    "%.100s",
+			    url);
 		return handle_output(conn, req, id, chunk, method);
 	}
 	if (strcmp(p[1], "quotas") == 0) {
 		if (n != 3 || !gp_name_valid(p[2]))
-			return reply_error(conn, 404, "no such endpoint: "
-			    "%.100s", url);
+			return reply_error(conn, 404,
+			    "no such endpoint: "
+			    "%.100s",
+			    url);
 		return handle_quota(conn, req, p[2], method);
 	}
 	if (strcmp(p[1], "uploads") == 0) {
@@ -1555,8 +1600,8 @@ data_handle(struct MHD_Connection *conn, struct request *req,
 		return handle_versions(conn, req, p[2], p[3]);
 	if (n == 4 && del)
 		return handle_remove(conn, req, p[2], p[3], NULL);
-	if (n == 5 && post && (strcmp(p[4], "share") == 0 ||
-	    strcmp(p[4], "unshare") == 0))
+	if (n == 5 && post &&
+	    (strcmp(p[4], "share") == 0 || strcmp(p[4], "unshare") == 0))
 		return handle_share(conn, req, p[2], p[3],
 		    strcmp(p[4], "share") == 0);
 	if (n == 5 && del)
@@ -1597,12 +1642,15 @@ data_pin(const struct token_entry *who, struct gp_jobspec *spec, char *err,
 			id = data_object(owner, name, &version);
 		if (id == 0) {
 			if (json_object_get(d, "version") != NULL)
-				snprintf(err, errlen, "data[%zu]: no data set "
-				    "%s/%s@%lld", i, owner, name,
-				    (long long)version);
+				snprintf(err, errlen,
+				    "data[%zu]: no data set "
+				    "%s/%s@%lld",
+				    i, owner, name, (long long)version);
 			else
-				snprintf(err, errlen, "data[%zu]: no data set "
-				    "%s/%s", i, owner, name);
+				snprintf(err, errlen,
+				    "data[%zu]: no data set "
+				    "%s/%s",
+				    i, owner, name);
 			status = 404;
 			break;
 		}
@@ -1623,9 +1671,9 @@ data_collect_refs(const char *user, json_t *refs)
 	int rc;
 
 	st = prep("SELECT DISTINCT oc.chunk FROM object_chunks oc JOIN "
-		  "objects o ON o.id = oc.object WHERE o.user = ?1 UNION "
-		  "SELECT DISTINCT uc.chunk FROM upload_chunks uc JOIN uploads "
-		  "u ON u.id = uc.upload WHERE u.user = ?1");
+	          "objects o ON o.id = oc.object WHERE o.user = ?1 UNION "
+	          "SELECT DISTINCT uc.chunk FROM upload_chunks uc JOIN uploads "
+	          "u ON u.id = uc.upload WHERE u.user = ?1");
 	if (st == NULL)
 		return GP_EIO;
 	sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
@@ -1665,14 +1713,15 @@ data_gc_expire(void)
 		job_id = sqlite3_column_int64(st, 1);
 		pthread_rwlock_rdlock(&state.lock);
 		job = state_job(job_id);
-		expired = job == NULL || (job_finished(job) &&
-		    job->finished_ms + output_retain_ms < now);
+		expired = job == NULL ||
+		    (job_finished(job) &&
+		        job->finished_ms + output_retain_ms < now);
 		pthread_rwlock_unlock(&state.lock);
 		if (!expired)
 			continue;
 		if (n == cap) {
-			int64_t *p = realloc(ids, (cap ? cap * 2 : 16) *
-				sizeof(*ids));
+			int64_t *p =
+			    realloc(ids, (cap ? cap * 2 : 16) * sizeof(*ids));
 			if (p == NULL)
 				break;
 			ids = p;
@@ -1715,14 +1764,14 @@ data_init(const struct coord_config *cfg)
 	}
 	/* After a restart every user with objects gets one GC pass. */
 	if ((st = prep("SELECT DISTINCT user FROM objects UNION SELECT "
-		       "DISTINCT user FROM uploads")) != NULL) {
+	               "DISTINCT user FROM uploads")) != NULL) {
 		while (sqlite3_step(st) == SQLITE_ROW)
 			ckpt_gc_mark_dirty(col_text(st, 0));
 		sqlite3_finalize(st);
 	}
 	pthread_mutex_unlock(&ckpt_lock);
 	gp_info("data store quota_default=%lld data_max=%lld "
-		"output_retain_s=%lld",
+	        "output_retain_s=%lld",
 	    (long long)quota_default, (long long)data_max,
 	    (long long)(output_retain_ms / 1000));
 	return 0;

@@ -36,7 +36,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	err[0] = '\0';
 	if (gp_share_request_decode((const char *)data, size, user, err,
-	    sizeof(err)) == 0) {
+	        sizeof(err)) == 0) {
 		if (!gp_name_valid(user))
 			abort();
 	} else if (err[0] == '\0') {
@@ -44,7 +44,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	err[0] = '\0';
 	if (gp_quota_request_decode((const char *)data, size, &bytes, err,
-	    sizeof(err)) == 0) {
+	        sizeof(err)) == 0) {
 		if (bytes < 0)
 			abort();
 	} else if (err[0] == '\0') {
@@ -53,7 +53,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (named = 0; named < 2; named++) {
 		err[0] = '\0';
 		if (gp_upload_request_decode((const char *)data, size, named,
-		    1LL << 40, name, &m, &tot, err, sizeof(err)) != 0) {
+		        1LL << 40, name, &m, &tot, err, sizeof(err)) != 0) {
 			if (err[0] == '\0')
 				abort();
 			continue;
@@ -62,8 +62,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (!named && name[0] != '\0') ||
 		    json_object_get(m, "label") != NULL ||
 		    gp_ckpt_manifest_check(m, 1LL << 40, 0, &again, err,
-		    sizeof(err)) != 0 || again.bytes != tot.bytes ||
-		    again.chunks != tot.chunks)
+		        sizeof(err)) != 0 ||
+		    again.bytes != tot.bytes || again.chunks != tot.chunks)
 			abort();
 		sizes = json_object();
 		json_array_foreach(json_object_get(m, "files"), i, f)
@@ -78,8 +78,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    json_string_value(c));
 				if (v != NULL && json_integer_value(v) != want)
 					abort();
-				json_object_set_new(sizes,
-				    json_string_value(c), json_integer(want));
+				json_object_set_new(sizes, json_string_value(c),
+				    json_integer(want));
 			}
 		}
 		json_decref(sizes);

@@ -34,8 +34,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (text[0] != '/' || strstr(text, "//") != NULL ||
 		    strstr(text, "/../") != NULL ||
 		    strstr(text, "/./") != NULL || strcmp(text, "/") == 0 ||
-		    (strncmp(text, "/proc", 5) == 0 && (text[5] == '\0' ||
-			text[5] == '/')))
+		    (strncmp(text, "/proc", 5) == 0 &&
+		        (text[5] == '\0' || text[5] == '/')))
 			abort();
 	} else if (err[0] == '\0') {
 		abort(); /* a refusal says why */
@@ -44,9 +44,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (gp_data_spec_parse(text, &d, err, sizeof(err)) == 0) {
 		name = json_string_value(json_object_get(d, "name"));
 		path = json_string_value(json_object_get(d, "path"));
-		if (name == NULL || !gp_data_name_valid(name) ||
-		    path == NULL || gp_mount_path_check(path, err,
-		    sizeof(err)) != 0)
+		if (name == NULL || !gp_data_name_valid(name) || path == NULL ||
+		    gp_mount_path_check(path, err, sizeof(err)) != 0)
 			abort();
 		/* An accepted operand makes a valid job spec. */
 		gp_jobspec_init(&spec);

@@ -7,13 +7,14 @@
  * operand and mount path rules, the upload request decoder, data refs in
  * job specs and assignments, and byte sizes.
  */
+#include <sys/stat.h>
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/assignment.h"
@@ -111,9 +112,10 @@ make_version(const char *key, const char *file, const char *content,
 	gp_mkdir_p(dir, 0755);
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	write_text(path, content);
-	snprintf(m, sizeof(m), "{\"files\":[{\"path\":\"%s\",\"size\":%zu,"
-	    "\"mode\":420,\"chunks\":[\"%s\"]}]}", file, strlen(content),
-	    name);
+	snprintf(m, sizeof(m),
+	    "{\"files\":[{\"path\":\"%s\",\"size\":%zu,"
+	    "\"mode\":420,\"chunks\":[\"%s\"]}]}",
+	    file, strlen(content), name);
 	snprintf(path, sizeof(path), "%s/sets/%s/manifest.json", cache_dir,
 	    key);
 	write_text(path, m);
@@ -148,8 +150,7 @@ exists(const char *key)
 
 TEST(cache_on_disk)
 {
-	struct gp_transfer_peer peer = {"http://127.0.0.1:1", "gpt_x", NULL,
-	    1};
+	struct gp_transfer_peer peer = {"http://127.0.0.1:1", "gpt_x", NULL, 1};
 	struct gp_datacache_source src;
 	struct gp_datacache_stats st;
 	struct gp_datacache *c;
@@ -256,8 +257,7 @@ TEST(cache_on_disk)
 	/* B released: F (needs fetching "hello") evicts B, the LRU one... */
 	gp_datacache_release(c, "alice", "b", 1);
 	src.manifest = m = manifest_of("f.txt", "hello");
-	CHECK(gp_datacache_acquire(c, &src, &tree, &st, err, sizeof(err)) !=
-	    0);
+	CHECK(gp_datacache_acquire(c, &src, &tree, &st, err, sizeof(err)) != 0);
 	json_decref(m);
 	/* ...but nothing serves "hello" here: the build fails, no leftover. */
 	CHECK(!exists("alice+f@1") && !exists("alice+f@1.partial"));
@@ -293,18 +293,17 @@ TEST(data_spec_parse)
 	CHECK(json_object_get(d, "version") == NULL);
 	json_decref(d);
 	CHECK_EQ(gp_data_spec_parse("alice/img.v2@3:/data/img:x", &d, err,
-	    sizeof(err)), 0);
+	             sizeof(err)),
+	    0);
 	CHECK_STR(json_string_value(json_object_get(d, "owner")), "alice");
 	CHECK_STR(json_string_value(json_object_get(d, "name")), "img.v2");
 	CHECK_EQ(json_integer_value(json_object_get(d, "version")), 3);
-	CHECK_STR(json_string_value(json_object_get(d, "path")),
-	    "/data/img:x");
+	CHECK_STR(json_string_value(json_object_get(d, "path")), "/data/img:x");
 	json_decref(d);
 	d = NULL;
 	CHECK_EQ(gp_data_spec_parse("ds", &d, err, sizeof(err)), GP_EINVAL);
 	CHECK_EQ(gp_data_spec_parse(":/mnt", &d, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_data_spec_parse("ds:mnt", &d, err, sizeof(err)),
-	    GP_EINVAL);
+	CHECK_EQ(gp_data_spec_parse("ds:mnt", &d, err, sizeof(err)), GP_EINVAL);
 	CHECK(strstr(err, "absolute") != NULL);
 	CHECK_EQ(gp_data_spec_parse(".ds:/mnt", &d, err, sizeof(err)),
 	    GP_EINVAL);
@@ -363,9 +362,9 @@ TEST(jobspec_data)
 	json_t *o;
 
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"ds\","
-			"\"path\":\"/mnt/a\"},{\"name\":\"x\",\"owner\":"
-			"\"bob\",\"version\":2,\"path\":\"/mnt/ab\"}]}",
-		     &spec, err, sizeof(err)),
+	                "\"path\":\"/mnt/a\"},{\"name\":\"x\",\"owner\":"
+	                "\"bob\",\"version\":2,\"path\":\"/mnt/ab\"}]}",
+	             &spec, err, sizeof(err)),
 	    0);
 	CHECK_EQ(json_array_size(spec.data), 2);
 	/* Encoded and decoded again (the store does so): the same. */
@@ -386,36 +385,36 @@ TEST(jobspec_data)
 	gp_jobspec_fini(&spec);
 	/* Refused: same path, nested paths, reserved, bad fields. */
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"a\","
-			"\"path\":\"/mnt\"},{\"name\":\"b\",\"path\":"
-			"\"/mnt\"}]}",
-		     &spec, err, sizeof(err)),
+	                "\"path\":\"/mnt\"},{\"name\":\"b\",\"path\":"
+	                "\"/mnt\"}]}",
+	             &spec, err, sizeof(err)),
 	    GP_EINVAL);
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"a\","
-			"\"path\":\"/mnt/x\"},{\"name\":\"b\",\"path\":"
-			"\"/mnt\"}]}",
-		     &spec, err, sizeof(err)),
+	                "\"path\":\"/mnt/x\"},{\"name\":\"b\",\"path\":"
+	                "\"/mnt\"}]}",
+	             &spec, err, sizeof(err)),
 	    GP_EINVAL);
 	CHECK(strstr(err, "overlaps") != NULL);
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"a\","
-			"\"path\":\"/sys/x\"}]}",
-		     &spec, err, sizeof(err)),
+	                "\"path\":\"/sys/x\"}]}",
+	             &spec, err, sizeof(err)),
 	    GP_EINVAL);
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"a\","
-			"\"path\":\"/mnt\",\"version\":0}]}",
-		     &spec, err, sizeof(err)),
+	                "\"path\":\"/mnt\",\"version\":0}]}",
+	             &spec, err, sizeof(err)),
 	    GP_EINVAL);
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"a\","
-			"\"path\":\"/mnt\",\"mode\":\"rw\"}]}",
-		     &spec, err, sizeof(err)),
+	                "\"path\":\"/mnt\",\"mode\":\"rw\"}]}",
+	             &spec, err, sizeof(err)),
 	    GP_EINVAL);
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(decode("{\"command\":[\"true\"],\"data\":[{\"name\":\"a\","
-			"\"owner\":\"b/c\",\"path\":\"/mnt\"}]}",
-		     &spec, err, sizeof(err)),
+	                "\"owner\":\"b/c\",\"path\":\"/mnt\"}]}",
+	             &spec, err, sizeof(err)),
 	    GP_EINVAL);
 	gp_jobspec_fini(&spec);
 }
@@ -426,41 +425,54 @@ TEST(upload_request)
 	struct gp_ckpt_totals tot;
 	json_t *m;
 
-	snprintf(text, sizeof(text), "{\"data_set\":\"ds\",\"manifest\":"
+	snprintf(text, sizeof(text),
+	    "{\"data_set\":\"ds\",\"manifest\":"
 	    "{\"files\":[{\"path\":\"a\",\"size\":5,\"mode\":420,\"chunks\":"
-	    "[\"%s\"]}]}}", HELLO);
+	    "[\"%s\"]}]}}",
+	    HELLO);
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 1, 0, name, &m,
-	    &tot, err, sizeof(err)), 0);
+	             &tot, err, sizeof(err)),
+	    0);
 	CHECK_STR(name, "ds");
 	CHECK_EQ(tot.bytes, 5);
 	json_decref(m);
 	/* Without a name for outputs; with one refused there. */
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 0, 0, name, &m,
-	    &tot, err, sizeof(err)), GP_EINVAL);
+	             &tot, err, sizeof(err)),
+	    GP_EINVAL);
 	snprintf(text, sizeof(text), "{\"manifest\":{\"files\":[]}}");
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 0, 0, name, &m,
-	    &tot, err, sizeof(err)), 0);
+	             &tot, err, sizeof(err)),
+	    0);
 	CHECK_STR(name, "");
 	json_decref(m);
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 1, 0, name, &m,
-	    &tot, err, sizeof(err)), GP_EINVAL);
+	             &tot, err, sizeof(err)),
+	    GP_EINVAL);
 	/* One chunk, two sizes. */
-	snprintf(text, sizeof(text), "{\"manifest\":{\"files\":[{\"path\":"
+	snprintf(text, sizeof(text),
+	    "{\"manifest\":{\"files\":[{\"path\":"
 	    "\"a\",\"size\":5,\"mode\":420,\"chunks\":[\"%s\"]},{\"path\":"
-	    "\"b\",\"size\":4,\"mode\":420,\"chunks\":[\"%s\"]}]}}", HELLO,
-	    HELLO);
+	    "\"b\",\"size\":4,\"mode\":420,\"chunks\":[\"%s\"]}]}}",
+	    HELLO, HELLO);
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 0, 0, name, &m,
-	    &tot, err, sizeof(err)), GP_EINVAL);
+	             &tot, err, sizeof(err)),
+	    GP_EINVAL);
 	CHECK(strstr(err, "two sizes") != NULL);
 	/* A label; too big. */
-	snprintf(text, sizeof(text), "{\"manifest\":{\"files\":[],\"label\":"
+	snprintf(text, sizeof(text),
+	    "{\"manifest\":{\"files\":[],\"label\":"
 	    "\"x\"}}");
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 0, 0, name, &m,
-	    &tot, err, sizeof(err)), GP_EINVAL);
-	snprintf(text, sizeof(text), "{\"manifest\":{\"files\":[{\"path\":"
-	    "\"a\",\"size\":5,\"mode\":420,\"chunks\":[\"%s\"]}]}}", HELLO);
+	             &tot, err, sizeof(err)),
+	    GP_EINVAL);
+	snprintf(text, sizeof(text),
+	    "{\"manifest\":{\"files\":[{\"path\":"
+	    "\"a\",\"size\":5,\"mode\":420,\"chunks\":[\"%s\"]}]}}",
+	    HELLO);
 	CHECK_EQ(gp_upload_request_decode(text, strlen(text), 0, 4, name, &m,
-	    &tot, err, sizeof(err)), GP_ETOOBIG);
+	             &tot, err, sizeof(err)),
+	    GP_ETOOBIG);
 }
 
 TEST(assignment_data)
@@ -468,11 +480,12 @@ TEST(assignment_data)
 	struct gp_poll_answer ans;
 	char err[256];
 	const char *ok = "{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
-			 "\"command\":[\"true\"],\"data\":[{\"owner\":\"a\","
-			 "\"name\":\"ds\",\"version\":4,\"path\":\"/mnt\"}]}]}";
-	const char *bad = "{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
-			  "\"command\":[\"true\"],\"data\":[{\"owner\":\"a\","
-			  "\"name\":\"ds\",\"version\":4,\"path\":\"/dev\"}]}]}";
+	                 "\"command\":[\"true\"],\"data\":[{\"owner\":\"a\","
+	                 "\"name\":\"ds\",\"version\":4,\"path\":\"/mnt\"}]}]}";
+	const char *bad =
+	    "{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+	    "\"command\":[\"true\"],\"data\":[{\"owner\":\"a\","
+	    "\"name\":\"ds\",\"version\":4,\"path\":\"/dev\"}]}]}";
 
 	CHECK_EQ(gp_assignment_decode(ok, strlen(ok), &ans, err, sizeof(err)),
 	    0);
@@ -484,8 +497,8 @@ TEST(assignment_data)
 		CHECK_STR(ans.assignments[0].data[0].path, "/mnt");
 	}
 	gp_poll_answer_fini(&ans);
-	CHECK_EQ(gp_assignment_decode(bad, strlen(bad), &ans, err,
-	    sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_assignment_decode(bad, strlen(bad), &ans, err, sizeof(err)),
+	    GP_EINVAL);
 	gp_poll_answer_fini(&ans);
 }
 
@@ -516,8 +529,7 @@ TEST(sizes_and_refs)
 	CHECK_EQ(gp_cli_parse_data_ref("al/ds@7", NULL, owner, name, &v), 0);
 	CHECK_STR(owner, "al");
 	CHECK_EQ(v, 7);
-	CHECK_EQ(gp_cli_parse_data_ref("ds", NULL, owner, name, &v),
-	    GP_EINVAL);
+	CHECK_EQ(gp_cli_parse_data_ref("ds", NULL, owner, name, &v), GP_EINVAL);
 	CHECK_EQ(gp_cli_parse_data_ref("/ds", "me", owner, name, &v),
 	    GP_EINVAL);
 	CHECK_EQ(gp_cli_parse_data_ref("ds@", "me", owner, name, &v),
