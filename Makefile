@@ -16,10 +16,10 @@ OPT = -O2
 endif
 
 CC ?= cc
-PKGS = libmicrohttpd libcurl jansson libsodium sqlite3
+PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
-	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3)
+	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml)
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wformat=2 -Wno-format-nonliteral
 ifeq ($(WERROR),1)
@@ -39,7 +39,8 @@ REPLAY_BIN = $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
 BENCH_SRC = $(wildcard bench/*.c)
 BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-all: $(BUILD)/gpupool $(UNIT_BIN) $(REPLAY_BIN) $(BENCH_BIN)
+all: $(BUILD)/gpupool $(BUILD)/gpupool-init $(UNIT_BIN) $(REPLAY_BIN) \
+	$(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -51,6 +52,12 @@ $(BUILD)/libgpupool.a: $(LIB_OBJ)
 
 $(BUILD)/gpupool: $(BUILD)/src/main.o $(BUILD)/libgpupool.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# gpupool-init: pid 1 of container jobs. Static, since it runs inside
+# images that may have no C library; never sanitized (it runs there too).
+$(BUILD)/gpupool-init: src/init/gpupool-init.c src/agent/sandbox.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -Isrc -static -o $@ $<
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libgpupool.a
 	@mkdir -p $(dir $@)

@@ -5,7 +5,9 @@
 # RSS idle, after the dispatch run and after the submissions. Usage: BUILD=build bench/run.sh
 # (what `make bench` runs). Knobs: SUBMIT_SECONDS, DISPATCH_AGENTS,
 # DISPATCH_RATE, DISPATCH_SECONDS, CKPT_MIB (the checkpoint benchmark's
-# size, default 1024; 0 skips it), CKPT_PARALLEL.
+# size, default 1024; 0 skips it), CKPT_PARALLEL, CONTAINER_RUNS (the
+# container start benchmark's runs per side, default 40; 0 skips it; it
+# needs root, busybox-static and crun or runc).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -87,5 +89,15 @@ if [ "${CKPT_MIB:-1024}" -gt 0 ]; then
 		--admin-token-file "$DATA/ckpt/admin.token" \
 		--work "$DATA/ckpt-work" --size-mib "${CKPT_MIB:-1024}" \
 		--parallel "${CKPT_PARALLEL:-4}" 2>/dev/null || status=1
+fi
+# Container start over the runtime's own run (issue 4), each runtime found.
+if [ "${CONTAINER_RUNS:-40}" -gt 0 ] && [ "$(id -u)" = 0 ] &&
+	[ -x /bin/busybox ]; then
+	for rt in crun runc; do
+		command -v "$rt" >/dev/null || [ -x "/usr/sbin/$rt" ] || continue
+		echo "container_bench_loadavg $(cut -d' ' -f1 /proc/loadavg) load"
+		timeout 300 "$BUILD/bench/bench_container" --runtime "$rt" \
+			-n "${CONTAINER_RUNS:-40}" 2>/dev/null || status=1
+	done
 fi
 exit $status

@@ -36,6 +36,9 @@ struct gp_agent {
 	struct gp_cgroups cgroups;
 	struct gp_exec_config exec_cfg;
 	struct gp_exec_events exec_events;
+	struct gp_containers *containers;	/* NULL: no container jobs */
+	char containers_why[512];		/* why not */
+	char *hidden[2];			/* plain jobs never see these */
 
 	struct gp_executor *executor;
 	struct gp_reports *reports;

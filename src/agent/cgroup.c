@@ -208,6 +208,116 @@ gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
 }
 
 void
+gp_cgroup_paths(const struct gp_cgroups *cg, const char *name,
+    struct gp_cgroup_job *job)
+{
+	memset(job, 0, sizeof(*job));
+	if (cg->mode == GP_CGROUP_V2)
+		snprintf(job->dirs[job->ndirs++], PATH_MAX, "%.4000s/%s",
+		    cg->v2, name);
+	else if (cg->mode == GP_CGROUP_V1) {
+		if (cg->memory[0] != '\0')
+			snprintf(job->dirs[job->ndirs++], PATH_MAX,
+			    "%.4000s/%s", cg->memory, name);
+		if (cg->pids[0] != '\0')
+			snprintf(job->dirs[job->ndirs++], PATH_MAX,
+			    "%.4000s/%s", cg->pids, name);
+	}
+}
+
+int
+gp_cgroup_runtime_path(const struct gp_cgroups *cg, const char *name,
+    char *out, size_t len)
+{
+	if (cg->mode == GP_CGROUP_NONE)
+		return GP_ENOENT;
+	snprintf(out, len, "/%s/%s", parent_name, name);
+	return 0;
+}
+
+/*
+ * Calls fn(arg, mount point) for each mounted cgroup or cgroup2 file
+ * system (from /proc/self/mountinfo).
+ */
+static void
+each_hierarchy(void (*fn)(void *arg, const char *mnt), void *arg)
+{
+	char *data = NULL, *line, *next;
+	size_t len;
+
+	if (gp_read_file("/proc/self/mountinfo", 1 << 20, &data, &len) != 0)
+		return;
+	for (line = data; line != NULL && *line != '\0'; line = next) {
+		char *sep, *mnt, *end;
+
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if ((sep = strstr(line, " - ")) == NULL ||
+		    (strncmp(sep + 3, "cgroup ", 7) != 0 &&
+		    strncmp(sep + 3, "cgroup2 ", 8) != 0))
+			continue;
+		/* Field 5 is the mount point (no escapes in these paths). */
+		mnt = line;
+		for (int f = 0; f < 4 && mnt != NULL; f++)
+			if ((mnt = strchr(mnt, ' ')) != NULL)
+				mnt++;
+		if (mnt == NULL || (end = strchr(mnt, ' ')) == NULL)
+			continue;
+		*end = '\0';
+		fn(arg, mnt);
+	}
+	free(data);
+}
+
+struct removal {
+	const char *name;	/* below the parent, or NULL: the parent */
+	int64_t deadline;
+	int failed;
+};
+
+static void
+remove_in(void *arg, const char *mnt)
+{
+	struct removal *r = arg;
+	char path[PATH_MAX];
+
+	if (r->name != NULL)
+		snprintf(path, sizeof(path), "%s/%s/%s", mnt, parent_name,
+		    r->name);
+	else
+		snprintf(path, sizeof(path), "%s/%s", mnt, parent_name);
+	/* Processes that closed their files may not have left it yet. */
+	while (rmdir(path) != 0 && errno == EBUSY) {
+		if (gp_mono_ms() >= r->deadline) {
+			r->failed = 1;
+			return;
+		}
+		usleep(1000);
+	}
+}
+
+int
+gp_cgroup_remove_everywhere(const struct gp_cgroups *cg, const char *name,
+    int timeout_ms)
+{
+	struct removal r = {name, gp_mono_ms() + timeout_ms, 0};
+
+	if (cg->mode == GP_CGROUP_NONE)
+		return 0;
+	each_hierarchy(remove_in, &r);
+	return r.failed ? GP_EIO : 0;
+}
+
+void
+gp_cgroup_fini(const struct gp_cgroups *cg)
+{
+	struct removal r = {NULL, gp_mono_ms(), 0};
+
+	if (cg->mode != GP_CGROUP_NONE)
+		each_hierarchy(remove_in, &r);
+}
+
+void
 gp_cgroup_close_fds(struct gp_cgroup_job *job)
 {
 	int i;

@@ -47,6 +47,35 @@ void gp_cgroup_init(struct gp_cgroups *cg);
 int gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
     int64_t mem_mib, int64_t pids_max, struct gp_cgroup_job *job, char *err,
     size_t errlen);
+/*
+ * For a job whose cgroups an OCI runtime makes (at the path
+ * gp_cgroup_runtime_path names): fills job with the directories the
+ * runtime will make in the memory and pids hierarchies (v1) or the v2
+ * tree, without making anything, so that gp_cgroup_kill and
+ * gp_cgroup_remove work as for the agent's own. No descriptors.
+ */
+void gp_cgroup_paths(const struct gp_cgroups *cg, const char *name,
+    struct gp_cgroup_job *job);
+/*
+ * linux.cgroupsPath for a job: "/gpupool-<node>-<pid>/<name>", under the
+ * same parent as the agent's own job cgroups. Returns 0, or GP_ENOENT
+ * in mode NONE (the runtime then picks its default).
+ */
+int gp_cgroup_runtime_path(const struct gp_cgroups *cg, const char *name,
+    char *out, size_t len);
+/*
+ * Removes the cgroup "<parent>/<name>" from every mounted cgroup
+ * hierarchy (an OCI runtime makes a job's cgroups in all of them),
+ * waiting up to timeout_ms for exiting processes to leave. Returns 0 or
+ * GP_EIO when one is still there.
+ */
+int gp_cgroup_remove_everywhere(const struct gp_cgroups *cg, const char *name,
+    int timeout_ms);
+/*
+ * Removes the agent's parent cgroup "gpupool-<node>-<pid>" from every
+ * hierarchy (at exit, after the last job). Best effort.
+ */
+void gp_cgroup_fini(const struct gp_cgroups *cg);
 /* Closes the cgroup.procs descriptors (the parent's copies). */
 void gp_cgroup_close_fds(struct gp_cgroup_job *job);
 /* SIGKILLs every process in the job's cgroup(s). */

@@ -1,13 +1,18 @@
 /*
  * executor.c: the job table and its one thread. An epoll loop watches,
- * for every job, the pidfd of its sandbox init, its output pipe and its
- * status pipe; an eventfd wakes it for new work from other threads. A job
- * is over when init is reaped and both pipes are at end of file.
+ * for every job, the pidfd of its pid 1 (the sandbox's init, or the OCI
+ * runtime's process for a container), its output pipe and its status
+ * pipe; an eventfd wakes it for new work from other threads. A job is
+ * over when its pid 1 is reaped and both pipes are at end of file. What
+ * is common to every job lives here (work directory, environment,
+ * cgroups, pipes, time limits, kill, signals, reaping); how its processes
+ * are made is the job's struct gp_executor_ops.
  */
 #include "agent/executor.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,8 +48,9 @@ struct watch {
 
 struct job {
 	struct gp_attempt_id id;
+	struct gp_exec_job x;		/* what the implementation sees */
+	const struct gp_executor_ops *ops;
 	char argv0[256];
-	char workdir[PATH_MAX];
 	pid_t pid;
 	int pidfd, out_fd, status_fd;
 	struct watch watches[3];
@@ -150,18 +156,18 @@ gp_executor_signal(struct gp_executor *ex, const struct gp_attempt_id *id,
 }
 
 void
-gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
-    const struct gp_attempt_id *id, char *out, size_t len)
-{
-	snprintf(out, len, "%s/jobs/%lld-%lld/checkpoint", cfg->work_dir,
-	    (long long)id->job_id, (long long)id->attempt);
-}
-
-void
 gp_executor_output_dir(const struct gp_exec_config *cfg,
     const struct gp_attempt_id *id, char *out, size_t len)
 {
 	snprintf(out, len, "%s/jobs/%lld-%lld/output", cfg->work_dir,
+	    (long long)id->job_id, (long long)id->attempt);
+}
+
+void
+gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len)
+{
+	snprintf(out, len, "%s/jobs/%lld-%lld/checkpoint", cfg->work_dir,
 	    (long long)id->job_id, (long long)id->attempt);
 }
 
@@ -212,55 +218,119 @@ free_strings(char **v)
 	free(v);
 }
 
-/* Builds the job's environment. Returns NULL on allocation failure. */
+/*
+ * Sets kv in env (n entries, room for more): replaces an entry with the
+ * same key, or appends. With append_value, a PATH or LD_LIBRARY_PATH
+ * already set gets kv's value appended after a colon. Takes kv.
+ */
+static void
+env_set(char **env, int *n, char *kv, int append_value)
+{
+	size_t klen = strcspn(kv, "=");
+	char *joined;
+
+	for (int i = 0; i < *n; i++) {
+		if (strncmp(env[i], kv, klen) != 0 || env[i][klen] != '=')
+			continue;
+		if (append_value && (strncmp(kv, "PATH=", 5) == 0 ||
+		    strncmp(kv, "LD_LIBRARY_PATH=", 16) == 0) &&
+		    env[i][klen + 1] != '\0' &&
+		    asprintf(&joined, "%s:%s", env[i], kv + klen + 1) >= 0) {
+			free(kv);
+			kv = joined;
+		}
+		free(env[i]);
+		env[i] = kv;
+		return;
+	}
+	env[(*n)++] = kv;
+}
+
+static int
+count_strings(char *const *v)
+{
+	int n = 0;
+
+	while (v != NULL && v[n] != NULL)
+		n++;
+	return n;
+}
+
+/*
+ * Builds the job's environment: the implementation's base (an image's
+ * Env), the job's env minus reserved names, the implementation's device
+ * env, then PATH (when none), HOME and the GPU and GPUPOOL_* variables.
+ * A later entry replaces an earlier one of the same name. Returns NULL
+ * on allocation failure.
+ */
 static char **
 build_env(struct gp_executor *ex, const struct gp_assignment *a,
-    const char *workdir)
+    const struct gp_exec_job *x)
 {
 	const struct gp_exec_config *cfg = ex->cfg;
 	char devices[GP_GPUS_MAX * GP_GPU_UUID_MAX], indices[GP_GPUS_MAX * 4];
+	char visible[GP_GPUS_MAX * 4], *kv;
+	const char *cuda;
 	char **env;
-	int i, n = 0, have_path = 0;
-	size_t dl = 0, il = 0;
+	int i, n = 0, have_path = 0, room;
+	size_t dl = 0, il = 0, vl = 0;
 
-	devices[0] = indices[0] = '\0';
+	devices[0] = indices[0] = visible[0] = '\0';
 	for (i = 0; i < a->ngpus; i++) {
 		const struct gp_gpu_info *g = &cfg->gpus[a->gpus[i]];
 		dl += (size_t)snprintf(devices + dl, sizeof(devices) - dl,
 		    "%s%s", i ? "," : "", g->uuid);
 		il += (size_t)snprintf(indices + il, sizeof(indices) - il,
 		    "%s%d", i ? "," : "", a->gpus[i]);
+		vl += (size_t)snprintf(visible + vl, sizeof(visible) - vl,
+		    "%s%d", i ? "," : "", i);
 	}
-	if ((env = calloc((size_t)a->nenv + 16, sizeof(char *))) == NULL)
+	/* A container sees its GPUs only, numbered from 0. */
+	cuda = cfg->gpu_uuids ? devices : x->gpus_renumbered ? visible :
+	    indices;
+	room = count_strings(x->base_env) + a->nenv +
+	    count_strings(x->device_env) + 16;
+	if ((env = calloc((size_t)room + 1, sizeof(char *))) == NULL)
 		return NULL;
+	for (i = 0; i < count_strings(x->base_env); i++) {
+		if ((kv = strdup(x->base_env[i])) == NULL)
+			goto fail;
+		env_set(env, &n, kv, 0);
+	}
 	for (i = 0; i < a->nenv; i++) {
 		if (env_reserved(a->env[i]))
 			continue;
-		if (strncmp(a->env[i], "PATH=", 5) == 0)
-			have_path = 1;
-		if ((env[n++] = strdup(a->env[i])) == NULL)
+		if ((kv = strdup(a->env[i])) == NULL)
 			goto fail;
+		env_set(env, &n, kv, 0);
 	}
+	for (i = 0; i < count_strings(x->device_env); i++) {
+		if (env_reserved(x->device_env[i]))
+			continue;
+		if ((kv = strdup(x->device_env[i])) == NULL)
+			goto fail;
+		env_set(env, &n, kv, 1);
+	}
+	for (i = 0; i < n; i++)
+		if (strncmp(env[i], "PATH=", 5) == 0)
+			have_path = 1;
 #define ADD(...)                                                            \
 	do {                                                                \
-		if (asprintf(&env[n], __VA_ARGS__) < 0) {                   \
-			env[n] = NULL;                                      \
+		if (asprintf(&kv, __VA_ARGS__) < 0)                         \
 			goto fail;                                          \
-		}                                                           \
-		n++;                                                        \
+		env_set(env, &n, kv, 0);                                    \
 	} while (0)
 	if (!have_path)
 		ADD("PATH=%s", DEFAULT_PATH);
-	ADD("HOME=%s", workdir);
-	ADD("CUDA_VISIBLE_DEVICES=%s", cfg->gpu_uuids ? devices : indices);
-	ADD("NVIDIA_VISIBLE_DEVICES=%s", a->ngpus == 0 ? "none" :
-	    cfg->gpu_uuids ? devices : indices);
+	ADD("HOME=%s", x->workdir);
+	ADD("CUDA_VISIBLE_DEVICES=%s", cuda);
+	ADD("NVIDIA_VISIBLE_DEVICES=%s", a->ngpus == 0 ? "none" : cuda);
 	ADD("GPUPOOL_JOB_ID=%lld", (long long)a->id.job_id);
 	ADD("GPUPOOL_ATTEMPT=%lld", (long long)a->id.attempt);
 	ADD("GPUPOOL_GPUS=%s", indices);
 	ADD("GPUPOOL_JOB_NAME=%s", a->name);
-	ADD("GPUPOOL_CHECKPOINT_DIR=%s/checkpoint", workdir);
-	ADD("GPUPOOL_OUTPUT_DIR=%s/output", workdir);
+	ADD("GPUPOOL_CHECKPOINT_DIR=%s/checkpoint", x->workdir);
+	ADD("GPUPOOL_OUTPUT_DIR=%s/output", x->workdir);
 	ADD("GPUPOOL_RESTART_COUNT=%lld", (long long)a->restart_count);
 	ADD("GPUPOOL_CHECKPOINT_VERSION=%lld", (long long)a->restored_version);
 	ADD("GPUPOOL_CHECKPOINT_SIGNAL=%s",
@@ -295,61 +365,73 @@ unwatch(struct gp_executor *ex, int *fd)
 	*fd = -1;
 }
 
-/*
- * The job's directory, its checkpoint directory (restored or empty) and
- * its output directory (empty).
- */
-static int
-make_workdir(struct gp_executor *ex, struct job *j, const char *restore)
+/* What prepare and the executor made for a job, apart from its cgroups. */
+static void
+release(struct job *j)
 {
-	const struct gp_sandbox_user *u = ex->cfg->user;
-	char ckpt[PATH_MAX + 16], output[PATH_MAX + 16];
-	struct stat st;
+	struct gp_exec_job *x = &j->x;
 
-	if (lstat(j->workdir, &st) == 0)
-		gp_remove_tree(j->workdir);
-	if (mkdir(j->workdir, 0700) != 0)
-		return errno;
-	if (!u->userns && chown(j->workdir, u->uid, u->gid) != 0)
-		return errno;
-	snprintf(ckpt, sizeof(ckpt), "%s/checkpoint", j->workdir);
-	if (restore != NULL) {
-		if (rename(restore, ckpt) != 0)
-			return errno;
-	} else if (mkdir(ckpt, 0700) != 0)
-		return errno;
-	if (!u->userns && chown(ckpt, u->uid, u->gid) != 0)
-		return errno;
-	snprintf(output, sizeof(output), "%s/output", j->workdir);
-	if (mkdir(output, 0700) != 0)
-		return errno;
-	if (!u->userns && chown(output, u->uid, u->gid) != 0)
-		return errno;
-	return 0;
+	x->a = NULL;
+	j->ops->release(x);
+	free_strings(x->argv);
+	free_strings(x->base_env);
+	free_strings(x->device_env);
+	free_strings(x->env);
+	x->argv = x->base_env = x->device_env = x->env = NULL;
+	gp_cgroup_close_fds(&x->cgroup);
+}
+
+static uid_t chown_uid;
+static gid_t chown_gid;
+
+static int
+chown_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return lchown(path, chown_uid, chown_gid) != 0 ? -1 : 0;
 }
 
 /*
- * STAND-IN until the "containers" branch lands its mount code for both
- * executors: a plain job's mounts are bound onto directories that exist
- * on the provider's (read-only) root, as the sandbox cannot create a
- * mount point there. Returns 0, or fails the start with a message.
+ * The job's directory, its checkpoint directory (restored or empty) and
+ * its output directory (empty), owned by the job's uid unless it is -1 (a
+ * user namespace of the agent's own user). A restored checkpoint's files
+ * were written for the plain sandbox's user: handed over to the job's uid
+ * (a container's differs).
  */
 static int
-check_mounts(struct gp_executor *ex, const struct gp_assignment *a)
+make_workdir(struct job *j, const char *restore)
 {
+	const struct gp_exec_job *x = &j->x;
+	char ckpt[PATH_MAX + 16], output[PATH_MAX + 16];
+	int own = x->uid != (uid_t)-1;
 	struct stat st;
-	int i;
 
-	for (i = 0; i < a->nmounts; i++) {
-		if (stat(a->mounts[i].target, &st) != 0 ||
-		    !S_ISDIR(st.st_mode)) {
-			fail_start(ex, &a->id, "mount target %s does not exist "
-			    "on this provider (plain jobs mount data sets on "
-			    "existing directories, such as /mnt)",
-			    a->mounts[i].target, 0);
-			return -1;
-		}
-	}
+	if (lstat(x->workdir, &st) == 0)
+		gp_remove_tree(x->workdir);
+	if (mkdir(x->workdir, 0700) != 0)
+		return errno;
+	if (own && chown(x->workdir, x->uid, x->gid) != 0)
+		return errno;
+	snprintf(ckpt, sizeof(ckpt), "%s/checkpoint", x->workdir);
+	if (restore != NULL) {
+		if (rename(restore, ckpt) != 0)
+			return errno;
+		/* The executor thread only: the statics are safe here. */
+		chown_uid = x->uid;
+		chown_gid = x->gid;
+		if (own && nftw(ckpt, chown_one, 16, FTW_PHYS) != 0)
+			return errno ? errno : EIO;
+	} else if (mkdir(ckpt, 0700) != 0)
+		return errno;
+	if (own && chown(ckpt, x->uid, x->gid) != 0)
+		return errno;
+	snprintf(output, sizeof(output), "%s/output", x->workdir);
+	if (mkdir(output, 0700) != 0)
+		return errno;
+	if (own && chown(output, x->uid, x->gid) != 0)
+		return errno;
 	return 0;
 }
 
@@ -358,9 +440,8 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 {
 	const struct gp_exec_config *cfg = ex->cfg;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, i, err;
-	struct gp_sandbox_spec spec;
-	char name[64], cgerr[512];
-	char **env = NULL;
+	char name[64], why[1024];
+	struct gp_exec_job *x;
 	struct job *j;
 
 	if (find(ex, &a->id) != NULL) {
@@ -370,62 +451,76 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 		return;
 	}
 	for (i = 0; i < a->ngpus; i++)
-		if (a->gpus[i] >= cfg->ngpus) {
+		if (a->gpus[i] < 0 || a->gpus[i] >= cfg->ngpus) {
 			snprintf(name, sizeof(name), "%d", a->gpus[i]);
 			fail_start(ex, &a->id, "GPU index %s is not on this "
 			    "node", name, 0);
 			return;
 		}
+	if (a->container != NULL && cfg->containers == NULL) {
+		fail_start(ex, &a->id, "this agent runs no container jobs: %s",
+		    cfg->containers_why ? cfg->containers_why :
+		    "not configured", 0);
+		return;
+	}
 	if ((j = calloc(1, sizeof(*j))) == NULL) {
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
 		return;
 	}
 	j->id = a->id;
 	j->pidfd = j->out_fd = j->status_fd = -1;
-	gp_strlcpy(j->argv0, a->argv[0], sizeof(j->argv0));
-	snprintf(name, sizeof(name), "%lld-%lld", (long long)a->id.job_id,
-	    (long long)a->id.attempt);
-	snprintf(j->workdir, sizeof(j->workdir), "%s/jobs/%s", cfg->work_dir,
-	    name);
-	if (check_mounts(ex, a) != 0)
-		goto fail;
-	if ((err = make_workdir(ex, j, a->restore_dir)) != 0) {
-		fail_start(ex, &a->id, "work directory %s", j->workdir, err);
+	j->ops = a->container != NULL ? &gp_container_exec_ops :
+	    &gp_sandbox_exec_ops;
+	x = &j->x;
+	x->cfg = cfg;
+	x->a = a;
+	x->uid = (uid_t)-1;
+	x->gid = (gid_t)-1;
+	x->out_fd = x->status_fd = -1;
+	snprintf(x->name, sizeof(x->name), "%lld-%lld",
+	    (long long)a->id.job_id, (long long)a->id.attempt);
+	snprintf(x->workdir, sizeof(x->workdir), "%s/jobs/%s", cfg->work_dir,
+	    x->name);
+	why[0] = '\0';
+	if (j->ops->prepare(x, why, sizeof(why)) != 0) {
+		fail_start(ex, &a->id, "%s", why, 0);
 		goto fail;
 	}
-	if ((env = build_env(ex, a, j->workdir)) == NULL) {
+	gp_strlcpy(j->argv0, x->argv0 ? x->argv0 : "", sizeof(j->argv0));
+	if ((err = make_workdir(j, a->restore_dir)) != 0) {
+		fail_start(ex, &a->id, "work directory %s", x->workdir, err);
+		goto fail;
+	}
+	if ((x->env = build_env(ex, a, x)) == NULL) {
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
 		goto fail;
 	}
-	if (gp_cgroup_create(cfg->cgroups, name, a->mem_mib,
+	if (x->runtime_cgroups)
+		gp_cgroup_paths(cfg->cgroups, x->name, &x->cgroup);
+	else if (gp_cgroup_create(cfg->cgroups, x->name, a->mem_mib,
 	    cfg->pids_max > 0 ? cfg->pids_max : GP_CGROUP_PIDS_MAX,
-	    &j->cgroup, cgerr, sizeof(cgerr)) != 0)
+	    &x->cgroup, why, sizeof(why)) != 0)
 		gp_warn("job runs without cgroup limits job=%lld attempt=%lld "
 		    "why=\"%s\"", (long long)a->id.job_id,
-		    (long long)a->id.attempt, cgerr);
+		    (long long)a->id.attempt, why);
 	if (pipe2(out, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) {
 		fail_start(ex, &a->id, "%s", "pipe", errno);
 		goto fail;
 	}
-	memset(&spec, 0, sizeof(spec));
-	spec.user = cfg->user;
-	spec.workdir = j->workdir;
-	spec.argv = a->argv;
-	spec.envp = env;
-	spec.out_fd = out[1];
-	spec.status_fd = status[1];
-	spec.cgroup_fds = j->cgroup.procs_fds;
-	spec.ncgroup_fds = j->cgroup.nfds;
-	spec.mounts = a->mounts;
-	spec.nmounts = a->nmounts;
-	if (gp_sandbox_spawn(&spec, &j->pid, &j->pidfd) != 0) {
-		fail_start(ex, &a->id, "%s", "clone", errno);
+	x->out_fd = out[1];
+	x->status_fd = status[1];
+	why[0] = '\0';
+	if (j->ops->spawn(x, &j->pid, &j->pidfd, why, sizeof(why)) != 0) {
+		fail_start(ex, &a->id, "%s", why, 0);
 		goto fail;
 	}
 	close(out[1]);
 	close(status[1]);
-	gp_cgroup_close_fds(&j->cgroup);
-	free_strings(env);
+	x->out_fd = x->status_fd = -1;
+	x->a = NULL;
+	gp_cgroup_close_fds(&x->cgroup);
+	free_strings(x->env);
+	x->env = NULL;
 	j->out_fd = out[0];
 	j->status_fd = status[0];
 	fcntl(j->out_fd, F_SETFL, O_NONBLOCK);
@@ -437,8 +532,9 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 		j->deadline = gp_mono_ms() + a->time_limit_s * 1000;
 	j->next = ex->jobs;
 	ex->jobs = j;
-	gp_debug("job spawned job=%lld attempt=%lld pid=%d",
-	    (long long)j->id.job_id, (long long)j->id.attempt, (int)j->pid);
+	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s",
+	    (long long)j->id.job_id, (long long)j->id.attempt, (int)j->pid,
+	    j->ops->name);
 	return;
 fail:
 	for (i = 0; i < 2; i++) {
@@ -447,10 +543,9 @@ fail:
 		if (status[i] >= 0)
 			close(status[i]);
 	}
-	free_strings(env);
-	gp_cgroup_close_fds(&j->cgroup);
-	gp_cgroup_remove(&j->cgroup);
-	gp_remove_tree(j->workdir);
+	release(j);
+	gp_cgroup_remove(&x->cgroup);
+	gp_remove_tree(x->workdir);
 	free(j);
 }
 
@@ -464,17 +559,19 @@ kill_job(struct job *j, enum gp_exec_kill how, int timed_out)
 	if (!j->reaped && j->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	/* Backstop: anything that is in the cgroup but not the namespace. */
-	gp_cgroup_kill(&j->cgroup);
+	gp_cgroup_kill(&j->x.cgroup);
 }
 
 static void
-result_of(const struct job *j, struct gp_exec_result *r)
+result_of(struct job *j, struct gp_exec_result *r)
 {
+	char why[400];
+
 	memset(r, 0, sizeof(*r));
 	if (j->setup_stage != 0) {
 		r->reason = "start_failed";
-		snprintf(r->message, sizeof(r->message), "sandbox: %s: %s",
-		    gp_sandbox_stage_name(j->setup_stage),
+		snprintf(r->message, sizeof(r->message), "%s: %s: %s",
+		    j->ops->name, j->ops->stage_name(j->setup_stage),
 		    strerror(j->setup_errno));
 	} else if (j->exec_errno != 0) {
 		r->reason = "start_failed";
@@ -492,6 +589,12 @@ result_of(const struct job *j, struct gp_exec_result *r)
 	} else if (j->have_status && WIFSIGNALED(j->status)) {
 		r->reason = "killed";
 		r->signal = WTERMSIG(j->status);
+	} else if (!j->exec_ok && j->kill_how == 0 && j->ops->explain != NULL &&
+	    (why[0] = '\0', j->ops->explain(&j->x, why, sizeof(why)),
+	    why[0] != '\0')) {
+		/* Its runtime failed before the command could start. */
+		r->reason = "start_failed";
+		gp_strlcpy(r->message, why, sizeof(r->message));
 	} else {
 		/* init itself died: killed from outside, or by the OOM killer. */
 		r->reason = "killed";
@@ -514,16 +617,18 @@ finish_job(struct gp_executor *ex, struct job *j)
 		}
 	result_of(j, &r);
 	unwatch(ex, &j->pidfd);
-	if (gp_cgroup_remove(&j->cgroup) != 0) {
-		gp_cgroup_kill(&j->cgroup);
-		if (gp_cgroup_remove(&j->cgroup) != 0)
+	/* A container's runtime removes its cgroups: before our backstop. */
+	release(j);
+	if (gp_cgroup_remove(&j->x.cgroup) != 0) {
+		gp_cgroup_kill(&j->x.cgroup);
+		if (gp_cgroup_remove(&j->x.cgroup) != 0)
 			gp_warn("cannot remove cgroup job=%lld attempt=%lld "
 			    "dir=%s", (long long)j->id.job_id,
-			    (long long)j->id.attempt, j->cgroup.dirs[0]);
+			    (long long)j->id.attempt, j->x.cgroup.dirs[0]);
 	}
-	if (!ex->cfg->keep_workdir && gp_remove_tree(j->workdir) != 0)
-		gp_warn("cannot remove work directory dir=%s", j->workdir);
-	r.workdir = j->workdir;
+	if (!ex->cfg->keep_workdir && gp_remove_tree(j->x.workdir) != 0)
+		gp_warn("cannot remove work directory dir=%s", j->x.workdir);
+	r.workdir = j->x.workdir;
 	gp_info("job finished job=%lld attempt=%lld reason=%s exit_code=%d "
 	    "signal=%d", (long long)j->id.job_id, (long long)j->id.attempt,
 	    r.reason, r.exit_code, r.signal);

@@ -1,14 +1,22 @@
 /*
  * executor.h: the agent's job table. One thread owns every job process:
- * it starts jobs in sandboxes, pumps their output, enforces time limits,
- * kills on request and reaps, all from one epoll loop over pidfds and
- * pipes (no sleeping, no SIGCHLD handler). What happens to a job is told
- * through callbacks, called on the executor thread.
+ * it starts jobs, pumps their output, enforces time limits, kills on
+ * request, forwards signals and reaps, all from one epoll loop over
+ * pidfds and pipes (no sleeping, no SIGCHLD handler). What happens to a
+ * job is told through callbacks, called on the executor thread.
+ *
+ * How a job's processes are made is an implementation behind struct
+ * gp_executor_ops: the plain sandbox (sandbox.c) for commands, the OCI
+ * container (container.c) for jobs with an image. Both give the loop the
+ * same things: a pidfd whose process is pid 1 of the job's pid namespace
+ * (killing it kills the job), the output pipe, and the status pipe on
+ * which the job's init writes struct gp_sandbox_record.
  */
 #ifndef GP_AGENT_EXECUTOR_H
 #define GP_AGENT_EXECUTOR_H
 
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,6 +50,8 @@ struct gp_exec_events {
 	    const struct gp_exec_result *result);
 };
 
+struct gp_containers;
+
 struct gp_exec_config {
 	const struct gp_sandbox_user *user;
 	const struct gp_cgroups *cgroups;
@@ -51,7 +61,71 @@ struct gp_exec_config {
 	int gpu_uuids;		/* CUDA_VISIBLE_DEVICES by UUID, not index */
 	int64_t pids_max;	/* per job; 0 means GP_CGROUP_PIDS_MAX */
 	int keep_workdir;	/* leave job directories to the callee */
+	/* Container jobs: NULL refuses them, saying containers_why. */
+	struct gp_containers *containers;
+	const char *containers_why;
+	/*
+	 * Plain jobs: paths hidden (an empty read-only tmpfs, or /dev/null
+	 * over a file) besides /home, /root, /run/user and the agent's work
+	 * directory; NULL-ended or NULL. The agent adds its token file.
+	 */
+	char *const *hidden_paths;
 };
+
+/* One job as the executor and its implementation see it. */
+struct gp_exec_job {
+	const struct gp_exec_config *cfg;
+	const struct gp_assignment *a;	/* during prepare and spawn only */
+	char name[64];			/* "<job>-<attempt>" */
+	char workdir[PATH_MAX];
+
+	/* Filled by prepare. */
+	char **argv;		/* what init runs, NULL-ended, owned */
+	const char *argv0;	/* the job's command (for messages) */
+	uid_t uid;		/* owner of the work directory, or -1 */
+	gid_t gid;
+	char **base_env;	/* before the job's env (an image's), or NULL */
+	char **device_env;	/* after it (GPU edits), or NULL; owned */
+	int gpus_renumbered;	/* CUDA_VISIBLE_DEVICES 0..n-1 (not host) */
+	int runtime_cgroups;	/* the runtime makes the job's cgroups */
+	void *priv;		/* the implementation's */
+
+	/* Filled by the executor before spawn. */
+	char **env;		/* NULL-ended, owned */
+	int out_fd;		/* write end: stdout and stderr */
+	int status_fd;		/* write end: init's records */
+	struct gp_cgroup_job cgroup;
+};
+
+/*
+ * A way to run jobs. Called on the executor thread, in this order:
+ * prepare, then (after the executor made the work directory, the
+ * environment, the cgroups and the pipes) spawn; release once after the
+ * processes are reaped, also when prepare or spawn failed.
+ */
+struct gp_executor_ops {
+	const char *name;
+	/* Fills the job's prepare fields. 0, or GP_E* with err set. */
+	int (*prepare)(struct gp_exec_job *job, char *err, size_t errlen);
+	/*
+	 * Starts the job. OUT: *pid, *pidfd of its pid 1. 0, or GP_E* with
+	 * err set.
+	 */
+	int (*spawn)(struct gp_exec_job *job, pid_t *pid, int *pidfd,
+	    char *err, size_t errlen);
+	/* A short name for a setup stage of a GP_SANDBOX_SETUP_FAILED. */
+	const char *(*stage_name)(int stage);
+	/*
+	 * Why a job that was not killed ended without any record from its
+	 * init (a runtime that failed): into msg, or "" (may be NULL).
+	 */
+	void (*explain)(struct gp_exec_job *job, char *msg, size_t len);
+	/* Releases priv and whatever spawn left outside the job. */
+	void (*release)(struct gp_exec_job *job);
+};
+
+extern const struct gp_executor_ops gp_sandbox_exec_ops;   /* sandbox.c */
+extern const struct gp_executor_ops gp_container_exec_ops; /* container.c */
 
 /* A job's checkpoint directory: <work_dir>/jobs/<id>-<attempt>/checkpoint */
 void gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,

@@ -43,6 +43,17 @@ gp_gpu_open(const char *fake_spec, const char *node_name,
 	return 0;
 }
 
+int
+gp_gpu_minor(struct gp_gpu_set *set, int index)
+{
+	int m;
+
+	if (set->ops != NULL && set->state != NULL && set->ops->minor != NULL &&
+	    (m = set->ops->minor(set->state, index)) >= 0)
+		return m;
+	return index;
+}
+
 void
 gp_gpu_close(struct gp_gpu_set *set)
 {

@@ -58,6 +58,11 @@ struct gp_gpu_ops {
 	 * most max). Returns how many it wrote, or GP_E*.
 	 */
 	int (*processes)(void *state, int index, pid_t *pids, int max);
+	/*
+	 * Optional: the minor number of GPU index's /dev/nvidia<minor>, or
+	 * GP_E* when unknown.
+	 */
+	int (*minor)(void *state, int index);
 };
 
 extern const struct gp_gpu_ops gp_gpu_nvml_ops;
@@ -91,6 +96,13 @@ struct gp_gpu_set {
 int gp_gpu_open(const char *fake_spec, const char *node_name,
     struct gp_gpu_set *set, char *err, size_t errlen);
 void gp_gpu_close(struct gp_gpu_set *set);
+
+/*
+ * The minor number of GPU index's device node /dev/nvidia<minor> (the
+ * container executor gives a job the nodes of its GPUs only): what the
+ * backend says, else the index.
+ */
+int gp_gpu_minor(struct gp_gpu_set *set, int index);
 
 /*
  * Owner presence: how many processes that are not the pool's use GPU

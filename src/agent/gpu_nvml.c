@@ -54,6 +54,7 @@ struct nvml {
 	nvml_return (*uuid)(nvml_device, char *, unsigned int);
 	nvml_return (*memory)(nvml_device, struct nvml_memory *);
 	nvml_return (*util)(nvml_device, struct nvml_utilization *);
+	nvml_return (*minor)(nvml_device, unsigned int *); /* or NULL */
 	struct nvml_procs compute, graphics;	/* fn NULL: not in the lib */
 	unsigned int n;
 };
@@ -131,6 +132,10 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 	}
 	if (resolve(v, err, errlen) != 0)
 		goto fail;
+	{
+		void *sym = dlsym(v->lib, "nvmlDeviceGetMinorNumber");
+		memcpy(&v->minor, &sym, sizeof(sym));
+	}
 	resolve_procs(v->lib, "nvmlDeviceGetComputeRunningProcesses",
 	    &v->compute);
 	resolve_procs(v->lib, "nvmlDeviceGetGraphicsRunningProcesses",
@@ -295,6 +300,20 @@ nvml_processes(void *state, int index, pid_t *pids, int max)
 	return unique;
 }
 
+static int
+nvml_minor(void *state, int index)
+{
+	struct nvml *v = state;
+	nvml_device dev;
+	unsigned int m;
+
+	if (v->minor == NULL || index < 0 || (unsigned int)index >= v->n ||
+	    v->handle((unsigned int)index, &dev) != 0 || v->minor(dev, &m) != 0 ||
+	    m > 255)
+		return GP_ENOENT;
+	return (int)m;
+}
+
 static void
 nvml_close(void *state)
 {
@@ -312,4 +331,5 @@ const struct gp_gpu_ops gp_gpu_nvml_ops = {
 	.usage = nvml_usage,
 	.close = nvml_close,
 	.processes = nvml_processes,
+	.minor = nvml_minor,
 };

@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/agentd.h"
 #include "agent/datacache.h"
+#include "agent/container.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -30,10 +31,13 @@ static const char usage_text[] =
 "           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
 "           [--policy FILE] [--control PATH] [--owner USER]\n"
+"           [--runtime auto|crun|runc|none|PATH] [--userns-base UID]\n"
+"           [--scratch-size SIZE] [--container-init PATH]\n"
 "           [--data-cache-max SIZE] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
-"assigns, each in a sandbox (namespaces, read-only root, own cgroup).\n"
+"assigns, each in a sandbox (namespaces, read-only root, own cgroup), or\n"
+"for a job with an image in an OCI container (crun or runc).\n"
 "\n"
 "  --coordinator URL  coordinator base URL (or $GPUPOOL_URL)\n"
 "  --token TOKEN      provider token (or $GPUPOOL_TOKEN, or --token-file)\n"
@@ -59,6 +63,14 @@ static const char usage_text[] =
 "  --data-cache-max SIZE\n"
 "                     data set versions kept for jobs, in WORK/data\n"
 "                     (default 100G; least recently used evicted)\n"
+"  --runtime RT       OCI runtime for container jobs: auto (crun, else\n"
+"                     runc; the default), crun, runc, a path, or none\n"
+"  --userns-base UID  container jobs map to host ids UID..UID+65535\n"
+"                     (default 2147418112); never 0 or a host user's\n"
+"  --scratch-size SZ  a container's /tmp and /dev/shm, each (default 1G)\n"
+"  --container-init P gpupool-init (default: next to this binary)\n"
+"  --fake-gpu-root D  with --fake-gpus: NVIDIA device nodes, ld cache and\n"
+"                     CDI specs under D instead of / (tests)\n"
 "  -v, --verbose      debug logging\n";
 
 static int64_t
@@ -134,6 +146,38 @@ setup_work(struct gp_agent *ag, const char *work)
 }
 
 /*
+ * Container jobs: the runtime, checked with a probe container. Asked for
+ * by name (--runtime crun) it must work; "auto" that finds none leaves
+ * the agent running plain jobs only, saying why. Returns 0 or GP_E*.
+ */
+static int
+setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
+{
+	int minors[64], i, ret;
+
+	if (strcmp(o->runtime, "none") == 0) {
+		gp_strlcpy(ag->containers_why, "disabled with --runtime none",
+		    sizeof(ag->containers_why));
+		gp_info("container jobs disabled (--runtime none)");
+		return 0;
+	}
+	for (i = 0; i < ag->gpus.n && i < 64; i++)
+		minors[i] = gp_gpu_minor(&ag->gpus, i);
+	ret = gp_containers_new(ag->work, o, &ag->cgroups, ag->gpus.gpus,
+	    ag->gpus.n < 64 ? ag->gpus.n : 64, minors, &ag->containers,
+	    ag->containers_why, sizeof(ag->containers_why));
+	if (ret == 0)
+		return 0;
+	if (strcmp(o->runtime, "auto") != 0) {
+		fprintf(stderr, "gpupool agent: --runtime %s: %s\n",
+		    o->runtime, ag->containers_why);
+		return ret;
+	}
+	gp_warn("container jobs disabled: %s", ag->containers_why);
+	return 0;
+}
+
+/*
  * The agent outlives gp_agent_main's return on purpose (a poll thread may
  * still be blocked in a long poll and read it); kept reachable here.
  */
@@ -158,6 +202,11 @@ gp_agent_main(int argc, char **argv)
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
 		{"data-cache-max", required_argument, NULL, 'D'},
+		{"runtime", required_argument, NULL, 'R'},
+		{"userns-base", required_argument, NULL, 'B'},
+		{"scratch-size", required_argument, NULL, 'Z'},
+		{"container-init", required_argument, NULL, 'I'},
+		{"fake-gpu-root", required_argument, NULL, 'G'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -165,7 +214,8 @@ gp_agent_main(int argc, char **argv)
 	const char *url = getenv("GPUPOOL_URL"), *fake = NULL, *run_as = NULL;
 	const char *work = NULL, *name = NULL, *token_file = NULL, *ca = NULL;
 	const char *policy = NULL, *control = NULL, *owner = NULL;
-	const char *fake_procs = NULL;
+	const char *fake_procs = NULL, *fake_gpu_root = NULL;
+	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
 	char work_default[PATH_MAX], cache_dir[PATH_MAX];
 	struct gp_agent *ag = NULL;
@@ -174,6 +224,8 @@ gp_agent_main(int argc, char **argv)
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
+	memset(&copts, 0, sizeof(copts));
+	copts.runtime = "auto";
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
 		switch (c) {
@@ -211,6 +263,30 @@ gp_agent_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'R': copts.runtime = optarg; break;
+		case 'I': copts.init_path = optarg; break;
+		case 'G': fake_gpu_root = optarg; break;
+		case 'B': {
+			int64_t v;
+			if (gp_parse_int(optarg, 1, 4294967295LL - 65536,
+			    &v) != 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--userns-base %s\n", optarg);
+				return 2;
+			}
+			copts.userns_base = (uint32_t)v;
+			break;
+		}
+		case 'Z': {
+			int64_t mib;
+			if (gp_parse_mib(optarg, &mib) != 0 || mib <= 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--scratch-size %s\n", optarg);
+				return 2;
+			}
+			copts.scratch_bytes = mib << 20;
+			break;
+		}
 		case 'v': verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -286,6 +362,12 @@ gp_agent_main(int argc, char **argv)
 		    "--fake-gpus\n");
 		goto out;
 	}
+	if (fake_gpu_root != NULL && fake == NULL) {
+		fprintf(stderr, "gpupool agent: --fake-gpu-root needs "
+		    "--fake-gpus\n");
+		goto out;
+	}
+	copts.fake_gpu_root = fake_gpu_root;
 	if (fake == NULL && ag->gpus.state == NULL)
 		gp_warn("%s: lending 0 GPUs; use --fake-gpus for tests", err);
 	for (c = 0; c < ag->gpus.n; c++)
@@ -299,6 +381,8 @@ gp_agent_main(int argc, char **argv)
 	}
 	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
+	if (setup_containers(ag, &copts) != 0)
+		goto out;
 	ag->exec_cfg.user = &ag->user;
 	ag->exec_cfg.cgroups = &ag->cgroups;
 	ag->exec_cfg.work_dir = ag->work;
@@ -306,6 +390,12 @@ gp_agent_main(int argc, char **argv)
 	ag->exec_cfg.ngpus = ag->gpus.n;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
 	ag->exec_cfg.keep_workdir = 1;
+	ag->exec_cfg.containers = ag->containers;
+	ag->exec_cfg.containers_why = ag->containers_why;
+	/* Plain jobs run as a user that might read the token file. */
+	if (token_file != NULL &&
+	    (ag->hidden[0] = realpath(token_file, NULL)) != NULL)
+		ag->exec_cfg.hidden_paths = ag->hidden;
 	if (policy != NULL && realpath(policy, ag->policy_path) == NULL) {
 		fprintf(stderr, "gpupool agent: --policy %s: %s\n", policy,
 		    strerror(errno));
@@ -387,6 +477,9 @@ gp_agent_main(int argc, char **argv)
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
 	ag->reports = NULL;
+	gp_containers_free(ag->containers);
+	ag->containers = NULL;
+	gp_cgroup_fini(&ag->cgroups);
 out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
@@ -395,6 +488,8 @@ out:
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)
 			gp_reports_free(ag->reports, 0);
+		gp_containers_free(ag->containers);
+		ag->containers = NULL;
 		gp_gpu_close(&ag->gpus);
 		gp_datacache_free(ag->datacache);
 		ag->datacache = NULL;

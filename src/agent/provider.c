@@ -911,6 +911,7 @@ upload_output(struct gp_provider *p, struct pjob *j)
 	char dir[PATH_MAX + 16], err[400], path[160], prefix[96];
 	json_t *body = NULL, *reply = NULL, *done = NULL;
 	int64_t upload, start = gp_mono_ms();
+	struct stat dst;
 	long status = 0;
 	int ret = 0, tries;
 	size_t len;
@@ -934,11 +935,17 @@ upload_output(struct gp_provider *p, struct pjob *j)
 		body = reply = NULL;
 		/*
 		 * The job's directory, read as root: never followed if it is
-		 * a link, and only files the job's user owns (not a hard
-		 * link to a file it could not read).
+		 * a link, and only files owned by whoever owns the directory
+		 * (the executor made it the job's: the plain sandbox's user,
+		 * or a container's mapped uid), not a hard link to a file
+		 * the job could not read.
 		 */
-		ret = gp_tree_open(dir, 0, p->ag->user.userns ? getuid() :
-		    p->ag->user.uid, &tree, err, sizeof(err));
+		if (lstat(dir, &dst) != 0) {
+			ret = 0; /* removed by the job: nothing to collect */
+			break;
+		}
+		ret = gp_tree_open(dir, 0, dst.st_uid, &tree, err,
+		    sizeof(err));
 		if (ret == GP_ENOENT) {
 			ret = 0;
 			break;

@@ -15,13 +15,17 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/executor.h"
+#include "agent/oci.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -47,12 +51,16 @@ enum stage {
 	STAGE_SETSID,
 	STAGE_USERNS,
 	STAGE_PRIVATE,
+	STAGE_CLONE,
+	STAGE_SHADOW,
+	STAGE_MOUNT_POINT,
 	STAGE_READONLY,
 	STAGE_PROC,
 	STAGE_TMP,
 	STAGE_SHM,
 	STAGE_WORKDIR,
-	STAGE_MOUNTS,
+	STAGE_HIDE,
+	STAGE_MOUNT,
 	STAGE_HOSTNAME,
 	STAGE_USER,
 	STAGE_NO_NEW_PRIVS,
@@ -65,12 +73,16 @@ static const char *stage_names[] = {
 	[STAGE_SETSID] = "setsid",
 	[STAGE_USERNS] = "map user namespace",
 	[STAGE_PRIVATE] = "make mounts private",
+	[STAGE_CLONE] = "take the work directory and mount sources",
+	[STAGE_SHADOW] = "make room for a mount point (tmpfs of binds)",
+	[STAGE_MOUNT_POINT] = "make a mount point",
 	[STAGE_READONLY] = "make / read-only",
 	[STAGE_PROC] = "mount /proc",
 	[STAGE_TMP] = "mount /tmp",
 	[STAGE_SHM] = "mount /dev/shm",
 	[STAGE_WORKDIR] = "bind work directory",
-	[STAGE_MOUNTS] = "bind data mounts",
+	[STAGE_HIDE] = "hide a path (home directories, the agent's files)",
+	[STAGE_MOUNT] = "bind a mount",
 	[STAGE_HOSTNAME] = "sethostname",
 	[STAGE_USER] = "switch user",
 	[STAGE_NO_NEW_PRIVS] = "no_new_privs",
@@ -198,7 +210,7 @@ close_except(int *keep, int n)
 
 /*
  * Fallback for kernels without mount_setattr: remount every mount
- * read-only, one by one, from /proc/self/mountinfo.
+ * read-only and nosuid, one by one, from /proc/self/mountinfo.
  */
 static int
 remount_all_readonly(void)
@@ -237,7 +249,7 @@ remount_all_readonly(void)
 		}
 		path[k] = '\0';
 		if (k > 0 && mount(NULL, path, NULL,
-		    MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0 &&
+		    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) != 0 &&
 		    strcmp(path, "/") == 0)
 			ret = -1;
 		line = next;
@@ -245,11 +257,217 @@ remount_all_readonly(void)
 	return ret;
 }
 
+/* The cloned trees setup takes before anything hides their paths. */
+struct trees {
+	int workdir;
+	int mounts[GP_SANDBOX_MOUNTS_MAX];
+};
+
+/* dst = a + "/" + b (a may be "/"); 0, or -1 when it does not fit. */
+static int
+join(char *dst, size_t len, const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la == 1 && a[0] == '/')
+		la = 0;
+	if (la + 1 + lb + 1 > len)
+		return -1;
+	memcpy(dst, a, la);
+	dst[la] = '/';
+	memcpy(dst + la + 1, b, lb + 1);
+	return 0;
+}
+
+/* mkdir -p, without following anything but directories it makes. */
+static int
+mkdir_p(const char *path)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -1;
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			return -1;
+		buf[i] = i < n ? '/' : '\0';
+	}
+	return 0;
+}
+
+static int
+make_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -1;
+	close(fd);
+	return 0;
+}
+
+/*
+ * Fills the directory dst (a fresh tmpfs) with an entry for each entry of
+ * tree (a detached clone of the original directory): directories and
+ * files are bound from the clone (recursively, with their submounts),
+ * symbolic links copied; "proc" and "tmp" of the root stay empty (their
+ * own mounts come later).
+ */
+static int
+populate(const char *dst, int tree, int is_root)
+{
+	char buf[16384], path[4096], link[4096];
+	struct stat st;
+	long n;
+	int dir;
+
+	if ((dir = openat(tree, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			struct dirent64 {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *de = (void *)(buf + off);
+			const char *name = de->name;
+			int sub;
+
+			off += de->reclen;
+			if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+				continue;
+			if (join(path, sizeof(path), dst, name) != 0 ||
+			    fstatat(tree, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+				goto fail;
+			if (S_ISLNK(st.st_mode)) {
+				ssize_t k = readlinkat(tree, name, link,
+				    sizeof(link) - 1);
+				if (k < 0)
+					goto fail;
+				link[k] = '\0';
+				if (symlink(link, path) != 0)
+					goto fail;
+				continue;
+			}
+			if (S_ISDIR(st.st_mode)) {
+				if (mkdir(path, st.st_mode & 07777) != 0)
+					goto fail;
+				if (is_root && (strcmp(name, "proc") == 0 ||
+				    strcmp(name, "tmp") == 0))
+					continue;
+			} else if (make_file(path) != 0)
+				goto fail;
+			sub = (int)syscall(SYS_open_tree, tree, name,
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+			if (sub < 0)
+				goto fail;
+			if (move_mount(sub, "", AT_FDCWD, path,
+			    MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+				close(sub);
+				goto fail;
+			}
+			close(sub);
+		}
+	}
+	close(dir);
+	return n == 0 ? 0 : -1;
+fail:
+	close(dir);
+	return -1;
+}
+
+/*
+ * Re-creates dir as a tmpfs holding binds of everything it had, so that
+ * a mount point can be made in it without touching the host. The root
+ * is rebuilt on a staging tmpfs (over the host's /tmp, covered later by
+ * the job's own) and switched to, as switch_root does.
+ */
+static int
+shadow(const char *dir)
+{
+	int is_root = strcmp(dir, "/") == 0, tree, ret = -1;
+	const char *at = is_root ? "/tmp" : dir;
+
+	tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE |
+	    OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (tree < 0)
+		return -1;
+	if (mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0 || populate(at, tree, is_root) != 0)
+		goto out;
+	if (is_root && (chdir("/tmp") != 0 ||
+	    mount("/tmp", "/", NULL, MS_MOVE, NULL) != 0 || chroot(".") != 0 ||
+	    chdir("/") != 0))
+		goto out;
+	ret = 0;
+out:
+	close(tree);
+	return ret;
+}
+
+/*
+ * The agent's work directory becomes an empty tmpfs but for the job's
+ * own directory (other jobs' directories, the agent's caches and socket
+ * are not there); /home, /root, /run/user and the agent's secrets become
+ * empty, read-only. Then the job's directory, taken before, goes back at
+ * its path, writable.
+ */
+static int
+hide(const struct gp_sandbox_spec *s, const struct trees *t)
+{
+	struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY,
+	    .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	char jobs[4096];
+	int i;
+
+	for (i = 0; s->hide_dirs != NULL && s->hide_dirs[i] != NULL; i++)
+		if (mount("tmpfs", s->hide_dirs[i], "tmpfs", MS_NOSUID |
+		    MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") != 0)
+			return -1;
+	for (i = 0; s->hide_files != NULL && s->hide_files[i] != NULL; i++)
+		if (mount("/dev/null", s->hide_files[i], NULL, MS_BIND, NULL) !=
+		    0 || mount(NULL, s->hide_files[i], NULL, MS_REMOUNT |
+		    MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    NULL) != 0)
+			return -1;
+	/* Under a hidden directory already: only make the path there. */
+	if (!s->agent_work_hidden && mount("tmpfs", s->agent_work, "tmpfs",
+	    MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=1m") != 0)
+		return -1;
+	if (join(jobs, sizeof(jobs), s->agent_work, "jobs") != 0 ||
+	    mkdir_p(s->workdir) != 0 || chmod(s->agent_work, 0711) != 0 ||
+	    chmod(jobs, 0711) != 0)
+		return -1;
+	if (move_mount(t->workdir, "", AT_FDCWD, s->workdir,
+	    MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
+	    mount_setattr(AT_FDCWD, s->workdir, 0, &rw, sizeof(rw)) != 0)
+		return -1;
+	/* The tmpfs themselves read-only now that their paths exist. */
+	for (i = 0; s->hide_dirs != NULL && s->hide_dirs[i] != NULL; i++)
+		if (mount(NULL, s->hide_dirs[i], NULL, MS_REMOUNT | MS_RDONLY |
+		    MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") != 0)
+			return -1;
+	if (!s->agent_work_hidden && mount(NULL, s->agent_work, NULL,
+	    MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    "mode=0711,size=1m") != 0)
+		return -1;
+	return 0;
+}
+
 static void
 setup(const struct gp_sandbox_spec *s)
 {
 	const struct gp_sandbox_user *u = s->user;
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY |
+	    MOUNT_ATTR_NOSUID};
+	struct trees t;
 	int fd = s->status_fd, i;
 
 	for (i = 0; i < s->ncgroup_fds; i++)
@@ -264,6 +482,33 @@ setup(const struct gp_sandbox_spec *s)
 		fail(fd, STAGE_USERNS);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		fail(fd, STAGE_PRIVATE);
+	/* What hiding covers later: taken now, put back later. */
+	t.workdir = (int)syscall(SYS_open_tree, AT_FDCWD, s->workdir,
+	    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (t.workdir < 0)
+		fail(fd, STAGE_CLONE);
+	for (i = 0; i < s->nmounts; i++) {
+		struct mount_attr ma = {.attr_set = MOUNT_ATTR_NOSUID |
+		    MOUNT_ATTR_NODEV | (s->mounts[i].read_only ?
+		    MOUNT_ATTR_RDONLY : 0)};
+		t.mounts[i] = (int)syscall(SYS_open_tree, AT_FDCWD,
+		    s->mounts[i].source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+		    AT_RECURSIVE);
+		if (t.mounts[i] < 0 || mount_setattr(t.mounts[i], "",
+		    AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) != 0)
+			fail(fd, STAGE_CLONE);
+	}
+	/* Room for mount points that the host does not have. */
+	for (i = 0; s->shadows != NULL && s->shadows[i] != NULL; i++)
+		if (shadow(s->shadows[i]) != 0)
+			fail(fd, STAGE_SHADOW);
+	for (i = 0; i < s->nmounts; i++)
+		if (!s->mounts[i].in_tmp && s->mounts[i].make &&
+		    (s->mounts[i].is_file ?
+		    mkdir_p(s->mounts[i].parent) != 0 ||
+		    make_file(s->mounts[i].target) != 0 :
+		    mkdir_p(s->mounts[i].target) != 0))
+			fail(fd, STAGE_MOUNT_POINT);
 	if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &attr,
 	    sizeof(attr)) != 0) {
 		if (errno != ENOSYS || remount_all_readonly() != 0)
@@ -279,33 +524,27 @@ setup(const struct gp_sandbox_spec *s)
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
 	    "mode=1777") != 0)
 		fail(fd, STAGE_SHM);
-	/* A bind inherits the read-only flag of /: remount it writable. */
-	if (mount(s->workdir, s->workdir, NULL, MS_BIND, NULL) != 0 ||
-	    mount(NULL, s->workdir, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID |
-	    MS_NODEV, NULL) != 0)
-		fail(fd, STAGE_WORKDIR);
-	/*
-	 * STAND-IN until the "containers" branch lands its mount code: the
-	 * job's mounts (data sets), bound onto existing directories, then
-	 * remounted read-only (a bind keeps its source's flags otherwise).
-	 */
-	for (i = 0; i < s->nmounts; i++) {
-		unsigned long ro = s->mounts[i].read_only ? MS_RDONLY : 0;
-
-		if (mount(s->mounts[i].source, s->mounts[i].target, NULL,
-		    MS_BIND | MS_REC, NULL) != 0 ||
-		    mount(NULL, s->mounts[i].target, NULL, MS_REMOUNT |
-		    MS_BIND | MS_NOSUID | MS_NODEV | ro, NULL) != 0)
-			fail(fd, STAGE_MOUNTS);
-	}
+	for (i = 0; i < s->nmounts; i++)
+		if (s->mounts[i].in_tmp && s->mounts[i].make &&
+		    (s->mounts[i].is_file ?
+		    mkdir_p(s->mounts[i].parent) != 0 ||
+		    make_file(s->mounts[i].target) != 0 :
+		    mkdir_p(s->mounts[i].target) != 0))
+			fail(fd, STAGE_MOUNT_POINT);
+	if (hide(s, &t) != 0)
+		fail(fd, STAGE_HIDE);
+	for (i = 0; i < s->nmounts; i++)
+		if (move_mount(t.mounts[i], "", AT_FDCWD, s->mounts[i].target,
+		    MOVE_MOUNT_F_EMPTY_PATH) != 0)
+			fail(fd, STAGE_MOUNT);
 	if (sethostname("gpupool-job", 11) != 0)
 		fail(fd, STAGE_HOSTNAME);
+	/* No capability can come back, in a user namespace either. */
+	for (i = 0; i < 64; i++)
+		if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) != 0 && errno == EINVAL)
+			break;
 	if (!u->userns) {
-		/* Drop the capability bounding set, then become the user. */
-		for (i = 0; i < 64; i++)
-			if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) != 0 &&
-			    errno == EINVAL)
-				break;
+		/* Then become the user (which clears every capability). */
 		/*
 		 * Raw system calls: glibc's wrappers would signal the
 		 * agent's other threads (setxid) and take their locks.
@@ -466,3 +705,318 @@ gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
 	*pidfd = fd;
 	return 0;
 }
+
+/* ---- the plain sandbox as an executor implementation ---- */
+
+/* Hidden from every plain job when they exist. */
+static const char *hidden_always[] = {"/home", "/root", "/run/user"};
+
+/* What a plain job's sandbox needs besides the executor's (priv). */
+struct sjob {
+	char **hide_dirs, **hide_files, **shadows;
+	int nhide_dirs, nhide_files, nshadows;
+	struct gp_sandbox_mount mounts[GP_SANDBOX_MOUNTS_MAX];
+	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
+	int nmounts, nstrings;
+	int agent_work_hidden;
+};
+
+static int
+below(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return 1;
+	return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+/* Appends a copy of str to a NULL-ended list of n. 0 or GP_ENOMEM. */
+static int
+list_add(char ***list, int *n, const char *str)
+{
+	char **grown = realloc(*list, (size_t)(*n + 2) * sizeof(char *));
+
+	if (grown == NULL)
+		return GP_ENOMEM;
+	*list = grown;
+	if ((grown[*n] = strdup(str)) == NULL)
+		return GP_ENOMEM;
+	grown[++*n] = NULL;
+	return 0;
+}
+
+static void
+list_free(char **list)
+{
+	for (char **p = list; p != NULL && *p != NULL; p++)
+		free(*p);
+	free(list);
+}
+
+static char *
+keep(struct sjob *sj, const char *str)
+{
+	char *d;
+
+	if (sj->nstrings == (int)GP_ARRAY_LEN(sj->strings) ||
+	    (d = strdup(str)) == NULL)
+		return NULL;
+	sj->strings[sj->nstrings++] = d;
+	return d;
+}
+
+/* /home, /root, /run/user and the agent's secrets, as they exist here. */
+static int
+plan_hiding(struct sjob *sj, const struct gp_exec_config *cfg)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	size_t i, n = GP_ARRAY_LEN(hidden_always);
+	int k;
+
+	for (k = 0; cfg->hidden_paths != NULL && cfg->hidden_paths[k]; k++)
+		n++;
+	for (i = 0; i < n; i++) {
+		const char *p = i < GP_ARRAY_LEN(hidden_always) ?
+		    hidden_always[i] :
+		    cfg->hidden_paths[i - GP_ARRAY_LEN(hidden_always)];
+		int covered = 0;
+
+		if (realpath(p, real) == NULL || stat(real, &st) != 0 ||
+		    strcmp(real, "/") == 0)
+			continue;
+		/* Already out of sight: under the work tmpfs or a hidden dir. */
+		if (below(real, cfg->work_dir))
+			continue;
+		for (k = 0; k < sj->nhide_dirs; k++)
+			covered |= below(real, sj->hide_dirs[k]);
+		if (covered)
+			continue;
+		if (S_ISDIR(st.st_mode) ? list_add(&sj->hide_dirs,
+		    &sj->nhide_dirs, real) : list_add(&sj->hide_files,
+		    &sj->nhide_files, real))
+			return GP_ENOMEM;
+	}
+	for (k = 0; k < sj->nhide_dirs; k++)
+		if (below(cfg->work_dir, sj->hide_dirs[k]))
+			sj->agent_work_hidden = 1;
+	return 0;
+}
+
+/*
+ * Checks a job's mount and plans its mount point: where the host has
+ * none, the deepest directory it has is shadowed (a tmpfs of binds) and
+ * the rest made there; in /tmp and /dev/shm it is made in the job's own
+ * tmpfs. Symbolic links on the way are refused (they could lead out).
+ */
+static int
+plan_mount(struct sjob *sj, const struct gp_exec_job *x,
+    const struct gp_mount *m, char *err, size_t errlen)
+{
+	struct gp_sandbox_mount *sm = &sj->mounts[sj->nmounts];
+	char prefix[PATH_MAX], deepest[PATH_MAX];
+	struct stat st;
+	const char *t = m->target;
+	size_t i, n;
+	int k;
+
+	if (m->source == NULL || t == NULL || !gp_oci_path_normal(t) ||
+	    !gp_oci_path_normal(m->source)) {
+		snprintf(err, errlen, "mount %s on %s: paths must be absolute "
+		    "and normal", m->source ? m->source : "(none)",
+		    t ? t : "(none)");
+		return GP_EINVAL;
+	}
+	if (gp_oci_reserved_target(t) || below(x->workdir, t) ||
+	    strcmp(t, "/dev/shm") == 0 ||
+	    (below(t, x->cfg->work_dir) && !below(t, x->workdir))) {
+		snprintf(err, errlen, "mount on %s: a reserved place (/, "
+		    "/proc, /sys, /dev, /tmp, the agent's directory, the work "
+		    "directory or above it)", t);
+		return GP_EINVAL;
+	}
+	for (k = 0; k < sj->nhide_dirs; k++)
+		if (below(t, sj->hide_dirs[k])) {
+			snprintf(err, errlen, "mount on %s: %s is hidden from "
+			    "jobs", t, sj->hide_dirs[k]);
+			return GP_EINVAL;
+		}
+	if (stat(m->source, &st) != 0) {
+		snprintf(err, errlen, "mount source %s: %s", m->source,
+		    strerror(errno));
+		return GP_ENOENT;
+	}
+	if (sj->nmounts == GP_SANDBOX_MOUNTS_MAX) {
+		snprintf(err, errlen, "more than %d mounts",
+		    GP_SANDBOX_MOUNTS_MAX);
+		return GP_EINVAL;
+	}
+	memset(sm, 0, sizeof(*sm));
+	sm->is_file = !S_ISDIR(st.st_mode);
+	sm->read_only = m->read_only;
+	sm->in_tmp = below(t, "/tmp") || below(t, "/dev/shm");
+	if ((sm->source = keep(sj, m->source)) == NULL ||
+	    (sm->target = keep(sj, t)) == NULL)
+		return GP_ENOMEM;
+	gp_strlcpy(prefix, t, sizeof(prefix));
+	*strrchr(prefix, '/') = '\0';
+	if ((sm->parent = keep(sj, prefix[0] ? prefix : "/")) == NULL)
+		return GP_ENOMEM;
+	sj->nmounts++;
+	if (sm->in_tmp) {
+		sm->make = 1;
+		return 0;
+	}
+	/* Walk the target on the host: the deepest part that exists. */
+	strcpy(deepest, "/");
+	n = strlen(t);
+	for (i = 1; i <= n; i++) {
+		if (t[i] != '/' && t[i] != '\0')
+			continue;
+		memcpy(prefix, t, i);
+		prefix[i] = '\0';
+		if (lstat(prefix, &st) != 0) {
+			if (errno != ENOENT) {
+				snprintf(err, errlen, "mount target %s: %s", t,
+				    strerror(errno));
+				return GP_EIO;
+			}
+			sm->make = 1;
+			break;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			snprintf(err, errlen, "mount target %s: %s is a "
+			    "symbolic link on this host", t, prefix);
+			return GP_EINVAL;
+		}
+		if (i < n && !S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "mount target %s: %s is not a "
+			    "directory", t, prefix);
+			return GP_EINVAL;
+		}
+		gp_strlcpy(deepest, prefix, sizeof(deepest));
+	}
+	if (!sm->make) {
+		if (S_ISDIR(st.st_mode) == sm->is_file) {
+			snprintf(err, errlen, "mount target %s: a %s on this "
+			    "host, the source is not", t, sm->is_file ?
+			    "directory" : "file");
+			return GP_EINVAL;
+		}
+		return 0;
+	}
+	/* The job's own directory is writable: no shadow needed there. */
+	if (below(deepest, x->workdir))
+		return 0;
+	for (k = 0; k < sj->nshadows; k++)
+		if (strcmp(sj->shadows[k], deepest) == 0)
+			return 0;
+	if (list_add(&sj->shadows, &sj->nshadows, deepest) != 0)
+		return GP_ENOMEM;
+	/* Shallowest first: "/" before "/mnt" (a bind of it by then). */
+	for (k = sj->nshadows - 1; k > 0 &&
+	    strlen(sj->shadows[k]) < strlen(sj->shadows[k - 1]); k--) {
+		char *tmp = sj->shadows[k];
+		sj->shadows[k] = sj->shadows[k - 1];
+		sj->shadows[k - 1] = tmp;
+	}
+	return 0;
+}
+
+static int
+sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
+{
+	const struct gp_sandbox_user *u = x->cfg->user;
+	const struct gp_assignment *a = x->a;
+	struct sjob *sj;
+	int i, ret;
+
+	if (a->argc < 1 || a->argv == NULL || a->argv[0] == NULL) {
+		snprintf(err, errlen, "no command to run");
+		return GP_EINVAL;
+	}
+	if ((sj = calloc(1, sizeof(*sj))) == NULL ||
+	    (x->argv = calloc((size_t)a->argc + 1, sizeof(char *))) == NULL) {
+		free(sj);
+		snprintf(err, errlen, "agent out of memory");
+		return GP_ENOMEM;
+	}
+	x->priv = sj;
+	for (i = 0; i < a->argc; i++)
+		if ((x->argv[i] = strdup(a->argv[i])) == NULL) {
+			snprintf(err, errlen, "agent out of memory");
+			return GP_ENOMEM;
+		}
+	x->argv0 = x->argv[0];
+	if (!u->userns) {
+		x->uid = u->uid;
+		x->gid = u->gid;
+	}
+	if (plan_hiding(sj, x->cfg) != 0) {
+		snprintf(err, errlen, "agent out of memory");
+		return GP_ENOMEM;
+	}
+	for (i = 0; i < a->nmounts; i++)
+		if ((ret = plan_mount(sj, x, &a->mounts[i], err, errlen)) != 0) {
+			if (ret == GP_ENOMEM)
+				snprintf(err, errlen, "agent out of memory");
+			return ret;
+		}
+	return 0;
+}
+
+static int
+sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
+    size_t errlen)
+{
+	struct sjob *sj = x->priv;
+	struct gp_sandbox_spec spec;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.user = x->cfg->user;
+	spec.workdir = x->workdir;
+	spec.agent_work = x->cfg->work_dir;
+	spec.agent_work_hidden = sj->agent_work_hidden;
+	spec.hide_dirs = sj->hide_dirs;
+	spec.hide_files = sj->hide_files;
+	spec.shadows = sj->shadows;
+	spec.mounts = sj->mounts;
+	spec.nmounts = sj->nmounts;
+	spec.argv = x->argv;
+	spec.envp = x->env;
+	spec.out_fd = x->out_fd;
+	spec.status_fd = x->status_fd;
+	spec.cgroup_fds = x->cgroup.procs_fds;
+	spec.ncgroup_fds = x->cgroup.nfds;
+	if (gp_sandbox_spawn(&spec, pid, pidfd) != 0) {
+		snprintf(err, errlen, "clone: %s", strerror(errno));
+		return GP_EIO;
+	}
+	return 0;
+}
+
+static void
+sandbox_release(struct gp_exec_job *x)
+{
+	struct sjob *sj = x->priv;
+
+	if (sj == NULL)
+		return;
+	list_free(sj->hide_dirs);
+	list_free(sj->hide_files);
+	list_free(sj->shadows);
+	for (int i = 0; i < sj->nstrings; i++)
+		free(sj->strings[i]);
+	free(sj);
+	x->priv = NULL;
+}
+
+const struct gp_executor_ops gp_sandbox_exec_ops = {
+	.name = "sandbox",
+	.prepare = sandbox_prepare,
+	.spawn = sandbox_spawn,
+	.stage_name = gp_sandbox_stage_name,
+	.explain = NULL,
+	.release = sandbox_release,
+};

@@ -15,8 +15,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent/assignment.h"
-
 #define GP_SANDBOX_GROUPS_MAX 64
 
 /* Who jobs run as; filled once at start by gp_sandbox_user_init. */
@@ -40,17 +38,40 @@ struct gp_sandbox_user {
 int gp_sandbox_user_init(const char *run_as, struct gp_sandbox_user *user,
     char *err, size_t errlen);
 
+#define GP_SANDBOX_MOUNTS_MAX 64
+
+/* A mount of the job (struct gp_mount), checked and planned. */
+struct gp_sandbox_mount {
+	const char *source;
+	const char *target;
+	const char *parent;	/* target's directory (for a file target) */
+	int read_only;
+	int is_file;		/* the source is not a directory */
+	int make;		/* the host lacks target: make it */
+	int in_tmp;		/* target is in the job's /tmp or /dev/shm */
+};
+
 struct gp_sandbox_spec {
 	const struct gp_sandbox_user *user;
 	const char *workdir;	/* absolute; not under /tmp or /dev/shm */
+	const char *agent_work;	/* hidden, but for workdir */
+	int agent_work_hidden;	/* agent_work is under a hide_dirs entry */
+	char *const *hide_dirs;	/* empty read-only tmpfs over each */
+	char *const *hide_files; /* /dev/null over each */
+	/*
+	 * Directories re-created as a tmpfs of binds of their entries
+	 * (shallowest first, "/" included), so that mount points the host
+	 * lacks can be made without writing to the host.
+	 */
+	char *const *shadows;
+	const struct gp_sandbox_mount *mounts;
+	int nmounts;		/* at most GP_SANDBOX_MOUNTS_MAX */
 	char *const *argv;	/* NULL-terminated */
 	char *const *envp;	/* NULL-terminated, "KEY=value" */
 	int out_fd;		/* write end: the job's stdout and stderr */
 	int status_fd;		/* write end: init's records */
 	const int *cgroup_fds;	/* cgroup.procs files init joins */
 	int ncgroup_fds;
-	const struct gp_mount *mounts; /* bound read-only (or not) */
-	int nmounts;
 };
 
 /* What init writes on the status pipe. */

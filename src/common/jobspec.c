@@ -110,10 +110,10 @@ gp_data_name_valid(const char *name)
 
 /* The job's own directories: a data set never covers them. */
 static const char *const reserved_trees[] = {"/proc", "/dev", "/sys",
-    "/tmp", NULL};
-static const char *const reserved_dirs[] = {"/", "/bin", "/boot", "/etc",
-    "/lib", "/lib32", "/lib64", "/libx32", "/run", "/sbin", "/usr", "/var",
     NULL};
+static const char *const reserved_dirs[] = {"/", "/bin", "/boot", "/etc",
+    "/lib", "/lib32", "/lib64", "/libx32", "/run", "/sbin", "/tmp", "/usr",
+    "/var", NULL};
 
 int
 gp_mount_path_check(const char *path, char *err, size_t errlen)

@@ -80,7 +80,7 @@ int gp_data_name_valid(const char *name);
  * Checks where a data set is mounted: an absolute path of at most
  * GP_MOUNT_PATH_MAX bytes without empty, "." or ".." components, control
  * characters or a trailing '/', that covers none of the job's system
- * directories (/, /proc, /dev, /sys, /tmp and what lies beneath them;
+ * directories (/proc, /dev, /sys and what lies beneath them; /, /tmp,
  * /etc, /usr, /var, /run, /bin, /sbin, /lib*, /boot themselves). Returns
  * 0 or GP_EINVAL with err set.
  */

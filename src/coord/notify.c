@@ -76,10 +76,17 @@ void
 notify_wait(struct MHD_Connection *conn, struct request *req, int kind,
     int64_t key, int64_t wait_ms)
 {
-	struct waiter *w = calloc(1, sizeof(*w));
+	struct waiter *w;
 	struct node *node;
 	struct job *job;
 
+	/*
+	 * Stopping: never suspend. coord_stopping is set before the final
+	 * notify_expire takes notify_lock, and we hold that lock, so a
+	 * waiter is either registered before that sweep (and fired by it)
+	 * or sees the flag here.
+	 */
+	w = coord_stopping ? NULL : calloc(1, sizeof(*w));
 	if (w == NULL) {
 		/* Answer at once with what there is. */
 		req->resumed = 1;

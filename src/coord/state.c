@@ -27,6 +27,7 @@ static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t op_cond = PTHREAD_COND_INITIALIZER;
 static struct op *op_head, *op_tail;
 static int stopping;
+static int thread_exited; /* under op_lock: nobody takes ops any more */
 static pthread_t state_thread;
 
 /* What a batch hands out after its commit. */
@@ -902,10 +903,29 @@ op_free(struct op *op)
 	free(op);
 }
 
+static void set_error(struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 void
 state_submit_op(struct op *op)
 {
 	pthread_mutex_lock(&op_lock);
+	if (thread_exited) {
+		/*
+		 * Shutting down: a handler that raced the state thread's last
+		 * batch is answered now, so that no connection stays
+		 * suspended when the HTTP daemon stops.
+		 */
+		pthread_mutex_unlock(&op_lock);
+		if (op->conn == NULL) {
+			op_free(op);
+			return;
+		}
+		set_error(op, 503, "the coordinator is stopping");
+		atomic_store(&op->done, 1);
+		notify_resume(op->conn, op->req);
+		return;
+	}
 	op->next = NULL;
 	if (op_tail != NULL)
 		op_tail->next = op;
@@ -915,10 +935,6 @@ state_submit_op(struct op *op)
 	pthread_cond_signal(&op_cond);
 	pthread_mutex_unlock(&op_lock);
 }
-
-static void
-set_error(struct op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 static void
 set_error(struct op *op, int status, const char *fmt, ...)
@@ -1758,6 +1774,7 @@ state_main(void *arg)
 		batch = op_head;
 		op_head = op_tail = NULL;
 		if (batch == NULL && stopping) {
+			thread_exited = 1;
 			pthread_mutex_unlock(&op_lock);
 			break;
 		}

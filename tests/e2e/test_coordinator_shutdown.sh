@@ -3,7 +3,11 @@
 # coordinator exit with status 0 (no abort), the waiting CLI commands fail
 # with a message instead of hanging, and after a restart the agent carries
 # on: the running job finishes with its exit code and full log; the restarted
-# coordinator, too, stops cleanly on SIGTERM.
+# coordinator, too, stops cleanly on SIGTERM. Then several rounds of SIGTERM
+# while submissions stream in and the agent's polls come and go: a request
+# that races the shutdown (a long poll arriving after the last sweep, a
+# change queued after the state thread's last batch) is answered, never left
+# suspended (libmicrohttpd aborts the process if one is).
 . "$(dirname "$0")/lib.sh"
 
 start_coordinator
@@ -61,4 +65,25 @@ wait_exit "$COORD_PID" || fail "restarted coordinator still running ${WAIT_S}s a
 wait "$COORD_PID"
 st=$?
 [ "$st" = 0 ] || soft_fail "restarted coordinator exited with status $st on SIGTERM (128+6 = abort); its log: $(tail -n 3 "$COORD_LOG")"
+
+for round in 1 2 3 4 5 6; do
+	start_coordinator
+	wait_node_up alpha
+	(
+		while :; do
+			"$GP" submit -- true >/dev/null 2>&1
+			"$GP" ps >/dev/null 2>&1
+		done
+	) &
+	stream=$!
+	STARTED_PIDS+=("$stream")
+	sleep 0.$((3 + round))
+	kill -TERM "$COORD_PID"
+	wait_exit "$COORD_PID" || fail "round $round: coordinator still running ${WAIT_S}s after SIGTERM"
+	wait "$COORD_PID"
+	st=$?
+	kill "$stream" 2>/dev/null
+	wait "$stream" 2>/dev/null
+	[ "$st" = 0 ] || fail "round $round: coordinator exited with status $st on SIGTERM under load (128+6 = abort); its log: $(tail -n 3 "$COORD_LOG")"
+done
 echo ok

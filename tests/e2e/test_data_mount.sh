@@ -5,7 +5,8 @@
 # fetched the version once: a second job on the same provider starts
 # without a transfer (the agent's "data set ready" line says fetched=0
 # cached=1), and a job that does not mount it cannot read the cache
-# behind the mounts. A new version that changes one file fetches only that
+# behind the mounts. A mount path the provider lacks is made for the job
+# (not on the host). A new version that changes one file fetches only that
 # file's chunks (the rest comes from the cache). A queued job stays
 # pinned to the version current at its submission.
 . "$(dirname "$0")/lib.sh"
@@ -108,6 +109,15 @@ submit --gpus 1 --data ds@1:/mnt -- sh -c "$CHECK"
 wait_final "$JOB"
 job_log "$JOB"
 assert_contains "$LOG" "$WANT" "ds@1 mounts version 1"
+
+# A mount path the provider lacks is made for the job, not on the host.
+MISSING="/srv/gpe2e-$$/ds"
+submit --gpus 1 --data "ds@1:$MISSING" -- cat "$MISSING/sub/deeper/small.txt"
+wait_final "$JOB"
+job_log "$JOB"
+assert_eq succeeded "$FINAL_STATE" "a mount at a path the host lacks: $LOG"
+assert_contains "$LOG" "hello data" "the data set at $MISSING"
+[ -e "/srv/gpe2e-$$" ] && fail "the mount point was made on the host"
 
 # A job that does not mount it cannot read the cache behind the mounts.
 CACHED="$T/agents/a1/data/sets/alice+ds@1/tree/sub/deeper/small.txt"

@@ -130,7 +130,7 @@ api "$BOB" PUT "/v1/uploads/$UP/chunks/$H" @"$T/hello"
 assert_eq 404 "$API_STATUS" "bob sends a chunk to alice's upload"
 api "$ALICE" GET /v1/data/alice/bad
 assert_eq 404 "$API_STATUS" "nothing was made of the lying manifest"
-for spec in ds:data ds:/ ds:/proc/x ds:/tmp/x ds:/etc ds:/mnt/../x ds:/mnt/ .x:/mnt "ds@0:/mnt" "a/b/c:/mnt"; do
+for spec in ds:data ds:/ ds:/proc/x ds:/sys ds:/tmp ds:/etc ds:/mnt/../x ds:/mnt/ .x:/mnt "ds@0:/mnt" "a/b/c:/mnt"; do
 	cli submit --data "$spec" -- true
 	assert_eq 2 "$CLI_RC" "submit --data $spec: $CLI_ERR"
 done

@@ -3,12 +3,17 @@
  * (as root, the jobs run as "nobody") and checks what the sandbox
  * promises: not root, read-only /, writable work directory, private /tmp,
  * own pid namespace, GPU variables, exit codes, killing a whole job tree,
- * time limits, exec failures. Skips (passes with a notice) when not root.
+ * time limits, exec failures, the checkpoint signal; and the escapes the
+ * sandbox closes: the provider's home directories and secrets, other
+ * jobs' files, setuid binaries, capabilities; and the job's mounts, also
+ * where the host has no mount point (nothing is made on the host). Skips
+ * (passes with a notice) when not root.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +35,7 @@ struct outcome {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static struct outcome outcomes[32];
+static struct outcome outcomes[256];
 static int noutcomes;
 
 static struct outcome *
@@ -95,7 +100,12 @@ static struct gp_gpu_info gpus[2] = {
 	{1, "GPU-fake-t-1", "Fake GPU", 16384},
 };
 static char work[] = "/var/tmp/gpupool-test-XXXXXX";
+static char token_file[PATH_MAX + 32];
+static char extra[PATH_MAX];	/* test files outside the agent's directory */
 static int next_id = 1;
+
+static const struct gp_mount *next_mounts;
+static int next_nmounts;
 
 /* Submits sh -c script; returns the attempt id. */
 static struct gp_attempt_id
@@ -117,6 +127,15 @@ submit(const char *script, int ngpus, int64_t time_limit_s)
 	for (int i = 0; i < ngpus; i++)
 		a.gpus[a.ngpus++] = i;
 	a.time_limit_s = time_limit_s;
+	if (next_nmounts > 0) {
+		a.mounts = calloc((size_t)next_nmounts, sizeof(*a.mounts));
+		for (int i = 0; i < next_nmounts; i++) {
+			a.mounts[i].source = strdup(next_mounts[i].source);
+			a.mounts[i].target = strdup(next_mounts[i].target);
+			a.mounts[i].read_only = next_mounts[i].read_only;
+		}
+		a.nmounts = next_nmounts;
+	}
 	CHECK_EQ(gp_executor_start(ex, &a), 0);
 	return (struct gp_attempt_id){next_id - 1, 1};
 }
@@ -196,6 +215,183 @@ marker_alive(const char *marker)
 	if (d != NULL)
 		closedir(d);
 	return found;
+}
+
+static int
+has(const struct outcome *o, const char *text)
+{
+	return strstr(o->output.data, text) != NULL;
+}
+
+static int
+write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
+TEST(homes_and_secrets_hidden)
+{
+	char root_secret[128], home[128], home_secret[192], script[8192];
+	struct outcome o;
+
+	snprintf(root_secret, sizeof(root_secret), "/root/gpupool-test-%d",
+	    (int)getpid());
+	snprintf(home, sizeof(home), "/home/gpupool-test-%d", (int)getpid());
+	snprintf(home_secret, sizeof(home_secret), "%s/secret", home);
+	mkdir(home, 0755);
+	CHECK(write_text(root_secret, "TOPSECRET-root") == 0);
+	CHECK(write_text(home_secret, "TOPSECRET-home") == 0);
+	/* World-readable, so that only hiding keeps them from the job. */
+	chmod(root_secret, 0644);
+	chmod(home_secret, 0644);
+	chmod("/root", 0755);
+	snprintf(script, sizeof(script), "cat %s; cat %s; cat %s; ls -A /home "
+	    "/root | wc -l; echo done", root_secret, home_secret, token_file);
+	o = run(script, 0, 0);
+	chmod("/root", 0700);
+	CHECK(has(&o, "done"));
+	CHECK(!has(&o, "TOPSECRET"));
+	/* /home and /root are empty: only their two headers are listed. */
+	CHECK(has(&o, "\n2\n") || has(&o, "\n3\n"));
+	unlink(root_secret);
+	unlink(home_secret);
+	rmdir(home);
+	free(o.output.data);
+}
+
+TEST(other_jobs_hidden)
+{
+	char script[1024];
+	struct gp_attempt_id a;
+	struct outcome o;
+
+	a = submit("echo TOPSECRET-job > mine; chmod 644 mine; echo up; "
+	    "sleep 1000", 0, 0);
+	wait_output(a, "up");
+	snprintf(script, sizeof(script), "cat %s/jobs/%lld-1/mine; "
+	    "ls -d %s/jobs/*; ps -e -o args", work, (long long)a.job_id, work);
+	o = run(script, 0, 0);
+	/* Its directory is not there (an empty tmpfs but for our own). */
+	CHECK(!has(&o, "TOPSECRET"));
+	CHECK(has(&o, "-1/mine: No such file or directory"));
+	/* Nor are its processes. */
+	CHECK(!has(&o, "sleep 1000"));
+	if (unit_failed_checks > 0)
+		fprintf(stderr, "other_jobs: %s\n", o.output.data);
+	free(o.output.data);
+	gp_executor_kill(ex, &a, GP_EXEC_CANCELLED);
+	wait_done(a, &o);
+	free(o.output.data);
+}
+
+TEST(no_privileges)
+{
+	char suid[PATH_MAX + 32], script[PATH_MAX + 512];
+	struct outcome o;
+
+	/* A setuid-root binary on the host, runnable by anyone. */
+	snprintf(suid, sizeof(suid), "%s/suid", extra);
+	mkdir(suid, 0755);
+	snprintf(script, sizeof(script), "cp /bin/busybox %s/busybox", suid);
+	CHECK(system(script) == 0);
+	snprintf(suid, sizeof(suid), "%s/suid/busybox", extra);
+	CHECK(chown(suid, 0, 0) == 0 && chmod(suid, 04755) == 0);
+	snprintf(script, sizeof(script), "%s id -u; grep -E "
+	    "'^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status; "
+	    "grep ' / / ' /proc/self/mountinfo", suid);
+	o = run(script, 0, 0);
+	CHECK(!has(&o, "\n0\n") && strncmp(o.output.data, "0\n", 2) != 0);
+	CHECK(atoi(o.output.data) == (int)user.uid);
+	CHECK(has(&o, "CapEff:\t0000000000000000"));
+	CHECK(has(&o, "CapBnd:\t0000000000000000"));
+	CHECK(has(&o, "NoNewPrivs:\t1"));
+	CHECK(has(&o, "nosuid"));
+	free(o.output.data);
+}
+
+TEST(checkpoint_signal)
+{
+	struct gp_attempt_id id;
+	struct outcome o;
+
+	id = submit("trap 'echo got-usr1; exit 3' USR1; echo ready; "
+	    "while :; do sleep 0.1; done", 0, 0);
+	wait_output(id, "ready");
+	gp_executor_signal(ex, &id, SIGUSR1);
+	wait_done(id, &o);
+	CHECK(has(&o, "got-usr1"));
+	CHECK_EQ(o.result.exit_code, 3);
+	free(o.output.data);
+}
+
+TEST(mounts)
+{
+	char data[PATH_MAX + 16], file[PATH_MAX + 32], rw[PATH_MAX + 16];
+	char here[PATH_MAX + 16], missing[128], script[16384];
+	struct gp_mount m[5];
+	struct outcome o;
+
+	snprintf(data, sizeof(data), "%s/data", extra);
+	snprintf(file, sizeof(file), "%s/data/file", extra);
+	snprintf(rw, sizeof(rw), "%s/rw", extra);
+	snprintf(here, sizeof(here), "%s/target-here", extra);
+	snprintf(missing, sizeof(missing), "/gpupool-test-%d", (int)getpid());
+	mkdir(data, 0755);
+	mkdir(rw, 0777);
+	chmod(rw, 0777);
+	mkdir(here, 0755);
+	CHECK(write_text(file, "dataset-content\n") == 0);
+	chmod(file, 0644);
+	/* The host has no /gpupool-test-N: made in a tmpfs shadow of /. */
+	m[0] = (struct gp_mount){data, NULL, 1};
+	snprintf(script, sizeof(script), "%s/set", missing);
+	m[0].target = strdup(script);
+	m[1] = (struct gp_mount){rw, "/mnt/gpupool-test-rw", 0};
+	m[2] = (struct gp_mount){file, "/tmp/in-tmp/file", 1};
+	m[3] = (struct gp_mount){data, here, 1};
+	m[4] = (struct gp_mount){file, "/etc/gpupool-test-file", 1};
+	next_mounts = m;
+	next_nmounts = 5;
+	snprintf(script, sizeof(script), "cat %s/set/file; touch %s/set/x && "
+	    "echo RO-BROKEN; echo w > /mnt/gpupool-test-rw/w && echo rw-ok; "
+	    "cat /tmp/in-tmp/file; cat %s/file; cat /etc/gpupool-test-file; "
+	    "ls / | grep -c gpupool-test; echo done", missing, missing, here);
+	o = run(script, 0, 0);
+	next_nmounts = 0;
+	CHECK(has(&o, "done"));
+	CHECK(!has(&o, "RO-BROKEN"));
+	CHECK(has(&o, "rw-ok"));
+	{
+		int n = 0;
+		for (const char *p = o.output.data;
+		    (p = strstr(p, "dataset-content")) != NULL; p++)
+			n++;
+		CHECK_EQ(n, 4);
+	}
+	/* Nothing was made on the host. */
+	CHECK(access(missing, F_OK) != 0);
+	CHECK(access("/mnt/gpupool-test-rw", F_OK) != 0);
+	CHECK(access("/etc/gpupool-test-file", F_OK) != 0);
+	snprintf(script, sizeof(script), "%s/w", rw);
+	CHECK(access(script, F_OK) == 0);
+	if (unit_failed_checks > 0)
+		fprintf(stderr, "mounts: %s %s\n", o.result.message,
+		    o.output.data);
+	free(o.output.data);
+	free((char *)m[0].target);
+	/* A reserved target is refused. */
+	m[0] = (struct gp_mount){data, "/proc/x", 1};
+	next_mounts = m;
+	next_nmounts = 1;
+	o = run("true", 0, 0);
+	next_nmounts = 0;
+	CHECK_STR(o.result.reason, "start_failed");
+	free(o.output.data);
 }
 
 TEST(exit_code_and_output)
@@ -422,6 +618,17 @@ main(void)
 	cfg.work_dir = work;
 	cfg.gpus = gpus;
 	cfg.ngpus = 2;
+	snprintf(extra, sizeof(extra), "%s.extra", work);
+	mkdir(extra, 0755);
+	snprintf(token_file, sizeof(token_file), "%s/agent.token", extra);
+	if (write_text(token_file, "TOPSECRET-token\n") != 0)
+		return 1;
+	chmod(token_file, 0644);
+	{
+		static char *hidden[2];
+		hidden[0] = token_file;
+		cfg.hidden_paths = hidden;
+	}
 	ex = gp_executor_new(&cfg, &events);
 	if (ex == NULL)
 		return 1;
@@ -438,9 +645,16 @@ main(void)
 	RUN(bad_gpu_index);
 	RUN(workdir_removed);
 	RUN(many_jobs);
+	RUN(homes_and_secrets_hidden);
+	RUN(other_jobs_hidden);
+	RUN(no_privileges);
+	RUN(checkpoint_signal);
+	RUN(mounts);
 	gp_executor_free(ex);
+	gp_cgroup_fini(&cgroups);
 	for (int i = 0; i < noutcomes; i++)
 		gp_buf_free(&outcomes[i].output);
 	gp_remove_tree(work);
+	gp_remove_tree(extra);
 	return unit_report();
 }

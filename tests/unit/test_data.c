@@ -322,9 +322,9 @@ TEST(mount_path_check)
 {
 	static const char *const good[] = {"/mnt", "/data/imagenet", "/srv/a",
 	    "/etc2", "/procfs", "/usr/share/data", "/var/data", "/home/x",
-	    "/tmpdata", NULL};
+	    "/tmpdata", "/tmp/x", NULL};
 	static const char *const bad[] = {"", "mnt", "/", "/proc", "/proc/x",
-	    "/dev", "/dev/shm", "/sys/fs", "/tmp", "/tmp/x", "/etc", "/usr",
+	    "/dev", "/dev/shm", "/sys/fs", "/tmp", "/etc", "/usr",
 	    "/var", "/run", "/bin", "/lib64", "/mnt/", "//mnt", "/mnt//x",
 	    "/mnt/./x", "/mnt/..", "/a/../etc", "/mn\tt", NULL};
 	char err[256], longer[GP_MOUNT_PATH_MAX + 2];
