@@ -28,9 +28,10 @@ endif
 CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
 	  -Isrc -Isrc/common $(PKG_CFLAGS) -MMD -MP
 LDFLAGS += $(SANFLAGS)
-LDLIBS = $(PKG_LIBS) -lpthread -ldl -lm
+LDLIBS = $(PKG_LIBS) -lcsv -lpthread -ldl -lm
 
-LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c)
+LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c \
+	src/sim/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)

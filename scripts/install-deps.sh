@@ -6,7 +6,7 @@ set -eu
 pkgs=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps
-      crun runc libyaml-dev busybox-static)
+      crun runc libyaml-dev busybox-static libcsv-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

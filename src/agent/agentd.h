@@ -65,6 +65,7 @@ struct gp_agent {
 	int lease_ms;
 	atomic_int stop;	/* set on SIGINT/SIGTERM */
 	atomic_int fatal;	/* the coordinator refused us for good */
+	atomic_int left;	/* the owner left: never heartbeat or register again */
 };
 
 /* report.c */

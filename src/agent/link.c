@@ -223,6 +223,11 @@ heartbeat_main(void *arg)
 		json_t *body;
 		int ret;
 
+		if (atomic_load(&ag->left)) {
+			/* Unregistered (provider leave): the agent exits. */
+			nap(ag, ag->heartbeat_ms);
+			continue;
+		}
 		pthread_mutex_lock(&ag->lock);
 		node_id = ag->node_id;
 		pthread_mutex_unlock(&ag->lock);
@@ -246,7 +251,8 @@ heartbeat_main(void *arg)
 			down = 0;
 			gp_link_apply_kills(ag, json_object_get(root, "kill"));
 			json_decref(root);
-		} else if (ret == 0 && resp.status == 404) {
+		} else if (ret == 0 && resp.status == 404 &&
+		    !atomic_load(&ag->left)) {
 			gp_warn("coordinator does not know this node: "
 			    "registering again node=%s", ag->name);
 			gp_http_response_fini(&resp);

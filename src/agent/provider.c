@@ -1487,6 +1487,12 @@ unregister(struct gp_provider *p)
 	if (http == NULL)
 		return 0;
 	snprintf(body, sizeof(body), "{\"node_id\":%lld}", (long long)node_id);
+	/*
+	 * From here on the node is gone for the coordinator: a heartbeat
+	 * would get 404 and register it again (undoing the leave) before
+	 * the agent exits.
+	 */
+	atomic_store(&p->ag->left, 1);
 	ok = gp_http_request(http, "POST", "/v1/agent/leave", body,
 	    strlen(body), NULL, 10000, &resp) == 0 && resp.status == 200;
 	gp_http_response_fini(&resp);

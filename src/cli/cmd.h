@@ -253,5 +253,7 @@ int gp_cli_cmd_fetch(const struct gp_cli_args *args);
 int gp_cli_cmd_output_rm(const struct gp_cli_args *args);
 int gp_cli_cmd_quota_show(const struct gp_cli_args *args);
 int gp_cli_cmd_quota_set(const struct gp_cli_args *args);
+/* sim.c */
+int gp_cli_cmd_sim(const struct gp_cli_args *args);
 
 #endif

@@ -119,6 +119,27 @@ static const struct gp_cli_option provider_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static const struct gp_cli_option sim_options[] = {
+    {"nodes", 0, "CSV", "the trace's node list (required)"},
+    {"jobs", 0, "CSV", "the trace's pod list (required)"},
+    {"policy", 0, "POLICY",
+        "frag (default), bestfit, fgd, random, dotprod, clustering, "
+        "packing"},
+    {"protocol", 0, "NAME",
+        "fgd: the FGD paper's protocol; replay (default): arrivals, a "
+        "queue, departures"},
+    {"seed", 0, "N", "the shuffle's and random policies' seed (default 42)"},
+    {"inflate", 0, "RATIO", "fgd: requests up to RATIO x the GPUs (1.3)"},
+    {"group-by", 0, "LABS",
+        "replay: who is a lab: labs:N (pods by name, N labs; default "
+        "labs:4) or qos"},
+    {"speed", 0, "N",
+        "replay: arrivals N times denser, run times unchanged (default 1)"},
+    {"series", 0, "FILE", "write a time series (CSV) to FILE"},
+    {"json", 0, NULL, "print one JSON object"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const struct gp_cli_option provider_reclaim_options[] = {
     {"now", 0, NULL,
         "free the GPUs at once: no checkpoint grace; jobs "
@@ -257,6 +278,11 @@ static const struct gp_cli_command commands[] = {
         provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_leave},
     {"provider policy show", "", "show the agent's lending policy",
         provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_policy_show},
+    {"sim", "", "replay a cluster trace through the scheduler", sim_options,
+        0, 0, 0,
+        "Reads the Alibaba GPU-sharing 2023 CSV files as published; no pool\n"
+        "is needed. See docs/scheduling.md for the protocols and figures.",
+        gp_cli_cmd_sim},
     {"provider policy check", "FILE",
         "check a policy file (errors: FILE:LINE: reason)",
         no_options, 1, 1, 0, "See docs/provider.md for the file's format.",

@@ -52,6 +52,7 @@ struct attempt_record {
 };
 
 struct waiter;
+struct gp_sched_policy;
 
 struct job {
 	int64_t id;
@@ -145,6 +146,8 @@ struct coord_config {
 	int64_t quota_default;	  /* bytes per user; 0: no limit */
 	int64_t data_max;	  /* bytes in one data set version or output */
 	int64_t output_retain_ms; /* outputs kept after the job finished */
+	/* Where jobs go (sched_policy.c): --placement. */
+	const struct gp_sched_policy *placement;
 };
 
 struct state {

@@ -18,6 +18,7 @@
 #include "coordd.h"
 #include "gp.h"
 #include "log.h"
+#include "sched.h"
 
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
@@ -37,6 +38,7 @@ usage(FILE *out)
 	    "                           [--quota-default SIZE] "
 	    "[--data-max SIZE]\n"
 	    "                           [--output-retain DURATION]\n"
+	    "                           [--placement POLICY]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -73,6 +75,9 @@ usage(FILE *out)
 	    "                      job outputs are removed this long after "
 	    "the job\n"
 	    "                      finished (default 30d)\n"
+	    "  --placement POLICY  where jobs go: frag (the default:\n"
+	    "                      fragmentation-aware), bestfit, fgd, random,\n"
+	    "                      dotprod, clustering, packing\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -196,6 +201,7 @@ gp_coord_main(int argc, char **argv)
 	    {"quota-default", required_argument, NULL, 'Q'},
 	    {"data-max", required_argument, NULL, 'D'},
 	    {"output-retain", required_argument, NULL, 'O'},
+	    {"placement", required_argument, NULL, 'P'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -220,6 +226,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
 	cfg.data_max = 1LL << 40;
 	cfg.output_retain_ms = 30 * 86400 * 1000LL;
+	cfg.placement = gp_sched_policy_default();
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -294,6 +301,12 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--output-retain: a duration like "
 				    "30d");
 			cfg.output_retain_ms = v * 1000;
+			break;
+		case 'P':
+			cfg.placement = gp_sched_policy_find(optarg);
+			if (cfg.placement == NULL)
+				gp_fatalx("--placement: one of %s",
+				    gp_sched_policy_names());
 			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
@@ -377,9 +390,11 @@ gp_coord_main(int argc, char **argv)
 	if (coord_daemon == NULL)
 		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
 		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld",
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
 	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms);
+	    cfg.data_dir, (long long)cfg.lease_ms,
+	    gp_sched_policy_name(cfg.placement));
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

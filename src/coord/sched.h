@@ -1,18 +1,36 @@
 /*
  * sched.h: the scheduler, as pure logic: given the nodes, what runs on them
- * and the queue, decide which queued jobs start now and where. No I/O, no
- * locks, no clock: the caller passes "now". Unit-tested in
- * tests/unit/test_sched.c.
+ * and the queue, decide which queued jobs start now, where, which running
+ * jobs to preempt for them, and why every other job waits. No I/O, no
+ * locks, no clock: the caller passes "now". The coordinator (state.c) and
+ * the trace simulator (src/sim/) run the very same code. Unit-tested in
+ * tests/unit/test_sched.c; docs/scheduling.md explains the policies.
  *
- * Policy: the queue is taken in the caller's order. A job goes to the node
- * where it fits best (the fewest free GPUs left over, then the least GPU
- * memory used for it, then the lowest node id); on that node the
- * matching GPUs with the least memory are used. EASY backfill: the first
- * job that cannot start gets a reservation at the earliest time the
- * running jobs' time limits free enough resources on one node; later jobs
- * may start only if they cannot delay it (they end before the reservation
- * on that node, or run on other resources). Running jobs without a time
- * limit never end in this reckoning.
+ * Requests. A job asks for `parts` parts (a gang: each on its own node,
+ * all started together or none; 1 for an ordinary job), each of `gpus`
+ * whole GPUs, or a share of one GPU (gpu_milli in 1..999 and/or GPU
+ * memory with `shared`), plus CPUs (milli-CPUs) and memory. Constraints:
+ * GPU model (case-insensitive substrings, alternatives "A|B"), the GPU's
+ * total memory, compute capability, price per GPU-hour, the owner's
+ * longest job, and an acceptance predicate the caller may add per job and
+ * node (images: "would this node run this image").
+ *
+ * Order. (1) Provider first: a job of a lab (group) goes first onto the
+ * GPUs its lab lends and may preempt borrowed work there (running jobs of
+ * other groups that are preemptible), taking the victims that lose the
+ * least. (2) Every other job by weighted fair share: the group, then the
+ * user, whose decayed usage plus what it holds now is smallest for its
+ * weight goes next (progressive filling, in the spirit of Slurm's fair
+ * share and of dominant resource fairness). (3) EASY backfill: the first
+ * job in that order that cannot start gets a reservation at the earliest
+ * time the time limits of what runs free enough for it; later jobs start
+ * only where they cannot delay it. Held jobs (budget exhausted) wait.
+ *
+ * Placement: among the nodes where a part fits, a policy (an ops table,
+ * sched_policy.c) picks the node and its GPUs: "bestfit" (least left
+ * over), "fgd" (Fragmentation Gradient Descent, USENIX ATC '23), the
+ * default "frag" (gpupool's fragmentation-aware policy), and the
+ * baselines "random", "dotprod", "clustering", "packing".
  */
 #ifndef GP_SCHED_H
 #define GP_SCHED_H
@@ -20,50 +38,121 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GP_SCHED_GPUS_MAX 64
+#define GP_SCHED_GPUS_MAX  64
+#define GP_SCHED_PARTS_MAX 64
+#define GP_SCHED_MILLI     1000 /* one whole GPU, one CPU */
 
 struct gp_sched_gpu {
-	int index;	   /* the node's own GPU index */
+	int index;         /* the node's own GPU index */
 	const char *model; /* "NVIDIA A100-SXM4-40GB" */
 	int64_t mem_mib;
-	int64_t job_id;	   /* the running job using it, 0 when free */
+	int64_t job_id; /* the job holding it whole; 0: none; -1: not lent */
+	/* What shared (fractional) jobs hold of it now. */
+	int shared_milli;
+	int64_t shared_mem_mib;
+	int nshared;
+	int capability; /* compute capability x 10 (86 for 8.6); 0: unknown */
+	int64_t price;  /* per GPU-hour (the price table's unit); 0: free */
 };
 
 struct gp_sched_node {
 	int64_t id;
-	int up;		/* 0: lease expired, paused or draining: no new jobs */
-	int cpus;	/* total */
-	int64_t mem_mib; /* total, 0 means unknown: not a constraint */
+	int up;             /* 0: lease expired, paused or draining */
+	int64_t cpu_milli;  /* what jobs may take in all (the offer) */
+	int64_t mem_mib;    /* idem, 0 means unknown: not a constraint */
 	int64_t max_time_s; /* the owner's longest job; 0: any */
+	int64_t group;      /* the lab that lends it; 0: none */
 	int ngpus;
 	struct gp_sched_gpu *gpus;
 };
 
-struct gp_sched_job {
-	int64_t id;
-	int gpus;
-	int64_t gpu_mem_mib; /* each GPU at least this much, 0: any */
-	const char *gpu_model; /* case-insensitive substring, NULL/"": any */
-	int cpus;
-	int64_t mem_mib;      /* 0: no reservation */
-	int64_t time_limit_s; /* 0: unlimited */
+enum gp_sched_hold {
+	GP_SCHED_HOLD_NONE = 0,
+	GP_SCHED_HOLD_BUDGET, /* the user's or group's budget is spent */
+	GP_SCHED_HOLD_USER,   /* held by its owner or an admin */
+	GP_SCHED_HOLD_OTHER,  /* the caller's reason, in hold_reason */
 };
 
-/* A job already running: what it holds and when its time limit ends. */
+struct gp_sched_job {
+	int64_t id;
+	int gpus;            /* whole GPUs per part; a shared job: 1 */
+	int gpu_milli;       /* 1..999: a share of one GPU; 0, 1000: whole */
+	int shared;          /* 1: a fraction of one GPU (share and/or mem) */
+	int64_t gpu_mem_mib; /* whole GPUs: each has at least this much;
+	                        shared: the GPU memory it takes */
+	int64_t min_gpu_mem_mib; /* the GPU's total memory, at least */
+	const char *gpu_model;   /* substrings, "A|B"; NULL/"": any */
+	int min_capability;      /* x 10; 0: any */
+	int64_t max_price;       /* per GPU-hour; 0: any price */
+	int64_t cpu_milli;       /* per part */
+	int64_t mem_mib;         /* per part, 0: no reservation */
+	int64_t time_limit_s;    /* 0: unlimited */
+	int parts;               /* gang: parts on distinct nodes; 0, 1: one */
+	int64_t group, user;     /* 0: none */
+	int hold;                /* enum gp_sched_hold */
+	const char *hold_reason; /* for GP_SCHED_HOLD_OTHER, or NULL */
+};
+
+/*
+ * A job already running: one entry per part. Whole GPUs it holds are
+ * marked by job_id in the nodes; a shared part names its GPU here (and the
+ * caller has counted it in that GPU's shared_* fields).
+ */
 struct gp_sched_running {
 	int64_t job_id;
 	int64_t node_id;
-	int cpus;
+	int64_t cpu_milli;
 	int64_t mem_mib;
-	int64_t end_ms; /* INT64_MAX when it has no time limit */
+	int64_t end_ms;      /* INT64_MAX when it has no time limit */
+	int64_t group;       /* its job's group */
+	int preemptible;     /* 1: may be checkpointed and requeued */
+	int64_t loss;        /* what preempting it loses (e.g. GPU-seconds
+	                        since its last checkpoint); least goes first */
+	int shared;          /* 1: holds a share of the GPU below */
+	int gpu;             /* shared: the node's GPU index */
+	int gpu_milli;       /* shared: its share */
+	int64_t gpu_mem_mib; /* shared: its GPU memory */
 };
 
-struct gp_sched_assignment {
-	int64_t job_id;
-	int64_t node_id;
-	int ngpus;
-	int gpus[GP_SCHED_GPUS_MAX]; /* the node's GPU indices */
+/* A group's (lab's) or a user's standing for fair share. */
+struct gp_sched_share {
+	int64_t id;
+	double weight; /* <= 0: 1 */
+	double usage;  /* decayed recent usage (e.g. GPU-seconds) */
 };
+
+/*
+ * The recent mix of requests, for fragmentation-aware policies: shapes
+ * with weights. Built by the caller (the simulator: from the trace) or,
+ * when absent, by the plan from the queue and the running jobs.
+ */
+struct gp_sched_shape {
+	int64_t cpu_milli;
+	int64_t mem_mib;
+	int gpus;      /* whole GPUs, or 1 for a share */
+	int gpu_milli; /* per GPU: 1000 whole, less: a share */
+	const char *gpu_model;
+	double weight;
+};
+
+struct gp_sched_mix {
+	struct gp_sched_shape *shapes;
+	size_t nshapes;
+};
+
+struct gp_sched_policy; /* an ops table: sched_policy.c */
+
+/* Finds a placement policy by name ("frag", "bestfit", ...), or NULL. */
+const struct gp_sched_policy *gp_sched_policy_find(const char *name);
+/* The default policy ("frag"). */
+const struct gp_sched_policy *gp_sched_policy_default(void);
+const char *gp_sched_policy_name(const struct gp_sched_policy *policy);
+/* The names of all policies, ", "-separated, for help texts. */
+const char *gp_sched_policy_names(void);
+
+/* Per job and node: 1 when the node accepts the job (e.g. its image). */
+typedef int (*gp_sched_accepts_fn)(void *arg, const struct gp_sched_node *node,
+    const struct gp_sched_job *job);
 
 struct gp_sched_input {
 	int64_t now_ms;
@@ -71,18 +160,78 @@ struct gp_sched_input {
 	size_t nnodes;
 	const struct gp_sched_running *running;
 	size_t nrunning;
-	const struct gp_sched_job *queue; /* in priority order */
+	const struct gp_sched_job *queue; /* in submission order */
 	size_t nqueue;
+	const struct gp_sched_share *groups; /* absent ones: weight 1 */
+	size_t ngroups;
+	const struct gp_sched_share *users;
+	size_t nusers;
+	const struct gp_sched_policy *policy; /* NULL: the default */
+	const struct gp_sched_mix *mix;       /* NULL: from the queue */
+	gp_sched_accepts_fn accepts;          /* NULL: every node */
+	void *accepts_arg;
+	int no_preempt; /* 1: provider first without preemption */
+	uint64_t seed;  /* for the "random" policy */
+};
+
+/* One part of a job that starts now. */
+struct gp_sched_assignment {
+	int64_t job_id;
+	int part; /* 0 .. parts-1 */
+	int64_t node_id;
+	int ngpus;
+	int gpus[GP_SCHED_GPUS_MAX]; /* the node's GPU indices */
+	int gpu_milli;               /* 1000: whole GPUs; less: a share */
+	int64_t gpu_mem_mib;         /* shared: the GPU memory it takes */
+};
+
+/* A running job to checkpoint and requeue, and the job it makes room for. */
+struct gp_sched_preemption {
+	int64_t job_id;
+	int64_t for_job_id;
+	int64_t node_id;
+};
+
+enum gp_sched_wait {
+	GP_SCHED_WAIT_RESOURCES = 1, /* no fitting GPU (CPU, memory) free now */
+	GP_SCHED_WAIT_NEVER,         /* no node that is up could ever hold it */
+	GP_SCHED_WAIT_SHARE,         /* it fitted, but groups with less
+	                                recent usage went first */
+	GP_SCHED_WAIT_PRIORITY,      /* it fitted, but jobs ahead of it in
+	                                its group took the room */
+	GP_SCHED_WAIT_RESERVATION,   /* it would delay the reservation */
+	GP_SCHED_WAIT_GANG,          /* not enough nodes for all its parts */
+	GP_SCHED_WAIT_HELD,          /* held by the caller (budget ...) */
+};
+
+/* Why a queued job did not start. */
+struct gp_sched_waiting {
+	int64_t job_id;
+	int reason;       /* enum gp_sched_wait */
+	int64_t start_ms; /* the reservation's start (the head), or 0 */
+	char why[160];    /* the reason in words, for `gpupool queue` */
+};
+
+struct gp_sched_result {
+	struct gp_sched_assignment *assignments; /* part by part */
+	size_t nassignments;
+	struct gp_sched_preemption *preemptions;
+	size_t npreemptions;
+	struct gp_sched_waiting *waiting; /* every queued job not started */
+	size_t nwaiting;
+	int64_t head_job_id; /* the job holding the reservation, 0: none */
 };
 
 /*
- * Decides what starts now. IN: in (not modified). OUT: *out (malloc'd
- * array, caller frees; NULL when nothing starts), *nout. The GPUs of
- * running jobs are marked by job_id in the nodes; CPUs and memory held by
- * running jobs come from the running list. Returns 0 or GP_ENOMEM.
+ * Decides what starts now. IN: in (not modified). OUT: *res (filled;
+ * release with gp_sched_result_fini whatever the result). Returns 0,
+ * GP_ENOMEM, or GP_EINVAL (a bad policy or input).
  */
-int gp_sched_plan(const struct gp_sched_input *in,
-    struct gp_sched_assignment **out, size_t *nout);
+int gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res);
+void gp_sched_result_fini(struct gp_sched_result *res);
+
+/* Words for a wait reason ("no fitting GPU free now"). */
+const char *gp_sched_wait_name(int reason);
 
 /*
  * 1 when some node, empty and up or down, could ever run job; else 0 and
@@ -92,8 +241,59 @@ int gp_sched_plan(const struct gp_sched_input *in,
 int gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
     const struct gp_sched_job *job, char *why, size_t whylen);
 
-/* 1 when the GPU matches the job's model and memory constraints. */
+/* 1 when the GPU matches the job's model, memory, capability and price. */
 int gp_sched_gpu_matches(const struct gp_sched_gpu *gpu,
     const struct gp_sched_job *job);
+
+/* 1 when model (a GPU's) matches want ("A|B": any of the substrings). */
+int gp_sched_model_matches(const char *model, const char *want);
+
+/*
+ * The engine: a world that persists between passes, for the simulator
+ * (and any caller that applies each plan at once). gp_sched_plan builds
+ * one from its input, runs one pass and drops it.
+ */
+struct gp_sched_engine;
+
+/*
+ * Makes an engine over nodes (copied: GPUs start as the nodes say), with
+ * policy (NULL: default), mix (copied; NULL: none yet) and seed. OUT: *out.
+ * Returns 0, GP_ENOMEM or GP_EINVAL.
+ */
+int gp_sched_engine_new(const struct gp_sched_node *nodes, size_t nnodes,
+    const struct gp_sched_policy *policy, const struct gp_sched_mix *mix,
+    uint64_t seed, struct gp_sched_engine **out);
+void gp_sched_engine_free(struct gp_sched_engine *e);
+/*
+ * One pass over queue at now_ms; what it starts (and preempts) is applied
+ * to the engine at once: started parts run until gp_sched_engine_end,
+ * preempted ones are gone. groups/users: fair-share standings (may be
+ * NULL). OUT: *res as for gp_sched_plan.
+ */
+int gp_sched_engine_pass(struct gp_sched_engine *e, int64_t now_ms,
+    const struct gp_sched_job *queue, size_t nqueue,
+    const struct gp_sched_share *groups, size_t ngroups,
+    const struct gp_sched_share *users, size_t nusers,
+    struct gp_sched_result *res);
+/* Frees what the job's parts hold. Returns 0 or GP_ENOENT. */
+int gp_sched_engine_end(struct gp_sched_engine *e, int64_t job_id);
+/* Free whole GPUs, and GPU milli free on partly used GPUs, over up nodes. */
+void gp_sched_engine_gpu_stats(const struct gp_sched_engine *e,
+    int64_t *gpus_total, int64_t *milli_allocated, int64_t *gpus_idle,
+    int64_t *gpus_partial);
+/*
+ * The pool's fragmentation for the engine's mix (FGD's measure): GPU
+ * milli free that the mix's requests, weighted, could not use. 0 without
+ * a mix.
+ */
+double gp_sched_engine_frag(struct gp_sched_engine *e);
+/*
+ * quick: jobs that do not start now get no reservation and no reason
+ * beyond "no room" (the FGD protocol: each request is placed at once or
+ * fails; nothing waits).
+ */
+void gp_sched_engine_set_quick(struct gp_sched_engine *e, int quick);
+/* Decisions made (parts placed or refused) since the engine was made. */
+uint64_t gp_sched_engine_decisions(const struct gp_sched_engine *e);
 
 #endif

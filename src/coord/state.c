@@ -721,7 +721,8 @@ job_assign(struct job *job, struct node *node,
 /*
  * The scheduler's view of the nodes: one entry per node, GPUs marked with
  * the job using them. OUT: *nodes and *gpus (malloc'd, caller frees both),
- * *n. Returns 0 or GP_ENOMEM.
+ * *n. Returns 0 or GP_ENOMEM. Phase 1 of issue 5: whole GPUs; groups,
+ * capabilities and prices are filled in by those who keep them.
  */
 static int
 sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
@@ -750,7 +751,7 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			continue;
 		sn[nn].id = node->id;
 		sn[nn].up = node->up;
-		sn[nn].cpus = node->cpus;
+		sn[nn].cpu_milli = (int64_t)node->cpus * GP_SCHED_MILLI;
 		sn[nn].mem_mib = node->mem_mib;
 		sn[nn].ngpus = node->ngpus;
 		sn[nn].gpus = &sg[ng];
@@ -758,7 +759,8 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			/* What the owner lends now, not the hardware. */
 			sn[nn].up = node->up && node->accepting && !node->left;
 			if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
-				sn[nn].cpus = node->offer_cpus;
+				sn[nn].cpu_milli = (int64_t)node->offer_cpus *
+				    GP_SCHED_MILLI;
 			if (node->offer_mem_mib > 0 &&
 			    (node->mem_mib <= 0 ||
 				node->offer_mem_mib < node->mem_mib))
@@ -783,7 +785,7 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 	return 0;
 }
 
-/* What the scheduler is told about a job. */
+/* What the scheduler is told about a job: whole GPUs, one part. */
 static void
 sched_job(const struct job *j, const struct gp_jobspec *spec,
     struct gp_sched_job *out)
@@ -793,7 +795,9 @@ sched_job(const struct job *j, const struct gp_jobspec *spec,
 	out->gpus = spec->gpus;
 	out->gpu_mem_mib = spec->gpu_mem_mib;
 	out->gpu_model = spec->gpu_model;
-	out->cpus = spec->cpus;
+	/* Every job takes at least one CPU (as before milli-CPUs). */
+	out->cpu_milli = (int64_t)(spec->cpus > 0 ? spec->cpus : 1) *
+	    GP_SCHED_MILLI;
 	out->mem_mib = spec->mem_mib;
 	out->time_limit_s = spec->time_limit_s;
 }
@@ -805,12 +809,13 @@ schedule(void)
 	struct gp_sched_gpu *sgpus = NULL;
 	struct gp_sched_running *run = NULL;
 	struct gp_sched_job *queue = NULL;
-	struct gp_sched_assignment *out = NULL;
+	struct gp_sched_result res;
 	struct gp_sched_input in;
-	size_t nnodes = 0, nrun = 0, i, nout = 0;
+	size_t nnodes = 0, nrun = 0, i;
 	int64_t id;
 	int g, any_up = 0;
 
+	memset(&res, 0, sizeof(res));
 	state.sched_dirty = 0;
 	if (state.nqueue == 0)
 		return;
@@ -837,7 +842,8 @@ schedule(void)
 				continue;
 			run[nrun].job_id = j->id;
 			run[nrun].node_id = n->id;
-			run[nrun].cpus = j->spec.cpus;
+			run[nrun].cpu_milli = (int64_t)j->spec.cpus *
+			    GP_SCHED_MILLI;
 			run[nrun].mem_mib = j->spec.mem_mib;
 			run[nrun].end_ms = j->spec.time_limit_s > 0
 			    ? j->started_ms + j->spec.time_limit_s * 1000
@@ -847,6 +853,7 @@ schedule(void)
 	}
 	for (i = 0; i < (size_t)state.nqueue; i++)
 		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
+	memset(&in, 0, sizeof(in));
 	in.now_ms = gp_now_ms();
 	in.nodes = snodes;
 	in.nnodes = nnodes;
@@ -854,22 +861,24 @@ schedule(void)
 	in.nrunning = nrun;
 	in.queue = queue;
 	in.nqueue = (size_t)state.nqueue;
-	if (gp_sched_plan(&in, &out, &nout) != 0) {
+	in.policy = state.cfg.placement;
+	in.no_preempt = 1; /* phase 2: groups, checkpointed preemption */
+	if (gp_sched_plan(&in, &res) != 0) {
 		gp_error("scheduler failed: out of memory");
 		goto out;
 	}
-	for (i = 0; i < nout; i++) {
-		struct job *j = state_job(out[i].job_id);
-		struct node *n = state_node(out[i].node_id);
+	for (i = 0; i < res.nassignments; i++) {
+		struct job *j = state_job(res.assignments[i].job_id);
+		struct node *n = state_node(res.assignments[i].node_id);
 		if (j == NULL || n == NULL || j->state != JOB_QUEUED) {
 			gp_error("scheduler returned a bad assignment job=%lld",
-			    (long long)out[i].job_id);
+			    (long long)res.assignments[i].job_id);
 			continue;
 		}
-		job_assign(j, n, &out[i]);
+		job_assign(j, n, &res.assignments[i]);
 	}
 out:
-	free(out);
+	gp_sched_result_fini(&res);
 	free(snodes);
 	free(sgpus);
 	free(run);

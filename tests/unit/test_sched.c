@@ -27,7 +27,9 @@ struct world {
 	size_t nrunning;
 	struct gp_sched_job queue[256];
 	size_t nqueue;
-	struct gp_sched_assignment *out;
+	const char *policy; /* placement policy; world_init: bestfit */
+	struct gp_sched_result res;
+	struct gp_sched_assignment *out; /* res's assignments */
 	size_t nout;
 };
 
@@ -35,6 +37,7 @@ static void
 world_init(struct world *w)
 {
 	memset(w, 0, sizeof(*w));
+	w->policy = "bestfit";
 }
 
 /* Adds an up node with ngpus GPUs of one model and memory. */
@@ -48,7 +51,7 @@ add_node(struct world *w, int64_t id, int cpus, int64_t mem_mib, int ngpus,
 
 	n->id = id;
 	n->up = 1;
-	n->cpus = cpus;
+	n->cpu_milli = (int64_t)cpus * 1000;
 	n->mem_mib = mem_mib;
 	n->ngpus = ngpus;
 	n->gpus = w->gpus[i];
@@ -70,7 +73,7 @@ add_running(struct world *w, struct gp_sched_node *n, int64_t job_id,
 
 	r->job_id = job_id;
 	r->node_id = n->id;
-	r->cpus = cpus;
+	r->cpu_milli = (int64_t)cpus * 1000;
 	r->mem_mib = mem_mib;
 	r->end_ms = end_ms;
 	for (g = first_gpu; g < first_gpu + ngpus; g++)
@@ -85,7 +88,7 @@ add_job(struct world *w, int64_t id, int gpus, int64_t time_limit_s)
 	memset(j, 0, sizeof(*j));
 	j->id = id;
 	j->gpus = gpus;
-	j->cpus = 1;
+	j->cpu_milli = 1000;
 	j->time_limit_s = time_limit_s;
 	return j;
 }
@@ -101,11 +104,30 @@ plan(struct world *w)
 		.nrunning = w->nrunning,
 		.queue = w->queue,
 		.nqueue = w->nqueue,
+		.policy = gp_sched_policy_find(w->policy),
 	};
+	int rc;
 
-	free(w->out);
-	w->out = NULL;
-	return gp_sched_plan(&in, &w->out, &w->nout);
+	gp_sched_result_fini(&w->res);
+	rc = gp_sched_plan(&in, &w->res);
+	w->out = w->res.assignments;
+	w->nout = w->res.nassignments;
+	return rc;
+}
+
+/* gp_sched_plan, keeping only the assignments (caller frees *out). */
+static int
+plan_flat(const struct gp_sched_input *in, struct gp_sched_assignment **out,
+    size_t *nout)
+{
+	struct gp_sched_result res;
+	int rc = gp_sched_plan(in, &res);
+
+	*out = res.assignments;
+	*nout = res.nassignments;
+	res.assignments = NULL;
+	gp_sched_result_fini(&res);
+	return rc;
 }
 
 static const struct gp_sched_assignment *
@@ -131,8 +153,9 @@ node_of(const struct world *w, int64_t job_id)
 static void
 world_fini(struct world *w)
 {
-	free(w->out);
+	gp_sched_result_fini(&w->res);
 	w->out = NULL;
+	w->nout = 0;
 }
 
 TEST(owner_max_job_time_and_unlent_gpus)
@@ -278,7 +301,7 @@ TEST(gpu_indices_are_the_nodes_own)
 
 TEST(gpu_matches)
 {
-	struct gp_sched_gpu g = {0, A100, 40960, 0};
+	struct gp_sched_gpu g = {.index = 0, .model = A100, .mem_mib = 40960};
 	struct gp_sched_job j;
 
 	memset(&j, 0, sizeof(j));
@@ -526,10 +549,10 @@ TEST(backfill_respects_cpus_at_the_reservation)
 	n = add_node(&w, 1, 8, 0, 0, NULL, 0);
 	add_running(&w, n, 100, 6, 0, NOW + HOUR, 0, 0);
 	j = add_job(&w, 1, 0, 0);
-	j->cpus = 4;
+	j->cpu_milli = 4000;
 	j = add_job(&w, 2, 0, 0); /* 1 CPU, unlimited: 4 spare at 1 h */
 	j = add_job(&w, 3, 0, 0);
-	j->cpus = 1;
+	j->cpu_milli = 1000;
 	CHECK_EQ(plan(&w), 0);
 	CHECK_EQ(node_of(&w, 2), 1);
 	CHECK_EQ(node_of(&w, 3), 1);
@@ -540,7 +563,7 @@ TEST(backfill_respects_cpus_at_the_reservation)
 	n = add_node(&w, 1, 8, 0, 0, NULL, 0);
 	add_running(&w, n, 100, 6, 0, NOW + HOUR, 0, 0);
 	j = add_job(&w, 1, 0, 0);
-	j->cpus = 7; /* 1 spare at the reservation */
+	j->cpu_milli = 7000; /* 1 spare at the reservation */
 	add_job(&w, 2, 0, 0);
 	add_job(&w, 3, 0, 0); /* would eat into the head's CPUs */
 	j = add_job(&w, 4, 0, 60);
@@ -683,9 +706,9 @@ TEST(cpu_limits)
 	n = add_node(&w, 1, 4, 0, 4, A100, 40960);
 	add_running(&w, n, 100, 3, 0, INT64_MAX, 0, 1);
 	j = add_job(&w, 1, 1, 0);
-	j->cpus = 2; /* only 1 CPU free */
+	j->cpu_milli = 2000; /* only 1 CPU free */
 	j = add_job(&w, 2, 1, 0);
-	j->cpus = 1;
+	j->cpu_milli = 1000;
 	j = add_job(&w, 3, 1, 0); /* no CPU left */
 	CHECK_EQ(plan(&w), 0);
 	CHECK_EQ(node_of(&w, 1), 0);
@@ -698,9 +721,9 @@ TEST(cpu_limits)
 	add_node(&w, 1, 3, 0, 4, A100, 40960);
 	add_node(&w, 2, 8, 0, 8, A100, 40960);
 	j = add_job(&w, 1, 1, 0);
-	j->cpus = 2;
+	j->cpu_milli = 2000;
 	j = add_job(&w, 2, 1, 0);
-	j->cpus = 2;
+	j->cpu_milli = 2000;
 	CHECK_EQ(plan(&w), 0);
 	CHECK_EQ(node_of(&w, 1), 1);
 	CHECK_EQ(node_of(&w, 2), 2);
@@ -711,11 +734,11 @@ TEST(cpu_limits)
 	add_node(&w, 1, 2, 0, 1, A100, 40960);
 	w.running[0].job_id = 9;
 	w.running[0].node_id = 77;
-	w.running[0].cpus = 100;
+	w.running[0].cpu_milli = 100000;
 	w.running[0].end_ms = INT64_MAX;
 	w.nrunning = 1;
 	j = add_job(&w, 1, 1, 0);
-	j->cpus = 2;
+	j->cpu_milli = 2000;
 	CHECK_EQ(plan(&w), 0);
 	CHECK_EQ(node_of(&w, 1), 1);
 	world_fini(&w);
@@ -778,7 +801,7 @@ TEST(cpu_only_jobs)
 	add_node(&w, 1, 4, 0, 0, NULL, 0);
 	for (i = 1; i <= 6; i++) {
 		j = add_job(&w, i, 0, 0);
-		j->cpus = 1;
+		j->cpu_milli = 1000;
 	}
 	CHECK_EQ(plan(&w), 0);
 	CHECK_EQ(w.nout, 4);
@@ -805,7 +828,7 @@ TEST(can_ever_fit)
 	world_init(&w);
 	memset(&j, 0, sizeof(j));
 	j.gpus = 1;
-	j.cpus = 1;
+	j.cpu_milli = 1000;
 	CHECK_EQ(gp_sched_can_ever_fit(w.nodes, 0, &j, why, sizeof(why)), 0);
 	CHECK(strstr(why, "no node") != NULL);
 
@@ -842,12 +865,12 @@ TEST(can_ever_fit)
 
 	j.gpus = 1;
 	j.gpu_mem_mib = 0;
-	j.cpus = 64;
+	j.cpu_milli = 64000;
 	CHECK_EQ(gp_sched_can_ever_fit(w.nodes, 2, &j, why, sizeof(why)), 0);
 	CHECK_STR(why, "no node with 1 GPU has 64 CPUs; the largest offer is "
 		       "32 CPUs on node 3");
 
-	j.cpus = 8;
+	j.cpu_milli = 8000;
 	j.mem_mib = 200000;
 	CHECK_EQ(gp_sched_can_ever_fit(w.nodes, 2, &j, why, sizeof(why)), 0);
 	CHECK_STR(why, "no node with 1 GPU and 8 CPUs has 200000 MiB of "
@@ -888,7 +911,7 @@ TEST(many_nodes)
 	for (i = 0; i < NODES; i++) {
 		nodes[i].id = (int64_t)i + 1;
 		nodes[i].up = i % 10 != 9;
-		nodes[i].cpus = 64;
+		nodes[i].cpu_milli = 64000;
 		nodes[i].ngpus = GPUS;
 		nodes[i].gpus = &gpus[i * GPUS];
 		for (g = 0; g < GPUS; g++) {
@@ -900,7 +923,7 @@ TEST(many_nodes)
 	for (i = 0; i < QUEUE; i++) {
 		queue[i].id = (int64_t)i + 1;
 		queue[i].gpus = 1 + (int)(i % 3);
-		queue[i].cpus = 1;
+		queue[i].cpu_milli = 1000;
 		queue[i].gpu_model = i % 5 == 0 ? "h100" : NULL;
 		queue[i].time_limit_s = i % 4 ? 3600 : 0;
 	}
@@ -911,7 +934,7 @@ TEST(many_nodes)
 	in.queue = queue;
 	in.nqueue = QUEUE;
 	t0 = gp_mono_us();
-	CHECK_EQ(gp_sched_plan(&in, &out, &nout), 0);
+	CHECK_EQ(plan_flat(&in, &out, &nout), 0);
 	t1 = gp_mono_us();
 	/* 9000 nodes up x 8 GPUs = 72000; the queue asks for 40000. */
 	CHECK_EQ(nout, QUEUE);
@@ -931,7 +954,7 @@ TEST(many_nodes)
 
 	/* Saturated: most GPUs busy now, the same long queue again. */
 	t2 = gp_mono_us();
-	CHECK_EQ(gp_sched_plan(&in, &out, &nout), 0);
+	CHECK_EQ(plan_flat(&in, &out, &nout), 0);
 	t2 = gp_mono_us() - t2;
 	printf("    plan %d nodes, %d queued: %.1f ms placing all, %.1f ms "
 	       "on a busy pool (%zu more)\n",
@@ -951,7 +974,7 @@ TEST(many_nodes)
 
 	/* Full: nothing more fits; the queue must cost next to nothing. */
 	t3 = gp_mono_us();
-	CHECK_EQ(gp_sched_plan(&in, &out, &nout), 0);
+	CHECK_EQ(plan_flat(&in, &out, &nout), 0);
 	t3 = gp_mono_us() - t3;
 	printf("    and %.1f ms on a full pool (%zu more)\n",
 	    (double)t3 / 1000.0, nout);
@@ -991,7 +1014,8 @@ static const char *wanted[] = {NULL, "", "a100", "H100", "l4", "v100", "T4"};
 static void
 check_plan(const struct world *w)
 {
-	int cpus[64] = {0}, add_cpus[64] = {0}, i;
+	int64_t cpus[64] = {0}, add_cpus[64] = {0};
+	int i;
 	int64_t mem[64] = {0}, add_mem[64] = {0};
 	unsigned char seen[256] = {0};
 	unsigned char used[64][GP_SCHED_GPUS_MAX] = {{0}};
@@ -1000,7 +1024,7 @@ check_plan(const struct world *w)
 	for (r = 0; r < w->nrunning; r++)
 		for (k = 0; k < w->nnodes; k++)
 			if (w->nodes[k].id == w->running[r].node_id) {
-				cpus[k] += w->running[r].cpus;
+				cpus[k] += w->running[r].cpu_milli;
 				mem[k] += w->running[r].mem_mib;
 			}
 	for (k = 0; k < w->nout; k++) {
@@ -1037,13 +1061,13 @@ check_plan(const struct world *w)
 			used[ni][pos] = 1;
 			CHECK(gp_sched_gpu_matches(&n->gpus[pos], j));
 		}
-		add_cpus[ni] += j->cpus;
+		add_cpus[ni] += j->cpu_milli;
 		add_mem[ni] += j->mem_mib;
 	}
 	/* Running jobs may overcommit a node; the plan never adds to it. */
 	for (k = 0; k < w->nnodes; k++) {
 		if (add_cpus[k] > 0)
-			CHECK(cpus[k] + add_cpus[k] <= w->nodes[k].cpus);
+			CHECK(cpus[k] + add_cpus[k] <= w->nodes[k].cpu_milli);
 		if (add_mem[k] > 0 && w->nodes[k].mem_mib > 0)
 			CHECK(mem[k] + add_mem[k] <= w->nodes[k].mem_mib);
 	}
@@ -1058,19 +1082,20 @@ fits_now(const struct world *w, const struct gp_sched_job *j)
 
 	for (k = 0; k < w->nnodes; k++) {
 		const struct gp_sched_node *n = &w->nodes[k];
-		int cpus = n->cpus, free_gpus = 0;
+		int64_t cpus = n->cpu_milli;
+		int free_gpus = 0;
 		int64_t mem = n->mem_mib;
 		if (!n->up)
 			continue;
 		for (r = 0; r < w->nrunning; r++)
 			if (w->running[r].node_id == n->id) {
-				cpus -= w->running[r].cpus;
+				cpus -= w->running[r].cpu_milli;
 				mem -= w->running[r].mem_mib;
 			}
 		for (g = 0; g < n->ngpus; g++)
 			free_gpus += n->gpus[g].job_id == 0 &&
 			    gp_sched_gpu_matches(&n->gpus[g], j);
-		if (cpus >= j->cpus && free_gpus >= j->gpus &&
+		if (cpus >= j->cpu_milli && free_gpus >= j->gpus &&
 		    (n->mem_mib == 0 || j->mem_mib == 0 || mem >= j->mem_mib))
 			return 1;
 	}
@@ -1143,13 +1168,13 @@ earliest(const struct world *w, size_t k, const struct gp_sched_job *job,
 				times[ntimes++] = end_of(&w->queue[q]);
 	for (i = 0; i < (int)ntimes; i++) {
 		int64_t at = times[i] > t ? times[i] : t, mem = n->mem_mib;
-		int cpus = n->cpus;
+		int64_t cpus = n->cpu_milli;
 		if (best >= 0 && at >= best)
 			continue;
 		for (r = 0; r < w->nrunning; r++)
 			if (w->running[r].node_id == n->id &&
 			    w->running[r].end_ms > at) {
-				cpus -= w->running[r].cpus;
+				cpus -= w->running[r].cpu_milli;
 				mem -= w->running[r].mem_mib;
 			}
 		for (a = 0; a < w->nout; a++)
@@ -1157,10 +1182,10 @@ earliest(const struct world *w, size_t k, const struct gp_sched_job *job,
 				if (w->queue[q].id == w->out[a].job_id &&
 				    w->out[a].node_id == n->id &&
 				    end_of(&w->queue[q]) > at) {
-					cpus -= w->queue[q].cpus;
+					cpus -= w->queue[q].cpu_milli;
 					mem -= w->queue[q].mem_mib;
 				}
-		if (cpus >= job->cpus && (n->mem_mib == 0 ||
+		if (cpus >= job->cpu_milli && (n->mem_mib == 0 ||
 		    job->mem_mib == 0 || mem >= job->mem_mib))
 			best = at;
 	}
@@ -1202,9 +1227,13 @@ TEST(property_random_worlds)
 	size_t k;
 	int64_t next_job;
 
+	static const char *policies[] = {"bestfit", "frag", "fgd", "random",
+	    "dotprod", "clustering", "packing"};
+
 	rng_state = 0x2545f4914f6cdd1dULL;
-	for (round = 0; round < 2000; round++) {
+	for (round = 0; round < 2100; round++) {
 		world_init(&w);
+		w.policy = policies[round % 7];
 		next_job = 1000;
 		w.nnodes = 0;
 		for (k = 0; k < (size_t)(1 + rnd(12)); k++) {
@@ -1227,7 +1256,7 @@ TEST(property_random_worlds)
 					continue;
 				if (g + take > ngpus)
 					take = ngpus - g;
-				cpus = rnd(1 + n->cpus / 4);
+				cpus = rnd(1 + (int)(n->cpu_milli / 4000));
 				end = rnd(4) == 0 ? INT64_MAX :
 				    NOW + (int64_t)rnd(10 * 3600) * 1000;
 				add_running(&w, n, next_job++, cpus,
@@ -1240,7 +1269,7 @@ TEST(property_random_worlds)
 			struct gp_sched_job *j = add_job(&w, (int64_t)k + 1,
 			    rnd(5) == 0 ? 0 : 1 + rnd(rnd(4) == 0 ? 8 : 3),
 			    rnd(3) == 0 ? 0 : 60 * (1 + rnd(600)));
-			j->cpus = 1 + rnd(rnd(4) == 0 ? 16 : 3);
+			j->cpu_milli = 1000 * (1 + rnd(rnd(4) == 0 ? 16 : 3));
 			j->mem_mib = rnd(3) == 0 ? 500 * rnd(20) : 0;
 			if (j->gpus > 0) {
 				j->gpu_model = wanted[rnd(7)];
@@ -1259,8 +1288,8 @@ TEST(property_random_worlds)
 		/* Nothing runs past the reservation: see check_backfill. */
 		check_backfill(&w);
 		if (unit_failed_checks > 0) {
-			fprintf(stderr, "property: failed in round %d\n",
-			    round);
+			fprintf(stderr, "property: failed in round %d (%s)\n",
+			    round, w.policy);
 			world_fini(&w);
 			break;
 		}
