@@ -7,7 +7,8 @@
 # DISPATCH_RATE, DISPATCH_SECONDS, CKPT_MIB (the checkpoint benchmark's
 # size, default 1024; 0 skips it), CKPT_PARALLEL, CONTAINER_RUNS (the
 # container start benchmark's runs per side, default 40; 0 skips it; it
-# needs root, busybox-static and crun or runc).
+# needs root, busybox-static and crun or runc), LEDGER_POSTINGS (the
+# ledger benchmark's size, default 200000; 0 skips it).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -99,5 +100,12 @@ if [ "${CONTAINER_RUNS:-40}" -gt 0 ] && [ "$(id -u)" = 0 ] &&
 		timeout 300 "$BUILD/bench/bench_container" --runtime "$rt" \
 			-n "${CONTAINER_RUNS:-40}" 2>/dev/null || status=1
 	done
+fi
+
+# The books (docs/accounting.md): posting rate, and the reads of usage and
+# the ledger over a ledger of that many postings.
+if [ "${LEDGER_POSTINGS:-200000}" != 0 ]; then
+	timeout 600 "$BUILD/bench/bench_ledger" \
+		--postings "${LEDGER_POSTINGS:-200000}" || status=1
 fi
 exit $status

@@ -170,6 +170,7 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 	const char *name = args->operands[0], *path = args->operands[1];
 	struct gp_transfer_stats st;
 	struct gp_transfer_peer peer;
+	struct gp_progress progress;
 	struct gp_cli_conn conn;
 	struct gp_tree *tree = NULL;
 	char real[PATH_MAX], err[512], prefix[96], commit[96], total[32];
@@ -234,8 +235,12 @@ gp_cli_cmd_data_put(const struct gp_cli_args *args)
 	}
 	snprintf(prefix, sizeof(prefix), "/v1/uploads/%lld/chunks/",
 	    (long long)upload);
+	gp_progress_begin(&progress, "uploading", 0);
+	peer.progress = gp_progress_callback;
+	peer.progress_arg = &progress;
 	ret = gp_tree_send(tree, &peer, prefix,
 	    json_object_get(reply, "missing"), &st, err, sizeof(err));
+	gp_progress_end(&progress);
 	if (ret == GP_ECONFLICT)
 		snprintf(err, sizeof(err),
 		    "a file changed while it was sent; "
@@ -500,6 +505,7 @@ gp_cli_cmd_fetch(const struct gp_cli_args *args)
 	char dest[PATH_MAX], path[96], prefix[96], err[512], size[32];
 	struct gp_transfer_stats st;
 	struct gp_transfer_peer peer;
+	struct gp_progress progress;
 	struct gp_cli_conn conn;
 	json_t *m;
 	int64_t id;
@@ -532,8 +538,12 @@ gp_cli_cmd_fetch(const struct gp_cli_args *args)
 	peer_of(&conn, parallel, &peer);
 	snprintf(prefix, sizeof(prefix), "/v1/jobs/%lld/output/chunks/",
 	    (long long)id);
+	gp_progress_begin(&progress, "fetching", 0);
+	peer.progress = gp_progress_callback;
+	peer.progress_arg = &progress;
 	rc = gp_transfer_fetch(&peer, m, prefix, dest, (uid_t)-1, (gid_t)-1,
 	    &st, err, sizeof(err));
+	gp_progress_end(&progress);
 	json_decref(m);
 	gp_cli_disconnect(&conn);
 	if (rc != 0) {
@@ -668,7 +678,7 @@ gp_cli_cmd_quota_set(const struct gp_cli_args *args)
 			    size);
 		body = json_pack("{s:I}", "bytes", (json_int_t)bytes);
 	}
-	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
+	if ((rc = gp_cli_connect_token_file(&conn, NULL, 1)) != 0) {
 		json_decref(body);
 		return rc;
 	}

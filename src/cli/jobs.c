@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "credits.h"
 #include "gp.h"
 #include "util.h"
 
@@ -143,6 +144,21 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    "A-Z a-z 0-9 . _ -",
 				    GP_NAME_MAX);
 			gp_strlcpy(spec->name, v, sizeof(spec->name));
+		} else if (strcmp(o->name, "group") == 0) {
+			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
+				return fail(err, errlen,
+				    "group: must be 1 to %d characters of "
+				    "A-Z a-z 0-9 . _ -",
+				    GP_NAME_MAX);
+			gp_strlcpy(spec->group, v, sizeof(spec->group));
+		} else if (strcmp(o->name, "max-price") == 0) {
+			if (gp_credits_parse(v, GP_PRICE_MICRO_MAX, &n) != 0 ||
+			    n == 0)
+				return fail(err, errlen,
+				    "--max-price: '%s' is not a price above 0 "
+				    "in credits per GPU-hour (like 2.5)",
+				    v);
+			spec->max_price_micro = n;
 		} else if (strcmp(o->name, "env") == 0) {
 			eq = strchr(v, '=');
 			if (eq == NULL || eq == v)
@@ -251,18 +267,22 @@ display_state(json_t *job)
 	if (strcmp(state, "running") == 0 &&
 	    json_is_true(json_object_get(job, "cancel_requested")))
 		return "cancelling";
+	/* Queued, but a budget keeps it from starting (hold_reason). */
+	if (strcmp(state, "queued") == 0 &&
+	    gp_cli_json_str(job, "hold_reason") != NULL)
+		return "held";
 	return state;
 }
 
 int
 gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 {
-	static const char *const header[] = {"ID", "NAME", "USER", "STATE",
-	    "NODE", "GPUS", "ELAPSED"};
+	static const char *const header[] = {"ID", "NAME", "USER", "GROUP",
+	    "STATE", "NODE", "GPUS", "ELAPSED"};
 	struct gp_table t;
 	json_t *jobs, *job, *req;
 	char id[32], gpus[16], elapsed[32];
-	const char *row[7];
+	const char *row[8];
 	int64_t ms;
 	size_t i;
 	int rc;
@@ -270,9 +290,9 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 	jobs = json_object_get(reply, "jobs");
 	if (!json_is_array(jobs))
 		return GP_EPROTO;
-	if ((rc = gp_table_init(&t, 7, header)) != 0)
+	if ((rc = gp_table_init(&t, 8, header)) != 0)
 		return rc;
-	t.right[0] = t.right[5] = t.right[6] = 1;
+	t.right[0] = t.right[6] = t.right[7] = 1;
 	json_array_foreach(jobs, i, job)
 	{
 		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
@@ -288,10 +308,11 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 		row[0] = id;
 		row[1] = gp_cli_json_str(job, "name");
 		row[2] = gp_cli_json_str(job, "user");
-		row[3] = display_state(job);
-		row[4] = gp_cli_json_str(job, "node");
-		row[5] = json_is_object(req) ? gpus : NULL;
-		row[6] = elapsed;
+		row[3] = gp_cli_json_str(job, "group");
+		row[4] = display_state(job);
+		row[5] = gp_cli_json_str(job, "node");
+		row[6] = json_is_object(req) ? gpus : NULL;
+		row[7] = elapsed;
 		if ((rc = gp_table_add(&t, row)) != 0)
 			break;
 	}
@@ -413,7 +434,11 @@ print_job(json_t *job)
 	print_int_field(job, "id");
 	print_field("name", gp_cli_json_str(job, "name"));
 	print_field("user", gp_cli_json_str(job, "user"));
+	if (gp_cli_json_str(job, "group") != NULL)
+		print_field("group", gp_cli_json_str(job, "group"));
 	print_field("state", display_state(job));
+	if (gp_cli_json_str(job, "hold_reason") != NULL)
+		print_field("held", gp_cli_json_str(job, "hold_reason"));
 	print_field("reason", gp_cli_json_str(job, "reason"));
 	if (gp_cli_json_str(job, "message") != NULL &&
 	    gp_cli_json_str(job, "message")[0] != '\0')
@@ -452,6 +477,16 @@ print_job(json_t *job)
 		print_field("elapsed", text);
 	}
 	print_int_field(job, "attempts");
+	if (json_is_integer(json_object_get(job, "cost_micro"))) {
+		char credits[40], gpu_time[40];
+		gp_credits_format(json_integer_value(json_object_get(job,
+				      "cost_micro")),
+		    credits, sizeof(credits));
+		gp_cli_format_gpu_time(json_integer_value(json_object_get(job,
+					   "gpu_ms")),
+		    gpu_time, sizeof(gpu_time));
+		printf("cost: %s credits for %s GPU time\n", credits, gpu_time);
+	}
 	req = json_object_get(job, "request");
 	if (json_is_object(req)) {
 		gp_buf_printf(&b, "gpus=%" JSON_INTEGER_FORMAT,
@@ -474,6 +509,14 @@ print_job(json_t *job)
 			                      json_object_get(req, "mem_mib")),
 			    mib, sizeof(mib));
 			gp_buf_printf(&b, " mem=%s", mib);
+		}
+		if (json_integer_value(json_object_get(req,
+			"max_price_micro")) > 0) {
+			char price[40];
+			gp_credits_format(json_integer_value(json_object_get(
+					      req, "max_price_micro")),
+			    price, sizeof(price));
+			gp_buf_printf(&b, " max_price=%s", price);
 		}
 		if (json_integer_value(json_object_get(req, "time_limit_s")) >
 		    0) {
@@ -513,6 +556,25 @@ print_job(json_t *job)
 			if (rv > 0)
 				printf("    resumed from checkpoint version %"
 				       JSON_INTEGER_FORMAT "\n", rv);
+			if (json_integer_value(json_object_get(v,
+				"rate_micro")) > 0) {
+				char cost[40], rate[40], gt[40];
+				gp_credits_format(json_integer_value(
+						      json_object_get(v,
+							  "cost_micro")),
+				    cost, sizeof(cost));
+				gp_credits_format(json_integer_value(
+						      json_object_get(v,
+							  "rate_micro")),
+				    rate, sizeof(rate));
+				gp_cli_format_gpu_time(json_integer_value(
+							   json_object_get(v,
+							       "gpu_ms")),
+				    gt, sizeof(gt));
+				printf("    cost: %s credits (%s GPU time at "
+				       "%s credits/hour)\n",
+				    cost, gt, rate);
+			}
 			if (json_is_object(ck))
 				printf("    saved: checkpoint version %"
 				       JSON_INTEGER_FORMAT " (%s) at %s, %"

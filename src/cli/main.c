@@ -28,13 +28,91 @@ static const struct gp_cli_option json_options[] = {
 };
 
 static const struct gp_cli_option token_create_options[] = {
-    {"role", 0, "ROLE", "user, provider or admin (required)"},
+    {"role", 0, "ROLE",
+        "user, provider, admin or metrics (required; metrics: may only "
+        "read /metrics)"},
     {"name", 0, "NAME",
         "who the token is for: a user name, or the "
         "provider's name (required)"},
     {"token-file", 0, "FILE",
         "authenticate with the (admin) token in "
         "FILE"},
+    {"group", 0, "GROUP",
+        "the group (lab) of the user or provider (default: \"default\")"},
+    {NULL, 0, NULL, NULL},
+};
+
+/* Accounting (acct.c). */
+#define TOKEN_FILE_OPTION                                                   \
+    {"token-file", 0, "FILE", "authenticate with the token in FILE"}
+static const struct gp_cli_option acct_change_options[] = {
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option acct_list_options[] = {
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option group_create_options[] = {
+    {"weight", 0, "W", "fair-share weight, 1 to 1000000 (default 1)"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option group_move_options[] = {
+    {"user", 0, "USER", "the user leaves every group and joins GROUP"},
+    {"provider", 0, "NAME",
+        "the provider tokens named NAME, and their nodes, move to GROUP"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option budget_options[] = {
+    {"user", 0, "USER", "a user's budget"},
+    {"group", 0, "GROUP", "a group's budget"},
+    {"period", 0, "PERIOD",
+        "month (default), week (from Monday), day (UTC) or total"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option budget_rm_options[] = {
+    {"user", 0, "USER", "a user's budget"},
+    {"group", 0, "GROUP", "a group's budget"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option usage_options[] = {
+    {"user", 0, "USER", "only what USER paid"},
+    {"group", 0, "GROUP", "only postings with GROUP on either side"},
+    {"provider", 0, "NAME", "only what provider NAME was paid"},
+    {"since", 0, "TIME",
+        "from TIME: 7d, 12h (ago), 2026-01-31 or 2026-01-31T12:00:00Z"},
+    {"until", 0, "TIME", "up to TIME (same forms)"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+static const struct gp_cli_option ledger_options[] = {
+    {"user", 0, "USER", "only what USER paid"},
+    {"group", 0, "GROUP", "only postings with GROUP on either side"},
+    {"provider", 0, "NAME", "only what provider NAME was paid"},
+    {"job", 0, "JOB", "only the postings of job JOB"},
+    {"since", 0, "TIME",
+        "from TIME: 7d, 12h (ago), 2026-01-31 or 2026-01-31T12:00:00Z"},
+    {"until", 0, "TIME", "up to TIME (same forms)"},
+    {"limit", 0, "N", "the newest N postings (default 100)"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    TOKEN_FILE_OPTION,
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option token_admin_options[] = {
+    {"token-file", 0, "FILE", "authenticate with the (admin) token in FILE"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option token_revoke_options[] = {
+    {"token-file", 0, "FILE", "authenticate with the (admin) token in FILE"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -55,6 +133,10 @@ static const struct gp_cli_option submit_options[] = {
     {"checkpoint-signal", 0, "SIG",
 	"signal meaning \"save now and exit\" (default USR1)"},
     {"env", 'e', "K=V", "set an environment variable (repeatable)"},
+    {"group", 0, "GROUP",
+        "run for GROUP, one of yours (default: your first group)"},
+    {"max-price", 0, "CREDITS",
+        "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"},
     {"data", 0, "[OWNER/]NAME[@V]:/PATH",
 	"mount a data set read-only at PATH (repeatable; the version "
 	"current at submit unless @V)"},
@@ -86,6 +168,12 @@ static const struct gp_cli_option ps_options[] = {
 
 static const struct gp_cli_option logs_options[] = {
     {"follow", 'f', NULL, "keep following until the job finishes"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option top_options[] = {
+    {"once", 0, NULL, "print one frame and exit (for scripts)"},
+    {"interval", 'n', "SECONDS", "seconds between refreshes (default 2)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -180,12 +268,29 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_nodes},
     {"whoami", "", "show who your token is", no_options, 0, 0, 0, NULL,
         gp_cli_cmd_whoami},
+    {"top", "", "a live view of the pool: nodes, GPUs, jobs, queue",
+        top_options, 0, 0, 0,
+        "Refreshes every --interval seconds, and at once on any key; q "
+        "or Ctrl-C\nquits. Without a terminal, or with --once, prints "
+        "plain frames.",
+        gp_cli_cmd_top},
     {"token create", "", "create a token (admin); prints just the token",
         token_create_options, 0, 0, 0,
         "Needs an admin token: --token-file, else GPUPOOL_TOKEN, else the "
         "config's\nadmin_token_file (written by `gpupool up`), else its "
         "token.",
         gp_cli_cmd_token_create},
+    {"token ls", "", "list the tokens (admin): id, role, name, created",
+        token_admin_options, 0, 0, 0,
+        "Tokens are never shown again after their creation; this lists "
+        "what they\nare for, with the ids `token revoke` takes.",
+        gp_cli_cmd_token_ls},
+    {"token revoke", "ID...", "revoke tokens (admin); they stop working at once",
+        token_revoke_options, 1, -1, 0,
+        "The last admin token cannot be revoked. A provider's nodes pass "
+        "to the\nnext provider token of the same name that registers "
+        "them (rotation).",
+        gp_cli_cmd_token_revoke},
     {"up", "",
         "run a whole local pool (coordinator + agent) in one "
         "command",
@@ -198,6 +303,13 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_up},
     {"down", "", "stop a pool started with `gpupool up --detach`", down_options,
         0, 0, 0, NULL, gp_cli_cmd_down},
+    {"completion", "bash|zsh", "print the shell completion script",
+        no_options, 1, 1, 0,
+        "bash: `source <(gpupool completion bash)`, or save it as\n"
+        "/usr/share/bash-completion/completions/gpupool. zsh: save it "
+        "as _gpupool\nin a directory of $fpath (the packages install "
+        "both).",
+        gp_cli_cmd_completion},
     {"checkpoints", "JOB", "list the stored checkpoint versions of a job",
         json_options, 1, 1, 0, NULL, gp_cli_cmd_checkpoints},
     {"checkpoint get", "JOB DIR",
@@ -278,15 +390,61 @@ static const struct gp_cli_command commands[] = {
         provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_leave},
     {"provider policy show", "", "show the agent's lending policy",
         provider_options, 0, 0, 0, NULL, gp_cli_cmd_provider_policy_show},
+    {"provider policy check", "FILE",
+        "check a policy file (errors: FILE:LINE: reason)",
+        no_options, 1, 1, 0, "See docs/provider.md for the file's format.",
+        gp_cli_cmd_provider_policy_check},
     {"sim", "", "replay a cluster trace through the scheduler", sim_options,
         0, 0, 0,
         "Reads the Alibaba GPU-sharing 2023 CSV files as published; no pool\n"
         "is needed. See docs/scheduling.md for the protocols and figures.",
         gp_cli_cmd_sim},
-    {"provider policy check", "FILE",
-        "check a policy file (errors: FILE:LINE: reason)",
-        no_options, 1, 1, 0, "See docs/provider.md for the file's format.",
-        gp_cli_cmd_provider_policy_check},
+    {"group create", "NAME", "create a group (a lab) (admin)",
+        group_create_options, 1, 1, 0, NULL, gp_cli_cmd_group_create},
+    {"group ls", "", "list the groups, members, providers and usage",
+        acct_list_options, 0, 0, 0, NULL, gp_cli_cmd_group_ls},
+    {"group set", "NAME", "set a group's fair-share weight (admin)",
+        group_create_options, 1, 1, 0, NULL, gp_cli_cmd_group_set},
+    {"group add", "GROUP USER...", "add users to a group (admin)",
+        acct_change_options, 2, -1, 0, NULL, gp_cli_cmd_group_add},
+    {"group remove", "GROUP USER...", "remove users from a group (admin)",
+        acct_change_options, 2, -1, 0,
+        "A user in no group is in the group \"default\".",
+        gp_cli_cmd_group_remove},
+    {"group move", "GROUP", "move a user or a provider to GROUP (admin)",
+        group_move_options, 1, 1, 0,
+        "Jobs already submitted keep their group; running attempts keep "
+        "their\nprovider's group until they end.",
+        gp_cli_cmd_group_move},
+    {"price set", "CLASS CREDITS",
+        "price GPUs whose model contains CLASS, per GPU-hour (admin)",
+        acct_change_options, 2, 2, 0,
+        "The longest class found in a GPU's model sets its price; the "
+        "class\n\"default\" prices the rest. New attempts pay the new "
+        "price.",
+        gp_cli_cmd_price_set},
+    {"price rm", "CLASS", "remove a price class (admin)", acct_change_options,
+        1, 1, 0, NULL, gp_cli_cmd_price_rm},
+    {"price ls", "", "list the price table", acct_list_options, 0, 0, 0, NULL,
+        gp_cli_cmd_price_ls},
+    {"budget set", "CREDITS", "set a user's or a group's budget (admin)",
+        budget_options, 1, 1, 0,
+        "A job that may cost more than is left of a budget (its GPUs "
+        "for its time\nlimit at the highest price it could pay) is held "
+        "until the budget is\nraised or a new period starts. Running "
+        "jobs are never stopped.",
+        gp_cli_cmd_budget_set},
+    {"budget rm", "", "remove a budget (admin)", budget_rm_options, 0, 0, 0,
+        NULL, gp_cli_cmd_budget_rm},
+    {"budget ls", "", "list the budgets you may see", acct_list_options, 0,
+        0, 0, NULL, gp_cli_cmd_budget_ls},
+    {"usage", "", "GPU time and credits per user, provider and group",
+        usage_options, 0, 0, 0,
+        "Users see their own usage (or a group's they belong to), "
+        "providers\nwhat they were paid, admins everything.",
+        gp_cli_cmd_usage},
+    {"ledger", "", "the ledger's postings (two entries each)",
+        ledger_options, 0, 0, 0, NULL, gp_cli_cmd_ledger},
 };
 
 void
@@ -378,6 +536,13 @@ gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 		wrap(out, left, o->help);
 	}
 	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
+}
+
+const struct gp_cli_command *
+gp_cli_commands(size_t *n)
+{
+	*n = GP_ARRAY_LEN(commands);
+	return commands;
 }
 
 const struct gp_cli_command *
@@ -590,6 +755,10 @@ static const struct {
     {"provider", "lend this machine: status, pause, reclaim, leave, policy"},
     {"data", "data sets: put, ls, rm, share, unshare"},
     {"quota", "storage quotas: show, set"},
+    {"token", "API tokens (admin): create, ls, revoke"},
+    {"group", "groups (labs): create, ls, set, add, remove, move"},
+    {"price", "the price table: set, rm, ls"},
+    {"budget", "budgets of users and groups: set, rm, ls"},
 };
 
 /* The group summary when name's first word is such a group, else NULL. */

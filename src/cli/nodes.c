@@ -30,12 +30,12 @@ add_unique(struct gp_buf *list, const char *text)
 int
 gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 {
-	static const char *const header[] = {"NODE", "STATE", "GPUS", "MODEL",
-	    "GPU-MEM", "CPUS", "MEM", "JOBS"};
+	static const char *const header[] = {"NODE", "GROUP", "STATE", "GPUS",
+	    "MODEL", "GPU-MEM", "CPUS", "MEM", "JOBS"};
 	struct gp_buf models = {0}, jobs = {0};
 	json_t *nodes, *node, *gpus, *gpu;
 	char used[32], gpumem[32], cpus[32], mem[32], id[32];
-	const char *row[8];
+	const char *row[9];
 	struct gp_table t;
 	size_t i, j, in_use;
 	int64_t min_mem;
@@ -44,9 +44,9 @@ gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 	nodes = json_object_get(reply, "nodes");
 	if (!json_is_array(nodes))
 		return GP_EPROTO;
-	if ((rc = gp_table_init(&t, 8, header)) != 0)
+	if ((rc = gp_table_init(&t, 9, header)) != 0)
 		return rc;
-	t.right[2] = t.right[4] = t.right[5] = t.right[6] = 1;
+	t.right[3] = t.right[5] = t.right[6] = t.right[7] = 1;
 	json_array_foreach(nodes, i, node)
 	{
 		gpus = json_object_get(node, "gpus");
@@ -80,13 +80,14 @@ gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 		                      json_object_get(node, "mem_mib")),
 		    mem, sizeof(mem));
 		row[0] = gp_cli_json_str(node, "name");
-		row[1] = gp_cli_json_str(node, "state");
-		row[2] = used;
-		row[3] = models.len > 0 ? models.data : NULL;
-		row[4] = min_mem >= 0 ? gpumem : NULL;
-		row[5] = cpus;
-		row[6] = mem;
-		row[7] = jobs.len > 0 ? jobs.data : NULL;
+		row[1] = gp_cli_json_str(node, "group");
+		row[2] = gp_cli_json_str(node, "state");
+		row[3] = used;
+		row[4] = models.len > 0 ? models.data : NULL;
+		row[5] = min_mem >= 0 ? gpumem : NULL;
+		row[6] = cpus;
+		row[7] = mem;
+		row[8] = jobs.len > 0 ? jobs.data : NULL;
 		rc = gp_table_add(&t, row);
 		gp_buf_free(&models);
 		gp_buf_free(&jobs);
@@ -143,8 +144,15 @@ gp_cli_cmd_whoami(const struct gp_cli_args *args)
 		return rc;
 	rc = gp_cli_call(&conn, "GET", "/v1/whoami", NULL, 0, &reply, NULL);
 	if (rc == 0) {
+		struct gp_buf groups = {0};
+		json_t *g;
+		size_t i;
+
+		json_array_foreach(json_object_get(reply, "groups"), i, g)
+		    gp_buf_printf(&groups, "%s%s", i ? "," : "",
+		        json_string_value(g) ? json_string_value(g) : "?");
 		printf("%s (role %s, token id %" JSON_INTEGER_FORMAT
-		       ") at %s\n",
+		       "%s%s) at %s\n",
 		    gp_cli_json_str(reply, "name") != NULL
 		        ? gp_cli_json_str(reply, "name")
 		        : "?",
@@ -152,7 +160,9 @@ gp_cli_cmd_whoami(const struct gp_cli_args *args)
 		        ? gp_cli_json_str(reply, "role")
 		        : "?",
 		    json_integer_value(json_object_get(reply, "id")),
-		    conn.cfg.url);
+		    groups.len > 0 ? ", groups " : "",
+		    groups.len > 0 ? groups.data : "", conn.cfg.url);
+		gp_buf_free(&groups);
 		json_decref(reply);
 	}
 	gp_cli_disconnect(&conn);

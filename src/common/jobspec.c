@@ -384,6 +384,15 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 		return fail(err, errlen,
 		    "checkpoint_signal: must be one of HUP INT QUIT USR1 USR2 "
 		    "ALRM TERM");
+	if (spec->group[0] != '\0' && !gp_name_valid(spec->group))
+		return fail(err, errlen,
+		    "group: must be 1 to %d characters of A-Z a-z 0-9 . _ -",
+		    GP_NAME_MAX);
+	if (spec->max_price_micro < 0 ||
+	    spec->max_price_micro > GP_MAX_PRICE_MICRO_MAX)
+		return fail(err, errlen,
+		    "max_price_micro: must be between 0 and %lld",
+		    GP_MAX_PRICE_MICRO_MAX);
 	if ((spec->gpu_mem_mib > 0 || spec->gpu_model[0] != '\0') &&
 	    spec->gpus == 0)
 		return fail(err, errlen,
@@ -530,6 +539,27 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			}
 			spec->checkpoint_signal =
 			    gp_signal_parse(json_string_value(v));
+		} else if (strcmp(key, "group") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) ||
+			    json_string_length(v) > GP_NAME_MAX ||
+			    strlen(json_string_value(v)) !=
+				json_string_length(v) ||
+			    !gp_name_valid(json_string_value(v))) {
+				fail(err, errlen, "group: must be 1 to %d "
+						  "characters of A-Z a-z 0-9 "
+						  ". _ -",
+				    GP_NAME_MAX);
+				goto out;
+			}
+			gp_strlcpy(spec->group, json_string_value(v),
+			    sizeof(spec->group));
+		} else if (strcmp(key, "max_price_micro") == 0) {
+			if (get_int(v, key, 0, GP_MAX_PRICE_MICRO_MAX, &n, err,
+				errlen))
+				goto out;
+			spec->max_price_micro = n;
 		} else {
 			fail(err, errlen, "unknown field '%.64s'", key);
 			goto out;
@@ -547,8 +577,9 @@ out:
 	return rc;
 }
 
-json_t *
-gp_jobspec_encode(const struct gp_jobspec *spec)
+/* The fields every spec has. */
+static json_t *
+encode_fields(const struct gp_jobspec *spec)
 {
 	json_t *o;
 
@@ -566,5 +597,19 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 		json_decref(o);
 		o = NULL;
 	}
+	return o;
+}
+
+json_t *
+gp_jobspec_encode(const struct gp_jobspec *spec)
+{
+	json_t *o = encode_fields(spec);
+
+	/* Accounting fields only when set: older readers never see them. */
+	if (o != NULL && spec->group[0] != '\0')
+		json_object_set_new(o, "group", json_string(spec->group));
+	if (o != NULL && spec->max_price_micro > 0)
+		json_object_set_new(o, "max_price_micro",
+		    json_integer(spec->max_price_micro));
 	return o;
 }

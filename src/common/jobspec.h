@@ -23,6 +23,7 @@
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
 #define GP_DATA_MOUNTS_MAX 16  /* data sets one job mounts */
 #define GP_MOUNT_PATH_MAX  512 /* bytes of a mount path */
+#define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -49,6 +50,9 @@ struct gp_jobspec {
 	 * coordinator pins both before the job is queued.
 	 */
 	json_t *data;
+	/* Accounting (docs/accounting.md). */
+	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
+	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
 };
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */

@@ -421,6 +421,10 @@ struct gp_tree {
 	size_t *send; /* indices of chunks to send */
 	size_t nsend;
 	const char *chunk_prefix;
+	/* Optional (gp_tree_send): after each chunk sent, of send_total. */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
+	int64_t send_total;
 };
 
 /*
@@ -519,6 +523,7 @@ send_task(struct gp_transfer_worker *w, size_t task)
 	struct gp_http_response resp;
 	char path[512], name[GP_CKPT_NAME_HEX], text[256];
 	size_t len;
+	int64_t done;
 	int ret, tries;
 
 	ret = read_chunk(u, c, w->buf, &len);
@@ -538,8 +543,12 @@ send_task(struct gp_transfer_worker *w, size_t task)
 		    "application/octet-stream", CHUNK_TIMEOUT_MS, &resp);
 		if (ret == 0 && (resp.status == 200 || resp.status == 201)) {
 			gp_http_response_fini(&resp);
-			atomic_fetch_add(&w->pool->bytes_sent, (int64_t)len);
+			done = atomic_fetch_add(&w->pool->bytes_sent,
+			    (int64_t)len) + (int64_t)len;
 			atomic_fetch_add(&w->pool->chunks_sent, 1);
+			if (u->progress != NULL)
+				u->progress(u->progress_arg, done,
+				    u->send_total);
 			return 0;
 		}
 		gp_http_error_text(&resp, text, sizeof(text));
@@ -916,6 +925,16 @@ gp_tree_send(struct gp_tree *t, const struct gp_transfer_peer *peer,
 	}
 	json_decref(names);
 	t->chunk_prefix = chunk_prefix;
+	t->progress = peer->progress;
+	t->progress_arg = peer->progress_arg;
+	t->send_total = 0;
+	for (k = 0; k < t->nsend; k++) {
+		const struct chunk *c = &t->chunks[t->send[k]];
+		int64_t left = t->walk.files[c->file].size -
+		    c->index * GP_CKPT_CHUNK_SIZE;
+		t->send_total += left < GP_CKPT_CHUNK_SIZE ? left
+							   : GP_CKPT_CHUNK_SIZE;
+	}
 	memset(&p, 0, sizeof(p));
 	pthread_mutex_init(&p.lock, NULL);
 	p.url = peer->url;
@@ -1161,6 +1180,10 @@ struct fetch {
 	struct chunk *chunks;
 	size_t nchunks;
 	const char *chunk_prefix;
+	/* Optional, after each chunk written: bytes so far of total. */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
+	int64_t total;
 };
 
 int
@@ -1212,7 +1235,7 @@ fetch_task(struct gp_transfer_worker *w, size_t task)
 	json_t *file = json_array_get(f->files, c->file);
 	const char *path = json_string_value(json_object_get(file, "path"));
 	int64_t size = json_integer_value(json_object_get(file, "size"));
-	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
+	int64_t off = c->index * GP_CKPT_CHUNK_SIZE, done;
 	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
 		? size - off
 		: GP_CKPT_CHUNK_SIZE);
@@ -1240,8 +1263,11 @@ fetch_task(struct gp_transfer_worker *w, size_t task)
 		    strerror(errno));
 		return ret;
 	}
-	atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want);
+	done = atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want) +
+	    (int64_t)want;
 	atomic_fetch_add(&w->pool->chunks_sent, 1);
+	if (f->progress != NULL)
+		f->progress(f->progress_arg, done, f->total);
 	return 0;
 }
 
@@ -1337,6 +1363,9 @@ fetch_into(const struct gp_transfer_peer *peer, int dirfd, json_t *m,
 	memset(&f, 0, sizeof(f));
 	f.dirfd = dirfd;
 	f.chunk_prefix = prefix;
+	f.progress = peer->progress;
+	f.progress_arg = peer->progress_arg;
+	f.total = tot->bytes;
 	f.files = json_object_get(m, "files");
 	f.chunks = calloc((size_t)tot->chunks + 1, sizeof(*f.chunks));
 	f.inodes = calloc((size_t)tot->files + 1, sizeof(*f.inodes));
@@ -1499,6 +1528,8 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	peer.token = src->token;
 	peer.ca_file = src->ca_file;
 	peer.parallel = src->parallel;
+	peer.progress = src->progress;
+	peer.progress_arg = src->progress_arg;
 	ret = fetch_into(&peer, dirfd, m, &tot, src->chunk_prefix, uid, gid,
 	    &st->bytes_sent, &st->chunks_sent, err, errlen);
 	if (ret != 0)
@@ -1550,6 +1581,7 @@ gp_ckpt_download(const struct gp_ckpt_target *t, const char *dir, uid_t uid,
 	    "/v1/agent/jobs/%lld/%lld/checkpoint", (long long)t->job_id,
 	    (long long)t->attempt);
 	snprintf(prefix, sizeof(prefix), "%s/chunks/", manifest);
+	memset(&src, 0, sizeof(src));
 	src.url = t->url;
 	src.token = t->token;
 	src.ca_file = t->ca_file;

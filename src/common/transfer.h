@@ -113,6 +113,12 @@ struct gp_ckpt_source {
 	const char *manifest_path; /* "/v1/jobs/7/checkpoints/latest" */
 	const char *chunk_prefix;  /* "/v1/jobs/7/checkpoints/chunks/" */
 	int parallel;		   /* 0: default 4 */
+	/*
+	 * Optional: called from the transfer threads after each chunk
+	 * written, with the bytes written so far and the version's size.
+	 */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
 };
 
 /*
@@ -135,6 +141,13 @@ struct gp_transfer_peer {
 	const char *token;	/* never logged */
 	const char *ca_file;	/* or NULL */
 	int parallel;		/* concurrent chunk transfers; 0: default 4 */
+	/*
+	 * Optional (gp_tree_send, gp_transfer_fetch): called from the
+	 * transfer threads after each chunk, with the bytes moved so far and
+	 * the total to move.
+	 */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
 };
 
 /* What a transfer did. */

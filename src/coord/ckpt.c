@@ -846,6 +846,7 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot store the chunk");
 	}
+	metrics_chunk_stored(u->len);
 	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
 }
 

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "acct.h"
 #include "jobspec.h"
 #include "token.h"
 #include "util.h"
@@ -49,6 +50,9 @@ struct attempt_record {
 	int64_t ckpt_ms;	  /* when the last one was committed */
 	int64_t ckpt_bytes;	  /* its size */
 	char ckpt_label[201];	  /* its COMPLETE marker's first line */
+	/* Accounting (ledger.c): what this attempt is charged. */
+	struct acct_meter meter;  /* from the start ack; rate at that time */
+	int64_t provider_group;	  /* the node's group when billing began */
 };
 
 struct waiter;
@@ -66,6 +70,7 @@ struct job {
 	uint8_t gpus[GP_GPUS_MAX]; /* the node's GPU indices */
 	int64_t submitted_ms, started_ms, finished_ms;
 	_Atomic int64_t delivered_mono; /* when the assignment went out */
+	_Atomic int64_t assigned_mono;	/* when placed; 0 once dispatched */
 	int started_ack;	/* the agent confirmed the start */
 	int has_exit;
 	int exit_code, signal;
@@ -79,6 +84,9 @@ struct job {
 	int log_truncated;
 	struct waiter *waiters; /* log followers and waiters (notify.c) */
 	int queue_pos;		/* index in the queue array, -1 if absent */
+	/* Accounting: the group it runs for (spec.group resolved). */
+	int64_t group_id;
+	char hold_reason[320];	/* why it may not start ("" : none) */
 };
 
 struct node_gpu {
@@ -89,6 +97,10 @@ struct node_gpu {
 	int64_t job_id;	 /* 0 when free */
 	int util;	 /* percent, from heartbeats */
 	int64_t mem_used_mib;
+	int64_t price;		/* micro-credits per GPU-hour, cached */
+	uint64_t price_gen;	/* ledger.prices_gen it was looked up at */
+	int temp_c;	 /* from heartbeats; -1: not reported */
+	int power_mw;	 /* milliwatts; -1: not reported */
 };
 
 struct node {
@@ -96,6 +108,7 @@ struct node {
 	char name[GP_NAME_MAX + 1];
 	int64_t owner_token;
 	char owner_name[GP_NAME_MAX + 1];
+	int64_t group_id;		/* the owner token's group: the lab */
 	int cpus;
 	int64_t mem_mib;
 	int ngpus;
@@ -126,6 +139,8 @@ struct token_entry {
 	char name[GP_NAME_MAX + 1];
 	enum gp_role role;
 	char hash[GP_TOKEN_HASH_HEX];
+	int64_t group_id; /* the group it was made for (default: 1) */
+	int64_t created_ms;
 };
 
 struct coord_config {
@@ -148,6 +163,11 @@ struct coord_config {
 	int64_t output_retain_ms; /* outputs kept after the job finished */
 	/* Where jobs go (sched_policy.c): --placement. */
 	const struct gp_sched_policy *placement;
+	/* Accounting (ledger.c, docs/accounting.md). */
+	char prices_file[1024];	   /* --prices: replaces the table at start */
+	int64_t accrual_ms;	   /* running attempts are posted this often */
+	int64_t half_life_ms;	   /* of decayed usage (fair share) */
+	int64_t budget_untimed_s;  /* a job without a time limit, for budgets */
 };
 
 struct state {
@@ -202,6 +222,8 @@ enum op_type {
 	OP_CHECKPOINT, /* a checkpoint version was committed (ckpt.c) */
 	OP_OFFER,      /* heartbeat: the owner's offer changed */
 	OP_LEAVE,      /* the owner took the node out of the pool */
+	OP_ACCT,       /* groups, members, prices, budgets (acct_api.c) */
+	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
 };
 
 struct op {
@@ -217,6 +239,7 @@ struct op {
 	int64_t node_id;
 	json_t *body;
 	int64_t version, bytes; /* OP_CHECKPOINT */
+	struct acct_request acct; /* OP_ACCT, OP_TOKEN_CREATE */
 	/* Output. */
 	int status;
 	json_t *result;
@@ -251,6 +274,16 @@ int job_visible_to(const struct job *job, const struct token_entry *who);
 void state_reconcile(struct node *node, json_t *running, json_t *kill,
     int queue_lost);
 int state_create_admin_token_if_none(void);
+/* The tokens as JSON (id order, never their hashes). With state.lock. */
+json_t *state_tokens_json(void);
+/*
+ * The group a new job of user runs for: group (a name) when given and
+ * the caller may use it, else the user's first. OUT: *group_id. Returns
+ * 0, GP_ENOENT (no such group) or GP_EPERM (not a member). Call in the
+ * state thread.
+ */
+int state_job_group(const struct token_entry *caller, const char *group,
+    int64_t *group_id);
 /*
  * Records in the job's attempt history that (job_id, attempt) committed
  * checkpoint version (bytes in all, label from its marker). Queued to the
@@ -292,6 +325,14 @@ int store_commit(void);
 int store_put_job(const struct job *job);
 int store_put_node(const struct node *node);
 int store_put_token(const struct token_entry *token, int64_t created_ms);
+/* A token's group (gpupool group move --provider). */
+int store_set_token_group(int64_t token_id, int64_t group_id);
+/* The state thread's connection: the ledger writes through it. */
+struct sqlite3 *store_db(void);
+/* Deletes token id; ids up to it are never given again (see below). */
+int store_delete_token(int64_t id);
+/* OUT: *next: the lowest id a new token may take (0: no revocation). */
+int store_token_id_floor(int64_t *next);
 /* Calls back for every row at start-up. */
 int store_load(void (*on_token)(struct token_entry *),
     void (*on_node)(struct node *), void (*on_job)(struct job *));
@@ -414,6 +455,33 @@ int data_pin(const struct token_entry *who, struct gp_jobspec *spec,
 int data_collect_refs(const char *user, json_t *refs);
 /* Drops expired uploads and outputs (the GC thread). */
 void data_gc_expire(void);
+
+/* acct_api.c: groups, prices, budgets, usage and the ledger over HTTP */
+/* 1 when url is an accounting route (answered by acct_handle). */
+int acct_route_match(const char *url);
+enum MHD_Result acct_handle(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method);
+/* Applies an OP_ACCT in the state thread. */
+void acct_apply(struct op *op);
+/* metrics.c: Prometheus metrics; the event hooks are lock-free. */
+int metrics_init(void);
+/* The state thread places job (before job_assign changes it). */
+void metrics_job_assigned(const struct job *job, int64_t now_ms);
+/* A poll hands job to its agent (first hand-over of the attempt only). */
+void metrics_job_delivered(struct job *job, int64_t now_mono);
+void metrics_job_requeued(const char *reason);
+void metrics_job_restored(void);
+void metrics_checkpoint_committed(int64_t bytes);
+void metrics_chunk_stored(size_t bytes);
+void metrics_unauthorized(void);
+/* The exposition; takes state.lock for reading. 0 or GP_ENOMEM. */
+int metrics_render(struct gp_buf *out);
+
+/* web.c: the dashboard's embedded files (GET /, /ui/...). */
+int web_route_match(const char *url, const char *method);
+enum MHD_Result web_handle(struct MHD_Connection *conn, const char *url);
+/* The size of an embedded file (0: none); for tests. */
+size_t web_asset_size(const char *url);
 
 /* api.c */
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,

@@ -17,6 +17,7 @@
 #include "coord/coord.h"
 #include "coordd.h"
 #include "gp.h"
+#include "ledger.h"
 #include "log.h"
 #include "sched.h"
 
@@ -39,6 +40,10 @@ usage(FILE *out)
 	    "[--data-max SIZE]\n"
 	    "                           [--output-retain DURATION]\n"
 	    "                           [--placement POLICY]\n"
+	    "                           [--prices FILE] "
+	    "[--accrual-interval DURATION]\n"
+	    "                           [--fairshare-half-life DURATION] "
+	    "[--budget-untimed DURATION]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -78,6 +83,20 @@ usage(FILE *out)
 	    "  --placement POLICY  where jobs go: frag (the default:\n"
 	    "                      fragmentation-aware), bestfit, fgd, random,\n"
 	    "                      dotprod, clustering, packing\n"
+	    "  --prices FILE       the price table (\"CLASS CREDITS_PER_GPU_HOUR\""
+	    "\n"
+	    "                      lines) replaces the stored one at start\n"
+	    "  --accrual-interval DURATION\n"
+	    "                      running jobs are posted to the ledger this "
+	    "often\n"
+	    "                      (default 30s)\n"
+	    "  --fairshare-half-life DURATION\n"
+	    "                      half-life of decayed usage (default 7d; 0: "
+	    "none)\n"
+	    "  --budget-untimed DURATION\n"
+	    "                      what a job without a time limit is taken to "
+	    "run\n"
+	    "                      for, against budgets (default 1h)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -202,6 +221,10 @@ gp_coord_main(int argc, char **argv)
 	    {"data-max", required_argument, NULL, 'D'},
 	    {"output-retain", required_argument, NULL, 'O'},
 	    {"placement", required_argument, NULL, 'P'},
+	    {"prices", required_argument, NULL, 'p'},
+	    {"accrual-interval", required_argument, NULL, 'A'},
+	    {"fairshare-half-life", required_argument, NULL, 'F'},
+	    {"budget-untimed", required_argument, NULL, 'U'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -227,6 +250,9 @@ gp_coord_main(int argc, char **argv)
 	cfg.data_max = 1LL << 40;
 	cfg.output_retain_ms = 30 * 86400 * 1000LL;
 	cfg.placement = gp_sched_policy_default();
+	cfg.accrual_ms = 30 * 1000;
+	cfg.half_life_ms = 7 * 86400 * 1000LL;
+	cfg.budget_untimed_s = 3600;
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -308,6 +334,33 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--placement: one of %s",
 				    gp_sched_policy_names());
 			break;
+		case 'p':
+			if (gp_strlcpy(cfg.prices_file, optarg,
+				sizeof(cfg.prices_file)) >=
+			    sizeof(cfg.prices_file))
+				gp_fatalx("--prices: path too long");
+			break;
+		case 'A':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > 3600)
+				gp_fatalx("--accrual-interval: a duration from "
+					  "1s to 1h");
+			cfg.accrual_ms = v * 1000;
+			break;
+		case 'F':
+			if (gp_parse_duration(optarg, &v) != 0 ||
+			    v > 3650LL * 86400)
+				gp_fatalx("--fairshare-half-life: a duration "
+					  "like 7d (0: no decay)");
+			cfg.half_life_ms = v * 1000;
+			break;
+		case 'U':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > GP_TIME_LIMIT_MAX)
+				gp_fatalx("--budget-untimed: a duration like "
+					  "1h");
+			cfg.budget_untimed_s = v;
+			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
 			break;
@@ -359,6 +412,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("libsodium failed to initialise");
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
+	if (metrics_init() != 0)
+		gp_fatalx("cannot set up the metrics");
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)
@@ -409,6 +464,7 @@ gp_coord_main(int argc, char **argv)
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
 	ckpt_stop();
+	ledger_close(&ledger);
 	store_close();
 	free(cert);
 	free(key);

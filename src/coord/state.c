@@ -18,6 +18,7 @@
 
 #include "coordd.h"
 #include "gp.h"
+#include "ledger.h"
 #include "log.h"
 #include "sched.h"
 
@@ -40,6 +41,14 @@ static struct effect *effects;
 static size_t neffects, capeffects;
 static struct job **woken_jobs;
 static size_t nwoken, capwoken;
+
+static void acct_job_json(const struct job *job, json_t *o);
+static void acct_node_json(const struct node *node, json_t *o);
+static void bill_attempt_end(struct job *job, struct attempt_record *a);
+static int64_t token_group(int64_t token_id);
+static int64_t gpu_price(struct node_gpu *g);
+static void bill_start(struct job *job, struct attempt_record *a,
+    int64_t now);
 
 /* Grace before a delivered attempt that an agent does not list is lost. */
 #define LOST_GRACE_MS 3000
@@ -104,6 +113,51 @@ token_insert(struct token_entry *t)
 	if (t->id >= state.next_token_id)
 		state.next_token_id = t->id + 1;
 	return 0;
+}
+
+/* Takes t out of the table (open addressing: re-places its cluster). */
+static void
+token_remove(const struct token_entry *t)
+{
+	size_t slot, next;
+	struct token_entry *e;
+
+	slot = hash_slot(t->hash, state.tokens_cap);
+	while (state.tokens[slot] != NULL && state.tokens[slot] != t)
+		slot = (slot + 1) & (state.tokens_cap - 1);
+	if (state.tokens[slot] == NULL)
+		return;
+	state.tokens[slot] = NULL;
+	state.ntokens--;
+	for (next = (slot + 1) & (state.tokens_cap - 1);
+	     (e = state.tokens[next]) != NULL;
+	     next = (next + 1) & (state.tokens_cap - 1)) {
+		state.tokens[next] = NULL;
+		slot = hash_slot(e->hash, state.tokens_cap);
+		while (state.tokens[slot] != NULL)
+			slot = (slot + 1) & (state.tokens_cap - 1);
+		state.tokens[slot] = e;
+	}
+}
+
+static struct token_entry *
+token_by_id(int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL && state.tokens[i]->id == id)
+			return state.tokens[i];
+	return NULL;
+}
+
+static int
+cmp_token_id(const void *a, const void *b)
+{
+	const struct token_entry *x = *(const struct token_entry *const *)a;
+	const struct token_entry *y = *(const struct token_entry *const *)b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
 }
 
 const struct token_entry *
@@ -290,6 +344,7 @@ load_node(struct node *n)
 	 * a restart is longer: RESTART_GRACE_MS, or the lease if longer.
 	 */
 	n->up = 0;
+	n->group_id = token_group(n->owner_token);
 	atomic_store(&n->last_seen_mono,
 	    gp_mono_ms() + (state.cfg.lease_ms < RESTART_GRACE_MS
 				   ? RESTART_GRACE_MS - state.cfg.lease_ms
@@ -301,11 +356,17 @@ load_node(struct node *n)
 static void
 load_job(struct job *j)
 {
+	const struct ledger_group *g;
 	struct node *node;
 	int i;
 
 	j->queue_pos = -1;
 	j->log_size = joblog_size_on_disk(j->id);
+	/* Its group, by the name submit wrote into its spec. */
+	g = ledger_group_by_name(&ledger, j->spec.group);
+	if (g == NULL)
+		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
+	j->group_id = g != NULL ? g->id : 1;
 	if (job_insert(j) != 0)
 		gp_fatalx("out of memory loading jobs");
 	if (j->state == JOB_QUEUED) {
@@ -326,7 +387,42 @@ load_job(struct job *j)
 			j->delivered_mono = gp_mono_ms();
 		/* The agent's next register or heartbeat will confirm it. */
 		j->started_ack = 1;
+		/* What was posted for it: the ledger is the truth. */
+		if (j->nhistory > 0 &&
+		    j->history[j->nhistory - 1].attempt == j->attempts &&
+		    j->history[j->nhistory - 1].meter.from_ms > 0 &&
+		    ledger_restore_meter(&ledger, j->id, j->attempts,
+			&j->history[j->nhistory - 1].meter) != 0)
+			gp_fatalx("cannot read the ledger of job %lld",
+			    (long long)j->id);
 	}
+}
+
+/* --prices FILE: replaces the price table (docs/accounting.md). */
+static int
+load_prices(const char *path)
+{
+	struct acct_price table[ACCT_PRICES_MAX];
+	char *text, err[256];
+	size_t len, n;
+	int rc;
+
+	if (gp_read_file(path, 1 << 20, &text, &len) != 0) {
+		gp_error("cannot read the price file path=%s", path);
+		return GP_EIO;
+	}
+	rc = acct_prices_parse(text, len, table, ACCT_PRICES_MAX, &n, err,
+	    sizeof(err));
+	free(text);
+	if (rc != 0) {
+		gp_error("bad price file path=%s error=\"%s\"", path, err);
+		return GP_EINVAL;
+	}
+	if (store_begin() != 0 || ledger_prices_replace(&ledger, table, n) != 0 ||
+	    store_commit() != 0)
+		return GP_EIO;
+	gp_info("prices loaded path=%s classes=%zu", path, n);
+	return 0;
 }
 
 int
@@ -343,8 +439,18 @@ state_init(const struct coord_config *cfg)
 		return GP_EIO;
 	if (joblog_init(cfg->data_dir) != 0)
 		return GP_EIO;
+	if (ledger_open(&ledger, store_db(), path, cfg->half_life_ms,
+		gp_now_ms()) != 0)
+		return GP_EIO;
+	if (cfg->prices_file[0] != '\0' && load_prices(cfg->prices_file) != 0)
+		return GP_EIO;
 	if (store_load(load_token, load_node, load_job) != 0)
 		return GP_EIO;
+	/* Revoked tokens' ids are never given again. */
+	if (store_token_id_floor(&i) != 0)
+		return GP_EIO;
+	if (i > state.next_token_id)
+		state.next_token_id = i;
 	for (i = 1; i < state.next_job_id; i++) {
 		if (state.jobs[i] == NULL)
 			continue;
@@ -378,8 +484,11 @@ state_create_admin_token_if_none(void)
 	gp_token_hash(token, t->hash);
 	t->id = state.next_token_id;
 	t->role = GP_ROLE_ADMIN;
+	t->created_ms = gp_now_ms();
 	gp_strlcpy(t->name, "admin", sizeof(t->name));
-	if (store_begin() != 0 || store_put_token(t, gp_now_ms()) != 0 ||
+	if (ledger_user_groups(&ledger, t->name, &t->group_id, 1) != 1)
+		t->group_id = 1;
+	if (store_begin() != 0 || store_put_token(t, t->created_ms) != 0 ||
 	    store_commit() != 0) {
 		free(t);
 		return GP_EIO;
@@ -482,27 +591,35 @@ job_to_json(const struct job *job, int with_history)
 		}
 		json_object_set_new(o, "history", hist);
 	}
+	acct_job_json(job, o);
 	return o;
 }
 
 json_t *
 node_to_json(const struct node *node)
 {
-	json_t *gpus = json_array();
+	json_t *gpus = json_array(), *o;
 	int i;
 
 	for (i = 0; i < node->ngpus; i++) {
 		const struct node_gpu *g = &node->gpus[i];
+		const struct job *j = state_job(g->job_id);
+		/* Who uses each GPU is for everyone to see (the commons). */
 		json_array_append_new(gpus,
-		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:i,s:I,s:b}", "index",
-			g->index, "uuid", g->uuid, "model", g->model, "mem_mib",
-			(json_int_t)g->mem_mib, "job",
+		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:s?,s:i,s:I,s:b,s:o,s:o}",
+			"index", g->index, "uuid", g->uuid, "model", g->model,
+			"mem_mib", (json_int_t)g->mem_mib, "job",
 			g->job_id ? json_integer(g->job_id) : json_null(),
-			"util", g->util, "mem_used_mib",
-			(json_int_t)g->mem_used_mib, "lent",
-			i < 64 && ((node->lent >> i) & 1)));
+			"user", j != NULL && g->job_id ? j->user : NULL, "util",
+			g->util, "mem_used_mib", (json_int_t)g->mem_used_mib,
+			"lent", i < 64 && ((node->lent >> i) & 1), "temp_c",
+			node->up && g->temp_c >= 0 ? json_integer(g->temp_c)
+						   : json_null(),
+			"power_mw",
+			node->up && g->power_mw >= 0 ? json_integer(g->power_mw)
+						     : json_null()));
 	}
-	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
+	o = json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
 			 "s:I}",
 	    "id", (json_int_t)node->id, "name", node->name, "owner",
 	    node->owner_name, "state",
@@ -516,6 +633,8 @@ node_to_json(const struct node *node)
 	    (json_int_t)(node->offer_mem_mib > 0 ? node->offer_mem_mib
 						 : node->mem_mib),
 	    "max_job_s", (json_int_t)node->max_job_s);
+	acct_node_json(node, o);
+	return o;
 }
 
 json_t *
@@ -554,6 +673,8 @@ job_visible_to(const struct job *job, const struct token_entry *who)
 	case GP_ROLE_PROVIDER:
 		node = state_node(job->node_id);
 		return node != NULL && node->owner_token == who->id;
+	case GP_ROLE_METRICS:
+		return 0;
 	}
 	return 0;
 }
@@ -619,6 +740,7 @@ history_close(struct job *job, const char *reason)
 	if (a->attempt != job->attempts || a->finished_ms != 0)
 		return;
 	a->finished_ms = gp_now_ms();
+	bill_attempt_end(job, a);
 	gp_strlcpy(a->reason, reason, sizeof(a->reason));
 }
 
@@ -658,6 +780,7 @@ job_requeue(struct job *job, const char *reason)
 	if (node != NULL)
 		node_remove_job(node, job);
 	history_close(job, reason);
+	metrics_job_requeued(reason);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
@@ -681,6 +804,7 @@ job_assign(struct job *job, struct node *node,
 	char note[160];
 	int i;
 
+	metrics_job_assigned(job, gp_now_ms());
 	queue_remove(job);
 	job->attempts++;
 	job->state = JOB_RUNNING;
@@ -692,6 +816,7 @@ job_assign(struct job *job, struct node *node,
 	}
 	job->started_ack = 0;
 	job->delivered_mono = 0;
+	atomic_store(&job->assigned_mono, gp_mono_ms());
 	job->started_ms = gp_now_ms();
 	node_add_job(node, job->id);
 	if (job->attempts > 1) {
@@ -772,6 +897,7 @@ sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
 			sg[ng].model = node->gpus[g].model;
 			sg[ng].mem_mib = node->gpus[g].mem_mib;
 			sg[ng].job_id = node->gpus[g].job_id;
+			sg[ng].price = gpu_price(&node->gpus[g]);
 			/* Not lent: taken, and never freed in this plan. */
 			if (offered && sg[ng].job_id == 0 &&
 			    (g >= 64 || !((node->lent >> g) & 1)))
@@ -800,6 +926,427 @@ sched_job(const struct job *j, const struct gp_jobspec *spec,
 	    GP_SCHED_MILLI;
 	out->mem_mib = spec->mem_mib;
 	out->time_limit_s = spec->time_limit_s;
+	out->max_price = spec->max_price_micro;
+}
+
+/* ---- accounting (ledger.c, docs/accounting.md) ---- */
+
+/* The group of a token, by id (a scan: only used at start-up). */
+static int64_t
+token_group(int64_t token_id)
+{
+	size_t i;
+
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL && state.tokens[i]->id == token_id)
+			return state.tokens[i]->group_id > 0
+			    ? state.tokens[i]->group_id
+			    : 1;
+	return 1;
+}
+
+/* A GPU's price per GPU-hour, looked up again after a price change. */
+static int64_t
+gpu_price(struct node_gpu *g)
+{
+	/* +1: a new GPU (price_gen 0) is never taken as up to date. */
+	if (g->price_gen != ledger.prices_gen + 1) {
+		g->price = ledger_price_of(&ledger, g->model);
+		g->price_gen = ledger.prices_gen + 1;
+	}
+	return g->price;
+}
+
+int
+state_job_group(const struct token_entry *caller, const char *group,
+    int64_t *group_id)
+{
+	const struct ledger_group *g;
+	int64_t first;
+
+	if (group == NULL || group[0] == '\0') {
+		if (ledger_user_groups(&ledger, caller->name, &first, 1) != 1)
+			return GP_ENOENT;
+		*group_id = first;
+		return 0;
+	}
+	if ((g = ledger_group_by_name(&ledger, group)) == NULL)
+		return GP_ENOENT;
+	if (caller->role != GP_ROLE_ADMIN &&
+	    !ledger_is_member(&ledger, caller->name, g->id))
+		return GP_EPERM;
+	*group_id = g->id;
+	return 0;
+}
+
+/*
+ * Billing of an attempt starts when its agent reports the start, at the
+ * prices of its GPUs then (a later price change applies to later
+ * attempts). Whole GPUs for now: a fractional job's share comes with
+ * fractional placement, and then pays its fraction.
+ */
+static void
+bill_start(struct job *job, struct attempt_record *a, int64_t now)
+{
+	struct node *node = state_node(a->node_id);
+	int64_t rate = 0, share = 0;
+	int i;
+
+	if (node == NULL || a->meter.from_ms > 0)
+		return;
+	for (i = 0; i < job->ngpus; i++) {
+		if (job->gpus[i] >= node->ngpus)
+			continue;
+		rate += gpu_price(&node->gpus[job->gpus[i]]) * ACCT_SHARE_WHOLE;
+		share += ACCT_SHARE_WHOLE;
+	}
+	acct_meter_start(&a->meter, now, rate, share);
+	a->provider_group = node->group_id;
+}
+
+/* Posts what the attempt ran since its last posting, in this batch. */
+static void
+bill_post(struct job *job, struct attempt_record *a, int64_t now, int final)
+{
+	const struct node *node = state_node(a->node_id);
+	struct acct_posting p;
+	struct acct_delta d;
+
+	if (!acct_meter_advance(&a->meter, now, &d))
+		return;
+	acct_posting_fill(&p, job->id, a->attempt, &d, final, now, a->node_id,
+	    job->user, job->group_id, node != NULL ? node->owner_name : "?",
+	    a->provider_group);
+	/* As for the job rows: memory ahead of disk must not go on. */
+	if (ledger_post(&ledger, &p) != 0)
+		gp_fatalx("cannot write the ledger");
+}
+
+/* The attempt ended (history_close): its last posting. */
+static void
+bill_attempt_end(struct job *job, struct attempt_record *a)
+{
+	bill_post(job, a, a->finished_ms, 1);
+}
+
+static struct attempt_record *
+current_attempt(struct job *job)
+{
+	struct attempt_record *a;
+
+	if (job->nhistory == 0)
+		return NULL;
+	a = &job->history[job->nhistory - 1];
+	return a->attempt == job->attempts && a->finished_ms == 0 ? a : NULL;
+}
+
+/*
+ * The periodic accrual: a running attempt posts what it ran once its last
+ * posting is --accrual-interval old. Attempts started at different times
+ * come due at different ticks, so the work is spread, not one large
+ * batch every interval.
+ */
+static void
+accrue(int64_t now)
+{
+	int64_t id;
+	int k;
+
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		for (k = 0; n != NULL && k < n->njobs; k++) {
+			struct job *j = state_job(n->jobs[k]);
+			struct attempt_record *a;
+			if (j == NULL || (a = current_attempt(j)) == NULL)
+				continue;
+			if (a->meter.from_ms == 0) {
+				/* Started before a restart, never reported. */
+				if (!j->started_ack)
+					continue;
+				bill_start(j, a, now);
+				persist_job(j);
+			}
+			if (now - (a->meter.from_ms + a->meter.billed_ms) <
+			    state.cfg.accrual_ms)
+				continue;
+			bill_post(j, a, now, 0);
+		}
+	}
+}
+
+/* Called by the state thread each round (mono: its monotonic clock). */
+static void
+acct_tick(int64_t mono)
+{
+	static int64_t last_accrual, last_period;
+	int64_t now = gp_now_ms();
+
+	if (mono - last_accrual >= 250) {
+		accrue(now);
+		last_accrual = mono;
+	}
+	if (mono - last_period >= 1000) {
+		if (ledger_tick(&ledger, now))
+			state.sched_dirty = 1;
+		last_period = mono;
+	}
+}
+
+/*
+ * Budgets. A queued job is held when what its user or group spent this
+ * period, plus what running jobs may still cost, plus the most the job
+ * may cost, is more than the budget. The most a job may cost: its GPUs
+ * for its time limit (or --budget-untimed when it has none) at the
+ * highest price of a GPU in the pool that it could run on.
+ */
+struct price_class {
+	const char *model;
+	int64_t mem_mib;
+	int64_t price;
+};
+static struct price_class *classes;
+static size_t nclasses, capclasses;
+static int classes_ready;
+
+/* The distinct (model, memory, price) of the pool's GPUs, once a pass. */
+static void
+collect_classes(void)
+{
+	int64_t id;
+	size_t c;
+	int g;
+
+	nclasses = 0;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		for (g = 0; n != NULL && g < n->ngpus; g++) {
+			int64_t price = gpu_price(&n->gpus[g]);
+			for (c = 0; c < nclasses; c++)
+				if (classes[c].price == price &&
+				    classes[c].mem_mib == n->gpus[g].mem_mib &&
+				    strcmp(classes[c].model,
+					n->gpus[g].model) == 0)
+					break;
+			if (c < nclasses)
+				continue;
+			if (nclasses == capclasses) {
+				size_t cap = capclasses ? capclasses * 2 : 16;
+				struct price_class *p = realloc(classes,
+				    cap * sizeof(*p));
+				if (p == NULL)
+					gp_fatalx("out of memory");
+				classes = p;
+				capclasses = cap;
+			}
+			classes[nclasses].model = n->gpus[g].model;
+			classes[nclasses].mem_mib = n->gpus[g].mem_mib;
+			classes[nclasses++].price = price;
+		}
+	}
+	classes_ready = 1;
+}
+
+/* The most the job may cost (micro-credits). */
+static int64_t
+job_estimate(const struct job *j)
+{
+	struct gp_sched_job sj;
+	int64_t best = 0, seconds;
+	size_t c;
+
+	if (!classes_ready)
+		collect_classes();
+	sched_job(j, &j->spec, &sj);
+	for (c = 0; c < nclasses; c++) {
+		struct gp_sched_gpu g;
+		memset(&g, 0, sizeof(g));
+		g.model = classes[c].model;
+		g.mem_mib = classes[c].mem_mib;
+		g.price = classes[c].price;
+		if (g.price > best && gp_sched_gpu_matches(&g, &sj))
+			best = g.price;
+	}
+	seconds = j->spec.time_limit_s > 0 ? j->spec.time_limit_s
+					   : state.cfg.budget_untimed_s;
+	return acct_estimate(j->spec.gpus, best, seconds);
+}
+
+/* What a running job may still cost. */
+static int64_t
+job_remaining(struct job *j)
+{
+	struct attempt_record *a = current_attempt(j);
+	int64_t seconds, total;
+
+	if (a == NULL || a->meter.from_ms == 0)
+		return job_estimate(j);
+	seconds = j->spec.time_limit_s > 0 ? j->spec.time_limit_s
+					   : state.cfg.budget_untimed_s;
+	total = acct_cost(a->meter.rate, seconds * 1000);
+	return total > a->meter.amount ? total - a->meter.amount : 0;
+}
+
+/* The user's and the group's budgets, either may be NULL. */
+static void
+job_budgets(const struct job *j, struct ledger_budget **user,
+    struct ledger_budget **group)
+{
+	*user = ledger_budget_find(&ledger, LEDGER_USER, j->user);
+	*group = ledger_budget_find(&ledger, LEDGER_GROUP,
+	    ledger_group_name(&ledger, j->group_id));
+}
+
+/* a + b for amounts that may be INT64_MAX (an estimate saturates). */
+static int64_t
+add_saturated(int64_t a, int64_t b)
+{
+	return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* 1 when est fits in b; else sets the job's hold reason. */
+static int
+budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
+{
+	char left[32], amount[32], cost[32];
+	int64_t rest;
+
+	/* amount and reserved are >= 0: amount - reserved cannot overflow */
+	if (b == NULL || est <= 0 || est <= b->amount - b->reserved)
+		return 1;
+	rest = b->amount - b->reserved;
+	gp_credits_format(rest > 0 ? rest : 0, left, sizeof(left));
+	gp_credits_format(b->amount, amount, sizeof(amount));
+	gp_credits_format(est, cost, sizeof(cost));
+	snprintf(j->hold_reason, sizeof(j->hold_reason),
+	    "budget: %s %s has %s of %s credits left %s; the job may cost %s",
+	    b->kind == LEDGER_USER ? "user" : "group", b->name, left, amount,
+	    b->period == ACCT_PERIOD_TOTAL ? "in total"
+	    : b->period == ACCT_PERIOD_DAY ? "today"
+	    : b->period == ACCT_PERIOD_WEEK ? "this week"
+					   : "this month",
+	    cost);
+	return 0;
+}
+
+/* Sets or clears every queued job's hold, before a scheduling pass. */
+static void
+budget_holds(void)
+{
+	struct ledger_budget *ub, *gb;
+	int64_t id, est;
+	size_t b;
+	int i, k;
+
+	classes_ready = 0;
+	for (i = 0; i < state.nqueue; i++)
+		state.queue[i]->hold_reason[0] = '\0';
+	if (ledger.nbudgets == 0)
+		return;
+	for (b = 0; b < ledger.nbudgets; b++)
+		ledger.budgets[b].reserved = ledger.budgets[b].spent;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		for (k = 0; n != NULL && k < n->njobs; k++) {
+			struct job *j = state_job(n->jobs[k]);
+			if (j == NULL)
+				continue;
+			job_budgets(j, &ub, &gb);
+			if (ub == NULL && gb == NULL)
+				continue;
+			est = job_remaining(j);
+			if (ub != NULL)
+				ub->reserved = add_saturated(ub->reserved, est);
+			if (gb != NULL)
+				gb->reserved = add_saturated(gb->reserved, est);
+		}
+	}
+	for (i = 0; i < state.nqueue; i++) {
+		struct job *j = state.queue[i];
+		job_budgets(j, &ub, &gb);
+		if (ub == NULL && gb == NULL)
+			continue;
+		est = job_estimate(j);
+		if (budget_fits(j, ub, est))
+			budget_fits(j, gb, est);
+	}
+}
+
+/*
+ * A job the plan starts: 1 when its budgets still have room once the
+ * jobs started before it in this pass are counted (they are reserved
+ * here), else 0 and held: it waits for the next pass.
+ */
+static int
+budget_admit(struct job *j)
+{
+	struct ledger_budget *ub, *gb;
+	int64_t est;
+
+	if (ledger.nbudgets == 0)
+		return 1;
+	job_budgets(j, &ub, &gb);
+	if (ub == NULL && gb == NULL)
+		return 1;
+	est = job_estimate(j);
+	if (!budget_fits(j, ub, est) || !budget_fits(j, gb, est)) {
+		state.sched_dirty = 1;
+		return 0;
+	}
+	if (ub != NULL)
+		ub->reserved = add_saturated(ub->reserved, est);
+	if (gb != NULL)
+		gb->reserved = add_saturated(gb->reserved, est);
+	return 1;
+}
+
+/* The accounting fields of a job's JSON (docs/api.md). */
+static void
+acct_job_json(const struct job *job, json_t *o)
+{
+	json_t *hist = json_object_get(o, "history");
+	int64_t cost = 0, gpu_ms = 0;
+	int i;
+
+	if (o == NULL)
+		return;
+	for (i = 0; i < job->nhistory; i++) {
+		const struct attempt_record *a = &job->history[i];
+		cost += a->meter.amount;
+		gpu_ms += a->meter.gpu_ms;
+		if (json_is_array(hist) && (size_t)i < json_array_size(hist))
+			json_object_update_new(json_array_get(hist, i),
+			    json_pack("{s:I,s:I,s:I}", "cost_micro",
+				(json_int_t)a->meter.amount, "gpu_ms",
+				(json_int_t)a->meter.gpu_ms, "rate_micro",
+				(json_int_t)(a->meter.rate / ACCT_SHARE_WHOLE)));
+	}
+	json_object_set_new(o, "group",
+	    json_string(ledger_group_name(&ledger, job->group_id)));
+	json_object_set_new(o, "hold_reason",
+	    job->state == JOB_QUEUED && job->hold_reason[0]
+		? json_string(job->hold_reason)
+		: json_null());
+	json_object_set_new(o, "cost_micro", json_integer(cost));
+	json_object_set_new(o, "gpu_ms", json_integer(gpu_ms));
+	json_object_set_new(json_object_get(o, "request"), "max_price_micro",
+	    json_integer(job->spec.max_price_micro));
+}
+
+/* The accounting fields of a node's JSON: its group, its GPUs' prices. */
+static void
+acct_node_json(const struct node *node, json_t *o)
+{
+	json_t *gpus = json_object_get(o, "gpus");
+	int i;
+
+	if (o == NULL)
+		return;
+	json_object_set_new(o, "group",
+	    json_string(ledger_group_name(&ledger, node->group_id)));
+	for (i = 0; i < node->ngpus && (size_t)i < json_array_size(gpus); i++)
+		json_object_set_new(json_array_get(gpus, i), "price_micro",
+		    json_integer(ledger_price_of(&ledger,
+			node->gpus[i].model)));
 }
 
 static void
@@ -817,6 +1364,7 @@ schedule(void)
 
 	memset(&res, 0, sizeof(res));
 	state.sched_dirty = 0;
+	budget_holds();
 	if (state.nqueue == 0)
 		return;
 	for (id = 1; id < state.nnodes; id++) {
@@ -851,8 +1399,13 @@ schedule(void)
 			nrun++;
 		}
 	}
-	for (i = 0; i < (size_t)state.nqueue; i++)
+	for (i = 0; i < (size_t)state.nqueue; i++) {
 		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
+		if (state.queue[i]->hold_reason[0] != '\0') { /* budgets */
+			queue[i].hold = GP_SCHED_HOLD_BUDGET;
+			queue[i].hold_reason = state.queue[i]->hold_reason;
+		}
+	}
 	memset(&in, 0, sizeof(in));
 	in.now_ms = gp_now_ms();
 	in.nodes = snodes;
@@ -875,6 +1428,8 @@ schedule(void)
 			    (long long)res.assignments[i].job_id);
 			continue;
 		}
+		if (!budget_admit(j))
+			continue;
 		job_assign(j, n, &res.assignments[i]);
 	}
 out:
@@ -969,7 +1524,21 @@ apply_submit(struct op *op)
 	size_t nn;
 	int fits;
 	char why[256];
+	int64_t group_id;
 
+	switch (state_job_group(&op->caller, op->spec.group, &group_id)) {
+	case 0:
+		break;
+	case GP_EPERM:
+		set_error(op, 403, "group: %s is not a member of group '%s'",
+		    op->caller.name, op->spec.group);
+		return;
+	default:
+		set_error(op, 400, "group: no group '%s'", op->spec.group);
+		return;
+	}
+	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, group_id),
+	    sizeof(op->spec.group));
 	/* Can any node we know, up or down, ever run it? */
 	if (sched_view(&snodes, &sgpus, &nn, 0) != 0) {
 		set_error(op, 503, "out of memory");
@@ -996,6 +1565,7 @@ apply_submit(struct op *op)
 	job->state = JOB_QUEUED;
 	job->submitted_ms = gp_now_ms();
 	job->queue_pos = -1;
+	job->group_id = group_id;
 	if (job_insert(job) != 0 || queue_insert(job) != 0) {
 		set_error(op, 503, "out of memory");
 		return;
@@ -1045,21 +1615,99 @@ apply_token_create(struct op *op)
 		set_error(op, 503, "out of memory");
 		return;
 	}
-	/* The handler checked role and name. */
+	const struct ledger_group *g = ledger_group_by_name(&ledger,
+	    op->acct.group[0] ? op->acct.group : ACCT_DEFAULT_GROUP);
+
+	if (g == NULL) {
+		free(t);
+		set_error(op, 400,
+		    "group: no group '%s' (an admin creates it: gpupool group "
+		    "create %s)",
+		    op->acct.group, op->acct.group);
+		return;
+	}
+	/* The handler checked role and name (acct_decode). */
 	gp_token_generate(token);
 	gp_token_hash(token, t->hash);
 	t->id = state.next_token_id;
-	gp_role_parse(json_string_value(json_object_get(op->body, "role")),
-	    &t->role);
-	gp_strlcpy(t->name, json_string_value(json_object_get(op->body, "name")),
-	    sizeof(t->name));
-	if (token_insert(t) != 0 || store_put_token(t, gp_now_ms()) != 0)
+	t->role = op->acct.role;
+	gp_strlcpy(t->name, op->acct.name, sizeof(t->name));
+	t->group_id = g->id;
+	t->created_ms = gp_now_ms();
+	if (token_insert(t) != 0 || store_put_token(t, t->created_ms) != 0)
 		gp_fatalx("cannot store token");
+	/* A user token makes its user a member of its group. */
+	if (t->role == GP_ROLE_USER &&
+	    ledger_member_add(&ledger, t->name, g->id) != 0)
+		gp_fatalx("cannot store a group member");
 	op->status = 201;
-	op->result = json_pack("{s:s,s:I,s:s,s:s}", "token", token, "id",
-	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name);
-	gp_info("token created id=%lld role=%s name=%s", (long long)t->id,
-	    gp_role_name(t->role), t->name);
+	op->result = json_pack("{s:s,s:I,s:s,s:s,s:s}", "token", token, "id",
+	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name,
+	    "group", g->name);
+	gp_info("token created id=%lld role=%s name=%s group=%s",
+	    (long long)t->id, gp_role_name(t->role), t->name, g->name);
+}
+
+static void
+apply_token_revoke(struct op *op)
+{
+	struct token_entry *t = token_by_id(op->job_id);
+	size_t i, admins = 0;
+
+	if (t == NULL) {
+		set_error(op, 404, "no token %lld", (long long)op->job_id);
+		return;
+	}
+	for (i = 0; i < state.tokens_cap; i++)
+		admins += state.tokens[i] != NULL &&
+		    state.tokens[i]->role == GP_ROLE_ADMIN;
+	if (t->role == GP_ROLE_ADMIN && admins <= 1) {
+		set_error(op, 409,
+		    "token %lld is the last admin token: create another "
+		    "admin token first",
+		    (long long)t->id);
+		return;
+	}
+	if (store_delete_token(t->id) != 0)
+		gp_fatalx("cannot delete token %lld", (long long)t->id);
+	token_remove(t);
+	op->status = 200;
+	op->result = json_pack("{s:I,s:s,s:s,s:b}", "id", (json_int_t)t->id,
+	    "role", gp_role_name(t->role), "name", t->name, "revoked", 1);
+	gp_info("token revoked id=%lld role=%s name=%s by=%s",
+	    (long long)t->id, gp_role_name(t->role), t->name, op->caller.name);
+	free(t);
+}
+
+json_t *
+state_tokens_json(void)
+{
+	struct token_entry **list;
+	json_t *arr = json_array();
+	char when[40];
+	size_t i, n = 0;
+
+	list = calloc(state.ntokens + 1, sizeof(*list));
+	if (list == NULL || arr == NULL) {
+		free(list);
+		json_decref(arr);
+		return NULL;
+	}
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL)
+			list[n++] = state.tokens[i];
+	qsort(list, n, sizeof(*list), cmp_token_id);
+	for (i = 0; i < n; i++) {
+		if (list[i]->created_ms > 0)
+			gp_format_time(list[i]->created_ms, when, sizeof(when));
+		json_array_append_new(arr,
+		    json_pack("{s:I,s:s,s:s,s:s?}", "id",
+			(json_int_t)list[i]->id, "name", list[i]->name, "role",
+			gp_role_name(list[i]->role), "created_at",
+			list[i]->created_ms > 0 ? when : NULL));
+	}
+	free(list);
+	return json_pack("{s:o}", "tokens", arr);
 }
 
 /* Is (job, attempt) in the agent's list? */
@@ -1316,6 +1964,8 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		gp_strlcpy(tmp->gpus[i].model, json_string_value(model),
 		    sizeof(tmp->gpus[i].model));
 		tmp->gpus[i].mem_mib = json_integer_value(mem);
+		tmp->gpus[i].temp_c = -1;
+		tmp->gpus[i].power_mw = -1;
 	}
 	v = json_object_get(body, "offer");
 	if (v != NULL) {
@@ -1363,6 +2013,19 @@ apply_register(struct op *op)
 		return;
 	}
 	node = state_node_by_name(tmp.name);
+	/*
+	 * A provider token of the owner's name takes the node over: that is
+	 * how an owner's token is rotated (a new token of the same name,
+	 * the agent restarted with it, the old one revoked).
+	 */
+	if (node != NULL && node->owner_token != op->caller.id &&
+	    op->caller.role == GP_ROLE_PROVIDER &&
+	    strcmp(node->owner_name, op->caller.name) == 0) {
+		gp_info("node taken over by a new token of its owner node=%s "
+			"owner=%s token=%lld",
+		    node->name, node->owner_name, (long long)op->caller.id);
+		node->owner_token = op->caller.id;
+	}
 	if (node != NULL && node->owner_token != op->caller.id &&
 	    op->caller.role != GP_ROLE_ADMIN) {
 		free(tmp.gpus);
@@ -1387,6 +2050,9 @@ apply_register(struct op *op)
 		node_insert(node);
 		is_new = 1;
 	}
+	/* The lab that lends it: its owner token's group. */
+	if (node->owner_token == op->caller.id)
+		node->group_id = op->caller.group_id;
 	/* The GPUs may have changed; keep who uses which by index. */
 	for (i = 0; i < tmp.ngpus; i++)
 		if (i < node->ngpus)
@@ -1493,6 +2159,9 @@ apply_started(struct op *op)
 			a->started_ms = job->started_ms;
 			if (json_is_integer(rv))
 				a->restored_version = json_integer_value(rv);
+			bill_start(job, a, job->started_ms);
+			if (a->restored_version > 0)
+				metrics_job_restored();
 		}
 		persist_job(job);
 		wake_job_later(job);
@@ -1594,6 +2263,7 @@ apply_checkpoint(struct op *op)
 	a->ckpt_count++;
 	a->ckpt_ms = gp_now_ms();
 	a->ckpt_bytes = op->bytes;
+	metrics_checkpoint_committed(op->bytes);
 	label = json_string_value(json_object_get(op->body, "label"));
 	gp_strlcpy(a->ckpt_label, label != NULL ? label : "",
 	    sizeof(a->ckpt_label));
@@ -1701,6 +2371,12 @@ apply(struct op *op)
 	case OP_LEAVE:
 		apply_leave(op);
 		break;
+	case OP_ACCT:
+		acct_apply(op);
+		break;
+	case OP_TOKEN_REVOKE:
+		apply_token_revoke(op);
+		break;
 	}
 }
 
@@ -1799,6 +2475,7 @@ state_main(void *arg)
 			expire_leases(now);
 			last_lease_check = now;
 		}
+		acct_tick(now);
 		if (state.sched_dirty)
 			schedule();
 		pthread_rwlock_unlock(&state.lock);

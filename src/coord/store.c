@@ -15,6 +15,7 @@
 
 static sqlite3 *db;
 static sqlite3_stmt *put_job_stmt, *put_node_stmt, *put_token_stmt;
+static sqlite3_stmt *token_group_stmt;
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
@@ -50,6 +51,31 @@ exec(const char *sql)
 	return 0;
 }
 
+/*
+ * Columns added since the first schema, each detected by its presence
+ * (not by a version number, so that additions from different branches
+ * compose): tokens.group_id (accounting; the group "default" is id 1).
+ */
+static int
+migrate(void)
+{
+	sqlite3_stmt *s;
+	int have = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT COUNT(*) FROM pragma_table_info('tokens')"
+		" WHERE name = 'group_id'",
+		-1, &s, NULL) != SQLITE_OK)
+		return GP_EIO;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		have = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	if (!have && exec("ALTER TABLE tokens ADD COLUMN group_id INTEGER NOT"
+			  " NULL DEFAULT 1;") != 0)
+		return GP_EIO;
+	return 0;
+}
+
 static int
 prepare(const char *sql, sqlite3_stmt **stmt)
 {
@@ -75,15 +101,19 @@ store_open(const char *path)
 	/* FULL: a commit is fsynced before the state thread answers. */
 	if (exec("PRAGMA journal_mode=WAL;") != 0 ||
 	    exec("PRAGMA synchronous=FULL;") != 0 ||
-	    exec("PRAGMA cache_size=-4000;") != 0 || exec(schema) != 0)
+	    exec("PRAGMA cache_size=-4000;") != 0 || exec(schema) != 0 ||
+	    migrate() != 0)
 		return GP_EIO;
 	if (prepare("INSERT OR REPLACE INTO jobs VALUES(?,?,?,?,?,?,?,?,?,?,?,"
 		    "?,?,?,?,?,?,?,?)",
 		&put_job_stmt) != 0 ||
 	    prepare("INSERT OR REPLACE INTO nodes VALUES(?,?,?,?,?,?,?)",
 		&put_node_stmt) != 0 ||
-	    prepare("INSERT INTO tokens VALUES(?,?,?,?,?)", &put_token_stmt) !=
-		0)
+	    prepare("INSERT INTO tokens(id, name, role, hash, created_ms,"
+		    " group_id) VALUES(?,?,?,?,?,?)",
+		&put_token_stmt) != 0 ||
+	    prepare("UPDATE tokens SET group_id = ? WHERE id = ?",
+		&token_group_stmt) != 0)
 		return GP_EIO;
 	return 0;
 }
@@ -94,8 +124,15 @@ store_close(void)
 	sqlite3_finalize(put_job_stmt);
 	sqlite3_finalize(put_node_stmt);
 	sqlite3_finalize(put_token_stmt);
+	sqlite3_finalize(token_group_stmt);
 	sqlite3_close(db);
 	db = NULL;
+}
+
+sqlite3 *
+store_db(void)
+{
+	return db;
 }
 
 int
@@ -148,8 +185,9 @@ store_put_job(const struct job *job)
 		json_array_append_new(gpus, json_integer(job->gpus[i]));
 	for (i = 0; i < job->nhistory; i++) {
 		const struct attempt_record *a = &job->history[i];
-		json_array_append_new(hist,
-		    json_pack("{s:i,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:s}",
+		json_t *h;
+
+		h = json_pack("{s:i,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:s}",
 			"attempt", a->attempt, "node_id", (json_int_t)a->node_id,
 			"started_ms", (json_int_t)a->started_ms, "finished_ms",
 			(json_int_t)a->finished_ms, "reason", a->reason,
@@ -158,7 +196,20 @@ store_put_job(const struct job *job)
 			"ckpt_count", (json_int_t)a->ckpt_count, "ckpt_ms",
 			(json_int_t)a->ckpt_ms, "ckpt_bytes",
 			(json_int_t)a->ckpt_bytes, "ckpt_label",
-			a->ckpt_label));
+			a->ckpt_label);
+		/* Accounting: the meter, once billing began. */
+		if (h != NULL && a->meter.from_ms > 0)
+			json_object_set_new(h, "meter",
+			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:I}",
+				"from_ms", (json_int_t)a->meter.from_ms, "rate",
+				(json_int_t)a->meter.rate, "share",
+				(json_int_t)a->meter.share, "billed_ms",
+				(json_int_t)a->meter.billed_ms, "amount",
+				(json_int_t)a->meter.amount, "gpu_ms",
+				(json_int_t)a->meter.gpu_ms, "seq",
+				a->meter.seq, "provider_group",
+				(json_int_t)a->provider_group));
+		json_array_append_new(hist, h);
 	}
 	sqlite3_bind_int64(s, 1, job->id);
 	sqlite3_bind_text(s, 2, job->user, -1, SQLITE_STATIC);
@@ -232,7 +283,65 @@ store_put_token(const struct token_entry *t, int64_t created_ms)
 	sqlite3_bind_text(s, 3, gp_role_name(t->role), -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, t->hash, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, created_ms);
+	sqlite3_bind_int64(s, 6, t->group_id > 0 ? t->group_id : 1);
 	return step_reset(s);
+}
+
+int
+store_set_token_group(int64_t token_id, int64_t group_id)
+{
+	sqlite3_stmt *s = token_group_stmt;
+
+	sqlite3_bind_int64(s, 1, group_id);
+	sqlite3_bind_int64(s, 2, token_id);
+	return step_reset(s);
+}
+
+/*
+ * A revoked token's row goes, but its id stays used: meta's
+ * token_id_floor is above every id ever given, so that a node still
+ * naming a revoked owner token can never pass to a new token that
+ * happens to get the same id.
+ */
+int
+store_delete_token(int64_t id)
+{
+	sqlite3_stmt *s;
+	int ret;
+
+	if (prepare("DELETE FROM tokens WHERE id = ?", &s) != 0)
+		return GP_EIO;
+	sqlite3_bind_int64(s, 1, id);
+	ret = step_reset(s);
+	sqlite3_finalize(s);
+	if (ret != 0)
+		return ret;
+	if (prepare("INSERT INTO meta VALUES('token_id_floor', ?) "
+		    "ON CONFLICT(key) DO UPDATE SET value = "
+		    "max(CAST(value AS INTEGER), CAST(excluded.value AS "
+		    "INTEGER))",
+		&s) != 0)
+		return GP_EIO;
+	sqlite3_bind_int64(s, 1, id + 1);
+	ret = step_reset(s);
+	sqlite3_finalize(s);
+	return ret;
+}
+
+int
+store_token_id_floor(int64_t *next)
+{
+	sqlite3_stmt *s;
+
+	*next = 0;
+	if (prepare("SELECT CAST(value AS INTEGER) FROM meta "
+		    "WHERE key = 'token_id_floor'",
+		&s) != 0)
+		return GP_EIO;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		*next = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return 0;
 }
 
 static const char *
@@ -249,7 +358,8 @@ load_tokens(void (*on_token)(struct token_entry *))
 	sqlite3_stmt *s;
 	struct token_entry *t;
 
-	if (prepare("SELECT id, name, role, hash FROM tokens", &s) != 0)
+	if (prepare("SELECT id, name, role, hash, group_id, created_ms"
+		    " FROM tokens", &s) != 0)
 		return GP_EIO;
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		t = calloc(1, sizeof(*t));
@@ -260,6 +370,8 @@ load_tokens(void (*on_token)(struct token_entry *))
 		if (gp_role_parse(col_text(s, 2), &t->role) != 0)
 			t->role = GP_ROLE_USER;
 		gp_strlcpy(t->hash, col_text(s, 3), sizeof(t->hash));
+		t->group_id = sqlite3_column_int64(s, 4);
+		t->created_ms = sqlite3_column_int64(s, 5);
 		on_token(t);
 	}
 	sqlite3_finalize(s);
@@ -310,6 +422,24 @@ load_nodes(void (*on_node)(struct node *))
 	}
 	sqlite3_finalize(s);
 	return 0;
+}
+
+/* An attempt's accounting meter (see store_put_job), if any. */
+static void
+load_meter(json_t *m, struct attempt_record *a)
+{
+	if (!json_is_object(m))
+		return;
+	a->meter.from_ms = json_integer_value(json_object_get(m, "from_ms"));
+	a->meter.rate = json_integer_value(json_object_get(m, "rate"));
+	a->meter.share = json_integer_value(json_object_get(m, "share"));
+	a->meter.billed_ms =
+	    json_integer_value(json_object_get(m, "billed_ms"));
+	a->meter.amount = json_integer_value(json_object_get(m, "amount"));
+	a->meter.gpu_ms = json_integer_value(json_object_get(m, "gpu_ms"));
+	a->meter.seq = (int)json_integer_value(json_object_get(m, "seq"));
+	a->provider_group =
+	    json_integer_value(json_object_get(m, "provider_group"));
 }
 
 static int
@@ -388,6 +518,7 @@ load_jobs(void (*on_job)(struct job *))
 			    json_string_value(json_object_get(v, "ckpt_label"))
 				?: "",
 			    sizeof(a->ckpt_label));
+			load_meter(json_object_get(v, "meter"), a);
 		}
 		json_decref(arr);
 		j->log_base = sqlite3_column_int64(s, 17);

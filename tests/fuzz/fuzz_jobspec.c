@@ -20,7 +20,9 @@ same_spec(const struct gp_jobspec *a, const struct gp_jobspec *b)
 	    json_equal(a->command, b->command) && json_equal(a->env, b->env) &&
 	    a->gpus == b->gpus && a->gpu_mem_mib == b->gpu_mem_mib &&
 	    strcmp(a->gpu_model, b->gpu_model) == 0 && a->cpus == b->cpus &&
-	    a->mem_mib == b->mem_mib && a->time_limit_s == b->time_limit_s;
+	    a->mem_mib == b->mem_mib && a->time_limit_s == b->time_limit_s &&
+	    strcmp(a->group, b->group) == 0 &&
+	    a->max_price_micro == b->max_price_micro;
 }
 
 int

@@ -75,13 +75,15 @@ TEST(ps_table)
 	const char *reply_text =
 	    "{\"jobs\": ["
 	    "{\"id\": 42, \"name\": \"train\", \"user\": \"alice\","
+	    " \"group\": \"lab-a\","
 	    " \"state\": \"running\", \"node\": \"lab-a\","
 	    " \"started_at\": \"2026-11-22T21:00:00.000Z\","
 	    " \"finished_at\": null, \"cancel_requested\": false,"
 	    " \"request\": {\"gpus\": 2}},"
 	    "{\"id\": 43, \"name\": \"eval\", \"user\": \"bob\","
+	    " \"group\": \"lab-b\","
 	    " \"state\": \"queued\", \"node\": null, \"started_at\": null,"
-	    " \"request\": {\"gpus\": 1}},"
+	    " \"hold_reason\": \"budget: ...\", \"request\": {\"gpus\": 1}},"
 	    "{\"id\": 5, \"name\": \"x\", \"user\": \"bob\","
 	    " \"state\": \"running\", \"node\": \"b\","
 	    " \"started_at\": \"2026-11-22T20:00:00.000Z\","
@@ -95,10 +97,10 @@ TEST(ps_table)
 	CHECK_EQ(gp_cli_render_jobs(reply, now, &out), 0);
 	CHECK_EQ(gp_buf_append(&out, "", 1), 0);
 	CHECK_STR(out.data,
-	    "ID  NAME   USER   STATE       NODE   GPUS  ELAPSED\n"
-	    "42  train  alice  running     lab-a     2     5:03\n"
-	    "43  eval   bob    queued      -         1        -\n"
-	    " 5  x      bob    cancelling  b         0  1:05:03\n");
+	    "ID  NAME   USER   GROUP  STATE       NODE   GPUS  ELAPSED\n"
+	    "42  train  alice  lab-a  running     lab-a     2     5:03\n"
+	    "43  eval   bob    lab-b  held        -         1        -\n"
+	    " 5  x      bob    -      cancelling  b         0  1:05:03\n");
 	gp_buf_free(&out);
 	json_decref(reply);
 	reply = json_loads("{\"nodes\": []}", 0, NULL);
@@ -123,7 +125,8 @@ TEST(nodes_table)
 {
 	const char *reply_text =
 	    "{\"nodes\": ["
-	    "{\"id\": 3, \"name\": \"lab-a\", \"state\": \"up\", \"cpus\": 16,"
+	    "{\"id\": 3, \"name\": \"lab-a\", \"group\": \"lab-a\","
+	    " \"state\": \"up\", \"cpus\": 16,"
 	    " \"mem_mib\": 65536, \"gpus\": ["
 	    "  {\"index\": 0, \"model\": \"NVIDIA A100\", \"mem_mib\": 40960,"
 	    "   \"job\": 42},"
@@ -142,9 +145,9 @@ TEST(nodes_table)
 	CHECK_EQ(gp_cli_render_nodes(reply, &out), 0);
 	CHECK_EQ(gp_buf_append(&out, "", 1), 0);
 	CHECK_STR(out.data,
-	    "NODE     STATE  GPUS  MODEL        GPU-MEM  CPUS  MEM  JOBS\n"
-	    "lab-a    up      3/4  NVIDIA A100      40G    16  64G  42,7\n"
-	    "cpu-box  down    0/0  -                  -     4   8G  -\n");
+	    "NODE     GROUP  STATE  GPUS  MODEL        GPU-MEM  CPUS  MEM  JOBS\n"
+	    "lab-a    lab-a  up      3/4  NVIDIA A100      40G    16  64G  42,7\n"
+	    "cpu-box  -      down    0/0  -                  -     4   8G  -\n");
 	gp_buf_free(&out);
 	json_decref(reply);
 }

@@ -150,7 +150,8 @@ exists(const char *key)
 
 TEST(cache_on_disk)
 {
-	struct gp_transfer_peer peer = {"http://127.0.0.1:1", "gpt_x", NULL, 1};
+	struct gp_transfer_peer peer = {"http://127.0.0.1:1", "gpt_x", NULL,
+	    1, NULL, NULL};
 	struct gp_datacache_source src;
 	struct gp_datacache_stats st;
 	struct gp_datacache *c;

@@ -1,0 +1,212 @@
+/*
+ * ledger.h: the coordinator's books (docs/accounting.md): groups and who
+ * belongs to them, the price table, budgets, the double-entry ledger in
+ * SQLite, and the decayed usage per group and per user that is kept up to
+ * date as postings are made (for fair share).
+ *
+ * The ledger lives in state.db and is written through the state thread's
+ * connection, inside the state thread's transaction: a posting and the
+ * change that caused it commit together or not at all. The in-memory
+ * tables below are part of the model: the state thread changes them under
+ * state.lock (write), HTTP handlers read them under state.lock (read).
+ * Usage and ledger queries go through a read connection of their own
+ * (ledger.read_lock), so a long report never holds the state thread up.
+ */
+#ifndef GP_LEDGER_H
+#define GP_LEDGER_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "acct.h"
+
+enum ledger_kind { LEDGER_USER, LEDGER_GROUP };
+
+struct ledger_group {
+	int64_t id;
+	char name[GP_NAME_MAX + 1];
+	int64_t weight; /* fair-share weight */
+	int64_t created_ms;
+	struct acct_decay usage; /* of its users' jobs */
+};
+
+struct ledger_member {
+	char user[GP_NAME_MAX + 1];
+	int64_t group_id;
+	int64_t pos; /* order of joining: the user's first is the default */
+};
+
+struct ledger_budget {
+	enum ledger_kind kind;
+	char name[GP_NAME_MAX + 1]; /* the user, or the group's name */
+	int64_t group_id;	    /* LEDGER_GROUP */
+	int64_t amount;		    /* micro-credits per period */
+	enum acct_period period;
+	int64_t period_start; /* of the period `spent` counts */
+	int64_t spent;	      /* micro-credits debited in it */
+	int64_t reserved;     /* scratch of a scheduling pass */
+};
+
+struct ledger_user {
+	char name[GP_NAME_MAX + 1];
+	struct acct_decay usage;
+};
+
+enum {
+	LS_INS_POSTING,
+	LS_INS_ENTRY,
+	LS_PUT_DECAY,
+	LS_PUT_GROUP,
+	LS_PUT_MEMBER,
+	LS_DEL_MEMBER,
+	LS_DEL_MEMBERS,
+	LS_PUT_PRICE,
+	LS_DEL_PRICE,
+	LS_DEL_PRICES,
+	LS_PUT_BUDGET,
+	LS_DEL_BUDGET,
+	LS_SPENT_USER,
+	LS_SPENT_GROUP,
+	LS_RESTORE,
+	LS_COUNT
+};
+
+struct ledger {
+	sqlite3 *db;	 /* the state thread's connection (store.c) */
+	sqlite3 *reader; /* for queries, under read_lock; may be NULL */
+	pthread_mutex_t read_lock;
+	sqlite3_stmt *stmt[LS_COUNT];
+	int64_t half_life_ms; /* of decayed usage; 0: no decay */
+	struct ledger_group *groups; /* in id order */
+	size_t ngroups, capgroups;
+	struct ledger_member *members;
+	size_t nmembers, capmembers;
+	int64_t next_member_pos;
+	struct acct_price prices[ACCT_PRICES_MAX];
+	size_t nprices;
+	uint64_t prices_gen; /* changes with every change of a price */
+	struct ledger_budget *budgets;
+	size_t nbudgets, capbudgets;
+	struct ledger_user *users; /* sorted by name */
+	size_t nusers, capusers;
+};
+
+/* The coordinator's books. */
+extern struct ledger ledger;
+
+/*
+ * Creates the ledger's tables in db if missing, loads groups, members,
+ * prices, budgets (with what was spent in their current period) and
+ * decayed usage. A new database gets the group "default" and the price
+ * "default 1" (one credit per GPU-hour). path (may be NULL) is the
+ * database file, opened again read-only for queries. Returns 0 or GP_EIO.
+ */
+int ledger_open(struct ledger *l, sqlite3 *db, const char *path,
+    int64_t half_life_ms, int64_t now_ms);
+void ledger_close(struct ledger *l);
+
+/*
+ * Writes a posting and its two entries (in the caller's transaction) and
+ * brings budgets and decayed usage up to date. Returns 0 or GP_EIO (a
+ * posting of that attempt and seq exists already: never twice).
+ */
+int ledger_post(struct ledger *l, const struct acct_posting *p);
+
+/*
+ * Budget periods that ended by now_ms start again at 0. Returns 1 when
+ * one did (jobs held for it may start), else 0.
+ */
+int ledger_tick(struct ledger *l, int64_t now_ms);
+
+/*
+ * Brings m (whose from_ms, rate and share are set) in line with what the
+ * ledger holds for (job_id, attempt): postings made, amount, GPU time and
+ * the time billed. Used at start-up: the ledger is the truth. Returns 0 or
+ * GP_EIO.
+ */
+int ledger_restore_meter(struct ledger *l, int64_t job_id, int attempt,
+    struct acct_meter *m);
+
+/* Groups. */
+const struct ledger_group *ledger_group_by_id(const struct ledger *l,
+    int64_t id);
+const struct ledger_group *ledger_group_by_name(const struct ledger *l,
+    const char *name);
+/* The name of group id, or "?" */
+const char *ledger_group_name(const struct ledger *l, int64_t id);
+/* OUT: *id. GP_ECONFLICT when the name is taken. */
+int ledger_group_create(struct ledger *l, const char *name, int64_t weight,
+    int64_t now_ms, int64_t *id);
+int ledger_group_set_weight(struct ledger *l, int64_t id, int64_t weight);
+
+/*
+ * Members. A user who belongs to no group is in "default". add: GP_OK
+ * also when already a member; remove: GP_ENOENT when not one; move: the
+ * user leaves every group and joins group_id.
+ */
+int ledger_member_add(struct ledger *l, const char *user, int64_t group_id);
+int ledger_member_remove(struct ledger *l, const char *user,
+    int64_t group_id);
+int ledger_member_move(struct ledger *l, const char *user, int64_t group_id);
+int ledger_is_member(const struct ledger *l, const char *user,
+    int64_t group_id);
+/* The user's groups, first (the default) first. Returns how many. */
+size_t ledger_user_groups(const struct ledger *l, const char *user,
+    int64_t *out, size_t max);
+/* Members of a group (explicit ones). */
+size_t ledger_group_members(const struct ledger *l, int64_t group_id);
+
+/* Prices (micro-credits per GPU-hour). */
+int ledger_price_set(struct ledger *l, const char *cls, int64_t micro);
+/* GP_ENOENT when there was no such class. */
+int ledger_price_remove(struct ledger *l, const char *cls);
+/* Replaces the whole table (the coordinator's --prices file). */
+int ledger_prices_replace(struct ledger *l, const struct acct_price *table,
+    size_t n);
+int64_t ledger_price_of(const struct ledger *l, const char *model);
+
+/*
+ * Budgets: kind and name (a user, or a group's name with its id).
+ * Setting one computes what was spent in its current period.
+ */
+int ledger_budget_set(struct ledger *l, enum ledger_kind kind,
+    const char *name, int64_t group_id, int64_t amount,
+    enum acct_period period, int64_t now_ms);
+int ledger_budget_remove(struct ledger *l, enum ledger_kind kind,
+    const char *name);
+struct ledger_budget *ledger_budget_find(struct ledger *l,
+    enum ledger_kind kind, const char *name);
+
+/*
+ * Decayed usage at now_ms, for fair share: O(log users) and O(groups),
+ * never a scan of the ledger. Unknown: zero.
+ */
+void ledger_user_usage(const struct ledger *l, const char *user,
+    int64_t now_ms, struct acct_decay *out);
+void ledger_group_usage(const struct ledger *l, int64_t group_id,
+    int64_t now_ms, struct acct_decay *out);
+
+/* What a usage or ledger query selects: postings matching all of these. */
+struct ledger_filter {
+	char user[GP_NAME_MAX + 1];	/* the paying user, "" any */
+	int64_t group_id;		/* either side's group, 0 any */
+	char group[GP_NAME_MAX + 1];	/* its name, for the answer */
+	char provider[GP_NAME_MAX + 1]; /* the paid provider, "" any */
+	int64_t job_id;			/* 0 any */
+	int64_t since_ms, until_ms;	/* at_ms in [since, until) */
+	int limit;			/* ledger: the newest this many */
+};
+
+/*
+ * Usage (GET /v1/usage) and the postings (GET /v1/ledger) matching f, as
+ * JSON (docs/api.md), from the read connection. NULL on a database error
+ * (err says why).
+ */
+json_t *ledger_usage_json(struct ledger *l, const struct ledger_filter *f,
+    char *err, size_t errlen);
+json_t *ledger_postings_json(struct ledger *l, const struct ledger_filter *f,
+    char *err, size_t errlen);
+
+#endif
