@@ -287,31 +287,36 @@ build_task(struct gp_transfer_worker *w, size_t task, void *ctx)
 	json_t *file = json_array_get(b->files, c->file);
 	const char *rel = json_string_value(json_object_get(file, "path"));
 	char *buf = gp_transfer_buf(w), path[PATH_MAX];
-	const char *data = NULL;
-	int fd, ret;
+	int fd, ret = 0, local = 0;
 
-	if (c->local >= 0 &&
-	    read_local(&b->locals[c->local], c->name, c->want, buf)) {
-		data = buf;
-		atomic_fetch_add(&b->copied, (int64_t)c->want);
-	} else {
-		if ((ret = gp_transfer_get_chunk(w, b->chunk_prefix, c->name,
-		         c->want, &data)) != 0)
-			return ret;
-		gp_transfer_count(w, (int64_t)c->want);
-	}
 	snprintf(path, sizeof(path), "%s/%s", b->tree, rel);
 	fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 ||
-	    pwrite(fd, data, c->want, c->index * GP_CKPT_CHUNK_SIZE) !=
-	        (ssize_t)c->want) {
+	if (fd < 0) {
 		gp_transfer_fail(w, GP_EIO, "cannot write %.200s: %s", rel,
 		    strerror(errno));
-		if (fd >= 0)
-			close(fd);
 		return GP_EIO;
 	}
+	if (c->local >= 0 &&
+	    read_local(&b->locals[c->local], c->name, c->want, buf)) {
+		local = 1;
+		if (pwrite(fd, buf, c->want, c->index * GP_CKPT_CHUNK_SIZE) !=
+		    (ssize_t)c->want) {
+			gp_transfer_fail(w, GP_EIO, "cannot write %.200s: %s",
+			    rel, strerror(errno));
+			ret = GP_EIO;
+		}
+	} else {
+		/* Written as it arrives, verified against its name. */
+		ret = gp_transfer_get_chunk_into(w, b->chunk_prefix, c->name,
+		    c->want, fd, c->index * GP_CKPT_CHUNK_SIZE, rel);
+	}
 	close(fd);
+	if (ret != 0)
+		return ret;
+	if (local)
+		atomic_fetch_add(&b->copied, (int64_t)c->want);
+	else
+		gp_transfer_count(w, (int64_t)c->want);
 	return 0;
 }
 

@@ -22,6 +22,8 @@ struct gp_http_client {
 	char *ca_file;
 };
 
+#define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
+
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -125,12 +127,63 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 	return size * nmemb;
 }
 
-/* The body goes to *sink; resp->body is left NULL (see _request_into). */
+/* Where a streamed request's answer goes (gp_http_request_stream). */
+struct stream_sink {
+	CURL *curl;
+	const struct gp_http_stream *stream;
+	struct gp_buf *other; /* the body of an answer other than 200 */
+	int aborted;	      /* write_body said stop */
+	int read_failed;      /* read_body said stop */
+};
+
+#define OTHER_BODY_MAX (64u << 10)
+
+static size_t
+on_stream_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct stream_sink *s = arg;
+	long status = 0;
+	size_t len = size * nmemb;
+
+	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200 || s->stream->write_body == NULL) {
+		/* An error's JSON: kept (bounded) for the error text. */
+		if (s->other->len + len <= OTHER_BODY_MAX &&
+		    gp_buf_append(s->other, data, len) != 0)
+			return 0;
+		return len;
+	}
+	if (s->stream->write_body(s->stream->arg, data, len) != 0) {
+		s->aborted = 1;
+		return 0;
+	}
+	return len;
+}
+
+static size_t
+on_stream_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct stream_sink *s = arg;
+	size_t n = s->stream->read_body(s->stream->arg, buf, size * nitems);
+
+	if (n == (size_t)-1) {
+		s->read_failed = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	return n;
+}
+
+/*
+ * The body goes to *sink (see _request_into), or through *stream when it
+ * is not NULL; resp->body is left NULL.
+ */
 static int
 request(struct gp_http_client *c, const char *method, const char *path,
     const void *body, size_t body_len, const char *content_type,
-    long timeout_ms, struct gp_http_response *resp, struct gp_buf *sink)
+    long timeout_ms, struct gp_http_response *resp, struct gp_buf *sink,
+    const struct gp_http_stream *stream)
 {
+	struct stream_sink ss = {c->curl, stream, sink, 0, 0};
 	struct curl_slist *headers = NULL;
 	char url[4096], ctype[128];
 	CURLcode rc;
@@ -148,8 +201,17 @@ request(struct gp_http_client *c, const char *method, const char *path,
 	    timeout_ms > 0 ? timeout_ms : 30000L);
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, sink);
+	if (stream != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION,
+		    on_stream_body);
+		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &ss);
+		/* Fewer, larger pieces for large bodies. */
+		curl_easy_setopt(c->curl, CURLOPT_BUFFERSIZE,
+		    (long)STREAM_BUFFER);
+	} else {
+		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, sink);
+	}
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
 	if (c->ca_file != NULL) {
@@ -167,10 +229,21 @@ request(struct gp_http_client *c, const char *method, const char *path,
 		    content_type != NULL ? content_type : "application/json");
 		headers = curl_slist_append(headers, ctype);
 		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
-		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
-		    body != NULL ? body : "");
-		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
-		    (curl_off_t)body_len);
+		if (stream != NULL && stream->read_body != NULL) {
+			curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(c->curl, CURLOPT_READFUNCTION,
+			    on_stream_read);
+			curl_easy_setopt(c->curl, CURLOPT_READDATA, &ss);
+			curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE,
+			    (curl_off_t)stream->body_len);
+			curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE,
+			    (long)STREAM_BUFFER);
+		} else {
+			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
+			    body != NULL ? body : "");
+			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+			    (curl_off_t)body_len);
+		}
 	}
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
 	rc = curl_easy_perform(c->curl);
@@ -179,6 +252,10 @@ request(struct gp_http_client *c, const char *method, const char *path,
 		snprintf(resp->error, sizeof(resp->error), "%.160s: %.80s", url,
 		    curl_easy_strerror(rc));
 		ret = rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
+		if (ss.aborted)
+			ret = GP_EPROTO;
+		else if (ss.read_failed)
+			ret = GP_EIO;
 		if (rc == CURLE_COULDNT_CONNECT) {
 			long oserr = 0;
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
@@ -201,7 +278,7 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	int ret;
 
 	ret = request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, &buf);
+	    timeout_ms, resp, &buf, NULL);
 	if (ret != 0) {
 		gp_buf_free(&buf);
 		return ret;
@@ -219,7 +296,228 @@ gp_http_request_into(struct gp_http_client *c, const char *method,
 {
 	sink->len = 0;
 	return request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, sink);
+	    timeout_ms, resp, sink, NULL);
+}
+
+int
+gp_http_request_stream(struct gp_http_client *c, const char *method,
+    const char *path, const char *content_type, long timeout_ms,
+    const struct gp_http_stream *stream, struct gp_http_response *resp)
+{
+	struct gp_buf other = {0};
+	int ret;
+
+	ret = request(c, method, path, NULL, 0, content_type, timeout_ms, resp,
+	    &other, stream);
+	if (ret != 0 || other.len == 0) {
+		gp_buf_free(&other);
+		return ret;
+	}
+	resp->body = other.data;
+	resp->body_len = other.len;
+	return 0;
+}
+
+/* Headers every request carries; the caller frees the list. */
+static struct curl_slist *
+base_headers(struct gp_http_client *c)
+{
+	struct curl_slist *headers = NULL;
+
+	if (c->auth_header != NULL)
+		headers = curl_slist_append(headers, c->auth_header);
+	return curl_slist_append(headers, "Expect:");
+}
+
+static void
+base_setup(struct gp_http_client *c, const char *url,
+    struct gp_http_response *resp)
+{
+	curl_easy_reset(c->curl);
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
+	if (c->ca_file != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
+		curl_easy_setopt(c->curl, CURLOPT_SSL_OPTIONS,
+		    (long)CURLSSLOPT_NO_PARTIALCHAIN);
+	}
+}
+
+static int
+finish(struct gp_http_client *c, CURLcode rc, const char *url,
+    struct gp_http_response *resp)
+{
+	if (rc != CURLE_OK) {
+		snprintf(resp->error, sizeof(resp->error), "%.160s: %.80s", url,
+		    curl_easy_strerror(rc));
+		if (rc == CURLE_COULDNT_CONNECT) {
+			long oserr = 0;
+			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
+			resp->refused = oserr == ECONNREFUSED;
+		}
+		return rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	return 0;
+}
+
+struct upload_src {
+	long (*read)(void *arg, char *buf, size_t len);
+	void *arg;
+	int failed;
+};
+
+static size_t
+on_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct upload_src *src = arg;
+	long n = src->read(src->arg, buf, size * nitems);
+
+	if (n < 0) {
+		src->failed = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	return (size_t)n;
+}
+
+int
+gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
+    const char *content_type, int64_t body_len,
+    long (*read)(void *arg, char *buf, size_t len), void *arg,
+    struct gp_http_response *resp)
+{
+	struct curl_slist *headers;
+	struct upload_src src = {read, arg, 0};
+	struct gp_buf buf = {0};
+	char url[4096], ctype[128];
+	CURLcode rc;
+	int ret;
+
+	memset(resp, 0, sizeof(*resp));
+	resp->log_offset = -1;
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	    sizeof(url))
+		return GP_EINVAL;
+	base_setup(c, url, resp);
+	headers = base_headers(c);
+	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
+	    content_type != NULL ? content_type : "application/octet-stream");
+	headers = curl_slist_append(headers, ctype);
+	curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE,
+	    (curl_off_t)body_len);
+	curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
+	curl_easy_setopt(c->curl, CURLOPT_READDATA, &src);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &buf);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	rc = curl_easy_perform(c->curl);
+	curl_slist_free_all(headers);
+	ret = finish(c, rc, url, resp);
+	if (ret != 0 && src.failed) {
+		snprintf(resp->error, sizeof(resp->error), "reading the data "
+		    "to send failed");
+		ret = GP_EIO;
+	}
+	if (ret != 0) {
+		gp_buf_free(&buf);
+		return ret;
+	}
+	if (buf.data == NULL && gp_buf_append(&buf, "", 0) != 0)
+		return GP_ENOMEM;
+	resp->body = buf.data;
+	resp->body_len = buf.len;
+	return 0;
+}
+
+struct download_sink {
+	CURL *curl;
+	int (*write)(void *arg, const char *data, size_t len);
+	void *arg;
+	int64_t max, got;
+	int toolong, failed;
+	struct gp_buf err;
+};
+
+static size_t
+on_download(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct download_sink *d = arg;
+	size_t len = size * nmemb;
+	long status = 0;
+
+	curl_easy_getinfo(d->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status > 299) {
+		if (d->err.len < 65536 && gp_buf_append(&d->err, data,
+		    len < 65536 - d->err.len ? len : 65536 - d->err.len) != 0)
+			return 0;
+		return len;
+	}
+	if (d->got + (int64_t)len > d->max) {
+		d->toolong = 1;
+		return 0;
+	}
+	d->got += (int64_t)len;
+	if (d->write(d->arg, data, len) != 0) {
+		d->failed = 1;
+		return 0;
+	}
+	return len;
+}
+
+int
+gp_http_download(struct gp_http_client *c, const char *path,
+    int64_t max_bytes, int (*write)(void *arg, const char *data, size_t len),
+    void *arg, struct gp_http_response *resp)
+{
+	struct download_sink d;
+	struct curl_slist *headers;
+	char url[4096];
+	CURLcode rc;
+	int ret;
+
+	memset(resp, 0, sizeof(*resp));
+	memset(&d, 0, sizeof(d));
+	resp->log_offset = -1;
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	    sizeof(url))
+		return GP_EINVAL;
+	base_setup(c, url, resp);
+	d.curl = c->curl;
+	d.write = write;
+	d.arg = arg;
+	d.max = max_bytes;
+	headers = base_headers(c);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_download);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &d);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	rc = curl_easy_perform(c->curl);
+	curl_slist_free_all(headers);
+	ret = finish(c, rc, url, resp);
+	if (ret != 0 && d.toolong) {
+		snprintf(resp->error, sizeof(resp->error), "%.160s: the answer "
+		    "is longer than %lld bytes", url, (long long)max_bytes);
+		ret = GP_ETOOBIG;
+	} else if (ret != 0 && d.failed) {
+		snprintf(resp->error, sizeof(resp->error), "%.160s: cannot "
+		    "store the data", url);
+		ret = GP_EIO;
+	}
+	if (ret != 0) {
+		gp_buf_free(&d.err);
+		return ret;
+	}
+	if (d.err.data == NULL && gp_buf_append(&d.err, "", 0) != 0)
+		return GP_ENOMEM;
+	resp->body = d.err.data;
+	resp->body_len = d.err.len;
+	return 0;
 }
 
 void

@@ -23,6 +23,7 @@
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
 #define GP_DATA_MOUNTS_MAX 16  /* data sets one job mounts */
 #define GP_MOUNT_PATH_MAX  512 /* bytes of a mount path */
+#define GP_IMAGE_REF_MAX   400 /* "NAME[:TAG][@sha256:HEX]" */
 #define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
@@ -50,6 +51,14 @@ struct gp_jobspec {
 	 * coordinator pins both before the job is queued.
 	 */
 	json_t *data;
+	/*
+	 * The container image (docs/images.md), "" for a plain command. At
+	 * submit a reference to the coordinator's image store; the
+	 * coordinator pins it to "NAME@sha256:..." (or "sha256:...") before
+	 * the job is stored. With an image the command may be empty (the
+	 * image's Entrypoint and Cmd run).
+	 */
+	char image[GP_IMAGE_REF_MAX + 1];
 	/* Accounting (docs/accounting.md). */
 	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
 	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
@@ -73,6 +82,9 @@ int gp_jobspec_validate(const struct gp_jobspec *spec, char *err,
 
 /* Returns a new JSON object (caller decrefs) in the submit-body form. */
 json_t *gp_jobspec_encode(const struct gp_jobspec *spec);
+
+/* The "sha256:..." an image field pins, or NULL when it pins none. */
+const char *gp_jobspec_image_digest(const struct gp_jobspec *spec);
 
 /* 1 when name is 1..64 of [A-Za-z0-9._-]. */
 int gp_name_valid(const char *name);

@@ -244,15 +244,17 @@ typedef int (*gp_transfer_task)(struct gp_transfer_worker *w, size_t task,
 int gp_transfer_run(const struct gp_transfer_peer *peer, int need_http,
     size_t ntasks, gp_transfer_task fn, void *ctx, int64_t *bytes,
     char *err, size_t errlen);
-/* The worker's GP_CKPT_CHUNK_SIZE buffer. */
+/* The worker's GP_CKPT_CHUNK_SIZE buffer (gp_transfer_run's tasks). */
 char *gp_transfer_buf(struct gp_transfer_worker *w);
 /*
- * GETs prefix + name (retrying transport errors), checks that it is want
- * bytes hashing to name. OUT: *data (the worker's, valid until its next
- * call). Returns 0 or GP_E* (and the pool fails with the reason).
+ * GETs prefix + name (retrying transport errors) and writes it at off in
+ * fd as its bytes arrive, checking that it is want bytes hashing to name
+ * (what names the file in errors). Returns 0 or GP_E* (and the pool
+ * fails with the reason); on failure the bytes at off are undefined.
  */
-int gp_transfer_get_chunk(struct gp_transfer_worker *w, const char *prefix,
-    const char *name, size_t want, const char **data);
+int gp_transfer_get_chunk_into(struct gp_transfer_worker *w,
+    const char *prefix, const char *name, size_t want, int fd, int64_t off,
+    const char *what);
 /* Records the pool's failure (the first one wins) and stops it. */
 void gp_transfer_fail(struct gp_transfer_worker *w, int err, const char *fmt,
     ...) __attribute__((format(printf, 3, 4)));

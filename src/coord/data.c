@@ -884,6 +884,13 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	}
 	sqlite3_finalize(st);
 	st = NULL;
+	/*
+	 * The chunks' directory entries durable before the object that
+	 * names them is (coordd.h, ckpt_sync_user_dirs).
+	 */
+	snprintf(err, sizeof(err), "cannot make the chunks durable");
+	if (ckpt_sync_user_dirs(u.user) != 0)
+		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the %s",
 	    strcmp(u.kind, "data") == 0 ? "version" : "output");
 	if (exec_sql("BEGIN IMMEDIATE") != 0)

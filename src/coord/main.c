@@ -39,6 +39,7 @@ usage(FILE *out)
 	    "                           [--quota-default SIZE] "
 	    "[--data-max SIZE]\n"
 	    "                           [--output-retain DURATION]\n"
+	    "                           [--image-blob-max SIZE]\n"
 	    "                           [--placement POLICY]\n"
 	    "                           [--prices FILE] "
 	    "[--accrual-interval DURATION]\n"
@@ -80,6 +81,9 @@ usage(FILE *out)
 	    "                      job outputs are removed this long after "
 	    "the job\n"
 	    "                      finished (default 30d)\n"
+	    "  --image-blob-max SIZE\n"
+	    "                      largest image blob (layer) accepted "
+	    "(default 64G)\n"
 	    "  --placement POLICY  where jobs go: frag (the default:\n"
 	    "                      fragmentation-aware), bestfit, fgd, random,\n"
 	    "                      dotprod, clustering, packing\n"
@@ -220,6 +224,7 @@ gp_coord_main(int argc, char **argv)
 	    {"quota-default", required_argument, NULL, 'Q'},
 	    {"data-max", required_argument, NULL, 'D'},
 	    {"output-retain", required_argument, NULL, 'O'},
+	    {"image-blob-max", required_argument, NULL, 'I'},
 	    {"placement", required_argument, NULL, 'P'},
 	    {"prices", required_argument, NULL, 'p'},
 	    {"accrual-interval", required_argument, NULL, 'A'},
@@ -249,6 +254,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
 	cfg.data_max = 1LL << 40;
 	cfg.output_retain_ms = 30 * 86400 * 1000LL;
+	cfg.image_blob_max = 64LL << 30;
 	cfg.placement = gp_sched_policy_default();
 	cfg.accrual_ms = 30 * 1000;
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
@@ -327,6 +333,11 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--output-retain: a duration like "
 				    "30d");
 			cfg.output_retain_ms = v * 1000;
+			break;
+		case 'I':
+			if (parse_bytes(optarg, &cfg.image_blob_max) != 0 ||
+			    cfg.image_blob_max < 1)
+				gp_fatalx("--image-blob-max: a size like 64G");
 			break;
 		case 'P':
 			cfg.placement = gp_sched_policy_find(optarg);
@@ -421,6 +432,9 @@ gp_coord_main(int argc, char **argv)
 		    cfg.data_dir);
 	if (data_init(&cfg) != 0)
 		gp_fatalx("cannot open the data store in %s", cfg.data_dir);
+	if (image_init(&cfg) != 0)
+		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
+	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
 	if (state_start_thread() != 0)
@@ -464,6 +478,7 @@ gp_coord_main(int argc, char **argv)
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
 	ckpt_stop();
+	image_stop();
 	ledger_close(&ledger);
 	store_close();
 	free(cert);
