@@ -214,6 +214,57 @@ decode_gpus(json_t *gpus, struct gp_assignment *a, char *err, size_t errlen)
 }
 
 static int
+decode_data(json_t *data, struct gp_assignment *a, char *err, size_t errlen)
+{
+	char perr[256];
+	json_t *d, *v;
+	size_t i, j, n;
+
+	if (data == NULL || json_is_null(data))
+		return 0;
+	if (!json_is_array(data) || (n = json_array_size(data)) >
+	    GP_DATA_MOUNTS_MAX)
+		return bad(err, errlen, "field %s: want at most 16 data sets",
+		    "data");
+	if (n > 0 && (a->data = calloc(n, sizeof(*a->data))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct gp_data_ref *r = &a->data[i];
+
+		d = json_array_get(data, i);
+		if (!json_is_object(d))
+			return bad(err, errlen, "field %s: not an object",
+			    "data");
+		a->ndata++;
+		if (get_name(d, "owner", r->owner, sizeof(r->owner), err,
+		    errlen) != 0 ||
+		    get_name(d, "name", r->name, sizeof(r->name), err,
+		    errlen) != 0)
+			return GP_EINVAL;
+		if (!gp_name_valid(r->owner) || !gp_data_name_valid(r->name))
+			return bad(err, errlen, "field %s: bad owner or name",
+			    "data");
+		if (get_int(d, "version", 1, INT64_MAX / 2, 1, 0, &r->version,
+		    err, errlen) != 0)
+			return GP_EINVAL;
+		v = json_object_get(d, "path");
+		if (!json_is_string(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v) ||
+		    gp_mount_path_check(json_string_value(v), perr,
+		    sizeof(perr)) != 0)
+			return bad(err, errlen, "field %s: bad mount path",
+			    "data");
+		for (j = 0; j < i; j++)
+			if (strcmp(a->data[j].path, json_string_value(v)) == 0)
+				return bad(err, errlen, "field %s: a mount "
+				    "path twice", "data");
+		if ((r->path = strdup(json_string_value(v))) == NULL)
+			return GP_ENOMEM;
+	}
+	return 0;
+}
+
+static int
 decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
     size_t errlen)
 {
@@ -260,8 +311,10 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 		return bad(err, errlen, "field %s: not an allowed signal",
 		    "checkpoint_signal");
 	a->checkpoint_signal = (int)v;
-	return get_int(obj, "restart_count", 0, INT32_MAX, 0, 0,
-	    &a->restart_count, err, errlen);
+	if ((ret = get_int(obj, "restart_count", 0, INT32_MAX, 0, 0,
+	    &a->restart_count, err, errlen)) != 0)
+		return ret;
+	return decode_data(json_object_get(obj, "data"), a, err, errlen);
 }
 
 static void
@@ -315,6 +368,11 @@ gp_assignment_fini(struct gp_assignment *a)
 	free(a->mounts);
 	a->mounts = NULL;
 	a->nmounts = 0;
+	for (i = 0; i < a->ndata; i++)
+		free(a->data[i].path);
+	free(a->data);
+	a->data = NULL;
+	a->ndata = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;
 }

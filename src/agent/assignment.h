@@ -48,6 +48,14 @@ struct gp_mount {
 	int read_only;
 };
 
+/* A data set version the job mounts (pinned by the coordinator). */
+struct gp_data_ref {
+	char owner[GP_NAME_MAX + 1];
+	char name[GP_NAME_MAX + 1];
+	int64_t version;
+	char *path; /* where the job sees it (checked: absolute, not reserved) */
+};
+
 struct gp_assignment {
 	struct gp_attempt_id id;
 	char name[GP_NAME_MAX + 1];
@@ -64,6 +72,8 @@ struct gp_assignment {
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	/* "save now and exit" */
 	int64_t restart_count;	/* earlier attempts of this job */
+	struct gp_data_ref *data; /* ndata, owned; the K-th is data/K+1 */
+	int ndata;
 	/*
 	 * The container image the job runs in: its manifest digest
 	 * ("sha256:<64 hex>"), "" for a plain command. With an image, argc

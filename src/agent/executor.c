@@ -156,6 +156,14 @@ gp_executor_signal(struct gp_executor *ex, const struct gp_attempt_id *id,
 }
 
 void
+gp_executor_output_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len)
+{
+	snprintf(out, len, "%s/jobs/%lld-%lld/output", cfg->work_dir,
+	    (long long)id->job_id, (long long)id->attempt);
+}
+
+void
 gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
     const struct gp_attempt_id *id, char *out, size_t len)
 {
@@ -322,6 +330,7 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	ADD("GPUPOOL_GPUS=%s", indices);
 	ADD("GPUPOOL_JOB_NAME=%s", a->name);
 	ADD("GPUPOOL_CHECKPOINT_DIR=%s/checkpoint", x->workdir);
+	ADD("GPUPOOL_OUTPUT_DIR=%s/output", x->workdir);
 	ADD("GPUPOOL_RESTART_COUNT=%lld", (long long)a->restart_count);
 	ADD("GPUPOOL_CHECKPOINT_VERSION=%lld", (long long)a->restored_version);
 	ADD("GPUPOOL_CHECKPOINT_SIGNAL=%s",
@@ -385,17 +394,17 @@ chown_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 }
 
 /*
- * The job's directory and its checkpoint directory (restored or empty),
- * owned by the job's uid unless it is -1 (a user namespace of the
- * agent's own user). A restored checkpoint's files were written for the
- * plain sandbox's user: handed over to the job's uid (a container's
- * differs).
+ * The job's directory, its checkpoint directory (restored or empty) and
+ * its output directory (empty), owned by the job's uid unless it is -1 (a
+ * user namespace of the agent's own user). A restored checkpoint's files
+ * were written for the plain sandbox's user: handed over to the job's uid
+ * (a container's differs).
  */
 static int
 make_workdir(struct job *j, const char *restore)
 {
 	const struct gp_exec_job *x = &j->x;
-	char ckpt[PATH_MAX + 16];
+	char ckpt[PATH_MAX + 16], output[PATH_MAX + 16];
 	int own = x->uid != (uid_t)-1;
 	struct stat st;
 
@@ -417,6 +426,11 @@ make_workdir(struct job *j, const char *restore)
 	} else if (mkdir(ckpt, 0700) != 0)
 		return errno;
 	if (own && chown(ckpt, x->uid, x->gid) != 0)
+		return errno;
+	snprintf(output, sizeof(output), "%s/output", x->workdir);
+	if (mkdir(output, 0700) != 0)
+		return errno;
+	if (own && chown(output, x->uid, x->gid) != 0)
 		return errno;
 	return 0;
 }

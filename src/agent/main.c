@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/datacache.h"
 #include "agent/container.h"
 #include "agent/image.h"
 #include "agent/metrics.h"
@@ -35,7 +36,7 @@ static const char usage_text[] =
 "           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
 "           [--runtime auto|crun|runc|none|PATH] [--userns-base UID]\n"
 "           [--scratch-size SIZE] [--container-init PATH]\n"
-"           [--image-cache-max SIZE] [-v]\n"
+"           [--data-cache-max SIZE] [--image-cache-max SIZE] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup), or\n"
@@ -62,6 +63,9 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --data-cache-max SIZE\n"
+"                     data set versions kept for jobs, in WORK/data\n"
+"                     (default 100G; least recently used evicted)\n"
 "  --image-cache-max SIZE\n"
 "                     unpacked image layers kept in WORK/images, e.g.\n"
 "                     20G (default 20G); least recently used go first\n"
@@ -208,6 +212,7 @@ gp_agent_main(int argc, char **argv)
 		{"policy", required_argument, NULL, 'P'},
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
+		{"data-cache-max", required_argument, NULL, 'D'},
 		{"metrics-listen", required_argument, NULL, 'M'},
 		{"metrics-token-file", required_argument, NULL, 'K'},
 		{"runtime", required_argument, NULL, 'R'},
@@ -230,10 +235,11 @@ gp_agent_main(int argc, char **argv)
 	char *metrics_token = NULL;
 	struct gp_agent_metrics *metrics = NULL;
 	struct sockaddr_in metrics_addr;
-	char work_default[PATH_MAX];
+	char work_default[PATH_MAX], cache_dir[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
-	int64_t cpus = 0, mem = 0, cache_mib = 20 * 1024;
+	int64_t cpus = 0, mem = 0, cache_max = 100LL << 30;
+	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
@@ -268,6 +274,14 @@ gp_agent_main(int argc, char **argv)
 		case 'P': policy = optarg; break;
 		case 'S': control = optarg; break;
 		case 'O': owner = optarg; break;
+		case 'D':
+			if (gp_parse_bytes(optarg, &cache_max) != 0 ||
+			    cache_max < 1) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--data-cache-max %s\n", optarg);
+				return 2;
+			}
+			break;
 		case 'M':
 			if (gp_agent_metrics_parse_listen(optarg,
 			    &metrics_addr) != 0) {
@@ -470,6 +484,12 @@ gp_agent_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	gp_http_global_init();
 
+	snprintf(cache_dir, sizeof(cache_dir), "%.4000s/data", ag->work);
+	if ((ag->datacache = gp_datacache_new(cache_dir, cache_max, err,
+	    sizeof(err))) == NULL) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
 	{
 		char dir[PATH_MAX + 16];
 		snprintf(dir, sizeof(dir), "%.4000s/images", ag->work);
@@ -553,6 +573,8 @@ out:
 		gp_containers_free(ag->containers);
 		ag->containers = NULL;
 		gp_gpu_close(&ag->gpus);
+		gp_datacache_free(ag->datacache);
+		ag->datacache = NULL;
 		/* The poll thread may still read ag: leave it allocated. */
 	}
 	if (file_token != NULL)

@@ -181,6 +181,10 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				return fail(err, errlen,
 				    "env.%s: not valid UTF-8", key);
 			json_object_set_new(spec->env, key, s);
+		} else if (strcmp(o->name, "data") == 0) {
+			if (gp_data_spec_parse(v, &s, err, errlen) != 0)
+				return GP_EINVAL;
+			json_array_append_new(spec->data, s);
 		}
 	}
 	for (i = 0; i < args->noperands; i++) {
@@ -488,6 +492,16 @@ print_job(json_t *job)
 		print_field("image", gp_cli_json_str(job, "image"));
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
+	gp_buf_free(&b);
+	/* Data sets: "alice/imagenet@3:/mnt, ..." */
+	json_array_foreach(json_object_get(job, "data"), i, v)
+		gp_buf_printf(&b, "%s%s/%s@%" JSON_INTEGER_FORMAT ":%s",
+		    i ? ", " : "", or_dash(gp_cli_json_str(v, "owner")),
+		    or_dash(gp_cli_json_str(v, "name")),
+		    json_integer_value(json_object_get(v, "version")),
+		    or_dash(gp_cli_json_str(v, "path")));
+	if (b.len > 0)
+		print_field("data", b.data);
 	gp_buf_free(&b);
 	print_field("submitted_at", gp_cli_json_str(job, "submitted_at"));
 	print_field("started_at", gp_cli_json_str(job, "started_at"));

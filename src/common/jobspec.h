@@ -21,6 +21,8 @@
 #define GP_TIME_LIMIT_MAX  31536000LL
 #define GP_SUBMIT_BODY_MAX 65536
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
+#define GP_DATA_MOUNTS_MAX 16  /* data sets one job mounts */
+#define GP_MOUNT_PATH_MAX  512 /* bytes of a mount path */
 #define GP_IMAGE_REF_MAX   400 /* "NAME[:TAG][@sha256:HEX]" */
 #define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 
@@ -42,6 +44,13 @@ struct gp_jobspec {
 	/* Checkpoints (docs/checkpoints.md). */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	    /* "save now and exit"; SIGUSR1 */
+	/*
+	 * Data sets mounted read-only (docs/data.md): an array of
+	 * {"name", "owner", "version", "path"}, owned. At submit owner and
+	 * version may be absent (the submitter's, the latest); the
+	 * coordinator pins both before the job is queued.
+	 */
+	json_t *data;
 	/*
 	 * The container image (docs/images.md), "" for a plain command. At
 	 * submit a reference to the coordinator's image store; the
@@ -79,5 +88,27 @@ const char *gp_jobspec_image_digest(const struct gp_jobspec *spec);
 
 /* 1 when name is 1..64 of [A-Za-z0-9._-]. */
 int gp_name_valid(const char *name);
+
+/* 1 when name may name a data set: gp_name_valid, not starting with '.'. */
+int gp_data_name_valid(const char *name);
+
+/*
+ * Checks where a data set is mounted: an absolute path of at most
+ * GP_MOUNT_PATH_MAX bytes without empty, "." or ".." components, control
+ * characters or a trailing '/', that covers none of the job's system
+ * directories (/proc, /dev, /sys and what lies beneath them; /, /tmp,
+ * /etc, /usr, /var, /run, /bin, /sbin, /lib*, /boot themselves). Returns
+ * 0 or GP_EINVAL with err set.
+ */
+int gp_mount_path_check(const char *path, char *err, size_t errlen);
+
+/*
+ * Parses a --data operand, "[OWNER/]NAME[@VERSION]:/PATH" (untrusted:
+ * fuzzed by tests/fuzz/fuzz_data_spec.c). OUT: *out, a new
+ * {"name", "owner"?, "version"?, "path"} object, written only on
+ * success. Returns 0 or GP_EINVAL with err set.
+ */
+int gp_data_spec_parse(const char *text, json_t **out, char *err,
+    size_t errlen);
 
 #endif

@@ -254,6 +254,7 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 {
 	char err[256];
 	struct op *op;
+	int status;
 
 	if (req->auth->role == GP_ROLE_PROVIDER)
 		return reply_error(conn, 403,
@@ -266,6 +267,11 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 		req->body.len, &op->spec, err, sizeof(err)) != 0) {
 		op_free(op);
 		return reply_error(conn, 400, "%s", err);
+	}
+	/* Data sets: readable by the job's owner, pinned to a version. */
+	if ((status = data_pin(req->auth, &op->spec, err, sizeof(err))) != 0) {
+		op_free(op);
+		return reply_error(conn, status, "%s", err);
 	}
 	if (op->spec.image[0] != '\0') {
 		/* Pinned now: a later import under the name changes nothing. */
@@ -1141,6 +1147,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		    : GP_SUBMIT_BODY_MAX;
 		if (ckpt_body_limit(url) > 0)
 			req->body_limit = ckpt_body_limit(url);
+		if (data_body_limit(url) > 0)
+			req->body_limit = data_body_limit(url);
 		if (image_body_limit(url) > 0)
 			req->body_limit = image_body_limit(url);
 		*con_cls = req;
@@ -1148,6 +1156,9 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		if (ckpt_upload_wanted(url, method)) {
 			authenticate(conn, req);
 			ckpt_upload_begin(req, url);
+		} else if (data_upload_wanted(url, method)) {
+			authenticate(conn, req);
+			data_upload_begin(req, url);
 		}
 		/* So is an image blob PUT. */
 		if (image_upload_wanted(url, method)) {
@@ -1164,7 +1175,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		}
 		return image_upload_end(conn, req);
 	}
-	if (ckpt_upload_wanted(url, method)) {
+	if (ckpt_upload_wanted(url, method) ||
+	    data_upload_wanted(url, method)) {
 		if (*upload_data_size > 0) {
 			ckpt_upload_data(req, upload_data, *upload_data_size);
 			*upload_data_size = 0;
@@ -1215,6 +1227,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		return image_handle(conn, req, url, method);
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
+	if (data_route_match(url))
+		return data_handle(conn, req, url, method);
 	if (acct_route_match(url))
 		return acct_handle(conn, req, url, method);
 	return route(conn, req, url, method);

@@ -51,6 +51,12 @@
  * Locking: ckpt_lock (the database, the chunk files' life), then
  * state.lock for reading, briefly, to authorise a caller; never the
  * other way round.
+ *
+ * Shared with data.c (data sets and job outputs): the database
+ * connection (its tables live beside these), ckpt_lock, the per-user
+ * chunk directories (so a chunk is stored once per user, whichever of
+ * them uses it), the streamed chunk PUT and the GC, which asks data.c for
+ * the chunks its objects and open uploads reference (data_collect_refs).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -81,7 +87,7 @@
 #define BLOCK_POOL_MAX	   8	      /* idle write blocks kept */
 
 static sqlite3 *db;
-static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
 static char root[1100]; /* DATA/checkpoints */
 static int64_t chunk_grace_ms = CHUNK_GRACE_MS;
 static int64_t gc_period_ms = GC_PERIOD_MS;
@@ -118,6 +124,7 @@ struct ckpt_upload {
 	int fd;
 	int direct;   /* fd is O_DIRECT: whole aligned blocks from buf */
 	size_t len;   /* bytes received */
+	size_t limit; /* the most bytes the chunk may have */
 	size_t off;   /* bytes written to fd (a multiple of WRITE_BLOCK) */
 	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool */
 	size_t fill;  /* bytes of buf in use */
@@ -155,6 +162,12 @@ fsync_dir(const char *path)
 		ret = GP_EIO;
 	close(fd);
 	return ret;
+}
+
+void
+ckpt_chunk_path(const char *user, const char *name, char *out, size_t len)
+{
+	chunk_path(user, name, out, len);
 }
 
 /* ---- chunk directories to sync ---- */
@@ -290,6 +303,18 @@ mark_dirty(const char *user)
 	pthread_mutex_unlock(&gc_lock);
 }
 
+sqlite3 *
+ckpt_db(void)
+{
+	return db;
+}
+
+void
+ckpt_gc_mark_dirty(const char *user)
+{
+	mark_dirty(user);
+}
+
 /* ---- garbage collection ---- */
 
 /* Adds the chunks of every kept version of user to refs. ckpt_lock held. */
@@ -322,7 +347,10 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : GP_EIO;
+	if (rc != SQLITE_DONE)
+		return GP_EIO;
+	/* Data sets, job outputs and their uploads in progress. */
+	return data_collect_refs(user, refs);
 }
 
 /*
@@ -476,6 +504,7 @@ gc_main(void *arg)
 		}
 		pthread_mutex_unlock(&gc_lock);
 		gc_finished_jobs();
+		data_gc_expire();
 		pthread_mutex_lock(&gc_lock);
 		dirty = gc_dirty;
 		gc_dirty = json_object();
@@ -650,8 +679,9 @@ reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
 }
 
 /* Sends a stored chunk's bytes. */
-static enum MHD_Result
-reply_chunk(struct MHD_Connection *conn, const char *user, const char *name)
+enum MHD_Result
+ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,
+    const char *name)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
@@ -683,14 +713,14 @@ reply_chunk(struct MHD_Connection *conn, const char *user, const char *name)
 /* ---- who may do what ---- */
 
 /*
- * An agent's checkpoint call for (id, attempt): the caller's token must
- * own the node running that attempt, and it must be the job's current,
- * running attempt (the rule of reporting_job() in state.c). OUT: user
- * (the job's owner). Returns 0 or the HTTP status, with err (and *kill
- * for a stale attempt).
+ * An agent's checkpoint (or data) call for (id, attempt): the caller's
+ * token must own the node running that attempt, and it must be the job's
+ * current, running attempt (the rule of reporting_job() in state.c).
+ * OUT: user (the job's owner). Returns 0 or the HTTP status, with err
+ * (and *kill for a stale attempt).
  */
-static int
-agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
+int
+ckpt_agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
     char *user, char *err, size_t errlen, int *kill)
 {
 	struct node *node;
@@ -830,8 +860,8 @@ ckpt_upload_wanted(const char *url, const char *method)
 	    strncmp(rest, "chunks/", 7) == 0;
 }
 
-static void
-upload_refuse(struct ckpt_upload *u, int status, const char *msg)
+void
+ckpt_upload_refuse(struct ckpt_upload *u, int status, const char *msg)
 {
 	if (u->status == 0) {
 		u->status = status;
@@ -844,38 +874,57 @@ upload_refuse(struct ckpt_upload *u, int status, const char *msg)
 	}
 }
 
+struct ckpt_upload *
+ckpt_upload_new(struct request *req)
+{
+	struct ckpt_upload *u;
+
+	if ((u = calloc(1, sizeof(*u))) == NULL)
+		return NULL; /* api.c answers 503 when req->upload is NULL */
+	u->fd = -1;
+	u->limit = GP_CKPT_CHUNK_SIZE;
+	req->upload = u;
+	if (req->auth == NULL)
+		ckpt_upload_refuse(u, 401,
+		    "missing or unknown token (Authorization: Bearer ...)");
+	return u;
+}
+
 void
 ckpt_upload_begin(struct request *req, const char *url)
 {
 	struct ckpt_upload *u;
-	char user[GP_NAME_MAX + 1], udir[1200], err[200];
+	char user[GP_NAME_MAX + 1], err[200];
 	const char *rest;
 	int64_t id, attempt;
 	int agent, status;
 
-	if ((u = calloc(1, sizeof(*u))) == NULL)
-		return; /* api.c answers 503 when req->upload is NULL */
-	u->fd = -1;
-	req->upload = u;
-	if (req->auth == NULL) {
-		upload_refuse(u, 401,
-		    "missing or unknown token (Authorization: Bearer ...)");
+	if ((u = ckpt_upload_new(req)) == NULL || u->status != 0)
 		return;
-	}
 	if (!parse_url(url, &agent, &id, &attempt, &rest) ||
 	    !gp_ckpt_name_valid(rest + 7)) {
-		upload_refuse(u, 404, "chunks are named by 64 lowercase hex "
-		    "digits");
+		ckpt_upload_refuse(u, 404,
+		    "chunks are named by 64 lowercase hex digits");
 		return;
 	}
-	gp_strlcpy(u->name, rest + 7, sizeof(u->name));
-	status = agent_job(req->auth, id, attempt, user, err, sizeof(err),
+	status = ckpt_agent_job(req->auth, id, attempt, user, err, sizeof(err),
 	    &u->kill);
 	if (status != 0) {
-		upload_refuse(u, status, err);
+		ckpt_upload_refuse(u, status, err);
 		return;
 	}
+	ckpt_upload_open(u, user, rest + 7, GP_CKPT_CHUNK_SIZE);
+}
+
+void
+ckpt_upload_open(struct ckpt_upload *u, const char *user, const char *name,
+    size_t limit)
+{
+	char udir[1200];
+
+	gp_strlcpy(u->name, name, sizeof(u->name));
 	gp_strlcpy(u->user, user, sizeof(u->user));
+	u->limit = limit;
 	chunk_path(user, u->name, u->final, sizeof(u->final));
 	/* Stored already: young again (see GC), and the body is dropped. */
 	if (utimensat(AT_FDCWD, u->final, NULL, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -886,17 +935,17 @@ ckpt_upload_begin(struct request *req, const char *url)
 	snprintf(u->dir, sizeof(u->dir), "%s/chunks/%.2s", udir, u->name);
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp", udir);
 	if (gp_mkdir_p(u->dir, 0700) != 0 || gp_mkdir_p(u->tmp, 0700) != 0) {
-		upload_refuse(u, 500, "cannot create the chunk directory");
+		ckpt_upload_refuse(u, 500, "cannot create the chunk directory");
 		return;
 	}
 	if ((u->buf = block_get()) == NULL) {
-		upload_refuse(u, 503, "out of memory");
+		ckpt_upload_refuse(u, 503, "out of memory");
 		return;
 	}
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", udir, u->name);
 	u->fd = mkostemp(u->tmp, O_CLOEXEC);
 	if (u->fd < 0) {
-		upload_refuse(u, 500, "cannot create a temporary file");
+		ckpt_upload_refuse(u, 500, "cannot create a temporary file");
 		return;
 	}
 	/* Past the page cache where the file system allows it. */
@@ -942,8 +991,10 @@ ckpt_upload_data(struct request *req, const char *data, size_t len)
 
 	if (u == NULL || u->status != 0 || u->exists)
 		return; /* read and dropped */
-	if (u->len + len > GP_CKPT_CHUNK_SIZE) {
-		upload_refuse(u, 413, "a chunk is at most 4 MiB");
+	if (u->len + len > u->limit) {
+		ckpt_upload_refuse(u, 413, u->limit == GP_CKPT_CHUNK_SIZE
+		    ? "a chunk is at most 4 MiB"
+		    : "the chunk is larger than the manifest says");
 		return;
 	}
 	crypto_generichash_update(&u->hash, (const unsigned char *)data, len);
@@ -957,7 +1008,7 @@ ckpt_upload_data(struct request *req, const char *data, size_t len)
 		data += n;
 		len -= n;
 		if (u->fill == WRITE_BLOCK && write_block(u, WRITE_BLOCK) != 0) {
-			upload_refuse(u, 500, "cannot write the chunk");
+			ckpt_upload_refuse(u, 500, "cannot write the chunk");
 			return;
 		}
 	}
@@ -1003,7 +1054,7 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 	crypto_generichash_final(&u->hash, hash, sizeof(hash));
 	sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
 	if (strcmp(hex, u->name) != 0) {
-		upload_refuse(u, 400, "");
+		ckpt_upload_refuse(u, 400, "");
 		gp_warn("checkpoint chunk refused: content does not match its "
 			"name chunk=%.16s bytes=%zu",
 		    u->name, u->len);
@@ -1331,7 +1382,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 	if (!parse_url(url, &agent, &id, &attempt, &rest))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	if (agent) {
-		status = agent_job(req->auth, id, attempt, user, err,
+		status = ckpt_agent_job(req->auth, id, attempt, user, err,
 		    sizeof(err), &kill);
 		if (status == 409 && kill)
 			return reply_json(conn, 409, json_pack("{s:s,s:b}",
@@ -1342,7 +1393,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 			return handle_manifest(conn, id, 0);
 		if (get && strncmp(rest, "chunks/", 7) == 0 &&
 		    gp_ckpt_name_valid(rest + 7))
-			return reply_chunk(conn, user, rest + 7);
+			return ckpt_reply_chunk(conn, user, rest + 7);
 		if (post && strcmp(rest, "missing") == 0)
 			return handle_missing(conn, req, user);
 		if (post && strcmp(rest, "commit") == 0)
@@ -1358,7 +1409,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 	if (rest[0] == '\0')
 		return handle_list(conn, id);
 	if (strncmp(rest, "chunks/", 7) == 0 && gp_ckpt_name_valid(rest + 7))
-		return reply_chunk(conn, user, rest + 7);
+		return ckpt_reply_chunk(conn, user, rest + 7);
 	if (strcmp(rest, "latest") == 0)
 		return handle_manifest(conn, id, 0);
 	if (gp_parse_int(rest, 1, INT64_MAX / 2, &version) == 0)

@@ -6,8 +6,9 @@
  * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
  * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
- * checkpoint store: its own SQLite database and chunk files), image.c (the
- * image store: its own SQLite database and content-addressed blobs).
+ * checkpoint store: its own SQLite database and chunk files), data.c
+ * (data sets, job outputs and quotas, over ckpt.c's chunk store), image.c
+ * (the image store: its own SQLite database and content-addressed blobs).
  *
  * Locking: `state.lock` (rwlock) guards the model. The state thread takes
  * it for writing while it applies a batch; HTTP handlers take it for
@@ -177,6 +178,10 @@ struct coord_config {
 	int ckpt_keep;		/* versions kept per job */
 	int64_t ckpt_max;	/* bytes in one version */
 	int64_t ckpt_retain_ms; /* kept after the job finished */
+	/* Data sets and job outputs (data.c). */
+	int64_t quota_default;	  /* bytes per user; 0: no limit */
+	int64_t data_max;	  /* bytes in one data set version or output */
+	int64_t output_retain_ms; /* outputs kept after the job finished */
 	/* Images (image.c). */
 	int64_t image_blob_max;	/* bytes in one blob */
 	/* Where jobs go (sched_policy.c): --placement. */
@@ -424,12 +429,71 @@ enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
     struct request *req);
 void ckpt_upload_free(struct ckpt_upload *upload);
 /*
+ * The chunk store, shared with data.c. ckpt_lock guards the database
+ * (ckpt_db, one connection for checkpoints, data sets and outputs) and
+ * the chunk files' life (GC). Take it before state.lock, never after.
+ */
+extern pthread_mutex_t ckpt_lock;
+struct sqlite3 *ckpt_db(void);
+/* DATA/checkpoints/<user>/chunks/ab/<name> (user escaped). */
+void ckpt_chunk_path(const char *user, const char *name, char *out,
+    size_t len);
+/* The user's chunks may have become garbage: GC them on the next pass. */
+void ckpt_gc_mark_dirty(const char *user);
+/* Answers a stored chunk of user (404 when absent). */
+enum MHD_Result ckpt_reply_chunk(struct MHD_Connection *conn,
+    const char *user, const char *name);
+/*
+ * A chunk PUT for another route: _new sets req->upload (refused with 401
+ * when the caller is unauthenticated; NULL when out of memory), _refuse
+ * records the answer, _open makes it store the body as user's chunk name
+ * of at most limit bytes. ckpt_upload_data and _end do the rest.
+ */
+struct ckpt_upload *ckpt_upload_new(struct request *req);
+void ckpt_upload_refuse(struct ckpt_upload *u, int status, const char *msg);
+void ckpt_upload_open(struct ckpt_upload *u, const char *user,
+    const char *name, size_t limit);
+/*
+ * An agent's call for (id, attempt): the caller must own the node running
+ * the job's current attempt. OUT: user (the job's owner). Returns 0 or
+ * the HTTP status with err (and *kill for a stale attempt).
+ */
+int ckpt_agent_job(const struct token_entry *who, int64_t id,
+    int64_t attempt, char *user, char *err, size_t errlen, int *kill);
+
+/*
  * A stored chunk is whole once its PUT is answered, but its directory
  * entry is synced only by this call: whatever records, durably, an object
- * that references a user's chunks (a checkpoint commit does) calls it
- * first, with ckpt_lock held. Returns 0 or GP_EIO.
+ * that references a user's chunks (a checkpoint commit, a data set
+ * version, a job's output: data.c) calls it first, with ckpt_lock
+ * held. Returns 0 or GP_EIO.
  */
 int ckpt_sync_user_dirs(const char *user);
+
+/* data.c */
+/* Creates data.c's tables in ckpt_db (after ckpt_init). */
+int data_init(const struct coord_config *cfg);
+/* 1 when url is a data route (answered by data_handle). */
+int data_route_match(const char *url);
+/* The body limit of a data route; 0: the default. */
+size_t data_body_limit(const char *url);
+enum MHD_Result data_handle(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method);
+/* A chunk PUT of an upload (PUT /v1/uploads/ID/chunks/HEX). */
+int data_upload_wanted(const char *url, const char *method);
+void data_upload_begin(struct request *req, const char *url);
+/*
+ * Submit: resolves and checks spec->data for the caller (owner defaults
+ * to the caller, version to the latest; the job's owner must own each
+ * data set or have it shared), writing the pinned owner and version into
+ * spec. Returns 0, or the HTTP status with err set.
+ */
+int data_pin(const struct token_entry *who, struct gp_jobspec *spec,
+    char *err, size_t errlen);
+/* Adds the chunks user's data sets, outputs and uploads use (ckpt_lock). */
+int data_collect_refs(const char *user, json_t *refs);
+/* Drops expired uploads and outputs (the GC thread). */
+void data_gc_expire(void);
 
 /*
  * Records that the image with digest got a signature by key: queued

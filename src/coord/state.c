@@ -556,6 +556,8 @@ job_to_json(const struct job *job, int with_history)
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
 	    job->spec.command, "env", job->spec.env);
+	if (o != NULL && json_array_size(job->spec.data) > 0)
+		json_object_set(o, "data", job->spec.data);
 	if (o != NULL) {
 		json_object_set_new(o, "image", job->spec.image[0]
 		    ? json_string(job->spec.image) : json_null());
@@ -663,13 +665,13 @@ node_to_json(const struct node *node)
 json_t *
 assignment_to_json(const struct job *job)
 {
-	json_t *gpus = json_array();
+	json_t *gpus = json_array(), *a;
 	int i;
 
 	for (i = 0; i < job->ngpus; i++)
 		json_array_append_new(gpus, json_integer(job->gpus[i]));
-	return json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
-			 "s:i}",
+	a = json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
+		      "s:i}",
 	    "job_id", (json_int_t)job->id, "attempt", job->attempts, "name",
 	    job->spec.name, "user", job->user, "command", job->spec.command,
 	    "env", job->spec.env, "gpus", gpus, "cpus", job->spec.cpus,
@@ -677,6 +679,10 @@ assignment_to_json(const struct job *job)
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
 	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
+	/* The pinned data sets; the agent fetches the K-th as data/K. */
+	if (a != NULL && json_array_size(job->spec.data) > 0)
+		json_object_set(a, "data", job->spec.data);
+	return a;
 }
 
 /* The assignment, with the pinned image's digest when it has one. */
