@@ -73,7 +73,7 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 	const char *v, *eq;
 	char key[GP_ENV_KEY_MAX + 2];
 	json_t *s;
-	int64_t n;
+	int64_t n, gpus_seen = -1, per_node_seen = -1;
 	int i;
 
 	gp_jobspec_init(spec);
@@ -83,22 +83,42 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		o = &args->cmd->options[args->seen[i].option];
 		v = args->seen[i].value;
 		if (strcmp(o->name, "gpus") == 0 ||
+		    strcmp(o->name, "gpus-per-node") == 0 ||
+		    strcmp(o->name, "nodes") == 0 ||
 		    strcmp(o->name, "cpus") == 0) {
 			if (gp_parse_int(v, INT_MIN, INT_MAX, &n) != 0)
 				return fail(err, errlen,
 				    "--%s: '%s' is not a whole number", o->name,
 				    v);
 			if (strcmp(o->name, "gpus") == 0)
-				spec->gpus = (int)n;
+				spec->gpus = (int)(gpus_seen = n);
+			else if (strcmp(o->name, "gpus-per-node") == 0)
+				spec->gpus = (int)(per_node_seen = n);
+			else if (strcmp(o->name, "nodes") == 0)
+				spec->nodes = (int)n;
 			else
 				spec->cpus = (int)n;
+		} else if (strcmp(o->name, "gpu-share") == 0) {
+			if (gp_share_parse(v, &spec->gpu_milli) != 0)
+				return fail(err, errlen,
+				    "--gpu-share: '%s' is not a share of one "
+				    "GPU above 0 and below 1 (like 0.5)",
+				    v);
+		} else if (strcmp(o->name, "compute-capability") == 0) {
+			if (gp_capability_parse(v, &spec->min_capability) != 0)
+				return fail(err, errlen,
+				    "--compute-capability: '%s' is not X.Y "
+				    "(like 8.0)",
+				    v);
 		} else if (strcmp(o->name, "gpu-mem") == 0 ||
+		    strcmp(o->name, "min-gpu-mem") == 0 ||
 		    strcmp(o->name, "mem") == 0) {
+			const char *field = o->name[0] == 'g' ? "gpu_mem_mib"
+			    : o->name[1] == 'i'               ? "min_gpu_mem_mib"
+			                                      : "mem_mib";
 			if (v[0] == '-')
 				return fail(err, errlen,
-				    "%s: must be between 0 and %lld",
-				    o->name[0] == 'g' ? "gpu_mem_mib"
-				                      : "mem_mib",
+				    "%s: must be between 0 and %lld", field,
 				    GP_MIB_MAX);
 			if (gp_parse_mib(v, &n) != 0)
 				return fail(err, errlen,
@@ -107,6 +127,8 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    o->name, v);
 			if (o->name[0] == 'g')
 				spec->gpu_mem_mib = n;
+			else if (o->name[1] == 'i')
+				spec->min_gpu_mem_mib = n;
 			else
 				spec->mem_mib = n;
 		} else if (strcmp(o->name, "gpu-model") == 0) {
@@ -186,6 +208,18 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 	}
 	if (spec->name[0] == '\0' && args->noperands > 0)
 		default_name(args->operands[0], spec->name, sizeof(spec->name));
+	if (gpus_seen >= 0 && per_node_seen >= 0 && gpus_seen != per_node_seen)
+		return fail(err, errlen,
+		    "--gpus and --gpus-per-node say different things (they "
+		    "are the same: GPUs per node)");
+	if (gp_jobspec_is_fraction(spec) && gpus_seen < 0 &&
+	    per_node_seen < 0)
+		spec->gpus = 1;
+	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
+		return fail(err, errlen,
+		    "--gpu-share and --gpu-mem ask for a fraction of one GPU: "
+		    "--gpus must be 1 (for GPUs with at least this much "
+		    "memory, use --min-gpu-mem)");
 	return gp_jobspec_validate(spec, err, errlen);
 }
 
