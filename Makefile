@@ -1,6 +1,7 @@
 # gpupool: one binary over one library. `make`, `make test`,
 # `make test SANITIZE=1` (ASan+UBSan, in build-asan/), `make fuzz` (clang,
-# libFuzzer harnesses in build-fuzz/), `make bench`.
+# libFuzzer harnesses in build-fuzz/), `make bench`, `make deb` (Debian
+# packages in build/deb/).
 
 SANITIZE ?=
 WERROR ?=
@@ -47,6 +48,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# The dashboard's files are embedded with .incbin (src/coord/web.c).
+$(BUILD)/src/coord/web.o: $(wildcard web/*)
+
 $(BUILD)/libgpupool.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -88,10 +92,14 @@ test: all
 bench: all
 	BUILD=$(BUILD) bench/run.sh
 
+# Debian packages (scripts/make-deb.sh): $(BUILD)/deb/*.deb.
+deb: $(BUILD)/gpupool $(BUILD)/gpupool-init
+	scripts/make-deb.sh $(BUILD) $(BUILD)/deb
+
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all test fuzz bench clean
+.PHONY: all test fuzz bench clean deb
 .SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

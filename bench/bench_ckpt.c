@@ -14,10 +14,13 @@
  *       as one JSON line; exit 1 (error on stderr) on failure, 3 on a
  *       409 (stale attempt).
  *   bench_ckpt bench --url U --admin-token-file F --work DIR
- *       [--size-mib N] [--parallel N]
+ *       [--size-mib N] [--parallel N] [--coord-pid PID]
  *       makes its own tokens, node and job, then times the upload and
  *       download of N MiB (default 1024) and of a version with 10% of
- *       its chunks changed. Prints "metric value unit" lines.
+ *       its chunks changed. Prints "metric value unit" lines: rates,
+ *       times, the CPU time of this client and (with --coord-pid) of the
+ *       coordinator in each phase. BENCH_MARKS=1 also prints each phase's
+ *       start and end on stderr (see phase_mark).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/checkpoint.h"
@@ -53,6 +57,7 @@ struct options {
 	int64_t job, attempt;
 	int parallel;
 	int64_t size_mib;
+	long coord_pid; /* 0: unknown */
 };
 
 static int
@@ -457,6 +462,58 @@ cpu_ms(void)
 	    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
+/*
+ * With BENCH_MARKS set, prints "mark NAME SECONDS" (CLOCK_MONOTONIC) on
+ * stderr: a phase's bounds for `perf record -k CLOCK_MONOTONIC` and
+ * `perf report --time A,B`.
+ */
+static void
+phase_mark(const char *name)
+{
+	struct timespec ts;
+
+	if (getenv("BENCH_MARKS") == NULL)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(stderr, "mark %s %lld.%06ld\n", name, (long long)ts.tv_sec,
+	    ts.tv_nsec / 1000);
+}
+
+/* CPU time (user + system) process pid has used, in ms; -1 unknown. */
+static int64_t
+proc_cpu_ms(long pid)
+{
+	char path[64], *data, *p;
+	unsigned long long ut, stime;
+	size_t n;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (gp_read_file(path, 4096, &data, &n) != 0)
+		return -1;
+	/* After "(comm)": state is field 3, utime and stime 14 and 15. */
+	p = strrchr(data, ')');
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u "
+	    "%*u %*u %llu %llu", &ut, &stime) != 2) {
+		free(data);
+		return -1;
+	}
+	free(data);
+	return (int64_t)((ut + stime) * 1000 / (unsigned long long)sysconf(
+	    _SC_CLK_TCK));
+}
+
+/* Prints "NAME_coord_cpu N ms" when the coordinator's pid is known. */
+static void
+print_coord_cpu(const struct options *o, const char *name, int64_t before)
+{
+	int64_t now = proc_cpu_ms(o->coord_pid);
+
+	if (before >= 0 && now >= 0)
+		printf("%s_coord_cpu %lld ms\n", name, (long long)(now - before));
+}
+
 static double
 mb_per_s(int64_t bytes, int64_t ms)
 {
@@ -473,6 +530,7 @@ bench(struct options *o)
 	struct gp_ckpt_mark mark;
 	struct gp_ckpt_stats st;
 	int64_t per_file, nfiles = 4, chunks, k, changed = 0, deadline, cpu;
+	int64_t ccpu;
 	long status;
 	json_t *r;
 	char *buf;
@@ -552,25 +610,33 @@ bench(struct options *o)
 	printf("ckpt_size %lld MiB\n", (long long)o->size_mib);
 	printf("ckpt_parallel %d transfers\n", o->parallel ? o->parallel : 4);
 	cpu = cpu_ms();
+	ccpu = proc_cpu_ms(o->coord_pid);
+	phase_mark("upload");
 	ret = gp_ckpt_upload(&t, src, &mark, &st, err, sizeof(err));
+	phase_mark("upload_end");
 	if (ret != 0 || st.version == 0) {
 		fprintf(stderr, "bench_ckpt: upload: %s %s\n", err, st.skipped);
 		return 1;
 	}
 	printf("ckpt_upload_full_client_cpu %lld ms\n",
 	    (long long)(cpu_ms() - cpu));
+	print_coord_cpu(o, "ckpt_upload_full", ccpu);
 	printf("ckpt_upload_full %.1f MB/s\n", mb_per_s(st.bytes_sent,
 	    st.elapsed_ms));
 	printf("ckpt_upload_full_time %lld ms\n", (long long)st.elapsed_ms);
 	cpu = cpu_ms();
+	ccpu = proc_cpu_ms(o->coord_pid);
+	phase_mark("download");
 	ret = gp_ckpt_download(&t, dst, getuid(), getgid(), &mark, &st, err,
 	    sizeof(err));
+	phase_mark("download_end");
 	if (ret != 0 || st.version == 0) {
 		fprintf(stderr, "bench_ckpt: download: %s\n", err);
 		return 1;
 	}
 	printf("ckpt_download_full_client_cpu %lld ms\n",
 	    (long long)(cpu_ms() - cpu));
+	print_coord_cpu(o, "ckpt_download_full", ccpu);
 	printf("ckpt_download_full %.1f MB/s\n", mb_per_s(st.bytes,
 	    st.elapsed_ms));
 	printf("ckpt_download_full_time %lld ms\n", (long long)st.elapsed_ms);
@@ -586,7 +652,11 @@ bench(struct options *o)
 		}
 	}
 	write_marker(src, "step=2\n");
+	cpu = cpu_ms();
+	ccpu = proc_cpu_ms(o->coord_pid);
+	phase_mark("delta");
 	ret = gp_ckpt_upload(&t, src, &mark, &st, err, sizeof(err));
+	phase_mark("delta_end");
 	if (ret != 0 || st.version == 0) {
 		fprintf(stderr, "bench_ckpt: upload 2: %s %s\n", err,
 		    st.skipped);
@@ -597,6 +667,8 @@ bench(struct options *o)
 	    (long long)st.chunks_sent);
 	printf("ckpt_delta_bytes_sent %lld bytes\n", (long long)st.bytes_sent);
 	printf("ckpt_delta_upload_time %lld ms\n", (long long)st.elapsed_ms);
+	printf("ckpt_delta_client_cpu %lld ms\n", (long long)(cpu_ms() - cpu));
+	print_coord_cpu(o, "ckpt_delta", ccpu);
 	free(buf);
 	gp_remove_tree(src);
 	gp_remove_tree(dst);
@@ -613,7 +685,8 @@ usage(void)
 	    "--attempt A --dir D\n"
 	    "                  [--mark FILE] [--parallel N]\n"
 	    "       bench_ckpt bench --url U --admin-token-file F --work DIR "
-	    "[--size-mib N]\n");
+	    "[--size-mib N]\n"
+	    "                  [--parallel N] [--coord-pid PID]\n");
 }
 
 int
@@ -632,6 +705,7 @@ main(int argc, char **argv)
 	    {"attempt", required_argument, NULL, 'a'},
 	    {"parallel", required_argument, NULL, 'p'},
 	    {"size-mib", required_argument, NULL, 's'},
+	    {"coord-pid", required_argument, NULL, 'P'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct options o;
@@ -686,6 +760,9 @@ main(int argc, char **argv)
 			break;
 		case 's':
 			o.size_mib = atoll(optarg);
+			break;
+		case 'P':
+			o.coord_pid = atol(optarg);
 			break;
 		default:
 			usage();

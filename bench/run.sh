@@ -89,6 +89,7 @@ if [ "${CKPT_MIB:-1024}" -gt 0 ]; then
 		--url "http://127.0.0.1:$CKPT_PORT" \
 		--admin-token-file "$DATA/ckpt/admin.token" \
 		--work "$DATA/ckpt-work" --size-mib "${CKPT_MIB:-1024}" \
+		--coord-pid "$CKPT_COORD_PID" \
 		--parallel "${CKPT_PARALLEL:-4}" 2>/dev/null || status=1
 fi
 # Container start over the runtime's own run (issue 4), each runtime found.

@@ -6,7 +6,10 @@ set -eu
 pkgs=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps
-      crun runc libyaml-dev busybox-static libcsv-dev gnuplot-nox)
+      crun runc libyaml-dev busybox-static libcsv-dev gnuplot-nox
+      # tests of issue 7: the metrics parser, the dashboard's browser,
+      # shell completion, the packages' Debian root and unit checks
+      python3-prometheus-client chromium zsh tmux debootstrap systemd)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

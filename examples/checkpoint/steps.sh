@@ -38,6 +38,21 @@
 #   GPUPOOL_CHECKPOINT_VERSION  the version restored, 0 if none
 #   GPUPOOL_ATTEMPT             the attempt number (1, 2, ...)
 #
+# Test aids (`gpupool submit --env NAME=VALUE`; the tests and the migration
+# soak use them to measure the work a departure costs):
+#
+#   STEPS_PROGRESS=FILE         after every step, write the step number
+#                               into FILE (relative: in the job's working
+#                               directory; never in the checkpoint
+#                               directory), in place and at a fixed width,
+#                               so that a hard link to it tells how far an
+#                               attempt got even after it was killed
+#   STEPS_SAVE_DELAY=SECONDS    on the checkpoint signal, take this long
+#                               before saving (a job with a slow save)
+#   STEPS_IGNORE_SIGNAL=1       ignore the checkpoint signal (a job that does
+#                               not follow the protocol: killed at the end
+#                               of the grace period)
+#
 # The checkpoint is two files: `state` (the step counter) and the marker
 # `COMPLETE` (first line `step=N`, the label `gpupool checkpoints` shows).
 # Each is written to a temporary name and renamed into place, and COMPLETE
@@ -75,11 +90,18 @@ dir=${GPUPOOL_CHECKPOINT_DIR:-./checkpoint}
 sig=${GPUPOOL_CHECKPOINT_SIGNAL:-USR1}
 sig=${sig#SIG}
 restart=${GPUPOOL_RESTART_COUNT:-0}
+progress=${STEPS_PROGRESS:-}
+save_delay=${STEPS_SAVE_DELAY:-0}
+case $save_delay in
+'' | *[!0-9.]* | *.*.*) usage ;;
+esac
 
 # The handler first, before anything slow: a checkpoint signal that arrives
 # before it is installed kills the job (SIGUSR1's default action).
 want_checkpoint=0
-if ! trap 'want_checkpoint=1' "$sig" 2>/dev/null; then
+handler='want_checkpoint=1'
+[ "${STEPS_IGNORE_SIGNAL:-0}" = 1 ] && handler=''
+if ! trap "$handler" "$sig" 2>/dev/null; then
 	echo "steps.sh: unknown checkpoint signal '$sig'" >&2
 	exit 2
 fi
@@ -151,11 +173,17 @@ while [ "$step" -lt "$total" ]; do
 	sleep_pid=
 	step=$((step + 1))
 	ran=$((ran + 1))
+	# 1<> opens without truncating: a reader never sees an empty file
+	[ -n "$progress" ] && printf '%010d\n' "$step" 1<>"$progress"
 	if [ "$save_every" -gt 0 ] && [ $((step % save_every)) -eq 0 ]; then
 		save
 	fi
 done
 
+if [ "$step" -lt "$total" ] && [ "$save_delay" != 0 ]; then
+	# a slow save (a big model): the owner's grace period must cover it
+	sleep "$save_delay"
+fi
 save
 if [ "$step" -lt "$total" ]; then
 	echo "checkpoint signal at step $step: saved, exiting"

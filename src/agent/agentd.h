@@ -117,6 +117,29 @@ json_t *gp_provider_offer_json(struct gp_provider *p);
 void gp_provider_drain(struct gp_provider *p, const char *reason);
 /* Re-reads the policy file (SIGHUP). */
 void gp_provider_reload(struct gp_provider *p);
+/* The GPUs a running job holds now (bit i: GPU i). */
+uint64_t gp_provider_busy_gpus(struct gp_provider *p);
+/* What /metrics shows of the owner's side, copied under the lock. */
+#define GP_PROVIDER_END_REASONS 6
+struct gp_provider_gpu {
+	const char *state;	/* as `provider status`: running, idle, ... */
+	int lent;		/* in the offer the coordinator knows */
+	int64_t job_id, attempt; /* 0: no job */
+	char user[GP_NAME_MAX + 1], name[GP_NAME_MAX + 1];
+};
+struct gp_provider_snapshot {
+	int ngpus;
+	struct gp_provider_gpu gpus[64];
+	uint64_t busy;
+	int jobs, paused, leaving, fenced, window_open;
+	int64_t uploads, upload_failures, upload_bytes;
+	int64_t restores, restore_failures;
+	/* Jobs ended on the owner's behalf, by reason. */
+	const char *end_reasons[GP_PROVIDER_END_REASONS];
+	int64_t owner_ends[GP_PROVIDER_END_REASONS];
+};
+void gp_provider_snapshot(struct gp_provider *p,
+    struct gp_provider_snapshot *out);
 
 /* link.c */
 /* Starts the heartbeat (which registers first) and poll threads. */

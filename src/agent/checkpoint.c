@@ -11,9 +11,12 @@
  * file that the walk recorded.
  *
  * Transfers run on a small pool of threads (target->parallel), each with
- * its own HTTP client and a chunk-sized buffer; they take tasks from a
- * shared atomic counter. A failed transfer is retried (CHUNK_TRIES) before
- * the whole call gives up.
+ * its own HTTP client and a small buffer; they take tasks from a shared
+ * atomic counter. A failed transfer is retried (CHUNK_TRIES) before the
+ * whole call gives up. Chunk bodies are streamed: an upload names a batch
+ * of chunks, asks which the coordinator lacks and sends those straight
+ * from their files (batch_task); a download names and writes each chunk as
+ * its bytes arrive (fetch_write). Nothing holds a whole chunk in memory.
  */
 #include "agent/checkpoint.h"
 
@@ -42,6 +45,9 @@
 #define DEPTH_MAX	 64
 #define CHUNK_TIMEOUT_MS 120000L
 #define JSON_TIMEOUT_MS	 120000L
+#define UPLOAD_BATCH	 8 /* chunks named, asked about and sent together */
+#define HASH_PIECE	 (256 << 10) /* read and named at once: stays in
+					the CPU's cache */
 
 /* One regular file of the directory, as the walk saw it. */
 struct entry {
@@ -56,8 +62,8 @@ struct chunk {
 	size_t file;
 	int64_t index;
 	char name[GP_CKPT_NAME_HEX];
-	int send; /* upload: the coordinator lacks it, and this is the first
-		     chunk of that name */
+	int send; /* upload: its batch asks about its name (the first chunk
+		     of that name to be named) */
 };
 
 struct walk {
@@ -220,8 +226,7 @@ struct pool;
 struct worker {
 	struct pool *pool;
 	struct gp_http_client *http;
-	char *buf; /* GP_CKPT_CHUNK_SIZE bytes */
-	struct gp_buf sink; /* downloads: reused for every chunk */
+	char *buf; /* HASH_PIECE bytes: uploads read into it to name chunks */
 	pthread_t thread;
 };
 
@@ -301,7 +306,7 @@ pool_run(struct pool *p, int n)
 		return GP_ENOMEM;
 	for (i = 0; i < n; i++) {
 		w[i].pool = p;
-		w[i].buf = malloc(GP_CKPT_CHUNK_SIZE);
+		w[i].buf = malloc(HASH_PIECE);
 		if (p->need_http)
 			w[i].http = gp_http_client_new(p->url, p->token,
 			    p->ca_file);
@@ -321,7 +326,6 @@ pool_run(struct pool *p, int n)
 	for (i = 0; i < n; i++) {
 		gp_http_client_free(w[i].http);
 		free(w[i].buf);
-		gp_buf_free(&w[i].sink);
 	}
 	free(w);
 	return p->err;
@@ -334,76 +338,92 @@ struct upload {
 	struct walk walk;
 	struct chunk *chunks;
 	size_t nchunks;
-	size_t *send; /* indices of chunks to send */
-	size_t nsend;
 	const char *chunk_prefix;
+	const char *missing_path;
+	pthread_mutex_t lock;
+	json_t *claimed; /* names some batch has asked about: {name: index} */
 };
 
 /*
- * Reads chunk c into buf, checking that its file is still the one the
- * walk saw. OUT: *len. Returns 0, GP_ECONFLICT (changed) or GP_EIO.
+ * Opens the file of chunk c, checking that it is still the one the walk
+ * saw. OUT: *fd, *off and *len (the chunk's place). Returns 0 or
+ * GP_ECONFLICT (changed).
  */
 static int
-read_chunk(struct upload *u, const struct chunk *c, char *buf, size_t *len)
+open_chunk(struct upload *u, const struct chunk *c, int *fd, int64_t *off,
+    size_t *len)
 {
 	const struct entry *e = &u->walk.files[c->file];
-	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
-	size_t want = (size_t)(e->size - off < GP_CKPT_CHUNK_SIZE
-		? e->size - off
-		: GP_CKPT_CHUNK_SIZE);
-	size_t got = 0;
 	struct stat st;
-	ssize_t n;
-	int fd;
 
-	fd = open_beneath(u->dirfd, e->path, O_RDONLY | O_NONBLOCK, 0, 0, 0,
+	*off = c->index * GP_CKPT_CHUNK_SIZE;
+	*len = (size_t)(e->size - *off < GP_CKPT_CHUNK_SIZE
+		? e->size - *off
+		: GP_CKPT_CHUNK_SIZE);
+	*fd = open_beneath(u->dirfd, e->path, O_RDONLY | O_NONBLOCK, 0, 0, 0,
 	    0);
-	if (fd < 0)
+	if (*fd < 0)
 		return GP_ECONFLICT;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode) ||
 	    (int64_t)st.st_ino != e->ino || st.st_size != e->size) {
-		close(fd);
+		close(*fd);
 		return GP_ECONFLICT;
 	}
-	while (got < want) {
-		n = pread(fd, buf + got, want - got, off + (int64_t)got);
+	return 0;
+}
+
+/* pread until len bytes or the end: returns the count, or -1. */
+static ssize_t
+pread_full(int fd, char *buf, size_t len, int64_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = pread(fd, buf + got, len - got, off + (int64_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			close(fd);
-			return GP_EIO;
-		}
+		if (n < 0)
+			return -1;
 		if (n == 0)
 			break;
 		got += (size_t)n;
 	}
-	close(fd);
-	if (got != want)
-		return GP_ECONFLICT;
-	*len = got;
-	return 0;
+	return (ssize_t)got;
 }
 
+/*
+ * Names chunk c, reading it a piece at a time into buf (HASH_PIECE
+ * bytes). Returns 0, GP_ECONFLICT (changed) or GP_EIO.
+ */
 static int
-hash_task(struct worker *w, size_t task)
+name_chunk(struct upload *u, struct chunk *c, char *buf)
 {
-	struct upload *u = w->pool->ctx;
-	struct chunk *c = &u->chunks[task];
-	size_t len;
-	int ret;
+	gp_ckpt_hash_state hs;
+	size_t len, done = 0, want;
+	int64_t off;
+	ssize_t n;
+	int fd, ret;
 
-	ret = read_chunk(u, c, w->buf, &len);
-	if (ret == GP_ECONFLICT) {
-		atomic_store(&w->pool->changed, 1);
-		atomic_store(&w->pool->stop, 1);
-		return 0;
-	}
-	if (ret != 0) {
-		pool_fail(w->pool, ret, "cannot read %.200s: %s",
-		    u->walk.files[c->file].path, strerror(errno));
+	if ((ret = open_chunk(u, c, &fd, &off, &len)) != 0)
 		return ret;
+	gp_ckpt_hash_init(&hs);
+	while (done < len) {
+		want = len - done < HASH_PIECE ? len - done : HASH_PIECE;
+		n = pread_full(fd, buf, want, off + (int64_t)done);
+		if (n < 0) {
+			close(fd);
+			return GP_EIO;
+		}
+		if ((size_t)n != want) {
+			close(fd);
+			return GP_ECONFLICT;
+		}
+		gp_ckpt_hash_update(&hs, buf, want);
+		done += want;
 	}
-	gp_ckpt_chunk_name(w->buf, len, c->name);
+	close(fd);
+	gp_ckpt_hash_final(&hs, c->name);
 	return 0;
 }
 
@@ -427,50 +447,105 @@ status_error(long status)
 	}
 }
 
+/* A chunk's bytes as a request body, read from its file as sent. */
+struct send_src {
+	int fd;
+	int64_t off;
+	size_t len, pos;
+	int changed; /* the file ended early */
+	int failed;  /* a read error */
+};
+
+static size_t
+send_read(void *arg, char *buf, size_t max)
+{
+	struct send_src *s = arg;
+	ssize_t n;
+
+	if (max > s->len - s->pos)
+		max = s->len - s->pos;
+	if (max == 0)
+		return 0;
+	n = pread_full(s->fd, buf, max, s->off + (int64_t)s->pos);
+	if (n < 0) {
+		s->failed = 1;
+		return (size_t)-1;
+	}
+	if ((size_t)n != max) {
+		s->changed = 1;
+		return (size_t)-1;
+	}
+	s->pos += max;
+	return max;
+}
+
+/* Tells the pool that a file changed while being read. */
 static int
-send_task(struct worker *w, size_t task)
+changed(struct pool *p)
+{
+	atomic_store(&p->changed, 1);
+	atomic_store(&p->stop, 1);
+	return 0;
+}
+
+/*
+ * Sends chunk c, streamed from its file (the coordinator checks it
+ * against its name). Returns 0 (also when the file changed: the pool is
+ * told) or GP_E* after pool_fail.
+ */
+static int
+send_chunk(struct worker *w, struct chunk *c)
 {
 	struct upload *u = w->pool->ctx;
-	struct chunk *c = &u->chunks[u->send[task]];
 	struct gp_http_response resp;
-	char path[512], name[GP_CKPT_NAME_HEX], text[256];
-	size_t len;
+	struct gp_http_stream body;
+	struct send_src src;
+	struct chunk again;
+	char path[512], text[256];
 	int ret, tries;
 
-	ret = read_chunk(u, c, w->buf, &len);
-	if (ret == GP_ECONFLICT) {
-		atomic_store(&w->pool->changed, 1);
-		atomic_store(&w->pool->stop, 1);
-		return 0;
-	}
-	if (ret != 0) {
-		pool_fail(w->pool, ret, "cannot read %.200s",
-		    u->walk.files[c->file].path);
-		return ret;
-	}
+	memset(&src, 0, sizeof(src));
+	if (open_chunk(u, c, &src.fd, &src.off, &src.len) != 0)
+		return changed(w->pool);
+	memset(&body, 0, sizeof(body));
+	body.read_body = send_read;
+	body.body_len = (int64_t)src.len;
+	body.arg = &src;
 	snprintf(path, sizeof(path), "%s%s", u->chunk_prefix, c->name);
 	for (tries = 1;; tries++) {
-		ret = gp_http_request(w->http, "PUT", path, w->buf, len,
-		    "application/octet-stream", CHUNK_TIMEOUT_MS, &resp);
+		src.pos = 0;
+		ret = gp_http_request_stream(w->http, "PUT", path,
+		    "application/octet-stream", CHUNK_TIMEOUT_MS, &body, &resp);
 		if (ret == 0 && (resp.status == 200 || resp.status == 201)) {
 			gp_http_response_fini(&resp);
-			atomic_fetch_add(&w->pool->bytes_sent, (int64_t)len);
+			close(src.fd);
+			atomic_fetch_add(&w->pool->bytes_sent, (int64_t)src.len);
 			atomic_fetch_add(&w->pool->chunks_sent, 1);
 			return 0;
 		}
 		gp_http_error_text(&resp, text, sizeof(text));
 		gp_http_response_fini(&resp);
+		if (src.changed) {
+			close(src.fd);
+			return changed(w->pool);
+		}
 		if (ret == 0 && resp.status == 400) {
 			/* Refused as corrupt: did the file change under us? */
-			gp_ckpt_chunk_name(w->buf, len, name);
-			if (strcmp(name, c->name) != 0) {
-				atomic_store(&w->pool->changed, 1);
-				atomic_store(&w->pool->stop, 1);
-				return 0;
+			again = *c;
+			if (name_chunk(u, &again, w->buf) != 0 ||
+			    strcmp(again.name, c->name) != 0) {
+				close(src.fd);
+				return changed(w->pool);
 			}
 		}
 		if ((ret == 0 && resp.status < 500) || tries >= CHUNK_TRIES ||
-		    atomic_load(&w->pool->stop)) {
+		    src.failed || atomic_load(&w->pool->stop)) {
+			close(src.fd);
+			if (src.failed) {
+				pool_fail(w->pool, GP_EIO, "cannot read %.200s",
+				    u->walk.files[c->file].path);
+				return GP_EIO;
+			}
 			ret = ret != 0 ? ret : status_error(resp.status);
 			pool_fail(w->pool, ret, "chunk upload: %s", text);
 			return ret;
@@ -526,6 +601,101 @@ json_call(struct gp_http_client *http, const char *method, const char *path,
 		return GP_EPROTO;
 	}
 	return 0;
+}
+
+/*
+ * One batch of UPLOAD_BATCH consecutive chunks: name each one, ask the
+ * coordinator which of the names no other batch has asked about yet it
+ * lacks, send those. Naming, asking and sending of different batches
+ * overlap on the pool's threads, so the transfer does not wait for the
+ * whole directory to be named. Each chunk is read once to be named and
+ * once more as it is sent (from the page cache, a piece at a time); a
+ * file that changes in between is caught by the coordinator (the content
+ * no longer matches the name) and by the final check of every file's
+ * mtime before the commit.
+ */
+static int
+batch_task(struct worker *w, size_t task)
+{
+	struct upload *u = w->pool->ctx;
+	size_t first = task * UPLOAD_BATCH, n = u->nchunks - first, i, k;
+	json_t *names = NULL, *body = NULL, *reply = NULL, *v;
+	char err[256];
+	long status;
+	int ret;
+
+	if (n > UPLOAD_BATCH)
+		n = UPLOAD_BATCH;
+	for (i = first; i < first + n; i++) {
+		struct chunk *c = &u->chunks[i];
+		ret = name_chunk(u, c, w->buf);
+		if (ret == GP_ECONFLICT)
+			return changed(w->pool);
+		if (ret != 0) {
+			pool_fail(w->pool, ret, "cannot read %.200s: %s",
+			    u->walk.files[c->file].path, strerror(errno));
+			return ret;
+		}
+	}
+	/* Names already asked about by a batch are that batch's to send. */
+	if ((names = json_array()) == NULL)
+		goto nomem;
+	pthread_mutex_lock(&u->lock);
+	for (i = first; i < first + n; i++) {
+		if (json_object_get(u->claimed, u->chunks[i].name) != NULL)
+			continue;
+		if (json_object_set_new(u->claimed, u->chunks[i].name,
+			json_integer((json_int_t)i)) != 0 ||
+		    json_array_append_new(names,
+			json_string(u->chunks[i].name)) != 0) {
+			pthread_mutex_unlock(&u->lock);
+			goto nomem;
+		}
+		u->chunks[i].send = 1;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (json_array_size(names) == 0) {
+		json_decref(names);
+		return 0;
+	}
+	body = json_pack("{s:o}", "chunks", names);
+	names = NULL;
+	if (body == NULL)
+		goto nomem;
+	ret = json_call(w->http, "POST", u->missing_path, body, &reply,
+	    &status, err, sizeof(err));
+	json_decref(body);
+	if (ret != 0) {
+		pool_fail(w->pool, ret, "%s", err);
+		return ret;
+	}
+	/* Send what is missing. */
+	for (i = first; i < first + n && !atomic_load(&w->pool->stop); i++) {
+		int wanted = 0;
+		if (!u->chunks[i].send)
+			continue;
+		json_array_foreach(json_object_get(reply, "missing"), k, v)
+		{
+			if (json_is_string(v) &&
+			    strcmp(json_string_value(v), u->chunks[i].name) ==
+				0) {
+				wanted = 1;
+				break;
+			}
+		}
+		if (!wanted)
+			continue;
+		if ((ret = send_chunk(w, &u->chunks[i])) != 0) {
+			json_decref(reply);
+			return ret;
+		}
+	}
+	json_decref(reply);
+	return 0;
+nomem:
+	json_decref(names);
+	pool_fail(w->pool, GP_ENOMEM, "out of memory");
+	return GP_ENOMEM;
 }
 
 /* Builds the chunk list from the walk. */
@@ -639,16 +809,16 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	struct gp_http_client *http = NULL;
 	struct stat mst;
 	char base[128], path[256], prefix[192];
-	json_t *names = NULL, *list = NULL, *reply = NULL, *m = NULL, *v;
-	const char *key;
-	int64_t start = gp_mono_ms(), version, t_hashed = 0, t_sent = 0;
-	size_t i, marker = SIZE_MAX, k, nnames;
+	json_t *reply = NULL, *m = NULL;
+	int64_t start = gp_mono_ms(), version, t_sent = 0;
+	size_t i, marker = SIZE_MAX;
 	long status;
 	int ret, fd;
 
 	memset(st, 0, sizeof(*st));
 	memset(&u, 0, sizeof(u));
 	u.dirfd = -1;
+	pthread_mutex_init(&u.lock, NULL);
 	err[0] = '\0';
 	snprintf(base, sizeof(base), "/v1/agent/jobs/%lld/%lld/checkpoint",
 	    (long long)t->job_id, (long long)t->attempt);
@@ -658,7 +828,8 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	if (u.dirfd < 0) {
 		snprintf(err, errlen, "cannot open %.200s: %s", dir,
 		    strerror(errno));
-		return GP_EIO;
+		ret = GP_EIO;
+		goto out;
 	}
 	if (fstatat(u.dirfd, GP_CKPT_MARKER, &mst, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    !S_ISREG(mst.st_mode)) {
@@ -708,71 +879,22 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	/* Name every chunk (reading all the files), then check again. */
-	memset(&p, 0, sizeof(p));
-	pthread_mutex_init(&p.lock, NULL);
-	p.ntasks = u.nchunks;
-	p.run = hash_task;
-	p.ctx = &u;
-	ret = pool_run(&p, t->parallel > 0 ? t->parallel : PARALLEL_DEFAULT);
-	pthread_mutex_destroy(&p.lock);
-	if (ret != 0) {
-		snprintf(err, errlen, "%s", p.errtext);
-		goto out;
-	}
-	t_hashed = gp_mono_ms();
-	if (atomic_load(&p.changed) || !unchanged_since_walk(&u)) {
-		gp_strlcpy(st->skipped, "changed while reading",
-		    sizeof(st->skipped));
-		goto out;
-	}
-	/* Which chunks does the coordinator lack? */
-	http = gp_http_client_new(t->url, t->token, t->ca_file);
-	names = json_object();
-	list = json_array();
-	if (http == NULL || names == NULL || list == NULL) {
+	/* Name, ask about and send the chunks, batch by batch. */
+	snprintf(path, sizeof(path), "%s/missing", base);
+	u.missing_path = path;
+	if ((u.claimed = json_object()) == NULL) {
 		ret = GP_ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	for (i = 0; i < u.nchunks; i++)
-		json_object_set_new(names, u.chunks[i].name, json_integer(
-		    (json_int_t)i));
-	json_object_foreach(names, key, v)
-		json_array_append_new(list, json_string(key));
-	snprintf(path, sizeof(path), "%s/missing", base);
-	m = json_pack("{s:O}", "chunks", list);
-	ret = json_call(http, "POST", path, m, &reply, &status, err, errlen);
-	json_decref(m);
-	m = NULL;
-	if (ret != 0)
-		goto out;
-	nnames = json_object_size(names);
-	u.send = calloc(nnames + 1, sizeof(*u.send));
-	if (u.send == NULL) {
-		ret = GP_ENOMEM;
-		goto out;
-	}
-	json_array_foreach(json_object_get(reply, "missing"), k, v)
-	{
-		json_t *idx = json_object_get(names, json_string_value(v) ?
-		    json_string_value(v) : "");
-		if (idx == NULL || u.nsend >= nnames)
-			continue;
-		u.send[u.nsend++] = (size_t)json_integer_value(idx);
-		json_object_del(names, json_string_value(v));
-	}
-	json_decref(reply);
-	reply = NULL;
-	/* Send them. */
 	memset(&p, 0, sizeof(p));
 	pthread_mutex_init(&p.lock, NULL);
 	p.url = t->url;
 	p.token = t->token;
 	p.ca_file = t->ca_file;
 	p.need_http = 1;
-	p.ntasks = u.nsend;
-	p.run = send_task;
+	p.ntasks = (u.nchunks + UPLOAD_BATCH - 1) / UPLOAD_BATCH;
+	p.run = batch_task;
 	p.ctx = &u;
 	ret = pool_run(&p, t->parallel > 0 ? t->parallel : PARALLEL_DEFAULT);
 	pthread_mutex_destroy(&p.lock);
@@ -782,14 +904,16 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		snprintf(err, errlen, "%s", p.errtext);
 		goto out;
 	}
-	if (atomic_load(&p.changed)) {
+	/* Every file as the walk saw it, all along: the version is whole. */
+	if (atomic_load(&p.changed) || !unchanged_since_walk(&u)) {
 		gp_strlcpy(st->skipped, "changed while reading",
 		    sizeof(st->skipped));
 		goto out;
 	}
 	t_sent = gp_mono_ms();
 	/* Commit. */
-	if ((m = manifest_json(&u, st->label)) == NULL) {
+	http = gp_http_client_new(t->url, t->token, t->ca_file);
+	if (http == NULL || (m = manifest_json(&u, st->label)) == NULL) {
 		ret = GP_ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -805,10 +929,10 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 		goto out;
 	}
 	st->version = version;
-	gp_debug("checkpoint upload timing job=%lld hash_ms=%lld send_ms=%lld "
+	gp_debug("checkpoint upload timing job=%lld transfer_ms=%lld "
 		 "commit_ms=%lld",
-	    (long long)t->job_id, (long long)(t_hashed - start),
-	    (long long)(t_sent - t_hashed), (long long)(gp_mono_ms() - t_sent));
+	    (long long)t->job_id, (long long)(t_sent - start),
+	    (long long)(gp_mono_ms() - t_sent));
 	for (i = 0; i < u.walk.nfiles; i++)
 		st->bytes += u.walk.files[i].size;
 	mark->marker_mtime_ns = u.walk.files[marker].mtime_ns;
@@ -828,12 +952,11 @@ out:
 	st->elapsed_ms = gp_mono_ms() - start;
 	json_decref(m);
 	json_decref(reply);
-	json_decref(names);
-	json_decref(list);
+	json_decref(u.claimed);
+	pthread_mutex_destroy(&u.lock);
 	gp_http_client_free(http);
 	walk_free(&u.walk);
 	free(u.chunks);
-	free(u.send);
 	if (u.dirfd >= 0)
 		close(u.dirfd);
 	return ret;
@@ -848,7 +971,51 @@ struct fetch {
 	struct chunk *chunks;
 	size_t nchunks;
 	const char *chunk_prefix;
+	const struct gp_ckpt_source *src; /* for its progress callback */
+	int64_t total;
 };
+
+/*
+ * A chunk being received: named and written into its file as it arrives,
+ * straight from curl's buffer. (Through the page cache: on a VM whose
+ * disk serves one request at a time, O_DIRECT here would put the
+ * download's writes in line with the coordinator's reads of the same
+ * chunks; bench/RESULTS.md.)
+ */
+struct fetch_dst {
+	int fd;
+	int64_t off;	  /* the chunk's place in its file */
+	size_t want, got; /* bytes expected, received and written */
+	gp_ckpt_hash_state hash;
+	int failed;	  /* a write error (errno in err) */
+	int err;
+};
+
+static int
+fetch_write(void *arg, const char *data, size_t len)
+{
+	struct fetch_dst *d = arg;
+	size_t done = 0;
+	ssize_t n;
+
+	if (d->got + len > d->want)
+		return -1; /* longer than its place: corrupt */
+	gp_ckpt_hash_update(&d->hash, data, len);
+	while (done < len) {
+		n = pwrite(d->fd, data + done, len - done,
+		    d->off + (int64_t)(d->got + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			d->failed = 1;
+			d->err = n < 0 ? errno : EIO;
+			return -1;
+		}
+		done += (size_t)n;
+	}
+	d->got += len;
+	return 0;
+}
 
 static int
 fetch_task(struct worker *w, size_t task)
@@ -858,63 +1025,76 @@ fetch_task(struct worker *w, size_t task)
 	json_t *file = json_array_get(f->files, c->file);
 	const char *path = json_string_value(json_object_get(file, "path"));
 	int64_t size = json_integer_value(json_object_get(file, "size"));
-	int64_t off = c->index * GP_CKPT_CHUNK_SIZE;
-	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
-		? size - off
-		: GP_CKPT_CHUNK_SIZE);
 	struct gp_http_response resp;
+	struct gp_http_stream body;
+	struct fetch_dst d;
 	char url[512], name[GP_CKPT_NAME_HEX], text[256];
 	struct stat sb;
-	int ret, tries, fd;
+	int64_t done;
+	int ret, tries;
 
+	memset(&d, 0, sizeof(d));
+	d.off = c->index * GP_CKPT_CHUNK_SIZE;
+	d.want = (size_t)(size - d.off < GP_CKPT_CHUNK_SIZE
+		? size - d.off
+		: GP_CKPT_CHUNK_SIZE);
+	/* The very file we created, not something put in its place. */
+	d.fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
+	if (d.fd < 0 || fstat(d.fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (int64_t)sb.st_ino != f->inodes[c->file]) {
+		if (d.fd >= 0)
+			close(d.fd);
+		pool_fail(w->pool, GP_EIO, "cannot write %.200s: %s", path,
+		    d.fd >= 0 ? "replaced" : strerror(errno));
+		return GP_EIO;
+	}
+	memset(&body, 0, sizeof(body));
+	body.write_body = fetch_write;
+	body.arg = &d;
 	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
 	for (tries = 1;; tries++) {
-		ret = gp_http_request_into(w->http, "GET", url, NULL, 0, NULL,
-		    CHUNK_TIMEOUT_MS, &resp, &w->sink);
+		d.got = 0;
+		gp_ckpt_hash_init(&d.hash);
+		ret = gp_http_request_stream(w->http, "GET", url, NULL,
+		    CHUNK_TIMEOUT_MS, &body, &resp);
+		if (d.failed) {
+			gp_http_response_fini(&resp);
+			close(d.fd);
+			pool_fail(w->pool, GP_EIO, "cannot write %.200s: %s",
+			    path, strerror(d.err));
+			return GP_EIO;
+		}
 		if (ret == 0 && resp.status == 200) {
-			if (w->sink.len == want) {
-				gp_ckpt_chunk_name(w->sink.data, want, name);
-				if (strcmp(name, c->name) == 0)
-					break;
+			gp_ckpt_hash_final(&d.hash, name);
+			if (d.got == d.want && strcmp(name, c->name) == 0) {
+				gp_http_response_fini(&resp);
+				break;
 			}
+			ret = GP_EPROTO;
+		}
+		if (ret == GP_EPROTO)
 			snprintf(text, sizeof(text),
 			    "chunk %.16s... is corrupt (%zu bytes)", c->name,
-			    w->sink.len);
-			ret = GP_EPROTO;
-		} else {
-			resp.body = ret == 0 ? w->sink.data : NULL;
-			resp.body_len = ret == 0 ? w->sink.len : 0;
+			    d.got);
+		else
 			gp_http_error_text(&resp, text, sizeof(text));
-			resp.body = NULL;
-			if (ret == 0)
-				ret = status_error(resp.status);
-		}
+		gp_http_response_fini(&resp);
+		if (ret == 0)
+			ret = status_error(resp.status);
 		if ((ret != GP_EPROTO && ret != GP_EIO && ret != GP_ECONN &&
 			ret != GP_ETIMEDOUT) ||
 		    tries >= CHUNK_TRIES || atomic_load(&w->pool->stop)) {
+			close(d.fd);
 			pool_fail(w->pool, ret, "chunk download: %s", text);
 			return ret;
 		}
 	}
-	/* The very file we created, not something put in its place. */
-	fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
-	ret = fd >= 0 ? 0 : GP_EIO;
-	if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-	    (int64_t)sb.st_ino != f->inodes[c->file])) {
-		errno = EXDEV;
-		ret = GP_EIO;
-	}
-	if (ret == 0 && pwrite(fd, w->sink.data, want, off) != (ssize_t)want)
-		ret = GP_EIO;
-	if (fd >= 0)
-		close(fd);
-	if (ret != 0) {
-		pool_fail(w->pool, ret, "cannot write %.200s: %s", path,
-		    strerror(errno));
-		return ret;
-	}
-	atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want);
+	close(d.fd);
+	done = atomic_fetch_add(&w->pool->bytes_sent, (int64_t)d.want) +
+	    (int64_t)d.want;
 	atomic_fetch_add(&w->pool->chunks_sent, 1);
+	if (f->src->progress != NULL)
+		f->src->progress(f->src->progress_arg, done, f->total);
 	return 0;
 }
 
@@ -1009,6 +1189,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	memset(&f, 0, sizeof(f));
 	err[0] = '\0';
 	f.chunk_prefix = src->chunk_prefix;
+	f.src = src;
 	f.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (f.dirfd < 0) {
 		snprintf(err, errlen, "cannot open %.200s: %s", dir,
@@ -1045,6 +1226,7 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 		goto out;
 	}
 	f.files = json_object_get(m, "files");
+	f.total = tot.bytes;
 	f.chunks = calloc((size_t)tot.chunks + 1, sizeof(*f.chunks));
 	f.inodes = calloc((size_t)tot.files + 1, sizeof(*f.inodes));
 	if (f.chunks == NULL || f.inodes == NULL) {
@@ -1154,6 +1336,7 @@ gp_ckpt_download(const struct gp_ckpt_target *t, const char *dir, uid_t uid,
 	    "/v1/agent/jobs/%lld/%lld/checkpoint", (long long)t->job_id,
 	    (long long)t->attempt);
 	snprintf(prefix, sizeof(prefix), "%s/chunks/", manifest);
+	memset(&src, 0, sizeof(src));
 	src.url = t->url;
 	src.token = t->token;
 	src.ca_file = t->ca_file;

@@ -15,6 +15,12 @@ struct gp_ckpt_source {
 	const char *manifest_path; /* "/v1/jobs/7/checkpoints/latest" */
 	const char *chunk_prefix;  /* "/v1/jobs/7/checkpoints/chunks/" */
 	int parallel;		   /* 0: default 4 */
+	/*
+	 * Optional: called from the transfer threads after each chunk
+	 * written, with the bytes written so far and the version's size.
+	 */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
 };
 
 /*

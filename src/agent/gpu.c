@@ -64,6 +64,26 @@ gp_gpu_close(struct gp_gpu_set *set)
 }
 
 int
+gp_gpu_usage(struct gp_gpu_set *set, int index, int busy,
+    struct gp_gpu_usage *usage)
+{
+	int ret;
+
+	memset(usage, 0, sizeof(*usage));
+	usage->temp_c = usage->power_mw = -1;
+	if (set->ops == NULL || set->state == NULL)
+		return GP_ENOENT;
+	if (index < 0 || index >= set->n)
+		return GP_EINVAL;
+	ret = set->ops->usage(set->state, index, busy, usage);
+	if (ret != 0) {
+		memset(usage, 0, sizeof(*usage));
+		usage->temp_c = usage->power_mw = -1;
+	}
+	return ret;
+}
+
+int
 gp_gpu_discover(const char *fake_spec, struct gp_gpu_info **out, int *n,
     char *err, size_t errlen)
 {

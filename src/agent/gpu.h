@@ -37,6 +37,8 @@ struct gp_gpu_info {
 struct gp_gpu_usage {
 	int util;		/* percent, 0..100 */
 	int64_t mem_used_mib;
+	int temp_c;		/* degrees Celsius; -1: unknown */
+	int power_mw;		/* milliwatts; -1: unknown */
 };
 
 /* A backend: one implementation per file (nvml.c, fake.c). */
@@ -50,8 +52,13 @@ struct gp_gpu_ops {
 	    char *err, size_t errlen);
 	/* OUT: *out (malloc'd, caller frees), *n. */
 	int (*list)(void *state, struct gp_gpu_info **out, int *n);
-	/* Current use of GPU index. Returns 0 or GP_E*. */
-	int (*usage)(void *state, int index, struct gp_gpu_usage *usage);
+	/*
+	 * Current use of GPU index. busy: whether one of the pool's jobs
+	 * holds it (the fake backend makes its readings up from it; NVML
+	 * ignores it). Returns 0 or GP_E*.
+	 */
+	int (*usage)(void *state, int index, int busy,
+	    struct gp_gpu_usage *usage);
 	void (*close)(void *state);
 	/*
 	 * The processes using GPU index, the pool's included. OUT: pids (at
@@ -96,6 +103,13 @@ struct gp_gpu_set {
 int gp_gpu_open(const char *fake_spec, const char *node_name,
     struct gp_gpu_set *set, char *err, size_t errlen);
 void gp_gpu_close(struct gp_gpu_set *set);
+/*
+ * What GPU index does now (see the ops' usage). With no backend, or on a
+ * backend error, writes zeros and -1 for the unknown sensors and returns
+ * the error (0 on success).
+ */
+int gp_gpu_usage(struct gp_gpu_set *set, int index, int busy,
+    struct gp_gpu_usage *usage);
 
 /*
  * The minor number of GPU index's device node /dev/nvidia<minor> (the

@@ -1,11 +1,15 @@
 /*
  * gpu_fake.c: fake GPUs for tests and benchmarks (--fake-gpus
  * N[:MODEL[:MEM_MIB]]). UUIDs are "GPU-fake-<node>-<i>", stable per node
- * name; usage is always zero. The processes using each GPU come from a
+ * name. Their readings are made up, plausible and plainly fake: an idle
+ * GPU reads 0 % and 0 MiB at a cool idle power; one a job holds swings
+ * slowly between about 55 and 95 % with half its memory in use, and its
+ * temperature and power follow. The processes using each GPU come from a
  * file the tests write (--fake-gpu-procs: "GPU_INDEX PID" lines).
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,14 +105,25 @@ fake_list(void *state, struct gp_gpu_info **out, int *n)
 }
 
 static int
-fake_usage(void *state, int index, struct gp_gpu_usage *usage)
+fake_usage(void *state, int index, int busy, struct gp_gpu_usage *usage)
 {
 	struct fake *f = state;
+	double t = (double)gp_mono_ms() / 1000.0, wave;
 
 	if (index < 0 || index >= f->count)
 		return GP_EINVAL;
-	usage->util = 0;
-	usage->mem_used_mib = 0;
+	/* A slow wave (a minute or so), shifted per GPU. */
+	wave = sin(t / 9.0 + index * 1.7);
+	if (busy) {
+		usage->util = 75 + (int)(20.0 * wave);
+		usage->mem_used_mib = (int64_t)((double)f->mem_mib *
+		    (0.5 + 0.1 * wave));
+	} else {
+		usage->util = 0;
+		usage->mem_used_mib = 0;
+	}
+	usage->temp_c = 33 + index % 4 + usage->util * 2 / 5;
+	usage->power_mw = 25000 + usage->util * 2200;
 	return 0;
 }
 

@@ -56,6 +56,9 @@ struct nvml {
 	nvml_return (*util)(nvml_device, struct nvml_utilization *);
 	nvml_return (*minor)(nvml_device, unsigned int *); /* or NULL */
 	struct nvml_procs compute, graphics;	/* fn NULL: not in the lib */
+	/* Sensors: NULL when the library lacks them. */
+	nvml_return (*temperature)(nvml_device, int, unsigned int *);
+	nvml_return (*power)(nvml_device, unsigned int *);
 	unsigned int n;
 };
 
@@ -134,7 +137,11 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 		goto fail;
 	{
 		void *sym = dlsym(v->lib, "nvmlDeviceGetMinorNumber");
+		void *t = dlsym(v->lib, "nvmlDeviceGetTemperature");
+		void *w = dlsym(v->lib, "nvmlDeviceGetPowerUsage");
 		memcpy(&v->minor, &sym, sizeof(sym));
+		memcpy(&v->temperature, &t, sizeof(t));
+		memcpy(&v->power, &w, sizeof(w));
 	}
 	resolve_procs(v->lib, "nvmlDeviceGetComputeRunningProcesses",
 	    &v->compute);
@@ -190,14 +197,18 @@ nvml_list(void *state, struct gp_gpu_info **out, int *n)
 	return 0;
 }
 
+#define NVML_TEMPERATURE_GPU 0
+
 static int
-nvml_usage(void *state, int index, struct gp_gpu_usage *usage)
+nvml_usage(void *state, int index, int busy, struct gp_gpu_usage *usage)
 {
 	struct nvml *v = state;
 	struct nvml_utilization u;
 	struct nvml_memory mem;
 	nvml_device dev;
+	unsigned int x;
 
+	(void)busy;
 	if (index < 0 || (unsigned int)index >= v->n ||
 	    v->handle((unsigned int)index, &dev) != 0)
 		return GP_EINVAL;
@@ -205,6 +216,15 @@ nvml_usage(void *state, int index, struct gp_gpu_usage *usage)
 		return GP_EIO;
 	usage->util = u.gpu > 100 ? 100 : (int)u.gpu;
 	usage->mem_used_mib = (int64_t)(mem.used >> 20);
+	/* Not every GPU has every sensor (NOT_SUPPORTED): -1, unknown. */
+	usage->temp_c = v->temperature != NULL &&
+		v->temperature(dev, NVML_TEMPERATURE_GPU, &x) == 0 && x < 250
+	    ? (int)x
+	    : -1;
+	usage->power_mw = v->power != NULL && v->power(dev, &x) == 0 &&
+		x <= 100000000
+	    ? (int)x
+	    : -1;
 	return 0;
 }
 

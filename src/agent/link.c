@@ -88,12 +88,13 @@ gp_link_apply_kills(struct gp_agent *ag, json_t *list)
 static json_t *
 gpus_json(struct gp_agent *ag, int usage)
 {
-	json_t *list = json_array();
+	json_t *list = json_array(), *o;
+	uint64_t busy = usage ? gp_provider_busy_gpus(ag->provider) : 0;
 	int i;
 
 	for (i = 0; i < ag->gpus.n && list != NULL; i++) {
 		const struct gp_gpu_info *g = &ag->gpus.gpus[i];
-		struct gp_gpu_usage u = {0, 0};
+		struct gp_gpu_usage u;
 
 		if (!usage) {
 			json_array_append_new(list, json_pack("{si ss ss sI}",
@@ -101,11 +102,17 @@ gpus_json(struct gp_agent *ag, int usage)
 			    g->model, "mem_mib", (json_int_t)g->mem_mib));
 			continue;
 		}
-		if (ag->gpus.state != NULL)
-			ag->gpus.ops->usage(ag->gpus.state, i, &u);
-		json_array_append_new(list, json_pack("{si si sI}", "index",
-		    g->index, "util", u.util, "mem_used_mib",
-		    (json_int_t)u.mem_used_mib));
+		gp_gpu_usage(&ag->gpus, i, i < 64 && ((busy >> i) & 1), &u);
+		o = json_pack("{si si sI}", "index", g->index, "util", u.util,
+		    "mem_used_mib", (json_int_t)u.mem_used_mib);
+		/* Sensors the GPU lacks are left out. */
+		if (o != NULL && u.temp_c >= 0)
+			json_object_set_new(o, "temp_c",
+			    json_integer(u.temp_c));
+		if (o != NULL && u.power_mw >= 0)
+			json_object_set_new(o, "power_mw",
+			    json_integer(u.power_mw));
+		json_array_append_new(list, o);
 	}
 	return list;
 }

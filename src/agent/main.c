@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/agentd.h"
 #include "agent/container.h"
+#include "agent/metrics.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -30,6 +31,7 @@ static const char usage_text[] =
 "           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
 "           [--policy FILE] [--control PATH] [--owner USER]\n"
+"           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
 "           [--runtime auto|crun|runc|none|PATH] [--userns-base UID]\n"
 "           [--scratch-size SIZE] [--container-init PATH] [-v]\n"
 "\n"
@@ -58,6 +60,11 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --metrics-listen [ADDR:]PORT\n"
+"                     serve Prometheus metrics on GET /metrics (ADDR\n"
+"                     defaults to 127.0.0.1; off unless given)\n"
+"  --metrics-token-file F\n"
+"                     scrapers must send this token as a bearer token\n"
 "  --runtime RT       OCI runtime for container jobs: auto (crun, else\n"
 "                     runc; the default), crun, runc, a path, or none\n"
 "  --userns-base UID  container jobs map to host ids UID..UID+65535\n"
@@ -196,6 +203,8 @@ gp_agent_main(int argc, char **argv)
 		{"policy", required_argument, NULL, 'P'},
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
+		{"metrics-listen", required_argument, NULL, 'M'},
+		{"metrics-token-file", required_argument, NULL, 'K'},
 		{"runtime", required_argument, NULL, 'R'},
 		{"userns-base", required_argument, NULL, 'B'},
 		{"scratch-size", required_argument, NULL, 'Z'},
@@ -209,8 +218,12 @@ gp_agent_main(int argc, char **argv)
 	const char *work = NULL, *name = NULL, *token_file = NULL, *ca = NULL;
 	const char *policy = NULL, *control = NULL, *owner = NULL;
 	const char *fake_procs = NULL, *fake_gpu_root = NULL;
+	const char *metrics_listen = NULL, *metrics_token_file = NULL;
 	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
+	char *metrics_token = NULL;
+	struct gp_agent_metrics *metrics = NULL;
+	struct sockaddr_in metrics_addr;
 	char work_default[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
@@ -249,6 +262,17 @@ gp_agent_main(int argc, char **argv)
 		case 'P': policy = optarg; break;
 		case 'S': control = optarg; break;
 		case 'O': owner = optarg; break;
+		case 'M':
+			if (gp_agent_metrics_parse_listen(optarg,
+			    &metrics_addr) != 0) {
+				fprintf(stderr, "gpupool agent: "
+				    "--metrics-listen: expected PORT or "
+				    "ADDR:PORT (IPv4), got '%s'\n", optarg);
+				return 2;
+			}
+			metrics_listen = optarg;
+			break;
+		case 'K': metrics_token_file = optarg; break;
 		case 'R': copts.runtime = optarg; break;
 		case 'I': copts.init_path = optarg; break;
 		case 'G': fake_gpu_root = optarg; break;
@@ -295,6 +319,21 @@ gp_agent_main(int argc, char **argv)
 			return 2;
 		}
 		token = file_token;
+	}
+	if (metrics_token_file != NULL) {
+		if (metrics_listen == NULL) {
+			fprintf(stderr, "gpupool agent: --metrics-token-file "
+			    "needs --metrics-listen\n");
+			return 2;
+		}
+		if (read_token(metrics_token_file, &metrics_token) != 0 ||
+		    metrics_token[0] == '\0') {
+			fprintf(stderr, "gpupool agent: cannot read a token "
+			    "from --metrics-token-file %s\n",
+			    metrics_token_file);
+			free(metrics_token);
+			return 2;
+		}
 	}
 	if (token == NULL)
 		token = getenv("GPUPOOL_TOKEN");
@@ -433,6 +472,12 @@ gp_agent_main(int argc, char **argv)
 	    "mem_mib=%lld gpus=%d run_as=%s work=%s", ag->name, ag->url,
 	    prefix, ag->cpus, (long long)ag->mem_mib, ag->gpus.n,
 	    ag->user.name, ag->work);
+	if (metrics_listen != NULL &&
+	    (metrics = gp_agent_metrics_start(ag, &metrics_addr,
+	    metrics_token, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
 	if (gp_link_start(ag) != 0) {
 		gp_error("cannot start threads");
 		goto out;
@@ -450,6 +495,8 @@ gp_agent_main(int argc, char **argv)
 	if (ret == 0)
 		gp_provider_drain(ag->provider, "agent_stopped");
 	gp_link_stop(ag);
+	gp_agent_metrics_stop(metrics);
+	metrics = NULL;
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
@@ -461,6 +508,11 @@ gp_agent_main(int argc, char **argv)
 	ag->containers = NULL;
 	gp_cgroup_fini(&ag->cgroups);
 out:
+	gp_agent_metrics_stop(metrics);
+	if (metrics_token != NULL) {
+		memset(metrics_token, 0, strlen(metrics_token));
+		free(metrics_token);
+	}
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);

@@ -127,7 +127,16 @@ struct gp_provider {
 		int killed;
 	} recent[64];
 	int nrecent;
+	/* For /metrics (agent/metrics.c): counted as they happen. */
+	_Atomic int64_t uploads, upload_failures, upload_bytes;
+	_Atomic int64_t restores, restore_failures;
+	int64_t owner_ends[GP_PROVIDER_END_REASONS]; /* under lock */
 };
+
+/* The reasons end_job is given, in gp_provider_snapshot's order. */
+static const char *const end_reasons[GP_PROVIDER_END_REASONS] = {
+    "reclaimed", "owner_present", "window_closed", "provider_left",
+    "agent_stopped", "other"};
 
 /* ---- helpers (call with p->lock held unless said otherwise) ---- */
 
@@ -281,8 +290,13 @@ end_job(struct gp_provider *p, struct pjob *j, const char *reason,
 	if (j->exited || j->phase == PJ_FINAL)
 		return;
 	if (j->end_reason == NULL) {
+		int k;
 		j->end_reason = reason;
 		j->end_mono = now;
+		for (k = 0; k + 1 < GP_PROVIDER_END_REASONS &&
+		     strcmp(reason, end_reasons[k]) != 0; k++)
+			;
+		p->owner_ends[k]++;
 	}
 	if (j->phase == PJ_RESTORING) {
 		/* Not started: the worker ends it once its download is over. */
@@ -614,6 +628,11 @@ upload(struct gp_provider *p, struct pjob *j, struct gp_ckpt_mark *mark,
 	target_of(p, j, &t);
 	memset(&st, 0, sizeof(st));
 	ret = gp_ckpt_upload(&t, j->dir, mark, &st, err, sizeof(err));
+	if (ret == 0 && st.version > 0) {
+		atomic_fetch_add(&p->uploads, 1);
+		atomic_fetch_add(&p->upload_bytes, st.bytes_sent);
+	} else if (ret != 0)
+		atomic_fetch_add(&p->upload_failures, 1);
 	if (ret != 0) {
 		gp_warn("checkpoint upload failed job=%lld attempt=%lld "
 		    "why=%s error=\"%s\"", (long long)j->id.job_id,
@@ -676,6 +695,7 @@ do_restore(struct gp_provider *p, struct pjob *j)
 		a = j->pending;
 		memset(&j->pending, 0, sizeof(j->pending));
 		if (st.version > 0) {
+			atomic_fetch_add(&p->restores, 1);
 			a.restore_dir = strdup(staging);
 			a.restored_version = st.version;
 			j->mark = mark;
@@ -711,6 +731,7 @@ do_restore(struct gp_provider *p, struct pjob *j)
 	else if (j->end_reason != NULL || j->stale)
 		j->result.reason = "killed";
 	else {
+		atomic_fetch_add(&p->restore_failures, 1);
 		j->result.reason = "restore_failed";
 		snprintf(j->message, sizeof(j->message),
 		    "cannot restore checkpoint: %.450s", err);
@@ -1026,6 +1047,60 @@ gpu_state(const struct gp_provider *p, int i, const struct pjob **jobp)
 	if (*jobp != NULL)
 		return "running";
 	return p->paused ? "paused" : "idle";
+}
+
+uint64_t
+gp_provider_busy_gpus(struct gp_provider *p)
+{
+	const struct pjob *j;
+	uint64_t m = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (j = p->jobs; j != NULL; j = j->next)
+		if (j->phase == PJ_RUNNING && !j->exited)
+			m |= job_mask(j);
+	pthread_mutex_unlock(&p->lock);
+	return m;
+}
+
+void
+gp_provider_snapshot(struct gp_provider *p, struct gp_provider_snapshot *out)
+{
+	const struct pjob *j;
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&p->lock);
+	out->ngpus = p->ag->gpus.n < 64 ? p->ag->gpus.n : 64;
+	for (i = 0; i < out->ngpus; i++) {
+		struct gp_provider_gpu *g = &out->gpus[i];
+		g->state = gpu_state(p, i, &j);
+		g->lent = (p->offer_lent >> i) & 1;
+		if (j != NULL) {
+			g->job_id = j->id.job_id;
+			g->attempt = j->id.attempt;
+			gp_strlcpy(g->user, j->user, sizeof(g->user));
+			gp_strlcpy(g->name, j->name, sizeof(g->name));
+			if (j->phase == PJ_RUNNING && !j->exited)
+				out->busy |= 1ULL << i;
+		}
+	}
+	for (j = p->jobs; j != NULL; j = j->next)
+		out->jobs++;
+	out->paused = p->paused;
+	out->leaving = p->leaving;
+	out->fenced = p->fenced;
+	out->window_open = p->window_open;
+	for (i = 0; i < GP_PROVIDER_END_REASONS; i++) {
+		out->end_reasons[i] = end_reasons[i];
+		out->owner_ends[i] = p->owner_ends[i];
+	}
+	pthread_mutex_unlock(&p->lock);
+	out->uploads = atomic_load(&p->uploads);
+	out->upload_failures = atomic_load(&p->upload_failures);
+	out->upload_bytes = atomic_load(&p->upload_bytes);
+	out->restores = atomic_load(&p->restores);
+	out->restore_failures = atomic_load(&p->restore_failures);
 }
 
 static json_t *

@@ -1,7 +1,8 @@
 /*
  * checkpoint.c: `gpupool checkpoints JOB` (the stored versions of a job's
  * checkpoint) and `gpupool checkpoint get JOB DIR` (restores one into an
- * empty directory, verifying every chunk, with the agent's client).
+ * empty directory, verifying every chunk, with the agent's client, and
+ * a progress line on a terminal).
  */
 #include <stdio.h>
 #include <string.h>
@@ -122,6 +123,7 @@ gp_cli_cmd_checkpoint_get(const struct gp_cli_args *args)
 	struct gp_ckpt_source src;
 	struct gp_ckpt_mark mark;
 	struct gp_ckpt_stats st;
+	struct gp_progress progress;
 	const char *version = gp_cli_value(args, "version");
 	char manifest[96], prefix[96], err[512], size[24];
 	int64_t id, v;
@@ -147,9 +149,13 @@ gp_cli_cmd_checkpoint_get(const struct gp_cli_args *args)
 	src.ca_file = conn.cfg.ca[0] != '\0' ? conn.cfg.ca : NULL;
 	src.manifest_path = manifest;
 	src.chunk_prefix = prefix;
+	gp_progress_begin(&progress, "restoring", 0);
+	src.progress = gp_progress_callback;
+	src.progress_arg = &progress;
 	memset(&mark, 0, sizeof(mark));
 	rc = gp_ckpt_fetch(&src, args->operands[1], (uid_t)-1, (gid_t)-1,
 	    &mark, &st, err, sizeof(err));
+	gp_progress_end(&progress);
 	gp_cli_disconnect(&conn);
 	if (rc != 0) {
 		gp_cli_error("%s", err);

@@ -8,6 +8,7 @@
 #define GP_CLI_CMD_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,8 @@ struct gp_cli_args {
 };
 
 /* main.c */
+/* The command table (for shell completion). OUT: *n entries. */
+const struct gp_cli_command *gp_cli_commands(size_t *n);
 /* The command named name ("submit", "token create"), or NULL. */
 const struct gp_cli_command *gp_cli_command_find(const char *name);
 /*
@@ -176,6 +179,13 @@ int gp_cli_job_exit_code(json_t *job, char *note, size_t len);
 int64_t gp_cli_job_elapsed(json_t *job, int64_t now_ms);
 /* Renders the `ps` table for a {"jobs": [...]} reply. */
 int gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out);
+/*
+ * Renders `gpupool queue` for a GET /v1/queue reply: the queued jobs in
+ * the scheduler's order with why each waits, then the head's expected
+ * start. Returns 0, GP_EPROTO (not such a reply) or GP_ENOMEM.
+ */
+int gp_cli_render_queue(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_queue(const struct gp_cli_args *args);
 int gp_cli_cmd_submit(const struct gp_cli_args *args);
 int gp_cli_cmd_ps(const struct gp_cli_args *args);
 int gp_cli_cmd_show(const struct gp_cli_args *args);
@@ -229,6 +239,10 @@ int gp_cli_cmd_budget_rm(const struct gp_cli_args *args);
 int gp_cli_cmd_budget_ls(const struct gp_cli_args *args);
 int gp_cli_cmd_usage(const struct gp_cli_args *args);
 int gp_cli_cmd_ledger(const struct gp_cli_args *args);
+int gp_cli_cmd_token_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_token_revoke(const struct gp_cli_args *args);
+/* Renders the `token ls` table for a {"tokens": [...]} reply. */
+int gp_cli_render_tokens(json_t *reply, struct gp_buf *out);
 
 /* provider.c */
 /*
@@ -262,6 +276,46 @@ int gp_cli_cmd_up(const struct gp_cli_args *args);
 int gp_cli_cmd_down(const struct gp_cli_args *args);
 /* The default data directory: $XDG_DATA_HOME/gpupool or ~/.local/... */
 int gp_cli_default_data_dir(char *out, size_t len);
+
+/* completion.c */
+/* The completion script for shell ("bash", "zsh"). 0 or GP_EINVAL. */
+int gp_cli_completion_script(const char *shell, struct gp_buf *out);
+int gp_cli_cmd_completion(const struct gp_cli_args *args);
+
+/* top.c */
+/*
+ * The `top` frame for the answers to GET /v1/nodes and GET /v1/jobs:
+ * lines cut at width columns; height 0: no limit, else the GPU and job
+ * lists are cut to fit ("... N more"). Pure (for tests).
+ */
+int gp_cli_render_top(json_t *nodes, json_t *jobs, const char *url,
+    int64_t now_ms, int width, int height, struct gp_buf *out);
+int gp_cli_cmd_top(const struct gp_cli_args *args);
+
+/* progress.c: a progress line for long transfers, on a tty only. */
+struct gp_progress {
+	pthread_mutex_t lock;
+	FILE *out;
+	char label[64];
+	int64_t total, done; /* bytes; total 0: unknown */
+	int64_t start_ms, last_ms;
+	int enabled, drawn;
+};
+/* Starts a line for label (total 0: unknown yet). */
+void gp_progress_begin(struct gp_progress *p, const char *label,
+    int64_t total);
+/* done bytes of total (0: keep the known total); any thread. */
+void gp_progress_update(struct gp_progress *p, int64_t done, int64_t total);
+/* The same, as a transfer callback: arg is the struct gp_progress. */
+void gp_progress_callback(void *arg, int64_t done, int64_t total);
+/* Erases the line (the caller prints its summary after). */
+void gp_progress_end(struct gp_progress *p);
+/*
+ * The line's text, at most width columns when it can: label, percent, a
+ * bar, done/total, rate and ETA. Pure (for tests).
+ */
+void gp_progress_format(char *out, size_t len, const char *label,
+    int64_t done, int64_t total, int64_t elapsed_ms, int width);
 
 /* checkpoint.c */
 /* Renders the `checkpoints` table for a {"checkpoints": [...]} reply. */

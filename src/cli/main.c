@@ -28,7 +28,9 @@ static const struct gp_cli_option json_options[] = {
 };
 
 static const struct gp_cli_option token_create_options[] = {
-    {"role", 0, "ROLE", "user, provider or admin (required)"},
+    {"role", 0, "ROLE",
+        "user, provider, admin or metrics (required; metrics: may only "
+        "read /metrics)"},
     {"name", 0, "NAME",
         "who the token is for: a user name, or the "
         "provider's name (required)"},
@@ -103,6 +105,17 @@ static const struct gp_cli_option ledger_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static const struct gp_cli_option token_admin_options[] = {
+    {"token-file", 0, "FILE", "authenticate with the (admin) token in FILE"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option token_revoke_options[] = {
+    {"token-file", 0, "FILE", "authenticate with the (admin) token in FILE"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const struct gp_cli_option submit_options[] = {
     {"gpus", 'g', "N",
         "GPUs the job needs, per node (default 1; 0 for none)"},
@@ -146,6 +159,12 @@ static const struct gp_cli_option ps_options[] = {
 static const struct gp_cli_option logs_options[] = {
     {"follow", 'f', NULL, "keep following until the job finishes"},
     {"part", 'p', "K", "a gang's part K (default 0, the rank-0 part)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option top_options[] = {
+    {"once", 0, NULL, "print one frame and exit (for scripts)"},
+    {"interval", 'n', "SECONDS", "seconds between refreshes (default 2)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -219,6 +238,15 @@ static const struct gp_cli_command commands[] = {
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
     {"show", "JOB", "show one job, with its attempts", json_options, 1, 1, 0,
         NULL, gp_cli_cmd_show},
+    {"queue", "", "the queue in the scheduler's order, with why each waits",
+        json_options, 0, 0, 0,
+        "POS is the job's place in the order the scheduler tries jobs "
+        "(fair share\nbetween groups, then users; held jobs last). WAIT "
+        "is why it has not\nstarted: resources, never, share, priority, "
+        "reservation, gang, held,\npreempting (see docs/scheduling.md). "
+        "The job that holds the backfill\nreservation is shown with its "
+        "expected start.",
+        gp_cli_cmd_queue},
     {"logs", "JOB", "print a job's output (-f: follow it)", logs_options, 1, 1,
         0, NULL, gp_cli_cmd_logs},
     {"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,
@@ -240,12 +268,29 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_nodes},
     {"whoami", "", "show who your token is", no_options, 0, 0, 0, NULL,
         gp_cli_cmd_whoami},
+    {"top", "", "a live view of the pool: nodes, GPUs, jobs, queue",
+        top_options, 0, 0, 0,
+        "Refreshes every --interval seconds, and at once on any key; q "
+        "or Ctrl-C\nquits. Without a terminal, or with --once, prints "
+        "plain frames.",
+        gp_cli_cmd_top},
     {"token create", "", "create a token (admin); prints just the token",
         token_create_options, 0, 0, 0,
         "Needs an admin token: --token-file, else GPUPOOL_TOKEN, else the "
         "config's\nadmin_token_file (written by `gpupool up`), else its "
         "token.",
         gp_cli_cmd_token_create},
+    {"token ls", "", "list the tokens (admin): id, role, name, created",
+        token_admin_options, 0, 0, 0,
+        "Tokens are never shown again after their creation; this lists "
+        "what they\nare for, with the ids `token revoke` takes.",
+        gp_cli_cmd_token_ls},
+    {"token revoke", "ID...", "revoke tokens (admin); they stop working at once",
+        token_revoke_options, 1, -1, 0,
+        "The last admin token cannot be revoked. A provider's nodes pass "
+        "to the\nnext provider token of the same name that registers "
+        "them (rotation).",
+        gp_cli_cmd_token_revoke},
     {"up", "",
         "run a whole local pool (coordinator + agent) in one "
         "command",
@@ -258,6 +303,13 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_up},
     {"down", "", "stop a pool started with `gpupool up --detach`", down_options,
         0, 0, 0, NULL, gp_cli_cmd_down},
+    {"completion", "bash|zsh", "print the shell completion script",
+        no_options, 1, 1, 0,
+        "bash: `source <(gpupool completion bash)`, or save it as\n"
+        "/usr/share/bash-completion/completions/gpupool. zsh: save it "
+        "as _gpupool\nin a directory of $fpath (the packages install "
+        "both).",
+        gp_cli_cmd_completion},
     {"checkpoints", "JOB", "list the stored checkpoint versions of a job",
         json_options, 1, 1, 0, NULL, gp_cli_cmd_checkpoints},
     {"checkpoint get", "JOB DIR",
@@ -435,6 +487,13 @@ gp_cli_usage(const struct gp_cli_command *cmd, FILE *out)
 		wrap(out, left, o->help);
 	}
 	fprintf(out, "  %-24s %s\n", "-h, --help", "show this help");
+}
+
+const struct gp_cli_command *
+gp_cli_commands(size_t *n)
+{
+	*n = GP_ARRAY_LEN(commands);
+	return commands;
 }
 
 const struct gp_cli_command *
@@ -645,6 +704,7 @@ static const struct {
 	const char *name, *summary;
 } groups[] = {
     {"provider", "lend this machine: status, pause, reclaim, leave, policy"},
+    {"token", "API tokens (admin): create, ls, revoke"},
     {"group", "groups (labs): create, ls, set, add, remove, move"},
     {"price", "the price table: set, rm, ls"},
     {"budget", "budgets of users and groups: set, rm, ls"},

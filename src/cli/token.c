@@ -1,7 +1,8 @@
 /*
- * token.c: `gpupool token create`: asks the coordinator for a new token
- * (an admin call) and prints just the token, so that scripts can capture
- * it; and how every admin command finds its admin token.
+ * token.c: `gpupool token create` (asks the coordinator for a new token,
+ * an admin call, and prints just the token, so that scripts can capture
+ * it), `gpupool token ls` (the tokens, never their secrets), `gpupool
+ * token revoke ID...`, and how every admin command finds its admin token.
  */
 #include "token.h"
 
@@ -61,6 +62,114 @@ gp_cli_connect_token_file(struct gp_cli_conn *conn, const char *file,
 	return rc;
 }
 
+/* Connects with an admin token (gp_cli_connect_token_file). */
+static int
+admin_connect(const struct gp_cli_args *args, struct gp_cli_conn *conn)
+{
+	return gp_cli_connect_token_file(conn,
+	    gp_cli_value(args, "token-file"), 1);
+}
+
+int
+gp_cli_render_tokens(json_t *reply, struct gp_buf *out)
+{
+	static const char *const header[] = {"ID", "ROLE", "NAME", "CREATED"};
+	const char *row[4];
+	char id[24];
+	struct gp_table t;
+	json_t *list, *v;
+	size_t i;
+	int rc;
+
+	list = json_object_get(reply, "tokens");
+	if (!json_is_array(list))
+		return GP_EPROTO;
+	if ((rc = gp_table_init(&t, 4, header)) != 0)
+		return rc;
+	t.right[0] = 1;
+	json_array_foreach(list, i, v)
+	{
+		snprintf(id, sizeof(id), "%lld",
+		    (long long)json_integer_value(json_object_get(v, "id")));
+		row[0] = id;
+		row[1] = gp_cli_json_str(v, "role");
+		row[2] = gp_cli_json_str(v, "name");
+		row[3] = gp_cli_json_str(v, "created_at");
+		if ((rc = gp_table_add(&t, row)) != 0)
+			break;
+	}
+	if (rc == 0)
+		rc = gp_table_render(&t, out);
+	gp_table_fini(&t);
+	return rc;
+}
+
+int
+gp_cli_cmd_token_ls(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	struct gp_buf out = {0};
+	json_t *reply;
+	int rc;
+
+	if ((rc = admin_connect(args, &conn)) != 0)
+		return rc;
+	rc = gp_cli_call(&conn, "GET", "/v1/tokens", NULL, 0, &reply, NULL);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	if (gp_cli_flag(args, "json")) {
+		gp_cli_print_json(reply);
+		json_decref(reply);
+		return 0;
+	}
+	rc = gp_cli_render_tokens(reply, &out);
+	json_decref(reply);
+	if (rc != 0) {
+		gp_cli_error("unexpected answer from the coordinator: %s",
+		    gp_strerror(rc));
+		gp_buf_free(&out);
+		return GP_CLI_EXIT_FAIL;
+	}
+	fwrite(out.data, 1, out.len, stdout);
+	gp_buf_free(&out);
+	return 0;
+}
+
+int
+gp_cli_cmd_token_revoke(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	json_t *reply;
+	char path[64];
+	int64_t id;
+	int i, rc, failed = 0;
+
+	for (i = 0; i < args->noperands; i++)
+		if (gp_parse_int(args->operands[i], 1, INT64_MAX / 2, &id) != 0)
+			return gp_cli_usage_error(args,
+			    "'%s' is not a token id (see gpupool token ls)",
+			    args->operands[i]);
+	if ((rc = admin_connect(args, &conn)) != 0)
+		return rc;
+	for (i = 0; i < args->noperands; i++) {
+		gp_parse_int(args->operands[i], 1, INT64_MAX / 2, &id);
+		snprintf(path, sizeof(path), "/v1/tokens/%lld/revoke",
+		    (long long)id);
+		if (gp_cli_call(&conn, "POST", path, NULL, 0, &reply, NULL) !=
+		    0) {
+			failed = 1;
+			continue;
+		}
+		printf("revoked token %lld (%s %s)\n", (long long)id,
+		    gp_cli_json_str(reply, "role") ?: "?",
+		    gp_cli_json_str(reply, "name") ?: "?");
+		json_decref(reply);
+	}
+	gp_cli_disconnect(&conn);
+	return failed ? GP_CLI_EXIT_FAIL : 0;
+}
+
 int
 gp_cli_cmd_token_create(const struct gp_cli_args *args)
 {
@@ -77,8 +186,8 @@ gp_cli_cmd_token_create(const struct gp_cli_args *args)
 		    "token create: --role and --name are required");
 	if (gp_role_parse(role, &parsed) != 0)
 		return gp_cli_usage_error(args,
-		    "token create: --role must be user, provider or admin, "
-		    "not '%s'",
+		    "token create: --role must be user, provider, admin or "
+		    "metrics, not '%s'",
 		    role);
 	if (!gp_name_valid(name))
 		return gp_cli_usage_error(args,

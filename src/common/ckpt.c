@@ -21,6 +21,27 @@ gp_ckpt_chunk_name(const void *data, size_t len, char out[GP_CKPT_NAME_HEX])
 	sodium_bin2hex(out, GP_CKPT_NAME_HEX, hash, sizeof(hash));
 }
 
+void
+gp_ckpt_hash_init(gp_ckpt_hash_state *st)
+{
+	crypto_generichash_init(st, NULL, 0, 32);
+}
+
+void
+gp_ckpt_hash_update(gp_ckpt_hash_state *st, const void *data, size_t len)
+{
+	crypto_generichash_update(st, data, len);
+}
+
+void
+gp_ckpt_hash_final(gp_ckpt_hash_state *st, char out[GP_CKPT_NAME_HEX])
+{
+	unsigned char hash[32];
+
+	crypto_generichash_final(st, hash, sizeof(hash));
+	sodium_bin2hex(out, GP_CKPT_NAME_HEX, hash, sizeof(hash));
+}
+
 int
 gp_ckpt_name_valid(const char *name)
 {

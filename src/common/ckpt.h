@@ -13,6 +13,7 @@
 #define GP_CKPT_H
 
 #include <jansson.h>
+#include <sodium.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,16 @@
 
 /* Names a chunk: OUT: out, the lowercase hex of BLAKE2b-256(data). */
 void gp_ckpt_chunk_name(const void *data, size_t len,
+    char out[GP_CKPT_NAME_HEX]);
+/*
+ * The same name, computed piece by piece as the chunk is read or
+ * received: _init, _update for each piece in order, _final.
+ */
+typedef crypto_generichash_state gp_ckpt_hash_state;
+void gp_ckpt_hash_init(gp_ckpt_hash_state *st);
+void gp_ckpt_hash_update(gp_ckpt_hash_state *st, const void *data,
+    size_t len);
+void gp_ckpt_hash_final(gp_ckpt_hash_state *st,
     char out[GP_CKPT_NAME_HEX]);
 /* 1 when name is 64 lowercase hex digits. */
 int gp_ckpt_name_valid(const char *name);

@@ -22,6 +22,8 @@ struct gp_http_client {
 	char *ca_file;
 };
 
+#define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
+
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -125,12 +127,63 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 	return size * nmemb;
 }
 
-/* The body goes to *sink; resp->body is left NULL (see _request_into). */
+/* Where a streamed request's answer goes (gp_http_request_stream). */
+struct stream_sink {
+	CURL *curl;
+	const struct gp_http_stream *stream;
+	struct gp_buf *other; /* the body of an answer other than 200 */
+	int aborted;	      /* write_body said stop */
+	int read_failed;      /* read_body said stop */
+};
+
+#define OTHER_BODY_MAX (64u << 10)
+
+static size_t
+on_stream_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct stream_sink *s = arg;
+	long status = 0;
+	size_t len = size * nmemb;
+
+	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200 || s->stream->write_body == NULL) {
+		/* An error's JSON: kept (bounded) for the error text. */
+		if (s->other->len + len <= OTHER_BODY_MAX &&
+		    gp_buf_append(s->other, data, len) != 0)
+			return 0;
+		return len;
+	}
+	if (s->stream->write_body(s->stream->arg, data, len) != 0) {
+		s->aborted = 1;
+		return 0;
+	}
+	return len;
+}
+
+static size_t
+on_stream_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct stream_sink *s = arg;
+	size_t n = s->stream->read_body(s->stream->arg, buf, size * nitems);
+
+	if (n == (size_t)-1) {
+		s->read_failed = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	return n;
+}
+
+/*
+ * The body goes to *sink (see _request_into), or through *stream when it
+ * is not NULL; resp->body is left NULL.
+ */
 static int
 request(struct gp_http_client *c, const char *method, const char *path,
     const void *body, size_t body_len, const char *content_type,
-    long timeout_ms, struct gp_http_response *resp, struct gp_buf *sink)
+    long timeout_ms, struct gp_http_response *resp, struct gp_buf *sink,
+    const struct gp_http_stream *stream)
 {
+	struct stream_sink ss = {c->curl, stream, sink, 0, 0};
 	struct curl_slist *headers = NULL;
 	char url[4096], ctype[128];
 	CURLcode rc;
@@ -148,8 +201,17 @@ request(struct gp_http_client *c, const char *method, const char *path,
 	    timeout_ms > 0 ? timeout_ms : 30000L);
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, sink);
+	if (stream != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION,
+		    on_stream_body);
+		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &ss);
+		/* Fewer, larger pieces for large bodies. */
+		curl_easy_setopt(c->curl, CURLOPT_BUFFERSIZE,
+		    (long)STREAM_BUFFER);
+	} else {
+		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, sink);
+	}
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
 	if (c->ca_file != NULL) {
@@ -167,10 +229,21 @@ request(struct gp_http_client *c, const char *method, const char *path,
 		    content_type != NULL ? content_type : "application/json");
 		headers = curl_slist_append(headers, ctype);
 		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
-		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
-		    body != NULL ? body : "");
-		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
-		    (curl_off_t)body_len);
+		if (stream != NULL && stream->read_body != NULL) {
+			curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(c->curl, CURLOPT_READFUNCTION,
+			    on_stream_read);
+			curl_easy_setopt(c->curl, CURLOPT_READDATA, &ss);
+			curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE,
+			    (curl_off_t)stream->body_len);
+			curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE,
+			    (long)STREAM_BUFFER);
+		} else {
+			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
+			    body != NULL ? body : "");
+			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+			    (curl_off_t)body_len);
+		}
 	}
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
 	rc = curl_easy_perform(c->curl);
@@ -179,6 +252,10 @@ request(struct gp_http_client *c, const char *method, const char *path,
 		snprintf(resp->error, sizeof(resp->error), "%.160s: %.80s", url,
 		    curl_easy_strerror(rc));
 		ret = rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
+		if (ss.aborted)
+			ret = GP_EPROTO;
+		else if (ss.read_failed)
+			ret = GP_EIO;
 		if (rc == CURLE_COULDNT_CONNECT) {
 			long oserr = 0;
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
@@ -201,7 +278,7 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	int ret;
 
 	ret = request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, &buf);
+	    timeout_ms, resp, &buf, NULL);
 	if (ret != 0) {
 		gp_buf_free(&buf);
 		return ret;
@@ -219,7 +296,26 @@ gp_http_request_into(struct gp_http_client *c, const char *method,
 {
 	sink->len = 0;
 	return request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, sink);
+	    timeout_ms, resp, sink, NULL);
+}
+
+int
+gp_http_request_stream(struct gp_http_client *c, const char *method,
+    const char *path, const char *content_type, long timeout_ms,
+    const struct gp_http_stream *stream, struct gp_http_response *resp)
+{
+	struct gp_buf other = {0};
+	int ret;
+
+	ret = request(c, method, path, NULL, 0, content_type, timeout_ms, resp,
+	    &other, stream);
+	if (ret != 0 || other.len == 0) {
+		gp_buf_free(&other);
+		return ret;
+	}
+	resp->body = other.data;
+	resp->body_len = other.len;
+	return 0;
 }
 
 void

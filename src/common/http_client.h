@@ -59,6 +59,32 @@ int gp_http_request_into(struct gp_http_client *client, const char *method,
     struct gp_buf *sink);
 
 /*
+ * Large bodies streamed instead of held in memory (checkpoint chunks).
+ * read_body, when set, produces the request body (body_len bytes): it
+ * fills up to max bytes of buf and returns how many, or (size_t)-1 to
+ * abort the request. write_body, when set, takes the body of a 200 answer
+ * as it arrives: it returns 0, or -1 to abort the request (an answer of
+ * another status goes to resp->body, for gp_http_error_text). Either may
+ * be called several times and, on a retried request, again from the
+ * start.
+ */
+struct gp_http_stream {
+	size_t (*read_body)(void *arg, char *buf, size_t max);
+	int64_t body_len;
+	int (*write_body)(void *arg, const char *data, size_t len);
+	void *arg;
+};
+
+/*
+ * As gp_http_request with the bodies of *stream. A request aborted by a
+ * callback returns GP_EPROTO (write_body) or GP_EIO (read_body). OUT:
+ * *resp, released with gp_http_response_fini() whatever the result.
+ */
+int gp_http_request_stream(struct gp_http_client *client, const char *method,
+    const char *path, const char *content_type, long timeout_ms,
+    const struct gp_http_stream *stream, struct gp_http_response *resp);
+
+/*
  * The error text to show a person for a response: the "error" field of a
  * JSON body, else the transport error, else "HTTP <status>". Writes out.
  */

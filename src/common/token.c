@@ -70,6 +70,8 @@ gp_role_name(enum gp_role role)
 		return "user";
 	case GP_ROLE_PROVIDER:
 		return "provider";
+	case GP_ROLE_METRICS:
+		return "metrics";
 	}
 	return NULL;
 }
@@ -85,6 +87,8 @@ gp_role_parse(const char *name, enum gp_role *role)
 		*role = GP_ROLE_USER;
 	else if (strcmp(name, "provider") == 0)
 		*role = GP_ROLE_PROVIDER;
+	else if (strcmp(name, "metrics") == 0)
+		*role = GP_ROLE_METRICS;
 	else
 		return GP_EINVAL;
 	return 0;

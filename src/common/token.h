@@ -21,8 +21,12 @@ int gp_token_well_formed(const char *text);
 void gp_token_hash(const char *token, char *hex);
 /* OUT: out: the first characters of a token, safe to log ("gpt_AbCd…"). */
 void gp_token_prefix(const char *token, char *out, size_t len);
-/* Roles. Returns the role's name or NULL. */
-enum gp_role { GP_ROLE_ADMIN, GP_ROLE_USER, GP_ROLE_PROVIDER };
+/*
+ * Roles. Returns the role's name or NULL. A metrics token may only read
+ * /metrics (and /v1/whoami): what a Prometheus server scrapes with.
+ */
+enum gp_role { GP_ROLE_ADMIN, GP_ROLE_USER, GP_ROLE_PROVIDER,
+	GP_ROLE_METRICS };
 const char *gp_role_name(enum gp_role role);
 int gp_role_parse(const char *name, enum gp_role *role);
 

@@ -511,7 +511,7 @@ acct_decode(enum acct_body kind, json_t *body, struct acct_request *out,
 				      "role")),
 			&out->role) != 0)
 			return fail(err, errlen,
-			    "role: must be user, provider or admin");
+			    "role: must be user, provider, admin or metrics");
 		if (get_name(body, "name", 1, out->name, sizeof(out->name),
 			err, errlen) != 0 ||
 		    get_name(body, "group", 0, out->group, sizeof(out->group),

@@ -574,6 +574,12 @@ read_filter(struct MHD_Connection *conn, struct request *req,
 		}
 		gp_strlcpy(f->provider, who->name, sizeof(f->provider));
 		break;
+	case GP_ROLE_METRICS:
+		/* Refused before any route (api.c); never reached. */
+		pthread_rwlock_unlock(&state.lock);
+		*rc = reply_error(conn, 403,
+		    "a metrics token may only read /metrics");
+		return 0;
 	}
 	pthread_rwlock_unlock(&state.lock);
 	return 1;

@@ -14,6 +14,7 @@
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
+#include "prom.h"
 
 #define AGENT_LOG_BODY_MAX (1 << 20)
 #define WAIT_MS_MAX	   60000
@@ -199,6 +200,37 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	}
 	op->body = body;
 	op->acct = r;
+	return queue_op(conn, req, op);
+}
+
+/* GET /v1/tokens (admin): every token, never a hash. */
+static enum MHD_Result
+handle_token_list(struct MHD_Connection *conn, struct request *req)
+{
+	json_t *o;
+
+	if (req->auth->role != GP_ROLE_ADMIN)
+		return reply_error(conn, 403, "only an admin may list tokens");
+	pthread_rwlock_rdlock(&state.lock);
+	o = state_tokens_json();
+	pthread_rwlock_unlock(&state.lock);
+	if (o == NULL)
+		return reply_error(conn, 503, "out of memory");
+	return reply_json(conn, 200, o);
+}
+
+/* POST /v1/tokens/{id}/revoke (admin). */
+static enum MHD_Result
+handle_token_revoke(struct MHD_Connection *conn, struct request *req,
+    int64_t id)
+{
+	struct op *op;
+
+	if (req->auth->role != GP_ROLE_ADMIN)
+		return reply_error(conn, 403, "only an admin may revoke tokens");
+	if ((op = op_new(OP_TOKEN_REVOKE, &req->auth_copy)) == NULL)
+		return reply_error(conn, 503, "out of memory");
+	op->job_id = id; /* the token's id */
 	return queue_op(conn, req, op);
 }
 
@@ -727,6 +759,18 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 	return 0;
 }
 
+/* An optional sensor reading of a heartbeat's GPU entry; -1: none. */
+static int
+sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
+{
+	json_t *v = json_object_get(gpu, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < min ||
+	    json_integer_value(v) > max)
+		return -1;
+	return (int)json_integer_value(v);
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
@@ -765,6 +809,8 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		    (int)json_integer_value(json_object_get(g, "util"));
 		node->gpus[k].mem_used_mib =
 		    json_integer_value(json_object_get(g, "mem_used_mib"));
+		node->gpus[k].temp_c = sensor(g, "temp_c", 0, 250);
+		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
 	}
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
@@ -839,8 +885,10 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 		struct job *j = state_job(
 		    json_integer_value(json_object_get(a, "job_id")));
 		int part = j != NULL ? job_part_on(j, node->id) : -1;
-		if (part >= 0)
+		if (part >= 0) {
 			j->parts[part].delivered_mono = now;
+			metrics_job_delivered(j, now);
+		}
 	}
 	pthread_mutex_unlock(&notify_lock);
 	pthread_rwlock_unlock(&state.lock);
@@ -924,6 +972,30 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 	    json_pack("{s:I}", "offset", (json_int_t)held));
 }
 
+/* GET /metrics: Prometheus text format, for admin and metrics tokens. */
+static enum MHD_Result
+handle_metrics(struct MHD_Connection *conn, struct request *req,
+    const char *method)
+{
+	struct gp_buf out = {0};
+
+	if (strcmp(method, "GET") != 0)
+		return reply_error(conn, 405, "method %.16s not allowed",
+		    method);
+	if (req->auth->role != GP_ROLE_ADMIN &&
+	    req->auth->role != GP_ROLE_METRICS)
+		return reply_error(conn, 403,
+		    "/metrics needs an admin or metrics token");
+	if (metrics_render(&out) != 0) {
+		gp_buf_free(&out);
+		return reply_error(conn, 503, "out of memory");
+	}
+	if (out.data == NULL)
+		return reply_error(conn, 503, "out of memory");
+	return reply_raw(conn, 200, out.data, out.len, GP_PROM_CONTENT_TYPE,
+	    NULL);
+}
+
 /* ---- routing ---- */
 
 static int
@@ -1003,8 +1075,15 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 		    method);
 	if (n == 2 && strcmp(p[1], "whoami") == 0 && get)
 		return handle_whoami(conn, req);
-	if (n == 2 && strcmp(p[1], "tokens") == 0 && post)
-		return handle_token_create(conn, req);
+	if (n == 2 && strcmp(p[1], "tokens") == 0)
+		return post ? handle_token_create(conn, req)
+			    : handle_token_list(conn, req);
+	if (n == 4 && strcmp(p[1], "tokens") == 0 &&
+	    strcmp(p[3], "revoke") == 0 && post) {
+		if (!path_id(p[2], &id))
+			return reply_error(conn, 404, "no token '%s'", p[2]);
+		return handle_token_revoke(conn, req, id);
+	}
 	if (n == 2 && strcmp(p[1], "nodes") == 0 && get)
 		return handle_nodes(conn);
 	if (n == 2 && strcmp(p[1], "queue") == 0 && get)
@@ -1115,11 +1194,22 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		op_free(op);
 		return rc;
 	}
+	/* The dashboard's files are code, not data: no token needed. */
+	if (web_route_match(url, method))
+		return web_handle(conn, url);
 	if (req->auth == NULL && !authenticate(conn, req)) {
 		gp_debug("unauthenticated request url=%.100s", url);
+		metrics_unauthorized();
 		return reply_error(conn, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 	}
+	if (strcmp(url, "/metrics") == 0)
+		return handle_metrics(conn, req, method);
+	/* A metrics token reads /metrics and says who it is, nothing more. */
+	if (req->auth->role == GP_ROLE_METRICS &&
+	    strcmp(url, "/v1/whoami") != 0)
+		return reply_error(conn, 403,
+		    "a metrics token may only read /metrics");
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
 	if (acct_route_match(url))

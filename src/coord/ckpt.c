@@ -11,12 +11,33 @@
  * name that starts with '.' gets a '%' prefix: "..", a valid name, must
  * not climb out.)
  *
- * Durability: a chunk is fsynced, renamed into place and its directory
- * fsynced before its PUT is answered. So a chunk that exists is always
- * whole, "missing" can trust existence, and a commit only has to check
- * that every referenced chunk is there. (The other choice, fsync at
- * commit, would reopen every chunk of the version on the commit path;
- * per-chunk fsync spreads the cost over the parallel uploads.)
+ * Durability. Two promises: a chunk that exists is whole, even after a
+ * crash (so "missing" can trust existence and a commit only has to check
+ * that every referenced chunk is there), and a commit is answered only
+ * when every chunk of the version is durable.
+ *  - A chunk is received into tmp/, hashed as it arrives, written with
+ *    O_DIRECT, and fdatasync'ed before it is renamed to its name: its
+ *    bytes and its size are on disk before the name exists, so a name
+ *    that survives a crash always comes with the whole chunk. A chunk
+ *    that fails its hash is never renamed.
+ *  - The rename's directory entry is made durable later: the PUT notes
+ *    the chunk's directory (dirty_dirs), and the commit syncs every noted
+ *    directory of its user before it records the version. A crash before
+ *    that loses the entry, and with it only chunks no version refers to
+ *    (the next upload sends them again). A coordinator that died between
+ *    a rename and the sync left the entry in the page cache, where a
+ *    commit after the restart would find it unsynced: ckpt_init syncs the
+ *    store's file system before the first commit.
+ *  One flush per chunk overlaps with the other uploads in flight; the
+ *  directory syncs, one journal commit for the whole version instead of
+ *  one per chunk, wait for the commit.
+ *
+ * Memory. Chunks go to disk with O_DIRECT from WRITE_BLOCK buffers kept in
+ * a small pool (block_get), not through the page cache: on the VMs this
+ * runs on, every page-cache page is memory the host has to hand over
+ * afresh, which costs more than the transfer itself (bench/RESULTS.md).
+ * Where the file system refuses O_DIRECT the writes are buffered. Chunks
+ * are read back for GETs with sendfile (MHD's file responses).
  *
  * Garbage: no reference counts are kept. The GC thread computes the
  * chunks a user's kept versions reference from their manifests and
@@ -55,6 +76,9 @@
 #define GC_PERIOD_MS	   60000
 #define AGENT_PREFIX	   "/v1/agent/jobs/"
 #define USER_PREFIX	   "/v1/jobs/"
+#define WRITE_BLOCK	   (1u << 20) /* a chunk is written in these */
+#define WRITE_ALIGN	   4096	      /* O_DIRECT: offsets, sizes, memory */
+#define BLOCK_POOL_MAX	   8	      /* idle write blocks kept */
 
 static sqlite3 *db;
 static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +88,19 @@ static int64_t gc_period_ms = GC_PERIOD_MS;
 static int keep = 3;
 static int64_t max_bytes = 64LL << 30;
 static int64_t retain_ms = 7 * 86400 * 1000LL;
+static int direct_io = 1; /* 0: buffered writes (tests only) */
+
+/* Idle write blocks, kept so that their memory is reused (see the top). */
+static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *block_pool[BLOCK_POOL_MAX];
+static int block_count;
+
+/*
+ * Chunk directories with entries not yet known durable: {user: {dir:
+ * true}}, guarded by dirs_lock. A commit syncs its user's (see the top).
+ */
+static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *dirty_dirs;
 
 static pthread_t gc_thread;
 static int gc_started;
@@ -79,8 +116,13 @@ struct ckpt_upload {
 	int kill;   /* with 409: tell the agent to kill the attempt */
 	int exists; /* already stored: the body is read and dropped */
 	int fd;
-	size_t len;
+	int direct;   /* fd is O_DIRECT: whole aligned blocks from buf */
+	size_t len;   /* bytes received */
+	size_t off;   /* bytes written to fd (a multiple of WRITE_BLOCK) */
+	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool */
+	size_t fill;  /* bytes of buf in use */
 	char name[GP_CKPT_NAME_HEX];
+	char user[GP_NAME_MAX + 1];
 	char tmp[1400], final[1400], dir[1400];
 	crypto_generichash_state hash;
 };
@@ -113,6 +155,89 @@ fsync_dir(const char *path)
 		ret = GP_EIO;
 	close(fd);
 	return ret;
+}
+
+/* ---- chunk directories to sync ---- */
+
+static void
+dir_dirty(const char *user, const char *dir)
+{
+	json_t *set;
+
+	pthread_mutex_lock(&dirs_lock);
+	set = json_object_get(dirty_dirs, user);
+	if (set == NULL) {
+		set = json_object();
+		json_object_set_new(dirty_dirs, user, set);
+	}
+	json_object_set_new(set, dir, json_true());
+	pthread_mutex_unlock(&dirs_lock);
+}
+
+/*
+ * Syncs the directories of user's chunks renamed into place since the
+ * last sync, so that every chunk a commit found is there after a crash.
+ * ckpt_lock held (two commits of one user do not race past each other's
+ * sync). Returns 0, or GP_EIO (the directories stay to be synced).
+ */
+int
+ckpt_sync_user_dirs(const char *user)
+{
+	json_t *set, *v;
+	const char *dir;
+	int ret = 0;
+
+	pthread_mutex_lock(&dirs_lock);
+	set = json_incref(json_object_get(dirty_dirs, user));
+	json_object_del(dirty_dirs, user);
+	pthread_mutex_unlock(&dirs_lock);
+	if (set == NULL)
+		return 0;
+	json_object_foreach(set, dir, v)
+	{
+		if (fsync_dir(dir) != 0) {
+			gp_error("checkpoint chunk directory sync failed dir=%s "
+				 "error=\"%s\"", dir, strerror(errno));
+			ret = GP_EIO;
+			break;
+		}
+	}
+	if (ret != 0)
+		json_object_foreach(set, dir, v)
+			dir_dirty(user, dir);
+	json_decref(set);
+	return ret;
+}
+
+/* ---- write blocks ---- */
+
+/* A WRITE_BLOCK buffer aligned for O_DIRECT, or NULL. */
+static char *
+block_get(void)
+{
+	void *b = NULL;
+
+	pthread_mutex_lock(&block_lock);
+	if (block_count > 0)
+		b = block_pool[--block_count];
+	pthread_mutex_unlock(&block_lock);
+	if (b == NULL && posix_memalign(&b, WRITE_ALIGN, WRITE_BLOCK) != 0)
+		return NULL;
+	return b;
+}
+
+static void
+block_put(char *b)
+{
+	if (b == NULL)
+		return;
+	pthread_mutex_lock(&block_lock);
+	if (block_count < BLOCK_POOL_MAX) {
+		block_pool[block_count++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&block_lock);
+	free(b);
 }
 
 /* ---- database ---- */
@@ -373,6 +498,7 @@ ckpt_init(const struct coord_config *cfg)
 	sqlite3_stmt *st;
 	const char *test_gc = getenv("GPUPOOL_TEST_CKPT_GC_MS");
 	int64_t v;
+	int fd;
 
 	/*
 	 * Tests only (tests/e2e/test_checkpoint_gc.sh): GC every N ms, and
@@ -383,6 +509,14 @@ ckpt_init(const struct coord_config *cfg)
 		chunk_grace_ms = v;
 		gp_warn("checkpoint gc test mode gc_ms=%lld", (long long)v);
 	}
+	/*
+	 * Tests only (test_checkpoint_store.sh): buffered writes, as on a file
+	 * system without O_DIRECT.
+	 */
+	if (getenv("GPUPOOL_TEST_BUFFERED_IO") != NULL) {
+		direct_io = 0;
+		gp_warn("checkpoint store test mode: buffered writes");
+	}
 	keep = cfg->ckpt_keep > 0 ? cfg->ckpt_keep : 3;
 	max_bytes = cfg->ckpt_max > 0 ? cfg->ckpt_max : 64LL << 30;
 	retain_ms = cfg->ckpt_retain_ms > 0 ? cfg->ckpt_retain_ms
@@ -392,6 +526,21 @@ ckpt_init(const struct coord_config *cfg)
 		gp_error("cannot create %s: %s", root, strerror(errno));
 		return GP_EIO;
 	}
+	/*
+	 * Chunks renamed into place by a process that died before their
+	 * directories were synced: durable now, before any commit counts on
+	 * them.
+	 */
+	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    syncfs(fd) != 0) {
+		gp_error("cannot sync %s: %s", root, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return GP_EIO;
+	}
+	close(fd);
+	if ((dirty_dirs = json_object()) == NULL)
+		return GP_ENOMEM;
 	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
 	if (sqlite3_open_v2(path, &db,
 		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -438,6 +587,14 @@ ckpt_stop(void)
 	pthread_mutex_unlock(&ckpt_lock);
 	json_decref(gc_dirty);
 	gc_dirty = NULL;
+	pthread_mutex_lock(&dirs_lock);
+	json_decref(dirty_dirs);
+	dirty_dirs = NULL;
+	pthread_mutex_unlock(&dirs_lock);
+	pthread_mutex_lock(&block_lock);
+	while (block_count > 0)
+		free(block_pool[--block_count]);
+	pthread_mutex_unlock(&block_lock);
 }
 
 /* ---- replies ---- */
@@ -718,6 +875,7 @@ ckpt_upload_begin(struct request *req, const char *url)
 		upload_refuse(u, status, err);
 		return;
 	}
+	gp_strlcpy(u->user, user, sizeof(u->user));
 	chunk_path(user, u->name, u->final, sizeof(u->final));
 	/* Stored already: young again (see GC), and the body is dropped. */
 	if (utimensat(AT_FDCWD, u->final, NULL, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -731,19 +889,56 @@ ckpt_upload_begin(struct request *req, const char *url)
 		upload_refuse(u, 500, "cannot create the chunk directory");
 		return;
 	}
+	if ((u->buf = block_get()) == NULL) {
+		upload_refuse(u, 503, "out of memory");
+		return;
+	}
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", udir, u->name);
 	u->fd = mkostemp(u->tmp, O_CLOEXEC);
 	if (u->fd < 0) {
 		upload_refuse(u, 500, "cannot create a temporary file");
 		return;
 	}
+	/* Past the page cache where the file system allows it. */
+	u->direct = direct_io && fcntl(u->fd, F_SETFL, O_DIRECT) == 0;
 	crypto_generichash_init(&u->hash, NULL, 0, 32);
+}
+
+/*
+ * Writes the first n bytes of u->buf at u->off. With O_DIRECT, n is a
+ * multiple of WRITE_ALIGN; a file system that refuses O_DIRECT writes
+ * (EINVAL) gets buffered ones.
+ */
+static int
+write_block(struct ckpt_upload *u, size_t n)
+{
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < n) {
+		w = pwrite(u->fd, u->buf + done, n - done,
+		    (off_t)(u->off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EINVAL && u->direct && done == 0 &&
+		    fcntl(u->fd, F_SETFL, 0) == 0) {
+			u->direct = 0;
+			continue;
+		}
+		if (w <= 0)
+			return GP_EIO;
+		done += (size_t)w;
+	}
+	u->off += n;
+	u->fill = 0;
+	return 0;
 }
 
 void
 ckpt_upload_data(struct request *req, const char *data, size_t len)
 {
 	struct ckpt_upload *u = req->upload;
+	size_t n;
 
 	if (u == NULL || u->status != 0 || u->exists)
 		return; /* read and dropped */
@@ -751,12 +946,41 @@ ckpt_upload_data(struct request *req, const char *data, size_t len)
 		upload_refuse(u, 413, "a chunk is at most 4 MiB");
 		return;
 	}
-	if (gp_write_all(u->fd, data, len) != 0) {
-		upload_refuse(u, 500, "cannot write the chunk");
-		return;
-	}
 	crypto_generichash_update(&u->hash, (const unsigned char *)data, len);
 	u->len += len;
+	while (len > 0) {
+		n = WRITE_BLOCK - u->fill;
+		if (n > len)
+			n = len;
+		memcpy(u->buf + u->fill, data, n);
+		u->fill += n;
+		data += n;
+		len -= n;
+		if (u->fill == WRITE_BLOCK && write_block(u, WRITE_BLOCK) != 0) {
+			upload_refuse(u, 500, "cannot write the chunk");
+			return;
+		}
+	}
+}
+
+/* Writes what is left in u->buf; the file ends at u->len. */
+static int
+write_tail(struct ckpt_upload *u)
+{
+	size_t n = u->fill;
+
+	if (n == 0)
+		return 0;
+	if (u->direct) {
+		/* Whole blocks, zero-padded; the padding is cut off. */
+		n = (n + WRITE_ALIGN - 1) / WRITE_ALIGN * WRITE_ALIGN;
+		memset(u->buf + u->fill, 0, n - u->fill);
+	}
+	if (write_block(u, n) != 0)
+		return GP_EIO;
+	if (u->off != u->len && ftruncate(u->fd, (off_t)u->len) != 0)
+		return GP_EIO;
+	return 0;
 }
 
 enum MHD_Result
@@ -765,6 +989,7 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 	struct ckpt_upload *u = req->upload;
 	unsigned char hash[32];
 	char hex[GP_CKPT_NAME_HEX];
+	int ret;
 
 	if (u == NULL)
 		return reply_error(conn, 503, "out of memory");
@@ -785,16 +1010,23 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 400,
 		    "chunk content does not match its name (BLAKE2b-256)");
 	}
-	if (fsync(u->fd) != 0 || close(u->fd) != 0) {
-		u->fd = -1;
+	/* Whole on disk before it takes its name (see the top). */
+	ret = write_tail(u);
+	if (ret == 0 && fdatasync(u->fd) != 0)
+		ret = GP_EIO;
+	if (close(u->fd) != 0)
+		ret = GP_EIO;
+	u->fd = -1;
+	if (ret != 0) {
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot write the chunk");
 	}
-	u->fd = -1;
-	if (rename(u->tmp, u->final) != 0 || fsync_dir(u->dir) != 0) {
+	if (rename(u->tmp, u->final) != 0) {
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot store the chunk");
 	}
+	dir_dirty(u->user, u->dir);
+	metrics_chunk_stored(u->len);
 	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
 }
 
@@ -807,6 +1039,7 @@ ckpt_upload_free(struct ckpt_upload *u)
 		close(u->fd);
 		unlink(u->tmp);
 	}
+	block_put(u->buf);
 	free(u);
 }
 
@@ -930,6 +1163,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 		}
 	}
 	status = 500;
+	snprintf(err, sizeof(err), "cannot make the chunks durable");
+	if (ckpt_sync_user_dirs(user) != 0)
+		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the version");
 	if (exec("BEGIN IMMEDIATE") != 0)
 		goto unlock;

@@ -105,6 +105,7 @@ struct job {
 	char stopping[24];	   /* the reason ("node_lost"), "": no */
 	int gang_failed;	   /* a part failed: the job's end state */
 	int64_t submitted_ms, started_ms, finished_ms;
+	_Atomic int64_t assigned_mono;	/* when placed; 0 once dispatched */
 	int started_ack;	/* every part's agent confirmed its start */
 	int has_exit;
 	int exit_code, signal;
@@ -147,6 +148,8 @@ struct node_gpu {
 	int64_t mem_used_mib;
 	int64_t price;		/* micro-credits per GPU-hour, cached */
 	uint64_t price_gen;	/* ledger.prices_gen it was looked up at */
+	int temp_c;	 /* from heartbeats; -1: not reported */
+	int power_mw;	 /* milliwatts; -1: not reported */
 };
 
 struct node {
@@ -189,6 +192,7 @@ struct token_entry {
 	enum gp_role role;
 	char hash[GP_TOKEN_HASH_HEX];
 	int64_t group_id; /* the group it was made for (default: 1) */
+	int64_t created_ms;
 };
 
 struct coord_config {
@@ -273,6 +277,7 @@ enum op_type {
 	OP_OFFER,      /* heartbeat: the owner's offer changed */
 	OP_LEAVE,      /* the owner took the node out of the pool */
 	OP_ACCT,       /* groups, members, prices, budgets (acct_api.c) */
+	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
 };
 
 struct op {
@@ -342,6 +347,8 @@ int job_visible_to(const struct job *job, const struct token_entry *who);
 void state_reconcile(struct node *node, json_t *running, json_t *kill,
     int queue_lost);
 int state_create_admin_token_if_none(void);
+/* The tokens as JSON (id order, never their hashes). With state.lock. */
+json_t *state_tokens_json(void);
 /*
  * The group a new job of user runs for: group (a name) when given and
  * the caller may use it, else the user's first. OUT: *group_id. Returns
@@ -395,6 +402,10 @@ int store_put_token(const struct token_entry *token, int64_t created_ms);
 int store_set_token_group(int64_t token_id, int64_t group_id);
 /* The state thread's connection: the ledger writes through it. */
 struct sqlite3 *store_db(void);
+/* Deletes token id; ids up to it are never given again (see below). */
+int store_delete_token(int64_t id);
+/* OUT: *next: the lowest id a new token may take (0: no revocation). */
+int store_token_id_floor(int64_t *next);
 /* Calls back for every row at start-up. */
 int store_load(void (*on_token)(struct token_entry *),
     void (*on_node)(struct node *), void (*on_job)(struct job *));
@@ -466,6 +477,13 @@ void ckpt_upload_data(struct request *req, const char *data, size_t len);
 enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
     struct request *req);
 void ckpt_upload_free(struct ckpt_upload *upload);
+/*
+ * A stored chunk is whole once its PUT is answered, but its directory
+ * entry is synced only by this call: whatever records, durably, an object
+ * that references a user's chunks (a checkpoint commit does) calls it
+ * first, with ckpt_lock held. Returns 0 or GP_EIO.
+ */
+int ckpt_sync_user_dirs(const char *user);
 
 /*
  * live.c: the live scheduler. One engine (sched.h) for the coordinator's
@@ -514,6 +532,25 @@ enum MHD_Result acct_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method);
 /* Applies an OP_ACCT in the state thread. */
 void acct_apply(struct op *op);
+/* metrics.c: Prometheus metrics; the event hooks are lock-free. */
+int metrics_init(void);
+/* The state thread places job (before job_assign changes it). */
+void metrics_job_assigned(const struct job *job, int64_t now_ms);
+/* A poll hands job to its agent (first hand-over of the attempt only). */
+void metrics_job_delivered(struct job *job, int64_t now_mono);
+void metrics_job_requeued(const char *reason);
+void metrics_job_restored(void);
+void metrics_checkpoint_committed(int64_t bytes);
+void metrics_chunk_stored(size_t bytes);
+void metrics_unauthorized(void);
+/* The exposition; takes state.lock for reading. 0 or GP_ENOMEM. */
+int metrics_render(struct gp_buf *out);
+
+/* web.c: the dashboard's embedded files (GET /, /ui/...). */
+int web_route_match(const char *url, const char *method);
+enum MHD_Result web_handle(struct MHD_Connection *conn, const char *url);
+/* The size of an embedded file (0: none); for tests. */
+size_t web_asset_size(const char *url);
 
 /* api.c */
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,

@@ -376,6 +376,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("libsodium failed to initialise");
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
+	if (metrics_init() != 0)
+		gp_fatalx("cannot set up the metrics");
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)

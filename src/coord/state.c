@@ -116,6 +116,51 @@ token_insert(struct token_entry *t)
 	return 0;
 }
 
+/* Takes t out of the table (open addressing: re-places its cluster). */
+static void
+token_remove(const struct token_entry *t)
+{
+	size_t slot, next;
+	struct token_entry *e;
+
+	slot = hash_slot(t->hash, state.tokens_cap);
+	while (state.tokens[slot] != NULL && state.tokens[slot] != t)
+		slot = (slot + 1) & (state.tokens_cap - 1);
+	if (state.tokens[slot] == NULL)
+		return;
+	state.tokens[slot] = NULL;
+	state.ntokens--;
+	for (next = (slot + 1) & (state.tokens_cap - 1);
+	     (e = state.tokens[next]) != NULL;
+	     next = (next + 1) & (state.tokens_cap - 1)) {
+		state.tokens[next] = NULL;
+		slot = hash_slot(e->hash, state.tokens_cap);
+		while (state.tokens[slot] != NULL)
+			slot = (slot + 1) & (state.tokens_cap - 1);
+		state.tokens[slot] = e;
+	}
+}
+
+static struct token_entry *
+token_by_id(int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL && state.tokens[i]->id == id)
+			return state.tokens[i];
+	return NULL;
+}
+
+static int
+cmp_token_id(const void *a, const void *b)
+{
+	const struct token_entry *x = *(const struct token_entry *const *)a;
+	const struct token_entry *y = *(const struct token_entry *const *)b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 const struct token_entry *
 state_token_lookup(const char *hash)
 {
@@ -508,6 +553,11 @@ state_init(const struct coord_config *cfg)
 		return GP_EIO;
 	if (store_load(load_token, load_node, load_job) != 0)
 		return GP_EIO;
+	/* Revoked tokens' ids are never given again. */
+	if (store_token_id_floor(&i) != 0)
+		return GP_EIO;
+	if (i > state.next_token_id)
+		state.next_token_id = i;
 	for (i = 1; i < state.next_job_id; i++) {
 		if (state.jobs[i] == NULL)
 			continue;
@@ -541,10 +591,11 @@ state_create_admin_token_if_none(void)
 	gp_token_hash(token, t->hash);
 	t->id = state.next_token_id;
 	t->role = GP_ROLE_ADMIN;
+	t->created_ms = gp_now_ms();
 	gp_strlcpy(t->name, "admin", sizeof(t->name));
 	if (ledger_user_groups(&ledger, t->name, &t->group_id, 1) != 1)
 		t->group_id = 1;
-	if (store_begin() != 0 || store_put_token(t, gp_now_ms()) != 0 ||
+	if (store_begin() != 0 || store_put_token(t, t->created_ms) != 0 ||
 	    store_commit() != 0) {
 		free(t);
 		return GP_EIO;
@@ -659,12 +710,21 @@ node_to_json(const struct node *node)
 
 	for (i = 0; i < node->ngpus; i++) {
 		const struct node_gpu *g = &node->gpus[i];
-		json_t *gj = json_pack("{s:i,s:s,s:s,s:I,s:o,s:i,s:I,s:b}",
-		    "index", g->index, "uuid", g->uuid, "model", g->model,
-		    "mem_mib", (json_int_t)g->mem_mib, "job",
-		    g->job_id ? json_integer(g->job_id) : json_null(), "util",
-		    g->util, "mem_used_mib", (json_int_t)g->mem_used_mib,
-		    "lent", i < 64 && ((node->lent >> i) & 1));
+		const struct job *j = state_job(g->job_id);
+		/* Who uses each GPU is for everyone to see (the commons). */
+		json_t *gj = json_pack(
+		    "{s:i,s:s,s:s,s:I,s:o,s:s?,s:i,s:I,s:b,s:o,s:o}", "index",
+		    g->index, "uuid", g->uuid, "model", g->model, "mem_mib",
+		    (json_int_t)g->mem_mib, "job",
+		    g->job_id ? json_integer(g->job_id) : json_null(), "user",
+		    j != NULL && g->job_id ? j->user : NULL, "util", g->util,
+		    "mem_used_mib", (json_int_t)g->mem_used_mib, "lent",
+		    i < 64 && ((node->lent >> i) & 1), "temp_c",
+		    node->up && g->temp_c >= 0 ? json_integer(g->temp_c)
+					       : json_null(),
+		    "power_mw",
+		    node->up && g->power_mw >= 0 ? json_integer(g->power_mw)
+						 : json_null());
 		live_gpu_json(node, i, gj);
 		json_array_append_new(gpus, gj);
 	}
@@ -730,6 +790,8 @@ job_visible_to(const struct job *job, const struct token_entry *who)
 		}
 		node = state_node(job->node_id);
 		return node != NULL && node->owner_token == who->id;
+	case GP_ROLE_METRICS:
+		return 0;
 	}
 	}
 	return 0;
@@ -882,6 +944,7 @@ job_requeue(struct job *job, const char *reason)
 	}
 	job_release_all(job);
 	history_close(job, reason);
+	metrics_job_requeued(reason);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
@@ -1004,6 +1067,7 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 	char note[160];
 	int i, k;
 
+	metrics_job_assigned(job, gp_now_ms());
 	queue_remove(job);
 	job->attempts++;
 	job->state = JOB_RUNNING;
@@ -1012,6 +1076,7 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 	for (i = 0; i < as[0]->ngpus; i++)
 		job->gpus[i] = (uint8_t)as[0]->gpus[i];
 	job->started_ack = 0;
+	atomic_store(&job->assigned_mono, gp_mono_ms());
 	job->started_ms = gp_now_ms();
 	job->stopping[0] = '\0';
 	job->reason[0] = '\0';
@@ -1780,7 +1845,8 @@ apply_token_create(struct op *op)
 	t->role = op->acct.role;
 	gp_strlcpy(t->name, op->acct.name, sizeof(t->name));
 	t->group_id = g->id;
-	if (token_insert(t) != 0 || store_put_token(t, gp_now_ms()) != 0)
+	t->created_ms = gp_now_ms();
+	if (token_insert(t) != 0 || store_put_token(t, t->created_ms) != 0)
 		gp_fatalx("cannot store token");
 	/* A user token makes its user a member of its group. */
 	if (t->role == GP_ROLE_USER &&
@@ -1792,6 +1858,68 @@ apply_token_create(struct op *op)
 	    "group", g->name);
 	gp_info("token created id=%lld role=%s name=%s group=%s",
 	    (long long)t->id, gp_role_name(t->role), t->name, g->name);
+}
+
+static void
+apply_token_revoke(struct op *op)
+{
+	struct token_entry *t = token_by_id(op->job_id);
+	size_t i, admins = 0;
+
+	if (t == NULL) {
+		set_error(op, 404, "no token %lld", (long long)op->job_id);
+		return;
+	}
+	for (i = 0; i < state.tokens_cap; i++)
+		admins += state.tokens[i] != NULL &&
+		    state.tokens[i]->role == GP_ROLE_ADMIN;
+	if (t->role == GP_ROLE_ADMIN && admins <= 1) {
+		set_error(op, 409,
+		    "token %lld is the last admin token: create another "
+		    "admin token first",
+		    (long long)t->id);
+		return;
+	}
+	if (store_delete_token(t->id) != 0)
+		gp_fatalx("cannot delete token %lld", (long long)t->id);
+	token_remove(t);
+	op->status = 200;
+	op->result = json_pack("{s:I,s:s,s:s,s:b}", "id", (json_int_t)t->id,
+	    "role", gp_role_name(t->role), "name", t->name, "revoked", 1);
+	gp_info("token revoked id=%lld role=%s name=%s by=%s",
+	    (long long)t->id, gp_role_name(t->role), t->name, op->caller.name);
+	free(t);
+}
+
+json_t *
+state_tokens_json(void)
+{
+	struct token_entry **list;
+	json_t *arr = json_array();
+	char when[40];
+	size_t i, n = 0;
+
+	list = calloc(state.ntokens + 1, sizeof(*list));
+	if (list == NULL || arr == NULL) {
+		free(list);
+		json_decref(arr);
+		return NULL;
+	}
+	for (i = 0; i < state.tokens_cap; i++)
+		if (state.tokens[i] != NULL)
+			list[n++] = state.tokens[i];
+	qsort(list, n, sizeof(*list), cmp_token_id);
+	for (i = 0; i < n; i++) {
+		if (list[i]->created_ms > 0)
+			gp_format_time(list[i]->created_ms, when, sizeof(when));
+		json_array_append_new(arr,
+		    json_pack("{s:I,s:s,s:s,s:s?}", "id",
+			(json_int_t)list[i]->id, "name", list[i]->name, "role",
+			gp_role_name(list[i]->role), "created_at",
+			list[i]->created_ms > 0 ? when : NULL));
+	}
+	free(list);
+	return json_pack("{s:o}", "tokens", arr);
 }
 
 /* Is (job, attempt) in the agent's list? */
@@ -2094,6 +2222,8 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 			    i);
 			return GP_EINVAL;
 		}
+		tmp->gpus[i].temp_c = -1;
+		tmp->gpus[i].power_mw = -1;
 	}
 	v = json_object_get(body, "offer");
 	if (v != NULL) {
@@ -2141,6 +2271,19 @@ apply_register(struct op *op)
 		return;
 	}
 	node = state_node_by_name(tmp.name);
+	/*
+	 * A provider token of the owner's name takes the node over: that is
+	 * how an owner's token is rotated (a new token of the same name,
+	 * the agent restarted with it, the old one revoked).
+	 */
+	if (node != NULL && node->owner_token != op->caller.id &&
+	    op->caller.role == GP_ROLE_PROVIDER &&
+	    strcmp(node->owner_name, op->caller.name) == 0) {
+		gp_info("node taken over by a new token of its owner node=%s "
+			"owner=%s token=%lld",
+		    node->name, node->owner_name, (long long)op->caller.id);
+		node->owner_token = op->caller.id;
+	}
 	if (node != NULL && node->owner_token != op->caller.id &&
 	    op->caller.role != GP_ROLE_ADMIN) {
 		free(tmp.gpus);
@@ -2304,8 +2447,11 @@ apply_started(struct op *op)
 		int64_t now = gp_now_ms();
 		struct attempt_record *a = current_attempt(job);
 		p->started_ack = 1;
-		if (a != NULL && part == 0 && json_is_integer(rv))
+		if (a != NULL && part == 0 && json_is_integer(rv)) {
 			a->restored_version = json_integer_value(rv);
+			if (a->restored_version > 0)
+				metrics_job_restored();
+		}
 		bill_part_start(job, part, now);
 		for (k = 0; k < job->nparts; k++)
 			all &= job->parts[k].started_ack;
@@ -2469,6 +2615,7 @@ apply_checkpoint(struct op *op)
 	if (a->attempt == job->attempts && job->state == JOB_RUNNING)
 		live_job_saved(job, a->ckpt_ms);
 	a->ckpt_bytes = op->bytes;
+	metrics_checkpoint_committed(op->bytes);
 	label = json_string_value(json_object_get(op->body, "label"));
 	gp_strlcpy(a->ckpt_label, label != NULL ? label : "",
 	    sizeof(a->ckpt_label));
@@ -2588,6 +2735,9 @@ apply(struct op *op)
 		break;
 	case OP_ACCT:
 		acct_apply(op);
+		break;
+	case OP_TOKEN_REVOKE:
+		apply_token_revoke(op);
 		break;
 	}
 }

@@ -11,11 +11,22 @@
 #     the coordinator lists it: never an older version, never from scratch;
 #   - graceful departures lost nothing: the next attempt resumed at the step
 #     where the signalled attempt saved and stopped;
+#   - every departure the test announced with `depart` lost at most the steps
+#     since the last uploaded checkpoint: steps redone (how far the old
+#     attempt got, minus the step the next attempt resumed from) <= the bound
+#     (how far the old attempt got, minus the step of the latest version
+#     uploaded when it was made to leave). How far an attempt got is read
+#     from the job's progress file (steps.sh STEPS_PROGRESS), through a hard
+#     link made at the departure: it survives the attempt's kill and its work
+#     directory's removal;
 #   - the job succeeded with "done steps=TOTAL" and never had two live
 #     attempts (counted by a marker in its script's file name).
 
 STEPS_SRC="$(dirname "$0")/../../examples/checkpoint/steps.sh"
 [ -r "$STEPS_SRC" ] || fail "no $STEPS_SRC"
+# Every version is kept, so that finish_and_check knows which one was the
+# latest at each departure (start_coordinator without arguments uses these).
+COORD_EXTRA_ARGS=(--checkpoint-keep 1000)
 
 # policy_file NAME TEXT: writes $T/NAME.policy.
 policy_file() {
@@ -39,15 +50,53 @@ provider() {
 	GPUPOOL_AGENT_SOCKET="$T/$name.sock" cli provider "$@"
 }
 
-# submit_steps TOTAL SAVE_EVERY [STEP_S]: the step job, with a marker in its
-# script's name so its processes can be counted; sets JOB and STEP_MARK.
+# submit_steps TOTAL SAVE_EVERY [STEP_S [NAME=VALUE...]]: the step job, with
+# a marker in its script's name so its processes can be counted, writing its
+# progress (STEPS_PROGRESS) and with the extra environment given (e.g.
+# STEPS_SAVE_DELAY=2); sets JOB and STEP_MARK.
 submit_steps() {
+	local total=$1 save=$2 step_s=${3:-0.1} envs=() e
+	shift 2
+	[ $# -gt 0 ] && shift
+	for e in "$@"; do envs+=(--env "$e"); done
 	new_marker
 	STEP_MARK=$MARK
 	cp "$STEPS_SRC" "$T/steps-$STEP_MARK.sh"
 	chmod 644 "$T/steps-$STEP_MARK.sh"
-	submit --gpus 1 --checkpoint-every 1s --name steps -- /bin/sh \
-	    "$T/steps-$STEP_MARK.sh" "$1" "$2" "${3:-0.1}"
+	submit --gpus 1 --checkpoint-every 1s --name steps \
+	    --env STEPS_PROGRESS=progress "${envs[@]+"${envs[@]}"}" -- /bin/sh \
+	    "$T/steps-$STEP_MARK.sh" "$total" "$save" "$step_s"
+}
+
+# depart JOB [soft]: call right before making the job's running attempt
+# leave (reclaim, kill, cut ...). Records the moment (the bound counts the
+# versions the coordinator committed before it) and a hard link to the
+# attempt's progress file ($T/depart-JOB-ATTEMPT.progress: how far it got,
+# read once it has stopped), for finish_and_check's work-lost check. Sets
+# DEPART_ATTEMPT and DEPART_NODE. Fails the test when the job is not
+# running or has no progress file yet; with "soft", returns 1 instead.
+declare -A DEPARTS=()
+depart() {
+	local job=$1 s f why=
+	s=$(job_get "$job" '"%s %s %s" % (d["state"], d["node"], d["attempts"])')
+	case $s in
+	"running "*)
+		s=${s#running }
+		DEPART_NODE=${s% *}
+		DEPART_ATTEMPT=${s#* }
+		f="$T/agents/$DEPART_NODE/jobs/$job-$DEPART_ATTEMPT/progress"
+		if [ ! -f "$f" ]; then
+			why="job $job attempt $DEPART_ATTEMPT has no progress file $f yet"
+		elif ! ln -f "$f" "$T/depart-$job-$DEPART_ATTEMPT.progress"; then
+			why="cannot link $f"
+		fi ;;
+	*) why="job $job is not running ($s)" ;;
+	esac
+	if [ -n "$why" ]; then
+		[ "${2:-}" = soft ] && { log "depart: $why"; return 1; }
+		fail "depart: $why"
+	fi
+	DEPARTS[$job]+=" $DEPART_ATTEMPT:$(date +%s%3N)"
 }
 
 # live_copies: live copies of the step job now: processes running its
@@ -123,7 +172,10 @@ wait_moved() {
 
 # finish_and_check JOB TOTAL [GRACEFUL_ATTEMPTS...]: waits for the job, then
 # checks the result and the resume chain. Each GRACEFUL attempt number must
-# have lost nothing.
+# have lost nothing; each attempt announced with `depart` at most the steps
+# since its last uploaded checkpoint. Writes $T/lost-JOB.json: per departed
+# attempt, {"attempt", "got" (how far it got), "resumed" (where the next
+# one started), "redone", "bound"}.
 finish_and_check() {
 	local job=$1 total=$2 deadline=$((SECONDS + WAIT_S * 2)) s
 	shift 2
@@ -142,7 +194,8 @@ finish_and_check() {
 	printf '%s' "$API_BODY" >"$T/versions.json"
 	job_get "$job" d >"$T/job.json"
 	printf '%s' "$LOG" >"$T/job.log"
-	E2E_GRACEFUL="$*" "$PY" - "$T/job.json" "$T/versions.json" "$T/job.log" <<'EOF' || fail "resume chain of job $job (see above)"
+	E2E_GRACEFUL="$*" E2E_DEPARTS="${DEPARTS[$job]:-}" E2E_T="$T" E2E_JOB=$job \
+	    "$PY" - "$T/job.json" "$T/versions.json" "$T/job.log" <<'EOF' || fail "resume chain or work lost of job $job (see above)"
 import json, os, re, sys
 job = json.load(open(sys.argv[1]))
 versions = {v["version"]: v for v in json.load(open(sys.argv[2]))["checkpoints"]}
@@ -185,9 +238,36 @@ for h in hist:
             errors.append("attempt %d saved step %d on the signal, but the next resumes at %d" % (a, stops[a], best[1]))
 for e in errors:
     print("resume chain:", e, file=sys.stderr)
+# Work lost by each announced departure (see depart).
+import datetime
+def ms(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+t, jid = os.environ["E2E_T"], os.environ["E2E_JOB"]
+lost, lost_errors = [], []
+for rec in os.environ["E2E_DEPARTS"].split():
+    a, when = int(rec.split(":")[0]), int(rec.split(":")[1])
+    got = int(open("%s/depart-%s-%d.progress" % (t, jid, a)).read().strip() or "-1")
+    # the step of the latest version committed before the departure
+    ups = [0] + [int(re.match(r"step=(\d+)", v["label"]).group(1))
+                 for v in versions.values()
+                 if ms(v["created_at"]) <= when and re.match(r"step=\d+", v["label"])]
+    if got < 0 or a + 1 not in starts:
+        lost_errors.append("attempt %d: progress %d, next attempt started: %s" % (a, got, a + 1 in starts))
+        continue
+    rec = {"attempt": a, "got": got, "resumed": starts[a + 1],
+           "redone": got - starts[a + 1], "bound": got - max(ups)}
+    lost.append(rec)
+    if rec["redone"] > rec["bound"]:
+        lost_errors.append("attempt %d redid %d steps, more than the %d since its last uploaded checkpoint (got to %d, resumed at %d)" % (a, rec["redone"], rec["bound"], got, starts[a + 1]))
+    if a in graceful and rec["redone"] != 0:
+        lost_errors.append("attempt %d left gracefully but %d steps were redone" % (a, rec["redone"]))
+    print("work lost: attempt %d got to step %d, the next resumed at %d: %d redone, bound %d" % (a, got, starts[a + 1], rec["redone"], rec["bound"]), file=sys.stderr)
+for e in lost_errors:
+    print("work lost:", e, file=sys.stderr)
+json.dump(lost, open("%s/lost-%s.json" % (t, jid), "w"))
 print(json.dumps({"attempts": len(hist), "starts": starts, "stops": stops,
     "reasons": [h.get("reason") for h in hist]}), file=sys.stderr)
-sys.exit(1 if errors else 0)
+sys.exit(1 if errors or lost_errors else 0)
 EOF
 }
 

@@ -207,4 +207,24 @@ mkdir "$T/dst4"
 ck download 2 "$T/dst4"
 assert_eq 3 "$(field version)" "the moved job restores the latest version"
 cmp -s "$SRC/model.bin" "$T/dst4/model.bin" || fail "restore: model.bin differs"
+
+# The coordinator's buffered writes (a file system without O_DIRECT; the
+# test hook GPUPOOL_TEST_BUFFERED_IO): a version with a changed odd-sized
+# file goes up and comes back byte-identical.
+kill9_coordinator
+GPUPOOL_TEST_BUFFERED_IO=1 start_coordinator
+assert_contains "$(cat "$COORD_LOG")" "test mode: buffered writes" "coordinator log"
+dd if=/dev/urandom of="$SRC/sub/optim.bin" bs=12345 count=1 seek=100 conv=notrunc status=none
+sleep 0.05
+printf 'step=43\n' >"$SRC/COMPLETE.tmp"
+mv "$SRC/COMPLETE.tmp" "$SRC/COMPLETE"
+ck upload 2 "$SRC"
+assert_eq 4 "$(field version)" "a version stored with buffered writes"
+assert_eq 2 "$(field chunks_sent)" "the changed chunk and the marker"
+mkdir "$T/dst5"
+ck download 2 "$T/dst5"
+assert_eq 4 "$(field version)" "restored from chunks written buffered"
+for f in model.bin sub/optim.bin sub/deeper/empty notes.txt COMPLETE; do
+	cmp -s "$SRC/$f" "$T/dst5/$f" || fail "buffered round trip: $f differs"
+done
 log "ok"

@@ -1,6 +1,6 @@
 # The agent running a checkpointing job is killed with -9: its lease expires,
-# the job resumes on the other provider from the last version it uploaded,
-# and never runs twice (the dead agent's sandbox dies with it).
+# the job resumes on the other provider from the last version it uploaded
+# (redoing at most the steps since), and never runs twice (the dead agent's sandbox dies with it).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"
 
@@ -13,6 +13,7 @@ wait_state "$j" running
 start_provider b 1
 wait_node_up b
 wait_ckpt "$j" 3
+depart "$j"
 kill9_agent a
 check_single "right after kill -9"
 wait_moved "$j" b 2

@@ -2,16 +2,30 @@
 # while the chunks of a new 48 MiB version are arriving) leaves the previous
 # version intact: it is still the latest, and it downloads and verifies
 # whole. After the restart the agent uploads the new version again, sending
-# only the chunks the coordinator lacks, and the job finishes.
+# only the chunks the coordinator lacks. Then the job's provider is killed:
+# the job resumes on another from its latest version, redoing at most the
+# rounds since, and finishes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"
 
 start_coordinator
 start_provider a 1
 wait_node_up a
-cat >"$T/big.sh" <<'JOB'
+# A resumable job with a big checkpoint: a round writes 48 MiB, its
+# counter and the marker; it prints what steps.sh prints, so
+# finish_and_check reads its attempts the same way.
+new_marker
+STEP_MARK=$MARK
+cat >"$T/steps-$STEP_MARK.sh" <<'JOB'
 d=$GPUPOOL_CHECKPOINT_DIR
+echo "attempt=$GPUPOOL_ATTEMPT restart=$GPUPOOL_RESTART_COUNT checkpoint_version=$GPUPOOL_CHECKPOINT_VERSION"
 r=0
+if [ -f "$d/COMPLETE" ]; then
+	read -r r <"$d/state"
+	echo "resumed at step $r (restart $GPUPOOL_RESTART_COUNT)"
+else
+	echo "starting at step 0"
+fi
 while [ $r -lt 12 ]; do
 	r=$((r + 1))
 	rm -f "$d/COMPLETE"
@@ -19,13 +33,13 @@ while [ $r -lt 12 ]; do
 	echo $r >"$d/.state.tmp" && mv "$d/.state.tmp" "$d/state"
 	echo "step=$r" >"$d/.c.tmp" && mv "$d/.c.tmp" "$d/COMPLETE"
 	echo "saved step=$r"
+	printf '%010d\n' $r 1<>progress
 	sleep 1.5
 done
-echo "done rounds=$r"
+echo "done steps=$r"
 JOB
-chmod 644 "$T/big.sh"
-STEP_MARK=big-no-marker
-submit --gpus 1 --checkpoint-every 1s -- /bin/sh "$T/big.sh"
+chmod 644 "$T/steps-$STEP_MARK.sh"
+submit --gpus 1 --checkpoint-every 1s -- /bin/sh "$T/steps-$STEP_MARK.sh"
 j=$JOB
 wait_state "$j" running
 wait_ckpt "$j" 1
@@ -58,7 +72,12 @@ assert_eq "step=$(cat "$T/restore/state")" "$(head -n1 "$T/restore/COMPLETE")" "
 assert_eq 50331648 "$(stat -c %s "$T/restore/blob")" "restored blob size"
 # uploads go on, sending only what is missing
 wait_ckpt "$j" $((before_v + 1))
-wait_final "$j" 120
-assert_eq succeeded "$FINAL_STATE" "the job"
 grep -q "checkpoint uploaded job=$j .*sent=" "$T/agent-a.log" || fail "no upload logged"
+# the job's provider dies: it resumes elsewhere from its latest version
+start_provider b 1
+wait_node_up b
+depart "$j"
+kill9_agent a
+wait_moved "$j" b 2
+finish_and_check "$j" 12
 echo ok

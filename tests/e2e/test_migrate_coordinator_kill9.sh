@@ -1,6 +1,7 @@
 # The coordinator is killed with -9 while a checkpointing job runs and comes
 # back: the job keeps running (one attempt), its uploads resume, nothing is
-# lost or duplicated, and it finishes with the right result.
+# lost or duplicated (its one attempt ran each of its 100 steps once), and it
+# finishes with the right result.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"
 
@@ -20,4 +21,6 @@ v=$(ckpt_version "$j")
 wait_ckpt "$j" $((v + 1))
 finish_and_check "$j" 100
 assert_eq 1 "$(job_get "$j" 'd["attempts"]')" "attempts after a coordinator restart"
+# no work lost: the one attempt counted every step once
+assert_contains "$LOG" "ran 100 steps in this attempt" "log of job $j"
 echo ok

@@ -14,6 +14,7 @@ wait_state "$j" running
 start_provider b 1
 wait_node_up b
 wait_ckpt "$j" 2
+depart "$j"
 provider a leave
 assert_eq 0 "$CLI_RC" "provider a leave: $CLI_ERR"
 wait_moved "$j" b 2
@@ -27,6 +28,7 @@ start_provider a 1
 wait_node_up a
 v=$(ckpt_version "$j")
 wait_ckpt "$j" $((v + 1))
+depart "$j"
 kill -TERM "${AGENT_PID[b]}"
 wait_moved "$j" a 3
 assert_eq agent_stopped "$(history_reason "$j" 2)" "why attempt 2 ended"

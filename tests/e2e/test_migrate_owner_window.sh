@@ -19,6 +19,7 @@ wait_node_up b
 wait_ckpt "$j" 2
 
 # the owner starts something on a's GPU 0
+depart "$j"
 sleep 600 &
 owner=$!
 echo "0 $owner" >"$T/a.procs"
@@ -43,6 +44,7 @@ v=$(ckpt_version "$j")
 wait_ckpt "$j" $((v + 1))
 h=$(date +%H)
 h=$((10#$h))
+depart "$j"
 policy_file b "checkpoint-grace = 5s
 window = daily $(printf '%02d' $(((h + 2) % 24))):00-$(printf '%02d' $(((h + 3) % 24))):00"
 wait_moved "$j" a 3

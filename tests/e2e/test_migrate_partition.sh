@@ -3,7 +3,8 @@
 # is cut. The agent, unable to renew its lease, kills its job itself before
 # the coordinator gives it to another node (fencing); the coordinator
 # requeues it once the lease expires, and it resumes on the other provider
-# from its last uploaded checkpoint. Healed, the agent comes back and runs
+# from its last uploaded checkpoint (redoing at most the steps since: the
+# steps it made while cut off count too). Healed, the agent comes back and runs
 # nothing old. The job never has two live attempts.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"
@@ -23,6 +24,7 @@ start_provider b 1
 wait_node_up b
 wait_ckpt "$j" 3
 
+depart "$j"
 netns_cut p
 wait_moved "$j" b 2
 assert_eq node_lost "$(history_reason "$j" 1)" "why attempt 1 ended"

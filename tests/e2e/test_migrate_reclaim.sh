@@ -3,7 +3,8 @@
 # latest uploaded checkpoint. Graceful: the job got the checkpoint signal,
 # saved and stopped, and the next attempt resumed at exactly that step (no
 # work lost). --now: the GPU was freed at once and the job resumed from the
-# last version uploaded before. The reclaimed GPU takes no new job until the
+# last version uploaded before, redoing at most the steps since (work lost:
+# see migrate_lib.sh). The reclaimed GPU takes no new job until the
 # owner resumes it, and `provider status` says so. No two live attempts, ever.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"
@@ -20,6 +21,7 @@ wait_node_up b
 wait_ckpt "$j" 2
 
 # graceful: SIGUSR1, the job saves and exits within the grace period
+depart "$j"
 provider a reclaim
 assert_eq 0 "$CLI_RC" "provider a reclaim: $CLI_ERR"
 assert_contains "$CLI_OUT" "GPU 0" "reclaim output"
@@ -45,6 +47,7 @@ assert_eq 0 "$CLI_RC" "the queued job once a resumed"
 # --now: the job is killed at once and resumes from its last upload
 v=$(ckpt_version "$j")
 wait_ckpt "$j" $((v + 1))
+depart "$j"
 provider b reclaim --now
 assert_eq 0 "$CLI_RC" "provider b reclaim --now: $CLI_ERR"
 assert_contains "$CLI_OUT" "free after" "reclaim --now output"

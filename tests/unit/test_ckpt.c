@@ -38,6 +38,37 @@ TEST(chunk_name)
 	CHECK(!gp_ckpt_name_valid(name));
 }
 
+/* Named piece by piece, a chunk gets the name it gets at once. */
+TEST(chunk_name_pieces)
+{
+	static unsigned char data[300000];
+	char whole[GP_CKPT_NAME_HEX], pieces[GP_CKPT_NAME_HEX];
+	gp_ckpt_hash_state st;
+	size_t i, n, cuts[] = {1, 127, 128, 129, 4096, 65537, 262144};
+
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	gp_ckpt_chunk_name(data, sizeof(data), whole);
+	for (n = 0; n < sizeof(cuts) / sizeof(cuts[0]); n++) {
+		gp_ckpt_hash_init(&st);
+		for (i = 0; i < sizeof(data); i += cuts[n])
+			gp_ckpt_hash_update(&st, data + i,
+			    sizeof(data) - i < cuts[n] ? sizeof(data) - i
+						       : cuts[n]);
+		gp_ckpt_hash_final(&st, pieces);
+		CHECK_STR(pieces, whole);
+	}
+	gp_ckpt_hash_init(&st);
+	gp_ckpt_hash_update(&st, "hel", 3);
+	gp_ckpt_hash_update(&st, "", 0);
+	gp_ckpt_hash_update(&st, "lo", 2);
+	gp_ckpt_hash_final(&st, pieces);
+	CHECK_STR(pieces, HELLO);
+	gp_ckpt_hash_init(&st);
+	gp_ckpt_hash_final(&st, pieces);
+	CHECK_STR(pieces, EMPTY);
+}
+
 TEST(path_valid)
 {
 	char long_path[GP_CKPT_PATH_MAX + 2];
@@ -195,6 +226,7 @@ main(void)
 	if (sodium_init() < 0)
 		return 1;
 	RUN(chunk_name);
+	RUN(chunk_name_pieces);
 	RUN(path_valid);
 	RUN(chunk_count);
 	RUN(manifest_check);

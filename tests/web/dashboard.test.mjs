@@ -1,0 +1,201 @@
+// tests/web/dashboard.test.mjs: the dashboard in a real browser (Debian's
+// Chromium, driven by playwright-core), against the pool that
+// tests/e2e/test_web_dashboard.sh started. Run by that script, with:
+//   GP_URL      the coordinator's URL
+//   GP_ALICE    alice's user token; GP_BOB, bob's
+//   GP_BOB_JOB  a job of bob's (alice must not see it)
+//   GP_ADMIN    an admin token (to submit the pool's other work)
+//   SHOTS       where the screenshots go
+// Prints "ok: ..." per check; any failure throws (exit status 1).
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+
+const URL0 = process.env.GP_URL;
+const SHOTS = process.env.SHOTS;
+const WAIT = 60000;
+mkdirSync(SHOTS, { recursive: true });
+
+function ok(what) {
+  console.log('ok: ' + what);
+}
+function check(cond, what) {
+  if (!cond) throw new Error('FAILED: ' + what);
+  ok(what);
+}
+
+async function api(token, method, path, body) {
+  const r = await fetch(URL0 + path, {
+    method, headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+  return JSON.parse(text);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  // The flags this closed network needs (no background connections).
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+
+// Every page is watched: no request leaves the coordinator's origin, no
+// script error, no dialog (an injected alert would open one).
+function watch(page, label) {
+  const foreign = [];
+  page.on('request', (req) => {
+    if (!req.url().startsWith(URL0) && !req.url().startsWith('data:')) foreign.push(req.url());
+  });
+  page.on('pageerror', (e) => { throw new Error(`${label}: script error: ${e.message}`); });
+  page.on('dialog', async (d) => {
+    await d.dismiss();
+    throw new Error(`${label}: a dialog opened: ${d.message()}`);
+  });
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/the server responded with a status of 404/.test(m.text())) {
+      console.log(`${label}: console error: ${m.text()}`);
+    }
+  });
+  return foreign;
+}
+
+async function signIn(page, token) {
+  await page.goto(URL0 + '/');
+  await page.waitForSelector('#login-form');
+  await page.fill('#token', token);
+  await page.click('#login-form button[type=submit]');
+  await page.waitForSelector('.nodes .node', { timeout: WAIT });
+}
+
+try {
+  // ---------------------------------------------------------------- desktop
+  const desk = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const page = await desk.newPage();
+  const foreign = watch(page, 'desktop');
+
+  const resp = await page.goto(URL0 + '/');
+  const csp = resp.headers()['content-security-policy'] || '';
+  check(/default-src 'none'/.test(csp) && /script-src 'self'/.test(csp) &&
+    /frame-ancestors 'none'/.test(csp), 'the page is served with a strict CSP');
+  check(resp.headers()['x-content-type-options'] === 'nosniff', 'nosniff');
+
+  // A wrong token is refused, and nothing is kept.
+  await page.waitForSelector('#login-form');
+  await page.fill('#token', 'gpt_' + 'x'.repeat(43));
+  await page.click('#login-form button[type=submit]');
+  await page.waitForFunction(() => document.querySelector('#login-error').textContent.length > 0);
+  check(/not known/.test(await page.textContent('#login-error')), 'a wrong token is refused');
+  check(await page.evaluate(() => sessionStorage.getItem('gpupool.token')) === null, 'a refused token is not kept');
+
+  await page.fill('#token', process.env.GP_ALICE);
+  await page.click('#login-form button[type=submit]');
+  await page.waitForSelector('.nodes .node', { timeout: WAIT });
+  check((await page.textContent('#who-name')).includes('alice (user)'), 'signed in as alice');
+  check(await page.evaluate(() => sessionStorage.getItem('gpupool.token')) === process.env.GP_ALICE,
+    'the token is in sessionStorage');
+  check(await page.evaluate(() => document.cookie) === '' && (await desk.cookies()).length === 0, 'no cookie');
+
+  // The pool: both nodes, every GPU, who uses the busy ones.
+  await page.waitForFunction(() => document.querySelectorAll('.gpu.busy').length >= 2, null, { timeout: WAIT });
+  const nodes = await page.$$eval('.node', (ns) => ns.map((n) => n.dataset.node));
+  check(nodes.includes('alpha') && nodes.includes('beta'), 'the pool shows both nodes');
+  check(await page.$$eval('.gpu', (gs) => gs.length) === 3, 'the pool shows all 3 GPUs');
+  const who = await page.$$eval('.gpu.busy .gpu-who', (ws) => ws.map((w) => w.textContent));
+  check(who.some((w) => /job \d+ · admin/.test(w)) && who.some((w) => /· bob/.test(w)),
+    'busy GPUs name their job and its user: ' + who.join(' | '));
+  await page.waitForFunction(() => [...document.querySelectorAll('.gpu.busy .meter-label')]
+    .some((m) => /util [1-9]\d*%/.test(m.textContent)), null, { timeout: WAIT });
+  ok('a busy GPU shows its utilization');
+  await page.screenshot({ path: `${SHOTS}/dashboard-pool.png`, fullPage: true });
+
+  // Submit through the form (the API), and watch the job to its end.
+  await page.click('a[href="#/jobs"]');
+  await page.waitForSelector('#submit-form');
+  await page.fill('#f-command', 'for i in 1 2 3 4 5 6; do echo "step $i of 6"; sleep 1; done');
+  await page.fill('#f-name', 'steps');
+  await page.fill('#f-gpus', '1');
+  await page.fill('#f-time', '10m');
+  await page.click('#submit-form button[type=submit]');
+  await page.waitForURL(/#\/job\/\d+$/, { timeout: WAIT });
+  const jobId = page.url().split('/').pop();
+  ok('submitted job ' + jobId + ' from the form');
+  await page.waitForFunction(() => /step 2 of 6/.test(document.querySelector('#log').textContent), null, { timeout: WAIT });
+  check(!/step 6 of 6/.test(await page.textContent('#log')), 'the log is followed live (step 2 before the end)');
+  await page.waitForSelector('.gpu.busy .spark', { timeout: WAIT });
+  ok('the running job shows its GPU use');
+  await page.waitForSelector('.tl-seg.tl-att.tl-running', { timeout: WAIT });
+  ok('the timeline shows the running attempt');
+  await page.screenshot({ path: `${SHOTS}/dashboard-job-running.png`, fullPage: true });
+  await page.waitForSelector('h1 .badge.st-succeeded', { timeout: WAIT });
+  ok('the page shows the job succeeded');
+  await page.waitForFunction(() => document.querySelector('#log-state').textContent === 'complete', null, { timeout: WAIT });
+  const log = await page.textContent('#log');
+  check(/step 1 of 6[\s\S]*step 6 of 6/.test(log), 'the whole log, in order');
+  await page.waitForSelector('.tl-seg.tl-att.tl-ok', { timeout: WAIT });
+  ok('the timeline shows the finished attempt');
+  const job = await api(process.env.GP_ALICE, 'GET', '/v1/jobs/' + jobId);
+  check(job.state === 'succeeded' && job.user === 'alice' && job.request.time_limit_s === 600,
+    'the API agrees: alice\'s job, succeeded, 10m limit');
+  await page.screenshot({ path: `${SHOTS}/dashboard-job.png`, fullPage: true });
+
+  // A job with markup in its command and output: shown as text.
+  const xss = await api(process.env.GP_ALICE, 'POST', '/v1/jobs',
+    { command: ['sh', '-c', 'echo "<img src=x onerror=alert(1)><b>bold</b>"'], gpus: 0 });
+  await page.goto(`${URL0}/#/job/${xss.id}`);
+  await page.waitForFunction(() => /<img src=x/.test(document.querySelector('#log').textContent), null, { timeout: WAIT });
+  check(await page.$$eval('main img, main b', (e) => e.length) === 0, 'markup in a command and its log stays text');
+
+  // The queue and the jobs list: alice's jobs only.
+  await page.click('a[href="#/queue"]');
+  await page.waitForSelector('table');
+  await page.click('a[href="#/jobs"]');
+  await page.waitForSelector(`tr[data-job="${jobId}"]`, { timeout: WAIT });
+  const listed = await page.$$eval('tr[data-job]', (rs) => rs.map((r) => r.dataset.job));
+  check(!listed.includes(process.env.GP_BOB_JOB), 'alice does not see bob\'s job in her list');
+  await page.goto(`${URL0}/#/job/${process.env.GP_BOB_JOB}`);
+  await page.waitForSelector('main .error');
+  check(/not one of yours/.test(await page.textContent('main .error')), 'bob\'s job page is refused to alice');
+
+  // A node's page: what it lends and lent.
+  await page.goto(`${URL0}/#/node/alpha`);
+  await page.waitForFunction(() => /GPU-h/.test(document.querySelector('main').textContent), null, { timeout: WAIT });
+  ok('the node page shows the GPU time it lent');
+  await page.screenshot({ path: `${SHOTS}/dashboard-node.png`, fullPage: true });
+
+  // The queue as an admin: every running and queued job (a 2-GPU job
+  // waits: no node has 2 free GPUs while the long jobs run).
+  const big = await api(process.env.GP_ADMIN, 'POST', '/v1/jobs', { command: ['sleep', '600'], gpus: 2, name: 'big' });
+  ok('job ' + big.id + ' (2 GPUs) waits in the queue');
+  await page.click('#signout');
+  await page.waitForSelector('#login-form');
+  check(await page.evaluate(() => sessionStorage.getItem('gpupool.token')) === null, 'sign out forgets the token');
+  await signIn(page, process.env.GP_ADMIN);
+  await page.click('a[href="#/queue"]');
+  await page.waitForFunction(() => document.querySelectorAll('tr[data-job]').length >= 3, null, { timeout: WAIT });
+  const queued = await page.$$eval('tr[data-job] .st-queued', (e) => e.length);
+  check(queued >= 1, 'the admin sees the queue with the waiting job');
+  await page.screenshot({ path: `${SHOTS}/dashboard-queue.png`, fullPage: true });
+  check(foreign.length === 0, 'no request left the coordinator: ' + foreign.join(' '));
+
+  // ---------------------------------------------------------------- phone
+  const phone = await browser.newContext({
+    viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true,
+  });
+  const p2 = await phone.newPage();
+  const foreign2 = watch(p2, 'phone');
+  await signIn(p2, process.env.GP_ALICE);
+  const overflow = await p2.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, 'the pool fits a phone\'s width (overflow ' + overflow + 'px)');
+  await p2.screenshot({ path: `${SHOTS}/dashboard-phone-pool.png`, fullPage: true });
+  await p2.goto(`${URL0}/#/job/${jobId}`);
+  await p2.waitForSelector('h1 .badge.st-succeeded', { timeout: WAIT });
+  await p2.waitForFunction(() => /step 6 of 6/.test(document.querySelector('#log').textContent), null, { timeout: WAIT });
+  const overflow2 = await p2.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow2 <= 0, 'a job page fits a phone\'s width (overflow ' + overflow2 + 'px)');
+  await p2.screenshot({ path: `${SHOTS}/dashboard-phone-job.png`, fullPage: true });
+  check(foreign2.length === 0, 'no request left the coordinator (phone)');
+  console.log('all checks passed');
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,636 @@
+// web/app.js: the gpupool dashboard, a small single-page app with no
+// dependencies, embedded in the coordinator's binary. It signs in with an
+// API token (kept in sessionStorage, sent as a bearer header; no cookie,
+// so nothing a third-party page could ride on), and shows only what the
+// public API shows that token: the pool (every node and GPU, and who uses
+// each), the running jobs and the queue, a job's attempts on a timeline
+// with its live log and its GPUs' use, and a node's page with what it
+// lent. Every text from the API is inserted as text, never as markup.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'gpupool.token';
+  const main = document.getElementById('main');
+  const statusEl = document.getElementById('status');
+  let me = null;          // GET /v1/whoami
+  let view = null;        // { stop() } of the current view
+  let viewSeq = 0;
+
+  // ---- helpers ----
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // el('div', {class: 'x', onclick: f}, 'text', child...): a new element.
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else if (k === 'text') e.textContent = v;
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    for (const c of children.flat()) {
+      if (c === null || c === undefined) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function token() {
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  // One API call with the session's token. opts: method, body (JSON),
+  // raw (return the Response), signal.
+  async function api(path, opts = {}) {
+    const headers = { Authorization: 'Bearer ' + (opts.token || token() || '') };
+    let body;
+    if (opts.body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      body = JSON.stringify(opts.body);
+    }
+    const r = await fetch(path, {
+      method: opts.method || 'GET', headers, body, signal: opts.signal,
+      cache: 'no-store', credentials: 'omit', redirect: 'error',
+    });
+    if (r.status === 401 && !opts.token) {
+      signOut('Your token was not accepted (revoked?). Sign in again.');
+      throw new ApiError(401, 'not signed in');
+    }
+    if (opts.raw && r.ok) return r;
+    const text = await r.text();
+    let data = null;
+    try { data = JSON.parse(text); } catch (e) { data = null; }
+    if (!r.ok) throw new ApiError(r.status, (data && data.error) || r.statusText);
+    return data;
+  }
+
+  function setStatus(text, isError) {
+    statusEl.textContent = text;
+    statusEl.className = isError ? 'error' : '';
+  }
+
+  function updated() {
+    setStatus('Updated ' + new Date().toLocaleTimeString());
+  }
+
+  function fmtMib(mib) {
+    if (mib === null || mib === undefined) return '-';
+    if (mib >= 1024 * 1024) return (mib / 1048576).toFixed(1).replace(/\.0$/, '') + 'T';
+    if (mib >= 1024) return (mib / 1024).toFixed(1).replace(/\.0$/, '') + 'G';
+    return mib + 'M';
+  }
+
+  function fmtDuration(ms) {
+    if (ms === null || ms === undefined || ms < 0) return '-';
+    let s = Math.floor(ms / 1000);
+    const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24;
+    const m = Math.floor(s / 60) % 60;
+    s %= 60;
+    const p = (n) => String(n).padStart(2, '0');
+    if (d > 0) return `${d}d ${p(h)}:${p(m)}:${p(s)}`;
+    if (h > 0) return `${h}:${p(m)}:${p(s)}`;
+    if (m > 0) return `${m}:${p(s)}`;
+    return `${s}s`;
+  }
+
+  function fmtTime(iso) {
+    if (!iso) return '-';
+    const d = new Date(iso);
+    return isNaN(d) ? iso : d.toLocaleString();
+  }
+
+  const ms = (iso) => (iso ? Date.parse(iso) : null);
+
+  function badge(state) {
+    return el('span', { class: 'badge st-' + String(state).replace(/[^a-z_]/g, '') }, state);
+  }
+
+  // A horizontal bar for a fraction (0..1) with a label.
+  function meter(frac, label, kind) {
+    const f = Math.max(0, Math.min(1, Number(frac) || 0));
+    const fill = el('span', { class: 'fill' + (kind ? ' ' + kind : '') });
+    fill.style.width = (f * 100).toFixed(1) + '%';
+    return el('span', { class: 'meter', role: 'img', 'aria-label': label },
+      fill, el('span', { class: 'meter-label' }, label));
+  }
+
+  function jobLink(id, text) {
+    return el('a', { href: '#/job/' + encodeURIComponent(id) }, text || String(id));
+  }
+
+  function nodeLink(name) {
+    return name ? el('a', { href: '#/node/' + encodeURIComponent(name) }, name) : '-';
+  }
+
+  function table(headers, rows, cls) {
+    return el('div', { class: 'table-wrap' },
+      el('table', { class: cls || '' },
+        el('thead', {}, el('tr', {}, headers.map((h) => el('th', {}, h)))),
+        el('tbody', {}, rows.length ? rows : [el('tr', {}, el('td', { colspan: headers.length, class: 'empty' }, 'none'))])));
+  }
+
+  // Runs fn now and every ms while the view lives; errors go to the footer.
+  function every(ctx, msInterval, fn) {
+    let timer = null;
+    const tick = async () => {
+      try {
+        await fn();
+        if (!ctx.stopped) updated();
+      } catch (e) {
+        if (!ctx.stopped && e.name !== 'AbortError') setStatus(String(e.message || e), true);
+      }
+      if (!ctx.stopped) timer = setTimeout(tick, msInterval);
+    };
+    ctx.onStop.push(() => clearTimeout(timer));
+    tick();
+  }
+
+  function newContext() {
+    const ctx = { stopped: false, onStop: [], seq: ++viewSeq, abort: new AbortController() };
+    ctx.stop = () => {
+      ctx.stopped = true;
+      ctx.abort.abort();
+      ctx.onStop.forEach((f) => f());
+    };
+    return ctx;
+  }
+
+  // ---- sign in ----
+
+  function signOut(message) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    me = null;
+    if (location.hash !== '#/login') location.hash = '#/login';
+    else route();
+    if (message) setStatus(message, true);
+  }
+
+  function viewLogin() {
+    const input = el('input', {
+      id: 'token', type: 'password', name: 'token', autocomplete: 'off',
+      spellcheck: 'false', placeholder: 'gpt_…', required: true,
+    });
+    const err = el('p', { class: 'error', id: 'login-error', role: 'alert' });
+    const form = el('form', { class: 'card login', id: 'login-form' },
+      el('h1', {}, 'Sign in to the pool'),
+      el('p', {}, 'Paste your API token (the one `gpupool token create` printed, or the token ',
+        'line of your CLI config). It stays in this tab only, until you sign out or close it.'),
+      el('label', { for: 'token' }, 'Token'), input,
+      el('button', { type: 'submit', class: 'primary' }, 'Sign in'), err);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      err.textContent = '';
+      const t = input.value.trim();
+      try {
+        me = await api('/v1/whoami', { token: t });
+        sessionStorage.setItem(TOKEN_KEY, t);
+        location.hash = '#/pool';
+      } catch (e) {
+        err.textContent = e.status === 401 ? 'This token is not known to the pool.'
+          : 'Cannot sign in: ' + e.message;
+      }
+    });
+    main.replaceChildren(form);
+    input.focus();
+    return { stop() {} };
+  }
+
+  // ---- the pool ----
+
+  function summarise(nodes, jobs) {
+    const s = { up: 0, nodes: nodes.length, busy: 0, idle: 0, unlent: 0, down: 0, running: 0, queued: 0 };
+    for (const n of nodes) {
+      const live = n.state === 'up' || n.state === 'paused';
+      if (n.state === 'up') s.up++;
+      for (const g of n.gpus) {
+        if (!live) s.down++;
+        else if (g.job !== null && g.job !== undefined) s.busy++;
+        else if (n.state === 'paused' || !g.lent) s.unlent++;
+        else s.idle++;
+      }
+    }
+    for (const j of jobs) {
+      if (j.state === 'running') s.running++;
+      if (j.state === 'queued') s.queued++;
+    }
+    return s;
+  }
+
+  function card(title, value, sub) {
+    return el('div', { class: 'card stat' }, el('div', { class: 'stat-title' }, title),
+      el('div', { class: 'stat-value' }, value), sub ? el('div', { class: 'stat-sub' }, sub) : null);
+  }
+
+  function gpuRow(node, g) {
+    const live = node.state === 'up' || node.state === 'paused';
+    const busy = g.job !== null && g.job !== undefined;
+    const used = live ? g.mem_used_mib : null;
+    return el('li', { class: 'gpu' + (busy ? ' busy' : ''), 'data-gpu': g.index },
+      el('div', { class: 'gpu-head' },
+        el('strong', {}, 'GPU ' + g.index), ' ', el('span', { class: 'muted' }, g.model + ' · ' + fmtMib(g.mem_mib)),
+        el('span', { class: 'gpu-who' }, busy
+          ? [jobLink(g.job, 'job ' + g.job), g.user ? ' · ' + g.user : '']
+          : (live && !g.lent ? 'not lent' : live ? 'free' : 'down'))),
+      live ? el('div', { class: 'gpu-meters' },
+        meter(g.util / 100, 'util ' + g.util + '%', 'util'),
+        meter(g.mem_mib ? used / g.mem_mib : 0, 'mem ' + fmtMib(used) + '/' + fmtMib(g.mem_mib), 'mem'),
+        el('span', { class: 'sensors muted' },
+          (g.temp_c !== null && g.temp_c !== undefined ? g.temp_c + '°C' : ''),
+          (g.power_mw !== null && g.power_mw !== undefined ? ' · ' + Math.round(g.power_mw / 1000) + ' W' : ''))) : null);
+  }
+
+  function nodeCard(n) {
+    return el('section', { class: 'card node', 'data-node': n.name },
+      el('div', { class: 'node-head' },
+        el('h3', {}, nodeLink(n.name)), badge(n.state),
+        el('span', { class: 'muted' }, 'lent by ' + n.owner)),
+      n.gpus.length ? el('ul', { class: 'gpus' }, n.gpus.map((g) => gpuRow(n, g)))
+        : el('p', { class: 'muted' }, 'no GPU'));
+  }
+
+  function viewPool() {
+    const ctx = newContext();
+    const head = el('div', { class: 'stats' });
+    const grid = el('div', { class: 'nodes' });
+    main.replaceChildren(el('h1', {}, 'The pool'), head, el('h2', {}, 'Nodes and GPUs'), grid);
+    every(ctx, 3000, async () => {
+      const [nr, jr] = await Promise.all([api('/v1/nodes', { signal: ctx.abort.signal }),
+        api('/v1/jobs', { signal: ctx.abort.signal })]);
+      if (ctx.stopped) return;
+      const s = summarise(nr.nodes, jr.jobs);
+      const mine = me.role === 'admin' ? 'Jobs' : me.role === 'provider' ? 'Jobs on your nodes' : 'Your jobs';
+      head.replaceChildren(
+        card('Nodes up', `${s.up} / ${s.nodes}`),
+        card('GPUs busy', String(s.busy), `${s.idle} free · ${s.unlent} not lent · ${s.down} down`),
+        card(mine + ' running', String(s.running)),
+        card(mine + ' queued', String(s.queued)));
+      grid.replaceChildren(...(nr.nodes.length ? nr.nodes.map(nodeCard)
+        : [el('p', { class: 'muted' }, 'No node has joined the pool yet.')]));
+    });
+    return ctx;
+  }
+
+  // ---- the queue and the jobs ----
+
+  function jobRow(j, now, withPos, pos) {
+    const started = ms(j.started_at), submitted = ms(j.submitted_at), finished = ms(j.finished_at);
+    const t = j.state === 'queued' ? now - submitted
+      : started ? (finished || now) - started : null;
+    return el('tr', { 'data-job': j.id },
+      withPos ? el('td', { class: 'num' }, String(pos)) : null,
+      el('td', { class: 'num' }, jobLink(j.id)), el('td', {}, j.name), el('td', {}, j.user),
+      el('td', {}, badge(j.cancel_requested && j.state === 'running' ? 'cancelling' : j.state)),
+      el('td', {}, nodeLink(j.node)), el('td', { class: 'num' }, String(j.request ? j.request.gpus : '-')),
+      el('td', { class: 'num' }, fmtDuration(t)));
+  }
+
+  function viewQueue() {
+    const ctx = newContext();
+    const running = el('div'), queued = el('div');
+    main.replaceChildren(el('h1', {}, 'Running and queued'),
+      el('h2', {}, 'Running'), running, el('h2', {}, 'Queue'),
+      el('p', { class: 'muted' }, 'In the order the scheduler considers them.'), queued);
+    every(ctx, 3000, async () => {
+      const r = await api('/v1/jobs', { signal: ctx.abort.signal });
+      if (ctx.stopped) return;
+      const now = Date.now();
+      running.replaceChildren(table(['ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Running for'],
+        r.jobs.filter((j) => j.state === 'running').map((j) => jobRow(j, now))));
+      queued.replaceChildren(table(['#', 'ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Waiting'],
+        r.jobs.filter((j) => j.state === 'queued').map((j, i) => jobRow(j, now, true, i + 1))));
+    });
+    return ctx;
+  }
+
+  // "90m", "2h", "1:30:00", "45" (minutes) to seconds; null when empty.
+  function parseDuration(text) {
+    const t = text.trim();
+    if (!t) return null;
+    let m = /^(\d+)([smhd]?)$/.exec(t);
+    if (m) return Number(m[1]) * ({ s: 1, m: 60, h: 3600, d: 86400, '': 60 })[m[2]];
+    m = /^(\d+):(\d{2}):(\d{2})$/.exec(t);
+    if (m) return Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]);
+    throw new Error('time limit: like 90m, 2h or 1:30:00');
+  }
+
+  function submitForm() {
+    const cmd = el('input', { id: 'f-command', name: 'command', required: true, placeholder: 'python3 train.py --epochs 3', spellcheck: 'false' });
+    const name = el('input', { id: 'f-name', name: 'name', placeholder: 'train', pattern: '[A-Za-z0-9._-]{1,64}' });
+    const gpus = el('input', { id: 'f-gpus', name: 'gpus', type: 'number', min: 0, max: 64, value: 1 });
+    const time = el('input', { id: 'f-time', name: 'time', placeholder: '1h' });
+    const err = el('p', { class: 'error', role: 'alert' });
+    const form = el('form', { class: 'card submit', id: 'submit-form' },
+      el('h2', {}, 'Submit a job'),
+      el('div', { class: 'fields' },
+        el('label', { class: 'wide' }, 'Command (run with sh -c)', cmd),
+        el('label', {}, 'Name', name), el('label', {}, 'GPUs', gpus),
+        el('label', {}, 'Time limit', time)),
+      el('button', { type: 'submit', class: 'primary' }, 'Submit'), err);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      err.textContent = '';
+      try {
+        const body = { command: ['sh', '-c', cmd.value], gpus: Number(gpus.value) };
+        if (name.value.trim()) body.name = name.value.trim();
+        const limit = parseDuration(time.value);
+        if (limit !== null) body.time_limit_s = limit;
+        const r = await api('/v1/jobs', { method: 'POST', body });
+        location.hash = '#/job/' + r.id;
+      } catch (e) {
+        err.textContent = 'Not submitted: ' + e.message;
+      }
+    });
+    return form;
+  }
+
+  function viewJobs() {
+    const ctx = newContext();
+    const list = el('div');
+    main.replaceChildren(el('h1', {}, me.role === 'admin' ? 'All jobs' : 'Your jobs'),
+      me.role === 'provider' ? null : submitForm(), el('h2', {}, 'Jobs'), list);
+    every(ctx, 5000, async () => {
+      const r = await api('/v1/jobs?all=1', { signal: ctx.abort.signal });
+      if (ctx.stopped) return;
+      const now = Date.now();
+      list.replaceChildren(table(['ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Ran for'],
+        r.jobs.slice().reverse().slice(0, 500).map((j) => jobRow(j, now))));
+    });
+    return ctx;
+  }
+
+  // ---- one job ----
+
+  // The attempts on a time line: one row per attempt, its queue wait grey
+  // and the attempt coloured by how it ended (green: the job succeeded,
+  // red: it failed, amber: moved elsewhere, blue: running to "now").
+  function timeline(job) {
+    const hist = job.history || [];
+    const t0 = ms(job.submitted_at);
+    const t1 = ms(job.finished_at) || Date.now();
+    const span = Math.max(1000, t1 - t0);
+    const pct = (t) => ((Math.max(t0, Math.min(t1, t)) - t0) / span) * 100;
+    const seg = (from, to, cls, title, attempt) => {
+      const s = el('span', { class: 'tl-seg ' + cls, title, 'data-attempt': attempt });
+      s.style.left = pct(from).toFixed(2) + '%';
+      s.style.width = Math.max(0.6, pct(to) - pct(from)).toFixed(2) + '%';
+      return s;
+    };
+    const rows = [];
+    let prevEnd = t0;
+    hist.forEach((a, i) => {
+      const s = ms(a.started_at) || prevEnd;
+      const e = ms(a.finished_at) || (job.state === 'running' && i === hist.length - 1 ? t1 : s);
+      const how = !a.finished_at ? 'running'
+        : ['exited', 'killed', 'timeout', 'cancelled', 'start_failed'].includes(a.reason)
+          ? (job.state === 'succeeded' ? 'ok' : 'end') : 'moved';
+      const label = `Attempt ${a.attempt} on ${a.node || '?'}: ${a.finished_at ? (a.reason || 'ended') : 'running'}`
+        + ` for ${fmtDuration(e - s)}`
+        + (a.restored_version ? `, resumed from checkpoint ${a.restored_version}` : '')
+        + (a.checkpoint ? `, saved checkpoint ${a.checkpoint.version}${a.checkpoint.label ? ' (' + a.checkpoint.label + ')' : ''}` : '');
+      const track = el('div', { class: 'tl-track' });
+      if (s > prevEnd) track.append(seg(prevEnd, s, 'tl-wait', `queued ${fmtDuration(s - prevEnd)}`));
+      track.append(seg(s, e, 'tl-att tl-' + how, label, a.attempt));
+      rows.push(el('div', { class: 'tl-row' }, el('div', { class: 'tl-label' }, label), track));
+      prevEnd = e;
+    });
+    if (!hist.length) {
+      const track = el('div', { class: 'tl-track' }, seg(t0, t1, 'tl-wait', 'queued'));
+      rows.push(el('div', { class: 'tl-row' }, el('div', { class: 'tl-label' }, 'Waiting in the queue for ' + fmtDuration(t1 - t0)), track));
+    }
+    return el('div', { class: 'timeline', role: 'list' }, rows,
+      el('div', { class: 'tl-axis muted' }, el('span', {}, fmtTime(job.submitted_at)),
+        el('span', {}, job.finished_at ? fmtTime(job.finished_at) : 'now')));
+  }
+
+  function sparkline(values) {
+    const W = 120, H = 28;
+    if (values.length === 1) values = [values[0], values[0]];
+    const pts = values.map((v, i) => `${(i / Math.max(1, values.length - 1)) * W},${H - (Math.max(0, Math.min(100, v)) / 100) * H}`).join(' ');
+    return svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'spark', role: 'img', 'aria-label': 'utilization history' },
+      svg('polyline', { points: pts || `0,${H} ${W},${H}`, class: 'spark-line' }));
+  }
+
+  function detail(label, value) {
+    return [el('dt', {}, label), el('dd', {}, value === null || value === undefined || value === '' ? '-' : value)];
+  }
+
+  function viewJob(id) {
+    const ctx = newContext();
+    const title = el('h1', {}, 'Job ' + id);
+    const actions = el('div', { class: 'actions' });
+    const facts = el('dl', { class: 'facts card' });
+    const tl = el('div', { class: 'card tl-card' });
+    const gpus = el('div', { class: 'card' }, el('p', { class: 'muted' }, 'Loading…'));
+    const log = el('pre', { class: 'log', id: 'log', tabindex: 0 });
+    const logState = el('span', { class: 'muted', id: 'log-state' }, 'following…');
+    main.replaceChildren(el('p', {}, el('a', { href: '#/jobs' }, '← Jobs')), title, actions,
+      el('div', { class: 'job-grid' }, facts, el('div', {},
+        el('h2', {}, 'Attempts'), tl, el('h2', {}, 'GPU use'), gpus)),
+      el('h2', {}, 'Output ', logState), log);
+    let job = null;
+    const history = {};   // "node/gpu" -> recent utilization values
+
+    function render() {
+      title.replaceChildren('Job ' + job.id + ' · ' + job.name + ' ', badge(job.cancel_requested && job.state === 'running' ? 'cancelling' : job.state));
+      const finished = ['succeeded', 'failed', 'cancelled', 'timeout'].includes(job.state);
+      actions.replaceChildren(finished || job.cancel_requested ? '' : el('button', {
+        type: 'button', class: 'danger', id: 'cancel', onclick: async () => {
+          try { await api(`/v1/jobs/${job.id}/cancel`, { method: 'POST' }); refresh(); } catch (e) { setStatus(e.message, true); }
+        },
+      }, 'Cancel'));
+      const req = job.request || {};
+      facts.replaceChildren(...[
+        detail('User', job.user), detail('State', job.state),
+        detail('Node', nodeLink(job.node)), detail('GPUs', (job.gpus || []).join(', ')),
+        detail('Submitted', fmtTime(job.submitted_at)), detail('Started', fmtTime(job.started_at)),
+        detail('Finished', fmtTime(job.finished_at)),
+        detail('Exit', job.exit_code !== null ? 'code ' + job.exit_code : job.signal ? 'signal ' + job.signal : null),
+        detail('Reason', job.reason), detail('Message', job.message),
+        detail('Attempts', String(job.attempts)),
+        detail('Asked for', `${req.gpus} GPU · ${req.cpus} CPU · ${req.mem_mib ? fmtMib(req.mem_mib) : 'any'} memory · ${req.time_limit_s ? fmtDuration(req.time_limit_s * 1000) : 'no'} time limit`),
+        detail('Command', el('code', {}, (job.command || []).join(' '))),
+      ].flat());
+      tl.replaceChildren(timeline(job));
+      if (job.state !== 'running') {
+        gpus.replaceChildren(el('p', { class: 'muted' }, job.state === 'queued'
+          ? 'Shown once the job runs.' : 'The job is not running.'));
+      }
+    }
+
+    async function refresh() {
+      job = await api('/v1/jobs/' + encodeURIComponent(id), { signal: ctx.abort.signal });
+      if (!ctx.stopped) render();
+    }
+
+    // Job details: at once, then whenever the job ends (the wait long
+    // poll), and every few seconds for the attempts' progress.
+    (async () => {
+      try {
+        await refresh();
+      } catch (e) {
+        if (e.status === 404) main.replaceChildren(el('h1', {}, 'Job ' + id), el('p', { class: 'error' }, 'No such job, or not one of yours.'));
+        else setStatus(e.message, true);
+        ctx.stop();
+        return;
+      }
+      every(ctx, 4000, refresh);
+      while (!ctx.stopped && !['succeeded', 'failed', 'cancelled', 'timeout'].includes(job.state)) {
+        try {
+          const j = await api(`/v1/jobs/${encodeURIComponent(id)}/wait?wait_ms=25000`, { signal: ctx.abort.signal });
+          if (!ctx.stopped && j.state !== job.state) await refresh();
+        } catch (e) {
+          if (ctx.stopped) return;
+          await new Promise((r) => setTimeout(r, 2000));
+        }
+      }
+    })();
+
+    // The log, followed with the long poll (as `gpupool logs -f`).
+    (async () => {
+      let offset = 0;
+      const MAX = 2 << 20;
+      while (!ctx.stopped) {
+        try {
+          const r = await api(`/v1/jobs/${encodeURIComponent(id)}/log?offset=${offset}&wait_ms=25000`, { raw: true, signal: ctx.abort.signal });
+          const text = await r.text();
+          const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
+          if (text) {
+            log.append(document.createTextNode(text));
+            if (log.textContent.length > MAX) log.textContent = log.textContent.slice(-MAX);
+            if (atEnd) log.scrollTop = log.scrollHeight;
+          }
+          offset = Number(r.headers.get('X-Gpupool-Offset')) || offset;
+          if (r.headers.get('X-Gpupool-Done') === '1') {
+            logState.textContent = 'complete';
+            return;
+          }
+        } catch (e) {
+          if (ctx.stopped) return;
+          if (e.status === 404) { logState.textContent = ''; return; }
+          logState.textContent = 'reconnecting…';
+          await new Promise((r) => setTimeout(r, 2000));
+          logState.textContent = 'following…';
+        }
+      }
+    })();
+
+    // Its GPUs' use, from the nodes' heartbeats, while it runs.
+    every(ctx, 2000, async () => {
+      if (!job || job.state !== 'running' || !job.node) return;
+      const nr = await api('/v1/nodes', { signal: ctx.abort.signal });
+      const node = nr.nodes.find((n) => n.name === job.node);
+      if (!node || ctx.stopped) return;
+      const rows = (job.gpus || []).map((i) => {
+        const g = node.gpus.find((x) => x.index === i);
+        if (!g) return null;
+        const key = node.name + '/' + i;
+        history[key] = (history[key] || []).concat([g.util]).slice(-60);
+        return el('li', { class: 'gpu busy', 'data-gpu': i },
+          el('div', { class: 'gpu-head' }, el('strong', {}, `${node.name} GPU ${i}`), ' ', el('span', { class: 'muted' }, g.model)),
+          el('div', { class: 'gpu-meters' },
+            meter(g.util / 100, 'util ' + g.util + '%', 'util'), sparkline(history[key]),
+            meter(g.mem_mib ? g.mem_used_mib / g.mem_mib : 0, 'mem ' + fmtMib(g.mem_used_mib) + '/' + fmtMib(g.mem_mib), 'mem'),
+            el('span', { class: 'sensors muted' }, g.temp_c !== null && g.temp_c !== undefined ? g.temp_c + '°C' : '',
+              g.power_mw !== null && g.power_mw !== undefined ? ' · ' + Math.round(g.power_mw / 1000) + ' W' : '')));
+      });
+      gpus.replaceChildren(rows.length ? el('ul', { class: 'gpus' }, rows) : el('p', { class: 'muted' }, 'The job uses no GPU.'));
+    });
+    return ctx;
+  }
+
+  // ---- one node (a provider's page) ----
+
+  function viewNode(name) {
+    const ctx = newContext();
+    const body = el('div');
+    main.replaceChildren(el('p', {}, el('a', { href: '#/pool' }, '← Pool')), el('h1', {}, 'Node ' + name), body);
+    every(ctx, 5000, async () => {
+      const [nr, jr] = await Promise.all([api('/v1/nodes', { signal: ctx.abort.signal }),
+        api('/v1/jobs?all=1', { signal: ctx.abort.signal })]);
+      if (ctx.stopped) return;
+      const n = nr.nodes.find((x) => x.name === name);
+      if (!n) {
+        body.replaceChildren(el('p', { class: 'error' }, 'No such node.'));
+        return;
+      }
+      const now = Date.now();
+      const jobs = jr.jobs.filter((j) => j.node === name);
+      let gpuMs = 0;
+      for (const j of jobs) {
+        const s = ms(j.started_at);
+        if (s && j.state !== 'queued') gpuMs += ((ms(j.finished_at) || now) - s) * (j.request ? j.request.gpus : 0);
+      }
+      body.replaceChildren(
+        el('div', { class: 'stats' },
+          card('State', n.state), card('Lent by', n.owner),
+          card('GPUs lent now', `${n.gpus.filter((g) => g.lent).length} / ${n.gpus.length}`),
+          card('GPU time lent', (gpuMs / 3600000).toFixed(2) + ' GPU-h',
+            `over ${jobs.length} job${jobs.length === 1 ? '' : 's'} you can see whose last attempt ran here`)),
+        el('dl', { class: 'facts card' }, [
+          detail('Last heard from', fmtTime(n.last_seen)), detail('CPUs offered', `${n.offer_cpus} of ${n.cpus}`),
+          detail('Memory offered', `${fmtMib(n.offer_mem_mib)} of ${fmtMib(n.mem_mib)}`),
+          detail('Longest job', n.max_job_s ? fmtDuration(n.max_job_s * 1000) : 'any'),
+          detail('Taking new jobs', n.accepting ? 'yes' : 'no'),
+        ].flat()),
+        el('h2', {}, 'GPUs'), el('ul', { class: 'gpus card' }, n.gpus.map((g) => gpuRow(n, g))),
+        el('h2', {}, 'Jobs here'),
+        table(['ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Ran for'], jobs.slice().reverse().slice(0, 200).map((j) => jobRow(j, now))));
+    });
+    return ctx;
+  }
+
+  // ---- routing ----
+
+  async function route() {
+    if (view) view.stop();
+    view = null;
+    const hash = location.hash || '#/pool';
+    const nav = document.getElementById('nav'), who = document.getElementById('who');
+    if (!token()) {
+      nav.hidden = true;
+      who.hidden = true;
+      view = viewLogin();
+      return;
+    }
+    if (!me) {
+      try {
+        me = await api('/v1/whoami');
+      } catch (e) {
+        if (e.status !== 401) setStatus('Cannot reach the coordinator: ' + e.message, true);
+        return;
+      }
+    }
+    nav.hidden = false;
+    who.hidden = false;
+    document.getElementById('who-name').textContent = `${me.name} (${me.role})`;
+    const [, page, arg] = hash.split('/');
+    document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === page));
+    if (page === 'queue') view = viewQueue();
+    else if (page === 'jobs') view = viewJobs();
+    else if (page === 'job' && /^\d+$/.test(arg || '')) view = viewJob(arg);
+    else if (page === 'node' && arg) view = viewNode(decodeURIComponent(arg));
+    else if (page === 'login') location.hash = '#/pool';
+    else view = viewPool();
+  }
+
+  document.getElementById('signout').addEventListener('click', () => signOut());
+  window.addEventListener('hashchange', route);
+  route();
+})();
