@@ -108,6 +108,13 @@ void gp_provider_drop(struct gp_provider *p, const struct gp_attempt_id *id);
 /* The user asked for an upload now. */
 void gp_provider_checkpoint_now(struct gp_provider *p,
     const struct gp_attempt_id *id);
+/*
+ * The coordinator asks the job to save and stop (a preemption, a gang
+ * that lost a part): as a graceful reclaim (checkpoint signal, the
+ * owner's grace, final upload), reported with reason. Unknown: ignored.
+ */
+void gp_provider_stop(struct gp_provider *p, const struct gp_attempt_id *id,
+    const char *reason);
 /* What the node offers now (new object), for register and heartbeats. */
 json_t *gp_provider_offer_json(struct gp_provider *p);
 /*

@@ -288,9 +288,10 @@ apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
 		struct gp_assignment *a = &answer->assignments[i];
 
 		gp_info("assignment job=%lld attempt=%lld name=%s user=%s "
-		    "gpus=%d restart=%lld", (long long)a->id.job_id,
-		    (long long)a->id.attempt, a->name, a->user, a->ngpus,
-		    (long long)a->restart_count);
+		    "gpus=%d restart=%lld share_milli=%d part=%d parts=%d",
+		    (long long)a->id.job_id, (long long)a->id.attempt,
+		    a->name, a->user, a->ngpus, (long long)a->restart_count,
+		    a->gpu_milli, a->part, a->parts);
 		gp_provider_assign(ag->provider, a);
 	}
 	for (i = 0; i < answer->ncancels; i++) {
@@ -305,6 +306,14 @@ apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
 		    (long long)answer->checkpoints[i].attempt);
 		gp_provider_checkpoint_now(ag->provider,
 		    &answer->checkpoints[i]);
+	}
+	for (i = 0; i < answer->nstops; i++) {
+		gp_info("stop requested job=%lld attempt=%lld reason=%s",
+		    (long long)answer->stops[i].id.job_id,
+		    (long long)answer->stops[i].id.attempt,
+		    answer->stops[i].reason);
+		gp_provider_stop(ag->provider, &answer->stops[i].id,
+		    answer->stops[i].reason);
 	}
 }
 

@@ -585,6 +585,19 @@ gp_provider_checkpoint_now(struct gp_provider *p,
 	pthread_mutex_unlock(&p->lock);
 }
 
+void
+gp_provider_stop(struct gp_provider *p, const struct gp_attempt_id *id,
+    const char *reason)
+{
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	if ((j = find(p, id)) != NULL && !j->cancelled)
+		end_job(p, j, reason, 1);
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* ---- checkpoint workers ---- */
 
 static void

@@ -694,6 +694,11 @@ job_to_json(const struct job *job, int with_history)
 				"lost_s",
 				(json_int_t)(end > saved ? (end - saved) / 1000
 							 : 0)));
+			/* A preempted attempt: the job it made room for. */
+			json_object_set_new(json_array_get(hist, (size_t)i),
+			    "preempted_for",
+			    a->preempt_for != 0 ? json_integer(a->preempt_for)
+						: json_null());
 		}
 		json_object_set_new(o, "history", hist);
 	}
