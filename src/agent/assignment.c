@@ -236,7 +236,7 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	return decode_share_gang(obj, a, err, errlen);
 }
 
-/* A host name or an address: letters, digits, '.', ':', '-'. */
+/* A host name or an address: letters, digits, '.', ':', '-', '_'. */
 static int
 host_valid(const char *s)
 {
@@ -246,7 +246,7 @@ host_valid(const char *s)
 		if (!((s[i] >= 'a' && s[i] <= 'z') ||
 		        (s[i] >= 'A' && s[i] <= 'Z') ||
 		        (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
-		        s[i] == ':' || s[i] == '-'))
+		        s[i] == ':' || s[i] == '-' || s[i] == '_'))
 			return 0;
 	return i > 0;
 }
