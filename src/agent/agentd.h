@@ -28,6 +28,9 @@ struct gp_agent {
 	const char *ca_file;
 	char name[GP_NAME_MAX + 1];
 	char work[PATH_MAX];
+	/* Where other nodes reach this one (a gang's MASTER_ADDR); "": the
+	 * address the coordinator sees. */
+	char advertise_addr[256];
 	int cpus;
 	int64_t mem_mib;
 	struct gp_gpu_set gpus;

@@ -97,9 +97,17 @@ gpus_json(struct gp_agent *ag, int usage)
 		struct gp_gpu_usage u;
 
 		if (!usage) {
-			json_array_append_new(list, json_pack("{si ss ss sI}",
-			    "index", g->index, "uuid", g->uuid, "model",
-			    g->model, "mem_mib", (json_int_t)g->mem_mib));
+			o = json_pack("{si ss ss sI}", "index", g->index,
+			    "uuid", g->uuid, "model", g->model, "mem_mib",
+			    (json_int_t)g->mem_mib);
+			if (o != NULL && g->capability > 0) {
+				char cap[16];
+				gp_capability_format(g->capability, cap,
+				    sizeof(cap));
+				json_object_set_new(o, "compute_capability",
+				    json_string(cap));
+			}
+			json_array_append_new(list, o);
 			continue;
 		}
 		gp_gpu_usage(&ag->gpus, i, i < 64 && ((busy >> i) & 1), &u);
@@ -154,7 +162,12 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 		    gp_reports_running(ag->reports), "offer",
 		    gp_provider_offer_json(ag->provider));
 		int64_t sent = gp_mono_ms();
-		int ret = post(http, "/v1/agent/register", body, 0, &resp);
+		int ret;
+
+		if (body != NULL && ag->advertise_addr[0] != '\0')
+			json_object_set_new(body, "addr",
+			    json_string(ag->advertise_addr));
+		ret = post(http, "/v1/agent/register", body, 0, &resp);
 
 		if (ret != 0 && resp.refused)
 			atomic_store(&ag->last_contact_mono, gp_mono_ms());

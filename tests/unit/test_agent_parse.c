@@ -14,36 +14,47 @@ TEST(fake_spec)
 {
 	char model[96];
 	int64_t mem;
-	int n;
+	int n, cap = -1;
 
-	CHECK_EQ(gp_gpu_fake_parse("2", &n, model, sizeof(model), &mem), 0);
+	CHECK_EQ(gp_gpu_fake_parse("2", &n, model, sizeof(model), &mem, NULL), 0);
 	CHECK_EQ(n, 2);
 	CHECK_STR(model, "Fake GPU");
 	CHECK_EQ(mem, 16384);
 	CHECK_EQ(gp_gpu_fake_parse("4:A100:40960", &n, model, sizeof(model),
-	    &mem), 0);
+	    &mem, NULL), 0);
 	CHECK_EQ(n, 4);
 	CHECK_STR(model, "A100");
 	CHECK_EQ(mem, 40960);
 	CHECK_EQ(gp_gpu_fake_parse("1:H100:80G", &n, model, sizeof(model),
-	    &mem), 0);
+	    &mem, &cap), 0);
 	CHECK_EQ(mem, 81920);
-	CHECK_EQ(gp_gpu_fake_parse("0", &n, model, sizeof(model), &mem), 0);
+	CHECK_EQ(cap, 0);
+	CHECK_EQ(gp_gpu_fake_parse("1:H100:80G:9.0", &n, model, sizeof(model),
+	    &mem, &cap), 0);
+	CHECK_EQ(cap, 90);
+	CHECK_EQ(gp_gpu_fake_parse("1:T4:16G:7.5", &n, model, sizeof(model),
+	    &mem, &cap), 0);
+	CHECK_EQ(cap, 75);
+	CHECK_EQ(gp_gpu_fake_parse("1:T4:16G:seven", &n, model, sizeof(model),
+	    &mem, &cap), GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("1:T4:16G:", &n, model, sizeof(model),
+	    &mem, &cap), GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("0", &n, model, sizeof(model), &mem, NULL), 0);
 	CHECK_EQ(n, 0);
-	CHECK_EQ(gp_gpu_fake_parse("", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("x", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("x", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("65", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("65", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("-1", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("-1", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("2::100", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("2::100", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("2:A:0", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("2:A:0", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
 	CHECK_EQ(gp_gpu_fake_parse("2:A:lots", &n, model, sizeof(model),
-	    &mem), GP_EINVAL);
+	    &mem, NULL), GP_EINVAL);
 }
 
 TEST(fake_list)
