@@ -76,6 +76,7 @@ struct pjob {
 	int64_t last_try_mono;		/* last upload attempt ended */
 	int busy;			/* a worker has it */
 	int want_upload;		/* the user asked */
+	int no_upload;			/* a gang's part K > 0: rank 0 saves */
 	int stale;			/* the coordinator disowned it */
 	int cancelled;
 	enum phase phase;
@@ -520,6 +521,8 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 						 : GP_CHECKPOINT_EVERY_DEFAULT) *
 	    1000;
 	j->sig = a->checkpoint_signal > 0 ? a->checkpoint_signal : SIGUSR1;
+	/* A gang's checkpoint is its rank-0 part's; every part restores it. */
+	j->no_upload = a->parts > 1 && a->part > 0;
 	j->last_try_mono = j->started_mono;
 	gp_executor_checkpoint_dir(&p->ag->exec_cfg, &a->id, j->dir,
 	    sizeof(j->dir));
@@ -767,7 +770,7 @@ do_final(struct gp_provider *p, struct pjob *j)
 
 	pthread_mutex_lock(&p->lock);
 	need = j->end_reason != NULL && !j->stale && !j->cancelled &&
-	    j->workdir[0] != '\0';
+	    !j->no_upload && j->workdir[0] != '\0';
 	mark = j->mark;
 	pthread_mutex_unlock(&p->lock);
 	/* Ended on the owner's behalf: save what it saved, then requeue. */
@@ -821,7 +824,8 @@ pick(struct gp_provider *p, int64_t now, int *kind)
 			*kind = PJ_RESTORING;
 			return j;
 		}
-		if (j->stale || j->exited || j->end_reason != NULL)
+		if (j->stale || j->exited || j->end_reason != NULL ||
+		    j->no_upload)
 			continue;
 		if (j->want_upload ||
 		    (now - j->last_try_mono >= j->every_ms &&
