@@ -7,6 +7,7 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps
       crun runc libyaml-dev busybox-static libcsv-dev gnuplot-nox
+      libarchive-dev docker-registry
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
       python3-prometheus-client chromium zsh tmux debootstrap systemd)

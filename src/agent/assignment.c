@@ -80,6 +80,13 @@ decode_command(json_t *cmd, struct gp_assignment *a, char *err,
 {
 	size_t i, n;
 
+	/* With an image the command may be empty (or absent). */
+	if (a->image[0] != '\0' && (cmd == NULL || (json_is_array(cmd) &&
+	    json_array_size(cmd) == 0))) {
+		if ((a->argv = calloc(1, sizeof(char *))) == NULL)
+			return GP_ENOMEM;
+		return 0;
+	}
 	if (!json_is_array(cmd) || (n = json_array_size(cmd)) == 0 ||
 	    n > GP_ARGC_MAX)
 		return bad(err, errlen, "field %s: want 1..256 strings",
@@ -102,6 +109,30 @@ decode_command(json_t *cmd, struct gp_assignment *a, char *err,
 			return GP_ENOMEM;
 		a->argc++;
 	}
+	return 0;
+}
+
+/* "sha256:<64 lowercase hex>", or absent/null for a plain command. */
+static int
+decode_image(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
+{
+	const char *s;
+	size_t i;
+
+	a->image[0] = '\0';
+	if (v == NULL || json_is_null(v))
+		return 0;
+	s = json_string_value(v);
+	if (s == NULL || json_string_length(v) != 71 ||
+	    strncmp(s, "sha256:", 7) != 0)
+		return bad(err, errlen, "field %s: want sha256:<64 hex>",
+		    "image");
+	for (i = 7; i < 71; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] >= 'a' && s[i] <= 'f')))
+			return bad(err, errlen, "field %s: want "
+			    "sha256:<64 hex>", "image");
+	memcpy(a->image, s, 72);
 	return 0;
 }
 
@@ -198,6 +229,9 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	if ((ret = get_name(obj, "name", a->name, sizeof(a->name), err,
 	    errlen)) != 0 ||
 	    (ret = get_name(obj, "user", a->user, sizeof(a->user), err,
+	    errlen)) != 0)
+		return ret;
+	if ((ret = decode_image(json_object_get(obj, "image"), a, err,
 	    errlen)) != 0)
 		return ret;
 	if ((ret = decode_command(json_object_get(obj, "command"), a, err,

@@ -64,6 +64,13 @@ struct gp_assignment {
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	/* "save now and exit" */
 	int64_t restart_count;	/* earlier attempts of this job */
+	/*
+	 * The container image the job runs in: its manifest digest
+	 * ("sha256:<64 hex>"), "" for a plain command. With an image, argc
+	 * may be 0 (argv is then an empty list): the image's Entrypoint
+	 * and Cmd run (docker semantics: a command replaces Cmd).
+	 */
+	char image[72];
 	/* Filled by the agent, not the coordinator. */
 	char *restore_dir;	/* restored checkpoint to move in, or NULL */
 	int64_t restored_version;

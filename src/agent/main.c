@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/agentd.h"
 #include "agent/container.h"
+#include "agent/image.h"
 #include "agent/metrics.h"
 #include "gp.h"
 #include "http_client.h"
@@ -35,7 +36,8 @@ static const char usage_text[] =
 "           [--policy FILE] [--control PATH] [--owner USER]\n"
 "           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
 "           [--runtime auto|crun|runc|none|PATH] [--userns-base UID]\n"
-"           [--scratch-size SIZE] [--container-init PATH] [-v]\n"
+"           [--scratch-size SIZE] [--container-init PATH]\n"
+"           [--image-cache-max SIZE] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup), or\n"
@@ -67,6 +69,9 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --image-cache-max SIZE\n"
+"                     unpacked image layers kept in WORK/images, e.g.\n"
+"                     20G (default 20G); least recently used go first\n"
 "  --metrics-listen [ADDR:]PORT\n"
 "                     serve Prometheus metrics on GET /metrics (ADDR\n"
 "                     defaults to 127.0.0.1; off unless given)\n"
@@ -233,6 +238,7 @@ gp_agent_main(int argc, char **argv)
 		{"container-init", required_argument, NULL, 'I'},
 		{"fake-gpu-root", required_argument, NULL, 'G'},
 		{"advertise-addr", required_argument, NULL, 'A'},
+		{"image-cache-max", required_argument, NULL, 'X'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -251,7 +257,7 @@ gp_agent_main(int argc, char **argv)
 	char work_default[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
-	int64_t cpus = 0, mem = 0;
+	int64_t cpus = 0, mem = 0, cache_mib = 20 * 1024;
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
@@ -331,6 +337,15 @@ gp_agent_main(int argc, char **argv)
 			copts.scratch_bytes = mib << 20;
 			break;
 		}
+		case 'X':
+			if (gp_parse_mib(optarg, &cache_mib) != 0 ||
+			    cache_mib <= 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--image-cache-max %s (a size: 512M, 20G)\n",
+				    optarg);
+				return 2;
+			}
+			break;
 		case 'v': verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -491,6 +506,16 @@ gp_agent_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	gp_http_global_init();
 
+	{
+		char dir[PATH_MAX + 16];
+		snprintf(dir, sizeof(dir), "%.4000s/images", ag->work);
+		if ((ag->images = gp_image_cache_new(dir, cache_mib << 20,
+		    NULL, err, sizeof(err))) == NULL) {
+			fprintf(stderr, "gpupool agent: image cache: %s\n",
+			    err);
+			goto out;
+		}
+	}
 	if ((ag->reports = gp_reports_new(ag, REPORT_THREADS)) == NULL)
 		goto out;
 	if ((ag->provider = gp_provider_new(ag, err, sizeof(err))) == NULL) {
@@ -541,6 +566,8 @@ gp_agent_main(int argc, char **argv)
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
 	ag->reports = NULL;
+	gp_image_cache_free(ag->images);
+	ag->images = NULL;
 	gp_containers_free(ag->containers);
 	ag->containers = NULL;
 	gp_cgroup_fini(&ag->cgroups);
@@ -557,6 +584,8 @@ out:
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)
 			gp_reports_free(ag->reports, 0);
+		gp_image_cache_free(ag->images);
+		ag->images = NULL;
 		gp_containers_free(ag->containers);
 		ag->containers = NULL;
 		gp_gpu_close(&ag->gpus);

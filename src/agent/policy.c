@@ -43,7 +43,7 @@ struct parse {
 	int line;
 	char *err;
 	size_t errlen;
-	int seen_line[8];	/* line of each single-valued key, 0: unseen */
+	int seen_line[16];	/* line of each single-valued key, 0: unseen */
 };
 
 static int
@@ -261,10 +261,45 @@ enum key {
 	KEY_GRACE,
 	KEY_PRESENCE,
 	KEY_WINDOW,
+	KEY_IMAGES,
+	KEY_PLAIN_JOBS,
+	KEY_TRUST_KEY,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
-    "max-job-time", "checkpoint-grace", "owner-presence", "window"};
+    "max-job-time", "checkpoint-grace", "owner-presence", "window",
+    "images", "plain-jobs", "trust-key"};
+
+/* "ed25519:BASE64 [NAME]". */
+static int
+parse_trust_key(struct parse *ps, char *value, struct gp_policy *p)
+{
+	unsigned char pk[32];
+	char *name = value + strcspn(value, " \t");
+	int i;
+
+	if (*name != '\0') {
+		*name++ = '\0';
+		name = trim(name);
+	}
+	if (!gp_sign_public_parse(value, pk))
+		return fail(ps, "trust-key: '%.64s' is not a public key "
+		    "(ed25519:<base64>, as `gpupool key create` prints)", value);
+	if (*name != '\0' && !gp_name_valid(name))
+		return fail(ps, "trust-key: the key's label '%.64s' must be 1 "
+		    "to 64 of A-Z a-z 0-9 . _ -", name);
+	for (i = 0; i < p->nkeys; i++)
+		if (strcmp(p->keys[i].key, value) == 0)
+			return fail(ps, "trust-key: %.60s is listed twice",
+			    value);
+	if (p->nkeys == GP_POLICY_KEYS_MAX)
+		return fail(ps, "trust-key: too many keys (at most %d)",
+		    GP_POLICY_KEYS_MAX);
+	gp_strlcpy(p->keys[p->nkeys].key, value, sizeof(p->keys[0].key));
+	gp_strlcpy(p->keys[p->nkeys].name, name, sizeof(p->keys[0].name));
+	p->nkeys++;
+	return 0;
+}
 
 static int
 parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
@@ -277,11 +312,11 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 			break;
 	if (k == (int)GP_ARRAY_LEN(key_names))
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
-		    "memory, max-job-time, checkpoint-grace, window or "
-		    "owner-presence)", key);
+		    "memory, max-job-time, checkpoint-grace, window, "
+		    "owner-presence, images, plain-jobs or trust-key)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
-	if (k != KEY_WINDOW) {
+	if (k != KEY_WINDOW && k != KEY_TRUST_KEY) {
 		if (ps->seen_line[k] != 0)
 			return fail(ps, "%s: given twice (first on line %d)",
 			    key, ps->seen_line[k]);
@@ -331,6 +366,28 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 			return fail(ps, "owner-presence: '%.64s' is not "
 			    "reclaim or ignore", value);
 		return 0;
+	case KEY_IMAGES:
+		if (strcmp(value, "signed") == 0)
+			p->images = GP_IMAGES_SIGNED;
+		else if (strcmp(value, "any") == 0)
+			p->images = GP_IMAGES_ANY;
+		else if (strcmp(value, "none") == 0)
+			p->images = GP_IMAGES_NONE;
+		else
+			return fail(ps, "images: '%.64s' is not signed, any or "
+			    "none", value);
+		return 0;
+	case KEY_PLAIN_JOBS:
+		if (strcmp(value, "allow") == 0)
+			p->refuse_plain = 0;
+		else if (strcmp(value, "refuse") == 0)
+			p->refuse_plain = 1;
+		else
+			return fail(ps, "plain-jobs: '%.64s' is not allow or "
+			    "refuse", value);
+		return 0;
+	case KEY_TRUST_KEY:
+		return parse_trust_key(ps, value, p);
 	case KEY_WINDOW:
 		if (p->nwindows == GP_POLICY_WINDOWS_MAX)
 			return fail(ps, "window: too many windows (at most "
@@ -493,6 +550,19 @@ gp_policy_window_open(const struct gp_policy *p, const struct tm *tm,
 	return open;
 }
 
+const char *
+gp_policy_images_name(enum gp_image_policy images)
+{
+	switch (images) {
+	case GP_IMAGES_ANY:
+		return "any";
+	case GP_IMAGES_NONE:
+		return "none";
+	default:
+		return "signed";
+	}
+}
+
 int
 gp_policy_lends_gpu(const struct gp_policy *p, int i)
 {
@@ -578,6 +648,15 @@ gp_policy_to_json(const struct gp_policy *p)
 	json_object_set_new(o, "owner_presence",
 	    json_string(p->presence == GP_PRESENCE_IGNORE ? "ignore" :
 	    "reclaim"));
+	json_object_set_new(o, "images", json_string(gp_policy_images_name(
+	    p->images)));
+	json_object_set_new(o, "plain_jobs", json_string(p->refuse_plain ?
+	    "refuse" : "allow"));
+	windows = json_array();
+	for (i = 0; i < p->nkeys && i < GP_POLICY_KEYS_MAX; i++)
+		json_array_append_new(windows, json_pack("{s:s,s:s}", "key",
+		    p->keys[i].key, "name", p->keys[i].name));
+	json_object_set_new(o, "trusted_keys", windows);
 	return o;
 }
 
@@ -614,6 +693,15 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 	gp_format_duration(p->grace_s, text, sizeof(text));
 	gp_buf_printf(&b, ", checkpoint-grace %s, owner-presence %s", text,
 	    p->presence == GP_PRESENCE_IGNORE ? "ignore" : "reclaim");
+	/* Image settings when they differ from the defaults. */
+	if (p->images != GP_IMAGES_SIGNED || p->nkeys > 0)
+		gp_buf_printf(&b, ", images %s", gp_policy_images_name(
+		    p->images));
+	if (p->nkeys > 0)
+		gp_buf_printf(&b, " (%d trusted key%s)", p->nkeys,
+		    p->nkeys == 1 ? "" : "s");
+	if (p->refuse_plain)
+		gp_buf_printf(&b, ", plain-jobs refuse");
 	gp_strlcpy(out, b.data != NULL ? b.data : "", len);
 	gp_buf_free(&b);
 }

@@ -15,14 +15,24 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "sign.h"
+
 #define GP_POLICY_WINDOWS_MAX 64
 #define GP_POLICY_FILE_MAX (64 * 1024)
+#define GP_POLICY_KEYS_MAX 32	/* trust-key lines */
 
 /* A weekly window: it opens on each day of `days` at start_min. */
 struct gp_policy_window {
 	unsigned days;	/* bit 0 Monday ... bit 6 Sunday: opening days */
 	int start_min;	/* minutes after local midnight, 0..1439 */
 	int end_min;	/* 1..1440; <= start_min: ends the next day */
+};
+
+/* Which container images the owner lets run (docs/images.md). */
+enum gp_image_policy {
+	GP_IMAGES_SIGNED = 0,	/* signed by a key of trust-key (default) */
+	GP_IMAGES_ANY,		/* any image */
+	GP_IMAGES_NONE,		/* no images */
 };
 
 enum gp_owner_presence {
@@ -40,9 +50,17 @@ struct gp_policy {
 	int nwindows;		/* 0: always available */
 	struct gp_policy_window windows[GP_POLICY_WINDOWS_MAX];
 	enum gp_owner_presence presence;
+	/* Images and plain commands. */
+	enum gp_image_policy images;
+	int refuse_plain;	/* plain-jobs = refuse */
+	int nkeys;
+	struct gp_trusted_key keys[GP_POLICY_KEYS_MAX];
 };
 
-/* Everything lent, always, grace 30 s, presence reclaims. */
+/*
+ * Everything lent, always, grace 30 s, presence reclaims; images only
+ * when signed by a trusted key (none is trusted yet); plain jobs allowed.
+ */
 void gp_policy_default(struct gp_policy *p);
 
 /*
@@ -64,6 +82,9 @@ int gp_policy_load(const char *path, struct gp_policy *p, int *line,
  */
 int gp_policy_window_open(const struct gp_policy *p, const struct tm *tm,
     int64_t *next_change_s);
+
+/* "signed", "any" or "none". */
+const char *gp_policy_images_name(enum gp_image_policy images);
 
 /* 1 when GPU index i is lent by the policy (windows aside). */
 int gp_policy_lends_gpu(const struct gp_policy *p, int i);

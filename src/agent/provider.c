@@ -3,8 +3,11 @@
  * safe when its GPU goes away.
  *
  * It sits between the coordinator link and the executor: every attempt
- * the coordinator assigns becomes a `pjob` here. A pjob is restored (its
- * latest checkpoint downloaded) before it starts when it ran before,
+ * the coordinator assigns becomes a `pjob` here. A pjob is prepared before
+ * it starts: its container image made ready (agent/image.c: the owner's
+ * trust checked, every digest verified, layers from the cache or fetched
+ * and unpacked) when it has one, and restored (its latest checkpoint
+ * downloaded) when it ran before,
  * uploads its checkpoint directory while it runs (at most every
  * checkpoint_every_s, when the job wrote a new COMPLETE marker, or when
  * the user asks), and on a reclaim gets the checkpoint signal, the
@@ -40,6 +43,7 @@
 #include "agent/agentd.h"
 #include "agent/checkpoint.h"
 #include "agent/control.h"
+#include "agent/image.h"
 #include "agent/policy.h"
 #include "gp.h"
 #include "http_client.h"
@@ -55,7 +59,8 @@
 #define RESTORE_FAILS_MAX 3
 
 enum phase {
-	PJ_RESTORING,	/* waiting for a worker to download its checkpoint */
+	PJ_RESTORING,	/* waiting for a worker to prepare its image and to
+			   download its checkpoint */
 	PJ_RUNNING,	/* handed to the executor */
 	PJ_FINAL,	/* ended: final upload, then the finished report */
 };
@@ -81,6 +86,7 @@ struct pjob {
 	int cancelled;
 	enum phase phase;
 	struct gp_assignment pending;	/* PJ_RESTORING: to start after */
+	struct gp_image_hold *image;	/* the image layers it uses */
 	/* Ending it on the owner's behalf. */
 	const char *end_reason;		/* "reclaimed", ... or NULL */
 	int64_t end_mono;		/* when it was asked to end */
@@ -112,6 +118,8 @@ struct gp_provider {
 	int window_open;
 	int64_t window_next_s;
 	int fenced;
+	int64_t policy_gen;		/* bumped by each policy (re)load */
+	int64_t offer_policy_gen;	/* the one the offer carries */
 	/* The offer the coordinator knows. */
 	int64_t offer_seq;
 	uint64_t offer_lent;
@@ -216,30 +224,45 @@ offer_update(struct gp_provider *p)
 	uint64_t lent = lent_mask(p);
 	int acc = accepting(p);
 
-	if (lent == p->offer_lent && acc == p->offer_accepting)
+	if (lent == p->offer_lent && acc == p->offer_accepting &&
+	    p->policy_gen == p->offer_policy_gen)
 		return 0;
 	p->offer_lent = lent;
 	p->offer_accepting = acc;
+	p->offer_policy_gen = p->policy_gen;
 	p->offer_seq++;
 	gp_info("offer changed seq=%lld lent=0x%llx accepting=%d",
 	    (long long)p->offer_seq, (unsigned long long)lent, acc);
 	return 1;
 }
 
+/* 1 when image jobs may come: the owner allows some, and a runtime runs. */
+static int
+takes_images(const struct gp_provider *p)
+{
+	return p->policy.images != GP_IMAGES_NONE && p->ag->containers != NULL;
+}
+
 static json_t *
 offer_json_locked(struct gp_provider *p)
 {
-	json_t *lent = json_array();
+	json_t *lent = json_array(), *keys = json_array();
 	int i;
 
 	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
 		if (p->offer_lent & (1ULL << i))
 			json_array_append_new(lent, json_integer(i));
-	return json_pack("{sI so sb si sI sI}", "seq",
+	/* The coordinator places only what the owner would accept. */
+	for (i = 0; i < p->policy.nkeys && i < GP_POLICY_KEYS_MAX; i++)
+		json_array_append_new(keys, json_string(p->policy.keys[i].key));
+	return json_pack("{sI so sb si sI sI ss sb so}", "seq",
 	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
-	    (json_int_t)p->policy.max_job_s);
+	    (json_int_t)p->policy.max_job_s, "images",
+	    gp_policy_images_name(takes_images(p) ? p->policy.images :
+	    GP_IMAGES_NONE), "plain_jobs",
+	    !p->policy.refuse_plain, "trusted_keys", keys);
 }
 
 json_t *
@@ -275,6 +298,7 @@ unlink_job(struct gp_provider *p, struct pjob *j)
 			break;
 		}
 	gp_assignment_fini(&j->pending);
+	gp_image_release(p->ag->images, j->image);
 	free(j);
 }
 
@@ -394,6 +418,7 @@ policy_load(struct gp_provider *p, int force)
 		return;
 	}
 	p->policy = np;
+	p->policy_gen++;
 	p->policy_error[0] = '\0';
 	gp_info("policy loaded path=%s", p->ag->policy_path);
 }
@@ -495,10 +520,19 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 	pthread_mutex_lock(&p->lock);
 	if (!accepting(p) || (m & ~lent_mask(p)) != 0 ||
 	    (p->policy.max_job_s > 0 && (a->time_limit_s == 0 ||
-	    a->time_limit_s > p->policy.max_job_s))) {
+	    a->time_limit_s > p->policy.max_job_s)) ||
+	    (a->image[0] == '\0' && p->policy.refuse_plain) ||
+	    (a->image[0] != '\0' && !takes_images(p))) {
+		/* A race with the owner's change: the job goes elsewhere. */
 		const char *why = !accepting(p) ? "the node is not accepting "
 		    "jobs (paused, leaving or cut off)" : (m & ~lent_mask(p))
 		    ? "a GPU it needs is no longer lent"
+		    : a->image[0] == '\0' && p->policy.refuse_plain
+		    ? "the owner takes no plain-command jobs (plain-jobs = "
+		      "refuse)"
+		    : a->image[0] != '\0' && !takes_images(p)
+		    ? "this node takes no container images (images = none, "
+		      "or no container runtime)"
 		    : "longer than the owner's max-job-time";
 		pthread_mutex_unlock(&p->lock);
 		refuse(p, a, why);
@@ -528,8 +562,9 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 	    sizeof(j->dir));
 	j->next = p->jobs;
 	p->jobs = j;
-	if (a->restart_count > 0) {
-		/* Ran before: its checkpoint comes first (a worker). */
+	if (a->restart_count > 0 || a->image[0] != '\0') {
+		/* Its image, and its checkpoint if it ran before, come
+		 * first (a worker: they block on the network). */
 		j->phase = PJ_RESTORING;
 		j->pending = *a;
 		memset(a, 0, sizeof(*a));
@@ -670,6 +705,92 @@ upload(struct gp_provider *p, struct pjob *j, struct gp_ckpt_mark *mark,
 	return st.version > 0 ? 1 : 0;
 }
 
+/*
+ * Makes the pending assignment's image ready (p->lock not held; j->busy
+ * set): fills j->pending.container and j->image. Returns 0 or the
+ * cache's GP_E* code with err.
+ */
+static int
+prepare_image(struct gp_provider *p, struct pjob *j, char *err,
+    size_t errlen)
+{
+	struct gp_trusted_key keys[GP_POLICY_KEYS_MAX];
+	struct gp_image_trust trust;
+	struct gp_image_source src;
+	struct gp_image_prepared st;
+	struct gp_container_image *img = NULL;
+	struct gp_image_hold *hold = NULL;
+	int ret;
+
+	/* The owner's trust as it is now, copied: the policy may reload. */
+	pthread_mutex_lock(&p->lock);
+	trust.images = (int)p->policy.images;
+	trust.nkeys = p->policy.nkeys;
+	memcpy(keys, p->policy.keys, sizeof(keys));
+	pthread_mutex_unlock(&p->lock);
+	trust.keys = keys;
+	memset(&src, 0, sizeof(src));
+	src.url = p->ag->url;
+	src.token = p->ag->token;
+	src.ca_file = p->ag->ca_file;
+	src.job_id = j->id.job_id;
+	src.attempt = j->id.attempt;
+	if (p->ag->images == NULL) {
+		snprintf(err, errlen, "this agent has no image cache");
+		return GP_EIO;
+	}
+	ret = gp_image_prepare(p->ag->images, &src, j->pending.image, &trust,
+	    &img, &hold, &st, err, errlen);
+	if (ret != 0) {
+		gp_warn("image refused job=%lld attempt=%lld digest=%s "
+		    "code=%d fetched_bytes=%lld why=\"%s\"",
+		    (long long)j->id.job_id, (long long)j->id.attempt,
+		    j->pending.image, ret, (long long)st.fetched_bytes, err);
+		return ret;
+	}
+	gp_info("image ready job=%lld attempt=%lld digest=%s layers=%d "
+	    "cached=%d fetched=%d fetched_bytes=%lld ms=%lld trust=\"%s\"",
+	    (long long)j->id.job_id, (long long)j->id.attempt,
+	    j->pending.image, st.layers, st.cached, st.fetched,
+	    (long long)st.fetched_bytes, (long long)st.elapsed_ms,
+	    st.trusted_by);
+	pthread_mutex_lock(&p->lock);
+	gp_container_image_free(j->pending.container);
+	j->pending.container = img;
+	j->image = hold;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+/*
+ * The job cannot start with its image: refused (by the owner's trust, or
+ * a bad or tampered image: the job fails, the message names the check)
+ * or unavailable (the coordinator or the disk: it is tried elsewhere).
+ * p->lock held.
+ */
+static void
+image_failed(struct pjob *j, int ret, const char *err)
+{
+	j->exited = 1;
+	j->exited_mono = gp_mono_ms();
+	memset(&j->result, 0, sizeof(j->result));
+	if (j->cancelled)
+		j->result.reason = "cancelled";
+	else if (j->end_reason != NULL || j->stale || ret == GP_ECONFLICT)
+		j->result.reason = "killed";
+	else if (ret == GP_EPERM || ret == GP_EINVAL || ret == GP_ETOOBIG) {
+		j->result.reason = "image_refused";
+		snprintf(j->message, sizeof(j->message), "image refused: %.480s",
+		    err);
+	} else {
+		j->result.reason = "image_unavailable";
+		snprintf(j->message, sizeof(j->message), "image unavailable: "
+		    "%.470s", err);
+	}
+	gp_strlcpy(j->result.message, j->message, sizeof(j->result.message));
+	j->phase = PJ_FINAL;
+}
+
 static void
 do_restore(struct gp_provider *p, struct pjob *j)
 {
@@ -687,7 +808,19 @@ do_restore(struct gp_provider *p, struct pjob *j)
 	target_of(p, j, &t);
 	memset(&st, 0, sizeof(st));
 	memset(&mark, 0, sizeof(mark));
-	for (tries = 0; tries < RESTORE_TRIES; tries++) {
+	if (j->pending.image[0] != '\0') {
+		ret = prepare_image(p, j, err, sizeof(err));
+		if (ret != 0) {
+			pthread_mutex_lock(&p->lock);
+			j->busy = 0;
+			image_failed(j, ret, err);
+			pthread_cond_broadcast(&p->cond);
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
+	}
+	for (tries = 0; tries < RESTORE_TRIES && j->pending.restart_count > 0;
+	    tries++) {
 		gp_remove_tree(staging);
 		if (gp_mkdir_p(base, 0700) != 0 || mkdir(staging, 0700) != 0) {
 			snprintf(err, sizeof(err), "mkdir %s: %s", staging,
@@ -705,6 +838,8 @@ do_restore(struct gp_provider *p, struct pjob *j)
 		    (long long)j->id.attempt, tries + 1, err);
 		sleep(1);
 	}
+	if (j->pending.restart_count == 0)
+		ret = 0; /* nothing to restore: only its image */
 	pthread_mutex_lock(&p->lock);
 	j->busy = 0;
 	if (ret == 0 && !j->stale && !j->cancelled && j->end_reason == NULL) {
@@ -1123,7 +1258,7 @@ gp_provider_snapshot(struct gp_provider *p, struct gp_provider_snapshot *out)
 static json_t *
 status_json(struct gp_provider *p)
 {
-	json_t *gpus = json_array(), *o;
+	json_t *gpus = json_array(), *o, *image_cache = NULL;
 	int64_t now = gp_mono_ms(), node_id;
 	const struct pjob *j;
 	int i, njobs = 0;
@@ -1147,6 +1282,16 @@ status_json(struct gp_provider *p)
 	}
 	for (j = p->jobs; j != NULL; j = j->next)
 		njobs++;
+	if (p->ag->images != NULL) {
+		struct gp_image_cache_stats cs;
+		gp_image_cache_stats(p->ag->images, &cs);
+		image_cache = json_pack("{sI sI si si sI sI sI sI}", "bytes",
+		    (json_int_t)cs.bytes, "max_bytes", (json_int_t)cs.max_bytes,
+		    "layers", cs.layers, "in_use", cs.in_use, "hits",
+		    (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
+		    "evictions", (json_int_t)cs.evictions, "fetched_bytes",
+		    (json_int_t)cs.fetched_bytes);
+	}
 	o = json_pack("{ss sI sb sb sb sb sI ss s:o so so si sb}", "node",
 	    p->ag->name, "node_id", (json_int_t)node_id, "connected",
 	    node_id != 0 && !p->fenced, "paused", p->paused, "leaving",
@@ -1156,6 +1301,10 @@ status_json(struct gp_provider *p)
 	    p->policy_error[0] ? json_string(p->policy_error) : json_null(),
 	    "policy", gp_policy_to_json(&p->policy), "gpus", gpus, "jobs",
 	    njobs, "fenced", p->fenced);
+	if (o != NULL && image_cache != NULL)
+		json_object_set_new(o, "image_cache", image_cache);
+	else
+		json_decref(image_cache);
 	return o;
 }
 

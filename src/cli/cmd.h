@@ -323,6 +323,16 @@ int gp_cli_render_checkpoints(json_t *reply, struct gp_buf *out);
 int gp_cli_cmd_checkpoints(const struct gp_cli_args *args);
 int gp_cli_cmd_checkpoint_get(const struct gp_cli_args *args);
 
+/* image.c */
+/* Renders the `image ls` table for a {"images": [...]} reply. */
+int gp_cli_render_images(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_image_import(const struct gp_cli_args *args);
+int gp_cli_cmd_image_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_image_rm(const struct gp_cli_args *args);
+int gp_cli_cmd_image_pull(const struct gp_cli_args *args);
+int gp_cli_cmd_image_sign(const struct gp_cli_args *args);
+int gp_cli_cmd_key_create(const struct gp_cli_args *args);
+
 /* sim.c */
 int gp_cli_cmd_sim(const struct gp_cli_args *args);
 

@@ -166,6 +166,12 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    "A-Z a-z 0-9 . _ -",
 				    GP_NAME_MAX);
 			gp_strlcpy(spec->name, v, sizeof(spec->name));
+		} else if (strcmp(o->name, "image") == 0) {
+			if (v[0] == '\0' || strlen(v) > GP_IMAGE_REF_MAX)
+				return fail(err, errlen, "--image: a name in "
+				    "the image store (gpupool image ls), at "
+				    "most %d characters", GP_IMAGE_REF_MAX);
+			gp_strlcpy(spec->image, v, sizeof(spec->image));
 		} else if (strcmp(o->name, "group") == 0) {
 			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
 				return fail(err, errlen,
@@ -206,6 +212,9 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 			    i);
 		json_array_append_new(spec->command, s);
 	}
+	if (args->noperands == 0 && spec->image[0] == '\0')
+		return fail(err, errlen, "submit: missing COMMAND (it may be "
+		    "left out only with --image)");
 	if (spec->name[0] == '\0' && args->noperands > 0)
 		default_name(args->operands[0], spec->name, sizeof(spec->name));
 	if (gpus_seen >= 0 && per_node_seen >= 0 && gpus_seen != per_node_seen)
@@ -220,6 +229,17 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		    "--gpu-share and --gpu-mem ask for a fraction of one GPU: "
 		    "--gpus must be 1 (for GPUs with at least this much "
 		    "memory, use --min-gpu-mem)");
+	if (spec->name[0] == '\0') {
+		/* The image's repository: "lab/pytorch:2" names it pytorch. */
+		char base[GP_IMAGE_REF_MAX + 1];
+		const char *slash = strrchr(spec->image, '/');
+		gp_strlcpy(base, slash != NULL ? slash + 1 : spec->image,
+		    sizeof(base));
+		base[strcspn(base, ":@")] = '\0';
+		if (strncmp(spec->image, "sha256:", 7) == 0)
+			gp_strlcpy(base, "image", sizeof(base));
+		default_name(base, spec->name, sizeof(spec->name));
+	}
 	return gp_jobspec_validate(spec, err, errlen);
 }
 
@@ -625,6 +645,8 @@ print_job(json_t *job)
 	if (gp_cli_json_str(job, "group") != NULL)
 		print_field("group", gp_cli_json_str(job, "group"));
 	print_field("state", display_state(job));
+	if (gp_cli_json_str(job, "wait_reason") != NULL)
+		print_field("waiting", gp_cli_json_str(job, "wait_reason"));
 	if (gp_cli_json_str(job, "hold_reason") != NULL)
 		print_field("held", gp_cli_json_str(job, "hold_reason"));
 	print_field("reason", gp_cli_json_str(job, "reason"));
@@ -645,6 +667,8 @@ print_job(json_t *job)
 		print_field("gpu_uuids", b.data);
 		gp_buf_free(&b);
 	}
+	if (gp_cli_json_str(job, "image") != NULL)
+		print_field("image", gp_cli_json_str(job, "image"));
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
 	gp_buf_free(&b);
@@ -1005,7 +1029,8 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	    (reason != NULL &&
 	        (strcmp(reason, "cancelled") == 0 ||
 	            strcmp(reason, "timeout") == 0 ||
-	            strcmp(reason, "start_failed") == 0));
+	            strcmp(reason, "start_failed") == 0 ||
+	            strcmp(reason, "image_refused") == 0));
 	if (json_is_integer(exit_code))
 		code = (int)(json_integer_value(exit_code) & 255);
 	else if (sig > 0 && !stopped_by_gpupool)
@@ -1022,6 +1047,10 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	else if (reason != NULL && strcmp(reason, "start_failed") == 0)
 		snprintf(note, len, "job %lld could not start%s%s", id,
 		    message != NULL && message[0] ? ": " : "",
+		    message != NULL ? message : "");
+	else if (reason != NULL && strcmp(reason, "image_refused") == 0)
+		snprintf(note, len, "job %lld: the provider refused its "
+		    "image%s%s", id, message != NULL && message[0] ? ": " : "",
 		    message != NULL ? message : "");
 	else if (sig > 0 && !json_is_integer(exit_code))
 		snprintf(note, len, "job %lld was killed by signal %d", id,

@@ -147,6 +147,38 @@ static const struct gp_cli_option submit_options[] = {
         "run for GROUP, one of yours (default: your first group)"},
     {"max-price", 0, "CREDITS",
         "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"},
+    {"image", 'i', "REF",
+	"run in this container image of the pool's store (NAME[:TAG] or "
+	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option image_import_options[] = {
+    {"name", 'n', "NAME[:TAG]",
+	"the image's name in the store (default: the one the archive "
+	"gives)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option image_pull_options[] = {
+    {"name", 'n', "NAME[:TAG]",
+	"the image's name in the store (default: REF without its digest)"},
+    {"username", 'u', "USER",
+	"log in to the registry as USER (the password comes from "
+	"$GPUPOOL_REGISTRY_PASSWORD)"},
+    {"registry-ca", 0, "FILE", "CA certificate(s) to verify the registry"},
+    {"plain-http", 0, NULL,
+	"talk to the registry over plain HTTP (a test registry)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option image_sign_options[] = {
+    {"key", 'k', "KEYFILE", "the signing key (from `gpupool key create`)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option key_create_options[] = {
+    {"out", 'o', "FILE", "where to write the secret key (default NAME.key)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -230,9 +262,11 @@ static const struct gp_cli_option provider_reclaim_options[] = {
 
 static const struct gp_cli_command commands[] = {
     {"submit", "[--] COMMAND [ARG...]", "submit a job; prints its id",
-        submit_options, 1, -1, 1,
+        submit_options, 0, -1, 1,
         "Options must come before the command; `--` is needed only when "
-        "the\ncommand starts with '-'. Prints just the job id.",
+        "the\ncommand starts with '-'. Prints just the job id. With "
+        "--image the command\nmay be left out: the image's Entrypoint and "
+        "Cmd run.",
         gp_cli_cmd_submit},
     {"ps", "", "list your queued and running jobs (--all: every job)",
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
@@ -318,6 +352,40 @@ static const struct gp_cli_command commands[] = {
         "DIR must exist and be empty. Every chunk is verified against its\n"
         "BLAKE2b-256 name; on any failure DIR is left empty.",
         gp_cli_cmd_checkpoint_get},
+    {"image import", "FILE",
+        "import an image archive (OCI layout or docker save, .tar[.gz])",
+        image_import_options, 1, 1, 0,
+        "Sends only the blobs the coordinator lacks; each is verified "
+        "against its\nsha256 digest. Prints the image's name and "
+        "manifest digest.",
+        gp_cli_cmd_image_import},
+    {"image ls", "", "list the pool's images", json_options, 0, 0, 0, NULL,
+        gp_cli_cmd_image_ls},
+    {"image rm", "REF", "remove an image name (yours; an admin: any)",
+        no_options, 1, 1, 0,
+        "REF is NAME[:TAG], or sha256:... for every name of that image. "
+        "Queued\njobs keep the image they were pinned to; blobs no image "
+        "uses are\nremoved later.",
+        gp_cli_cmd_image_rm},
+    {"image pull", "REF",
+        "pull an image from a registry into the pool's store",
+        image_pull_options, 1, 1, 0,
+        "REF is [REGISTRY/]REPOSITORY[:TAG][@sha256:...]. The tag is "
+        "resolved to a\nmanifest digest (a multi-platform index to its "
+        "linux/amd64 image),\nwhich is printed: the image is pinned by it.",
+        gp_cli_cmd_image_pull},
+    {"image sign", "REF", "sign an image's manifest digest (admin)",
+        image_sign_options, 1, 1, 0,
+        "Signs \"gpupool-image-signature-v1\\n\" + the manifest digest "
+        "with the ed25519\nkey; providers whose policy trusts the key "
+        "run the image.",
+        gp_cli_cmd_image_sign},
+    {"key create", "NAME",
+        "create an ed25519 signing key; prints its public key",
+        key_create_options, 1, 1, 0,
+        "Writes the secret key to NAME.key (mode 0600; never overwrites "
+        "a file).",
+        gp_cli_cmd_key_create},
     {"provider status", "", "show what the local agent lends and runs",
         provider_options, 0, 0, 0,
         "Talks to the agent on this machine over its control socket; "
@@ -704,6 +772,7 @@ static const struct {
 	const char *name, *summary;
 } groups[] = {
     {"provider", "lend this machine: status, pause, reclaim, leave, policy"},
+    {"image", "container images: import, ls, rm, pull, sign"},
     {"token", "API tokens (admin): create, ls, revoke"},
     {"group", "groups (labs): create, ls, set, add, remove, move"},
     {"price", "the price table: set, rm, ls"},

@@ -318,6 +318,208 @@ gp_http_request_stream(struct gp_http_client *c, const char *method,
 	return 0;
 }
 
+/* Headers every request carries; the caller frees the list. */
+static struct curl_slist *
+base_headers(struct gp_http_client *c)
+{
+	struct curl_slist *headers = NULL;
+
+	if (c->auth_header != NULL)
+		headers = curl_slist_append(headers, c->auth_header);
+	return curl_slist_append(headers, "Expect:");
+}
+
+static void
+base_setup(struct gp_http_client *c, const char *url,
+    struct gp_http_response *resp)
+{
+	curl_easy_reset(c->curl);
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
+	if (c->ca_file != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
+		curl_easy_setopt(c->curl, CURLOPT_SSL_OPTIONS,
+		    (long)CURLSSLOPT_NO_PARTIALCHAIN);
+	}
+}
+
+static int
+finish(struct gp_http_client *c, CURLcode rc, const char *url,
+    struct gp_http_response *resp)
+{
+	if (rc != CURLE_OK) {
+		snprintf(resp->error, sizeof(resp->error), "%.160s: %.80s", url,
+		    curl_easy_strerror(rc));
+		if (rc == CURLE_COULDNT_CONNECT) {
+			long oserr = 0;
+			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
+			resp->refused = oserr == ECONNREFUSED;
+		}
+		return rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	return 0;
+}
+
+struct upload_src {
+	long (*read)(void *arg, char *buf, size_t len);
+	void *arg;
+	int failed;
+};
+
+static size_t
+on_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct upload_src *src = arg;
+	long n = src->read(src->arg, buf, size * nitems);
+
+	if (n < 0) {
+		src->failed = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	return (size_t)n;
+}
+
+int
+gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
+    const char *content_type, int64_t body_len,
+    long (*read)(void *arg, char *buf, size_t len), void *arg,
+    struct gp_http_response *resp)
+{
+	struct curl_slist *headers;
+	struct upload_src src = {read, arg, 0};
+	struct gp_buf buf = {0};
+	char url[4096], ctype[128];
+	CURLcode rc;
+	int ret;
+
+	memset(resp, 0, sizeof(*resp));
+	resp->log_offset = -1;
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	    sizeof(url))
+		return GP_EINVAL;
+	base_setup(c, url, resp);
+	headers = base_headers(c);
+	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
+	    content_type != NULL ? content_type : "application/octet-stream");
+	headers = curl_slist_append(headers, ctype);
+	curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE,
+	    (curl_off_t)body_len);
+	curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
+	curl_easy_setopt(c->curl, CURLOPT_READDATA, &src);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &buf);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	rc = curl_easy_perform(c->curl);
+	curl_slist_free_all(headers);
+	ret = finish(c, rc, url, resp);
+	if (ret != 0 && src.failed) {
+		snprintf(resp->error, sizeof(resp->error), "reading the data "
+		    "to send failed");
+		ret = GP_EIO;
+	}
+	if (ret != 0) {
+		gp_buf_free(&buf);
+		return ret;
+	}
+	if (buf.data == NULL && gp_buf_append(&buf, "", 0) != 0)
+		return GP_ENOMEM;
+	resp->body = buf.data;
+	resp->body_len = buf.len;
+	return 0;
+}
+
+struct download_sink {
+	CURL *curl;
+	int (*write)(void *arg, const char *data, size_t len);
+	void *arg;
+	int64_t max, got;
+	int toolong, failed;
+	struct gp_buf err;
+};
+
+static size_t
+on_download(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct download_sink *d = arg;
+	size_t len = size * nmemb;
+	long status = 0;
+
+	curl_easy_getinfo(d->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status > 299) {
+		if (d->err.len < 65536 && gp_buf_append(&d->err, data,
+		    len < 65536 - d->err.len ? len : 65536 - d->err.len) != 0)
+			return 0;
+		return len;
+	}
+	if (d->got + (int64_t)len > d->max) {
+		d->toolong = 1;
+		return 0;
+	}
+	d->got += (int64_t)len;
+	if (d->write(d->arg, data, len) != 0) {
+		d->failed = 1;
+		return 0;
+	}
+	return len;
+}
+
+int
+gp_http_download(struct gp_http_client *c, const char *path,
+    int64_t max_bytes, int (*write)(void *arg, const char *data, size_t len),
+    void *arg, struct gp_http_response *resp)
+{
+	struct download_sink d;
+	struct curl_slist *headers;
+	char url[4096];
+	CURLcode rc;
+	int ret;
+
+	memset(resp, 0, sizeof(*resp));
+	memset(&d, 0, sizeof(d));
+	resp->log_offset = -1;
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	    sizeof(url))
+		return GP_EINVAL;
+	base_setup(c, url, resp);
+	d.curl = c->curl;
+	d.write = write;
+	d.arg = arg;
+	d.max = max_bytes;
+	headers = base_headers(c);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_download);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &d);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	rc = curl_easy_perform(c->curl);
+	curl_slist_free_all(headers);
+	ret = finish(c, rc, url, resp);
+	if (ret != 0 && d.toolong) {
+		snprintf(resp->error, sizeof(resp->error), "%.160s: the answer "
+		    "is longer than %lld bytes", url, (long long)max_bytes);
+		ret = GP_ETOOBIG;
+	} else if (ret != 0 && d.failed) {
+		snprintf(resp->error, sizeof(resp->error), "%.160s: cannot "
+		    "store the data", url);
+		ret = GP_EIO;
+	}
+	if (ret != 0) {
+		gp_buf_free(&d.err);
+		return ret;
+	}
+	if (d.err.data == NULL && gp_buf_append(&d.err, "", 0) != 0)
+		return GP_ENOMEM;
+	resp->body = d.err.data;
+	resp->body_len = d.err.len;
+	return 0;
+}
+
 void
 gp_http_response_fini(struct gp_http_response *resp)
 {

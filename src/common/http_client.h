@@ -85,6 +85,29 @@ int gp_http_request_stream(struct gp_http_client *client, const char *method,
     const struct gp_http_stream *stream, struct gp_http_response *resp);
 
 /*
+ * Streams a request body of exactly body_len bytes from read (called with
+ * a buffer to fill; returns the bytes it wrote, 0 only at the end, -1 to
+ * abort) and collects the answer like gp_http_request. For big bodies
+ * there is no total time limit; a transfer slower than one byte a second
+ * for a minute is given up. Returns 0 when an answer arrived, GP_ECONN,
+ * GP_ETIMEDOUT, or GP_EIO when read aborted.
+ */
+int gp_http_upload(struct gp_http_client *client, const char *method,
+    const char *path, const char *content_type, int64_t body_len,
+    long (*read)(void *arg, char *buf, size_t len), void *arg,
+    struct gp_http_response *resp);
+
+/*
+ * GETs path; a 2xx answer's body goes to write (a non-zero return
+ * aborts: GP_EIO), at most max_bytes of it (beyond: GP_ETOOBIG, the
+ * transfer is cut). Another answer's body (at most 64 KiB) goes to
+ * resp->body for gp_http_error_text. Stall limit as gp_http_upload.
+ */
+int gp_http_download(struct gp_http_client *client, const char *path,
+    int64_t max_bytes, int (*write)(void *arg, const char *data, size_t len),
+    void *arg, struct gp_http_response *resp);
+
+/*
  * The error text to show a person for a response: the "error" field of a
  * JSON body, else the transport error, else "HTTP <status>". Writes out.
  */

@@ -194,9 +194,11 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 	json_t *v;
 	size_t i;
 
-	if (!json_is_array(spec->command) || json_array_size(spec->command) == 0)
+	if (!json_is_array(spec->command) ||
+	    (json_array_size(spec->command) == 0 && spec->image[0] == '\0'))
 		return fail(err, errlen, "command: must be a non-empty array "
-					 "of strings");
+					 "of strings (it may be empty only "
+					 "with an image)");
 	if (json_array_size(spec->command) > GP_ARGC_MAX)
 		return fail(err, errlen, "command: more than %d arguments",
 		    GP_ARGC_MAX);
@@ -239,6 +241,14 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 			    "env.%s: longer than %d bytes or contains NUL", key,
 			    GP_ARG_MAX);
 	}
+	if (strlen(spec->image) > GP_IMAGE_REF_MAX)
+		return fail(err, errlen, "image: longer than %d bytes",
+		    GP_IMAGE_REF_MAX);
+	for (i = 0; spec->image[i] != '\0'; i++)
+		if ((unsigned char)spec->image[i] <= 0x20 ||
+		    spec->image[i] == 0x7f)
+			return fail(err, errlen, "image: spaces or control "
+			    "characters in the reference");
 	if (!gp_name_valid(spec->name))
 		return fail(err, errlen,
 		    "name: must be 1 to %d characters of A-Z a-z 0-9 . _ -",
@@ -321,7 +331,10 @@ get_int(json_t *v, const char *field, int64_t min, int64_t max,
 	return 0;
 }
 
-/* The default name: the basename of the command's first word. */
+/*
+ * The default name: the basename of the command's first word, else of
+ * the image's repository ("lab/pytorch:2.1" names the job "pytorch").
+ */
 static void
 default_name(struct gp_jobspec *spec)
 {
@@ -329,11 +342,14 @@ default_name(struct gp_jobspec *spec)
 	size_t i, n = 0;
 
 	arg0 = json_string_value(json_array_get(spec->command, 0));
+	if (arg0 == NULL && spec->image[0] != '\0')
+		arg0 = spec->image;
 	if (arg0 == NULL)
 		return;
 	base = strrchr(arg0, '/');
 	base = base != NULL ? base + 1 : arg0;
-	for (i = 0; base[i] != '\0' && n < GP_NAME_MAX; i++) {
+	for (i = 0; base[i] != '\0' && base[i] != ':' && base[i] != '@' &&
+	    n < GP_NAME_MAX; i++) {
 		char c = base[i];
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
 		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')
@@ -473,6 +489,21 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			}
 			spec->checkpoint_signal =
 			    gp_signal_parse(json_string_value(v));
+		} else if (strcmp(key, "image") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) || json_string_length(v) == 0 ||
+			    json_string_length(v) > GP_IMAGE_REF_MAX ||
+			    strlen(json_string_value(v)) !=
+				json_string_length(v)) {
+				fail(err, errlen, "image: must be an image "
+						  "reference of 1 to %d "
+						  "characters",
+				    GP_IMAGE_REF_MAX);
+				goto out;
+			}
+			gp_strlcpy(spec->image, json_string_value(v),
+			    sizeof(spec->image));
 		} else if (strcmp(key, "group") == 0) {
 			if (json_is_null(v))
 				continue;
@@ -499,7 +530,8 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			goto out;
 		}
 	}
-	if (json_object_get(root, "command") == NULL) {
+	if (json_object_get(root, "command") == NULL &&
+	    spec->image[0] == '\0') {
 		fail(err, errlen, "command: missing");
 		goto out;
 	}
@@ -515,8 +547,8 @@ out:
 static json_t *
 encode_fields(const struct gp_jobspec *spec)
 {
-	return json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I, s:I, "
-			 "s:s}",
+	json_t *o = json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I, "
+			      "s:I, s:s}",
 	    "name", spec->name, "command", spec->command, "env", spec->env,
 	    "gpus", spec->gpus, "gpu_mem_mib", (json_int_t)spec->gpu_mem_mib,
 	    "gpu_model", spec->gpu_model[0] ? spec->gpu_model : NULL, "cpus",
@@ -524,6 +556,19 @@ encode_fields(const struct gp_jobspec *spec)
 	    (json_int_t)spec->time_limit_s, "checkpoint_every_s",
 	    (json_int_t)spec->checkpoint_every_s, "checkpoint_signal",
 	    gp_signal_name(spec->checkpoint_signal));
+
+	if (o != NULL && spec->image[0] != '\0')
+		json_object_set_new(o, "image", json_string(spec->image));
+	return o;
+}
+
+const char *
+gp_jobspec_image_digest(const struct gp_jobspec *spec)
+{
+	const char *at = strrchr(spec->image, '@');
+	const char *d = at != NULL ? at + 1 : spec->image;
+
+	return strncmp(d, "sha256:", 7) == 0 && strlen(d) == 71 ? d : NULL;
 }
 
 json_t *

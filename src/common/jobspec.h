@@ -21,6 +21,7 @@
 #define GP_TIME_LIMIT_MAX  31536000LL
 #define GP_SUBMIT_BODY_MAX 65536
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
+#define GP_IMAGE_REF_MAX   400 /* "NAME[:TAG][@sha256:HEX]" */
 #define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 #define GP_NODES_MAX	   64 /* parts of a gang (GP_SCHED_PARTS_MAX) */
 #define GP_CAPABILITY_MAX  999 /* compute capability x 10: 99.9 */
@@ -53,6 +54,14 @@ struct gp_jobspec {
 	/* Checkpoints (docs/checkpoints.md). */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	    /* "save now and exit"; SIGUSR1 */
+	/*
+	 * The container image (docs/images.md), "" for a plain command. At
+	 * submit a reference to the coordinator's image store; the
+	 * coordinator pins it to "NAME@sha256:..." (or "sha256:...") before
+	 * the job is stored. With an image the command may be empty (the
+	 * image's Entrypoint and Cmd run).
+	 */
+	char image[GP_IMAGE_REF_MAX + 1];
 	/* Accounting (docs/accounting.md). */
 	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
 	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
@@ -76,6 +85,9 @@ int gp_jobspec_validate(const struct gp_jobspec *spec, char *err,
 
 /* Returns a new JSON object (caller decrefs) in the submit-body form. */
 json_t *gp_jobspec_encode(const struct gp_jobspec *spec);
+
+/* The "sha256:..." an image field pins, or NULL when it pins none. */
+const char *gp_jobspec_image_digest(const struct gp_jobspec *spec);
 
 /* 1 when name is 1..64 of [A-Za-z0-9._-]. */
 int gp_name_valid(const char *name);

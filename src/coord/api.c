@@ -252,6 +252,18 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 		op_free(op);
 		return reply_error(conn, 400, "%s", err);
 	}
+	if (op->spec.image[0] != '\0') {
+		/* Pinned now: a later import under the name changes nothing. */
+		char pinned[GP_IMAGE_REF_MAX + 1];
+		int ret = image_resolve(op->spec.image, pinned, sizeof(pinned),
+		    &op->body, err, sizeof(err));
+		if (ret != 0) {
+			op_free(op);
+			return reply_error(conn, ret == GP_EIO ? 500 : 400,
+			    "image: %s", err);
+		}
+		gp_strlcpy(op->spec.image, pinned, sizeof(op->spec.image));
+	}
 	return queue_op(conn, req, op);
 }
 
@@ -663,7 +675,8 @@ valid_attempt_list(json_t *list)
 static const char *const reasons[] = {"exited", "killed", "cancelled",
     "timeout", "start_failed", "reclaimed", "owner_present",
     "window_closed", "provider_left", "agent_stopped", "refused",
-    "restore_failed", "preempted", "gang_stopped", NULL};
+    "restore_failed", "image_refused", "image_unavailable", "preempted",
+    "gang_stopped", NULL};
 
 int
 api_check_agent_body(const char *kind, json_t *body, char *err,
@@ -738,12 +751,13 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 			ok = 1;
 	if (!ok) {
 		snprintf(err, errlen, "reason: exited, killed, cancelled, "
-				      "timeout, start_failed or a reclaim "
+				      "timeout, start_failed, image_refused "
+				      "or a reclaim "
 				      "reason (reclaimed, owner_present, "
 				      "window_closed, provider_left, "
 				      "agent_stopped, refused, "
-				      "restore_failed, preempted, "
-				      "gang_stopped)");
+				      "restore_failed, image_unavailable, "
+				      "preempted, gang_stopped)");
 		return GP_EINVAL;
 	}
 	if ((json_object_get(body, "message") != NULL &&
@@ -1155,13 +1169,28 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		    : GP_SUBMIT_BODY_MAX;
 		if (ckpt_body_limit(url) > 0)
 			req->body_limit = ckpt_body_limit(url);
+		if (image_body_limit(url) > 0)
+			req->body_limit = image_body_limit(url);
 		*con_cls = req;
 		/* A chunk PUT: checked now, its body streamed to disk. */
 		if (ckpt_upload_wanted(url, method)) {
 			authenticate(conn, req);
 			ckpt_upload_begin(req, url);
 		}
+		/* So is an image blob PUT. */
+		if (image_upload_wanted(url, method)) {
+			authenticate(conn, req);
+			image_upload_begin(req, url);
+		}
 		return MHD_YES;
+	}
+	if (image_upload_wanted(url, method)) {
+		if (*upload_data_size > 0) {
+			image_upload_data(req, upload_data, *upload_data_size);
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
+		return image_upload_end(conn, req);
 	}
 	if (ckpt_upload_wanted(url, method)) {
 		if (*upload_data_size > 0) {
@@ -1210,6 +1239,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 	    strcmp(url, "/v1/whoami") != 0)
 		return reply_error(conn, 403,
 		    "a metrics token may only read /metrics");
+	if (image_route_match(url))
+		return image_handle(conn, req, url, method);
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
 	if (acct_route_match(url))
@@ -1236,6 +1267,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		req->op->conn = NULL;
 	}
 	ckpt_upload_free(req->upload);
+	image_upload_free(req->image_upload);
 	gp_buf_free(&req->body);
 	free(req);
 	*con_cls = NULL;

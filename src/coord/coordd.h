@@ -6,7 +6,8 @@
  * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
  * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
- * checkpoint store: its own SQLite database and chunk files).
+ * checkpoint store: its own SQLite database and chunk files), image.c (the
+ * image store: its own SQLite database and content-addressed blobs).
  *
  * Locking: `state.lock` (rwlock) guards the model. The state thread takes
  * it for writing while it applies a batch; HTTP handlers take it for
@@ -25,8 +26,12 @@
 #include "acct.h"
 #include "jobspec.h"
 #include "sched.h"
+#include "sign.h"
 #include "token.h"
 #include "util.h"
+
+/* Keys a node's owner may trust (the policy's trust-key lines). */
+#define GP_TRUST_KEYS_MAX 32
 
 enum job_state {
 	JOB_QUEUED,
@@ -119,6 +124,14 @@ struct job {
 	int log_truncated;
 	struct waiter *waiters; /* log followers and waiters (notify.c) */
 	int queue_pos;		/* index in the queue array, -1 if absent */
+	/*
+	 * Image jobs: the keys whose signatures the pinned image carries
+	 * (image.c keeps them current); signer_keys points into signers,
+	 * for the scheduler.
+	 */
+	json_t *signers;	/* array of "ed25519:..." or NULL */
+	const char **signer_keys;
+	int nsigners;
 	/* Accounting: the group it runs for (spec.group resolved). */
 	int64_t group_id;
 	char hold_reason[320];	/* why it may not start ("" : none) */
@@ -172,6 +185,12 @@ struct node {
 	int offer_cpus;			/* CPUs jobs may take in all */
 	int64_t offer_mem_mib;
 	int64_t max_job_s;		/* 0: any */
+	/* What the owner's policy accepts (docs/images.md). */
+	int images;			/* GP_SCHED_IMAGES_* */
+	int refuse_plain;		/* no plain-command jobs */
+	int ntrusted;
+	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
+	const char *trusted_keys[GP_TRUST_KEYS_MAX];
 	_Atomic int64_t last_seen_mono; /* renewed by heartbeats */
 	int64_t last_seen_ms;		/* wall clock, for display */
 	/* Jobs placed here (running), by id. */
@@ -209,6 +228,8 @@ struct coord_config {
 	int ckpt_keep;		/* versions kept per job */
 	int64_t ckpt_max;	/* bytes in one version */
 	int64_t ckpt_retain_ms; /* kept after the job finished */
+	/* Images (image.c). */
+	int64_t image_blob_max;	/* bytes in one blob */
 	/* Where jobs go (sched_policy.c): --placement. */
 	const struct gp_sched_policy *placement;
 	/* Accounting (ledger.c, docs/accounting.md). */
@@ -262,6 +283,7 @@ struct request {
 	int superseded;	/* a newer poll from the same node took over */
 	int64_t deadline_mono; /* long polls: when to answer anyway */
 	struct ckpt_upload *upload; /* a streamed chunk PUT (ckpt.c) */
+	struct image_upload *image_upload; /* a streamed blob PUT (image.c) */
 };
 
 /* A change to apply, queued to the state thread by a handler. */
@@ -276,6 +298,7 @@ enum op_type {
 	OP_CHECKPOINT, /* a checkpoint version was committed (ckpt.c) */
 	OP_OFFER,      /* heartbeat: the owner's offer changed */
 	OP_LEAVE,      /* the owner took the node out of the pool */
+	OP_IMAGE_SIGNED, /* an image got a signature (image.c) */
 	OP_ACCT,       /* groups, members, prices, budgets (acct_api.c) */
 	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
 };
@@ -341,6 +364,14 @@ void state_job_assign(struct job *job,
 void state_job_preempt(struct job *victim, const struct job *for_job);
 int64_t state_gpu_price(struct node_gpu *g);
 void state_queue_compact(void);
+/*
+ * The owners' acceptance (images, plain commands) as the scheduler's
+ * predicate; 1 when some node refuses plain commands (acceptance then
+ * matters for every job).
+ */
+int state_owner_accepts(void *arg, const struct gp_sched_node *n,
+    const struct gp_sched_job *j);
+int state_any_refuses_plain(void);
 /* 1 when the caller may see the job. */
 int job_visible_to(const struct job *job, const struct token_entry *who);
 /* Heartbeat reconciliation: fills kill with attempts to kill. */
@@ -372,6 +403,11 @@ struct offer {
 	int cpus;
 	int64_t mem_mib;
 	int64_t max_job_s;
+	/* The owner's image policy: GP_SCHED_IMAGES_*, plain jobs, keys. */
+	int images;
+	int refuse_plain;
+	int ntrusted;
+	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 };
 /*
  * Decodes an offer object (untrusted) for a node with ngpus GPUs.
@@ -512,6 +548,12 @@ void live_sched_job(const struct job *j, const struct gp_jobspec *spec,
 int64_t live_user_id(const char *user);
 /* A node registered: what the pool could ever run may have changed. */
 void live_nodes_registered(void);
+/*
+ * Every node the pool knows as hardware (up or down), for can-ever-fit
+ * checks: OUT *nodes (malloc'd, the caller frees; their GPUs stay valid
+ * until the next register), *n. 0 or GP_ENOMEM.
+ */
+int live_hw_nodes(struct gp_sched_node **nodes, size_t *n);
 /* A port for a gang's rank 0, free among the gangs on its node. */
 int live_master_port(const struct job *job);
 /* JSON views (docs/api.md): request fields, parts and waiting, GPUs'
@@ -525,6 +567,49 @@ json_t *live_queue_json(const struct token_entry *who);
 /* "resources", "share", ... for enum gp_sched_wait. */
 const char *live_wait_code(int reason);
 
+/*
+ * Records that the image with digest got a signature by key: queued
+ * jobs pinned to it may now be placed on nodes that trust key. Queued to
+ * the state thread; safe from any thread, without state.lock.
+ */
+void state_note_image_signed(const char *digest, const char *key);
+/* Sets a job's signer list (takes the reference); state.lock held. */
+void job_set_signers(struct job *job, json_t *signers);
+/*
+ * Why no registered node would accept the job (its image or plain
+ * command), or "" when some would. state.lock held.
+ */
+void job_acceptance(const struct job *job, char *why, size_t len);
+
+/* image.c */
+struct image_upload;
+/* Opens DATA/images.db and starts the GC thread. */
+int image_init(const struct coord_config *cfg);
+void image_stop(void);
+/* 1 when url is an image route (answered by image_handle). */
+int image_route_match(const char *url);
+size_t image_body_limit(const char *url);
+enum MHD_Result image_handle(struct MHD_Connection *conn,
+    struct request *req, const char *url, const char *method);
+/* The streamed blob PUT, as ckpt_upload_* (see there). */
+int image_upload_wanted(const char *url, const char *method);
+void image_upload_begin(struct request *req, const char *url);
+void image_upload_data(struct request *req, const char *data, size_t len);
+enum MHD_Result image_upload_end(struct MHD_Connection *conn,
+    struct request *req);
+void image_upload_free(struct image_upload *upload);
+/*
+ * Resolves a submit's image reference (a name, NAME@sha256:..., or
+ * sha256:...) and pins it. OUT: pinned ("NAME@sha256:..."), *signers (a
+ * new array of the keys that signed it). Returns 0, or GP_ENOENT /
+ * GP_EINVAL with err.
+ */
+int image_resolve(const char *ref, char *pinned, size_t len,
+    json_t **signers, char *err, size_t errlen);
+/* The signer keys of a stored image (a new array; empty when none). */
+json_t *image_signers(const char *digest);
+/* At start-up: fills the signers of every unfinished image job. */
+void image_attach_jobs(void);
 /* acct_api.c: groups, prices, budgets, usage and the ledger over HTTP */
 /* 1 when url is an accounting route (answered by acct_handle). */
 int acct_route_match(const char *url);

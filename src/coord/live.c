@@ -554,7 +554,7 @@ live_schedule(void)
 	struct gp_sched_pass p;
 	size_t n = 0, ng = 0, nu = 0;
 	int64_t now = gp_now_ms();
-	int i, rc;
+	int i, rc, choosy;
 
 	state.sched_dirty = 0;
 	state_queue_compact();
@@ -580,10 +580,12 @@ live_schedule(void)
 		qptrs = q;
 		capq = (size_t)state.nqueue;
 	}
+	choosy = state_any_refuses_plain();
 	for (i = 0; i < state.nqueue; i++) {
 		struct job *j = state.queue[i];
 		if (j == NULL)
 			continue;
+		choosy |= j->spec.image[0] != '\0';
 		j->sj.hold = j->hold_reason[0] != '\0' ? GP_SCHED_HOLD_BUDGET
 		                                       : GP_SCHED_HOLD_NONE;
 		j->sj.hold_reason = j->hold_reason[0] != '\0' ? j->hold_reason
@@ -602,6 +604,9 @@ live_schedule(void)
 	p.users = ushares;
 	p.nusers = nu;
 	p.defer_preempt = 1;
+	/* The owners' acceptance, when an owner or a job makes it matter. */
+	if (choosy)
+		p.accepts = state_owner_accepts;
 	if (gp_sched_engine_run_pass(eng, &p, &res) != 0) {
 		gp_error("scheduler failed: out of memory");
 		return;
@@ -694,6 +699,19 @@ live_can_ever_fit(const struct gp_jobspec *spec, char *why, size_t whylen)
 	gp_strlcpy(fit_cache[nfit].why, why, sizeof(fit_cache[nfit].why));
 	fit_cache[nfit++].fits = fits;
 	return fits;
+}
+
+int
+live_hw_nodes(struct gp_sched_node **nodes, size_t *n)
+{
+	if (hw_view() != 0)
+		return GP_ENOMEM;
+	*nodes = calloc(hw_n + 1, sizeof(**nodes));
+	if (*nodes == NULL)
+		return GP_ENOMEM;
+	memcpy(*nodes, hw_nodes, hw_n * sizeof(**nodes));
+	*n = hw_n;
+	return 0;
 }
 
 /* ---- gangs ---- */

@@ -36,6 +36,7 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--image-blob-max SIZE]\n"
 	    "                           [--placement POLICY]\n"
 	    "                           [--prices FILE] "
 	    "[--accrual-interval DURATION]\n"
@@ -66,6 +67,9 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --image-blob-max SIZE\n"
+	    "                      largest image blob (layer) accepted "
+	    "(default 64G)\n"
 	    "  --placement POLICY  where jobs go: frag (the default:\n"
 	    "                      fragmentation-aware), bestfit, fgd, random,\n"
 	    "                      dotprod, clustering, packing\n"
@@ -203,6 +207,7 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
+	    {"image-blob-max", required_argument, NULL, 'I'},
 	    {"placement", required_argument, NULL, 'P'},
 	    {"prices", required_argument, NULL, 'p'},
 	    {"accrual-interval", required_argument, NULL, 'A'},
@@ -230,6 +235,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.image_blob_max = 64LL << 30;
 	cfg.placement = gp_sched_policy_default();
 	cfg.accrual_ms = 30 * 1000;
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
@@ -291,6 +297,11 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--checkpoint-retain: a duration like "
 					  "7d or 12h");
 			cfg.ckpt_retain_ms = v * 1000;
+			break;
+		case 'I':
+			if (parse_bytes(optarg, &cfg.image_blob_max) != 0 ||
+			    cfg.image_blob_max < 1)
+				gp_fatalx("--image-blob-max: a size like 64G");
 			break;
 		case 'P':
 			cfg.placement = gp_sched_policy_find(optarg);
@@ -383,6 +394,9 @@ gp_coord_main(int argc, char **argv)
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
+	if (image_init(&cfg) != 0)
+		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
+	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
 	if (state_start_thread() != 0)
@@ -426,6 +440,7 @@ gp_coord_main(int argc, char **argv)
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
 	ckpt_stop();
+	image_stop();
 	ledger_close(&ledger);
 	store_close();
 	free(cert);

@@ -247,6 +247,37 @@ const char *gp_sched_wait_name(int reason);
 int gp_sched_can_ever_fit(const struct gp_sched_node *nodes, size_t nnodes,
     const struct gp_sched_job *job, char *why, size_t whylen);
 
+/*
+ * The owner's acceptance of image and plain-command jobs (sched_accept.c),
+ * the predicate state.c passes as `accepts`: what a node's owner takes,
+ * and what a job is. The zero values accept everything.
+ */
+enum {
+	GP_SCHED_IMAGES_ANY = 0, /* any image */
+	GP_SCHED_IMAGES_SIGNED,	 /* images signed by a key it trusts */
+	GP_SCHED_IMAGES_NONE,	 /* no images */
+};
+struct gp_sched_owner {
+	int images;		     /* GP_SCHED_IMAGES_* */
+	int refuse_plain;	     /* 1: no plain-command jobs */
+	const char *const *trusted;  /* ntrusted public keys */
+	int ntrusted;
+};
+struct gp_sched_image {
+	int image;		     /* 0: a plain command */
+	const char *const *signers;  /* the keys that signed the image */
+	int nsigners;
+};
+/*
+ * 1 when the owner would accept the job: a plain command where plain jobs
+ * are allowed; an image where images are, signed by a key the owner trusts
+ * when only signed images are. When 0, why (for example "takes no images").
+ */
+int gp_sched_why_refused(const struct gp_sched_owner *owner,
+    const struct gp_sched_image *job, char *why, size_t whylen);
+int gp_sched_owner_accepts(const struct gp_sched_owner *owner,
+    const struct gp_sched_image *job);
+
 /* 1 when the GPU matches the job's model, memory, capability and price. */
 int gp_sched_gpu_matches(const struct gp_sched_gpu *gpu,
     const struct gp_sched_job *job);

@@ -664,6 +664,17 @@ job_to_json(const struct job *job, int with_history)
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
 	    job->spec.command, "env", job->spec.env);
+	if (o != NULL) {
+		json_object_set_new(o, "image", job->spec.image[0]
+		    ? json_string(job->spec.image) : json_null());
+		if (job->state == JOB_QUEUED) {
+			char why[1200];
+			job_acceptance(job, why, sizeof(why));
+			if (why[0] != '\0')
+				json_object_set_new(o, "wait_reason",
+				    json_string(why));
+		}
+	}
 	if (o != NULL && with_history) {
 		json_t *hist = json_array();
 		for (i = 0; i < job->nhistory; i++) {
@@ -710,7 +721,8 @@ job_to_json(const struct job *job, int with_history)
 json_t *
 node_to_json(const struct node *node)
 {
-	json_t *gpus = json_array(), *o;
+	static const char *const images[] = {"any", "signed", "none"};
+	json_t *gpus = json_array(), *o, *keys;
 	int i;
 
 	for (i = 0; i < node->ngpus; i++) {
@@ -747,6 +759,19 @@ node_to_json(const struct node *node)
 	    (json_int_t)(node->offer_mem_mib > 0 ? node->offer_mem_mib
 						 : node->mem_mib),
 	    "max_job_s", (json_int_t)node->max_job_s);
+	/* What its owner accepts (docs/images.md). */
+	if (o != NULL) {
+		keys = json_array();
+		for (i = 0; i < node->ntrusted && i < GP_TRUST_KEYS_MAX; i++)
+			json_array_append_new(keys,
+			    json_string(node->trusted[i]));
+		json_object_set_new(o, "images", json_string(
+		    images[node->images >= 0 && node->images < 3 ?
+		    node->images : 0]));
+		json_object_set_new(o, "plain_jobs",
+		    json_boolean(!node->refuse_plain));
+		json_object_set_new(o, "trusted_keys", keys);
+	}
 	acct_node_json(node, o);
 	if (o != NULL)
 		json_object_set_new(o, "addr", json_string(node->addr));
@@ -773,6 +798,18 @@ assignment_to_json(const struct job *job, int part)
 	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
 	live_assignment_json(job, part, o);
 	return o;
+}
+
+/* The assignment, with the pinned image's digest when it has one. */
+static json_t *
+assignment_json(const struct job *job, int part)
+{
+	json_t *a = assignment_to_json(job, part);
+	const char *digest = gp_jobspec_image_digest(&job->spec);
+
+	if (a != NULL && digest != NULL)
+		json_object_set_new(a, "image", json_string(digest));
+	return a;
 }
 
 int
@@ -1140,7 +1177,7 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 	persist_job(job);
 	for (k = 0; k < job->nparts; k++)
 		add_effect(state_node(job->parts[k].node_id),
-		    assignment_to_json(job, k), NULL);
+		    assignment_json(job, k), NULL);
 	gp_debug("job assigned job=%lld attempt=%d node=%s gpus=%d parts=%d",
 	    (long long)job->id, job->attempts, n0->name, job->ngpus,
 	    job->nparts);
@@ -1664,6 +1701,54 @@ acct_node_json(const struct node *node, json_t *o)
 			node->gpus[i].model)));
 }
 
+/* What a node's owner accepts (its offer), for sched_accept.c. */
+static void
+owner_of(const struct node *node, struct gp_sched_owner *o)
+{
+	o->images = node->images;
+	o->refuse_plain = node->refuse_plain;
+	o->trusted = node->trusted_keys;
+	o->ntrusted = node->ntrusted;
+}
+
+/* What a job is to an owner: its image's signers, or a plain command. */
+static void
+image_of(const struct job *job, struct gp_sched_image *im)
+{
+	im->image = job->spec.image[0] != '\0';
+	im->signers = job->signer_keys;
+	im->nsigners = job->nsigners;
+}
+
+int
+state_any_refuses_plain(void)
+{
+	int64_t id;
+
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL && state.nodes[id]->refuse_plain)
+			return 1;
+	return 0;
+}
+
+/* The planner's acceptance predicate: the node's owner and the job. */
+int
+state_owner_accepts(void *arg, const struct gp_sched_node *n,
+    const struct gp_sched_job *j)
+{
+	const struct node *node = state_node(n->id);
+	const struct job *job = state_job(j->id);
+	struct gp_sched_owner o;
+	struct gp_sched_image im;
+
+	(void)arg;
+	if (node == NULL || job == NULL)
+		return 1;
+	owner_of(node, &o);
+	image_of(job, &im);
+	return gp_sched_owner_accepts(&o, &im);
+}
+
 /* ---- ops ---- */
 
 struct op *
@@ -1738,12 +1823,148 @@ set_error(struct op *op, int status, const char *fmt, ...)
 	op->result = json_pack("{s:s}", "error", msg);
 }
 
+/*
+ * Keeps in nodes[0..*n) the nodes whose owners would accept job. When
+ * none would, returns 0 with why listing each node's refusal.
+ */
+static int
+accepting_nodes(struct gp_sched_node *nodes, size_t *n,
+    const struct gp_sched_image *im, char *why, size_t whylen)
+{
+	struct gp_sched_owner o;
+	struct gp_buf b = {0};
+	char one[160];
+	size_t i, k = 0;
+
+	for (i = 0; i < *n; i++) {
+		const struct node *nd = state_node(nodes[i].id);
+		if (nd == NULL)
+			continue;
+		owner_of(nd, &o);
+		if (gp_sched_why_refused(&o, im, one, sizeof(one))) {
+			nodes[k++] = nodes[i];
+			continue;
+		}
+		if (i < 8)
+			gp_buf_printf(&b, "%snode %s %s", b.len ? "; " : "",
+			    nd->name, one);
+	}
+	if (k == 0) {
+		gp_strlcpy(why, b.data != NULL ? b.data : "", whylen);
+		gp_buf_free(&b);
+		return 0;
+	}
+	gp_buf_free(&b);
+	*n = k;
+	return 1;
+}
+
+void
+job_set_signers(struct job *job, json_t *signers)
+{
+	json_t *v;
+	size_t i;
+
+	free(job->signer_keys);
+	json_decref(job->signers);
+	job->signer_keys = NULL;
+	job->nsigners = 0;
+	job->signers = signers;
+	if (!json_is_array(signers) || json_array_size(signers) == 0)
+		return;
+	job->signer_keys = calloc(json_array_size(signers),
+	    sizeof(*job->signer_keys));
+	if (job->signer_keys == NULL)
+		return;
+	json_array_foreach(signers, i, v)
+		if (json_is_string(v))
+			job->signer_keys[job->nsigners++] =
+			    json_string_value(v);
+}
+
+void
+job_acceptance(const struct job *job, char *why, size_t len)
+{
+	struct gp_sched_node *snodes;
+	struct gp_sched_image im;
+	size_t nn;
+
+	why[0] = '\0';
+	if (job->spec.image[0] == '\0') {
+		/* Cheap: only owners who refuse plain commands matter. */
+		int64_t id;
+		int any = 0;
+		for (id = 1; id < state.nnodes && !any; id++)
+			any = state.nodes[id] != NULL &&
+			    state.nodes[id]->refuse_plain;
+		if (!any)
+			return;
+	}
+	if (live_hw_nodes(&snodes, &nn) != 0)
+		return;
+	image_of(job, &im);
+	if (nn > 0 && !accepting_nodes(snodes, &nn, &im, why, len)) {
+		char tmp[1024];
+		snprintf(tmp, sizeof(tmp), "no node would accept it: %s", why);
+		gp_strlcpy(why, tmp, len);
+	}
+	free(snodes);
+}
+
+static void
+apply_image_signed(struct op *op)
+{
+	const char *digest = json_string_value(json_object_get(op->body,
+	    "digest"));
+	json_t *key = json_object_get(op->body, "key"), *list, *v;
+	const char *d;
+	int64_t id;
+	size_t i;
+	int have;
+
+	if (digest == NULL || !json_is_string(key))
+		return;
+	for (id = 1; id < state.next_job_id; id++) {
+		struct job *j = state.jobs[id];
+		if (j == NULL || job_finished(j) ||
+		    (d = gp_jobspec_image_digest(&j->spec)) == NULL ||
+		    strcmp(d, digest) != 0)
+			continue;
+		have = 0;
+		json_array_foreach(j->signers, i, v)
+			if (json_equal(v, key))
+				have = 1;
+		if (have)
+			continue;
+		list = json_is_array(j->signers) ? json_copy(j->signers)
+						 : json_array();
+		json_array_append(list, key);
+		job_set_signers(j, list);
+		state.sched_dirty = 1;
+	}
+}
+
+void
+state_note_image_signed(const char *digest, const char *key)
+{
+	struct op *op = op_new(OP_IMAGE_SIGNED, NULL);
+
+	if (op == NULL)
+		return;
+	op->body = json_pack("{s:s,s:s}", "digest", digest, "key", key);
+	state_submit_op(op);
+}
+
 static void
 apply_submit(struct op *op)
 {
-	struct job *job;
+	struct gp_sched_node *snodes = NULL;
+	struct gp_sched_job sj;
+	struct gp_sched_image im;
+	struct job *job, tmpjob;
+	size_t nn = 0;
 	int fits;
-	char why[256];
+	char why[1024];
 	int64_t group_id;
 
 	switch (state_job_group(&op->caller, op->spec.group, &group_id)) {
@@ -1759,8 +1980,39 @@ apply_submit(struct op *op)
 	}
 	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, group_id),
 	    sizeof(op->spec.group));
-	/* Can any node we know, up or down, ever run it? */
-	fits = live_can_ever_fit(&op->spec, why, sizeof(why));
+	/*
+	 * Can any node we know, up or down, ever run it? When an owner
+	 * picks what it runs (images, no plain commands), only among the
+	 * nodes whose owners would accept it.
+	 */
+	if (op->spec.image[0] == '\0' && !state_any_refuses_plain()) {
+		fits = live_can_ever_fit(&op->spec, why, sizeof(why));
+	} else {
+		if (live_hw_nodes(&snodes, &nn) != 0) {
+			set_error(op, 503, "out of memory");
+			return;
+		}
+		live_sched_job(NULL, &op->spec, &sj);
+		memset(&tmpjob, 0, sizeof(tmpjob));
+		tmpjob.spec = op->spec; /* (borrowed: image_of reads it) */
+		if (json_is_array(op->body)) {
+			/* The image's signers (image_resolve, the handler). */
+			job_set_signers(&tmpjob, json_incref(op->body));
+		}
+		image_of(&tmpjob, &im);
+		if (nn > 0 &&
+		    !accepting_nodes(snodes, &nn, &im, why, sizeof(why))) {
+			free(snodes);
+			job_set_signers(&tmpjob, NULL);
+			set_error(op, 422, "no node in the pool would accept "
+			    "this job: %s", why);
+			return;
+		}
+		fits = gp_sched_can_ever_fit(snodes, nn, &sj, why,
+		    sizeof(why));
+		job_set_signers(&tmpjob, NULL);
+		free(snodes);
+	}
 	if (fits < 0) {
 		set_error(op, 503, "out of memory");
 		return;
@@ -1782,6 +2034,8 @@ apply_submit(struct op *op)
 	job->state = JOB_QUEUED;
 	job->submitted_ms = gp_now_ms();
 	job->queue_pos = -1;
+	if (json_is_array(op->body))
+		job_set_signers(job, json_incref(op->body));
 	job->group_id = group_id;
 	job->user_id = live_user_id(job->user);
 	live_sched_job(job, &job->spec, &job->sj);
@@ -2002,7 +2256,8 @@ reason_requeues(const char *reason)
 {
 	static const char *const requeue[] = {"reclaimed", "owner_present",
 	    "window_closed", "provider_left", "agent_stopped", "refused",
-	    "restore_failed", "preempted", "gang_stopped", NULL};
+	    "restore_failed", "image_unavailable", "preempted",
+	    "gang_stopped", NULL};
 	int i;
 
 	for (i = 0; requeue[i] != NULL; i++)
@@ -2027,7 +2282,9 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 	{
 		if (strcmp(key, "seq") && strcmp(key, "lent") &&
 		    strcmp(key, "accepting") && strcmp(key, "cpus") &&
-		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s")) {
+		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s") &&
+		    strcmp(key, "images") && strcmp(key, "plain_jobs") &&
+		    strcmp(key, "trusted_keys")) {
 			snprintf(err, errlen, "offer: unknown field '%.64s'",
 			    key);
 			return GP_EINVAL;
@@ -2084,6 +2341,45 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		return GP_EINVAL;
 	}
 	out->max_job_s = json_integer_value(v);
+	/* The owner's image policy; absent: anything is accepted. */
+	v = json_object_get(o, "images");
+	if (v == NULL || (json_is_string(v) &&
+	    strcmp(json_string_value(v), "any") == 0))
+		out->images = GP_SCHED_IMAGES_ANY;
+	else if (json_is_string(v) &&
+	    strcmp(json_string_value(v), "signed") == 0)
+		out->images = GP_SCHED_IMAGES_SIGNED;
+	else if (json_is_string(v) &&
+	    strcmp(json_string_value(v), "none") == 0)
+		out->images = GP_SCHED_IMAGES_NONE;
+	else {
+		snprintf(err, errlen, "offer.images: any, signed or none");
+		return GP_EINVAL;
+	}
+	v = json_object_get(o, "plain_jobs");
+	if (v != NULL && !json_is_boolean(v)) {
+		snprintf(err, errlen, "offer.plain_jobs: true or false");
+		return GP_EINVAL;
+	}
+	out->refuse_plain = json_is_false(v);
+	v = json_object_get(o, "trusted_keys");
+	if (v != NULL && (!json_is_array(v) ||
+	    json_array_size(v) > GP_TRUST_KEYS_MAX)) {
+		snprintf(err, errlen, "offer.trusted_keys: an array of at most "
+		    "%d public keys", GP_TRUST_KEYS_MAX);
+		return GP_EINVAL;
+	}
+	json_array_foreach(v, i, lent)
+	{
+		unsigned char pk[32];
+		if (!gp_sign_public_parse(json_string_value(lent), pk)) {
+			snprintf(err, errlen, "offer.trusted_keys[%zu]: not "
+			    "ed25519:<base64 of 32 bytes>", i);
+			return GP_EINVAL;
+		}
+		gp_strlcpy(out->trusted[out->ntrusted++],
+		    json_string_value(lent), GP_SIGN_PUBLIC_TEXT);
+	}
 	return 0;
 }
 
@@ -2099,6 +2395,14 @@ offer_apply(struct node *node, const struct offer *o, int force)
 	node->offer_cpus = o->cpus;
 	node->offer_mem_mib = o->mem_mib;
 	node->max_job_s = o->max_job_s;
+	node->images = o->images;
+	node->refuse_plain = o->refuse_plain;
+	node->ntrusted = o->ntrusted;
+	for (int i = 0; i < o->ntrusted && i < GP_TRUST_KEYS_MAX; i++) {
+		gp_strlcpy(node->trusted[i], o->trusted[i],
+		    sizeof(node->trusted[i]));
+		node->trusted_keys[i] = node->trusted[i];
+	}
 	live_node_changed(node);
 	state.sched_dirty = 1;
 	gp_debug("offer applied node=%s seq=%lld lent=0x%llx accepting=%d",
@@ -2349,8 +2653,12 @@ apply_register(struct op *op)
 	node->left = 0;
 	{
 		/* A new agent process starts its offers over: force. */
-		struct offer o = {0, ~0ULL, 1, 0, 0, 0};
+		struct offer o;
 		json_t *ov = json_object_get(op->body, "offer");
+
+		memset(&o, 0, sizeof(o));
+		o.lent = ~0ULL;
+		o.accepting = 1;
 		if (ov != NULL)
 			offer_decode(ov, node->ngpus, &o, err, sizeof(err));
 		offer_apply(node, &o, 1);
@@ -2390,7 +2698,7 @@ apply_register(struct op *op)
 			k--;
 		} else {
 			j->parts[part].delivered_mono = 0;
-			add_effect(node, assignment_to_json(j, part), NULL);
+			add_effect(node, assignment_json(j, part), NULL);
 		}
 	}
 	state_reconcile(node, running, kill, 0);
@@ -2485,7 +2793,8 @@ finished_state(struct job *job, json_t *body, const char **reason)
 	job->exit_code = json_is_integer(v) ? (int)json_integer_value(v) : 0;
 	v = json_object_get(body, "signal");
 	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
-	job->has_exit = strcmp(*reason, "start_failed") != 0;
+	job->has_exit = strcmp(*reason, "start_failed") != 0 &&
+	    strcmp(*reason, "image_refused") != 0;
 	v = json_object_get(body, "message");
 	free(job->message);
 	job->message = json_is_string(v) && json_string_length(v) > 0
@@ -2737,6 +3046,9 @@ apply(struct op *op)
 		break;
 	case OP_LEAVE:
 		apply_leave(op);
+		break;
+	case OP_IMAGE_SIGNED:
+		apply_image_signed(op);
 		break;
 	case OP_ACCT:
 		acct_apply(op);

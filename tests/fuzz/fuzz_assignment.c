@@ -23,11 +23,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    sizeof(err)) == 0) {
 		for (i = 0; i < answer.nassignments; i++) {
 			struct gp_assignment *a = &answer.assignments[i];
-			if (a->argc < 1 || a->argv[a->argc] != NULL ||
+			/* No command only with an image (its digest). */
+			if ((a->argc < 1 && (strncmp(a->image, "sha256:", 7) !=
+			    0 || strlen(a->image) != 71)) ||
+			    a->argv == NULL || a->argv[a->argc] != NULL ||
 			    a->id.job_id < 1 || a->id.attempt < 1 ||
 			    a->ngpus > GP_GPUS_MAX ||
 			    (a->nenv > 0 && a->env[a->nenv] != NULL) ||
-			    strchr(a->argv[0], '\0') == NULL)
+			    (a->argc > 0 && strchr(a->argv[0], '\0') == NULL))
 				abort();
 		}
 	}

@@ -359,8 +359,9 @@ TEST(to_json)
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,"
-	    "\"gpus\":\"all\",\"max_job_time_s\":null,\"memory_mib\":null,"
-	    "\"owner_presence\":\"reclaim\",\"windows\":[]}");
+	    "\"gpus\":\"all\",\"images\":\"signed\",\"max_job_time_s\":null,"
+	    "\"memory_mib\":null,\"owner_presence\":\"reclaim\","
+	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[]}");
 	free(text);
 	json_decref(j);
 	CHECK_EQ(parse("gpus = 3,1\ncpus = 4\nmemory = 8G\nmax-job-time = 2h\n"
@@ -372,8 +373,9 @@ TEST(to_json)
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,"
-	    "\"gpus\":[1,3],\"max_job_time_s\":7200,\"memory_mib\":8192,"
-	    "\"owner_presence\":\"ignore\",\"windows\":[\"Mon-Fri "
+	    "\"gpus\":[1,3],\"images\":\"signed\",\"max_job_time_s\":7200,"
+	    "\"memory_mib\":8192,\"owner_presence\":\"ignore\","
+	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
 	    "19:00-08:00\",\"Sat,Sun 00:00-24:00\",\"Mon,Wed-Fri,Sun "
 	    "09:30-10:00\",\"daily 01:00-02:00\",\"Mon,Fri-Sun "
 	    "10:00-11:00\"]}");
@@ -421,6 +423,45 @@ TEST(describe)
 	    "reclaim");
 }
 
+#define KEY_A "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+#define KEY_B "ed25519:Kof6ZvJz8gJtBkURhE6b4XmqKRfq/c4K27iL/RX0XP4="
+
+TEST(images_and_keys)
+{
+	struct gp_policy p;
+	char err[256], text[400];
+	int line;
+
+	gp_policy_default(&p);
+	CHECK_EQ(p.images, GP_IMAGES_SIGNED);
+	CHECK_EQ(p.refuse_plain, 0);
+	CHECK_EQ(p.nkeys, 0);
+	CHECK_EQ(parse("images = any\nplain-jobs = refuse\n"
+	    "trust-key = " KEY_A " lab-a\ntrust-key = " KEY_B "\n", &p,
+	    &line, err), 0);
+	CHECK_EQ(p.images, GP_IMAGES_ANY);
+	CHECK_EQ(p.refuse_plain, 1);
+	CHECK_EQ(p.nkeys, 2);
+	CHECK_STR(p.keys[0].key, KEY_A);
+	CHECK_STR(p.keys[0].name, "lab-a");
+	CHECK_STR(p.keys[1].name, "");
+	gp_policy_describe(&p, text, sizeof(text));
+	CHECK(strstr(text, "images any (2 trusted keys), plain-jobs refuse") !=
+	    NULL);
+	CHECK_EQ(parse("images = none\n", &p, &line, err), 0);
+	CHECK_EQ(p.images, GP_IMAGES_NONE);
+	expect_error("images = some\n", 1, "images: 'some' is not signed, any "
+	    "or none");
+	expect_error("images = any\nimages = none\n", 2, "images: given "
+	    "twice");
+	expect_error("plain-jobs = maybe\n", 1, "plain-jobs: 'maybe'");
+	expect_error("trust-key = ed25519:short\n", 1, "trust-key: "
+	    "'ed25519:short' is not a public key");
+	expect_error("trust-key = " KEY_A "\ntrust-key = " KEY_A " x\n", 2,
+	    "listed twice");
+	expect_error("trust-key = " KEY_A " bad/name\n", 1, "label");
+}
+
 int
 main(void)
 {
@@ -436,5 +477,6 @@ main(void)
 	RUN(to_json);
 	RUN(format_parses_back);
 	RUN(describe);
+	RUN(images_and_keys);
 	return unit_report();
 }

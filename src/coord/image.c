@@ -1,0 +1,1502 @@
+/*
+ * image.c: the coordinator's image store (docs/images.md, docs/api.md
+ * "Images").
+ *
+ * Layout under DATA:
+ *   images.db                  manifests, names, signatures (SQLite, WAL),
+ *                              its own connection, guarded by image_lock
+ *   images/blobs/ab/<hex>      blobs (manifests, configs, layers), named
+ *                              by the hex of their sha256 digest
+ *   images/tmp/                blobs being received
+ *
+ * Who may do what (a pool-wide registry, as in a cluster): every
+ * authenticated caller may list images and any user may run any image;
+ * users and admins upload blobs and name images; a name belongs to the
+ * user who first imported it: only they (or an admin) may point it at
+ * another image or remove it; only admins attach signatures (a provider
+ * trusts keys, never the coordinator: the agent verifies each signature
+ * itself). Agents read the manifest, config and layers of the image of a
+ * job they run, and nothing else.
+ *
+ * Durability: a blob is fsynced, renamed into place and its directory
+ * fsynced before its PUT is answered, so a blob that exists is whole and
+ * verified; a commit checks that every blob the manifest lists exists
+ * with the size the manifest gives.
+ *
+ * Garbage: a manifest with no name and no unfinished job pinned to it is
+ * dropped; then every blob no kept manifest lists is removed, except
+ * blobs written or asked about in the last hour (an import in progress).
+ * The GC runs every minute and after each removal, under image_lock,
+ * which commits also hold, so no blob goes between a commit's check and
+ * its insert.
+ *
+ * Locking: image_lock, then state.lock for reading (briefly); never the
+ * other way round.
+ */
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sodium.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordd.h"
+#include "gp.h"
+#include "log.h"
+#include "oci.h"
+#include "sign.h"
+
+#define IMAGE_JSON_BODY_MAX (1u << 20)
+#define MISSING_MAX         1000
+#define BLOB_GRACE_MS       (3600 * 1000LL)
+#define GC_PERIOD_MS        60000
+#define AGENT_PREFIX        "/v1/agent/jobs/"
+
+static sqlite3 *db;
+static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
+static char root[1100]; /* DATA/images */
+static int64_t blob_grace_ms = BLOB_GRACE_MS;
+static int64_t gc_period_ms = GC_PERIOD_MS;
+static int64_t blob_max = 64LL << 30;
+
+static pthread_t gc_thread;
+static int gc_started, gc_stopping, gc_wanted;
+static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gc_cond = PTHREAD_COND_INITIALIZER;
+
+/* A blob PUT being received (the request's image_upload). */
+struct image_upload {
+	int status; /* 0, or the HTTP error to answer */
+	char error[200];
+	int exists; /* already stored: the body is read and dropped */
+	int fd;
+	int64_t len;
+	char digest[GP_OCI_DIGEST_SIZE];
+	char tmp[1400], final[1400], dir[1400];
+	crypto_hash_sha256_state hash;
+};
+
+/* ---- paths ---- */
+
+static void
+blob_path(const char *digest, char *out, size_t len)
+{
+	snprintf(out, len, "%s/blobs/%.2s/%s", root, digest + 7, digest + 7);
+}
+
+static int
+fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return GP_EIO;
+	if (fsync(fd) != 0)
+		ret = GP_EIO;
+	close(fd);
+	return ret;
+}
+
+/* The size of a stored blob, or -1. */
+static int64_t
+blob_size(const char *digest)
+{
+	char path[1400];
+	struct stat st;
+
+	blob_path(digest, path, sizeof(path));
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return -1;
+	return (int64_t)st.st_size;
+}
+
+/* ---- database ---- */
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS manifests("
+    " digest TEXT PRIMARY KEY, config TEXT NOT NULL,"
+    " bytes INTEGER NOT NULL, layers INTEGER NOT NULL,"
+    " importer TEXT NOT NULL, created_ms INTEGER NOT NULL);"
+    /* Every blob a manifest needs, the manifest itself included. */
+    "CREATE TABLE IF NOT EXISTS manifest_blobs("
+    " manifest TEXT NOT NULL, blob TEXT NOT NULL,"
+    " PRIMARY KEY(manifest, blob));"
+    "CREATE INDEX IF NOT EXISTS manifest_blobs_blob ON manifest_blobs(blob);"
+    "CREATE TABLE IF NOT EXISTS names("
+    " name TEXT PRIMARY KEY, digest TEXT NOT NULL, user TEXT NOT NULL,"
+    " created_ms INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS names_digest ON names(digest);"
+    "CREATE TABLE IF NOT EXISTS signatures("
+    " digest TEXT NOT NULL, key TEXT NOT NULL, signature TEXT NOT NULL,"
+    " signer TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+    " PRIMARY KEY(digest, key));";
+
+static int
+exec(const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		gp_error("image database error=\"%s\"",
+		    msg != NULL ? msg : "?");
+		sqlite3_free(msg);
+		return GP_EIO;
+	}
+	return 0;
+}
+
+static sqlite3_stmt *
+prepare(const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		gp_error("image database prepare error=\"%s\"",
+		    sqlite3_errmsg(db));
+		return NULL;
+	}
+	return st;
+}
+
+/* ---- garbage collection ---- */
+
+/* The digests unfinished jobs are pinned to: {digest: true}. */
+static json_t *
+pinned_digests(void)
+{
+	json_t *set = json_object();
+	const char *d;
+	int64_t id;
+
+	pthread_rwlock_rdlock(&state.lock);
+	for (id = 1; id < state.next_job_id && set != NULL; id++) {
+		struct job *j = state.jobs[id];
+		if (j != NULL && !job_finished(j) &&
+		    (d = gp_jobspec_image_digest(&j->spec)) != NULL)
+			json_object_set_new(set, d, json_true());
+	}
+	pthread_rwlock_unlock(&state.lock);
+	return set;
+}
+
+/* Drops manifests nothing names or pins. image_lock held. */
+static void
+gc_manifests(json_t *pinned)
+{
+	sqlite3_stmt *st, *del;
+	json_t *drop = json_array(), *v;
+	const char *d;
+	size_t i;
+
+	st = prepare("SELECT digest FROM manifests WHERE digest NOT IN "
+	             "(SELECT digest FROM names)");
+	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
+		d = (const char *)sqlite3_column_text(st, 0);
+		if (json_object_get(pinned, d) == NULL)
+			json_array_append_new(drop, json_string(d));
+	}
+	sqlite3_finalize(st);
+	if (json_array_size(drop) == 0 || exec("BEGIN IMMEDIATE") != 0) {
+		json_decref(drop);
+		return;
+	}
+	json_array_foreach(drop, i, v)
+	{
+		static const char *const sql[] =
+		    {"DELETE FROM manifests WHERE digest = ?",
+		        "DELETE FROM manifest_blobs WHERE manifest = ?",
+		        "DELETE FROM signatures WHERE digest = ?"};
+		size_t k;
+		for (k = 0; k < GP_ARRAY_LEN(sql); k++) {
+			if ((del = prepare(sql[k])) == NULL)
+				continue;
+			sqlite3_bind_text(del, 1, json_string_value(v), -1,
+			    SQLITE_STATIC);
+			sqlite3_step(del);
+			sqlite3_finalize(del);
+		}
+		gp_info("image dropped digest=%s", json_string_value(v));
+	}
+	exec("COMMIT");
+	json_decref(drop);
+}
+
+/* Removes blob files older than cutoff and not in keep (NULL: none). */
+static int64_t
+sweep_dir(const char *dir, json_t *keep, int64_t cutoff_ms)
+{
+	char path[2048], digest[GP_OCI_DIGEST_SIZE + 8];
+	struct dirent *d;
+	struct stat st;
+	int64_t removed = 0;
+	DIR *dh;
+
+	if ((dh = opendir(dir)) == NULL)
+		return 0;
+	while ((d = readdir(dh)) != NULL) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(digest, sizeof(digest), "sha256:%.64s", d->d_name);
+		if (keep != NULL && json_object_get(keep, digest) != NULL)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		if ((int64_t)st.st_mtim.tv_sec * 1000 >= cutoff_ms)
+			continue;
+		if (unlink(path) == 0)
+			removed++;
+	}
+	closedir(dh);
+	return removed;
+}
+
+static void
+gc_pass(void)
+{
+	int64_t cutoff = gp_now_ms() - blob_grace_ms, removed = 0;
+	json_t *pinned = pinned_digests(), *keep = json_object();
+	char dir[1200], fan[1500];
+	struct dirent *d;
+	sqlite3_stmt *st;
+	DIR *dh;
+	int ok = 1;
+
+	pthread_mutex_lock(&image_lock);
+	if (db == NULL || pinned == NULL || keep == NULL)
+		goto out;
+	gc_manifests(pinned);
+	st = prepare("SELECT DISTINCT blob FROM manifest_blobs");
+	if (st == NULL)
+		ok = 0;
+	while (st != NULL && sqlite3_step(st) == SQLITE_ROW)
+		json_object_set_new(keep,
+		    (const char *)sqlite3_column_text(st, 0), json_true());
+	sqlite3_finalize(st);
+	if (!ok)
+		goto out;
+	snprintf(dir, sizeof(dir), "%s/blobs", root);
+	if ((dh = opendir(dir)) != NULL) {
+		while ((d = readdir(dh)) != NULL) {
+			if (d->d_name[0] == '.')
+				continue;
+			snprintf(fan, sizeof(fan), "%s/%s", dir, d->d_name);
+			removed += sweep_dir(fan, keep, cutoff);
+		}
+		closedir(dh);
+	}
+	/* Uploads abandoned long ago. */
+	snprintf(dir, sizeof(dir), "%s/tmp", root);
+	sweep_dir(dir, NULL, cutoff);
+	if (removed > 0)
+		gp_info("image gc blobs_removed=%lld", (long long)removed);
+out:
+	pthread_mutex_unlock(&image_lock);
+	json_decref(pinned);
+	json_decref(keep);
+}
+
+static void
+gc_kick(void)
+{
+	pthread_mutex_lock(&gc_lock);
+	gc_wanted = 1;
+	pthread_cond_signal(&gc_cond);
+	pthread_mutex_unlock(&gc_lock);
+}
+
+static void *
+gc_main(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&gc_lock);
+		if (!gc_wanted && !gc_stopping) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += gc_period_ms / 1000;
+			ts.tv_nsec += (gc_period_ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&gc_cond, &gc_lock, &ts);
+		}
+		gc_wanted = 0;
+		if (gc_stopping) {
+			pthread_mutex_unlock(&gc_lock);
+			break;
+		}
+		pthread_mutex_unlock(&gc_lock);
+		gc_pass();
+	}
+	return NULL;
+}
+
+int
+image_init(const struct coord_config *cfg)
+{
+	char path[1200];
+	const char *test_gc = getenv("GPUPOOL_TEST_IMAGE_GC_MS");
+	int64_t v;
+
+	/*
+	 * Tests only (tests/e2e/test_image_store.sh): GC every N ms, and
+	 * blobs are collectable after N ms instead of an hour.
+	 */
+	if (test_gc != NULL && gp_parse_int(test_gc, 10, 3600000, &v) == 0) {
+		gc_period_ms = v;
+		blob_grace_ms = v;
+		gp_warn("image gc test mode gc_ms=%lld", (long long)v);
+	}
+	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max : 64LL << 30;
+	snprintf(root, sizeof(root), "%s/images", cfg->data_dir);
+	snprintf(path, sizeof(path), "%s/tmp", root);
+	if (gp_mkdir_p(path, 0700) != 0) {
+		gp_error("cannot create %s: %s", path, strerror(errno));
+		return GP_EIO;
+	}
+	snprintf(path, sizeof(path), "%s/blobs", root);
+	if (gp_mkdir_p(path, 0700) != 0) {
+		gp_error("cannot create %s: %s", path, strerror(errno));
+		return GP_EIO;
+	}
+	snprintf(path, sizeof(path), "%s/images.db", cfg->data_dir);
+	if (sqlite3_open_v2(path, &db,
+	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	            SQLITE_OPEN_FULLMUTEX,
+	        NULL) != SQLITE_OK) {
+		gp_error("cannot open database path=%s", path);
+		return GP_EIO;
+	}
+	if (exec("PRAGMA journal_mode=WAL;") != 0 ||
+	    exec("PRAGMA synchronous=FULL;") != 0 || exec(schema) != 0)
+		return GP_EIO;
+	if (pthread_create(&gc_thread, NULL, gc_main, NULL) != 0)
+		return GP_ENOMEM;
+	gc_started = 1;
+	gp_info("image store root=%s blob_max=%lld", root, (long long)blob_max);
+	return 0;
+}
+
+void
+image_stop(void)
+{
+	if (gc_started) {
+		pthread_mutex_lock(&gc_lock);
+		gc_stopping = 1;
+		pthread_cond_signal(&gc_cond);
+		pthread_mutex_unlock(&gc_lock);
+		pthread_join(gc_thread, NULL);
+		gc_started = 0;
+	}
+	pthread_mutex_lock(&image_lock);
+	if (db != NULL)
+		sqlite3_close(db);
+	db = NULL;
+	pthread_mutex_unlock(&image_lock);
+}
+
+/* ---- replies ---- */
+
+static enum MHD_Result
+reply_text(struct MHD_Connection *conn, int status, char *text)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+
+	if (text == NULL)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+	    MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
+	rc = MHD_queue_response(conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* Answers value (stolen). */
+static enum MHD_Result
+reply_json(struct MHD_Connection *conn, int status, json_t *value)
+{
+	char *text;
+
+	if (value == NULL)
+		value = json_pack("{s:s}", "error", "out of memory");
+	text = json_dumps(value, JSON_COMPACT);
+	json_decref(value);
+	return reply_text(conn, status, text);
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *conn, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static enum MHD_Result
+reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return reply_json(conn, status, json_pack("{s:s}", "error", msg));
+}
+
+/* Sends a stored blob's bytes. */
+static enum MHD_Result
+reply_blob(struct MHD_Connection *conn, const char *digest)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char path[1400];
+	struct stat st;
+	int fd;
+
+	blob_path(digest, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return reply_error(conn, 404, "blob %s is not stored", digest);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return reply_error(conn, 500, "cannot read blob");
+	}
+	resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+	if (resp == NULL) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type",
+	    "application/octet-stream");
+	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
+	rc = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* ---- lookups (image_lock held) ---- */
+
+/*
+ * Finds the image a reference names: "sha256:...", "NAME@sha256:..." (by
+ * digest; the name is informational) or a name. OUT: digest, name (the
+ * stored name, "" when looked up by digest). Returns 0, GP_EINVAL (not a
+ * reference) or GP_ENOENT, with err.
+ */
+static int
+lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
+    size_t errlen)
+{
+	char norm[GP_IMAGE_NAME_MAX + 1];
+	const char *at;
+	sqlite3_stmt *st;
+	int found = 0;
+
+	name[0] = '\0';
+	at = strrchr(ref, '@');
+	if (gp_oci_digest_valid(ref) ||
+	    (at != NULL && gp_oci_digest_valid(at + 1))) {
+		gp_strlcpy(digest, at != NULL ? at + 1 : ref,
+		    GP_OCI_DIGEST_SIZE);
+		st = prepare("SELECT 1 FROM manifests WHERE digest = ?");
+		if (st == NULL) {
+			snprintf(err, errlen, "image database error");
+			return GP_EIO;
+		}
+		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+		found = sqlite3_step(st) == SQLITE_ROW;
+		sqlite3_finalize(st);
+		if (!found) {
+			snprintf(err, errlen,
+			    "no image %.200s in the store "
+			    "(gpupool image ls)",
+			    digest);
+			return GP_ENOENT;
+		}
+		if (at != NULL) {
+			snprintf(norm, sizeof(norm), "%.*s", (int)(at - ref),
+			    ref);
+			gp_strlcpy(name, norm, namelen);
+		}
+		return 0;
+	}
+	if (gp_image_name_normalize(ref, norm, sizeof(norm), err, errlen) != 0)
+		return GP_EINVAL;
+	st = prepare("SELECT digest FROM names WHERE name = ?");
+	if (st == NULL) {
+		snprintf(err, errlen, "image database error");
+		return GP_EIO;
+	}
+	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		gp_strlcpy(digest, (const char *)sqlite3_column_text(st, 0),
+		    GP_OCI_DIGEST_SIZE);
+		found = 1;
+	}
+	sqlite3_finalize(st);
+	if (!found) {
+		snprintf(err, errlen,
+		    "no image named %.256s in the store "
+		    "(gpupool image ls)",
+		    norm);
+		return GP_ENOENT;
+	}
+	gp_strlcpy(name, norm, namelen);
+	return 0;
+}
+
+static json_t *
+signers_of(const char *digest, int with_signatures)
+{
+	json_t *list = json_array();
+	sqlite3_stmt *st;
+	char tm[40];
+
+	st = prepare("SELECT key, signature, signer, created_ms FROM "
+	             "signatures WHERE digest = ? ORDER BY created_ms, key");
+	if (st == NULL)
+		return list;
+	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(st, 0);
+		if (with_signatures == 0) {
+			json_array_append_new(list, json_string(key));
+			continue;
+		}
+		gp_format_time(sqlite3_column_int64(st, 3), tm, sizeof(tm));
+		if (with_signatures == 1)
+			json_array_append_new(list,
+			    json_pack("{s:s,s:s}", "key", key, "signature",
+			        (const char *)sqlite3_column_text(st, 1)));
+		else
+			json_array_append_new(list,
+			    json_pack("{s:s,s:s,s:s}", "key", key, "signer",
+			        (const char *)sqlite3_column_text(st, 2),
+			        "created_at", tm));
+	}
+	sqlite3_finalize(st);
+	return list;
+}
+
+json_t *
+image_signers(const char *digest)
+{
+	json_t *list;
+
+	pthread_mutex_lock(&image_lock);
+	list = db != NULL ? signers_of(digest, 0) : json_array();
+	pthread_mutex_unlock(&image_lock);
+	return list;
+}
+
+/* The image object of a name row. */
+static json_t *
+image_json(sqlite3_stmt *st)
+{
+	const char *digest = (const char *)sqlite3_column_text(st, 1);
+	char tm[40];
+
+	gp_format_time(sqlite3_column_int64(st, 3), tm, sizeof(tm));
+	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:o}", "name",
+	    (const char *)sqlite3_column_text(st, 0), "digest", digest, "user",
+	    (const char *)sqlite3_column_text(st, 2), "created_at", tm, "bytes",
+	    (json_int_t)sqlite3_column_int64(st, 4), "layers",
+	    (json_int_t)sqlite3_column_int64(st, 5), "signatures",
+	    signers_of(digest, 2));
+}
+
+#define IMAGE_SELECT                                                           \
+	"SELECT n.name, n.digest, n.user, n.created_ms, m.bytes, m.layers "    \
+	"FROM names n JOIN manifests m ON m.digest = n.digest "
+
+int
+image_resolve(const char *ref, char *pinned, size_t len, json_t **signers,
+    char *err, size_t errlen)
+{
+	char digest[GP_OCI_DIGEST_SIZE], name[GP_IMAGE_NAME_MAX + 1];
+	int ret;
+
+	*signers = NULL;
+	pthread_mutex_lock(&image_lock);
+	if (db == NULL) {
+		pthread_mutex_unlock(&image_lock);
+		snprintf(err, errlen, "the image store is not open");
+		return GP_EIO;
+	}
+	ret = lookup(ref, digest, name, sizeof(name), err, errlen);
+	if (ret == 0) {
+		*signers = signers_of(digest, 0);
+		if (name[0] != '\0')
+			snprintf(pinned, len, "%s@%s", name, digest);
+		else
+			gp_strlcpy(pinned, digest, len);
+	}
+	pthread_mutex_unlock(&image_lock);
+	return ret;
+}
+
+void
+image_attach_jobs(void)
+{
+	const char *d;
+	int64_t id, n = 0;
+
+	pthread_rwlock_wrlock(&state.lock);
+	for (id = 1; id < state.next_job_id; id++) {
+		struct job *j = state.jobs[id];
+		if (j == NULL || job_finished(j) ||
+		    (d = gp_jobspec_image_digest(&j->spec)) == NULL)
+			continue;
+		job_set_signers(j, image_signers(d));
+		n++;
+	}
+	state.sched_dirty = 1;
+	pthread_rwlock_unlock(&state.lock);
+	if (n > 0)
+		gp_info("image jobs attached jobs=%lld", (long long)n);
+}
+
+/* ---- who may do what ---- */
+
+/*
+ * An agent's image call for (id, attempt): the caller's token must own
+ * the node running that attempt, and it must be the job's current,
+ * running attempt (as checkpoint calls). OUT: digest (the job's pinned
+ * image). Returns 0 or the HTTP status, with err (and *kill).
+ */
+static int
+agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
+    char *digest, char *err, size_t errlen, int *kill)
+{
+	struct node *node;
+	struct job *job;
+	const char *d;
+	int status = 0;
+
+	*kill = 0;
+	if (who->role != GP_ROLE_PROVIDER && who->role != GP_ROLE_ADMIN) {
+		snprintf(err, errlen, "agent calls need a provider token");
+		return 403;
+	}
+	pthread_rwlock_rdlock(&state.lock);
+	job = state_job(id);
+	if (job == NULL || job->state != JOB_RUNNING ||
+	    job->attempts != attempt) {
+		snprintf(err, errlen, "stale attempt %lld of job %lld: kill it",
+		    (long long)attempt, (long long)id);
+		*kill = 1;
+		status = 409;
+	} else if ((node = state_node(job->node_id)) == NULL ||
+	    (node->owner_token != who->id && who->role != GP_ROLE_ADMIN)) {
+		snprintf(err, errlen, "job %lld does not run on your node",
+		    (long long)id);
+		status = 403;
+	} else if ((d = gp_jobspec_image_digest(&job->spec)) == NULL) {
+		snprintf(err, errlen, "job %lld has no image", (long long)id);
+		status = 404;
+	} else
+		gp_strlcpy(digest, d, GP_OCI_DIGEST_SIZE);
+	pthread_rwlock_unlock(&state.lock);
+	return status;
+}
+
+static int
+may_write(const struct token_entry *who)
+{
+	return who->role == GP_ROLE_USER || who->role == GP_ROLE_ADMIN;
+}
+
+/* ---- URLs ---- */
+
+/* "/v1/agent/jobs/ID/ATTEMPT/image[/blobs/DIGEST]". OUT: rest. */
+static int
+parse_agent_url(const char *url, int64_t *id, int64_t *attempt,
+    const char **rest)
+{
+	char num[24];
+	const char *p, *slash;
+	size_t len;
+	int i;
+
+	if (strncmp(url, AGENT_PREFIX, strlen(AGENT_PREFIX)) != 0)
+		return 0;
+	p = url + strlen(AGENT_PREFIX);
+	for (i = 0; i < 2; i++) {
+		slash = strchr(p, '/');
+		if (slash == NULL || (len = (size_t)(slash - p)) == 0 ||
+		    len >= sizeof(num))
+			return 0;
+		memcpy(num, p, len);
+		num[len] = '\0';
+		if (gp_parse_int(num, 1, i == 0 ? INT64_MAX / 2 : 1000000,
+		        i == 0 ? id : attempt) != 0)
+			return 0;
+		p = slash + 1;
+	}
+	if (strncmp(p, "image", 5) != 0 || (p[5] != '\0' && p[5] != '/'))
+		return 0;
+	*rest = p[5] == '/' ? p + 6 : p + 5;
+	return 1;
+}
+
+int
+image_route_match(const char *url)
+{
+	int64_t id, attempt;
+	const char *rest;
+
+	if (strcmp(url, "/v1/images") == 0 ||
+	    strncmp(url, "/v1/images/", 11) == 0)
+		return 1;
+	return parse_agent_url(url, &id, &attempt, &rest);
+}
+
+size_t
+image_body_limit(const char *url)
+{
+	if (strcmp(url, "/v1/images") == 0 ||
+	    strcmp(url, "/v1/images/blobs/missing") == 0 ||
+	    strcmp(url, "/v1/images/signatures") == 0)
+		return IMAGE_JSON_BODY_MAX;
+	return 0;
+}
+
+/* ---- the streamed blob PUT ---- */
+
+int
+image_upload_wanted(const char *url, const char *method)
+{
+	return strcmp(method, "PUT") == 0 &&
+	    strncmp(url, "/v1/images/blobs/", 17) == 0;
+}
+
+static void
+upload_refuse(struct image_upload *u, int status, const char *msg)
+{
+	if (u->status == 0) {
+		u->status = status;
+		gp_strlcpy(u->error, msg, sizeof(u->error));
+	}
+	if (u->fd >= 0) {
+		close(u->fd);
+		u->fd = -1;
+		unlink(u->tmp);
+	}
+}
+
+void
+image_upload_begin(struct request *req, const char *url)
+{
+	struct image_upload *u;
+	const char *digest = url + 17;
+
+	if ((u = calloc(1, sizeof(*u))) == NULL)
+		return; /* api.c answers 503 when req->image_upload is NULL */
+	u->fd = -1;
+	req->image_upload = u;
+	if (req->auth == NULL) {
+		upload_refuse(u, 401,
+		    "missing or unknown token (Authorization: Bearer ...)");
+		return;
+	}
+	if (!may_write(req->auth)) {
+		upload_refuse(u, 403, "only users and admins upload images");
+		return;
+	}
+	if (!gp_oci_digest_valid(digest)) {
+		upload_refuse(u, 404,
+		    "blobs are named sha256:<64 lowercase "
+		    "hex digits>");
+		return;
+	}
+	gp_strlcpy(u->digest, digest, sizeof(u->digest));
+	blob_path(digest, u->final, sizeof(u->final));
+	/* Stored already: young again (see GC), and the body is dropped. */
+	pthread_mutex_lock(&image_lock);
+	if (utimensat(AT_FDCWD, u->final, NULL, AT_SYMLINK_NOFOLLOW) == 0) {
+		u->exists = 1;
+		pthread_mutex_unlock(&image_lock);
+		return;
+	}
+	pthread_mutex_unlock(&image_lock);
+	snprintf(u->dir, sizeof(u->dir), "%s/blobs/%.2s", root, digest + 7);
+	if (gp_mkdir_p(u->dir, 0700) != 0) {
+		upload_refuse(u, 500, "cannot create the blob directory");
+		return;
+	}
+	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", root,
+	    digest + 7);
+	u->fd = mkostemp(u->tmp, O_CLOEXEC);
+	if (u->fd < 0) {
+		upload_refuse(u, 500, "cannot create a temporary file");
+		return;
+	}
+	crypto_hash_sha256_init(&u->hash);
+}
+
+void
+image_upload_data(struct request *req, const char *data, size_t len)
+{
+	struct image_upload *u = req->image_upload;
+	char msg[100];
+
+	if (u == NULL || u->status != 0 || u->exists)
+		return; /* read and dropped */
+	if (u->len + (int64_t)len > blob_max) {
+		snprintf(msg, sizeof(msg),
+		    "a blob is at most %lld bytes "
+		    "(--image-blob-max)",
+		    (long long)blob_max);
+		upload_refuse(u, 413, msg);
+		return;
+	}
+	if (gp_write_all(u->fd, data, len) != 0) {
+		upload_refuse(u, 500, "cannot write the blob");
+		return;
+	}
+	crypto_hash_sha256_update(&u->hash, (const unsigned char *)data, len);
+	u->len += (int64_t)len;
+}
+
+enum MHD_Result
+image_upload_end(struct MHD_Connection *conn, struct request *req)
+{
+	struct image_upload *u = req->image_upload;
+	unsigned char hash[32];
+	char got[GP_OCI_DIGEST_SIZE];
+
+	if (u == NULL)
+		return reply_error(conn, 503, "out of memory");
+	if (u->status != 0)
+		return reply_error(conn, u->status, "%s", u->error);
+	if (u->exists)
+		return reply_json(conn, 200,
+		    json_pack("{s:b,s:s}", "stored", 0, "digest", u->digest));
+	crypto_hash_sha256_final(&u->hash, hash);
+	gp_oci_digest_format(hash, got);
+	if (strcmp(got, u->digest) != 0) {
+		upload_refuse(u, 400, "");
+		gp_warn("image blob refused: content does not match its digest "
+		        "digest=%s got=%s bytes=%lld",
+		    u->digest, got, (long long)u->len);
+		return reply_error(conn, 400,
+		    "blob content hashes to %s, not "
+		    "%s: nothing stored",
+		    got, u->digest);
+	}
+	if (fsync(u->fd) != 0 || close(u->fd) != 0) {
+		u->fd = -1;
+		unlink(u->tmp);
+		return reply_error(conn, 500, "cannot write the blob");
+	}
+	u->fd = -1;
+	pthread_mutex_lock(&image_lock);
+	if (rename(u->tmp, u->final) != 0 || fsync_dir(u->dir) != 0) {
+		pthread_mutex_unlock(&image_lock);
+		unlink(u->tmp);
+		return reply_error(conn, 500, "cannot store the blob");
+	}
+	pthread_mutex_unlock(&image_lock);
+	gp_debug("image blob stored digest=%s bytes=%lld", u->digest,
+	    (long long)u->len);
+	return reply_json(conn, 201,
+	    json_pack("{s:b,s:s,s:I}", "stored", 1, "digest", u->digest,
+	        "bytes", (json_int_t)u->len));
+}
+
+void
+image_upload_free(struct image_upload *u)
+{
+	if (u == NULL)
+		return;
+	if (u->fd >= 0) {
+		close(u->fd);
+		unlink(u->tmp);
+	}
+	free(u);
+}
+
+/* ---- handlers ---- */
+
+static json_t *
+body_json(struct request *req)
+{
+	json_t *v = json_loadb(req->body.data ? req->body.data : "",
+	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
+
+	if (v != NULL && !json_is_object(v)) {
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
+static enum MHD_Result
+handle_missing(struct MHD_Connection *conn, struct request *req)
+{
+	json_t *body = body_json(req), *list, *missing, *c;
+	char path[1400];
+	size_t i;
+
+	list = json_object_get(body, "digests");
+	if (!json_is_array(list) || json_array_size(list) > MISSING_MAX ||
+	    json_object_size(body) != 1) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "body: {\"digests\": [...]} with "
+		    "at most %d digests",
+		    MISSING_MAX);
+	}
+	json_array_foreach(list, i, c)
+	{
+		if (!gp_oci_digest_valid(json_string_value(c))) {
+			json_decref(body);
+			return reply_error(conn, 400,
+			    "digests[%zu]: not "
+			    "sha256:<64 lowercase hex digits>",
+			    i);
+		}
+	}
+	missing = json_array();
+	pthread_mutex_lock(&image_lock);
+	json_array_foreach(list, i, c)
+	{
+		blob_path(json_string_value(c), path, sizeof(path));
+		/* Present: young again, so GC leaves it to the commit. */
+		if (utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) != 0)
+			json_array_append(missing, c);
+	}
+	pthread_mutex_unlock(&image_lock);
+	json_decref(body);
+	return reply_json(conn, 200, json_pack("{s:o}", "missing", missing));
+}
+
+/* Reads a stored blob of at most max bytes. OUT: *data (caller frees). */
+static int
+read_blob(const char *digest, size_t max, char **data, size_t *len)
+{
+	char path[1400];
+
+	blob_path(digest, path, sizeof(path));
+	return gp_read_file(path, max, data, len);
+}
+
+/* Checks that a descriptor's blob is stored with its size; 0 or err. */
+static int
+check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
+    size_t errlen)
+{
+	int64_t size = blob_size(d->digest);
+
+	if (size < 0) {
+		snprintf(err, errlen, "%s %s is not stored: upload it first",
+		    what, d->digest);
+		return GP_ENOENT;
+	}
+	if (size != d->size) {
+		snprintf(err, errlen,
+		    "the manifest says %s %s holds %lld "
+		    "bytes, the stored blob holds %lld",
+		    what, d->digest, (long long)d->size, (long long)size);
+		return GP_EINVAL;
+	}
+	return 0;
+}
+
+static int
+insert_text2(const char *sql, const char *a, const char *b)
+{
+	sqlite3_stmt *st = prepare(sql);
+	int rc;
+
+	if (st == NULL)
+		return GP_EIO;
+	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : GP_EIO;
+}
+
+/* POST /v1/images {"name": ..., "digest": manifest}: names an image. */
+static enum MHD_Result
+handle_commit(struct MHD_Connection *conn, struct request *req)
+{
+	struct gp_oci_manifest m;
+	struct gp_oci_image_config cfg;
+	json_t *body = body_json(req), *out = NULL;
+	const char *name, *digest;
+	char norm[GP_IMAGE_NAME_MAX + 1], err[600], *text = NULL;
+	char previous[GP_OCI_DIGEST_SIZE] = "", owner[GP_NAME_MAX + 1] = "";
+	sqlite3_stmt *st = NULL;
+	size_t len = 0;
+	int status = 400, i, ret;
+
+	memset(&m, 0, sizeof(m));
+	name = json_string_value(json_object_get(body, "name"));
+	digest = json_string_value(json_object_get(body, "digest"));
+	if (body == NULL || json_object_size(body) != 2 || name == NULL ||
+	    digest == NULL) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "body: {\"name\": NAME, "
+		    "\"digest\": the manifest's sha256:...}");
+	}
+	if (!gp_oci_digest_valid(digest)) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "digest: not sha256:<64 lowercase hex digits>");
+	}
+	if (gp_image_name_normalize(name, norm, sizeof(norm), err,
+	        sizeof(err)) != 0) {
+		json_decref(body);
+		return reply_error(conn, 400, "%s", err);
+	}
+	pthread_mutex_lock(&image_lock);
+	ret = read_blob(digest, GP_OCI_JSON_MAX, &text, &len);
+	if (ret != 0) {
+		snprintf(err, sizeof(err),
+		    ret == GP_ETOOBIG ? "manifest %s is "
+		                        "larger than %d bytes"
+		                      : "manifest blob %s is not stored: "
+		                        "upload it first",
+		    digest, GP_OCI_JSON_MAX);
+		goto out;
+	}
+	if (gp_oci_detect(text, len, NULL) == GP_OCI_INDEX) {
+		snprintf(err, sizeof(err),
+		    "%s is an image index: name one "
+		    "platform's manifest (gpupool image pull picks "
+		    "linux/amd64)",
+		    digest);
+		goto out;
+	}
+	if (gp_oci_manifest_decode(text, len, &m, err, sizeof(err)) != 0)
+		goto out;
+	free(text);
+	text = NULL;
+	if (check_blob(&m.config, "config", err, sizeof(err)) != 0)
+		goto out;
+	for (i = 0; i < m.nlayers; i++) {
+		char what[32];
+		snprintf(what, sizeof(what), "layer %d", i);
+		if (check_blob(&m.layers[i], what, err, sizeof(err)) != 0)
+			goto out;
+	}
+	if (read_blob(m.config.digest, GP_OCI_JSON_MAX, &text, &len) != 0 ||
+	    gp_oci_config_decode(text, len, &cfg, err, sizeof(err)) != 0) {
+		if (text == NULL)
+			snprintf(err, sizeof(err), "cannot read config %s",
+			    m.config.digest);
+		goto out;
+	}
+	if (cfg.ndiff_ids != 0 && cfg.ndiff_ids != m.nlayers) {
+		snprintf(err, sizeof(err),
+		    "the config lists %d layers "
+		    "(rootfs.diff_ids), the manifest %d",
+		    cfg.ndiff_ids, m.nlayers);
+		gp_oci_config_fini(&cfg);
+		goto out;
+	}
+	gp_oci_config_fini(&cfg);
+	/* The name: new, or the caller's own (admins may take any). */
+	st = prepare("SELECT digest, user FROM names WHERE name = ?");
+	if (st == NULL)
+		goto fail500;
+	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		gp_strlcpy(previous, (const char *)sqlite3_column_text(st, 0),
+		    sizeof(previous));
+		gp_strlcpy(owner, (const char *)sqlite3_column_text(st, 1),
+		    sizeof(owner));
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (owner[0] != '\0' && strcmp(owner, req->auth->name) != 0 &&
+	    req->auth->role != GP_ROLE_ADMIN) {
+		status = 403;
+		snprintf(err, sizeof(err),
+		    "the name %s belongs to %s: choose "
+		    "another name",
+		    norm, owner);
+		goto out;
+	}
+	if (exec("BEGIN IMMEDIATE") != 0)
+		goto fail500;
+	st = prepare("INSERT OR IGNORE INTO manifests VALUES(?,?,?,?,?,?)");
+	if (st == NULL)
+		goto rollback;
+	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, m.config.digest, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, gp_oci_manifest_bytes(&m));
+	sqlite3_bind_int64(st, 4, m.nlayers);
+	sqlite3_bind_text(st, 5, req->auth->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, gp_now_ms());
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto rollback;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (insert_text2("INSERT OR IGNORE INTO manifest_blobs VALUES(?,?)",
+	        digest, digest) != 0 ||
+	    insert_text2("INSERT OR IGNORE INTO manifest_blobs VALUES(?,?)",
+	        digest, m.config.digest) != 0)
+		goto rollback;
+	for (i = 0; i < m.nlayers; i++)
+		if (insert_text2("INSERT OR IGNORE INTO manifest_blobs "
+		                 "VALUES(?,?)",
+		        digest, m.layers[i].digest) != 0)
+			goto rollback;
+	st = prepare("INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
+	if (st == NULL)
+		goto rollback;
+	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, owner[0] ? owner : req->auth->name, -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, gp_now_ms());
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto rollback;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (exec("COMMIT") != 0)
+		goto rollback;
+	st = prepare(IMAGE_SELECT "WHERE n.name = ?");
+	if (st != NULL) {
+		sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			out = image_json(st);
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	status = previous[0] == '\0' ? 201 : 200;
+	if (out != NULL && previous[0] != '\0' && strcmp(previous, digest))
+		json_object_set_new(out, "previous", json_string(previous));
+	gp_info("image named name=%s digest=%s user=%s layers=%d bytes=%lld "
+	        "previous=%s",
+	    norm, digest, req->auth->name, m.nlayers,
+	    (long long)gp_oci_manifest_bytes(&m), previous[0] ? previous : "-");
+	goto out;
+rollback:
+	sqlite3_finalize(st);
+	st = NULL;
+	exec("ROLLBACK");
+fail500:
+	status = 500;
+	snprintf(err, sizeof(err), "cannot record the image");
+out:
+	pthread_mutex_unlock(&image_lock);
+	free(text);
+	gp_oci_manifest_fini(&m);
+	/* (digest points into body: done with it before body goes.) */
+	if (status < 300 && previous[0] != '\0' && strcmp(previous, digest) != 0)
+		gc_kick();
+	json_decref(body);
+	if (status >= 300) {
+		gp_warn("image refused name=%s status=%d error=\"%s\"", norm,
+		    status, err);
+		return reply_error(conn, status, "%s", err);
+	}
+	return reply_json(conn, status, out);
+}
+
+static enum MHD_Result
+handle_list(struct MHD_Connection *conn, const char *ref)
+{
+	char digest[GP_OCI_DIGEST_SIZE], name[GP_IMAGE_NAME_MAX + 1], err[400];
+	json_t *list = json_array();
+	sqlite3_stmt *st;
+	int ret;
+
+	pthread_mutex_lock(&image_lock);
+	if (ref != NULL) {
+		ret = lookup(ref, digest, name, sizeof(name), err, sizeof(err));
+		if (ret != 0) {
+			pthread_mutex_unlock(&image_lock);
+			json_decref(list);
+			return reply_error(conn, ret == GP_EINVAL ? 400 : 404,
+			    "%s", err);
+		}
+		st = prepare(IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
+		                          "OR n.name = ?2) ORDER BY n.name");
+		if (st != NULL) {
+			sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		}
+	} else
+		st = prepare(IMAGE_SELECT "ORDER BY n.name");
+	while (st != NULL && sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(list, image_json(st));
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&image_lock);
+	if (ref != NULL && json_array_size(list) == 0) {
+		/* Pinned by jobs but no longer named: show it by digest. */
+		json_array_append_new(list,
+		    json_pack("{s:n,s:s,s:o}", "name", "digest", digest,
+		        "signatures", image_signers(digest)));
+	}
+	return reply_json(conn, 200, json_pack("{s:o}", "images", list));
+}
+
+static enum MHD_Result
+handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
+{
+	char digest[GP_OCI_DIGEST_SIZE], name[GP_IMAGE_NAME_MAX + 1], err[400];
+	json_t *removed = json_array();
+	sqlite3_stmt *st;
+	int ret, status = 200;
+
+	if (!may_write(req->auth))
+		return reply_error(conn, 403,
+		    "only users and admins remove "
+		    "images");
+	if (ref == NULL) {
+		json_decref(removed);
+		return reply_error(conn, 400,
+		    "name the image: ?ref=NAME or "
+		    "?ref=sha256:...");
+	}
+	pthread_mutex_lock(&image_lock);
+	ret = lookup(ref, digest, name, sizeof(name), err, sizeof(err));
+	if (ret != 0) {
+		pthread_mutex_unlock(&image_lock);
+		json_decref(removed);
+		return reply_error(conn, ret == GP_EINVAL ? 400 : 404, "%s",
+		    err);
+	}
+	/* By name: that name; by digest: every name of the image. */
+	st = prepare("SELECT name, user FROM names WHERE digest = ?1 AND "
+	             "(?2 = '' OR name = ?2)");
+	if (st == NULL) {
+		status = 500;
+		snprintf(err, sizeof(err), "image database error");
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *n = (const char *)sqlite3_column_text(st, 0);
+		const char *u = (const char *)sqlite3_column_text(st, 1);
+		if (strcmp(u, req->auth->name) != 0 &&
+		    req->auth->role != GP_ROLE_ADMIN) {
+			status = 403;
+			snprintf(err, sizeof(err),
+			    "%s belongs to %s: only they "
+			    "or an admin may remove it",
+			    n, u);
+			break;
+		}
+		json_array_append_new(removed, json_string(n));
+	}
+	sqlite3_finalize(st);
+	if (status == 200 && json_array_size(removed) > 0) {
+		st = prepare("DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
+		             "OR name = ?2)");
+		if (st == NULL ||
+		    (sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC),
+		        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC),
+		        sqlite3_step(st)) != SQLITE_DONE) {
+			status = 500;
+			snprintf(err, sizeof(err), "cannot remove the image");
+		}
+		sqlite3_finalize(st);
+	}
+out:
+	pthread_mutex_unlock(&image_lock);
+	if (status != 200) {
+		json_decref(removed);
+		return reply_error(conn, status, "%s", err);
+	}
+	gp_info("image removed digest=%s names=%zu user=%s", digest,
+	    json_array_size(removed), req->auth->name);
+	gc_kick();
+	return reply_json(conn, 200,
+	    json_pack("{s:o,s:s}", "removed", removed, "digest", digest));
+}
+
+/* POST /v1/images/signatures {"digest", "key", "signature"} (admin). */
+static enum MHD_Result
+handle_sign(struct MHD_Connection *conn, struct request *req)
+{
+	json_t *body = body_json(req);
+	const char *digest, *key, *sig;
+	enum MHD_Result rc;
+	sqlite3_stmt *st;
+	int exists = 0, replaced = 0, ok = 0;
+
+	if (req->auth->role != GP_ROLE_ADMIN) {
+		json_decref(body);
+		return reply_error(conn, 403, "only admins sign images");
+	}
+	digest = json_string_value(json_object_get(body, "digest"));
+	key = json_string_value(json_object_get(body, "key"));
+	sig = json_string_value(json_object_get(body, "signature"));
+	if (body == NULL || json_object_size(body) != 3 || digest == NULL ||
+	    key == NULL || sig == NULL) {
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "body: {\"digest\", \"key\", "
+		    "\"signature\"}");
+	}
+	switch (gp_sign_verify(key, digest, sig)) {
+	case 0:
+		break;
+	case GP_EPERM:
+		rc = reply_error(conn, 400,
+		    "the signature does not verify with key %.60s over %s", key,
+		    digest);
+		json_decref(body);
+		return rc;
+	default:
+		json_decref(body);
+		return reply_error(conn, 400,
+		    "digest, key (ed25519:<base64>) "
+		    "or signature (base64 of 64 bytes) is malformed");
+	}
+	pthread_mutex_lock(&image_lock);
+	st = prepare("SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
+	             "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
+	             "AND key = ?2)");
+	if (st != NULL) {
+		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			exists = sqlite3_column_int(st, 0) > 0;
+			replaced = sqlite3_column_int(st, 1) > 0;
+		}
+		sqlite3_finalize(st);
+	}
+	if (exists &&
+	    (st = prepare("INSERT OR REPLACE INTO signatures "
+	                  "VALUES(?,?,?,?,?)")) != NULL) {
+		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, sig, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, req->auth->name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, gp_now_ms());
+		ok = sqlite3_step(st) == SQLITE_DONE;
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&image_lock);
+	/* (digest and key point into body: used before it goes.) */
+	if (!exists) {
+		rc = reply_error(conn, 404, "no image %s in the store", digest);
+		json_decref(body);
+		return rc;
+	}
+	if (!ok) {
+		json_decref(body);
+		return reply_error(conn, 500, "cannot record the signature");
+	}
+	gp_info("image signed digest=%s key=%.20s... by=%s", digest, key,
+	    req->auth->name);
+	state_note_image_signed(digest, key);
+	rc = reply_json(conn, replaced ? 200 : 201,
+	    json_pack("{s:s,s:s,s:s}", "digest", digest, "key", key, "signer",
+	        req->auth->name));
+	json_decref(body);
+	return rc;
+}
+
+/* The agent's calls for the image of a job it runs. */
+static enum MHD_Result
+handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
+{
+	char digest[GP_OCI_DIGEST_SIZE], err[200];
+	const char *rest, *blob;
+	int64_t id, attempt;
+	sqlite3_stmt *st;
+	int status, kill, listed = 0;
+	json_t *sigs;
+
+	if (!parse_agent_url(url, &id, &attempt, &rest) ||
+	    strcmp(method, "GET") != 0)
+		return reply_error(conn, 404, "no such endpoint: %s %.100s",
+		    method, url);
+	status =
+	    agent_job(req->auth, id, attempt, digest, err, sizeof(err), &kill);
+	if (status == 409 && kill)
+		return reply_json(conn, 409,
+		    json_pack("{s:s,s:b}", "error", err, "kill", 1));
+	if (status != 0)
+		return reply_error(conn, status, "%s", err);
+	if (rest[0] == '\0') {
+		pthread_mutex_lock(&image_lock);
+		sigs = db != NULL ? signers_of(digest, 1) : json_array();
+		pthread_mutex_unlock(&image_lock);
+		return reply_json(conn, 200,
+		    json_pack("{s:s,s:o}", "digest", digest, "signatures",
+		        sigs));
+	}
+	if (strncmp(rest, "blobs/", 6) != 0 ||
+	    !gp_oci_digest_valid(blob = rest + 6))
+		return reply_error(conn, 404, "no such endpoint: %.100s", url);
+	pthread_mutex_lock(&image_lock);
+	st = db != NULL ? prepare("SELECT 1 FROM manifest_blobs WHERE manifest "
+	                          "= ? AND blob = ?")
+	                : NULL;
+	if (st != NULL) {
+		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, blob, -1, SQLITE_STATIC);
+		listed = sqlite3_step(st) == SQLITE_ROW;
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&image_lock);
+	if (!listed)
+		return reply_error(conn, 404,
+		    "blob %s is not part of job "
+		    "%lld's image",
+		    blob, (long long)id);
+	return reply_blob(conn, blob);
+}
+
+enum MHD_Result
+image_handle(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
+{
+	const char *ref =
+	    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "ref");
+	int get = strcmp(method, "GET") == 0,
+	    post = strcmp(method, "POST") == 0;
+
+	if (strncmp(url, AGENT_PREFIX, strlen(AGENT_PREFIX)) == 0)
+		return handle_agent(conn, req, url, method);
+	if (strcmp(url, "/v1/images") == 0) {
+		if (get)
+			return handle_list(conn, ref);
+		if (post) {
+			if (!may_write(req->auth))
+				return reply_error(conn, 403,
+				    "only users and "
+				    "admins import images");
+			return handle_commit(conn, req);
+		}
+		if (strcmp(method, "DELETE") == 0)
+			return handle_remove(conn, req, ref);
+		return reply_error(conn, 405, "method %.16s not allowed",
+		    method);
+	}
+	if (strcmp(url, "/v1/images/blobs/missing") == 0 && post) {
+		if (!may_write(req->auth))
+			return reply_error(conn, 403,
+			    "only users and admins "
+			    "upload images");
+		return handle_missing(conn, req);
+	}
+	if (strcmp(url, "/v1/images/signatures") == 0 && post)
+		return handle_sign(conn, req);
+	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
+	    url);
+}
