@@ -37,6 +37,8 @@ while :; do
 done
 assert_eq "share=0.500 mem=20480 cvd=0" "$l1" "half1's environment (its share of 40 GiB)"
 assert_eq "share=0.500 mem=8192 cvd=0" "$LOG" "half2's environment (the memory it asked)"
+# each half pays half a GPU's price (the default price: 1 credit an hour)
+assert_eq 500000 "$(job_get "$h1" 'd["history"][0]["rate_micro"]')" "half1's rate (micro-credits an hour)"
 api_expect 200 "$ADMIN_TOKEN" GET /v1/nodes
 assert_eq "$h1:0.5 $h2:0.5" "$(printf '%s' "$API_BODY" | json '" ".join("%d:%s" % (s["job"], s["share"]) for s in sorted(d["nodes"][0]["gpus"][0]["shares"], key=lambda s: s["job"]))')" "the GPU's shares"
 
