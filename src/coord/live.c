@@ -31,12 +31,12 @@
 
 #define MASTER_PORT_BASE  29500
 #define MASTER_PORT_RANGE 500
-#define MIX_REFRESH_MS	  5000
-#define FIT_CACHE_MAX	  1024
+#define MIX_REFRESH_MS    5000
+#define FIT_CACHE_MAX     1024
 
 static struct gp_sched_engine *eng;
-static int eng_failed;		 /* building it ran out of memory */
-static int64_t *dirty;		 /* node ids the engine must hear of */
+static int eng_failed; /* building it ran out of memory */
+static int64_t *dirty; /* node ids the engine must hear of */
 static size_t ndirty, capdirty;
 static uint64_t prices_gen_seen; /* ledger.prices_gen + 1 */
 static int64_t mix_built_mono;
@@ -130,8 +130,8 @@ live_sched_job(const struct job *j, const struct gp_jobspec *spec,
 	out->min_capability = spec->min_capability;
 	out->gpu_model = spec->gpu_model;
 	/* Every job takes at least one CPU. */
-	out->cpu_milli = (int64_t)(spec->cpus > 0 ? spec->cpus : 1) *
-	    GP_SCHED_MILLI;
+	out->cpu_milli =
+	    (int64_t)(spec->cpus > 0 ? spec->cpus : 1) * GP_SCHED_MILLI;
 	out->mem_mib = spec->mem_mib;
 	out->time_limit_s = spec->time_limit_s;
 	out->max_price = spec->max_price_micro;
@@ -144,8 +144,8 @@ live_sched_job(const struct job *j, const struct gp_jobspec *spec,
 
 /* The node as the engine sees it: what its owner lends now. */
 static void
-node_view(struct node *node, struct gp_sched_node *sn,
-    struct gp_sched_gpu *sg, int offered)
+node_view(struct node *node, struct gp_sched_node *sn, struct gp_sched_gpu *sg,
+    int offered)
 {
 	int g;
 
@@ -160,8 +160,8 @@ node_view(struct node *node, struct gp_sched_node *sn,
 	if (offered) {
 		sn->up = node->up && node->accepting && !node->left;
 		if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
-			sn->cpu_milli = (int64_t)node->offer_cpus *
-			    GP_SCHED_MILLI;
+			sn->cpu_milli =
+			    (int64_t)node->offer_cpus * GP_SCHED_MILLI;
 		if (node->offer_mem_mib > 0 &&
 		    (node->mem_mib <= 0 || node->offer_mem_mib < node->mem_mib))
 			sn->mem_mib = node->offer_mem_mib;
@@ -205,9 +205,8 @@ job_end_ms(const struct job *j)
 static int64_t
 job_saved_ms(const struct job *j)
 {
-	const struct attempt_record *a = j->nhistory > 0
-	    ? &j->history[j->nhistory - 1]
-	    : NULL;
+	const struct attempt_record *a =
+	    j->nhistory > 0 ? &j->history[j->nhistory - 1] : NULL;
 
 	if (a != NULL && a->attempt == j->attempts && a->ckpt_ms > 0)
 		return a->ckpt_ms;
@@ -225,8 +224,8 @@ engine_run(const struct job *j, int k)
 	memset(&r, 0, sizeof(r));
 	r.job_id = j->id;
 	r.node_id = p->node_id;
-	r.cpu_milli = (int64_t)(j->spec.cpus > 0 ? j->spec.cpus : 1) *
-	    GP_SCHED_MILLI;
+	r.cpu_milli =
+	    (int64_t)(j->spec.cpus > 0 ? j->spec.cpus : 1) * GP_SCHED_MILLI;
 	r.mem_mib = j->spec.mem_mib;
 	r.end_ms = job_end_ms(j);
 	r.group = lab_of(j->group_id);
@@ -279,17 +278,16 @@ engine_build(void)
 				return rc;
 			if (rc != 0)
 				gp_warn("scheduler: running part not recorded "
-					"job=%lld part=%d error=%s",
+				        "job=%lld part=%d error=%s",
 				    (long long)j->id, k, gp_strerror(rc));
 		}
 	}
 	prices_gen_seen = ledger.prices_gen + 1;
 	gp_info("scheduler engine built nodes=%lld running=%zu policy=%s",
-	    (long long)(state.next_node_id - 1),
-	    gp_sched_engine_nrunning(eng),
+	    (long long)(state.next_node_id - 1), gp_sched_engine_nrunning(eng),
 	    gp_sched_policy_name(state.cfg.placement != NULL
-		    ? state.cfg.placement
-		    : gp_sched_policy_default()));
+	            ? state.cfg.placement
+	            : gp_sched_policy_default()));
 	return 0;
 }
 
@@ -503,8 +501,8 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 		int64_t id = res->assignments[i].job_id;
 		struct job *j = state_job(id);
 		int n = 0, ok;
-		for (k = i; k < res->nassignments &&
-		     res->assignments[k].job_id == id;
+		for (k = i;
+		     k < res->nassignments && res->assignments[k].job_id == id;
 		     k++)
 			if (n < GP_SCHED_PARTS_MAX &&
 			    res->assignments[k].part == n)
@@ -562,7 +560,7 @@ live_schedule(void)
 	if ((rc = flush_changes()) != 0) {
 		if (!eng_failed)
 			gp_error("scheduler: out of memory; the next pass "
-				 "rebuilds it");
+			         "rebuilds it");
 		eng_failed = 1;
 		gp_sched_engine_free(eng);
 		eng = NULL;
@@ -588,8 +586,8 @@ live_schedule(void)
 		choosy |= j->spec.image[0] != '\0';
 		j->sj.hold = j->hold_reason[0] != '\0' ? GP_SCHED_HOLD_BUDGET
 		                                       : GP_SCHED_HOLD_NONE;
-		j->sj.hold_reason = j->hold_reason[0] != '\0' ? j->hold_reason
-		                                              : NULL;
+		j->sj.hold_reason =
+		    j->hold_reason[0] != '\0' ? j->hold_reason : NULL;
 		qptrs[n++] = &j->sj;
 	}
 	if (build_shares(now, &ng, &nu) != 0)
@@ -680,8 +678,8 @@ live_can_ever_fit(const struct gp_jobspec *spec, char *why, size_t whylen)
 		return GP_ENOMEM;
 	snprintf(key, sizeof(key), "%d/%d/%lld/%lld/%d/%d/%lld/%d/%lld/%s",
 	    spec->gpus, spec->gpu_milli, (long long)spec->gpu_mem_mib,
-	    (long long)spec->min_gpu_mem_mib, spec->min_capability,
-	    spec->cpus, (long long)spec->mem_mib, spec->nodes,
+	    (long long)spec->min_gpu_mem_mib, spec->min_capability, spec->cpus,
+	    (long long)spec->mem_mib, spec->nodes,
 	    (long long)spec->max_price_micro, spec->gpu_model);
 	for (i = 0; i < nfit; i++)
 		if (strcmp(fit_cache[i].key, key) == 0) {
@@ -722,8 +720,8 @@ live_master_port(const struct job *job)
 	const struct node *n0 = state_node(job->parts[0].node_id);
 	int tries, port, k;
 
-	port = MASTER_PORT_BASE + (int)((uint64_t)job->id * 7919 %
-	                               MASTER_PORT_RANGE);
+	port = MASTER_PORT_BASE +
+	    (int)((uint64_t)job->id * 7919 % MASTER_PORT_RANGE);
 	for (tries = 0; n0 != NULL && tries < MASTER_PORT_RANGE; tries++) {
 		int used = 0;
 		for (k = 0; k < n0->njobs && !used; k++) {
@@ -812,21 +810,21 @@ live_job_json(const struct job *job, json_t *o)
 			json_array_append_new(g, json_integer(p->gpus[i]));
 		json_array_append_new(parts,
 		    json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}", "part", k,
-			"node", n != NULL ? n->name : NULL, "node_id",
-			n != NULL ? json_integer(n->id) : json_null(), "gpus",
-			g, "gpu_share",
-			p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
-			    ? json_real(p->gpu_milli / 1000.0)
-			    : json_null(),
-			"started", p->started_ack, "ended", p->ended));
+		        "node", n != NULL ? n->name : NULL, "node_id",
+		        n != NULL ? json_integer(n->id) : json_null(), "gpus",
+		        g, "gpu_share",
+		        p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
+		            ? json_real(p->gpu_milli / 1000.0)
+		            : json_null(),
+		        "started", p->started_ack, "ended", p->ended));
 	}
 	json_object_set_new(o, "parts", parts);
 	if (job->state == JOB_QUEUED && job->wait_reason != 0) {
 		json_object_set_new(o, "wait",
 		    json_pack("{s:s,s:s,s:i,s:o}", "reason",
-			live_wait_code(job->wait_reason), "why",
-			job->wait_why, "position", job->queue_rank,
-			"expected_start", time_or_null(job->wait_start_ms)));
+		        live_wait_code(job->wait_reason), "why", job->wait_why,
+		        "position", job->queue_rank, "expected_start",
+		        time_or_null(job->wait_start_ms)));
 	} else {
 		json_object_set_new(o, "wait", json_null());
 	}
@@ -860,10 +858,9 @@ live_gpu_json(const struct node *node, int gpu, json_t *o)
 		if (p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI &&
 		    p->ngpus == 1 && p->gpus[0] == gpu)
 			json_array_append_new(shares,
-			    json_pack("{s:I,s:f,s:I}", "job",
-				(json_int_t)j->id, "share",
-				p->gpu_milli / 1000.0, "mem_mib",
-				(json_int_t)p->gpu_mem_mib));
+			    json_pack("{s:I,s:f,s:I}", "job", (json_int_t)j->id,
+			        "share", p->gpu_milli / 1000.0, "mem_mib",
+			        (json_int_t)p->gpu_mem_mib));
 	}
 	json_object_set_new(o, "shares", shares);
 }
@@ -886,9 +883,9 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 	n0 = state_node(job->parts[0].node_id);
 	json_object_set_new(o, "gang",
 	    json_pack("{s:i,s:i,s:i,s:s,s:i}", "part", part, "parts",
-		job->nparts, "gpus_per_node", job->spec.gpus, "master_addr",
-		n0 != NULL && n0->addr[0] != '\0' ? n0->addr : "127.0.0.1",
-		"master_port", job->master_port));
+	        job->nparts, "gpus_per_node", job->spec.gpus, "master_addr",
+	        n0 != NULL && n0->addr[0] != '\0' ? n0->addr : "127.0.0.1",
+	        "master_port", job->master_port));
 }
 
 static int
@@ -935,22 +932,22 @@ live_queue_json(const struct token_entry *who)
 		gp_capability_format(j->spec.min_capability, cap, sizeof(cap));
 		json_array_append_new(jobs,
 		    json_pack("{s:I,s:i,s:s,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:o,"
-			      "s:o}",
-			"id", (json_int_t)j->id, "position", (int)i + 1,
-			"name", j->spec.name, "user", j->user, "group",
-			ledger_group_name(&ledger, j->group_id), "reason",
-			j->wait_reason != 0 ? live_wait_code(j->wait_reason)
-			                    : "pending",
-			"why",
-			j->wait_reason != 0 ? j->wait_why
-			                    : "not looked at by the scheduler "
-			                      "yet",
-			"expected_start", time_or_null(j->wait_start_ms),
-			"gpus", j->spec.gpus, "nodes", j->nparts, "gpu_share",
-			j->spec.gpu_milli > 0 ? json_real(j->spec.gpu_milli /
-			                            1000.0)
-			                      : json_null(),
-			"submitted_at", time_or_null(j->submitted_ms)));
+		              "s:o}",
+		        "id", (json_int_t)j->id, "position", (int)i + 1, "name",
+		        j->spec.name, "user", j->user, "group",
+		        ledger_group_name(&ledger, j->group_id), "reason",
+		        j->wait_reason != 0 ? live_wait_code(j->wait_reason)
+		                            : "pending",
+		        "why",
+		        j->wait_reason != 0 ? j->wait_why
+		                            : "not looked at by the scheduler "
+		                              "yet",
+		        "expected_start", time_or_null(j->wait_start_ms),
+		        "gpus", j->spec.gpus, "nodes", j->nparts, "gpu_share",
+		        j->spec.gpu_milli > 0
+		            ? json_real(j->spec.gpu_milli / 1000.0)
+		            : json_null(),
+		        "submitted_at", time_or_null(j->submitted_ms)));
 	}
 	free(v);
 	o = json_pack("{s:o,s:I,s:o}", "jobs", jobs, "queued", (json_int_t)n,
