@@ -81,10 +81,18 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libgpupool.a
 FUZZ_BUILD = build-fuzz
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Isrc/common \
 	      $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined
+# The library is compiled once for all harnesses (fuzzer-no-link: coverage
+# without libFuzzer's main), each harness is compiled and linked with it.
+FUZZ_LIB_FLAGS = $(subst -fsanitize=fuzzer$(comma),-fsanitize=fuzzer-no-link$(comma),$(FUZZ_CFLAGS))
+comma := ,
+FUZZ_LIB_OBJ = $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 fuzz: $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(FUZZ_BUILD)/fuzz_%)
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_LIB_FLAGS) -MMD -MP -c -o $@ $<
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(FUZZ_BUILD)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
 
 test: all
 	BUILD=$(BUILD) tests/run.sh
@@ -102,7 +110,7 @@ clean:
 .PHONY: all test fuzz bench clean deb
 .SECONDARY:
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
 
 # The checkpoint examples (examples/checkpoint, docs/checkpoints.md):
 # `make examples` builds $(BUILD)/examples/steps. Not part of `all`.

@@ -2,6 +2,9 @@
 # scripts/install-deps.sh: installs what gpupool needs from Debian's
 # packages (build tools, libraries, the sandbox's helpers), only what is
 # missing. Needs root (or sudo). Safe to run again.
+# Optional sets, named as arguments, add to the normal list:
+#   slurm   Slurm 22.05, munge and Slurm's HTML docs (the tuning guide the
+#           bench cites), for bench/slurm_vs_gpupool.sh
 set -eu
 pkgs=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
@@ -11,6 +14,13 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
       python3-prometheus-client chromium zsh tmux debootstrap systemd)
+for set in "$@"; do
+	case "$set" in
+	slurm) pkgs+=(slurmctld slurmd slurm-client munge slurm-wlm-doc) ;;
+	*) echo "install-deps: unknown package set '$set' (known: slurm)" >&2
+	   exit 2 ;;
+	esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

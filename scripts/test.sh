@@ -3,7 +3,9 @@
 # missing, builds with warnings as errors, runs the suite (unit tests, fuzz
 # corpora, end-to-end tests on 127.0.0.1), then the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then a short libFuzzer run
-# of each harness. SKIP_ASAN=1 and SKIP_FUZZ=1 shorten it while developing.
+# of each harness (FUZZ_SECONDS each, default 10; the corpora are replayed in
+# both suites anyway). SKIP_ASAN=1 and SKIP_FUZZ=1 shorten it while
+# developing; E2E_JOBS (default 3) end-to-end tests run at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -30,7 +32,7 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
 		name=${f##*/fuzz_}
 		work=$(mktemp -d)
 		cp -r "tests/fuzz/corpus/$name/." "$work/"
-		if "$f" -max_total_time="${FUZZ_SECONDS:-30}" -print_final_stats=0 \
+		if "$f" -max_total_time="${FUZZ_SECONDS:-10}" -print_final_stats=0 \
 			"$work" >"$work.log" 2>&1; then
 			echo "ok   fuzz/$name"
 		else

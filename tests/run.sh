@@ -40,10 +40,42 @@ for r in "$BUILD"/fuzz/replay_*; do
 	name=${r##*/replay_}
 	run_one "fuzz-replay/$name" "$r" "tests/fuzz/corpus/$name"
 done
+# End-to-end tests run E2E_JOBS at a time (default 3): each has its own
+# temp dir, ports and namespaces (tests/e2e/lib.sh), and most of their time
+# is spent waiting on daemons, so a few at once shorten the suite on a
+# small machine. E2E_JOBS=1 runs them one by one.
+e2e_jobs=${E2E_JOBS:-3}
+declare -A e2e_start=()
+e2e_reap() { # waits for one finished e2e test and reports it
+	local pid name rc log
+	wait -n -p pid
+	rc=$?
+	name=${e2e_name[$pid]}
+	log="$logdir/${name//\//_}.log"
+	unset "e2e_name[$pid]"
+	if [ "$rc" -eq 0 ]; then
+		passed=$((passed + 1))
+		echo "ok   $name ($((SECONDS - e2e_start[$name]))s)"
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		echo "FAIL $name ($((SECONDS - e2e_start[$name]))s)"
+		tail -n 40 "$log" | sed 's/^/     | /'
+	fi
+}
+declare -A e2e_name=()
 for e in tests/e2e/test_*.sh; do
 	[ -f "$e" ] || continue
-	run_one "e2e/$(basename "$e" .sh)" bash "$e"
+	name="e2e/$(basename "$e" .sh)"
+	if [ -n "$pattern" ] && [[ $name != *$pattern* ]]; then
+		continue
+	fi
+	while [ ${#e2e_name[@]} -ge "$e2e_jobs" ]; do e2e_reap; done
+	e2e_start[$name]=$SECONDS
+	bash "$e" >"$logdir/${name//\//_}.log" 2>&1 </dev/null &
+	e2e_name[$!]=$name
 done
+while [ ${#e2e_name[@]} -gt 0 ]; do e2e_reap; done
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then

@@ -3,9 +3,12 @@
 // API token (kept in sessionStorage, sent as a bearer header; no cookie,
 // so nothing a third-party page could ride on), and shows only what the
 // public API shows that token: the pool (every node and GPU, and who uses
-// each), the running jobs and the queue, a job's attempts on a timeline
-// with its live log and its GPUs' use, and a node's page with what it
-// lent. Every text from the API is inserted as text, never as markup.
+// each), the running jobs and the queue with the reason each job waits, a
+// job's attempts on a timeline with its live log and its GPUs' use, a
+// node's page with what it lent, and a provider's page with what it lent
+// and earned (from the ledger: GET /v1/usage and /v1/ledger, narrowed by
+// the coordinator to what the token may see, as for the CLI). Every text
+// from the API is inserted as text, never as markup.
 'use strict';
 
 (() => {
@@ -118,6 +121,34 @@
 
   const ms = (iso) => (iso ? Date.parse(iso) : null);
 
+  // Micro-credits as credits: up to 6 decimals, no trailing zeros.
+  function fmtCredits(micro) {
+    if (micro === null || micro === undefined) return '-';
+    const c = Number(micro) / 1e6;
+    return (Math.abs(c) >= 1000 ? c.toFixed(2) : String(Number(c.toFixed(6)))) + ' cr';
+  }
+
+  // Share-weighted GPU-milliseconds: GPU-seconds under an hour, else GPU-h.
+  function fmtGpuTime(gpuMs) {
+    if (gpuMs === null || gpuMs === undefined) return '-';
+    return gpuMs < 3600000 ? (gpuMs / 1000).toFixed(1) + ' GPU-s'
+      : (gpuMs / 3600000).toFixed(2) + ' GPU-h';
+  }
+
+  // Why a queued job waits: the scheduler's "wait" object when the
+  // coordinator gives one ({reason, why, position, expected_start}), else
+  // what the job itself says (a budget hold, or just queued).
+  function waitInfo(j) {
+    const w = j.wait;
+    if (w && typeof w === 'object' && w.reason) {
+      return { reason: String(w.reason), why: w.why ? String(w.why) : '',
+        position: Number.isInteger(w.position) ? w.position : null,
+        expected: w.expected_start || null };
+    }
+    if (j.hold_reason) return { reason: 'held', why: String(j.hold_reason), position: null, expected: null };
+    return { reason: j.state, why: '', position: null, expected: null };
+  }
+
   function badge(state) {
     return el('span', { class: 'badge st-' + String(state).replace(/[^a-z_]/g, '') }, state);
   }
@@ -137,6 +168,10 @@
 
   function nodeLink(name) {
     return name ? el('a', { href: '#/node/' + encodeURIComponent(name) }, name) : '-';
+  }
+
+  function providerLink(name) {
+    return name ? el('a', { href: '#/provider/' + encodeURIComponent(name), class: 'provider-link' }, name) : '-';
   }
 
   function table(headers, rows, cls) {
@@ -260,7 +295,7 @@
     return el('section', { class: 'card node', 'data-node': n.name },
       el('div', { class: 'node-head' },
         el('h3', {}, nodeLink(n.name)), badge(n.state),
-        el('span', { class: 'muted' }, 'lent by ' + n.owner)),
+        el('span', { class: 'muted' }, 'lent by ', providerLink(n.owner))),
       n.gpus.length ? el('ul', { class: 'gpus' }, n.gpus.map((g) => gpuRow(n, g)))
         : el('p', { class: 'muted' }, 'no GPU'));
   }
@@ -293,12 +328,17 @@
     const started = ms(j.started_at), submitted = ms(j.submitted_at), finished = ms(j.finished_at);
     const t = j.state === 'queued' ? now - submitted
       : started ? (finished || now) - started : null;
+    const w = withPos ? waitInfo(j) : null;
     return el('tr', { 'data-job': j.id },
       withPos ? el('td', { class: 'num' }, String(pos)) : null,
       el('td', { class: 'num' }, jobLink(j.id)), el('td', {}, j.name), el('td', {}, j.user),
       el('td', {}, badge(j.cancel_requested && j.state === 'running' ? 'cancelling' : j.state)),
-      el('td', {}, nodeLink(j.node)), el('td', { class: 'num' }, String(j.request ? j.request.gpus : '-')),
-      el('td', { class: 'num' }, fmtDuration(t)));
+      withPos ? null : el('td', {}, nodeLink(j.node)),
+      el('td', { class: 'num' }, String(j.request ? j.request.gpus : '-')),
+      el('td', { class: 'num' }, fmtDuration(t)),
+      withPos ? el('td', { class: 'wait', 'data-reason': w.reason },
+        el('span', { class: 'reason' }, w.reason), w.why ? el('span', { class: 'why muted' }, w.why) : null,
+        w.expected ? el('span', { class: 'why muted' }, 'expected to start ' + fmtTime(w.expected)) : null) : null);
   }
 
   function viewQueue() {
@@ -313,8 +353,12 @@
       const now = Date.now();
       running.replaceChildren(table(['ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Running for'],
         r.jobs.filter((j) => j.state === 'running').map((j) => jobRow(j, now))));
-      queued.replaceChildren(table(['#', 'ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Waiting'],
-        r.jobs.filter((j) => j.state === 'queued').map((j, i) => jobRow(j, now, true, i + 1))));
+      // The scheduler's order when it gives one (wait.position), else the
+      // coordinator's.
+      const q = r.jobs.filter((j) => j.state === 'queued').map((j, i) => ({ j, i, w: waitInfo(j) }));
+      q.sort((a, b) => (a.w.position ?? Infinity) - (b.w.position ?? Infinity) || a.i - b.i);
+      queued.replaceChildren(table(['#', 'ID', 'Name', 'User', 'State', 'GPUs', 'Waiting', 'Why'],
+        q.map((x, k) => jobRow(x.j, now, true, x.w.position ?? k + 1))));
     });
     return ctx;
   }
@@ -462,6 +506,10 @@
         detail('Submitted', fmtTime(job.submitted_at)), detail('Started', fmtTime(job.started_at)),
         detail('Finished', fmtTime(job.finished_at)),
         detail('Exit', job.exit_code !== null ? 'code ' + job.exit_code : job.signal ? 'signal ' + job.signal : null),
+        job.state === 'queued' ? detail('Waiting', (() => {
+          const w = waitInfo(job);
+          return w.reason + (w.why ? ': ' + w.why : '') + (w.expected ? ' (expected to start ' + fmtTime(w.expected) + ')' : '');
+        })()) : [],
         detail('Reason', job.reason), detail('Message', job.message),
         detail('Attempts', String(job.attempts)),
         detail('Asked for', `${req.gpus} GPU · ${req.cpus} CPU · ${req.mem_mib ? fmtMib(req.mem_mib) : 'any'} memory · ${req.time_limit_s ? fmtDuration(req.time_limit_s * 1000) : 'no'} time limit`),
@@ -579,7 +627,7 @@
       }
       body.replaceChildren(
         el('div', { class: 'stats' },
-          card('State', n.state), card('Lent by', n.owner),
+          card('State', n.state), card('Lent by', providerLink(n.owner)),
           card('GPUs lent now', `${n.gpus.filter((g) => g.lent).length} / ${n.gpus.length}`),
           card('GPU time lent', (gpuMs / 3600000).toFixed(2) + ' GPU-h',
             `over ${jobs.length} job${jobs.length === 1 ? '' : 's'} you can see whose last attempt ran here`)),
@@ -592,6 +640,76 @@
         el('h2', {}, 'GPUs'), el('ul', { class: 'gpus card' }, n.gpus.map((g) => gpuRow(n, g))),
         el('h2', {}, 'Jobs here'),
         table(['ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Ran for'], jobs.slice().reverse().slice(0, 200).map((j) => jobRow(j, now))));
+    });
+    return ctx;
+  }
+
+  // ---- one provider: what it lent and earned (the ledger) ----
+
+  function viewProvider(name) {
+    const ctx = newContext();
+    const note = el('p', { class: 'muted', id: 'provider-scope' });
+    const body = el('div', { id: 'provider' }, el('p', { class: 'muted' }, 'Loading…'));
+    main.replaceChildren(el('p', {}, el('a', { href: '#/pool' }, '← Pool')),
+      el('h1', {}, 'Provider ' + name), note, body);
+    note.textContent = me.role === 'admin' ? 'Everything the ledger credited to ' + name + '.'
+      : me.role === 'provider' ? 'What your nodes lent and what you earned, from the ledger.'
+        : 'What you paid ' + name + ': a user sees only their own postings.';
+    const q = 'provider=' + encodeURIComponent(name);
+    every(ctx, 5000, async () => {
+      const week = new Date(Date.now() - 7 * 86400000).toISOString();
+      const sig = { signal: ctx.abort.signal };
+      let all, recent, ledger, nodes;
+      try {
+        [all, recent, ledger, nodes] = await Promise.all([
+          api('/v1/usage?' + q, sig), api('/v1/usage?' + q + '&since=' + encodeURIComponent(week), sig),
+          api('/v1/ledger?' + q + '&limit=20', sig), api('/v1/nodes', sig)]);
+      } catch (e) {
+        if (e.status === 403 || e.status === 404) {
+          body.replaceChildren(el('p', { class: 'error' }, e.message));
+          return;
+        }
+        throw e;
+      }
+      if (ctx.stopped) return;
+      const sum = (rows, k) => rows.reduce((a, x) => a + (Number(x[k]) || 0), 0);
+      const mine = (u) => u.providers.filter((x) => x.provider === name);
+      const earned = sum(mine(all), 'earned_micro'), lent = sum(mine(all), 'gpu_ms');
+      const earnedWeek = sum(mine(recent), 'earned_micro'), lentWeek = sum(mine(recent), 'gpu_ms');
+      const own = nodes.nodes.filter((n) => n.owner === name);
+      const stat = (title, value, sub, attrs) => {
+        const c = card(title, value, sub);
+        for (const [k, v] of Object.entries(attrs || {})) c.setAttribute(k, String(v));
+        return c;
+      };
+      const postings = ledger.postings.slice().reverse().map((p) => {
+        const u = (p.entries || []).find((e) => e.account === 'user') || {};
+        return el('tr', { 'data-posting': p.id },
+          el('td', {}, fmtTime(p.at)), el('td', { class: 'num' }, jobLink(p.job_id)),
+          el('td', { class: 'num' }, String(p.attempt)), el('td', {}, nodeLink(p.node)),
+          el('td', {}, u.name ? `${u.name} (${u.group})` : '-'), el('td', {}, p.kind),
+          el('td', { class: 'num' }, fmtGpuTime(p.gpu_ms)), el('td', { class: 'num' }, fmtCredits(p.amount_micro)));
+      });
+      body.replaceChildren(
+        el('div', { class: 'stats' },
+          stat('Earned', fmtCredits(earned), `${all.totals.postings} posting${all.totals.postings === 1 ? '' : 's'}`,
+            { id: 'earned', 'data-micro': earned }),
+          stat('GPU time lent', fmtGpuTime(lent), 'billed to jobs', { id: 'lent', 'data-gpu-ms': lent }),
+          stat('Last 7 days', fmtCredits(earnedWeek), fmtGpuTime(lentWeek) + ' lent', { id: 'earned-week' }),
+          stat('Nodes', `${own.filter((n) => n.state === 'up').length} up / ${own.length}`,
+            `${own.reduce((a, n) => a + n.gpus.length, 0)} GPUs`)),
+        el('h2', {}, 'By group of the node'),
+        table(['Group', 'GPU time lent', 'Earned'], mine(all).map((x) => el('tr', { 'data-group': x.group },
+          el('td', {}, x.group), el('td', { class: 'num' }, fmtGpuTime(x.gpu_ms)),
+          el('td', { class: 'num' }, fmtCredits(x.earned_micro))))),
+        el('h2', {}, 'Who used its GPUs'),
+        table(['User', 'Group', 'GPU time', 'Paid'], all.users.map((x) => el('tr', { 'data-user': x.user },
+          el('td', {}, x.user), el('td', {}, x.group), el('td', { class: 'num' }, fmtGpuTime(x.gpu_ms)),
+          el('td', { class: 'num' }, fmtCredits(x.spent_micro))))),
+        el('h2', {}, 'Its nodes'),
+        own.length ? el('div', { class: 'nodes' }, own.map(nodeCard)) : el('p', { class: 'muted' }, 'No node now.'),
+        el('h2', {}, 'Latest postings'),
+        table(['Posted', 'Job', 'Attempt', 'Node', 'Paid by', 'Kind', 'GPU time', 'Amount'], postings));
     });
     return ctx;
   }
@@ -620,12 +738,16 @@
     nav.hidden = false;
     who.hidden = false;
     document.getElementById('who-name').textContent = `${me.name} (${me.role})`;
+    const earnings = document.getElementById('nav-provider');
+    earnings.hidden = me.role !== 'provider';
+    earnings.setAttribute('href', '#/provider/' + encodeURIComponent(me.name));
     const [, page, arg] = hash.split('/');
     document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === page));
     if (page === 'queue') view = viewQueue();
     else if (page === 'jobs') view = viewJobs();
     else if (page === 'job' && /^\d+$/.test(arg || '')) view = viewJob(arg);
     else if (page === 'node' && arg) view = viewNode(decodeURIComponent(arg));
+    else if (page === 'provider' && arg) view = viewProvider(decodeURIComponent(arg));
     else if (page === 'login') location.hash = '#/pool';
     else view = viewPool();
   }

@@ -5,6 +5,7 @@
 #include "agent/cgroup.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -315,6 +316,77 @@ gp_cgroup_fini(const struct gp_cgroups *cg)
 
 	if (cg->mode != GP_CGROUP_NONE)
 		each_hierarchy(remove_in, &r);
+}
+
+/*
+ * Parents that agents killed without their exit path left behind
+ * ("gpupool-<node>-<pid>" whose pid is gone): their empty job cgroups and
+ * then the parent are removed. rmdir removes only empty cgroups, so a
+ * job still running in one (an agent killed -9 leaves its jobs for the
+ * next agent's fencing) keeps it; a pid that was reused is left alone.
+ */
+static int
+parent_pid(const char *name)
+{
+	const char *dash = strrchr(name, '-');
+	char *end;
+	long pid;
+
+	if (strncmp(name, "gpupool-", 8) != 0 || dash == NULL ||
+	    dash == name + 7)
+		return 0;
+	errno = 0;
+	pid = strtol(dash + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || end == dash + 1 || pid <= 1 ||
+	    pid > 1 << 22)
+		return 0;
+	return (int)pid;
+}
+
+static void
+sweep_in(void *arg, const char *mnt)
+{
+	DIR *d, *sub;
+	struct dirent *e, *j;
+	char path[PATH_MAX], child[PATH_MAX + 256];
+	int pid, *removed = arg;
+
+	if ((d = opendir(mnt)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if ((pid = parent_pid(e->d_name)) == 0 ||
+		    strcmp(e->d_name, parent_name) == 0 ||
+		    kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", mnt, e->d_name);
+		if ((sub = opendir(path)) != NULL) {
+			while ((j = readdir(sub)) != NULL) {
+				if (j->d_type != DT_DIR || j->d_name[0] == '.')
+					continue;
+				snprintf(child, sizeof(child), "%s/%s", path,
+				    j->d_name);
+				rmdir(child);
+			}
+			closedir(sub);
+		}
+		if (rmdir(path) == 0)
+			(*removed)++;
+	}
+	closedir(d);
+}
+
+int
+gp_cgroup_sweep_stale(const struct gp_cgroups *cg)
+{
+	int removed = 0;
+
+	if (cg->mode == GP_CGROUP_NONE)
+		return 0;
+	each_hierarchy(sweep_in, &removed);
+	if (removed > 0)
+		gp_info("cgroups swept=%d (left by agents that are gone)",
+		    removed);
+	return removed;
 }
 
 void

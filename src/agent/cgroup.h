@@ -76,6 +76,12 @@ int gp_cgroup_remove_everywhere(const struct gp_cgroups *cg, const char *name,
  * hierarchy (at exit, after the last job). Best effort.
  */
 void gp_cgroup_fini(const struct gp_cgroups *cg);
+/*
+ * Removes the empty cgroups of agents whose pid is gone (killed without
+ * their exit path) in every hierarchy; non-empty ones stay. Returns how
+ * many parents it removed.
+ */
+int gp_cgroup_sweep_stale(const struct gp_cgroups *cg);
 /* Closes the cgroup.procs descriptors (the parent's copies). */
 void gp_cgroup_close_fds(struct gp_cgroup_job *job);
 /* SIGKILLs every process in the job's cgroup(s). */

@@ -458,6 +458,7 @@ gp_agent_main(int argc, char **argv)
 	}
 	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
+	gp_cgroup_sweep_stale(&ag->cgroups);
 	if (setup_containers(ag, &copts) != 0)
 		goto out;
 	ag->exec_cfg.user = &ag->user;

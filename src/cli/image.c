@@ -2,7 +2,9 @@
  * image.c: the image commands (docs/images.md): `image import|ls|rm|pull|
  * sign` and `key create`. Import and pull end the same way: ask the
  * coordinator which blobs it lacks, send only those (each verified by
- * the coordinator against its digest), then name the image.
+ * the coordinator against its digest), then name the image. Import
+ * shows a progress line over the layers it sends (progress.c: on a
+ * terminal only).
  *
  * Pull runs here, in the CLI, not in the coordinator: the registry's
  * credentials stay on the user's machine (never sent to or kept by the
@@ -151,7 +153,34 @@ summary(const char *verb, json_t *image, const char *name, const char *digest,
 struct import_ctx {
 	struct gp_cli_conn *conn;
 	struct sent *sent;
+	struct gp_progress progress; /* over one round's layers */
+	int progress_on;
+	int64_t done; /* bytes of this round's layers read so far */
+	void *reader; /* the layer being sent */
 };
+
+/* Ends the progress line (erasing it), before anything else is printed. */
+static void
+progress_stop(struct import_ctx *c)
+{
+	if (c->progress_on)
+		gp_progress_end(&c->progress);
+	c->progress_on = 0;
+}
+
+/* Reads the layer being sent, counting what went for the progress line. */
+static long
+import_read(void *arg, char *buf, size_t len)
+{
+	struct import_ctx *c = arg;
+	long n = gp_archive_reader_read(c->reader, buf, len);
+
+	if (n > 0) {
+		c->done += n;
+		gp_progress_update(&c->progress, c->done, 0);
+	}
+	return n;
+}
 
 static int
 upload_entry(void *arg, struct gp_archive_blob *b, void *reader)
@@ -162,8 +191,11 @@ upload_entry(void *arg, struct gp_archive_blob *b, void *reader)
 	int rc;
 
 	snprintf(path, sizeof(path), "/v1/images/blobs/%s", b->d.digest);
+	c->reader = reader;
 	rc = gp_http_upload(c->conn->http, "PUT", path, NULL, b->d.size,
-	    gp_archive_reader_read, reader, &resp);
+	    import_read, c, &resp);
+	if (rc != 0 || (resp.status != 200 && resp.status != 201))
+		progress_stop(c);
 	rc = put_answered(c->conn, rc, &resp, b->d.digest);
 	gp_http_response_fini(&resp);
 	if (rc == 0) {
@@ -185,6 +217,7 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 	const char *opt_name = gp_cli_value(args, "name");
 	char name[GP_IMAGE_NAME_MAX + 1], err[1024];
 	json_t *missing = NULL, *image = NULL;
+	int64_t want_bytes;
 	int rc, i, n = 0, nwant = 0, round;
 
 	if (gp_image_archive_read(args->operands[0], opt_name, &ia, err,
@@ -232,6 +265,7 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 		if (round == 1 && json_object_size(missing) == 0)
 			break;
 		nwant = 0;
+		want_bytes = 0;
 		for (i = 0; i < ia.nlayers; i++) {
 			int k, dup = 0;
 			for (k = 0; k < i; k++)
@@ -249,12 +283,18 @@ gp_cli_cmd_image_import(const struct gp_cli_args *args)
 				continue;
 			}
 			want[nwant++] = &ia.layers[i];
+			want_bytes += ia.layers[i].d.size;
 		}
 		want[nwant] = NULL;
 		ctx.conn = &conn;
 		ctx.sent = &sent;
-		if ((rc = gp_image_archive_each(&ia, want, upload_entry, &ctx,
-		         err, sizeof(err))) != 0) {
+		ctx.done = 0;
+		ctx.progress_on = 1;
+		gp_progress_begin(&ctx.progress, "importing", want_bytes);
+		rc = gp_image_archive_each(&ia, want, upload_entry, &ctx, err,
+		    sizeof(err));
+		progress_stop(&ctx);
+		if (rc != 0) {
 			if (rc != GP_CLI_EXIT_FAIL)
 				gp_cli_error("%s: %s", args->operands[0], err);
 			rc = GP_CLI_EXIT_FAIL;

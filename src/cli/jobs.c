@@ -243,6 +243,8 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 	return gp_jobspec_validate(spec, err, errlen);
 }
 
+static int wait_for_job(struct gp_cli_conn *conn, int64_t id);
+
 int
 gp_cli_cmd_submit(const struct gp_cli_args *args)
 {
@@ -250,6 +252,7 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 	struct gp_cli_conn conn;
 	json_t *body, *reply;
 	char err[512];
+	int64_t id;
 	int rc;
 
 	if (gp_cli_build_jobspec(args, &spec, err, sizeof(err)) != 0) {
@@ -268,18 +271,26 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 	}
 	rc = gp_cli_call(&conn, "POST", "/v1/jobs", body, 0, &reply, NULL);
 	json_decref(body);
-	gp_cli_disconnect(&conn);
-	if (rc != 0)
+	if (rc != 0) {
+		gp_cli_disconnect(&conn);
 		return rc;
+	}
 	if (!json_is_integer(json_object_get(reply, "id"))) {
 		gp_cli_error("the coordinator's answer has no job id");
 		json_decref(reply);
+		gp_cli_disconnect(&conn);
 		return GP_CLI_EXIT_FAIL;
 	}
-	printf("%" JSON_INTEGER_FORMAT "\n",
-	    json_integer_value(json_object_get(reply, "id")));
+	id = json_integer_value(json_object_get(reply, "id"));
 	json_decref(reply);
-	return 0;
+	printf("%lld\n", (long long)id);
+	/* --wait: the id first (a script may want it), then the outcome. */
+	if (gp_cli_flag(args, "wait")) {
+		fflush(stdout);
+		rc = wait_for_job(&conn, id);
+	}
+	gp_cli_disconnect(&conn);
+	return rc;
 }
 
 static int64_t
@@ -1058,13 +1069,49 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	return code;
 }
 
+/*
+ * Long-polls until job id has finished; returns its exit code (as
+ * gp_cli_job_exit_code) or GP_CLI_EXIT_FAIL with the error printed.
+ */
+static int
+wait_for_job(struct gp_cli_conn *conn, int64_t id)
+{
+	struct gp_http_response resp;
+	char path[96], note[512];
+	json_t *job;
+	int rc;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%lld/wait?wait_ms=%d",
+	    (long long)id, LONG_POLL_MS);
+	for (;;) {
+		rc = patient_request(conn, path,
+		    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
+		if (rc != 0 || resp.status != 200) {
+			gp_cli_report_http(conn, rc, &resp);
+			gp_http_response_fini(&resp);
+			return GP_CLI_EXIT_FAIL;
+		}
+		job = json_loadb(resp.body, resp.body_len, 0, NULL);
+		gp_http_response_fini(&resp);
+		if (job == NULL) {
+			gp_cli_error("the coordinator answered invalid JSON");
+			return GP_CLI_EXIT_FAIL;
+		}
+		if (finished(gp_cli_json_str(job, "state"))) {
+			rc = gp_cli_job_exit_code(job, note, sizeof(note));
+			if (note[0] != '\0')
+				gp_cli_error("%s", note);
+			json_decref(job);
+			return rc;
+		}
+		json_decref(job);
+	}
+}
+
 int
 gp_cli_cmd_wait(const struct gp_cli_args *args)
 {
-	struct gp_http_response resp;
 	struct gp_cli_conn conn;
-	char path[96], note[512];
-	json_t *job;
 	int64_t id;
 	int rc;
 
@@ -1072,33 +1119,7 @@ gp_cli_cmd_wait(const struct gp_cli_args *args)
 		return rc;
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
 		return rc;
-	snprintf(path, sizeof(path), "/v1/jobs/%lld/wait?wait_ms=%d",
-	    (long long)id, LONG_POLL_MS);
-	for (;;) {
-		rc = patient_request(&conn, path,
-		    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
-		if (rc != 0 || resp.status != 200) {
-			gp_cli_report_http(&conn, rc, &resp);
-			gp_http_response_fini(&resp);
-			rc = GP_CLI_EXIT_FAIL;
-			break;
-		}
-		job = json_loadb(resp.body, resp.body_len, 0, NULL);
-		gp_http_response_fini(&resp);
-		if (job == NULL) {
-			gp_cli_error("the coordinator answered invalid JSON");
-			rc = GP_CLI_EXIT_FAIL;
-			break;
-		}
-		if (finished(gp_cli_json_str(job, "state"))) {
-			rc = gp_cli_job_exit_code(job, note, sizeof(note));
-			if (note[0] != '\0')
-				gp_cli_error("%s", note);
-			json_decref(job);
-			break;
-		}
-		json_decref(job);
-	}
+	rc = wait_for_job(&conn, id);
 	gp_cli_disconnect(&conn);
 	return rc;
 }

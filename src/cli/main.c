@@ -150,6 +150,8 @@ static const struct gp_cli_option submit_options[] = {
     {"image", 'i', "REF",
 	"run in this container image of the pool's store (NAME[:TAG] or "
 	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
+    {"wait", 'w', NULL,
+	"print the id, wait for the job to finish, exit with its exit code"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -266,7 +268,8 @@ static const struct gp_cli_command commands[] = {
         "Options must come before the command; `--` is needed only when "
         "the\ncommand starts with '-'. Prints just the job id. With "
         "--image the command\nmay be left out: the image's Entrypoint and "
-        "Cmd run.",
+        "Cmd run. With --wait, it then waits\nfor the job and exits as "
+        "`gpupool wait` does: with its exit code.",
         gp_cli_cmd_submit},
     {"ps", "", "list your queued and running jobs (--all: every job)",
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},

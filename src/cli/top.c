@@ -1,7 +1,9 @@
 /*
  * top.c: `gpupool top`, a live view of the pool in the terminal: the
  * nodes and each GPU (its use, memory, temperature, power, and the job
- * and user on it), the running jobs and the queue. Redraws every
+ * and user on it), the running jobs and the queue with the reason each
+ * job waits (the scheduler's "wait" object when the coordinator gives
+ * one, else what the job says: a budget hold, or queued). Redraws every
  * --interval seconds and at once on any key; q or Ctrl-C quits and
  * gives the terminal back as it was. Without a terminal (or with --once)
  * it prints plain frames, which is what scripts and tests read.
@@ -231,34 +233,106 @@ more:
 	return rc;
 }
 
+/*
+ * Why a queued job waits: the scheduler's reason, its explanation and
+ * when the job is expected to start (reason, why: never NULL; expected:
+ * -1 when not known), from the job's "wait" object when present, else
+ * from its budget hold, else its state.
+ */
+static void
+wait_reason(json_t *job, const char **reason, const char **why,
+    int64_t *expected)
+{
+	json_t *w = json_object_get(job, "wait");
+	const char *hold = str_field(job, "hold_reason", "");
+
+	*expected = -1;
+	if (json_is_object(w) && gp_cli_json_str(w, "reason") != NULL) {
+		*reason = str_field(w, "reason", "?");
+		*why = str_field(w, "why", "");
+		*expected = time_field(w, "expected_start");
+	} else if (hold[0] != '\0') {
+		*reason = "held";
+		*why = hold;
+	} else {
+		*reason = str_field(job, "state", "?");
+		*why = "";
+	}
+}
+
+/* The scheduler's place of a queued job (wait.position), else INT64_MAX. */
+static int64_t
+queue_position(json_t *job)
+{
+	json_t *w = json_object_get(job, "wait");
+
+	return json_is_object(w) ? int_field(w, "position", INT64_MAX)
+	                         : INT64_MAX;
+}
+
+/* Queued jobs in the scheduler's order when it gives one, else as listed. */
+struct queued {
+	json_t *job;
+	int64_t position;
+	size_t index;
+};
+
+static int
+queued_cmp(const void *a, const void *b)
+{
+	const struct queued *x = a, *y = b;
+
+	if (x->position != y->position)
+		return x->position < y->position ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
 static int
 render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
     struct gp_buf *out)
 {
+	struct queued *q;
 	json_t *j;
-	size_t i;
+	size_t i, n = 0, k;
 	int rc = 0, pass, shown, count;
-	char when[24], gpus[16];
+	char when[24], gpus[16], why[400], clock[16];
 
+	/* Each section's jobs: running as listed, the queue sorted. */
+	q = calloc(json_array_size(jobs) + 1, sizeof(*q));
+	if (q == NULL)
+		return GP_ENOMEM;
 	for (pass = 0; pass < 2; pass++) {
 		const char *want = pass == 0 ? "running" : "queued";
-		count = 0;
-		json_array_foreach(jobs, i, j) count +=
-		    strcmp(str_field(j, "state", ""), want) == 0;
+		n = 0;
+		json_array_foreach(jobs, i, j)
+		{
+			if (strcmp(str_field(j, "state", ""), want) != 0)
+				continue;
+			q[n].job = j;
+			q[n].position = pass == 0 ? 0 : queue_position(j);
+			q[n].index = i;
+			n++;
+		}
+		if (pass == 1)
+			qsort(q, n, sizeof(*q), queued_cmp);
+		count = (int)n;
 		rc |= line(out, width, "%s", "");
 		rc |= line(out, width, "%s (%d)",
 		    pass == 0 ? "RUNNING" : "QUEUE", count);
 		if (count == 0)
 			continue;
-		rc |= line(out, width, "%8s  %-12s %-16s %-14s %4s  %s", "ID",
-		    "USER", "NAME", pass == 0 ? "NODE" : "", "GPUS",
-		    pass == 0 ? "ELAPSED" : "WAITING");
+		if (pass == 0)
+			rc |= line(out, width, "%8s  %-12s %-16s %-14s %4s  %s",
+			    "ID", "USER", "NAME", "NODE", "GPUS", "ELAPSED");
+		else
+			rc |= line(out, width,
+			    "%8s  %-12s %-16s %-14s %4s  %-8s %s", "ID", "USER",
+			    "NAME", "REASON", "GPUS", "WAITING", "WHY");
 		shown = 0;
-		json_array_foreach(jobs, i, j)
-		{
-			int64_t since;
-			if (strcmp(str_field(j, "state", ""), want) != 0)
-				continue;
+		for (k = 0; k < n; k++) {
+			int64_t since, expected;
+			const char *reason, *text;
+			j = q[k].job;
 			if (max_lines > 0 && shown >= max_lines) {
 				rc |= line(out, width, "%8s  ... %d more", "",
 				    count - shown);
@@ -274,22 +348,40 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 			snprintf(gpus, sizeof(gpus), "%lld",
 			    (long long)int_field(json_object_get(j, "request"),
 			        "gpus", 0));
+			if (pass == 0) {
+				rc |= line(out, width,
+				    "%8lld  %-12.12s %-16.16s "
+				    "%-14.14s %4s  %s%s",
+				    (long long)int_field(j, "id", 0),
+				    str_field(j, "user", "?"),
+				    str_field(j, "name", "?"),
+				    str_field(j, "node", "-"), gpus, when,
+				    json_is_true(
+				        json_object_get(j, "cancel_requested"))
+				        ? "  (cancelling)"
+				        : "");
+				shown++;
+				continue;
+			}
+			wait_reason(j, &reason, &text, &expected);
+			if (expected > 0) {
+				time_t t = (time_t)(expected / 1000);
+				struct tm tm;
+				localtime_r(&t, &tm);
+				strftime(clock, sizeof(clock), "%H:%M", &tm);
+				snprintf(why, sizeof(why), "%s%sstarts ~%s",
+				    text, text[0] != '\0' ? "; " : "", clock);
+			} else
+				snprintf(why, sizeof(why), "%s", text);
 			rc |= line(out, width,
-			    "%8lld  %-12.12s %-16.16s "
-			    "%-14.14s %4s  %s%s",
+			    "%8lld  %-12.12s %-16.16s %-14.14s %4s  %-8s %s",
 			    (long long)int_field(j, "id", 0),
 			    str_field(j, "user", "?"),
-			    str_field(j, "name", "?"),
-			    pass == 0 ? str_field(j, "node", "-") : "", gpus,
-			    when,
-			    pass == 0 &&
-			            json_is_true(
-			                json_object_get(j, "cancel_requested"))
-			        ? "  (cancelling)"
-			        : "");
+			    str_field(j, "name", "?"), reason, gpus, when, why);
 			shown++;
 		}
 	}
+	free(q);
 	return rc;
 }
 

@@ -58,6 +58,23 @@ reply_json(struct MHD_Connection *conn, int status, json_t *value)
 	    NULL);
 }
 
+/*
+ * Answers 200 with a constant JSON text. The idle answers that agents
+ * get most often (heartbeats that kill nothing, polls whose time ran out)
+ * cost as much to encode with jansson as the rest of their handling; with
+ * 10,000 agents that is over 10,000 answers a second.
+ */
+static enum MHD_Result
+reply_const(struct MHD_Connection *conn, const char *json)
+{
+	char *text = strdup(json);
+
+	if (text == NULL)
+		return MHD_NO;
+	return reply_raw(conn, 200, text, strlen(text), "application/json",
+	    NULL);
+}
+
 static enum MHD_Result
 reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -847,6 +864,11 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 	}
 	pthread_rwlock_unlock(&state.lock);
 	json_decref(body);
+	/* Nearly every heartbeat kills nothing. */
+	if (json_array_size(kill) == 0) {
+		json_decref(kill);
+		return reply_const(conn, "{\"kill\":[]}");
+	}
 	return reply_json(conn, 200, json_pack("{s:o}", "kill", kill));
 }
 
@@ -906,6 +928,15 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	}
 	pthread_mutex_unlock(&notify_lock);
 	pthread_rwlock_unlock(&state.lock);
+	/* An idle poll's answer (its time ran out) from a constant. */
+	if (json_array_size(assign) == 0 && json_array_size(cancel) == 0 &&
+	    json_array_size(ckpt) == 0) {
+		json_decref(assign);
+		json_decref(cancel);
+		json_decref(ckpt);
+		return reply_const(conn,
+		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[]}");
+	}
 	return reply_json(conn, 200,
 	    json_pack("{s:o,s:o,s:o,s:o}", "assignments", assign, "cancels",
 		cancel, "checkpoints", ckpt, "stops", stop));

@@ -224,6 +224,7 @@ struct coord_config {
 	int64_t heartbeat_ms;
 	int64_t log_cap;
 	int threads;
+	size_t conn_memory; /* each HTTP connection's memory pool */
 	/* Checkpoints (ckpt.c). */
 	int ckpt_keep;		/* versions kept per job */
 	int64_t ckpt_max;	/* bytes in one version */

@@ -52,6 +52,21 @@ static const char schema[] =
     " name TEXT NOT NULL, gpu_s REAL NOT NULL, credits REAL NOT NULL,"
     " as_of_ms INTEGER NOT NULL, PRIMARY KEY(kind, name));";
 
+/*
+ * The running totals per account and group (the sums of its entries),
+ * made and filled from the entries in one transaction when missing (a
+ * database from before them); from then on kept by every posting.
+ */
+static const char totals_schema[] =
+    "BEGIN IMMEDIATE;"
+    "CREATE TABLE account_totals(account TEXT NOT NULL, name TEXT NOT NULL,"
+    " group_id INTEGER NOT NULL, amount INTEGER NOT NULL,"
+    " gpu_ms INTEGER NOT NULL, postings INTEGER NOT NULL,"
+    " PRIMARY KEY(account, name, group_id));"
+    "INSERT INTO account_totals SELECT account, name, group_id, SUM(amount),"
+    " SUM(gpu_ms), COUNT(*) FROM entries GROUP BY account, name, group_id;"
+    "COMMIT;";
+
 static const char *const stmt_sql[LS_COUNT] = {
     [LS_INS_POSTING] = "INSERT INTO postings(job_id, attempt, seq, final,"
 		       " at_ms, from_ms, to_ms, node_id, amount, gpu_ms, part)"
@@ -78,6 +93,11 @@ static const char *const stmt_sql[LS_COUNT] = {
 		   " AND (?3 < 0 OR part = ?3)",
     [LS_NEXT_SEQ] = "SELECT COALESCE(MAX(seq), -1) + 1 FROM postings"
 		    " WHERE job_id = ? AND attempt = ?",
+    [LS_PUT_TOTAL] = "INSERT INTO account_totals VALUES(?,?,?,?,?,1)"
+		     " ON CONFLICT(account, name, group_id) DO UPDATE SET"
+		     " amount = amount + excluded.amount,"
+		     " gpu_ms = gpu_ms + excluded.gpu_ms,"
+		     " postings = postings + 1",
 };
 
 static const char *
@@ -653,6 +673,102 @@ put_decay(struct ledger *l, const char *kind, const char *name,
 	return step_done(l, s);
 }
 
+/* ---- running totals (for /metrics) ---- */
+
+/* Adds an entry to its account's row of account_totals. */
+static int
+put_total(struct ledger *l, const char *account, const char *name,
+    int64_t group_id, int64_t amount, int64_t gpu_ms)
+{
+	sqlite3_stmt *s = l->stmt[LS_PUT_TOTAL];
+
+	sqlite3_bind_text(s, 1, account, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, group_id);
+	sqlite3_bind_int64(s, 4, amount);
+	sqlite3_bind_int64(s, 5, gpu_ms);
+	return step_done(l, s);
+}
+
+/* The total of (name, group_id), or where it would go (*pos). */
+static struct ledger_total *
+total_find(const struct ledger_totals *t, const char *name, int64_t group_id,
+    size_t *pos)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(t->v[mid].name, name);
+		if (c == 0)
+			c = t->v[mid].group_id < group_id ? -1
+			    : t->v[mid].group_id > group_id;
+		if (c == 0)
+			return &t->v[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*pos = lo;
+	return NULL;
+}
+
+/*
+ * Adds to the total of (name, group_id), making it if new. Returns 0 or
+ * GP_ENOMEM (nothing changed).
+ */
+static int
+total_add(struct ledger_totals *t, const char *name, int64_t group_id,
+    int64_t amount, int64_t gpu_ms, int64_t postings)
+{
+	struct ledger_total *e;
+	size_t pos = 0;
+
+	if ((e = total_find(t, name, group_id, &pos)) == NULL) {
+		if (reserve((void **)&t->v, &t->cap, t->n, sizeof(*t->v)) != 0)
+			return GP_ENOMEM;
+		memmove(&t->v[pos + 1], &t->v[pos],
+		    (t->n - pos) * sizeof(*t->v));
+		t->n++;
+		e = &t->v[pos];
+		memset(e, 0, sizeof(*e));
+		gp_strlcpy(e->name, name, sizeof(e->name));
+		e->group_id = group_id;
+	}
+	e->amount += amount;
+	e->gpu_ms += gpu_ms;
+	e->postings += postings;
+	return 0;
+}
+
+/*
+ * Counts entries of an account in memory (one posting's, or at start-up
+ * a row of account_totals): a user's debits (amount < 0) or a provider's
+ * credits, in its totals and its group's.
+ */
+static int
+totals_add(struct ledger *l, int user, const char *name, int64_t group_id,
+    int64_t amount, int64_t gpu_ms, int64_t postings)
+{
+	struct ledger_group *g =
+	    (struct ledger_group *)ledger_group_by_id(l, group_id);
+
+	if (total_add(user ? &l->debited : &l->credited, name, group_id,
+		user ? -amount : amount, gpu_ms, postings) != 0)
+		return GP_ENOMEM;
+	if (user)
+		l->postings += postings;
+	if (g != NULL && user) {
+		g->spent += -amount;
+		g->used_gpu_ms += gpu_ms;
+	} else if (g != NULL) {
+		g->earned += amount;
+		g->lent_gpu_ms += gpu_ms;
+	}
+	return 0;
+}
+
 /* ---- postings ---- */
 
 static int
@@ -680,8 +796,17 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 	struct ledger_user *u;
 	int64_t id;
 	double gpu_s = (double)p->gpu_ms / 1000.0;
-	size_t i;
+	size_t i, pos;
 
+	/* Room for new totals first: past the insert, nothing may fail. */
+	if ((total_find(&l->debited, p->user, p->user_group, &pos) == NULL &&
+		reserve((void **)&l->debited.v, &l->debited.cap, l->debited.n,
+		    sizeof(*l->debited.v)) != 0) ||
+	    (total_find(&l->credited, p->provider, p->provider_group, &pos) ==
+		    NULL &&
+		reserve((void **)&l->credited.v, &l->credited.cap,
+		    l->credited.n, sizeof(*l->credited.v)) != 0))
+		return GP_ENOMEM;
 	sqlite3_bind_int64(s, 1, p->job_id);
 	sqlite3_bind_int(s, 2, p->attempt);
 	sqlite3_bind_int(s, 3, p->seq);
@@ -702,8 +827,16 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 	if (insert_entry(l, id, "user", p->user, p->user_group, -p->amount,
 		p->gpu_ms, p->at_ms) != 0 ||
 	    insert_entry(l, id, "provider", p->provider, p->provider_group,
-		p->amount, p->gpu_ms, p->at_ms) != 0)
+		p->amount, p->gpu_ms, p->at_ms) != 0 ||
+	    put_total(l, "user", p->user, p->user_group, -p->amount,
+		p->gpu_ms) != 0 ||
+	    put_total(l, "provider", p->provider, p->provider_group, p->amount,
+		p->gpu_ms) != 0)
 		return GP_EIO;
+	(void)totals_add(l, 1, p->user, p->user_group, -p->amount, p->gpu_ms,
+	    1);
+	(void)totals_add(l, 0, p->provider, p->provider_group, p->amount,
+	    p->gpu_ms, 0);
 	for (i = 0; i < l->nbudgets; i++) {
 		struct ledger_budget *b = &l->budgets[i];
 		if (p->at_ms < b->period_start)
@@ -899,7 +1032,37 @@ load(struct ledger *l, int64_t now_ms)
 		}
 	}
 	sqlite3_finalize(s);
+	/* The running totals: a row per account, never the whole ledger. */
+	if (sqlite3_prepare_v2(l->db,
+		"SELECT account, name, group_id, amount, gpu_ms, postings"
+		" FROM account_totals",
+		-1, &s, NULL) != SQLITE_OK)
+		return GP_EIO;
+	while (rc == 0 && sqlite3_step(s) == SQLITE_ROW) {
+		int user = strcmp(col_text(s, 0), "user") == 0;
+		rc = totals_add(l, user, col_text(s, 1),
+		    sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
+		    sqlite3_column_int64(s, 4),
+		    user ? sqlite3_column_int64(s, 5) : 0);
+	}
+	sqlite3_finalize(s);
 	return rc;
+}
+
+static int
+table_exists(sqlite3 *db, const char *name)
+{
+	sqlite3_stmt *s;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+		-1, &s, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	found = sqlite3_step(s) == SQLITE_ROW;
+	sqlite3_finalize(s);
+	return found;
 }
 
 int
@@ -914,6 +1077,12 @@ ledger_open(struct ledger *l, sqlite3 *db, const char *path,
 	l->half_life_ms = half_life_ms;
 	if (exec_sql(db, schema) != 0 || migrate(db) != 0)
 		return GP_EIO;
+	if (!table_exists(db, "account_totals") &&
+	    exec_sql(db, totals_schema) != 0) {
+		if (!sqlite3_get_autocommit(db))
+			exec_sql(db, "ROLLBACK;");
+		return GP_EIO;
+	}
 	for (i = 0; i < LS_COUNT; i++)
 		if (sqlite3_prepare_v2(db, stmt_sql[i], -1, &l->stmt[i],
 			NULL) != SQLITE_OK) {
@@ -964,6 +1133,8 @@ ledger_close(struct ledger *l)
 	free(l->members);
 	free(l->budgets);
 	free(l->users);
+	free(l->debited.v);
+	free(l->credited.v);
 	pthread_mutex_destroy(&l->read_lock);
 	memset(l, 0, sizeof(*l));
 }

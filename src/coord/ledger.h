@@ -1,8 +1,9 @@
 /*
  * ledger.h: the coordinator's books (docs/accounting.md): groups and who
  * belongs to them, the price table, budgets, the double-entry ledger in
- * SQLite, and the decayed usage per group and per user that is kept up to
- * date as postings are made (for fair share).
+ * SQLite, the decayed usage per group and per user that is kept up to
+ * date as postings are made (for fair share), and the running totals per
+ * account and group (for /metrics).
  *
  * The ledger lives in state.db and is written through the state thread's
  * connection, inside the state thread's transaction: a posting and the
@@ -30,6 +31,9 @@ struct ledger_group {
 	int64_t weight; /* fair-share weight */
 	int64_t created_ms;
 	struct acct_decay usage; /* of its users' jobs */
+	/* Since the books began (for /metrics): micro-credits and GPU-ms. */
+	int64_t spent, used_gpu_ms;  /* debited for its users' jobs */
+	int64_t earned, lent_gpu_ms; /* credited for its nodes' work */
 };
 
 struct ledger_member {
@@ -54,6 +58,27 @@ struct ledger_user {
 	struct acct_decay usage;
 };
 
+/*
+ * What one account (a user, or a provider) was posted in one group since
+ * the books began: the user's debits for jobs of that group, or the
+ * provider's credits for nodes of that group (positive amounts). Kept in
+ * the table account_totals too, in each posting's transaction, so that
+ * opening the books reads one row per account, never the whole ledger.
+ */
+struct ledger_total {
+	char name[GP_NAME_MAX + 1];
+	int64_t group_id;
+	int64_t amount; /* micro-credits */
+	int64_t gpu_ms;
+	int64_t postings;
+};
+
+/* Totals sorted by (name, group_id). */
+struct ledger_totals {
+	struct ledger_total *v;
+	size_t n, cap;
+};
+
 enum {
 	LS_INS_POSTING,
 	LS_INS_ENTRY,
@@ -71,6 +96,7 @@ enum {
 	LS_SPENT_GROUP,
 	LS_RESTORE,
 	LS_NEXT_SEQ,
+	LS_PUT_TOTAL,
 	LS_COUNT
 };
 
@@ -92,6 +118,10 @@ struct ledger {
 	size_t nbudgets, capbudgets;
 	struct ledger_user *users; /* sorted by name */
 	size_t nusers, capusers;
+	/* Running totals of the ledger (loaded at open, kept by posts). */
+	int64_t postings;
+	struct ledger_totals debited;  /* users' accounts */
+	struct ledger_totals credited; /* providers' accounts */
 };
 
 /* The coordinator's books. */

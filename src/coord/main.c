@@ -24,6 +24,17 @@
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
 
+/*
+ * Each HTTP connection's memory pool (libmicrohttpd). libmicrohttpd zeroes
+ * the whole pool after every request on a kept-alive connection, so every
+ * connection that has served a request keeps this much resident, and
+ * every request clears it: an agent holds two connections (its poll and
+ * its heartbeats), 20,000 for 10,000 agents. 16 KiB holds any API
+ * request's headers with room to spare; larger pools read uploads in
+ * bigger pieces (checkpoint chunks: see docs/performance.md).
+ */
+#define CONN_MEMORY_DEFAULT (16 * 1024)
+
 static void
 usage(FILE *out)
 {
@@ -33,6 +44,7 @@ usage(FILE *out)
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
 	    "                           [--log-cap BYTES] [--threads N] "
 	    "[-v] [-q]\n"
+	    "                           [--conn-memory BYTES]\n"
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
@@ -59,6 +71,11 @@ usage(FILE *out)
 	    "  --log-cap BYTES     per-job log cap (default 64M; K/M/G "
 	    "suffixes)\n"
 	    "  --threads N         HTTP worker threads (default 4)\n"
+	    "  --conn-memory BYTES memory of each HTTP connection (default "
+	    "16K; K/M\n"
+	    "                      suffixes): every agent holds two, larger "
+	    "reads help\n"
+	    "                      checkpoint uploads\n"
 	    "  --checkpoint-keep N checkpoint versions kept per job (default "
 	    "3)\n"
 	    "  --checkpoint-max SIZE\n"
@@ -204,6 +221,7 @@ gp_coord_main(int argc, char **argv)
 	    {"heartbeat-ms", required_argument, NULL, 'H'},
 	    {"log-cap", required_argument, NULL, 'C'},
 	    {"threads", required_argument, NULL, 't'},
+	    {"conn-memory", required_argument, NULL, 'm'},
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
@@ -232,6 +250,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.heartbeat_ms = 1000;
 	cfg.log_cap = 64LL << 20;
 	cfg.threads = 4;
+	cfg.conn_memory = CONN_MEMORY_DEFAULT;
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
@@ -280,6 +299,12 @@ gp_coord_main(int argc, char **argv)
 			if (gp_parse_int(optarg, 1, 64, &v) != 0)
 				gp_fatalx("--threads: 1 to 64");
 			cfg.threads = (int)v;
+			break;
+		case 'm':
+			if (parse_bytes(optarg, &v) != 0 || v < 8 * 1024 ||
+			    v > 16 * 1024 * 1024)
+				gp_fatalx("--conn-memory: 8K to 16M");
+			cfg.conn_memory = (size_t)v;
 			break;
 		case 'K':
 			if (gp_parse_int(optarg, 1, 1000, &v) != 0)
@@ -411,7 +436,7 @@ gp_coord_main(int argc, char **argv)
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg.threads,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg.conn_memory,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
 	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,

@@ -6,7 +6,9 @@
  *   histograms, requeues, checkpoints): a few relaxed atomic adds, so the
  *   dispatch and heartbeat paths pay nothing more;
  * - the pool's state (jobs, nodes and GPUs by state, each GPU's sensors
- *   and the job on it) computed at scrape time: copied from the model
+ *   and the job on it with its owner and group) and the ledger's running
+ *   totals (ledger.h: what each user was debited and each provider
+ *   credited, by group) computed at scrape time: copied from the model
  *   under the read lock (a short scan), then formatted without any lock,
  *   so a scrape delays the state thread by the copy only.
  */
@@ -16,6 +18,7 @@
 
 #include "coordd.h"
 #include "gp.h"
+#include "ledger.h"
 #include "prom.h"
 
 static const double wait_bounds[] = {0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300,
@@ -150,6 +153,18 @@ struct snap_gpu {
 	int64_t mem_mib, mem_used_mib, job_id;
 	char uuid[96], model[GP_NAME_MAX + 1];
 	char user[GP_NAME_MAX + 1], job_name[GP_NAME_MAX + 1];
+	char group[GP_NAME_MAX + 1]; /* the job's */
+};
+
+/* An account's ledger total (ledger_total with its group's name). */
+struct snap_total {
+	char name[GP_NAME_MAX + 1], group[GP_NAME_MAX + 1];
+	int64_t amount, gpu_ms;
+};
+
+struct snap_group {
+	char name[GP_NAME_MAX + 1];
+	int64_t spent, used_gpu_ms, earned, lent_gpu_ms;
 };
 
 struct snap {
@@ -157,6 +172,10 @@ struct snap {
 	struct snap_gpu *gpus;
 	int nnodes, ngpus;
 	int64_t jobs[JOB_TIMEOUT + 1], submitted, oldest_ms, tokens[4];
+	struct snap_total *debited, *credited;
+	struct snap_group *groups;
+	size_t ndebited, ncredited, ngroups;
+	int64_t postings;
 };
 
 static const char *
@@ -187,6 +206,51 @@ gpu_state(const struct node *n, int i)
 	if (!n->accepting || i >= 64 || !((n->lent >> i) & 1))
 		return GPU_UNLENT;
 	return GPU_IDLE;
+}
+
+/* Copies n ledger totals, naming their groups. */
+static struct snap_total *
+copy_totals(const struct ledger_totals *t)
+{
+	struct snap_total *v = calloc(t->n + 1, sizeof(*v));
+	size_t i;
+
+	for (i = 0; v != NULL && i < t->n; i++) {
+		gp_strlcpy(v[i].name, t->v[i].name, sizeof(v[i].name));
+		gp_strlcpy(v[i].group,
+		    ledger_group_name(&ledger, t->v[i].group_id),
+		    sizeof(v[i].group));
+		v[i].amount = t->v[i].amount;
+		v[i].gpu_ms = t->v[i].gpu_ms;
+	}
+	return v;
+}
+
+/* The ledger's running totals; call with state.lock held for reading. */
+static int
+snapshot_ledger(struct snap *sn)
+{
+	size_t i;
+
+	sn->postings = ledger.postings;
+	sn->debited = copy_totals(&ledger.debited);
+	sn->credited = copy_totals(&ledger.credited);
+	sn->groups = calloc(ledger.ngroups + 1, sizeof(*sn->groups));
+	if (sn->debited == NULL || sn->credited == NULL || sn->groups == NULL)
+		return GP_ENOMEM;
+	sn->ndebited = ledger.debited.n;
+	sn->ncredited = ledger.credited.n;
+	sn->ngroups = ledger.ngroups;
+	for (i = 0; i < ledger.ngroups; i++) {
+		const struct ledger_group *g = &ledger.groups[i];
+		gp_strlcpy(sn->groups[i].name, g->name,
+		    sizeof(sn->groups[i].name));
+		sn->groups[i].spent = g->spent;
+		sn->groups[i].used_gpu_ms = g->used_gpu_ms;
+		sn->groups[i].earned = g->earned;
+		sn->groups[i].lent_gpu_ms = g->lent_gpu_ms;
+	}
+	return 0;
 }
 
 /* Copies what the scrape needs; call with state.lock held for reading. */
@@ -241,6 +305,9 @@ snapshot(struct snap *sn)
 				gp_strlcpy(sg->user, j->user, sizeof(sg->user));
 				gp_strlcpy(sg->job_name, j->spec.name,
 				    sizeof(sg->job_name));
+				gp_strlcpy(sg->group,
+				    ledger_group_name(&ledger, j->group_id),
+				    sizeof(sg->group));
 			}
 		}
 	}
@@ -259,7 +326,7 @@ snapshot(struct snap *sn)
 		if (state.tokens[t] != NULL &&
 		    (unsigned)state.tokens[t]->role < 4)
 			sn->tokens[state.tokens[t]->role]++;
-	return 0;
+	return snapshot_ledger(sn);
 }
 
 static void
@@ -267,6 +334,9 @@ snapshot_free(struct snap *sn)
 {
 	free(sn->nodes);
 	free(sn->gpus);
+	free(sn->debited);
+	free(sn->credited);
+	free(sn->groups);
 }
 
 /* The labels of GPU k: its node and index, and the job on it. */
@@ -293,7 +363,7 @@ gpu_sensors(struct gp_buf *out, const struct snap *sn)
 	} fam[] = {
 	    {"gpupool_gpu_utilization_ratio",
 	        "GPU utilization (0 to 1) in the agent's last heartbeat; "
-	        "job_id and user name the job on the GPU"},
+	        "job_id, user and group name the job on the GPU"},
 	    {"gpupool_gpu_memory_used_bytes",
 	        "GPU memory in use in the agent's last heartbeat"},
 	    {"gpupool_gpu_temperature_celsius",
@@ -303,7 +373,7 @@ gpu_sensors(struct gp_buf *out, const struct snap *sn)
 	};
 	struct gpu_labels l;
 	const char *labels[] = {"node", NULL, "gpu", NULL, "job_id", NULL,
-	    "user", NULL, NULL};
+	    "user", NULL, "group", NULL, NULL};
 	size_t f;
 	int n, i, rc = 0;
 	double v;
@@ -320,6 +390,7 @@ gpu_sensors(struct gp_buf *out, const struct snap *sn)
 				labels[3] = l.gpu;
 				labels[5] = l.job_id;
 				labels[7] = g->user;
+				labels[9] = g->group;
 				if (f == 0)
 					v = g->util / 100.0;
 				else if (f == 1)
@@ -348,7 +419,7 @@ gpu_inventory(struct gp_buf *out, const struct snap *sn, int64_t *by_state)
 	const char *mem[] = {"node", NULL, "gpu", NULL, NULL};
 	const char *st[] = {"node", NULL, "gpu", NULL, "state", NULL, NULL};
 	const char *job[] = {"node", NULL, "gpu", NULL, "job_id", NULL, "user",
-	    NULL, "job_name", NULL, NULL};
+	    NULL, "group", NULL, "job_name", NULL, NULL};
 	int n, i, k, pass, rc = 0;
 
 	for (pass = 0; pass < 4; pass++) {
@@ -370,7 +441,7 @@ gpu_inventory(struct gp_buf *out, const struct snap *sn, int64_t *by_state)
 			rc |= gp_prom_family(out, "gpupool_gpu_job_info",
 			    "gauge",
 			    "The job running on each busy GPU (1), with its "
-			    "owner and name");
+			    "owner, group and name");
 		for (n = 0; n < sn->nnodes; n++) {
 			const struct snap_node *nd = &sn->nodes[n];
 			for (i = 0; i < nd->ngpus; i++) {
@@ -400,7 +471,8 @@ gpu_inventory(struct gp_buf *out, const struct snap *sn, int64_t *by_state)
 				} else if (l.job_id[0] != '\0') {
 					job[5] = l.job_id;
 					job[7] = g->user;
-					job[9] = g->job_name;
+					job[9] = g->group;
+					job[11] = g->job_name;
 					rc |= gp_prom_sample(out,
 					    "gpupool_gpu_job_info", job, 1);
 				}
@@ -497,6 +569,92 @@ tokens(struct gp_buf *out, const struct snap *sn)
 	return rc;
 }
 
+/* One counter family of account totals, in credits or GPU-seconds. */
+static int
+ledger_family(struct gp_buf *out, const char *name, const char *help,
+    const char *who, const struct snap_total *v, size_t n, int gpu)
+{
+	const char *l[] = {NULL, NULL, "group", NULL, NULL};
+	size_t i;
+	int rc;
+
+	l[0] = who;
+	rc = gp_prom_family(out, name, "counter", help);
+	for (i = 0; i < n; i++) {
+		l[1] = v[i].name;
+		l[3] = v[i].group;
+		rc |= gp_prom_sample(out, name, l,
+		    gpu ? (double)v[i].gpu_ms / 1000.0
+		        : (double)v[i].amount / (double)GP_MICRO);
+	}
+	return rc;
+}
+
+/*
+ * The ledger's totals since the books began: per user and per provider
+ * (with the group of the job, or of the node), and per group, so that a
+ * panel of a lab's spending or earning needs no glue and shows groups
+ * that have none yet.
+ */
+static int
+ledger_totals(struct gp_buf *out, const struct snap *sn)
+{
+	static const struct {
+		const char *name, *help;
+	} gfam[] = {
+	    {"gpupool_ledger_group_debited_credits_total",
+	        "Credits debited for the jobs of each group's users (spent)"},
+	    {"gpupool_ledger_group_used_gpu_seconds_total",
+	        "GPU time (share-weighted GPU-seconds) billed to each "
+	        "group's jobs"},
+	    {"gpupool_ledger_group_credited_credits_total",
+	        "Credits credited to the providers of each group for their "
+	        "nodes' work (earned)"},
+	    {"gpupool_ledger_group_lent_gpu_seconds_total",
+	        "GPU time (share-weighted GPU-seconds) each group's nodes "
+	        "lent"},
+	};
+	const char *l[] = {"group", NULL, NULL};
+	size_t f, i;
+	int rc = 0;
+
+	rc |= single(out, "gpupool_ledger_postings_total", "counter",
+	    "Postings in the ledger (each a user's debit and a provider's "
+	    "credit of the same amount)",
+	    (double)sn->postings);
+	rc |= ledger_family(out, "gpupool_ledger_user_debited_credits_total",
+	    "Credits debited from each user, by the group of the jobs", "user",
+	    sn->debited, sn->ndebited, 0);
+	rc |= ledger_family(out, "gpupool_ledger_user_gpu_seconds_total",
+	    "GPU time (share-weighted GPU-seconds) billed to each user, by "
+	    "the group of the jobs",
+	    "user", sn->debited, sn->ndebited, 1);
+	rc |=
+	    ledger_family(out, "gpupool_ledger_provider_credited_credits_total",
+	        "Credits credited to each provider, by the group of the node",
+	        "provider", sn->credited, sn->ncredited, 0);
+	rc |= ledger_family(out, "gpupool_ledger_provider_gpu_seconds_total",
+	    "GPU time (share-weighted GPU-seconds) each provider lent, by "
+	    "the group of the node",
+	    "provider", sn->credited, sn->ncredited, 1);
+	for (f = 0; f < GP_ARRAY_LEN(gfam); f++) {
+		rc |=
+		    gp_prom_family(out, gfam[f].name, "counter", gfam[f].help);
+		for (i = 0; i < sn->ngroups; i++) {
+			const struct snap_group *g = &sn->groups[i];
+			int64_t v = f == 0 ? g->spent
+			    : f == 1       ? g->used_gpu_ms
+			    : f == 2       ? g->earned
+			                   : g->lent_gpu_ms;
+			l[1] = g->name;
+			rc |= gp_prom_sample(out, gfam[f].name, l,
+			    f % 2 == 0 ? (double)v / (double)GP_MICRO
+			               : (double)v / 1000.0);
+		}
+	}
+	return rc;
+}
+
 /* Counters and histograms: no lock needed. */
 static int
 events(struct gp_buf *out)
@@ -574,6 +732,7 @@ metrics_render(struct gp_buf *out)
 	rc |= gpu_inventory(out, &sn, gpus);
 	rc |= gpu_sensors(out, &sn);
 	rc |= tokens(out, &sn);
+	rc |= ledger_totals(out, &sn);
 	snapshot_free(&sn);
 	rc |= gp_prom_family(out, "gpupool_gpus", "gauge",
 	    "GPUs by state (see gpupool_gpu_state)");

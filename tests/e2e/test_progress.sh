@@ -1,11 +1,12 @@
 # Proves the progress line of long transfers (issue 7) on `gpupool
-# checkpoint get`: on a terminal (a pty from script(1)) it draws
+# checkpoint get` and `gpupool image import`: on a terminal (a pty from script(1)) it draws
 # "restoring ... NN% [###...] done/total rate" in place with carriage
 # returns, reaches 100% and erases itself before the summary; when stderr
 # is not a terminal (scripts, logs) nothing but the summary is written;
 # GPUPOOL_NO_PROGRESS turns it off on a terminal too. The restored files
-# are whole either way.
+# are whole either way; the imported images are named either way.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/image_lib.sh"
 
 CK="$GPUPOOL_BUILD/bench/bench_ckpt"
 [ -x "$CK" ] || fail "no $CK (make builds it)"
@@ -63,4 +64,33 @@ GPUPOOL_NO_PROGRESS=1 GPUPOOL_TOKEN=$ALICE script -qfec \
     "$GP checkpoint get $JOB $T/off" /dev/null >"$T/off.out" 2>&1 </dev/null
 assert_eq 0 "$?" "checkpoint get with GPUPOOL_NO_PROGRESS"
 assert_not_contains "$(cat -v "$T/off.out")" "restoring" "GPUPOOL_NO_PROGRESS"
+
+# --- image import: the same line over the layers it sends (each image
+# has its own random 8 MiB layer, so each import sends it)
+for x in tty plain off; do
+	image_layer "$x" --marker "$x" --random-mib 8
+	image_oci "$x" "big:$x" "$IMG/$x.tgz"
+done
+GPUPOOL_TOKEN=$ALICE script -qfec "$GP image import $IMG/tty.tar" /dev/null \
+    >"$T/img-tty.out" 2>&1 </dev/null
+assert_eq 0 "$?" "image import on a tty"
+raw=$(cat -v "$T/img-tty.out")
+log "tty output: $raw"
+assert_contains "$raw" "importing 100% [######" "import progress at 100%"
+assert_contains "$raw" "^M^[[K" "import progress line erased"
+last=$(tr '\r' '\n' <"$T/img-tty.out" | grep -v '^\s*$' | tail -n 1)
+assert_contains "$last" "imported big:tty@" "the last line is the import's summary"
+GPUPOOL_TOKEN=$ALICE cli image import "$IMG/plain.tar"
+assert_eq 0 "$CLI_RC" "image import (no tty): $CLI_ERR"
+assert_contains "$CLI_OUT" "imported big:plain@" "import summary (no tty)"
+assert_eq "" "$CLI_ERR" "image import writes nothing to stderr without a tty"
+GPUPOOL_NO_PROGRESS=1 GPUPOOL_TOKEN=$ALICE script -qfec \
+    "$GP image import $IMG/off.tar" /dev/null >"$T/img-off.out" 2>&1 </dev/null
+assert_eq 0 "$?" "image import with GPUPOOL_NO_PROGRESS"
+assert_not_contains "$(cat -v "$T/img-off.out")" "importing" "GPUPOOL_NO_PROGRESS (import)"
+assert_contains "$(cat "$T/img-off.out")" "imported big:off@" "import summary (progress off)"
+GPUPOOL_TOKEN=$ALICE cli image ls
+for x in tty plain off; do
+	assert_contains "$CLI_OUT" "big:$x" "image big:$x is named"
+done
 echo "ok"

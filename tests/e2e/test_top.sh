@@ -1,6 +1,6 @@
 # Proves `gpupool top` (issue 7): --once prints one plain frame with the
 # nodes, every GPU with the job and user on it, the running jobs and the
-# queue; lines keep to $COLUMNS; without a terminal it prints a frame per
+# queue with why each job waits; lines keep to $COLUMNS; without a terminal it prints a frame per
 # --interval until interrupted; on a real terminal (tmux) it draws on its
 # own screen, redraws, and q or Ctrl-C quit with status 0 and give the
 # terminal back (the frame is gone, the shell's screen is back).
@@ -48,6 +48,11 @@ assert_contains "$running" "eval" "running: job $J2"
 queue=$(printf '%s\n' "$CLI_OUT" | sed -n '/^QUEUE/,$p')
 assert_contains "$queue" "QUEUE (1)" "queue header"
 printf '%s\n' "$queue" | grep -qE "^ +$J3 +alice +later " || fail "queue does not list job $J3"
+# why it waits: the scheduler's reason when the API gives one ("wait"),
+# else its state; then the time waited
+reason=$(job_get "$J3" '(d.get("wait") or {}).get("reason") or ("held" if d.get("hold_reason") else d["state"])')
+printf '%s\n' "$queue" | grep -qE "^ +$J3 +alice +later +$reason +2 +[0-9]" ||
+    fail "queue does not show why job $J3 waits ($reason)"
 
 # --- a user sees the pool, and only their own jobs in the lists
 GPUPOOL_TOKEN=$BOB cli top --once

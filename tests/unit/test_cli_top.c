@@ -1,7 +1,9 @@
 /*
  * test_cli_top.c: the pure parts of `gpupool top`, the progress line and
  * `token ls`: the frame for canned answers (summary counts, a row per GPU
- * with its job and user, running and queued jobs, lines cut at the width,
+ * with its job and user, running and queued jobs with the reason each
+ * waits (from the scheduler's "wait" object when the answer has one, else
+ * from a budget hold or the state), lines cut at the width,
  * lists cut to the height), the progress text (percent, bar, sizes, rate,
  * ETA, unknown totals), and the tokens table.
  */
@@ -36,10 +38,30 @@ static const char jobs_json[] =
     "  \"started_at\": \"2026-11-22T10:00:05.000Z\"},"
     " {\"id\": 8, \"user\": \"bob\", \"name\": \"eval\", \"state\":"
     "  \"queued\", \"node\": null, \"request\": {\"gpus\": 2},"
-    "  \"submitted_at\": \"2026-11-22T10:01:00.000Z\", \"started_at\": null},"
+    "  \"submitted_at\": \"2026-11-22T10:01:00.000Z\", \"started_at\": null,"
+    "  \"hold_reason\": \"budget: user bob has 0 of 1 credits left\"},"
     " {\"id\": 9, \"user\": \"bob\", \"name\": \"eval2\", \"state\":"
     "  \"queued\", \"node\": null, \"request\": {\"gpus\": 2},"
     "  \"submitted_at\": \"2026-11-22T10:02:00.000Z\", \"started_at\": null}"
+    "]}";
+
+/* The same queue as the scheduler explains it (GET /v1/jobs with "wait"). */
+static const char jobs_wait_json[] =
+    "{\"jobs\": ["
+    " {\"id\": 8, \"user\": \"bob\", \"name\": \"eval\", \"state\":"
+    "  \"queued\", \"request\": {\"gpus\": 2},"
+    "  \"submitted_at\": \"2026-11-22T10:01:00.000Z\","
+    "  \"wait\": {\"reason\": \"priority\", \"why\": \"behind job 9\","
+    "   \"position\": 2, \"expected_start\": null}},"
+    " {\"id\": 9, \"user\": \"bob\", \"name\": \"eval2\", \"state\":"
+    "  \"queued\", \"request\": {\"gpus\": 2},"
+    "  \"submitted_at\": \"2026-11-22T10:02:00.000Z\","
+    "  \"wait\": {\"reason\": \"resources\", \"why\": \"no node has 2 free"
+    " GPUs\", \"position\": 1,"
+    "   \"expected_start\": \"2026-11-22T11:00:00.000Z\"}},"
+    " {\"id\": 10, \"user\": \"carol\", \"name\": \"x\", \"state\":"
+    "  \"queued\", \"request\": {\"gpus\": 1}, \"wait\": null,"
+    "  \"submitted_at\": \"2026-11-22T10:03:00.000Z\"}"
     "]}";
 
 static int64_t
@@ -124,7 +146,38 @@ TEST(top_frame)
 	CHECK(strstr(f, "QUEUE (2)") != NULL);
 	CHECK(strstr(f, "       8  bob          eval") != NULL);
 	CHECK(strstr(f, "2  4:05") != NULL); /* job 8 waits since 10:01 */
+	/* Without "wait" (before the scheduler explains): hold or state. */
+	CHECK(strstr(f, "REASON") != NULL && strstr(f, "WHY") != NULL);
+	CHECK(strstr(f, "eval             held") != NULL);
+	CHECK(strstr(f, "budget: user bob has 0 of 1 credits left\n") != NULL);
+	CHECK(strstr(f, "eval2            queued") != NULL);
 	free(f);
+}
+
+TEST(top_wait_reasons)
+{
+	json_t *n = json_loads(nodes_json, 0, NULL);
+	json_t *j = json_loads(jobs_wait_json, 0, NULL);
+	struct gp_buf out = {0};
+	const char *a, *b, *c;
+
+	CHECK_EQ(gp_cli_render_top(n, j, "u", at("2026-11-22T10:05:05.000Z"),
+	             200, 0, &out),
+	    0);
+	gp_buf_append(&out, "", 1);
+	/* The scheduler's order (position), its reasons and explanations. */
+	a = strstr(out.data,
+	    "       9  bob          eval2            resources");
+	b = strstr(out.data,
+	    "       8  bob          eval             priority");
+	c = strstr(out.data, "      10  carol        x                queued");
+	CHECK(a != NULL && b != NULL && c != NULL);
+	CHECK(a < b && b < c);
+	CHECK(strstr(out.data, "no node has 2 free GPUs; starts ~") != NULL);
+	CHECK(strstr(out.data, "behind job 9\n") != NULL);
+	json_decref(n);
+	json_decref(j);
+	gp_buf_free(&out);
 }
 
 TEST(top_width_and_height)
@@ -205,6 +258,7 @@ main(void)
 	RUN(top_frame);
 	RUN(top_width_and_height);
 	RUN(top_bad_answer);
+	RUN(top_wait_reasons);
 	RUN(progress_text);
 	RUN(tokens_table);
 	return unit_report();

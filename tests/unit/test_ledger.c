@@ -16,8 +16,11 @@
  *     time billed at the attempt's rate; at most one is final, the last;
  *   - every entry is on the right account: the job's user and group, the
  *     node's provider and group;
- *   - budgets' spending and decayed usage (kept incrementally and across
- *     restarts) equal what a scan of the ledger gives.
+ *   - budgets' spending, decayed usage and the running totals of
+ *     /metrics (per user, provider and group; kept incrementally, in the
+ *     table account_totals across restarts, and made from the entries
+ *     when a database from before that table is opened) equal what a
+ *     scan of the ledger gives.
  *
  * Also: members, prices and budgets survive restarts, a posting is never
  * written twice, and a database from before groups is migrated.
@@ -286,6 +289,72 @@ step(int64_t now)
 }
 
 /* The checks listed at the top, on the committed database. */
+/*
+ * The running totals (/metrics) equal a scan of the entries: every
+ * (account, name, group) and every group, nothing more, nothing less.
+ */
+static void
+verify_totals(void)
+{
+	const struct ledger_totals *t;
+	size_t i, n = 0;
+	char q[400];
+	int pass;
+
+	CHECK_EQ(ledger.postings, sql_int("SELECT COUNT(*) FROM postings"));
+	for (pass = 0; pass < 2; pass++) {
+		t = pass == 0 ? &ledger.debited : &ledger.credited;
+		for (i = 0; i < t->n; i++) {
+			const struct ledger_total *e = &t->v[i];
+			snprintf(q, sizeof(q),
+			    "SELECT COALESCE(SUM(amount), 0) FROM entries"
+			    " WHERE account = '%s' AND name = '%s' AND"
+			    " group_id = %lld",
+			    pass == 0 ? "user" : "provider", e->name,
+			    (long long)e->group_id);
+			CHECK_EQ(e->amount, (pass == 0 ? -1 : 1) * sql_int(q));
+			snprintf(q, sizeof(q),
+			    "SELECT COALESCE(SUM(gpu_ms), 0) FROM entries"
+			    " WHERE account = '%s' AND name = '%s' AND"
+			    " group_id = %lld",
+			    pass == 0 ? "user" : "provider", e->name,
+			    (long long)e->group_id);
+			CHECK_EQ(e->gpu_ms, sql_int(q));
+			if (i > 0) /* sorted, no duplicates */
+				CHECK(strcmp(t->v[i - 1].name, e->name) < 0 ||
+				    (strcmp(t->v[i - 1].name, e->name) == 0 &&
+					t->v[i - 1].group_id < e->group_id));
+		}
+		n += t->n;
+	}
+	CHECK_EQ((int64_t)n,
+	    sql_int("SELECT COUNT(*) FROM (SELECT DISTINCT account, name,"
+		    " group_id FROM entries)"));
+	for (i = 0; i < ledger.ngroups; i++) {
+		const struct ledger_group *g = &ledger.groups[i];
+		snprintf(q, sizeof(q),
+		    "SELECT COALESCE(SUM(-amount), 0) FROM entries WHERE"
+		    " account = 'user' AND group_id = %lld",
+		    (long long)g->id);
+		CHECK_EQ(g->spent, sql_int(q));
+		snprintf(q, sizeof(q),
+		    "SELECT COALESCE(SUM(gpu_ms), 0) FROM entries WHERE"
+		    " account = 'user' AND group_id = %lld",
+		    (long long)g->id);
+		CHECK_EQ(g->used_gpu_ms, sql_int(q));
+		snprintf(q, sizeof(q),
+		    "SELECT COALESCE(SUM(amount), 0) FROM entries WHERE"
+		    " account = 'provider' AND group_id = %lld",
+		    (long long)g->id);
+		CHECK_EQ(g->earned, sql_int(q));
+		snprintf(q, sizeof(q),
+		    "SELECT COALESCE(SUM(gpu_ms), 0) FROM entries WHERE"
+		    " account = 'provider' AND group_id = %lld",
+		    (long long)g->id);
+		CHECK_EQ(g->lent_gpu_ms, sql_int(q));
+	}
+}
+
 static void
 verify(int64_t now)
 {
@@ -412,6 +481,7 @@ verify(int64_t now)
 			CHECK_EQ(b->spent, -sql_int(q));
 		}
 	}
+	verify_totals();
 	/* decayed usage: incremental (and restored) = a scan of the ledger */
 	for (u = 0; u < NUSERS + 3; u++) {
 		struct acct_decay d;
@@ -508,6 +578,9 @@ one_run(uint64_t seed)
 		} else {
 			CHECK_EQ(store_commit(), 0);
 			if (rnd() % 16 == 0) { /* a clean restart */
+				/* now and then from before account_totals */
+				if (rnd() % 2 == 0)
+					sql("DROP TABLE account_totals;");
 				close_books();
 				CHECK_EQ(open_books(now), 0);
 				reload_attempts();

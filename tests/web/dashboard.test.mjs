@@ -5,6 +5,8 @@
 //   GP_ALICE    alice's user token; GP_BOB, bob's
 //   GP_BOB_JOB  a job of bob's (alice must not see it)
 //   GP_ADMIN    an admin token (to submit the pool's other work)
+//   GP_BOB_NODE the node bob's job runs on; GP_PROVIDER its provider's
+//               token, GP_PROVIDER_NAME that provider's name
 //   SHOTS       where the screenshots go
 // Prints "ok: ..." per check; any failure throws (exit status 1).
 import { chromium } from 'playwright-core';
@@ -175,7 +177,84 @@ try {
   await page.waitForFunction(() => document.querySelectorAll('tr[data-job]').length >= 3, null, { timeout: WAIT });
   const queued = await page.$$eval('tr[data-job] .st-queued', (e) => e.length);
   check(queued >= 1, 'the admin sees the queue with the waiting job');
+  // Why it waits: the scheduler's reason when the API gives one ("wait"),
+  // else its state.
+  const bigJob = await api(process.env.GP_ADMIN, 'GET', '/v1/jobs/' + big.id);
+  const want = (bigJob.wait && bigJob.wait.reason) || (bigJob.hold_reason ? 'held' : bigJob.state);
+  await page.waitForFunction((id) => document.querySelector(`tr[data-job="${id}"] td.wait`), big.id, { timeout: WAIT });
+  const shown = await page.$eval(`tr[data-job="${big.id}"] td.wait`, (td) => td.dataset.reason);
+  check(shown === want, `the queue says why job ${big.id} waits: ${shown} (the API: ${want})`);
   await page.screenshot({ path: `${SHOTS}/dashboard-queue.png`, fullPage: true });
+  // The same page given the scheduler's explanation (the "wait" object of
+  // live scheduling, added here to the coordinator's real answer): its
+  // reason, why, and expected start are shown, in the scheduler's order.
+  const start = new Date(Date.now() + 3600000).toISOString();
+  await page.route('**/v1/jobs', async (route) => {
+    const r = await route.fetch();
+    const body = await r.json();
+    for (const j of body.jobs) {
+      if (j.state === 'queued') {
+        j.wait = { reason: 'resources', why: 'no node has 2 free GPUs', position: 1, expected_start: start };
+      }
+    }
+    await route.fulfill({ response: r, json: body });
+  });
+  await page.waitForFunction((id) => {
+    const td = document.querySelector(`tr[data-job="${id}"] td.wait`);
+    return td && td.dataset.reason === 'resources';
+  }, big.id, { timeout: WAIT });
+  const why = await page.textContent(`tr[data-job="${big.id}"] td.wait`);
+  check(/no node has 2 free GPUs/.test(why) && /expected to start/.test(why),
+    'with the scheduler\'s "wait", the queue shows its reason, why and expected start: ' + why);
+  await page.unroute('**/v1/jobs');
+
+  // A provider's page, from the ledger: the admin sees what the provider
+  // of bob's node lent and earned (accruals every second), as the API says.
+  const PROV = process.env.GP_PROVIDER_NAME;
+  await page.click('a[href="#/pool"]');
+  await page.waitForSelector(`.node[data-node="${process.env.GP_BOB_NODE}"] a.provider-link`, { timeout: WAIT });
+  await page.click(`.node[data-node="${process.env.GP_BOB_NODE}"] a.provider-link`);
+  await page.waitForURL(new RegExp('#/provider/' + PROV + '$'), { timeout: WAIT });
+  ok('a node card links to its provider\'s page');
+  await page.waitForFunction(() => Number((document.querySelector('#earned') || {}).dataset?.micro) > 0,
+    null, { timeout: WAIT });
+  const earned = Number(await page.$eval('#earned', (e) => e.dataset.micro));
+  const lent = Number(await page.$eval('#lent', (e) => e.dataset.gpuMs));
+  const usage = await api(process.env.GP_ADMIN, 'GET', '/v1/usage?provider=' + PROV);
+  const apiEarned = usage.providers.filter((x) => x.provider === PROV).reduce((a, x) => a + x.earned_micro, 0);
+  const apiLent = usage.providers.filter((x) => x.provider === PROV).reduce((a, x) => a + x.gpu_ms, 0);
+  check(earned > 0 && lent > 0 && earned <= apiEarned && lent <= apiLent,
+    `the provider page shows what ${PROV} earned (${earned} µcr, API now ${apiEarned}) and lent (${lent} GPU-ms)`);
+  await page.waitForSelector('tr[data-user="bob"]', { timeout: WAIT });
+  ok('the provider page names bob among who used its GPUs');
+  check(await page.$$eval('tr[data-posting]', (r) => r.length) >= 1, 'the provider page lists its latest postings');
+  check((await page.textContent('#provider')).includes(process.env.GP_BOB_NODE), 'the provider page lists its node');
+  await page.screenshot({ path: `${SHOTS}/dashboard-provider.png`, fullPage: true });
+
+  // The provider itself: its own page from the nav; another's is refused.
+  await page.click('#signout');
+  await page.waitForSelector('#login-form');
+  await signIn(page, process.env.GP_PROVIDER);
+  await page.click('#nav-provider');
+  await page.waitForURL(new RegExp('#/provider/' + PROV + '$'), { timeout: WAIT });
+  await page.waitForFunction(() => Number((document.querySelector('#earned') || {}).dataset?.micro) > 0,
+    null, { timeout: WAIT });
+  ok('the provider sees its own earnings from the nav');
+  const other = PROV === 'prov-alpha' ? 'prov-beta' : 'prov-alpha';
+  await page.goto(`${URL0}/#/provider/${other}`);
+  await page.waitForSelector('#provider .error', { timeout: WAIT });
+  check(/only what it was paid/.test(await page.textContent('#provider .error')),
+    'another provider\'s page is refused to a provider');
+  // A user sees only what they paid that provider.
+  await page.click('#signout');
+  await page.waitForSelector('#login-form');
+  await signIn(page, process.env.GP_ALICE);
+  check(await page.isHidden('#nav-provider'), 'a user has no earnings page in the nav');
+  await page.goto(`${URL0}/#/provider/${PROV}`);
+  await page.waitForSelector('#earned', { timeout: WAIT });
+  const users = await page.$$eval('tr[data-user]', (r) => r.map((x) => x.dataset.user));
+  check(users.every((u) => u === 'alice') && /What you paid/.test(await page.textContent('#provider-scope')),
+    'a user sees only what they paid the provider: ' + (users.join(' ') || 'nothing'));
   check(foreign.length === 0, 'no request left the coordinator: ' + foreign.join(' '));
 
   // ---------------------------------------------------------------- phone
