@@ -930,12 +930,14 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	pthread_rwlock_unlock(&state.lock);
 	/* An idle poll's answer (its time ran out) from a constant. */
 	if (json_array_size(assign) == 0 && json_array_size(cancel) == 0 &&
-	    json_array_size(ckpt) == 0) {
+	    json_array_size(ckpt) == 0 && json_array_size(stop) == 0) {
 		json_decref(assign);
 		json_decref(cancel);
 		json_decref(ckpt);
+		json_decref(stop);
 		return reply_const(conn,
-		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[]}");
+		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[],"
+		    "\"stops\":[]}");
 	}
 	return reply_json(conn, 200,
 	    json_pack("{s:o,s:o,s:o,s:o}", "assignments", assign, "cancels",
