@@ -87,6 +87,23 @@ struct gp_assignment {
 	struct gp_container_image *container; /* NULL: a plain command */
 	struct gp_mount *mounts; /* nmounts, owned */
 	int nmounts;
+	/*
+	 * A fraction of gpus[0] (docs/scheduling.md): its share in
+	 * thousandths (1..999; 0: whole GPUs) and the GPU memory it may use
+	 * (0: not said). Scheduled, not enforced inside the GPU.
+	 */
+	int gpu_milli;
+	int64_t gpu_mem_mib;
+	/* A gang's part (parts > 1; else 0): torchrun's environment. */
+	int part, parts, gpus_per_node;
+	char master_addr[256];
+	int master_port;
+};
+
+/* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */
+struct gp_stop {
+	struct gp_attempt_id id;
+	const char *reason; /* a static string */
 };
 
 struct gp_poll_answer {
@@ -96,6 +113,8 @@ struct gp_poll_answer {
 	int ncancels;
 	struct gp_attempt_id *checkpoints; /* upload now, please */
 	int ncheckpoints;
+	struct gp_stop *stops; /* save (checkpoint signal, grace) and stop */
+	int nstops;
 };
 
 /*

@@ -289,7 +289,7 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	cuda = cfg->gpu_uuids ? devices : x->gpus_renumbered ? visible :
 	    indices;
 	room = count_strings(x->base_env) + a->nenv +
-	    count_strings(x->device_env) + 16;
+	    count_strings(x->device_env) + 32;
 	if ((env = calloc((size_t)room + 1, sizeof(char *))) == NULL)
 		return NULL;
 	for (i = 0; i < count_strings(x->base_env); i++) {
@@ -336,6 +336,33 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	ADD("GPUPOOL_CHECKPOINT_SIGNAL=%s",
 	    gp_signal_name(a->checkpoint_signal ? a->checkpoint_signal
 						: SIGUSR1));
+	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1) {
+		/* A fraction of its one GPU (scheduled, not enforced). */
+		int64_t total = cfg->gpus[a->gpus[0]].mem_mib;
+		int milli = a->gpu_milli > 0 ? a->gpu_milli
+		    : total > 0 ? (int)(a->gpu_mem_mib * 1000 / total)
+				: 1000;
+		if (milli < 1)
+			milli = 1;
+		if (milli > 1000)
+			milli = 1000;
+		ADD("GPUPOOL_GPU_SHARE=%d.%03d", milli / 1000, milli % 1000);
+		ADD("GPUPOOL_GPU_MEM_MIB=%lld",
+		    (long long)(a->gpu_mem_mib > 0 ? a->gpu_mem_mib
+						   : total * milli / 1000));
+	}
+	if (a->parts > 1) {
+		/* torchrun / DDP: one node per part (docs/scheduling.md). */
+		ADD("MASTER_ADDR=%s", a->master_addr);
+		ADD("MASTER_PORT=%d", a->master_port);
+		ADD("WORLD_SIZE=%d", a->parts);
+		ADD("RANK=%d", a->part);
+		ADD("LOCAL_RANK=0");
+		ADD("NODE_RANK=%d", a->part);
+		ADD("GPUPOOL_NNODES=%d", a->parts);
+		ADD("GPUPOOL_NODE_RANK=%d", a->part);
+		ADD("GPUPOOL_GPUS_PER_NODE=%d", a->gpus_per_node);
+	}
 #undef ADD
 	return env;
 fail:

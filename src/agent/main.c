@@ -30,7 +30,9 @@
 
 static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
-"           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
+"           [--name NAME] [--work DIR]\n"
+"           [--fake-gpus N[:MODEL[:MEM_MIB[:CAPABILITY]]]]\n"
+"           [--advertise-addr HOST]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
 "           [--policy FILE] [--control PATH] [--owner USER]\n"
 "           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
@@ -49,7 +51,12 @@ static const char usage_text[] =
 "  --work DIR         job directories go to DIR/jobs (default:\n"
 "                     /var/lib/gpupool/agent as root, else\n"
 "                     $XDG_STATE_HOME/gpupool/agent); not under /tmp\n"
-"  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\"\n"
+"  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\",\n"
+"                     \"2:H100:80G:9.0\" (compute capability 9.0)\n"
+"  --advertise-addr HOST\n"
+"                     where other nodes reach this one: a gang's\n"
+"                     MASTER_ADDR when it runs rank 0 (default: the\n"
+"                     address the coordinator sees)\n"
 "  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
 "                     owner's processes on fake GPUs (tests)\n"
 "  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
@@ -83,6 +90,21 @@ static const char usage_text[] =
 "  --fake-gpu-root D  with --fake-gpus: NVIDIA device nodes, ld cache and\n"
 "                     CDI specs under D instead of / (tests)\n"
 "  -v, --verbose      debug logging\n";
+
+/* What the coordinator accepts as a node's address (state.c addr_valid). */
+static int
+addr_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		        (s[i] >= 'A' && s[i] <= 'Z') ||
+		        (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+		        s[i] == ':' || s[i] == '-' || s[i] == '_'))
+			return 0;
+	return i > 0 && i <= 253;
+}
 
 static int64_t
 machine_mem_mib(void)
@@ -220,6 +242,7 @@ gp_agent_main(int argc, char **argv)
 		{"scratch-size", required_argument, NULL, 'Z'},
 		{"container-init", required_argument, NULL, 'I'},
 		{"fake-gpu-root", required_argument, NULL, 'G'},
+		{"advertise-addr", required_argument, NULL, 'A'},
 		{"image-cache-max", required_argument, NULL, 'X'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -230,6 +253,7 @@ gp_agent_main(int argc, char **argv)
 	const char *policy = NULL, *control = NULL, *owner = NULL;
 	const char *fake_procs = NULL, *fake_gpu_root = NULL;
 	const char *metrics_listen = NULL, *metrics_token_file = NULL;
+	const char *advertise = NULL;
 	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
 	char *metrics_token = NULL;
@@ -296,6 +320,16 @@ gp_agent_main(int argc, char **argv)
 		case 'R': copts.runtime = optarg; break;
 		case 'I': copts.init_path = optarg; break;
 		case 'G': fake_gpu_root = optarg; break;
+		case 'A':
+			if (!addr_valid(optarg)) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--advertise-addr %s: a host name or IP "
+				    "address (1 to 253 of A-Z a-z 0-9 . : - _)\n",
+				    optarg);
+				return 2;
+			}
+			advertise = optarg;
+			break;
 		case 'B': {
 			int64_t v;
 			if (gp_parse_int(optarg, 1, 4294967295LL - 65536,
@@ -390,6 +424,9 @@ gp_agent_main(int argc, char **argv)
 		ag->name[sizeof(ag->name) - 1] = '\0';
 	} else
 		gp_strlcpy(ag->name, name, sizeof(ag->name));
+	if (advertise != NULL)
+		gp_strlcpy(ag->advertise_addr, advertise,
+		    sizeof(ag->advertise_addr));
 	if (!gp_name_valid(ag->name)) {
 		fprintf(stderr, "gpupool agent: node name \"%s\" must be 1..64 "
 		    "of [A-Za-z0-9._-]\n", ag->name);

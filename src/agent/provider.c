@@ -89,6 +89,7 @@ struct pjob {
 	int64_t last_try_mono;		/* last upload attempt ended */
 	int busy;			/* a worker has it */
 	int want_upload;		/* the user asked */
+	int no_upload;			/* a gang's part K > 0: rank 0 saves */
 	int stale;			/* the coordinator disowned it */
 	int cancelled;
 	enum phase phase;
@@ -566,6 +567,8 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 						 : GP_CHECKPOINT_EVERY_DEFAULT) *
 	    1000;
 	j->sig = a->checkpoint_signal > 0 ? a->checkpoint_signal : SIGUSR1;
+	/* A gang's checkpoint is its rank-0 part's; every part restores it. */
+	j->no_upload = a->parts > 1 && a->part > 0;
 	j->last_try_mono = j->started_mono;
 	gp_executor_checkpoint_dir(&p->ag->exec_cfg, &a->id, j->dir,
 	    sizeof(j->dir));
@@ -631,6 +634,19 @@ gp_provider_checkpoint_now(struct gp_provider *p,
 		j->want_upload = 1;
 		pthread_cond_broadcast(&p->cond);
 	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void
+gp_provider_stop(struct gp_provider *p, const struct gp_attempt_id *id,
+    const char *reason)
+{
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	if ((j = find(p, id)) != NULL && !j->cancelled)
+		end_job(p, j, reason, 1);
+	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -1179,7 +1195,7 @@ do_final(struct gp_provider *p, struct pjob *j)
 
 	pthread_mutex_lock(&p->lock);
 	need = j->end_reason != NULL && !j->stale && !j->cancelled &&
-	    j->workdir[0] != '\0';
+	    !j->no_upload && j->workdir[0] != '\0';
 	mark = j->mark;
 	pthread_mutex_unlock(&p->lock);
 	/* Ended on the owner's behalf: save what it saved, then requeue. */
@@ -1195,7 +1211,8 @@ do_final(struct gp_provider *p, struct pjob *j)
 		j->version = mark.version;
 	}
 	/* The job's end (not a requeue): collect its output. */
-	output = !j->stale && j->end_reason == NULL &&
+	/* A gang's output is its rank-0 part's, as its checkpoint. */
+	output = !j->stale && !j->no_upload && j->end_reason == NULL &&
 	    j->workdir[0] != '\0' && j->result.reason != NULL &&
 	    (strcmp(j->result.reason, "exited") == 0 ||
 		strcmp(j->result.reason, "killed") == 0 ||
@@ -1245,7 +1262,8 @@ pick(struct gp_provider *p, int64_t now, int *kind)
 			*kind = PJ_RESTORING;
 			return j;
 		}
-		if (j->stale || j->exited || j->end_reason != NULL)
+		if (j->stale || j->exited || j->end_reason != NULL ||
+		    j->no_upload)
 			continue;
 		if (j->want_upload ||
 		    (now - j->last_try_mono >= j->every_ms &&

@@ -179,6 +179,13 @@ int gp_cli_job_exit_code(json_t *job, char *note, size_t len);
 int64_t gp_cli_job_elapsed(json_t *job, int64_t now_ms);
 /* Renders the `ps` table for a {"jobs": [...]} reply. */
 int gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out);
+/*
+ * Renders `gpupool queue` for a GET /v1/queue reply: the queued jobs in
+ * the scheduler's order with why each waits, then the head's expected
+ * start. Returns 0, GP_EPROTO (not such a reply) or GP_ENOMEM.
+ */
+int gp_cli_render_queue(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_queue(const struct gp_cli_args *args);
 int gp_cli_cmd_submit(const struct gp_cli_args *args);
 int gp_cli_cmd_ps(const struct gp_cli_args *args);
 int gp_cli_cmd_show(const struct gp_cli_args *args);

@@ -117,11 +117,21 @@ static const struct gp_cli_option token_revoke_options[] = {
 };
 
 static const struct gp_cli_option submit_options[] = {
-    {"gpus", 'g', "N", "GPUs the job needs (default 1; 0 for none)"},
+    {"gpus", 'g', "N",
+        "GPUs the job needs, per node (default 1; 0 for none)"},
+    {"gpu-share", 0, "F",
+        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
     {"gpu-mem", 0, "MIB",
-        "each GPU has at least this much memory "
-        "(\"16G\", \"40960\")"},
+        "a fraction of one GPU: this much of its memory "
+        "(\"8G\", \"4096\")"},
+    {"min-gpu-mem", 0, "MIB",
+        "each GPU has at least this much memory (\"40G\")"},
     {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"compute-capability", 0, "X.Y",
+        "each GPU's compute capability is at least X.Y (\"8.0\")"},
+    {"nodes", 'N', "N",
+        "a gang of N parts on N nodes, started together (default 1)"},
+    {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
     {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
     {"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
     {"time", 't', "DURATION",
@@ -202,6 +212,7 @@ static const struct gp_cli_option ps_options[] = {
 
 static const struct gp_cli_option logs_options[] = {
     {"follow", 'f', NULL, "keep following until the job finishes"},
+    {"part", 'p', "K", "a gang's part K (default 0, the rank-0 part)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -284,6 +295,15 @@ static const struct gp_cli_command commands[] = {
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
     {"show", "JOB", "show one job, with its attempts", json_options, 1, 1, 0,
         NULL, gp_cli_cmd_show},
+    {"queue", "", "the queue in the scheduler's order, with why each waits",
+        json_options, 0, 0, 0,
+        "POS is the job's place in the order the scheduler tries jobs "
+        "(fair share\nbetween groups, then users; held jobs last). WAIT "
+        "is why it has not\nstarted: resources, never, share, priority, "
+        "reservation, gang, held,\npreempting (see docs/scheduling.md). "
+        "The job that holds the backfill\nreservation is shown with its "
+        "expected start.",
+        gp_cli_cmd_queue},
     {"logs", "JOB", "print a job's output (-f: follow it)", logs_options, 1, 1,
         0, NULL, gp_cli_cmd_logs},
     {"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,

@@ -3,6 +3,7 @@
  */
 #include "jobspec.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ gp_jobspec_init(struct gp_jobspec *spec)
 	spec->env = json_object();
 	spec->data = json_array();
 	spec->gpus = 1;
+	spec->nodes = 1;
 	spec->cpus = 1;
 	spec->checkpoint_every_s = GP_CHECKPOINT_EVERY_DEFAULT;
 	spec->checkpoint_signal = SIGUSR1;
@@ -83,6 +85,75 @@ gp_jobspec_fini(struct gp_jobspec *spec)
 	json_decref(spec->env);
 	json_decref(spec->data);
 	spec->command = spec->env = spec->data = NULL;
+}
+
+int
+gp_jobspec_is_fraction(const struct gp_jobspec *spec)
+{
+	return spec->gpu_milli > 0 || spec->gpu_mem_mib > 0;
+}
+
+int
+gp_capability_parse(const char *text, int *out)
+{
+	int64_t major, minor = 0;
+	const char *dot = strchr(text, '.');
+	char buf[8];
+	size_t n = dot != NULL ? (size_t)(dot - text) : strlen(text);
+
+	if (n == 0 || n >= sizeof(buf))
+		return GP_EINVAL;
+	memcpy(buf, text, n);
+	buf[n] = '\0';
+	if (buf[0] < '0' || buf[0] > '9' ||
+	    gp_parse_int(buf, 1, 99, &major) != 0)
+		return GP_EINVAL;
+	if (dot != NULL) {
+		if (dot[1] < '0' || dot[1] > '9' || dot[2] != '\0')
+			return GP_EINVAL;
+		minor = dot[1] - '0';
+	}
+	*out = (int)(major * 10 + minor);
+	return 0;
+}
+
+void
+gp_capability_format(int cap, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d.%d", cap / 10, cap % 10);
+}
+
+/* A share 0 < f < 1 in thousandths, or -1. */
+static int
+share_milli(double f)
+{
+	long m;
+
+	if (!(f > 0 && f < 1))
+		return -1;
+	m = lround(f * 1000);
+	return m >= 1 && m <= 999 ? (int)m : -1;
+}
+
+int
+gp_share_parse(const char *text, int *milli)
+{
+	char *end;
+	double f;
+	int m;
+	size_t i;
+
+	/* Digits and one dot only: no signs, exponents, "nan" or "inf". */
+	if (text[0] == '\0' || strlen(text) > 16)
+		return GP_EINVAL;
+	for (i = 0; text[i] != '\0'; i++)
+		if (!((text[i] >= '0' && text[i] <= '9') || text[i] == '.'))
+			return GP_EINVAL;
+	f = strtod(text, &end);
+	if (*end != '\0' || (m = share_milli(f)) < 0)
+		return GP_EINVAL;
+	*milli = m;
+	return 0;
 }
 
 int
@@ -375,6 +446,25 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 	if (spec->gpu_mem_mib < 0 || spec->gpu_mem_mib > GP_MIB_MAX)
 		return fail(err, errlen,
 		    "gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
+	if (spec->min_gpu_mem_mib < 0 || spec->min_gpu_mem_mib > GP_MIB_MAX)
+		return fail(err, errlen,
+		    "min_gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
+	if (spec->gpu_milli < 0 || spec->gpu_milli > 999)
+		return fail(err, errlen,
+		    "gpu_share: must be above 0 and below 1");
+	if (spec->min_capability != 0 &&
+	    (spec->min_capability < 10 ||
+		spec->min_capability > GP_CAPABILITY_MAX))
+		return fail(err, errlen,
+		    "compute_capability: X.Y with X from 1 to 99");
+	if (spec->nodes < 1 || spec->nodes > GP_NODES_MAX)
+		return fail(err, errlen, "nodes: must be between 1 and %d",
+		    GP_NODES_MAX);
+	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
+		return fail(err, errlen,
+		    "gpu_share and gpu_mem_mib ask for a fraction of one GPU: "
+		    "gpus must be 1 (for GPUs with at least this much memory, "
+		    "use min_gpu_mem_mib)");
 	if (spec->cpus < 1 || spec->cpus > GP_CPUS_MAX)
 		return fail(err, errlen, "cpus: must be between 1 and %d",
 		    GP_CPUS_MAX);
@@ -403,10 +493,12 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 		return fail(err, errlen,
 		    "max_price_micro: must be between 0 and %lld",
 		    GP_MAX_PRICE_MICRO_MAX);
-	if ((spec->gpu_mem_mib > 0 || spec->gpu_model[0] != '\0') &&
+	if ((spec->min_gpu_mem_mib > 0 || spec->gpu_model[0] != '\0' ||
+		spec->min_capability > 0) &&
 	    spec->gpus == 0)
 		return fail(err, errlen,
-		    "gpu_mem_mib and gpu_model need gpus of at least 1");
+		    "gpu_model, min_gpu_mem_mib and compute_capability need "
+		    "gpus of at least 1");
 	return validate_data(spec->data, err, errlen);
 }
 
@@ -524,6 +616,38 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
 				goto out;
 			spec->gpu_mem_mib = n;
+		} else if (strcmp(key, "min_gpu_mem_mib") == 0) {
+			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
+				goto out;
+			spec->min_gpu_mem_mib = n;
+		} else if (strcmp(key, "gpu_share") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_real(v) ||
+			    share_milli(json_real_value(v)) < 0) {
+				fail(err, errlen, "gpu_share: a number above 0 "
+						  "and below 1 (at least "
+						  "0.001)");
+				goto out;
+			}
+			spec->gpu_milli = share_milli(json_real_value(v));
+		} else if (strcmp(key, "compute_capability") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) ||
+			    json_string_length(v) > 8 ||
+			    strlen(json_string_value(v)) !=
+				json_string_length(v) ||
+			    gp_capability_parse(json_string_value(v),
+				&spec->min_capability) != 0) {
+				fail(err, errlen, "compute_capability: a "
+						  "string X.Y, like \"8.0\"");
+				goto out;
+			}
+		} else if (strcmp(key, "nodes") == 0) {
+			if (get_int(v, key, 1, GP_NODES_MAX, &n, err, errlen))
+				goto out;
+			spec->nodes = (int)n;
 		} else if (strcmp(key, "cpus") == 0) {
 			if (get_int(v, key, 1, GP_CPUS_MAX, &n, err, errlen))
 				goto out;
@@ -648,7 +772,20 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 {
 	json_t *o = encode_fields(spec);
 
-	/* Accounting fields only when set: older readers never see them. */
+	/* Newer fields only when set: older readers never see them. */
+	if (o != NULL && spec->gpu_milli > 0)
+		json_object_set_new(o, "gpu_share",
+		    json_real(spec->gpu_milli / 1000.0));
+	if (o != NULL && spec->min_gpu_mem_mib > 0)
+		json_object_set_new(o, "min_gpu_mem_mib",
+		    json_integer(spec->min_gpu_mem_mib));
+	if (o != NULL && spec->min_capability > 0) {
+		char cap[16];
+		gp_capability_format(spec->min_capability, cap, sizeof(cap));
+		json_object_set_new(o, "compute_capability", json_string(cap));
+	}
+	if (o != NULL && spec->nodes > 1)
+		json_object_set_new(o, "nodes", json_integer(spec->nodes));
 	if (o != NULL && spec->group[0] != '\0')
 		json_object_set_new(o, "group", json_string(spec->group));
 	if (o != NULL && spec->max_price_micro > 0)

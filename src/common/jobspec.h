@@ -25,6 +25,8 @@
 #define GP_MOUNT_PATH_MAX  512 /* bytes of a mount path */
 #define GP_IMAGE_REF_MAX   400 /* "NAME[:TAG][@sha256:HEX]" */
 #define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
+#define GP_NODES_MAX	   64 /* parts of a gang (GP_SCHED_PARTS_MAX) */
+#define GP_CAPABILITY_MAX  999 /* compute capability x 10: 99.9 */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -35,9 +37,19 @@ struct gp_jobspec {
 	char name[GP_NAME_MAX + 1];
 	json_t *command; /* array of strings, owned */
 	json_t *env;	 /* object of strings, owned */
-	int gpus;
+	int gpus;	      /* per node (part): whole GPUs, or 1 */
+	/*
+	 * A fraction of one GPU: its share (gpu_milli, 1..999 thousandths;
+	 * the API's gpu_share) and/or this much of its memory (gpu_mem_mib).
+	 * Both 0: whole GPUs. Fractions are scheduled, not enforced.
+	 */
+	int gpu_milli;
 	int64_t gpu_mem_mib;
+	/* Constraints on each GPU. */
+	int64_t min_gpu_mem_mib;	 /* its total memory, at least */
+	int min_capability;		 /* compute capability x 10; 0: any */
 	char gpu_model[GP_NAME_MAX + 1]; /* "" when any model will do */
+	int nodes;			 /* a gang of this many parts; 1 */
 	int cpus;
 	int64_t mem_mib;      /* 0: no limit */
 	int64_t time_limit_s; /* 0: no limit */
@@ -110,5 +122,22 @@ int gp_mount_path_check(const char *path, char *err, size_t errlen);
  */
 int gp_data_spec_parse(const char *text, json_t **out, char *err,
     size_t errlen);
+
+/* 1 when the spec asks for a fraction of one GPU. */
+int gp_jobspec_is_fraction(const struct gp_jobspec *spec);
+
+/*
+ * "8.6" (or "8") -> 86: a compute capability X.Y as X * 10 + Y, X in
+ * 1..99, Y in 0..9. Returns 0 or GP_EINVAL.
+ */
+int gp_capability_parse(const char *text, int *out);
+/* 86 -> "8.6". */
+void gp_capability_format(int cap, char *buf, size_t len);
+
+/*
+ * "0.5", ".25" -> 500, 250: a share of one GPU, 0 < F < 1, in
+ * thousandths (rounded; at least 1, at most 999). 0 or GP_EINVAL.
+ */
+int gp_share_parse(const char *text, int *milli);
 
 #endif

@@ -714,18 +714,19 @@ ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,
 
 /*
  * An agent's checkpoint (or data) call for (id, attempt): the caller's
- * token must own the node running that attempt, and it must be the job's
+ * token must own the node running that attempt (a gang: to write, its
+ * rank-0 part's node; to read, any part's), and it must be the job's
  * current, running attempt (the rule of reporting_job() in state.c).
  * OUT: user (the job's owner). Returns 0 or the HTTP status, with err
  * (and *kill for a stale attempt).
  */
 int
 ckpt_agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
-    char *user, char *err, size_t errlen, int *kill)
+    int write, char *user, char *err, size_t errlen, int *kill)
 {
 	struct node *node;
 	struct job *job;
-	int status = 0;
+	int status = 0, k, mine = 0;
 
 	*kill = 0;
 	if (who->role != GP_ROLE_PROVIDER && who->role != GP_ROLE_ADMIN) {
@@ -741,11 +742,21 @@ ckpt_agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
 		*kill = 1;
 		status = 409;
 	} else {
-		node = state_node(job->node_id);
-		if (node == NULL || (node->owner_token != who->id &&
-		    who->role != GP_ROLE_ADMIN)) {
-			snprintf(err, errlen, "job %lld does not run on your "
-			    "node", (long long)id);
+		/*
+		 * A gang's checkpoint is its rank-0 part's: that node writes
+		 * it, every part's node may read it (to resume).
+		 */
+		for (k = 0; k < (write ? 1 : job->nparts); k++) {
+			node = state_node(job->parts[k].node_id);
+			mine |= node != NULL && !job->parts[k].ended &&
+			    node->owner_token == who->id;
+		}
+		if (!mine && who->role != GP_ROLE_ADMIN) {
+			snprintf(err, errlen, write && job->nparts > 1
+			    ? "job %lld's checkpoint is written by its "
+			      "rank-0 part"
+			    : "job %lld does not run on your node",
+			    (long long)id);
 			status = 403;
 		} else {
 			gp_strlcpy(user, job->user, GP_NAME_MAX + 1);
@@ -907,7 +918,7 @@ ckpt_upload_begin(struct request *req, const char *url)
 		    "chunks are named by 64 lowercase hex digits");
 		return;
 	}
-	status = ckpt_agent_job(req->auth, id, attempt, user, err, sizeof(err),
+	status = ckpt_agent_job(req->auth, id, attempt, 1, user, err, sizeof(err),
 	    &u->kill);
 	if (status != 0) {
 		ckpt_upload_refuse(u, status, err);
@@ -1382,7 +1393,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 	if (!parse_url(url, &agent, &id, &attempt, &rest))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	if (agent) {
-		status = ckpt_agent_job(req->auth, id, attempt, user, err,
+		status = ckpt_agent_job(req->auth, id, attempt, !get, user, err,
 		    sizeof(err), &kill);
 		if (status == 409 && kill)
 			return reply_json(conn, 409, json_pack("{s:s,s:b}",

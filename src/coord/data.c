@@ -578,7 +578,7 @@ upload_access(const struct token_entry *who, const struct upload *u, char *err,
 		snprintf(err, errlen, "no upload %lld", (long long)u->id);
 		return 404;
 	}
-	return ckpt_agent_job(who, u->job_id, u->attempt, user, err, errlen,
+	return ckpt_agent_job(who, u->job_id, u->attempt, 1, user, err, errlen,
 	    &kill);
 }
 
@@ -772,8 +772,8 @@ handle_upload_output(struct MHD_Connection *conn, struct request *req,
 	json_t *m;
 	int ret, status, kill;
 
-	status = ckpt_agent_job(req->auth, id, attempt, user, err, sizeof(err),
-	    &kill);
+	status = ckpt_agent_job(req->auth, id, attempt, 1, user, err,
+	    sizeof(err), &kill);
 	if (status == 409 && kill)
 		return reply_json(conn, 409,
 		    json_pack("{s:s,s:b}", "error", err, "kill", 1));
@@ -1479,8 +1479,8 @@ handle_agent_data(struct MHD_Connection *conn, struct request *req, int64_t job,
 	json_t *d, *m = NULL;
 	int status, kill, ok;
 
-	status = ckpt_agent_job(req->auth, job, attempt, user, err, sizeof(err),
-	    &kill);
+	status = ckpt_agent_job(req->auth, job, attempt, 0, user, err,
+	    sizeof(err), &kill);
 	if (status == 409 && kill)
 		return reply_json(conn, 409,
 		    json_pack("{s:s,s:b}", "error", err, "kill", 1));
