@@ -3,7 +3,7 @@
  * end-to-end test (tests/e2e/test_checkpoint_store.sh) and as the
  * checkpoint benchmark (bench/run.sh). It registers a node with fake GPUs,
  * heartbeats the attempts it was given and moves directories with the
- * agent's client (src/agent/checkpoint.c).
+ * agent's client (src/common/transfer.c).
  *
  *   bench_ckpt node --url U --token-file F --name N --out FILE
  *       registers, writes "JOB ATTEMPT" lines to FILE as assignments
@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/checkpoint.h"
+#include "transfer.h"
 #include "ckpt.h"
 #include "gp.h"
 #include "http_client.h"

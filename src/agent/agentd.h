@@ -20,6 +20,7 @@
 
 struct gp_reports;
 struct gp_provider;
+struct gp_datacache;
 struct gp_image_cache;
 
 struct gp_agent {
@@ -29,6 +30,9 @@ struct gp_agent {
 	const char *ca_file;
 	char name[GP_NAME_MAX + 1];
 	char work[PATH_MAX];
+	/* Where other nodes reach this one (a gang's MASTER_ADDR); "": the
+	 * address the coordinator sees. */
+	char advertise_addr[256];
 	int cpus;
 	int64_t mem_mib;
 	struct gp_gpu_set gpus;
@@ -43,6 +47,7 @@ struct gp_agent {
 	struct gp_executor *executor;
 	struct gp_reports *reports;
 	struct gp_provider *provider;
+	struct gp_datacache *datacache; /* data sets jobs mount */
 	struct gp_image_cache *images;	/* agent/image.c */
 
 	/* The owner's side (provider.c); paths "" when not given. */
@@ -110,6 +115,13 @@ void gp_provider_drop(struct gp_provider *p, const struct gp_attempt_id *id);
 /* The user asked for an upload now. */
 void gp_provider_checkpoint_now(struct gp_provider *p,
     const struct gp_attempt_id *id);
+/*
+ * The coordinator asks the job to save and stop (a preemption, a gang
+ * that lost a part): as a graceful reclaim (checkpoint signal, the
+ * owner's grace, final upload), reported with reason. Unknown: ignored.
+ */
+void gp_provider_stop(struct gp_provider *p, const struct gp_attempt_id *id,
+    const char *reason);
 /* What the node offers now (new object), for register and heartbeats. */
 json_t *gp_provider_offer_json(struct gp_provider *p);
 /*

@@ -1,6 +1,7 @@
 /*
  * assignment.c: strict decoding of what the coordinator sends the agent:
- * poll answers (assignments and cancels) and kill lists.
+ * poll answers (assignments, cancels, checkpoint and stop requests) and
+ * kill lists.
  */
 #include "agent/assignment.h"
 
@@ -213,6 +214,60 @@ decode_gpus(json_t *gpus, struct gp_assignment *a, char *err, size_t errlen)
 	return 0;
 }
 
+static int decode_share_gang(json_t *obj, struct gp_assignment *a,
+    char *err, size_t errlen);
+
+static int
+decode_data(json_t *data, struct gp_assignment *a, char *err, size_t errlen)
+{
+	char perr[256];
+	json_t *d, *v;
+	size_t i, j, n;
+
+	if (data == NULL || json_is_null(data))
+		return 0;
+	if (!json_is_array(data) || (n = json_array_size(data)) >
+	    GP_DATA_MOUNTS_MAX)
+		return bad(err, errlen, "field %s: want at most 16 data sets",
+		    "data");
+	if (n > 0 && (a->data = calloc(n, sizeof(*a->data))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct gp_data_ref *r = &a->data[i];
+
+		d = json_array_get(data, i);
+		if (!json_is_object(d))
+			return bad(err, errlen, "field %s: not an object",
+			    "data");
+		a->ndata++;
+		if (get_name(d, "owner", r->owner, sizeof(r->owner), err,
+		    errlen) != 0 ||
+		    get_name(d, "name", r->name, sizeof(r->name), err,
+		    errlen) != 0)
+			return GP_EINVAL;
+		if (!gp_name_valid(r->owner) || !gp_data_name_valid(r->name))
+			return bad(err, errlen, "field %s: bad owner or name",
+			    "data");
+		if (get_int(d, "version", 1, INT64_MAX / 2, 1, 0, &r->version,
+		    err, errlen) != 0)
+			return GP_EINVAL;
+		v = json_object_get(d, "path");
+		if (!json_is_string(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v) ||
+		    gp_mount_path_check(json_string_value(v), perr,
+		    sizeof(perr)) != 0)
+			return bad(err, errlen, "field %s: bad mount path",
+			    "data");
+		for (j = 0; j < i; j++)
+			if (strcmp(a->data[j].path, json_string_value(v)) == 0)
+				return bad(err, errlen, "field %s: a mount "
+				    "path twice", "data");
+		if ((r->path = strdup(json_string_value(v))) == NULL)
+			return GP_ENOMEM;
+	}
+	return 0;
+}
+
 static int
 decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
     size_t errlen)
@@ -260,8 +315,108 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 		return bad(err, errlen, "field %s: not an allowed signal",
 		    "checkpoint_signal");
 	a->checkpoint_signal = (int)v;
-	return get_int(obj, "restart_count", 0, INT32_MAX, 0, 0,
-	    &a->restart_count, err, errlen);
+	if ((ret = get_int(obj, "restart_count", 0, INT32_MAX, 0, 0,
+	         &a->restart_count, err, errlen)) != 0)
+		return ret;
+	if ((ret = decode_data(json_object_get(obj, "data"), a, err,
+	         errlen)) != 0)
+		return ret;
+	return decode_share_gang(obj, a, err, errlen);
+}
+
+/* A host name or an address: letters, digits, '.', ':', '-', '_'. */
+static int
+host_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		        (s[i] >= 'A' && s[i] <= 'Z') ||
+		        (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+		        s[i] == ':' || s[i] == '-' || s[i] == '_'))
+			return 0;
+	return i > 0;
+}
+
+/* The share of one GPU and a gang's part, when the assignment has them. */
+static int
+decode_share_gang(json_t *obj, struct gp_assignment *a, char *err,
+    size_t errlen)
+{
+	json_t *g = json_object_get(obj, "gang");
+	int64_t v;
+	int ret;
+
+	if ((ret = get_int(obj, "gpu_milli", 1, 999, 0, 0, &v, err,
+	         errlen)) != 0)
+		return ret;
+	a->gpu_milli = (int)v;
+	if ((ret = get_int(obj, "gpu_mem_mib", 0, GP_MIB_MAX, 0, 0,
+	         &a->gpu_mem_mib, err, errlen)) != 0)
+		return ret;
+	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus != 1)
+		return bad(err, errlen, "field %s: a share needs one GPU",
+		    "gpu_milli");
+	if (g == NULL || json_is_null(g))
+		return 0;
+	if (!json_is_object(g))
+		return bad(err, errlen, "field %s: not an object", "gang");
+	if ((ret = get_int(g, "parts", 2, GP_NODES_MAX, 1, 0, &v, err,
+	         errlen)) != 0)
+		return ret;
+	a->parts = (int)v;
+	if ((ret = get_int(g, "part", 0, a->parts - 1, 1, 0, &v, err,
+	         errlen)) != 0)
+		return ret;
+	a->part = (int)v;
+	if ((ret = get_int(g, "gpus_per_node", 0, GP_GPUS_MAX, 0, a->ngpus,
+	         &v, err, errlen)) != 0)
+		return ret;
+	a->gpus_per_node = (int)v;
+	if ((ret = get_int(g, "master_port", 1, 65535, 1, 0, &v, err,
+	         errlen)) != 0)
+		return ret;
+	a->master_port = (int)v;
+	if ((ret = get_name(g, "master_addr", a->master_addr,
+	         sizeof(a->master_addr), err, errlen)) != 0)
+		return ret;
+	if (!host_valid(a->master_addr))
+		return bad(err, errlen, "field %s: not a host or address",
+		    "master_addr");
+	return 0;
+}
+
+/* The stop list: [{"job_id": 9, "attempt": 2, "reason": "preempted"}]. */
+static int
+decode_stops(json_t *list, struct gp_poll_answer *answer, char *err,
+    size_t errlen)
+{
+	static const char *const reasons[] = {"preempted", "gang_stopped"};
+	size_t i, k, n;
+
+	if (list == NULL || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || (n = json_array_size(list)) > ASSIGNMENTS_MAX)
+		return bad(err, errlen, "field %s: not a list", "stops");
+	if (n > 0 && (answer->stops = calloc(n, sizeof(*answer->stops))) ==
+	        NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		json_t *o = json_array_get(list, i);
+		const char *r = json_string_value(json_object_get(o, "reason"));
+		if (decode_id(o, &answer->stops[i].id, err, errlen) != 0)
+			return GP_EINVAL;
+		for (k = 0; r != NULL && k < GP_ARRAY_LEN(reasons); k++)
+			if (strcmp(r, reasons[k]) == 0)
+				break;
+		if (r == NULL || k == GP_ARRAY_LEN(reasons))
+			return bad(err, errlen,
+			    "field %s: preempted or gang_stopped", "reason");
+		answer->stops[i].reason = reasons[k];
+		answer->nstops++;
+	}
+	return 0;
 }
 
 static void
@@ -315,6 +470,11 @@ gp_assignment_fini(struct gp_assignment *a)
 	free(a->mounts);
 	a->mounts = NULL;
 	a->nmounts = 0;
+	for (i = 0; i < a->ndata; i++)
+		free(a->data[i].path);
+	free(a->data);
+	a->data = NULL;
+	a->ndata = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;
 }
@@ -329,6 +489,7 @@ gp_poll_answer_fini(struct gp_poll_answer *answer)
 	free(answer->assignments);
 	free(answer->cancels);
 	free(answer->checkpoints);
+	free(answer->stops);
 	memset(answer, 0, sizeof(*answer));
 }
 
@@ -407,6 +568,9 @@ gp_assignment_decode(const char *text, size_t len,
 		goto fail;
 	ret = gp_attempt_list_decode(json_object_get(root, "checkpoints"),
 	    &answer->checkpoints, &answer->ncheckpoints, err, errlen);
+	if (ret != 0)
+		goto fail;
+	ret = decode_stops(json_object_get(root, "stops"), answer, err, errlen);
 	if (ret != 0)
 		goto fail;
 	json_decref(root);

@@ -48,6 +48,14 @@ struct gp_mount {
 	int read_only;
 };
 
+/* A data set version the job mounts (pinned by the coordinator). */
+struct gp_data_ref {
+	char owner[GP_NAME_MAX + 1];
+	char name[GP_NAME_MAX + 1];
+	int64_t version;
+	char *path; /* where the job sees it (checked: absolute, not reserved) */
+};
+
 struct gp_assignment {
 	struct gp_attempt_id id;
 	char name[GP_NAME_MAX + 1];
@@ -64,6 +72,8 @@ struct gp_assignment {
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	/* "save now and exit" */
 	int64_t restart_count;	/* earlier attempts of this job */
+	struct gp_data_ref *data; /* ndata, owned; the K-th is data/K+1 */
+	int ndata;
 	/*
 	 * The container image the job runs in: its manifest digest
 	 * ("sha256:<64 hex>"), "" for a plain command. With an image, argc
@@ -77,6 +87,23 @@ struct gp_assignment {
 	struct gp_container_image *container; /* NULL: a plain command */
 	struct gp_mount *mounts; /* nmounts, owned */
 	int nmounts;
+	/*
+	 * A fraction of gpus[0] (docs/scheduling.md): its share in
+	 * thousandths (1..999; 0: whole GPUs) and the GPU memory it may use
+	 * (0: not said). Scheduled, not enforced inside the GPU.
+	 */
+	int gpu_milli;
+	int64_t gpu_mem_mib;
+	/* A gang's part (parts > 1; else 0): torchrun's environment. */
+	int part, parts, gpus_per_node;
+	char master_addr[256];
+	int master_port;
+};
+
+/* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */
+struct gp_stop {
+	struct gp_attempt_id id;
+	const char *reason; /* a static string */
 };
 
 struct gp_poll_answer {
@@ -86,6 +113,8 @@ struct gp_poll_answer {
 	int ncancels;
 	struct gp_attempt_id *checkpoints; /* upload now, please */
 	int ncheckpoints;
+	struct gp_stop *stops; /* save (checkpoint signal, grace) and stop */
+	int nstops;
 };
 
 /*

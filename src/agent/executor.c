@@ -156,6 +156,14 @@ gp_executor_signal(struct gp_executor *ex, const struct gp_attempt_id *id,
 }
 
 void
+gp_executor_output_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len)
+{
+	snprintf(out, len, "%s/jobs/%lld-%lld/output", cfg->work_dir,
+	    (long long)id->job_id, (long long)id->attempt);
+}
+
+void
 gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
     const struct gp_attempt_id *id, char *out, size_t len)
 {
@@ -281,7 +289,7 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	cuda = cfg->gpu_uuids ? devices : x->gpus_renumbered ? visible :
 	    indices;
 	room = count_strings(x->base_env) + a->nenv +
-	    count_strings(x->device_env) + 16;
+	    count_strings(x->device_env) + 32;
 	if ((env = calloc((size_t)room + 1, sizeof(char *))) == NULL)
 		return NULL;
 	for (i = 0; i < count_strings(x->base_env); i++) {
@@ -322,11 +330,39 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	ADD("GPUPOOL_GPUS=%s", indices);
 	ADD("GPUPOOL_JOB_NAME=%s", a->name);
 	ADD("GPUPOOL_CHECKPOINT_DIR=%s/checkpoint", x->workdir);
+	ADD("GPUPOOL_OUTPUT_DIR=%s/output", x->workdir);
 	ADD("GPUPOOL_RESTART_COUNT=%lld", (long long)a->restart_count);
 	ADD("GPUPOOL_CHECKPOINT_VERSION=%lld", (long long)a->restored_version);
 	ADD("GPUPOOL_CHECKPOINT_SIGNAL=%s",
 	    gp_signal_name(a->checkpoint_signal ? a->checkpoint_signal
 						: SIGUSR1));
+	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1) {
+		/* A fraction of its one GPU (scheduled, not enforced). */
+		int64_t total = cfg->gpus[a->gpus[0]].mem_mib;
+		int milli = a->gpu_milli > 0 ? a->gpu_milli
+		    : total > 0 ? (int)(a->gpu_mem_mib * 1000 / total)
+				: 1000;
+		if (milli < 1)
+			milli = 1;
+		if (milli > 1000)
+			milli = 1000;
+		ADD("GPUPOOL_GPU_SHARE=%d.%03d", milli / 1000, milli % 1000);
+		ADD("GPUPOOL_GPU_MEM_MIB=%lld",
+		    (long long)(a->gpu_mem_mib > 0 ? a->gpu_mem_mib
+						   : total * milli / 1000));
+	}
+	if (a->parts > 1) {
+		/* torchrun / DDP: one node per part (docs/scheduling.md). */
+		ADD("MASTER_ADDR=%s", a->master_addr);
+		ADD("MASTER_PORT=%d", a->master_port);
+		ADD("WORLD_SIZE=%d", a->parts);
+		ADD("RANK=%d", a->part);
+		ADD("LOCAL_RANK=0");
+		ADD("NODE_RANK=%d", a->part);
+		ADD("GPUPOOL_NNODES=%d", a->parts);
+		ADD("GPUPOOL_NODE_RANK=%d", a->part);
+		ADD("GPUPOOL_GPUS_PER_NODE=%d", a->gpus_per_node);
+	}
 #undef ADD
 	return env;
 fail:
@@ -385,17 +421,17 @@ chown_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 }
 
 /*
- * The job's directory and its checkpoint directory (restored or empty),
- * owned by the job's uid unless it is -1 (a user namespace of the
- * agent's own user). A restored checkpoint's files were written for the
- * plain sandbox's user: handed over to the job's uid (a container's
- * differs).
+ * The job's directory, its checkpoint directory (restored or empty) and
+ * its output directory (empty), owned by the job's uid unless it is -1 (a
+ * user namespace of the agent's own user). A restored checkpoint's files
+ * were written for the plain sandbox's user: handed over to the job's uid
+ * (a container's differs).
  */
 static int
 make_workdir(struct job *j, const char *restore)
 {
 	const struct gp_exec_job *x = &j->x;
-	char ckpt[PATH_MAX + 16];
+	char ckpt[PATH_MAX + 16], output[PATH_MAX + 16];
 	int own = x->uid != (uid_t)-1;
 	struct stat st;
 
@@ -417,6 +453,11 @@ make_workdir(struct job *j, const char *restore)
 	} else if (mkdir(ckpt, 0700) != 0)
 		return errno;
 	if (own && chown(ckpt, x->uid, x->gid) != 0)
+		return errno;
+	snprintf(output, sizeof(output), "%s/output", x->workdir);
+	if (mkdir(output, 0700) != 0)
+		return errno;
+	if (own && chown(output, x->uid, x->gid) != 0)
 		return errno;
 	return 0;
 }

@@ -130,6 +130,12 @@ extern const struct gp_executor_ops gp_container_exec_ops; /* container.c */
 /* A job's checkpoint directory: <work_dir>/jobs/<id>-<attempt>/checkpoint */
 void gp_executor_checkpoint_dir(const struct gp_exec_config *cfg,
     const struct gp_attempt_id *id, char *out, size_t len);
+/*
+ * A job's output directory ($GPUPOOL_OUTPUT_DIR, collected when it ends):
+ * <work_dir>/jobs/<id>-<attempt>/output
+ */
+void gp_executor_output_dir(const struct gp_exec_config *cfg,
+    const struct gp_attempt_id *id, char *out, size_t len);
 
 enum gp_exec_kill {
 	GP_EXEC_CANCELLED = 1,	/* the coordinator cancelled it */

@@ -32,6 +32,7 @@ struct gp_gpu_info {
 	char uuid[GP_GPU_UUID_MAX];	/* "GPU-..." */
 	char model[GP_GPU_MODEL_MAX];	/* "NVIDIA A100-SXM4-40GB" */
 	int64_t mem_mib;		/* total memory */
+	int capability;			/* compute capability x 10; 0: unknown */
 };
 
 struct gp_gpu_usage {
@@ -79,12 +80,14 @@ int gp_gpu_discover(const char *fake_spec, struct gp_gpu_info **out, int *n,
     char *err, size_t errlen);
 
 /*
- * Parses a --fake-gpus spec "N[:MODEL[:MEM_MIB]]" (N in 0..64; MODEL
- * defaults to "Fake GPU", MEM_MIB to 16384 and accepts "40G"-style
- * sizes). OUT (only on success): count, model, mem_mib. 0 or GP_EINVAL.
+ * Parses a --fake-gpus spec "N[:MODEL[:MEM_MIB[:CAPABILITY]]]" (N in
+ * 0..64; MODEL defaults to "Fake GPU", MEM_MIB to 16384 and accepts
+ * "40G"-style sizes; CAPABILITY "8.0", default unknown). OUT (only on
+ * success): count, model, mem_mib, *capability (x 10, 0: unknown; may be
+ * NULL). 0 or GP_EINVAL.
  */
 int gp_gpu_fake_parse(const char *spec, int *count, char *model,
-    size_t modellen, int64_t *mem_mib);
+    size_t modellen, int64_t *mem_mib, int *capability);
 /* The fake backend's side of gp_gpu_set_fake_procs (state: its own). */
 int gp_gpu_fake_procs_file(void *state, const char *path);
 

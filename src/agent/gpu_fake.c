@@ -1,6 +1,6 @@
 /*
  * gpu_fake.c: fake GPUs for tests and benchmarks (--fake-gpus
- * N[:MODEL[:MEM_MIB]]). UUIDs are "GPU-fake-<node>-<i>", stable per node
+ * N[:MODEL[:MEM_MIB[:CAPABILITY]]]). UUIDs are "GPU-fake-<node>-<i>", stable per node
  * name. Their readings are made up, plausible and plainly fake: an idle
  * GPU reads 0 % and 0 MiB at a cool idle power; one a job holds swings
  * slowly between about 55 and 95 % with half its memory in use, and its
@@ -24,16 +24,19 @@ struct fake {
 	int count;
 	char model[GP_GPU_MODEL_MAX];
 	int64_t mem_mib;
+	int capability;
 	char node[64];	
 	char procs[PATH_MAX];	/* "": no process file */
 };
 
 int
 gp_gpu_fake_parse(const char *spec, int *count, char *model,
-    size_t modellen, int64_t *mem_mib)
+    size_t modellen, int64_t *mem_mib, int *capability)
 {
 	char buf[256], *colon, *model_part = NULL, *mem_part = NULL;
+	char *cap_part = NULL;
 	int64_t c, mem = 16384;
+	int cap = 0;
 
 	if (spec == NULL || gp_strlcpy(buf, spec, sizeof(buf)) >= sizeof(buf))
 		return GP_EINVAL;
@@ -43,6 +46,10 @@ gp_gpu_fake_parse(const char *spec, int *count, char *model,
 		if ((colon = strchr(model_part, ':')) != NULL) {
 			*colon = '\0';
 			mem_part = colon + 1;
+			if ((colon = strchr(mem_part, ':')) != NULL) {
+				*colon = '\0';
+				cap_part = colon + 1;
+			}
 		}
 	}
 	if (gp_parse_int(buf, 0, GP_GPUS_MAX, &c) != 0)
@@ -53,7 +60,11 @@ gp_gpu_fake_parse(const char *spec, int *count, char *model,
 	if (mem_part != NULL && (gp_parse_mib(mem_part, &mem) != 0 ||
 	    mem <= 0 || mem > GP_MIB_MAX))
 		return GP_EINVAL;
+	if (cap_part != NULL && gp_capability_parse(cap_part, &cap) != 0)
+		return GP_EINVAL;
 	*count = (int)c;
+	if (capability != NULL)
+		*capability = cap;
 	gp_strlcpy(model, model_part != NULL ? model_part : "Fake GPU",
 	    modellen);
 	*mem_mib = mem;
@@ -70,9 +81,10 @@ fake_open(const char *spec, const char *node_name, void **state, char *err,
 	if (f == NULL)
 		return GP_ENOMEM;
 	if (gp_gpu_fake_parse(spec, &f->count, f->model, sizeof(f->model),
-	    &f->mem_mib) != 0) {
+	    &f->mem_mib, &f->capability) != 0) {
 		snprintf(err, errlen, "bad --fake-gpus \"%s\": want "
-		    "N[:MODEL[:MEM_MIB]] with N in 0..%d", spec, GP_GPUS_MAX);
+		    "N[:MODEL[:MEM_MIB[:CAPABILITY]]] with N in 0..%d", spec,
+		    GP_GPUS_MAX);
 		free(f);
 		return GP_EINVAL;
 	}
@@ -98,6 +110,7 @@ fake_list(void *state, struct gp_gpu_info **out, int *n)
 		    f->node, i);
 		gp_strlcpy(gpus[i].model, f->model, sizeof(gpus[i].model));
 		gpus[i].mem_mib = f->mem_mib;
+		gpus[i].capability = f->capability;
 	}
 	*out = gpus;
 	*n = f->count;

@@ -59,6 +59,8 @@ struct nvml {
 	/* Sensors: NULL when the library lacks them. */
 	nvml_return (*temperature)(nvml_device, int, unsigned int *);
 	nvml_return (*power)(nvml_device, unsigned int *);
+	/* nvmlDeviceGetCudaComputeCapability, or NULL. */
+	nvml_return (*capability)(nvml_device, int *, int *);
 	unsigned int n;
 };
 
@@ -139,6 +141,8 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 		void *sym = dlsym(v->lib, "nvmlDeviceGetMinorNumber");
 		void *t = dlsym(v->lib, "nvmlDeviceGetTemperature");
 		void *w = dlsym(v->lib, "nvmlDeviceGetPowerUsage");
+		void *cc = dlsym(v->lib, "nvmlDeviceGetCudaComputeCapability");
+		memcpy(&v->capability, &cc, sizeof(cc));
 		memcpy(&v->minor, &sym, sizeof(sym));
 		memcpy(&v->temperature, &t, sizeof(t));
 		memcpy(&v->power, &w, sizeof(w));
@@ -191,6 +195,14 @@ nvml_list(void *state, struct gp_gpu_info **out, int *n)
 		gpus[i].uuid[sizeof(gpus[i].uuid) - 1] = '\0';
 		gpus[i].index = (int)i;
 		gpus[i].mem_mib = (int64_t)(mem.total >> 20);
+		{
+			int major = 0, minor = 0;
+			if (v->capability != NULL &&
+			    v->capability(dev, &major, &minor) == 0 &&
+			    major >= 1 && major <= 99 && minor >= 0 &&
+			    minor <= 9)
+				gpus[i].capability = major * 10 + minor;
+		}
 	}
 	*out = gpus;
 	*n = (int)v->n;

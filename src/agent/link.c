@@ -97,9 +97,17 @@ gpus_json(struct gp_agent *ag, int usage)
 		struct gp_gpu_usage u;
 
 		if (!usage) {
-			json_array_append_new(list, json_pack("{si ss ss sI}",
-			    "index", g->index, "uuid", g->uuid, "model",
-			    g->model, "mem_mib", (json_int_t)g->mem_mib));
+			o = json_pack("{si ss ss sI}", "index", g->index,
+			    "uuid", g->uuid, "model", g->model, "mem_mib",
+			    (json_int_t)g->mem_mib);
+			if (o != NULL && g->capability > 0) {
+				char cap[16];
+				gp_capability_format(g->capability, cap,
+				    sizeof(cap));
+				json_object_set_new(o, "compute_capability",
+				    json_string(cap));
+			}
+			json_array_append_new(list, o);
 			continue;
 		}
 		gp_gpu_usage(&ag->gpus, i, i < 64 && ((busy >> i) & 1), &u);
@@ -154,7 +162,12 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 		    gp_reports_running(ag->reports), "offer",
 		    gp_provider_offer_json(ag->provider));
 		int64_t sent = gp_mono_ms();
-		int ret = post(http, "/v1/agent/register", body, 0, &resp);
+		int ret;
+
+		if (body != NULL && ag->advertise_addr[0] != '\0')
+			json_object_set_new(body, "addr",
+			    json_string(ag->advertise_addr));
+		ret = post(http, "/v1/agent/register", body, 0, &resp);
 
 		if (ret != 0 && resp.refused)
 			atomic_store(&ag->last_contact_mono, gp_mono_ms());
@@ -288,9 +301,10 @@ apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
 		struct gp_assignment *a = &answer->assignments[i];
 
 		gp_info("assignment job=%lld attempt=%lld name=%s user=%s "
-		    "gpus=%d restart=%lld", (long long)a->id.job_id,
-		    (long long)a->id.attempt, a->name, a->user, a->ngpus,
-		    (long long)a->restart_count);
+		    "gpus=%d restart=%lld share_milli=%d part=%d parts=%d",
+		    (long long)a->id.job_id, (long long)a->id.attempt,
+		    a->name, a->user, a->ngpus, (long long)a->restart_count,
+		    a->gpu_milli, a->part, a->parts);
 		gp_provider_assign(ag->provider, a);
 	}
 	for (i = 0; i < answer->ncancels; i++) {
@@ -305,6 +319,14 @@ apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
 		    (long long)answer->checkpoints[i].attempt);
 		gp_provider_checkpoint_now(ag->provider,
 		    &answer->checkpoints[i]);
+	}
+	for (i = 0; i < answer->nstops; i++) {
+		gp_info("stop requested job=%lld attempt=%lld reason=%s",
+		    (long long)answer->stops[i].id.job_id,
+		    (long long)answer->stops[i].id.attempt,
+		    answer->stops[i].reason);
+		gp_provider_stop(ag->provider, &answer->stops[i].id,
+		    answer->stops[i].reason);
 	}
 }
 

@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/datacache.h"
 #include "agent/container.h"
 #include "agent/image.h"
 #include "agent/metrics.h"
@@ -29,13 +30,15 @@
 
 static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
-"           [--name NAME] [--work DIR] [--fake-gpus N[:MODEL[:MEM_MIB]]]\n"
+"           [--name NAME] [--work DIR]\n"
+"           [--fake-gpus N[:MODEL[:MEM_MIB[:CAPABILITY]]]]\n"
+"           [--advertise-addr HOST]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
 "           [--policy FILE] [--control PATH] [--owner USER]\n"
 "           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
 "           [--runtime auto|crun|runc|none|PATH] [--userns-base UID]\n"
 "           [--scratch-size SIZE] [--container-init PATH]\n"
-"           [--image-cache-max SIZE] [-v]\n"
+"           [--data-cache-max SIZE] [--image-cache-max SIZE] [-v]\n"
 "\n"
 "Lends this machine's GPUs to a gpupool coordinator and runs the jobs it\n"
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup), or\n"
@@ -48,7 +51,12 @@ static const char usage_text[] =
 "  --work DIR         job directories go to DIR/jobs (default:\n"
 "                     /var/lib/gpupool/agent as root, else\n"
 "                     $XDG_STATE_HOME/gpupool/agent); not under /tmp\n"
-"  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\"\n"
+"  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\",\n"
+"                     \"2:H100:80G:9.0\" (compute capability 9.0)\n"
+"  --advertise-addr HOST\n"
+"                     where other nodes reach this one: a gang's\n"
+"                     MASTER_ADDR when it runs rank 0 (default: the\n"
+"                     address the coordinator sees)\n"
 "  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
 "                     owner's processes on fake GPUs (tests)\n"
 "  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
@@ -62,6 +70,9 @@ static const char usage_text[] =
 "                     WORK/agent.sock; \"none\" for no socket)\n"
 "  --owner USER       who may use the control socket besides root\n"
 "                     (default: $SUDO_USER, else the agent's user)\n"
+"  --data-cache-max SIZE\n"
+"                     data set versions kept for jobs, in WORK/data\n"
+"                     (default 100G; least recently used evicted)\n"
 "  --image-cache-max SIZE\n"
 "                     unpacked image layers kept in WORK/images, e.g.\n"
 "                     20G (default 20G); least recently used go first\n"
@@ -79,6 +90,21 @@ static const char usage_text[] =
 "  --fake-gpu-root D  with --fake-gpus: NVIDIA device nodes, ld cache and\n"
 "                     CDI specs under D instead of / (tests)\n"
 "  -v, --verbose      debug logging\n";
+
+/* What the coordinator accepts as a node's address (state.c addr_valid). */
+static int
+addr_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		        (s[i] >= 'A' && s[i] <= 'Z') ||
+		        (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+		        s[i] == ':' || s[i] == '-' || s[i] == '_'))
+			return 0;
+	return i > 0 && i <= 253;
+}
 
 static int64_t
 machine_mem_mib(void)
@@ -208,6 +234,7 @@ gp_agent_main(int argc, char **argv)
 		{"policy", required_argument, NULL, 'P'},
 		{"control", required_argument, NULL, 'S'},
 		{"owner", required_argument, NULL, 'O'},
+		{"data-cache-max", required_argument, NULL, 'D'},
 		{"metrics-listen", required_argument, NULL, 'M'},
 		{"metrics-token-file", required_argument, NULL, 'K'},
 		{"runtime", required_argument, NULL, 'R'},
@@ -215,6 +242,7 @@ gp_agent_main(int argc, char **argv)
 		{"scratch-size", required_argument, NULL, 'Z'},
 		{"container-init", required_argument, NULL, 'I'},
 		{"fake-gpu-root", required_argument, NULL, 'G'},
+		{"advertise-addr", required_argument, NULL, 'A'},
 		{"image-cache-max", required_argument, NULL, 'X'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -225,15 +253,17 @@ gp_agent_main(int argc, char **argv)
 	const char *policy = NULL, *control = NULL, *owner = NULL;
 	const char *fake_procs = NULL, *fake_gpu_root = NULL;
 	const char *metrics_listen = NULL, *metrics_token_file = NULL;
+	const char *advertise = NULL;
 	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
 	char *metrics_token = NULL;
 	struct gp_agent_metrics *metrics = NULL;
 	struct sockaddr_in metrics_addr;
-	char work_default[PATH_MAX];
+	char work_default[PATH_MAX], cache_dir[PATH_MAX];
 	struct gp_agent *ag = NULL;
 	pthread_condattr_t cattr;
-	int64_t cpus = 0, mem = 0, cache_mib = 20 * 1024;
+	int64_t cpus = 0, mem = 0, cache_max = 100LL << 30;
+	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
 	int c, sig, ret = 1, verbose = 0;
 
@@ -268,6 +298,14 @@ gp_agent_main(int argc, char **argv)
 		case 'P': policy = optarg; break;
 		case 'S': control = optarg; break;
 		case 'O': owner = optarg; break;
+		case 'D':
+			if (gp_parse_bytes(optarg, &cache_max) != 0 ||
+			    cache_max < 1) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--data-cache-max %s\n", optarg);
+				return 2;
+			}
+			break;
 		case 'M':
 			if (gp_agent_metrics_parse_listen(optarg,
 			    &metrics_addr) != 0) {
@@ -282,6 +320,16 @@ gp_agent_main(int argc, char **argv)
 		case 'R': copts.runtime = optarg; break;
 		case 'I': copts.init_path = optarg; break;
 		case 'G': fake_gpu_root = optarg; break;
+		case 'A':
+			if (!addr_valid(optarg)) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--advertise-addr %s: a host name or IP "
+				    "address (1 to 253 of A-Z a-z 0-9 . : - _)\n",
+				    optarg);
+				return 2;
+			}
+			advertise = optarg;
+			break;
 		case 'B': {
 			int64_t v;
 			if (gp_parse_int(optarg, 1, 4294967295LL - 65536,
@@ -376,6 +424,9 @@ gp_agent_main(int argc, char **argv)
 		ag->name[sizeof(ag->name) - 1] = '\0';
 	} else
 		gp_strlcpy(ag->name, name, sizeof(ag->name));
+	if (advertise != NULL)
+		gp_strlcpy(ag->advertise_addr, advertise,
+		    sizeof(ag->advertise_addr));
 	if (!gp_name_valid(ag->name)) {
 		fprintf(stderr, "gpupool agent: node name \"%s\" must be 1..64 "
 		    "of [A-Za-z0-9._-]\n", ag->name);
@@ -470,6 +521,12 @@ gp_agent_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	gp_http_global_init();
 
+	snprintf(cache_dir, sizeof(cache_dir), "%.4000s/data", ag->work);
+	if ((ag->datacache = gp_datacache_new(cache_dir, cache_max, err,
+	    sizeof(err))) == NULL) {
+		fprintf(stderr, "gpupool agent: %s\n", err);
+		goto out;
+	}
 	{
 		char dir[PATH_MAX + 16];
 		snprintf(dir, sizeof(dir), "%.4000s/images", ag->work);
@@ -553,6 +610,8 @@ out:
 		gp_containers_free(ag->containers);
 		ag->containers = NULL;
 		gp_gpu_close(&ag->gpus);
+		gp_datacache_free(ag->datacache);
+		ag->datacache = NULL;
 		/* The poll thread may still read ag: leave it allocated. */
 	}
 	if (file_token != NULL)

@@ -26,9 +26,15 @@
  * coordinator gives them to another node, so that no job ever runs
  * twice.
  *
- * Threads: the tick thread, WORKERS checkpoint workers (uploads and
- * restores, which block on the network), and the control socket's. One
- * mutex guards everything here; no network call is made holding it.
+ * Before a job starts, a worker also makes its data sets ready (the
+ * data cache, datacache.c: fetched once, kept for the next job) and
+ * fills the assignment's mounts; when it ends, what the job left in its
+ * output directory is uploaded before the finished report (docs/data.md).
+ *
+ * Threads: the tick thread, WORKERS checkpoint workers (uploads, data
+ * sets and restores, which block on the network), and the control
+ * socket's. One mutex guards everything here; no network call is made
+ * holding it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -41,10 +47,12 @@
 #include <unistd.h>
 
 #include "agent/agentd.h"
-#include "agent/checkpoint.h"
+#include "transfer.h"
 #include "agent/control.h"
+#include "agent/datacache.h"
 #include "agent/image.h"
 #include "agent/policy.h"
+#include "ckpt.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -59,8 +67,8 @@
 #define RESTORE_FAILS_MAX 3
 
 enum phase {
-	PJ_RESTORING,	/* waiting for a worker to prepare its image and to
-			   download its checkpoint */
+	PJ_RESTORING,	/* waiting for a worker to prepare its image, make
+			   its data sets ready and download its checkpoint */
 	PJ_RUNNING,	/* handed to the executor */
 	PJ_FINAL,	/* ended: final upload, then the finished report */
 };
@@ -81,6 +89,7 @@ struct pjob {
 	int64_t last_try_mono;		/* last upload attempt ended */
 	int busy;			/* a worker has it */
 	int want_upload;		/* the user asked */
+	int no_upload;			/* a gang's part K > 0: rank 0 saves */
 	int stale;			/* the coordinator disowned it */
 	int cancelled;
 	enum phase phase;
@@ -97,6 +106,9 @@ struct pjob {
 	struct gp_exec_result result;
 	char message[512];
 	char workdir[PATH_MAX];
+	/* Data set versions held in the data cache while the job runs. */
+	struct gp_data_ref *held;
+	int nheld;
 	struct pjob *next;
 };
 
@@ -297,6 +309,7 @@ unlink_job(struct gp_provider *p, struct pjob *j)
 			break;
 		}
 	gp_assignment_fini(&j->pending);
+	free(j->held);
 	gp_image_release(p->ag->images, j->image);
 	free(j);
 }
@@ -554,14 +567,18 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 						 : GP_CHECKPOINT_EVERY_DEFAULT) *
 	    1000;
 	j->sig = a->checkpoint_signal > 0 ? a->checkpoint_signal : SIGUSR1;
+	/* A gang's checkpoint is its rank-0 part's; every part restores it. */
+	j->no_upload = a->parts > 1 && a->part > 0;
 	j->last_try_mono = j->started_mono;
 	gp_executor_checkpoint_dir(&p->ag->exec_cfg, &a->id, j->dir,
 	    sizeof(j->dir));
 	j->next = p->jobs;
 	p->jobs = j;
-	if (a->restart_count > 0 || a->image[0] != '\0') {
-		/* Its image, and its checkpoint if it ran before, come
-		 * first (a worker: they block on the network). */
+	if (a->restart_count > 0 || a->ndata > 0 || a->image[0] != '\0') {
+		/*
+		 * Its image, its data sets and its checkpoint if it ran
+		 * before come first (a worker: they block on the network).
+		 */
 		j->phase = PJ_RESTORING;
 		j->pending = *a;
 		memset(a, 0, sizeof(*a));
@@ -617,6 +634,19 @@ gp_provider_checkpoint_now(struct gp_provider *p,
 		j->want_upload = 1;
 		pthread_cond_broadcast(&p->cond);
 	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void
+gp_provider_stop(struct gp_provider *p, const struct gp_attempt_id *id,
+    const char *reason)
+{
+	struct pjob *j;
+
+	pthread_mutex_lock(&p->lock);
+	if ((j = find(p, id)) != NULL && !j->cancelled)
+		end_job(p, j, reason, 1);
+	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -687,6 +717,153 @@ upload(struct gp_provider *p, struct pjob *j, struct gp_ckpt_mark *mark,
 		    "why=%s skipped=\"%s\"", (long long)j->id.job_id,
 		    (long long)j->id.attempt, why, st.skipped);
 	return st.version > 0 ? 1 : 0;
+}
+
+/* 1 when b is a or lies beneath it. */
+static int
+path_within(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* Lets go of the data set versions j holds in the cache. */
+static void
+release_data(struct gp_provider *p, struct pjob *j)
+{
+	int i;
+
+	for (i = 0; i < j->nheld; i++)
+		gp_datacache_release(p->ag->datacache, j->held[i].owner,
+		    j->held[i].name, j->held[i].version);
+	j->nheld = 0;
+}
+
+/*
+ * Makes the job's data sets ready in the data cache (p->lock not held;
+ * j->busy set) and fills *a's mounts. The manifest of each is fetched
+ * through the job's route even when cached: the coordinator decides
+ * whether the job's owner may still read it. Returns 0, or GP_E* with
+ * err and *why: the finished reason ("start_failed" when retrying cannot
+ * help, "restore_failed" to requeue, "killed" for a stale attempt).
+ */
+static int
+prepare_data(struct gp_provider *p, struct pjob *j, struct gp_assignment *a,
+    const char **why, char *err, size_t errlen)
+{
+	struct gp_datacache_source src;
+	struct gp_datacache_stats st;
+	struct gp_transfer_peer peer;
+	struct gp_http_client *http = NULL;
+	char path[160], prefix[200], e[512];
+	json_t *m = NULL;
+	char *tree = NULL;
+	long status;
+	int i, ret = 0;
+
+	*why = "start_failed";
+	if (a->ndata == 0)
+		return 0;
+	j->held = calloc((size_t)a->ndata, sizeof(*j->held));
+	a->mounts = calloc((size_t)a->ndata, sizeof(*a->mounts));
+	if (j->held == NULL || a->mounts == NULL) {
+		snprintf(err, errlen, "agent out of memory");
+		return GP_ENOMEM;
+	}
+	if ((http = gp_http_client_new(p->ag->url, p->ag->token,
+	    p->ag->ca_file)) == NULL) {
+		snprintf(err, errlen, "agent out of memory");
+		return GP_ENOMEM;
+	}
+	memset(&peer, 0, sizeof(peer));
+	peer.url = p->ag->url;
+	peer.token = p->ag->token;
+	peer.ca_file = p->ag->ca_file;
+	for (i = 0; i < a->ndata && ret == 0; i++) {
+		const struct gp_data_ref *r = &a->data[i];
+
+		if (path_within(r->path, p->ag->work) ||
+		    path_within(p->ag->work, r->path)) {
+			snprintf(err, errlen, "data set %s/%s: mount path %s "
+			    "would cover this provider's work directory",
+			    r->owner, r->name, r->path);
+			ret = GP_EINVAL;
+			break;
+		}
+		snprintf(path, sizeof(path), "/v1/agent/jobs/%lld/%lld/data/%d",
+		    (long long)j->id.job_id, (long long)j->id.attempt, i + 1);
+		snprintf(prefix, sizeof(prefix), "%s/chunks/", path);
+		ret = gp_transfer_json_call(http, "GET", path, NULL, &m, &status,
+		    e, sizeof(e));
+		if (ret == 0 && gp_ckpt_manifest_check(m, 0, 1,
+		    &(struct gp_ckpt_totals){0, 0, 0}, e, sizeof(e)) != 0)
+			ret = GP_EPROTO;
+		if (ret != 0) {
+			snprintf(err, errlen, "data set %s/%s@%lld: %s",
+			    r->owner, r->name, (long long)r->version, e);
+			*why = ret == GP_ECONFLICT ? "killed"
+			    : ret == GP_ENOENT || ret == GP_EPERM ||
+				ret == GP_EPROTO
+			    ? "start_failed"
+			    : "restore_failed";
+			break;
+		}
+		memset(&src, 0, sizeof(src));
+		src.owner = r->owner;
+		src.name = r->name;
+		src.version = r->version;
+		src.manifest = m;
+		src.peer = &peer;
+		src.chunk_prefix = prefix;
+		ret = gp_datacache_acquire(p->ag->datacache, &src, &tree, &st,
+		    e, sizeof(e));
+		json_decref(m);
+		m = NULL;
+		if (ret != 0) {
+			snprintf(err, errlen, "data set %s/%s@%lld: %s",
+			    r->owner, r->name, (long long)r->version, e);
+			/*
+			 * Requeue when it may work later or elsewhere (the
+			 * network, a cache full of running jobs' data); a
+			 * version larger than the cache or a refusal does not.
+			 */
+			if (ret == GP_ECONFLICT)
+				*why = "killed";
+			else if (ret == GP_ECONN || ret == GP_ETIMEDOUT ||
+			    ret == GP_EIO || (ret == GP_ETOOBIG &&
+				strstr(e, "more than") == NULL))
+				*why = "restore_failed";
+			else
+				*why = "start_failed";
+			break;
+		}
+		j->held[j->nheld++] = *r;
+		j->held[j->nheld - 1].path = NULL;
+		a->mounts[a->nmounts].source = tree;
+		a->mounts[a->nmounts].target = strdup(r->path);
+		a->mounts[a->nmounts].read_only = 1;
+		a->nmounts++;
+		tree = NULL;
+		if (a->mounts[a->nmounts - 1].target == NULL) {
+			snprintf(err, errlen, "agent out of memory");
+			ret = GP_ENOMEM;
+			break;
+		}
+		gp_info("data set ready job=%lld attempt=%lld set=%s/%s@%lld "
+		    "path=%s files=%lld bytes=%lld fetched=%lld copied=%lld "
+		    "linked=%lld cached=%d ms=%lld", (long long)j->id.job_id,
+		    (long long)j->id.attempt, r->owner, r->name,
+		    (long long)r->version, r->path, (long long)st.files,
+		    (long long)st.bytes, (long long)st.fetched,
+		    (long long)st.copied, (long long)st.linked, st.cached,
+		    (long long)st.elapsed_ms);
+	}
+	gp_http_client_free(http);
+	if (ret != 0)
+		gp_warn("data sets not ready job=%lld attempt=%lld error=\"%s\"",
+		    (long long)j->id.job_id, (long long)j->id.attempt, err);
+	return ret;
 }
 
 /*
@@ -783,7 +960,8 @@ do_restore(struct gp_provider *p, struct pjob *j)
 	struct gp_ckpt_mark mark;
 	struct gp_assignment a;
 	char staging[PATH_MAX + 64], base[PATH_MAX + 16], err[PATH_MAX + 600];
-	int tries, ret = GP_EIO;
+	const char *why = "restore_failed";
+	int tries, ret = 0;
 	const struct gp_sandbox_user *u = &p->ag->user;
 
 	snprintf(base, sizeof(base), "%s/restore", p->ag->work);
@@ -792,6 +970,7 @@ do_restore(struct gp_provider *p, struct pjob *j)
 	target_of(p, j, &t);
 	memset(&st, 0, sizeof(st));
 	memset(&mark, 0, sizeof(mark));
+	err[0] = '\0';
 	if (j->pending.image[0] != '\0') {
 		ret = prepare_image(p, j, err, sizeof(err));
 		if (ret != 0) {
@@ -803,8 +982,11 @@ do_restore(struct gp_provider *p, struct pjob *j)
 			return;
 		}
 	}
-	for (tries = 0; tries < RESTORE_TRIES && j->pending.restart_count > 0;
-	    tries++) {
+	/* Then the data sets: the job cannot start without them. */
+	ret = prepare_data(p, j, &j->pending, &why, err, sizeof(err));
+	for (tries = 0; ret == 0 && j->pending.restart_count > 0 &&
+	    tries < RESTORE_TRIES; tries++) {
+		why = "restore_failed";
 		gp_remove_tree(staging);
 		if (gp_mkdir_p(base, 0700) != 0 || mkdir(staging, 0700) != 0) {
 			snprintf(err, sizeof(err), "mkdir %s: %s", staging,
@@ -822,8 +1004,13 @@ do_restore(struct gp_provider *p, struct pjob *j)
 		    (long long)j->id.attempt, tries + 1, err);
 		sleep(1);
 	}
-	if (j->pending.restart_count == 0)
-		ret = 0; /* nothing to restore: only its image */
+	if (ret != 0 && strncmp(err, "data set ", 9) != 0) {
+		char cause[PATH_MAX + 600];
+
+		gp_strlcpy(cause, err, sizeof(cause));
+		snprintf(err, sizeof(err), "cannot restore checkpoint: %.450s",
+		    cause);
+	}
 	pthread_mutex_lock(&p->lock);
 	j->busy = 0;
 	if (ret == 0 && !j->stale && !j->cancelled && j->end_reason == NULL) {
@@ -863,18 +1050,137 @@ do_restore(struct gp_provider *p, struct pjob *j)
 	memset(&j->result, 0, sizeof(j->result));
 	if (j->cancelled)
 		j->result.reason = "cancelled";
-	else if (j->end_reason != NULL || j->stale)
+	else if (j->end_reason != NULL || j->stale ||
+	    strcmp(why, "killed") == 0)
 		j->result.reason = "killed";
 	else {
-		atomic_fetch_add(&p->restore_failures, 1);
-		j->result.reason = "restore_failed";
-		snprintf(j->message, sizeof(j->message),
-		    "cannot restore checkpoint: %.450s", err);
+		if (strcmp(why, "restore_failed") == 0)
+			atomic_fetch_add(&p->restore_failures, 1);
+		j->result.reason = why;
+		snprintf(j->message, sizeof(j->message), "%.500s", err);
 		gp_strlcpy(j->result.message, j->message,
 		    sizeof(j->result.message));
 	}
 	j->phase = PJ_FINAL;
 	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * Collects what the job left in its output directory (p->lock not held):
+ * uploads it as the job's output (only the chunks the coordinator
+ * lacks; retried). A failure, a quota refusal among them, is appended to
+ * j->message: the job still ends with its own exit status.
+ */
+static void
+upload_output(struct gp_provider *p, struct pjob *j)
+{
+	struct gp_transfer_stats st;
+	struct gp_transfer_peer peer;
+	struct gp_http_client *http;
+	struct gp_tree *tree = NULL;
+	char dir[PATH_MAX + 16], err[400], path[160], prefix[96];
+	json_t *body = NULL, *reply = NULL, *done = NULL;
+	int64_t upload, start = gp_mono_ms();
+	struct stat dst;
+	long status = 0;
+	int ret = 0, tries;
+	size_t len;
+
+	snprintf(dir, sizeof(dir), "%s/output", j->workdir);
+	memset(&peer, 0, sizeof(peer));
+	peer.url = p->ag->url;
+	peer.token = p->ag->token;
+	peer.ca_file = p->ag->ca_file;
+	if ((http = gp_http_client_new(p->ag->url, p->ag->token,
+	    p->ag->ca_file)) == NULL)
+		return;
+	snprintf(path, sizeof(path), "/v1/agent/jobs/%lld/%lld/output",
+	    (long long)j->id.job_id, (long long)j->id.attempt);
+	for (tries = 1; tries <= UPLOAD_TRIES; tries++) {
+		memset(&st, 0, sizeof(st));
+		gp_tree_free(tree);
+		tree = NULL;
+		json_decref(body);
+		json_decref(reply);
+		body = reply = NULL;
+		/*
+		 * The job's directory, read as root: never followed if it is
+		 * a link, and only files owned by whoever owns the directory
+		 * (the executor made it the job's: the plain sandbox's user,
+		 * or a container's mapped uid), not a hard link to a file
+		 * the job could not read.
+		 */
+		if (lstat(dir, &dst) != 0) {
+			ret = 0; /* removed by the job: nothing to collect */
+			break;
+		}
+		ret = gp_tree_open(dir, 0, dst.st_uid, &tree, err,
+		    sizeof(err));
+		if (ret == GP_ENOENT) {
+			ret = 0;
+			break;
+		}
+		if (ret == 0) {
+			gp_tree_totals(tree, &st);
+			if (st.files == 0)
+				break;
+			ret = gp_tree_hash(tree, 0, err, sizeof(err));
+		}
+		if (ret == 0 && (body = json_pack("{s:o}", "manifest",
+		    gp_tree_manifest(tree))) == NULL)
+			ret = GP_ENOMEM;
+		if (ret == 0)
+			ret = gp_transfer_json_call(http, "POST", path, body,
+			    &reply, &status, err, sizeof(err));
+		upload = json_integer_value(json_object_get(reply, "upload"));
+		if (ret == 0 && upload <= 0) {
+			ret = GP_EPROTO;
+			snprintf(err, sizeof(err), "no upload in the answer");
+		}
+		if (ret == 0) {
+			snprintf(prefix, sizeof(prefix),
+			    "/v1/uploads/%lld/chunks/", (long long)upload);
+			ret = gp_tree_send(tree, &peer, prefix,
+			    json_object_get(reply, "missing"), &st, err,
+			    sizeof(err));
+		}
+		if (ret == 0) {
+			snprintf(prefix, sizeof(prefix),
+			    "/v1/uploads/%lld/commit", (long long)upload);
+			ret = gp_transfer_json_call(http, "POST", prefix, NULL,
+			    &done, &status, err, sizeof(err));
+			json_decref(done);
+		}
+		if (ret == 0) {
+			gp_info("job output stored job=%lld attempt=%lld "
+			    "files=%lld bytes=%lld sent=%lld ms=%lld",
+			    (long long)j->id.job_id, (long long)j->id.attempt,
+			    (long long)st.files, (long long)st.bytes,
+			    (long long)st.bytes_sent,
+			    (long long)(gp_mono_ms() - start));
+			break;
+		}
+		/* Refusals (quota, bad manifest, stale) stay refusals. */
+		if (ret != GP_ECONN && ret != GP_ETIMEDOUT && ret != GP_EIO &&
+		    ret != GP_ECONFLICT)
+			break;
+		if (ret == GP_ECONFLICT && status == 409)
+			break;
+		sleep(1);
+	}
+	gp_tree_free(tree);
+	json_decref(body);
+	json_decref(reply);
+	gp_http_client_free(http);
+	if (ret == 0 || (ret == GP_ECONFLICT && status == 409))
+		return;
+	gp_warn("job output not stored job=%lld attempt=%lld error=\"%s\"",
+	    (long long)j->id.job_id, (long long)j->id.attempt, err);
+	pthread_mutex_lock(&p->lock);
+	len = strlen(j->message);
+	snprintf(j->message + len, sizeof(j->message) - len,
+	    "%soutput not stored: %s", len > 0 ? "; " : "", err);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -885,11 +1191,11 @@ do_final(struct gp_provider *p, struct pjob *j)
 	struct gp_exec_result r;
 	struct gp_ckpt_mark mark;
 	struct ended *e;
-	int tries, ret = 0, need, stale;
+	int tries, ret = 0, need, stale, output;
 
 	pthread_mutex_lock(&p->lock);
 	need = j->end_reason != NULL && !j->stale && !j->cancelled &&
-	    j->workdir[0] != '\0';
+	    !j->no_upload && j->workdir[0] != '\0';
 	mark = j->mark;
 	pthread_mutex_unlock(&p->lock);
 	/* Ended on the owner's behalf: save what it saved, then requeue. */
@@ -904,6 +1210,19 @@ do_final(struct gp_provider *p, struct pjob *j)
 		j->mark = mark;
 		j->version = mark.version;
 	}
+	/* The job's end (not a requeue): collect its output. */
+	/* A gang's output is its rank-0 part's, as its checkpoint. */
+	output = !j->stale && !j->no_upload && j->end_reason == NULL &&
+	    j->workdir[0] != '\0' && j->result.reason != NULL &&
+	    (strcmp(j->result.reason, "exited") == 0 ||
+		strcmp(j->result.reason, "killed") == 0 ||
+		strcmp(j->result.reason, "timeout") == 0 ||
+		strcmp(j->result.reason, "cancelled") == 0);
+	pthread_mutex_unlock(&p->lock);
+	if (output)
+		upload_output(p, j);
+	pthread_mutex_lock(&p->lock);
+	release_data(p, j);
 	r = j->result;
 	gp_strlcpy(r.message, j->message, sizeof(r.message));
 	if (j->end_reason != NULL && !j->cancelled)
@@ -943,7 +1262,8 @@ pick(struct gp_provider *p, int64_t now, int *kind)
 			*kind = PJ_RESTORING;
 			return j;
 		}
-		if (j->stale || j->exited || j->end_reason != NULL)
+		if (j->stale || j->exited || j->end_reason != NULL ||
+		    j->no_upload)
 			continue;
 		if (j->want_upload ||
 		    (now - j->last_try_mono >= j->every_ms &&
@@ -1284,6 +1604,9 @@ status_json(struct gp_provider *p)
 	    p->policy_error[0] ? json_string(p->policy_error) : json_null(),
 	    "policy", gp_policy_to_json(&p->policy), "gpus", gpus, "jobs",
 	    njobs, "fenced", p->fenced);
+	if (o != NULL && p->ag->datacache != NULL)
+		json_object_set_new(o, "data_cache",
+		    gp_datacache_status(p->ag->datacache));
 	if (o != NULL && image_cache != NULL)
 		json_object_set_new(o, "image_cache", image_cache);
 	else

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/checkpoint_fetch.h"
+#include "transfer.h"
 #include "cli/cmd.h"
 #include "gp.h"
 #include "util.h"

@@ -179,6 +179,13 @@ int gp_cli_job_exit_code(json_t *job, char *note, size_t len);
 int64_t gp_cli_job_elapsed(json_t *job, int64_t now_ms);
 /* Renders the `ps` table for a {"jobs": [...]} reply. */
 int gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out);
+/*
+ * Renders `gpupool queue` for a GET /v1/queue reply: the queued jobs in
+ * the scheduler's order with why each waits, then the head's expected
+ * start. Returns 0, GP_EPROTO (not such a reply) or GP_ENOMEM.
+ */
+int gp_cli_render_queue(json_t *reply, struct gp_buf *out);
+int gp_cli_cmd_queue(const struct gp_cli_args *args);
 int gp_cli_cmd_submit(const struct gp_cli_args *args);
 int gp_cli_cmd_ps(const struct gp_cli_args *args);
 int gp_cli_cmd_show(const struct gp_cli_args *args);
@@ -326,6 +333,27 @@ int gp_cli_cmd_image_pull(const struct gp_cli_args *args);
 int gp_cli_cmd_image_sign(const struct gp_cli_args *args);
 int gp_cli_cmd_key_create(const struct gp_cli_args *args);
 
+/* data.c */
+/*
+ * Parses "[OWNER/]NAME[@VERSION]" (OWNER defaults to self when not NULL).
+ * OUT: owner, name (GP_NAME_MAX + 1 bytes each), *version (0: none).
+ * Returns 0 or GP_EINVAL.
+ */
+int gp_cli_parse_data_ref(const char *text, const char *self, char *owner,
+    char *name, int64_t *version);
+/* Renders the `data ls` table for a {"data_sets": [...]} reply. */
+int gp_cli_render_data_sets(json_t *reply, struct gp_buf *out);
+/* Renders `quota show` for a quota object. */
+int gp_cli_render_quota(json_t *quota, struct gp_buf *out);
+int gp_cli_cmd_data_put(const struct gp_cli_args *args);
+int gp_cli_cmd_data_ls(const struct gp_cli_args *args);
+int gp_cli_cmd_data_rm(const struct gp_cli_args *args);
+int gp_cli_cmd_data_share(const struct gp_cli_args *args);
+int gp_cli_cmd_data_unshare(const struct gp_cli_args *args);
+int gp_cli_cmd_fetch(const struct gp_cli_args *args);
+int gp_cli_cmd_output_rm(const struct gp_cli_args *args);
+int gp_cli_cmd_quota_show(const struct gp_cli_args *args);
+int gp_cli_cmd_quota_set(const struct gp_cli_args *args);
 /* sim.c */
 int gp_cli_cmd_sim(const struct gp_cli_args *args);
 

@@ -73,7 +73,7 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 	const char *v, *eq;
 	char key[GP_ENV_KEY_MAX + 2];
 	json_t *s;
-	int64_t n;
+	int64_t n, gpus_seen = -1, per_node_seen = -1;
 	int i;
 
 	gp_jobspec_init(spec);
@@ -83,22 +83,42 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		o = &args->cmd->options[args->seen[i].option];
 		v = args->seen[i].value;
 		if (strcmp(o->name, "gpus") == 0 ||
+		    strcmp(o->name, "gpus-per-node") == 0 ||
+		    strcmp(o->name, "nodes") == 0 ||
 		    strcmp(o->name, "cpus") == 0) {
 			if (gp_parse_int(v, INT_MIN, INT_MAX, &n) != 0)
 				return fail(err, errlen,
 				    "--%s: '%s' is not a whole number", o->name,
 				    v);
 			if (strcmp(o->name, "gpus") == 0)
-				spec->gpus = (int)n;
+				spec->gpus = (int)(gpus_seen = n);
+			else if (strcmp(o->name, "gpus-per-node") == 0)
+				spec->gpus = (int)(per_node_seen = n);
+			else if (strcmp(o->name, "nodes") == 0)
+				spec->nodes = (int)n;
 			else
 				spec->cpus = (int)n;
+		} else if (strcmp(o->name, "gpu-share") == 0) {
+			if (gp_share_parse(v, &spec->gpu_milli) != 0)
+				return fail(err, errlen,
+				    "--gpu-share: '%s' is not a share of one "
+				    "GPU above 0 and below 1 (like 0.5)",
+				    v);
+		} else if (strcmp(o->name, "compute-capability") == 0) {
+			if (gp_capability_parse(v, &spec->min_capability) != 0)
+				return fail(err, errlen,
+				    "--compute-capability: '%s' is not X.Y "
+				    "(like 8.0)",
+				    v);
 		} else if (strcmp(o->name, "gpu-mem") == 0 ||
+		    strcmp(o->name, "min-gpu-mem") == 0 ||
 		    strcmp(o->name, "mem") == 0) {
+			const char *field = o->name[0] == 'g' ? "gpu_mem_mib"
+			    : o->name[1] == 'i'               ? "min_gpu_mem_mib"
+			                                      : "mem_mib";
 			if (v[0] == '-')
 				return fail(err, errlen,
-				    "%s: must be between 0 and %lld",
-				    o->name[0] == 'g' ? "gpu_mem_mib"
-				                      : "mem_mib",
+				    "%s: must be between 0 and %lld", field,
 				    GP_MIB_MAX);
 			if (gp_parse_mib(v, &n) != 0)
 				return fail(err, errlen,
@@ -107,6 +127,8 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    o->name, v);
 			if (o->name[0] == 'g')
 				spec->gpu_mem_mib = n;
+			else if (o->name[1] == 'i')
+				spec->min_gpu_mem_mib = n;
 			else
 				spec->mem_mib = n;
 		} else if (strcmp(o->name, "gpu-model") == 0) {
@@ -181,6 +203,10 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				return fail(err, errlen,
 				    "env.%s: not valid UTF-8", key);
 			json_object_set_new(spec->env, key, s);
+		} else if (strcmp(o->name, "data") == 0) {
+			if (gp_data_spec_parse(v, &s, err, errlen) != 0)
+				return GP_EINVAL;
+			json_array_append_new(spec->data, s);
 		}
 	}
 	for (i = 0; i < args->noperands; i++) {
@@ -195,6 +221,18 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		    "left out only with --image)");
 	if (spec->name[0] == '\0' && args->noperands > 0)
 		default_name(args->operands[0], spec->name, sizeof(spec->name));
+	if (gpus_seen >= 0 && per_node_seen >= 0 && gpus_seen != per_node_seen)
+		return fail(err, errlen,
+		    "--gpus and --gpus-per-node say different things (they "
+		    "are the same: GPUs per node)");
+	if (gp_jobspec_is_fraction(spec) && gpus_seen < 0 &&
+	    per_node_seen < 0)
+		spec->gpus = 1;
+	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
+		return fail(err, errlen,
+		    "--gpu-share and --gpu-mem ask for a fraction of one GPU: "
+		    "--gpus must be 1 (for GPUs with at least this much "
+		    "memory, use --min-gpu-mem)");
 	if (spec->name[0] == '\0') {
 		/* The image's repository: "lab/pytorch:2" names it pytorch. */
 		char base[GP_IMAGE_REF_MAX + 1];
@@ -301,15 +339,34 @@ display_state(json_t *job)
 	return state;
 }
 
+/*
+ * A request's GPUs as ps shows them: "2", a share "0.5", a gang "3x2".
+ */
+static void
+gpus_text(json_t *req, char *buf, size_t len)
+{
+	json_int_t gpus = json_integer_value(json_object_get(req, "gpus"));
+	json_int_t nodes = json_integer_value(json_object_get(req, "nodes"));
+	json_t *share = json_object_get(req, "gpu_share");
+
+	if (json_is_number(share))
+		snprintf(buf, len, "%g", json_number_value(share));
+	else if (nodes > 1)
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT "x%" JSON_INTEGER_FORMAT,
+		    nodes, gpus);
+	else
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, gpus);
+}
+
 int
 gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 {
 	static const char *const header[] = {"ID", "NAME", "USER", "GROUP",
-	    "STATE", "NODE", "GPUS", "ELAPSED"};
+	    "STATE", "NODE", "GPUS", "ELAPSED", "WAIT"};
 	struct gp_table t;
 	json_t *jobs, *job, *req;
 	char id[32], gpus[16], elapsed[32];
-	const char *row[8];
+	const char *row[9];
 	int64_t ms;
 	size_t i;
 	int rc;
@@ -317,7 +374,7 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 	jobs = json_object_get(reply, "jobs");
 	if (!json_is_array(jobs))
 		return GP_EPROTO;
-	if ((rc = gp_table_init(&t, 8, header)) != 0)
+	if ((rc = gp_table_init(&t, 9, header)) != 0)
 		return rc;
 	t.right[0] = t.right[6] = t.right[7] = 1;
 	json_array_foreach(jobs, i, job)
@@ -325,8 +382,7 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
 		    json_integer_value(json_object_get(job, "id")));
 		req = json_object_get(job, "request");
-		snprintf(gpus, sizeof(gpus), "%" JSON_INTEGER_FORMAT,
-		    json_integer_value(json_object_get(req, "gpus")));
+		gpus_text(req, gpus, sizeof(gpus));
 		ms = gp_cli_job_elapsed(job, now_ms);
 		if (ms >= 0)
 			gp_cli_format_elapsed(ms, elapsed, sizeof(elapsed));
@@ -340,6 +396,9 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 		row[5] = gp_cli_json_str(job, "node");
 		row[6] = json_is_object(req) ? gpus : NULL;
 		row[7] = elapsed;
+		/* Why a queued job waits (the scheduler's reason). */
+		row[8] = gp_cli_json_str(json_object_get(job, "wait"),
+		    "reason");
 		if ((rc = gp_table_add(&t, row)) != 0)
 			break;
 	}
@@ -371,6 +430,96 @@ gp_cli_cmd_ps(const struct gp_cli_args *args)
 		return 0;
 	}
 	rc = gp_cli_render_jobs(reply, gp_now_ms(), &out);
+	json_decref(reply);
+	if (rc != 0) {
+		gp_cli_error("unexpected answer from the coordinator: %s",
+		    gp_strerror(rc));
+		gp_buf_free(&out);
+		return GP_CLI_EXIT_FAIL;
+	}
+	fwrite(out.data, 1, out.len, stdout);
+	gp_buf_free(&out);
+	return 0;
+}
+
+int
+gp_cli_render_queue(json_t *reply, struct gp_buf *out)
+{
+	static const char *const header[] = {"POS", "ID", "NAME", "USER",
+	    "GROUP", "GPUS", "WAIT", "WHY"};
+	struct gp_table t;
+	json_t *jobs, *job, *head;
+	char pos[32], id[32], gpus[32];
+	const char *row[8];
+	size_t i;
+	int rc;
+
+	jobs = json_object_get(reply, "jobs");
+	if (!json_is_array(jobs))
+		return GP_EPROTO;
+	if ((rc = gp_table_init(&t, 8, header)) != 0)
+		return rc;
+	t.right[0] = t.right[1] = t.right[5] = 1;
+	json_array_foreach(jobs, i, job)
+	{
+		snprintf(pos, sizeof(pos), "%" JSON_INTEGER_FORMAT,
+		    json_integer_value(json_object_get(job, "position")));
+		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
+		    json_integer_value(json_object_get(job, "id")));
+		gpus_text(job, gpus, sizeof(gpus));
+		row[0] = pos;
+		row[1] = id;
+		row[2] = gp_cli_json_str(job, "name");
+		row[3] = gp_cli_json_str(job, "user");
+		row[4] = gp_cli_json_str(job, "group");
+		row[5] = gpus;
+		row[6] = gp_cli_json_str(job, "reason");
+		row[7] = gp_cli_json_str(job, "why");
+		if ((rc = gp_table_add(&t, row)) != 0)
+			break;
+	}
+	if (rc == 0)
+		rc = gp_table_render(&t, out);
+	gp_table_fini(&t);
+	if (rc != 0)
+		return rc;
+	head = json_object_get(reply, "head");
+	json_array_foreach(jobs, i, job)
+	{
+		if (!json_is_integer(head) ||
+		    json_integer_value(json_object_get(job, "id")) !=
+		        json_integer_value(head))
+			continue;
+		if (gp_cli_json_str(job, "expected_start") != NULL)
+			rc = gp_buf_printf(out,
+			    "job %" JSON_INTEGER_FORMAT
+			    " holds the reservation: expected start %s\n",
+			    json_integer_value(head),
+			    gp_cli_json_str(job, "expected_start"));
+	}
+	return rc;
+}
+
+int
+gp_cli_cmd_queue(const struct gp_cli_args *args)
+{
+	struct gp_cli_conn conn;
+	struct gp_buf out = {0};
+	json_t *reply;
+	int rc;
+
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	rc = gp_cli_call(&conn, "GET", "/v1/queue", NULL, 0, &reply, NULL);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	if (gp_cli_flag(args, "json")) {
+		gp_cli_print_json(reply);
+		json_decref(reply);
+		return 0;
+	}
+	rc = gp_cli_render_queue(reply, &out);
 	json_decref(reply);
 	if (rc != 0) {
 		gp_cli_error("unexpected answer from the coordinator: %s",
@@ -449,6 +598,53 @@ or_dash(const char *s)
 	return s != NULL ? s : "-";
 }
 
+/* A queued job's wait: "share (why); position 3; expected start T". */
+static void
+print_wait(json_t *w)
+{
+	if (!json_is_object(w))
+		return;
+	printf("wait: %s (%s); position %" JSON_INTEGER_FORMAT,
+	    or_dash(gp_cli_json_str(w, "reason")),
+	    or_dash(gp_cli_json_str(w, "why")),
+	    json_integer_value(json_object_get(w, "position")));
+	if (gp_cli_json_str(w, "expected_start") != NULL)
+		printf("; expected start %s",
+		    gp_cli_json_str(w, "expected_start"));
+	printf("\n");
+}
+
+/* A gang's parts: "part 0: node=a gpus=0,1 started". */
+static void
+print_parts(json_t *parts)
+{
+	struct gp_buf b = {0};
+	json_t *p;
+	size_t i;
+
+	if (json_array_size(parts) < 2 && !(json_array_size(parts) == 1 &&
+	        json_is_number(json_object_get(json_array_get(parts, 0),
+	            "gpu_share"))))
+		return;
+	printf("parts:\n");
+	json_array_foreach(parts, i, p)
+	{
+		join_array(json_object_get(p, "gpus"), ",", 0, &b);
+		printf("  part %" JSON_INTEGER_FORMAT ": node=%s gpus=%s",
+		    json_integer_value(json_object_get(p, "part")),
+		    or_dash(gp_cli_json_str(p, "node")),
+		    b.len > 0 ? b.data : "-");
+		if (json_is_number(json_object_get(p, "gpu_share")))
+			printf(" share=%g",
+			    json_number_value(json_object_get(p, "gpu_share")));
+		printf(" %s\n",
+		    json_is_true(json_object_get(p, "ended"))         ? "ended"
+		    : json_is_true(json_object_get(p, "started")) ? "started"
+		                                                   : "starting");
+		gp_buf_free(&b);
+	}
+}
+
 static void
 print_job(json_t *job)
 {
@@ -469,6 +665,7 @@ print_job(json_t *job)
 	if (gp_cli_json_str(job, "hold_reason") != NULL)
 		print_field("held", gp_cli_json_str(job, "hold_reason"));
 	print_field("reason", gp_cli_json_str(job, "reason"));
+	print_wait(json_object_get(job, "wait"));
 	if (gp_cli_json_str(job, "message") != NULL &&
 	    gp_cli_json_str(job, "message")[0] != '\0')
 		print_field("message", gp_cli_json_str(job, "message"));
@@ -479,6 +676,7 @@ print_job(json_t *job)
 	join_array(json_object_get(job, "gpus"), ",", 0, &b);
 	print_field("gpus", b.len > 0 ? b.data : NULL);
 	gp_buf_free(&b);
+	print_parts(json_object_get(job, "parts"));
 	if (json_array_size(json_object_get(job, "gpu_uuids")) > 0) {
 		join_array(json_object_get(job, "gpu_uuids"), ",", 0, &b);
 		print_field("gpu_uuids", b.data);
@@ -488,6 +686,16 @@ print_job(json_t *job)
 		print_field("image", gp_cli_json_str(job, "image"));
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
+	gp_buf_free(&b);
+	/* Data sets: "alice/imagenet@3:/mnt, ..." */
+	json_array_foreach(json_object_get(job, "data"), i, v)
+		gp_buf_printf(&b, "%s%s/%s@%" JSON_INTEGER_FORMAT ":%s",
+		    i ? ", " : "", or_dash(gp_cli_json_str(v, "owner")),
+		    or_dash(gp_cli_json_str(v, "name")),
+		    json_integer_value(json_object_get(v, "version")),
+		    or_dash(gp_cli_json_str(v, "path")));
+	if (b.len > 0)
+		print_field("data", b.data);
 	gp_buf_free(&b);
 	print_field("submitted_at", gp_cli_json_str(job, "submitted_at"));
 	print_field("started_at", gp_cli_json_str(job, "started_at"));
@@ -512,6 +720,13 @@ print_job(json_t *job)
 	if (json_is_object(req)) {
 		gp_buf_printf(&b, "gpus=%" JSON_INTEGER_FORMAT,
 		    json_integer_value(json_object_get(req, "gpus")));
+		if (json_integer_value(json_object_get(req, "nodes")) > 1)
+			gp_buf_printf(&b, " nodes=%" JSON_INTEGER_FORMAT,
+			    json_integer_value(json_object_get(req, "nodes")));
+		if (json_is_number(json_object_get(req, "gpu_share")))
+			gp_buf_printf(&b, " gpu_share=%g",
+			    json_number_value(json_object_get(req,
+			        "gpu_share")));
 		if (json_integer_value(json_object_get(req, "gpu_mem_mib")) >
 		    0) {
 			gp_cli_format_mib(json_integer_value(
@@ -520,6 +735,17 @@ print_job(json_t *job)
 			    mib, sizeof(mib));
 			gp_buf_printf(&b, " gpu_mem=%s", mib);
 		}
+		if (json_integer_value(json_object_get(req,
+		        "min_gpu_mem_mib")) > 0) {
+			gp_cli_format_mib(json_integer_value(
+			                      json_object_get(req,
+			                          "min_gpu_mem_mib")),
+			    mib, sizeof(mib));
+			gp_buf_printf(&b, " min_gpu_mem=%s", mib);
+		}
+		if (gp_cli_json_str(req, "compute_capability") != NULL)
+			gp_buf_printf(&b, " compute_capability=%s",
+			    gp_cli_json_str(req, "compute_capability"));
 		if (gp_cli_json_str(req, "gpu_model") != NULL)
 			gp_buf_printf(&b, " gpu_model=%s",
 			    gp_cli_json_str(req, "gpu_model"));
@@ -681,25 +907,32 @@ gp_cli_cmd_logs(const struct gp_cli_args *args)
 	struct gp_http_response resp;
 	struct gp_cli_conn conn;
 	int follow = gp_cli_flag(args, "follow");
-	int64_t id, offset = 0;
-	char path[128];
+	const char *pv = gp_cli_value(args, "part");
+	int64_t id, offset = 0, part = 0;
+	char path[160];
 	int rc;
 
 	if ((rc = job_operand(args, &id)) != 0)
 		return rc;
+	if (pv != NULL &&
+	    gp_parse_int(pv, 0, GP_NODES_MAX - 1, &part) != 0)
+		return gp_cli_usage_error(NULL,
+		    "logs: --part '%s' is not a part number (0 to %d)", pv,
+		    GP_NODES_MAX - 1);
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
 		return rc;
 	for (;;) {
 		if (follow) {
 			snprintf(path, sizeof(path),
-			    "/v1/jobs/%lld/log?offset=%lld&wait_ms=%d",
-			    (long long)id, (long long)offset, LONG_POLL_MS);
+			    "/v1/jobs/%lld/log?offset=%lld&wait_ms=%d&part=%lld",
+			    (long long)id, (long long)offset, LONG_POLL_MS,
+			    (long long)part);
 			rc = patient_request(&conn, path,
 			    LONG_POLL_MS + LONG_POLL_SLACK_MS, &resp);
 		} else {
 			snprintf(path, sizeof(path),
-			    "/v1/jobs/%lld/log?offset=%lld", (long long)id,
-			    (long long)offset);
+			    "/v1/jobs/%lld/log?offset=%lld&part=%lld",
+			    (long long)id, (long long)offset, (long long)part);
 			rc = gp_http_request(conn.http, "GET", path, NULL, 0,
 			    NULL, 0, &resp);
 		}

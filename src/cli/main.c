@@ -117,11 +117,21 @@ static const struct gp_cli_option token_revoke_options[] = {
 };
 
 static const struct gp_cli_option submit_options[] = {
-    {"gpus", 'g', "N", "GPUs the job needs (default 1; 0 for none)"},
+    {"gpus", 'g', "N",
+        "GPUs the job needs, per node (default 1; 0 for none)"},
+    {"gpu-share", 0, "F",
+        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
     {"gpu-mem", 0, "MIB",
-        "each GPU has at least this much memory "
-        "(\"16G\", \"40960\")"},
+        "a fraction of one GPU: this much of its memory "
+        "(\"8G\", \"4096\")"},
+    {"min-gpu-mem", 0, "MIB",
+        "each GPU has at least this much memory (\"40G\")"},
     {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"compute-capability", 0, "X.Y",
+        "each GPU's compute capability is at least X.Y (\"8.0\")"},
+    {"nodes", 'N', "N",
+        "a gang of N parts on N nodes, started together (default 1)"},
+    {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
     {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
     {"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
     {"time", 't', "DURATION",
@@ -137,11 +147,31 @@ static const struct gp_cli_option submit_options[] = {
         "run for GROUP, one of yours (default: your first group)"},
     {"max-price", 0, "CREDITS",
         "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"},
+    {"data", 0, "[OWNER/]NAME[@V]:/PATH",
+	"mount a data set read-only at PATH (repeatable; the version "
+	"current at submit unless @V)"},
     {"image", 'i', "REF",
 	"run in this container image of the pool's store (NAME[:TAG] or "
 	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
     {"wait", 'w', NULL,
 	"print the id, wait for the job to finish, exit with its exit code"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option data_put_options[] = {
+    {"parallel", 0, "N", "concurrent chunk uploads (1 to 32, default 4)"},
+    {"json", 0, NULL, "print the result as JSON"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option data_ls_options[] = {
+    {"all", 'a', NULL, "every user's data sets (admin)"},
+    {"json", 0, NULL, "print the coordinator's JSON as is"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option fetch_options[] = {
+    {"parallel", 0, "N", "concurrent chunk downloads (1 to 32, default 4)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -182,6 +212,7 @@ static const struct gp_cli_option ps_options[] = {
 
 static const struct gp_cli_option logs_options[] = {
     {"follow", 'f', NULL, "keep following until the job finishes"},
+    {"part", 'p', "K", "a gang's part K (default 0, the rank-0 part)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -264,6 +295,15 @@ static const struct gp_cli_command commands[] = {
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
     {"show", "JOB", "show one job, with its attempts", json_options, 1, 1, 0,
         NULL, gp_cli_cmd_show},
+    {"queue", "", "the queue in the scheduler's order, with why each waits",
+        json_options, 0, 0, 0,
+        "POS is the job's place in the order the scheduler tries jobs "
+        "(fair share\nbetween groups, then users; held jobs last). WAIT "
+        "is why it has not\nstarted: resources, never, share, priority, "
+        "reservation, gang, held,\npreempting (see docs/scheduling.md). "
+        "The job that holds the backfill\nreservation is shown with its "
+        "expected start.",
+        gp_cli_cmd_queue},
     {"logs", "JOB", "print a job's output (-f: follow it)", logs_options, 1, 1,
         0, NULL, gp_cli_cmd_logs},
     {"cancel", "JOB", "cancel a job", no_options, 1, 1, 0, NULL,
@@ -335,6 +375,55 @@ static const struct gp_cli_command commands[] = {
         "DIR must exist and be empty. Every chunk is verified against its\n"
         "BLAKE2b-256 name; on any failure DIR is left empty.",
         gp_cli_cmd_checkpoint_get},
+    {"data put", "NAME PATH",
+        "upload a file or directory as a new version of data set NAME",
+        data_put_options, 2, 2, 0,
+        "Chunked (4 MiB, named by BLAKE2b-256) and deduplicated: only "
+        "chunks the\ncoordinator lacks are sent, so a rerun after a "
+        "broken upload sends only\nwhat is missing, and a new version "
+        "sends only what changed. Symbolic\nlinks and special files "
+        "beneath PATH are skipped. Refused (nothing is\nsent) when it "
+        "would exceed your storage quota. Prints OWNER/NAME@VERSION.",
+        gp_cli_cmd_data_put},
+    {"data ls", "[[OWNER/]NAME]",
+        "list your data sets and those shared with you (or one's versions)",
+        data_ls_options, 0, 1, 0, NULL, gp_cli_cmd_data_ls},
+    {"data rm", "[OWNER/]NAME[@VERSION]",
+        "remove a data set (every version) or one version", no_options, 1,
+        1, 0,
+        "Refused while a queued or running job mounts it. Storage is "
+        "freed once no\nother data set, output or checkpoint of yours "
+        "uses the same chunks.",
+        gp_cli_cmd_data_rm},
+    {"data share", "[OWNER/]NAME USER",
+        "let USER read a data set and mount it in jobs", no_options, 2, 2,
+        0, "USER names it OWNER/NAME (`gpupool data ls` lists it).",
+        gp_cli_cmd_data_share},
+    {"data unshare", "[OWNER/]NAME USER", "stop sharing a data set with USER",
+        no_options, 2, 2, 0,
+        "Queued jobs of USER that mount it then fail to start.",
+        gp_cli_cmd_data_unshare},
+    {"fetch", "JOB [DEST]",
+        "download what a job wrote to $GPUPOOL_OUTPUT_DIR",
+        fetch_options, 1, 2, 0,
+        "DEST (default job-JOB-output) is created, or must be empty. Every "
+        "chunk is\nverified against its BLAKE2b-256 name; on any failure "
+        "DEST is left empty.",
+        gp_cli_cmd_fetch},
+    {"output rm", "JOB", "remove a job's stored output", no_options, 1, 1, 0,
+        NULL, gp_cli_cmd_output_rm},
+    {"quota show", "[USER]",
+        "show a storage quota and what counts against it", json_options, 0,
+        1, 0,
+        "Data sets and job outputs count, each distinct chunk once; "
+        "checkpoints\ndo not. Users see their own; admins anyone's.",
+        gp_cli_cmd_quota_show},
+    {"quota set", "USER SIZE",
+        "set a user's storage quota (admin): SIZE, none or default",
+        no_options, 2, 2, 0,
+        "SIZE like 500M, 20G or 1T; none: no limit; default: the "
+        "coordinator's\n--quota-default.",
+        gp_cli_cmd_quota_set},
     {"image import", "FILE",
         "import an image archive (OCI layout or docker save, .tar[.gz])",
         image_import_options, 1, 1, 0,
@@ -755,6 +844,8 @@ static const struct {
 	const char *name, *summary;
 } groups[] = {
     {"provider", "lend this machine: status, pause, reclaim, leave, policy"},
+    {"data", "data sets: put, ls, rm, share, unshare"},
+    {"quota", "storage quotas: show, set"},
     {"image", "container images: import, ls, rm, pull, sign"},
     {"token", "API tokens (admin): create, ls, revoke"},
     {"group", "groups (labs): create, ls, set, add, remove, move"},

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gp.h"
+#include "jobspec.h"
 
 void
 gp_ckpt_chunk_name(const void *data, size_t len, char out[GP_CKPT_NAME_HEX])
@@ -282,4 +283,133 @@ gp_ckpt_label(const char *text, size_t len, char *out)
 		out[n++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
 	}
 	out[n] = '\0';
+}
+
+int
+gp_upload_request_decode(const char *text, size_t len, int want_name,
+    int64_t max_bytes, char *name, json_t **manifest,
+    struct gp_ckpt_totals *tot, char *err, size_t errlen)
+{
+	struct gp_ckpt_totals t;
+	json_t *root, *m, *v, *f, *c, *sizes = NULL;
+	const char *key, *cname;
+	int64_t size, want;
+	size_t i, k;
+	int ret = GP_EINVAL;
+
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return bad(err, errlen, GP_EINVAL, "body: a JSON object");
+	}
+	json_object_foreach(root, key, v)
+	{
+		if (strcmp(key, "manifest") != 0 &&
+		    !(want_name && strcmp(key, "data_set") == 0)) {
+			bad(err, errlen, ret, "unknown field '%.64s'", key);
+			goto out;
+		}
+	}
+	if (want_name) {
+		v = json_object_get(root, "data_set");
+		if (!plain_string(v) || !gp_data_name_valid(
+		    json_string_value(v))) {
+			bad(err, errlen, ret, "data_set: 1 to 64 of A-Z a-z "
+			    "0-9 . _ -, not starting with '.'");
+			goto out;
+		}
+	}
+	m = json_object_get(root, "manifest");
+	if (!json_is_object(m)) {
+		bad(err, errlen, ret, "manifest: missing or not an object");
+		goto out;
+	}
+	if (json_object_get(m, "label") != NULL) {
+		bad(err, errlen, ret, "manifest: label is for checkpoints");
+		goto out;
+	}
+	if ((ret = gp_ckpt_manifest_check(m, max_bytes, 0, &t, err,
+	    errlen)) != 0)
+		goto out;
+	/* A chunk name stands for one content, hence one size. */
+	ret = GP_EINVAL;
+	if ((sizes = json_object()) == NULL) {
+		ret = bad(err, errlen, GP_ENOMEM, "out of memory");
+		goto out;
+	}
+	json_array_foreach(json_object_get(m, "files"), i, f)
+	{
+		size = json_integer_value(json_object_get(f, "size"));
+		json_array_foreach(json_object_get(f, "chunks"), k, c)
+		{
+			cname = json_string_value(c);
+			want = size - (int64_t)k * GP_CKPT_CHUNK_SIZE;
+			if (want > GP_CKPT_CHUNK_SIZE)
+				want = GP_CKPT_CHUNK_SIZE;
+			v = json_object_get(sizes, cname);
+			if (v == NULL) {
+				json_object_set_new(sizes, cname,
+				    json_integer(want));
+				continue;
+			}
+			if (json_integer_value(v) != want) {
+				bad(err, errlen, ret, "files[%zu].chunks[%zu]: "
+				    "chunk %.16s... listed with two sizes, "
+				    "%lld and %lld", i, k, cname,
+				    (long long)json_integer_value(v),
+				    (long long)want);
+				goto out;
+			}
+		}
+	}
+	if (want_name)
+		snprintf(name, GP_CKPT_DATA_NAME_LEN, "%s",
+		    json_string_value(json_object_get(root, "data_set")));
+	else
+		name[0] = '\0';
+	*manifest = json_incref(m);
+	*tot = t;
+	ret = 0;
+out:
+	json_decref(sizes);
+	json_decref(root);
+	return ret;
+}
+
+int
+gp_share_request_decode(const char *text, size_t len, char *user, char *err,
+    size_t errlen)
+{
+	json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *v = json_object_get(body, "user");
+	int ret = 0;
+
+	if (!json_is_object(body) || json_object_size(body) != 1 ||
+	    !plain_string(v) || !gp_name_valid(json_string_value(v)))
+		ret = bad(err, errlen, GP_EINVAL, "body: {\"user\": NAME}, a "
+		    "user name of 1 to 64 of A-Z a-z 0-9 . _ -");
+	else
+		snprintf(user, GP_CKPT_DATA_NAME_LEN, "%s",
+		    json_string_value(v));
+	json_decref(body);
+	return ret;
+}
+
+int
+gp_quota_request_decode(const char *text, size_t len, int64_t *bytes,
+    char *err, size_t errlen)
+{
+	json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *v = json_object_get(body, "bytes");
+	int ret = 0;
+
+	if (!json_is_object(body) || json_object_size(body) != 1 ||
+	    v == NULL || !(json_is_null(v) || (json_is_integer(v) &&
+	    json_integer_value(v) >= 1)))
+		ret = bad(err, errlen, GP_EINVAL, "body: {\"bytes\": N} (N >= 1) "
+		    "or {\"bytes\": null} for no limit");
+	else
+		*bytes = json_is_integer(v) ? json_integer_value(v) : 0;
+	json_decref(body);
+	return ret;
 }

@@ -53,8 +53,12 @@ struct gp_ckpt_totals {
 	int64_t chunks;
 };
 
-/* Keys a stored manifest carries beside files and label (GET answers). */
-#define GP_CKPT_META_KEYS "version", "attempt", "created_at", "bytes"
+/*
+ * Keys a stored manifest carries beside files and label (GET answers):
+ * checkpoints, data set versions (owner, name) and job outputs (job_id).
+ */
+#define GP_CKPT_META_KEYS "version", "attempt", "created_at", "bytes", \
+	"owner", "name", "job_id"
 
 /*
  * Checks a manifest (untrusted). IN: max_bytes, the largest total size
@@ -64,6 +68,37 @@ struct gp_ckpt_totals {
  */
 int gp_ckpt_manifest_check(json_t *manifest, int64_t max_bytes, int meta,
     struct gp_ckpt_totals *tot, char *err, size_t errlen);
+
+/*
+ * Decodes the first request of a data set or output upload (untrusted;
+ * tests/fuzz/fuzz_upload_request.c): {"data_set": NAME, "manifest": M}
+ * with want_name, {"manifest": M} without. M is checked as by
+ * gp_ckpt_manifest_check (no label, no metadata, at most max_bytes) and
+ * may not list one chunk name with two sizes. OUT: name (at least
+ * GP_CKPT_DATA_NAME_LEN bytes; "" without want_name), *manifest (a new
+ * reference), *tot, all written only on success. Returns 0, GP_ETOOBIG
+ * or GP_EINVAL with err set.
+ */
+#define GP_CKPT_DATA_NAME_LEN 65
+int gp_upload_request_decode(const char *text, size_t len, int want_name,
+    int64_t max_bytes, char *name, json_t **manifest,
+    struct gp_ckpt_totals *tot, char *err, size_t errlen);
+
+/*
+ * Decodes the body of a data set's share or unshare request (untrusted):
+ * {"user": NAME}, NAME a valid user name. OUT: user (GP_NAME_MAX + 1
+ * bytes), written only on success. Returns 0 or GP_EINVAL with err set.
+ */
+int gp_share_request_decode(const char *text, size_t len, char *user,
+    char *err, size_t errlen);
+
+/*
+ * Decodes the body of a quota change (untrusted): {"bytes": N} (N >= 1)
+ * or {"bytes": null} (no limit). OUT: *bytes (0 for null), written only
+ * on success. Returns 0 or GP_EINVAL with err set.
+ */
+int gp_quota_request_decode(const char *text, size_t len, int64_t *bytes,
+    char *err, size_t errlen);
 
 /*
  * The label a COMPLETE marker gives: its first line, at most

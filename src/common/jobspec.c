@@ -3,6 +3,7 @@
  */
 #include "jobspec.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,7 +31,9 @@ gp_jobspec_init(struct gp_jobspec *spec)
 	memset(spec, 0, sizeof(*spec));
 	spec->command = json_array();
 	spec->env = json_object();
+	spec->data = json_array();
 	spec->gpus = 1;
+	spec->nodes = 1;
 	spec->cpus = 1;
 	spec->checkpoint_every_s = GP_CHECKPOINT_EVERY_DEFAULT;
 	spec->checkpoint_signal = SIGUSR1;
@@ -80,7 +83,77 @@ gp_jobspec_fini(struct gp_jobspec *spec)
 {
 	json_decref(spec->command);
 	json_decref(spec->env);
-	spec->command = spec->env = NULL;
+	json_decref(spec->data);
+	spec->command = spec->env = spec->data = NULL;
+}
+
+int
+gp_jobspec_is_fraction(const struct gp_jobspec *spec)
+{
+	return spec->gpu_milli > 0 || spec->gpu_mem_mib > 0;
+}
+
+int
+gp_capability_parse(const char *text, int *out)
+{
+	int64_t major, minor = 0;
+	const char *dot = strchr(text, '.');
+	char buf[8];
+	size_t n = dot != NULL ? (size_t)(dot - text) : strlen(text);
+
+	if (n == 0 || n >= sizeof(buf))
+		return GP_EINVAL;
+	memcpy(buf, text, n);
+	buf[n] = '\0';
+	if (buf[0] < '0' || buf[0] > '9' ||
+	    gp_parse_int(buf, 1, 99, &major) != 0)
+		return GP_EINVAL;
+	if (dot != NULL) {
+		if (dot[1] < '0' || dot[1] > '9' || dot[2] != '\0')
+			return GP_EINVAL;
+		minor = dot[1] - '0';
+	}
+	*out = (int)(major * 10 + minor);
+	return 0;
+}
+
+void
+gp_capability_format(int cap, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d.%d", cap / 10, cap % 10);
+}
+
+/* A share 0 < f < 1 in thousandths, or -1. */
+static int
+share_milli(double f)
+{
+	long m;
+
+	if (!(f > 0 && f < 1))
+		return -1;
+	m = lround(f * 1000);
+	return m >= 1 && m <= 999 ? (int)m : -1;
+}
+
+int
+gp_share_parse(const char *text, int *milli)
+{
+	char *end;
+	double f;
+	int m;
+	size_t i;
+
+	/* Digits and one dot only: no signs, exponents, "nan" or "inf". */
+	if (text[0] == '\0' || strlen(text) > 16)
+		return GP_EINVAL;
+	for (i = 0; text[i] != '\0'; i++)
+		if (!((text[i] >= '0' && text[i] <= '9') || text[i] == '.'))
+			return GP_EINVAL;
+	f = strtod(text, &end);
+	if (*end != '\0' || (m = share_milli(f)) < 0)
+		return GP_EINVAL;
+	*milli = m;
+	return 0;
 }
 
 int
@@ -98,6 +171,191 @@ gp_name_valid(const char *name)
 			return 0;
 	}
 	return 1;
+}
+
+int
+gp_data_name_valid(const char *name)
+{
+	return gp_name_valid(name) && name[0] != '.';
+}
+
+/* The job's own directories: a data set never covers them. */
+static const char *const reserved_trees[] = {"/proc", "/dev", "/sys",
+    NULL};
+static const char *const reserved_dirs[] = {"/", "/bin", "/boot", "/etc",
+    "/lib", "/lib32", "/lib64", "/libx32", "/run", "/sbin", "/tmp", "/usr",
+    "/var", NULL};
+
+int
+gp_mount_path_check(const char *path, char *err, size_t errlen)
+{
+	size_t len, i, start, n;
+
+	if (path == NULL || path[0] != '/')
+		return fail(err, errlen, "mount path '%.100s': must be an "
+		    "absolute path", path != NULL ? path : "");
+	len = strlen(path);
+	if (len > GP_MOUNT_PATH_MAX)
+		return fail(err, errlen, "mount path: longer than %d bytes",
+		    GP_MOUNT_PATH_MAX);
+	for (i = 0; i < len; i++)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+			return fail(err, errlen, "mount path: control "
+			    "characters");
+	for (i = 0; reserved_dirs[i] != NULL; i++)
+		if (strcmp(path, reserved_dirs[i]) == 0)
+			return fail(err, errlen, "mount path %.100s is "
+			    "reserved: it would cover the job's system "
+			    "directories", path);
+	/* Components: path[start, i) between slashes. */
+	for (start = 1, i = 1; i <= len; i++) {
+		if (i < len && path[i] != '/')
+			continue;
+		n = i - start;
+		if (n == 0 || (n == 1 && path[start] == '.') ||
+		    (n == 2 && path[start] == '.' && path[start + 1] == '.'))
+			return fail(err, errlen, "mount path '%.100s': empty, "
+			    "'.' or '..' component, or a trailing '/'", path);
+		start = i + 1;
+	}
+	for (i = 0; reserved_trees[i] != NULL; i++) {
+		n = strlen(reserved_trees[i]);
+		if (strncmp(path, reserved_trees[i], n) == 0 &&
+		    (path[n] == '\0' || path[n] == '/'))
+			return fail(err, errlen, "mount path %.100s is "
+			    "reserved: %s is the job's own", path,
+			    reserved_trees[i]);
+	}
+	return 0;
+}
+
+/* 1 when b is a or lies beneath it. */
+static int
+path_within(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* Checks the data list of a spec: entries, names, paths, overlaps. */
+static int
+validate_data(json_t *data, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"name", "owner", "version", "path",
+	    NULL};
+	const char *key, *name, *owner, *path, *other;
+	json_t *d, *v;
+	size_t i, k;
+	int known;
+
+	if (!json_is_array(data))
+		return fail(err, errlen, "data: must be an array of objects");
+	if (json_array_size(data) > GP_DATA_MOUNTS_MAX)
+		return fail(err, errlen, "data: more than %d data sets",
+		    GP_DATA_MOUNTS_MAX);
+	json_array_foreach(data, i, d)
+	{
+		if (!json_is_object(d))
+			return fail(err, errlen, "data[%zu]: not an object", i);
+		json_object_foreach(d, key, v)
+		{
+			known = 0;
+			for (k = 0; keys[k] != NULL; k++)
+				if (strcmp(key, keys[k]) == 0)
+					known = 1;
+			if (!known)
+				return fail(err, errlen,
+				    "data[%zu]: unknown field '%.64s'", i, key);
+		}
+		v = json_object_get(d, "name");
+		name = json_string_value(v);
+		if (name == NULL || strlen(name) != json_string_length(v) ||
+		    !gp_data_name_valid(name))
+			return fail(err, errlen, "data[%zu].name: 1 to %d "
+			    "characters of A-Z a-z 0-9 . _ -, not starting "
+			    "with '.'", i, GP_NAME_MAX);
+		v = json_object_get(d, "owner");
+		owner = json_string_value(v);
+		if (v != NULL && (owner == NULL ||
+		    strlen(owner) != json_string_length(v) ||
+		    !gp_name_valid(owner)))
+			return fail(err, errlen, "data[%zu].owner: a user name",
+			    i);
+		v = json_object_get(d, "version");
+		if (v != NULL && (!json_is_integer(v) ||
+		    json_integer_value(v) < 1 ||
+		    json_integer_value(v) > INT64_MAX / 2))
+			return fail(err, errlen, "data[%zu].version: a "
+			    "positive integer", i);
+		v = json_object_get(d, "path");
+		path = json_string_value(v);
+		if (path == NULL || strlen(path) != json_string_length(v))
+			return fail(err, errlen, "data[%zu].path: missing or "
+			    "not a string", i);
+		if (gp_mount_path_check(path, err, errlen) != 0)
+			return GP_EINVAL;
+		for (k = 0; k < i; k++) {
+			other = json_string_value(json_object_get(
+			    json_array_get(data, k), "path"));
+			if (path_within(other, path) ||
+			    path_within(path, other))
+				return fail(err, errlen, "data[%zu].path: %.100s "
+				    "%s %.100s of data[%zu]", i, path,
+				    strcmp(path, other) == 0 ? "is the path"
+				    : "overlaps the path", other, k);
+		}
+	}
+	return 0;
+}
+
+int
+gp_data_spec_parse(const char *text, json_t **out, char *err, size_t errlen)
+{
+	char buf[GP_NAME_MAX * 2 + 64], *colon, *slash, *at, *name;
+	json_t *o;
+	int64_t version = 0;
+
+	colon = text != NULL ? strchr(text, ':') : NULL;
+	if (colon == NULL || (size_t)(colon - text) >= sizeof(buf) ||
+	    colon == text)
+		return fail(err, errlen, "--data: expected "
+		    "[OWNER/]NAME[@VERSION]:/PATH, got '%.100s'",
+		    text != NULL ? text : "");
+	memcpy(buf, text, (size_t)(colon - text));
+	buf[colon - text] = '\0';
+	name = buf;
+	slash = strchr(buf, '/');
+	if (slash != NULL) {
+		*slash = '\0';
+		name = slash + 1;
+		if (!gp_name_valid(buf))
+			return fail(err, errlen, "--data: '%.64s' is not a "
+			    "user name", buf);
+	}
+	at = strchr(name, '@');
+	if (at != NULL) {
+		*at = '\0';
+		if (gp_parse_int(at + 1, 1, INT64_MAX / 2, &version) != 0)
+			return fail(err, errlen, "--data: '%.64s' is not a "
+			    "version number", at + 1);
+	}
+	if (!gp_data_name_valid(name))
+		return fail(err, errlen, "--data: '%.64s' is not a data set "
+		    "name (1 to %d of A-Z a-z 0-9 . _ -, not starting with "
+		    "'.')", name, GP_NAME_MAX);
+	if (gp_mount_path_check(colon + 1, err, errlen) != 0)
+		return GP_EINVAL;
+	o = json_pack("{s:s,s:s}", "name", name, "path", colon + 1);
+	if (o == NULL)
+		return fail(err, errlen, "--data: not valid UTF-8");
+	if (slash != NULL)
+		json_object_set_new(o, "owner", json_string(buf));
+	if (version > 0)
+		json_object_set_new(o, "version",
+		    json_integer((json_int_t)version));
+	*out = o;
+	return 0;
 }
 
 static int
@@ -188,6 +446,25 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 	if (spec->gpu_mem_mib < 0 || spec->gpu_mem_mib > GP_MIB_MAX)
 		return fail(err, errlen,
 		    "gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
+	if (spec->min_gpu_mem_mib < 0 || spec->min_gpu_mem_mib > GP_MIB_MAX)
+		return fail(err, errlen,
+		    "min_gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
+	if (spec->gpu_milli < 0 || spec->gpu_milli > 999)
+		return fail(err, errlen,
+		    "gpu_share: must be above 0 and below 1");
+	if (spec->min_capability != 0 &&
+	    (spec->min_capability < 10 ||
+		spec->min_capability > GP_CAPABILITY_MAX))
+		return fail(err, errlen,
+		    "compute_capability: X.Y with X from 1 to 99");
+	if (spec->nodes < 1 || spec->nodes > GP_NODES_MAX)
+		return fail(err, errlen, "nodes: must be between 1 and %d",
+		    GP_NODES_MAX);
+	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
+		return fail(err, errlen,
+		    "gpu_share and gpu_mem_mib ask for a fraction of one GPU: "
+		    "gpus must be 1 (for GPUs with at least this much memory, "
+		    "use min_gpu_mem_mib)");
 	if (spec->cpus < 1 || spec->cpus > GP_CPUS_MAX)
 		return fail(err, errlen, "cpus: must be between 1 and %d",
 		    GP_CPUS_MAX);
@@ -216,11 +493,13 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 		return fail(err, errlen,
 		    "max_price_micro: must be between 0 and %lld",
 		    GP_MAX_PRICE_MICRO_MAX);
-	if ((spec->gpu_mem_mib > 0 || spec->gpu_model[0] != '\0') &&
+	if ((spec->min_gpu_mem_mib > 0 || spec->gpu_model[0] != '\0' ||
+		spec->min_capability > 0) &&
 	    spec->gpus == 0)
 		return fail(err, errlen,
-		    "gpu_mem_mib and gpu_model need gpus of at least 1");
-	return 0;
+		    "gpu_model, min_gpu_mem_mib and compute_capability need "
+		    "gpus of at least 1");
+	return validate_data(spec->data, err, errlen);
 }
 
 static int
@@ -298,6 +577,9 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 		} else if (strcmp(key, "env") == 0) {
 			json_decref(spec->env);
 			spec->env = json_incref(v);
+		} else if (strcmp(key, "data") == 0) {
+			json_decref(spec->data);
+			spec->data = json_incref(v);
 		} else if (strcmp(key, "name") == 0) {
 			if (!json_is_string(v) ||
 			    json_string_length(v) > GP_NAME_MAX) {
@@ -334,6 +616,38 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
 				goto out;
 			spec->gpu_mem_mib = n;
+		} else if (strcmp(key, "min_gpu_mem_mib") == 0) {
+			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
+				goto out;
+			spec->min_gpu_mem_mib = n;
+		} else if (strcmp(key, "gpu_share") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_real(v) ||
+			    share_milli(json_real_value(v)) < 0) {
+				fail(err, errlen, "gpu_share: a number above 0 "
+						  "and below 1 (at least "
+						  "0.001)");
+				goto out;
+			}
+			spec->gpu_milli = share_milli(json_real_value(v));
+		} else if (strcmp(key, "compute_capability") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) ||
+			    json_string_length(v) > 8 ||
+			    strlen(json_string_value(v)) !=
+				json_string_length(v) ||
+			    gp_capability_parse(json_string_value(v),
+				&spec->min_capability) != 0) {
+				fail(err, errlen, "compute_capability: a "
+						  "string X.Y, like \"8.0\"");
+				goto out;
+			}
+		} else if (strcmp(key, "nodes") == 0) {
+			if (get_int(v, key, 1, GP_NODES_MAX, &n, err, errlen))
+				goto out;
+			spec->nodes = (int)n;
 		} else if (strcmp(key, "cpus") == 0) {
 			if (get_int(v, key, 1, GP_CPUS_MAX, &n, err, errlen))
 				goto out;
@@ -423,8 +737,10 @@ out:
 static json_t *
 encode_fields(const struct gp_jobspec *spec)
 {
-	json_t *o = json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I, "
-			      "s:I, s:s}",
+	json_t *o;
+
+	o = json_pack("{s:s, s:O, s:O, s:i, s:I, s:s?, s:i, s:I, s:I, s:I, "
+			 "s:s}",
 	    "name", spec->name, "command", spec->command, "env", spec->env,
 	    "gpus", spec->gpus, "gpu_mem_mib", (json_int_t)spec->gpu_mem_mib,
 	    "gpu_model", spec->gpu_model[0] ? spec->gpu_model : NULL, "cpus",
@@ -432,7 +748,11 @@ encode_fields(const struct gp_jobspec *spec)
 	    (json_int_t)spec->time_limit_s, "checkpoint_every_s",
 	    (json_int_t)spec->checkpoint_every_s, "checkpoint_signal",
 	    gp_signal_name(spec->checkpoint_signal));
-
+	if (o != NULL && json_array_size(spec->data) > 0 &&
+	    json_object_set(o, "data", spec->data) != 0) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (o != NULL && spec->image[0] != '\0')
 		json_object_set_new(o, "image", json_string(spec->image));
 	return o;
@@ -452,7 +772,20 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 {
 	json_t *o = encode_fields(spec);
 
-	/* Accounting fields only when set: older readers never see them. */
+	/* Newer fields only when set: older readers never see them. */
+	if (o != NULL && spec->gpu_milli > 0)
+		json_object_set_new(o, "gpu_share",
+		    json_real(spec->gpu_milli / 1000.0));
+	if (o != NULL && spec->min_gpu_mem_mib > 0)
+		json_object_set_new(o, "min_gpu_mem_mib",
+		    json_integer(spec->min_gpu_mem_mib));
+	if (o != NULL && spec->min_capability > 0) {
+		char cap[16];
+		gp_capability_format(spec->min_capability, cap, sizeof(cap));
+		json_object_set_new(o, "compute_capability", json_string(cap));
+	}
+	if (o != NULL && spec->nodes > 1)
+		json_object_set_new(o, "nodes", json_integer(spec->nodes));
 	if (o != NULL && spec->group[0] != '\0')
 		json_object_set_new(o, "group", json_string(spec->group));
 	if (o != NULL && spec->max_price_micro > 0)

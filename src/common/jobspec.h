@@ -21,8 +21,12 @@
 #define GP_TIME_LIMIT_MAX  31536000LL
 #define GP_SUBMIT_BODY_MAX 65536
 #define GP_CHECKPOINT_EVERY_DEFAULT 300 /* seconds */
+#define GP_DATA_MOUNTS_MAX 16  /* data sets one job mounts */
+#define GP_MOUNT_PATH_MAX  512 /* bytes of a mount path */
 #define GP_IMAGE_REF_MAX   400 /* "NAME[:TAG][@sha256:HEX]" */
 #define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
+#define GP_NODES_MAX	   64 /* parts of a gang (GP_SCHED_PARTS_MAX) */
+#define GP_CAPABILITY_MAX  999 /* compute capability x 10: 99.9 */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -33,15 +37,32 @@ struct gp_jobspec {
 	char name[GP_NAME_MAX + 1];
 	json_t *command; /* array of strings, owned */
 	json_t *env;	 /* object of strings, owned */
-	int gpus;
+	int gpus;	      /* per node (part): whole GPUs, or 1 */
+	/*
+	 * A fraction of one GPU: its share (gpu_milli, 1..999 thousandths;
+	 * the API's gpu_share) and/or this much of its memory (gpu_mem_mib).
+	 * Both 0: whole GPUs. Fractions are scheduled, not enforced.
+	 */
+	int gpu_milli;
 	int64_t gpu_mem_mib;
+	/* Constraints on each GPU. */
+	int64_t min_gpu_mem_mib;	 /* its total memory, at least */
+	int min_capability;		 /* compute capability x 10; 0: any */
 	char gpu_model[GP_NAME_MAX + 1]; /* "" when any model will do */
+	int nodes;			 /* a gang of this many parts; 1 */
 	int cpus;
 	int64_t mem_mib;      /* 0: no limit */
 	int64_t time_limit_s; /* 0: no limit */
 	/* Checkpoints (docs/checkpoints.md). */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	    /* "save now and exit"; SIGUSR1 */
+	/*
+	 * Data sets mounted read-only (docs/data.md): an array of
+	 * {"name", "owner", "version", "path"}, owned. At submit owner and
+	 * version may be absent (the submitter's, the latest); the
+	 * coordinator pins both before the job is queued.
+	 */
+	json_t *data;
 	/*
 	 * The container image (docs/images.md), "" for a plain command. At
 	 * submit a reference to the coordinator's image store; the
@@ -79,5 +100,44 @@ const char *gp_jobspec_image_digest(const struct gp_jobspec *spec);
 
 /* 1 when name is 1..64 of [A-Za-z0-9._-]. */
 int gp_name_valid(const char *name);
+
+/* 1 when name may name a data set: gp_name_valid, not starting with '.'. */
+int gp_data_name_valid(const char *name);
+
+/*
+ * Checks where a data set is mounted: an absolute path of at most
+ * GP_MOUNT_PATH_MAX bytes without empty, "." or ".." components, control
+ * characters or a trailing '/', that covers none of the job's system
+ * directories (/proc, /dev, /sys and what lies beneath them; /, /tmp,
+ * /etc, /usr, /var, /run, /bin, /sbin, /lib*, /boot themselves). Returns
+ * 0 or GP_EINVAL with err set.
+ */
+int gp_mount_path_check(const char *path, char *err, size_t errlen);
+
+/*
+ * Parses a --data operand, "[OWNER/]NAME[@VERSION]:/PATH" (untrusted:
+ * fuzzed by tests/fuzz/fuzz_data_spec.c). OUT: *out, a new
+ * {"name", "owner"?, "version"?, "path"} object, written only on
+ * success. Returns 0 or GP_EINVAL with err set.
+ */
+int gp_data_spec_parse(const char *text, json_t **out, char *err,
+    size_t errlen);
+
+/* 1 when the spec asks for a fraction of one GPU. */
+int gp_jobspec_is_fraction(const struct gp_jobspec *spec);
+
+/*
+ * "8.6" (or "8") -> 86: a compute capability X.Y as X * 10 + Y, X in
+ * 1..99, Y in 0..9. Returns 0 or GP_EINVAL.
+ */
+int gp_capability_parse(const char *text, int *out);
+/* 86 -> "8.6". */
+void gp_capability_format(int cap, char *buf, size_t len);
+
+/*
+ * "0.5", ".25" -> 500, 250: a share of one GPU, 0 < F < 1, in
+ * thousandths (rounded; at least 1, at most 999). 0 or GP_EINVAL.
+ */
+int gp_share_parse(const char *text, int *milli);
 
 #endif

@@ -260,6 +260,64 @@ gp_parse_mib(const char *text, int64_t *mib)
 }
 
 int
+gp_parse_bytes(const char *text, int64_t *bytes)
+{
+	const char *p = text;
+	int64_t v, mult;
+
+	if (text == NULL || !read_number(&p, &v))
+		return GP_EINVAL;
+	switch (toupper((unsigned char)*p)) {
+	case '\0':
+		mult = 1;
+		break;
+	case 'K':
+		mult = 1LL << 10;
+		break;
+	case 'M':
+		mult = 1LL << 20;
+		break;
+	case 'G':
+		mult = 1LL << 30;
+		break;
+	case 'T':
+		mult = 1LL << 40;
+		break;
+	default:
+		return GP_EINVAL;
+	}
+	if (*p != '\0') {
+		p++;
+		if (strcasecmp(p, "iB") == 0 || strcasecmp(p, "B") == 0)
+			p += strlen(p);
+		if (*p != '\0')
+			return GP_EINVAL;
+	}
+	if (v > INT64_MAX / mult)
+		return GP_EINVAL;
+	*bytes = v * mult;
+	return 0;
+}
+
+void
+gp_format_bytes(int64_t bytes, char *out, size_t len)
+{
+	static const char *const units[] = {"K", "M", "G", "T", "P"};
+	double v = (double)bytes;
+	int i = -1;
+
+	if (bytes < 1024) {
+		snprintf(out, len, "%lldB", (long long)bytes);
+		return;
+	}
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(out, len, "%.1f%siB", v, units[i]);
+}
+
+int
 gp_parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
 {
 	const char *p = text;

@@ -36,6 +36,14 @@ void gp_format_duration(int64_t seconds, char *out, size_t len);
  */
 int gp_parse_mib(const char *text, int64_t *mib);
 
+/*
+ * Sizes in bytes: "4096", "100K", "512M", "16G", "1T" (powers of 1024;
+ * "KiB", "KB" and "k" too). Returns 0 or GP_EINVAL.
+ */
+int gp_parse_bytes(const char *text, int64_t *bytes);
+/* Writes bytes for a person: "512B", "1.5KiB", "12.3GiB". */
+void gp_format_bytes(int64_t bytes, char *out, size_t len);
+
 /* Strict decimal integer in [min, max]. Returns 0 or GP_EINVAL. */
 int gp_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 

@@ -110,6 +110,7 @@ int acct_meter_advance(struct acct_meter *m, int64_t now_ms,
 struct acct_posting {
 	int64_t job_id;
 	int attempt;
+	int part; /* a gang's part (each billed on its own); 0 */
 	int seq;
 	int final; /* the attempt's last posting */
 	int64_t at_ms, from_ms, to_ms;

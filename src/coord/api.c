@@ -4,6 +4,8 @@
  * under the state read lock; changes are queued to the state thread
  * (state.c) and the connection is suspended until it has committed them.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +256,7 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 {
 	char err[256];
 	struct op *op;
+	int status;
 
 	if (req->auth->role == GP_ROLE_PROVIDER)
 		return reply_error(conn, 403,
@@ -266,6 +269,11 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 		req->body.len, &op->spec, err, sizeof(err)) != 0) {
 		op_free(op);
 		return reply_error(conn, 400, "%s", err);
+	}
+	/* Data sets: readable by the job's owner, pinned to a version. */
+	if ((status = data_pin(req->auth, &op->spec, err, sizeof(err))) != 0) {
+		op_free(op);
+		return reply_error(conn, status, "%s", err);
 	}
 	if (op->spec.image[0] != '\0') {
 		/* Pinned now: a later import under the name changes nothing. */
@@ -325,11 +333,14 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 				ids[k++] = nd->jobs[i];
 		}
 		for (i = 0; i < state.nqueue; i++)
-			ids[k++] = state.queue[i]->id;
-		/* In id order, as the API promises. */
+			if (state.queue[i] != NULL)
+				ids[k++] = state.queue[i]->id;
+		/* In id order, as the API promises; a gang once. */
 		qsort(ids, k, sizeof(*ids), cmp_id);
 		for (i = 0; (size_t)i < k; i++) {
 			struct job *j = state_job(ids[i]);
+			if (i > 0 && ids[i] == ids[i - 1])
+				continue;
 			if (j != NULL && job_visible_to(j, req->auth))
 				json_array_append_new(jobs, job_to_json(j, 0));
 		}
@@ -466,7 +477,7 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
 	struct job *job;
-	int64_t offset, left, bad, size;
+	int64_t offset, left, bad, size, part;
 	char hdr[32], *data = NULL;
 	const char *st;
 	size_t len = 0;
@@ -475,6 +486,9 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
 		return reply_error(conn, 400,
 		    "offset: a non-negative integer");
+	if (query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
+		return reply_error(conn, 400, "part: 0 to %d",
+		    GP_NODES_MAX - 1);
 	left = wait_left(conn, req, &bad);
 	if (bad)
 		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
@@ -484,8 +498,13 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
+	if (part >= job->nparts) {
+		pthread_rwlock_unlock(&state.lock);
+		return reply_error(conn, 404, "job %lld has %d part%s",
+		    (long long)id, job->nparts, job->nparts == 1 ? "" : "s");
+	}
 	pthread_mutex_lock(&notify_lock);
-	size = job->log_size;
+	size = part == 0 ? job->log_size : job->parts[part].log_size;
 	if (size <= offset && !job_finished(job) && left > 0) {
 		notify_wait(conn, req, WAIT_LOG, id, left);
 		if (req->suspended) {
@@ -499,7 +518,8 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	done = job_finished(job);
 	pthread_rwlock_unlock(&state.lock);
 	if (offset < size &&
-	    joblog_read(id, offset, (size_t)(size - offset) < (1u << 20)
+	    joblog_read(id, (int)part, offset,
+		(size_t)(size - offset) < (1u << 20)
 		    ? (size_t)(size - offset)
 		    : (1u << 20),
 		&data, &len) != 0)
@@ -548,6 +568,20 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 	pthread_mutex_unlock(&notify_lock);
 	o = job_to_json(job, 0);
 	pthread_rwlock_unlock(&state.lock);
+	return reply_json(conn, 200, o);
+}
+
+/* GET /v1/queue: the queued jobs the caller may see, in order. */
+static enum MHD_Result
+handle_queue(struct MHD_Connection *conn, struct request *req)
+{
+	json_t *o;
+
+	pthread_rwlock_rdlock(&state.lock);
+	o = live_queue_json(req->auth);
+	pthread_rwlock_unlock(&state.lock);
+	if (o == NULL)
+		return reply_error(conn, 503, "out of memory");
 	return reply_json(conn, 200, o);
 }
 
@@ -604,6 +638,27 @@ own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
 	return own_node_any(conn, req, id, 1, rc);
 }
 
+/* The caller's IP address, as text ("" when unknown). */
+static void
+peer_address(struct MHD_Connection *conn, char *out, size_t len)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn,
+	    MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+	out[0] = '\0';
+	if (sa == NULL)
+		return;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET,
+		    &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+		    out, (socklen_t)len);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6,
+		    &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+		    out, (socklen_t)len);
+}
+
 static enum MHD_Result
 handle_register(struct MHD_Connection *conn, struct request *req)
 {
@@ -619,6 +674,7 @@ handle_register(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 503, "out of memory");
 	}
 	op->body = body;
+	peer_address(conn, op->peer, sizeof(op->peer));
 	return queue_op(conn, req, op);
 }
 
@@ -642,7 +698,8 @@ valid_attempt_list(json_t *list)
 static const char *const reasons[] = {"exited", "killed", "cancelled",
     "timeout", "start_failed", "reclaimed", "owner_present",
     "window_closed", "provider_left", "agent_stopped", "refused",
-    "restore_failed", "image_refused", "image_unavailable", NULL};
+    "restore_failed", "image_refused", "image_unavailable", "preempted",
+    "gang_stopped", NULL};
 
 int
 api_check_agent_body(const char *kind, json_t *body, char *err,
@@ -722,7 +779,8 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 				      "reason (reclaimed, owner_present, "
 				      "window_closed, provider_left, "
 				      "agent_stopped, refused, "
-				      "restore_failed, image_unavailable)");
+				      "restore_failed, image_unavailable, "
+				      "preempted, gang_stopped)");
 		return GP_EINVAL;
 	}
 	if ((json_object_get(body, "message") != NULL &&
@@ -826,7 +884,7 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	enum MHD_Result rc;
 	struct node *node;
 	int64_t node_id, left, bad, now;
-	json_t *assign, *cancel, *ckpt, *a;
+	json_t *assign, *cancel, *ckpt, *stop, *a;
 	size_t i;
 
 	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
@@ -846,7 +904,8 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	pthread_mutex_lock(&notify_lock);
 	if (json_array_size(node->outbox_assign) == 0 &&
 	    json_array_size(node->outbox_cancel) == 0 &&
-	    json_array_size(node->outbox_checkpoint) == 0 && left > 0) {
+	    json_array_size(node->outbox_checkpoint) == 0 &&
+	    json_array_size(node->outbox_stop) == 0 && left > 0) {
 		notify_wait(conn, req, WAIT_POLL, node_id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -857,16 +916,19 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	assign = node->outbox_assign;
 	cancel = node->outbox_cancel;
 	ckpt = node->outbox_checkpoint;
+	stop = node->outbox_stop;
 	node->outbox_assign = json_array();
 	node->outbox_cancel = json_array();
 	node->outbox_checkpoint = json_array();
+	node->outbox_stop = json_array();
 	now = gp_mono_ms();
 	json_array_foreach(assign, i, a)
 	{
 		struct job *j = state_job(
 		    json_integer_value(json_object_get(a, "job_id")));
-		if (j != NULL) {
-			j->delivered_mono = now;
+		int part = j != NULL ? job_part_on(j, node->id) : -1;
+		if (part >= 0) {
+			j->parts[part].delivered_mono = now;
 			metrics_job_delivered(j, now);
 		}
 	}
@@ -874,16 +936,18 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	pthread_rwlock_unlock(&state.lock);
 	/* An idle poll's answer (its time ran out) from a constant. */
 	if (json_array_size(assign) == 0 && json_array_size(cancel) == 0 &&
-	    json_array_size(ckpt) == 0) {
+	    json_array_size(ckpt) == 0 && json_array_size(stop) == 0) {
 		json_decref(assign);
 		json_decref(cancel);
 		json_decref(ckpt);
+		json_decref(stop);
 		return reply_const(conn,
-		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[]}");
+		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[],"
+		    "\"stops\":[]}");
 	}
 	return reply_json(conn, 200,
-	    json_pack("{s:o,s:o,s:o}", "assignments", assign, "cancels",
-		cancel, "checkpoints", ckpt));
+	    json_pack("{s:o,s:o,s:o,s:o}", "assignments", assign, "cancels",
+		cancel, "checkpoints", ckpt, "stops", stop));
 }
 
 static enum MHD_Result
@@ -922,7 +986,7 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 	struct node *node;
 	struct job *job;
 	int64_t node_id, offset, held = 0;
-	int err;
+	int err, part;
 
 	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
 	    node_id < 0)
@@ -940,14 +1004,15 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 		return rc;
 	}
 	job = state_job(job_id);
-	if (job == NULL || job->state != JOB_RUNNING ||
-	    job->node_id != node->id || job->attempts != attempt) {
+	part = job != NULL ? job_part_on(job, node->id) : -1;
+	if (job == NULL || job->state != JOB_RUNNING || part < 0 ||
+	    job->parts[part].ended || job->attempts != attempt) {
 		pthread_rwlock_unlock(&state.lock);
 		return reply_json(conn, 409,
 		    json_pack("{s:s,s:b}", "error", "stale attempt: kill it",
 			"kill", 1));
 	}
-	err = joblog_append(job, (int)attempt, offset,
+	err = joblog_append(job, part, offset,
 	    req->body.data ? req->body.data : "", req->body.len,
 	    state.cfg.log_cap, &held);
 	pthread_mutex_lock(&notify_lock);
@@ -1074,6 +1139,8 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 	}
 	if (n == 2 && strcmp(p[1], "nodes") == 0 && get)
 		return handle_nodes(conn);
+	if (n == 2 && strcmp(p[1], "queue") == 0 && get)
+		return handle_queue(conn, req);
 	if (n == 2 && strcmp(p[1], "jobs") == 0)
 		return post ? handle_submit(conn, req)
 			    : handle_list_jobs(conn, req);
@@ -1141,6 +1208,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		    : GP_SUBMIT_BODY_MAX;
 		if (ckpt_body_limit(url) > 0)
 			req->body_limit = ckpt_body_limit(url);
+		if (data_body_limit(url) > 0)
+			req->body_limit = data_body_limit(url);
 		if (image_body_limit(url) > 0)
 			req->body_limit = image_body_limit(url);
 		*con_cls = req;
@@ -1148,6 +1217,9 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		if (ckpt_upload_wanted(url, method)) {
 			authenticate(conn, req);
 			ckpt_upload_begin(req, url);
+		} else if (data_upload_wanted(url, method)) {
+			authenticate(conn, req);
+			data_upload_begin(req, url);
 		}
 		/* So is an image blob PUT. */
 		if (image_upload_wanted(url, method)) {
@@ -1164,7 +1236,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		}
 		return image_upload_end(conn, req);
 	}
-	if (ckpt_upload_wanted(url, method)) {
+	if (ckpt_upload_wanted(url, method) ||
+	    data_upload_wanted(url, method)) {
 		if (*upload_data_size > 0) {
 			ckpt_upload_data(req, upload_data, *upload_data_size);
 			*upload_data_size = 0;
@@ -1215,6 +1288,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		return image_handle(conn, req, url, method);
 	if (ckpt_route_match(url))
 		return ckpt_handle(conn, req, url, method);
+	if (data_route_match(url))
+		return data_handle(conn, req, url, method);
 	if (acct_route_match(url))
 		return acct_handle(conn, req, url, method);
 	return route(conn, req, url, method);

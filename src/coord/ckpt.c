@@ -64,6 +64,12 @@
  * Locking: ckpt_lock (the database, the chunk files' life), then
  * state.lock for reading, briefly, to authorise a caller; never the
  * other way round.
+ *
+ * Shared with data.c (data sets and job outputs): the database
+ * connection (its tables live beside these), ckpt_lock, the per-user
+ * chunk directories (so a chunk is stored once per user, whichever of
+ * them uses it), the streamed chunk PUT and the GC, which asks data.c for
+ * the chunks its objects and open uploads reference (data_collect_refs).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -96,7 +102,7 @@
 #define STORE_THREADS	   4	/* threads that write, sync, rename */
 
 static sqlite3 *db;
-static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
 static char root[1100]; /* DATA/checkpoints */
 static int64_t chunk_grace_ms = CHUNK_GRACE_MS;
 static int64_t gc_period_ms = GC_PERIOD_MS;
@@ -147,6 +153,7 @@ struct ckpt_upload {
 	int fd;
 	int direct;   /* fd is O_DIRECT: whole aligned blocks from buf */
 	size_t len;   /* bytes received */
+	size_t limit; /* the most bytes the chunk may have */
 	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool; NULL:
 	                 the bytes went to fd as they came (buffered) */
 	int stored;   /* the store thread is done: answer (status, created) */
@@ -188,6 +195,12 @@ fsync_dir(const char *path)
 		ret = GP_EIO;
 	close(fd);
 	return ret;
+}
+
+void
+ckpt_chunk_path(const char *user, const char *name, char *out, size_t len)
+{
+	chunk_path(user, name, out, len);
 }
 
 /* ---- chunk directories to sync ---- */
@@ -338,6 +351,18 @@ mark_dirty(const char *user)
 	pthread_mutex_unlock(&gc_lock);
 }
 
+sqlite3 *
+ckpt_db(void)
+{
+	return db;
+}
+
+void
+ckpt_gc_mark_dirty(const char *user)
+{
+	mark_dirty(user);
+}
+
 /* ---- garbage collection ---- */
 
 /* Adds the chunks of every kept version of user to refs. ckpt_lock held. */
@@ -370,7 +395,10 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : GP_EIO;
+	if (rc != SQLITE_DONE)
+		return GP_EIO;
+	/* Data sets, job outputs and their uploads in progress. */
+	return data_collect_refs(user, refs);
 }
 
 /*
@@ -524,6 +552,7 @@ gc_main(void *arg)
 		}
 		pthread_mutex_unlock(&gc_lock);
 		gc_finished_jobs();
+		data_gc_expire();
 		pthread_mutex_lock(&gc_lock);
 		dirty = gc_dirty;
 		gc_dirty = json_object();
@@ -702,8 +731,9 @@ reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
 }
 
 /* Sends a stored chunk's bytes. */
-static enum MHD_Result
-reply_chunk(struct MHD_Connection *conn, const char *user, const char *name)
+enum MHD_Result
+ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,
+    const char *name)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
@@ -735,19 +765,20 @@ reply_chunk(struct MHD_Connection *conn, const char *user, const char *name)
 /* ---- who may do what ---- */
 
 /*
- * An agent's checkpoint call for (id, attempt): the caller's token must
- * own the node running that attempt, and it must be the job's current,
- * running attempt (the rule of reporting_job() in state.c). OUT: user
- * (the job's owner). Returns 0 or the HTTP status, with err (and *kill
- * for a stale attempt).
+ * An agent's checkpoint (or data) call for (id, attempt): the caller's
+ * token must own the node running that attempt (a gang: to write, its
+ * rank-0 part's node; to read, any part's), and it must be the job's
+ * current, running attempt (the rule of reporting_job() in state.c).
+ * OUT: user (the job's owner). Returns 0 or the HTTP status, with err
+ * (and *kill for a stale attempt).
  */
-static int
-agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
-    char *user, char *err, size_t errlen, int *kill)
+int
+ckpt_agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
+    int write, char *user, char *err, size_t errlen, int *kill)
 {
 	struct node *node;
 	struct job *job;
-	int status = 0;
+	int status = 0, k, mine = 0;
 
 	*kill = 0;
 	if (who->role != GP_ROLE_PROVIDER && who->role != GP_ROLE_ADMIN) {
@@ -763,11 +794,21 @@ agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
 		*kill = 1;
 		status = 409;
 	} else {
-		node = state_node(job->node_id);
-		if (node == NULL || (node->owner_token != who->id &&
-		    who->role != GP_ROLE_ADMIN)) {
-			snprintf(err, errlen, "job %lld does not run on your "
-			    "node", (long long)id);
+		/*
+		 * A gang's checkpoint is its rank-0 part's: that node writes
+		 * it, every part's node may read it (to resume).
+		 */
+		for (k = 0; k < (write ? 1 : job->nparts); k++) {
+			node = state_node(job->parts[k].node_id);
+			mine |= node != NULL && !job->parts[k].ended &&
+			    node->owner_token == who->id;
+		}
+		if (!mine && who->role != GP_ROLE_ADMIN) {
+			snprintf(err, errlen, write && job->nparts > 1
+			    ? "job %lld's checkpoint is written by its "
+			      "rank-0 part"
+			    : "job %lld does not run on your node",
+			    (long long)id);
 			status = 403;
 		} else {
 			gp_strlcpy(user, job->user, GP_NAME_MAX + 1);
@@ -882,8 +923,8 @@ ckpt_upload_wanted(const char *url, const char *method)
 	    strncmp(rest, "chunks/", 7) == 0;
 }
 
-static void
-upload_refuse(struct ckpt_upload *u, int status, const char *msg)
+void
+ckpt_upload_refuse(struct ckpt_upload *u, int status, const char *msg)
 {
 	if (u->status == 0) {
 		u->status = status;
@@ -896,38 +937,57 @@ upload_refuse(struct ckpt_upload *u, int status, const char *msg)
 	}
 }
 
+struct ckpt_upload *
+ckpt_upload_new(struct request *req)
+{
+	struct ckpt_upload *u;
+
+	if ((u = calloc(1, sizeof(*u))) == NULL)
+		return NULL; /* api.c answers 503 when req->upload is NULL */
+	u->fd = -1;
+	u->limit = GP_CKPT_CHUNK_SIZE;
+	req->upload = u;
+	if (req->auth == NULL)
+		ckpt_upload_refuse(u, 401,
+		    "missing or unknown token (Authorization: Bearer ...)");
+	return u;
+}
+
 void
 ckpt_upload_begin(struct request *req, const char *url)
 {
 	struct ckpt_upload *u;
-	char user[GP_NAME_MAX + 1], udir[1200], err[200];
+	char user[GP_NAME_MAX + 1], err[200];
 	const char *rest;
 	int64_t id, attempt;
 	int agent, status;
 
-	if ((u = calloc(1, sizeof(*u))) == NULL)
-		return; /* api.c answers 503 when req->upload is NULL */
-	u->fd = -1;
-	req->upload = u;
-	if (req->auth == NULL) {
-		upload_refuse(u, 401,
-		    "missing or unknown token (Authorization: Bearer ...)");
+	if ((u = ckpt_upload_new(req)) == NULL || u->status != 0)
 		return;
-	}
 	if (!parse_url(url, &agent, &id, &attempt, &rest) ||
 	    !gp_ckpt_name_valid(rest + 7)) {
-		upload_refuse(u, 404, "chunks are named by 64 lowercase hex "
-		    "digits");
+		ckpt_upload_refuse(u, 404,
+		    "chunks are named by 64 lowercase hex digits");
 		return;
 	}
-	gp_strlcpy(u->name, rest + 7, sizeof(u->name));
-	status = agent_job(req->auth, id, attempt, user, err, sizeof(err),
+	status = ckpt_agent_job(req->auth, id, attempt, 1, user, err, sizeof(err),
 	    &u->kill);
 	if (status != 0) {
-		upload_refuse(u, status, err);
+		ckpt_upload_refuse(u, status, err);
 		return;
 	}
+	ckpt_upload_open(u, user, rest + 7, GP_CKPT_CHUNK_SIZE);
+}
+
+void
+ckpt_upload_open(struct ckpt_upload *u, const char *user, const char *name,
+    size_t limit)
+{
+	char udir[1200];
+
+	gp_strlcpy(u->name, name, sizeof(u->name));
 	gp_strlcpy(u->user, user, sizeof(u->user));
+	u->limit = limit;
 	chunk_path(user, u->name, u->final, sizeof(u->final));
 	/* Stored already: young again (see GC), and the body is dropped. */
 	if (utimensat(AT_FDCWD, u->final, NULL, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -938,20 +998,20 @@ ckpt_upload_begin(struct request *req, const char *url)
 	snprintf(u->dir, sizeof(u->dir), "%s/chunks/%.2s", udir, u->name);
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp", udir);
 	if (gp_mkdir_p(u->dir, 0700) != 0 || gp_mkdir_p(u->tmp, 0700) != 0) {
-		upload_refuse(u, 500, "cannot create the chunk directory");
+		ckpt_upload_refuse(u, 500, "cannot create the chunk directory");
 		return;
 	}
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", udir, u->name);
 	u->fd = mkostemp(u->tmp, O_CLOEXEC);
 	if (u->fd < 0) {
-		upload_refuse(u, 500, "cannot create a temporary file");
+		ckpt_upload_refuse(u, 500, "cannot create a temporary file");
 		return;
 	}
 	/*
 	 * Past the page cache where the file system allows it, from a block
 	 * of the pool; with none left, through the page cache as it comes.
 	 */
-	u->buf = block_get();
+	u->buf = u->limit <= WRITE_BLOCK ? block_get() : NULL;
 	u->direct = u->buf != NULL && fcntl(u->fd, F_SETFL, O_DIRECT) == 0;
 	crypto_generichash_init(&u->hash, NULL, 0, 32);
 }
@@ -981,15 +1041,17 @@ ckpt_upload_data(struct request *req, const char *data, size_t len)
 
 	if (u == NULL || u->status != 0 || u->exists)
 		return; /* read and dropped */
-	if (u->len + len > GP_CKPT_CHUNK_SIZE) {
-		upload_refuse(u, 413, "a chunk is at most 4 MiB");
+	if (u->len + len > u->limit) {
+		ckpt_upload_refuse(u, 413, u->limit == GP_CKPT_CHUNK_SIZE
+		    ? "a chunk is at most 4 MiB"
+		    : "the chunk is larger than the manifest says");
 		return;
 	}
 	crypto_generichash_update(&u->hash, (const unsigned char *)data, len);
 	if (u->buf != NULL)
 		memcpy(u->buf + u->len, data, len); /* WRITE_BLOCK: a chunk */
 	else if (pwrite_full(u->fd, data, len, (off_t)u->len) != 0) {
-		upload_refuse(u, 500, "cannot write the chunk");
+		ckpt_upload_refuse(u, 500, "cannot write the chunk");
 		return;
 	}
 	u->len += len;
@@ -1168,7 +1230,7 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 	crypto_generichash_final(&u->hash, hash, sizeof(hash));
 	sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
 	if (strcmp(hex, u->name) != 0) {
-		upload_refuse(u, 400, "");
+		ckpt_upload_refuse(u, 400, "");
 		gp_warn("checkpoint chunk refused: content does not match its "
 			"name chunk=%.16s bytes=%zu",
 		    u->name, u->len);
@@ -1483,7 +1545,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 	if (!parse_url(url, &agent, &id, &attempt, &rest))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	if (agent) {
-		status = agent_job(req->auth, id, attempt, user, err,
+		status = ckpt_agent_job(req->auth, id, attempt, !get, user, err,
 		    sizeof(err), &kill);
 		if (status == 409 && kill)
 			return reply_json(conn, 409, json_pack("{s:s,s:b}",
@@ -1494,7 +1556,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 			return handle_manifest(conn, id, 0);
 		if (get && strncmp(rest, "chunks/", 7) == 0 &&
 		    gp_ckpt_name_valid(rest + 7))
-			return reply_chunk(conn, user, rest + 7);
+			return ckpt_reply_chunk(conn, user, rest + 7);
 		if (post && strcmp(rest, "missing") == 0)
 			return handle_missing(conn, req, user);
 		if (post && strcmp(rest, "commit") == 0)
@@ -1510,7 +1572,7 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 	if (rest[0] == '\0')
 		return handle_list(conn, id);
 	if (strncmp(rest, "chunks/", 7) == 0 && gp_ckpt_name_valid(rest + 7))
-		return reply_chunk(conn, user, rest + 7);
+		return ckpt_reply_chunk(conn, user, rest + 7);
 	if (strcmp(rest, "latest") == 0)
 		return handle_manifest(conn, id, 0);
 	if (gp_parse_int(rest, 1, INT64_MAX / 2, &version) == 0)

@@ -6,8 +6,9 @@
  * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
  * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
- * checkpoint store: its own SQLite database and chunk files), image.c (the
- * image store: its own SQLite database and content-addressed blobs).
+ * checkpoint store: its own SQLite database and chunk files), data.c
+ * (data sets, job outputs and quotas, over ckpt.c's chunk store), image.c
+ * (the image store: its own SQLite database and content-addressed blobs).
  *
  * Locking: `state.lock` (rwlock) guards the model. The state thread takes
  * it for writing while it applies a batch; HTTP handlers take it for
@@ -58,6 +59,36 @@ struct attempt_record {
 	/* Accounting (ledger.c): what this attempt is charged. */
 	struct acct_meter meter;  /* from the start ack; rate at that time */
 	int64_t provider_group;	  /* the node's group when billing began */
+	/* A gang's other parts (1..nmore): each is charged on its own. */
+	struct part_bill *more;
+	int nmore;
+	int next_seq;		  /* a gang: the attempt's next posting */
+	int64_t preempt_for;	  /* being stopped for this job; 0: none */
+};
+
+/* A gang part's meter in an attempt (parts 1.. ; part 0: the record's). */
+struct part_bill {
+	int64_t node_id;
+	struct acct_meter meter;
+	int64_t provider_group;
+};
+
+/*
+ * One part of a job's current attempt. An ordinary job has one; a gang
+ * (spec.nodes > 1) one per node, all started together. Part 0 is rank 0.
+ */
+struct job_part {
+	int64_t node_id;	    /* 0: not placed */
+	int ngpus;
+	uint8_t gpus[GP_GPUS_MAX];  /* the node's GPU indices */
+	int gpu_milli;		    /* < 1000: a share of gpus[0] */
+	int64_t gpu_mem_mib;	    /* a share: the GPU memory it takes */
+	_Atomic int64_t delivered_mono; /* when its assignment went out */
+	int started_ack;	    /* its agent confirmed the start */
+	int ended;		    /* it stopped (a gang that is stopping) */
+	/* Output of parts 1..: DATA/logs/<id>.<part>.log (part 0: job's) */
+	int64_t log_size, log_base;
+	int log_truncated;
 };
 
 struct waiter;
@@ -70,13 +101,18 @@ struct job {
 	enum job_state state;
 	int cancel_requested;
 	int attempts;	  /* number of the current (or last) attempt */
-	int64_t node_id;  /* current or last node, 0 if never placed */
-	int ngpus;
+	int64_t node_id;  /* current or last node (rank 0's), 0: never */
+	int ngpus;	  /* rank 0's GPUs */
 	uint8_t gpus[GP_GPUS_MAX]; /* the node's GPU indices */
+	struct job_part *parts;	   /* spec.nodes of them */
+	int nparts;
+	int master_port;	   /* a gang: the port rank 0 listens on */
+	/* A gang that lost a part: every part stops, then it requeues. */
+	char stopping[24];	   /* the reason ("node_lost"), "": no */
+	int gang_failed;	   /* a part failed: the job's end state */
 	int64_t submitted_ms, started_ms, finished_ms;
-	_Atomic int64_t delivered_mono; /* when the assignment went out */
 	_Atomic int64_t assigned_mono;	/* when placed; 0 once dispatched */
-	int started_ack;	/* the agent confirmed the start */
+	int started_ack;	/* every part's agent confirmed its start */
 	int has_exit;
 	int exit_code, signal;
 	char reason[24];
@@ -100,6 +136,15 @@ struct job {
 	/* Accounting: the group it runs for (spec.group resolved). */
 	int64_t group_id;
 	char hold_reason[320];	/* why it may not start ("" : none) */
+	/* Scheduling (live.c). */
+	struct gp_sched_job sj; /* what the scheduler is told (spec's) */
+	int64_t user_id;	/* a number for its user, for fair share */
+	int wait_reason;	/* enum gp_sched_wait of the last pass; 0 */
+	int64_t wait_start_ms;	/* the head: its reservation's start */
+	char wait_why[160];	/* the reason in words */
+	int queue_rank;		/* its place in the last pass's order */
+	int64_t preempt_for;	/* running: being stopped for this job */
+	int preempting;		/* queued: victims are saving for it */
 };
 
 struct node_gpu {
@@ -107,7 +152,12 @@ struct node_gpu {
 	char uuid[96];
 	char model[GP_NAME_MAX + 1];
 	int64_t mem_mib;
-	int64_t job_id;	 /* 0 when free */
+	int64_t job_id;	 /* held whole by this job; 0 when not */
+	/* Jobs sharing it (fractions): their shares added up. */
+	int shared_milli;
+	int64_t shared_mem_mib;
+	int nshared;
+	int capability;	 /* compute capability x 10; 0: unknown */
 	int util;	 /* percent, from heartbeats */
 	int64_t mem_used_mib;
 	int64_t price;		/* micro-credits per GPU-hour, cached */
@@ -122,6 +172,7 @@ struct node {
 	int64_t owner_token;
 	char owner_name[GP_NAME_MAX + 1];
 	int64_t group_id;		/* the owner token's group: the lab */
+	char addr[256];			/* where other nodes reach it */
 	int cpus;
 	int64_t mem_mib;
 	int ngpus;
@@ -150,7 +201,9 @@ struct node {
 	json_t *outbox_assign; /* array */
 	json_t *outbox_cancel; /* array */
 	json_t *outbox_checkpoint; /* array: upload now, please */
+	json_t *outbox_stop;	   /* array: save and stop, please */
 	struct waiter *poller;
+	int sched_dirty;	   /* the scheduler must hear of it */
 };
 
 struct token_entry {
@@ -177,6 +230,10 @@ struct coord_config {
 	int ckpt_keep;		/* versions kept per job */
 	int64_t ckpt_max;	/* bytes in one version */
 	int64_t ckpt_retain_ms; /* kept after the job finished */
+	/* Data sets and job outputs (data.c). */
+	int64_t quota_default;	  /* bytes per user; 0: no limit */
+	int64_t data_max;	  /* bytes in one data set version or output */
+	int64_t output_retain_ms; /* outputs kept after the job finished */
 	/* Images (image.c). */
 	int64_t image_blob_max;	/* bytes in one blob */
 	/* Where jobs go (sched_policy.c): --placement. */
@@ -195,9 +252,15 @@ struct state {
 	struct job **jobs;
 	int64_t njobs_cap;
 	int64_t next_job_id;
-	/* The queue in priority order (submission order for now). */
+	/*
+	 * The queue in job id order (the scheduler orders it by fair share).
+	 * A removed job leaves a hole (NULL) until the state thread closes
+	 * them all at once (queue_compact), before it lets readers in: they
+	 * never see one.
+	 */
 	struct job **queue;
 	int nqueue, capqueue;
+	int queue_holes;
 	/* Nodes by id, dense like jobs. */
 	struct node **nodes;
 	int64_t nnodes; /* highest id + 1 */
@@ -259,6 +322,7 @@ struct op {
 	int64_t node_id;
 	json_t *body;
 	int64_t version, bytes; /* OP_CHECKPOINT */
+	char peer[64];		/* OP_REGISTER: the caller's IP address */
 	struct acct_request acct; /* OP_ACCT, OP_TOKEN_CREATE */
 	/* Output. */
 	int status;
@@ -287,7 +351,33 @@ int job_finished(const struct job *job);
 /* JSON views; call with state.lock held. */
 json_t *job_to_json(const struct job *job, int with_history);
 json_t *node_to_json(const struct node *node);
-json_t *assignment_to_json(const struct job *job);
+/* The assignment of part part of job's current attempt. */
+json_t *assignment_to_json(const struct job *job, int part);
+/* The part of job placed on node_id, or -1. */
+int job_part_on(const struct job *job, int64_t node_id);
+/* Allocates job->parts as its spec asks. 0 or GP_ENOMEM. */
+int job_parts_alloc(struct job *job);
+/*
+ * For live.c, in the state thread: budget holds before a pass; whether a
+ * job the plan starts still fits its budgets (else held, 0); the start of
+ * a job's parts (as[k]: part k's assignment); a preemption (victim asked
+ * to save and stop for for_job); a GPU's price; closing the queue's holes.
+ */
+void state_budget_holds(void);
+int state_budget_admit(struct job *job);
+void state_job_assign(struct job *job,
+    const struct gp_sched_assignment *const *as);
+void state_job_preempt(struct job *victim, const struct job *for_job);
+int64_t state_gpu_price(struct node_gpu *g);
+void state_queue_compact(void);
+/*
+ * The owners' acceptance (images, plain commands) as the scheduler's
+ * predicate; 1 when some node refuses plain commands (acceptance then
+ * matters for every job).
+ */
+int state_owner_accepts(void *arg, const struct gp_sched_node *n,
+    const struct gp_sched_job *j);
+int state_any_refuses_plain(void);
 /* 1 when the caller may see the job. */
 int job_visible_to(const struct job *job, const struct token_entry *who);
 /* Heartbeat reconciliation: fills kill with attempts to kill. */
@@ -389,15 +479,21 @@ void notify_resume(struct MHD_Connection *conn, struct request *req);
 
 /* joblog.c */
 int joblog_init(const char *data_dir);
-/* Appends attempt output at the attempt's offset; OUT: *held. */
-int joblog_append(struct job *job, int attempt, int64_t offset,
+/*
+ * Appends output of the current attempt's part at its offset in the
+ * attempt's stream; OUT: *held. Parts other than 0 (a gang's) have logs
+ * of their own.
+ */
+int joblog_append(struct job *job, int part, int64_t offset,
     const char *data, size_t len, int64_t cap, int64_t *held);
-/* Writes a marker line ("[gpupool: ...]") into the log. */
+/* Writes a marker line ("[gpupool: ...]") into the (part's) log. */
 int joblog_note(struct job *job, const char *text);
-/* Reads up to max bytes at offset. OUT: *data (malloc'd), *len. */
-int joblog_read(int64_t job_id, int64_t offset, size_t max, char **data,
-    size_t *len);
+int joblog_part_note(struct job *job, int part, const char *text);
+/* Reads up to max bytes of part's log at offset. OUT: *data, *len. */
+int joblog_read(int64_t job_id, int part, int64_t offset, size_t max,
+    char **data, size_t *len);
 int64_t joblog_size_on_disk(int64_t job_id);
+int64_t joblog_part_size_on_disk(int64_t job_id, int part);
 extern pthread_mutex_t joblog_lock;
 
 /* ckpt.c */
@@ -427,12 +523,120 @@ enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
     struct request *req);
 void ckpt_upload_free(struct ckpt_upload *upload);
 /*
+ * The chunk store, shared with data.c. ckpt_lock guards the database
+ * (ckpt_db, one connection for checkpoints, data sets and outputs) and
+ * the chunk files' life (GC). Take it before state.lock, never after.
+ */
+extern pthread_mutex_t ckpt_lock;
+struct sqlite3 *ckpt_db(void);
+/* DATA/checkpoints/<user>/chunks/ab/<name> (user escaped). */
+void ckpt_chunk_path(const char *user, const char *name, char *out,
+    size_t len);
+/* The user's chunks may have become garbage: GC them on the next pass. */
+void ckpt_gc_mark_dirty(const char *user);
+/* Answers a stored chunk of user (404 when absent). */
+enum MHD_Result ckpt_reply_chunk(struct MHD_Connection *conn,
+    const char *user, const char *name);
+/*
+ * A chunk PUT for another route: _new sets req->upload (refused with 401
+ * when the caller is unauthenticated; NULL when out of memory), _refuse
+ * records the answer, _open makes it store the body as user's chunk name
+ * of at most limit bytes. ckpt_upload_data and _end do the rest.
+ */
+struct ckpt_upload *ckpt_upload_new(struct request *req);
+void ckpt_upload_refuse(struct ckpt_upload *u, int status, const char *msg);
+void ckpt_upload_open(struct ckpt_upload *u, const char *user,
+    const char *name, size_t limit);
+/*
+ * An agent's call for (id, attempt): the caller must own the node running
+ * the job's current attempt (a gang: any part's node to read, the rank-0
+ * part's to write: checkpoints and outputs are rank 0's). OUT: user (the
+ * job's owner). Returns 0 or the HTTP status with err (and *kill for a
+ * stale attempt).
+ */
+int ckpt_agent_job(const struct token_entry *who, int64_t id,
+    int64_t attempt, int write, char *user, char *err, size_t errlen,
+    int *kill);
+
+/*
  * A stored chunk is whole once its PUT is answered, but its directory
  * entry is synced only by this call: whatever records, durably, an object
- * that references a user's chunks (a checkpoint commit does) calls it
- * first, with ckpt_lock held. Returns 0 or GP_EIO.
+ * that references a user's chunks (a checkpoint commit, a data set
+ * version, a job's output: data.c) calls it first, with ckpt_lock
+ * held. Returns 0 or GP_EIO.
  */
 int ckpt_sync_user_dirs(const char *user);
+
+/* data.c */
+/* Creates data.c's tables in ckpt_db (after ckpt_init). */
+int data_init(const struct coord_config *cfg);
+/* 1 when url is a data route (answered by data_handle). */
+int data_route_match(const char *url);
+/* The body limit of a data route; 0: the default. */
+size_t data_body_limit(const char *url);
+enum MHD_Result data_handle(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method);
+/* A chunk PUT of an upload (PUT /v1/uploads/ID/chunks/HEX). */
+int data_upload_wanted(const char *url, const char *method);
+void data_upload_begin(struct request *req, const char *url);
+/*
+ * Submit: resolves and checks spec->data for the caller (owner defaults
+ * to the caller, version to the latest; the job's owner must own each
+ * data set or have it shared), writing the pinned owner and version into
+ * spec. Returns 0, or the HTTP status with err set.
+ */
+int data_pin(const struct token_entry *who, struct gp_jobspec *spec,
+    char *err, size_t errlen);
+/* Adds the chunks user's data sets, outputs and uploads use (ckpt_lock). */
+int data_collect_refs(const char *user, json_t *refs);
+/* Drops expired uploads and outputs (the GC thread). */
+void data_gc_expire(void);
+
+/*
+ * live.c: the live scheduler. One engine (sched.h) for the coordinator's
+ * life, told only what changes; every call from the state thread, under
+ * the write lock, except the *_json views (read lock).
+ */
+/* A pass: what starts, what is preempted, why the rest waits. */
+void live_schedule(void);
+/* The node changed (registered, offer, up/down, left, prices). */
+void live_node_changed(struct node *node);
+/* A part ended on node: the engine frees what it held. */
+void live_part_ended(const struct job *job, const struct node *node);
+/* Every part of the job has started; it saved its work at ms. */
+void live_job_started(const struct job *job);
+void live_job_saved(const struct job *job, int64_t ms);
+/*
+ * 1 when some node the pool knows (up or down) could ever run spec; 0
+ * with why; GP_ENOMEM. Cached per shape until a node registers.
+ */
+int live_can_ever_fit(const struct gp_jobspec *spec, char *why,
+    size_t whylen);
+/* What the scheduler is told about a job (j may be NULL: a new spec). */
+void live_sched_job(const struct job *j, const struct gp_jobspec *spec,
+    struct gp_sched_job *out);
+/* A number for a user name (fair share), the same for the same name. */
+int64_t live_user_id(const char *user);
+/* A node registered: what the pool could ever run may have changed. */
+void live_nodes_registered(void);
+/*
+ * Every node the pool knows as hardware (up or down), for can-ever-fit
+ * checks: OUT *nodes (malloc'd, the caller frees; their GPUs stay valid
+ * until the next register), *n. 0 or GP_ENOMEM.
+ */
+int live_hw_nodes(struct gp_sched_node **nodes, size_t *n);
+/* A port for a gang's rank 0, free among the gangs on its node. */
+int live_master_port(const struct job *job);
+/* JSON views (docs/api.md): request fields, parts and waiting, GPUs'
+ * shares and capability, an assignment's share and gang. */
+void live_request_json(const struct job *job, json_t *req);
+void live_job_json(const struct job *job, json_t *o);
+void live_gpu_json(const struct node *node, int gpu, json_t *o);
+void live_assignment_json(const struct job *job, int part, json_t *o);
+/* GET /v1/queue: the queued jobs who may see, in the scheduler's order. */
+json_t *live_queue_json(const struct token_entry *who);
+/* "resources", "share", ... for enum gp_sched_wait. */
+const char *live_wait_code(int reason);
 
 /*
  * Records that the image with digest got a signature by key: queued

@@ -69,8 +69,8 @@ static const char totals_schema[] =
 
 static const char *const stmt_sql[LS_COUNT] = {
     [LS_INS_POSTING] = "INSERT INTO postings(job_id, attempt, seq, final,"
-		       " at_ms, from_ms, to_ms, node_id, amount, gpu_ms)"
-		       " VALUES(?,?,?,?,?,?,?,?,?,?)",
+		       " at_ms, from_ms, to_ms, node_id, amount, gpu_ms, part)"
+		       " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     [LS_INS_ENTRY] = "INSERT INTO entries VALUES(?,?,?,?,?,?,?)",
     [LS_PUT_DECAY] = "INSERT OR REPLACE INTO usage_decay VALUES(?,?,?,?,?)",
     [LS_PUT_GROUP] = "INSERT OR REPLACE INTO groups VALUES(?,?,?,?)",
@@ -89,7 +89,10 @@ static const char *const stmt_sql[LS_COUNT] = {
     [LS_RESTORE] = "SELECT COUNT(*), COALESCE(MAX(seq), -1),"
 		   " COALESCE(SUM(amount), 0), COALESCE(SUM(gpu_ms), 0),"
 		   " COALESCE(MAX(to_ms), 0) FROM postings"
-		   " WHERE job_id = ? AND attempt = ?",
+		   " WHERE job_id = ?1 AND attempt = ?2"
+		   " AND (?3 < 0 OR part = ?3)",
+    [LS_NEXT_SEQ] = "SELECT COALESCE(MAX(seq), -1) + 1 FROM postings"
+		    " WHERE job_id = ? AND attempt = ?",
     [LS_PUT_TOTAL] = "INSERT INTO account_totals VALUES(?,?,?,?,?,1)"
 		     " ON CONFLICT(account, name, group_id) DO UPDATE SET"
 		     " amount = amount + excluded.amount,"
@@ -814,6 +817,7 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 	sqlite3_bind_int64(s, 8, p->node_id);
 	sqlite3_bind_int64(s, 9, p->amount);
 	sqlite3_bind_int64(s, 10, p->gpu_ms);
+	sqlite3_bind_int(s, 11, p->part);
 	if (step_done(l, s) != 0) {
 		gp_error("posting refused job=%lld attempt=%d seq=%d",
 		    (long long)p->job_id, p->attempt, p->seq);
@@ -864,20 +868,22 @@ ledger_post(struct ledger *l, const struct acct_posting *p)
 
 int
 ledger_restore_meter(struct ledger *l, int64_t job_id, int attempt,
-    struct acct_meter *m)
+    int part, struct acct_meter *m)
 {
 	sqlite3_stmt *s = l->stmt[LS_RESTORE];
 	int rc;
 
 	sqlite3_bind_int64(s, 1, job_id);
 	sqlite3_bind_int(s, 2, attempt);
+	sqlite3_bind_int(s, 3, part);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		int64_t count = sqlite3_column_int64(s, 0);
 		int64_t max_seq = sqlite3_column_int64(s, 1);
 		int64_t to = sqlite3_column_int64(s, 4);
-		/* seq counts from 0 without gaps: the next is max + 1. */
-		if (count != max_seq + 1)
+		/* seq counts from 0 without gaps: the next is max + 1 (a
+		 * gang's parts share the numbers: no such check). */
+		if (part < 0 && count != max_seq + 1)
 			gp_warn("ledger postings of an attempt have gaps "
 				"job=%lld attempt=%d count=%lld max_seq=%lld",
 			    (long long)job_id, attempt, (long long)count,
@@ -891,6 +897,45 @@ ledger_restore_meter(struct ledger *l, int64_t job_id, int attempt,
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
 	return rc == SQLITE_ROW ? 0 : GP_EIO;
+}
+
+int
+ledger_next_seq(struct ledger *l, int64_t job_id, int attempt)
+{
+	sqlite3_stmt *s = l->stmt[LS_NEXT_SEQ];
+	int next = 0;
+
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int(s, 2, attempt);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		next = sqlite3_column_int(s, 0);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return next;
+}
+
+/*
+ * Columns added since the first schema, each detected by its presence:
+ * postings.part (a gang's parts are billed one by one; 0 for the rest).
+ */
+static int
+migrate(sqlite3 *db)
+{
+	sqlite3_stmt *s;
+	int have = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT COUNT(*) FROM pragma_table_info('postings')"
+		" WHERE name = 'part'",
+		-1, &s, NULL) != SQLITE_OK)
+		return GP_EIO;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		have = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	if (!have && exec_sql(db, "ALTER TABLE postings ADD COLUMN part"
+				  " INTEGER NOT NULL DEFAULT 0;") != 0)
+		return GP_EIO;
+	return 0;
 }
 
 /* ---- opening ---- */
@@ -1030,7 +1075,7 @@ ledger_open(struct ledger *l, sqlite3 *db, const char *path,
 	pthread_mutex_init(&l->read_lock, NULL);
 	l->db = db;
 	l->half_life_ms = half_life_ms;
-	if (exec_sql(db, schema) != 0)
+	if (exec_sql(db, schema) != 0 || migrate(db) != 0)
 		return GP_EIO;
 	if (!table_exists(db, "account_totals") &&
 	    exec_sql(db, totals_schema) != 0) {
@@ -1334,7 +1379,8 @@ ledger_postings_json(struct ledger *l, const struct ledger_filter *f,
 	gp_buf_printf(&q, "SELECT p.id, p.job_id, p.attempt, p.seq, p.final,"
 			  " p.at_ms, p.from_ms, p.to_ms, COALESCE(n.name, '?'),"
 			  " p.amount, p.gpu_ms, u.name, COALESCE(gu.name, '?'),"
-			  " v.name, COALESCE(gv.name, '?') FROM postings p"
+			  " v.name, COALESCE(gv.name, '?'), p.part"
+			  " FROM postings p"
 			  /* CROSS: newest postings first, by id, then */
 			  /* their entries; LIMIT stops the scan early */
 			  " CROSS JOIN entries u ON u.posting = p.id AND"
@@ -1377,6 +1423,9 @@ ledger_postings_json(struct ledger *l, const struct ledger_filter *f,
 			"account", "provider", "name", col_text(s, 13),
 			"group", col_text(s, 14), "amount_micro",
 			(json_int_t)amount));
+		json_object_set_new(json_array_get(newest_first,
+					json_array_size(newest_first) - 1),
+		    "part", json_integer(sqlite3_column_int(s, 15)));
 	}
 	sqlite3_finalize(s);
 	pthread_mutex_unlock(&l->read_lock);

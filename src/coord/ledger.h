@@ -95,6 +95,7 @@ enum {
 	LS_SPENT_USER,
 	LS_SPENT_GROUP,
 	LS_RESTORE,
+	LS_NEXT_SEQ,
 	LS_PUT_TOTAL,
 	LS_COUNT
 };
@@ -152,12 +153,15 @@ int ledger_tick(struct ledger *l, int64_t now_ms);
 
 /*
  * Brings m (whose from_ms, rate and share are set) in line with what the
- * ledger holds for (job_id, attempt): postings made, amount, GPU time and
- * the time billed. Used at start-up: the ledger is the truth. Returns 0 or
+ * ledger holds for (job_id, attempt) and a gang's part (-1: the whole
+ * attempt, a job of one part): postings made, amount, GPU time and the
+ * time billed. Used at start-up: the ledger is the truth. Returns 0 or
  * GP_EIO.
  */
 int ledger_restore_meter(struct ledger *l, int64_t job_id, int attempt,
-    struct acct_meter *m);
+    int part, struct acct_meter *m);
+/* The next posting number of (job_id, attempt): a gang's parts share. */
+int ledger_next_seq(struct ledger *l, int64_t job_id, int attempt);
 
 /* Groups. */
 const struct ledger_group *ledger_group_by_id(const struct ledger *l,

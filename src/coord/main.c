@@ -48,6 +48,9 @@ usage(FILE *out)
 	    "                           [--checkpoint-keep N] "
 	    "[--checkpoint-max SIZE]\n"
 	    "                           [--checkpoint-retain DURATION]\n"
+	    "                           [--quota-default SIZE] "
+	    "[--data-max SIZE]\n"
+	    "                           [--output-retain DURATION]\n"
 	    "                           [--image-blob-max SIZE]\n"
 	    "                           [--placement POLICY]\n"
 	    "                           [--prices FILE] "
@@ -84,6 +87,17 @@ usage(FILE *out)
 	    "                      checkpoints of a finished job are removed "
 	    "after\n"
 	    "                      this long (default 7d)\n"
+	    "  --quota-default SIZE\n"
+	    "                      storage quota of users without one of "
+	    "their own\n"
+	    "                      (data sets and job outputs; default: no "
+	    "limit)\n"
+	    "  --data-max SIZE     largest data set version or job output "
+	    "(default 1T)\n"
+	    "  --output-retain DURATION\n"
+	    "                      job outputs are removed this long after "
+	    "the job\n"
+	    "                      finished (default 30d)\n"
 	    "  --image-blob-max SIZE\n"
 	    "                      largest image blob (layer) accepted "
 	    "(default 64G)\n"
@@ -225,6 +239,9 @@ gp_coord_main(int argc, char **argv)
 	    {"checkpoint-keep", required_argument, NULL, 'K'},
 	    {"checkpoint-max", required_argument, NULL, 'M'},
 	    {"checkpoint-retain", required_argument, NULL, 'R'},
+	    {"quota-default", required_argument, NULL, 'Q'},
+	    {"data-max", required_argument, NULL, 'D'},
+	    {"output-retain", required_argument, NULL, 'O'},
 	    {"image-blob-max", required_argument, NULL, 'I'},
 	    {"placement", required_argument, NULL, 'P'},
 	    {"prices", required_argument, NULL, 'p'},
@@ -254,6 +271,8 @@ gp_coord_main(int argc, char **argv)
 	cfg.ckpt_keep = 3;
 	cfg.ckpt_max = 64LL << 30;
 	cfg.ckpt_retain_ms = 7 * 86400 * 1000LL;
+	cfg.data_max = 1LL << 40;
+	cfg.output_retain_ms = 30 * 86400 * 1000LL;
 	cfg.image_blob_max = 64LL << 30;
 	cfg.placement = gp_sched_policy_default();
 	cfg.accrual_ms = 30 * 1000;
@@ -322,6 +341,23 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--checkpoint-retain: a duration like "
 					  "7d or 12h");
 			cfg.ckpt_retain_ms = v * 1000;
+			break;
+		case 'Q':
+			if (gp_parse_bytes(optarg, &cfg.quota_default) != 0 ||
+			    cfg.quota_default < 1)
+				gp_fatalx("--quota-default: a size like 100G");
+			break;
+		case 'D':
+			if (gp_parse_bytes(optarg, &cfg.data_max) != 0 ||
+			    cfg.data_max < 1)
+				gp_fatalx("--data-max: a size like 1T");
+			break;
+		case 'O':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > INT64_MAX / 1000)
+				gp_fatalx("--output-retain: a duration like "
+				    "30d");
+			cfg.output_retain_ms = v * 1000;
 			break;
 		case 'I':
 			if (parse_bytes(optarg, &cfg.image_blob_max) != 0 ||
@@ -419,6 +455,8 @@ gp_coord_main(int argc, char **argv)
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
+	if (data_init(&cfg) != 0)
+		gp_fatalx("cannot open the data store in %s", cfg.data_dir);
 	if (image_init(&cfg) != 0)
 		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
 	image_attach_jobs();

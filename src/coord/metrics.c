@@ -29,7 +29,8 @@ static const double dispatch_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
 /* Requeue reasons counted apart; anything else is "other". */
 static const char *const requeue_reasons[] = {"node_lost", "reclaimed",
     "owner_present", "window_closed", "provider_left", "agent_stopped",
-    "refused", "restore_failed", "other"};
+    "refused", "restore_failed", "image_unavailable", "preempted",
+    "gang_stopped", "other"};
 #define NREASONS GP_ARRAY_LEN(requeue_reasons)
 
 static struct {

@@ -46,6 +46,10 @@ struct run_rec {
 	unsigned pass_no; /* the pass that started it, 0: the caller's */
 	int owner;        /* started there for its lab (provider first) */
 	size_t next;      /* the job's next part, NONE at the end */
+	size_t nprev, nnext; /* the node's records (alive or not) */
+	int64_t saved_ms;    /* see gp_sched_running */
+	int64_t preempt_for; /* being stopped for this job; 0: none */
+	int linked;          /* on its node's list */
 };
 
 struct resv_node {
@@ -66,7 +70,9 @@ struct gp_sched_engine {
 	struct engine e;
 	struct run_rec *runs;
 	size_t nruns, capruns;
-	size_t *index; /* open addressing: job id -> first record */
+	size_t free_runs; /* reclaimed records, chained by next; NONE */
+	size_t nalive;    /* records alive */
+	size_t *index;    /* open addressing: job id -> first record */
 	size_t capindex, nindex;
 	struct reservation resv;
 	unsigned char *shape_failed; /* per shape, this pass */
@@ -79,8 +85,25 @@ struct gp_sched_engine {
 	size_t ngroups, nusers;
 	unsigned pass_no;                /* passes so far */
 	int quick;                       /* no reservations, no reasons */
+	int defer_preempt;               /* this pass: see gp_sched_pass */
 	struct gp_sched_node *own_nodes; /* engine_new's copies */
 	struct gp_sched_gpu *own_gpus;
+	struct gp_sched_node **set_nodes; /* node_set's copies, per node */
+	/* Labs that lend up nodes: (group, count), for provider first. */
+	struct lab_count {
+		int64_t group;
+		size_t up;
+	} *labs;
+	size_t nlabs, caplabs;
+	/* Jobs whose victims are being stopped: alive victim parts each. */
+	struct pending {
+		int64_t for_job;
+		size_t parts;
+	} *pend;
+	size_t npend, cappend;
+	/* Shape model strings (copies), for freeing. */
+	char **shape_models;
+	size_t nshape_models, capshape_models;
 };
 
 /* ---- matching ---- */
@@ -161,7 +184,9 @@ intern_model(struct engine *e, const char *model)
 			return -2;
 		e->capmodels = cap;
 	}
-	e->models[e->nmodels] = model;
+	/* A copy: a long-lived engine outlives the caller's strings. */
+	if ((e->models[e->nmodels] = strdup(model)) == NULL)
+		return -2;
 	e->match_gen[e->nmodels] = 0;
 	e->match[e->nmodels] = 0;
 	return (int)e->nmodels++;
@@ -469,14 +494,20 @@ node_changed(struct engine *e, struct eng_node *n)
 }
 
 static size_t
+index_home(const struct gp_sched_engine *s, int64_t job_id)
+{
+	return (size_t)((uint64_t)job_id * 0x9e3779b97f4a7c15ULL) &
+	    (s->capindex - 1);
+}
+
+static size_t
 index_find(const struct gp_sched_engine *s, int64_t job_id)
 {
 	size_t h;
 
 	if (s->capindex == 0)
 		return NONE;
-	h = (size_t)((uint64_t)job_id * 0x9e3779b97f4a7c15ULL) &
-	    (s->capindex - 1);
+	h = index_home(s, job_id);
 	while (s->index[h] != NONE) {
 		if (s->runs[s->index[h]].job_id == job_id)
 			return h;
@@ -516,13 +547,144 @@ job_runs(const struct gp_sched_engine *s, int64_t job_id)
 	return h == NONE ? NONE : s->index[h];
 }
 
+/*
+ * Counts delta more (or fewer) alive victim parts being stopped for
+ * for_job. Returns 0 or GP_ENOMEM.
+ */
+static int
+pending_adj(struct gp_sched_engine *s, int64_t for_job, int delta)
+{
+	size_t i;
+
+	for (i = 0; i < s->npend; i++)
+		if (s->pend[i].for_job == for_job)
+			break;
+	if (i == s->npend) {
+		if (delta < 0)
+			return 0;
+		if (s->npend == s->cappend) {
+			size_t cap = s->cappend ? s->cappend * 2 : 8;
+			struct pending *p = realloc(s->pend, cap * sizeof(*p));
+			if (p == NULL)
+				return GP_ENOMEM;
+			s->pend = p;
+			s->cappend = cap;
+		}
+		s->pend[s->npend].for_job = for_job;
+		s->pend[s->npend++].parts = 0;
+	}
+	if (delta > 0)
+		s->pend[i].parts += (size_t)delta;
+	else if (s->pend[i].parts >= (size_t)-delta)
+		s->pend[i].parts -= (size_t)-delta;
+	else
+		s->pend[i].parts = 0;
+	if (s->pend[i].parts == 0)
+		s->pend[i] = s->pend[--s->npend];
+	return 0;
+}
+
+/* 1 when victims are being stopped for the job. */
+static int
+job_pending(const struct gp_sched_engine *s, int64_t job_id)
+{
+	size_t i;
+
+	for (i = 0; i < s->npend; i++)
+		if (s->pend[i].for_job == job_id)
+			return 1;
+	return 0;
+}
+
+/* Removes slot h of the index (backward-shift deletion). */
+static void
+index_del(struct gp_sched_engine *s, size_t h)
+{
+	size_t j = h, k, mask = s->capindex - 1;
+
+	s->index[h] = NONE;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (s->index[j] == NONE)
+			break;
+		k = index_home(s, s->runs[s->index[j]].job_id);
+		/* Stays when its home lies cyclically in (h, j]. */
+		if (h < j ? (h < k && k <= j) : (h < k || k <= j))
+			continue;
+		s->index[h] = s->index[j];
+		s->index[j] = NONE;
+		h = j;
+	}
+	s->nindex--;
+}
+
+/* Files record i in its node's list of records. */
+static void
+node_link(struct gp_sched_engine *s, size_t i)
+{
+	struct run_rec *r = &s->runs[i];
+	struct eng_node *n = &s->e.nodes[r->node];
+
+	r->nprev = NONE;
+	r->nnext = n->runs;
+	if (n->runs != NONE)
+		s->runs[n->runs].nprev = i;
+	n->runs = i;
+	r->linked = 1;
+}
+
+static void
+node_unlink(struct gp_sched_engine *s, size_t i)
+{
+	struct run_rec *r = &s->runs[i];
+	struct eng_node *n = &s->e.nodes[r->node];
+
+	if (!r->linked)
+		return;
+	if (r->nprev != NONE)
+		s->runs[r->nprev].nnext = r->nnext;
+	else
+		n->runs = r->nnext;
+	if (r->nnext != NONE)
+		s->runs[r->nnext].nprev = r->nprev;
+	r->linked = 0;
+}
+
+/*
+ * Forgets the job's records when none is alive any more: they go to the
+ * free list, so that a long-lived engine stays as large as what runs at
+ * its busiest, not as all it ever ran. Returns 1 when it did.
+ */
+static int
+job_reclaim(struct gp_sched_engine *s, int64_t job_id)
+{
+	size_t h = index_find(s, job_id), i, next;
+
+	if (h == NONE || s->index[h] == NONE)
+		return 0;
+	for (i = s->index[h]; i != NONE; i = s->runs[i].next)
+		if (s->runs[i].alive)
+			return 0;
+	for (i = s->index[h]; i != NONE; i = next) {
+		next = s->runs[i].next;
+		node_unlink(s, i);
+		s->runs[i].job_id = 0;
+		s->runs[i].next = s->free_runs;
+		s->free_runs = i;
+	}
+	index_del(s, h);
+	return 1;
+}
+
 /* Adds a record (its resources already taken). Returns its index. */
 static size_t
 run_add(struct gp_sched_engine *s, const struct run_rec *r)
 {
 	size_t i, h;
 
-	if (s->nruns == s->capruns) {
+	/* An old attempt whose parts are all gone: forget it first. */
+	job_reclaim(s, r->job_id);
+	if (s->free_runs == NONE && s->nruns == s->capruns) {
 		size_t cap = s->capruns ? s->capruns * 2 : 64;
 		struct run_rec *n = realloc(s->runs, cap * sizeof(*n));
 		if (n == NULL)
@@ -532,18 +694,28 @@ run_add(struct gp_sched_engine *s, const struct run_rec *r)
 	}
 	if (2 * (s->nindex + 1) > s->capindex && index_grow(s) != 0)
 		return NONE;
-	i = s->nruns++;
+	if (s->free_runs != NONE) {
+		i = s->free_runs;
+		s->free_runs = s->runs[i].next;
+	} else {
+		i = s->nruns++;
+	}
 	s->runs[i] = *r;
 	h = index_find(s, r->job_id);
 	if (s->index[h] == NONE) {
 		s->nindex++;
 		s->runs[i].next = NONE;
-	} else if (s->runs[s->index[h]].alive) {
-		s->runs[i].next = s->index[h];
 	} else {
-		s->runs[i].next = NONE; /* an old attempt: forget it */
+		s->runs[i].next = s->index[h]; /* another part of the job */
 	}
 	s->index[h] = i;
+	node_link(s, i);
+	if (s->runs[i].alive) {
+		s->nalive++;
+		if (r->preempt_for != 0 &&
+		    pending_adj(s, r->preempt_for, 1) != 0)
+			return NONE;
+	}
 	return i;
 }
 
@@ -558,12 +730,15 @@ run_release(struct gp_sched_engine *s, size_t i)
 	if (!r->alive)
 		return;
 	r->alive = 0;
+	s->nalive--;
+	if (r->preempt_for != 0)
+		pending_adj(s, r->preempt_for, -1);
 	n->cpu_free += r->cpu;
 	if (n->mem_total != INT64_MAX)
 		n->mem_free += r->mem;
 	for (p = 0; p < n->ngpus && r->whole != 0; p++)
 		if ((r->whole >> p) & 1) {
-			n->gpus[p].holder = 0;
+			n->gpus[p].holder = n->gpus[p].lent ? 0 : -1;
 			n->gpus[p].end_ms = s->e.now_ms;
 		}
 	if (r->shared && r->gpu_pos >= 0 && r->gpu_pos < n->ngpus) {
@@ -586,6 +761,9 @@ run_restore(struct gp_sched_engine *s, size_t i)
 	if (r->alive)
 		return;
 	r->alive = 1;
+	s->nalive++;
+	if (r->preempt_for != 0)
+		pending_adj(s, r->preempt_for, 1);
 	n->cpu_free -= r->cpu;
 	if (n->mem_total != INT64_MAX)
 		n->mem_free -= r->mem;
@@ -603,6 +781,61 @@ run_restore(struct gp_sched_engine *s, size_t i)
 	node_changed(&s->e, n);
 }
 
+/*
+ * Counts n (up or not) in the pool's totals and its lab's count of up
+ * nodes (sign 1), or takes it out of them (sign -1). 0 or GP_ENOMEM.
+ */
+static int
+node_totals(struct gp_sched_engine *s, const struct eng_node *n, int sign)
+{
+	struct engine *e = &s->e;
+	size_t i;
+
+	if (!n->up)
+		return 0;
+	e->total_gpus += sign * n->ngpus;
+	e->total_cpu += sign * n->cpu_total;
+	if (n->mem_total != INT64_MAX)
+		e->total_mem += sign * n->mem_total;
+	if (n->group == 0)
+		return 0;
+	for (i = 0; i < s->nlabs; i++)
+		if (s->labs[i].group == n->group)
+			break;
+	if (i == s->nlabs) {
+		if (sign < 0)
+			return 0;
+		if (s->nlabs == s->caplabs) {
+			size_t cap = s->caplabs ? s->caplabs * 2 : 8;
+			struct lab_count *l =
+			    realloc(s->labs, cap * sizeof(*l));
+			if (l == NULL)
+				return GP_ENOMEM;
+			s->labs = l;
+			s->caplabs = cap;
+		}
+		s->labs[s->nlabs].group = n->group;
+		s->labs[s->nlabs++].up = 0;
+	}
+	if (sign > 0)
+		s->labs[i].up++;
+	else if (s->labs[i].up > 0)
+		s->labs[i].up--;
+	return 0;
+}
+
+/* 1 when the lab lends a node that is up. */
+static int
+lab_has_nodes(const struct gp_sched_engine *s, int64_t group)
+{
+	size_t i;
+
+	for (i = 0; i < s->nlabs; i++)
+		if (s->labs[i].group == group)
+			return s->labs[i].up > 0;
+	return 0;
+}
+
 static int
 engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
     size_t nnodes, const struct gp_sched_policy *policy, uint64_t seed)
@@ -612,6 +845,7 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 	int j, m;
 
 	memset(s, 0, sizeof(*s));
+	s->free_runs = NONE;
 	e->policy = policy != NULL ? policy : gp_sched_policy_default();
 	e->rng = seed != 0 ? seed : 0x9e3779b97f4a7c15ULL;
 	for (i = 0; i < nnodes; i++) {
@@ -623,7 +857,7 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 	e->gpus = calloc(ngpus + 1, sizeof(*e->gpus));
 	if (e->nodes == NULL || e->gpus == NULL)
 		return GP_ENOMEM;
-	e->nnodes = nnodes;
+	e->nnodes = e->capnodes = nnodes;
 	e->ngpus = ngpus;
 	ngpus = 0;
 	for (i = 0; i < nnodes; i++) {
@@ -642,6 +876,7 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 		n->gpus = &e->gpus[ngpus];
 		n->resv = -1;
 		n->cls = NONE;
+		n->runs = NONE;
 		n->model = src->ngpus > 0 ? -3 : -1;
 		ngpus += (size_t)src->ngpus;
 		for (j = 0; j < src->ngpus; j++) {
@@ -649,6 +884,7 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 			struct eng_gpu *g = &n->gpus[j];
 
 			g->holder = sg->job_id;
+			g->lent = sg->job_id >= 0;
 			g->index = sg->index;
 			g->mem_total = sg->mem_mib;
 			g->milli_free = GP_SCHED_MILLI - sg->shared_milli;
@@ -680,12 +916,8 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 			if (src->gpus[j].mem_mib != src->gpus[0].mem_mib)
 				n->same_mem = 0;
 		node_changed(&s->e, n);
-		if (n->up) {
-			e->total_gpus += n->ngpus;
-			e->total_cpu += n->cpu_total;
-			if (n->mem_total != INT64_MAX)
-				e->total_mem += n->mem_total;
-		}
+		if (node_totals(s, n, 1) != 0)
+			return GP_ENOMEM;
 	}
 	return e->class_oom ? GP_ENOMEM : 0;
 }
@@ -697,9 +929,25 @@ engine_fini(struct gp_sched_engine *s)
 	size_t i;
 
 	eng_mix_free(e);
+	for (i = 0; i < e->nnodes; i++) {
+		if (e->nodes[i].own_gpus)
+			free(e->nodes[i].gpus);
+		if (s->set_nodes != NULL && s->set_nodes[i] != NULL) {
+			free(s->set_nodes[i]->gpus);
+			free(s->set_nodes[i]);
+		}
+	}
+	free(s->set_nodes);
 	free(e->nodes);
 	free(e->gpus);
+	for (i = 0; i < e->nmodels; i++)
+		free((char *)e->models[i]);
 	free(e->models);
+	for (i = 0; i < s->nshape_models; i++)
+		free(s->shape_models[i]);
+	free(s->shape_models);
+	free(s->labs);
+	free(s->pend);
 	free(e->match_gen);
 	free(e->match);
 	free(e->shapes);
@@ -768,7 +1016,9 @@ engine_add_running(struct gp_sched_engine *s,
 		rec.end_ms = r->end_ms;
 		rec.group = r->group;
 		rec.loss = r->loss;
-		rec.preemptible = r->preemptible;
+		rec.saved_ms = r->saved_ms;
+		rec.preempt_for = r->preempt_for;
+		rec.preemptible = r->preemptible && r->preempt_for == 0;
 		rec.alive = 1;
 		rec.gpu_pos = -1;
 		if (r->shared) {
@@ -890,9 +1140,9 @@ intern_shape(struct engine *e, const struct part_req *r)
 			return -1;
 		e->shapes = n;
 		if (e->policy->uses_mix) {
-			/* The score cache: nnodes x cap, moved over. */
+			/* The score cache: capnodes x cap, moved over. */
 			struct score_cache *c =
-			    calloc(e->nnodes * cap + 1, sizeof(*c));
+			    calloc(e->capnodes * cap + 1, sizeof(*c));
 			size_t j;
 			if (c == NULL)
 				return -1;
@@ -904,9 +1154,29 @@ intern_shape(struct engine *e, const struct part_req *r)
 		}
 		e->capshapes = cap;
 	}
+	/* The key keeps a copy of the model: engines outlive jobs. */
+	if (k.model[0] != '\0') {
+		/* e is the first member of its gp_sched_engine. */
+		struct gp_sched_engine *s = (struct gp_sched_engine *)e;
+		char *copy = strdup(k.model);
+		if (copy == NULL)
+			return -1;
+		if (s->nshape_models == s->capshape_models) {
+			size_t cap = s->capshape_models
+			    ? s->capshape_models * 2
+			    : 16;
+			char **m = realloc(s->shape_models, cap * sizeof(*m));
+			if (m == NULL) {
+				free(copy);
+				return -1;
+			}
+			s->shape_models = m;
+			s->capshape_models = cap;
+		}
+		s->shape_models[s->nshape_models++] = copy;
+		k.model = copy;
+	}
 	e->shapes[e->nshapes] = k;
-	/* The key keeps the caller's string: copy-free, so only for the
-	 * pass (plan) or the caller's lifetime (engine: see sched.h). */
 	return (int)e->nshapes++;
 }
 
@@ -1051,6 +1321,9 @@ gp_sched_wait_name(int reason)
 		return "waiting for nodes for all of its gang's parts";
 	case GP_SCHED_WAIT_HELD:
 		return "held";
+	case GP_SCHED_WAIT_PREEMPTING:
+		return "borrowed work on its lab's GPUs is saving a checkpoint "
+		       "to make room for it";
 	}
 	return "waiting";
 }
@@ -1328,6 +1601,8 @@ place_job(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	/* Not all of a gang: give back what its first parts took. */
 	for (k = p; k-- > 0;) {
 		run_release(s, recs[k]);
+		if (k == 0)
+			job_reclaim(s, job->id);
 		if (extra[k]) {
 			/* Its use of the spare room is given back too. */
 			struct resv_node *rn = &s->resv.n[used[k]->resv];
@@ -1673,9 +1948,23 @@ job_loss(const struct gp_sched_engine *s, int64_t job_id)
 	int64_t loss = 0;
 	size_t i;
 
-	for (i = job_runs(s, job_id); i != NONE; i = s->runs[i].next)
-		if (s->runs[i].alive)
-			loss += s->runs[i].loss;
+	for (i = job_runs(s, job_id); i != NONE; i = s->runs[i].next) {
+		const struct run_rec *r = &s->runs[i];
+		int64_t milli;
+		if (!r->alive)
+			continue;
+		if (r->saved_ms <= 0) {
+			loss += r->loss;
+			continue;
+		}
+		/* GPU-milliseconds since its work was last saved. */
+		milli = r->shared ? r->milli
+		                  : GP_SCHED_MILLI *
+		        (int64_t)__builtin_popcountll(r->whole);
+		if (s->e.now_ms > r->saved_ms)
+			loss += (s->e.now_ms - r->saved_ms) * milli /
+			    GP_SCHED_MILLI;
+	}
 	return loss;
 }
 
@@ -1725,11 +2014,10 @@ victims_on(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
 	int64_t total = 0;
 	int fit = 0;
 
-	for (i = 0; i < s->nruns; i++) {
+	for (i = n->runs; i != NONE; i = s->runs[i].nnext) {
 		const struct run_rec *rr = &s->runs[i];
-		if (!rr->alive || &s->e.nodes[rr->node] != n ||
-		    rr->group == n->group || !rr->preemptible ||
-		    rr->pass_no == s->pass_no)
+		if (!rr->alive || rr->group == n->group || !rr->preemptible ||
+		    rr->preempt_for != 0 || rr->pass_no == s->pass_no)
 			continue;
 		v[cnt].rec = i;
 		v[cnt].job_id = rr->job_id;
@@ -1771,7 +2059,7 @@ try_preempt(struct gp_sched_engine *s, const struct gp_sched_job *job,
 {
 	struct engine *e = &s->e;
 	struct victim *v = NULL, *best_v = NULL;
-	size_t nv = 0, best_nv = 0, i, k;
+	size_t nv = 0, best_nv = 0, i, k, capv = 0;
 	struct eng_node *best_n = NULL;
 	struct part_req r;
 	int64_t loss, best_loss = -1;
@@ -1781,15 +2069,29 @@ try_preempt(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	*placed = 0;
 	if (job_parts(job) > 1 || job->gpus > GP_SCHED_GPUS_MAX)
 		return 0;
-	v = calloc(s->nruns + 1, sizeof(*v));
-	best_v = calloc(s->nruns + 1, sizeof(*best_v));
-	if (v == NULL || best_v == NULL)
-		goto out;
 	part_init(e, job, &r);
 	for (i = 0; i < e->nnodes; i++) {
 		struct eng_node *n = &e->nodes[i];
+		size_t cnt = 0;
 		if (!n->up || n->group != job->group)
 			continue;
+		/* Room for the victims on n: what runs there. */
+		for (k = n->runs; k != NONE; k = s->runs[k].nnext)
+			cnt++;
+		if (cnt == 0)
+			continue;
+		if (cnt > capv) {
+			struct victim *a = realloc(v, cnt * sizeof(*a));
+			struct victim *b = a != NULL
+			    ? realloc(best_v, cnt * sizeof(*b))
+			    : NULL;
+			if (a != NULL)
+				v = a;
+			if (b == NULL)
+				goto out;
+			best_v = b;
+			capv = cnt;
+		}
 		loss = victims_on(s, n, &r, v, &nv);
 		if (loss < 0 || nv == 0)
 			continue;
@@ -1807,13 +2109,29 @@ try_preempt(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	for (k = 0; k < best_nv; k++) {
 		int64_t id = s->runs[best_v[k].rec].job_id;
 		int64_t node_id = e->nodes[s->runs[best_v[k].rec].node].id;
-		if (!s->runs[best_v[k].rec].alive)
+		if (!s->runs[best_v[k].rec].alive ||
+		    s->runs[best_v[k].rec].preempt_for != 0)
 			continue; /* another part of a job already taken */
-		for (i = job_runs(s, id); i != NONE; i = s->runs[i].next)
-			run_release(s, i);
+		for (i = job_runs(s, id); i != NONE; i = s->runs[i].next) {
+			if (!s->defer_preempt) {
+				run_release(s, i);
+				continue;
+			}
+			/* Asked to stop: it holds its room until it has. */
+			s->runs[i].preempt_for = job->id;
+			if (s->runs[i].alive &&
+			    pending_adj(s, job->id, 1) != 0) {
+				rc = GP_ENOMEM;
+				goto out;
+			}
+		}
+		if (!s->defer_preempt)
+			job_reclaim(s, id);
 		if ((rc = result_preempt(s, id, job->id, node_id)) != 0)
 			goto out;
 	}
+	if (s->defer_preempt)
+		goto out;
 	memset(&sc, 0, sizeof(sc));
 	sc.only_group = job->group;
 	rc = place_job(s, job, &sc, placed, &room, &fit);
@@ -1892,7 +2210,8 @@ struct fair {
 /* Groups, their users and the users' jobs (in queue order). */
 static int
 fair_init(struct gp_sched_engine *s, struct fair *f,
-    const struct gp_sched_job *queue, const unsigned char *todo, size_t nqueue)
+    const struct gp_sched_job *const *queue, const unsigned char *todo,
+    size_t nqueue)
 {
 	struct engine *e = &s->e;
 	size_t i, j, *user_of = NULL, pos;
@@ -1913,18 +2232,18 @@ fair_init(struct gp_sched_engine *s, struct fair *f,
 		if (!todo[i])
 			continue;
 		for (j = 0; j < f->nusers; j++)
-			if (f->users[j].id == queue[i].user &&
-			    f->groups[f->users[j].first].id == queue[i].group)
+			if (f->users[j].id == queue[i]->user &&
+			    f->groups[f->users[j].first].id == queue[i]->group)
 				break;
 		if (j == f->nusers) {
 			size_t g;
 			for (g = 0; g < f->ngroups; g++)
-				if (f->groups[g].id == queue[i].group)
+				if (f->groups[g].id == queue[i]->group)
 					break;
 			if (g == f->ngroups) {
-				f->groups[g].id = queue[i].group;
+				f->groups[g].id = queue[i]->group;
 				sh = share_find(s->groups, s->ngroups,
-				    queue[i].group);
+				    queue[i]->group);
 				f->groups[g].weight =
 				    sh != NULL && sh->weight > 0 ? sh->weight
 				                                 : 1;
@@ -1932,9 +2251,9 @@ fair_init(struct gp_sched_engine *s, struct fair *f,
 				    sh != NULL && sh->usage > 0 ? sh->usage : 0;
 				f->ngroups++;
 			}
-			f->users[j].id = queue[i].user;
+			f->users[j].id = queue[i]->user;
 			f->users[j].first = g; /* its group, for now */
-			sh = share_find(s->users, s->nusers, queue[i].user);
+			sh = share_find(s->users, s->nusers, queue[i]->user);
 			f->users[j].weight =
 			    sh != NULL && sh->weight > 0 ? sh->weight : 1;
 			f->users[j].usage =
@@ -2145,14 +2464,33 @@ explain(struct gp_sched_engine *s, const struct gp_sched_job *job, int room,
 	return result_wait(s, job, GP_SCHED_WAIT_RESOURCES, NULL);
 }
 
+/* A (shape, lab) that found no room on the lab's nodes in step 1. */
+struct own_fail {
+	int shape;
+	int64_t group;
+};
+
 static int
-pass(struct gp_sched_engine *s, const struct gp_sched_job *queue, size_t nqueue,
-    int no_preempt)
+own_failed(const struct own_fail *f, size_t n, int shape, int64_t group)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (f[i].shape == shape && f[i].group == group)
+			return 1;
+	return 0;
+}
+
+static int
+pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
+    size_t nqueue, int no_preempt)
 {
 	struct engine *e = &s->e;
 	unsigned char *todo = NULL;
+	struct own_fail *ofail = NULL;
+	size_t nofail = 0, capofail = 0;
 	struct fair f;
-	size_t i, q, user;
+	size_t q, user;
 	int rc = GP_ENOMEM, placed, room, fit, ever;
 	char buf[160];
 
@@ -2176,7 +2514,7 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue, size_t nqueue,
 
 	/* Held jobs wait; the others are to do. */
 	for (q = 0; q < nqueue; q++) {
-		const struct gp_sched_job *job = &queue[q];
+		const struct gp_sched_job *job = queue[q];
 		if (job->hold != GP_SCHED_HOLD_NONE) {
 			if ((rc = result_wait(s, job, GP_SCHED_WAIT_HELD,
 			         hold_words(job, buf, sizeof(buf)))) != 0)
@@ -2194,33 +2532,65 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue, size_t nqueue,
 		todo[q] = 1;
 	}
 
-	/* 1. Provider first. */
+	/*
+	 * 1. Provider first. Without preemption, or when it is only asked
+	 * for (deferred), what is free only shrinks in this step: a shape
+	 * that found no room on its lab's nodes is not tried again there.
+	 */
 	for (q = 0; q < nqueue; q++) {
-		const struct gp_sched_job *job = &queue[q];
+		const struct gp_sched_job *job = queue[q];
+		struct part_req r;
 		struct scan sc;
-		int own = 0;
-		if (!todo[q] || job->group == 0)
+		int pending;
+		if (!todo[q] || job->group == 0 || !lab_has_nodes(s, job->group))
 			continue;
-		for (i = 0; i < e->nnodes && !own; i++)
-			own = e->nodes[i].up && e->nodes[i].group == job->group;
-		if (!own)
+		part_init(e, job, &r);
+		pending = s->npend > 0 && job_pending(s, job->id);
+		if (!pending && (no_preempt || s->defer_preempt) &&
+		    own_failed(ofail, nofail, r.shape, job->group))
 			continue;
 		memset(&sc, 0, sizeof(sc));
 		sc.only_group = job->group;
 		if ((rc = place_job(s, job, &sc, &placed, &room, &fit)) != 0)
 			goto out;
-		if (!placed && !no_preempt &&
+		if (!placed && !no_preempt && !pending &&
 		    (rc = try_preempt(s, job, &placed)) != 0)
 			goto out;
-		if (placed)
+		if (placed) {
 			todo[q] = 0;
+			continue;
+		}
+		if (s->npend > 0 && job_pending(s, job->id)) {
+			/* Its victims are saving their work: it waits for
+			 * their room, and takes nobody else's. */
+			todo[q] = 0;
+			if ((rc = result_wait(s, job,
+			         GP_SCHED_WAIT_PREEMPTING, NULL)) != 0)
+				goto out;
+			continue;
+		}
+		if ((no_preempt || s->defer_preempt) && r.shape >= 0) {
+			if (nofail == capofail) {
+				size_t cap = capofail ? capofail * 2 : 16;
+				struct own_fail *o =
+				    realloc(ofail, cap * sizeof(*o));
+				if (o == NULL) {
+					rc = GP_ENOMEM;
+					goto out;
+				}
+				ofail = o;
+				capofail = cap;
+			}
+			ofail[nofail].shape = r.shape;
+			ofail[nofail++].group = job->group;
+		}
 	}
 
 	/* 2, 3. Fair share, with EASY backfill. */
 	if ((rc = fair_init(s, &f, queue, todo, nqueue)) != 0)
 		goto out;
 	while ((q = fair_next(&f, &user)) != NONE) {
-		const struct gp_sched_job *job = &queue[q];
+		const struct gp_sched_job *job = queue[q];
 		struct part_req r;
 		struct scan sc;
 		int is_head = 0;
@@ -2282,8 +2652,23 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *queue, size_t nqueue,
 out:
 	fair_fini(&f);
 	free(todo);
+	free(ofail);
 	resv_clear(s);
 	return rc;
+}
+
+/* The queue as pointers (what pass takes). NULL on ENOMEM. */
+static const struct gp_sched_job **
+queue_ptrs(const struct gp_sched_job *queue, size_t nqueue)
+{
+	const struct gp_sched_job **p = calloc(nqueue + 1, sizeof(*p));
+	size_t i;
+
+	if (p == NULL)
+		return NULL;
+	for (i = 0; i < nqueue; i++)
+		p[i] = &queue[i];
+	return p;
 }
 
 /* The mix, when the caller gives none: the queue and what runs. */
@@ -2348,7 +2733,13 @@ gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res)
 		if (rc != 0)
 			goto out;
 	}
-	rc = pass(&s, in->queue, in->nqueue, in->no_preempt);
+	{
+		const struct gp_sched_job **qp =
+		    queue_ptrs(in->queue, in->nqueue);
+		rc = qp != NULL ? pass(&s, qp, in->nqueue, in->no_preempt)
+		                : GP_ENOMEM;
+		free(qp);
+	}
 out:
 	engine_fini(&s);
 	if (rc != 0)
@@ -2407,7 +2798,12 @@ gp_sched_engine_pass(struct gp_sched_engine *s, int64_t now_ms,
 	s->nusers = nusers;
 	s->res = res;
 	s->capassign = s->cappreempt = s->capwait = 0;
-	rc = pass(s, queue, nqueue, 0);
+	s->defer_preempt = 0;
+	{
+		const struct gp_sched_job **qp = queue_ptrs(queue, nqueue);
+		rc = qp != NULL ? pass(s, qp, nqueue, 0) : GP_ENOMEM;
+		free(qp);
+	}
 	s->res = NULL;
 	if (rc != 0)
 		gp_sched_result_fini(res);
@@ -2425,7 +2821,374 @@ gp_sched_engine_end(struct gp_sched_engine *s, int64_t job_id)
 			run_release(s, i);
 			found = 1;
 		}
+	job_reclaim(s, job_id);
 	return found ? 0 : GP_ENOENT;
+}
+
+int
+gp_sched_engine_end_part(struct gp_sched_engine *s, int64_t job_id,
+    int64_t node_id)
+{
+	size_t i = job_runs(s, job_id);
+	int found = 0;
+
+	for (; i != NONE; i = s->runs[i].next)
+		if (s->runs[i].alive &&
+		    s->e.nodes[s->runs[i].node].id == node_id) {
+			run_release(s, i);
+			found = 1;
+		}
+	job_reclaim(s, job_id);
+	return found ? 0 : GP_ENOENT;
+}
+
+int
+gp_sched_engine_run_set(struct gp_sched_engine *s, int64_t job_id,
+    int preemptible, int64_t saved_ms, int64_t preempt_for)
+{
+	size_t i = job_runs(s, job_id);
+	int found = 0;
+
+	for (; i != NONE; i = s->runs[i].next) {
+		struct run_rec *r = &s->runs[i];
+		if (!r->alive)
+			continue;
+		found = 1;
+		r->preemptible = preemptible;
+		r->saved_ms = saved_ms;
+		if (r->preempt_for != preempt_for) {
+			if (r->preempt_for != 0)
+				pending_adj(s, r->preempt_for, -1);
+			r->preempt_for = preempt_for;
+			if (preempt_for != 0 &&
+			    pending_adj(s, preempt_for, 1) != 0)
+				return GP_ENOMEM;
+		}
+	}
+	return found ? 0 : GP_ENOENT;
+}
+
+size_t
+gp_sched_engine_nrunning(const struct gp_sched_engine *s)
+{
+	return s->nalive;
+}
+
+size_t
+gp_sched_engine_nrecords(const struct gp_sched_engine *s)
+{
+	return s->nruns;
+}
+
+int
+gp_sched_engine_set_mix(struct gp_sched_engine *s,
+    const struct gp_sched_mix *mix)
+{
+	if (mix == NULL) {
+		eng_mix_free(&s->e);
+		return 0;
+	}
+	return eng_mix_build(&s->e, mix);
+}
+
+/* Makes room for one more node: every per-node array grows. */
+static int
+grow_nodes(struct gp_sched_engine *s)
+{
+	struct engine *e = &s->e;
+	size_t cap = e->capnodes ? e->capnodes * 2 : 64, i;
+	struct eng_node *nodes;
+	struct gp_sched_node **set;
+
+	nodes = realloc(e->nodes, (cap + 1) * sizeof(*nodes));
+	if (nodes == NULL)
+		return GP_ENOMEM;
+	e->nodes = nodes;
+	set = realloc(s->set_nodes, (cap + 1) * sizeof(*set));
+	if (set == NULL)
+		return GP_ENOMEM;
+	for (i = e->capnodes; i <= cap; i++)
+		set[i] = NULL;
+	if (s->set_nodes == NULL)
+		for (i = 0; i < e->capnodes; i++)
+			set[i] = NULL;
+	s->set_nodes = set;
+	if (e->cache != NULL) {
+		struct score_cache *c =
+		    calloc(cap * e->capshapes + 1, sizeof(*c));
+		if (c == NULL)
+			return GP_ENOMEM;
+		memcpy(c, e->cache,
+		    e->nnodes * e->capshapes * sizeof(*c));
+		free(e->cache);
+		e->cache = c;
+	}
+	if (e->node_frag != NULL) {
+		double *f = realloc(e->node_frag, (cap + 1) * sizeof(*f));
+		unsigned *v;
+		if (f == NULL)
+			return GP_ENOMEM;
+		e->node_frag = f;
+		v = realloc(e->node_frag_version, (cap + 1) * sizeof(*v));
+		if (v == NULL)
+			return GP_ENOMEM;
+		e->node_frag_version = v;
+		for (i = e->capnodes; i <= cap; i++)
+			v[i] = 0;
+	}
+	e->capnodes = cap;
+	return 0;
+}
+
+/* The caller's node, copied (strings: the engine's interned models). */
+static struct gp_sched_node *
+copy_src(struct engine *e, const struct gp_sched_node *src,
+    const struct eng_node *n)
+{
+	struct gp_sched_node *c = calloc(1, sizeof(*c));
+	int i;
+
+	if (c == NULL)
+		return NULL;
+	*c = *src;
+	c->gpus = calloc((size_t)src->ngpus + 1, sizeof(*c->gpus));
+	if (c->gpus == NULL) {
+		free(c);
+		return NULL;
+	}
+	for (i = 0; i < src->ngpus; i++) {
+		c->gpus[i] = src->gpus[i];
+		c->gpus[i].model = n->gpus[i].model >= 0
+		    ? e->models[n->gpus[i].model]
+		    : NULL;
+	}
+	return c;
+}
+
+int
+gp_sched_engine_node_set(struct gp_sched_engine *s,
+    const struct gp_sched_node *src)
+{
+	struct engine *e = &s->e;
+	struct eng_node *n;
+	struct eng_gpu *gpus = NULL;
+	struct gp_sched_node *copy;
+	size_t idx;
+	int j, m, is_new = 0, same_layout;
+	int64_t cpu_used, mem_used;
+
+	if (src->ngpus < 0 || src->ngpus > GP_SCHED_GPUS_MAX)
+		return GP_EINVAL;
+	/* Ids grow: a node above the last one is new. */
+	n = e->nnodes > 0 && e->nodes[e->nnodes - 1].id >= src->id
+	    ? node_by_id(s, src->id)
+	    : NULL;
+	if (n == NULL) {
+		if (e->nnodes > 0 && e->nodes[e->nnodes - 1].id >= src->id)
+			return GP_EINVAL;
+		if (e->nnodes == e->capnodes && grow_nodes(s) != 0)
+			return GP_ENOMEM;
+		n = &e->nodes[e->nnodes];
+		memset(n, 0, sizeof(*n));
+		n->id = src->id;
+		n->resv = -1;
+		n->cls = NONE;
+		n->runs = NONE;
+		e->nnodes++;
+		is_new = 1;
+	} else if (node_totals(s, n, -1) != 0) {
+		return GP_ENOMEM;
+	}
+	idx = (size_t)(n - e->nodes);
+	same_layout = !is_new && n->ngpus == src->ngpus;
+	for (j = 0; same_layout && j < src->ngpus; j++)
+		if (n->gpus[j].mem_total != src->gpus[j].mem_mib ||
+		    n->gpus[j].index != src->gpus[j].index ||
+		    n->gpus[j].model < 0 || src->gpus[j].model == NULL ||
+		    strcmp(e->models[n->gpus[j].model], src->gpus[j].model) !=
+		        0)
+			same_layout = 0;
+	if (!same_layout) {
+		/* New GPUs; those at positions both have keep their use. */
+		gpus = calloc((size_t)src->ngpus + 1, sizeof(*gpus));
+		if (gpus == NULL)
+			return GP_ENOMEM;
+		for (j = 0; j < src->ngpus; j++) {
+			struct eng_gpu *g = &gpus[j];
+			if (!is_new && j < n->ngpus) {
+				*g = n->gpus[j];
+				g->mem_free += src->gpus[j].mem_mib - g->mem_total;
+			} else {
+				g->milli_free = GP_SCHED_MILLI;
+				g->mem_free = src->gpus[j].mem_mib;
+				g->holder = 0;
+			}
+			g->index = src->gpus[j].index;
+			g->mem_total = src->gpus[j].mem_mib;
+			m = intern_model(e, src->gpus[j].model);
+			if (m == -2) {
+				free(gpus);
+				return GP_ENOMEM;
+			}
+			g->model = m;
+		}
+		if (!is_new) {
+			class_leave(e, n);
+			if (n->own_gpus)
+				free(n->gpus);
+		}
+		n->gpus = gpus;
+		n->own_gpus = 1;
+		n->ngpus = src->ngpus;
+	}
+	/* What runs keeps what it holds; the rest is the new offer. */
+	cpu_used = is_new ? 0 : n->cpu_total - n->cpu_free;
+	mem_used = is_new || n->mem_total == INT64_MAX
+	    ? 0
+	    : n->mem_total - n->mem_free;
+	n->up = src->up;
+	n->group = src->group;
+	n->max_time_s = src->max_time_s;
+	n->cpu_total = src->cpu_milli;
+	n->cpu_free = src->cpu_milli - cpu_used;
+	n->mem_total = src->mem_mib > 0 ? src->mem_mib : INT64_MAX;
+	n->mem_free = n->mem_total == INT64_MAX ? INT64_MAX
+	                                        : n->mem_total - mem_used;
+	n->model = n->ngpus > 0 ? n->gpus[0].model : -1;
+	n->max_gpu_mem = 0;
+	n->same_mem = 1;
+	for (j = 0; j < n->ngpus; j++) {
+		struct eng_gpu *g = &n->gpus[j];
+		g->lent = src->gpus[j].job_id >= 0;
+		g->capability = src->gpus[j].capability;
+		g->price = src->gpus[j].price;
+		/* Not held whole: lent or not, as the offer says now. */
+		if (g->holder <= 0) {
+			g->holder = g->lent ? 0 : -1;
+			g->end_ms = 0;
+		}
+		if (g->model != n->model)
+			n->model = -2;
+		if (g->mem_total > n->max_gpu_mem)
+			n->max_gpu_mem = g->mem_total;
+		if (g->mem_total != n->gpus[0].mem_total)
+			n->same_mem = 0;
+	}
+	copy = copy_src(e, src, n);
+	if (copy == NULL)
+		return GP_ENOMEM;
+	if (s->set_nodes == NULL) {
+		s->set_nodes = calloc(e->capnodes + 1, sizeof(*s->set_nodes));
+		if (s->set_nodes == NULL) {
+			free(copy->gpus);
+			free(copy);
+			return GP_ENOMEM;
+		}
+	}
+	if (s->set_nodes[idx] != NULL) {
+		free(s->set_nodes[idx]->gpus);
+		free(s->set_nodes[idx]);
+	}
+	s->set_nodes[idx] = copy;
+	n->src = copy;
+	node_changed(e, n);
+	if (node_totals(s, n, 1) != 0)
+		return GP_ENOMEM;
+	return e->class_oom ? GP_ENOMEM : 0;
+}
+
+int
+gp_sched_engine_run_add(struct gp_sched_engine *s,
+    const struct gp_sched_running *r, const int *gpus, int ngpus)
+{
+	struct eng_node *n = node_by_id(s, r->node_id);
+	struct run_rec rec;
+	int i, p;
+
+	if (n == NULL)
+		return GP_ENOENT;
+	memset(&rec, 0, sizeof(rec));
+	rec.job_id = r->job_id;
+	rec.node = (size_t)(n - s->e.nodes);
+	rec.cpu = r->cpu_milli > 0 ? r->cpu_milli : 0;
+	rec.mem = r->mem_mib > 0 ? r->mem_mib : 0;
+	rec.end_ms = r->end_ms;
+	rec.group = r->group;
+	rec.loss = r->loss;
+	rec.saved_ms = r->saved_ms;
+	rec.preempt_for = r->preempt_for;
+	rec.preemptible = r->preemptible;
+	rec.alive = 1;
+	rec.gpu_pos = -1;
+	if (r->shared) {
+		for (p = 0; p < n->ngpus; p++)
+			if (n->gpus[p].index == r->gpu)
+				rec.gpu_pos = p;
+		if (rec.gpu_pos < 0 || n->gpus[rec.gpu_pos].holder > 0)
+			return GP_ECONFLICT;
+		rec.shared = 1;
+		rec.milli = r->gpu_milli > 0 && r->gpu_milli < GP_SCHED_MILLI
+		    ? r->gpu_milli
+		    : 0;
+		rec.gpu_mem = r->gpu_mem_mib > 0 ? r->gpu_mem_mib : 0;
+	} else {
+		for (i = 0; i < ngpus; i++) {
+			for (p = 0; p < n->ngpus; p++)
+				if (n->gpus[p].index == gpus[i])
+					break;
+			if (p == n->ngpus || p >= 64 ||
+			    n->gpus[p].holder > 0 || n->gpus[p].nshared > 0 ||
+			    ((rec.whole >> p) & 1))
+				return GP_ECONFLICT;
+			rec.whole |= 1ULL << p;
+		}
+	}
+	if (run_add(s, &rec) == NONE)
+		return GP_ENOMEM;
+	/* Take what it holds. */
+	n->cpu_free -= rec.cpu;
+	if (n->mem_total != INT64_MAX)
+		n->mem_free -= rec.mem;
+	for (p = 0; p < n->ngpus && rec.whole != 0; p++)
+		if ((rec.whole >> p) & 1) {
+			n->gpus[p].holder = r->job_id;
+			n->gpus[p].end_ms = r->end_ms;
+		}
+	if (rec.shared) {
+		struct eng_gpu *g = &n->gpus[rec.gpu_pos];
+		g->milli_free -= rec.milli;
+		g->mem_free -= rec.gpu_mem;
+		g->nshared++;
+	}
+	node_changed(&s->e, n);
+	return s->e.class_oom ? GP_ENOMEM : 0;
+}
+
+int
+gp_sched_engine_run_pass(struct gp_sched_engine *s,
+    const struct gp_sched_pass *p, struct gp_sched_result *res)
+{
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	s->e.now_ms = p->now_ms;
+	s->e.accepts = p->accepts;
+	s->e.accepts_arg = p->accepts_arg;
+	s->groups = p->groups;
+	s->ngroups = p->ngroups;
+	s->users = p->users;
+	s->nusers = p->nusers;
+	s->res = res;
+	s->capassign = s->cappreempt = s->capwait = 0;
+	s->defer_preempt = p->defer_preempt;
+	rc = pass(s, p->queue, p->nqueue, p->no_preempt);
+	s->res = NULL;
+	s->defer_preempt = 0;
+	s->e.accepts = NULL;
+	s->e.accepts_arg = NULL;
+	if (rc != 0)
+		gp_sched_result_fini(res);
+	return rc;
 }
 
 void

@@ -108,6 +108,10 @@ struct gp_sched_running {
 	int preemptible;     /* 1: may be checkpointed and requeued */
 	int64_t loss;        /* what preempting it loses (e.g. GPU-seconds
 	                        since its last checkpoint); least goes first */
+	int64_t saved_ms;    /* > 0: when its work was last saved; the loss
+	                        is then its GPUs x the time since (GPU-ms) */
+	int64_t preempt_for; /* being stopped for this job (deferred
+	                        preemption under way); 0: none */
 	int shared;          /* 1: holds a share of the GPU below */
 	int gpu;             /* shared: the node's GPU index */
 	int gpu_milli;       /* shared: its share */
@@ -202,6 +206,8 @@ enum gp_sched_wait {
 	GP_SCHED_WAIT_RESERVATION,   /* it would delay the reservation */
 	GP_SCHED_WAIT_GANG,          /* not enough nodes for all its parts */
 	GP_SCHED_WAIT_HELD,          /* held by the caller (budget ...) */
+	GP_SCHED_WAIT_PREEMPTING,    /* borrowed work on its lab's GPUs is
+	                                being checkpointed for it */
 };
 
 /* Why a queued job did not start. */
@@ -326,5 +332,74 @@ double gp_sched_engine_frag(struct gp_sched_engine *e);
 void gp_sched_engine_set_quick(struct gp_sched_engine *e, int quick);
 /* Decisions made (parts placed or refused) since the engine was made. */
 uint64_t gp_sched_engine_decisions(const struct gp_sched_engine *e);
+
+/*
+ * The live coordinator keeps one engine for its whole life and tells it
+ * only what changed: nodes that come, change or go down, parts that end,
+ * and (after a restart) what runs. Passes take the queue as pointers.
+ */
+
+/*
+ * Adds node (its id above every node the engine has) or updates the node
+ * with its id: up, limits, lab, CPUs, memory and GPUs (model, memory,
+ * capability, price; job_id -1: not lent, else lent; shared_* ignored).
+ * What runs on it stays and keeps what it holds: free CPUs and memory are
+ * the new totals less what runs. Strings are copied. Returns 0,
+ * GP_ENOMEM, or GP_EINVAL (an id out of order, too many GPUs).
+ */
+int gp_sched_engine_node_set(struct gp_sched_engine *e,
+    const struct gp_sched_node *node);
+/*
+ * Records a part that runs (placed before the engine was made, e.g.
+ * before a restart): r->shared with r->gpu, or whole GPUs (the node's GPU
+ * indices gpus[0..ngpus)). Returns 0, GP_ENOENT (no such node), GP_ECONFLICT
+ * (a GPU is held already: nothing taken) or GP_ENOMEM.
+ */
+int gp_sched_engine_run_add(struct gp_sched_engine *e,
+    const struct gp_sched_running *r, const int *gpus, int ngpus);
+/* Frees what the job's part on node_id holds. 0 or GP_ENOENT. */
+int gp_sched_engine_end_part(struct gp_sched_engine *e, int64_t job_id,
+    int64_t node_id);
+/*
+ * Changes what the engine knows of a running job's parts: preemptible,
+ * saved_ms (see struct gp_sched_running), preempt_for. 0 or GP_ENOENT.
+ */
+int gp_sched_engine_run_set(struct gp_sched_engine *e, int64_t job_id,
+    int preemptible, int64_t saved_ms, int64_t preempt_for);
+/* Replaces the mix (copied; NULL: none). Returns 0 or GP_ENOMEM. */
+int gp_sched_engine_set_mix(struct gp_sched_engine *e,
+    const struct gp_sched_mix *mix);
+
+/* One pass of a long-lived engine. */
+struct gp_sched_pass {
+	int64_t now_ms;
+	const struct gp_sched_job *const *queue; /* in submission order */
+	size_t nqueue;
+	const struct gp_sched_share *groups, *users;
+	size_t ngroups, nusers;
+	gp_sched_accepts_fn accepts; /* NULL: every node */
+	void *accepts_arg;
+	int no_preempt;
+	/*
+	 * 1: a preemption is only asked for: the victims keep what they hold
+	 * (marked preempt_for, no longer preemptible) until the caller ends
+	 * them, and the job waits (GP_SCHED_WAIT_PREEMPTING) without trying
+	 * other nodes or preempting again; once they are gone, provider
+	 * first gives it their room. 0: victims are gone at once and the job
+	 * starts in the same pass (gp_sched_plan, the simulator).
+	 */
+	int defer_preempt;
+};
+
+/*
+ * Like gp_sched_engine_pass. What it starts is applied to the engine at
+ * once (the caller ends a part it does not start after all).
+ */
+int gp_sched_engine_run_pass(struct gp_sched_engine *e,
+    const struct gp_sched_pass *p, struct gp_sched_result *res);
+/* Running parts the engine holds records of (alive), for checks. */
+size_t gp_sched_engine_nrunning(const struct gp_sched_engine *e);
+/* Records it keeps, alive or reusable: at most the most ever alive. */
+size_t gp_sched_engine_nrecords(const struct gp_sched_engine *e);
 
 #endif

@@ -27,6 +27,7 @@ struct eng_gpu {
 	int index;              /* the node's own GPU index */
 	int64_t end_ms;         /* when it is wholly free (now_ms if it is) */
 	unsigned char reserved; /* held for the reservation */
+	unsigned char lent;     /* 0: not lent (holder -1 unless held) */
 };
 
 struct eng_node {
@@ -49,6 +50,8 @@ struct eng_node {
 	int gang_mark;       /* used by the part being placed (gangs) */
 	size_t cls;          /* its class of like nodes, NONE: down */
 	size_t cprev, cnext; /* the class's other members */
+	size_t runs;         /* its run records (sched.c), NONE: none */
+	int own_gpus;        /* gpus is its own allocation (node_set) */
 };
 
 /*
@@ -146,7 +149,7 @@ struct score_cache {
 struct engine {
 	const struct gp_sched_policy *policy;
 	struct eng_node *nodes;
-	size_t nnodes;
+	size_t nnodes, capnodes; /* per-node arrays have capnodes rows */
 	struct eng_gpu *gpus;
 	size_t ngpus;
 	int64_t now_ms;
@@ -163,6 +166,7 @@ struct engine {
 	/* The request mix (fragmentation-aware policies). */
 	struct mix_entry *mix;
 	size_t nmix;
+	size_t mix_nmodels; /* models known when the mix was built */
 	double *node_frag; /* per node: its fragmentation, valid when */
 	unsigned *node_frag_version; /* equal to version + 1 */
 	/* Interned shapes and the per (node, shape) score cache. */

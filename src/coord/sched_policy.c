@@ -100,13 +100,14 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 		}
 	}
 	e->nmix = n;
+	e->mix_nmodels = e->nmodels;
 	for (i = 0; i < n; i++)
 		e->mix[i].weight /= total;
 	free(e->node_frag);
 	free(e->node_frag_version);
-	e->node_frag = calloc(e->nnodes + 1, sizeof(*e->node_frag));
+	e->node_frag = calloc(e->capnodes + 1, sizeof(*e->node_frag));
 	e->node_frag_version =
-	    calloc(e->nnodes + 1, sizeof(*e->node_frag_version));
+	    calloc(e->capnodes + 1, sizeof(*e->node_frag_version));
 	if (e->node_frag == NULL || e->node_frag_version == NULL)
 		return GP_ENOMEM;
 	return 0;
@@ -158,6 +159,8 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			for (g = 0; g < n->ngpus; g++) {
 				int ok = m->model_ok == NULL ||
 				    (n->gpus[g].model >= 0 &&
+				        (size_t)n->gpus[g].model <
+				            e->mix_nmodels &&
 				        m->model_ok[n->gpus[g].model]);
 				if (ok)
 					copies += milli_free[g] / m->milli;
@@ -174,6 +177,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 		for (g = 0; g < n->ngpus; g++) {
 			int ok = m->model_ok == NULL ||
 			    (n->gpus[g].model >= 0 &&
+			        (size_t)n->gpus[g].model < e->mix_nmodels &&
 			        m->model_ok[n->gpus[g].model]);
 			if (ok && milli_free[g] >= m->milli)
 				fit++;

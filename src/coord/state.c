@@ -36,6 +36,7 @@ struct effect {
 	struct node *node;
 	json_t *assign; /* or NULL */
 	json_t *cancel; /* or NULL */
+	json_t *stop;	/* or NULL: save and stop (preempt, gang) */
 };
 static struct effect *effects;
 static size_t neffects, capeffects;
@@ -45,10 +46,10 @@ static size_t nwoken, capwoken;
 static void acct_job_json(const struct job *job, json_t *o);
 static void acct_node_json(const struct node *node, json_t *o);
 static void bill_attempt_end(struct job *job, struct attempt_record *a);
+static void bill_part_end(struct job *job, int k);
+static void bill_part_start(struct job *job, int k, int64_t now);
+static struct attempt_record *current_attempt(struct job *job);
 static int64_t token_group(int64_t token_id);
-static int64_t gpu_price(struct node_gpu *g);
-static void bill_start(struct job *job, struct attempt_record *a,
-    int64_t now);
 
 /* Grace before a delivered attempt that an agent does not list is lost. */
 #define LOST_GRACE_MS 3000
@@ -250,9 +251,29 @@ node_insert(struct node *node)
 	node->outbox_assign = json_array();
 	node->outbox_cancel = json_array();
 	node->outbox_checkpoint = json_array();
+	node->outbox_stop = json_array();
 	node->lent = ~0ULL;
 	node->accepting = 1;
 	return 0;
+}
+
+/* Closes the holes removals left in the queue, in one pass. */
+static void
+queue_compact(void)
+{
+	int i, n = 0;
+
+	if (state.queue_holes == 0)
+		return;
+	for (i = 0; i < state.nqueue; i++) {
+		struct job *j = state.queue[i];
+		if (j == NULL)
+			continue;
+		j->queue_pos = n;
+		state.queue[n++] = j;
+	}
+	state.nqueue = n;
+	state.queue_holes = 0;
 }
 
 /* The queue: kept in job id order, so a requeued job keeps its place. */
@@ -261,6 +282,7 @@ queue_insert(struct job *job)
 {
 	int i;
 
+	queue_compact();
 	if (state.nqueue == state.capqueue) {
 		int cap = state.capqueue ? state.capqueue * 2 : 1024;
 		struct job **q = realloc(state.queue, (size_t)cap * sizeof(*q));
@@ -284,15 +306,10 @@ queue_insert(struct job *job)
 static void
 queue_remove(struct job *job)
 {
-	int i;
-
 	if (job->queue_pos < 0)
 		return;
-	for (i = job->queue_pos; i + 1 < state.nqueue; i++) {
-		state.queue[i] = state.queue[i + 1];
-		state.queue[i]->queue_pos = i;
-	}
-	state.nqueue--;
+	state.queue[job->queue_pos] = NULL;
+	state.queue_holes++;
 	job->queue_pos = -1;
 }
 
@@ -310,9 +327,33 @@ node_add_job(struct node *node, int64_t job_id)
 	node->jobs[node->njobs++] = job_id;
 }
 
+/* Marks on node what part k of job holds: GPUs whole, or a share. */
 static void
-node_remove_job(struct node *node, const struct job *job)
+node_take_part(struct node *node, const struct job *job, int k)
 {
+	const struct job_part *p = &job->parts[k];
+	int i;
+
+	node_add_job(node, job->id);
+	if (p->gpu_milli > 0 && p->gpu_milli < 1000) {
+		if (p->ngpus == 1 && p->gpus[0] < node->ngpus) {
+			struct node_gpu *g = &node->gpus[p->gpus[0]];
+			g->shared_milli += p->gpu_milli;
+			g->shared_mem_mib += p->gpu_mem_mib;
+			g->nshared++;
+		}
+		return;
+	}
+	for (i = 0; i < p->ngpus; i++)
+		if (p->gpus[i] < node->ngpus)
+			node->gpus[p->gpus[i]].job_id = job->id;
+}
+
+/* Undoes node_take_part. */
+static void
+node_remove_job(struct node *node, const struct job *job, int k)
+{
+	const struct job_part *p = &job->parts[k];
 	int i;
 
 	for (i = 0; i < node->njobs; i++) {
@@ -321,9 +362,50 @@ node_remove_job(struct node *node, const struct job *job)
 			break;
 		}
 	}
+	if (p->gpu_milli > 0 && p->gpu_milli < 1000) {
+		if (p->ngpus == 1 && p->gpus[0] < node->ngpus) {
+			struct node_gpu *g = &node->gpus[p->gpus[0]];
+			g->shared_milli -= p->gpu_milli;
+			g->shared_mem_mib -= p->gpu_mem_mib;
+			if (--g->nshared <= 0) {
+				g->nshared = 0;
+				g->shared_milli = 0;
+				g->shared_mem_mib = 0;
+			}
+		}
+		return;
+	}
 	for (i = 0; i < node->ngpus; i++)
 		if (node->gpus[i].job_id == job->id)
 			node->gpus[i].job_id = 0;
+}
+
+/* The part of job placed on node_id, or -1. */
+int
+job_part_on(const struct job *job, int64_t node_id)
+{
+	int k;
+
+	for (k = 0; k < job->nparts; k++)
+		if (job->parts[k].node_id == node_id && node_id != 0)
+			return k;
+	return -1;
+}
+
+/* A job's parts, as its spec asks (store.c may have filled some). */
+int
+job_parts_alloc(struct job *job)
+{
+	int n = job->spec.nodes > 1 ? job->spec.nodes : 1;
+
+	if (job->parts != NULL && job->nparts == n)
+		return 0;
+	free(job->parts);
+	job->parts = calloc((size_t)n, sizeof(*job->parts));
+	if (job->parts == NULL)
+		return GP_ENOMEM;
+	job->nparts = n;
+	return 0;
 }
 
 /* ---- loading ---- */
@@ -358,7 +440,7 @@ load_job(struct job *j)
 {
 	const struct ledger_group *g;
 	struct node *node;
-	int i;
+	int k;
 
 	j->queue_pos = -1;
 	j->log_size = joblog_size_on_disk(j->id);
@@ -367,34 +449,59 @@ load_job(struct job *j)
 	if (g == NULL)
 		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
 	j->group_id = g != NULL ? g->id : 1;
-	if (job_insert(j) != 0)
+	if (job_insert(j) != 0 || job_parts_alloc(j) != 0)
 		gp_fatalx("out of memory loading jobs");
+	j->user_id = live_user_id(j->user);
+	live_sched_job(j, &j->spec, &j->sj);
+	for (k = 0; k < j->nparts; k++)
+		j->parts[k].log_size = k == 0 ? j->log_size
+		                              : joblog_part_size_on_disk(j->id,
+		                                    k);
 	if (j->state == JOB_QUEUED) {
 		queue_insert(j);
 	} else if (j->state == JOB_RUNNING) {
-		node = state_node(j->node_id);
-		if (node == NULL) {
-			gp_warn("running job on unknown node job=%lld",
-			    (long long)j->id);
-			return;
+		struct attempt_record *a = j->nhistory > 0 &&
+		        j->history[j->nhistory - 1].attempt == j->attempts
+		    ? &j->history[j->nhistory - 1]
+		    : NULL;
+		for (k = 0; k < j->nparts; k++) {
+			struct job_part *p = &j->parts[k];
+			if (p->ended || p->node_id == 0)
+				continue;
+			node = state_node(p->node_id);
+			if (node == NULL) {
+				gp_warn("running job on unknown node job=%lld "
+					"part=%d",
+				    (long long)j->id, k);
+				p->node_id = 0;
+				p->ended = 1;
+				continue;
+			}
+			node_take_part(node, j, k);
+			/* After a restart we cannot know whether it was
+			 * delivered; the agent's next register or
+			 * heartbeat will confirm it. */
+			if (!p->started_ack)
+				p->delivered_mono = gp_mono_ms();
+			p->started_ack = 1;
 		}
-		node_add_job(node, j->id);
-		for (i = 0; i < j->ngpus; i++)
-			if (j->gpus[i] < node->ngpus)
-				node->gpus[j->gpus[i]].job_id = j->id;
-		/* After a restart we cannot know whether it was delivered. */
-		if (!j->started_ack)
-			j->delivered_mono = gp_mono_ms();
-		/* The agent's next register or heartbeat will confirm it. */
 		j->started_ack = 1;
+		j->preempt_for = a != NULL ? a->preempt_for : 0;
 		/* What was posted for it: the ledger is the truth. */
-		if (j->nhistory > 0 &&
-		    j->history[j->nhistory - 1].attempt == j->attempts &&
-		    j->history[j->nhistory - 1].meter.from_ms > 0 &&
+		if (a != NULL && a->meter.from_ms > 0 &&
 		    ledger_restore_meter(&ledger, j->id, j->attempts,
-			&j->history[j->nhistory - 1].meter) != 0)
+			j->nparts > 1 ? 0 : -1, &a->meter) != 0)
 			gp_fatalx("cannot read the ledger of job %lld",
 			    (long long)j->id);
+		for (k = 0; a != NULL && k < a->nmore; k++)
+			if (a->more[k].meter.from_ms > 0 &&
+			    ledger_restore_meter(&ledger, j->id, j->attempts,
+				k + 1, &a->more[k].meter) != 0)
+				gp_fatalx("cannot read the ledger of job %lld",
+				    (long long)j->id);
+		if (a != NULL && j->nparts > 1)
+			a->next_seq = ledger_next_seq(&ledger, j->id,
+			    j->attempts);
 	}
 }
 
@@ -538,6 +645,7 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.gpu_model[0] ? job->spec.gpu_model : NULL, "cpus",
 	    job->spec.cpus, "mem_mib", (json_int_t)job->spec.mem_mib,
 	    "time_limit_s", (json_int_t)job->spec.time_limit_s);
+	live_request_json(job, req);
 	o = json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 		      "s:o,s:o,s:i,s:b,s:o,s:O,s:O}",
 	    "id", (json_int_t)job->id, "name", job->spec.name, "user",
@@ -556,6 +664,8 @@ job_to_json(const struct job *job, int with_history)
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
 	    job->spec.command, "env", job->spec.env);
+	if (o != NULL && json_array_size(job->spec.data) > 0)
+		json_object_set(o, "data", job->spec.data);
 	if (o != NULL) {
 		json_object_set_new(o, "image", job->spec.image[0]
 		    ? json_string(job->spec.image) : json_null());
@@ -597,10 +707,16 @@ job_to_json(const struct job *job, int with_history)
 				"lost_s",
 				(json_int_t)(end > saved ? (end - saved) / 1000
 							 : 0)));
+			/* A preempted attempt: the job it made room for. */
+			json_object_set_new(json_array_get(hist, (size_t)i),
+			    "preempted_for",
+			    a->preempt_for != 0 ? json_integer(a->preempt_for)
+						: json_null());
 		}
 		json_object_set_new(o, "history", hist);
 	}
 	acct_job_json(job, o);
+	live_job_json(job, o);
 	return o;
 }
 
@@ -615,19 +731,21 @@ node_to_json(const struct node *node)
 		const struct node_gpu *g = &node->gpus[i];
 		const struct job *j = state_job(g->job_id);
 		/* Who uses each GPU is for everyone to see (the commons). */
-		json_array_append_new(gpus,
-		    json_pack("{s:i,s:s,s:s,s:I,s:o,s:s?,s:i,s:I,s:b,s:o,s:o}",
-			"index", g->index, "uuid", g->uuid, "model", g->model,
-			"mem_mib", (json_int_t)g->mem_mib, "job",
-			g->job_id ? json_integer(g->job_id) : json_null(),
-			"user", j != NULL && g->job_id ? j->user : NULL, "util",
-			g->util, "mem_used_mib", (json_int_t)g->mem_used_mib,
-			"lent", i < 64 && ((node->lent >> i) & 1), "temp_c",
-			node->up && g->temp_c >= 0 ? json_integer(g->temp_c)
-						   : json_null(),
-			"power_mw",
-			node->up && g->power_mw >= 0 ? json_integer(g->power_mw)
-						     : json_null()));
+		json_t *gj = json_pack(
+		    "{s:i,s:s,s:s,s:I,s:o,s:s?,s:i,s:I,s:b,s:o,s:o}", "index",
+		    g->index, "uuid", g->uuid, "model", g->model, "mem_mib",
+		    (json_int_t)g->mem_mib, "job",
+		    g->job_id ? json_integer(g->job_id) : json_null(), "user",
+		    j != NULL && g->job_id ? j->user : NULL, "util", g->util,
+		    "mem_used_mib", (json_int_t)g->mem_used_mib, "lent",
+		    i < 64 && ((node->lent >> i) & 1), "temp_c",
+		    node->up && g->temp_c >= 0 ? json_integer(g->temp_c)
+					       : json_null(),
+		    "power_mw",
+		    node->up && g->power_mw >= 0 ? json_integer(g->power_mw)
+						 : json_null());
+		live_gpu_json(node, i, gj);
+		json_array_append_new(gpus, gj);
 	}
 	o = json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:o,s:o,s:i,s:b,s:i,s:I,"
 			 "s:I}",
@@ -657,18 +775,21 @@ node_to_json(const struct node *node)
 		json_object_set_new(o, "trusted_keys", keys);
 	}
 	acct_node_json(node, o);
+	if (o != NULL)
+		json_object_set_new(o, "addr", json_string(node->addr));
 	return o;
 }
 
 json_t *
-assignment_to_json(const struct job *job)
+assignment_to_json(const struct job *job, int part)
 {
-	json_t *gpus = json_array();
+	const struct job_part *p = &job->parts[part];
+	json_t *gpus = json_array(), *o;
 	int i;
 
-	for (i = 0; i < job->ngpus; i++)
-		json_array_append_new(gpus, json_integer(job->gpus[i]));
-	return json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
+	for (i = 0; i < p->ngpus; i++)
+		json_array_append_new(gpus, json_integer(p->gpus[i]));
+	o = json_pack("{s:I,s:i,s:s,s:s,s:O,s:O,s:o,s:i,s:I,s:I,s:I,s:i,"
 			 "s:i}",
 	    "job_id", (json_int_t)job->id, "attempt", job->attempts, "name",
 	    job->spec.name, "user", job->user, "command", job->spec.command,
@@ -677,13 +798,18 @@ assignment_to_json(const struct job *job)
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
 	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
+	/* The pinned data sets; the agent fetches the K-th as data/K. */
+	if (o != NULL && json_array_size(job->spec.data) > 0)
+		json_object_set(o, "data", job->spec.data);
+	live_assignment_json(job, part, o);
+	return o;
 }
 
 /* The assignment, with the pinned image's digest when it has one. */
 static json_t *
-assignment_json(const struct job *job)
+assignment_json(const struct job *job, int part)
 {
-	json_t *a = assignment_to_json(job);
+	json_t *a = assignment_to_json(job, part);
 	const char *digest = gp_jobspec_image_digest(&job->spec);
 
 	if (a != NULL && digest != NULL)
@@ -701,11 +827,19 @@ job_visible_to(const struct job *job, const struct token_entry *who)
 		return 1;
 	case GP_ROLE_USER:
 		return strcmp(job->user, who->name) == 0;
-	case GP_ROLE_PROVIDER:
+	case GP_ROLE_PROVIDER: {
+		/* Its nodes hold (or held last) a part of it. */
+		int k;
+		for (k = 0; k < job->nparts; k++) {
+			node = state_node(job->parts[k].node_id);
+			if (node != NULL && node->owner_token == who->id)
+				return 1;
+		}
 		node = state_node(job->node_id);
 		return node != NULL && node->owner_token == who->id;
 	case GP_ROLE_METRICS:
 		return 0;
+	}
 	}
 	return 0;
 }
@@ -726,7 +860,15 @@ add_effect(struct node *node, json_t *assign, json_t *cancel)
 	effects[neffects].node = node;
 	effects[neffects].assign = assign;
 	effects[neffects].cancel = cancel;
+	effects[neffects].stop = NULL;
 	neffects++;
+}
+
+static void
+add_effect_stop(struct node *node, json_t *stop)
+{
+	add_effect(node, NULL, NULL);
+	effects[neffects - 1].stop = stop;
 }
 
 static void
@@ -775,17 +917,49 @@ history_close(struct job *job, const char *reason)
 	gp_strlcpy(a->reason, reason, sizeof(a->reason));
 }
 
+/*
+ * Part k of job no longer holds anything: off its node, out of the
+ * scheduler's engine, its meter closed (a gang's parts are billed one by
+ * one). The part keeps node_id (the history names it) until the next
+ * assignment; ended marks it.
+ */
+static void
+part_release(struct job *job, int k)
+{
+	struct job_part *p = &job->parts[k];
+	struct node *node;
+
+	if (p->ended || p->node_id == 0)
+		return;
+	node = state_node(p->node_id);
+	if (node != NULL) {
+		node_remove_job(node, job, k);
+		live_part_ended(job, node);
+	}
+	bill_part_end(job, k);
+	p->ended = 1;
+}
+
+static void
+job_release_all(struct job *job)
+{
+	int k;
+
+	for (k = 0; k < job->nparts; k++)
+		part_release(job, k);
+}
+
 static void
 job_finish(struct job *job, enum job_state st, const char *reason)
 {
-	struct node *node = state_node(job->node_id);
-
-	if (job->state == JOB_RUNNING && node != NULL)
-		node_remove_job(node, job);
+	if (job->state == JOB_RUNNING)
+		job_release_all(job);
 	queue_remove(job);
 	history_close(job, reason);
 	job->state = st;
 	job->finished_ms = gp_now_ms();
+	job->stopping[0] = '\0';
+	job->preempt_for = 0;
 	gp_strlcpy(job->reason, reason, sizeof(job->reason));
 	persist_job(job);
 	wake_job_later(job);
@@ -808,14 +982,21 @@ job_requeue(struct job *job, const char *reason)
 		job_finish(job, JOB_CANCELLED, "cancelled");
 		return;
 	}
-	if (node != NULL)
-		node_remove_job(node, job);
+	if (job->state == JOB_RUNNING && job->attempts >= MAX_ATTEMPTS) {
+		job->has_exit = 0;
+		free(job->message);
+		job->message = strdup("gave up after too many attempts");
+		job_finish(job, JOB_FAILED, reason);
+		return;
+	}
+	job_release_all(job);
 	history_close(job, reason);
 	metrics_job_requeued(reason);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
-	job->delivered_mono = 0;
+	job->stopping[0] = '\0';
+	job->preempt_for = 0;
 	snprintf(note, sizeof(note),
 	    "[gpupool: attempt %d on node %s ended: %s; job requeued]",
 	    job->attempts, node != NULL ? node->name : "?", reason);
@@ -827,35 +1008,159 @@ job_requeue(struct job *job, const char *reason)
 	    (long long)job->id, job->attempts, reason);
 }
 
+/*
+ * Asks every part of job that still runs to save its work and stop
+ * (the checkpoint signal, the owner's grace, a final upload), with
+ * reason ("preempted", "gang_stopped"): what a reclaim does, asked by
+ * the coordinator. The parts report back with that reason.
+ */
 static void
-job_assign(struct job *job, struct node *node,
-    const struct gp_sched_assignment *a)
+job_stop_parts(struct job *job, const char *reason)
+{
+	int k;
+
+	for (k = 0; k < job->nparts; k++) {
+		struct job_part *p = &job->parts[k];
+		struct node *node = state_node(p->node_id);
+		if (p->ended || node == NULL)
+			continue;
+		add_effect_stop(node, json_pack("{s:I,s:i,s:s}", "job_id",
+		    (json_int_t)job->id, "attempt", job->attempts, "reason",
+		    reason));
+	}
+}
+
+/* Kills every part of job that still runs (a failed gang, a cancel). */
+static void
+job_cancel_parts(struct job *job)
+{
+	int k;
+
+	for (k = 0; k < job->nparts; k++) {
+		struct job_part *p = &job->parts[k];
+		struct node *node = state_node(p->node_id);
+		if (p->ended || node == NULL)
+			continue;
+		add_effect(node, NULL, cancel_json(job));
+	}
+}
+
+/* 1 when every part of the current attempt has ended. */
+static int
+all_parts_ended(const struct job *job)
+{
+	int k;
+
+	for (k = 0; k < job->nparts; k++)
+		if (!job->parts[k].ended && job->parts[k].node_id != 0)
+			return 0;
+	return 1;
+}
+
+/*
+ * What ends a gang once its last part has ended: a cancel, a part that
+ * failed, a stop (requeue with the reason of the part that was lost), or
+ * every part's success.
+ */
+static void
+gang_settle(struct job *job)
+{
+	if (!all_parts_ended(job))
+		return;
+	if (job->cancel_requested)
+		job_finish(job, JOB_CANCELLED, "cancelled");
+	else if (job->stopping[0] != '\0')
+		job_requeue(job, job->stopping);
+	else if (job->gang_failed != 0)
+		job_finish(job, (enum job_state)job->gang_failed, job->reason);
+	else
+		job_finish(job, JOB_SUCCEEDED, "exited");
+}
+
+/*
+ * Part k of a running job is gone or gave its GPU back (node lost, owner
+ * reclaimed, preempted): an ordinary job goes back to the queue; a gang
+ * stops its other parts (each saves its work) and goes back to the
+ * queue, whole, once they all have.
+ */
+static void
+job_part_lost(struct job *job, int k, const char *reason)
+{
+	if (job->nparts <= 1) {
+		job_requeue(job, reason);
+		return;
+	}
+	part_release(job, k);
+	if (job->stopping[0] == '\0' && !job->cancel_requested &&
+	    job->gang_failed == 0) {
+		gp_strlcpy(job->stopping, reason, sizeof(job->stopping));
+		gp_info("gang stopping job=%lld attempt=%d part=%d reason=%s",
+		    (long long)job->id, job->attempts, k, reason);
+		job_stop_parts(job, "gang_stopped");
+		persist_job(job);
+	}
+	gang_settle(job);
+}
+
+/*
+ * Places job's parts (one assignment each, by part) in one attempt. The
+ * rank-0 part's node is the job's node.
+ */
+void
+state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 {
 	struct attempt_record *rec;
+	struct node *n0 = state_node(as[0]->node_id);
 	char note[160];
-	int i;
+	int i, k;
 
 	metrics_job_assigned(job, gp_now_ms());
 	queue_remove(job);
 	job->attempts++;
 	job->state = JOB_RUNNING;
-	job->node_id = node->id;
-	job->ngpus = a->ngpus;
-	for (i = 0; i < a->ngpus; i++) {
-		job->gpus[i] = (uint8_t)a->gpus[i];
-		node->gpus[a->gpus[i]].job_id = job->id;
-	}
+	job->node_id = n0->id;
+	job->ngpus = as[0]->ngpus;
+	for (i = 0; i < as[0]->ngpus; i++)
+		job->gpus[i] = (uint8_t)as[0]->gpus[i];
 	job->started_ack = 0;
-	job->delivered_mono = 0;
 	atomic_store(&job->assigned_mono, gp_mono_ms());
 	job->started_ms = gp_now_ms();
-	node_add_job(node, job->id);
+	job->stopping[0] = '\0';
+	job->reason[0] = '\0';
+	job->has_exit = 0;
+	job->exit_code = job->signal = 0;
+	job->preempting = 0;
+	job->preempt_for = 0;
+	job->gang_failed = 0;
+	job->wait_reason = 0;
+	for (k = 0; k < job->nparts; k++) {
+		struct job_part *p = &job->parts[k];
+		const struct gp_sched_assignment *a = as[k];
+		memset(p->gpus, 0, sizeof(p->gpus));
+		p->node_id = a->node_id;
+		p->ngpus = a->ngpus;
+		for (i = 0; i < a->ngpus; i++)
+			p->gpus[i] = (uint8_t)a->gpus[i];
+		p->gpu_milli = a->gpu_milli;
+		p->gpu_mem_mib = a->gpu_milli < GP_SCHED_MILLI ? a->gpu_mem_mib
+		                                               : 0;
+		p->started_ack = 0;
+		p->ended = 0;
+		p->delivered_mono = 0;
+		node_take_part(state_node(a->node_id), job, k);
+	}
+	if (job->nparts > 1)
+		job->master_port = live_master_port(job);
 	if (job->attempts > 1) {
 		snprintf(note, sizeof(note), "[gpupool: attempt %d on node %s]",
-		    job->attempts, node->name);
+		    job->attempts, n0->name);
 		joblog_note(job, note);
+		for (k = 1; k < job->nparts; k++)
+			joblog_part_note(job, k, note);
 	}
 	job->log_base = job->log_size;
+	for (k = 1; k < job->nparts; k++)
+		job->parts[k].log_base = job->parts[k].log_size;
 	rec = realloc(job->history,
 	    (size_t)(job->nhistory + 1) * sizeof(*rec));
 	if (rec == NULL)
@@ -864,100 +1169,54 @@ job_assign(struct job *job, struct node *node,
 	rec = &job->history[job->nhistory++];
 	memset(rec, 0, sizeof(*rec));
 	rec->attempt = job->attempts;
-	rec->node_id = node->id;
+	rec->node_id = n0->id;
 	rec->started_ms = job->started_ms;
+	if (job->nparts > 1) {
+		rec->more = calloc((size_t)job->nparts - 1, sizeof(*rec->more));
+		if (rec->more == NULL)
+			gp_fatalx("out of memory");
+		rec->nmore = job->nparts - 1;
+		for (k = 1; k < job->nparts; k++)
+			rec->more[k - 1].node_id = job->parts[k].node_id;
+	}
 	persist_job(job);
-	add_effect(node, assignment_json(job), NULL);
-	gp_debug("job assigned job=%lld attempt=%d node=%s gpus=%d",
-	    (long long)job->id, job->attempts, node->name, job->ngpus);
+	for (k = 0; k < job->nparts; k++)
+		add_effect(state_node(job->parts[k].node_id),
+		    assignment_json(job, k), NULL);
+	gp_debug("job assigned job=%lld attempt=%d node=%s gpus=%d parts=%d",
+	    (long long)job->id, job->attempts, n0->name, job->ngpus,
+	    job->nparts);
 }
-
-/* ---- scheduling ---- */
 
 /*
- * The scheduler's view of the nodes: one entry per node, GPUs marked with
- * the job using them. OUT: *nodes and *gpus (malloc'd, caller frees both),
- * *n. Returns 0 or GP_ENOMEM. Phase 1 of issue 5: whole GPUs; groups,
- * capabilities and prices are filled in by those who keep them.
+ * The scheduler preempts victim for for_job (provider first): its agent
+ * is asked to save and stop; it keeps its GPUs until it has, and is then
+ * requeued with reason "preempted" (apply_finished).
  */
-static int
-sched_view(struct gp_sched_node **nodes, struct gp_sched_gpu **gpus,
-    size_t *n, int offered)
+void
+state_job_preempt(struct job *victim, const struct job *for_job)
 {
-	struct gp_sched_node *sn;
-	struct gp_sched_gpu *sg;
-	size_t nn = 0, ng = 0;
-	int64_t id;
-	int g;
+	struct attempt_record *a = current_attempt(victim);
 
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			ng += (size_t)state.nodes[id]->ngpus;
-	sn = calloc((size_t)state.nnodes + 1, sizeof(*sn));
-	sg = calloc(ng + 1, sizeof(*sg));
-	if (sn == NULL || sg == NULL) {
-		free(sn);
-		free(sg);
-		return GP_ENOMEM;
-	}
-	ng = 0;
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *node = state.nodes[id];
-		if (node == NULL)
-			continue;
-		sn[nn].id = node->id;
-		sn[nn].up = node->up;
-		sn[nn].cpu_milli = (int64_t)node->cpus * GP_SCHED_MILLI;
-		sn[nn].mem_mib = node->mem_mib;
-		sn[nn].ngpus = node->ngpus;
-		sn[nn].gpus = &sg[ng];
-		if (offered) {
-			/* What the owner lends now, not the hardware. */
-			sn[nn].up = node->up && node->accepting && !node->left;
-			if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
-				sn[nn].cpu_milli = (int64_t)node->offer_cpus *
-				    GP_SCHED_MILLI;
-			if (node->offer_mem_mib > 0 &&
-			    (node->mem_mib <= 0 ||
-				node->offer_mem_mib < node->mem_mib))
-				sn[nn].mem_mib = node->offer_mem_mib;
-			sn[nn].max_time_s = node->max_job_s;
-		}
-		for (g = 0; g < node->ngpus; g++, ng++) {
-			sg[ng].index = node->gpus[g].index;
-			sg[ng].model = node->gpus[g].model;
-			sg[ng].mem_mib = node->gpus[g].mem_mib;
-			sg[ng].job_id = node->gpus[g].job_id;
-			sg[ng].price = gpu_price(&node->gpus[g]);
-			/* Not lent: taken, and never freed in this plan. */
-			if (offered && sg[ng].job_id == 0 &&
-			    (g >= 64 || !((node->lent >> g) & 1)))
-				sg[ng].job_id = -1;
-		}
-		nn++;
-	}
-	*nodes = sn;
-	*gpus = sg;
-	*n = nn;
-	return 0;
+	if (victim->state != JOB_RUNNING || victim->preempt_for != 0)
+		return;
+	victim->preempt_for = for_job->id;
+	if (a != NULL)
+		a->preempt_for = for_job->id;
+	if (victim->nparts > 1)
+		gp_strlcpy(victim->stopping, "preempted",
+		    sizeof(victim->stopping));
+	job_stop_parts(victim, "preempted");
+	persist_job(victim);
+	gp_info("job preempted job=%lld attempt=%d for=%lld group=%lld",
+	    (long long)victim->id, victim->attempts, (long long)for_job->id,
+	    (long long)for_job->group_id);
 }
 
-/* What the scheduler is told about a job: whole GPUs, one part. */
-static void
-sched_job(const struct job *j, const struct gp_jobspec *spec,
-    struct gp_sched_job *out)
+void
+state_queue_compact(void)
 {
-	memset(out, 0, sizeof(*out));
-	out->id = j != NULL ? j->id : 0;
-	out->gpus = spec->gpus;
-	out->gpu_mem_mib = spec->gpu_mem_mib;
-	out->gpu_model = spec->gpu_model;
-	/* Every job takes at least one CPU (as before milli-CPUs). */
-	out->cpu_milli = (int64_t)(spec->cpus > 0 ? spec->cpus : 1) *
-	    GP_SCHED_MILLI;
-	out->mem_mib = spec->mem_mib;
-	out->time_limit_s = spec->time_limit_s;
-	out->max_price = spec->max_price_micro;
+	queue_compact();
 }
 
 /* ---- accounting (ledger.c, docs/accounting.md) ---- */
@@ -977,8 +1236,8 @@ token_group(int64_t token_id)
 }
 
 /* A GPU's price per GPU-hour, looked up again after a price change. */
-static int64_t
-gpu_price(struct node_gpu *g)
+int64_t
+state_gpu_price(struct node_gpu *g)
 {
 	/* +1: a new GPU (price_gen 0) is never taken as up to date. */
 	if (g->price_gen != ledger.prices_gen + 1) {
@@ -1010,56 +1269,6 @@ state_job_group(const struct token_entry *caller, const char *group,
 	return 0;
 }
 
-/*
- * Billing of an attempt starts when its agent reports the start, at the
- * prices of its GPUs then (a later price change applies to later
- * attempts). Whole GPUs for now: a fractional job's share comes with
- * fractional placement, and then pays its fraction.
- */
-static void
-bill_start(struct job *job, struct attempt_record *a, int64_t now)
-{
-	struct node *node = state_node(a->node_id);
-	int64_t rate = 0, share = 0;
-	int i;
-
-	if (node == NULL || a->meter.from_ms > 0)
-		return;
-	for (i = 0; i < job->ngpus; i++) {
-		if (job->gpus[i] >= node->ngpus)
-			continue;
-		rate += gpu_price(&node->gpus[job->gpus[i]]) * ACCT_SHARE_WHOLE;
-		share += ACCT_SHARE_WHOLE;
-	}
-	acct_meter_start(&a->meter, now, rate, share);
-	a->provider_group = node->group_id;
-}
-
-/* Posts what the attempt ran since its last posting, in this batch. */
-static void
-bill_post(struct job *job, struct attempt_record *a, int64_t now, int final)
-{
-	const struct node *node = state_node(a->node_id);
-	struct acct_posting p;
-	struct acct_delta d;
-
-	if (!acct_meter_advance(&a->meter, now, &d))
-		return;
-	acct_posting_fill(&p, job->id, a->attempt, &d, final, now, a->node_id,
-	    job->user, job->group_id, node != NULL ? node->owner_name : "?",
-	    a->provider_group);
-	/* As for the job rows: memory ahead of disk must not go on. */
-	if (ledger_post(&ledger, &p) != 0)
-		gp_fatalx("cannot write the ledger");
-}
-
-/* The attempt ended (history_close): its last posting. */
-static void
-bill_attempt_end(struct job *job, struct attempt_record *a)
-{
-	bill_post(job, a, a->finished_ms, 1);
-}
-
 static struct attempt_record *
 current_attempt(struct job *job)
 {
@@ -1071,6 +1280,104 @@ current_attempt(struct job *job)
 	return a->attempt == job->attempts && a->finished_ms == 0 ? a : NULL;
 }
 
+/* The meter of part k of attempt a, and the group its provider had. */
+static struct acct_meter *
+part_meter(struct attempt_record *a, int k, int64_t **pgroup)
+{
+	if (k == 0) {
+		*pgroup = &a->provider_group;
+		return &a->meter;
+	}
+	if (k - 1 >= a->nmore)
+		return NULL;
+	*pgroup = &a->more[k - 1].provider_group;
+	return &a->more[k - 1].meter;
+}
+
+/*
+ * Billing of a part starts when its agent reports its start, at the
+ * prices of its GPUs then (a later price change applies to later
+ * attempts); a fraction of a GPU pays its fraction. Each part of a gang
+ * is billed on its own, to its own provider.
+ */
+static void
+bill_part_start(struct job *job, int k, int64_t now)
+{
+	struct attempt_record *a = current_attempt(job);
+	struct job_part *p = &job->parts[k];
+	struct node *node = state_node(p->node_id);
+	struct acct_meter *m;
+	int64_t rate = 0, share = 0, *pgroup;
+	int i;
+
+	if (a == NULL || node == NULL ||
+	    (m = part_meter(a, k, &pgroup)) == NULL || m->from_ms > 0)
+		return;
+	for (i = 0; i < p->ngpus; i++) {
+		int64_t sh = p->gpu_milli > 0 && p->gpu_milli < 1000
+		    ? p->gpu_milli * ACCT_SHARE_WHOLE / 1000
+		    : ACCT_SHARE_WHOLE;
+		if (p->gpus[i] >= node->ngpus)
+			continue;
+		rate += state_gpu_price(&node->gpus[p->gpus[i]]) * sh;
+		share += sh;
+	}
+	acct_meter_start(m, now, rate, share);
+	*pgroup = node->group_id;
+}
+
+/* Posts what part k ran since its last posting, in this batch. */
+static void
+bill_part_post(struct job *job, struct attempt_record *a, int k, int64_t now,
+    int final)
+{
+	const struct node *node;
+	struct acct_posting p;
+	struct acct_delta d;
+	struct acct_meter *m;
+	int64_t *pgroup, node_id;
+
+	if ((m = part_meter(a, k, &pgroup)) == NULL)
+		return;
+	node_id = k == 0 ? a->node_id : a->more[k - 1].node_id;
+	node = state_node(node_id);
+	/* A gang's parts share the attempt's posting numbers. */
+	if (job->nparts > 1)
+		m->seq = a->next_seq;
+	if (!acct_meter_advance(m, now, &d))
+		return;
+	if (job->nparts > 1)
+		a->next_seq = m->seq;
+	acct_posting_fill(&p, job->id, a->attempt, &d, final, now, node_id,
+	    job->user, job->group_id, node != NULL ? node->owner_name : "?",
+	    *pgroup);
+	p.part = k;
+	/* As for the job rows: memory ahead of disk must not go on. */
+	if (ledger_post(&ledger, &p) != 0)
+		gp_fatalx("cannot write the ledger");
+}
+
+/* Part k ended (part_release): its last posting. */
+static void
+bill_part_end(struct job *job, int k)
+{
+	struct attempt_record *a = current_attempt(job);
+
+	if (a != NULL)
+		bill_part_post(job, a, k, gp_now_ms(), 1);
+}
+
+/* The attempt ended (history_close): the parts not yet posted. */
+static void
+bill_attempt_end(struct job *job, struct attempt_record *a)
+{
+	int k;
+
+	for (k = 0; k < job->nparts && k <= a->nmore; k++)
+		if (!job->parts[k].ended)
+			bill_part_post(job, a, k, a->finished_ms, 1);
+}
+
 /*
  * The periodic accrual: a running attempt posts what it ran once its last
  * posting is --accrual-interval old. Attempts started at different times
@@ -1080,27 +1387,30 @@ current_attempt(struct job *job)
 static void
 accrue(int64_t now)
 {
-	int64_t id;
-	int k;
+	int64_t id, *pgroup;
+	int k, part;
 
 	for (id = 1; id < state.nnodes; id++) {
 		struct node *n = state.nodes[id];
 		for (k = 0; n != NULL && k < n->njobs; k++) {
 			struct job *j = state_job(n->jobs[k]);
 			struct attempt_record *a;
-			if (j == NULL || (a = current_attempt(j)) == NULL)
+			struct acct_meter *m;
+			if (j == NULL || (a = current_attempt(j)) == NULL ||
+			    (part = job_part_on(j, n->id)) < 0 ||
+			    (m = part_meter(a, part, &pgroup)) == NULL)
 				continue;
-			if (a->meter.from_ms == 0) {
+			if (m->from_ms == 0) {
 				/* Started before a restart, never reported. */
-				if (!j->started_ack)
+				if (!j->parts[part].started_ack)
 					continue;
-				bill_start(j, a, now);
+				bill_part_start(j, part, now);
 				persist_job(j);
 			}
-			if (now - (a->meter.from_ms + a->meter.billed_ms) <
+			if (now - (m->from_ms + m->billed_ms) <
 			    state.cfg.accrual_ms)
 				continue;
-			bill_post(j, a, now, 0);
+			bill_part_post(j, a, part, now, 0);
 		}
 	}
 }
@@ -1151,7 +1461,7 @@ collect_classes(void)
 	for (id = 1; id < state.nnodes; id++) {
 		struct node *n = state.nodes[id];
 		for (g = 0; n != NULL && g < n->ngpus; g++) {
-			int64_t price = gpu_price(&n->gpus[g]);
+			int64_t price = state_gpu_price(&n->gpus[g]);
 			for (c = 0; c < nclasses; c++)
 				if (classes[c].price == price &&
 				    classes[c].mem_mib == n->gpus[g].mem_mib &&
@@ -1177,6 +1487,13 @@ collect_classes(void)
 	classes_ready = 1;
 }
 
+/* a + b for amounts that may be INT64_MAX (an estimate saturates). */
+static int64_t
+add_saturated(int64_t a, int64_t b)
+{
+	return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* The most the job may cost (micro-credits). */
 static int64_t
 job_estimate(const struct job *j)
@@ -1187,7 +1504,7 @@ job_estimate(const struct job *j)
 
 	if (!classes_ready)
 		collect_classes();
-	sched_job(j, &j->spec, &sj);
+	live_sched_job(j, &j->spec, &sj);
 	for (c = 0; c < nclasses; c++) {
 		struct gp_sched_gpu g;
 		memset(&g, 0, sizeof(g));
@@ -1199,7 +1516,14 @@ job_estimate(const struct job *j)
 	}
 	seconds = j->spec.time_limit_s > 0 ? j->spec.time_limit_s
 					   : state.cfg.budget_untimed_s;
-	return acct_estimate(j->spec.gpus, best, seconds);
+	if (gp_jobspec_is_fraction(&j->spec)) {
+		/* A fraction pays its fraction: its share of one GPU. */
+		int64_t one = acct_estimate(j->nparts, best, seconds);
+		int milli = j->spec.gpu_milli > 0 ? j->spec.gpu_milli : 1000;
+		return one == INT64_MAX ? one : one / 1000 * milli +
+		    one % 1000 * milli / 1000;
+	}
+	return acct_estimate(j->spec.gpus * j->nparts, best, seconds);
 }
 
 /* What a running job may still cost. */
@@ -1207,14 +1531,22 @@ static int64_t
 job_remaining(struct job *j)
 {
 	struct attempt_record *a = current_attempt(j);
-	int64_t seconds, total;
+	int64_t seconds, total, sum = 0, *pgroup;
+	int k;
 
 	if (a == NULL || a->meter.from_ms == 0)
 		return job_estimate(j);
 	seconds = j->spec.time_limit_s > 0 ? j->spec.time_limit_s
 					   : state.cfg.budget_untimed_s;
-	total = acct_cost(a->meter.rate, seconds * 1000);
-	return total > a->meter.amount ? total - a->meter.amount : 0;
+	for (k = 0; k < j->nparts; k++) {
+		struct acct_meter *m = part_meter(a, k, &pgroup);
+		if (m == NULL)
+			continue;
+		total = acct_cost(m->rate, seconds * 1000);
+		if (total > m->amount)
+			sum = add_saturated(sum, total - m->amount);
+	}
+	return sum;
 }
 
 /* The user's and the group's budgets, either may be NULL. */
@@ -1227,12 +1559,6 @@ job_budgets(const struct job *j, struct ledger_budget **user,
 	    ledger_group_name(&ledger, j->group_id));
 }
 
-/* a + b for amounts that may be INT64_MAX (an estimate saturates). */
-static int64_t
-add_saturated(int64_t a, int64_t b)
-{
-	return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
 
 /* 1 when est fits in b; else sets the job's hold reason. */
 static int
@@ -1260,8 +1586,8 @@ budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
 }
 
 /* Sets or clears every queued job's hold, before a scheduling pass. */
-static void
-budget_holds(void)
+void
+state_budget_holds(void)
 {
 	struct ledger_budget *ub, *gb;
 	int64_t id, est;
@@ -1307,8 +1633,8 @@ budget_holds(void)
  * jobs started before it in this pass are counted (they are reserved
  * here), else 0 and held: it waits for the next pass.
  */
-static int
-budget_admit(struct job *j)
+int
+state_budget_admit(struct job *j)
 {
 	struct ledger_budget *ub, *gb;
 	int64_t est;
@@ -1399,9 +1725,20 @@ image_of(const struct job *job, struct gp_sched_image *im)
 	im->nsigners = job->nsigners;
 }
 
+int
+state_any_refuses_plain(void)
+{
+	int64_t id;
+
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL && state.nodes[id]->refuse_plain)
+			return 1;
+	return 0;
+}
+
 /* The planner's acceptance predicate: the node's owner and the job. */
-static int
-owner_accepts(void *arg, const struct gp_sched_node *n,
+int
+state_owner_accepts(void *arg, const struct gp_sched_node *n,
     const struct gp_sched_job *j)
 {
 	const struct node *node = state_node(n->id);
@@ -1415,102 +1752,6 @@ owner_accepts(void *arg, const struct gp_sched_node *n,
 	owner_of(node, &o);
 	image_of(job, &im);
 	return gp_sched_owner_accepts(&o, &im);
-}
-
-static void
-schedule(void)
-{
-	struct gp_sched_node *snodes = NULL;
-	struct gp_sched_gpu *sgpus = NULL;
-	struct gp_sched_running *run = NULL;
-	struct gp_sched_job *queue = NULL;
-	struct gp_sched_result res;
-	struct gp_sched_input in;
-	size_t nnodes = 0, nrun = 0, i;
-	int64_t id;
-	int g, any_up = 0, choosy = 0;
-
-	memset(&res, 0, sizeof(res));
-	state.sched_dirty = 0;
-	budget_holds();
-	if (state.nqueue == 0)
-		return;
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *n = state.nodes[id];
-		if (n == NULL)
-			continue;
-		nrun += (size_t)n->njobs;
-		any_up |= n->up;
-		choosy |= n->refuse_plain;
-	}
-	if (!any_up)
-		return;
-	run = calloc(nrun + 1, sizeof(*run));
-	queue = calloc((size_t)state.nqueue, sizeof(*queue));
-	if (run == NULL || queue == NULL ||
-	    sched_view(&snodes, &sgpus, &nnodes, 1) != 0)
-		goto out;
-	nrun = 0;
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *n = state.nodes[id];
-		for (g = 0; n != NULL && g < n->njobs; g++) {
-			struct job *j = state_job(n->jobs[g]);
-			if (j == NULL)
-				continue;
-			run[nrun].job_id = j->id;
-			run[nrun].node_id = n->id;
-			run[nrun].cpu_milli = (int64_t)j->spec.cpus *
-			    GP_SCHED_MILLI;
-			run[nrun].mem_mib = j->spec.mem_mib;
-			run[nrun].end_ms = j->spec.time_limit_s > 0
-			    ? j->started_ms + j->spec.time_limit_s * 1000
-			    : INT64_MAX;
-			nrun++;
-		}
-	}
-	for (i = 0; i < (size_t)state.nqueue; i++) {
-		sched_job(state.queue[i], &state.queue[i]->spec, &queue[i]);
-		choosy |= state.queue[i]->spec.image[0] != '\0';
-		if (state.queue[i]->hold_reason[0] != '\0') { /* budgets */
-			queue[i].hold = GP_SCHED_HOLD_BUDGET;
-			queue[i].hold_reason = state.queue[i]->hold_reason;
-		}
-	}
-	memset(&in, 0, sizeof(in));
-	in.now_ms = gp_now_ms();
-	in.nodes = snodes;
-	in.nnodes = nnodes;
-	in.running = run;
-	in.nrunning = nrun;
-	in.queue = queue;
-	in.nqueue = (size_t)state.nqueue;
-	in.policy = state.cfg.placement;
-	in.no_preempt = 1; /* phase 2: groups, checkpointed preemption */
-	/* The owners' acceptance, when an owner or a job makes it matter. */
-	if (choosy)
-		in.accepts = owner_accepts;
-	if (gp_sched_plan(&in, &res) != 0) {
-		gp_error("scheduler failed: out of memory");
-		goto out;
-	}
-	for (i = 0; i < res.nassignments; i++) {
-		struct job *j = state_job(res.assignments[i].job_id);
-		struct node *n = state_node(res.assignments[i].node_id);
-		if (j == NULL || n == NULL || j->state != JOB_QUEUED) {
-			gp_error("scheduler returned a bad assignment job=%lld",
-			    (long long)res.assignments[i].job_id);
-			continue;
-		}
-		if (!budget_admit(j))
-			continue;
-		job_assign(j, n, &res.assignments[i]);
-	}
-out:
-	gp_sched_result_fini(&res);
-	free(snodes);
-	free(sgpus);
-	free(run);
-	free(queue);
 }
 
 /* ---- ops ---- */
@@ -1650,7 +1891,6 @@ void
 job_acceptance(const struct job *job, char *why, size_t len)
 {
 	struct gp_sched_node *snodes;
-	struct gp_sched_gpu *sgpus;
 	struct gp_sched_image im;
 	size_t nn;
 
@@ -1665,7 +1905,7 @@ job_acceptance(const struct job *job, char *why, size_t len)
 		if (!any)
 			return;
 	}
-	if (sched_view(&snodes, &sgpus, &nn, 0) != 0)
+	if (live_hw_nodes(&snodes, &nn) != 0)
 		return;
 	image_of(job, &im);
 	if (nn > 0 && !accepting_nodes(snodes, &nn, &im, why, len)) {
@@ -1674,7 +1914,6 @@ job_acceptance(const struct job *job, char *why, size_t len)
 		gp_strlcpy(why, tmp, len);
 	}
 	free(snodes);
-	free(sgpus);
 }
 
 static void
@@ -1724,12 +1963,11 @@ state_note_image_signed(const char *digest, const char *key)
 static void
 apply_submit(struct op *op)
 {
-	struct gp_sched_node *snodes;
-	struct gp_sched_gpu *sgpus;
+	struct gp_sched_node *snodes = NULL;
 	struct gp_sched_job sj;
 	struct gp_sched_image im;
 	struct job *job, tmpjob;
-	size_t nn;
+	size_t nn = 0;
 	int fits;
 	char why[1024];
 	int64_t group_id;
@@ -1747,31 +1985,43 @@ apply_submit(struct op *op)
 	}
 	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, group_id),
 	    sizeof(op->spec.group));
-	/* Can any node we know, up or down, ever run it? */
-	if (sched_view(&snodes, &sgpus, &nn, 0) != 0) {
+	/*
+	 * Can any node we know, up or down, ever run it? When an owner
+	 * picks what it runs (images, no plain commands), only among the
+	 * nodes whose owners would accept it.
+	 */
+	if (op->spec.image[0] == '\0' && !state_any_refuses_plain()) {
+		fits = live_can_ever_fit(&op->spec, why, sizeof(why));
+	} else {
+		if (live_hw_nodes(&snodes, &nn) != 0) {
+			set_error(op, 503, "out of memory");
+			return;
+		}
+		live_sched_job(NULL, &op->spec, &sj);
+		memset(&tmpjob, 0, sizeof(tmpjob));
+		tmpjob.spec = op->spec; /* (borrowed: image_of reads it) */
+		if (json_is_array(op->body)) {
+			/* The image's signers (image_resolve, the handler). */
+			job_set_signers(&tmpjob, json_incref(op->body));
+		}
+		image_of(&tmpjob, &im);
+		if (nn > 0 &&
+		    !accepting_nodes(snodes, &nn, &im, why, sizeof(why))) {
+			free(snodes);
+			job_set_signers(&tmpjob, NULL);
+			set_error(op, 422, "no node in the pool would accept "
+			    "this job: %s", why);
+			return;
+		}
+		fits = gp_sched_can_ever_fit(snodes, nn, &sj, why,
+		    sizeof(why));
+		job_set_signers(&tmpjob, NULL);
+		free(snodes);
+	}
+	if (fits < 0) {
 		set_error(op, 503, "out of memory");
 		return;
 	}
-	sched_job(NULL, &op->spec, &sj);
-	memset(&tmpjob, 0, sizeof(tmpjob));
-	tmpjob.spec = op->spec; /* (borrowed: image_of reads it) */
-	if (json_is_array(op->body)) {
-		/* The image's signers (image_resolve, in the handler). */
-		job_set_signers(&tmpjob, json_incref(op->body));
-	}
-	image_of(&tmpjob, &im);
-	if (nn > 0 && !accepting_nodes(snodes, &nn, &im, why, sizeof(why))) {
-		free(snodes);
-		free(sgpus);
-		job_set_signers(&tmpjob, NULL);
-		set_error(op, 422, "no node in the pool would accept this job: "
-		    "%s", why);
-		return;
-	}
-	fits = gp_sched_can_ever_fit(snodes, nn, &sj, why, sizeof(why));
-	job_set_signers(&tmpjob, NULL);
-	free(snodes);
-	free(sgpus);
 	if (!fits) {
 		set_error(op, 422, "no node in the pool can ever run this job: %s",
 		    why);
@@ -1792,7 +2042,10 @@ apply_submit(struct op *op)
 	if (json_is_array(op->body))
 		job_set_signers(job, json_incref(op->body));
 	job->group_id = group_id;
-	if (job_insert(job) != 0 || queue_insert(job) != 0) {
+	job->user_id = live_user_id(job->user);
+	live_sched_job(job, &job->spec, &job->sj);
+	if (job_parts_alloc(job) != 0 || job_insert(job) != 0 ||
+	    queue_insert(job) != 0) {
 		set_error(op, 503, "out of memory");
 		return;
 	}
@@ -1807,7 +2060,6 @@ static void
 apply_cancel(struct op *op)
 {
 	struct job *job = state_job(op->job_id);
-	struct node *node;
 
 	if (job == NULL || !job_visible_to(job, &op->caller)) {
 		set_error(op, 404, "no job %lld", (long long)op->job_id);
@@ -1823,9 +2075,7 @@ apply_cancel(struct op *op)
 	} else if (!job->cancel_requested) {
 		job->cancel_requested = 1;
 		persist_job(job);
-		node = state_node(job->node_id);
-		if (node != NULL)
-			add_effect(node, NULL, cancel_json(job));
+		job_cancel_parts(job);
 	}
 	op->status = 200;
 	op->result = job_to_json(job, 0);
@@ -1968,22 +2218,27 @@ state_reconcile(struct node *node, json_t *running, json_t *kill,
 		int64_t jid = json_integer_value(json_object_get(r, "job_id"));
 		int att = (int)json_integer_value(json_object_get(r, "attempt"));
 		struct job *job = state_job(jid);
-		if (job == NULL || job->state != JOB_RUNNING ||
-		    job->node_id != node->id || job->attempts != att)
+		int part = job != NULL ? job_part_on(job, node->id) : -1;
+		if (job == NULL || job->state != JOB_RUNNING || part < 0 ||
+		    job->parts[part].ended || job->attempts != att)
 			json_array_append_new(kill,
 			    json_pack("{s:I,s:i}", "job_id", (json_int_t)jid,
 				"attempt", att));
 	}
 	for (k = 0; k < node->njobs; k++) {
 		struct job *job = state_job(node->jobs[k]);
+		const struct job_part *p;
 		int64_t delivered;
-		if (job == NULL || listed(running, job->id, job->attempts))
+		int part;
+		if (job == NULL || (part = job_part_on(job, node->id)) < 0 ||
+		    listed(running, job->id, job->attempts))
 			continue;
-		delivered = job->delivered_mono;
-		if (!job->started_ack &&
+		p = &job->parts[part];
+		delivered = p->delivered_mono;
+		if (!p->started_ack &&
 		    (delivered == 0 || now - delivered < LOST_GRACE_MS))
 			continue; /* on its way */
-		if (job->started_ack && delivered != 0 &&
+		if (p->started_ack && delivered != 0 &&
 		    now - delivered < LOST_GRACE_MS)
 			continue;
 		if (queue_lost) {
@@ -1995,7 +2250,7 @@ state_reconcile(struct node *node, json_t *running, json_t *kill,
 			op->node_id = node->id;
 			state_submit_op(op);
 		} else {
-			job_requeue(job, "node_lost");
+			job_part_lost(job, part, "node_lost");
 			k--; /* node->jobs changed under us */
 		}
 	}
@@ -2006,7 +2261,8 @@ reason_requeues(const char *reason)
 {
 	static const char *const requeue[] = {"reclaimed", "owner_present",
 	    "window_closed", "provider_left", "agent_stopped", "refused",
-	    "restore_failed", "image_unavailable", NULL};
+	    "restore_failed", "image_unavailable", "preempted",
+	    "gang_stopped", NULL};
 	int i;
 
 	for (i = 0; requeue[i] != NULL; i++)
@@ -2152,10 +2408,29 @@ offer_apply(struct node *node, const struct offer *o, int force)
 		    sizeof(node->trusted[i]));
 		node->trusted_keys[i] = node->trusted[i];
 	}
+	live_node_changed(node);
 	state.sched_dirty = 1;
 	gp_debug("offer applied node=%s seq=%lld lent=0x%llx accepting=%d",
 	    node->name, (long long)o->seq, (unsigned long long)o->lent,
 	    o->accepting);
+	return 1;
+}
+
+/* A host name or an IP address (v4, or v6 without brackets). */
+static int
+addr_valid(const char *a)
+{
+	size_t i, n = strlen(a);
+
+	if (n == 0 || n > 253)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = a[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			(c >= '0' && c <= '9') || c == '.' || c == ':' ||
+			c == '-' || c == '_'))
+			return 0;
+	}
 	return 1;
 }
 
@@ -2172,7 +2447,8 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		if (strcmp(key, "protocol") && strcmp(key, "name") &&
 		    strcmp(key, "cpus") && strcmp(key, "mem_mib") &&
 		    strcmp(key, "gpus") && strcmp(key, "running") &&
-		    strcmp(key, "version") && strcmp(key, "offer")) {
+		    strcmp(key, "version") && strcmp(key, "offer") &&
+		    strcmp(key, "addr")) {
 			snprintf(err, errlen, "unknown field '%.64s'", key);
 			return GP_EINVAL;
 		}
@@ -2191,6 +2467,17 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		return GP_EINVAL;
 	}
 	gp_strlcpy(tmp->name, json_string_value(v), sizeof(tmp->name));
+	v = json_object_get(body, "addr");
+	tmp->addr[0] = '\0';
+	if (v != NULL) {
+		if (!json_is_string(v) || !addr_valid(json_string_value(v))) {
+			snprintf(err, errlen,
+			    "addr: a host name or IP address others reach "
+			    "this node at (1 to 253 of A-Z a-z 0-9 . : - _)");
+			return GP_EINVAL;
+		}
+		gp_strlcpy(tmp->addr, json_string_value(v), sizeof(tmp->addr));
+	}
 	v = json_object_get(body, "cpus");
 	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 	    json_integer_value(v) > 100000) {
@@ -2220,7 +2507,8 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		json_t *idx = json_object_get(g, "index"),
 		       *uuid = json_object_get(g, "uuid"),
 		       *model = json_object_get(g, "model"),
-		       *mem = json_object_get(g, "mem_mib");
+		       *mem = json_object_get(g, "mem_mib"),
+		       *cap = json_object_get(g, "compute_capability");
 		if (!json_is_object(g) || !json_is_integer(idx) ||
 		    json_integer_value(idx) != (json_int_t)i ||
 		    !json_is_string(uuid) || json_string_length(uuid) > 95 ||
@@ -2239,6 +2527,15 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		gp_strlcpy(tmp->gpus[i].model, json_string_value(model),
 		    sizeof(tmp->gpus[i].model));
 		tmp->gpus[i].mem_mib = json_integer_value(mem);
+		if (cap != NULL && !json_is_null(cap) &&
+		    (!json_is_string(cap) || json_string_length(cap) > 8 ||
+			gp_capability_parse(json_string_value(cap),
+			    &tmp->gpus[i].capability) != 0)) {
+			snprintf(err, errlen,
+			    "gpus[%zu].compute_capability: X.Y, like \"8.6\"",
+			    i);
+			return GP_EINVAL;
+		}
 		tmp->gpus[i].temp_c = -1;
 		tmp->gpus[i].power_mw = -1;
 	}
@@ -2328,14 +2625,29 @@ apply_register(struct op *op)
 	/* The lab that lends it: its owner token's group. */
 	if (node->owner_token == op->caller.id)
 		node->group_id = op->caller.group_id;
+	/* Where other nodes reach it: what it says, else what we see. */
+	gp_strlcpy(node->addr, tmp.addr[0] != '\0' ? tmp.addr : op->peer,
+	    sizeof(node->addr));
+	/* Parts on GPUs it no longer has are lost. */
+	for (k = 0; k < node->njobs; k++) {
+		struct job *j = state_job(node->jobs[k]);
+		int part = j != NULL ? job_part_on(j, node->id) : -1;
+		if (part < 0)
+			continue;
+		for (i = 0; i < j->parts[part].ngpus; i++)
+			if (j->parts[part].gpus[i] >= tmp.ngpus)
+				break;
+		if (i < j->parts[part].ngpus) {
+			job_part_lost(j, part, "node_lost");
+			k--;
+		}
+	}
 	/* The GPUs may have changed; keep who uses which by index. */
-	for (i = 0; i < tmp.ngpus; i++)
-		if (i < node->ngpus)
-			tmp.gpus[i].job_id = node->gpus[i].job_id;
-	for (i = tmp.ngpus; i < node->ngpus; i++) {
-		struct job *j = state_job(node->gpus[i].job_id);
-		if (j != NULL && j->state == JOB_RUNNING)
-			job_requeue(j, "node_lost");
+	for (i = 0; i < tmp.ngpus && i < node->ngpus; i++) {
+		tmp.gpus[i].job_id = node->gpus[i].job_id;
+		tmp.gpus[i].shared_milli = node->gpus[i].shared_milli;
+		tmp.gpus[i].shared_mem_mib = node->gpus[i].shared_mem_mib;
+		tmp.gpus[i].nshared = node->gpus[i].nshared;
 	}
 	free(node->gpus);
 	node->gpus = tmp.gpus;
@@ -2371,18 +2683,33 @@ apply_register(struct op *op)
 	pthread_mutex_unlock(&notify_lock);
 	for (k = 0; k < node->njobs; k++) {
 		struct job *j = state_job(node->jobs[k]);
-		if (j == NULL || listed(running, j->id, j->attempts))
+		int part = j != NULL ? job_part_on(j, node->id) : -1;
+		if (part < 0)
 			continue;
-		if (j->started_ack) {
-			job_requeue(j, "node_lost");
+		if (listed(running, j->id, j->attempts)) {
+			/* Stops asked before a restart of ours: again. */
+			if (j->preempt_for != 0 || j->stopping[0] != '\0')
+				add_effect_stop(node,
+				    json_pack("{s:I,s:i,s:s}", "job_id",
+					(json_int_t)j->id, "attempt",
+					j->attempts, "reason",
+					j->stopping[0] != '\0'
+					    ? "gang_stopped"
+					    : "preempted"));
+			continue;
+		}
+		if (j->parts[part].started_ack) {
+			job_part_lost(j, part, "node_lost");
 			k--;
 		} else {
-			j->delivered_mono = 0;
-			add_effect(node, assignment_json(j), NULL);
+			j->parts[part].delivered_mono = 0;
+			add_effect(node, assignment_json(j, part), NULL);
 		}
 	}
 	state_reconcile(node, running, kill, 0);
 	json_decref(running);
+	live_node_changed(node);
+	live_nodes_registered();
 	state.sched_dirty = 1;
 	op->status = 200;
 	op->result = json_pack("{s:I,s:I,s:I,s:o}", "node_id",
@@ -2395,10 +2722,11 @@ apply_register(struct op *op)
 
 /*
  * Checks that the caller may report for (job, attempt) from node_id.
- * Returns the job, or NULL with the op's error set.
+ * Returns the job and *part (the part that runs there), or NULL with the
+ * op's error set.
  */
 static struct job *
-reporting_job(struct op *op)
+reporting_job(struct op *op, int *part)
 {
 	struct node *node = state_node(op->node_id);
 	struct job *job = state_job(op->job_id);
@@ -2411,7 +2739,9 @@ reporting_job(struct op *op)
 		return NULL;
 	}
 	if (job == NULL || job->state != JOB_RUNNING ||
-	    job->node_id != node->id || job->attempts != op->attempt) {
+	    job->attempts != op->attempt ||
+	    (*part = job_part_on(job, node->id)) < 0 ||
+	    job->parts[*part].ended) {
 		set_error(op, 409, "stale attempt %d of job %lld: kill it",
 		    op->attempt, (long long)op->job_id);
 		json_object_set_new(op->result, "kill", json_true());
@@ -2423,42 +2753,122 @@ reporting_job(struct op *op)
 static void
 apply_started(struct op *op)
 {
-	struct job *job = reporting_job(op);
+	struct job_part *p;
+	struct job *job;
+	int part, k, all = 1;
 
-	if (job == NULL)
+	if ((job = reporting_job(op, &part)) == NULL)
 		return;
-	if (!job->started_ack) {
+	p = &job->parts[part];
+	if (!p->started_ack) {
 		json_t *rv = json_object_get(op->body, "restored_version");
-		job->started_ack = 1;
-		job->started_ms = gp_now_ms();
-		if (job->nhistory > 0 &&
-		    job->history[job->nhistory - 1].attempt == job->attempts) {
-			struct attempt_record *a =
-			    &job->history[job->nhistory - 1];
-			a->started_ms = job->started_ms;
-			if (json_is_integer(rv))
-				a->restored_version = json_integer_value(rv);
-			bill_start(job, a, job->started_ms);
+		int64_t now = gp_now_ms();
+		struct attempt_record *a = current_attempt(job);
+		p->started_ack = 1;
+		if (a != NULL && part == 0 && json_is_integer(rv)) {
+			a->restored_version = json_integer_value(rv);
 			if (a->restored_version > 0)
 				metrics_job_restored();
 		}
+		bill_part_start(job, part, now);
+		for (k = 0; k < job->nparts; k++)
+			all &= job->parts[k].started_ack;
+		/* A gang runs once every part has started. */
+		if (all && !job->started_ack) {
+			job->started_ack = 1;
+			job->started_ms = now;
+			if (a != NULL)
+				a->started_ms = now;
+			live_job_started(job);
+			wake_job_later(job);
+		}
 		persist_job(job);
-		wake_job_later(job);
 	}
 	op->status = 200;
 	op->result = json_object();
 }
 
+/* What a finished part's report says: its state and reason. */
+static enum job_state
+finished_state(struct job *job, json_t *body, const char **reason)
+{
+	json_t *v;
+
+	v = json_object_get(body, "exit_code");
+	job->exit_code = json_is_integer(v) ? (int)json_integer_value(v) : 0;
+	v = json_object_get(body, "signal");
+	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
+	job->has_exit = strcmp(*reason, "start_failed") != 0 &&
+	    strcmp(*reason, "image_refused") != 0;
+	v = json_object_get(body, "message");
+	free(job->message);
+	job->message = json_is_string(v) && json_string_length(v) > 0
+	    ? strndup(json_string_value(v), 1000)
+	    : NULL;
+	if (job->signal != 0 && strcmp(*reason, "exited") == 0)
+		*reason = "killed";
+	if (job->cancel_requested || strcmp(*reason, "cancelled") == 0) {
+		*reason = "cancelled";
+		return JOB_CANCELLED;
+	}
+	if (strcmp(*reason, "timeout") == 0)
+		return JOB_TIMEOUT;
+	if (strcmp(*reason, "exited") == 0 && job->exit_code == 0 &&
+	    job->signal == 0)
+		return JOB_SUCCEEDED;
+	return JOB_FAILED;
+}
+
+/*
+ * A gang's part has ended with an outcome of its own: the first part to
+ * fail decides how the job ends (the others are killed); rank 0's
+ * success is what a gang that succeeds reports.
+ */
+static void
+gang_part_finished(struct job *job, int part, json_t *body,
+    const char *reason)
+{
+	int failed_before = job->gang_failed != 0 || job->cancel_requested ||
+	    job->stopping[0] != '\0';
+	int saved_exit = job->exit_code, saved_signal = job->signal,
+	    saved_has = job->has_exit;
+	char *saved_msg = job->message ? strdup(job->message) : NULL;
+	enum job_state st;
+
+	st = finished_state(job, body, &reason);
+	if (failed_before || (st == JOB_SUCCEEDED && part != 0)) {
+		/* Keep what decided (or will decide) the outcome. */
+		job->exit_code = saved_exit;
+		job->signal = saved_signal;
+		job->has_exit = saved_has;
+		free(job->message);
+		job->message = saved_msg;
+		saved_msg = NULL;
+	} else if (st != JOB_SUCCEEDED) {
+		job->gang_failed = (int)st;
+		gp_strlcpy(job->reason, reason, sizeof(job->reason));
+		gp_info("gang part failed job=%lld part=%d reason=%s: "
+			"stopping the others",
+		    (long long)job->id, part, reason);
+		job_cancel_parts(job);
+	}
+	free(saved_msg);
+	part_release(job, part);
+	persist_job(job);
+	gang_settle(job);
+}
+
 static void
 apply_finished(struct op *op)
 {
-	struct job *job = reporting_job(op);
 	json_t *body = op->body;
 	const char *reason;
 	enum job_state st;
+	struct job *job;
 	json_t *v;
+	int part;
 
-	if (job == NULL)
+	if ((job = reporting_job(op, &part)) == NULL)
 		return;
 	reason = json_string_value(json_object_get(body, "reason"));
 	if (reason == NULL)
@@ -2472,54 +2882,33 @@ apply_finished(struct op *op)
 		    offer_decode(v, node->ngpus, &o, err, sizeof(err)) == 0)
 			offer_apply(node, &o, 0);
 	}
-	if (reason_requeues(reason) && !job->cancel_requested) {
-		if (job->attempts >= MAX_ATTEMPTS) {
-			job->has_exit = 0;
-			free(job->message);
-			job->message = strdup("gave up after too many attempts");
-			job_finish(job, JOB_FAILED, reason);
-		} else
-			job_requeue(job, reason);
-		op->status = 200;
-		op->result = json_object();
-		return;
-	}
-	v = json_object_get(body, "exit_code");
-	job->exit_code = json_is_integer(v) ? (int)json_integer_value(v) : 0;
-	v = json_object_get(body, "signal");
-	job->signal = json_is_integer(v) ? (int)json_integer_value(v) : 0;
-	job->has_exit = strcmp(reason, "start_failed") != 0 &&
-	    strcmp(reason, "image_refused") != 0;
-	v = json_object_get(body, "message");
-	free(job->message);
-	job->message = json_is_string(v) && json_string_length(v) > 0
-	    ? strndup(json_string_value(v), 1000)
-	    : NULL;
-	if (job->cancel_requested || strcmp(reason, "cancelled") == 0)
-		st = JOB_CANCELLED, reason = "cancelled";
-	else if (strcmp(reason, "timeout") == 0)
-		st = JOB_TIMEOUT;
-	else if (strcmp(reason, "exited") == 0 && job->exit_code == 0 &&
-	    job->signal == 0)
-		st = JOB_SUCCEEDED;
-	else
-		st = JOB_FAILED;
-	if (job->signal != 0 && strcmp(reason, "exited") == 0)
-		reason = "killed";
-	job_finish(job, st, reason);
 	op->status = 200;
 	op->result = json_object();
+	if (reason_requeues(reason) && !job->cancel_requested) {
+		/* Saved and stopped as asked, or its GPU was taken back. */
+		job_part_lost(job, part, reason);
+		return;
+	}
+	if (job->nparts > 1) {
+		gang_part_finished(job, part, body, reason);
+		return;
+	}
+	st = finished_state(job, body, &reason);
+	job_finish(job, st, reason);
 }
 
 static void
 apply_lost(struct op *op)
 {
 	struct job *job = state_job(op->job_id);
+	int part;
 
 	if (job == NULL || job->state != JOB_RUNNING ||
-	    job->node_id != op->node_id || job->attempts != op->attempt)
+	    job->attempts != op->attempt ||
+	    (part = job_part_on(job, op->node_id)) < 0 ||
+	    job->parts[part].ended)
 		return;
-	job_requeue(job, "node_lost");
+	job_part_lost(job, part, "node_lost");
 }
 
 static void
@@ -2542,6 +2931,8 @@ apply_checkpoint(struct op *op)
 	a->ckpt_version = op->version;
 	a->ckpt_count++;
 	a->ckpt_ms = gp_now_ms();
+	if (a->attempt == job->attempts && job->state == JOB_RUNNING)
+		live_job_saved(job, a->ckpt_ms);
 	a->ckpt_bytes = op->bytes;
 	metrics_checkpoint_committed(op->bytes);
 	label = json_string_value(json_object_get(op->body, "label"));
@@ -2583,6 +2974,27 @@ apply_offer(struct op *op)
 	offer_apply(node, &o, 0);
 }
 
+/* Every part on node is lost (reason); its outboxes are dropped. */
+static void
+node_lose_jobs(struct node *node, const char *reason)
+{
+	while (node->njobs > 0) {
+		struct job *j = state_job(node->jobs[0]);
+		int part = j != NULL ? job_part_on(j, node->id) : -1;
+		if (part < 0 || j->state != JOB_RUNNING) {
+			node->jobs[0] = node->jobs[--node->njobs];
+			continue;
+		}
+		job_part_lost(j, part, reason);
+	}
+	pthread_mutex_lock(&notify_lock);
+	json_array_clear(node->outbox_assign);
+	json_array_clear(node->outbox_cancel);
+	json_array_clear(node->outbox_checkpoint);
+	json_array_clear(node->outbox_stop);
+	pthread_mutex_unlock(&notify_lock);
+}
+
 static void
 apply_leave(struct op *op)
 {
@@ -2598,19 +3010,8 @@ apply_leave(struct op *op)
 	node->left = 1;
 	node->up = 0;
 	node->accepting = 0;
-	while (node->njobs > 0) {
-		struct job *j = state_job(node->jobs[0]);
-		if (j == NULL) {
-			node->jobs[0] = node->jobs[--node->njobs];
-			continue;
-		}
-		job_requeue(j, "provider_left");
-	}
-	pthread_mutex_lock(&notify_lock);
-	json_array_clear(node->outbox_assign);
-	json_array_clear(node->outbox_cancel);
-	json_array_clear(node->outbox_checkpoint);
-	pthread_mutex_unlock(&notify_lock);
+	node_lose_jobs(node, "provider_left");
+	live_node_changed(node);
 	state.sched_dirty = 1;
 	op->status = 200;
 	op->result = json_pack("{s:s}", "node", node->name);
@@ -2677,23 +3078,13 @@ expire_leases(int64_t now)
 		seen = atomic_load(&n->last_seen_mono);
 		if (now - seen <= state.cfg.lease_ms)
 			continue;
-		if (n->up)
+		if (n->up) {
 			gp_warn("node lease expired node=%s jobs=%d", n->name,
 			    n->njobs);
-		n->up = 0;
-		while (n->njobs > 0) {
-			struct job *j = state_job(n->jobs[0]);
-			if (j == NULL) {
-				n->jobs[0] = n->jobs[--n->njobs];
-				continue;
-			}
-			job_requeue(j, "node_lost");
+			live_node_changed(n);
 		}
-		pthread_mutex_lock(&notify_lock);
-		json_array_clear(n->outbox_assign);
-		json_array_clear(n->outbox_cancel);
-		json_array_clear(n->outbox_checkpoint);
-		pthread_mutex_unlock(&notify_lock);
+		n->up = 0;
+		node_lose_jobs(n, "node_lost");
 	}
 }
 
@@ -2711,6 +3102,8 @@ publish(void)
 		if (e->cancel != NULL)
 			json_array_append_new(e->node->outbox_cancel,
 			    e->cancel);
+		if (e->stop != NULL)
+			json_array_append_new(e->node->outbox_stop, e->stop);
 		notify_wake_node(e->node);
 	}
 	for (i = 0; i < nwoken; i++)
@@ -2760,7 +3153,8 @@ state_main(void *arg)
 		}
 		acct_tick(now);
 		if (state.sched_dirty)
-			schedule();
+			live_schedule();
+		queue_compact();
 		pthread_rwlock_unlock(&state.lock);
 		/*
 		 * Durable before anybody hears of it. A failed commit leaves

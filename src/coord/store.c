@@ -174,6 +174,55 @@ bind_json(sqlite3_stmt *stmt, int col, json_t *value)
 	return 0;
 }
 
+/* A meter as stored (see load_meter). */
+static json_t *
+meter_json(const struct acct_meter *m, int64_t provider_group)
+{
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:I}", "from_ms",
+	    (json_int_t)m->from_ms, "rate", (json_int_t)m->rate, "share",
+	    (json_int_t)m->share, "billed_ms", (json_int_t)m->billed_ms,
+	    "amount", (json_int_t)m->amount, "gpu_ms", (json_int_t)m->gpu_ms,
+	    "seq", m->seq, "provider_group", (json_int_t)provider_group);
+}
+
+/*
+ * The current attempt's parts (gangs, fractions), kept in its history
+ * record: where each part runs, its GPUs and share, whether it ended, and
+ * what the job's gang and preemption state is. Older rows have none: their
+ * one part is the job's node and GPUs.
+ */
+static void
+parts_json(const struct job *job, const struct attempt_record *a, json_t *h)
+{
+	json_t *parts = json_array(), *more = json_array();
+	int k, i;
+
+	for (k = 0; k < job->nparts; k++) {
+		const struct job_part *p = &job->parts[k];
+		json_t *g = json_array();
+		for (i = 0; i < p->ngpus; i++)
+			json_array_append_new(g, json_integer(p->gpus[i]));
+		json_array_append_new(parts,
+		    json_pack("{s:I,s:o,s:i,s:I,s:b,s:b}", "node_id",
+			(json_int_t)p->node_id, "gpus", g, "gpu_milli",
+			p->gpu_milli, "gpu_mem_mib", (json_int_t)p->gpu_mem_mib,
+			"started", p->started_ack, "ended", p->ended));
+	}
+	for (k = 0; k < a->nmore; k++)
+		json_array_append_new(more,
+		    json_pack("{s:I,s:o}", "node_id",
+			(json_int_t)a->more[k].node_id, "meter",
+			meter_json(&a->more[k].meter,
+			    a->more[k].provider_group)));
+	json_object_set_new(h, "parts", parts);
+	json_object_set_new(h, "more", more);
+	json_object_set_new(h, "next_seq", json_integer(a->next_seq));
+	json_object_set_new(h, "preempt_for", json_integer(a->preempt_for));
+	json_object_set_new(h, "master_port", json_integer(job->master_port));
+	json_object_set_new(h, "stopping", json_string(job->stopping));
+	json_object_set_new(h, "gang_failed", json_boolean(job->gang_failed));
+}
+
 int
 store_put_job(const struct job *job)
 {
@@ -200,15 +249,10 @@ store_put_job(const struct job *job)
 		/* Accounting: the meter, once billing began. */
 		if (h != NULL && a->meter.from_ms > 0)
 			json_object_set_new(h, "meter",
-			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:I}",
-				"from_ms", (json_int_t)a->meter.from_ms, "rate",
-				(json_int_t)a->meter.rate, "share",
-				(json_int_t)a->meter.share, "billed_ms",
-				(json_int_t)a->meter.billed_ms, "amount",
-				(json_int_t)a->meter.amount, "gpu_ms",
-				(json_int_t)a->meter.gpu_ms, "seq",
-				a->meter.seq, "provider_group",
-				(json_int_t)a->provider_group));
+			    meter_json(&a->meter, a->provider_group));
+		if (h != NULL && i == job->nhistory - 1 &&
+		    a->attempt == job->attempts && job->parts != NULL)
+			parts_json(job, a, h);
 		json_array_append_new(hist, h);
 	}
 	sqlite3_bind_int64(s, 1, job->id);
@@ -424,22 +468,95 @@ load_nodes(void (*on_node)(struct node *))
 	return 0;
 }
 
-/* An attempt's accounting meter (see store_put_job), if any. */
+/* An accounting meter (see meter_json), if any. */
 static void
-load_meter(json_t *m, struct attempt_record *a)
+load_meter_into(json_t *m, struct acct_meter *meter, int64_t *group)
 {
 	if (!json_is_object(m))
 		return;
-	a->meter.from_ms = json_integer_value(json_object_get(m, "from_ms"));
-	a->meter.rate = json_integer_value(json_object_get(m, "rate"));
-	a->meter.share = json_integer_value(json_object_get(m, "share"));
-	a->meter.billed_ms =
-	    json_integer_value(json_object_get(m, "billed_ms"));
-	a->meter.amount = json_integer_value(json_object_get(m, "amount"));
-	a->meter.gpu_ms = json_integer_value(json_object_get(m, "gpu_ms"));
-	a->meter.seq = (int)json_integer_value(json_object_get(m, "seq"));
-	a->provider_group =
-	    json_integer_value(json_object_get(m, "provider_group"));
+	meter->from_ms = json_integer_value(json_object_get(m, "from_ms"));
+	meter->rate = json_integer_value(json_object_get(m, "rate"));
+	meter->share = json_integer_value(json_object_get(m, "share"));
+	meter->billed_ms = json_integer_value(json_object_get(m, "billed_ms"));
+	meter->amount = json_integer_value(json_object_get(m, "amount"));
+	meter->gpu_ms = json_integer_value(json_object_get(m, "gpu_ms"));
+	meter->seq = (int)json_integer_value(json_object_get(m, "seq"));
+	*group = json_integer_value(json_object_get(m, "provider_group"));
+}
+
+static void
+load_meter(json_t *m, struct attempt_record *a)
+{
+	load_meter_into(m, &a->meter, &a->provider_group);
+}
+
+/*
+ * The job's parts (see parts_json), from its last history record, else
+ * (rows from before gangs) its node and GPUs as part 0. 0 or GP_ENOMEM.
+ */
+static int
+load_parts(struct job *j, json_t *h)
+{
+	struct attempt_record *a = j->nhistory > 0 &&
+	        j->history[j->nhistory - 1].attempt == j->attempts
+	    ? &j->history[j->nhistory - 1]
+	    : NULL;
+	json_t *parts = json_object_get(h, "parts"),
+	       *more = json_object_get(h, "more"), *v, *g;
+	int n = j->spec.nodes > 1 ? j->spec.nodes : 1;
+	size_t i, x;
+
+	j->parts = calloc((size_t)n, sizeof(*j->parts));
+	if (j->parts == NULL)
+		return GP_ENOMEM;
+	j->nparts = n;
+	if (a == NULL || !json_is_array(parts)) {
+		if (j->state != JOB_RUNNING)
+			return 0;
+		j->parts[0].node_id = j->node_id;
+		j->parts[0].ngpus = j->ngpus;
+		memcpy(j->parts[0].gpus, j->gpus, sizeof(j->gpus));
+		return 0;
+	}
+	json_array_foreach(parts, i, v)
+	{
+		struct job_part *p = &j->parts[i];
+		if ((int)i >= n)
+			break;
+		p->node_id = json_integer_value(json_object_get(v, "node_id"));
+		json_array_foreach(json_object_get(v, "gpus"), x, g)
+			if (x < GP_GPUS_MAX)
+				p->gpus[p->ngpus++] =
+				    (uint8_t)json_integer_value(g);
+		p->gpu_milli =
+		    (int)json_integer_value(json_object_get(v, "gpu_milli"));
+		p->gpu_mem_mib =
+		    json_integer_value(json_object_get(v, "gpu_mem_mib"));
+		p->started_ack = json_is_true(json_object_get(v, "started"));
+		p->ended = json_is_true(json_object_get(v, "ended"));
+	}
+	if (json_array_size(more) > 0) {
+		a->more = calloc(json_array_size(more), sizeof(*a->more));
+		if (a->more == NULL)
+			return GP_ENOMEM;
+		json_array_foreach(more, i, v)
+		{
+			a->more[i].node_id =
+			    json_integer_value(json_object_get(v, "node_id"));
+			load_meter_into(json_object_get(v, "meter"),
+			    &a->more[i].meter, &a->more[i].provider_group);
+		}
+		a->nmore = (int)json_array_size(more);
+	}
+	a->next_seq = (int)json_integer_value(json_object_get(h, "next_seq"));
+	a->preempt_for = json_integer_value(json_object_get(h, "preempt_for"));
+	j->master_port =
+	    (int)json_integer_value(json_object_get(h, "master_port"));
+	gp_strlcpy(j->stopping,
+	    json_string_value(json_object_get(h, "stopping")) ?: "",
+	    sizeof(j->stopping));
+	j->gang_failed = json_is_true(json_object_get(h, "gang_failed"));
+	return 0;
 }
 
 static int
@@ -519,6 +636,12 @@ load_jobs(void (*on_job)(struct job *))
 				?: "",
 			    sizeof(a->ckpt_label));
 			load_meter(json_object_get(v, "meter"), a);
+		}
+		if (load_parts(j, json_array_get(arr, j->nhistory > 0
+		                                 ? (size_t)j->nhistory - 1
+		                                 : 0)) != 0) {
+			json_decref(arr);
+			break;
 		}
 		json_decref(arr);
 		j->log_base = sqlite3_column_int64(s, 17);

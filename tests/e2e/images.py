@@ -4,11 +4,12 @@
 # for the registry's token signatures.
 #
 #   layer OUT [--marker TEXT] [--whiteout PATH] [--evil KIND] [--plain]
-#         [--random-mib N]
+#         [--random-mib N] [--setuid]
 #       a layer (tar+gzip unless --plain): a busybox root filesystem from
 #       Debian's busybox-static (/bin/busybox and links), a marker file
 #       /gpupool-marker, optionally a whiteout, or an evil entry (KIND:
-#       dotdot, absolute, symlink-escape, device, bomb)
+#       dotdot, absolute, symlink-escape, device, bomb); --setuid adds
+#       /bin/busybox-suid, a set-user-ID-root copy of busybox
 #   oci OUT --name NAME LAYER... [--arch A] [--cmd CMD] [--evil KIND]
 #       an OCI image layout archive; KIND: dotdot-entry, absolute-entry,
 #       symlink-entry, device-entry, lying-size, lying-digest, many-layers
@@ -107,6 +108,7 @@ def cmd_layer(args):
     evil = opt(args, "--evil")
     plain = flag(args, "--plain")
     random_mib = int(opt(args, "--random-mib", "0"))
+    setuid = flag(args, "--setuid")
     if evil == "bomb":
         return bomb_layer(out)
     buf = io.BytesIO()
@@ -114,6 +116,9 @@ def cmd_layer(args):
         add(tf, "bin/", kind=tarfile.DIRTYPE, mode=0o755)
         with open(BUSYBOX, "rb") as f:
             add(tf, "bin/busybox", f.read(), 0o755)
+            if setuid:
+                f.seek(0)
+                add(tf, "bin/busybox-suid", f.read(), 0o4755)
         for a in APPLETS:
             add(tf, "bin/" + a, kind=tarfile.SYMTYPE, link="busybox")
         add(tf, "etc/", kind=tarfile.DIRTYPE, mode=0o755)

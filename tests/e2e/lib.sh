@@ -38,6 +38,7 @@ STARTED_PIDS=()	# every process we started in its own session
 MARKERS=()	# strings that tag job processes (see new_marker)
 declare -A AGENT_PID=()
 declare -A PID_WHAT=()	# pid -> what it is, for messages
+declare -A PID_START=()	# pid -> its start time (/proc/PID/stat), see ours
 COORD_PID=
 COORD_PORT=
 COORD_SCHEME=http
@@ -141,6 +142,33 @@ EOF
 
 alive() { kill -0 "$1" 2>/dev/null; }
 
+# pid_start PID: the process's start time in clock ticks since boot (field
+# 22 of /proc/PID/stat), empty when there is no such process.
+pid_start() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	echo "${20:-}"
+}
+
+# ours PID: PID is still the process this test started (not a later one
+# that reuses its number: tests run side by side, and a signal to a reused
+# pid, or to its process group, would reach another test). A pid spawn
+# recorded must have the same start time; one a test added itself must
+# still be this shell's child.
+ours() {
+	local now
+	now=$(pid_start "$1")
+	[ -n "$now" ] || return 1
+	if [ -n "${PID_START[$1]:-}" ]; then
+		[ "$now" = "${PID_START[$1]}" ]
+	else
+		[ "$(awk '{ print $4 }' "/proc/$1/stat" 2>/dev/null)" = "$$" ]
+	fi
+}
+
 cleanup() {
 	local rc=$? pid i left
 	trap - EXIT INT TERM
@@ -149,21 +177,28 @@ cleanup() {
 		printf 'FAIL [%s]: %s\n' "$TEST_NAME" "${SOFT_FAILS[@]}" >&2
 		[ "$rc" = 0 ] && rc=1
 	fi
-	local before
-	before=$(stray_pids)
+	local before mine=() all=("${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}")
+	# Only the processes still ours (see ours): the others are gone, and
+	# their numbers may belong to another test's processes now.
 	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+		ours "$pid" && mine+=("$pid")
+	done
+	STARTED_PIDS=("${mine[@]+"${mine[@]}"}")
+	before=$(stray_pids)
+	for pid in "${mine[@]+"${mine[@]}"}"; do
 		kill -TERM -- "-$pid" 2>/dev/null
 		kill -TERM "$pid" 2>/dev/null
 	done
 	for ((i = 0; i < 50; i++)); do
 		left=0
-		for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
-			alive "$pid" && left=1
+		for pid in "${mine[@]+"${mine[@]}"}"; do
+			ours "$pid" && left=1
 		done
 		[ $left = 0 ] && break
 		sleep 0.1
 	done
-	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+	for pid in "${mine[@]+"${mine[@]}"}"; do
+		ours "$pid" || continue
 		kill -KILL -- "-$pid" 2>/dev/null
 		kill -KILL "$pid" 2>/dev/null
 	done
@@ -177,7 +212,9 @@ cleanup() {
 		sleep 0.2
 	done
 	# A daemon that crashed (now or at any time during the test) fails it:
-	# SIGTERM must end them cleanly, and nothing may abort or fault.
+	# SIGTERM must end them cleanly, and nothing may abort or fault. (wait
+	# knows this shell's children only, so a reused pid is no risk here.)
+	STARTED_PIDS=("${all[@]+"${all[@]}"}")
 	local st
 	for pid in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
 		wait "$pid" 2>/dev/null
@@ -215,6 +252,7 @@ spawn() {
 	shift
 	setsid "$@" >>"$logf" 2>&1 </dev/null &
 	SPAWNED_PID=$!
+	PID_START[$SPAWNED_PID]=$(pid_start "$SPAWNED_PID")
 	PID_WHAT[$SPAWNED_PID]="$(basename "$1") $2 (log $(basename "$logf"))"
 	STARTED_PIDS+=("$SPAWNED_PID")
 }

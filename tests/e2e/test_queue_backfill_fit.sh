@@ -91,14 +91,15 @@ refuse() { # WHAT GREP-PATTERN ARGS...
 }
 refuse "--gpus 3 on 2-GPU nodes" 'gpu|fit|node' --gpus 3
 refuse "--gpu-model not on any node" 'model|gpu|fit|node' --gpu-model H100
-refuse "--gpu-mem over every GPU" 'mem|gpu|fit|node' --gpu-mem 50000
+refuse "--min-gpu-mem over every GPU" 'mem|gpu|fit|node' --min-gpu-mem 50000
+refuse "--gpu-mem (a fraction) over every GPU" 'mem|gpu|fit|node' --gpu-mem 50000
 
 # the API answers 422 with the largest offer named
 api_expect 422 "$ADMIN_TOKEN" POST /v1/jobs '{"command":["true"],"gpus":3}'
 assert_error_body "422 for gpus 3"
 
 # and what does fit is accepted: model substring, case-insensitive, memory
-submit --gpus 2 --gpu-model a100 --gpu-mem 40960 -- true
+submit --gpus 2 --gpu-model a100 --min-gpu-mem 40960 -- true
 cli wait "$JOB"
 assert_eq 0 "$CLI_RC" "job asking exactly what the node has"
 assert_eq succeeded "$(job_state "$JOB")" "job asking exactly what the node has"

@@ -96,8 +96,8 @@ static struct gp_executor *ex;
 static struct gp_sandbox_user user;
 static struct gp_cgroups cgroups;
 static struct gp_gpu_info gpus[2] = {
-	{0, "GPU-fake-t-0", "Fake GPU", 16384},
-	{1, "GPU-fake-t-1", "Fake GPU", 16384},
+	{0, "GPU-fake-t-0", "Fake GPU", 16384, 0},
+	{1, "GPU-fake-t-1", "Fake GPU", 16384, 0},
 };
 static char work[] = "/var/tmp/gpupool-test-XXXXXX";
 static char token_file[PATH_MAX + 32];
@@ -106,6 +106,8 @@ static int next_id = 1;
 
 static const struct gp_mount *next_mounts;
 static int next_nmounts;
+/* The next submit's share and gang fields (then cleared). */
+static struct gp_assignment next_extra;
 
 /* Submits sh -c script; returns the attempt id. */
 static struct gp_attempt_id
@@ -136,6 +138,14 @@ submit(const char *script, int ngpus, int64_t time_limit_s)
 		}
 		a.nmounts = next_nmounts;
 	}
+	a.gpu_milli = next_extra.gpu_milli;
+	a.gpu_mem_mib = next_extra.gpu_mem_mib;
+	a.part = next_extra.part;
+	a.parts = next_extra.parts;
+	a.gpus_per_node = next_extra.gpus_per_node;
+	a.master_port = next_extra.master_port;
+	memcpy(a.master_addr, next_extra.master_addr, sizeof(a.master_addr));
+	memset(&next_extra, 0, sizeof(next_extra));
 	CHECK_EQ(gp_executor_start(ex, &a), 0);
 	return (struct gp_attempt_id){next_id - 1, 1};
 }
@@ -490,6 +500,37 @@ TEST(gpu_env)
 	free(o.output.data);
 }
 
+TEST(share_and_gang_env)
+{
+	struct outcome o;
+
+	next_extra.gpu_milli = 500;
+	o = run("echo cvd=$CUDA_VISIBLE_DEVICES share=$GPUPOOL_GPU_SHARE "
+	        "mem=$GPUPOOL_GPU_MEM_MIB ws=[$WORLD_SIZE]", 1, 0);
+	CHECK(strstr(o.output.data, "cvd=0 share=0.500 mem=8192 ws=[]") !=
+	    NULL);
+	free(o.output.data);
+	next_extra.gpu_mem_mib = 4096;
+	o = run("echo share=$GPUPOOL_GPU_SHARE mem=$GPUPOOL_GPU_MEM_MIB", 1, 0);
+	CHECK(strstr(o.output.data, "share=0.250 mem=4096") != NULL);
+	free(o.output.data);
+	o = run("echo share=[$GPUPOOL_GPU_SHARE]", 1, 0);
+	CHECK(strstr(o.output.data, "share=[]") != NULL);
+	free(o.output.data);
+	next_extra.part = 2;
+	next_extra.parts = 3;
+	next_extra.gpus_per_node = 2;
+	next_extra.master_port = 29517;
+	gp_strlcpy(next_extra.master_addr, "10.1.2.3",
+	    sizeof(next_extra.master_addr));
+	o = run("echo $MASTER_ADDR:$MASTER_PORT ws=$WORLD_SIZE r=$RANK "
+	        "lr=$LOCAL_RANK nr=$NODE_RANK n=$GPUPOOL_NNODES "
+	        "g=$GPUPOOL_GPUS_PER_NODE", 2, 0);
+	CHECK(strstr(o.output.data, "10.1.2.3:29517 ws=3 r=2 lr=0 nr=2 n=3 g=2") !=
+	    NULL);
+	free(o.output.data);
+}
+
 TEST(cancel_kills_tree)
 {
 	char marker[64], script[256];
@@ -639,6 +680,7 @@ main(void)
 	RUN(tmp_private);
 	RUN(pid_namespace);
 	RUN(gpu_env);
+	RUN(share_and_gang_env);
 	RUN(cancel_kills_tree);
 	RUN(time_limit);
 	RUN(exec_failure);

@@ -14,36 +14,47 @@ TEST(fake_spec)
 {
 	char model[96];
 	int64_t mem;
-	int n;
+	int n, cap = -1;
 
-	CHECK_EQ(gp_gpu_fake_parse("2", &n, model, sizeof(model), &mem), 0);
+	CHECK_EQ(gp_gpu_fake_parse("2", &n, model, sizeof(model), &mem, NULL), 0);
 	CHECK_EQ(n, 2);
 	CHECK_STR(model, "Fake GPU");
 	CHECK_EQ(mem, 16384);
 	CHECK_EQ(gp_gpu_fake_parse("4:A100:40960", &n, model, sizeof(model),
-	    &mem), 0);
+	    &mem, NULL), 0);
 	CHECK_EQ(n, 4);
 	CHECK_STR(model, "A100");
 	CHECK_EQ(mem, 40960);
 	CHECK_EQ(gp_gpu_fake_parse("1:H100:80G", &n, model, sizeof(model),
-	    &mem), 0);
+	    &mem, &cap), 0);
 	CHECK_EQ(mem, 81920);
-	CHECK_EQ(gp_gpu_fake_parse("0", &n, model, sizeof(model), &mem), 0);
+	CHECK_EQ(cap, 0);
+	CHECK_EQ(gp_gpu_fake_parse("1:H100:80G:9.0", &n, model, sizeof(model),
+	    &mem, &cap), 0);
+	CHECK_EQ(cap, 90);
+	CHECK_EQ(gp_gpu_fake_parse("1:T4:16G:7.5", &n, model, sizeof(model),
+	    &mem, &cap), 0);
+	CHECK_EQ(cap, 75);
+	CHECK_EQ(gp_gpu_fake_parse("1:T4:16G:seven", &n, model, sizeof(model),
+	    &mem, &cap), GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("1:T4:16G:", &n, model, sizeof(model),
+	    &mem, &cap), GP_EINVAL);
+	CHECK_EQ(gp_gpu_fake_parse("0", &n, model, sizeof(model), &mem, NULL), 0);
 	CHECK_EQ(n, 0);
-	CHECK_EQ(gp_gpu_fake_parse("", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("x", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("x", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("65", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("65", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("-1", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("-1", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("2::100", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("2::100", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
-	CHECK_EQ(gp_gpu_fake_parse("2:A:0", &n, model, sizeof(model), &mem),
+	CHECK_EQ(gp_gpu_fake_parse("2:A:0", &n, model, sizeof(model), &mem, NULL),
 	    GP_EINVAL);
 	CHECK_EQ(gp_gpu_fake_parse("2:A:lots", &n, model, sizeof(model),
-	    &mem), GP_EINVAL);
+	    &mem, NULL), GP_EINVAL);
 }
 
 TEST(fake_list)
@@ -115,7 +126,36 @@ TEST(assignment_good)
 	CHECK_EQ(a.cancels[0].attempt, 2);
 	gp_poll_answer_fini(&a);
 	CHECK_EQ(decode("{}", &a), 0);
-	CHECK_EQ(a.nassignments + a.ncancels, 0);
+	CHECK_EQ(a.nassignments + a.ncancels + a.nstops, 0);
+	gp_poll_answer_fini(&a);
+}
+
+TEST(assignment_share_gang_stops)
+{
+	struct gp_poll_answer a;
+
+	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":4,\"attempt\":1,"
+	    "\"command\":[\"x\"],\"gpus\":[2],\"gpu_milli\":500,"
+	    "\"gpu_mem_mib\":8192},{\"job_id\":5,\"attempt\":2,"
+	    "\"command\":[\"y\"],\"gpus\":[0,1],\"gang\":{\"part\":2,"
+	    "\"parts\":3,\"gpus_per_node\":2,\"master_addr\":\"10.0.0.7\","
+	    "\"master_port\":29511}}],\"stops\":[{\"job_id\":9,"
+	    "\"attempt\":1,\"reason\":\"preempted\"},{\"job_id\":5,"
+	    "\"attempt\":1,\"reason\":\"gang_stopped\"}]}", &a), 0);
+	CHECK_EQ(a.nassignments, 2);
+	CHECK_EQ(a.assignments[0].gpu_milli, 500);
+	CHECK_EQ(a.assignments[0].gpu_mem_mib, 8192);
+	CHECK_EQ(a.assignments[0].parts, 0);
+	CHECK_EQ(a.assignments[1].gpu_milli, 0);
+	CHECK_EQ(a.assignments[1].part, 2);
+	CHECK_EQ(a.assignments[1].parts, 3);
+	CHECK_EQ(a.assignments[1].gpus_per_node, 2);
+	CHECK_STR(a.assignments[1].master_addr, "10.0.0.7");
+	CHECK_EQ(a.assignments[1].master_port, 29511);
+	CHECK_EQ(a.nstops, 2);
+	CHECK_EQ(a.stops[0].id.job_id, 9);
+	CHECK_STR(a.stops[0].reason, "preempted");
+	CHECK_STR(a.stops[1].reason, "gang_stopped");
 	gp_poll_answer_fini(&a);
 }
 
@@ -152,6 +192,22 @@ TEST(assignment_bad)
 		"\"command\":[\"x\"],\"name\":5}]}",
 		"{\"cancels\":[{\"job_id\":1}]}",
 		"{\"cancels\":{}}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gpu_milli\":1000}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gpus\":[0,1],\"gpu_milli\":500}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":3,\"parts\":3,"
+		"\"master_addr\":\"h\",\"master_port\":1}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+		"\"master_addr\":\"h;rm\",\"master_port\":1}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+		"\"master_addr\":\"h\",\"master_port\":70000}}]}",
+		"{\"stops\":[{\"job_id\":1,\"attempt\":1}]}",
+		"{\"stops\":[{\"job_id\":1,\"attempt\":1,\"reason\":\"x\"}]}",
+		"{\"stops\":{}}",
 		"{\"a\":1,\"a\":2}",
 	};
 	struct gp_poll_answer a;
@@ -173,6 +229,7 @@ main(void)
 	RUN(fake_list);
 	RUN(discover);
 	RUN(assignment_good);
+	RUN(assignment_share_gang_stops);
 	RUN(assignment_bad);
 	return unit_report();
 }

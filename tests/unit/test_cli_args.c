@@ -98,7 +98,7 @@ TEST(parse_errors)
 
 TEST(submit_options_and_command)
 {
-	char *w[] = {"submit", "--gpus", "2", "--gpu-mem=16G", "--mem", "512",
+	char *w[] = {"submit", "--gpus", "2", "--min-gpu-mem=16G", "--mem", "512",
 	    "--time", "1h30m", "--cpus", "4", "--gpu-model", "A100", "-e",
 	    "EPOCHS=3", "--env", "X=a=b", "--", "python3", "-u", "train.py",
 	    NULL};
@@ -108,7 +108,8 @@ TEST(submit_options_and_command)
 	CHECK_EQ(build(w, &spec, err, sizeof(err)), 0);
 	CHECK_STR(err, "");
 	CHECK_EQ(spec.gpus, 2);
-	CHECK_EQ(spec.gpu_mem_mib, 16384);
+	CHECK_EQ(spec.min_gpu_mem_mib, 16384);
+	CHECK_EQ(spec.gpu_mem_mib, 0);
 	CHECK_EQ(spec.mem_mib, 512);
 	CHECK_EQ(spec.time_limit_s, 5400);
 	CHECK_EQ(spec.cpus, 4);
@@ -187,6 +188,51 @@ TEST(submit_bad_input)
 	CHECK_STR(err, "cpus: must be between 1 and 1024");
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(build(nocmd, &spec, err, sizeof(err)), GP_EINVAL);
+	gp_jobspec_fini(&spec);
+}
+
+TEST(submit_fractions_gangs_capability)
+{
+	char *half[] = {"submit", "--gpu-share", "0.5", "--gpu-mem", "8G", "x",
+	    NULL};
+	char *memonly[] = {"submit", "--gpu-mem", "4096", "x", NULL};
+	char *gang[] = {"submit", "--nodes", "3", "--gpus-per-node", "2",
+	    "--compute-capability", "8.0", "x", NULL};
+	char *share2[] = {"submit", "--gpus", "2", "--gpu-share", "0.5", "x",
+	    NULL};
+	char *share1[] = {"submit", "--gpu-share", "1", "x", NULL};
+	char *differ[] = {"submit", "--gpus", "1", "--gpus-per-node", "2", "x",
+	    NULL};
+	char *cap[] = {"submit", "--compute-capability", "eight", "x", NULL};
+	struct gp_jobspec spec;
+	char err[256];
+
+	CHECK_EQ(build(half, &spec, err, sizeof(err)), 0);
+	CHECK_EQ(spec.gpus, 1);
+	CHECK_EQ(spec.gpu_milli, 500);
+	CHECK_EQ(spec.gpu_mem_mib, 8192);
+	CHECK(gp_jobspec_is_fraction(&spec));
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(memonly, &spec, err, sizeof(err)), 0);
+	CHECK_EQ(spec.gpu_milli, 0);
+	CHECK_EQ(spec.gpu_mem_mib, 4096);
+	CHECK(gp_jobspec_is_fraction(&spec));
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(gang, &spec, err, sizeof(err)), 0);
+	CHECK_EQ(spec.nodes, 3);
+	CHECK_EQ(spec.gpus, 2);
+	CHECK_EQ(spec.min_capability, 80);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(share2, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "--gpus must be 1") != NULL);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(share1, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "--gpu-share") != NULL);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(differ, &spec, err, sizeof(err)), GP_EINVAL);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(cap, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "--compute-capability") != NULL);
 	gp_jobspec_fini(&spec);
 }
 
@@ -286,6 +332,7 @@ main(void)
 	RUN(submit_options_and_command);
 	RUN(submit_without_dashdash_stops_at_command);
 	RUN(submit_bad_input);
+	RUN(submit_fractions_gangs_capability);
 	RUN(submit_body_decodes_on_the_server_side);
 	RUN(job_ids);
 	RUN(wait_exit_codes);

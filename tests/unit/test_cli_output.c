@@ -83,7 +83,9 @@ TEST(ps_table)
 	    "{\"id\": 43, \"name\": \"eval\", \"user\": \"bob\","
 	    " \"group\": \"lab-b\","
 	    " \"state\": \"queued\", \"node\": null, \"started_at\": null,"
-	    " \"hold_reason\": \"budget: ...\", \"request\": {\"gpus\": 1}},"
+	    " \"hold_reason\": \"budget: ...\", \"request\": {\"gpus\": 1},"
+	    " \"wait\": {\"reason\": \"held\", \"why\": \"budget\","
+	    " \"position\": 1, \"expected_start\": null}},"
 	    "{\"id\": 5, \"name\": \"x\", \"user\": \"bob\","
 	    " \"state\": \"running\", \"node\": \"b\","
 	    " \"started_at\": \"2026-11-22T20:00:00.000Z\","
@@ -97,14 +99,53 @@ TEST(ps_table)
 	CHECK_EQ(gp_cli_render_jobs(reply, now, &out), 0);
 	CHECK_EQ(gp_buf_append(&out, "", 1), 0);
 	CHECK_STR(out.data,
-	    "ID  NAME   USER   GROUP  STATE       NODE   GPUS  ELAPSED\n"
-	    "42  train  alice  lab-a  running     lab-a     2     5:03\n"
-	    "43  eval   bob    lab-b  held        -         1        -\n"
-	    " 5  x      bob    -      cancelling  b         0  1:05:03\n");
+	    "ID  NAME   USER   GROUP  STATE       NODE   GPUS  ELAPSED  WAIT\n"
+	    "42  train  alice  lab-a  running     lab-a     2     5:03  -\n"
+	    "43  eval   bob    lab-b  held        -         1        -  held\n"
+	    " 5  x      bob    -      cancelling  b         0  1:05:03  -\n");
 	gp_buf_free(&out);
 	json_decref(reply);
 	reply = json_loads("{\"nodes\": []}", 0, NULL);
 	CHECK_EQ(gp_cli_render_jobs(reply, now, &out), GP_EPROTO);
+	gp_buf_free(&out);
+	json_decref(reply);
+}
+
+TEST(queue_table)
+{
+	const char *reply_text =
+	    "{\"queued\": 3, \"head\": 7, \"jobs\": ["
+	    "{\"id\": 7, \"position\": 1, \"name\": \"big\", \"user\": \"alice\","
+	    " \"group\": \"lab-a\", \"gpus\": 2, \"nodes\": 1,"
+	    " \"gpu_share\": null, \"reason\": \"resources\","
+	    " \"why\": \"no fitting GPU free now\","
+	    " \"expected_start\": \"2026-11-22T22:00:00.000Z\"},"
+	    "{\"id\": 9, \"position\": 2, \"name\": \"half\", \"user\": \"bob\","
+	    " \"group\": \"lab-b\", \"gpus\": 1, \"nodes\": 1,"
+	    " \"gpu_share\": 0.5, \"reason\": \"share\","
+	    " \"why\": \"lab-a went first\", \"expected_start\": null},"
+	    "{\"id\": 10, \"position\": 3, \"name\": \"gang\", \"user\": \"bob\","
+	    " \"group\": \"lab-b\", \"gpus\": 2, \"nodes\": 3,"
+	    " \"gpu_share\": null, \"reason\": \"gang\","
+	    " \"why\": \"2 nodes free of 3\", \"expected_start\": null}]}";
+	json_t *reply = json_loads(reply_text, 0, NULL);
+	struct gp_buf out = {0};
+
+	CHECK(reply != NULL);
+	CHECK_EQ(gp_cli_render_queue(reply, &out), 0);
+	CHECK_EQ(gp_buf_append(&out, "", 1), 0);
+	CHECK_STR(out.data,
+	    "POS  ID  NAME  USER   GROUP  GPUS  WAIT       WHY\n"
+	    "  1   7  big   alice  lab-a     2  resources  no fitting GPU free "
+	    "now\n"
+	    "  2   9  half  bob    lab-b   0.5  share      lab-a went first\n"
+	    "  3  10  gang  bob    lab-b   3x2  gang       2 nodes free of 3\n"
+	    "job 7 holds the reservation: expected start "
+	    "2026-11-22T22:00:00.000Z\n");
+	gp_buf_free(&out);
+	json_decref(reply);
+	reply = json_loads("{\"nodes\": []}", 0, NULL);
+	CHECK_EQ(gp_cli_render_queue(reply, &out), GP_EPROTO);
 	gp_buf_free(&out);
 	json_decref(reply);
 }
@@ -159,6 +200,7 @@ main(void)
 	RUN(mib_format);
 	RUN(table_alignment);
 	RUN(ps_table);
+	RUN(queue_table);
 	RUN(job_elapsed);
 	RUN(nodes_table);
 	return unit_report();

@@ -336,7 +336,7 @@ TEST(jobspec_good)
 
 	CHECK_EQ(decode("{\"command\":[\"/usr/bin/python3\",\"train.py\"],"
 			"\"name\":\"train-1.a_b\",\"env\":{\"EPOCHS\":\"3\","
-			"\"_x1\":\"\"},\"gpus\":2,\"gpu_mem_mib\":40000,"
+			"\"_x1\":\"\"},\"gpus\":2,\"min_gpu_mem_mib\":40000,"
 			"\"gpu_model\":\"A100\",\"cpus\":8,\"mem_mib\":64000,"
 			"\"time_limit_s\":3600}",
 		     &spec, err, sizeof(err)),
@@ -345,7 +345,9 @@ TEST(jobspec_good)
 	CHECK_EQ(json_array_size(spec.command), 2);
 	CHECK_STR(json_string_value(json_object_get(spec.env, "EPOCHS")), "3");
 	CHECK_EQ(spec.gpus, 2);
-	CHECK_EQ(spec.gpu_mem_mib, 40000);
+	CHECK_EQ(spec.min_gpu_mem_mib, 40000);
+	CHECK_EQ(spec.gpu_mem_mib, 0);
+	CHECK(!gp_jobspec_is_fraction(&spec));
 	CHECK_STR(spec.gpu_model, "A100");
 	CHECK_EQ(spec.cpus, 8);
 	CHECK_EQ(spec.mem_mib, 64000);
@@ -459,8 +461,22 @@ TEST(jobspec_bad)
 	    "NUL"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":0,\"gpu_model\":\"A100\"}",
 	    "need gpus"));
-	CHECK(refused("{\"command\":[\"x\"],\"gpus\":0,\"gpu_mem_mib\":1}",
+	CHECK(refused("{\"command\":[\"x\"],\"gpus\":0,\"min_gpu_mem_mib\":1}",
 	    "need gpus"));
+	/* Fractions: one GPU, a share in (0, 1); gangs; capability. */
+	CHECK(refused("{\"command\":[\"x\"],\"gpus\":2,\"gpu_mem_mib\":1}",
+	    "gpus must be 1"));
+	CHECK(refused("{\"command\":[\"x\"],\"gpu_share\":1.0}",
+	    "gpu_share"));
+	CHECK(refused("{\"command\":[\"x\"],\"gpu_share\":0}", "gpu_share"));
+	CHECK(refused("{\"command\":[\"x\"],\"gpu_share\":\"0.5\"}",
+	    "gpu_share"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":0}", "nodes"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":65}", "nodes"));
+	CHECK(refused("{\"command\":[\"x\"],\"compute_capability\":\"8.10\"}",
+	    "compute_capability"));
+	CHECK(refused("{\"command\":[\"x\"],\"compute_capability\":8}",
+	    "compute_capability"));
 
 	/* Too many arguments, too long an argument, too large a body. */
 	n = snprintf(big, sizeof(big), "{\"command\":[");
@@ -492,9 +508,11 @@ TEST(jobspec_round_trip)
 	static const char *bodies[] = {
 		"{\"command\":[\"true\"]}",
 		"{\"command\":[\"a\",\"\",\"c d\"],\"env\":{\"K\":\"v\"},"
-		"\"gpus\":3,\"gpu_model\":\"h100\",\"gpu_mem_mib\":7,"
+		"\"gpus\":3,\"gpu_model\":\"h100\",\"min_gpu_mem_mib\":7,"
+		"\"nodes\":4,\"compute_capability\":\"9.0\","
 		"\"cpus\":4,\"mem_mib\":9,\"time_limit_s\":60,\"name\":\"n\"}",
 		"{\"command\":[\"\\u00e9t\\u00e9\"],\"gpus\":0}",
+		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
 	};
 	size_t i;
 
@@ -515,6 +533,10 @@ TEST(jobspec_round_trip)
 		CHECK(json_equal(a.env, b.env));
 		CHECK_EQ(a.gpus, b.gpus);
 		CHECK_EQ(a.gpu_mem_mib, b.gpu_mem_mib);
+		CHECK_EQ(a.gpu_milli, b.gpu_milli);
+		CHECK_EQ(a.min_gpu_mem_mib, b.min_gpu_mem_mib);
+		CHECK_EQ(a.min_capability, b.min_capability);
+		CHECK_EQ(a.nodes, b.nodes);
 		CHECK_STR(a.gpu_model, b.gpu_model);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
@@ -524,6 +546,36 @@ TEST(jobspec_round_trip)
 		gp_jobspec_fini(&a);
 		gp_jobspec_fini(&b);
 	}
+}
+
+TEST(share_and_capability_parse)
+{
+	int v = 0;
+
+	CHECK_EQ(gp_share_parse("0.5", &v), 0);
+	CHECK_EQ(v, 500);
+	CHECK_EQ(gp_share_parse(".25", &v), 0);
+	CHECK_EQ(v, 250);
+	CHECK_EQ(gp_share_parse("0.001", &v), 0);
+	CHECK_EQ(v, 1);
+	CHECK_EQ(gp_share_parse("1", &v), GP_EINVAL);
+	CHECK_EQ(gp_share_parse("0", &v), GP_EINVAL);
+	CHECK_EQ(gp_share_parse("0.0001", &v), GP_EINVAL);
+	CHECK_EQ(gp_share_parse("-0.5", &v), GP_EINVAL);
+	CHECK_EQ(gp_share_parse("5e-1", &v), GP_EINVAL);
+	CHECK_EQ(gp_share_parse("nan", &v), GP_EINVAL);
+	CHECK_EQ(gp_share_parse("", &v), GP_EINVAL);
+	CHECK_EQ(gp_capability_parse("8.6", &v), 0);
+	CHECK_EQ(v, 86);
+	CHECK_EQ(gp_capability_parse("9", &v), 0);
+	CHECK_EQ(v, 90);
+	CHECK_EQ(gp_capability_parse("10.0", &v), 0);
+	CHECK_EQ(v, 100);
+	CHECK_EQ(gp_capability_parse("8.", &v), GP_EINVAL);
+	CHECK_EQ(gp_capability_parse(".6", &v), GP_EINVAL);
+	CHECK_EQ(gp_capability_parse("8.66", &v), GP_EINVAL);
+	CHECK_EQ(gp_capability_parse("+8.6", &v), GP_EINVAL);
+	CHECK_EQ(gp_capability_parse("0.5", &v), GP_EINVAL);
 }
 
 TEST(name_valid)
@@ -562,6 +614,7 @@ main(void)
 	RUN(jobspec_good);
 	RUN(jobspec_bad);
 	RUN(jobspec_round_trip);
+	RUN(share_and_capability_parse);
 	RUN(name_valid);
 	RUN(strerror);
 	return unit_report();

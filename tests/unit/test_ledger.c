@@ -167,7 +167,7 @@ reload_attempts(void)
 		    sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5));
 		if (a->open)
 			CHECK_EQ(ledger_restore_meter(&ledger, a->job,
-				     a->attempt, &a->meter),
+				     a->attempt, -1, &a->meter),
 			    0);
 	}
 	sqlite3_finalize(s);

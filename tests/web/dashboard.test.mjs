@@ -199,9 +199,12 @@ try {
     }
     await route.fulfill({ response: r, json: body });
   });
+  // (the live scheduler's own "wait" may be shown already: wait for the
+  // page to render the routed answer's)
   await page.waitForFunction((id) => {
     const td = document.querySelector(`tr[data-job="${id}"] td.wait`);
-    return td && td.dataset.reason === 'resources';
+    return td && td.dataset.reason === 'resources' &&
+      /no node has 2 free GPUs/.test(td.textContent);
   }, big.id, { timeout: WAIT });
   const why = await page.textContent(`tr[data-job="${big.id}"] td.wait`);
   check(/no node has 2 free GPUs/.test(why) && /expected to start/.test(why),

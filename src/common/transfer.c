@@ -1,29 +1,36 @@
 /*
- * checkpoint.c: the agent's side of the checkpoint store (checkpoint.h,
- * checkpoint_fetch.h): walks a job's checkpoint directory, names its
- * chunks, uploads the ones the coordinator lacks and commits the
- * manifest; and restores a version into an empty directory.
+ * transfer.c: moving trees to and from the coordinator's chunk store
+ * (transfer.h): walks a directory, names its chunks, uploads the ones
+ * the coordinator lacks and commits the manifest; restores a manifest
+ * into an empty directory. Checkpoints use the whole cycle here
+ * (gp_ckpt_upload, gp_ckpt_download); data sets and job outputs use the
+ * pieces (gp_tree_*, gp_transfer_fetch, the pool) with their own routes.
  *
- * The directory belongs to the job's (unprivileged) user while we run as
- * root, so nothing here follows a symbolic link: every path is opened one
- * component at a time relative to the directory's descriptor with
- * O_NOFOLLOW, and every file read is checked (fstat) to be the regular
- * file that the walk recorded.
+ * A directory may belong to an unprivileged user while we run as root
+ * (a job's checkpoint or output directory), so nothing here follows a
+ * symbolic link: every path is opened one component at a time relative
+ * to the directory's descriptor with O_NOFOLLOW, and every file read is
+ * checked (fstat) to be the regular file that the walk recorded.
  *
- * Transfers run on a small pool of threads (target->parallel), each with
+ * Transfers run on a small pool of threads (peer->parallel), each with
  * its own HTTP client and a small buffer; they take tasks from a shared
  * atomic counter. A failed transfer is retried (CHUNK_TRIES) before the
- * whole call gives up. Chunk bodies are streamed: an upload names a batch
- * of chunks, asks which the coordinator lacks and sends those straight
- * from their files (batch_task); a download names and writes each chunk as
- * its bytes arrive (fetch_write). Nothing holds a whole chunk in memory.
+ * whole call gives up. Chunk bodies are streamed: a checkpoint upload
+ * names a batch of chunks, asks which the coordinator lacks and sends
+ * those straight from their files (batch_task); a tree's upload sends the
+ * chunks it was told are missing the same way (send_chunk); a download
+ * names and writes each chunk as its bytes arrive (fetch_write). Nothing
+ * holds a whole chunk in memory, except the data cache's own tasks
+ * (gp_transfer_run), which get a chunk-sized buffer.
  */
-#include "agent/checkpoint.h"
+#include "transfer.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,7 +39,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/checkpoint_fetch.h"
 #include "ckpt.h"
 #include "gp.h"
 #include "http_client.h"
@@ -62,25 +68,22 @@ struct chunk {
 	size_t file;
 	int64_t index;
 	char name[GP_CKPT_NAME_HEX];
-	int send; /* upload: its batch asks about its name (the first chunk
-		     of that name to be named) */
+	int send; /* checkpoint upload: its batch asks about its name (the
+		     first chunk of that name to be named) */
 };
 
 struct walk {
 	struct entry *files;
 	size_t nfiles, cap;
+	int64_t skipped; /* links, sockets, fifos, devices, others' files */
+	uid_t only_uid;	 /* (uid_t)-1: files of any owner */
 };
 
 /* ---- paths beneath a directory, without following links ---- */
 
-/*
- * Opens path (relative, checked) beneath dirfd, one component at a time,
- * never following a symbolic link. With create, missing directories are
- * made (mode 0755, chowned to uid:gid). Returns the fd or -1 (errno).
- */
-static int
-open_beneath(int dirfd, const char *path, int flags, int mode, int create,
-    uid_t uid, gid_t gid)
+int
+gp_open_beneath(int dirfd, const char *path, int flags, int mode, int create,
+    int dir_mode, uid_t uid, gid_t gid)
 {
 	char comp[GP_CKPT_PATH_MAX + 1];
 	const char *p = path, *slash;
@@ -91,11 +94,11 @@ open_beneath(int dirfd, const char *path, int flags, int mode, int create,
 		len = (size_t)(slash - p);
 		memcpy(comp, p, len);
 		comp[len] = '\0';
-		if (create && mkdirat(fd, comp, 0755) == 0) {
+		if (create && mkdirat(fd, comp, (mode_t)dir_mode) == 0) {
 			next = openat(fd, comp, O_RDONLY | O_DIRECTORY |
 			    O_NOFOLLOW | O_CLOEXEC);
 			if (next >= 0 && (fchown(next, uid, gid) != 0 ||
-			    fchmod(next, 0755) != 0)) {
+			    fchmod(next, (mode_t)dir_mode) != 0)) {
 				close(next);
 				next = -1;
 			}
@@ -114,6 +117,14 @@ open_beneath(int dirfd, const char *path, int flags, int mode, int create,
 	if (fd != dirfd)
 		close(fd);
 	return next;
+}
+
+static int
+open_beneath(int dirfd, const char *path, int flags, int mode, int create,
+    uid_t uid, gid_t gid)
+{
+	return gp_open_beneath(dirfd, path, flags, mode, create, 0755, uid,
+	    gid);
 }
 
 static int64_t
@@ -187,8 +198,10 @@ walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
 		if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) !=
 		    0)
 			continue; /* gone meanwhile */
-		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-			continue; /* links, sockets, fifos, devices */
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+			w->skipped++; /* links, sockets, fifos, devices */
+			continue;
+		}
 		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", rel,
 			rel[0] ? "/" : "", d->d_name) > GP_CKPT_PATH_MAX ||
 		    !gp_ckpt_path_valid(path)) {
@@ -200,6 +213,11 @@ walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
 			break;
 		}
 		if (S_ISREG(st.st_mode)) {
+			if (w->only_uid != (uid_t)-1 &&
+			    st.st_uid != w->only_uid) {
+				w->skipped++;
+				continue;
+			}
 			if (w->nfiles >= GP_CKPT_FILES_MAX) {
 				snprintf(err, errlen, "more than %d files",
 				    GP_CKPT_FILES_MAX);
@@ -223,21 +241,24 @@ walk_dir(int fd, const char *rel, int depth, struct walk *w, char *err,
 
 struct pool;
 
-struct worker {
+struct gp_transfer_worker {
 	struct pool *pool;
 	struct gp_http_client *http;
-	char *buf; /* HASH_PIECE bytes: uploads read into it to name chunks */
+	char *buf; /* pool->buf_size bytes: uploads read into it a piece
+		      at a time to name chunks; gp_transfer_run's tasks
+		      get a whole chunk's room */
 	pthread_t thread;
 };
 
 struct pool {
 	const char *url, *token, *ca_file;
 	int need_http;
+	size_t buf_size; /* each worker's buffer; 0: HASH_PIECE */
 	size_t ntasks;
 	_Atomic size_t next;
 	_Atomic int stop;
 	/* Returns 0 or GP_E*; writes err through pool_fail. */
-	int (*run)(struct worker *w, size_t task);
+	int (*run)(struct gp_transfer_worker *w, size_t task);
 	void *ctx;
 	pthread_mutex_t lock;
 	int err;
@@ -245,7 +266,22 @@ struct pool {
 	_Atomic int64_t bytes_sent;
 	_Atomic int64_t chunks_sent;
 	_Atomic int changed; /* a file changed while being read */
+	/* gp_transfer_run's task and its context. */
+	gp_transfer_task task;
+	void *task_ctx;
 };
+
+static void
+pool_vfail(struct pool *p, int err, const char *fmt, va_list ap)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->err == 0) {
+		p->err = err;
+		vsnprintf(p->errtext, sizeof(p->errtext), fmt, ap);
+	}
+	pthread_mutex_unlock(&p->lock);
+	atomic_store(&p->stop, 1);
+}
 
 static void
 pool_fail(struct pool *p, int err, const char *fmt, ...)
@@ -256,21 +292,15 @@ pool_fail(struct pool *p, int err, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&p->lock);
-	if (p->err == 0) {
-		p->err = err;
-		va_start(ap, fmt);
-		vsnprintf(p->errtext, sizeof(p->errtext), fmt, ap);
-		va_end(ap);
-	}
-	pthread_mutex_unlock(&p->lock);
-	atomic_store(&p->stop, 1);
+	va_start(ap, fmt);
+	pool_vfail(p, err, fmt, ap);
+	va_end(ap);
 }
 
 static void *
 worker_main(void *arg)
 {
-	struct worker *w = arg;
+	struct gp_transfer_worker *w = arg;
 	struct pool *p = w->pool;
 	size_t task;
 	int ret;
@@ -291,7 +321,7 @@ worker_main(void *arg)
 static int
 pool_run(struct pool *p, int n)
 {
-	struct worker *w;
+	struct gp_transfer_worker *w;
 	int i, started = 0;
 
 	if (p->ntasks == 0)
@@ -306,7 +336,7 @@ pool_run(struct pool *p, int n)
 		return GP_ENOMEM;
 	for (i = 0; i < n; i++) {
 		w[i].pool = p;
-		w[i].buf = malloc(HASH_PIECE);
+		w[i].buf = malloc(p->buf_size ? p->buf_size : HASH_PIECE);
 		if (p->need_http)
 			w[i].http = gp_http_client_new(p->url, p->token,
 			    p->ca_file);
@@ -331,17 +361,86 @@ pool_run(struct pool *p, int n)
 	return p->err;
 }
 
+/* ---- the pool for other users (transfer.h) ---- */
+
+static int
+run_task(struct gp_transfer_worker *w, size_t task)
+{
+	return w->pool->task(w, task, w->pool->task_ctx);
+}
+
+int
+gp_transfer_run(const struct gp_transfer_peer *peer, int need_http,
+    size_t ntasks, gp_transfer_task fn, void *ctx, int64_t *bytes,
+    char *err, size_t errlen)
+{
+	struct pool p;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.url = peer->url;
+	p.token = peer->token;
+	p.ca_file = peer->ca_file;
+	p.need_http = need_http;
+	p.buf_size = GP_CKPT_CHUNK_SIZE;
+	p.ntasks = ntasks;
+	p.run = run_task;
+	p.task = fn;
+	p.task_ctx = ctx;
+	ret = pool_run(&p, peer->parallel > 0 ? peer->parallel
+					      : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	if (bytes != NULL)
+		*bytes = atomic_load(&p.bytes_sent);
+	if (ret != 0)
+		snprintf(err, errlen, "%s", p.errtext);
+	return ret;
+}
+
+char *
+gp_transfer_buf(struct gp_transfer_worker *w)
+{
+	return w->buf;
+}
+
+void
+gp_transfer_fail(struct gp_transfer_worker *w, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	pool_vfail(w->pool, err, fmt, ap);
+	va_end(ap);
+}
+
+void
+gp_transfer_count(struct gp_transfer_worker *w, int64_t bytes)
+{
+	atomic_fetch_add(&w->pool->bytes_sent, bytes);
+	atomic_fetch_add(&w->pool->chunks_sent, 1);
+}
+
 /* ---- upload ---- */
 
-struct upload {
+/* A walked tree, and the upload's plan for it. */
+struct gp_tree {
 	int dirfd;
 	struct walk walk;
 	struct chunk *chunks;
 	size_t nchunks;
 	const char *chunk_prefix;
+	/* Checkpoint upload: names some batch has asked about. */
 	const char *missing_path;
 	pthread_mutex_t lock;
-	json_t *claimed; /* names some batch has asked about: {name: index} */
+	json_t *claimed; /* {name: index} */
+	/* gp_tree_send: the indices of the chunks to send. */
+	size_t *send;
+	size_t nsend;
+	/* Optional (gp_tree_send): after each chunk sent, of send_total. */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
+	int64_t send_total;
 };
 
 /*
@@ -350,7 +449,7 @@ struct upload {
  * GP_ECONFLICT (changed).
  */
 static int
-open_chunk(struct upload *u, const struct chunk *c, int *fd, int64_t *off,
+open_chunk(struct gp_tree *u, const struct chunk *c, int *fd, int64_t *off,
     size_t *len)
 {
 	const struct entry *e = &u->walk.files[c->file];
@@ -397,7 +496,7 @@ pread_full(int fd, char *buf, size_t len, int64_t off)
  * bytes). Returns 0, GP_ECONFLICT (changed) or GP_EIO.
  */
 static int
-name_chunk(struct upload *u, struct chunk *c, char *buf)
+name_chunk(struct gp_tree *u, struct chunk *c, char *buf)
 {
 	gp_ckpt_hash_state hs;
 	size_t len, done = 0, want;
@@ -424,6 +523,33 @@ name_chunk(struct upload *u, struct chunk *c, char *buf)
 	}
 	close(fd);
 	gp_ckpt_hash_final(&hs, c->name);
+	return 0;
+}
+
+/* Tells the pool that a file changed while being read. */
+static int
+changed(struct pool *p)
+{
+	atomic_store(&p->changed, 1);
+	atomic_store(&p->stop, 1);
+	return 0;
+}
+
+static int
+hash_task(struct gp_transfer_worker *w, size_t task)
+{
+	struct gp_tree *u = w->pool->ctx;
+	struct chunk *c = &u->chunks[task];
+	int ret;
+
+	ret = name_chunk(u, c, w->buf);
+	if (ret == GP_ECONFLICT)
+		return changed(w->pool);
+	if (ret != 0) {
+		pool_fail(w->pool, ret, "cannot read %.200s: %s",
+		    u->walk.files[c->file].path, strerror(errno));
+		return ret;
+	}
 	return 0;
 }
 
@@ -479,29 +605,21 @@ send_read(void *arg, char *buf, size_t max)
 	return max;
 }
 
-/* Tells the pool that a file changed while being read. */
-static int
-changed(struct pool *p)
-{
-	atomic_store(&p->changed, 1);
-	atomic_store(&p->stop, 1);
-	return 0;
-}
-
 /*
- * Sends chunk c, streamed from its file (the coordinator checks it
- * against its name). Returns 0 (also when the file changed: the pool is
- * told) or GP_E* after pool_fail.
+ * Sends chunk c with PUT u->chunk_prefix + its name, streamed from its
+ * file (the coordinator checks it against its name). Returns 0 (also
+ * when the file changed: the pool is told) or GP_E* after pool_fail.
  */
 static int
-send_chunk(struct worker *w, struct chunk *c)
+send_chunk(struct gp_transfer_worker *w, struct chunk *c)
 {
-	struct upload *u = w->pool->ctx;
+	struct gp_tree *u = w->pool->ctx;
 	struct gp_http_response resp;
 	struct gp_http_stream body;
 	struct send_src src;
 	struct chunk again;
 	char path[512], text[256];
+	int64_t done;
 	int ret, tries;
 
 	memset(&src, 0, sizeof(src));
@@ -519,8 +637,12 @@ send_chunk(struct worker *w, struct chunk *c)
 		if (ret == 0 && (resp.status == 200 || resp.status == 201)) {
 			gp_http_response_fini(&resp);
 			close(src.fd);
-			atomic_fetch_add(&w->pool->bytes_sent, (int64_t)src.len);
+			done = atomic_fetch_add(&w->pool->bytes_sent,
+			    (int64_t)src.len) + (int64_t)src.len;
 			atomic_fetch_add(&w->pool->chunks_sent, 1);
+			if (u->progress != NULL)
+				u->progress(u->progress_arg, done,
+				    u->send_total);
 			return 0;
 		}
 		gp_http_error_text(&resp, text, sizeof(text));
@@ -550,11 +672,17 @@ send_chunk(struct worker *w, struct chunk *c)
 			pool_fail(w->pool, ret, "chunk upload: %s", text);
 			return ret;
 		}
-		gp_debug("checkpoint chunk upload retry try=%d error=%s", tries,
-		    text);
+		gp_debug("chunk upload retry try=%d error=%s", tries, text);
 	}
 }
 
+static int
+send_task(struct gp_transfer_worker *w, size_t task)
+{
+	struct gp_tree *u = w->pool->ctx;
+
+	return send_chunk(w, &u->chunks[u->send[task]]);
+}
 /* One JSON request with retries on transport errors and 5xx. */
 static int
 json_call(struct gp_http_client *http, const char *method, const char *path,
@@ -615,9 +743,9 @@ json_call(struct gp_http_client *http, const char *method, const char *path,
  * mtime before the commit.
  */
 static int
-batch_task(struct worker *w, size_t task)
+batch_task(struct gp_transfer_worker *w, size_t task)
 {
-	struct upload *u = w->pool->ctx;
+	struct gp_tree *u = w->pool->ctx;
 	size_t first = task * UPLOAD_BATCH, n = u->nchunks - first, i, k;
 	json_t *names = NULL, *body = NULL, *reply = NULL, *v;
 	char err[256];
@@ -700,7 +828,7 @@ nomem:
 
 /* Builds the chunk list from the walk. */
 static int
-plan_chunks(struct upload *u)
+plan_chunks(struct gp_tree *u)
 {
 	size_t i, n = 0;
 	int64_t k, count;
@@ -726,7 +854,7 @@ plan_chunks(struct upload *u)
 
 /* 1 when every file still has the size, mtime and inode the walk saw. */
 static int
-unchanged_since_walk(struct upload *u)
+unchanged_since_walk(struct gp_tree *u)
 {
 	struct stat st;
 	size_t i;
@@ -750,7 +878,7 @@ unchanged_since_walk(struct upload *u)
 }
 
 static json_t *
-manifest_json(struct upload *u, const char *label)
+manifest_json(struct gp_tree *u, const char *label)
 {
 	json_t *files = json_array(), *m, *chunks;
 	size_t i;
@@ -775,13 +903,15 @@ manifest_json(struct upload *u, const char *label)
 			return NULL;
 		}
 	}
+	if (label == NULL)
+		return json_pack("{s:o}", "files", files);
 	m = json_pack("{s:o,s:s}", "files", files, "label", label);
 	return m;
 }
 
 /* Reads the marker's label through the walk's checks. */
 static void
-read_label(struct upload *u, size_t marker, char *label)
+read_label(struct gp_tree *u, size_t marker, char *label)
 {
 	char buf[GP_CKPT_LABEL_LEN + 2];
 	struct stat st;
@@ -800,11 +930,247 @@ read_label(struct upload *u, size_t marker, char *label)
 }
 
 int
+gp_transfer_status_error(long status)
+{
+	return status_error(status);
+}
+
+int
+gp_transfer_json_call(struct gp_http_client *http, const char *method,
+    const char *path, json_t *body, json_t **reply, long *status, char *err,
+    size_t errlen)
+{
+	return json_call(http, method, path, body, reply, status, err,
+	    errlen);
+}
+
+/* ---- any tree (transfer.h) ---- */
+
+/* Opens a single regular file's tree: its directory and its name. */
+static int
+tree_single(struct gp_tree *t, const char *path, const struct stat *seen,
+    char *err, size_t errlen)
+{
+	char dcopy[PATH_MAX], bcopy[PATH_MAX], *base;
+	struct stat st;
+
+	if (gp_strlcpy(dcopy, path, sizeof(dcopy)) >= sizeof(dcopy)) {
+		snprintf(err, errlen, "path too long");
+		return GP_EINVAL;
+	}
+	gp_strlcpy(bcopy, path, sizeof(bcopy));
+	base = basename(bcopy);
+	if (!gp_ckpt_path_valid(base) || strchr(base, '/') != NULL) {
+		snprintf(err, errlen, "%.200s: not a usable file name", base);
+		return GP_EINVAL;
+	}
+	t->dirfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (t->dirfd < 0 ||
+	    fstatat(t->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISREG(st.st_mode) || st.st_ino != seen->st_ino ||
+	    st.st_dev != seen->st_dev) {
+		snprintf(err, errlen, "%.200s changed while it was opened",
+		    path);
+		return GP_ECONFLICT;
+	}
+	if (t->walk.only_uid != (uid_t)-1 && st.st_uid != t->walk.only_uid) {
+		snprintf(err, errlen, "%.200s: owned by another user", path);
+		return GP_EPERM;
+	}
+	if (walk_add(&t->walk, base, &st) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	return 0;
+}
+
+int
+gp_tree_open(const char *path, int single_ok, uid_t only_uid,
+    struct gp_tree **out, char *err, size_t errlen)
+{
+	struct gp_tree *t;
+	struct stat st;
+	int fd, ret;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	t->dirfd = -1;
+	t->walk.only_uid = only_uid;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "cannot open %.200s: %s", path,
+		    errno == ELOOP ? "a symbolic link" : strerror(errno));
+		ret = errno == ENOENT ? GP_ENOENT : GP_EIO;
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		t->dirfd = fd;
+		fd = -1;
+		if ((fd = dup(t->dirfd)) < 0) {
+			snprintf(err, errlen, "dup: %s", strerror(errno));
+			ret = GP_EIO;
+			goto fail;
+		}
+		ret = walk_dir(fd, "", 0, &t->walk, err, errlen);
+		fd = -1; /* consumed */
+	} else if (S_ISREG(st.st_mode) && single_ok) {
+		close(fd);
+		fd = -1;
+		ret = tree_single(t, path, &st, err, errlen);
+	} else {
+		snprintf(err, errlen, "%.200s: not a directory%s", path,
+		    single_ok ? " or a regular file" : "");
+		ret = GP_EINVAL;
+	}
+	if (ret == 0 && (ret = plan_chunks(t)) != 0)
+		snprintf(err, errlen, "out of memory");
+	if (ret != 0)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	gp_tree_free(t);
+	return ret;
+}
+
+void
+gp_tree_free(struct gp_tree *t)
+{
+	if (t == NULL)
+		return;
+	walk_free(&t->walk);
+	free(t->chunks);
+	free(t->send);
+	if (t->dirfd >= 0)
+		close(t->dirfd);
+	free(t);
+}
+
+void
+gp_tree_totals(const struct gp_tree *t, struct gp_transfer_stats *st)
+{
+	size_t i;
+
+	st->files = (int64_t)t->walk.nfiles;
+	st->bytes = 0;
+	for (i = 0; i < t->walk.nfiles; i++)
+		st->bytes += t->walk.files[i].size;
+	st->chunks = (int64_t)t->nchunks;
+	st->skipped = t->walk.skipped;
+}
+
+int
+gp_tree_hash(struct gp_tree *t, int parallel, char *err, size_t errlen)
+{
+	struct pool p;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.ntasks = t->nchunks;
+	p.run = hash_task;
+	p.ctx = t;
+	ret = pool_run(&p, parallel > 0 ? parallel : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		return ret;
+	}
+	if (atomic_load(&p.changed) || !unchanged_since_walk(t)) {
+		snprintf(err, errlen, "a file changed while it was read");
+		return GP_ECONFLICT;
+	}
+	return 0;
+}
+
+json_t *
+gp_tree_manifest(const struct gp_tree *t)
+{
+	return manifest_json((struct gp_tree *)t, NULL);
+}
+
+int
+gp_tree_send(struct gp_tree *t, const struct gp_transfer_peer *peer,
+    const char *chunk_prefix, json_t *missing, struct gp_transfer_stats *st,
+    char *err, size_t errlen)
+{
+	json_t *names = json_object(), *v, *idx;
+	struct pool p;
+	size_t i, k;
+	int ret;
+
+	if (names == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	for (i = 0; i < t->nchunks; i++)
+		if (json_object_get(names, t->chunks[i].name) == NULL)
+			json_object_set_new(names, t->chunks[i].name,
+			    json_integer((json_int_t)i));
+	free(t->send);
+	t->nsend = 0;
+	t->send = calloc(json_object_size(names) + 1, sizeof(*t->send));
+	if (t->send == NULL) {
+		json_decref(names);
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	json_array_foreach(missing, k, v)
+	{
+		idx = json_is_string(v) ? json_object_get(names,
+		    json_string_value(v)) : NULL;
+		if (idx == NULL)
+			continue;
+		t->send[t->nsend++] = (size_t)json_integer_value(idx);
+		json_object_del(names, json_string_value(v));
+	}
+	json_decref(names);
+	t->chunk_prefix = chunk_prefix;
+	t->progress = peer->progress;
+	t->progress_arg = peer->progress_arg;
+	t->send_total = 0;
+	for (k = 0; k < t->nsend; k++) {
+		const struct chunk *c = &t->chunks[t->send[k]];
+		int64_t left = t->walk.files[c->file].size -
+		    c->index * GP_CKPT_CHUNK_SIZE;
+		t->send_total += left < GP_CKPT_CHUNK_SIZE ? left
+							   : GP_CKPT_CHUNK_SIZE;
+	}
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.lock, NULL);
+	p.url = peer->url;
+	p.token = peer->token;
+	p.ca_file = peer->ca_file;
+	p.need_http = 1;
+	p.ntasks = t->nsend;
+	p.run = send_task;
+	p.ctx = t;
+	ret = pool_run(&p, peer->parallel > 0 ? peer->parallel
+					      : PARALLEL_DEFAULT);
+	pthread_mutex_destroy(&p.lock);
+	st->bytes_sent += atomic_load(&p.bytes_sent);
+	st->chunks_sent += atomic_load(&p.chunks_sent);
+	if (ret != 0) {
+		snprintf(err, errlen, "%s", p.errtext);
+		return ret;
+	}
+	if (atomic_load(&p.changed)) {
+		snprintf(err, errlen, "a file changed while it was sent");
+		return GP_ECONFLICT;
+	}
+	return 0;
+}
+
+int
 gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
     struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st, char *err,
     size_t errlen)
 {
-	struct upload u;
+	struct gp_tree u;
 	struct pool p;
 	struct gp_http_client *http = NULL;
 	struct stat mst;
@@ -818,6 +1184,7 @@ gp_ckpt_upload(const struct gp_ckpt_target *t, const char *dir,
 	memset(st, 0, sizeof(*st));
 	memset(&u, 0, sizeof(u));
 	u.dirfd = -1;
+	u.walk.only_uid = (uid_t)-1;
 	pthread_mutex_init(&u.lock, NULL);
 	err[0] = '\0';
 	snprintf(base, sizeof(base), "/v1/agent/jobs/%lld/%lld/checkpoint",
@@ -971,7 +1338,9 @@ struct fetch {
 	struct chunk *chunks;
 	size_t nchunks;
 	const char *chunk_prefix;
-	const struct gp_ckpt_source *src; /* for its progress callback */
+	/* Optional, after each chunk written: bytes so far of total. */
+	void (*progress)(void *arg, int64_t done, int64_t total);
+	void *progress_arg;
 	int64_t total;
 };
 
@@ -1017,41 +1386,24 @@ fetch_write(void *arg, const char *data, size_t len)
 	return 0;
 }
 
-static int
-fetch_task(struct worker *w, size_t task)
+int
+gp_transfer_get_chunk_into(struct gp_transfer_worker *w, const char *prefix,
+    const char *cname, size_t want, int fd, int64_t off, const char *what)
 {
-	struct fetch *f = w->pool->ctx;
-	struct chunk *c = &f->chunks[task];
-	json_t *file = json_array_get(f->files, c->file);
-	const char *path = json_string_value(json_object_get(file, "path"));
-	int64_t size = json_integer_value(json_object_get(file, "size"));
 	struct gp_http_response resp;
 	struct gp_http_stream body;
 	struct fetch_dst d;
 	char url[512], name[GP_CKPT_NAME_HEX], text[256];
-	struct stat sb;
-	int64_t done;
 	int ret, tries;
 
 	memset(&d, 0, sizeof(d));
-	d.off = c->index * GP_CKPT_CHUNK_SIZE;
-	d.want = (size_t)(size - d.off < GP_CKPT_CHUNK_SIZE
-		? size - d.off
-		: GP_CKPT_CHUNK_SIZE);
-	/* The very file we created, not something put in its place. */
-	d.fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
-	if (d.fd < 0 || fstat(d.fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-	    (int64_t)sb.st_ino != f->inodes[c->file]) {
-		if (d.fd >= 0)
-			close(d.fd);
-		pool_fail(w->pool, GP_EIO, "cannot write %.200s: %s", path,
-		    d.fd >= 0 ? "replaced" : strerror(errno));
-		return GP_EIO;
-	}
+	d.fd = fd;
+	d.off = off;
+	d.want = want;
 	memset(&body, 0, sizeof(body));
 	body.write_body = fetch_write;
 	body.arg = &d;
-	snprintf(url, sizeof(url), "%s%s", f->chunk_prefix, c->name);
+	snprintf(url, sizeof(url), "%s%s", prefix, cname);
 	for (tries = 1;; tries++) {
 		d.got = 0;
 		gp_ckpt_hash_init(&d.hash);
@@ -1059,22 +1411,21 @@ fetch_task(struct worker *w, size_t task)
 		    CHUNK_TIMEOUT_MS, &body, &resp);
 		if (d.failed) {
 			gp_http_response_fini(&resp);
-			close(d.fd);
 			pool_fail(w->pool, GP_EIO, "cannot write %.200s: %s",
-			    path, strerror(d.err));
+			    what, strerror(d.err));
 			return GP_EIO;
 		}
 		if (ret == 0 && resp.status == 200) {
 			gp_ckpt_hash_final(&d.hash, name);
-			if (d.got == d.want && strcmp(name, c->name) == 0) {
+			if (d.got == d.want && strcmp(name, cname) == 0) {
 				gp_http_response_fini(&resp);
-				break;
+				return 0;
 			}
 			ret = GP_EPROTO;
 		}
 		if (ret == GP_EPROTO)
 			snprintf(text, sizeof(text),
-			    "chunk %.16s... is corrupt (%zu bytes)", c->name,
+			    "chunk %.16s... is corrupt (%zu bytes)", cname,
 			    d.got);
 		else
 			gp_http_error_text(&resp, text, sizeof(text));
@@ -1084,17 +1435,47 @@ fetch_task(struct worker *w, size_t task)
 		if ((ret != GP_EPROTO && ret != GP_EIO && ret != GP_ECONN &&
 			ret != GP_ETIMEDOUT) ||
 		    tries >= CHUNK_TRIES || atomic_load(&w->pool->stop)) {
-			close(d.fd);
 			pool_fail(w->pool, ret, "chunk download: %s", text);
 			return ret;
 		}
 	}
-	close(d.fd);
-	done = atomic_fetch_add(&w->pool->bytes_sent, (int64_t)d.want) +
-	    (int64_t)d.want;
+}
+
+static int
+fetch_task(struct gp_transfer_worker *w, size_t task)
+{
+	struct fetch *f = w->pool->ctx;
+	struct chunk *c = &f->chunks[task];
+	json_t *file = json_array_get(f->files, c->file);
+	const char *path = json_string_value(json_object_get(file, "path"));
+	int64_t size = json_integer_value(json_object_get(file, "size"));
+	int64_t off = c->index * GP_CKPT_CHUNK_SIZE, done;
+	size_t want = (size_t)(size - off < GP_CKPT_CHUNK_SIZE
+		? size - off
+		: GP_CKPT_CHUNK_SIZE);
+	struct stat sb;
+	int ret, fd;
+
+	/* The very file we created, not something put in its place. */
+	fd = open_beneath(f->dirfd, path, O_WRONLY | O_NONBLOCK, 0, 0, 0, 0);
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (int64_t)sb.st_ino != f->inodes[c->file]) {
+		if (fd >= 0)
+			close(fd);
+		pool_fail(w->pool, GP_EIO, "cannot write %.200s: %s", path,
+		    fd >= 0 ? "replaced" : strerror(errno));
+		return GP_EIO;
+	}
+	ret = gp_transfer_get_chunk_into(w, f->chunk_prefix, c->name, want,
+	    fd, off, path);
+	close(fd);
+	if (ret != 0)
+		return ret;
+	done = atomic_fetch_add(&w->pool->bytes_sent, (int64_t)want) +
+	    (int64_t)want;
 	atomic_fetch_add(&w->pool->chunks_sent, 1);
-	if (f->src->progress != NULL)
-		f->src->progress(f->src->progress_arg, done, f->total);
+	if (f->progress != NULL)
+		f->progress(f->progress_arg, done, f->total);
 	return 0;
 }
 
@@ -1168,74 +1549,40 @@ dir_is_empty(int dirfd)
 	return empty;
 }
 
-int
-gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
-    gid_t gid, struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st,
-    char *err, size_t errlen)
+/*
+ * Creates the files of manifest m (checked; tot its totals) beneath dirfd
+ * and fetches their chunks. On failure what was written is left for the
+ * caller to clear. OUT: *bytes_sent, *chunks_sent.
+ */
+static int
+fetch_into(const struct gp_transfer_peer *peer, int dirfd, json_t *m,
+    const struct gp_ckpt_totals *tot, const char *prefix, uid_t uid,
+    gid_t gid, int64_t *bytes_sent, int64_t *chunks_sent, char *err,
+    size_t errlen)
 {
-	struct gp_http_client *http = NULL;
-	struct gp_ckpt_totals tot;
 	struct fetch f;
 	struct pool p;
 	struct stat mst;
-	json_t *m = NULL, *file, *chunks, *c;
-	const char *label;
-	int64_t start = gp_mono_ms(), version, size, mode;
+	json_t *file, *chunks, *c;
+	int64_t size, mode;
 	size_t i, k, n;
-	long status;
-	int ret, fd, wrote = 0;
+	int ret, fd;
 
-	memset(st, 0, sizeof(*st));
 	memset(&f, 0, sizeof(f));
-	err[0] = '\0';
-	f.chunk_prefix = src->chunk_prefix;
-	f.src = src;
-	f.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (f.dirfd < 0) {
-		snprintf(err, errlen, "cannot open %.200s: %s", dir,
-		    strerror(errno));
-		return GP_EIO;
-	}
-	if (!dir_is_empty(f.dirfd)) {
-		snprintf(err, errlen, "%.200s is not empty", dir);
-		ret = GP_EINVAL;
-		goto out;
-	}
-	if ((http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
-	    NULL) {
-		ret = GP_ENOMEM;
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	ret = json_call(http, "GET", src->manifest_path, NULL, &m, &status,
-	    err, errlen);
-	if (ret == GP_ENOENT && status == 404) {
-		/* No checkpoint yet: start from scratch. */
-		err[0] = '\0';
-		ret = 0;
-		goto out;
-	}
-	if (ret != 0)
-		goto out;
-	if ((ret = gp_ckpt_manifest_check(m, 0, 1, &tot, err, errlen)) != 0)
-		goto out;
-	version = json_integer_value(json_object_get(m, "version"));
-	if (version <= 0) {
-		ret = GP_EPROTO;
-		snprintf(err, errlen, "manifest without a version");
-		goto out;
-	}
+	f.dirfd = dirfd;
+	f.chunk_prefix = prefix;
+	f.progress = peer->progress;
+	f.progress_arg = peer->progress_arg;
+	f.total = tot->bytes;
 	f.files = json_object_get(m, "files");
-	f.total = tot.bytes;
-	f.chunks = calloc((size_t)tot.chunks + 1, sizeof(*f.chunks));
-	f.inodes = calloc((size_t)tot.files + 1, sizeof(*f.inodes));
+	f.chunks = calloc((size_t)tot->chunks + 1, sizeof(*f.chunks));
+	f.inodes = calloc((size_t)tot->files + 1, sizeof(*f.inodes));
 	if (f.chunks == NULL || f.inodes == NULL) {
 		ret = GP_ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	/* Create the tree: directories, then every file at its size. */
-	wrote = 1;
 	n = 0;
 	json_array_foreach(f.files, i, file)
 	{
@@ -1271,29 +1618,137 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	qsort(f.chunks, f.nchunks, sizeof(*f.chunks), cmp_spread);
 	memset(&p, 0, sizeof(p));
 	pthread_mutex_init(&p.lock, NULL);
-	p.url = src->url;
-	p.token = src->token;
-	p.ca_file = src->ca_file;
+	p.url = peer->url;
+	p.token = peer->token;
+	p.ca_file = peer->ca_file;
 	p.need_http = 1;
 	p.ntasks = f.nchunks;
 	p.run = fetch_task;
 	p.ctx = &f;
 	ret = pool_run(&p,
-	    src->parallel > 0 ? src->parallel : PARALLEL_DEFAULT);
+	    peer->parallel > 0 ? peer->parallel : PARALLEL_DEFAULT);
 	pthread_mutex_destroy(&p.lock);
-	st->bytes_sent = atomic_load(&p.bytes_sent);
-	st->chunks_sent = atomic_load(&p.chunks_sent);
-	if (ret != 0) {
+	*bytes_sent = atomic_load(&p.bytes_sent);
+	*chunks_sent = atomic_load(&p.chunks_sent);
+	if (ret != 0)
 		snprintf(err, errlen, "%s", p.errtext);
+out:
+	free(f.chunks);
+	free(f.inodes);
+	return ret;
+}
+
+/* Opens dir for a fetch: it must exist and be empty. Returns fd or -1. */
+static int
+open_empty_dir(const char *dir, int *ret, char *err, size_t errlen)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %.200s: %s", dir,
+		    strerror(errno));
+		*ret = GP_EIO;
+		return -1;
+	}
+	if (!dir_is_empty(fd)) {
+		snprintf(err, errlen, "%.200s is not empty", dir);
+		*ret = GP_EINVAL;
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+gp_transfer_fetch(const struct gp_transfer_peer *peer, json_t *manifest,
+    const char *chunk_prefix, const char *dir, uid_t uid, gid_t gid,
+    struct gp_transfer_stats *st, char *err, size_t errlen)
+{
+	struct gp_ckpt_totals tot;
+	int64_t start = gp_mono_ms();
+	int ret, dirfd;
+
+	memset(st, 0, sizeof(*st));
+	err[0] = '\0';
+	if ((dirfd = open_empty_dir(dir, &ret, err, errlen)) < 0)
+		return ret;
+	if ((ret = gp_ckpt_manifest_check(manifest, 0, 1, &tot, err,
+	    errlen)) == 0)
+		ret = fetch_into(peer, dirfd, manifest, &tot, chunk_prefix, uid,
+		    gid, &st->bytes_sent, &st->chunks_sent, err, errlen);
+	if (ret != 0) {
+		clear_dir(dirfd);
+	} else {
+		st->files = tot.files;
+		st->bytes = tot.bytes;
+		st->chunks = tot.chunks;
+	}
+	st->elapsed_ms = gp_mono_ms() - start;
+	close(dirfd);
+	return ret;
+}
+
+int
+gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
+    gid_t gid, struct gp_ckpt_mark *mark, struct gp_ckpt_stats *st,
+    char *err, size_t errlen)
+{
+	struct gp_transfer_peer peer;
+	struct gp_http_client *http = NULL;
+	struct gp_ckpt_totals tot;
+	struct stat mst;
+	json_t *m = NULL;
+	const char *label;
+	int64_t start = gp_mono_ms(), version;
+	long status;
+	int ret, fd, dirfd, wrote = 0;
+
+	memset(st, 0, sizeof(*st));
+	err[0] = '\0';
+	if ((dirfd = open_empty_dir(dir, &ret, err, errlen)) < 0)
+		return ret;
+	if ((http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
+	    NULL) {
+		ret = GP_ENOMEM;
+		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
+	ret = json_call(http, "GET", src->manifest_path, NULL, &m, &status,
+	    err, errlen);
+	if (ret == GP_ENOENT && status == 404) {
+		/* No checkpoint yet: start from scratch. */
+		err[0] = '\0';
+		ret = 0;
+		goto out;
+	}
+	if (ret != 0)
+		goto out;
+	if ((ret = gp_ckpt_manifest_check(m, 0, 1, &tot, err, errlen)) != 0)
+		goto out;
+	version = json_integer_value(json_object_get(m, "version"));
+	if (version <= 0) {
+		ret = GP_EPROTO;
+		snprintf(err, errlen, "manifest without a version");
+		goto out;
+	}
+	wrote = 1;
+	peer.url = src->url;
+	peer.token = src->token;
+	peer.ca_file = src->ca_file;
+	peer.parallel = src->parallel;
+	peer.progress = src->progress;
+	peer.progress_arg = src->progress_arg;
+	ret = fetch_into(&peer, dirfd, m, &tot, src->chunk_prefix, uid, gid,
+	    &st->bytes_sent, &st->chunks_sent, err, errlen);
+	if (ret != 0)
+		goto out;
 	/*
 	 * The marker is touched last so that it is the newest file, as a
 	 * job's own save leaves it; *mark then says "unchanged".
 	 */
 	memset(mark, 0, sizeof(*mark));
-	fd = open_beneath(f.dirfd, GP_CKPT_MARKER, O_RDONLY | O_NONBLOCK, 0,
-	    0, 0, 0);
+	fd = open_beneath(dirfd, GP_CKPT_MARKER, O_RDONLY | O_NONBLOCK, 0, 0,
+	    0, 0);
 	if (fd >= 0) {
 		if (futimens(fd, NULL) == 0 && fstat(fd, &mst) == 0 &&
 		    S_ISREG(mst.st_mode)) {
@@ -1313,13 +1768,11 @@ gp_ckpt_fetch(const struct gp_ckpt_source *src, const char *dir, uid_t uid,
 	wrote = 0;
 out:
 	if (wrote)
-		clear_dir(f.dirfd);
+		clear_dir(dirfd);
 	st->elapsed_ms = gp_mono_ms() - start;
 	json_decref(m);
-	free(f.chunks);
-	free(f.inodes);
 	gp_http_client_free(http);
-	close(f.dirfd);
+	close(dirfd);
 	return ret;
 }
 

@@ -1,0 +1,963 @@
+/*
+ * live.c: the live scheduler. The coordinator keeps one scheduling engine
+ * (sched.h) for its whole life and tells it only what changed: nodes that
+ * register, change their offer or go down (live_node_changed), parts that
+ * end (live_part_ended); what a pass starts is applied to the engine by
+ * the pass itself. So a pass costs what the queue and the changes cost,
+ * not a rebuild of every node and GPU (issue 6: 10,000 agents).
+ *
+ * What the engine is told: each node's offer (up, CPUs, memory, GPUs lent,
+ * models, memory, compute capability, price, the lab that lends it), each
+ * queued job's request (fractions, gangs, constraints, lab, user, budget
+ * hold), each lab's weight and decayed usage and each user's (from the
+ * ledger, for fair share), each running job's last saved work (the loss a
+ * preemption would cause). What comes back: the parts that start, the
+ * borrowed jobs to preempt for a lab's own (asked to save and stop; the
+ * lab's job waits for their room), and why every other job waits (kept on
+ * the job for ps, show and `gpupool queue`).
+ *
+ * The group "default" is nobody's lab: its nodes are lent to all alike and
+ * its jobs never preempt anything (engine group 0).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordd.h"
+#include "gp.h"
+#include "ledger.h"
+#include "log.h"
+#include "sched.h"
+
+#define MASTER_PORT_BASE  29500
+#define MASTER_PORT_RANGE 500
+#define MIX_REFRESH_MS    5000
+#define FIT_CACHE_MAX     1024
+
+static struct gp_sched_engine *eng;
+static int eng_failed; /* building it ran out of memory */
+static int64_t *dirty; /* node ids the engine must hear of */
+static size_t ndirty, capdirty;
+static uint64_t prices_gen_seen; /* ledger.prices_gen + 1 */
+static int64_t mix_built_mono;
+
+/* Per pass: the queue as the engine takes it, and shares. */
+static const struct gp_sched_job **qptrs;
+static size_t capq;
+static struct gp_sched_share *gshares, *ushares;
+static size_t capg, capu;
+
+/* ---- users ---- */
+
+struct user_slot {
+	char name[GP_NAME_MAX + 1];
+	int64_t id;
+	unsigned stamp; /* the pass that listed it last */
+};
+static struct user_slot *users;
+static size_t users_cap, nusers_known;
+static unsigned pass_stamp;
+
+static size_t
+name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+static struct user_slot *
+user_slot(const char *name)
+{
+	size_t i, h;
+
+	if ((nusers_known + 1) * 2 > users_cap) {
+		size_t cap = users_cap ? users_cap * 2 : 64;
+		struct user_slot *t = calloc(cap, sizeof(*t));
+		if (t == NULL)
+			return NULL;
+		for (i = 0; i < users_cap; i++) {
+			if (users[i].id == 0)
+				continue;
+			h = name_hash(users[i].name) & (cap - 1);
+			while (t[h].id != 0)
+				h = (h + 1) & (cap - 1);
+			t[h] = users[i];
+		}
+		free(users);
+		users = t;
+		users_cap = cap;
+	}
+	for (h = name_hash(name) & (users_cap - 1); users[h].id != 0;
+	     h = (h + 1) & (users_cap - 1))
+		if (strcmp(users[h].name, name) == 0)
+			return &users[h];
+	gp_strlcpy(users[h].name, name, sizeof(users[h].name));
+	users[h].id = (int64_t)++nusers_known;
+	return &users[h];
+}
+
+int64_t
+live_user_id(const char *user)
+{
+	struct user_slot *u = user_slot(user);
+
+	return u != NULL ? u->id : 0;
+}
+
+/* ---- what the engine is told ---- */
+
+/* The lab a group is for the scheduler: "default" is nobody's. */
+static int64_t
+lab_of(int64_t group_id)
+{
+	return group_id <= 1 ? 0 : group_id;
+}
+
+void
+live_sched_job(const struct job *j, const struct gp_jobspec *spec,
+    struct gp_sched_job *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = j != NULL ? j->id : 0;
+	out->gpus = spec->gpus;
+	out->gpu_milli = spec->gpu_milli;
+	out->shared = gp_jobspec_is_fraction(spec);
+	out->gpu_mem_mib = spec->gpu_mem_mib;
+	out->min_gpu_mem_mib = spec->min_gpu_mem_mib;
+	out->min_capability = spec->min_capability;
+	out->gpu_model = spec->gpu_model;
+	/* Every job takes at least one CPU. */
+	out->cpu_milli =
+	    (int64_t)(spec->cpus > 0 ? spec->cpus : 1) * GP_SCHED_MILLI;
+	out->mem_mib = spec->mem_mib;
+	out->time_limit_s = spec->time_limit_s;
+	out->max_price = spec->max_price_micro;
+	out->parts = spec->nodes > 1 ? spec->nodes : 1;
+	if (j != NULL) {
+		out->group = lab_of(j->group_id);
+		out->user = j->user_id;
+	}
+}
+
+/* The node as the engine sees it: what its owner lends now. */
+static void
+node_view(struct node *node, struct gp_sched_node *sn, struct gp_sched_gpu *sg,
+    int offered)
+{
+	int g;
+
+	memset(sn, 0, sizeof(*sn));
+	sn->id = node->id;
+	sn->up = node->up;
+	sn->cpu_milli = (int64_t)node->cpus * GP_SCHED_MILLI;
+	sn->mem_mib = node->mem_mib;
+	sn->group = lab_of(node->group_id);
+	sn->ngpus = node->ngpus;
+	sn->gpus = sg;
+	if (offered) {
+		sn->up = node->up && node->accepting && !node->left;
+		if (node->offer_cpus > 0 && node->offer_cpus < node->cpus)
+			sn->cpu_milli =
+			    (int64_t)node->offer_cpus * GP_SCHED_MILLI;
+		if (node->offer_mem_mib > 0 &&
+		    (node->mem_mib <= 0 || node->offer_mem_mib < node->mem_mib))
+			sn->mem_mib = node->offer_mem_mib;
+		sn->max_time_s = node->max_job_s;
+	}
+	for (g = 0; g < node->ngpus; g++) {
+		memset(&sg[g], 0, sizeof(sg[g]));
+		sg[g].index = node->gpus[g].index;
+		sg[g].model = node->gpus[g].model;
+		sg[g].mem_mib = node->gpus[g].mem_mib;
+		sg[g].capability = node->gpus[g].capability;
+		sg[g].price = state_gpu_price(&node->gpus[g]);
+		if (offered && (g >= 64 || !((node->lent >> g) & 1)))
+			sg[g].job_id = -1;
+	}
+}
+
+/* Tells the engine about node now. */
+static int
+engine_node(struct node *node)
+{
+	struct gp_sched_gpu sg[GP_SCHED_GPUS_MAX];
+	struct gp_sched_node sn;
+
+	if (node->ngpus > GP_SCHED_GPUS_MAX)
+		return GP_EINVAL;
+	node_view(node, &sn, sg, 1);
+	return gp_sched_engine_node_set(eng, &sn);
+}
+
+/* When a part ends at the latest (its time limit), INT64_MAX: never. */
+static int64_t
+job_end_ms(const struct job *j)
+{
+	if (j->spec.time_limit_s <= 0)
+		return INT64_MAX;
+	return j->started_ms + j->spec.time_limit_s * 1000;
+}
+
+/* When the job's work was last saved: its checkpoint, else its start. */
+static int64_t
+job_saved_ms(const struct job *j)
+{
+	const struct attempt_record *a =
+	    j->nhistory > 0 ? &j->history[j->nhistory - 1] : NULL;
+
+	if (a != NULL && a->attempt == j->attempts && a->ckpt_ms > 0)
+		return a->ckpt_ms;
+	return j->started_ms > 0 ? j->started_ms : gp_now_ms();
+}
+
+/* Records a running part (after a restart, or a rebuild). */
+static int
+engine_run(const struct job *j, int k)
+{
+	const struct job_part *p = &j->parts[k];
+	struct gp_sched_running r;
+	int gpus[GP_GPUS_MAX], i;
+
+	memset(&r, 0, sizeof(r));
+	r.job_id = j->id;
+	r.node_id = p->node_id;
+	r.cpu_milli =
+	    (int64_t)(j->spec.cpus > 0 ? j->spec.cpus : 1) * GP_SCHED_MILLI;
+	r.mem_mib = j->spec.mem_mib;
+	r.end_ms = job_end_ms(j);
+	r.group = lab_of(j->group_id);
+	r.preemptible = 1;
+	r.saved_ms = job_saved_ms(j);
+	r.preempt_for = j->preempt_for;
+	if (p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI &&
+	    p->ngpus == 1) {
+		r.shared = 1;
+		r.gpu = p->gpus[0];
+		r.gpu_milli = p->gpu_milli;
+		r.gpu_mem_mib = p->gpu_mem_mib;
+	}
+	for (i = 0; i < p->ngpus; i++)
+		gpus[i] = p->gpus[i];
+	return gp_sched_engine_run_add(eng, &r, gpus, r.shared ? 0 : p->ngpus);
+}
+
+/* The engine, from every node and what runs (the first pass). */
+static int
+engine_build(void)
+{
+	int64_t id;
+	int k, rc;
+
+	rc = gp_sched_engine_new(NULL, 0, state.cfg.placement, NULL, 1, &eng);
+	if (rc != 0)
+		return rc;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *n = state.nodes[id];
+		if (n != NULL && (rc = engine_node(n)) != 0) {
+			gp_error("scheduler: node not usable node=%s error=%s",
+			    n->name, gp_strerror(rc));
+			if (rc == GP_ENOMEM)
+				return rc;
+		}
+		if (n != NULL)
+			n->sched_dirty = 0;
+	}
+	ndirty = 0;
+	for (id = 1; id < state.next_job_id; id++) {
+		struct job *j = state.jobs[id];
+		if (j == NULL || j->state != JOB_RUNNING)
+			continue;
+		for (k = 0; k < j->nparts; k++) {
+			if (j->parts[k].ended || j->parts[k].node_id == 0)
+				continue;
+			rc = engine_run(j, k);
+			if (rc == GP_ENOMEM)
+				return rc;
+			if (rc != 0)
+				gp_warn("scheduler: running part not recorded "
+				        "job=%lld part=%d error=%s",
+				    (long long)j->id, k, gp_strerror(rc));
+		}
+	}
+	prices_gen_seen = ledger.prices_gen + 1;
+	gp_info("scheduler engine built nodes=%lld running=%zu policy=%s",
+	    (long long)(state.next_node_id - 1), gp_sched_engine_nrunning(eng),
+	    gp_sched_policy_name(state.cfg.placement != NULL
+	            ? state.cfg.placement
+	            : gp_sched_policy_default()));
+	return 0;
+}
+
+void
+live_node_changed(struct node *node)
+{
+	if (node->sched_dirty)
+		return;
+	if (ndirty == capdirty) {
+		size_t cap = capdirty ? capdirty * 2 : 64;
+		int64_t *d = realloc(dirty, cap * sizeof(*d));
+		if (d == NULL) {
+			/* The next pass rebuilds the engine instead. */
+			gp_sched_engine_free(eng);
+			eng = NULL;
+			return;
+		}
+		dirty = d;
+		capdirty = cap;
+	}
+	node->sched_dirty = 1;
+	dirty[ndirty++] = node->id;
+}
+
+void
+live_part_ended(const struct job *job, const struct node *node)
+{
+	if (eng != NULL)
+		gp_sched_engine_end_part(eng, job->id, node->id);
+}
+
+void
+live_job_started(const struct job *job)
+{
+	live_job_saved(job, job->started_ms);
+}
+
+void
+live_job_saved(const struct job *job, int64_t ms)
+{
+	if (eng != NULL)
+		gp_sched_engine_run_set(eng, job->id, 1, ms, job->preempt_for);
+}
+
+/* Tells the engine what changed since the last pass. */
+static int
+flush_changes(void)
+{
+	size_t i;
+	int64_t id;
+	int rc;
+
+	if (eng == NULL) {
+		for (i = 0; i < ndirty; i++) {
+			struct node *n = state_node(dirty[i]);
+			if (n != NULL)
+				n->sched_dirty = 0;
+		}
+		ndirty = 0;
+		return engine_build();
+	}
+	if (prices_gen_seen != ledger.prices_gen + 1) {
+		/* Prices are part of every GPU: tell it all nodes. */
+		for (id = 1; id < state.nnodes; id++)
+			if (state.nodes[id] != NULL)
+				live_node_changed(state.nodes[id]);
+		prices_gen_seen = ledger.prices_gen + 1;
+	}
+	for (i = 0; i < ndirty; i++) {
+		struct node *n = state_node(dirty[i]);
+		if (n == NULL)
+			continue;
+		n->sched_dirty = 0;
+		rc = engine_node(n);
+		if (rc == GP_ENOMEM) {
+			ndirty = 0;
+			return rc;
+		}
+		if (rc != 0)
+			gp_error("scheduler: node not usable node=%s error=%s",
+			    n->name, gp_strerror(rc));
+	}
+	ndirty = 0;
+	return 0;
+}
+
+/*
+ * The recent mix of requests (for the fragmentation-aware policies): the
+ * queue's shapes and what runs, refreshed every few seconds (each refresh
+ * makes the policy score every node again).
+ */
+static void
+refresh_mix(void)
+{
+	const struct gp_sched_policy *pol = state.cfg.placement != NULL
+	    ? state.cfg.placement
+	    : gp_sched_policy_default();
+	struct gp_sched_shape *sh;
+	struct gp_sched_mix mix;
+	size_t n = 0, cap, i;
+	int64_t now = gp_mono_ms(), id;
+	int k;
+
+	if (strcmp(gp_sched_policy_name(pol), "frag") != 0 &&
+	    strcmp(gp_sched_policy_name(pol), "fgd") != 0)
+		return;
+	if (mix_built_mono != 0 && now - mix_built_mono < MIX_REFRESH_MS)
+		return;
+	mix_built_mono = now;
+	cap = (size_t)state.nqueue + 1;
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL)
+			cap += (size_t)state.nodes[id]->njobs;
+	if ((sh = calloc(cap, sizeof(*sh))) == NULL)
+		return;
+	for (i = 0; i < (size_t)state.nqueue; i++) {
+		const struct job *j = state.queue[i];
+		if (j == NULL)
+			continue;
+		sh[n].cpu_milli = j->sj.cpu_milli;
+		sh[n].mem_mib = j->sj.mem_mib;
+		sh[n].gpus = j->sj.shared ? 1 : j->sj.gpus;
+		sh[n].gpu_milli = j->sj.shared && j->sj.gpu_milli > 0
+		    ? j->sj.gpu_milli
+		    : GP_SCHED_MILLI;
+		sh[n].gpu_model = j->spec.gpu_model;
+		sh[n++].weight = j->nparts;
+	}
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *nd = state.nodes[id];
+		for (k = 0; nd != NULL && k < nd->njobs && n < cap; k++) {
+			const struct job *j = state_job(nd->jobs[k]);
+			if (j == NULL)
+				continue;
+			sh[n].cpu_milli = j->sj.cpu_milli;
+			sh[n].mem_mib = j->sj.mem_mib;
+			sh[n].gpus = j->sj.shared ? 1 : j->sj.gpus;
+			sh[n].gpu_milli = j->sj.shared && j->sj.gpu_milli > 0
+			    ? j->sj.gpu_milli
+			    : GP_SCHED_MILLI;
+			sh[n].gpu_model = j->spec.gpu_model;
+			sh[n++].weight = 1;
+		}
+	}
+	mix.shapes = sh;
+	mix.nshapes = n;
+	if (gp_sched_engine_set_mix(eng, n > 0 ? &mix : NULL) != 0)
+		gp_error("scheduler: no memory for the request mix");
+	free(sh);
+}
+
+/* Fair-share standings: every lab's, and the queued jobs' users'. */
+static int
+build_shares(int64_t now, size_t *ng, size_t *nu)
+{
+	size_t i, n = 0;
+	struct acct_decay d;
+
+	if (ledger.ngroups + 1 > capg) {
+		struct gp_sched_share *g =
+		    realloc(gshares, (ledger.ngroups + 1) * sizeof(*g));
+		if (g == NULL)
+			return GP_ENOMEM;
+		gshares = g;
+		capg = ledger.ngroups + 1;
+	}
+	for (i = 0; i < ledger.ngroups; i++) {
+		const struct ledger_group *g = &ledger.groups[i];
+		ledger_group_usage(&ledger, g->id, now, &d);
+		gshares[n].id = lab_of(g->id);
+		gshares[n].weight = g->weight > 0 ? (double)g->weight : 1;
+		gshares[n++].usage = d.gpu_s;
+	}
+	*ng = n;
+	n = 0;
+	pass_stamp++;
+	for (i = 0; i < (size_t)state.nqueue; i++) {
+		const struct job *j = state.queue[i];
+		struct user_slot *u;
+		if (j == NULL || (u = user_slot(j->user)) == NULL ||
+		    u->stamp == pass_stamp)
+			continue;
+		u->stamp = pass_stamp;
+		if (n == capu) {
+			size_t cap = capu ? capu * 2 : 64;
+			struct gp_sched_share *s =
+			    realloc(ushares, cap * sizeof(*s));
+			if (s == NULL)
+				return GP_ENOMEM;
+			ushares = s;
+			capu = cap;
+		}
+		ledger_user_usage(&ledger, j->user, now, &d);
+		ushares[n].id = u->id;
+		ushares[n].weight = 1;
+		ushares[n++].usage = d.gpu_s;
+	}
+	*nu = n;
+	return 0;
+}
+
+/* Applies what a pass decided. */
+static void
+apply_result(const struct gp_sched_result *res, int64_t now)
+{
+	const struct gp_sched_assignment *as[GP_SCHED_PARTS_MAX];
+	size_t i, k;
+	int rank = 0;
+
+	for (i = 0; i < res->nassignments; i = k) {
+		int64_t id = res->assignments[i].job_id;
+		struct job *j = state_job(id);
+		int n = 0, ok;
+		for (k = i;
+		     k < res->nassignments && res->assignments[k].job_id == id;
+		     k++)
+			if (n < GP_SCHED_PARTS_MAX &&
+			    res->assignments[k].part == n)
+				as[n++] = &res->assignments[k];
+		ok = j != NULL && j->state == JOB_QUEUED && n == j->nparts;
+		if (!ok)
+			gp_error("scheduler returned a bad assignment job=%lld",
+			    (long long)id);
+		if (!ok || !state_budget_admit(j)) {
+			gp_sched_engine_end(eng, id);
+			continue;
+		}
+		state_job_assign(j, as);
+		gp_sched_engine_run_set(eng, j->id, 1, now, 0);
+	}
+	for (i = 0; i < res->npreemptions; i++) {
+		struct job *v = state_job(res->preemptions[i].job_id);
+		struct job *f = state_job(res->preemptions[i].for_job_id);
+		if (v != NULL && f != NULL)
+			state_job_preempt(v, f);
+	}
+	/* Why the others wait, and their places in the order. */
+	for (i = 0; i < res->nwaiting; i++) {
+		const struct gp_sched_waiting *w = &res->waiting[i];
+		struct job *j = state_job(w->job_id);
+		if (j == NULL || j->state != JOB_QUEUED)
+			continue;
+		j->wait_reason = w->reason;
+		j->wait_start_ms = w->start_ms;
+		j->preempting = w->reason == GP_SCHED_WAIT_PREEMPTING;
+		gp_strlcpy(j->wait_why, w->why, sizeof(j->wait_why));
+		if (w->reason != GP_SCHED_WAIT_HELD)
+			j->queue_rank = ++rank;
+	}
+	for (i = 0; i < res->nwaiting; i++) {
+		struct job *j = state_job(res->waiting[i].job_id);
+		if (j != NULL && j->state == JOB_QUEUED &&
+		    res->waiting[i].reason == GP_SCHED_WAIT_HELD)
+			j->queue_rank = ++rank;
+	}
+}
+
+void
+live_schedule(void)
+{
+	struct gp_sched_result res;
+	struct gp_sched_pass p;
+	size_t n = 0, ng = 0, nu = 0;
+	int64_t now = gp_now_ms();
+	int i, rc, choosy;
+
+	state.sched_dirty = 0;
+	state_queue_compact();
+	state_budget_holds();
+	if ((rc = flush_changes()) != 0) {
+		if (!eng_failed)
+			gp_error("scheduler: out of memory; the next pass "
+			         "rebuilds it");
+		eng_failed = 1;
+		gp_sched_engine_free(eng);
+		eng = NULL;
+		state.sched_dirty = 1;
+		return;
+	}
+	eng_failed = 0;
+	if (state.nqueue == 0)
+		return;
+	if ((size_t)state.nqueue > capq) {
+		const struct gp_sched_job **q =
+		    realloc(qptrs, (size_t)state.nqueue * sizeof(*q));
+		if (q == NULL)
+			return;
+		qptrs = q;
+		capq = (size_t)state.nqueue;
+	}
+	choosy = state_any_refuses_plain();
+	for (i = 0; i < state.nqueue; i++) {
+		struct job *j = state.queue[i];
+		if (j == NULL)
+			continue;
+		choosy |= j->spec.image[0] != '\0';
+		j->sj.hold = j->hold_reason[0] != '\0' ? GP_SCHED_HOLD_BUDGET
+		                                       : GP_SCHED_HOLD_NONE;
+		j->sj.hold_reason =
+		    j->hold_reason[0] != '\0' ? j->hold_reason : NULL;
+		qptrs[n++] = &j->sj;
+	}
+	if (build_shares(now, &ng, &nu) != 0)
+		return;
+	refresh_mix();
+	memset(&p, 0, sizeof(p));
+	p.now_ms = now;
+	p.queue = qptrs;
+	p.nqueue = n;
+	p.groups = gshares;
+	p.ngroups = ng;
+	p.users = ushares;
+	p.nusers = nu;
+	p.defer_preempt = 1;
+	/* The owners' acceptance, when an owner or a job makes it matter. */
+	if (choosy)
+		p.accepts = state_owner_accepts;
+	if (gp_sched_engine_run_pass(eng, &p, &res) != 0) {
+		gp_error("scheduler failed: out of memory");
+		return;
+	}
+	apply_result(&res, now);
+	gp_sched_result_fini(&res);
+}
+
+/* ---- can it ever run ---- */
+
+/* The pool's nodes as hardware (up or down), rebuilt when one registers. */
+static struct gp_sched_node *hw_nodes;
+static struct gp_sched_gpu *hw_gpus;
+static size_t hw_n;
+static int64_t hw_gen = -1;
+
+struct fit_entry {
+	char key[GP_NAME_MAX + 160];
+	int fits;
+	char why[256];
+};
+static struct fit_entry *fit_cache;
+static size_t nfit;
+
+/* Bumped on every register: what nodes could ever hold may change. */
+static int64_t nodes_gen;
+
+static int
+hw_view(void)
+{
+	size_t ng = 0, nn = 0;
+	int64_t id;
+
+	if (hw_gen == nodes_gen)
+		return 0;
+	free(hw_nodes);
+	free(hw_gpus);
+	hw_nodes = NULL;
+	hw_gpus = NULL;
+	for (id = 1; id < state.nnodes; id++)
+		if (state.nodes[id] != NULL)
+			ng += (size_t)state.nodes[id]->ngpus;
+	hw_nodes = calloc((size_t)state.nnodes + 1, sizeof(*hw_nodes));
+	hw_gpus = calloc(ng + 1, sizeof(*hw_gpus));
+	if (hw_nodes == NULL || hw_gpus == NULL)
+		return GP_ENOMEM;
+	ng = 0;
+	for (id = 1; id < state.nnodes; id++) {
+		struct node *node = state.nodes[id];
+		if (node == NULL)
+			continue;
+		node_view(node, &hw_nodes[nn], &hw_gpus[ng], 0);
+		ng += (size_t)node->ngpus;
+		nn++;
+	}
+	hw_n = nn;
+	hw_gen = nodes_gen;
+	nfit = 0;
+	return 0;
+}
+
+int
+live_can_ever_fit(const struct gp_jobspec *spec, char *why, size_t whylen)
+{
+	struct gp_sched_job sj;
+	char key[sizeof(fit_cache->key)];
+	size_t i;
+	int fits;
+
+	if (hw_view() != 0)
+		return GP_ENOMEM;
+	snprintf(key, sizeof(key), "%d/%d/%lld/%lld/%d/%d/%lld/%d/%lld/%s",
+	    spec->gpus, spec->gpu_milli, (long long)spec->gpu_mem_mib,
+	    (long long)spec->min_gpu_mem_mib, spec->min_capability, spec->cpus,
+	    (long long)spec->mem_mib, spec->nodes,
+	    (long long)spec->max_price_micro, spec->gpu_model);
+	for (i = 0; i < nfit; i++)
+		if (strcmp(fit_cache[i].key, key) == 0) {
+			gp_strlcpy(why, fit_cache[i].why, whylen);
+			return fit_cache[i].fits;
+		}
+	live_sched_job(NULL, spec, &sj);
+	fits = gp_sched_can_ever_fit(hw_nodes, hw_n, &sj, why, whylen);
+	if (fit_cache == NULL &&
+	    (fit_cache = calloc(FIT_CACHE_MAX, sizeof(*fit_cache))) == NULL)
+		return fits;
+	if (nfit == FIT_CACHE_MAX)
+		nfit = 0; /* many shapes: start over */
+	gp_strlcpy(fit_cache[nfit].key, key, sizeof(fit_cache[nfit].key));
+	gp_strlcpy(fit_cache[nfit].why, why, sizeof(fit_cache[nfit].why));
+	fit_cache[nfit++].fits = fits;
+	return fits;
+}
+
+int
+live_hw_nodes(struct gp_sched_node **nodes, size_t *n)
+{
+	if (hw_view() != 0)
+		return GP_ENOMEM;
+	*nodes = calloc(hw_n + 1, sizeof(**nodes));
+	if (*nodes == NULL)
+		return GP_ENOMEM;
+	memcpy(*nodes, hw_nodes, hw_n * sizeof(**nodes));
+	*n = hw_n;
+	return 0;
+}
+
+/* ---- gangs ---- */
+
+int
+live_master_port(const struct job *job)
+{
+	const struct node *n0 = state_node(job->parts[0].node_id);
+	int tries, port, k;
+
+	port = MASTER_PORT_BASE +
+	    (int)((uint64_t)job->id * 7919 % MASTER_PORT_RANGE);
+	for (tries = 0; n0 != NULL && tries < MASTER_PORT_RANGE; tries++) {
+		int used = 0;
+		for (k = 0; k < n0->njobs && !used; k++) {
+			const struct job *o = state_job(n0->jobs[k]);
+			used = o != NULL && o != job && o->nparts > 1 &&
+			    o->parts[0].node_id == n0->id &&
+			    o->master_port == port;
+		}
+		if (!used)
+			break;
+		port = MASTER_PORT_BASE +
+		    (port - MASTER_PORT_BASE + 1) % MASTER_PORT_RANGE;
+	}
+	return port;
+}
+
+/* ---- JSON views ---- */
+
+const char *
+live_wait_code(int reason)
+{
+	switch (reason) {
+	case GP_SCHED_WAIT_RESOURCES:
+		return "resources";
+	case GP_SCHED_WAIT_NEVER:
+		return "never";
+	case GP_SCHED_WAIT_SHARE:
+		return "share";
+	case GP_SCHED_WAIT_PRIORITY:
+		return "priority";
+	case GP_SCHED_WAIT_RESERVATION:
+		return "reservation";
+	case GP_SCHED_WAIT_GANG:
+		return "gang";
+	case GP_SCHED_WAIT_HELD:
+		return "held";
+	case GP_SCHED_WAIT_PREEMPTING:
+		return "preempting";
+	}
+	return "pending";
+}
+
+static json_t *
+time_or_null(int64_t ms)
+{
+	char buf[40];
+
+	if (ms <= 0 || ms == INT64_MAX)
+		return json_null();
+	gp_format_time(ms, buf, sizeof(buf));
+	return json_string(buf);
+}
+
+void
+live_request_json(const struct job *job, json_t *req)
+{
+	char cap[16];
+
+	if (req == NULL)
+		return;
+	json_object_set_new(req, "gpu_share",
+	    job->spec.gpu_milli > 0 ? json_real(job->spec.gpu_milli / 1000.0)
+	                            : json_null());
+	json_object_set_new(req, "min_gpu_mem_mib",
+	    json_integer(job->spec.min_gpu_mem_mib));
+	gp_capability_format(job->spec.min_capability, cap, sizeof(cap));
+	json_object_set_new(req, "compute_capability",
+	    job->spec.min_capability > 0 ? json_string(cap) : json_null());
+	json_object_set_new(req, "nodes", json_integer(job->nparts));
+}
+
+void
+live_job_json(const struct job *job, json_t *o)
+{
+	json_t *parts;
+	int k, i;
+
+	if (o == NULL)
+		return;
+	parts = json_array();
+	for (k = 0; k < job->nparts && job->state == JOB_RUNNING; k++) {
+		const struct job_part *p = &job->parts[k];
+		const struct node *n = state_node(p->node_id);
+		json_t *g = json_array();
+		for (i = 0; i < p->ngpus; i++)
+			json_array_append_new(g, json_integer(p->gpus[i]));
+		json_array_append_new(parts,
+		    json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}", "part", k,
+		        "node", n != NULL ? n->name : NULL, "node_id",
+		        n != NULL ? json_integer(n->id) : json_null(), "gpus",
+		        g, "gpu_share",
+		        p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
+		            ? json_real(p->gpu_milli / 1000.0)
+		            : json_null(),
+		        "started", p->started_ack, "ended", p->ended));
+	}
+	json_object_set_new(o, "parts", parts);
+	if (job->state == JOB_QUEUED && job->wait_reason != 0) {
+		json_object_set_new(o, "wait",
+		    json_pack("{s:s,s:s,s:i,s:o}", "reason",
+		        live_wait_code(job->wait_reason), "why", job->wait_why,
+		        "position", job->queue_rank, "expected_start",
+		        time_or_null(job->wait_start_ms)));
+	} else {
+		json_object_set_new(o, "wait", json_null());
+	}
+	json_object_set_new(o, "preempted_for",
+	    job->preempt_for != 0 ? json_integer(job->preempt_for)
+	                          : json_null());
+	json_object_set_new(o, "stopping",
+	    job->stopping[0] != '\0' ? json_string(job->stopping)
+	                             : json_null());
+}
+
+void
+live_gpu_json(const struct node *node, int gpu, json_t *o)
+{
+	json_t *shares;
+	char cap[16];
+	int k, part;
+
+	if (o == NULL)
+		return;
+	gp_capability_format(node->gpus[gpu].capability, cap, sizeof(cap));
+	json_object_set_new(o, "compute_capability",
+	    node->gpus[gpu].capability > 0 ? json_string(cap) : json_null());
+	shares = json_array();
+	for (k = 0; k < node->njobs && node->gpus[gpu].nshared > 0; k++) {
+		const struct job *j = state_job(node->jobs[k]);
+		const struct job_part *p;
+		if (j == NULL || (part = job_part_on(j, node->id)) < 0)
+			continue;
+		p = &j->parts[part];
+		if (p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI &&
+		    p->ngpus == 1 && p->gpus[0] == gpu)
+			json_array_append_new(shares,
+			    json_pack("{s:I,s:f,s:I}", "job", (json_int_t)j->id,
+			        "share", p->gpu_milli / 1000.0, "mem_mib",
+			        (json_int_t)p->gpu_mem_mib));
+	}
+	json_object_set_new(o, "shares", shares);
+}
+
+void
+live_assignment_json(const struct job *job, int part, json_t *o)
+{
+	const struct job_part *p = &job->parts[part];
+	const struct node *n0;
+
+	if (o == NULL)
+		return;
+	if (p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI) {
+		json_object_set_new(o, "gpu_milli", json_integer(p->gpu_milli));
+		json_object_set_new(o, "gpu_mem_mib",
+		    json_integer(p->gpu_mem_mib));
+	}
+	if (job->nparts <= 1)
+		return;
+	n0 = state_node(job->parts[0].node_id);
+	json_object_set_new(o, "gang",
+	    json_pack("{s:i,s:i,s:i,s:s,s:i}", "part", part, "parts",
+	        job->nparts, "gpus_per_node", job->spec.gpus, "master_addr",
+	        n0 != NULL && n0->addr[0] != '\0' ? n0->addr : "127.0.0.1",
+	        "master_port", job->master_port));
+}
+
+static int
+cmp_rank(const void *a, const void *b)
+{
+	const struct job *x = *(const struct job *const *)a;
+	const struct job *y = *(const struct job *const *)b;
+
+	if (x->queue_rank != y->queue_rank) {
+		/* Not ranked yet (no pass since it came): last. */
+		if (x->queue_rank == 0 || y->queue_rank == 0)
+			return x->queue_rank == 0 ? 1 : -1;
+		return x->queue_rank < y->queue_rank ? -1 : 1;
+	}
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+json_t *
+live_queue_json(const struct token_entry *who)
+{
+	const struct job **v;
+	json_t *jobs = json_array(), *o;
+	size_t n = 0, i;
+	int64_t head = 0;
+	int q;
+
+	v = calloc((size_t)state.nqueue + 1, sizeof(*v));
+	if (v == NULL || jobs == NULL) {
+		free(v);
+		json_decref(jobs);
+		return NULL;
+	}
+	for (q = 0; q < state.nqueue; q++)
+		if (state.queue[q] != NULL)
+			v[n++] = state.queue[q];
+	qsort(v, n, sizeof(*v), cmp_rank);
+	for (i = 0; i < n; i++) {
+		const struct job *j = v[i];
+		char cap[16];
+		if (j->wait_start_ms > 0 && head == 0)
+			head = j->id;
+		if (!job_visible_to(j, who))
+			continue;
+		gp_capability_format(j->spec.min_capability, cap, sizeof(cap));
+		json_array_append_new(jobs,
+		    json_pack("{s:I,s:i,s:s,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:o,"
+		              "s:o}",
+		        "id", (json_int_t)j->id, "position", (int)i + 1, "name",
+		        j->spec.name, "user", j->user, "group",
+		        ledger_group_name(&ledger, j->group_id), "reason",
+		        j->wait_reason != 0 ? live_wait_code(j->wait_reason)
+		                            : "pending",
+		        "why",
+		        j->wait_reason != 0 ? j->wait_why
+		                            : "not looked at by the scheduler "
+		                              "yet",
+		        "expected_start", time_or_null(j->wait_start_ms),
+		        "gpus", j->spec.gpus, "nodes", j->nparts, "gpu_share",
+		        j->spec.gpu_milli > 0
+		            ? json_real(j->spec.gpu_milli / 1000.0)
+		            : json_null(),
+		        "submitted_at", time_or_null(j->submitted_ms)));
+	}
+	free(v);
+	o = json_pack("{s:o,s:I,s:o}", "jobs", jobs, "queued", (json_int_t)n,
+	    "head", head != 0 ? json_integer(head) : json_null());
+	return o;
+}
+
+/* Register: nodes may hold more now (can_ever_fit's cache). */
+void
+live_nodes_registered(void)
+{
+	nodes_gen++;
+}
