@@ -48,9 +48,10 @@
  * has to hand over afresh, which costs more than the transfer itself
  * (bench/RESULTS.md). At most BLOCKS_MAX are in use; an upload that finds
  * none free writes its bytes through the page cache as they arrive (on
- * the HTTP thread: a copy into the page cache, no wait for the disk), as
- * it does where the file system refuses O_DIRECT. Chunks are read back
- * for GETs with sendfile (MHD's file responses).
+ * the HTTP thread: a copy into the page cache, no wait for the disk);
+ * where the file system refuses O_DIRECT the store thread writes the
+ * block through the page cache. Chunks are read back for GETs with
+ * sendfile (MHD's file responses).
  *
  * Garbage: no reference counts are kept. The GC thread computes the
  * chunks a user's kept versions reference from their manifests and
