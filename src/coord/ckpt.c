@@ -15,13 +15,11 @@
  * crash (so "missing" can trust existence and a commit only has to check
  * that every referenced chunk is there), and a commit is answered only
  * when every chunk of the version is durable.
- *  - A chunk is received into a write block, hashed as it arrives; once
- *    it is whole and matches its name, a store thread writes it into
- *    tmp/ with O_DIRECT and fdatasyncs it before it renames it to its
- *    name: its bytes and its size are on disk before the name exists, so
- *    a name that survives a crash always comes with the whole chunk. A
- *    chunk that fails its hash is never written. The PUT is answered
- *    (201) only after the rename.
+ *  - A chunk is received into tmp/, hashed as it arrives, written with
+ *    O_DIRECT, and fdatasync'ed before it is renamed to its name: its
+ *    bytes and its size are on disk before the name exists, so a name
+ *    that survives a crash always comes with the whole chunk. A chunk
+ *    that fails its hash is never renamed.
  *  - The rename's directory entry is made durable later: the PUT notes
  *    the chunk's directory (dirty_dirs), and the commit syncs every noted
  *    directory of its user before it records the version. A crash before
@@ -34,24 +32,12 @@
  *  directory syncs, one journal commit for the whole version instead of
  *  one per chunk, wait for the commit.
  *
- * Threads. MHD's threads only receive and hash: each serves several
- * connections, and a write or a flush on one of them would stop every
- * connection it serves, and stop reading the socket of the chunk being
- * written (bench/RESULTS.md, issue 3). The write, the flush and the rename
- * run on STORE_THREADS store threads (store_main) while the connection is
- * suspended; the thread resumes it and MHD calls ckpt_upload_end again to
- * answer. Several chunks are written at once, each in one request.
- *
- * Memory. Chunks go to disk with O_DIRECT from WRITE_BLOCK buffers (a
- * whole chunk) kept in a small pool (block_get), not through the page
- * cache: on the VMs this runs on, every page-cache page is memory the host
- * has to hand over afresh, which costs more than the transfer itself
- * (bench/RESULTS.md). At most BLOCKS_MAX are in use; an upload that finds
- * none free writes its bytes through the page cache as they arrive (on
- * the HTTP thread: a copy into the page cache, no wait for the disk);
- * where the file system refuses O_DIRECT the store thread writes the
- * block through the page cache. Chunks are read back for GETs with
- * sendfile (MHD's file responses).
+ * Memory. Chunks go to disk with O_DIRECT from WRITE_BLOCK buffers kept in
+ * a small pool (block_get), not through the page cache: on the VMs this
+ * runs on, every page-cache page is memory the host has to hand over
+ * afresh, which costs more than the transfer itself (bench/RESULTS.md).
+ * Where the file system refuses O_DIRECT the writes are buffered. Chunks
+ * are read back for GETs with sendfile (MHD's file responses).
  *
  * Garbage: no reference counts are kept. The GC thread computes the
  * chunks a user's kept versions reference from their manifests and
@@ -96,11 +82,9 @@
 #define GC_PERIOD_MS	   60000
 #define AGENT_PREFIX	   "/v1/agent/jobs/"
 #define USER_PREFIX	   "/v1/jobs/"
-#define WRITE_BLOCK	   GP_CKPT_CHUNK_SIZE /* a whole chunk, one write */
-#define WRITE_ALIGN	   4096 /* O_DIRECT: offsets, sizes, memory */
-#define BLOCK_POOL_MAX	   8	/* idle write blocks kept */
-#define BLOCKS_MAX	   32	/* blocks in use; more uploads: buffered */
-#define STORE_THREADS	   4	/* threads that write, sync, rename */
+#define WRITE_BLOCK	   (1u << 20) /* a chunk is written in these */
+#define WRITE_ALIGN	   4096	      /* O_DIRECT: offsets, sizes, memory */
+#define BLOCK_POOL_MAX	   8	      /* idle write blocks kept */
 
 static sqlite3 *db;
 pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -110,26 +94,12 @@ static int64_t gc_period_ms = GC_PERIOD_MS;
 static int keep = 3;
 static int64_t max_bytes = 64LL << 30;
 static int64_t retain_ms = 7 * 86400 * 1000LL;
-static int blocks_max = BLOCKS_MAX; /* 0: all buffered (tests only) */
+static int direct_io = 1; /* 0: buffered writes (tests only) */
 
 /* Idle write blocks, kept so that their memory is reused (see the top). */
 static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *block_pool[BLOCK_POOL_MAX];
 static int block_count;
-static int blocks_out; /* handed out, not yet back */
-
-/*
- * Received chunks waiting for a store thread (see the top), guarded by
- * store_lock. store_running: the threads take new work; when it is 0 an
- * upload stores its chunk on the HTTP thread itself.
- */
-static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t store_cond = PTHREAD_COND_INITIALIZER;
-static struct ckpt_upload *store_head, *store_tail;
-static pthread_t store_threads[STORE_THREADS];
-static int store_started, store_running;
-
-static int store_start(void);
 
 /*
  * Chunk directories with entries not yet known durable: {user: {dir:
@@ -155,13 +125,9 @@ struct ckpt_upload {
 	int direct;   /* fd is O_DIRECT: whole aligned blocks from buf */
 	size_t len;   /* bytes received */
 	size_t limit; /* the most bytes the chunk may have */
-	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool; NULL:
-	                 the bytes went to fd as they came (buffered) */
-	int stored;   /* the store thread is done: answer (status, created) */
-	int created;  /* 201: the chunk was stored by this request */
-	struct MHD_Connection *conn; /* suspended while a thread stores it */
-	struct request *req;
-	struct ckpt_upload *next; /* in the store queue */
+	size_t off;   /* bytes written to fd (a multiple of WRITE_BLOCK) */
+	char *buf;    /* WRITE_BLOCK bytes, aligned, from the pool */
+	size_t fill;  /* bytes of buf in use */
 	char name[GP_CKPT_NAME_HEX];
 	char user[GP_NAME_MAX + 1];
 	char tmp[1400], final[1400], dir[1400];
@@ -258,32 +224,18 @@ ckpt_sync_user_dirs(const char *user)
 
 /* ---- write blocks ---- */
 
-/*
- * A WRITE_BLOCK buffer aligned for O_DIRECT, or NULL when BLOCKS_MAX are
- * in use (or memory is short): that upload's bytes go through the page
- * cache instead.
- */
+/* A WRITE_BLOCK buffer aligned for O_DIRECT, or NULL. */
 static char *
 block_get(void)
 {
 	void *b = NULL;
-	int ok;
 
 	pthread_mutex_lock(&block_lock);
-	ok = blocks_out < blocks_max;
-	if (ok) {
-		blocks_out++;
-		if (block_count > 0)
-			b = block_pool[--block_count];
-	}
+	if (block_count > 0)
+		b = block_pool[--block_count];
 	pthread_mutex_unlock(&block_lock);
-	if (ok && b == NULL &&
-	    posix_memalign(&b, WRITE_ALIGN, WRITE_BLOCK) != 0) {
-		pthread_mutex_lock(&block_lock);
-		blocks_out--;
-		pthread_mutex_unlock(&block_lock);
+	if (b == NULL && posix_memalign(&b, WRITE_ALIGN, WRITE_BLOCK) != 0)
 		return NULL;
-	}
 	return b;
 }
 
@@ -293,7 +245,6 @@ block_put(char *b)
 	if (b == NULL)
 		return;
 	pthread_mutex_lock(&block_lock);
-	blocks_out--;
 	if (block_count < BLOCK_POOL_MAX) {
 		block_pool[block_count++] = b;
 		b = NULL;
@@ -588,12 +539,11 @@ ckpt_init(const struct coord_config *cfg)
 		gp_warn("checkpoint gc test mode gc_ms=%lld", (long long)v);
 	}
 	/*
-	 * Tests only (test_checkpoint_store.sh): no write blocks, so every
-	 * chunk goes through the page cache as it arrives, as when
-	 * BLOCKS_MAX uploads are in progress.
+	 * Tests only (test_checkpoint_store.sh): buffered writes, as on a file
+	 * system without O_DIRECT.
 	 */
 	if (getenv("GPUPOOL_TEST_BUFFERED_IO") != NULL) {
-		blocks_max = 0;
+		direct_io = 0;
 		gp_warn("checkpoint store test mode: buffered writes");
 	}
 	keep = cfg->ckpt_keep > 0 ? cfg->ckpt_keep : 3;
@@ -642,8 +592,6 @@ ckpt_init(const struct coord_config *cfg)
 	if (pthread_create(&gc_thread, NULL, gc_main, NULL) != 0)
 		return GP_ENOMEM;
 	gc_started = 1;
-	if (store_start() != 0)
-		return GP_ENOMEM;
 	gp_info("checkpoint store root=%s keep=%d max_bytes=%lld "
 		"retain_s=%lld",
 	    root, keep, (long long)max_bytes, (long long)(retain_ms / 1000));
@@ -653,7 +601,6 @@ ckpt_init(const struct coord_config *cfg)
 void
 ckpt_stop(void)
 {
-	ckpt_store_stop();
 	if (gc_started) {
 		pthread_mutex_lock(&gc_lock);
 		gc_stopping = 1;
@@ -1002,36 +949,48 @@ ckpt_upload_open(struct ckpt_upload *u, const char *user, const char *name,
 		ckpt_upload_refuse(u, 500, "cannot create the chunk directory");
 		return;
 	}
+	if ((u->buf = block_get()) == NULL) {
+		ckpt_upload_refuse(u, 503, "out of memory");
+		return;
+	}
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", udir, u->name);
 	u->fd = mkostemp(u->tmp, O_CLOEXEC);
 	if (u->fd < 0) {
 		ckpt_upload_refuse(u, 500, "cannot create a temporary file");
 		return;
 	}
-	/*
-	 * Past the page cache where the file system allows it, from a block
-	 * of the pool; with none left, through the page cache as it comes.
-	 */
-	u->buf = u->limit <= WRITE_BLOCK ? block_get() : NULL;
-	u->direct = u->buf != NULL && fcntl(u->fd, F_SETFL, O_DIRECT) == 0;
+	/* Past the page cache where the file system allows it. */
+	u->direct = direct_io && fcntl(u->fd, F_SETFL, O_DIRECT) == 0;
 	crypto_generichash_init(&u->hash, NULL, 0, 32);
 }
 
-/* pwrite of n bytes at off, whole. Returns 0 or -1 (errno). */
+/*
+ * Writes the first n bytes of u->buf at u->off. With O_DIRECT, n is a
+ * multiple of WRITE_ALIGN; a file system that refuses O_DIRECT writes
+ * (EINVAL) gets buffered ones.
+ */
 static int
-pwrite_full(int fd, const char *data, size_t n, off_t off)
+write_block(struct ckpt_upload *u, size_t n)
 {
 	size_t done = 0;
 	ssize_t w;
 
 	while (done < n) {
-		w = pwrite(fd, data + done, n - done, off + (off_t)done);
+		w = pwrite(u->fd, u->buf + done, n - done,
+		    (off_t)(u->off + done));
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EINVAL && u->direct && done == 0 &&
+		    fcntl(u->fd, F_SETFL, 0) == 0) {
+			u->direct = 0;
+			continue;
+		}
 		if (w <= 0)
-			return -1;
+			return GP_EIO;
 		done += (size_t)w;
 	}
+	u->off += n;
+	u->fill = 0;
 	return 0;
 }
 
@@ -1039,6 +998,7 @@ void
 ckpt_upload_data(struct request *req, const char *data, size_t len)
 {
 	struct ckpt_upload *u = req->upload;
+	size_t n;
 
 	if (u == NULL || u->status != 0 || u->exists)
 		return; /* read and dropped */
@@ -1049,165 +1009,40 @@ ckpt_upload_data(struct request *req, const char *data, size_t len)
 		return;
 	}
 	crypto_generichash_update(&u->hash, (const unsigned char *)data, len);
-	if (u->buf != NULL)
-		memcpy(u->buf + u->len, data, len); /* WRITE_BLOCK: a chunk */
-	else if (pwrite_full(u->fd, data, len, (off_t)u->len) != 0) {
-		ckpt_upload_refuse(u, 500, "cannot write the chunk");
-		return;
-	}
 	u->len += len;
-}
-
-/*
- * Writes the block (with O_DIRECT: whole aligned pages, zero-padded, the
- * padding cut off after), makes the chunk durable and gives it its name.
- * On a store thread, or on the HTTP thread when those are stopped. Sets
- * u->status (and u->error) or u->created.
- */
-static void
-store_chunk(struct ckpt_upload *u)
-{
-	size_t n = u->len;
-	int ret = 0;
-
-	if (u->buf != NULL && n > 0) {
-		if (u->direct) {
-			n = (n + WRITE_ALIGN - 1) / WRITE_ALIGN * WRITE_ALIGN;
-			memset(u->buf + u->len, 0, n - u->len);
+	while (len > 0) {
+		n = WRITE_BLOCK - u->fill;
+		if (n > len)
+			n = len;
+		memcpy(u->buf + u->fill, data, n);
+		u->fill += n;
+		data += n;
+		len -= n;
+		if (u->fill == WRITE_BLOCK && write_block(u, WRITE_BLOCK) != 0) {
+			ckpt_upload_refuse(u, 500, "cannot write the chunk");
+			return;
 		}
-		ret = pwrite_full(u->fd, u->buf, n, 0);
-		/* A file system that refuses O_DIRECT writes: buffered. */
-		if (ret != 0 && errno == EINVAL && u->direct &&
-		    fcntl(u->fd, F_SETFL, 0) == 0) {
-			u->direct = 0;
-			n = u->len;
-			ret = pwrite_full(u->fd, u->buf, n, 0);
-		}
-		if (ret == 0 && n != u->len &&
-		    ftruncate(u->fd, (off_t)u->len) != 0)
-			ret = -1;
 	}
-	/* Whole on disk before it takes its name (see the top). */
-	if (ret == 0 && fdatasync(u->fd) != 0)
-		ret = -1;
-	if (close(u->fd) != 0)
-		ret = -1;
-	u->fd = -1;
-	if (ret != 0) {
-		unlink(u->tmp);
-		u->status = 500;
-		gp_strlcpy(u->error, "cannot write the chunk",
-		    sizeof(u->error));
-		return;
-	}
-	if (rename(u->tmp, u->final) != 0) {
-		unlink(u->tmp);
-		u->status = 500;
-		gp_strlcpy(u->error, "cannot store the chunk",
-		    sizeof(u->error));
-		return;
-	}
-	dir_dirty(u->user, u->dir);
-	metrics_chunk_stored(u->len);
-	u->created = 1;
 }
 
-static void *
-store_main(void *arg)
-{
-	struct ckpt_upload *u;
-
-	(void)arg;
-	pthread_mutex_lock(&store_lock);
-	for (;;) {
-		while (store_head == NULL && store_running)
-			pthread_cond_wait(&store_cond, &store_lock);
-		if (store_head == NULL)
-			break; /* stopping, and nothing left */
-		u = store_head;
-		store_head = u->next;
-		if (store_head == NULL)
-			store_tail = NULL;
-		pthread_mutex_unlock(&store_lock);
-		store_chunk(u);
-		/* The block is free for the next upload now. */
-		block_put(u->buf);
-		u->buf = NULL;
-		u->stored = 1;
-		notify_resume(u->conn, u->req);
-		pthread_mutex_lock(&store_lock);
-	}
-	pthread_mutex_unlock(&store_lock);
-	return NULL;
-}
-
-/*
- * Hands u to a store thread, the connection suspended until it is stored
- * (the thread resumes it; MHD then calls ckpt_upload_end again). Returns
- * 0, or -1 when the threads are stopped (store it here).
- */
+/* Writes what is left in u->buf; the file ends at u->len. */
 static int
-store_queue(struct MHD_Connection *conn, struct request *req,
-    struct ckpt_upload *u)
+write_tail(struct ckpt_upload *u)
 {
-	pthread_mutex_lock(&store_lock);
-	if (!store_running) {
-		pthread_mutex_unlock(&store_lock);
-		return -1;
+	size_t n = u->fill;
+
+	if (n == 0)
+		return 0;
+	if (u->direct) {
+		/* Whole blocks, zero-padded; the padding is cut off. */
+		n = (n + WRITE_ALIGN - 1) / WRITE_ALIGN * WRITE_ALIGN;
+		memset(u->buf + u->fill, 0, n - u->fill);
 	}
-	u->conn = conn;
-	u->req = req;
-	u->next = NULL;
-	req->suspended = 1;
-	MHD_suspend_connection(conn);
-	if (store_tail != NULL)
-		store_tail->next = u;
-	else
-		store_head = u;
-	store_tail = u;
-	pthread_cond_signal(&store_cond);
-	pthread_mutex_unlock(&store_lock);
+	if (write_block(u, n) != 0)
+		return GP_EIO;
+	if (u->off != u->len && ftruncate(u->fd, (off_t)u->len) != 0)
+		return GP_EIO;
 	return 0;
-}
-
-static int
-store_start(void)
-{
-	int i;
-
-	store_running = 1;
-	for (i = 0; i < STORE_THREADS; i++) {
-		if (pthread_create(&store_threads[i], NULL, store_main, NULL) !=
-		    0) {
-			ckpt_store_stop();
-			return GP_ENOMEM;
-		}
-		store_started = i + 1;
-	}
-	return 0;
-}
-
-void
-ckpt_store_stop(void)
-{
-	int i;
-
-	pthread_mutex_lock(&store_lock);
-	store_running = 0;
-	pthread_cond_broadcast(&store_cond);
-	pthread_mutex_unlock(&store_lock);
-	/* They store what is queued first, and resume its connections. */
-	for (i = 0; i < store_started; i++)
-		pthread_join(store_threads[i], NULL);
-	store_started = 0;
-}
-
-static enum MHD_Result
-reply_stored(struct MHD_Connection *conn, struct ckpt_upload *u)
-{
-	if (u->status != 0)
-		return reply_error(conn, u->status, "%s", u->error);
-	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
 }
 
 enum MHD_Result
@@ -1216,11 +1051,10 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 	struct ckpt_upload *u = req->upload;
 	unsigned char hash[32];
 	char hex[GP_CKPT_NAME_HEX];
+	int ret;
 
 	if (u == NULL)
 		return reply_error(conn, 503, "out of memory");
-	if (u->stored)
-		return reply_stored(conn, u); /* resumed by a store thread */
 	if (u->status == 409 && u->kill)
 		return reply_json(conn, 409, json_pack("{s:s,s:b}", "error",
 		    u->error, "kill", 1));
@@ -1238,11 +1072,24 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 400,
 		    "chunk content does not match its name (BLAKE2b-256)");
 	}
-	if (store_queue(conn, req, u) == 0)
-		return MHD_YES;
-	store_chunk(u);
-	u->stored = 1;
-	return reply_stored(conn, u);
+	/* Whole on disk before it takes its name (see the top). */
+	ret = write_tail(u);
+	if (ret == 0 && fdatasync(u->fd) != 0)
+		ret = GP_EIO;
+	if (close(u->fd) != 0)
+		ret = GP_EIO;
+	u->fd = -1;
+	if (ret != 0) {
+		unlink(u->tmp);
+		return reply_error(conn, 500, "cannot write the chunk");
+	}
+	if (rename(u->tmp, u->final) != 0) {
+		unlink(u->tmp);
+		return reply_error(conn, 500, "cannot store the chunk");
+	}
+	dir_dirty(u->user, u->dir);
+	metrics_chunk_stored(u->len);
+	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
 }
 
 void

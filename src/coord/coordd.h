@@ -501,9 +501,6 @@ struct ckpt_upload;
 /* Opens DATA/checkpoints.db and starts the GC thread. */
 int ckpt_init(const struct coord_config *cfg);
 void ckpt_stop(void);
-/* Stores the chunks received so far and stops the store threads; chunks
- * that arrive later are stored on the HTTP thread. Before MHD stops. */
-void ckpt_store_stop(void);
 /* 1 when url is a checkpoint route (answered by ckpt_handle). */
 int ckpt_route_match(const char *url);
 /* The body limit of a checkpoint route; 0: the default. */

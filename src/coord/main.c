@@ -501,7 +501,6 @@ gp_coord_main(int argc, char **argv)
 	state_stop_thread();
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);
-	ckpt_store_stop(); /* resumes the uploads it was storing */
 	MHD_stop_daemon(coord_daemon);
 	ckpt_stop();
 	image_stop();

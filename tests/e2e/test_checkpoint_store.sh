@@ -208,10 +208,9 @@ ck download 2 "$T/dst4"
 assert_eq 3 "$(field version)" "the moved job restores the latest version"
 cmp -s "$SRC/model.bin" "$T/dst4/model.bin" || fail "restore: model.bin differs"
 
-# The coordinator's buffered writes (what uploads get when every write
-# block is in use; the test hook GPUPOOL_TEST_BUFFERED_IO leaves none): a
-# version with a changed odd-sized file goes up and comes back
-# byte-identical.
+# The coordinator's buffered writes (a file system without O_DIRECT; the
+# test hook GPUPOOL_TEST_BUFFERED_IO): a version with a changed odd-sized
+# file goes up and comes back byte-identical.
 kill9_coordinator
 GPUPOOL_TEST_BUFFERED_IO=1 start_coordinator
 assert_contains "$(cat "$COORD_LOG")" "test mode: buffered writes" "coordinator log"
