@@ -43,7 +43,7 @@ for run in $(seq "$RUNS"); do
 	# --conn-memory 256K: the setting issue 3 measured with, as bench/run.sh
 	# (the coordinator's default, 16K, fits 10,000 agents)
 	"$BIN" coordinator --listen "127.0.0.1:$port" --data "$data" \
-		--conn-memory 256K -q \
+		--conn-memory "${CKPT_CONN_MEMORY:-256K}" -q \
 		>"$WORK/coord-$run.log" 2>&1 &
 	COORD_PID=$!
 	for _ in $(seq 300); do
