@@ -157,6 +157,13 @@ void gp_cli_format_elapsed(int64_t ms, char *out, size_t len);
 void gp_cli_format_mib(int64_t mib, char *out, size_t len);
 /* Prints JSON (pretty, sorted as received) and a newline on stdout. */
 int gp_cli_print_json(json_t *value);
+/*
+ * A listing command's answer: printed as JSON with --json, else rendered
+ * by render as a table on stdout. Takes reply (released). Returns 0, or
+ * GP_CLI_EXIT_FAIL when render finds the answer malformed (said).
+ */
+int gp_cli_show_list(const struct gp_cli_args *args, json_t *reply,
+    int (*render)(json_t *reply, struct gp_buf *out));
 /* A string field, or NULL when absent or null. */
 const char *gp_cli_json_str(json_t *obj, const char *key);
 

@@ -408,11 +408,17 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 	return rc;
 }
 
+/* ps renders ages against now. */
+static int
+render_jobs_now(json_t *reply, struct gp_buf *out)
+{
+	return gp_cli_render_jobs(reply, gp_now_ms(), out);
+}
+
 int
 gp_cli_cmd_ps(const struct gp_cli_args *args)
 {
 	struct gp_cli_conn conn;
-	struct gp_buf out = {0};
 	json_t *reply;
 	int rc;
 
@@ -424,22 +430,7 @@ gp_cli_cmd_ps(const struct gp_cli_args *args)
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
 		return rc;
-	if (gp_cli_flag(args, "json")) {
-		gp_cli_print_json(reply);
-		json_decref(reply);
-		return 0;
-	}
-	rc = gp_cli_render_jobs(reply, gp_now_ms(), &out);
-	json_decref(reply);
-	if (rc != 0) {
-		gp_cli_error("unexpected answer from the coordinator: %s",
-		    gp_strerror(rc));
-		gp_buf_free(&out);
-		return GP_CLI_EXIT_FAIL;
-	}
-	fwrite(out.data, 1, out.len, stdout);
-	gp_buf_free(&out);
-	return 0;
+	return gp_cli_show_list(args, reply, render_jobs_now);
 }
 
 int
@@ -504,7 +495,6 @@ int
 gp_cli_cmd_queue(const struct gp_cli_args *args)
 {
 	struct gp_cli_conn conn;
-	struct gp_buf out = {0};
 	json_t *reply;
 	int rc;
 
@@ -514,22 +504,7 @@ gp_cli_cmd_queue(const struct gp_cli_args *args)
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
 		return rc;
-	if (gp_cli_flag(args, "json")) {
-		gp_cli_print_json(reply);
-		json_decref(reply);
-		return 0;
-	}
-	rc = gp_cli_render_queue(reply, &out);
-	json_decref(reply);
-	if (rc != 0) {
-		gp_cli_error("unexpected answer from the coordinator: %s",
-		    gp_strerror(rc));
-		gp_buf_free(&out);
-		return GP_CLI_EXIT_FAIL;
-	}
-	fwrite(out.data, 1, out.len, stdout);
-	gp_buf_free(&out);
-	return 0;
+	return gp_cli_show_list(args, reply, gp_cli_render_queue);
 }
 
 /* The job id operand, checked before any network call. */

@@ -136,6 +136,31 @@ gp_cli_print_json(json_t *value)
 	return 0;
 }
 
+int
+gp_cli_show_list(const struct gp_cli_args *args, json_t *reply,
+    int (*render)(json_t *reply, struct gp_buf *out))
+{
+	struct gp_buf out = {0};
+	int rc;
+
+	if (gp_cli_flag(args, "json")) {
+		gp_cli_print_json(reply);
+		json_decref(reply);
+		return 0;
+	}
+	rc = render(reply, &out);
+	json_decref(reply);
+	if (rc != 0) {
+		gp_cli_error("unexpected answer from the coordinator: %s",
+		    gp_strerror(rc));
+		gp_buf_free(&out);
+		return GP_CLI_EXIT_FAIL;
+	}
+	fwrite(out.data, 1, out.len, stdout);
+	gp_buf_free(&out);
+	return 0;
+}
+
 const char *
 gp_cli_json_str(json_t *obj, const char *key)
 {

@@ -108,7 +108,6 @@ int
 gp_cli_cmd_token_ls(const struct gp_cli_args *args)
 {
 	struct gp_cli_conn conn;
-	struct gp_buf out = {0};
 	json_t *reply;
 	int rc;
 
@@ -118,22 +117,7 @@ gp_cli_cmd_token_ls(const struct gp_cli_args *args)
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
 		return rc;
-	if (gp_cli_flag(args, "json")) {
-		gp_cli_print_json(reply);
-		json_decref(reply);
-		return 0;
-	}
-	rc = gp_cli_render_tokens(reply, &out);
-	json_decref(reply);
-	if (rc != 0) {
-		gp_cli_error("unexpected answer from the coordinator: %s",
-		    gp_strerror(rc));
-		gp_buf_free(&out);
-		return GP_CLI_EXIT_FAIL;
-	}
-	fwrite(out.data, 1, out.len, stdout);
-	gp_buf_free(&out);
-	return 0;
+	return gp_cli_show_list(args, reply, gp_cli_render_tokens);
 }
 
 int
