@@ -158,6 +158,7 @@ struct agent {
 	int registering;
 	int hb_inflight;
 	int64_t hb_due;	    /* µs */
+	int hb_ms;	    /* the period the coordinator asks of this agent */
 	int64_t offer_acked; /* offer seq the coordinator has */
 	struct xfer *poll;
 	int poll_active; /* the poll is in flight */
@@ -172,7 +173,28 @@ static struct curl_slist *headers;
 static int epfd;
 static int64_t timeout_poll = -1, timeout_other = -1; /* µs deadlines */
 static struct xfer *free_xfers, *retry_list;
-static int heartbeat_ms = 1000;
+static _Atomic int heartbeat_ms = 1000; /* the longest period asked */
+
+/* The heartbeat period a register or heartbeat answer asks for. */
+static void
+take_period(struct agent *a, json_t *r)
+{
+	json_t *hb = json_object_get(r, "heartbeat_ms");
+
+	if (a->hb_ms <= 0)
+		a->hb_ms = 1000;
+	if (!json_is_integer(hb) || json_integer_value(hb) < 10 ||
+	    json_integer_value(hb) > 600000)
+		return;
+	if (json_integer_value(hb) != a->hb_ms) {
+		int64_t was = a->hb_ms;
+		a->hb_ms = (int)json_integer_value(hb);
+		/* The next beat moves with the period. */
+		a->hb_due += ((int64_t)a->hb_ms - was) * 1000;
+	}
+	if (a->hb_ms > atomic_load(&heartbeat_ms))
+		atomic_store(&heartbeat_ms, a->hb_ms);
+}
 static int64_t hb_t0;
 static int register_next, register_inflight, offer_inflight;
 
@@ -573,9 +595,7 @@ on_done(struct xfer *x, CURLcode result)
 			return;
 		}
 		a->node_id = json_integer_value(json_object_get(r, "node_id"));
-		if (json_is_integer(json_object_get(r, "heartbeat_ms")))
-			heartbeat_ms = (int)json_integer_value(
-			    json_object_get(r, "heartbeat_ms"));
+		take_period(a, r);
 		json_decref(r);
 		if (x->offer_seq > a->offer_acked) {
 			if (a->offer_acked < atomic_load(&want_offer_seq) &&
@@ -585,10 +605,10 @@ on_done(struct xfer *x, CURLcode result)
 		}
 		xfer_put(x);
 		atomic_fetch_add(&registered, 1);
-		a->hb_due = hb_t0 + (int64_t)heartbeat_ms * 1000 * a->index /
+		a->hb_due = hb_t0 + (int64_t)a->hb_ms * 1000 * a->index /
 		    opt.agents;
 		while (a->hb_due < gp_mono_us())
-			a->hb_due += (int64_t)heartbeat_ms * 1000;
+			a->hb_due += (int64_t)a->hb_ms * 1000;
 		if (!a->poll_active)
 			start_poll(a);
 		return;
@@ -600,6 +620,11 @@ on_done(struct xfer *x, CURLcode result)
 			int64_t rtt = gp_mono_us() - x->t_start;
 			long k;
 			atomic_fetch_add(&heartbeats, 1);
+			if ((r = json_loadb(x->resp, x->resp_len, 0, NULL)) !=
+			    NULL) {
+				take_period(a, r);
+				json_decref(r);
+			}
 			if (atomic_load(&hb_recording) &&
 			    (k = atomic_fetch_add(&hb_nsamples, 1)) <
 				HB_SAMPLES_MAX)
@@ -705,9 +730,9 @@ tick(void)
 			continue;
 		}
 		if (a->hb_due <= now) {
-			a->hb_due += (int64_t)heartbeat_ms * 1000;
+			a->hb_due += (int64_t)a->hb_ms * 1000;
 			if (a->hb_due <= now) /* far behind: do not burst */
-				a->hb_due = now + (int64_t)heartbeat_ms * 1000;
+				a->hb_due = now + (int64_t)a->hb_ms * 1000;
 			if (a->hb_inflight)
 				atomic_fetch_add(&heartbeats_late, 1);
 			else
@@ -1297,6 +1322,8 @@ main(int argc, char **argv)
 			printf("steady_heartbeat_rate %.0f /s\n",
 			    (double)(atomic_load(&heartbeats) - base_hb) /
 				((double)(s1.t_us - s0.t_us) / 1e6));
+			printf("steady_heartbeat_period %d ms\n",
+			    atomic_load(&heartbeat_ms));
 			printf("steady_heartbeats_late %ld count\n",
 			    atomic_load(&heartbeats_late) - base_late);
 			printf("steady_heartbeat_rtt_p50 %.3f ms\n",

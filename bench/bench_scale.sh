@@ -12,7 +12,8 @@
 #           --backlog 100000. COORD_ARGS adds coordinator options
 #           (e.g. COORD_ARGS="--conn-memory 16K"). PERF=1 records the
 # coordinator with `perf record -g` during the run (perf.data in
-# $PERF_OUT, default ./perf-coord.data).
+# $PERF_OUT, default ./perf-coord.data). COORD_LOG=FILE keeps the
+# coordinator's log (warnings, e.g. slow state batches) there.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -30,6 +31,7 @@ cleanup() {
 		kill "$COORD_PID" 2>/dev/null
 		wait "$COORD_PID" 2>/dev/null
 	fi
+	[ -n "${COORD_LOG:-}" ] && cp "$DATA/coord.log" "$COORD_LOG"
 	rm -rf "$DATA"
 }
 trap cleanup EXIT
@@ -84,4 +86,16 @@ if ! kill -0 "$COORD_PID" 2>/dev/null; then
 	status=1
 fi
 grep -c 'lease expired' "$DATA/coord.log" | sed 's/^/coord_leases_expired /; s/$/ count/'
+# The coordinator's own view of dispatch (placement to the poll's answer),
+# from its histogram: the bucket bound under which 50 and 99 % fall.
+curl -s -H "Authorization: Bearer $(cat "$DATA/coord/admin.token")" \
+	"$URL/metrics" 2>/dev/null | awk '
+	/^gpupool_job_dispatch_latency_seconds_bucket/ {
+		match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
+		n++; bound[n] = le; cum[n] = $NF }
+	/^gpupool_job_dispatch_latency_seconds_count/ { total = $NF }
+	END { if (total > 0) for (q = 50; q <= 99; q += 49) {
+		for (i = 1; i <= n; i++) if (cum[i] >= total * q / 100) break
+		printf "coord_dispatch_latency_p%d_le %s s\n", q, bound[i] }
+		printf "coord_dispatch_count %d jobs\n", total }'
 exit $status

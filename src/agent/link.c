@@ -144,6 +144,32 @@ post(struct gp_http_client *http, const char *path, json_t *body,
 	return ret;
 }
 
+/*
+ * The heartbeat period and lease the coordinator asks for, in a register
+ * or heartbeat answer: a big pool asks its agents to beat less often.
+ * Out-of-range or missing values keep what the agent had.
+ */
+static void
+apply_timing(struct gp_agent *ag, json_t *root, int registering)
+{
+	json_t *hb = json_object_get(root, "heartbeat_ms");
+	json_t *lease = json_object_get(root, "lease_ms");
+
+	if (json_is_integer(hb) && json_integer_value(hb) >= 50 &&
+	    json_integer_value(hb) <= 60000 &&
+	    json_integer_value(hb) != ag->heartbeat_ms) {
+		if (!registering)
+			gp_info("heartbeat period changed heartbeat_ms=%lld "
+				"was=%d",
+			    (long long)json_integer_value(hb),
+			    ag->heartbeat_ms);
+		ag->heartbeat_ms = (int)json_integer_value(hb);
+	}
+	if (json_is_integer(lease) && json_integer_value(lease) > 0 &&
+	    json_integer_value(lease) <= 24 * 3600 * 1000LL)
+		ag->lease_ms = (int)json_integer_value(lease);
+}
+
 /* Registers until it works or the agent stops. */
 static void
 register_node(struct gp_agent *ag, struct gp_http_client *http,
@@ -176,16 +202,11 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 			json_t *root = json_loadb(resp.body, resp.body_len, 0,
 			    NULL);
 			json_t *id = json_object_get(root, "node_id");
-			json_t *hb = json_object_get(root, "heartbeat_ms");
-			json_t *lease = json_object_get(root, "lease_ms");
 
 			if (json_is_integer(id) && json_integer_value(id) > 0) {
-				ag->heartbeat_ms = json_is_integer(hb) &&
-				    json_integer_value(hb) >= 50 &&
-				    json_integer_value(hb) <= 60000 ?
-				    (int)json_integer_value(hb) : 1000;
-				ag->lease_ms = json_is_integer(lease) ?
-				    (int)json_integer_value(lease) : 0;
+				ag->heartbeat_ms = 1000;
+				ag->lease_ms = 0;
+				apply_timing(ag, root, 1);
 				gp_info("registered node=%s node_id=%lld "
 				    "heartbeat_ms=%d lease_ms=%d gpus=%d",
 				    ag->name, (long long)json_integer_value(id),
@@ -269,6 +290,7 @@ heartbeat_main(void *arg)
 				gp_info("coordinator reachable again url=%s",
 				    ag->url);
 			down = 0;
+			apply_timing(ag, root, 0);
 			gp_link_apply_kills(ag, json_object_get(root, "kill"));
 			json_decref(root);
 		} else if (ret == 0 && resp.status == 404 &&

@@ -817,6 +817,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 	struct op *op;
 	char err[256];
 	size_t i;
+	int64_t hb_ms, lease_ms;
 
 	if ((body = parse_body(conn, req, &rc)) == NULL)
 		return rc;
@@ -836,6 +837,8 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 	}
 	atomic_store(&node->last_seen_mono, gp_mono_ms());
 	node->last_seen_ms = gp_now_ms();
+	state_heartbeat_ms(&hb_ms, &lease_ms);
+	atomic_store(&node->lease_told_ms, lease_ms);
 	json_array_foreach(gpus, i, g)
 	{
 		json_t *idx = json_object_get(g, "index");
@@ -870,12 +873,21 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 	}
 	pthread_rwlock_unlock(&state.lock);
 	json_decref(body);
-	/* Nearly every heartbeat kills nothing. */
+	/*
+	 * Nearly every heartbeat kills nothing. The period and lease tell
+	 * the agent to beat less often as the pool grows.
+	 */
 	if (json_array_size(kill) == 0) {
+		char text[96];
 		json_decref(kill);
-		return reply_const(conn, "{\"kill\":[]}");
+		snprintf(text, sizeof(text),
+		    "{\"kill\":[],\"heartbeat_ms\":%lld,\"lease_ms\":%lld}",
+		    (long long)hb_ms, (long long)lease_ms);
+		return reply_const(conn, text);
 	}
-	return reply_json(conn, 200, json_pack("{s:o}", "kill", kill));
+	return reply_json(conn, 200, json_pack("{s:o,s:I,s:I}", "kill", kill,
+	    "heartbeat_ms", (json_int_t)hb_ms, "lease_ms",
+	    (json_int_t)lease_ms));
 }
 
 static enum MHD_Result

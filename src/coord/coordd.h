@@ -193,6 +193,7 @@ struct node {
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 	const char *trusted_keys[GP_TRUST_KEYS_MAX];
 	_Atomic int64_t last_seen_mono; /* renewed by heartbeats */
+	_Atomic int64_t lease_told_ms;	/* the lease its last answer gave */
 	int64_t last_seen_ms;		/* wall clock, for display */
 	/* Jobs placed here (running), by id. */
 	int64_t *jobs;
@@ -223,6 +224,11 @@ struct coord_config {
 	char tls_key[1024];
 	int64_t lease_ms;
 	int64_t heartbeat_ms;
+	/*
+	 * Heartbeats a second the whole pool may send (0: no bound): a big
+	 * pool's agents are told to beat less often (state_heartbeat_ms).
+	 */
+	int64_t heartbeat_rate;
 	int64_t log_cap;
 	int threads;
 	size_t conn_memory; /* each HTTP connection's memory pool */
@@ -271,6 +277,11 @@ struct state {
 	int64_t next_token_id;
 	int64_t next_node_id;
 	int sched_dirty; /* something changed that may let a job start */
+	/*
+	 * The last pass looked at part of a long queue and started jobs:
+	 * the next runs at once (state thread only).
+	 */
+	int sched_more;
 };
 
 extern struct state state;
@@ -346,6 +357,7 @@ struct job *state_job(int64_t id);
 struct node *state_node(int64_t id);
 struct node *state_node_by_name(const char *name);
 const struct token_entry *state_token_lookup(const char *hash);
+void state_heartbeat_ms(int64_t *heartbeat_ms, int64_t *lease_ms);
 const char *job_state_name(enum job_state s);
 int job_finished(const struct job *job);
 /* JSON views; call with state.lock held. */

@@ -19,6 +19,7 @@
  * The group "default" is nobody's lab: its nodes are lent to all alike and
  * its jobs never preempt anything (engine group 0).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,21 @@ static int64_t *dirty; /* node ids the engine must hear of */
 static size_t ndirty, capdirty;
 static uint64_t prices_gen_seen; /* ledger.prices_gen + 1 */
 static int64_t mix_built_mono;
+
+/*
+ * Pass depth: an event-triggered pass looks at each user's first
+ * DEPTH_PER_USER queued jobs, a deep pass every DEEP_PASS_MS at each
+ * user's first DEEP_DEPTH_PER_USER (a 100,000-job queue whole took
+ * seconds under the lock). A shorter queue is taken whole.
+ */
+#define DEPTH_PER_USER      1000
+#define DEEP_DEPTH_PER_USER 10000
+#define DEEP_PASS_MS        10000
+/* The head job's reservation is computed at most once a second. */
+#define RESV_REUSE_MS  1000
+static int64_t deep_pass_mono;
+static int *ucount; /* per user id: jobs taken this pass */
+static size_t capucount;
 
 /* Per pass: the queue as the engine takes it, and shares. */
 static const struct gp_sched_job **qptrs;
@@ -105,6 +121,24 @@ live_user_id(const char *user)
 	struct user_slot *u = user_slot(user);
 
 	return u != NULL ? u->id : 0;
+}
+
+/* The per-user counters cover every user id known. */
+static int
+ucount_grow(void)
+{
+	size_t want = nusers_known + 1;
+	int *c;
+
+	if (want <= capucount)
+		return 0;
+	want = want * 2 + 16;
+	if ((c = calloc(want, sizeof(*c))) == NULL)
+		return GP_ENOMEM;
+	free(ucount);
+	ucount = c;
+	capucount = want;
+	return 0;
 }
 
 /* ---- what the engine is told ---- */
@@ -254,6 +288,7 @@ engine_build(void)
 	rc = gp_sched_engine_new(NULL, 0, state.cfg.placement, NULL, 1, &eng);
 	if (rc != 0)
 		return rc;
+	gp_sched_engine_set_resv_reuse(eng, RESV_REUSE_MS);
 	for (id = 1; id < state.nnodes; id++) {
 		struct node *n = state.nodes[id];
 		if (n != NULL && (rc = engine_node(n)) != 0) {
@@ -441,7 +476,8 @@ refresh_mix(void)
 
 /* Fair-share standings: every lab's, and the queued jobs' users'. */
 static int
-build_shares(int64_t now, size_t *ng, size_t *nu)
+build_shares(int64_t now, const struct gp_sched_job *const *q, size_t nq,
+    size_t *ng, size_t *nu)
 {
 	size_t i, n = 0;
 	struct acct_decay d;
@@ -464,11 +500,11 @@ build_shares(int64_t now, size_t *ng, size_t *nu)
 	*ng = n;
 	n = 0;
 	pass_stamp++;
-	for (i = 0; i < (size_t)state.nqueue; i++) {
-		const struct job *j = state.queue[i];
+	for (i = 0; i < nq; i++) {
+		const struct job *j = (const struct job *)(const void *)((
+		    const char *)q[i] - offsetof(struct job, sj));
 		struct user_slot *u;
-		if (j == NULL || (u = user_slot(j->user)) == NULL ||
-		    u->stamp == pass_stamp)
+		if ((u = user_slot(j->user)) == NULL || u->stamp == pass_stamp)
 			continue;
 		u->stamp = pass_stamp;
 		if (n == capu) {
@@ -550,11 +586,12 @@ live_schedule(void)
 {
 	struct gp_sched_result res;
 	struct gp_sched_pass p;
-	size_t n = 0, ng = 0, nu = 0;
+	size_t n = 0, ng = 0, nu = 0, skipped = 0;
 	int64_t now = gp_now_ms();
-	int i, rc, choosy;
+	int i, rc, choosy, deep, depth;
 
 	state.sched_dirty = 0;
+	state.sched_more = 0;
 	state_queue_compact();
 	state_budget_holds();
 	if ((rc = flush_changes()) != 0) {
@@ -578,11 +615,35 @@ live_schedule(void)
 		qptrs = q;
 		capq = (size_t)state.nqueue;
 	}
+	/*
+	 * How deep this pass looks: each user's first `depth` jobs, as
+	 * Slurm's default_queue_depth bounds its event-triggered passes.
+	 * The jobs further back keep their last reason; a deep pass looks
+	 * further every DEEP_PASS_MS (they may fit where the front does
+	 * not).
+	 */
+	deep = gp_mono_ms() - deep_pass_mono >= DEEP_PASS_MS;
+	if (deep)
+		deep_pass_mono = gp_mono_ms();
+	depth = deep ? DEEP_DEPTH_PER_USER : DEPTH_PER_USER;
+	if (state.nqueue <= depth || ucount_grow() != 0)
+		depth = 0; /* all of it */
 	choosy = state_any_refuses_plain();
 	for (i = 0; i < state.nqueue; i++) {
 		struct job *j = state.queue[i];
 		if (j == NULL)
 			continue;
+		if (depth > 0) {
+			size_t u = j->user_id > 0 &&
+			        (size_t)j->user_id < capucount
+			    ? (size_t)j->user_id
+			    : 0;
+			if (ucount[u] >= depth) {
+				skipped++;
+				continue;
+			}
+			ucount[u]++;
+		}
 		choosy |= j->spec.image[0] != '\0';
 		j->sj.hold = j->hold_reason[0] != '\0' ? GP_SCHED_HOLD_BUDGET
 		                                       : GP_SCHED_HOLD_NONE;
@@ -590,7 +651,9 @@ live_schedule(void)
 		    j->hold_reason[0] != '\0' ? j->hold_reason : NULL;
 		qptrs[n++] = &j->sj;
 	}
-	if (build_shares(now, &ng, &nu) != 0)
+	if (depth > 0)
+		memset(ucount, 0, capucount * sizeof(*ucount));
+	if (build_shares(now, qptrs, n, &ng, &nu) != 0)
 		return;
 	refresh_mix();
 	memset(&p, 0, sizeof(p));
@@ -610,6 +673,8 @@ live_schedule(void)
 		return;
 	}
 	apply_result(&res, now);
+	/* Jobs further back may take what the front could not. */
+	state.sched_more = skipped > 0 && res.nassignments > 0;
 	gp_sched_result_fini(&res);
 }
 

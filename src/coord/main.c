@@ -42,6 +42,7 @@ usage(FILE *out)
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
 	    "                           [--tls-cert FILE --tls-key FILE]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
+	    "                           [--heartbeat-rate N]\n"
 	    "                           [--log-cap BYTES] [--threads N] "
 	    "[-v] [-q]\n"
 	    "                           [--conn-memory BYTES]\n"
@@ -71,6 +72,12 @@ usage(FILE *out)
 	    "                      are requeued (default 5000)\n"
 	    "  --heartbeat-ms N    heartbeat period asked of agents (default "
 	    "1000)\n"
+	    "  --heartbeat-rate N  heartbeats a second the whole pool may "
+	    "send\n"
+	    "                      (default 2000; 0: no bound): a larger pool's "
+	    "agents\n"
+	    "                      beat less often, and their lease grows "
+	    "with it\n"
 	    "  --log-cap BYTES     per-job log cap (default 64M; K/M/G "
 	    "suffixes)\n"
 	    "  --threads N         HTTP worker threads (default 4)\n"
@@ -233,6 +240,7 @@ gp_coord_main(int argc, char **argv)
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"lease-ms", required_argument, NULL, 'L'},
 	    {"heartbeat-ms", required_argument, NULL, 'H'},
+	    {"heartbeat-rate", required_argument, NULL, 'B'},
 	    {"log-cap", required_argument, NULL, 'C'},
 	    {"threads", required_argument, NULL, 't'},
 	    {"conn-memory", required_argument, NULL, 'm'},
@@ -265,6 +273,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.port = 7070;
 	cfg.lease_ms = 5000;
 	cfg.heartbeat_ms = 1000;
+	cfg.heartbeat_rate = 2000;
 	cfg.log_cap = 64LL << 20;
 	cfg.threads = 4;
 	cfg.conn_memory = CONN_MEMORY_DEFAULT;
@@ -308,6 +317,12 @@ gp_coord_main(int argc, char **argv)
 			if (gp_parse_int(optarg, 10, 600000, &v) != 0)
 				gp_fatalx("--heartbeat-ms: 10 to 600000");
 			cfg.heartbeat_ms = v;
+			break;
+		case 'B':
+			if (gp_parse_int(optarg, 0, 1000000, &v) != 0)
+				gp_fatalx("--heartbeat-rate: 0 (no bound) to "
+					  "1000000 heartbeats a second");
+			cfg.heartbeat_rate = v;
 			break;
 		case 'C':
 			if (parse_bytes(optarg, &cfg.log_cap) != 0)

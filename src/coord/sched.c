@@ -65,6 +65,22 @@ struct reservation {
 	struct resv_node n[GP_SCHED_PARTS_MAX];
 };
 
+/*
+ * The head job's reservation, kept from the pass that computed it: with
+ * 10,000 nodes and 80,000 running parts, computing it (earliest_start:
+ * every release sorted, every node's GPUs timed) took most of a pass, and
+ * a busy coordinator passes after nearly every batch. The live scheduler
+ * reuses it for the same head job for a while (gp_sched_engine_set_
+ * resv_reuse) while its start is still ahead; the simulator does not.
+ */
+struct resv_cache {
+	int valid;
+	int64_t job_id;
+	int64_t computed_ms; /* engine time it was computed at */
+	struct reservation resv;
+	uint64_t gpus[GP_SCHED_PARTS_MAX]; /* reserved GPUs, per part */
+};
+
 /* The rest of the engine, beside the parts policies see (sched_int.h). */
 struct gp_sched_engine {
 	struct engine e;
@@ -75,6 +91,8 @@ struct gp_sched_engine {
 	size_t *index;    /* open addressing: job id -> first record */
 	size_t capindex, nindex;
 	struct reservation resv;
+	struct resv_cache rcache;
+	int64_t resv_reuse_ms; /* 0: compute the reservation every pass */
 	unsigned char *shape_failed; /* per shape, this pass */
 	size_t capfailed;
 	/* The pass's output. */
@@ -1939,6 +1957,60 @@ resv_clear(struct gp_sched_engine *s)
 	memset(&s->resv, 0, sizeof(s->resv));
 }
 
+/* Keeps the reservation just made (earliest_start) for later passes. */
+static void
+resv_save(struct gp_sched_engine *s, const struct gp_sched_job *job)
+{
+	struct resv_cache *c = &s->rcache;
+	size_t i;
+	int g;
+
+	c->valid = 1;
+	c->job_id = job->id;
+	c->computed_ms = s->e.now_ms;
+	c->resv = s->resv;
+	c->resv.job = NULL;
+	for (i = 0; i < s->resv.nnodes; i++) {
+		const struct eng_node *n = &s->e.nodes[s->resv.n[i].node];
+		c->gpus[i] = 0;
+		for (g = 0; g < n->ngpus; g++)
+			if (n->gpus[g].reserved)
+				c->gpus[i] |= 1ULL << g;
+	}
+}
+
+/*
+ * The kept reservation, applied again for job when it is job's, recent,
+ * and still ahead: 1 when applied, else 0 (compute it).
+ */
+static int
+resv_reuse(struct gp_sched_engine *s, const struct gp_sched_job *job)
+{
+	struct resv_cache *c = &s->rcache;
+	size_t i;
+	int g;
+
+	if (!c->valid || c->job_id != job->id ||
+	    s->e.now_ms - c->computed_ms >= s->resv_reuse_ms ||
+	    s->e.now_ms < c->computed_ms || c->resv.start_ms <= s->e.now_ms)
+		return 0;
+	for (i = 0; i < c->resv.nnodes; i++)
+		if (c->resv.n[i].node >= s->e.nnodes)
+			return 0;
+	s->resv = c->resv;
+	s->resv.active = 1;
+	s->resv.job = job;
+	for (i = 0; i < c->resv.nnodes; i++) {
+		struct eng_node *n = &s->e.nodes[c->resv.n[i].node];
+		n->resv = (int)i;
+		for (g = 0; g < n->ngpus; g++)
+			if (c->gpus[i] & (1ULL << g))
+				n->gpus[g].reserved = 1;
+		node_changed(&s->e, n);
+	}
+	return 1;
+}
+
 /* ---- provider first: preemption ---- */
 
 /* What preempting the job loses: over all its parts. */
@@ -2482,10 +2554,34 @@ own_failed(const struct own_fail *f, size_t n, int shape, int64_t group)
 }
 
 static int
+same_text(const char *a, const char *b)
+{
+	return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+/*
+ * Whether two jobs ask for the same on every node (what earliest_start
+ * looks at, owners' acceptance aside): one that could never start
+ * answers for the other.
+ */
+static int
+same_request(const struct gp_sched_job *a, const struct gp_sched_job *b)
+{
+	return a->gpus == b->gpus && a->gpu_milli == b->gpu_milli &&
+	    a->shared == b->shared && a->gpu_mem_mib == b->gpu_mem_mib &&
+	    a->min_gpu_mem_mib == b->min_gpu_mem_mib &&
+	    a->min_capability == b->min_capability &&
+	    a->max_price == b->max_price && a->cpu_milli == b->cpu_milli &&
+	    a->mem_mib == b->mem_mib && a->time_limit_s == b->time_limit_s &&
+	    job_parts(a) == job_parts(b) && same_text(a->gpu_model, b->gpu_model);
+}
+
+static int
 pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
     size_t nqueue, int no_preempt)
 {
 	struct engine *e = &s->e;
+	const struct gp_sched_job *never = NULL; /* the last that never fits */
 	unsigned char *todo = NULL;
 	struct own_fail *ofail = NULL;
 	size_t nofail = 0, capofail = 0;
@@ -2621,13 +2717,27 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 		}
 		/* The first job that waits (and could ever start) gets the
 		 * reservation. */
+		if (!s->resv.active && never != NULL &&
+		    e->accepts == NULL && same_request(job, never)) {
+			/* As the last one asking the same: never. */
+			if ((rc = result_wait(s, job, GP_SCHED_WAIT_NEVER,
+			         NULL)) != 0)
+				goto out;
+			continue;
+		}
 		if (!s->resv.active) {
-			ever = earliest_start(s, job, 1);
+			ever = resv_reuse(s, job);
+			if (!ever) {
+				ever = earliest_start(s, job, 1);
+				if (ever == 1)
+					resv_save(s, job);
+			}
 			if (ever < 0) {
 				rc = ever;
 				goto out;
 			}
 			if (!ever) {
+				never = job;
 				if ((rc = result_wait(s, job,
 				         GP_SCHED_WAIT_NEVER, NULL)) != 0)
 					goto out;
@@ -3247,6 +3357,13 @@ void
 gp_sched_engine_set_quick(struct gp_sched_engine *s, int quick)
 {
 	s->quick = quick;
+}
+
+void
+gp_sched_engine_set_resv_reuse(struct gp_sched_engine *s, int64_t ms)
+{
+	s->resv_reuse_ms = ms > 0 ? ms : 0;
+	s->rcache.valid = 0;
 }
 
 uint64_t

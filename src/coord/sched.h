@@ -330,6 +330,12 @@ double gp_sched_engine_frag(struct gp_sched_engine *e);
  * fails; nothing waits).
  */
 void gp_sched_engine_set_quick(struct gp_sched_engine *e, int quick);
+/*
+ * Reuse the head job's reservation for up to ms (0: never) in later passes
+ * while the same job heads the queue and its start is still ahead; the
+ * live coordinator sets 1000.
+ */
+void gp_sched_engine_set_resv_reuse(struct gp_sched_engine *s, int64_t ms);
 /* Decisions made (parts placed or refused) since the engine was made. */
 uint64_t gp_sched_engine_decisions(const struct gp_sched_engine *e);
 

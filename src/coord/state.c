@@ -1586,6 +1586,9 @@ budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
 }
 
 /* Sets or clears every queued job's hold, before a scheduling pass. */
+/* Some queued job may still carry a budget hold from a pass. */
+static int holds_left;
+
 void
 state_budget_holds(void)
 {
@@ -1595,10 +1598,15 @@ state_budget_holds(void)
 	int i, k;
 
 	classes_ready = 0;
+	/* With no budget there is no hold to clear but last pass's. */
+	if (ledger.nbudgets == 0 && !holds_left)
+		return;
 	for (i = 0; i < state.nqueue; i++)
 		state.queue[i]->hold_reason[0] = '\0';
+	holds_left = 0;
 	if (ledger.nbudgets == 0)
 		return;
+	holds_left = 1;
 	for (b = 0; b < ledger.nbudgets; b++)
 		ledger.budgets[b].reserved = ledger.budgets[b].spent;
 	for (id = 1; id < state.nnodes; id++) {
@@ -2577,6 +2585,7 @@ apply_register(struct op *op)
 	json_t *running = NULL, *kill;
 	char err[256];
 	int i, k, is_new = 0;
+	int64_t hb_ms, lease_ms;
 
 	memset(&tmp, 0, sizeof(tmp));
 	if (register_decode(op->body, &tmp, &running, err, sizeof(err)) != 0) {
@@ -2712,10 +2721,11 @@ apply_register(struct op *op)
 	live_nodes_registered();
 	state.sched_dirty = 1;
 	op->status = 200;
+	state_heartbeat_ms(&hb_ms, &lease_ms);
+	atomic_store(&node->lease_told_ms, lease_ms);
 	op->result = json_pack("{s:I,s:I,s:I,s:o}", "node_id",
-	    (json_int_t)node->id, "heartbeat_ms",
-	    (json_int_t)state.cfg.heartbeat_ms, "lease_ms",
-	    (json_int_t)state.cfg.lease_ms, "kill", kill);
+	    (json_int_t)node->id, "heartbeat_ms", (json_int_t)hb_ms,
+	    "lease_ms", (json_int_t)lease_ms, "kill", kill);
 	gp_info("node registered node=%s id=%lld gpus=%d cpus=%d new=%d",
 	    node->name, (long long)node->id, node->ngpus, node->cpus, is_new);
 }
@@ -3064,6 +3074,31 @@ apply(struct op *op)
 	}
 }
 
+/*
+ * The heartbeat period and lease agents are told now (under state.lock).
+ * The whole pool may send at most cfg.heartbeat_rate heartbeats a second:
+ * N nodes beat every max(heartbeat_ms, N * 1000 / rate) ms, at most a
+ * minute, and the lease keeps its ratio to the period (5 s to 1 s by
+ * default). 10,000 nodes under the default 2,000 a second beat every 5 s
+ * with a 25 s lease, as Kubernetes' kubelets renew a 40 s lease every 10 s.
+ */
+void
+state_heartbeat_ms(int64_t *heartbeat_ms, int64_t *lease_ms)
+{
+	int64_t hb = state.cfg.heartbeat_ms, nodes = state.nnodes - 1;
+
+	if (state.cfg.heartbeat_rate > 0 && nodes > 0) {
+		int64_t want = (nodes * 1000 + state.cfg.heartbeat_rate - 1) /
+		    state.cfg.heartbeat_rate;
+		if (want > hb)
+			hb = want < 60000 ? want : 60000;
+	}
+	*heartbeat_ms = hb;
+	*lease_ms = hb == state.cfg.heartbeat_ms
+	    ? state.cfg.lease_ms
+	    : state.cfg.lease_ms * hb / state.cfg.heartbeat_ms;
+}
+
 /* Nodes whose lease ran out: their jobs go back to the queue. */
 static void
 expire_leases(int64_t now)
@@ -3076,7 +3111,8 @@ expire_leases(int64_t now)
 		if (n == NULL || (n->njobs == 0 && !n->up))
 			continue;
 		seen = atomic_load(&n->last_seen_mono);
-		if (now - seen <= state.cfg.lease_ms)
+		if (now - seen <= state.cfg.lease_ms ||
+		    now - seen <= atomic_load(&n->lease_told_ms))
 			continue;
 		if (n->up) {
 			gp_warn("node lease expired node=%s jobs=%d", n->name,
@@ -3113,17 +3149,21 @@ publish(void)
 	nwoken = 0;
 }
 
+/* A batch this long is logged with where its time went. */
+#define SLOW_BATCH_US 20000
+
 static void *
 state_main(void *arg)
 {
 	struct op *batch, *op, *next;
 	struct timespec ts;
-	int64_t last_lease_check = 0, now;
+	int64_t last_lease_check = 0, now, t[6];
+	int nops;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&op_lock);
-		if (op_head == NULL && !stopping) {
+		if (op_head == NULL && !stopping && !state.sched_more) {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += 100 * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {
@@ -3142,27 +3182,42 @@ state_main(void *arg)
 		pthread_mutex_unlock(&op_lock);
 
 		now = gp_mono_ms();
+		t[0] = gp_mono_us();
 		pthread_rwlock_wrlock(&state.lock);
+		t[1] = gp_mono_us();
 		if (store_begin() != 0)
 			gp_fatalx("cannot begin a database transaction");
-		for (op = batch; op != NULL; op = op->next)
+		for (op = batch, nops = 0; op != NULL; op = op->next, nops++)
 			apply(op);
 		if (now - last_lease_check >= 100) {
 			expire_leases(now);
 			last_lease_check = now;
 		}
 		acct_tick(now);
+		t[2] = gp_mono_us();
 		if (state.sched_dirty)
 			live_schedule();
 		queue_compact();
 		pthread_rwlock_unlock(&state.lock);
+		t[3] = gp_mono_us();
 		/*
 		 * Durable before anybody hears of it. A failed commit leaves
 		 * memory ahead of disk: stop, and let the restart reload.
 		 */
 		if (store_commit() != 0)
 			gp_fatalx("cannot commit to the database");
+		t[4] = gp_mono_us();
 		publish();
+		t[5] = gp_mono_us();
+		if (t[5] - t[0] >= SLOW_BATCH_US)
+			gp_warn("slow state batch ops=%d lock_wait_ms=%.1f "
+				"apply_ms=%.1f schedule_ms=%.1f commit_ms=%.1f "
+				"publish_ms=%.1f",
+			    nops, (double)(t[1] - t[0]) / 1e3,
+			    (double)(t[2] - t[1]) / 1e3,
+			    (double)(t[3] - t[2]) / 1e3,
+			    (double)(t[4] - t[3]) / 1e3,
+			    (double)(t[5] - t[4]) / 1e3);
 		for (op = batch; op != NULL; op = next) {
 			next = op->next;
 			if (op->conn != NULL) {
