@@ -12,11 +12,16 @@
 #                          handed the job)
 #   spawn_to_exec       -> the command exec'd (init's record; `started`)
 #   exec_to_exit        -> init reaped (the agent's `finished`)
-#   exit_to_committed   -> the coordinator committed the job's end
-#   assign_to_committed the sum, the agent's round trip
+#   exit_to_acked       -> the coordinator answered the `finished` report
+#                          (after its commit; the `started` report, sent
+#                          first, is answered before it)
+#   assign_to_acked     the sum, the agent's round trip
+#   applied_to_acked    of exit_to_acked: from the coordinator's log line
+#                       of the job's end (its state thread applied the
+#                       report) to the answer (the commit, with fsync)
 #
-# The CLI's own start and the submission's commit are the rest of the
-# end-to-end figure. Every daemon it started is stopped at exit. Needs
+# The rest of the end-to-end figure is the CLI's own start, the
+# submission's commit, and the waiting CLI's wake-up and exit. Every daemon it started is stopped at exit. Needs
 # root (the agent as root runs jobs as nobody).
 #
 # Usage: BUILD=build bench/sync_breakdown.sh [--sync S] [--gap SECONDS]
@@ -133,21 +138,23 @@ function job() {
 }
 { j = job(); if (j < first) next }
 /coordinator debug: job assigned / { if (!(j in a)) a[j] = ms($1) }
-/coordinator info: job finished / { if (!(j in c)) c[j] = ms($1) }
+/coordinator info: job finished / { if (!(j in p)) p[j] = ms($1) }
+/agent debug: finished report delivered / { if (!(j in c)) c[j] = ms($1) }
 /agent info: assignment / { if (!(j in g)) g[j] = ms($1) }
 /agent debug: job spawned / { if (!(j in s)) s[j] = ms($1) }
 /agent debug: job started / { if (!(j in x)) x[j] = ms($1) }
 /agent info: job finished / { if (!(j in f)) f[j] = ms($1) }
 END { for (j in a) if ((j in g) && (j in s) && (j in x) && (j in f) &&
-	(j in c)) printf "%d %d %d %d %d %d\n", g[j] - a[j], s[j] - g[j],
-	x[j] - s[j], f[j] - x[j], c[j] - f[j], c[j] - a[j] }' \
+	(j in p) && (j in c)) printf "%d %d %d %d %d %d %d\n", g[j] - a[j],
+	s[j] - g[j], x[j] - s[j], f[j] - x[j], c[j] - f[j], c[j] - a[j],
+	c[j] - p[j] }' \
 	>"$SCRATCH/steps"
 [ -s "$SCRATCH/steps" ] || die "no job's steps in the logs"
 col=1
 for name in assign_to_agent agent_to_spawn spawn_to_exec exec_to_exit \
-	exit_to_committed assign_to_committed; do
+	exit_to_acked assign_to_acked applied_to_acked; do
 	echo "${name}_p50 $(cut -d' ' -f$col "$SCRATCH/steps" | pct 50) ms"
 	col=$((col + 1))
 done
-echo "assign_to_committed_p99 $(cut -d' ' -f6 "$SCRATCH/steps" | pct 99) ms"
+echo "assign_to_acked_p99 $(cut -d' ' -f6 "$SCRATCH/steps" | pct 99) ms"
 echo "jobs_measured $(grep -c . "$SCRATCH/steps") jobs"
