@@ -80,10 +80,14 @@ token() { # ROLE NAME
 	api POST /v1/tokens "{\"role\":\"$1\",\"name\":\"$2\"}" |
 		sed -n 's/.*"token": *"\([^"]*\)".*/\1/p'
 }
-for _ in $(seq 50); do
+for _ in $(seq 100); do
 	api GET /v1/whoami >/dev/null 2>&1 && break
 	sleep 0.1
 done
+api GET /v1/whoami >/dev/null || {
+	tail -n 5 "$SCRATCH/coord.log" >&2
+	die "the coordinator does not answer on port $PORT"
+}
 PROVIDER=$(token provider sync-bench)
 USER_TOKEN=$(token user sync-bench)
 [ -n "$PROVIDER" ] && [ -n "$USER_TOKEN" ] || die "cannot create tokens"
