@@ -680,6 +680,12 @@ check_limits(void)
 		if (unit_failed_checks > 0)
 			fprintf(stderr, "output: %s\n", o.output.data);
 		free(o.output.data);
+		/* Removed after the report: a bounded wait, then gone. */
+		snprintf(want, sizeof(want), "%s/%lld-1", cgroups.memory,
+		    (long long)id.job_id);
+		for (int k = 0; k < 500 && access(want, F_OK) == 0; k++)
+			usleep(10000);
+		CHECK(access(want, F_OK) != 0);
 	}
 }
 
