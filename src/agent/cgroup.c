@@ -223,41 +223,36 @@ gp_cgroup_set_limits(const struct gp_cgroups *cg,
     char *err, size_t errlen)
 {
 	char mem[32], pids[32];
-	const char *file, *value;
-	int i;
+	int i, k;
 
 	snprintf(mem, sizeof(mem), "%lld", (long long)mem_mib * 1048576);
 	snprintf(pids, sizeof(pids), "%lld", (long long)pids_max);
 	for (i = 0; i < job->ndirs; i++) {
-		const char *dir = job->dirs[i];
+		const char *dir = job->dirs[i], *limits[2][2] = {{NULL}};
 
 		if (cg->mode == GP_CGROUP_V2) {
-			if (mem_mib > 0 && write_text(dir, "memory.max", mem) !=
-			    0) {
-				file = "memory.max";
-				goto fail;
-			}
-			/* Absent without swap accounting, as at creation. */
-			if (mem_mib > 0)
-				(void)write_text(dir, "memory.swap.max", "0");
-			file = "pids.max";
-			value = pids;
+			limits[0][0] = mem_mib > 0 ? "memory.max" : NULL;
+			limits[0][1] = mem;
+			limits[1][0] = "pids.max";
+			limits[1][1] = pids;
 		} else if (cg->memory[0] != '\0' && is_below(dir, cg->memory)) {
-			if (mem_mib <= 0)
-				continue;
-			file = "memory.limit_in_bytes";
-			value = mem;
+			limits[0][0] = mem_mib > 0 ? "memory.limit_in_bytes" :
+			    NULL;
+			limits[0][1] = mem;
 		} else if (cg->pids[0] != '\0' && is_below(dir, cg->pids)) {
-			file = "pids.max";
-			value = pids;
-		} else
-			continue;
-		if (write_text(dir, file, value) != 0)
-			goto fail;
-		continue;
-fail:
-		snprintf(err, errlen, "%s/%s: %s", dir, file, strerror(errno));
-		return GP_EIO;
+			limits[0][0] = "pids.max";
+			limits[0][1] = pids;
+		}
+		for (k = 0; k < 2; k++)
+			if (limits[k][0] != NULL &&
+			    write_text(dir, limits[k][0], limits[k][1]) != 0) {
+				snprintf(err, errlen, "%s/%s: %s", dir,
+				    limits[k][0], strerror(errno));
+				return GP_EIO;
+			}
+		/* Absent without swap accounting, as at creation. */
+		if (cg->mode == GP_CGROUP_V2 && mem_mib > 0)
+			(void)write_text(dir, "memory.swap.max", "0");
 	}
 	return 0;
 }
