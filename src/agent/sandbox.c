@@ -4,7 +4,9 @@
  * a read-only root, fresh /proc, private /tmp and /dev/shm, the work
  * directory bound writable, a fixed hostname, no privileges, and a fork
  * of the job's command. The child never allocates memory: the agent is
- * multi-threaded and another thread may hold the allocator's lock.
+ * multi-threaded and another thread may hold the allocator's lock. A warm
+ * sandbox is such an init cloned before its job is known: it joins its
+ * cgroup, then waits for the job's spec in a shared mapping.
  */
 #include "agent/sandbox.h"
 
