@@ -208,6 +208,76 @@ gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
 	return ret;
 }
 
+/* dir is a cgroup directly below parent (a non-empty path). */
+static int
+is_below(const char *dir, const char *parent)
+{
+	size_t n = strlen(parent);
+
+	return n > 0 && strncmp(dir, parent, n) == 0 && dir[n] == '/';
+}
+
+int
+gp_cgroup_set_limits(const struct gp_cgroups *cg,
+    const struct gp_cgroup_job *job, int64_t mem_mib, int64_t pids_max,
+    char *err, size_t errlen)
+{
+	char mem[32], pids[32];
+	int i, k;
+
+	snprintf(mem, sizeof(mem), "%lld", (long long)mem_mib * 1048576);
+	snprintf(pids, sizeof(pids), "%lld", (long long)pids_max);
+	for (i = 0; i < job->ndirs; i++) {
+		const char *dir = job->dirs[i], *limits[2][2] = {{NULL}};
+
+		if (cg->mode == GP_CGROUP_V2) {
+			limits[0][0] = mem_mib > 0 ? "memory.max" : NULL;
+			limits[0][1] = mem;
+			limits[1][0] = "pids.max";
+			limits[1][1] = pids;
+		} else if (cg->memory[0] != '\0' && is_below(dir, cg->memory)) {
+			limits[0][0] = mem_mib > 0 ? "memory.limit_in_bytes" :
+			    NULL;
+			limits[0][1] = mem;
+		} else if (cg->pids[0] != '\0' && is_below(dir, cg->pids)) {
+			limits[0][0] = "pids.max";
+			limits[0][1] = pids;
+		}
+		for (k = 0; k < 2; k++)
+			if (limits[k][0] != NULL &&
+			    write_text(dir, limits[k][0], limits[k][1]) != 0) {
+				snprintf(err, errlen, "%s/%s: %s", dir,
+				    limits[k][0], strerror(errno));
+				return GP_EIO;
+			}
+		/* Absent without swap accounting, as at creation. */
+		if (cg->mode == GP_CGROUP_V2 && mem_mib > 0)
+			(void)write_text(dir, "memory.swap.max", "0");
+	}
+	return 0;
+}
+
+int
+gp_cgroup_rename(struct gp_cgroup_job *job, const char *name)
+{
+	char path[PATH_MAX];
+	const char *slash;
+	int i, ret = 0;
+
+	for (i = 0; i < job->ndirs; i++) {
+		if ((slash = strrchr(job->dirs[i], '/')) == NULL)
+			continue;
+		if (snprintf(path, sizeof(path), "%.*s/%s",
+		    (int)(slash - job->dirs[i]), job->dirs[i], name) >=
+		    (int)sizeof(path) || rename(job->dirs[i], path) != 0) {
+			ret = GP_EIO;
+			continue;
+		}
+		memcpy(job->dirs[i], path, strlen(path) + 1);
+	}
+	return ret;
+}
+
 void
 gp_cgroup_paths(const struct gp_cgroups *cg, const char *name,
     struct gp_cgroup_job *job)

@@ -48,6 +48,20 @@ int gp_cgroup_create(const struct gp_cgroups *cg, const char *name,
     int64_t mem_mib, int64_t pids_max, struct gp_cgroup_job *job, char *err,
     size_t errlen);
 /*
+ * Writes the job's limits into cgroups gp_cgroup_create made (a warm
+ * slot's, made before its job was known): the memory limit (mem_mib 0:
+ * none, left as made) and pids.max. Returns 0 or GP_EIO (err says why).
+ */
+int gp_cgroup_set_limits(const struct gp_cgroups *cg,
+    const struct gp_cgroup_job *job, int64_t mem_mib, int64_t pids_max,
+    char *err, size_t errlen);
+/*
+ * Renames the job's cgroup directories to name (same parents), where the
+ * hierarchy allows it (v1 does, v2 does not). dirs follow each rename
+ * that worked. Returns 0, or GP_EIO when one kept its old name.
+ */
+int gp_cgroup_rename(struct gp_cgroup_job *job, const char *name);
+/*
  * For a job whose cgroups an OCI runtime makes (at the path
  * gp_cgroup_runtime_path names): fills job with the directories the
  * runtime will make in the memory and pids hierarchies (v1) or the v2

@@ -86,6 +86,12 @@ struct gp_executor {
 	struct op *ops, **ops_tail;	/* under lock */
 	int stopping;			/* under lock */
 	struct job *jobs;		/* executor thread only */
+	/* The warm sandbox for the next plain job (executor thread). */
+	struct gp_sandbox_warm warm;
+	int have_warm;
+	unsigned int warm_seq;
+	int64_t warm_retry_ms;		/* gp_mono_ms() of the next try */
+	unsigned long warm_starts;	/* under lock */
 };
 
 static void
@@ -462,6 +468,85 @@ make_workdir(struct job *j, const char *restore)
 	return 0;
 }
 
+static int64_t
+job_pids_max(const struct gp_exec_config *cfg)
+{
+	return cfg->pids_max > 0 ? cfg->pids_max : GP_CGROUP_PIDS_MAX;
+}
+
+/*
+ * Makes the warm sandbox when there is none: its cgroup, and init cloned
+ * into it, where it waits for the next plain job. The slow step of a
+ * start (joining a cgroup: an RCU grace period) happens here, between
+ * jobs, instead of when a job comes.
+ */
+static void
+make_warm(struct gp_executor *ex)
+{
+	const struct gp_exec_config *cfg = ex->cfg;
+	char name[32], why[512] = "";
+	int64_t now;
+
+	if (ex->have_warm || cfg->no_warm || cfg->user == NULL ||
+	    cfg->cgroups == NULL || cfg->cgroups->mode == GP_CGROUP_NONE)
+		return;
+	if ((now = gp_mono_ms()) < ex->warm_retry_ms)
+		return;
+	snprintf(name, sizeof(name), "warm-%u", ++ex->warm_seq);
+	if (gp_sandbox_warm_make(&ex->warm, cfg->cgroups, cfg->user, name,
+	    job_pids_max(cfg), why, sizeof(why)) != 0) {
+		/* Jobs start the usual way meanwhile. */
+		gp_warn("no warm sandbox why=\"%s\" retry_s=10", why);
+		ex->warm_retry_ms = now + 10000;
+		return;
+	}
+	ex->have_warm = 1;
+}
+
+/*
+ * Hands a plain job to the warm sandbox when there is one: its cgroup
+ * gets the job's limits (before init may run anything of the job) and
+ * name, init the job's spec. Returns 1 when the job runs (j's pid, pidfd
+ * and pipes, x->cgroup set), 0 for the usual start; a warm sandbox that
+ * failed is discarded.
+ */
+static int
+start_warm(struct gp_executor *ex, struct job *j)
+{
+	struct gp_sandbox_warm *w = &ex->warm;
+	struct gp_exec_job *x = &j->x;
+	char why[1024] = "";
+
+	if (!ex->have_warm || j->ops != &gp_sandbox_exec_ops ||
+	    x->runtime_cgroups)
+		return 0;
+	ex->have_warm = 0;
+	if (gp_cgroup_set_limits(ex->cfg->cgroups, &w->cgroup, x->a->mem_mib,
+	    job_pids_max(ex->cfg), why, sizeof(why)) != 0)
+		goto discard;
+	/* Named after its job, where the hierarchy allows (v1 does). */
+	(void)gp_cgroup_rename(&w->cgroup, x->name);
+	x->warm = w;
+	if (j->ops->spawn(x, &j->pid, &j->pidfd, why, sizeof(why)) != 0) {
+		x->warm = NULL;
+		goto discard;
+	}
+	x->warm = NULL;
+	x->cgroup = w->cgroup;
+	j->out_fd = w->out_fd;
+	j->status_fd = w->status_fd;
+	gp_sandbox_warm_forget(w);
+	pthread_mutex_lock(&ex->lock);
+	ex->warm_starts++;
+	pthread_mutex_unlock(&ex->lock);
+	return 1;
+discard:
+	gp_warn("warm sandbox not used job=%lld attempt=%lld why=\"%s\"",
+	    (long long)j->id.job_id, (long long)j->id.attempt, why);
+	gp_sandbox_warm_discard(w);
+	return 0;
+}
+
 static void
 start_job(struct gp_executor *ex, struct gp_assignment *a)
 {
@@ -522,11 +607,12 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
 		goto fail;
 	}
+	if (start_warm(ex, j))
+		goto started;
 	if (x->runtime_cgroups)
 		gp_cgroup_paths(cfg->cgroups, x->name, &x->cgroup);
 	else if (gp_cgroup_create(cfg->cgroups, x->name, a->mem_mib,
-	    cfg->pids_max > 0 ? cfg->pids_max : GP_CGROUP_PIDS_MAX,
-	    &x->cgroup, why, sizeof(why)) != 0)
+	    job_pids_max(cfg), &x->cgroup, why, sizeof(why)) != 0)
 		gp_warn("job runs without cgroup limits job=%lld attempt=%lld "
 		    "why=\"%s\"", (long long)a->id.job_id,
 		    (long long)a->id.attempt, why);
@@ -544,12 +630,13 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	close(out[1]);
 	close(status[1]);
 	x->out_fd = x->status_fd = -1;
+	j->out_fd = out[0];
+	j->status_fd = status[0];
+started:
 	x->a = NULL;
 	gp_cgroup_close_fds(&x->cgroup);
 	free_strings(x->env);
 	x->env = NULL;
-	j->out_fd = out[0];
-	j->status_fd = status[0];
 	fcntl(j->out_fd, F_SETFL, O_NONBLOCK);
 	fcntl(j->status_fd, F_SETFL, O_NONBLOCK);
 	watch(ex, j, WATCH_PID, j->pidfd);
@@ -559,9 +646,10 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 		j->deadline = gp_mono_ms() + a->time_limit_s * 1000;
 	j->next = ex->jobs;
 	ex->jobs = j;
-	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s",
-	    (long long)j->id.job_id, (long long)j->id.attempt, (int)j->pid,
-	    j->ops->name);
+	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s "
+	    "cgroup=%s", (long long)j->id.job_id, (long long)j->id.attempt,
+	    (int)j->pid, j->ops->name,
+	    j->x.cgroup.ndirs > 0 ? j->x.cgroup.dirs[0] : "none");
 	return;
 fail:
 	for (i = 0; i < 2; i++) {
@@ -646,13 +734,8 @@ finish_job(struct gp_executor *ex, struct job *j)
 	unwatch(ex, &j->pidfd);
 	/* A container's runtime removes its cgroups: before our backstop. */
 	release(j);
-	if (gp_cgroup_remove(&j->x.cgroup) != 0) {
-		gp_cgroup_kill(&j->x.cgroup);
-		if (gp_cgroup_remove(&j->x.cgroup) != 0)
-			gp_warn("cannot remove cgroup job=%lld attempt=%lld "
-			    "dir=%s", (long long)j->id.job_id,
-			    (long long)j->id.attempt, j->x.cgroup.dirs[0]);
-	}
+	/* Nothing of the job outlives its report. */
+	gp_cgroup_kill(&j->x.cgroup);
 	if (!ex->cfg->keep_workdir && gp_remove_tree(j->x.workdir) != 0)
 		gp_warn("cannot remove work directory dir=%s", j->x.workdir);
 	r.workdir = j->x.workdir;
@@ -660,6 +743,18 @@ finish_job(struct gp_executor *ex, struct job *j)
 	    "signal=%d", (long long)j->id.job_id, (long long)j->id.attempt,
 	    r.reason, r.exit_code, r.signal);
 	ex->ev->finished(ex->ev->arg, &j->id, &r);
+	/*
+	 * After the report: removing a cgroup waits for the kernel's
+	 * cgroup lock, which a warm sandbox joining its own holds for a
+	 * grace period.
+	 */
+	if (gp_cgroup_remove(&j->x.cgroup) != 0) {
+		gp_cgroup_kill(&j->x.cgroup);
+		if (gp_cgroup_remove(&j->x.cgroup) != 0)
+			gp_warn("cannot remove cgroup job=%lld attempt=%lld "
+			    "dir=%s", (long long)j->id.job_id,
+			    (long long)j->id.attempt, j->x.cgroup.dirs[0]);
+	}
 	free(j);
 }
 
@@ -814,8 +909,14 @@ loop(void *arg)
 				kill_job(j, GP_EXEC_STALE, 0);
 		}
 		pthread_mutex_unlock(&ex->lock);
+		if (stopping && ex->have_warm) {
+			gp_sandbox_warm_discard(&ex->warm);
+			ex->have_warm = 0;
+		}
 		if (stopping && ex->jobs == NULL)
 			break;
+		if (!stopping)
+			make_warm(ex);
 		n = epoll_wait(ex->epfd, evs, GP_ARRAY_LEN(evs),
 		    next_timeout(ex));
 		for (i = 0; i < n; i++) {
@@ -886,6 +987,17 @@ gp_executor_new(const struct gp_exec_config *cfg,
 		return NULL;
 	}
 	return ex;
+}
+
+unsigned long
+gp_executor_warm_starts(struct gp_executor *ex)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&ex->lock);
+	n = ex->warm_starts;
+	pthread_mutex_unlock(&ex->lock);
+	return n;
 }
 
 void

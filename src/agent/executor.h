@@ -70,6 +70,12 @@ struct gp_exec_config {
 	 * directory; NULL-ended or NULL. The agent adds its token file.
 	 */
 	char *const *hidden_paths;
+	/*
+	 * 0: plain jobs start from a warm sandbox when one is ready (init
+	 * cloned ahead into a fresh cgroup; docs/agent.md); 1: every job
+	 * is cloned when it comes (tests of that path).
+	 */
+	int no_warm;
 };
 
 /* One job as the executor and its implementation see it. */
@@ -95,6 +101,11 @@ struct gp_exec_job {
 	int out_fd;		/* write end: stdout and stderr */
 	int status_fd;		/* write end: init's records */
 	struct gp_cgroup_job cgroup;
+	/*
+	 * Set by the executor during spawn only: a plain job goes to this
+	 * warm init (already in x->cgroup) instead of a new clone.
+	 */
+	struct gp_sandbox_warm *warm;
 };
 
 /*
@@ -166,5 +177,7 @@ void gp_executor_signal(struct gp_executor *ex,
 
 /* Kills every job, waits for each to be reaped, stops the thread. */
 void gp_executor_free(struct gp_executor *ex);
+/* How many jobs started from a warm sandbox so far (any thread). */
+unsigned long gp_executor_warm_starts(struct gp_executor *ex);
 
 #endif

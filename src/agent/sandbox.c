@@ -4,7 +4,9 @@
  * a read-only root, fresh /proc, private /tmp and /dev/shm, the work
  * directory bound writable, a fixed hostname, no privileges, and a fork
  * of the job's command. The child never allocates memory: the agent is
- * multi-threaded and another thread may hold the allocator's lock.
+ * multi-threaded and another thread may hold the allocator's lock. A warm
+ * sandbox is such an init cloned before its job is known: it joins its
+ * cgroup, then waits for the job's spec in a shared mapping.
  */
 #include "agent/sandbox.h"
 
@@ -17,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,6 +33,10 @@
 #include "gp.h"
 #include "log.h"
 #include "util.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
@@ -706,6 +714,268 @@ gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
 	return 0;
 }
 
+/* ---- warm sandboxes: init cloned and in its cgroup before the job ---- */
+
+/* The shared page(s) a job's spec is copied into: untouched pages cost no
+ * memory; argv and the environment together stay far below this. */
+#define WARM_ARENA_LEN ((size_t)4 << 20)
+
+/* What a warm init needs before its job (its own copy, on its stack). */
+struct warm_child {
+	int out_fd, status_fd, go_fd;
+	int cgroup_fds[2];
+	int ncgroup_fds;
+	struct gp_sandbox_spec *spec;	/* in the shared arena */
+};
+
+static __attribute__((noreturn)) void
+warm_main(const struct warm_child *c)
+{
+	int keep[5] = {c->out_fd, c->status_fd, c->go_fd}, n = 3, i;
+	struct gp_sandbox_spec *s = c->spec;
+	ssize_t got;
+	char go;
+
+	for (i = 0; i < c->ncgroup_fds; i++)
+		keep[n++] = c->cgroup_fds[i];
+	/* Nothing of the agent's is held while waiting (its sockets). */
+	close_except(keep, n);
+	/* With the agent's executor thread, or at once if it is gone. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	for (i = 0; i < c->ncgroup_fds; i++) {
+		if (write(c->cgroup_fds[i], "0", 1) != 1)
+			fail(c->status_fd, STAGE_CGROUP);
+		close(c->cgroup_fds[i]);
+	}
+	do
+		got = read(c->go_fd, &go, 1);
+	while (got < 0 && errno == EINTR);
+	/* End of file: the slot was discarded, or the agent is gone. */
+	if (got != 1)
+		_exit(0);
+	close(c->go_fd);
+	s->out_fd = c->out_fd;
+	s->status_fd = c->status_fd;
+	s->cgroup_fds = NULL;
+	s->ncgroup_fds = 0;
+	init_main(s);
+}
+
+int
+gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
+    const struct gp_sandbox_user *user, const char *name, int64_t pids_max,
+    char *err, size_t errlen)
+{
+	struct gp_sandbox_warm n;
+	int out[2] = {-1, -1}, status[2] = {-1, -1}, go[2] = {-1, -1}, i;
+	struct warm_child c;
+	struct clone3_args args;
+	int fd = -1;
+	long ret;
+
+	memset(&n, 0, sizeof(n));
+	n.pidfd = n.go_fd = n.out_fd = n.status_fd = -1;
+	n.arena = MAP_FAILED;
+	if (gp_cgroup_create(cg, name, 0, pids_max, &n.cgroup, err,
+	    errlen) != 0)
+		return GP_EIO;
+	if (n.cgroup.nfds == 0 || n.cgroup.nfds > 2) {
+		snprintf(err, errlen, "no cgroup to join");
+		goto fail;
+	}
+	if (pipe2(out, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	n.arena = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (n.arena == MAP_FAILED) {
+		snprintf(err, errlen, "mmap: %s", strerror(errno));
+		goto fail;
+	}
+	n.arena_len = WARM_ARENA_LEN;
+	memset(&c, 0, sizeof(c));
+	c.out_fd = out[1];
+	c.status_fd = status[1];
+	c.go_fd = go[1];
+	c.ncgroup_fds = n.cgroup.nfds;
+	for (i = 0; i < n.cgroup.nfds; i++)
+		c.cgroup_fds[i] = n.cgroup.procs_fds[i];
+	c.spec = n.arena;
+	memset(&args, 0, sizeof(args));
+	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+	    CLONE_NEWUTS | (user->userns ? CLONE_NEWUSER : 0);
+	args.pidfd = (uint64_t)(uintptr_t)&fd;
+	args.exit_signal = SIGCHLD;
+	ret = syscall(SYS_clone3, &args, sizeof(args));
+	if (ret == 0)
+		warm_main(&c);
+	if (ret < 0) {
+		snprintf(err, errlen, "clone: %s", strerror(errno));
+		goto fail;
+	}
+	close(out[1]);
+	close(status[1]);
+	close(go[1]);
+	gp_cgroup_close_fds(&n.cgroup);
+	n.pid = (pid_t)ret;
+	n.pidfd = fd;
+	n.out_fd = out[0];
+	n.status_fd = status[0];
+	n.go_fd = go[0];
+	*w = n;
+	return 0;
+fail:
+	for (i = 0; i < 2; i++) {
+		if (out[i] >= 0)
+			close(out[i]);
+		if (status[i] >= 0)
+			close(status[i]);
+		if (go[i] >= 0)
+			close(go[i]);
+	}
+	if (n.arena != MAP_FAILED)
+		munmap(n.arena, WARM_ARENA_LEN);
+	gp_cgroup_close_fds(&n.cgroup);
+	gp_cgroup_remove(&n.cgroup);
+	return GP_EIO;
+}
+
+/* A bump allocator over the arena; ok drops to 0 when it is full. */
+struct arena {
+	char *base;
+	size_t len, used;
+	int ok;
+};
+
+static void *
+arena_get(struct arena *a, size_t n)
+{
+	size_t at = (a->used + 15) & ~(size_t)15;
+
+	if (at > a->len || n > a->len - at) {
+		a->ok = 0;
+		return NULL;
+	}
+	a->used = at + n;
+	return a->base + at;
+}
+
+static char *
+arena_str(struct arena *a, const char *str)
+{
+	size_t n;
+	char *d;
+
+	if (str == NULL)
+		return NULL;
+	n = strlen(str) + 1;
+	if ((d = arena_get(a, n)) != NULL)
+		memcpy(d, str, n);
+	return d;
+}
+
+static char *const *
+arena_strv(struct arena *a, char *const *v)
+{
+	size_t n = 0, i;
+	char **d;
+
+	if (v == NULL)
+		return NULL;
+	while (v[n] != NULL)
+		n++;
+	if ((d = arena_get(a, (n + 1) * sizeof(*d))) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		d[i] = arena_str(a, v[i]);
+	d[n] = NULL;
+	return d;
+}
+
+int
+gp_sandbox_warm_use(struct gp_sandbox_warm *w,
+    const struct gp_sandbox_spec *spec)
+{
+	struct arena a = {w->arena, w->arena_len, 0, 1};
+	struct gp_sandbox_mount *m = NULL;
+	struct gp_sandbox_user *u;
+	struct gp_sandbox_spec *s;
+	int i;
+
+	if (w->arena == NULL || w->go_fd < 0)
+		return GP_EIO;
+	/* The spec first: init finds it at the start of the arena. */
+	if ((s = arena_get(&a, sizeof(*s))) == NULL ||
+	    (u = arena_get(&a, sizeof(*u))) == NULL)
+		return GP_ETOOBIG;
+	*s = *spec;
+	*u = *spec->user;
+	s->user = u;
+	s->workdir = arena_str(&a, spec->workdir);
+	s->agent_work = arena_str(&a, spec->agent_work);
+	s->hide_dirs = arena_strv(&a, spec->hide_dirs);
+	s->hide_files = arena_strv(&a, spec->hide_files);
+	s->shadows = arena_strv(&a, spec->shadows);
+	if (spec->nmounts > 0 &&
+	    (m = arena_get(&a, (size_t)spec->nmounts * sizeof(*m))) != NULL)
+		for (i = 0; i < spec->nmounts; i++) {
+			m[i] = spec->mounts[i];
+			m[i].source = arena_str(&a, spec->mounts[i].source);
+			m[i].target = arena_str(&a, spec->mounts[i].target);
+			m[i].parent = arena_str(&a, spec->mounts[i].parent);
+		}
+	s->mounts = m;
+	s->argv = arena_strv(&a, spec->argv);
+	s->envp = arena_strv(&a, spec->envp);
+	s->out_fd = s->status_fd = -1;
+	s->cgroup_fds = NULL;
+	s->ncgroup_fds = 0;
+	if (!a.ok)
+		return GP_ETOOBIG;
+	/* A socket, not a pipe: a gone init is EPIPE, never SIGPIPE. */
+	if (send(w->go_fd, "g", 1, MSG_NOSIGNAL) != 1)
+		return GP_EIO;
+	return 0;
+}
+
+void
+gp_sandbox_warm_forget(struct gp_sandbox_warm *w)
+{
+	/* init has its own mapping of the arena: ours can go now. */
+	if (w->arena != NULL)
+		munmap(w->arena, w->arena_len);
+	if (w->go_fd >= 0)
+		close(w->go_fd);
+	memset(w, 0, sizeof(*w));
+	w->pidfd = w->go_fd = w->out_fd = w->status_fd = -1;
+}
+
+void
+gp_sandbox_warm_discard(struct gp_sandbox_warm *w)
+{
+	siginfo_t info;
+
+	if (w->pidfd >= 0) {
+		syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+		memset(&info, 0, sizeof(info));
+		while (syscall(SYS_waitid, P_PIDFD, w->pidfd, &info, WEXITED,
+		    NULL) != 0 && errno == EINTR)
+			;
+		close(w->pidfd);
+	}
+	if (w->out_fd >= 0)
+		close(w->out_fd);
+	if (w->status_fd >= 0)
+		close(w->status_fd);
+	/* Its one process is reaped: the cgroup is empty. */
+	if (gp_cgroup_remove(&w->cgroup) != 0)
+		gp_warn("cannot remove a warm sandbox's cgroup dir=%s",
+		    w->cgroup.dirs[0]);
+	gp_sandbox_warm_forget(w);
+}
+
 /* ---- the plain sandbox as an executor implementation ---- */
 
 /* Hidden from every plain job when they exist. */
@@ -989,6 +1259,19 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.status_fd = x->status_fd;
 	spec.cgroup_fds = x->cgroup.procs_fds;
 	spec.ncgroup_fds = x->cgroup.nfds;
+	if (x->warm != NULL) {
+		int ret = gp_sandbox_warm_use(x->warm, &spec);
+
+		if (ret != 0) {
+			snprintf(err, errlen, "warm sandbox: %s",
+			    ret == GP_ETOOBIG ? "the job does not fit" :
+			    strerror(errno));
+			return ret;
+		}
+		*pid = x->warm->pid;
+		*pidfd = x->warm->pidfd;
+		return 0;
+	}
 	if (gp_sandbox_spawn(&spec, pid, pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		return GP_EIO;

@@ -12,8 +12,11 @@
 #ifndef GP_AGENT_SANDBOX_H
 #define GP_AGENT_SANDBOX_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "agent/cgroup.h"
 
 #define GP_SANDBOX_GROUPS_MAX 64
 
@@ -99,5 +102,48 @@ const char *gp_sandbox_stage_name(int stage);
  */
 int gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid,
     int *pidfd);
+
+/*
+ * A warm sandbox: init cloned ahead of its job, already in a fresh cgroup
+ * of its own (joining a cgroup is the slow step of a start: the kernel's
+ * cgroup_threadgroup_rwsem waits for an RCU grace period, 5 to 25 ms), and
+ * waiting for the job. gp_sandbox_warm_use copies the job's spec into a
+ * shared page and lets init go on with the setup and the command. Until
+ * then init runs nothing of a job, outside its cgroup or inside.
+ */
+struct gp_sandbox_warm {
+	pid_t pid;		/* init, in the agent's pid namespace */
+	int pidfd;		/* close-on-exec */
+	int go_fd;		/* write end: the spec is in the arena */
+	int out_fd;		/* read ends of the job's output pipe */
+	int status_fd;		/* and of init's status records */
+	struct gp_cgroup_job cgroup;	/* no descriptors left open */
+	void *arena;		/* shared with init: the spec goes here */
+	size_t arena_len;
+};
+
+/*
+ * Makes the cgroup(s) "<name>" with pids_max and no memory limit, the
+ * pipes, and clones init into them (it joins, then waits). OUT: w.
+ * Returns 0 or GP_E* with err set (nothing left behind).
+ */
+int gp_sandbox_warm_make(struct gp_sandbox_warm *w,
+    const struct gp_cgroups *cg, const struct gp_sandbox_user *user,
+    const char *name, int64_t pids_max, char *err, size_t errlen);
+/*
+ * Hands the job's spec (deep-copied; out_fd, status_fd and cgroup_fds are
+ * ignored: init has its own) to the waiting init. Returns 0, GP_ETOOBIG
+ * when the spec does not fit the arena, or GP_EIO when init is gone; on
+ * an error w is unchanged (discard it or keep it for another job).
+ */
+int gp_sandbox_warm_use(struct gp_sandbox_warm *w,
+    const struct gp_sandbox_spec *spec);
+/*
+ * After a successful use: closes and forgets what the job now owns (pid,
+ * pidfd and pipes were taken by the caller) and the arena.
+ */
+void gp_sandbox_warm_forget(struct gp_sandbox_warm *w);
+/* Kills and reaps an unused warm init, closes all, removes its cgroup. */
+void gp_sandbox_warm_discard(struct gp_sandbox_warm *w);
 
 #endif

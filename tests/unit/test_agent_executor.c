@@ -138,6 +138,7 @@ submit(const char *script, int ngpus, int64_t time_limit_s)
 		}
 		a.nmounts = next_nmounts;
 	}
+	a.mem_mib = next_extra.mem_mib;
 	a.gpu_milli = next_extra.gpu_milli;
 	a.gpu_mem_mib = next_extra.gpu_mem_mib;
 	a.part = next_extra.part;
@@ -633,6 +634,113 @@ TEST(many_jobs)
 	}
 }
 
+static const struct gp_exec_config *base_cfg;
+
+/*
+ * Runs jobs of mem_mib 64, 96 and 0 (no limit) on the current executor;
+ * each prints its cgroups (v1) and their limits, which must be its own
+ * (named after the job) and the job's, seen by the command itself.
+ */
+static void
+check_limits(void)
+{
+	static const char script[] =
+	    "m=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); "
+	    "p=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup); "
+	    "echo \"mem=$m\"; echo \"pids=$p\"; "
+	    "echo \"limit=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes)\"; "
+	    "echo \"pmax=$(cat /sys/fs/cgroup/pids$p/pids.max)\"";
+	const int64_t mems[] = {64, 96, 0};
+	const char *mrel = strrchr(cgroups.memory, '/');
+	const char *prel = strrchr(cgroups.pids, '/');
+	char want[PATH_MAX + 64];
+	struct gp_attempt_id id;
+	struct outcome o;
+	size_t i;
+
+	for (i = 0; i < GP_ARRAY_LEN(mems); i++) {
+		next_extra.mem_mib = mems[i];
+		id = submit(script, 0, 0);
+		wait_done(id, &o);
+		CHECK_STR(o.result.reason, "exited");
+		snprintf(want, sizeof(want), "mem=%s/%lld-1\n", mrel,
+		    (long long)id.job_id);
+		CHECK(has(&o, want));
+		snprintf(want, sizeof(want), "pids=%s/%lld-1\n", prel,
+		    (long long)id.job_id);
+		CHECK(has(&o, want));
+		if (mems[i] > 0) {
+			snprintf(want, sizeof(want), "limit=%lld\n",
+			    (long long)mems[i] * 1048576);
+			CHECK(has(&o, want));
+		} else
+			/* The kernel's "no limit": 2^63 rounded to pages. */
+			CHECK(has(&o, "limit=92233720368547"));
+		CHECK(has(&o, "pmax=4096\n"));
+		if (unit_failed_checks > 0)
+			fprintf(stderr, "output: %s\n", o.output.data);
+		free(o.output.data);
+		/* Removed after the report: a bounded wait, then gone. */
+		snprintf(want, sizeof(want), "%s/%lld-1", cgroups.memory,
+		    (long long)id.job_id);
+		for (int k = 0; k < 500 && access(want, F_OK) == 0; k++)
+			usleep(10000);
+		CHECK(access(want, F_OK) != 0);
+	}
+}
+
+/* Started from a warm sandbox: still in its own cgroups, with its limits. */
+TEST(warm_limits)
+{
+	unsigned long before = gp_executor_warm_starts(ex);
+
+	if (cgroups.mode != GP_CGROUP_V1 || cgroups.memory[0] == '\0' ||
+	    cgroups.pids[0] == '\0') {
+		printf("skipped: needs cgroup v1 memory and pids\n");
+		return;
+	}
+	check_limits();
+	/* The warm sandbox is made between jobs: all three used one. */
+	CHECK_EQ(gp_executor_warm_starts(ex) - before, 3);
+}
+
+/* The same, each job cloned when it comes (no warm sandbox). */
+TEST(cold_limits)
+{
+	struct gp_executor *warm_ex = ex;
+	struct gp_exec_config cfg = *base_cfg;
+
+	if (cgroups.mode != GP_CGROUP_V1 || cgroups.memory[0] == '\0' ||
+	    cgroups.pids[0] == '\0') {
+		printf("skipped: needs cgroup v1 memory and pids\n");
+		return;
+	}
+	cfg.no_warm = 1;
+	CHECK((ex = gp_executor_new(&cfg, &events)) != NULL);
+	if (ex != NULL) {
+		check_limits();
+		CHECK_EQ(gp_executor_warm_starts(ex), 0);
+		gp_executor_free(ex);
+	}
+	ex = warm_ex;
+}
+
+/* 1 when the directory has an entry whose name starts with prefix. */
+static int
+has_entry(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int found = 0;
+
+	while (d != NULL && (de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+			found = 1;
+	if (d != NULL)
+		closedir(d);
+	return found;
+}
+
 int
 main(void)
 {
@@ -652,6 +760,8 @@ main(void)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	/* gpupool-unit-<pid>: never shared with another run of this test. */
+	gp_cgroup_set_scope("unit");
 	gp_cgroup_init(&cgroups);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.user = &user;
@@ -692,7 +802,17 @@ main(void)
 	RUN(no_privileges);
 	RUN(checkpoint_signal);
 	RUN(mounts);
+	base_cfg = &cfg;
+	RUN(warm_limits);
+	RUN(cold_limits);
 	gp_executor_free(ex);
+	/* The executor's stop discards its warm sandbox and its cgroup. */
+	if (cgroups.mode == GP_CGROUP_V1 && cgroups.memory[0] != '\0' &&
+	    has_entry(cgroups.memory, "warm-")) {
+		fprintf(stderr, "a warm sandbox's cgroup outlived its "
+		    "executor in %s\n", cgroups.memory);
+		unit_failed++;
+	}
 	gp_cgroup_fini(&cgroups);
 	for (int i = 0; i < noutcomes; i++)
 		gp_buf_free(&outcomes[i].output);
