@@ -894,9 +894,10 @@ gp_array_parse(const char *text, int **tasks, int *n, char *err,
 	qsort(v, (size_t)count, sizeof(*v), cmp_int);
 	for (i = 1; i < count; i++)
 		if (v[i] == v[i - 1]) {
+			int twice = v[i];
 			free(v);
 			return fail(err, errlen, "array: task %d given twice",
-			    v[i]);
+			    twice);
 		}
 	*tasks = v;
 	*n = count;
