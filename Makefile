@@ -50,7 +50,12 @@ all: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init \
 	$(UNIT_BIN) $(REPLAY_BIN) \
 	$(BENCH_BIN)
 
-$(BUILD)/%.o: %.c
+# Objects are -fPIC since libgpupool.so: a build dir from before that is
+# rebuilt once, this stamp (made when missing) being newer than its objects.
+FPIC_STAMP := $(shell mkdir -p $(BUILD) && { [ -e $(BUILD)/.fpic ] || \
+	touch $(BUILD)/.fpic; } && echo $(BUILD)/.fpic)
+
+$(BUILD)/%.o: %.c $(FPIC_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
