@@ -48,6 +48,7 @@ struct gp_http_answer {
 	int complete;
 	int too_big;
 	int no_memory;
+	int bad_status;
 	int keep_alive;
 };
 
@@ -113,7 +114,14 @@ on_header_value(http_parser *p, const char *at, size_t n)
 static int
 on_headers_complete(http_parser *p)
 {
-	header_done(p->data);
+	struct gp_http_answer *a = p->data;
+
+	header_done(a);
+	/* http-parser takes any three digits; "000" is no HTTP status. */
+	if (p->status_code < 100) {
+		a->bad_status = 1;
+		return -1;
+	}
 	return 0;
 }
 
@@ -201,6 +209,10 @@ gp_http_answer_feed(struct gp_http_answer *a, const char *data, size_t len,
 	if (a->no_memory) {
 		*why = "out of memory";
 		return GP_ENOMEM;
+	}
+	if (a->bad_status) {
+		*why = "invalid status code";
+		return GP_EPROTO;
 	}
 	if (a->complete)
 		return 1;
