@@ -37,14 +37,16 @@ int
 main(int argc, char **argv)
 {
 	gp_lite_keep_args(argc, argv);
-	if (argc >= 2 && (strcmp(argv[1], "--version") == 0 ||
-			     strcmp(argv[1], "version") == 0)) {
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "--version") == 0 ||
+	        strcmp(argv[1], "version") == 0)) {
 		printf("gpupool %s (protocol %d)\n", GP_VERSION,
 		    GP_PROTOCOL_VERSION);
 		return 0;
 	}
-	if (argc >= 2 && (strcmp(argv[1], "coordinator") == 0 ||
-			     strcmp(argv[1], "agent") == 0))
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "coordinator") == 0 ||
+	        strcmp(argv[1], "agent") == 0))
 		return gp_lite_run_full();
 	if (argc >= 2 && needs_full_client())
 		return gp_lite_run_full();

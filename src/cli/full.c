@@ -21,8 +21,9 @@ gp_main_full(int argc, char **argv)
 		return gp_coord_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "agent") == 0)
 		return gp_agent_main(argc - 1, argv + 1);
-	if (argc >= 2 && (strcmp(argv[1], "--version") == 0 ||
-			     strcmp(argv[1], "version") == 0)) {
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "--version") == 0 ||
+	        strcmp(argv[1], "version") == 0)) {
 		printf("gpupool %s (protocol %d)\n", GP_VERSION,
 		    GP_PROTOCOL_VERSION);
 		return 0;

@@ -6,19 +6,21 @@
  */
 #include "http_lite.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <http_parser.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "gp.h"
@@ -26,9 +28,9 @@
 
 #define CONNECT_TIMEOUT_MS 5000 /* as http_client.c gives curl */
 #define DEFAULT_TIMEOUT_MS 30000
-#define BODY_MAX ((size_t)1 << 30)
-#define FIELD_MAX 64
-#define VALUE_MAX 256
+#define BODY_MAX           ((size_t)1 << 30)
+#define FIELD_MAX          64
+#define VALUE_MAX          256
 
 struct gp_http_answer {
 	http_parser parser;
@@ -53,13 +55,13 @@ struct gp_http_answer {
 };
 
 struct gp_http_lite {
-	char host[256];	   /* for connecting */
+	char host[256]; /* for connecting */
 	char port[8];
 	char host_hdr[272]; /* for the Host header: "[::1]:7070" */
-	char *prefix;	    /* the URL's path, without a trailing slash */
-	char *auth;	    /* "Authorization: Bearer ...\r\n", or NULL */
-	char *url;	    /* for error texts */
-	int fd;		    /* the kept connection, or -1 */
+	char *prefix;       /* the URL's path, without a trailing slash */
+	char *auth;         /* "Authorization: Bearer ...\r\n", or NULL */
+	char *url;          /* for error texts */
+	int fd;             /* the kept connection, or -1 */
 };
 
 /* Answer parsing. */
@@ -272,13 +274,14 @@ gp_http_lite_new(const char *base_url, const char *token,
 		return GP_EINVAL;
 	}
 	if (u.field_data[UF_SCHEMA].len != 4 ||
-	    strncasecmp(base_url + u.field_data[UF_SCHEMA].off, "http", 4) != 0) {
+	    strncasecmp(base_url + u.field_data[UF_SCHEMA].off, "http", 4) !=
+	        0) {
 		snprintf(err, errlen, "'%s' is not a plain http:// URL",
 		    base_url);
 		return GP_EINVAL;
 	}
-	if (u.field_set & ((1 << UF_USERINFO) | (1 << UF_QUERY) |
-			      (1 << UF_FRAGMENT))) {
+	if (u.field_set &
+	    ((1 << UF_USERINFO) | (1 << UF_QUERY) | (1 << UF_FRAGMENT))) {
 		snprintf(err, errlen,
 		    "'%s': a coordinator URL has no user, query or fragment",
 		    base_url);
@@ -304,8 +307,8 @@ gp_http_lite_new(const char *base_url, const char *token,
 	    strchr(c->host, ':') != NULL ? "[" : "", c->host,
 	    strchr(c->host, ':') != NULL ? "]" : "", c->port);
 	plen = (u.field_set & (1 << UF_PATH)) ? u.field_data[UF_PATH].len : 0;
-	c->prefix = strndup(
-	    plen > 0 ? base_url + u.field_data[UF_PATH].off : "", plen);
+	c->prefix =
+	    strndup(plen > 0 ? base_url + u.field_data[UF_PATH].off : "", plen);
 	c->url = strdup(base_url);
 	if (c->prefix == NULL || c->url == NULL)
 		goto nomem;
@@ -500,7 +503,7 @@ attempt(struct gp_http_lite *c, const struct gp_buf *head, const void *body,
 	if (rc != 0) {
 		snprintf(resp->error, sizeof(resp->error), "%.160s: %s", c->url,
 		    rc == GP_ETIMEDOUT ? "timed out sending the request"
-				       : "the connection broke while sending");
+		                       : "the connection broke while sending");
 		return rc;
 	}
 	if ((a = gp_http_answer_new(BODY_MAX)) == NULL)
@@ -526,7 +529,8 @@ attempt(struct gp_http_lite *c, const struct gp_buf *head, const void *body,
 				rc = GP_ECONN;
 				snprintf(resp->error, sizeof(resp->error),
 				    "%.160s: the connection closed before an "
-				    "answer", c->url);
+				    "answer",
+				    c->url);
 				goto out;
 			}
 			rc = gp_http_answer_eof(a, &why);
@@ -566,19 +570,20 @@ gp_http_lite_request(struct gp_http_lite *c, const char *method,
 
 	memset(resp, 0, sizeof(*resp));
 	resp->log_offset = -1;
-	deadline = gp_mono_ms() + (timeout_ms > 0 ? timeout_ms
-						   : DEFAULT_TIMEOUT_MS);
-	if (strpbrk(method, " \r\n") != NULL || strpbrk(path, " \r\n") != NULL ||
+	deadline =
+	    gp_mono_ms() + (timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS);
+	if (strpbrk(method, " \r\n") != NULL ||
+	    strpbrk(path, " \r\n") != NULL ||
 	    (content_type != NULL && strpbrk(content_type, "\r\n") != NULL))
 		return GP_EINVAL;
 	if (gp_buf_printf(&head, "%s %s%s HTTP/1.1\r\nHost: %s\r\n%s", method,
-		c->prefix, path, c->host_hdr, c->auth != NULL ? c->auth : "") !=
-	    0)
+	        c->prefix, path, c->host_hdr,
+	        c->auth != NULL ? c->auth : "") != 0)
 		goto nomem;
 	if (strcmp(method, "GET") != 0 &&
 	    gp_buf_printf(&head, "Content-Type: %s\r\nContent-Length: %zu\r\n",
-		content_type != NULL ? content_type : "application/json",
-		body_len) != 0)
+	        content_type != NULL ? content_type : "application/json",
+	        body_len) != 0)
 		goto nomem;
 	if (gp_buf_append(&head, "\r\n", 2) != 0)
 		goto nomem;

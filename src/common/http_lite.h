@@ -47,8 +47,8 @@ void gp_http_answer_free(struct gp_http_answer *a);
  * are not read), GP_EPROTO (malformed: *why says how, static text),
  * GP_ETOOBIG or GP_ENOMEM.
  */
-int gp_http_answer_feed(struct gp_http_answer *a, const char *data,
-    size_t len, const char **why);
+int gp_http_answer_feed(struct gp_http_answer *a, const char *data, size_t len,
+    const char **why);
 /* The peer closed the connection: 1 when that ends the answer, else
  * GP_EPROTO. */
 int gp_http_answer_eof(struct gp_http_answer *a, const char **why);
@@ -57,7 +57,7 @@ int gp_http_answer_eof(struct gp_http_answer *a, const char **why);
  * into *resp (resp->body malloc'd, NUL-terminated). OUT: *keep_alive, 1
  * when the connection may carry the next request. Returns 0 or GP_ENOMEM.
  */
-int gp_http_answer_take(struct gp_http_answer *a,
-    struct gp_http_response *resp, int *keep_alive);
+int gp_http_answer_take(struct gp_http_answer *a, struct gp_http_response *resp,
+    int *keep_alive);
 
 #endif

@@ -19,8 +19,7 @@ gp_http_response_fini(struct gp_http_response *resp)
 }
 
 void
-gp_http_error_text(const struct gp_http_response *resp, char *out,
-    size_t len)
+gp_http_error_text(const struct gp_http_response *resp, char *out, size_t len)
 {
 	json_t *root, *err;
 

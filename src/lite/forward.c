@@ -9,11 +9,11 @@
 #include "cli/cmd.h"
 #include "lite/lite.h"
 
-#define FORWARD(name)                                                       \
-	int name(const struct gp_cli_args *args)                            \
-	{                                                                   \
-		(void)args;                                                 \
-		return gp_lite_run_full();                                  \
+#define FORWARD(name)                                                          \
+	int name(const struct gp_cli_args *args)                               \
+	{                                                                      \
+		(void)args;                                                    \
+		return gp_lite_run_full();                                     \
 	}
 
 /* checkpoint.c: chunked downloads (transfer.c) */

@@ -5,11 +5,12 @@
  * http:// coordinators: for any other URL the command line goes to the
  * whole program in libgpupool.so (load.c), which has libcurl.
  */
+#include "http_client.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "gp.h"
-#include "http_client.h"
 #include "http_lite.h"
 #include "lite/lite.h"
 
@@ -23,8 +24,7 @@ gp_http_global_init(void)
 }
 
 struct gp_http_client *
-gp_http_client_new(const char *base_url, const char *token,
-    const char *ca_file)
+gp_http_client_new(const char *base_url, const char *token, const char *ca_file)
 {
 	struct gp_http_client *c;
 	char err[256];
@@ -57,9 +57,9 @@ gp_http_client_free(struct gp_http_client *c)
 }
 
 int
-gp_http_request(struct gp_http_client *c, const char *method,
-    const char *path, const void *body, size_t body_len,
-    const char *content_type, long timeout_ms, struct gp_http_response *resp)
+gp_http_request(struct gp_http_client *c, const char *method, const char *path,
+    const void *body, size_t body_len, const char *content_type,
+    long timeout_ms, struct gp_http_response *resp)
 {
 	return gp_http_lite_request(c->lite, method, path, body, body_len,
 	    content_type, timeout_ms, resp);

@@ -69,8 +69,9 @@ gp_lite_run_full(void)
 	void *lib;
 
 	if (library_path(path, sizeof(path), err, sizeof(err)) != 0) {
-		fprintf(stderr, "gpupool: %s (the coordinator, the agent and "
-				"most commands live there; reinstall gpupool)\n",
+		fprintf(stderr,
+		    "gpupool: %s (the coordinator, the agent and "
+		    "most commands live there; reinstall gpupool)\n",
 		    err);
 		return 1;
 	}

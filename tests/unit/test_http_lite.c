@@ -8,15 +8,17 @@
  * and URLs it must leave to libcurl. The server reads requests with
  * http-parser too. Also the job array's index parser (gp_array_parse).
  */
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <arpa/inet.h>
-#include <http_parser.h>
 #include <netinet/in.h>
+
+#include <http_parser.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "gp.h"
@@ -143,7 +145,8 @@ serve(void *arg)
 			fd = accept(s->lfd, NULL, NULL);
 			if (fd < 0)
 				return NULL;
-			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+			    sizeof(tv));
 			s->accepts++;
 		}
 		if (read_request(s, fd) != 0) {
@@ -159,7 +162,7 @@ serve(void *arg)
 			while (read(fd, drain, sizeof(drain)) > 0)
 				;
 		} else if (write(fd, s->steps[i].answer,
-			       strlen(s->steps[i].answer)) < 0) {
+		               strlen(s->steps[i].answer)) < 0) {
 			break;
 		}
 		if (s->steps[i].close_after || s->steps[i].answer == NULL) {
@@ -230,21 +233,21 @@ client(const struct server *s, const char *prefix, const char *token)
 	return c;
 }
 
-#define OK_JSON                                                             \
-	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"             \
+#define OK_JSON                                                                \
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"                \
 	"Content-Length: 11\r\n\r\n{\"jobs\":[]}"
-#define CHUNKED                                                             \
-	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"                 \
-	"X-Gpupool-Offset: 42\r\nX-Gpupool-State: running\r\n"              \
+#define CHUNKED                                                                \
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"                    \
+	"X-Gpupool-Offset: 42\r\nX-Gpupool-State: running\r\n"                 \
 	"X-Gpupool-Done: 1\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
-#define UNAUTHORIZED                                                        \
-	"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"   \
+#define UNAUTHORIZED                                                           \
+	"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"      \
 	"Content-Length: 25\r\n\r\n{\"error\":\"unknown token\"}"
 
 TEST(content_length_chunked_keep_alive)
 {
-	static const struct step steps[] = {
-	    {OK_JSON, 0}, {CHUNKED, 0}, {UNAUTHORIZED, 0}};
+	static const struct step steps[] = {{OK_JSON, 0}, {CHUNKED, 0},
+	    {UNAUTHORIZED, 0}};
 	struct gp_http_response r;
 	struct server s;
 	struct gp_http_lite *c;
@@ -253,13 +256,15 @@ TEST(content_length_chunked_keep_alive)
 	server_start(&s, steps, 3);
 	c = client(&s, "/", "gpt_secret");
 	CHECK_EQ(gp_http_lite_request(c, "GET", "/v1/jobs", NULL, 0, NULL, 0,
-	             &r), 0);
+	             &r),
+	    0);
 	CHECK_EQ(r.status, 200);
 	CHECK_STR(r.body, "{\"jobs\":[]}");
 	CHECK_EQ(r.log_offset, -1);
 	gp_http_response_fini(&r);
-	CHECK_EQ(gp_http_lite_request(c, "GET", "/v1/jobs/1/log", NULL, 0,
-	             NULL, 0, &r), 0);
+	CHECK_EQ(gp_http_lite_request(c, "GET", "/v1/jobs/1/log", NULL, 0, NULL,
+	             0, &r),
+	    0);
 	CHECK_EQ(r.status, 200);
 	CHECK_STR(r.body, "hello world");
 	CHECK_EQ(r.log_offset, 42);
@@ -267,7 +272,8 @@ TEST(content_length_chunked_keep_alive)
 	CHECK_EQ(r.log_done, 1);
 	gp_http_response_fini(&r);
 	CHECK_EQ(gp_http_lite_request(c, "POST", "/v1/jobs", "{}", 2, NULL, 0,
-	             &r), 0);
+	             &r),
+	    0);
 	CHECK_EQ(r.status, 401);
 	gp_http_error_text(&r, text, sizeof(text));
 	CHECK_STR(text, "unknown token");
@@ -286,8 +292,8 @@ TEST(prefix_and_closed_connection_replaced)
 {
 	/* The server drops the connection after each answer, once without
 	 * saying so (an idle timeout): the next request goes on a new one. */
-	static const struct step steps[] = {
-	    {OK_JSON, 1}, {OK_JSON, 0}, {OK_JSON, 0}};
+	static const struct step steps[] = {{OK_JSON, 1}, {OK_JSON, 0},
+	    {OK_JSON, 0}};
 	struct gp_http_response r;
 	struct server s;
 	struct gp_http_lite *c;
@@ -297,7 +303,8 @@ TEST(prefix_and_closed_connection_replaced)
 	c = client(&s, "/pool/", NULL);
 	for (i = 0; i < 3; i++) {
 		CHECK_EQ(gp_http_lite_request(c, "POST", "/v1/jobs/7/cancel",
-		             "", 0, "text/plain", 0, &r), 0);
+		             "", 0, "text/plain", 0, &r),
+		    0);
 		CHECK_EQ(r.status, 200);
 		gp_http_response_fini(&r);
 		if (i == 0)
@@ -326,7 +333,8 @@ TEST(refused_timeout_malformed)
 	s.port = port;
 	c = client(&s, "", "t");
 	CHECK_EQ(gp_http_lite_request(c, "GET", "/v1/whoami", NULL, 0, NULL, 0,
-	             &r), GP_ECONN);
+	             &r),
+	    GP_ECONN);
 	CHECK_EQ(r.status, 0);
 	CHECK_EQ(r.refused, 1);
 	CHECK(strstr(r.error, "Connection refused") != NULL);
@@ -336,7 +344,8 @@ TEST(refused_timeout_malformed)
 	server_start(&s, silent, 1);
 	c = client(&s, "", "t");
 	CHECK_EQ(gp_http_lite_request(c, "GET", "/v1/whoami", NULL, 0, NULL,
-	             200, &r), GP_ETIMEDOUT);
+	             200, &r),
+	    GP_ETIMEDOUT);
 	CHECK(strstr(r.error, "timed out") != NULL);
 	gp_http_response_fini(&r);
 	gp_http_lite_free(c);
@@ -345,7 +354,8 @@ TEST(refused_timeout_malformed)
 	server_start(&s, bad, 1);
 	c = client(&s, "", "t");
 	CHECK_EQ(gp_http_lite_request(c, "GET", "/v1/whoami", NULL, 0, NULL, 0,
-	             &r), GP_EPROTO);
+	             &r),
+	    GP_EPROTO);
 	CHECK(strstr(r.error, "malformed answer") != NULL);
 	gp_http_response_fini(&r);
 	gp_http_lite_free(c);
@@ -358,7 +368,8 @@ TEST(urls)
 	char err[256];
 
 	CHECK_EQ(gp_http_lite_new("https://127.0.0.1:7070", NULL, &c, err,
-	             sizeof(err)), GP_EINVAL);
+	             sizeof(err)),
+	    GP_EINVAL);
 	CHECK(strstr(err, "http://") != NULL);
 	CHECK_EQ(gp_http_lite_new("not a url", NULL, &c, err, sizeof(err)),
 	    GP_EINVAL);
@@ -366,7 +377,8 @@ TEST(urls)
 	    GP_EINVAL);
 	CHECK(c == NULL);
 	CHECK_EQ(gp_http_lite_new("http://[::1]:7070/", "t", &c, err,
-	             sizeof(err)), 0);
+	             sizeof(err)),
+	    0);
 	gp_http_lite_free(c);
 }
 
