@@ -26,10 +26,15 @@ WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) \
+CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -fPIC \
 	  -Isrc -Isrc/common $(PKG_CFLAGS) -MMD -MP
 LDFLAGS += $(SANFLAGS)
-LDLIBS = $(PKG_LIBS) -lcsv -lpthread -ldl -lm
+# http-parser (the CLI's client, http_lite.c) ships no pkg-config file.
+LDLIBS = $(PKG_LIBS) -lcsv -lhttp_parser -lpthread -ldl -lm
+# The `gpupool` executable links only what its own commands need
+# (src/main.c, src/lite/): see libgpupool.so below.
+LITE_LIBS = $(shell pkg-config --libs jansson libsodium 2>/dev/null || \
+	echo -ljansson -lsodium) -lhttp_parser -ldl -lm
 
 LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c \
 	src/sim/*.c)
@@ -41,10 +46,16 @@ REPLAY_BIN = $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
 BENCH_SRC = $(wildcard bench/*.c)
 BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-all: $(BUILD)/gpupool $(BUILD)/gpupool-init $(UNIT_BIN) $(REPLAY_BIN) \
+all: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init \
+	$(UNIT_BIN) $(REPLAY_BIN) \
 	$(BENCH_BIN)
 
-$(BUILD)/%.o: %.c
+# Objects are -fPIC since libgpupool.so: a build dir from before that is
+# rebuilt once, this stamp (made when missing) being newer than its objects.
+FPIC_STAMP := $(shell mkdir -p $(BUILD) && { [ -e $(BUILD)/.fpic ] || \
+	touch $(BUILD)/.fpic; } && echo $(BUILD)/.fpic)
+
+$(BUILD)/%.o: %.c $(FPIC_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -55,8 +66,23 @@ $(BUILD)/libgpupool.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/gpupool: $(BUILD)/src/main.o $(BUILD)/libgpupool.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The whole program as a private shared library: every command, the
+# coordinator and the agent, with all of PKGS. It exports gp_main_full
+# only (src/libgpupool.map) and binds its own symbols (-Bsymbolic).
+$(BUILD)/libgpupool.so: $(LIB_OBJ) src/libgpupool.map
+	$(CC) $(LDFLAGS) -shared -Wl,-Bsymbolic -Wl,-soname,libgpupool.so \
+	    -Wl,--version-script=src/libgpupool.map -o $@ $(LIB_OBJ) $(LDLIBS)
+
+# The `gpupool` executable: src/main.c, src/lite/ (the commands it hands
+# to libgpupool.so, and gp_http_* over http_lite.c) and, from the
+# archive, only the objects its own commands pull in. It must not need
+# libcurl, libmicrohttpd, SQLite, libarchive, libyaml or libcsv: the link
+# fails if an object pulled in does (LITE_LIBS lacks them).
+LITE_OBJ = $(BUILD)/src/main.o \
+	$(patsubst %.c,$(BUILD)/%.o,$(wildcard src/lite/*.c))
+$(BUILD)/gpupool: $(LITE_OBJ) $(BUILD)/libgpupool.a | $(BUILD)/libgpupool.so
+	$(CC) $(LDFLAGS) -Wl,--as-needed -o $@ $(LITE_OBJ) \
+	    $(BUILD)/libgpupool.a $(LITE_LIBS)
 
 # gpupool-init: pid 1 of container jobs. Static, since it runs inside
 # images that may have no C library; never sanitized (it runs there too).
@@ -101,7 +127,7 @@ bench: all
 	BUILD=$(BUILD) bench/run.sh
 
 # Debian packages (scripts/make-deb.sh): $(BUILD)/deb/*.deb.
-deb: $(BUILD)/gpupool $(BUILD)/gpupool-init
+deb: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init
 	scripts/make-deb.sh $(BUILD) $(BUILD)/deb
 
 clean:

@@ -19,7 +19,10 @@
 #   3. submission rate alone: N submissions at concurrency C while the
 #      node takes no work (Slurm: drained; gpupool: the provider paused),
 #      so that nothing runs during the measurement; then the queue is
-#      cancelled and the node given back.
+#      cancelled and the node given back. Also its batch form, what a user
+#      would do: the same N jobs as one job array (sbatch --array=0-N-1 /
+#      gpupool submit --array 0-N-1), timed from the command's start to
+#      its exit.
 #
 # Every daemon it started is stopped at exit, also on failure or Ctrl-C.
 # Needs root (the daemons, mknod) and the optional package set:
@@ -153,6 +156,8 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 # [HTC] MaxJobCount: room for many records (default 10,000).
 MaxJobCount=100000
+# Job arrays as large as gpupool's (workload 3's batch form).
+MaxArraySize=10001
 # [HTC] MinJobAge: purge finished jobs after a few seconds (default 300).
 MinJobAge=2
 # [HTC] MessageTimeout: slurmctld's answers slow down under load.
@@ -378,6 +383,50 @@ submit_rate() {
 	wait_idle "$sys" >&2
 }
 
+# Workload 3, batch form, for SYSTEM: SUBMIT jobs as one array; prints
+# the jobs/s.
+submit_rate_array() {
+	local sys=$1 t0 t1 out first last
+	wait_idle "$sys"
+	if [ "$sys" = slurm ]; then
+		scontrol update NodeName="$HOST" State=DRAIN Reason=bench ||
+			die "cannot drain the Slurm node"
+		t0=$(now)
+		out=$(sbatch --parsable --array=0-$((SUBMIT - 1)) --gres=gpu:1 \
+		    -o /dev/null --wrap true) || die "sbatch --array failed"
+		t1=$(now)
+		[[ $out =~ ^[0-9]+ ]] || die "sbatch --array printed '$out'"
+		scancel --quiet --user root --state=PENDING
+		scontrol update NodeName="$HOST" State=RESUME
+	else
+		"$BIN" provider pause --socket "$AGENT_SOCKET" >/dev/null ||
+			die "cannot pause the provider"
+		for _ in $(seq 50); do
+			"$BIN" nodes | grep -q ' paused ' && break
+			sleep 0.1
+		done
+		t0=$(now)
+		out=$("$BIN" submit --array 0-$((SUBMIT - 1)) --gpus 1 true) ||
+			die "gpupool submit --array failed"
+		t1=$(now)
+		[[ $out =~ ^([0-9]+)-([0-9]+)$ ]] ||
+			die "gpupool submit --array printed '$out'"
+		first=${BASH_REMATCH[1]} last=${BASH_REMATCH[2]}
+		[ $((last - first + 1)) -eq "$SUBMIT" ] ||
+			die "gpupool submit --array made $((last - first + 1)) jobs"
+		seq "$first" "$last" | awk -v u="$GURL" '{
+			printf "url = \"%s/v1/jobs/%s/cancel\"\n", u, $1
+			print "output = \"/dev/null\"" }' |
+			curl -sS -X POST \
+			-H "Authorization: Bearer $USER_TOKEN" \
+			-H 'Content-Type: application/json' --data '{}' -K - ||
+			die "cannot cancel the queued jobs"
+		"$BIN" provider resume --socket "$AGENT_SOCKET" >/dev/null
+	fi
+	echo "$SUBMIT / $(elapsed "$t0" "$t1")" | bc -l | xargs printf '%.1f\n'
+	wait_idle "$sys" >&2
+}
+
 # ---- the run ----
 
 echo "machine_cpus $(nproc) cpus"
@@ -396,7 +445,7 @@ t0=$(now); for _ in $(seq 100); do "$BIN" --version >/dev/null; done; t1=$(now)
 echo "cli_start_gpupool $(echo "10 * ($t1 - $t0)" | bc -l |
 	xargs printf '%.2f') ms"
 
-declare -A W1 W1S W2P50 W2P99 W3
+declare -A W1 W1S W2P50 W2P99 W3 W3A
 want() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
 for r in $(seq "$ROUNDS"); do
 	want 1 || break
@@ -437,6 +486,14 @@ for r in $(seq "$ROUNDS"); do
 		W3[$sys]+="$v "
 	done
 done
+for r in $(seq "$ROUNDS"); do
+	want 3 || break
+	for sys in slurm gpupool; do
+		v=$(submit_rate_array "$sys") || exit 1
+		echo "w3array_${sys}_round$r $v jobs/s (load $(load))"
+		W3A[$sys]+="$v "
+	done
+done
 
 m() { tr ' ' '\n' <<<"$1" | grep . | median; }
 if want 1; then
@@ -464,5 +521,9 @@ if want 3; then
 	echo "w3_submit_rate_slurm $s3 submissions/s"
 	echo "w3_submit_rate_gpupool $g3 submissions/s"
 	echo "w3_ratio $(ratio "$g3" "$s3") x (target >= 10)"
+	s3a=$(m "${W3A[slurm]}") g3a=$(m "${W3A[gpupool]}")
+	echo "w3array_submit_rate_slurm $s3a jobs/s"
+	echo "w3array_submit_rate_gpupool $g3a jobs/s"
+	echo "w3array_ratio $(ratio "$g3a" "$s3a") x"
 fi
 echo "load_end $(load) loadavg"

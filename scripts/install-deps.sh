@@ -11,6 +11,8 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps
       crun runc libyaml-dev busybox-static libcsv-dev gnuplot-nox
       libarchive-dev docker-registry
+      # the CLI's own HTTP/1.1 client parses answers with http-parser
+      libhttp-parser-dev
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
       python3-prometheus-client chromium zsh tmux debootstrap systemd)

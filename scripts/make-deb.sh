@@ -30,7 +30,14 @@ shl="$STAGE/shlibs"
 mkdir -p "$shl/debian" "$shl/usr/bin"
 printf 'Source: gpupool\n\nPackage: gpupool\nArchitecture: any\n' >"$shl/debian/control"
 cp "$BIN" "$shl/usr/bin/gpupool"
-SHLIBS=$(cd "$shl" && dpkg-shlibdeps -O usr/bin/gpupool 2>/dev/null |
+# The executable loads the rest of the program, libgpupool.so, from
+# /usr/lib/gpupool (src/lite/load.c): its libraries count too.
+LIB="$BUILD/libgpupool.so"
+[ -f "$LIB" ] || { echo "make-deb: no $LIB (run make first)" >&2; exit 1; }
+mkdir -p "$shl/usr/lib/gpupool"
+cp "$LIB" "$shl/usr/lib/gpupool/libgpupool.so"
+SHLIBS=$(cd "$shl" && dpkg-shlibdeps -O usr/bin/gpupool \
+    usr/lib/gpupool/libgpupool.so 2>/dev/null |
     sed -n 's/^shlibs:Depends=//p')
 [ -n "$SHLIBS" ] || { echo "make-deb: dpkg-shlibdeps found nothing" >&2; exit 1; }
 
@@ -74,6 +81,8 @@ stage gpupool
 d="$STAGE/gpupool"
 install -D -m 0755 "$BIN" "$d/usr/bin/gpupool"
 strip --strip-unneeded "$d/usr/bin/gpupool" 2>/dev/null || true
+install -D -m 0644 "$LIB" "$d/usr/lib/gpupool/libgpupool.so"
+strip --strip-unneeded "$d/usr/lib/gpupool/libgpupool.so" 2>/dev/null || true
 # pid 1 of container jobs (static), where the agent looks: next to gpupool
 [ -x "$BUILD/gpupool-init" ] || { echo "make-deb: no $BUILD/gpupool-init" >&2; exit 1; }
 install -m 0755 "$BUILD/gpupool-init" "$d/usr/bin/gpupool-init"

@@ -1,27 +1,54 @@
 /*
- * main.c: the one gpupool binary. The first argument picks the part:
- * the coordinator, the agent, or one of the user commands.
+ * main.c: the `gpupool` executable. It runs the CLI's everyday commands
+ * (submit, ps, show, logs, cancel, wait, nodes, token, accounting, top)
+ * itself, talking to a plain http:// coordinator with its own small client
+ * (src/common/http_lite.c), so it starts in about a millisecond; the
+ * coordinator, the agent, the other commands and https:// coordinators
+ * are the whole program in libgpupool.so, loaded on demand (src/lite/).
+ * One command either way: the process stays `gpupool`.
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
-#include "agent/agent.h"
 #include "cli/cli.h"
-#include "coord/coord.h"
+#include "cli/cmd.h"
 #include "gp.h"
+#include "lite/lite.h"
+
+/* 1 when the configured coordinator is not a plain http:// URL. */
+static int
+needs_full_client(void)
+{
+	struct gp_cli_config cfg;
+	char err[512];
+
+	memset(&cfg, 0, sizeof(cfg));
+	int full;
+
+	if (gp_cli_config_load(&cfg, err, sizeof(err)) != 0)
+		return 0; /* the command says what is wrong */
+	full = strncasecmp(cfg.url, "http://", 7) != 0;
+	memset(cfg.token, 0, sizeof(cfg.token)); /* a secret */
+	return full;
+}
 
 int
 main(int argc, char **argv)
 {
-	if (argc >= 2 && strcmp(argv[1], "coordinator") == 0)
-		return gp_coord_main(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "agent") == 0)
-		return gp_agent_main(argc - 1, argv + 1);
-	if (argc >= 2 && (strcmp(argv[1], "--version") == 0 ||
-			     strcmp(argv[1], "version") == 0)) {
+	gp_lite_keep_args(argc, argv);
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "--version") == 0 ||
+	        strcmp(argv[1], "version") == 0)) {
 		printf("gpupool %s (protocol %d)\n", GP_VERSION,
 		    GP_PROTOCOL_VERSION);
 		return 0;
 	}
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "coordinator") == 0 ||
+	        strcmp(argv[1], "agent") == 0))
+		return gp_lite_run_full();
+	if (argc >= 2 && needs_full_client())
+		return gp_lite_run_full();
 	return gp_cli_main(argc, argv);
 }

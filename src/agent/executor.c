@@ -211,7 +211,11 @@ env_reserved(const char *kv)
 {
 	return strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
 	    strncmp(kv, "NVIDIA_VISIBLE_DEVICES=", 23) == 0 ||
-	    strncmp(kv, "GPUPOOL_", 8) == 0 || strncmp(kv, "HOME=", 5) == 0;
+	    (strncmp(kv, "GPUPOOL_", 8) == 0 &&
+		/* a job array's task: set by the coordinator (state.c) */
+		strncmp(kv, "GPUPOOL_ARRAY_JOB_ID=", 21) != 0 &&
+		strncmp(kv, "GPUPOOL_ARRAY_TASK_ID=", 22) != 0) ||
+	    strncmp(kv, "HOME=", 5) == 0;
 }
 
 static void

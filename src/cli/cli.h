@@ -8,4 +8,10 @@
 /* argv[0] is the program, argv[1] the command. Returns the exit code. */
 int gp_cli_main(int argc, char **argv);
 
+/*
+ * full.c: the whole program (coordinator, agent, every command), as
+ * main() would run it; libgpupool.so's one exported symbol.
+ */
+int gp_main_full(int argc, char **argv);
+
 #endif

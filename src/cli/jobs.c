@@ -249,6 +249,66 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 
 static int wait_for_job(struct gp_cli_conn *conn, int64_t id);
 
+/*
+ * submit --array: one request for every task (POST /v1/jobs/array). Takes
+ * body (the encoded spec). Prints the tasks' ids, consecutive: "FIRST-LAST"
+ * (or the one id).
+ */
+static int
+submit_array(const struct gp_cli_args *args, json_t *body)
+{
+	const char *text = gp_cli_value(args, "array");
+	struct gp_cli_conn conn;
+	json_t *reply, *first, *last;
+	char err[512];
+	int *tasks, n, rc;
+
+	if (gp_cli_flag(args, "wait")) {
+		json_decref(body);
+		return gp_cli_usage_error(args, "--wait waits for one job: not "
+		    "with --array (use `gpupool wait` on the ids)");
+	}
+	rc = gp_array_parse(text, &tasks, &n, err, sizeof(err));
+	if (rc != 0) {
+		json_decref(body);
+		if (rc == GP_ENOMEM) {
+			gp_cli_error("out of memory");
+			return GP_CLI_EXIT_FAIL;
+		}
+		return gp_cli_usage_error(args, "--%s", err);
+	}
+	free(tasks);
+	body = json_pack("{s:o,s:s}", "job", body, "array", text);
+	if (body == NULL) {
+		gp_cli_error("out of memory");
+		return GP_CLI_EXIT_FAIL;
+	}
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
+		json_decref(body);
+		return rc;
+	}
+	rc = gp_cli_call(&conn, "POST", "/v1/jobs/array", body, 0, &reply,
+	    NULL);
+	json_decref(body);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	first = json_object_get(reply, "first_id");
+	last = json_object_get(reply, "last_id");
+	if (!json_is_integer(first) || !json_is_integer(last)) {
+		gp_cli_error("the coordinator's answer has no job ids");
+		json_decref(reply);
+		return GP_CLI_EXIT_FAIL;
+	}
+	if (json_integer_value(first) == json_integer_value(last))
+		printf("%lld\n", (long long)json_integer_value(first));
+	else
+		printf("%lld-%lld\n", (long long)json_integer_value(first),
+		    (long long)json_integer_value(last));
+	json_decref(reply);
+	return 0;
+}
+
 int
 gp_cli_cmd_submit(const struct gp_cli_args *args)
 {
@@ -269,6 +329,8 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 		gp_cli_error("out of memory");
 		return GP_CLI_EXIT_FAIL;
 	}
+	if (gp_cli_value(args, "array") != NULL)
+		return submit_array(args, body);
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
 		json_decref(body);
 		return rc;

@@ -5,7 +5,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,36 +517,4 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	resp->body = d.err.data;
 	resp->body_len = d.err.len;
 	return 0;
-}
-
-void
-gp_http_response_fini(struct gp_http_response *resp)
-{
-	free(resp->body);
-	resp->body = NULL;
-	resp->body_len = 0;
-}
-
-void
-gp_http_error_text(const struct gp_http_response *resp, char *out,
-    size_t len)
-{
-	json_t *root, *err;
-
-	if (resp->status == 0) {
-		snprintf(out, len, "%s",
-		    resp->error[0] ? resp->error : "no answer");
-		return;
-	}
-	if (resp->body != NULL) {
-		root = json_loadb(resp->body, resp->body_len, 0, NULL);
-		err = json_object_get(root, "error");
-		if (json_is_string(err)) {
-			snprintf(out, len, "%s", json_string_value(err));
-			json_decref(root);
-			return;
-		}
-		json_decref(root);
-	}
-	snprintf(out, len, "HTTP %ld", resp->status);
 }

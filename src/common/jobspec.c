@@ -715,6 +715,15 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				errlen))
 				goto out;
 			spec->max_price_micro = n;
+		} else if (strcmp(key, "array_job_id") == 0) {
+			if (get_int(v, key, 1, INT64_MAX, &n, err, errlen))
+				goto out;
+			spec->array_job_id = n;
+		} else if (strcmp(key, "array_task_id") == 0) {
+			if (get_int(v, key, 0, GP_ARRAY_TASK_MAX, &n, err,
+				errlen))
+				goto out;
+			spec->array_task_id = (int)n;
 		} else {
 			fail(err, errlen, "unknown field '%.64s'", key);
 			goto out;
@@ -791,5 +800,111 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 	if (o != NULL && spec->max_price_micro > 0)
 		json_object_set_new(o, "max_price_micro",
 		    json_integer(spec->max_price_micro));
+	if (o != NULL && spec->array_job_id > 0) {
+		json_object_set_new(o, "array_job_id",
+		    json_integer(spec->array_job_id));
+		json_object_set_new(o, "array_task_id",
+		    json_integer(spec->array_task_id));
+	}
 	return o;
+}
+
+int
+gp_jobspec_copy(struct gp_jobspec *dst, const struct gp_jobspec *src)
+{
+	*dst = *src;
+	dst->command = json_deep_copy(src->command);
+	dst->env = json_deep_copy(src->env);
+	dst->data = json_deep_copy(src->data);
+	if ((src->command != NULL && dst->command == NULL) ||
+	    (src->env != NULL && dst->env == NULL) ||
+	    (src->data != NULL && dst->data == NULL)) {
+		gp_jobspec_fini(dst);
+		return GP_ENOMEM;
+	}
+	return 0;
+}
+
+/* A task index at *p: digits only, at most GP_ARRAY_TASK_MAX. */
+static int
+array_index(const char **p, long *out)
+{
+	long v = 0;
+
+	if (**p < '0' || **p > '9')
+		return -1;
+	while (**p >= '0' && **p <= '9') {
+		v = v * 10 + (**p - '0');
+		if (v > GP_ARRAY_TASK_MAX)
+			return -1;
+		(*p)++;
+	}
+	*out = v;
+	return 0;
+}
+
+static int
+cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+gp_array_parse(const char *text, int **tasks, int *n, char *err,
+    size_t errlen)
+{
+	const char *p = text;
+	long first, last, step;
+	int *v = NULL, count = 0, i;
+
+	if (strchr(text, '%') != NULL)
+		return fail(err, errlen, "array: %%LIMIT (tasks at once) is not "
+					 "supported yet");
+	if ((v = malloc(GP_ARRAY_MAX * sizeof(*v))) == NULL)
+		return GP_ENOMEM;
+	for (;;) {
+		if (array_index(&p, &first) != 0)
+			goto bad;
+		last = first;
+		step = 1;
+		if (*p == '-') {
+			p++;
+			if (array_index(&p, &last) != 0 || last < first)
+				goto bad;
+			if (*p == ':') {
+				p++;
+				if (array_index(&p, &step) != 0 || step < 1)
+					goto bad;
+			}
+		}
+		if ((last - first) / step + 1 > GP_ARRAY_MAX - count) {
+			free(v);
+			return fail(err, errlen,
+			    "array: more than %d tasks", GP_ARRAY_MAX);
+		}
+		for (; first <= last; first += step)
+			v[count++] = (int)first;
+		if (*p == '\0')
+			break;
+		if (*p++ != ',')
+			goto bad;
+	}
+	qsort(v, (size_t)count, sizeof(*v), cmp_int);
+	for (i = 1; i < count; i++)
+		if (v[i] == v[i - 1]) {
+			int twice = v[i];
+			free(v);
+			return fail(err, errlen, "array: task %d given twice",
+			    twice);
+		}
+	*tasks = v;
+	*n = count;
+	return 0;
+bad:
+	free(v);
+	return fail(err, errlen,
+	    "array: '%.64s' is not N, A-B or A-B:STEP items separated by "
+	    "commas (0 <= N <= %d)", text, GP_ARRAY_TASK_MAX);
 }

@@ -27,6 +27,8 @@
 #define GP_MAX_PRICE_MICRO_MAX 1000000000000LL /* GP_PRICE_MICRO_MAX */
 #define GP_NODES_MAX	   64 /* parts of a gang (GP_SCHED_PARTS_MAX) */
 #define GP_CAPABILITY_MAX  999 /* compute capability x 10: 99.9 */
+#define GP_ARRAY_MAX	   10000  /* tasks in one job array */
+#define GP_ARRAY_TASK_MAX  999999 /* the largest task index */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -74,6 +76,14 @@ struct gp_jobspec {
 	/* Accounting (docs/accounting.md). */
 	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
 	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
+	/*
+	 * A task of a job array (POST /v1/jobs/array): the array's id (its
+	 * first job's) and the task's index; 0 and 0 for other jobs. Set by
+	 * the coordinator only; the job sees them as GPUPOOL_ARRAY_JOB_ID
+	 * and GPUPOOL_ARRAY_TASK_ID.
+	 */
+	int64_t array_job_id;
+	int array_task_id;
 };
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
@@ -121,6 +131,24 @@ int gp_mount_path_check(const char *path, char *err, size_t errlen);
  * success. Returns 0 or GP_EINVAL with err set.
  */
 int gp_data_spec_parse(const char *text, json_t **out, char *err,
+    size_t errlen);
+
+/*
+ * A deep copy of src into dst (dst not initialised). Returns 0 or
+ * GP_ENOMEM (dst then needs no gp_jobspec_fini).
+ */
+int gp_jobspec_copy(struct gp_jobspec *dst, const struct gp_jobspec *src);
+
+/*
+ * Parses a job array's task indices as `sbatch --array` writes them:
+ * comma-separated items, each N, A-B or A-B:STEP, 0 <= N <= 999999
+ * (untrusted: fuzzed by tests/fuzz/fuzz_array_spec.c). A "%LIMIT" suffix
+ * (at most LIMIT tasks at once) is refused: not supported yet. OUT:
+ * *tasks (malloc'd, ascending, caller frees), *n (1..GP_ARRAY_MAX),
+ * written only on success. Returns 0, GP_EINVAL with err set (a repeated
+ * index, more than GP_ARRAY_MAX tasks, a malformed item) or GP_ENOMEM.
+ */
+int gp_array_parse(const char *text, int **tasks, int *n, char *err,
     size_t errlen);
 
 /* 1 when the spec asks for a fraction of one GPU. */

@@ -251,10 +251,46 @@ handle_token_revoke(struct MHD_Connection *conn, struct request *req,
 	return queue_op(conn, req, op);
 }
 
+/*
+ * What a submission and a job array share: decodes the spec (text, len)
+ * into op->spec, then pins its data sets and image. Returns 0, or the
+ * HTTP status of the error in err.
+ */
+static int
+submit_prepare(struct request *req, const char *text, size_t len,
+    struct op *op, char *err, size_t errlen)
+{
+	int status;
+
+	gp_jobspec_fini(&op->spec);
+	if (gp_jobspec_decode(text, len, &op->spec, err, errlen) != 0)
+		return 400;
+	if (op->spec.array_job_id != 0) {
+		snprintf(err, errlen, "array_job_id, array_task_id: set by the "
+				      "coordinator (submit to /v1/jobs/array)");
+		return 400;
+	}
+	/* Data sets: readable by the job's owner, pinned to a version. */
+	if ((status = data_pin(req->auth, &op->spec, err, errlen)) != 0)
+		return status;
+	if (op->spec.image[0] != '\0') {
+		/* Pinned now: a later import under the name changes nothing. */
+		char pinned[GP_IMAGE_REF_MAX + 1], why[256];
+		int ret = image_resolve(op->spec.image, pinned, sizeof(pinned),
+		    &op->body, why, sizeof(why));
+		if (ret != 0) {
+			snprintf(err, errlen, "image: %s", why);
+			return ret == GP_EIO ? 500 : 400;
+		}
+		gp_strlcpy(op->spec.image, pinned, sizeof(op->spec.image));
+	}
+	return 0;
+}
+
 static enum MHD_Result
 handle_submit(struct MHD_Connection *conn, struct request *req)
 {
-	char err[256];
+	char err[300];
 	struct op *op;
 	int status;
 
@@ -264,30 +300,80 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 	op = op_new(OP_SUBMIT, &req->auth_copy);
 	if (op == NULL)
 		return reply_error(conn, 503, "out of memory");
-	gp_jobspec_fini(&op->spec);
-	if (gp_jobspec_decode(req->body.data ? req->body.data : "",
-		req->body.len, &op->spec, err, sizeof(err)) != 0) {
-		op_free(op);
-		return reply_error(conn, 400, "%s", err);
-	}
-	/* Data sets: readable by the job's owner, pinned to a version. */
-	if ((status = data_pin(req->auth, &op->spec, err, sizeof(err))) != 0) {
+	status = submit_prepare(req, req->body.data ? req->body.data : "",
+	    req->body.len, op, err, sizeof(err));
+	if (status != 0) {
 		op_free(op);
 		return reply_error(conn, status, "%s", err);
 	}
-	if (op->spec.image[0] != '\0') {
-		/* Pinned now: a later import under the name changes nothing. */
-		char pinned[GP_IMAGE_REF_MAX + 1];
-		int ret = image_resolve(op->spec.image, pinned, sizeof(pinned),
-		    &op->body, err, sizeof(err));
-		if (ret != 0) {
-			op_free(op);
-			return reply_error(conn, ret == GP_EIO ? 500 : 400,
-			    "image: %s", err);
-		}
-		gp_strlcpy(op->spec.image, pinned, sizeof(op->spec.image));
-	}
 	return queue_op(conn, req, op);
+}
+
+/*
+ * POST /v1/jobs/array: {"job": JOBSPEC, "array": "0-999:2,1500"}, one job
+ * per task index, made together (apply_submit_array), all or none.
+ */
+static enum MHD_Result
+handle_submit_array(struct MHD_Connection *conn, struct request *req)
+{
+	static const char *const fields[] = {"job", "array", NULL};
+	const char *bad = NULL;
+	enum MHD_Result rc;
+	json_t *body, *job, *array;
+	char err[300], *text;
+	struct op *op;
+	int status;
+
+	if (req->auth->role == GP_ROLE_PROVIDER)
+		return reply_error(conn, 403,
+		    "a provider token cannot submit jobs");
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	job = json_object_get(body, "job");
+	array = json_object_get(body, "array");
+	if (!only_fields(body, fields, &bad)) {
+		rc = reply_error(conn, 400, "unknown field '%.64s'", bad);
+		goto out;
+	}
+	if (!json_is_object(job) || !json_is_string(array)) {
+		rc = reply_error(conn, 400, "the body must be {\"job\": a job "
+		    "spec, \"array\": task indices such as \"0-999\"}");
+		goto out;
+	}
+	if ((op = op_new(OP_SUBMIT_ARRAY, &req->auth_copy)) == NULL) {
+		rc = reply_error(conn, 503, "out of memory");
+		goto out;
+	}
+	status = gp_array_parse(json_string_value(array), &op->tasks,
+	    &op->ntasks, err, sizeof(err));
+	if (status != 0) {
+		op_free(op);
+		rc = reply_error(conn, status == GP_ENOMEM ? 503 : 400, "%s",
+		    status == GP_ENOMEM ? "out of memory" : err);
+		goto out;
+	}
+	if ((text = json_dumps(job, JSON_COMPACT)) == NULL) {
+		op_free(op);
+		rc = reply_error(conn, 503, "out of memory");
+		goto out;
+	}
+	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
+	free(text);
+	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
+	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
+		snprintf(err, sizeof(err), "env: an array task may set at most "
+		    "%d variables", GP_ENV_MAX - 2);
+		status = 400;
+	}
+	if (status != 0) {
+		op_free(op);
+		rc = reply_error(conn, status, "%s", err);
+		goto out;
+	}
+	rc = queue_op(conn, req, op);
+out:
+	json_decref(body);
+	return rc;
 }
 
 static int
@@ -1156,6 +1242,9 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 	if (n == 2 && strcmp(p[1], "jobs") == 0)
 		return post ? handle_submit(conn, req)
 			    : handle_list_jobs(conn, req);
+	if (n == 3 && strcmp(p[1], "jobs") == 0 &&
+	    strcmp(p[2], "array") == 0 && post)
+		return handle_submit_array(conn, req);
 	if (n >= 3 && strcmp(p[1], "jobs") == 0) {
 		if (!path_id(p[2], &id))
 			return reply_error(conn, 404, "no job '%s'", p[2]);

@@ -306,6 +306,7 @@ struct request {
 /* A change to apply, queued to the state thread by a handler. */
 enum op_type {
 	OP_SUBMIT,
+	OP_SUBMIT_ARRAY, /* a job array: spec and tasks */
 	OP_CANCEL,
 	OP_TOKEN_CREATE,
 	OP_REGISTER,
@@ -335,6 +336,8 @@ struct op {
 	int64_t version, bytes; /* OP_CHECKPOINT */
 	char peer[64];		/* OP_REGISTER: the caller's IP address */
 	struct acct_request acct; /* OP_ACCT, OP_TOKEN_CREATE */
+	int *tasks;		  /* OP_SUBMIT_ARRAY: indices, owned */
+	int ntasks;
 	/* Output. */
 	int status;
 	json_t *result;

@@ -666,6 +666,12 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.command, "env", job->spec.env);
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
+	if (o != NULL && job->spec.array_job_id > 0) {
+		json_object_set_new(o, "array_job_id",
+		    json_integer(job->spec.array_job_id));
+		json_object_set_new(o, "array_task_id",
+		    json_integer(job->spec.array_task_id));
+	}
 	if (o != NULL) {
 		json_object_set_new(o, "image", job->spec.image[0]
 		    ? json_string(job->spec.image) : json_null());
@@ -798,6 +804,16 @@ assignment_to_json(const struct job *job, int part)
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
 	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
+	/* A job array's task: its index and the array's id, as Slurm's. */
+	if (o != NULL && job->spec.array_job_id > 0) {
+		json_t *env = json_copy(job->spec.env); /* the spec keeps its */
+		char v[32];
+		snprintf(v, sizeof(v), "%lld", (long long)job->spec.array_job_id);
+		json_object_set_new(env, "GPUPOOL_ARRAY_JOB_ID", json_string(v));
+		snprintf(v, sizeof(v), "%d", job->spec.array_task_id);
+		json_object_set_new(env, "GPUPOOL_ARRAY_TASK_ID", json_string(v));
+		json_object_set_new(o, "env", env);
+	}
 	/* The pinned data sets; the agent fetches the K-th as data/K. */
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
@@ -1786,6 +1802,7 @@ op_free(struct op *op)
 	gp_jobspec_fini(&op->spec);
 	json_decref(op->body);
 	json_decref(op->result);
+	free(op->tasks);
 	free(op);
 }
 
@@ -2062,6 +2079,55 @@ apply_submit(struct op *op)
 	op->status = 201;
 	op->result = json_pack("{s:I,s:s}", "id", (json_int_t)job->id, "state",
 	    "queued");
+}
+
+/*
+ * A job array: one job per task through apply_submit, ids consecutive
+ * from the first (the array's id), all or none. The checks are the same
+ * for every task, so only the first can fail on them; a later failure
+ * (memory) cancels the tasks already made, so that none runs.
+ */
+static void
+apply_submit_array(struct op *op)
+{
+	int64_t first = state.next_job_id;
+	struct op one;
+	int i, k;
+
+	for (i = 0; i < op->ntasks; i++) {
+		memset(&one, 0, sizeof(one));
+		one.type = OP_SUBMIT;
+		one.caller = op->caller;
+		one.body = op->body; /* borrowed: the image's signers */
+		if (gp_jobspec_copy(&one.spec, &op->spec) != 0) {
+			set_error(op, 503, "out of memory");
+			break;
+		}
+		one.spec.array_job_id = first;
+		one.spec.array_task_id = op->tasks[i];
+		apply_submit(&one);
+		gp_jobspec_fini(&one.spec);
+		if (one.status != 201) {
+			op->status = one.status;
+			json_decref(op->result);
+			op->result = one.result; /* {"error": ...} */
+			break;
+		}
+		json_decref(one.result);
+	}
+	if (i == op->ntasks) {
+		op->status = 201;
+		op->result = json_pack("{s:I,s:I,s:I,s:i,s:s}", "array_job_id",
+		    (json_int_t)first, "first_id", (json_int_t)first,
+		    "last_id", (json_int_t)(first + op->ntasks - 1), "count",
+		    op->ntasks, "state", "queued");
+		return;
+	}
+	for (k = 0; k < i; k++) {
+		struct job *job = state_job(first + k);
+		if (job != NULL && !job_finished(job))
+			job_finish(job, JOB_CANCELLED, "array_incomplete");
+	}
 }
 
 static void
@@ -3034,6 +3100,9 @@ apply(struct op *op)
 	switch (op->type) {
 	case OP_SUBMIT:
 		apply_submit(op);
+		break;
+	case OP_SUBMIT_ARRAY:
+		apply_submit_array(op);
 		break;
 	case OP_CANCEL:
 		apply_cancel(op);

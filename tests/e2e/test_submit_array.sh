@@ -1,0 +1,87 @@
+# Proves job arrays (`gpupool submit --array`, POST /v1/jobs/array): one
+# request makes one job per task index with consecutive ids, printed as
+# FIRST-LAST; every task runs with GPUPOOL_ARRAY_JOB_ID (the first id) and
+# GPUPOOL_ARRAY_TASK_ID (its index); ranges with a step and lists work; a
+# bad spec, too many tasks, a repeated index, %LIMIT or a job no node can
+# run create no job at all; a provider token may not submit an array; the
+# array fields cannot be forged through POST /v1/jobs.
+. "$(dirname "$0")/lib.sh"
+
+start_coordinator
+start_agent alpha 1
+wait_node_up alpha
+
+# next_id: the id the next job will get (the newest job's + 1).
+next_id() {
+	api "$ADMIN_TOKEN" GET "/v1/jobs?all=1"
+	printf '%s' "$API_BODY" | json 'max([j["id"] for j in d["jobs"]] + [0]) + 1'
+}
+
+# --- a range with a step: ids consecutive, the environment per task
+cli submit --array 0-6:3 --gpus 0 --name arr -- \
+	sh -c 'echo "task=$GPUPOOL_ARRAY_TASK_ID array=$GPUPOOL_ARRAY_JOB_ID job=$GPUPOOL_JOB_ID"'
+assert_eq 0 "$CLI_RC" "submit --array ($CLI_ERR)"
+[[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "submit --array printed '$CLI_OUT', not FIRST-LAST"
+first=${BASH_REMATCH[1]} last=${BASH_REMATCH[2]}
+assert_eq $((first + 2)) "$last" "three tasks (0, 3, 6): three consecutive ids"
+k=0
+for task in 0 3 6; do
+	j=$((first + k))
+	wait_final "$j"
+	assert_eq succeeded "$FINAL_STATE" "task $task (job $j)"
+	job_log "$j"
+	assert_contains "$LOG" "task=$task array=$first job=$j" "task $task's environment"
+	assert_eq "$task $first" "$(job_get "$j" 'str(d["array_task_id"]) + " " + str(d["array_job_id"])')" \
+		"job $j shows its task and array"
+	k=$((k + 1))
+done
+
+# --- a list, and one task: one id
+cli submit --array 7 --gpus 0 -- true
+assert_eq 0 "$CLI_RC" "submit --array of one task ($CLI_ERR)"
+is_uint "$CLI_OUT" || fail "one task: printed '$CLI_OUT', not one id"
+cli submit --array 1,5,2 --gpus 0 -- sh -c 'echo t=$GPUPOOL_ARRAY_TASK_ID'
+assert_eq 0 "$CLI_RC" "submit --array of a list ($CLI_ERR)"
+[[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "a list: printed '$CLI_OUT'"
+lf=${BASH_REMATCH[1]}
+wait_final $((lf + 2))
+job_log $((lf + 2))
+assert_contains "$LOG" "t=5" "the list's tasks are made in ascending order"
+
+# --- all or nothing: nothing is made for a refused array
+before=$(next_id)
+for bad in "0-10001" "1,1" "5-2" "0-9%2" "x" "1-" "1000000"; do
+	cli submit --array "$bad" --gpus 0 -- true
+	assert_eq 2 "$CLI_RC" "--array $bad is a usage error ($CLI_ERR)"
+	assert_contains "$CLI_ERR" "array" "--array $bad: the error names the option"
+done
+cli submit --array 0-9 --gpus 4 -- true
+assert_eq 1 "$CLI_RC" "an array no node can run is refused"
+assert_contains "$CLI_ERR" "can ever run" "why the array was refused"
+assert_eq "" "$CLI_OUT" "no ids printed for a refused array"
+cli submit --array 0-3 --wait -- true
+assert_eq 2 "$CLI_RC" "--array with --wait is a usage error"
+# the API checks too (a client other than the CLI)
+api_expect 400 "$ADMIN_TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":"0-20000"}'
+assert_contains "$API_BODY" "more than 10000" "the API's limit"
+api_expect 400 "$ADMIN_TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":3}'
+assert_error_body "array not a string"
+api_expect 400 "$ADMIN_TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":"0-1","x":1}'
+assert_contains "$API_BODY" "unknown field" "an unknown field"
+api_expect 400 "$ADMIN_TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0,"bogus":1},"array":"0-1"}'
+assert_error_body "a bad job spec"
+api_expect 400 "$ADMIN_TOKEN" POST /v1/jobs '{"command":["true"],"gpus":0,"array_job_id":1,"array_task_id":0}'
+assert_contains "$API_BODY" "set by the coordinator" "array fields cannot be forged"
+api_expect 401 - POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":"0-1"}'
+mk_token provider alpha-owner
+api_expect 403 "$TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":"0-1"}'
+assert_eq "$before" "$(next_id)" "no job was made by the refused arrays"
+
+# --- a big array in one request
+cli submit --array 0-999 --gpus 0 --name big -- true
+assert_eq 0 "$CLI_RC" "submit --array 0-999 ($CLI_ERR)"
+[[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "0-999: printed '$CLI_OUT'"
+assert_eq $((BASH_REMATCH[1] + 999)) "${BASH_REMATCH[2]}" "1000 consecutive ids"
+assert_eq 999 "$(job_get "${BASH_REMATCH[2]}" 'd["array_task_id"]')" "the last task's index"
+
+log "job arrays ok"
