@@ -70,10 +70,14 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 		total += sh->weight;
 		for (j = 0; j < n; j++) {
 			me = &e->mix[j];
+			/* Models by text: each job's lives in its own spec
+			 * (by address, 100,000 queued jobs were 100,000
+			 * entries, and building the mix was quadratic). */
 			if (me->cpu == sh->cpu_milli &&
 			    me->mem == sh->mem_mib && me->gpus == sh->gpus &&
 			    me->milli == milli &&
-			    me->model_want == sh->gpu_model)
+			    strcmp(me->model_want != NULL ? me->model_want : "",
+			        sh->gpu_model != NULL ? sh->gpu_model : "") == 0)
 				break;
 		}
 		if (j < n) {

@@ -3226,7 +3226,7 @@ state_main(void *arg)
 {
 	struct op *batch, *op, *next;
 	struct timespec ts;
-	int64_t last_lease_check = 0, now, t[6];
+	int64_t last_lease_check = 0, now, t[8];
 	int nops;
 
 	(void)arg;
@@ -3258,10 +3258,12 @@ state_main(void *arg)
 			gp_fatalx("cannot begin a database transaction");
 		for (op = batch, nops = 0; op != NULL; op = op->next, nops++)
 			apply(op);
+		t[6] = gp_mono_us();
 		if (now - last_lease_check >= 100) {
 			expire_leases(now);
 			last_lease_check = now;
 		}
+		t[7] = gp_mono_us();
 		acct_tick(now);
 		t[2] = gp_mono_us();
 		if (state.sched_dirty)
@@ -3280,10 +3282,12 @@ state_main(void *arg)
 		t[5] = gp_mono_us();
 		if (t[5] - t[0] >= SLOW_BATCH_US)
 			gp_warn("slow state batch ops=%d lock_wait_ms=%.1f "
-				"apply_ms=%.1f schedule_ms=%.1f commit_ms=%.1f "
-				"publish_ms=%.1f",
+				"apply_ms=%.1f leases_ms=%.1f acct_ms=%.1f "
+				"schedule_ms=%.1f commit_ms=%.1f publish_ms=%.1f",
 			    nops, (double)(t[1] - t[0]) / 1e3,
-			    (double)(t[2] - t[1]) / 1e3,
+			    (double)(t[6] - t[1]) / 1e3,
+			    (double)(t[7] - t[6]) / 1e3,
+			    (double)(t[2] - t[7]) / 1e3,
 			    (double)(t[3] - t[2]) / 1e3,
 			    (double)(t[4] - t[3]) / 1e3,
 			    (double)(t[5] - t[4]) / 1e3);
