@@ -3219,7 +3219,7 @@ publish(void)
 }
 
 /* A batch this long is logged with where its time went. */
-#define SLOW_BATCH_US 20000
+#define SLOW_BATCH_US 100000
 
 static void *
 state_main(void *arg)
