@@ -15,8 +15,12 @@
  *             coordinator's CPU and memory over the phase (--coord-pid);
  *   backlog   (--backlog N) every node pauses (an offer with accepting
  *             false, as `gpupool provider pause` sends), N jobs are
- *             submitted, every node resumes: placement rate is N over the
- *             time from the first resume to the last assignment received.
+ *             submitted, every node resumes: the fill rate is the jobs
+ *             that fit (min(N, GPUs)) over the time from the first resume
+ *             to the last of them received, the agents holding their
+ *             reports meanwhile (the coordinator's placement alone); the
+ *             placement rate is N over the time to the last assignment,
+ *             the rest placed as jobs end (bound by the reports).
  *
  * Prints "metric value unit" lines. The open-file limit is raised as far
  * as the process may (the hard limit, and the hard limit itself up to
@@ -173,6 +177,13 @@ static struct curl_slist *headers;
 static int epfd;
 static int64_t timeout_poll = -1, timeout_other = -1; /* µs deadlines */
 static struct xfer *free_xfers, *retry_list;
+/*
+ * Backlog phase: while set, the agents hold their started reports (in
+ * held_reports) so that the resume offers are not queued behind them on
+ * the shared connections; the tick sends them once it is cleared.
+ */
+static atomic_int hold_reports;
+static struct xfer *held_reports;
 static _Atomic int heartbeat_ms = 1000; /* the longest period asked */
 
 /* The heartbeat period a register or heartbeat answer asks for. */
@@ -530,7 +541,12 @@ on_poll_done(struct xfer *x, long status)
 		note(rep->job_id, t, 1);
 		atomic_fetch_add(&dispatched, 1);
 		run_add(a, rep->job_id, rep->attempt);
-		start_report(rep);
+		if (atomic_load(&hold_reports)) {
+			rep->next = held_reports;
+			held_reports = rep;
+		} else {
+			start_report(rep);
+		}
 	}
 	atomic_fetch_add(&cancels_seen,
 	    (long)json_array_size(json_object_get(r, "cancels")));
@@ -739,6 +755,12 @@ tick(void)
 				start_heartbeat(a, 0);
 		}
 	}
+	if (!atomic_load(&hold_reports))
+		while ((x = held_reports) != NULL) {
+			held_reports = x->next;
+			x->next = NULL;
+			start_report(x);
+		}
 	for (pp = &retry_list; (x = *pp) != NULL;) {
 		if (x->retry_at > now) {
 			pp = &x->next;
@@ -1336,7 +1358,8 @@ main(int argc, char **argv)
 
 	/* ---- backlog ---- */
 	if (opt.backlog > 0) {
-		int64_t t_resume, first_ack, last_recv;
+		int64_t t_resume, first_ack, last_recv, t_fill;
+		long fill;
 		size_t nl;
 		int64_t *lat;
 		long before;
@@ -1365,6 +1388,16 @@ main(int argc, char **argv)
 		before = atomic_load(&dispatched) - base_dispatched;
 		printf("backlog_placed_while_paused %ld jobs\n", before);
 		sample(&s0);
+		/*
+		 * Fill: until every agent has the resume and the pool is full
+		 * (or the backlog placed), the agents hold their reports: the
+		 * placement of what fits is the coordinator's alone, not
+		 * bound by jobs ending.
+		 */
+		fill = (long)opt.agents * opt.gpus < atomic_load(&acked)
+		    ? (long)opt.agents * opt.gpus
+		    : atomic_load(&acked);
+		atomic_store(&hold_reports, 1);
 		t_resume = gp_mono_us();
 		if (set_offer(1) != 0)
 			fprintf(stderr, "bench_agents: not every agent took "
@@ -1372,6 +1405,16 @@ main(int argc, char **argv)
 			    atomic_load(&offer_acks), opt.agents);
 		printf("backlog_resume_seconds %.2f s\n",
 		    (double)(gp_mono_us() - t_resume) / 1e6);
+		wait_for(&dispatched, base_dispatched + fill, opt.drain_s);
+		t_fill = gp_mono_us();
+		atomic_store(&hold_reports, 0);
+		printf("backlog_fill_jobs %ld jobs\n",
+		    atomic_load(&dispatched) - base_dispatched);
+		printf("backlog_fill_seconds %.2f s\n",
+		    (double)(t_fill - t_resume) / 1e6);
+		printf("backlog_fill_rate %.0f jobs/s\n",
+		    (double)(atomic_load(&dispatched) - base_dispatched) /
+			((double)(t_fill - t_resume) / 1e6));
 		wait_for(&dispatched, base_dispatched + atomic_load(&acked),
 		    opt.drain_s * 5);
 		sample(&s1);
