@@ -64,6 +64,13 @@ struct gp_agent {
 
 	/* Link state, under lock; cond signals a change of node_id. */
 	pthread_mutex_t lock;
+	/*
+	 * Held by the poll thread while it applies an answer; gp_link_stop
+	 * takes it once after setting stop, so that no answer is applied
+	 * after the provider and executor are freed (the poll thread is
+	 * detached: a long poll may hold it for a minute).
+	 */
+	pthread_mutex_t apply_lock;
 	pthread_cond_t cond;
 	int64_t node_id;	/* 0 while (re-)registering */
 	int heartbeat_ms;

@@ -383,8 +383,12 @@ poll_main(void *arg)
 			    &answer, err, sizeof(err)) != 0)
 				gp_error("bad poll answer from coordinator: %s",
 				    err);
-			else
-				apply_poll(ag, &answer);
+			else {
+				pthread_mutex_lock(&ag->apply_lock);
+				if (!atomic_load(&ag->stop))
+					apply_poll(ag, &answer);
+				pthread_mutex_unlock(&ag->apply_lock);
+			}
 			gp_poll_answer_fini(&answer);
 			gp_http_response_fini(&resp);
 			continue;
@@ -420,4 +424,7 @@ gp_link_stop(struct gp_agent *ag)
 	pthread_cond_broadcast(&ag->cond);
 	pthread_mutex_unlock(&ag->lock);
 	pthread_join(heartbeat_thread, NULL);
+	/* An answer being applied finishes; later ones see stop. */
+	pthread_mutex_lock(&ag->apply_lock);
+	pthread_mutex_unlock(&ag->apply_lock);
 }

@@ -410,6 +410,7 @@ gp_agent_main(int argc, char **argv)
 		goto out;
 	live_agent = ag;
 	pthread_mutex_init(&ag->lock, NULL);
+	pthread_mutex_init(&ag->apply_lock, NULL);
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
 	pthread_cond_init(&ag->cond, &cattr);
