@@ -3168,15 +3168,26 @@ state_heartbeat_ms(int64_t *heartbeat_ms, int64_t *lease_ms)
 	    : state.cfg.lease_ms * hb / state.cfg.heartbeat_ms;
 }
 
-/* Nodes whose lease ran out: their jobs go back to the queue. */
-static void
+/*
+ * Nodes whose lease ran out: their jobs go back to the queue. At most
+ * LEASE_JOBS_MAX jobs a batch: when thousands of leases run out at once
+ * (10,000 agents, a stalled network), requeueing all of them under the
+ * state lock held it for seconds. Returns 1 when nodes are left for the
+ * next batch (which then runs at once), resuming after the last seen.
+ */
+#define LEASE_JOBS_MAX 256
+static int
 expire_leases(int64_t now)
 {
-	int64_t id;
+	static int64_t next_id = 1;
+	int64_t id, k, taken = 0;
 
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *n = state.nodes[id];
+	for (k = 1; k < state.nnodes; k++) {
+		struct node *n;
 		int64_t seen;
+		id = next_id < state.nnodes ? next_id : 1;
+		next_id = id + 1;
+		n = state.nodes[id];
 		if (n == NULL || (n->njobs == 0 && !n->up))
 			continue;
 		seen = atomic_load(&n->last_seen_mono);
@@ -3189,8 +3200,12 @@ expire_leases(int64_t now)
 			live_node_changed(n);
 		}
 		n->up = 0;
+		taken += n->njobs;
 		node_lose_jobs(n, "node_lost");
+		if (taken >= LEASE_JOBS_MAX)
+			return 1;
 	}
+	return 0;
 }
 
 static void
@@ -3227,12 +3242,13 @@ state_main(void *arg)
 	struct op *batch, *op, *next;
 	struct timespec ts;
 	int64_t last_lease_check = 0, now, t[8];
-	int nops;
+	int nops, lease_more = 0;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&op_lock);
-		if (op_head == NULL && !stopping && !state.sched_more) {
+		if (op_head == NULL && !stopping && !state.sched_more &&
+		    !lease_more) {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += 100 * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {
@@ -3259,8 +3275,8 @@ state_main(void *arg)
 		for (op = batch, nops = 0; op != NULL; op = op->next, nops++)
 			apply(op);
 		t[6] = gp_mono_us();
-		if (now - last_lease_check >= 100) {
-			expire_leases(now);
+		if (now - last_lease_check >= 100 || lease_more) {
+			lease_more = expire_leases(now);
 			last_lease_check = now;
 		}
 		t[7] = gp_mono_us();
