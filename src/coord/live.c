@@ -414,6 +414,19 @@ flush_changes(void)
  * queue's shapes and what runs, refreshed every few seconds (each refresh
  * makes the policy score every node again).
  */
+/* What a job asks of one node, as the request mix counts it. */
+static void
+mix_shape(const struct job *j, double weight, struct gp_sched_shape *sh)
+{
+	sh->cpu_milli = j->sj.cpu_milli;
+	sh->mem_mib = j->sj.mem_mib;
+	sh->gpus = j->sj.shared ? 1 : j->sj.gpus;
+	sh->gpu_milli = j->sj.shared && j->sj.gpu_milli > 0 ? j->sj.gpu_milli
+	                                                 : GP_SCHED_MILLI;
+	sh->gpu_model = j->spec.gpu_model;
+	sh->weight = weight;
+}
+
 static void
 refresh_mix(void)
 {
@@ -442,14 +455,7 @@ refresh_mix(void)
 		const struct job *j = state.queue[i];
 		if (j == NULL)
 			continue;
-		sh[n].cpu_milli = j->sj.cpu_milli;
-		sh[n].mem_mib = j->sj.mem_mib;
-		sh[n].gpus = j->sj.shared ? 1 : j->sj.gpus;
-		sh[n].gpu_milli = j->sj.shared && j->sj.gpu_milli > 0
-		    ? j->sj.gpu_milli
-		    : GP_SCHED_MILLI;
-		sh[n].gpu_model = j->spec.gpu_model;
-		sh[n++].weight = j->nparts;
+		mix_shape(j, j->nparts, &sh[n++]);
 	}
 	for (id = 1; id < state.nnodes; id++) {
 		struct node *nd = state.nodes[id];
@@ -457,14 +463,7 @@ refresh_mix(void)
 			const struct job *j = state_job(nd->jobs[k]);
 			if (j == NULL)
 				continue;
-			sh[n].cpu_milli = j->sj.cpu_milli;
-			sh[n].mem_mib = j->sj.mem_mib;
-			sh[n].gpus = j->sj.shared ? 1 : j->sj.gpus;
-			sh[n].gpu_milli = j->sj.shared && j->sj.gpu_milli > 0
-			    ? j->sj.gpu_milli
-			    : GP_SCHED_MILLI;
-			sh[n].gpu_model = j->spec.gpu_model;
-			sh[n++].weight = 1;
+			mix_shape(j, 1, &sh[n++]);
 		}
 	}
 	mix.shapes = sh;
