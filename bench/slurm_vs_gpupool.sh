@@ -22,7 +22,14 @@
 #      cancelled and the node given back. Also its batch form, what a user
 #      would do: the same N jobs as one job array (sbatch --array=0-N-1 /
 #      gpupool submit --array 0-N-1), timed from the command's start to
-#      its exit.
+#      its exit. And the floor of that harness on this machine: the same
+#      N runs through the same xargs -P C of an empty program (a static
+#      `int main(void) { return 0; }` built in the scratch directory;
+#      dynamic, with a note, where static libc is missing). No tool that
+#      runs one process per submission can go faster here than that
+#      floor, whatever its own work costs: w3_floor_ratio_to_slurm says
+#      how many times sbatch's rate that floor is, so the highest ratio
+#      w3_ratio could reach on this machine.
 #
 # Every daemon it started is stopped at exit, also on failure or Ctrl-C.
 # Needs root (the daemons, mknod) and the optional package set:
@@ -427,6 +434,27 @@ submit_rate_array() {
 	wait_idle "$sys" >&2
 }
 
+# The floor of workload 3's harness: an empty program, built once.
+EMPTY="$SCRATCH/empty"
+printf 'int main(void) { return 0; }\n' >"$SCRATCH/empty.c"
+EMPTY_KIND=static
+if ! cc -O2 -static -o "$EMPTY" "$SCRATCH/empty.c" 2>/dev/null; then
+	EMPTY_KIND=dynamic
+	echo "note: static libc missing, the floor's empty program is" \
+		"dynamic (slower to start)" >&2
+	cc -O2 -o "$EMPTY" "$SCRATCH/empty.c" || die "cannot build $EMPTY"
+fi
+SUBMIT_floor=("$EMPTY")
+# Workload 3's floor: SUBMIT runs of the empty program through the same
+# xargs; prints the runs/s.
+floor_rate() {
+	local t0 t1
+	t0=$(now)
+	submit_many SUBMIT floor "$SUBMIT" || die "the empty program failed"
+	t1=$(now)
+	echo "$SUBMIT / $(elapsed "$t0" "$t1")" | bc -l | xargs printf '%.1f\n'
+}
+
 # ---- the run ----
 
 echo "machine_cpus $(nproc) cpus"
@@ -445,7 +473,7 @@ t0=$(now); for _ in $(seq 100); do "$BIN" --version >/dev/null; done; t1=$(now)
 echo "cli_start_gpupool $(echo "10 * ($t1 - $t0)" | bc -l |
 	xargs printf '%.2f') ms"
 
-declare -A W1 W1S W2P50 W2P99 W3 W3A
+declare -A W1 W1S W2P50 W2P99 W3 W3A W3F
 want() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
 for r in $(seq "$ROUNDS"); do
 	want 1 || break
@@ -485,6 +513,10 @@ for r in $(seq "$ROUNDS"); do
 		echo "w3_${sys}_round$r $v submissions/s (load $(load))"
 		W3[$sys]+="$v "
 	done
+	v=$(floor_rate) || exit 1
+	echo "w3_floor_round$r $v submissions/s (load $(load);" \
+		"$EMPTY_KIND empty program)"
+	W3F[floor]+="$v "
 done
 for r in $(seq "$ROUNDS"); do
 	want 3 || break
@@ -521,6 +553,10 @@ if want 3; then
 	echo "w3_submit_rate_slurm $s3 submissions/s"
 	echo "w3_submit_rate_gpupool $g3 submissions/s"
 	echo "w3_ratio $(ratio "$g3" "$s3") x (target >= 10)"
+	f3=$(m "${W3F[floor]}")
+	echo "w3_floor_empty_process $f3 submissions/s"
+	echo "w3_floor_ratio_to_slurm $(ratio "$f3" "$s3") x"
+	echo "w3_ratio_to_floor $(ratio "$g3" "$f3") x"
 	s3a=$(m "${W3A[slurm]}") g3a=$(m "${W3A[gpupool]}")
 	echo "w3array_submit_rate_slurm $s3a jobs/s"
 	echo "w3array_submit_rate_gpupool $g3a jobs/s"
