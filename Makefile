@@ -32,9 +32,14 @@ LDFLAGS += $(SANFLAGS)
 # http-parser (the CLI's client, http_lite.c) ships no pkg-config file.
 LDLIBS = $(PKG_LIBS) -lcsv -lhttp_parser -lpthread -ldl -lm
 # The `gpupool` executable links only what its own commands need
-# (src/main.c, src/lite/): see libgpupool.so below.
-LITE_LIBS = $(shell pkg-config --libs jansson libsodium 2>/dev/null || \
-	echo -ljansson -lsodium) -lhttp_parser -ldl -lm
+# (src/main.c, src/lite/): see libgpupool.so below. jansson, libsodium,
+# http-parser and libm go in statically (their .a come with the -dev
+# packages): each shared library the loader maps and relocates costs a
+# CLI start (issue 6, workload 3: one process per submission); libc stays
+# shared, so dlopen of libgpupool.so (which has its own copies, only argv
+# crosses) keeps working.
+LITE_LIBS = -Wl,-Bstatic -ljansson -lsodium -lhttp_parser -lm \
+	-Wl,-Bdynamic -ldl
 
 LIB_SRC = $(wildcard src/common/*.c src/coord/*.c src/agent/*.c src/cli/*.c \
 	src/sim/*.c)

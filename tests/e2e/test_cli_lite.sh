@@ -1,5 +1,7 @@
 # Proves the `gpupool` executable's split (src/main.c, src/lite/): it links
-# none of libcurl, libmicrohttpd, SQLite, libarchive, libyaml, libcsv; its
+# none of libcurl, libmicrohttpd, SQLite, libarchive, libyaml, libcsv, and
+# loads no shared library but libc's (jansson, libsodium, http-parser
+# and libm are in it); its
 # own commands (submit, wait, ps, show, logs, cancel, token ...) talk to
 # the real coordinator over http_lite.c even with no libgpupool.so beside
 # it (a copy of the executable alone), with the coordinator's messages for
@@ -12,6 +14,13 @@ deps=$(ldd "$GP")
 for lib in libcurl libmicrohttpd libsqlite3 libarchive libyaml libcsv; do
 	assert_not_contains "$deps" "$lib" "the executable links $lib"
 done
+# jansson, libsodium, http-parser and libm are linked in statically (a
+# shared library less to map and relocate at each start); libc is shared.
+needed=$(readelf -d "$GP" | grep NEEDED)
+for lib in libjansson libsodium libhttp_parser libm.so; do
+	assert_not_contains "$needed" "$lib" "the executable loads $lib"
+done
+assert_contains "$needed" "libc.so" "the executable loads libc"
 
 start_coordinator
 start_agent alpha 1
