@@ -1985,30 +1985,34 @@ state_note_image_signed(const char *digest, const char *key)
 	state_submit_op(op);
 }
 
-static void
-apply_submit(struct op *op)
+/*
+ * A submission's checks, on op->spec: its group (op->spec.group becomes
+ * the group's name) and whether any node could ever run it. Returns 0
+ * with *group_id, or -1 with the op's error set.
+ */
+static int
+submit_check(struct op *op, int64_t *group_id)
 {
 	struct gp_sched_node *snodes = NULL;
 	struct gp_sched_job sj;
 	struct gp_sched_image im;
-	struct job *job, tmpjob;
+	struct job tmpjob;
 	size_t nn = 0;
 	int fits;
 	char why[1024];
-	int64_t group_id;
 
-	switch (state_job_group(&op->caller, op->spec.group, &group_id)) {
+	switch (state_job_group(&op->caller, op->spec.group, group_id)) {
 	case 0:
 		break;
 	case GP_EPERM:
 		set_error(op, 403, "group: %s is not a member of group '%s'",
 		    op->caller.name, op->spec.group);
-		return;
+		return -1;
 	default:
 		set_error(op, 400, "group: no group '%s'", op->spec.group);
-		return;
+		return -1;
 	}
-	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, group_id),
+	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, *group_id),
 	    sizeof(op->spec.group));
 	/*
 	 * Can any node we know, up or down, ever run it? When an owner
@@ -2020,7 +2024,7 @@ apply_submit(struct op *op)
 	} else {
 		if (live_hw_nodes(&snodes, &nn) != 0) {
 			set_error(op, 503, "out of memory");
-			return;
+			return -1;
 		}
 		live_sched_job(NULL, &op->spec, &sj);
 		memset(&tmpjob, 0, sizeof(tmpjob));
@@ -2036,7 +2040,7 @@ apply_submit(struct op *op)
 			job_set_signers(&tmpjob, NULL);
 			set_error(op, 422, "no node in the pool would accept "
 			    "this job: %s", why);
-			return;
+			return -1;
 		}
 		fits = gp_sched_can_ever_fit(snodes, nn, &sj, why,
 		    sizeof(why));
@@ -2045,22 +2049,36 @@ apply_submit(struct op *op)
 	}
 	if (fits < 0) {
 		set_error(op, 503, "out of memory");
-		return;
+		return -1;
 	}
 	if (!fits) {
 		set_error(op, 422, "no node in the pool can ever run this job: %s",
 		    why);
-		return;
+		return -1;
 	}
-	job = calloc(1, sizeof(*job));
+	return 0;
+}
+
+/*
+ * A queued job of op's caller with *spec, which it takes (*spec is left
+ * empty), in memory (the caller persists it). NULL, with the op's error
+ * set, when out of memory.
+ */
+static struct job *
+submit_make(struct op *op, struct gp_jobspec *spec, int64_t group_id)
+{
+	struct job *job = calloc(1, sizeof(*job));
+
 	if (job == NULL) {
 		set_error(op, 503, "out of memory");
-		return;
+		return NULL;
 	}
 	job->id = state.next_job_id;
 	gp_strlcpy(job->user, op->caller.name, sizeof(job->user));
-	job->spec = op->spec;
-	gp_jobspec_init(&op->spec); /* the job owns the spec now */
+	job->spec = *spec;
+	/* The job owns the spec now (no new empty containers: an array
+	 * makes a thousand jobs; gp_jobspec_fini takes NULLs). */
+	memset(spec, 0, sizeof(*spec));
 	job->state = JOB_QUEUED;
 	job->submitted_ms = gp_now_ms();
 	job->queue_pos = -1;
@@ -2072,49 +2090,67 @@ apply_submit(struct op *op)
 	if (job_parts_alloc(job) != 0 || job_insert(job) != 0 ||
 	    queue_insert(job) != 0) {
 		set_error(op, 503, "out of memory");
-		return;
+		return NULL;
 	}
-	persist_job(job);
 	state.sched_dirty = 1;
+	return job;
+}
+
+static void
+apply_submit(struct op *op)
+{
+	struct job *job;
+	int64_t group_id;
+
+	if (submit_check(op, &group_id) != 0 ||
+	    (job = submit_make(op, &op->spec, group_id)) == NULL)
+		return;
+	persist_job(job);
 	op->status = 201;
 	op->result = json_pack("{s:I,s:s}", "id", (json_int_t)job->id, "state",
 	    "queued");
 }
 
+
 /*
- * A job array: one job per task through apply_submit, ids consecutive
- * from the first (the array's id), all or none. The checks are the same
- * for every task, so only the first can fail on them; a later failure
- * (memory) cancels the tasks already made, so that none runs.
+ * A job array: one job per task, ids consecutive from the first (the
+ * array's id), all or none. The checks are the same for every task, so
+ * they are made once; a later failure (memory) cancels the tasks already
+ * made, so that none runs. The tasks' rows share their spec's text
+ * (store_array_text).
  */
 static void
 apply_submit_array(struct op *op)
 {
-	int64_t first = state.next_job_id;
-	struct op one;
+	int64_t first = state.next_job_id, group_id;
+	struct store_array_text text;
+	struct gp_jobspec spec;
+	struct job *job;
 	int i, k;
 
+	if (submit_check(op, &group_id) != 0)
+		return;
+	op->spec.array_job_id = first;
+	op->spec.array_task_id = 0;
+	if (store_array_text_init(&text, &op->spec) != 0) {
+		set_error(op, 503, "out of memory");
+		return;
+	}
 	for (i = 0; i < op->ntasks; i++) {
-		memset(&one, 0, sizeof(one));
-		one.type = OP_SUBMIT;
-		one.caller = op->caller;
-		one.body = op->body; /* borrowed: the image's signers */
-		if (gp_jobspec_copy(&one.spec, &op->spec) != 0) {
+		if (gp_jobspec_copy(&spec, &op->spec) != 0) {
 			set_error(op, 503, "out of memory");
 			break;
 		}
-		one.spec.array_job_id = first;
-		one.spec.array_task_id = op->tasks[i];
-		apply_submit(&one);
-		gp_jobspec_fini(&one.spec);
-		if (one.status != 201) {
-			op->status = one.status;
-			json_decref(op->result);
-			op->result = one.result; /* {"error": ...} */
+		spec.array_task_id = op->tasks[i];
+		job = submit_make(op, &spec, group_id);
+		gp_jobspec_fini(&spec);
+		if (job == NULL)
 			break;
-		}
-		json_decref(one.result);
+		if (store_put_array_task(job, &text) != 0)
+			gp_fatalx("cannot write job %lld to the database",
+			    (long long)job->id);
 	}
+	store_array_text_fini(&text);
 	if (i == op->ntasks) {
 		op->status = 201;
 		op->result = json_pack("{s:I,s:I,s:I,s:i,s:s}", "array_job_id",
@@ -2124,9 +2160,9 @@ apply_submit_array(struct op *op)
 		return;
 	}
 	for (k = 0; k < i; k++) {
-		struct job *job = state_job(first + k);
-		if (job != NULL && !job_finished(job))
-			job_finish(job, JOB_CANCELLED, "array_incomplete");
+		struct job *j = state_job(first + k);
+		if (j != NULL && !job_finished(j))
+			job_finish(j, JOB_CANCELLED, "array_incomplete");
 	}
 }
 

@@ -223,13 +223,23 @@ parts_json(const struct job *job, const struct attempt_record *a, json_t *h)
 	json_object_set_new(h, "gang_failed", json_boolean(job->gang_failed));
 }
 
-int
-store_put_job(const struct job *job)
+/*
+ * The job's row; spec_text, when not NULL, is the text of the job's spec
+ * (store_array_text), else it is encoded here. A job that never ran (no
+ * GPUs, no history) has "[]" for both without going through jansson:
+ * each dump costs a loop-check table, what an array's thousand tasks feel.
+ */
+static int
+put_job(const struct job *job, const char *spec_text)
 {
 	sqlite3_stmt *s = put_job_stmt;
-	json_t *gpus = json_array(), *hist = json_array();
+	json_t *gpus = NULL, *hist = NULL;
 	int i;
 
+	if (job->ngpus > 0 || job->nhistory > 0) {
+		gpus = json_array();
+		hist = json_array();
+	}
 	for (i = 0; i < job->ngpus; i++)
 		json_array_append_new(gpus, json_integer(job->gpus[i]));
 	for (i = 0; i < job->nhistory; i++) {
@@ -257,13 +267,17 @@ store_put_job(const struct job *job)
 	}
 	sqlite3_bind_int64(s, 1, job->id);
 	sqlite3_bind_text(s, 2, job->user, -1, SQLITE_STATIC);
-	if (bind_json(s, 3, gp_jobspec_encode(&job->spec)) != 0)
+	if (spec_text != NULL)
+		sqlite3_bind_text(s, 3, spec_text, -1, SQLITE_STATIC);
+	else if (bind_json(s, 3, gp_jobspec_encode(&job->spec)) != 0)
 		goto fail;
 	sqlite3_bind_int(s, 4, (int)job->state);
 	sqlite3_bind_int(s, 5, job->cancel_requested);
 	sqlite3_bind_int(s, 6, job->attempts);
 	sqlite3_bind_int64(s, 7, job->node_id);
-	if (bind_json(s, 8, gpus) != 0)
+	if (gpus == NULL)
+		sqlite3_bind_text(s, 8, "[]", 2, SQLITE_STATIC);
+	else if (bind_json(s, 8, gpus) != 0)
 		goto fail_hist;
 	sqlite3_bind_int64(s, 9, job->submitted_ms);
 	sqlite3_bind_int64(s, 10, job->started_ms);
@@ -274,7 +288,9 @@ store_put_job(const struct job *job)
 	sqlite3_bind_text(s, 15, job->reason, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 16, job->message ? job->message : "", -1,
 	    SQLITE_STATIC);
-	if (bind_json(s, 17, hist) != 0)
+	if (hist == NULL)
+		sqlite3_bind_text(s, 17, "[]", 2, SQLITE_STATIC);
+	else if (bind_json(s, 17, hist) != 0)
 		goto fail_reset;
 	sqlite3_bind_int64(s, 18, job->log_base);
 	sqlite3_bind_int(s, 19, job->log_truncated);
@@ -287,6 +303,96 @@ fail_reset:
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
 	return GP_ENOMEM;
+}
+
+int
+store_put_job(const struct job *job)
+{
+	return put_job(job, NULL);
+}
+
+/* The spec's text with its array_task_id set to TASK, in a new string. */
+static char *
+spec_text_with_task(const struct gp_jobspec *spec, int task)
+{
+	struct gp_jobspec one = *spec; /* (shallow: only encoded) */
+	json_t *o;
+	char *text;
+
+	one.array_task_id = task;
+	if ((o = gp_jobspec_encode(&one)) == NULL)
+		return NULL;
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+int
+store_array_text_init(struct store_array_text *t,
+    const struct gp_jobspec *spec)
+{
+	static const char tail[] = "\"array_task_id\":0}";
+	char *zero, *check = NULL;
+	size_t len, tlen = sizeof(tail) - 1;
+	char probe[GP_STORE_ARRAY_TEXT_EXTRA + 1];
+	int ok = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (spec->array_job_id <= 0)
+		return 0;
+	/*
+	 * The tasks' specs differ only in array_task_id, which the encoder
+	 * writes last: the text up to its value is made once. Checked here
+	 * against the encoder itself (task 0 and a large index); where it
+	 * does not hold, every task is encoded (prefix NULL).
+	 */
+	if ((zero = spec_text_with_task(spec, 0)) == NULL)
+		return GP_ENOMEM;
+	len = strlen(zero);
+	if (len > tlen && strcmp(zero + len - tlen, tail) == 0) {
+		zero[len - 2] = '\0'; /* keep `..."array_task_id":` */
+		t->prefix = zero;
+		t->prefix_len = len - 2;
+		zero = NULL;
+		if ((check = spec_text_with_task(spec, GP_ARRAY_TASK_MAX)) ==
+		    NULL) {
+			store_array_text_fini(t);
+			return GP_ENOMEM;
+		}
+		snprintf(probe, sizeof(probe), "%d}", GP_ARRAY_TASK_MAX);
+		ok = strncmp(check, t->prefix, t->prefix_len) == 0 &&
+		    strcmp(check + t->prefix_len, probe) == 0;
+		free(check);
+	}
+	free(zero);
+	if (!ok)
+		store_array_text_fini(t);
+	else if ((t->buf = malloc(t->prefix_len +
+	              GP_STORE_ARRAY_TEXT_EXTRA + 1)) == NULL) {
+		store_array_text_fini(t);
+		return GP_ENOMEM;
+	} else
+		memcpy(t->buf, t->prefix, t->prefix_len);
+	return 0;
+}
+
+void
+store_array_text_fini(struct store_array_text *t)
+{
+	free(t->prefix);
+	free(t->buf);
+	memset(t, 0, sizeof(*t));
+}
+
+int
+store_put_array_task(const struct job *job, struct store_array_text *t)
+{
+	if (t->prefix == NULL || job->spec.array_task_id < 0 ||
+	    job->spec.array_task_id > GP_ARRAY_TASK_MAX)
+		return put_job(job, NULL);
+	snprintf(t->buf + t->prefix_len, GP_STORE_ARRAY_TEXT_EXTRA + 1, "%d}",
+	    job->spec.array_task_id);
+	return put_job(job, t->buf);
 }
 
 int

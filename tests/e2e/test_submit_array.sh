@@ -4,7 +4,8 @@
 # GPUPOOL_ARRAY_TASK_ID (its index); ranges with a step and lists work; a
 # bad spec, too many tasks, a repeated index, %LIMIT or a job no node can
 # run create no job at all; a provider token may not submit an array; the
-# array fields cannot be forged through POST /v1/jobs.
+# array fields cannot be forged through POST /v1/jobs; queued tasks come
+# back from a kill -9 of the coordinator as they were submitted.
 . "$(dirname "$0")/lib.sh"
 
 start_coordinator
@@ -76,6 +77,41 @@ api_expect 401 - POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"arra
 mk_token provider alpha-owner
 api_expect 403 "$TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":"0-1"}'
 assert_eq "$before" "$(next_id)" "no job was made by the refused arrays"
+
+# --- queued tasks survive a kill -9 of the coordinator as submitted (their
+# rows share the spec's text, store_array_text): index, array, name,
+# command and environment, then run with them
+cli submit --gpus 1 -- sleep 300
+assert_eq 0 "$CLI_RC" "submit the blocker ($CLI_ERR)"
+blocker=$CLI_OUT
+wait_state "$blocker" running
+cli submit --array 4,70,999999 --gpus 1 --name kept --env K=v -- \
+	sh -c 'echo "t=$GPUPOOL_ARRAY_TASK_ID a=$GPUPOOL_ARRAY_JOB_ID k=$K"'
+assert_eq 0 "$CLI_RC" "submit --array 4,70,999999 ($CLI_ERR)"
+[[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "4,70,999999: printed '$CLI_OUT'"
+kf=${BASH_REMATCH[1]}
+assert_eq queued "$(job_state "$kf")" "the tasks wait for the blocker"
+kill9_coordinator
+start_coordinator
+k=0
+for task in 4 70 999999; do
+	j=$((kf + k))
+	assert_eq "queued $task $kf kept sh v" "$(job_get "$j" \
+	    'd["state"] + " " + str(d["array_task_id"]) + " " + str(d["array_job_id"]) + " " + d["name"] + " " + d["command"][0] + " " + d["env"]["K"]')" \
+	    "task $task (job $j) after the restart"
+	k=$((k + 1))
+done
+cli cancel "$blocker"
+assert_eq 0 "$CLI_RC" "cancel the blocker ($CLI_ERR)"
+k=0
+for task in 4 70 999999; do
+	j=$((kf + k))
+	wait_final "$j"
+	assert_eq succeeded "$FINAL_STATE" "task $task (job $j) after the restart"
+	job_log "$j"
+	assert_eq "t=$task a=$kf k=v" "$LOG" "task $task's environment after the restart"
+	k=$((k + 1))
+done
 
 # --- a big array in one request
 cli submit --array 0-999 --gpus 0 --name big -- true
