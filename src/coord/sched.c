@@ -2691,6 +2691,19 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 		struct scan sc;
 		int is_head = 0;
 
+		/*
+		 * As the last one asking the same, which could not start
+		 * and never can: never, without trying to place it (what is
+		 * free has only shrunk since). A queue that no node up can
+		 * take (all paused) is all of this kind.
+		 */
+		if (!s->quick && !s->resv.active && never != NULL &&
+		    e->accepts == NULL && same_request(job, never)) {
+			if ((rc = result_wait(s, job, GP_SCHED_WAIT_NEVER,
+			         NULL)) != 0)
+				goto out;
+			continue;
+		}
 		part_init(e, job, &r);
 		if (r.shape >= 0 && (size_t)r.shape < s->capfailed &&
 		    s->shape_failed[r.shape]) {
@@ -2717,14 +2730,6 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 		}
 		/* The first job that waits (and could ever start) gets the
 		 * reservation. */
-		if (!s->resv.active && never != NULL &&
-		    e->accepts == NULL && same_request(job, never)) {
-			/* As the last one asking the same: never. */
-			if ((rc = result_wait(s, job, GP_SCHED_WAIT_NEVER,
-			         NULL)) != 0)
-				goto out;
-			continue;
-		}
 		if (!s->resv.active) {
 			ever = resv_reuse(s, job);
 			if (!ever) {

@@ -760,6 +760,56 @@ TEST(engine_runs_and_ends)
 	gp_sched_engine_free(e);
 }
 
+/*
+ * A queue no node up can take (the one node paused, as workload 3 of
+ * issue 6 has it): every job waits, and after the first that never can
+ * start, the jobs asking the same are not tried on the nodes at all (a
+ * pass per submission cost a placement per queued job).
+ */
+TEST(paused_pool_places_nothing_and_tries_once)
+{
+	struct gp_sched_node node;
+	struct gp_sched_gpu gpus[8];
+	struct gp_sched_engine *e = NULL;
+	struct gp_sched_job q[500];
+	struct gp_sched_result r;
+	size_t i;
+
+	memset(&node, 0, sizeof(node));
+	memset(gpus, 0, sizeof(gpus));
+	for (i = 0; i < 8; i++) {
+		gpus[i].index = (int)i;
+		gpus[i].model = A100;
+		gpus[i].mem_mib = 40960;
+	}
+	node.id = 1;
+	node.up = 0; /* paused */
+	node.cpu_milli = 64000;
+	node.ngpus = 8;
+	node.gpus = gpus;
+	CHECK_EQ(gp_sched_engine_new(&node, 1, NULL, NULL, 1, &e), 0);
+	if (e == NULL)
+		return;
+	memset(q, 0, sizeof(q));
+	for (i = 0; i < 500; i++) {
+		q[i].id = (int64_t)i + 1;
+		q[i].gpus = 1;
+		q[i].cpu_milli = 1000;
+	}
+	CHECK_EQ(gp_sched_engine_pass(e, NOW, q, 500, NULL, 0, NULL, 0, &r),
+	    0);
+	CHECK_EQ(r.nassignments, 0);
+	CHECK_EQ(r.nwaiting, 500);
+	for (i = 0; i < r.nwaiting; i++)
+		if (r.waiting[i].reason != GP_SCHED_WAIT_NEVER) {
+			CHECK_EQ(r.waiting[i].reason, GP_SCHED_WAIT_NEVER);
+			break;
+		}
+	CHECK(gp_sched_engine_decisions(e) <= 1);
+	gp_sched_result_fini(&r);
+	gp_sched_engine_free(e);
+}
+
 /* ---- properties ---- */
 
 static uint64_t rng_state;
@@ -980,6 +1030,7 @@ main(void)
 	RUN(frag_keeps_large_gpus_in_demand);
 	RUN(policies_by_name);
 	RUN(engine_runs_and_ends);
+	RUN(paused_pool_places_nothing_and_tries_once);
 	RUN(property_fractions_gangs_groups);
 	return unit_report();
 }
