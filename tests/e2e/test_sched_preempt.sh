@@ -46,7 +46,7 @@ ended=$(job_get "$j" '[h["finished_at"] for h in d["history"] if h["attempt"] ==
     fail "lab-a's job started at $after, before bob's attempt ended at $ended"
 wait_count argv0 "$ma" 1
 api_expect 200 "$ADMIN_TOKEN" GET /metrics
-printf '%s\n' "$API_BODY" | grep -q '^gpupool_job_requeues_total{reason="preempted"} 1$' ||
+grep -q '^gpupool_job_requeues_total{reason="preempted"} 1$' <<<"$API_BODY" ||
     fail "/metrics counts the preemption: $(printf '%s\n' "$API_BODY" | grep requeues)"
 
 # bob's job waits, with a reason, in the queue and in ps/show
