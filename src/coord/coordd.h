@@ -454,22 +454,14 @@ int store_begin(void);
 int store_commit(void);
 int store_put_job(const struct job *job);
 /*
- * A job array's tasks as stored: their specs differ only in
- * array_task_id, so the text before it is encoded once per array
- * (store_array_text_init, with the array's spec) and each task's row
- * (store_put_array_task) costs no encoding. Where the encoder's output
- * does not end with that field, each task is encoded as usual.
+ * A job array as submitted, one row (its tasks' ids are first, first + 1
+ * ...; tasks: their indices; spec: the array's, with array_job_id set):
+ * its tasks have no rows of their own until they change (store_put_job).
+ * store_load hands on the tasks without rows as queued jobs.
  */
-#define GP_STORE_ARRAY_TEXT_EXTRA 16 /* room for a task index and '}' */
-struct store_array_text {
-	char *prefix; /* the spec's text up to array_task_id's value */
-	size_t prefix_len;
-	char *buf; /* prefix, then the task's index */
-};
-int store_array_text_init(struct store_array_text *t,
-    const struct gp_jobspec *spec);
-void store_array_text_fini(struct store_array_text *t);
-int store_put_array_task(const struct job *job, struct store_array_text *t);
+int store_put_array(int64_t first, const char *user,
+    const struct gp_jobspec *spec, const int *tasks, int ntasks,
+    int64_t submitted_ms);
 int store_put_node(const struct node *node);
 int store_put_token(const struct token_entry *token, int64_t created_ms);
 /* A token's group (gpupool group move --provider). */

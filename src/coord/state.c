@@ -2145,14 +2145,13 @@ apply_submit(struct op *op)
  * A job array: one job per task, ids consecutive from the first (the
  * array's id), all or none. The checks are the same for every task, so
  * they are made once; a later failure (memory) cancels the tasks already
- * made, so that none runs. The tasks' rows share their spec's text
- * (store_array_text).
+ * made, so that none runs. Stored as one row (store_put_array): a task
+ * gets a row of its own when it changes.
  */
 static void
 apply_submit_array(struct op *op)
 {
-	int64_t first = state.next_job_id, group_id;
-	struct store_array_text text;
+	int64_t first = state.next_job_id, group_id, now = gp_now_ms();
 	struct gp_jobspec spec;
 	struct job *job;
 	int i, k;
@@ -2161,10 +2160,6 @@ apply_submit_array(struct op *op)
 		return;
 	op->spec.array_job_id = first;
 	op->spec.array_task_id = 0;
-	if (store_array_text_init(&text, &op->spec) != 0) {
-		set_error(op, 503, "out of memory");
-		return;
-	}
 	for (i = 0; i < op->ntasks; i++) {
 		/*
 		 * The tasks share the spec's command, env and data: nothing
@@ -2180,12 +2175,13 @@ apply_submit_array(struct op *op)
 		gp_jobspec_fini(&spec);
 		if (job == NULL)
 			break;
-		if (store_put_array_task(job, &text) != 0)
-			gp_fatalx("cannot write job %lld to the database",
-			    (long long)job->id);
+		job->submitted_ms = now; /* as the array's row has it */
 	}
-	store_array_text_fini(&text);
 	if (i == op->ntasks) {
+		if (store_put_array(first, op->caller.name, &op->spec,
+		        op->tasks, op->ntasks, now) != 0)
+			gp_fatalx("cannot write job array %lld to the database",
+			    (long long)first);
 		op->status = 201;
 		op->result = json_pack("{s:I,s:I,s:I,s:i,s:s}", "array_job_id",
 		    (json_int_t)first, "first_id", (json_int_t)first,

@@ -15,6 +15,7 @@
 
 static sqlite3 *db;
 static sqlite3_stmt *put_job_stmt, *put_node_stmt, *put_token_stmt;
+static sqlite3_stmt *put_array_stmt;
 static sqlite3_stmt *token_group_stmt;
 
 static const char schema[] =
@@ -35,6 +36,10 @@ static const char schema[] =
     " exit_code INTEGER NOT NULL, signal INTEGER NOT NULL,"
     " reason TEXT NOT NULL, message TEXT NOT NULL, history TEXT NOT NULL,"
     " log_base INTEGER NOT NULL, log_truncated INTEGER NOT NULL);"
+    /* A job array as submitted (store_put_array): id is its first job's. */
+    "CREATE TABLE IF NOT EXISTS arrays(id INTEGER PRIMARY KEY,"
+    " user TEXT NOT NULL, spec TEXT NOT NULL, tasks TEXT NOT NULL,"
+    " submitted_ms INTEGER NOT NULL);"
     "INSERT OR IGNORE INTO meta VALUES('schema_version', '1');";
 
 static int
@@ -113,7 +118,9 @@ store_open(const char *path)
 		    " group_id) VALUES(?,?,?,?,?,?)",
 		&put_token_stmt) != 0 ||
 	    prepare("UPDATE tokens SET group_id = ? WHERE id = ?",
-		&token_group_stmt) != 0)
+		&token_group_stmt) != 0 ||
+	    prepare("INSERT OR REPLACE INTO arrays VALUES(?,?,?,?,?)",
+		&put_array_stmt) != 0)
 		return GP_EIO;
 	return 0;
 }
@@ -125,6 +132,7 @@ store_close(void)
 	sqlite3_finalize(put_node_stmt);
 	sqlite3_finalize(put_token_stmt);
 	sqlite3_finalize(token_group_stmt);
+	sqlite3_finalize(put_array_stmt);
 	sqlite3_close(db);
 	db = NULL;
 }
@@ -224,13 +232,11 @@ parts_json(const struct job *job, const struct attempt_record *a, json_t *h)
 }
 
 /*
- * The job's row; spec_text, when not NULL, is the text of the job's spec
- * (store_array_text), else it is encoded here. A job that never ran (no
- * GPUs, no history) has "[]" for both without going through jansson:
- * each dump costs a loop-check table, what an array's thousand tasks feel.
+ * A job that never ran (no GPUs, no history) has "[]" for both without
+ * going through jansson: each dump costs a loop-check table.
  */
-static int
-put_job(const struct job *job, const char *spec_text)
+int
+store_put_job(const struct job *job)
 {
 	sqlite3_stmt *s = put_job_stmt;
 	json_t *gpus = NULL, *hist = NULL;
@@ -267,9 +273,7 @@ put_job(const struct job *job, const char *spec_text)
 	}
 	sqlite3_bind_int64(s, 1, job->id);
 	sqlite3_bind_text(s, 2, job->user, -1, SQLITE_STATIC);
-	if (spec_text != NULL)
-		sqlite3_bind_text(s, 3, spec_text, -1, SQLITE_STATIC);
-	else if (bind_json(s, 3, gp_jobspec_encode(&job->spec)) != 0)
+	if (bind_json(s, 3, gp_jobspec_encode(&job->spec)) != 0)
 		goto fail;
 	sqlite3_bind_int(s, 4, (int)job->state);
 	sqlite3_bind_int(s, 5, job->cancel_requested);
@@ -306,93 +310,34 @@ fail_reset:
 }
 
 int
-store_put_job(const struct job *job)
+store_put_array(int64_t first, const char *user, const struct gp_jobspec *spec,
+    const int *tasks, int ntasks, int64_t submitted_ms)
 {
-	return put_job(job, NULL);
-}
+	sqlite3_stmt *s = put_array_stmt;
+	json_t *list = json_array();
+	int i;
 
-/* The spec's text with its array_task_id set to TASK, in a new string. */
-static char *
-spec_text_with_task(const struct gp_jobspec *spec, int task)
-{
-	struct gp_jobspec one = *spec; /* (shallow: only encoded) */
-	json_t *o;
-	char *text;
-
-	one.array_task_id = task;
-	if ((o = gp_jobspec_encode(&one)) == NULL)
-		return NULL;
-	text = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	return text;
-}
-
-int
-store_array_text_init(struct store_array_text *t,
-    const struct gp_jobspec *spec)
-{
-	static const char tail[] = "\"array_task_id\":0}";
-	char *zero, *check = NULL;
-	size_t len, tlen = sizeof(tail) - 1;
-	char probe[GP_STORE_ARRAY_TEXT_EXTRA + 1];
-	int ok = 0;
-
-	memset(t, 0, sizeof(*t));
-	if (spec->array_job_id <= 0)
-		return 0;
-	/*
-	 * The tasks' specs differ only in array_task_id, which the encoder
-	 * writes last: the text up to its value is made once. Checked here
-	 * against the encoder itself (task 0 and a large index); where it
-	 * does not hold, every task is encoded (prefix NULL).
-	 */
-	if ((zero = spec_text_with_task(spec, 0)) == NULL)
+	if (list == NULL)
 		return GP_ENOMEM;
-	len = strlen(zero);
-	if (len > tlen && strcmp(zero + len - tlen, tail) == 0) {
-		zero[len - 2] = '\0'; /* keep `..."array_task_id":` */
-		t->prefix = zero;
-		t->prefix_len = len - 2;
-		zero = NULL;
-		if ((check = spec_text_with_task(spec, GP_ARRAY_TASK_MAX)) ==
-		    NULL) {
-			store_array_text_fini(t);
+	for (i = 0; i < ntasks; i++)
+		if (json_array_append_new(list, json_integer(tasks[i])) != 0) {
+			json_decref(list);
 			return GP_ENOMEM;
 		}
-		snprintf(probe, sizeof(probe), "%d}", GP_ARRAY_TASK_MAX);
-		ok = strncmp(check, t->prefix, t->prefix_len) == 0 &&
-		    strcmp(check + t->prefix_len, probe) == 0;
-		free(check);
+	sqlite3_bind_int64(s, 1, first);
+	sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+	if (bind_json(s, 3, gp_jobspec_encode(spec)) != 0) {
+		json_decref(list);
+		goto fail;
 	}
-	free(zero);
-	if (!ok)
-		store_array_text_fini(t);
-	else if ((t->buf = malloc(t->prefix_len +
-	              GP_STORE_ARRAY_TEXT_EXTRA + 1)) == NULL) {
-		store_array_text_fini(t);
-		return GP_ENOMEM;
-	} else
-		memcpy(t->buf, t->prefix, t->prefix_len);
-	return 0;
-}
-
-void
-store_array_text_fini(struct store_array_text *t)
-{
-	free(t->prefix);
-	free(t->buf);
-	memset(t, 0, sizeof(*t));
-}
-
-int
-store_put_array_task(const struct job *job, struct store_array_text *t)
-{
-	if (t->prefix == NULL || job->spec.array_task_id < 0 ||
-	    job->spec.array_task_id > GP_ARRAY_TASK_MAX)
-		return put_job(job, NULL);
-	snprintf(t->buf + t->prefix_len, GP_STORE_ARRAY_TEXT_EXTRA + 1, "%d}",
-	    job->spec.array_task_id);
-	return put_job(job, t->buf);
+	if (bind_json(s, 4, list) != 0)
+		goto fail;
+	sqlite3_bind_int64(s, 5, submitted_ms);
+	return step_reset(s);
+fail:
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return GP_ENOMEM;
 }
 
 int
@@ -665,19 +610,161 @@ load_parts(struct job *j, json_t *h)
 	return 0;
 }
 
+/*
+ * Job arrays: a row each (store_put_array), and a row in jobs only for a
+ * task that changed since (persist_job writes it; it wins). A task
+ * without its own row is loaded as it was made: queued, from the array's
+ * spec with its task index. The arrays are merged into the jobs' order
+ * (ids ascending), so the queue is rebuilt in order.
+ */
+struct stored_array {
+	int64_t first, submitted_ms;
+	char user[GP_NAME_MAX + 1];
+	char *spec;
+	json_t *tasks;
+};
+
+static void
+stored_arrays_free(struct stored_array *a, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(a[i].spec);
+		json_decref(a[i].tasks);
+	}
+	free(a);
+}
+
+static int
+load_arrays(struct stored_array **out, size_t *nout)
+{
+	struct stored_array *a = NULL, *t;
+	size_t n = 0, cap = 0;
+	sqlite3_stmt *s;
+
+	*out = NULL;
+	*nout = 0;
+	if (prepare("SELECT id, user, spec, tasks, submitted_ms FROM arrays"
+		    " ORDER BY id",
+		&s) != 0)
+		return GP_EIO;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((t = realloc(a, cap * sizeof(*a))) == NULL)
+				goto nomem;
+			a = t;
+		}
+		memset(&a[n], 0, sizeof(a[n]));
+		a[n].first = sqlite3_column_int64(s, 0);
+		gp_strlcpy(a[n].user, col_text(s, 1), sizeof(a[n].user));
+		a[n].spec = strdup(col_text(s, 2));
+		a[n].tasks = json_loads(col_text(s, 3), 0, NULL);
+		a[n].submitted_ms = sqlite3_column_int64(s, 4);
+		n++;
+		if (a[n - 1].spec == NULL)
+			goto nomem;
+		if (!json_is_array(a[n - 1].tasks))
+			gp_warn("stored job array tasks invalid array=%lld",
+			    (long long)a[n - 1].first);
+	}
+	sqlite3_finalize(s);
+	*out = a;
+	*nout = n;
+	return 0;
+nomem:
+	sqlite3_finalize(s);
+	stored_arrays_free(a, n);
+	return GP_ENOMEM;
+}
+
+/* The task at index k of array a, as it was made. NULL: no memory. */
+static struct job *
+array_task_job(const struct stored_array *a, size_t k)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	char err[256];
+
+	if (j == NULL)
+		return NULL;
+	j->id = a->first + (int64_t)k;
+	gp_strlcpy(j->user, a->user, sizeof(j->user));
+	if (gp_jobspec_decode(a->spec, strlen(a->spec), &j->spec, err,
+	        sizeof(err)) != 0)
+		gp_warn("stored job array spec invalid array=%lld error=\"%s\"",
+		    (long long)a->first, err);
+	j->spec.array_job_id = a->first;
+	j->spec.array_task_id =
+	    (int)json_integer_value(json_array_get(a->tasks, k));
+	j->state = JOB_QUEUED;
+	j->submitted_ms = a->submitted_ms;
+	j->history = calloc(1, sizeof(*j->history));
+	if (j->history == NULL || load_parts(j, NULL) != 0) {
+		gp_jobspec_fini(&j->spec);
+		free(j->history);
+		free(j);
+		return NULL;
+	}
+	return j;
+}
+
+/*
+ * Hands on_job the array tasks without a row of their own whose ids are
+ * below limit, and passes over the task whose id is limit (its row comes
+ * next). *ai, *ti: where the walk is (array, task).
+ */
+static int
+array_tasks_before(const struct stored_array *a, size_t na, size_t *ai,
+    size_t *ti, int64_t limit, void (*on_job)(struct job *))
+{
+	struct job *j;
+	int64_t id;
+
+	while (*ai < na) {
+		if (*ti >= json_array_size(a[*ai].tasks)) {
+			(*ai)++;
+			*ti = 0;
+			continue;
+		}
+		id = a[*ai].first + (int64_t)*ti;
+		if (id > limit)
+			return 0;
+		(*ti)++;
+		if (id == limit)
+			continue; /* its own row */
+		if ((j = array_task_job(&a[*ai], *ti - 1)) == NULL)
+			return GP_ENOMEM;
+		on_job(j);
+	}
+	return 0;
+}
+
 static int
 load_jobs(void (*on_job)(struct job *))
 {
+	struct stored_array *arrays;
+	size_t narrays, ai = 0, ti = 0;
 	sqlite3_stmt *s;
 	struct job *j;
 	char err[256];
 	const char *spec;
 	json_t *arr, *v;
 	size_t i;
+	int rc = 0;
 
-	if (prepare("SELECT * FROM jobs ORDER BY id", &s) != 0)
+	if (load_arrays(&arrays, &narrays) != 0)
 		return GP_EIO;
+	if (prepare("SELECT * FROM jobs ORDER BY id", &s) != 0) {
+		stored_arrays_free(arrays, narrays);
+		return GP_EIO;
+	}
 	while (sqlite3_step(s) == SQLITE_ROW) {
+		if (array_tasks_before(arrays, narrays, &ai, &ti,
+		        sqlite3_column_int64(s, 0), on_job) != 0) {
+			rc = GP_ENOMEM;
+			break;
+		}
 		j = calloc(1, sizeof(*j));
 		if (j == NULL)
 			break;
@@ -755,7 +842,11 @@ load_jobs(void (*on_job)(struct job *))
 		on_job(j);
 	}
 	sqlite3_finalize(s);
-	return 0;
+	if (rc == 0 && array_tasks_before(arrays, narrays, &ai, &ti, INT64_MAX,
+	                   on_job) != 0)
+		rc = GP_ENOMEM;
+	stored_arrays_free(arrays, narrays);
+	return rc;
 }
 
 int

@@ -78,9 +78,11 @@ mk_token provider alpha-owner
 api_expect 403 "$TOKEN" POST /v1/jobs/array '{"job":{"command":["true"],"gpus":0},"array":"0-1"}'
 assert_eq "$before" "$(next_id)" "no job was made by the refused arrays"
 
-# --- queued tasks survive a kill -9 of the coordinator as submitted (their
-# rows share the spec's text, store_array_text): index, array, name,
-# command and environment, then run with them
+# --- an array is stored as one row, its tasks get rows of their own when
+# they change: across a kill -9 of the coordinator, the queued tasks come
+# back as submitted (index, array, name, command, environment, in queue
+# order), a cancelled one stays cancelled, a job submitted after the array
+# keeps its id, new ids follow; then the tasks run with their environment
 cli submit --gpus 1 -- sleep 300
 assert_eq 0 "$CLI_RC" "submit the blocker ($CLI_ERR)"
 blocker=$CLI_OUT
@@ -91,26 +93,39 @@ assert_eq 0 "$CLI_RC" "submit --array 4,70,999999 ($CLI_ERR)"
 [[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "4,70,999999: printed '$CLI_OUT'"
 kf=${BASH_REMATCH[1]}
 assert_eq queued "$(job_state "$kf")" "the tasks wait for the blocker"
+cli cancel $((kf + 1))
+assert_eq 0 "$CLI_RC" "cancel task 70 ($CLI_ERR)"
+cli submit --gpus 1 --name after -- true
+assert_eq 0 "$CLI_RC" "submit after the array ($CLI_ERR)"
+assert_eq $((kf + 3)) "$CLI_OUT" "the next id after the array's"
 kill9_coordinator
 start_coordinator
-k=0
-for task in 4 70 999999; do
+for k in 0 2; do
+	task=$([ $k = 0 ] && echo 4 || echo 999999)
 	j=$((kf + k))
 	assert_eq "queued $task $kf kept sh v" "$(job_get "$j" \
 	    'd["state"] + " " + str(d["array_task_id"]) + " " + str(d["array_job_id"]) + " " + d["name"] + " " + d["command"][0] + " " + d["env"]["K"]')" \
 	    "task $task (job $j) after the restart"
-	k=$((k + 1))
 done
+assert_eq "cancelled 70" "$(job_get $((kf + 1)) 'd["state"] + " " + str(d["array_task_id"])')" \
+	"the cancelled task after the restart"
+assert_eq "queued after" "$(job_get $((kf + 3)) 'd["state"] + " " + d["name"]')" \
+	"the job after the array, after the restart"
+out=$("$GP" ps 2>/dev/null | awk -v a=$kf -v b=$((kf + 2)) -v c=$((kf + 3)) \
+	'$1 == a || $1 == b || $1 == c {printf "%s ", $1}')
+assert_eq "$kf $((kf + 2)) $((kf + 3)) " "$out" "the queue's order after the restart"
+cli submit --gpus 0 -- true
+assert_eq 0 "$CLI_RC" "submit after the restart ($CLI_ERR)"
+assert_eq $((kf + 4)) "$CLI_OUT" "the next id after the restart"
 cli cancel "$blocker"
 assert_eq 0 "$CLI_RC" "cancel the blocker ($CLI_ERR)"
-k=0
-for task in 4 70 999999; do
+for k in 0 2; do
+	task=$([ $k = 0 ] && echo 4 || echo 999999)
 	j=$((kf + k))
 	wait_final "$j"
 	assert_eq succeeded "$FINAL_STATE" "task $task (job $j) after the restart"
 	job_log "$j"
 	assert_eq "t=$task a=$kf k=v" "$LOG" "task $task's environment after the restart"
-	k=$((k + 1))
 done
 
 # --- a big array in one request
