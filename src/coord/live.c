@@ -162,7 +162,9 @@ live_sched_job(const struct job *j, const struct gp_jobspec *spec,
 	out->gpu_mem_mib = spec->gpu_mem_mib;
 	out->min_gpu_mem_mib = spec->min_gpu_mem_mib;
 	out->min_capability = spec->min_capability;
-	out->gpu_model = spec->gpu_model;
+	/* NULL when any model does: a pass compares it job after job, and
+	 * the text lies in the job, a cache line further. */
+	out->gpu_model = spec->gpu_model[0] != '\0' ? spec->gpu_model : NULL;
 	/* Every job takes at least one CPU. */
 	out->cpu_milli =
 	    (int64_t)(spec->cpus > 0 ? spec->cpus : 1) * GP_SCHED_MILLI;
