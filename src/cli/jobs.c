@@ -261,14 +261,14 @@ submit_array(const struct gp_cli_args *args, json_t *body)
 	struct gp_cli_conn conn;
 	json_t *reply, *first, *last;
 	char err[512];
-	int *tasks, n, rc;
+	int *tasks, n, limit, rc;
 
 	if (gp_cli_flag(args, "wait")) {
 		json_decref(body);
 		return gp_cli_usage_error(args, "--wait waits for one job: not "
 		    "with --array (use `gpupool wait` on the ids)");
 	}
-	rc = gp_array_parse(text, &tasks, &n, err, sizeof(err));
+	rc = gp_array_parse(text, &tasks, &n, &limit, err, sizeof(err));
 	if (rc != 0) {
 		json_decref(body);
 		if (rc == GP_ENOMEM) {

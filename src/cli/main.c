@@ -157,8 +157,9 @@ static const struct gp_cli_option submit_options[] = {
 	"print the id, wait for the job to finish, exit with its exit code"},
     {"array", 'a', "INDICES",
 	"a job array: one job per task index (\"0-999\", \"1-99:2\", "
-	"\"1,5,7\"; at most 10000), made in one request; the job sees "
-	"GPUPOOL_ARRAY_JOB_ID and GPUPOOL_ARRAY_TASK_ID; prints FIRST-LAST"},
+	"\"1,5,7\"; at most 10000; \"0-999%10\": at most 10 running at "
+	"once), made in one request; the job sees GPUPOOL_ARRAY_JOB_ID and "
+	"GPUPOOL_ARRAY_TASK_ID; prints FIRST-LAST"},
     {NULL, 0, NULL, NULL},
 };
 

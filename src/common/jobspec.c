@@ -724,6 +724,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				errlen))
 				goto out;
 			spec->array_task_id = (int)n;
+		} else if (strcmp(key, "array_limit") == 0) {
+			if (get_int(v, key, 1, GP_ARRAY_MAX, &n, err, errlen))
+				goto out;
+			spec->array_limit = (int)n;
 		} else {
 			fail(err, errlen, "unknown field '%.64s'", key);
 			goto out;
@@ -805,6 +809,9 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 		    json_integer(spec->array_job_id));
 		json_object_set_new(o, "array_task_id",
 		    json_integer(spec->array_task_id));
+		if (spec->array_limit > 0)
+			json_object_set_new(o, "array_limit",
+			    json_integer(spec->array_limit));
 	}
 	return o;
 }
@@ -852,16 +859,13 @@ cmp_int(const void *a, const void *b)
 }
 
 int
-gp_array_parse(const char *text, int **tasks, int *n, char *err,
+gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
     size_t errlen)
 {
 	const char *p = text;
-	long first, last, step;
+	long first, last, step, lim = 0;
 	int *v = NULL, count = 0, i;
 
-	if (strchr(text, '%') != NULL)
-		return fail(err, errlen, "array: %%LIMIT (tasks at once) is not "
-					 "supported yet");
 	if ((v = malloc(GP_ARRAY_MAX * sizeof(*v))) == NULL)
 		return GP_ENOMEM;
 	for (;;) {
@@ -888,6 +892,23 @@ gp_array_parse(const char *text, int **tasks, int *n, char *err,
 			v[count++] = (int)first;
 		if (*p == '\0')
 			break;
+		if (*p == '%') {
+			p++;
+			if (array_index(&p, &lim) != 0 || *p != '\0' ||
+			    lim < 1 || lim > GP_ARRAY_MAX) {
+				free(v);
+				return fail(err, errlen,
+				    "array: '%.64s': %%LIMIT must be a number "
+				    "of tasks from 1 to %d, at the end",
+				    text, GP_ARRAY_MAX);
+			}
+			if (limit == NULL) {
+				free(v);
+				return fail(err, errlen,
+				    "array: %%LIMIT is not taken here");
+			}
+			break;
+		}
 		if (*p++ != ',')
 			goto bad;
 	}
@@ -901,6 +922,8 @@ gp_array_parse(const char *text, int **tasks, int *n, char *err,
 		}
 	*tasks = v;
 	*n = count;
+	if (limit != NULL)
+		*limit = (int)lim;
 	return 0;
 bad:
 	free(v);

@@ -84,6 +84,9 @@ struct gp_jobspec {
 	 */
 	int64_t array_job_id;
 	int array_task_id;
+	/* At most so many of the array's tasks run at once (`%LIMIT`); 0:
+	 * no limit. Set by the coordinator from the array's indices. */
+	int array_limit;
 };
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
@@ -142,13 +145,16 @@ int gp_jobspec_copy(struct gp_jobspec *dst, const struct gp_jobspec *src);
 /*
  * Parses a job array's task indices as `sbatch --array` writes them:
  * comma-separated items, each N, A-B or A-B:STEP, 0 <= N <= 999999
- * (untrusted: fuzzed by tests/fuzz/fuzz_array_spec.c). A "%LIMIT" suffix
- * (at most LIMIT tasks at once) is refused: not supported yet. OUT:
- * *tasks (malloc'd, ascending, caller frees), *n (1..GP_ARRAY_MAX),
+ * (untrusted: fuzzed by tests/fuzz/fuzz_array_spec.c), then an optional
+ * "%LIMIT" (at most LIMIT tasks at once, 1 <= LIMIT <= GP_ARRAY_MAX).
+ * OUT: *tasks (malloc'd, ascending, caller frees), *n (1..GP_ARRAY_MAX),
+ * *limit (0: none; limit may be NULL when the caller refuses a limit),
  * written only on success. Returns 0, GP_EINVAL with err set (a repeated
- * index, more than GP_ARRAY_MAX tasks, a malformed item) or GP_ENOMEM.
+ * index, more than GP_ARRAY_MAX tasks, a malformed item or limit) or
+ * GP_ENOMEM.
  */
-int gp_array_parse(const char *text, int **tasks, int *n, char *err,
+int gp_array_parse(const char *text, int **tasks, int *n, int *limit,
+    char *err,
     size_t errlen);
 
 /* 1 when the spec asks for a fraction of one GPU. */

@@ -265,9 +265,10 @@ submit_prepare(struct request *req, const char *text, size_t len,
 	gp_jobspec_fini(&op->spec);
 	if (gp_jobspec_decode(text, len, &op->spec, err, errlen) != 0)
 		return 400;
-	if (op->spec.array_job_id != 0) {
-		snprintf(err, errlen, "array_job_id, array_task_id: set by the "
-				      "coordinator (submit to /v1/jobs/array)");
+	if (op->spec.array_job_id != 0 || op->spec.array_limit != 0) {
+		snprintf(err, errlen, "array_job_id, array_task_id, array_limit: "
+				      "set by the coordinator (submit to "
+				      "/v1/jobs/array)");
 		return 400;
 	}
 	/* Data sets: readable by the job's owner, pinned to a version. */
@@ -322,7 +323,7 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	json_t *body, *job, *array;
 	char err[300], *text;
 	struct op *op;
-	int status;
+	int status, limit = 0;
 
 	if (req->auth->role == GP_ROLE_PROVIDER)
 		return reply_error(conn, 403,
@@ -345,7 +346,7 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 		goto out;
 	}
 	status = gp_array_parse(json_string_value(array), &op->tasks,
-	    &op->ntasks, err, sizeof(err));
+	    &op->ntasks, &limit, err, sizeof(err));
 	if (status != 0) {
 		op_free(op);
 		rc = reply_error(conn, status == GP_ENOMEM ? 503 : 400, "%s",
@@ -359,6 +360,7 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	}
 	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
 	free(text);
+	op->spec.array_limit = limit; /* the tasks' (apply_submit_array) */
 	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
 	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
 		snprintf(err, sizeof(err), "env: an array task may set at most "

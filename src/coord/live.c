@@ -582,6 +582,37 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 	}
 }
 
+/*
+ * A job array's %LIMIT: how many more of its tasks may start, its tasks
+ * being the jobs first, first + 1 ... (made together): its limit less
+ * those running. Counted once per array and pass; the queue is in id
+ * order, so an array's queued tasks come one after the other.
+ */
+static int64_t limit_array; /* the array counted last, 0: none */
+static int limit_left;
+
+static int
+array_may_start(const struct job *j)
+{
+	const struct job *t;
+	int64_t id;
+	int running = 0;
+
+	if (j->spec.array_job_id != limit_array) {
+		limit_array = j->spec.array_job_id;
+		for (id = limit_array;
+		     (t = state_job(id)) != NULL &&
+		     t->spec.array_job_id == limit_array;
+		     id++)
+			running += t->state == JOB_RUNNING;
+		limit_left = j->spec.array_limit - running;
+	}
+	if (limit_left <= 0)
+		return 0;
+	limit_left--;
+	return 1;
+}
+
 void
 live_schedule(void)
 {
@@ -650,8 +681,18 @@ live_schedule(void)
 		                                       : GP_SCHED_HOLD_NONE;
 		j->sj.hold_reason =
 		    j->hold_reason[0] != '\0' ? j->hold_reason : NULL;
+		/* Past its array's %LIMIT: held (the pass copies the why). */
+		if (j->sj.hold == GP_SCHED_HOLD_NONE &&
+		    j->spec.array_limit > 0 && !array_may_start(j)) {
+			snprintf(j->wait_why, sizeof(j->wait_why),
+			    "its array runs at most %d tasks at once",
+			    j->spec.array_limit);
+			j->sj.hold = GP_SCHED_HOLD_OTHER;
+			j->sj.hold_reason = j->wait_why;
+		}
 		qptrs[n++] = &j->sj;
 	}
+	limit_array = 0;
 	if (depth > 0)
 		memset(ucount, 0, capucount * sizeof(*ucount));
 	if (build_shares(now, qptrs, n, &ng, &nu) != 0)

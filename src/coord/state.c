@@ -671,6 +671,9 @@ job_to_json(const struct job *job, int with_history)
 		    json_integer(job->spec.array_job_id));
 		json_object_set_new(o, "array_task_id",
 		    json_integer(job->spec.array_task_id));
+		if (job->spec.array_limit > 0)
+			json_object_set_new(o, "array_limit",
+			    json_integer(job->spec.array_limit));
 	}
 	if (o != NULL) {
 		json_object_set_new(o, "image", job->spec.image[0]

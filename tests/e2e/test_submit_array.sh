@@ -2,8 +2,9 @@
 # request makes one job per task index with consecutive ids, printed as
 # FIRST-LAST; every task runs with GPUPOOL_ARRAY_JOB_ID (the first id) and
 # GPUPOOL_ARRAY_TASK_ID (its index); ranges with a step and lists work; a
-# bad spec, too many tasks, a repeated index, %LIMIT or a job no node can
-# run create no job at all; a provider token may not submit an array; the
+# bad spec, too many tasks, a repeated index, a bad %LIMIT or a job no
+# node can run create no job at all; %LIMIT: at most LIMIT tasks run at
+# once, the others wait held (with room to spare), and start as others end; a provider token may not submit an array; the
 # array fields cannot be forged through POST /v1/jobs; queued tasks come
 # back from a kill -9 of the coordinator as they were submitted.
 . "$(dirname "$0")/lib.sh"
@@ -51,7 +52,7 @@ assert_contains "$LOG" "t=5" "the list's tasks are made in ascending order"
 
 # --- all or nothing: nothing is made for a refused array
 before=$(next_id)
-for bad in "0-10001" "1,1" "5-2" "0-9%2" "x" "1-" "1000000"; do
+for bad in "0-10001" "1,1" "5-2" "0-9%0" "0-9%2,11" "0-9%10001" "x" "1-" "1000000"; do
 	cli submit --array "$bad" --gpus 0 -- true
 	assert_eq 2 "$CLI_RC" "--array $bad is a usage error ($CLI_ERR)"
 	assert_contains "$CLI_ERR" "array" "--array $bad: the error names the option"
@@ -87,7 +88,7 @@ cli submit --gpus 1 -- sleep 300
 assert_eq 0 "$CLI_RC" "submit the blocker ($CLI_ERR)"
 blocker=$CLI_OUT
 wait_state "$blocker" running
-cli submit --array 4,70,999999 --gpus 1 --name kept --env K=v -- \
+cli submit --array 4,70,999999%3 --gpus 1 --name kept --env K=v -- \
 	sh -c 'echo "t=$GPUPOOL_ARRAY_TASK_ID a=$GPUPOOL_ARRAY_JOB_ID k=$K"'
 assert_eq 0 "$CLI_RC" "submit --array 4,70,999999 ($CLI_ERR)"
 [[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "4,70,999999: printed '$CLI_OUT'"
@@ -107,6 +108,7 @@ for k in 0 2; do
 	    'd["state"] + " " + str(d["array_task_id"]) + " " + str(d["array_job_id"]) + " " + d["name"] + " " + d["command"][0] + " " + d["env"]["K"]')" \
 	    "task $task (job $j) after the restart"
 done
+assert_eq 3 "$(job_get "$kf" 'd["array_limit"]')" "the array's limit after the restart"
 assert_eq "cancelled 70" "$(job_get $((kf + 1)) 'd["state"] + " " + str(d["array_task_id"])')" \
 	"the cancelled task after the restart"
 assert_eq "queued after" "$(job_get $((kf + 3)) 'd["state"] + " " + d["name"]')" \
@@ -126,6 +128,57 @@ for k in 0 2; do
 	assert_eq succeeded "$FINAL_STATE" "task $task (job $j) after the restart"
 	job_log "$j"
 	assert_eq "t=$task a=$kf k=v" "$LOG" "task $task's environment after the restart"
+done
+
+# --- %LIMIT: at most LIMIT of the array's tasks run at once, with room for
+# more (a node of 16 CPUs); the others wait, held, and start as others end
+start_agent wide 1 --cpus 16
+wait_node_up wide
+running_of() { # FIRST COUNT: how many of the jobs FIRST.. are running
+	local k n=0
+	for ((k = 0; k < $2; k++)); do
+		[ "$(job_state $(($1 + k)))" = running ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+cli submit --array 0-4%2 --gpus 0 --name lim -- sleep 300
+assert_eq 0 "$CLI_RC" "submit --array 0-4%2 ($CLI_ERR)"
+[[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "0-4%2: printed '$CLI_OUT'"
+lf=${BASH_REMATCH[1]}
+assert_eq 2 "$(job_get "$lf" 'd["array_limit"]')" "the task shows its array's limit"
+deadline=$((SECONDS + WAIT_S))
+until [ "$(running_of "$lf" 5)" = 2 ]; do
+	[ $SECONDS -ge $deadline ] && fail "two tasks of 0-4%2 not running after ${WAIT_S}s"
+	sleep 0.1
+done
+# a job submitted after the array runs: there was room, passes ran
+cli submit --gpus 0 -- true
+assert_eq 0 "$CLI_RC" "submit beside the limited array ($CLI_ERR)"
+wait_final "$CLI_OUT"
+assert_eq succeeded "$FINAL_STATE" "the job beside the limited array"
+assert_eq 2 "$(running_of "$lf" 5)" "at most 2 of 0-4%2 running"
+held=$(job_get $((lf + 4)) 'd["state"] + ": " + (d["wait"] or {}).get("reason", "") + ": " + (d["wait"] or {}).get("why", "")')
+assert_contains "$held" "queued: held: held: its array runs at most 2 tasks at once" \
+	"a waiting task's reason"
+# one ends: another starts, still two at once
+for k in 0 1 2 3 4; do
+	[ "$(job_state $((lf + k)))" = running ] && { first_running=$((lf + k)); break; }
+done
+cli cancel "$first_running"
+assert_eq 0 "$CLI_RC" "cancel a running task ($CLI_ERR)"
+wait_final "$first_running"
+deadline=$((SECONDS + WAIT_S))
+until [ "$(running_of "$lf" 5)" = 2 ]; do
+	[ $SECONDS -ge $deadline ] && fail "no task of 0-4%2 took the ended one's place after ${WAIT_S}s"
+	sleep 0.1
+done
+queued=0
+for k in 0 1 2 3 4; do
+	[ "$(job_state $((lf + k)))" = queued ] && queued=$((queued + 1))
+done
+assert_eq 2 "$queued" "two tasks of 0-4%2 still wait"
+for k in 0 1 2 3 4; do
+	"$GP" cancel $((lf + k)) >/dev/null 2>&1
 done
 
 # --- a big array in one request

@@ -385,32 +385,56 @@ TEST(urls)
 TEST(array_parse)
 {
 	char err[256];
-	int *t = NULL, n = 0;
+	int *t = NULL, n = 0, lim = -1;
 
-	CHECK_EQ(gp_array_parse("0-999", &t, &n, err, sizeof(err)), 0);
+	CHECK_EQ(gp_array_parse("0-999", &t, &n, &lim, err, sizeof(err)), 0);
 	CHECK_EQ(n, 1000);
+	CHECK_EQ(lim, 0);
 	CHECK_EQ(t[0], 0);
 	CHECK_EQ(t[999], 999);
 	free(t);
-	CHECK_EQ(gp_array_parse("1-10:4,0,20", &t, &n, err, sizeof(err)), 0);
+	CHECK_EQ(gp_array_parse("1-10:4,0,20", &t, &n, &lim, err, sizeof(err)), 0);
 	CHECK_EQ(n, 5); /* 1 5 9, 0, 20: ascending */
 	CHECK(n == 5 && t[0] == 0 && t[1] == 1 && t[2] == 5 && t[3] == 9 &&
 	    t[4] == 20);
 	free(t);
 	n = -1;
-	CHECK_EQ(gp_array_parse("0-10000", &t, &n, err, sizeof(err)),
+	CHECK_EQ(gp_array_parse("0-10000", &t, &n, &lim, err, sizeof(err)),
 	    GP_EINVAL);
 	CHECK(strstr(err, "more than 10000") != NULL);
-	CHECK_EQ(gp_array_parse("3,1-4", &t, &n, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("3,1-4", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
 	CHECK(strstr(err, "task 3 given twice") != NULL);
-	CHECK_EQ(gp_array_parse("0-9%2", &t, &n, err, sizeof(err)), GP_EINVAL);
-	CHECK(strstr(err, "not supported") != NULL);
-	CHECK_EQ(gp_array_parse("5-2", &t, &n, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("1-4:0", &t, &n, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("", &t, &n, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("1,", &t, &n, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("-1", &t, &n, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("1000000", &t, &n, err, sizeof(err)),
+	/* %LIMIT: at most so many at once, at the end only */
+	CHECK_EQ(gp_array_parse("0-9%2", &t, &n, &lim, err, sizeof(err)), 0);
+	CHECK(n == 10 && lim == 2);
+	free(t);
+	CHECK_EQ(gp_array_parse("1,5-7%10000", &t, &n, &lim, err, sizeof(err)),
+	    0);
+	CHECK(n == 4 && t[1] == 5 && lim == 10000);
+	free(t);
+	n = -1;
+	lim = -1;
+	CHECK_EQ(gp_array_parse("0-9%0", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK(strstr(err, "%LIMIT") != NULL);
+	CHECK_EQ(gp_array_parse("0-9%10001", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(gp_array_parse("0-9%2,11", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(gp_array_parse("0-9%", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(gp_array_parse("%2", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(lim, -1); /* written only on success */
+	CHECK_EQ(gp_array_parse("0-9%2", &t, &n, NULL, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK(strstr(err, "not taken") != NULL);
+	CHECK_EQ(gp_array_parse("5-2", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("1-4:0", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("1,", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("-1", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("1000000", &t, &n, &lim, err, sizeof(err)),
 	    GP_EINVAL);
 	CHECK_EQ(n, -1); /* written only on success */
 }
