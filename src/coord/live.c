@@ -68,11 +68,12 @@ static size_t capg, capu;
 struct user_slot {
 	char name[GP_NAME_MAX + 1];
 	int64_t id;
-	unsigned stamp; /* the pass that listed it last */
 };
 static struct user_slot *users;
 static size_t users_cap, nusers_known;
 static unsigned pass_stamp;
+static unsigned *ustamp; /* by user id: the pass that listed it last */
+static size_t capustamp;
 
 static size_t
 name_hash(const char *s)
@@ -500,14 +501,33 @@ build_shares(int64_t now, const struct gp_sched_job *const *q, size_t nq,
 	}
 	*ng = n;
 	n = 0;
-	pass_stamp++;
+	if (++pass_stamp == 0 && capustamp > 0) { /* wrapped: start over */
+		memset(ustamp, 0, capustamp * sizeof(*ustamp));
+		pass_stamp = 1;
+	}
+	/* The users by id (the jobs have theirs): no name lookup a job. */
+	if (nusers_known + 1 > capustamp) {
+		size_t cap = (nusers_known + 1) * 2;
+		unsigned *t = realloc(ustamp, cap * sizeof(*t));
+		if (t == NULL)
+			return GP_ENOMEM;
+		memset(t + capustamp, 0, (cap - capustamp) * sizeof(*t));
+		ustamp = t;
+		capustamp = cap;
+	}
 	for (i = 0; i < nq; i++) {
 		const struct job *j = (const struct job *)(const void *)((
 		    const char *)q[i] - offsetof(struct job, sj));
-		struct user_slot *u;
-		if ((u = user_slot(j->user)) == NULL || u->stamp == pass_stamp)
+		int64_t uid = j->user_id;
+		if (uid <= 0) { /* (its id ran out of memory) */
+			struct user_slot *u = user_slot(j->user);
+			if (u == NULL)
+				continue;
+			uid = u->id;
+		}
+		if ((size_t)uid >= capustamp || ustamp[uid] == pass_stamp)
 			continue;
-		u->stamp = pass_stamp;
+		ustamp[uid] = pass_stamp;
 		if (n == capu) {
 			size_t cap = capu ? capu * 2 : 64;
 			struct gp_sched_share *s =
@@ -518,7 +538,7 @@ build_shares(int64_t now, const struct gp_sched_job *const *q, size_t nq,
 			capu = cap;
 		}
 		ledger_user_usage(&ledger, j->user, now, &d);
-		ushares[n].id = u->id;
+		ushares[n].id = uid;
 		ushares[n].weight = 1;
 		ushares[n++].usage = d.gpu_s;
 	}

@@ -16,6 +16,8 @@
 static sqlite3 *db;
 static sqlite3_stmt *put_job_stmt, *put_node_stmt, *put_token_stmt;
 static sqlite3_stmt *put_array_stmt;
+/* Every state batch begins and commits: prepared once. */
+static sqlite3_stmt *begin_stmt, *commit_stmt;
 static sqlite3_stmt *token_group_stmt;
 
 static const char schema[] =
@@ -120,7 +122,9 @@ store_open(const char *path)
 	    prepare("UPDATE tokens SET group_id = ? WHERE id = ?",
 		&token_group_stmt) != 0 ||
 	    prepare("INSERT OR REPLACE INTO arrays VALUES(?,?,?,?,?)",
-		&put_array_stmt) != 0)
+		&put_array_stmt) != 0 ||
+	    prepare("BEGIN IMMEDIATE;", &begin_stmt) != 0 ||
+	    prepare("COMMIT;", &commit_stmt) != 0)
 		return GP_EIO;
 	return 0;
 }
@@ -133,6 +137,8 @@ store_close(void)
 	sqlite3_finalize(put_token_stmt);
 	sqlite3_finalize(token_group_stmt);
 	sqlite3_finalize(put_array_stmt);
+	sqlite3_finalize(begin_stmt);
+	sqlite3_finalize(commit_stmt);
 	sqlite3_close(db);
 	db = NULL;
 }
@@ -143,16 +149,29 @@ store_db(void)
 	return db;
 }
 
+/* Steps a statement without rows once (sql: for the log). */
+static int
+step_once(sqlite3_stmt *stmt, const char *sql)
+{
+	int rc = sqlite3_step(stmt);
+
+	if (rc != SQLITE_DONE)
+		gp_error("sqlite failed sql=\"%s\" error=\"%s\"", sql,
+		    sqlite3_errmsg(db));
+	sqlite3_reset(stmt);
+	return rc == SQLITE_DONE ? 0 : GP_EIO;
+}
+
 int
 store_begin(void)
 {
-	return exec("BEGIN IMMEDIATE;");
+	return step_once(begin_stmt, "BEGIN IMMEDIATE;");
 }
 
 int
 store_commit(void)
 {
-	return exec("COMMIT;");
+	return step_once(commit_stmt, "COMMIT;");
 }
 
 static int
