@@ -7,9 +7,13 @@
  * are the whole program in libgpupool.so, loaded on demand (src/lite/).
  * One command either way: the process stays `gpupool`.
  */
+#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include "cli/cli.h"
 #include "cli/cmd.h"
@@ -21,11 +25,15 @@ static int
 needs_full_client(void)
 {
 	struct gp_cli_config cfg;
+	const char *url = getenv("GPUPOOL_URL");
 	char err[512];
 
 	memset(&cfg, 0, sizeof(cfg));
 	int full;
 
+	/* GPUPOOL_URL overrides the file's: no need to read it twice. */
+	if (url != NULL && url[0] != '\0')
+		return strncasecmp(url, "http://", 7) != 0;
 	if (gp_cli_config_load(&cfg, err, sizeof(err)) != 0)
 		return 0; /* the command says what is wrong */
 	full = strncasecmp(cfg.url, "http://", 7) != 0;
@@ -36,6 +44,12 @@ needs_full_client(void)
 int
 main(int argc, char **argv)
 {
+	uint32_t seed;
+
+	/* jansson's hash seed, in one system call (it would open, read and
+	 * close /dev/urandom); where getrandom fails jansson seeds itself. */
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == sizeof(seed))
+		json_object_seed(seed != 0 ? seed : 1);
 	gp_lite_keep_args(argc, argv);
 	if (argc >= 2 &&
 	    (strcmp(argv[1], "--version") == 0 ||
