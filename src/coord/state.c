@@ -2143,7 +2143,6 @@ apply_submit(struct op *op)
 	    "queued");
 }
 
-
 /*
  * A job array: one job per task, ids consecutive from the first (the
  * array's id), all or none. The checks are the same for every task, so
