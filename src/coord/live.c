@@ -619,8 +619,9 @@ array_may_start(const struct job *j)
 	int running = 0;
 
 	if (j->spec.array_job_id != limit_array) {
+		/* (Counting stops at the limit: none may start then.) */
 		limit_array = j->spec.array_job_id;
-		for (id = limit_array;
+		for (id = limit_array; running < j->spec.array_limit &&
 		     (t = state_job(id)) != NULL &&
 		     t->spec.array_job_id == limit_array;
 		     id++)
