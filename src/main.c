@@ -7,13 +7,14 @@
  * are the whole program in libgpupool.so, loaded on demand (src/lite/).
  * One command either way: the process stays `gpupool`.
  */
+#include <sys/random.h>
+
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include "cli/cli.h"
 #include "cli/cmd.h"

@@ -153,8 +153,7 @@ int gp_jobspec_copy(struct gp_jobspec *dst, const struct gp_jobspec *src);
  * index, more than GP_ARRAY_MAX tasks, a malformed item or limit) or
  * GP_ENOMEM.
  */
-int gp_array_parse(const char *text, int **tasks, int *n, int *limit,
-    char *err,
+int gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
     size_t errlen);
 
 /* 1 when the spec asks for a fraction of one GPU. */

@@ -211,9 +211,10 @@ submit_prepare(struct request *req, const char *text, size_t len,
 	if (gp_jobspec_decode(text, len, &op->spec, err, errlen) != 0)
 		return 400;
 	if (op->spec.array_job_id != 0 || op->spec.array_limit != 0) {
-		snprintf(err, errlen, "array_job_id, array_task_id, array_limit: "
-				      "set by the coordinator (submit to "
-				      "/v1/jobs/array)");
+		snprintf(err, errlen,
+		    "array_job_id, array_task_id, array_limit: "
+		    "set by the coordinator (submit to "
+		    "/v1/jobs/array)");
 		return 400;
 	}
 	/* Data sets: readable by the job's owner, pinned to a version. */

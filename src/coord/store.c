@@ -665,8 +665,8 @@ load_arrays(struct stored_array **out, size_t *nout)
 	*out = NULL;
 	*nout = 0;
 	if (prepare("SELECT id, user, spec, tasks, submitted_ms FROM arrays"
-		    " ORDER BY id",
-		&s) != 0)
+	            " ORDER BY id",
+	        &s) != 0)
 		return GP_EIO;
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		if (n == cap) {
@@ -861,8 +861,9 @@ load_jobs(void (*on_job)(struct job *))
 		on_job(j);
 	}
 	sqlite3_finalize(s);
-	if (rc == 0 && array_tasks_before(arrays, narrays, &ai, &ti, INT64_MAX,
-	                   on_job) != 0)
+	if (rc == 0 &&
+	    array_tasks_before(arrays, narrays, &ai, &ti, INT64_MAX, on_job) !=
+	        0)
 		rc = GP_ENOMEM;
 	stored_arrays_free(arrays, narrays);
 	return rc;

@@ -393,7 +393,8 @@ TEST(array_parse)
 	CHECK_EQ(t[0], 0);
 	CHECK_EQ(t[999], 999);
 	free(t);
-	CHECK_EQ(gp_array_parse("1-10:4,0,20", &t, &n, &lim, err, sizeof(err)), 0);
+	CHECK_EQ(gp_array_parse("1-10:4,0,20", &t, &n, &lim, err, sizeof(err)),
+	    0);
 	CHECK_EQ(n, 5); /* 1 5 9, 0, 20: ascending */
 	CHECK(n == 5 && t[0] == 0 && t[1] == 1 && t[2] == 5 && t[3] == 9 &&
 	    t[4] == 20);
@@ -402,7 +403,8 @@ TEST(array_parse)
 	CHECK_EQ(gp_array_parse("0-10000", &t, &n, &lim, err, sizeof(err)),
 	    GP_EINVAL);
 	CHECK(strstr(err, "more than 10000") != NULL);
-	CHECK_EQ(gp_array_parse("3,1-4", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("3,1-4", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
 	CHECK(strstr(err, "task 3 given twice") != NULL);
 	/* %LIMIT: at most so many at once, at the end only */
 	CHECK_EQ(gp_array_parse("0-9%2", &t, &n, &lim, err, sizeof(err)), 0);
@@ -429,11 +431,15 @@ TEST(array_parse)
 	CHECK_EQ(gp_array_parse("0-9%2", &t, &n, NULL, err, sizeof(err)),
 	    GP_EINVAL);
 	CHECK(strstr(err, "not taken") != NULL);
-	CHECK_EQ(gp_array_parse("5-2", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("1-4:0", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("5-2", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(gp_array_parse("1-4:0", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
 	CHECK_EQ(gp_array_parse("", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("1,", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
-	CHECK_EQ(gp_array_parse("-1", &t, &n, &lim, err, sizeof(err)), GP_EINVAL);
+	CHECK_EQ(gp_array_parse("1,", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK_EQ(gp_array_parse("-1", &t, &n, &lim, err, sizeof(err)),
+	    GP_EINVAL);
 	CHECK_EQ(gp_array_parse("1000000", &t, &n, &lim, err, sizeof(err)),
 	    GP_EINVAL);
 	CHECK_EQ(n, -1); /* written only on success */

@@ -796,8 +796,7 @@ TEST(paused_pool_places_nothing_and_tries_once)
 		q[i].gpus = 1;
 		q[i].cpu_milli = 1000;
 	}
-	CHECK_EQ(gp_sched_engine_pass(e, NOW, q, 500, NULL, 0, NULL, 0, &r),
-	    0);
+	CHECK_EQ(gp_sched_engine_pass(e, NOW, q, 500, NULL, 0, NULL, 0, &r), 0);
 	CHECK_EQ(r.nassignments, 0);
 	CHECK_EQ(r.nwaiting, 500);
 	for (i = 0; i < r.nwaiting; i++)
