@@ -2973,6 +2973,63 @@ apply_finished(struct op *op)
 	job_finish(job, st, reason);
 }
 
+/*
+ * A batch of reports from one node (checked by api_check_reports): each
+ * applies as its single report would, in order, and gets its own status
+ * and answer; the node must be the caller's, as for a single report.
+ */
+static void
+apply_reports(struct op *op)
+{
+	struct node *node = state_node(op->node_id);
+	json_t *results, *r, *res;
+	size_t i;
+
+	if (node == NULL ||
+	    (node->owner_token != op->caller.id &&
+		op->caller.role != GP_ROLE_ADMIN)) {
+		set_error(op, 403, "node %lld is not yours",
+		    (long long)op->node_id);
+		return;
+	}
+	if ((results = json_array()) == NULL) {
+		set_error(op, 503, "out of memory");
+		return;
+	}
+	json_array_foreach(json_object_get(op->body, "reports"), i, r)
+	{
+		const char *event = json_string_value(json_object_get(r,
+		    "event"));
+		struct op *one = op_new(strcmp(event, "started") == 0
+			? OP_STARTED
+			: OP_FINISHED,
+		    &op->caller);
+		if (one == NULL) {
+			res = json_pack("{s:i,s:s}", "status", 503, "error",
+			    "out of memory");
+		} else {
+			one->job_id = json_integer_value(json_object_get(r,
+			    "job_id"));
+			one->attempt = (int)json_integer_value(
+			    json_object_get(r, "attempt"));
+			one->node_id = op->node_id;
+			one->body = json_incref(r);
+			if (one->type == OP_STARTED)
+				apply_started(one);
+			else
+				apply_finished(one);
+			res = one->result != NULL ? json_incref(one->result)
+						  : json_object();
+			json_object_set_new(res, "status",
+			    json_integer(one->status ? one->status : 500));
+			op_free(one);
+		}
+		json_array_append_new(results, res);
+	}
+	op->status = 200;
+	op->result = json_pack("{s:o}", "results", results);
+}
+
 static void
 apply_lost(struct op *op)
 {
@@ -3139,6 +3196,9 @@ apply(struct op *op)
 		break;
 	case OP_TOKEN_REVOKE:
 		apply_token_revoke(op);
+		break;
+	case OP_REPORTS:
+		apply_reports(op);
 		break;
 	}
 }
