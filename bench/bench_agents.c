@@ -367,12 +367,18 @@ static void
 xfer_start(struct xfer *x, const char *path, char *body, long timeout_ms)
 {
 	char url[512];
+	/*
+	 * A heartbeat that carries a new offer (pause, resume: all agents
+	 * at once) goes over the report pool, idle while reports are held,
+	 * so that the periodic heartbeats keep their own pool.
+	 */
 	CURLM *m = x->kind == X_POLL ? multi_poll
-	    : x->kind == X_HEARTBEAT ? multi_hb
-				     : multi_other;
+	    : x->kind == X_HEARTBEAT && x->offer_seq == 0 ? multi_hb
+							   : multi_other;
 	struct agent *a = x->agent;
 
-	if (x->kind == X_POLL || (x->kind == X_HEARTBEAT && hb_own_conn)) {
+	if (x->kind == X_POLL ||
+	    (x->kind == X_HEARTBEAT && x->offer_seq == 0 && hb_own_conn)) {
 		snprintf(url, sizeof(url), "%s://%c%d:%d%s", url_scheme,
 		    x->kind == X_POLL ? 'p' : 'h', a->index, url_port, path);
 		curl_easy_setopt(x->easy, CURLOPT_CONNECT_TO,
@@ -945,7 +951,7 @@ tick(void)
 		    a->batch_retry_at <= now)
 			start_batch(a, now);
 		if (a->offer_acked < want && !a->hb_inflight &&
-		    offer_inflight < w_hb_conns) {
+		    offer_inflight < w_report_conns) {
 			start_heartbeat(a, 1);
 			continue;
 		}
@@ -1402,6 +1408,82 @@ usage(void)
 	exit(2);
 }
 
+/* The coordinator's dispatch histogram (placement to the poll's answer). */
+#define HIST_MAX 64
+struct coord_hist {
+	int n;
+	char le[HIST_MAX][24];
+	double cum[HIST_MAX];
+};
+
+/*
+ * Reads the histogram's buckets from the coordinator's /metrics (our
+ * own coordinator's output, a line per bucket); 0, or -1 when absent.
+ */
+static int
+coord_hist_get(struct coord_hist *h)
+{
+	static const char name[] = "gpupool_job_dispatch_latency_seconds_bucket";
+	struct gp_http_client *c = gp_http_client_new(opt.url, opt.token,
+	    NULL);
+	struct gp_http_response resp;
+	char *text, *line, *save = NULL, *le, *end, *val;
+	int rc = -1;
+
+	h->n = 0;
+	if (c == NULL)
+		return -1;
+	if (gp_http_request(c, "GET", "/metrics", NULL, 0, NULL, 10000,
+		&resp) == 0 &&
+	    resp.status == 200 &&
+	    (text = strndup(resp.body, resp.body_len)) != NULL) {
+		for (line = strtok_r(text, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(line, name, sizeof(name) - 1) != 0 ||
+			    (le = strstr(line, "le=\"")) == NULL ||
+			    (end = strchr(le + 4, '"')) == NULL ||
+			    (val = strrchr(line, ' ')) == NULL ||
+			    h->n == HIST_MAX)
+				continue;
+			snprintf(h->le[h->n], sizeof(h->le[h->n]), "%.*s",
+			    (int)(end - le - 4), le + 4);
+			h->cum[h->n++] = atof(val + 1);
+		}
+		free(text);
+		rc = h->n > 0 ? 0 : -1;
+	}
+	gp_http_response_fini(&resp);
+	gp_http_client_free(c);
+	return rc;
+}
+
+/* The bucket bounds under which 50 and 99 % of (after - before) fall. */
+static void
+report_coord_hist(const char *phase, const struct coord_hist *before,
+    const struct coord_hist *after)
+{
+	static const int qs[] = {50, 90, 99};
+	double total, d;
+	size_t q;
+	int i;
+
+	if (after->n == 0 || before->n != after->n)
+		return;
+	total = after->cum[after->n - 1] - before->cum[before->n - 1];
+	printf("%s_coord_dispatch_count %.0f jobs\n", phase, total);
+	if (total <= 0)
+		return;
+	for (q = 0; q < GP_ARRAY_LEN(qs); q++)
+		for (i = 0; i < after->n; i++) {
+			d = after->cum[i] - before->cum[i];
+			if (d >= total * qs[q] / 100.0) {
+				printf("%s_coord_dispatch_latency_p%d_le %s s\n",
+				    phase, qs[q], after->le[i]);
+				break;
+			}
+		}
+}
+
 static void
 report_dispatch(const char *phase)
 {
@@ -1423,6 +1505,7 @@ main(int argc, char **argv)
 	char provider[160], auth[200];
 	struct proc_sample s0, s1;
 	pthread_t *loops;
+	static struct coord_hist h0, h1;
 	int64_t t0, t1;
 	int submitters_given = 0;
 	long base_dispatched, base_finished, base_done, base_hb, base_late, n;
@@ -1574,6 +1657,7 @@ main(int argc, char **argv)
 		atomic_store(&hb_nsamples, 0);
 		atomic_store(&hb_recording, 1);
 		atomic_store(&acked, 0);
+		coord_hist_get(&h0);
 		sample(&s0);
 		if (n > 0)
 			submit_jobs(n, opt.rate);
@@ -1584,6 +1668,7 @@ main(int argc, char **argv)
 		    opt.drain_s);
 		sample(&s1);
 		atomic_store(&hb_recording, 0);
+		coord_hist_get(&h1);
 		wait_for(&reports_done, base_done + atomic_load(&acked),
 		    opt.drain_s);
 		printf("steady_offered_rate %.1f jobs/s\n", opt.rate);
@@ -1596,6 +1681,7 @@ main(int argc, char **argv)
 		printf("steady_finished %ld jobs\n",
 		    atomic_load(&finished_ok) - base_finished);
 		report_dispatch("steady");
+		report_coord_hist("steady", &h0, &h1);
 		{
 			long hn = atomic_load(&hb_nsamples);
 			if (hn > HB_SAMPLES_MAX)

@@ -3262,8 +3262,12 @@ expire_leases(int64_t now)
 		n->up = 0;
 		taken += n->njobs;
 		node_lose_jobs(n, "node_lost");
-		if (taken >= LEASE_JOBS_MAX)
+		if (taken >= LEASE_JOBS_MAX) {
+			gp_debug("lease expiry goes on in the next batch "
+				 "requeued=%lld",
+			    (long long)taken);
 			return 1;
+		}
 	}
 	return 0;
 }
