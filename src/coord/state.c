@@ -3346,7 +3346,14 @@ state_main(void *arg)
 		t[7] = gp_mono_us();
 		acct_tick(now);
 		t[2] = gp_mono_us();
-		if (state.sched_dirty)
+		/*
+		 * sched_more: the last pass placed jobs and left some of the
+		 * queue unseen (depth-bounded); the next pass must run even
+		 * when nothing else changed (agents holding their reports,
+		 * say), or the loop spins on empty batches and the rest of
+		 * the queue waits for the next event.
+		 */
+		if (state.sched_dirty || state.sched_more)
 			live_schedule();
 		queue_compact();
 		pthread_rwlock_unlock(&state.lock);
