@@ -250,6 +250,14 @@ take_period(struct agent *a, json_t *r)
 }
 static _Thread_local int64_t hb_t0;
 static _Thread_local int register_next, register_inflight, offer_inflight;
+/*
+ * Periodic heartbeats in flight on the pool. A heartbeat starts only when
+ * a pool connection is free: one queued inside curl behind others would
+ * carry a running list that is stale by the time it is sent (a real
+ * agent builds its body when it sends), and the coordinator would take
+ * the assignments that came meanwhile for lost.
+ */
+static _Thread_local int hb_pool_inflight;
 /* Per worker: the shares of --register-inflight and of the pools. */
 static int w_register_inflight, w_report_conns, w_hb_conns;
 
@@ -500,6 +508,8 @@ start_heartbeat(struct agent *a, int with_offer)
 		strcpy(p, "]}");
 	free(offer);
 	a->hb_inflight = 1;
+	if (!with_offer && !hb_own_conn)
+		hb_pool_inflight++;
 	xfer_start(x, "/v1/agent/heartbeat", body, REQUEST_TIMEOUT_MS);
 }
 
@@ -834,6 +844,8 @@ on_done(struct xfer *x, CURLcode result)
 		a->hb_inflight = 0;
 		if (x->offer_seq > 0)
 			offer_inflight--;
+		else if (!hb_own_conn)
+			hb_pool_inflight--;
 		if (status == 200) {
 			int64_t rtt = gp_mono_us() - x->t_start;
 			long k;
@@ -955,10 +967,17 @@ tick(void)
 			start_heartbeat(a, 1);
 			continue;
 		}
+		if (a->hb_due <= now && !a->hb_inflight && !hb_own_conn &&
+		    hb_pool_inflight >= w_hb_conns)
+			continue; /* due: sent when a connection is free */
 		if (a->hb_due <= now) {
+			/* Late: a period past due, or the last still out. */
+			int late = now - a->hb_due > (int64_t)a->hb_ms * 1000;
 			a->hb_due += (int64_t)a->hb_ms * 1000;
 			if (a->hb_due <= now) /* far behind: do not burst */
 				a->hb_due = now + (int64_t)a->hb_ms * 1000;
+			if (late && !a->hb_inflight)
+				atomic_fetch_add(&heartbeats_late, 1);
 			if (a->hb_inflight)
 				atomic_fetch_add(&heartbeats_late, 1);
 			else
