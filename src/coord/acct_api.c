@@ -18,48 +18,6 @@
 
 #define LEDGER_LIMIT_MAX 10000
 
-static enum MHD_Result
-reply_json(struct MHD_Connection *conn, int status, json_t *value)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
-	char *text;
-
-	if (value == NULL)
-		value = json_pack("{s:s}", "error", "out of memory");
-	text = json_dumps(value, JSON_COMPACT);
-	json_decref(value);
-	if (text == NULL)
-		return MHD_NO;
-	resp = MHD_create_response_from_buffer(strlen(text), text,
-	    MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
-	rc = MHD_queue_response(conn, (unsigned)status, resp);
-	MHD_destroy_response(resp);
-	return rc;
-}
-
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return reply_json(conn, status, json_pack("{s:s}", "error", msg));
-}
-
 static void
 set_error(struct op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

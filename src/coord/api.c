@@ -20,45 +20,6 @@
 #define AGENT_REPORTS_BODY_MAX (1 << 20) /* API_REPORTS_MAX reports */
 #define WAIT_MS_MAX	   60000
 
-static enum MHD_Result
-reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
-    const char *ctype, struct MHD_Response **out)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
-
-	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", ctype);
-	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
-	if (out != NULL) {
-		*out = resp;
-		return MHD_YES;
-	}
-	rc = MHD_queue_response(conn, (unsigned)status, resp);
-	MHD_destroy_response(resp);
-	return rc;
-}
-
-/* Answers with value as JSON; steals the reference. */
-static enum MHD_Result
-reply_json(struct MHD_Connection *conn, int status, json_t *value)
-{
-	char *text;
-
-	if (value == NULL)
-		value = json_pack("{s:s}", "error", "out of memory");
-	text = json_dumps(value, JSON_COMPACT);
-	json_decref(value);
-	if (text == NULL)
-		return MHD_NO;
-	return reply_raw(conn, status, text, strlen(text), "application/json",
-	    NULL);
-}
-
 /*
  * Answers 200 with a constant JSON text. The idle answers that agents
  * get most often (heartbeats that kill nothing, polls whose time ran out)
@@ -74,22 +35,6 @@ reply_const(struct MHD_Connection *conn, const char *json)
 		return MHD_NO;
 	return reply_raw(conn, 200, text, strlen(text), "application/json",
 	    NULL);
-}
-
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return reply_json(conn, status, json_pack("{s:s}", "error", msg));
 }
 
 static const char *

@@ -628,56 +628,6 @@ ckpt_stop(void)
 
 /* ---- replies ---- */
 
-static enum MHD_Result
-reply_text(struct MHD_Connection *conn, int status, char *text)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
-
-	if (text == NULL)
-		return MHD_NO;
-	resp = MHD_create_response_from_buffer(strlen(text), text,
-	    MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
-	rc = MHD_queue_response(conn, (unsigned)status, resp);
-	MHD_destroy_response(resp);
-	return rc;
-}
-
-/* Answers value (stolen). */
-static enum MHD_Result
-reply_json(struct MHD_Connection *conn, int status, json_t *value)
-{
-	char *text;
-
-	if (value == NULL)
-		value = json_pack("{s:s}", "error", "out of memory");
-	text = json_dumps(value, JSON_COMPACT);
-	json_decref(value);
-	return reply_text(conn, status, text);
-}
-
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return reply_json(conn, status, json_pack("{s:s}", "error", msg));
-}
-
 /* Sends a stored chunk's bytes. */
 enum MHD_Result
 ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,

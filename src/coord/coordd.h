@@ -512,6 +512,19 @@ int64_t joblog_size_on_disk(int64_t job_id);
 int64_t joblog_part_size_on_disk(int64_t job_id, int part);
 extern pthread_mutex_t joblog_lock;
 
+/*
+ * reply.c: answers. reply_raw takes text (malloc'd; freed in every case)
+ * and queues it, or with out != NULL hands the response back unqueued.
+ * reply_json steals value (NULL answers "out of memory"). reply_error
+ * answers {"error": message}.
+ */
+enum MHD_Result reply_raw(struct MHD_Connection *conn, int status,
+    char *text, size_t len, const char *ctype, struct MHD_Response **out);
+enum MHD_Result reply_json(struct MHD_Connection *conn, int status,
+    json_t *value);
+enum MHD_Result reply_error(struct MHD_Connection *conn, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ckpt.c */
 struct ckpt_upload;
 /* Opens DATA/checkpoints.db and starts the GC thread. */

@@ -1,0 +1,61 @@
+/*
+ * reply.c: the coordinator's HTTP answers, shared by every handler file
+ * (api.c, ckpt.c, data.c, image.c, acct_api.c): a buffer, a JSON value,
+ * or an error message as {"error": "..."}, each with the protocol header.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordd.h"
+
+enum MHD_Result
+reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
+    const char *ctype, struct MHD_Response **out)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+
+	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
+	if (out != NULL) {
+		*out = resp;
+		return MHD_YES;
+	}
+	rc = MHD_queue_response(conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+enum MHD_Result
+reply_json(struct MHD_Connection *conn, int status, json_t *value)
+{
+	char *text;
+
+	if (value == NULL)
+		value = json_pack("{s:s}", "error", "out of memory");
+	text = json_dumps(value, JSON_COMPACT);
+	json_decref(value);
+	if (text == NULL)
+		return MHD_NO;
+	return reply_raw(conn, status, text, strlen(text), "application/json",
+	    NULL);
+}
+
+enum MHD_Result
+reply_error(struct MHD_Connection *conn, int status, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return reply_json(conn, status, json_pack("{s:s}", "error", msg));
+}
