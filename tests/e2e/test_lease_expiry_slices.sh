@@ -23,13 +23,23 @@ assert_eq 383 "$((last - first))" "the array's job ids"
 # All 384 were placed on the silent nodes (the coordinator logs each).
 n=$(grep -c 'job assigned .* node=silent' "$COORD_LOG")
 assert_eq 384 "$n" "assignments to the silent nodes"
-# Their leases run out; all six at once, in more than one batch.
+# All six go silent at once: each beats once more (nothing running yet:
+# the jobs are on their way), then the coordinator is stopped past the
+# lease, so that its first look afterwards finds every lease run out.
+for k in 1 2 3 4 5 6; do
+	api_expect 200 "$silent" GET /v1/nodes
+	id=$(printf '%s' "$API_BODY" | json "[n['id'] for n in d['nodes'] if n['name'] == 'silent$k'][0]")
+	api_expect 200 "$silent" POST /v1/agent/heartbeat "{\"node_id\":$id,\"running\":[]}"
+done
+kill -STOP "$COORD_PID"
+sleep 5
+kill -CONT "$COORD_PID"
 deadline=$((SECONDS + WAIT_S))
 until [ "$(grep -c 'node lease expired node=silent' "$COORD_LOG")" = 6 ]; do
 	[ $SECONDS -ge $deadline ] && fail "not every silent node expired: $(grep 'lease expired' "$COORD_LOG")"
 	sleep 0.2
 done
-# The first batch stopped at 256 jobs and said so (-v: debug lines).
+# The first batch stopped at 256 jobs (four whole nodes) and said so.
 grep -q 'lease expiry goes on in the next batch requeued=256' "$COORD_LOG" ||
     fail "no second batch of lease expiry: $(grep 'lease exp' "$COORD_LOG")"
 start_agent alpha 64
