@@ -437,7 +437,7 @@ send_batch(struct gp_reports *r, struct gp_http_client *http,
 	long st;
 
 	pthread_mutex_lock(&r->lock);
-	for (i = 0; i < n && list != NULL; i++) {
+	for (i = 0; i < n; i++) {
 		struct attempt *a = as[i];
 		json_t *one;
 		if (a->started_pending) {
@@ -462,7 +462,11 @@ send_batch(struct gp_reports *r, struct gp_http_client *http,
 			    offer_told ? NULL : offer);
 			offer_told = 1;
 		}
-		json_array_append_new(list, one);
+		/* Out of memory: the batch goes short and is retried. */
+		if (list != NULL)
+			json_array_append_new(list, one);
+		else
+			json_decref(one);
 	}
 	pthread_mutex_unlock(&r->lock);
 	json_decref(offer);
