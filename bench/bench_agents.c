@@ -1,11 +1,22 @@
 /*
  * bench_agents.c: the coordinator at scale (issue 6). Simulates many
- * agents from one process on one event loop (libcurl's multi interface
- * over epoll, so 10,000 agents cost sockets, not threads): each agent
- * registers a node of G fake GPUs, heartbeats every heartbeat_ms (as the
- * coordinator asks, with its running attempts), holds its long poll, and
- * reports every assignment started and finished at once without starting
- * anything. Submitter threads post 1-GPU `true` jobs.
+ * agents from one process on W worker threads, each an event loop of its
+ * own over a slice of the agents (libcurl's multi interface over epoll, so
+ * 10,000 agents cost sockets, not threads; one loop for all stalled, and
+ * its stalls showed up as dispatch latency): each agent registers a node
+ * of G fake GPUs, heartbeats every heartbeat_ms (as the coordinator asks,
+ * with its running attempts), holds its long poll, and reports every
+ * assignment started at once and finished --hold-ms later without
+ * starting anything: pending reports go out together in one POST
+ * /v1/agent/reports (at most --report-batch; 0: one request per report,
+ * the single-report endpoints). Submitter threads post 1-GPU `true` jobs.
+ *
+ * Each worker has its own connections: one per agent's long poll, a
+ * pool for reports (--report-conns, split between workers) and one for
+ * heartbeats (--heartbeat-conns, split), unless the open-file limit
+ * allows a heartbeat connection per agent. Per-worker state is
+ * _Thread_local; counters and latency samples are shared (atomics, the
+ * job table under its lock), so the output lines are the whole run's.
  *
  * Phases:
  *   register  A nodes, at most --register-inflight at a time;
@@ -20,7 +31,8 @@
  *             to the last of them received, the agents holding their
  *             reports meanwhile (the coordinator's placement alone); the
  *             placement rate is N over the time to the last assignment,
- *             the rest placed as jobs end (bound by the reports).
+ *             the rest placed as jobs end (bound by the reports and
+ *             --hold-ms).
  *
  * Prints "metric value unit" lines. The open-file limit is raised as far
  * as the process may (the hard limit, and the hard limit itself up to
@@ -30,6 +42,7 @@
  *   [--gpus-per-node G] [--rate R] [--seconds D] [--backlog N]
  *   [--submitters K] [--register-inflight K] [--report-conns K]
  *   [--coord-pid PID] [--drain-s S] [--register-timeout-s S]
+ *   [--workers W] [--heartbeat-conns K] [--report-batch N] [--hold-ms MS]
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -57,6 +70,7 @@
 #define TICK_MS		  5
 #define REPORT_TRIES	  50
 #define HB_SAMPLES_MAX	  (4 << 20)
+#define API_BATCH_DEFAULT 1024 /* the coordinator's API_REPORTS_MAX */
 
 struct options {
 	const char *url;
@@ -72,10 +86,14 @@ struct options {
 	long coord_pid;
 	int drain_s;
 	int register_timeout_s;
+	int workers;
+	int heartbeat_conns; /* 0: 8 a worker */
+	int report_batch;    /* reports a request; 0: the single endpoints */
+	int hold_ms;	     /* started to finished */
 };
 
 static struct options opt = {NULL, NULL, 10000, 8, 100.0, 30, 0, 0, 64, 256,
-    0, 60, 600};
+    0, 60, 600, 4, 0, API_BATCH_DEFAULT, 0};
 
 /* ---- what the submitters and the agents share ---- */
 
@@ -125,7 +143,14 @@ note(int64_t job_id, int64_t t, int recv)
 
 /* ---- the simulated agents (one event-loop thread) ---- */
 
-enum xfer_kind { X_REGISTER, X_HEARTBEAT, X_POLL, X_STARTED, X_FINISHED };
+enum xfer_kind {
+	X_REGISTER,
+	X_HEARTBEAT,
+	X_POLL,
+	X_STARTED,
+	X_FINISHED,
+	X_REPORTS /* a batch: the agent's pending reports marked sent */
+};
 
 struct agent;
 
@@ -149,6 +174,14 @@ struct attempt_ref {
 	int64_t job_id, attempt;
 };
 
+/* A report waiting for its batch (--report-batch > 0). */
+struct pending {
+	int64_t job_id, attempt;
+	int64_t due; /* µs */
+	int finished;
+	int sent; /* 1: in the batch in flight; 2: done */
+};
+
 struct agent {
 	int index;
 	/*
@@ -168,22 +201,31 @@ struct agent {
 	int poll_active; /* the poll is in flight */
 	struct attempt_ref *run;
 	int nrun, caprun;
+	struct pending *pend;
+	int npend, cappend;
+	int batch_inflight;
+	int64_t batch_retry_at; /* µs */
 };
 
 static struct agent *agents;
-static CURLM *multi_poll;  /* one connection per held long poll */
-static CURLM *multi_other; /* register, heartbeats, reports: a small pool */
 static struct curl_slist *headers;
-static int epfd;
-static int64_t timeout_poll = -1, timeout_other = -1; /* µs deadlines */
-static struct xfer *free_xfers, *retry_list;
+/* Each worker's own (the agents [lo, hi) it runs). */
+static _Thread_local int worker_lo, worker_hi, worker_index;
+static _Thread_local CURLM *multi_poll;	 /* a connection per long poll */
+static _Thread_local CURLM *multi_other; /* register, reports: a pool */
+static _Thread_local CURLM *multi_hb;	 /* heartbeats: a pool */
+static _Thread_local int epfd;
+/* µs deadlines the multis asked for; -1: none. */
+static _Thread_local int64_t timeout_poll = -1, timeout_other = -1,
+			     timeout_hb = -1;
+static _Thread_local struct xfer *free_xfers, *retry_list;
 /*
  * Backlog phase: while set, the agents hold their started reports (in
  * held_reports) so that the resume offers are not queued behind them on
  * the shared connections; the tick sends them once it is cleared.
  */
 static atomic_int hold_reports;
-static struct xfer *held_reports;
+static _Thread_local struct xfer *held_reports;
 static _Atomic int heartbeat_ms = 1000; /* the longest period asked */
 
 /* The heartbeat period a register or heartbeat answer asks for. */
@@ -206,8 +248,18 @@ take_period(struct agent *a, json_t *r)
 	if (a->hb_ms > atomic_load(&heartbeat_ms))
 		atomic_store(&heartbeat_ms, a->hb_ms);
 }
-static int64_t hb_t0;
-static int register_next, register_inflight, offer_inflight;
+static _Thread_local int64_t hb_t0;
+static _Thread_local int register_next, register_inflight, offer_inflight;
+/*
+ * Periodic heartbeats in flight on the pool. A heartbeat starts only when
+ * a pool connection is free: one queued inside curl behind others would
+ * carry a running list that is stale by the time it is sent (a real
+ * agent builds its body when it sends), and the coordinator would take
+ * the assignments that came meanwhile for lost.
+ */
+static _Thread_local int hb_pool_inflight;
+/* Per worker: the shares of --register-inflight and of the pools. */
+static int w_register_inflight, w_report_conns, w_hb_conns;
 
 /* The offer every agent should have; the main thread bumps it. */
 static atomic_llong want_offer_seq = 1;
@@ -293,7 +345,7 @@ xfer_put(struct xfer *x)
 }
 
 static char url_scheme[16], url_host[256];
-/* Heartbeats on a connection per agent (else on the shared pool). */
+/* Heartbeats on a connection per agent (else on the heartbeat pool). */
 static int hb_own_conn = 1;
 static int url_port;
 
@@ -323,10 +375,18 @@ static void
 xfer_start(struct xfer *x, const char *path, char *body, long timeout_ms)
 {
 	char url[512];
-	CURLM *m = x->kind == X_POLL ? multi_poll : multi_other;
+	/*
+	 * A heartbeat that carries a new offer (pause, resume: all agents
+	 * at once) goes over the report pool, idle while reports are held,
+	 * so that the periodic heartbeats keep their own pool.
+	 */
+	CURLM *m = x->kind == X_POLL ? multi_poll
+	    : x->kind == X_HEARTBEAT && x->offer_seq == 0 ? multi_hb
+							   : multi_other;
 	struct agent *a = x->agent;
 
-	if (x->kind == X_POLL || (x->kind == X_HEARTBEAT && hb_own_conn)) {
+	if (x->kind == X_POLL ||
+	    (x->kind == X_HEARTBEAT && x->offer_seq == 0 && hb_own_conn)) {
 		snprintf(url, sizeof(url), "%s://%c%d:%d%s", url_scheme,
 		    x->kind == X_POLL ? 'p' : 'h', a->index, url_port, path);
 		curl_easy_setopt(x->easy, CURLOPT_CONNECT_TO,
@@ -448,6 +508,8 @@ start_heartbeat(struct agent *a, int with_offer)
 		strcpy(p, "]}");
 	free(offer);
 	a->hb_inflight = 1;
+	if (!with_offer && !hb_own_conn)
+		hb_pool_inflight++;
 	xfer_start(x, "/v1/agent/heartbeat", body, REQUEST_TIMEOUT_MS);
 }
 
@@ -469,6 +531,147 @@ start_report(struct xfer *x)
 					"\"message\":\"\"}",
 		    (long long)x->agent->node_id);
 	xfer_start(x, path, body, REQUEST_TIMEOUT_MS);
+}
+
+/* Queues a report for the agent's next batch. */
+static void
+pend_add(struct agent *a, int64_t job_id, int64_t attempt, int finished,
+    int64_t due)
+{
+	if (a->npend == a->cappend) {
+		int cap = a->cappend ? a->cappend * 2 : 16;
+		struct pending *p = realloc(a->pend, (size_t)cap *
+		    sizeof(*p));
+		if (p == NULL)
+			gp_fatalx("out of memory");
+		a->pend = p;
+		a->cappend = cap;
+	}
+	a->pend[a->npend].job_id = job_id;
+	a->pend[a->npend].attempt = attempt;
+	a->pend[a->npend].finished = finished;
+	a->pend[a->npend].due = due;
+	a->pend[a->npend++].sent = 0;
+}
+
+/*
+ * Sends the agent's due reports in one request, in the order they came
+ * (an attempt's started before its finished); 0 when none is due.
+ */
+static int
+start_batch(struct agent *a, int64_t now)
+{
+	struct gp_buf b = {0};
+	struct xfer *x;
+	char one[256];
+	int i, n = 0, len;
+
+	for (i = 0; i < a->npend && n < opt.report_batch; i++) {
+		struct pending *p = &a->pend[i];
+		if (p->due > now)
+			continue;
+		if (p->finished)
+			len = snprintf(one, sizeof(one),
+			    "%s{\"job_id\":%lld,\"attempt\":%lld,"
+			    "\"event\":\"finished\",\"exit_code\":0,"
+			    "\"signal\":0,\"reason\":\"exited\","
+			    "\"message\":\"\"}",
+			    n ? "," : "", (long long)p->job_id,
+			    (long long)p->attempt);
+		else
+			len = snprintf(one, sizeof(one),
+			    "%s{\"job_id\":%lld,\"attempt\":%lld,"
+			    "\"event\":\"started\",\"pid\":1}",
+			    n ? "," : "", (long long)p->job_id,
+			    (long long)p->attempt);
+		if (n == 0) {
+			char head[64];
+			int hl = snprintf(head, sizeof(head),
+			    "{\"node_id\":%lld,\"reports\":[",
+			    (long long)a->node_id);
+			if (gp_buf_append(&b, head, (size_t)hl) != 0)
+				gp_fatalx("out of memory");
+		}
+		if (gp_buf_append(&b, one, (size_t)len) != 0)
+			gp_fatalx("out of memory");
+		p->sent = 1;
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	if (gp_buf_append(&b, "]}", 3) != 0)
+		gp_fatalx("out of memory");
+	x = xfer_get(X_REPORTS, a);
+	a->batch_inflight = 1;
+	xfer_start(x, "/v1/agent/reports", b.data, REQUEST_TIMEOUT_MS);
+	return 1;
+}
+
+/* Removes the agent's reports marked done (sent == 2), keeping order. */
+static void
+pend_compact(struct agent *a)
+{
+	int i, k = 0;
+
+	for (i = 0; i < a->npend; i++)
+		if (a->pend[i].sent != 2)
+			a->pend[k++] = a->pend[i];
+	a->npend = k;
+}
+
+static void run_remove(struct agent *a, int64_t job_id, int64_t attempt);
+
+static void
+on_batch_done(struct xfer *x, long status)
+{
+	struct agent *a = x->agent;
+	json_t *r = NULL, *results, *res;
+	size_t k = 0;
+	int i;
+
+	a->batch_inflight = 0;
+	if (status == 200)
+		r = json_loadb(x->resp, x->resp_len, 0, NULL);
+	results = json_object_get(r, "results");
+	if (!json_is_array(results)) {
+		/* The whole batch again, shortly. */
+		for (i = 0; i < a->npend; i++)
+			a->pend[i].sent = 0;
+		if (atomic_fetch_add(&agent_errors, 1) < 5)
+			fprintf(stderr, "bench_agents: reports: HTTP %ld "
+					"%.200s\n",
+			    status, x->resp ? x->resp : "");
+		atomic_fetch_add(&report_retries, 1);
+		a->batch_retry_at = gp_mono_us() + 100000;
+		json_decref(r);
+		xfer_put(x);
+		return;
+	}
+	for (i = 0; i < a->npend; i++) {
+		struct pending *p = &a->pend[i];
+		long st;
+		if (p->sent != 1)
+			continue;
+		res = json_array_get(results, k++);
+		st = (long)json_integer_value(json_object_get(res, "status"));
+		if (st != 200 && st != 409) {
+			/* Not this time: it goes with the next batch. */
+			p->sent = 0;
+			atomic_fetch_add(&agent_errors, 1);
+			atomic_fetch_add(&report_retries, 1);
+			continue;
+		}
+		p->sent = 2;
+		if (p->finished) {
+			if (st == 200)
+				atomic_fetch_add(&finished_ok, 1);
+			atomic_fetch_add(&reports_done, 1);
+			run_remove(a, p->job_id, p->attempt);
+		}
+	}
+	pend_compact(a);
+	json_decref(r);
+	xfer_put(x);
 }
 
 static void
@@ -541,7 +744,13 @@ on_poll_done(struct xfer *x, long status)
 		note(rep->job_id, t, 1);
 		atomic_fetch_add(&dispatched, 1);
 		run_add(a, rep->job_id, rep->attempt);
-		if (atomic_load(&hold_reports)) {
+		if (opt.report_batch > 0) {
+			/* The tick sends it with the agent's next batch. */
+			pend_add(a, rep->job_id, rep->attempt, 0, t);
+			pend_add(a, rep->job_id, rep->attempt, 1,
+			    t + (int64_t)opt.hold_ms * 1000);
+			xfer_put(rep);
+		} else if (atomic_load(&hold_reports)) {
 			rep->next = held_reports;
 			held_reports = rep;
 		} else {
@@ -562,7 +771,10 @@ on_report_done(struct xfer *x, long status)
 	if (status == 200 && x->kind == X_STARTED) {
 		x->kind = X_FINISHED;
 		x->tries = 0;
-		start_report(x);
+		if (opt.hold_ms > 0)
+			retry_later(x, (int64_t)opt.hold_ms * 1000);
+		else
+			start_report(x);
 		return;
 	}
 	if (status == 200 || status == 409) {
@@ -632,6 +844,8 @@ on_done(struct xfer *x, CURLcode result)
 		a->hb_inflight = 0;
 		if (x->offer_seq > 0)
 			offer_inflight--;
+		else if (!hb_own_conn)
+			hb_pool_inflight--;
 		if (status == 200) {
 			int64_t rtt = gp_mono_us() - x->t_start;
 			long k;
@@ -669,6 +883,9 @@ on_done(struct xfer *x, CURLcode result)
 	case X_FINISHED:
 		on_report_done(x, status);
 		return;
+	case X_REPORTS:
+		on_batch_done(x, status);
+		return;
 	}
 }
 
@@ -676,12 +893,12 @@ static int
 on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *sockp)
 {
 	struct epoll_event ev;
-	int which = userp == multi_poll ? 0 : 1;
+	int which = userp == multi_poll ? 0 : userp == multi_hb ? 2 : 1;
 
 	(void)easy;
 	(void)sockp;
 	memset(&ev, 0, sizeof(ev));
-	ev.data.u64 = ((uint64_t)fd << 1) | (uint64_t)which;
+	ev.data.u64 = ((uint64_t)fd << 2) | (uint64_t)which;
 	if (what == CURL_POLL_REMOVE) {
 		epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 		return 0;
@@ -728,34 +945,46 @@ tick(void)
 	struct xfer *x, **pp;
 	int i;
 
-	while (register_next < opt.agents &&
-	    register_inflight < opt.register_inflight)
+	int held = atomic_load(&hold_reports);
+
+	while (register_next < worker_hi &&
+	    register_inflight < w_register_inflight)
 		start_register(&agents[register_next++]);
-	for (i = 0; i < register_next; i++) {
+	for (i = worker_lo; i < register_next; i++) {
 		struct agent *a = &agents[i];
 		if (a->node_id == -1 && !a->registering &&
-		    register_inflight < opt.register_inflight) {
+		    register_inflight < w_register_inflight) {
 			a->node_id = 0;
 			start_register(a);
 		}
 		if (a->node_id <= 0 || a->registering)
 			continue;
+		if (a->npend > 0 && !held && !a->batch_inflight &&
+		    a->batch_retry_at <= now)
+			start_batch(a, now);
 		if (a->offer_acked < want && !a->hb_inflight &&
-		    offer_inflight < opt.report_conns) {
+		    offer_inflight < w_report_conns) {
 			start_heartbeat(a, 1);
 			continue;
 		}
+		if (a->hb_due <= now && !a->hb_inflight && !hb_own_conn &&
+		    hb_pool_inflight >= w_hb_conns)
+			continue; /* due: sent when a connection is free */
 		if (a->hb_due <= now) {
+			/* Late: a period past due, or the last still out. */
+			int late = now - a->hb_due > (int64_t)a->hb_ms * 1000;
 			a->hb_due += (int64_t)a->hb_ms * 1000;
 			if (a->hb_due <= now) /* far behind: do not burst */
 				a->hb_due = now + (int64_t)a->hb_ms * 1000;
+			if (late && !a->hb_inflight)
+				atomic_fetch_add(&heartbeats_late, 1);
 			if (a->hb_inflight)
 				atomic_fetch_add(&heartbeats_late, 1);
 			else
 				start_heartbeat(a, 0);
 		}
 	}
-	if (!atomic_load(&hold_reports))
+	if (!held)
 		while ((x = held_reports) != NULL) {
 			held_reports = x->next;
 			x->next = NULL;
@@ -779,14 +1008,45 @@ tick(void)
 	}
 }
 
+static CURLM *
+new_multi(int64_t *deadline, long host_conns, long max_conns)
+{
+	CURLM *m = curl_multi_init();
+
+	if (m == NULL)
+		gp_fatalx("curl_multi_init failed");
+	curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(m, CURLMOPT_SOCKETDATA, m);
+	curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(m, CURLMOPT_TIMERDATA, deadline);
+	/* Requests beyond the pool wait inside curl for a free connection. */
+	if (host_conns > 0)
+		curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, host_conns);
+	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, max_conns);
+	return m;
+}
+
+/* One worker: the event loop of agents [lo, hi). */
 static void *
 loop_main(void *arg)
 {
 	struct epoll_event evs[256];
 	int64_t next_tick = 0;
-	int n, i, running;
+	int n, i, running, nagents;
 
-	(void)arg;
+	worker_index = (int)(intptr_t)arg;
+	worker_lo = (int)((int64_t)opt.agents * worker_index / opt.workers);
+	worker_hi = (int)((int64_t)opt.agents * (worker_index + 1) /
+	    opt.workers);
+	register_next = worker_lo;
+	nagents = worker_hi - worker_lo;
+	if ((epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		gp_fatalx("epoll_create1 failed");
+	multi_poll = new_multi(&timeout_poll, 0, (long)nagents + 16);
+	multi_other = new_multi(&timeout_other, w_report_conns,
+	    (long)w_report_conns + 16);
+	multi_hb = new_multi(&timeout_hb, hb_own_conn ? 0 : w_hb_conns,
+	    hb_own_conn ? (long)nagents + 16 : (long)w_hb_conns + 16);
 	hb_t0 = gp_mono_us();
 	while (!atomic_load(&stopping)) {
 		int64_t now = gp_mono_us(), wait = TICK_MS * 1000;
@@ -794,14 +1054,18 @@ loop_main(void *arg)
 			wait = timeout_poll - now;
 		if (timeout_other >= 0 && timeout_other - now < wait)
 			wait = timeout_other - now;
+		if (timeout_hb >= 0 && timeout_hb - now < wait)
+			wait = timeout_hb - now;
 		if (next_tick - now < wait)
 			wait = next_tick - now;
 		n = epoll_wait(epfd, evs, 256,
 		    wait > 0 ? (int)((wait + 999) / 1000) : 0);
 		for (i = 0; i < n; i++) {
-			int fd = (int)(evs[i].data.u64 >> 1);
-			CURLM *m = evs[i].data.u64 & 1 ? multi_other
-						       : multi_poll;
+			int fd = (int)(evs[i].data.u64 >> 2);
+			int which = (int)(evs[i].data.u64 & 3);
+			CURLM *m = which == 0 ? multi_poll
+			    : which == 2      ? multi_hb
+					      : multi_other;
 			int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN
 							     : 0) |
 			    (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
@@ -821,8 +1085,14 @@ loop_main(void *arg)
 			curl_multi_socket_action(multi_other,
 			    CURL_SOCKET_TIMEOUT, 0, &running);
 		}
+		if (timeout_hb >= 0 && timeout_hb <= now) {
+			timeout_hb = -1;
+			curl_multi_socket_action(multi_hb,
+			    CURL_SOCKET_TIMEOUT, 0, &running);
+		}
 		drain_done(multi_poll);
 		drain_done(multi_other);
+		drain_done(multi_hb);
 		if (now >= next_tick) {
 			tick();
 			next_tick = now + TICK_MS * 1000;
@@ -1085,22 +1355,27 @@ raise_nofile(void)
 	    (unsigned long long)rl.rlim_cur);
 	if (rl.rlim_cur < 2 * (rlim_t)opt.agents + (rlim_t)opt.report_conns +
 		64) {
-		/* Not enough for two connections per agent: share. */
+		/* Not enough for two connections per agent: a pool. */
 		hb_own_conn = 0;
 		fprintf(stderr, "bench_agents: %d agents with a heartbeat "
 				"connection each need about %d open files; the "
-				"limit is %llu: heartbeats share the report "
-				"connections\n",
+				"limit is %llu: heartbeats go over %d "
+				"connections of their own\n",
 		    opt.agents, 2 * opt.agents + opt.report_conns + 64,
-		    (unsigned long long)rl.rlim_cur);
+		    (unsigned long long)rl.rlim_cur, opt.heartbeat_conns);
 	}
-	if (rl.rlim_cur < (rlim_t)opt.agents + (rlim_t)opt.report_conns + 64)
+	if (rl.rlim_cur < (rlim_t)opt.agents + (rlim_t)opt.report_conns +
+		(rlim_t)opt.heartbeat_conns + 64)
 		fprintf(stderr, "bench_agents: %d agents need at least %d open "
 				"files; the limit is %llu\n",
-		    opt.agents, opt.agents + opt.report_conns + 64,
+		    opt.agents,
+		    opt.agents + opt.report_conns + opt.heartbeat_conns + 64,
 		    (unsigned long long)rl.rlim_cur);
 	printf("agents_heartbeat_connections %s mode\n",
-	    hb_own_conn ? "own" : "shared");
+	    hb_own_conn ? "own" : "pool");
+	if (!hb_own_conn)
+		printf("agents_heartbeat_pool %d connections\n",
+		    opt.heartbeat_conns);
 }
 
 static int
@@ -1146,8 +1421,86 @@ usage(void)
 	    "usage: bench_agents [--url URL] [--token ADMIN] [--agents A]\n"
 	    "  [--gpus-per-node G] [--rate R] [--seconds D] [--backlog N]\n"
 	    "  [--submitters K] [--register-inflight K] [--report-conns K]\n"
-	    "  [--coord-pid PID] [--drain-s S] [--register-timeout-s S]\n");
+	    "  [--coord-pid PID] [--drain-s S] [--register-timeout-s S]\n"
+	    "  [--workers W] [--heartbeat-conns K] [--report-batch N]\n"
+	    "  [--hold-ms MS]\n");
 	exit(2);
+}
+
+/* The coordinator's dispatch histogram (placement to the poll's answer). */
+#define HIST_MAX 64
+struct coord_hist {
+	int n;
+	char le[HIST_MAX][24];
+	double cum[HIST_MAX];
+};
+
+/*
+ * Reads the histogram's buckets from the coordinator's /metrics (our
+ * own coordinator's output, a line per bucket); 0, or -1 when absent.
+ */
+static int
+coord_hist_get(struct coord_hist *h)
+{
+	static const char name[] = "gpupool_job_dispatch_latency_seconds_bucket";
+	struct gp_http_client *c = gp_http_client_new(opt.url, opt.token,
+	    NULL);
+	struct gp_http_response resp;
+	char *text, *line, *save = NULL, *le, *end, *val;
+	int rc = -1;
+
+	h->n = 0;
+	if (c == NULL)
+		return -1;
+	if (gp_http_request(c, "GET", "/metrics", NULL, 0, NULL, 10000,
+		&resp) == 0 &&
+	    resp.status == 200 &&
+	    (text = strndup(resp.body, resp.body_len)) != NULL) {
+		for (line = strtok_r(text, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(line, name, sizeof(name) - 1) != 0 ||
+			    (le = strstr(line, "le=\"")) == NULL ||
+			    (end = strchr(le + 4, '"')) == NULL ||
+			    (val = strrchr(line, ' ')) == NULL ||
+			    h->n == HIST_MAX)
+				continue;
+			snprintf(h->le[h->n], sizeof(h->le[h->n]), "%.*s",
+			    (int)(end - le - 4), le + 4);
+			h->cum[h->n++] = atof(val + 1);
+		}
+		free(text);
+		rc = h->n > 0 ? 0 : -1;
+	}
+	gp_http_response_fini(&resp);
+	gp_http_client_free(c);
+	return rc;
+}
+
+/* The bucket bounds under which 50 and 99 % of (after - before) fall. */
+static void
+report_coord_hist(const char *phase, const struct coord_hist *before,
+    const struct coord_hist *after)
+{
+	static const int qs[] = {50, 90, 99};
+	double total, d;
+	size_t q;
+	int i;
+
+	if (after->n == 0 || before->n != after->n)
+		return;
+	total = after->cum[after->n - 1] - before->cum[before->n - 1];
+	printf("%s_coord_dispatch_count %.0f jobs\n", phase, total);
+	if (total <= 0)
+		return;
+	for (q = 0; q < GP_ARRAY_LEN(qs); q++)
+		for (i = 0; i < after->n; i++) {
+			d = after->cum[i] - before->cum[i];
+			if (d >= total * qs[q] / 100.0) {
+				printf("%s_coord_dispatch_latency_p%d_le %s s\n",
+				    phase, qs[q], after->le[i]);
+				break;
+			}
+		}
 }
 
 static void
@@ -1170,7 +1523,8 @@ main(int argc, char **argv)
 {
 	char provider[160], auth[200];
 	struct proc_sample s0, s1;
-	pthread_t loop;
+	pthread_t *loops;
+	static struct coord_hist h0, h1;
 	int64_t t0, t1;
 	int submitters_given = 0;
 	long base_dispatched, base_finished, base_done, base_hb, base_late, n;
@@ -1210,6 +1564,14 @@ main(int argc, char **argv)
 			opt.drain_s = atoi(v);
 		else if (strcmp(argv[k], "--register-timeout-s") == 0)
 			opt.register_timeout_s = atoi(v);
+		else if (strcmp(argv[k], "--workers") == 0)
+			opt.workers = atoi(v);
+		else if (strcmp(argv[k], "--heartbeat-conns") == 0)
+			opt.heartbeat_conns = atoi(v);
+		else if (strcmp(argv[k], "--report-batch") == 0)
+			opt.report_batch = atoi(v);
+		else if (strcmp(argv[k], "--hold-ms") == 0)
+			opt.hold_ms = atoi(v);
 		else
 			usage();
 	}
@@ -1220,12 +1582,26 @@ main(int argc, char **argv)
 	if (opt.token == NULL || opt.agents < 1 || opt.gpus < 1 ||
 	    opt.gpus > 64 || opt.rate < 0 || opt.seconds < 0 ||
 	    opt.backlog < 0 || opt.register_inflight < 1 ||
-	    opt.report_conns < 1 || opt.submitters > 256) {
+	    opt.report_conns < 1 || opt.submitters > 256 ||
+	    opt.workers < 1 || opt.workers > 64 || opt.workers > opt.agents ||
+	    opt.heartbeat_conns < 0 || opt.report_batch < 0 ||
+	    opt.report_batch > API_BATCH_DEFAULT || opt.hold_ms < 0) {
 		fprintf(stderr, "bench_agents: need an admin token (--token "
 				"or GPUPOOL_TOKEN) and sane counts\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (opt.heartbeat_conns == 0)
+		opt.heartbeat_conns = 8 * opt.workers;
+	w_register_inflight = opt.register_inflight / opt.workers > 0
+	    ? opt.register_inflight / opt.workers
+	    : 1;
+	w_report_conns = opt.report_conns / opt.workers > 0
+	    ? opt.report_conns / opt.workers
+	    : 1;
+	w_hb_conns = opt.heartbeat_conns / opt.workers > 0
+	    ? opt.heartbeat_conns / opt.workers
+	    : 1;
 	raise_nofile();
 	gp_http_global_init();
 	if (setup_provider(provider, sizeof(provider)) != 0)
@@ -1256,31 +1632,20 @@ main(int argc, char **argv)
 			return 1;
 	}
 	table_reset(1024);
-	if ((epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
-		return 1;
-	multi_poll = curl_multi_init();
-	multi_other = curl_multi_init();
-	curl_multi_setopt(multi_poll, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(multi_poll, CURLMOPT_SOCKETDATA, multi_poll);
-	curl_multi_setopt(multi_poll, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(multi_poll, CURLMOPT_TIMERDATA, &timeout_poll);
-	curl_multi_setopt(multi_poll, CURLMOPT_MAXCONNECTS,
-	    (long)opt.agents + 16);
-	curl_multi_setopt(multi_other, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(multi_other, CURLMOPT_SOCKETDATA, multi_other);
-	curl_multi_setopt(multi_other, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(multi_other, CURLMOPT_TIMERDATA, &timeout_other);
-	/* Requests beyond the pool wait inside curl for a free connection. */
-	curl_multi_setopt(multi_other, CURLMOPT_MAX_HOST_CONNECTIONS,
-	    (long)opt.report_conns);
-	curl_multi_setopt(multi_other, CURLMOPT_MAXCONNECTS,
-	    (long)opt.agents + opt.report_conns);
 
+	printf("agents_workers %d threads\n", opt.workers);
+	printf("agents_report_batch %d reports\n", opt.report_batch);
+	printf("agents_hold %d ms\n", opt.hold_ms);
 	printf("agents_nodes %d nodes\n", opt.agents);
 	printf("agents_gpus %d gpus\n", opt.agents * opt.gpus);
 	sample(&s0);
 	t0 = gp_mono_us();
-	pthread_create(&loop, NULL, loop_main, NULL);
+	if ((loops = calloc((size_t)opt.workers, sizeof(*loops))) == NULL)
+		return 1;
+	for (k = 0; k < opt.workers; k++)
+		if (pthread_create(&loops[k], NULL, loop_main,
+			(void *)(intptr_t)k) != 0)
+			gp_fatalx("cannot start worker %d", k);
 	if (wait_for(&registered, opt.agents, opt.register_timeout_s) != 0) {
 		fprintf(stderr, "bench_agents: only %ld of %d agents "
 				"registered in %d s\n",
@@ -1311,6 +1676,7 @@ main(int argc, char **argv)
 		atomic_store(&hb_nsamples, 0);
 		atomic_store(&hb_recording, 1);
 		atomic_store(&acked, 0);
+		coord_hist_get(&h0);
 		sample(&s0);
 		if (n > 0)
 			submit_jobs(n, opt.rate);
@@ -1321,6 +1687,7 @@ main(int argc, char **argv)
 		    opt.drain_s);
 		sample(&s1);
 		atomic_store(&hb_recording, 0);
+		coord_hist_get(&h1);
 		wait_for(&reports_done, base_done + atomic_load(&acked),
 		    opt.drain_s);
 		printf("steady_offered_rate %.1f jobs/s\n", opt.rate);
@@ -1333,6 +1700,7 @@ main(int argc, char **argv)
 		printf("steady_finished %ld jobs\n",
 		    atomic_load(&finished_ok) - base_finished);
 		report_dispatch("steady");
+		report_coord_hist("steady", &h0, &h1);
 		{
 			long hn = atomic_load(&hb_nsamples);
 			if (hn > HB_SAMPLES_MAX)

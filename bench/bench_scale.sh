@@ -9,7 +9,9 @@
 #
 # Usage: BUILD=build bench/bench_scale.sh [bench_agents options]
 # Defaults: --agents 10000 --gpus-per-node 8 --rate 100 --seconds 30
-#           --backlog 100000. COORD_ARGS adds coordinator options
+#           --backlog 100000 --hold-ms 1000 (each job "runs" 1 s: the
+#           backlog beyond the pool's GPUs is placed as jobs end), and
+#           bench_agents' own: 4 worker threads, reports batched. COORD_ARGS adds coordinator options
 #           (e.g. COORD_ARGS="--conn-memory 16K"). PERF=1 records the
 # coordinator with `perf record -g` during the run (perf.data in
 # $PERF_OUT, default ./perf-coord.data). COORD_LOG=FILE keeps the
@@ -44,6 +46,7 @@ has --agents || ARGS+=(--agents 10000)
 has --rate || ARGS+=(--rate 100)
 has --seconds || ARGS+=(--seconds 30)
 has --backlog || ARGS+=(--backlog 100000)
+has --hold-ms || ARGS+=(--hold-ms 1000)
 
 # Open files: two connections per agent on each side. Root may raise the
 # hard limit up to fs.nr_open; others get their hard limit.

@@ -5,7 +5,11 @@
  * sender threads share one table of attempts; each has its own HTTP
  * client. Output is buffered in memory per attempt up to BUFFER_CAP bytes;
  * beyond that it is dropped and a notice saying how much goes into the
- * stream instead (see docs/agent.md).
+ * stream instead (see docs/agent.md). When several attempts have a
+ * started or finished report due at once (a node's jobs ending together,
+ * reports held while the coordinator was away), a sender takes up to
+ * BATCH_MAX of them into one POST /v1/agent/reports; a coordinator that
+ * refuses the batch whole gets them one at a time again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +31,7 @@
 #define BACKOFF_MIN_MS	 100
 #define BACKOFF_MAX_MS	 5000
 #define REQUEST_TIMEOUT	 15000
+#define BATCH_MAX	 64		/* reports in one batch */
 
 struct attempt {
 	struct gp_attempt_id id;
@@ -53,6 +58,7 @@ struct gp_reports {
 	pthread_cond_t cond;
 	struct attempt *list;
 	int stopping;
+	int no_batch;	/* the coordinator refused a batch: single reports */
 	int nthreads;
 	pthread_t threads[16];
 };
@@ -234,6 +240,9 @@ due_in(const struct attempt *a, int64_t now)
 
 enum outcome { SENT, RETRY, STALE, DROP };
 
+static void settle(struct gp_reports *r, struct attempt *a, const char *what,
+    enum outcome out, int64_t held);
+
 static enum outcome
 classify(struct attempt *a, const char *what, int ret,
     struct gp_http_response *resp)
@@ -352,6 +361,20 @@ done:
 	free(body);
 	json_decref(json);
 	pthread_mutex_lock(&r->lock);
+	settle(r, a, what, out, held);
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * What a report's outcome does to its attempt (r->lock held): the report
+ * is done (sent, or dropped), the attempt stale, or retried later; held is
+ * the log offset the coordinator has after a log report.
+ */
+static void
+settle(struct gp_reports *r, struct attempt *a, const char *what,
+    enum outcome out, int64_t held)
+{
 	if (out == SENT || out == DROP) {
 		a->failures = 0;
 		a->backoff_ms = 0;
@@ -386,6 +409,142 @@ done:
 	a->busy = 0;
 	if (a->gone)
 		unlink_free(r, a);
+}
+
+/* A started or finished report is what a is due to send next. */
+static int
+batchable(const struct attempt *a)
+{
+	return a->started_pending || (a->finished_pending && a->log.len == 0);
+}
+
+/*
+ * Sends the started/finished reports of n attempts (busy, each with
+ * batchable() true) in one request. Called unlocked. Each report's result
+ * settles its attempt as a single report's would; a batch refused whole
+ * (an old coordinator's 404, a 400) is retried as single reports.
+ */
+static void
+send_batch(struct gp_reports *r, struct gp_http_client *http,
+    struct attempt **as, int n, int64_t node_id)
+{
+	const char *what[BATCH_MAX];
+	enum outcome out[BATCH_MAX];
+	struct gp_http_response resp;
+	json_t *list = json_array(), *root, *results, *res, *offer = NULL;
+	char *body = NULL, text[256];
+	int i, ret = -1, whole_refused = 0, offer_told = 0;
+	long st;
+
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < n; i++) {
+		struct attempt *a = as[i];
+		json_t *one;
+		if (a->started_pending) {
+			what[i] = "started";
+			one = json_pack("{sI sI ss si sI}", "job_id",
+			    (json_int_t)a->id.job_id, "attempt",
+			    (json_int_t)a->id.attempt, "event", "started",
+			    "pid", (int)a->pid, "restored_version",
+			    (json_int_t)a->restored_version);
+		} else {
+			what[i] = "finished";
+			/* The owner's offer once, before the first ends. */
+			if (offer == NULL && r->agent->provider != NULL)
+				offer = gp_provider_offer_json(
+				    r->agent->provider);
+			one = json_pack("{sI sI ss si si ss ss sO*}", "job_id",
+			    (json_int_t)a->id.job_id, "attempt",
+			    (json_int_t)a->id.attempt, "event", "finished",
+			    "exit_code", a->result.exit_code, "signal",
+			    a->result.signal, "reason", a->result.reason,
+			    "message", a->result.message, "offer",
+			    offer_told ? NULL : offer);
+			offer_told = 1;
+		}
+		/* Out of memory: the batch goes short and is retried. */
+		if (list != NULL)
+			json_array_append_new(list, one);
+		else
+			json_decref(one);
+	}
+	pthread_mutex_unlock(&r->lock);
+	json_decref(offer);
+	root = json_pack("{sI so}", "node_id", (json_int_t)node_id, "reports",
+	    list);
+	if (root != NULL)
+		body = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	memset(&resp, 0, sizeof(resp));
+	if (body != NULL)
+		ret = gp_http_request(http, "POST", "/v1/agent/reports", body,
+		    strlen(body), NULL, REQUEST_TIMEOUT, &resp);
+	free(body);
+	root = ret == 0 && resp.status == 200
+	    ? json_loadb(resp.body, resp.body_len, 0, NULL)
+	    : NULL;
+	results = json_object_get(root, "results");
+	if (ret == 0 && (resp.status == 400 || resp.status == 404 ||
+			    resp.status == 413)) {
+		gp_http_error_text(&resp, text, sizeof(text));
+		gp_warn("coordinator refused a batch of reports status=%ld "
+			"error=\"%s\"; sending them one at a time",
+		    resp.status, text);
+		whole_refused = 1;
+	}
+	for (i = 0; i < n; i++) {
+		res = json_is_array(results) &&
+			json_array_size(results) == (size_t)n
+		    ? json_array_get(results, (size_t)i)
+		    : NULL;
+		st = (long)json_integer_value(json_object_get(res, "status"));
+		if (whole_refused)
+			out[i] = RETRY;
+		else if (st == 200)
+			out[i] = SENT;
+		else if (st == 409) {
+			gp_info("coordinator says attempt is stale job=%lld "
+				"attempt=%lld report=%s status=409",
+			    (long long)as[i]->id.job_id,
+			    (long long)as[i]->id.attempt, what[i]);
+			out[i] = STALE;
+		} else if (st == 400 || st == 413) {
+			gp_error("coordinator refused report job=%lld "
+				 "attempt=%lld report=%s status=%ld; dropping "
+				 "it",
+			    (long long)as[i]->id.job_id,
+			    (long long)as[i]->id.attempt, what[i], st);
+			out[i] = DROP;
+		} else {
+			if (as[i]->failures++ == 0) {
+				gp_http_error_text(&resp, text, sizeof(text));
+				gp_warn("report not delivered, will retry "
+					"job=%lld attempt=%lld report=%s "
+					"error=\"%s\" status=%ld",
+				    (long long)as[i]->id.job_id,
+				    (long long)as[i]->id.attempt, what[i],
+				    text, st);
+			}
+			out[i] = RETRY;
+		}
+	}
+	json_decref(root);
+	gp_http_response_fini(&resp);
+	gp_debug("reports sent in one batch reports=%d delivered=%d", n,
+	    whole_refused ? 0 : n);
+	pthread_mutex_lock(&r->lock);
+	if (whole_refused)
+		r->no_batch = 1;
+	for (i = 0; i < n; i++) {
+		if (whole_refused) {
+			/* Again at once, one at a time. */
+			as[i]->busy = 0;
+			if (as[i]->gone)
+				unlink_free(r, as[i]);
+			continue;
+		}
+		settle(r, as[i], what[i], out[i], 0);
+	}
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 }
@@ -410,8 +569,9 @@ sender(void *arg)
 {
 	struct gp_reports *r = arg;
 	struct gp_http_client *http;
-	struct attempt *a, *pick;
+	struct attempt *a, *pick, *batch[BATCH_MAX];
 	int64_t now, soonest, due, node_id;
+	int nbatch;
 
 	http = gp_http_client_new(r->agent->url, r->agent->token,
 	    r->agent->ca_file);
@@ -442,8 +602,22 @@ sender(void *arg)
 			continue;
 		}
 		pick->busy = 1;
+		/* Others due with a started or finished report go along. */
+		nbatch = 0;
+		if (!r->no_batch && batchable(pick)) {
+			batch[nbatch++] = pick;
+			for (a = pick->next; a != NULL && nbatch < BATCH_MAX;
+			    a = a->next)
+				if (due_in(a, now) == 0 && batchable(a)) {
+					a->busy = 1;
+					batch[nbatch++] = a;
+				}
+		}
 		pthread_mutex_unlock(&r->lock);
-		send_one(r, http, pick, node_id);
+		if (nbatch > 1)
+			send_batch(r, http, batch, nbatch, node_id);
+		else
+			send_one(r, http, pick, node_id);
 		pthread_mutex_lock(&r->lock);
 	}
 	pthread_mutex_unlock(&r->lock);

@@ -17,6 +17,7 @@
 #include "prom.h"
 
 #define AGENT_LOG_BODY_MAX (1 << 20)
+#define AGENT_REPORTS_BODY_MAX (1 << 20) /* API_REPORTS_MAX reports */
 #define WAIT_MS_MAX	   60000
 
 /*
@@ -830,6 +831,91 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 	return 0;
 }
 
+int
+api_check_reports(json_t *body, char *err, size_t errlen)
+{
+	static const char *const fields[] = {"node_id", "reports", NULL};
+	json_t *list, *r, *v, *one;
+	const char *bad, *event, *key;
+	char why[256];
+	size_t i;
+	int rc;
+
+	if (!json_is_object(body)) {
+		snprintf(err, errlen, "body must be a JSON object");
+		return GP_EINVAL;
+	}
+	if (!only_fields(body, fields, &bad)) {
+		snprintf(err, errlen, "unknown field '%.64s'", bad);
+		return GP_EINVAL;
+	}
+	if (!json_is_integer(json_object_get(body, "node_id"))) {
+		snprintf(err, errlen, "node_id: missing or not an integer");
+		return GP_EINVAL;
+	}
+	list = json_object_get(body, "reports");
+	if (!json_is_array(list) || json_array_size(list) < 1 ||
+	    json_array_size(list) > API_REPORTS_MAX) {
+		snprintf(err, errlen, "reports: an array of 1 to %d reports",
+		    API_REPORTS_MAX);
+		return GP_EINVAL;
+	}
+	json_array_foreach(list, i, r)
+	{
+		v = json_object_get(r, "event");
+		event = json_string_value(v);
+		if (!json_is_object(r) || event == NULL ||
+		    (strcmp(event, "started") != 0 &&
+			strcmp(event, "finished") != 0)) {
+			snprintf(err, errlen, "reports[%zu]: an object with "
+					      "event \"started\" or "
+					      "\"finished\"",
+			    i);
+			return GP_EINVAL;
+		}
+		v = json_object_get(r, "job_id");
+		if (!json_is_integer(v) || json_integer_value(v) < 1) {
+			snprintf(err, errlen, "reports[%zu]: job_id: a job id",
+			    i);
+			return GP_EINVAL;
+		}
+		v = json_object_get(r, "attempt");
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000) {
+			snprintf(err, errlen,
+			    "reports[%zu]: attempt: 1 to 1000000", i);
+			return GP_EINVAL;
+		}
+		if (json_object_get(r, "node_id") != NULL) {
+			snprintf(err, errlen, "reports[%zu]: node_id belongs "
+					      "to the batch, not a report",
+			    i);
+			return GP_EINVAL;
+		}
+		/* The rest is what the single report's body carries. */
+		if ((one = json_object()) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return GP_ENOMEM;
+		}
+		json_object_foreach(r, key, v)
+		{
+			if (strcmp(key, "job_id") != 0 &&
+			    strcmp(key, "attempt") != 0 &&
+			    strcmp(key, "event") != 0)
+				json_object_set(one, key, v);
+		}
+		json_object_set(one, "node_id",
+		    json_object_get(body, "node_id"));
+		rc = api_check_agent_body(event, one, why, sizeof(why));
+		json_decref(one);
+		if (rc != 0) {
+			snprintf(err, errlen, "reports[%zu]: %s", i, why);
+			return GP_EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* An optional sensor reading of a heartbeat's GPU entry; -1: none. */
 static int
 sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
@@ -1019,6 +1105,34 @@ handle_report(struct MHD_Connection *conn, struct request *req,
 	}
 	op->job_id = job_id;
 	op->attempt = (int)attempt;
+	op->node_id = json_integer_value(json_object_get(body, "node_id"));
+	op->body = body;
+	return queue_op(conn, req, op);
+}
+
+/*
+ * POST /v1/agent/reports: many started/finished reports in one request,
+ * all checked before any applies; the state thread applies them in order
+ * and answers each.
+ */
+static enum MHD_Result
+handle_reports(struct MHD_Connection *conn, struct request *req)
+{
+	enum MHD_Result rc;
+	char err[320];
+	json_t *body;
+	struct op *op;
+
+	if ((body = parse_body(conn, req, &rc)) == NULL)
+		return rc;
+	if (api_check_reports(body, err, sizeof(err)) != 0) {
+		json_decref(body);
+		return reply_error(conn, 400, "%s", err);
+	}
+	if ((op = op_new(OP_REPORTS, &req->auth_copy)) == NULL) {
+		json_decref(body);
+		return reply_error(conn, 503, "out of memory");
+	}
 	op->node_id = json_integer_value(json_object_get(body, "node_id"));
 	op->body = body;
 	return queue_op(conn, req, op);
@@ -1219,6 +1333,8 @@ route(struct MHD_Connection *conn, struct request *req, const char *url,
 			return handle_poll(conn, req);
 		if (n == 3 && strcmp(p[2], "leave") == 0 && post)
 			return handle_leave(conn, req);
+		if (n == 3 && strcmp(p[2], "reports") == 0 && post)
+			return handle_reports(conn, req);
 		if (n == 6 && strcmp(p[2], "jobs") == 0 && post) {
 			if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
 			    attempt > 1000000)
@@ -1255,6 +1371,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 			strncmp(url, "/v1/agent/", 10) == 0
 		    ? AGENT_LOG_BODY_MAX
 		    : GP_SUBMIT_BODY_MAX;
+		if (strcmp(url, "/v1/agent/reports") == 0)
+			req->body_limit = AGENT_REPORTS_BODY_MAX;
 		if (ckpt_body_limit(url) > 0)
 			req->body_limit = ckpt_body_limit(url);
 		if (data_body_limit(url) > 0)

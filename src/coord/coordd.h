@@ -319,6 +319,7 @@ enum op_type {
 	OP_IMAGE_SIGNED, /* an image got a signature (image.c) */
 	OP_ACCT,       /* groups, members, prices, budgets (acct_api.c) */
 	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
+	OP_REPORTS,	 /* an agent's batch of started/finished reports */
 };
 
 struct op {
@@ -753,6 +754,15 @@ enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,
  */
 int api_check_agent_body(const char *kind, json_t *body, char *err,
     size_t errlen);
+/*
+ * Checks a batch of reports (POST /v1/agent/reports, untrusted): node_id
+ * and 1 to API_REPORTS_MAX reports, each {job_id, attempt, event} plus
+ * what a started or finished report carries, every one valid. Returns 0
+ * or GP_EINVAL with err naming the first bad report. Fuzzed:
+ * tests/fuzz/fuzz_agent_reports.c.
+ */
+#define API_REPORTS_MAX 1024
+int api_check_reports(json_t *body, char *err, size_t errlen);
 void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe);
 

@@ -3041,6 +3041,63 @@ apply_finished(struct op *op)
 	job_finish(job, st, reason);
 }
 
+/*
+ * A batch of reports from one node (checked by api_check_reports): each
+ * applies as its single report would, in order, and gets its own status
+ * and answer; the node must be the caller's, as for a single report.
+ */
+static void
+apply_reports(struct op *op)
+{
+	struct node *node = state_node(op->node_id);
+	json_t *results, *r, *res;
+	size_t i;
+
+	if (node == NULL ||
+	    (node->owner_token != op->caller.id &&
+		op->caller.role != GP_ROLE_ADMIN)) {
+		set_error(op, 403, "node %lld is not yours",
+		    (long long)op->node_id);
+		return;
+	}
+	if ((results = json_array()) == NULL) {
+		set_error(op, 503, "out of memory");
+		return;
+	}
+	json_array_foreach(json_object_get(op->body, "reports"), i, r)
+	{
+		const char *event = json_string_value(json_object_get(r,
+		    "event"));
+		struct op *one = op_new(strcmp(event, "started") == 0
+			? OP_STARTED
+			: OP_FINISHED,
+		    &op->caller);
+		if (one == NULL) {
+			res = json_pack("{s:i,s:s}", "status", 503, "error",
+			    "out of memory");
+		} else {
+			one->job_id = json_integer_value(json_object_get(r,
+			    "job_id"));
+			one->attempt = (int)json_integer_value(
+			    json_object_get(r, "attempt"));
+			one->node_id = op->node_id;
+			one->body = json_incref(r);
+			if (one->type == OP_STARTED)
+				apply_started(one);
+			else
+				apply_finished(one);
+			res = one->result != NULL ? json_incref(one->result)
+						  : json_object();
+			json_object_set_new(res, "status",
+			    json_integer(one->status ? one->status : 500));
+			op_free(one);
+		}
+		json_array_append_new(results, res);
+	}
+	op->status = 200;
+	op->result = json_pack("{s:o}", "results", results);
+}
+
 static void
 apply_lost(struct op *op)
 {
@@ -3208,6 +3265,9 @@ apply(struct op *op)
 	case OP_TOKEN_REVOKE:
 		apply_token_revoke(op);
 		break;
+	case OP_REPORTS:
+		apply_reports(op);
+		break;
 	}
 }
 
@@ -3270,8 +3330,12 @@ expire_leases(int64_t now)
 		n->up = 0;
 		taken += n->njobs;
 		node_lose_jobs(n, "node_lost");
-		if (taken >= LEASE_JOBS_MAX)
+		if (taken >= LEASE_JOBS_MAX) {
+			gp_debug("lease expiry goes on in the next batch "
+				 "requeued=%lld",
+			    (long long)taken);
 			return 1;
+		}
 	}
 	return 0;
 }
@@ -3350,7 +3414,14 @@ state_main(void *arg)
 		t[7] = gp_mono_us();
 		acct_tick(now);
 		t[2] = gp_mono_us();
-		if (state.sched_dirty)
+		/*
+		 * sched_more: the last pass placed jobs and left some of the
+		 * queue unseen (depth-bounded); the next pass must run even
+		 * when nothing else changed (agents holding their reports,
+		 * say), or the loop spins on empty batches and the rest of
+		 * the queue waits for the next event.
+		 */
+		if (state.sched_dirty || state.sched_more)
 			live_schedule();
 		queue_compact();
 		pthread_rwlock_unlock(&state.lock);
