@@ -816,22 +816,6 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 	return o;
 }
 
-int
-gp_jobspec_copy(struct gp_jobspec *dst, const struct gp_jobspec *src)
-{
-	*dst = *src;
-	dst->command = json_deep_copy(src->command);
-	dst->env = json_deep_copy(src->env);
-	dst->data = json_deep_copy(src->data);
-	if ((src->command != NULL && dst->command == NULL) ||
-	    (src->env != NULL && dst->env == NULL) ||
-	    (src->data != NULL && dst->data == NULL)) {
-		gp_jobspec_fini(dst);
-		return GP_ENOMEM;
-	}
-	return 0;
-}
-
 /* A task index at *p: digits only, at most GP_ARRAY_TASK_MAX. */
 static int
 array_index(const char **p, long *out)

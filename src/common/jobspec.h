@@ -136,11 +136,6 @@ int gp_mount_path_check(const char *path, char *err, size_t errlen);
 int gp_data_spec_parse(const char *text, json_t **out, char *err,
     size_t errlen);
 
-/*
- * A deep copy of src into dst (dst not initialised). Returns 0 or
- * GP_ENOMEM (dst then needs no gp_jobspec_fini).
- */
-int gp_jobspec_copy(struct gp_jobspec *dst, const struct gp_jobspec *src);
 
 /*
  * Parses a job array's task indices as `sbatch --array` writes them:
