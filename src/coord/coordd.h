@@ -55,7 +55,8 @@ struct attempt_record {
 	int64_t ckpt_count;	  /* versions it committed */
 	int64_t ckpt_ms;	  /* when the last one was committed */
 	int64_t ckpt_bytes;	  /* its size */
-	char ckpt_label[201];	  /* its COMPLETE marker's first line */
+	char *ckpt_label;	  /* its COMPLETE marker's first line (NULL:
+				     none; at most 200 bytes) */
 	/* Accounting (ledger.c): what this attempt is charged. */
 	struct acct_meter meter;  /* from the start ack; rate at that time */
 	int64_t provider_group;	  /* the node's group when billing began */
@@ -93,6 +94,15 @@ struct job_part {
 
 struct waiter;
 struct gp_sched_policy;
+
+/*
+ * What only a queued job needs, apart from its job so that the many that
+ * run or have ended do not carry it (480 bytes a job).
+ */
+struct job_wait {
+	char hold_reason[320];	/* why it may not start ("" : none) */
+	char wait_why[160];	/* the last pass's reason in words */
+};
 
 struct job {
 	int64_t id;
@@ -135,13 +145,13 @@ struct job {
 	int nsigners;
 	/* Accounting: the group it runs for (spec.group resolved). */
 	int64_t group_id;
-	char hold_reason[320];	/* why it may not start ("" : none) */
 	/* Scheduling (live.c). */
 	struct gp_sched_job sj; /* what the scheduler is told (spec's) */
 	int64_t user_id;	/* a number for its user, for fair share */
+	/* Queued: why it waits (NULL when not queued; state.c's queue). */
+	struct job_wait *wait;
 	int wait_reason;	/* enum gp_sched_wait of the last pass; 0 */
 	int64_t wait_start_ms;	/* the head: its reservation's start */
-	char wait_why[160];	/* the reason in words */
 	int queue_rank;		/* its place in the last pass's order */
 	int64_t preempt_for;	/* running: being stopped for this job */
 	int preempting;		/* queued: victims are saving for it */

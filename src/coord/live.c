@@ -585,12 +585,13 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 	for (i = 0; i < res->nwaiting; i++) {
 		const struct gp_sched_waiting *w = &res->waiting[i];
 		struct job *j = state_job(w->job_id);
-		if (j == NULL || j->state != JOB_QUEUED)
+		if (j == NULL || j->state != JOB_QUEUED || j->wait == NULL)
 			continue;
 		j->wait_reason = w->reason;
 		j->wait_start_ms = w->start_ms;
 		j->preempting = w->reason == GP_SCHED_WAIT_PREEMPTING;
-		gp_strlcpy(j->wait_why, w->why, sizeof(j->wait_why));
+		gp_strlcpy(j->wait->wait_why, w->why,
+		    sizeof(j->wait->wait_why));
 		if (w->reason != GP_SCHED_WAIT_HELD)
 			j->queue_rank = ++rank;
 	}
@@ -698,18 +699,20 @@ live_schedule(void)
 			ucount[u]++;
 		}
 		choosy |= j->spec.image[0] != '\0';
-		j->sj.hold = j->hold_reason[0] != '\0' ? GP_SCHED_HOLD_BUDGET
-		                                       : GP_SCHED_HOLD_NONE;
-		j->sj.hold_reason =
-		    j->hold_reason[0] != '\0' ? j->hold_reason : NULL;
+		j->sj.hold = j->wait->hold_reason[0] != '\0'
+		    ? GP_SCHED_HOLD_BUDGET
+		    : GP_SCHED_HOLD_NONE;
+		j->sj.hold_reason = j->wait->hold_reason[0] != '\0'
+		    ? j->wait->hold_reason
+		    : NULL;
 		/* Past its array's %LIMIT: held (the pass copies the why). */
 		if (j->sj.hold == GP_SCHED_HOLD_NONE &&
 		    j->spec.array_limit > 0 && !array_may_start(j)) {
-			snprintf(j->wait_why, sizeof(j->wait_why),
+			snprintf(j->wait->wait_why, sizeof(j->wait->wait_why),
 			    "its array runs at most %d tasks at once",
 			    j->spec.array_limit);
 			j->sj.hold = GP_SCHED_HOLD_OTHER;
-			j->sj.hold_reason = j->wait_why;
+			j->sj.hold_reason = j->wait->wait_why;
 		}
 		qptrs[n++] = &j->sj;
 	}
@@ -947,10 +950,12 @@ live_job_json(const struct job *job, json_t *o)
 		        "started", p->started_ack, "ended", p->ended));
 	}
 	json_object_set_new(o, "parts", parts);
-	if (job->state == JOB_QUEUED && job->wait_reason != 0) {
+	if (job->state == JOB_QUEUED && job->wait_reason != 0 &&
+	    job->wait != NULL) {
 		json_object_set_new(o, "wait",
 		    json_pack("{s:s,s:s,s:i,s:o}", "reason",
-		        live_wait_code(job->wait_reason), "why", job->wait_why,
+		        live_wait_code(job->wait_reason), "why",
+		        job->wait->wait_why,
 		        "position", job->queue_rank, "expected_start",
 		        time_or_null(job->wait_start_ms)));
 	} else {
@@ -1067,7 +1072,8 @@ live_queue_json(const struct token_entry *who)
 		        j->wait_reason != 0 ? live_wait_code(j->wait_reason)
 		                            : "pending",
 		        "why",
-		        j->wait_reason != 0 ? j->wait_why
+		        j->wait_reason != 0 && j->wait != NULL
+		            ? j->wait->wait_why
 		                            : "not looked at by the scheduler "
 		                              "yet",
 		        "expected_start", time_or_null(j->wait_start_ms),

@@ -280,7 +280,7 @@ store_put_job(const struct job *job)
 			"ckpt_count", (json_int_t)a->ckpt_count, "ckpt_ms",
 			(json_int_t)a->ckpt_ms, "ckpt_bytes",
 			(json_int_t)a->ckpt_bytes, "ckpt_label",
-			a->ckpt_label);
+			a->ckpt_label ? a->ckpt_label : "");
 		/* Accounting: the meter, once billing began. */
 		if (h != NULL && a->meter.from_ms > 0)
 			json_object_set_new(h, "meter",
@@ -767,7 +767,7 @@ load_jobs(void (*on_job)(struct job *))
 	sqlite3_stmt *s;
 	struct job *j;
 	char err[256];
-	const char *spec;
+	const char *spec, *label;
 	json_t *arr, *v;
 	size_t i;
 	int rc = 0;
@@ -843,10 +843,11 @@ load_jobs(void (*on_job)(struct job *))
 			    json_object_get(v, "ckpt_ms"));
 			a->ckpt_bytes = json_integer_value(
 			    json_object_get(v, "ckpt_bytes"));
-			gp_strlcpy(a->ckpt_label,
-			    json_string_value(json_object_get(v, "ckpt_label"))
-				?: "",
-			    sizeof(a->ckpt_label));
+			label = json_string_value(json_object_get(v,
+			    "ckpt_label"));
+			a->ckpt_label = label != NULL && label[0] != '\0'
+			    ? strndup(label, 200)
+			    : NULL;
 			load_meter(json_object_get(v, "meter"), a);
 		}
 		if (load_parts(j, json_array_get(arr, j->nhistory > 0
