@@ -171,7 +171,8 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				return fail(err, errlen, "--image: a name in "
 				    "the image store (gpupool image ls), at "
 				    "most %d characters", GP_IMAGE_REF_MAX);
-			gp_strlcpy(spec->image, v, sizeof(spec->image));
+			if (gp_jobspec_set_image(spec, v) != 0)
+				return fail(err, errlen, "out of memory");
 		} else if (strcmp(o->name, "group") == 0) {
 			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
 				return fail(err, errlen,

@@ -25,10 +25,14 @@ fail(char *err, size_t errlen, const char *fmt, ...)
 	return GP_EINVAL;
 }
 
+/* The image of every spec that has none. */
+static char no_image[1];
+
 void
 gp_jobspec_init(struct gp_jobspec *spec)
 {
 	memset(spec, 0, sizeof(*spec));
+	spec->image = no_image;
 	spec->command = json_array();
 	spec->env = json_object();
 	spec->data = json_array();
@@ -85,6 +89,22 @@ gp_jobspec_fini(struct gp_jobspec *spec)
 	json_decref(spec->env);
 	json_decref(spec->data);
 	spec->command = spec->env = spec->data = NULL;
+	if (spec->image != no_image)
+		free(spec->image);
+	spec->image = no_image;
+}
+
+int
+gp_jobspec_set_image(struct gp_jobspec *spec, const char *ref)
+{
+	char *copy = no_image;
+
+	if (ref != NULL && ref[0] != '\0' && (copy = strdup(ref)) == NULL)
+		return GP_ENOMEM;
+	if (spec->image != no_image)
+		free(spec->image);
+	spec->image = copy;
+	return 0;
 }
 
 int
@@ -692,8 +712,11 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				    GP_IMAGE_REF_MAX);
 				goto out;
 			}
-			gp_strlcpy(spec->image, json_string_value(v),
-			    sizeof(spec->image));
+			if (gp_jobspec_set_image(spec, json_string_value(v)) !=
+			    0) {
+				fail(err, errlen, "out of memory");
+				goto out;
+			}
 		} else if (strcmp(key, "group") == 0) {
 			if (json_is_null(v))
 				continue;

@@ -70,9 +70,11 @@ struct gp_jobspec {
 	 * submit a reference to the coordinator's image store; the
 	 * coordinator pins it to "NAME@sha256:..." (or "sha256:...") before
 	 * the job is stored. With an image the command may be empty (the
-	 * image's Entrypoint and Cmd run).
+	 * image's Entrypoint and Cmd run). Never NULL once initialised:
+	 * a shared "" or a string the spec owns (gp_jobspec_set_image), so
+	 * that the many plain jobs a coordinator holds carry no 401 bytes.
 	 */
-	char image[GP_IMAGE_REF_MAX + 1];
+	char *image;
 	/* Accounting (docs/accounting.md). */
 	char group[GP_NAME_MAX + 1]; /* "" : the user's first group */
 	int64_t max_price_micro;     /* per GPU-hour; 0: any price */
@@ -92,6 +94,12 @@ struct gp_jobspec {
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
 void gp_jobspec_init(struct gp_jobspec *spec);
 void gp_jobspec_fini(struct gp_jobspec *spec);
+/*
+ * Sets spec's image to a copy of ref (NULL or "": none), freeing the one
+ * it owned. A spec copied by assignment shares its image: set its image
+ * to NULL first, then to a copy. Returns 0 or GP_ENOMEM (spec unchanged).
+ */
+int gp_jobspec_set_image(struct gp_jobspec *spec, const char *ref);
 
 /*
  * Decodes a submit body. OUT: spec (initialised by this call; release

@@ -230,7 +230,10 @@ submit_prepare(struct request *req, const char *text, size_t len,
 			snprintf(err, errlen, "image: %s", why);
 			return ret == GP_EIO ? 500 : 400;
 		}
-		gp_strlcpy(op->spec.image, pinned, sizeof(op->spec.image));
+		if (gp_jobspec_set_image(&op->spec, pinned) != 0) {
+			snprintf(err, errlen, "out of memory");
+			return 503;
+		}
 	}
 	return 0;
 }

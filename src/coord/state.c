@@ -2204,6 +2204,12 @@ apply_submit_array(struct op *op)
 		json_incref(spec.command);
 		json_incref(spec.env);
 		json_incref(spec.data);
+		spec.image = NULL; /* (its own copy: op->spec keeps its) */
+		if (gp_jobspec_set_image(&spec, op->spec.image) != 0) {
+			gp_jobspec_fini(&spec);
+			set_error(op, 503, "out of memory");
+			break;
+		}
 		spec.array_task_id = op->tasks[i];
 		job = submit_make(op, &spec, group_id);
 		gp_jobspec_fini(&spec);
