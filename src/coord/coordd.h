@@ -292,6 +292,8 @@ struct state {
 	 * the next runs at once (state thread only).
 	 */
 	int sched_more;
+	/* Nodes whose owner takes no plain-command job (offer_apply). */
+	int nrefuse_plain;
 };
 
 extern struct state state;

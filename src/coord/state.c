@@ -1762,15 +1762,12 @@ image_of(const struct job *job, struct gp_sched_image *im)
 	im->nsigners = job->nsigners;
 }
 
+/* A count kept by offer_apply: this was a walk over every node, 7 % of
+ * the coordinator's CPU while 10,000 nodes took a backlog. */
 int
 state_any_refuses_plain(void)
 {
-	int64_t id;
-
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL && state.nodes[id]->refuse_plain)
-			return 1;
-	return 0;
+	return state.nrefuse_plain > 0;
 }
 
 /* The planner's acceptance predicate: the node's owner and the job. */
@@ -2581,6 +2578,7 @@ offer_apply(struct node *node, const struct offer *o, int force)
 	node->offer_mem_mib = o->mem_mib;
 	node->max_job_s = o->max_job_s;
 	node->images = o->images;
+	state.nrefuse_plain += (o->refuse_plain != 0) - (node->refuse_plain != 0);
 	node->refuse_plain = o->refuse_plain;
 	node->ntrusted = o->ntrusted;
 	for (int i = 0; i < o->ntrusted && i < GP_TRUST_KEYS_MAX; i++) {

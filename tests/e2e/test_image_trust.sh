@@ -116,6 +116,10 @@ for i in 1 2 3; do
 	GPUPOOL_TOKEN=$ALICE submit -- /bin/true
 	wait_final "$JOB"
 	[ "$(job_get "$JOB" 'd["node"]')" = trusty ] || fail "a plain job ran on closed"
+	# ... and was never placed there (the agent would refuse it, and the
+	# job would end on trusty all the same, a second attempt later)
+	[ "$(job_get "$JOB" 'd["attempts"]')" = 1 ] ||
+	    fail "a plain job was placed on closed first: $(job_get "$JOB" 'd["history"]')"
 done
 
 # ---- the agent's layer: it checks for itself
