@@ -739,29 +739,16 @@ static const char *const reasons[] = {"exited", "killed", "cancelled",
     "restore_failed", "image_refused", "image_unavailable", "preempted",
     "gang_stopped", NULL};
 
-int
-api_check_agent_body(const char *kind, json_t *body, char *err,
+/*
+ * What every agent body starts with: a JSON object of only these fields
+ * with an integer node_id. 0, or GP_EINVAL with err saying what is wrong.
+ */
+static int
+check_node_body(json_t *body, const char *const *fields, char *err,
     size_t errlen)
 {
-	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", "offer", NULL};
-	static const char *const started_fields[] = {"node_id", "pid",
-	    "restored_version", NULL};
-	static const char *const finished_fields[] = {"node_id", "exit_code",
-	    "signal", "reason", "message", "offer", NULL};
-	const char *const *fields;
-	const char *bad, *reason;
-	json_t *v;
-	int i, ok;
+	const char *bad;
 
-	if (strcmp(kind, "heartbeat") == 0)
-		fields = heartbeat_fields;
-	else if (strcmp(kind, "started") == 0)
-		fields = started_fields;
-	else if (strcmp(kind, "finished") == 0)
-		fields = finished_fields;
-	else
-		return GP_EINVAL;
 	if (!json_is_object(body)) {
 		snprintf(err, errlen, "body must be a JSON object");
 		return GP_EINVAL;
@@ -774,6 +761,34 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 		snprintf(err, errlen, "node_id: missing or not an integer");
 		return GP_EINVAL;
 	}
+	return 0;
+}
+
+int
+api_check_agent_body(const char *kind, json_t *body, char *err,
+    size_t errlen)
+{
+	static const char *const heartbeat_fields[] = {"node_id", "running",
+	    "gpus", "offer", NULL};
+	static const char *const started_fields[] = {"node_id", "pid",
+	    "restored_version", NULL};
+	static const char *const finished_fields[] = {"node_id", "exit_code",
+	    "signal", "reason", "message", "offer", NULL};
+	const char *const *fields;
+	const char *reason;
+	json_t *v;
+	int i, ok;
+
+	if (strcmp(kind, "heartbeat") == 0)
+		fields = heartbeat_fields;
+	else if (strcmp(kind, "started") == 0)
+		fields = started_fields;
+	else if (strcmp(kind, "finished") == 0)
+		fields = finished_fields;
+	else
+		return GP_EINVAL;
+	if (check_node_body(body, fields, err, errlen) != 0)
+		return GP_EINVAL;
 	if (fields == heartbeat_fields) {
 		v = json_object_get(body, "running");
 		if ((v != NULL && !valid_attempt_list(v)) ||
@@ -839,23 +854,13 @@ api_check_reports(json_t *body, char *err, size_t errlen)
 {
 	static const char *const fields[] = {"node_id", "reports", NULL};
 	json_t *list, *r, *v, *one;
-	const char *bad, *event, *key;
+	const char *event, *key;
 	char why[256];
 	size_t i;
 	int rc;
 
-	if (!json_is_object(body)) {
-		snprintf(err, errlen, "body must be a JSON object");
+	if (check_node_body(body, fields, err, errlen) != 0)
 		return GP_EINVAL;
-	}
-	if (!only_fields(body, fields, &bad)) {
-		snprintf(err, errlen, "unknown field '%.64s'", bad);
-		return GP_EINVAL;
-	}
-	if (!json_is_integer(json_object_get(body, "node_id"))) {
-		snprintf(err, errlen, "node_id: missing or not an integer");
-		return GP_EINVAL;
-	}
 	list = json_object_get(body, "reports");
 	if (!json_is_array(list) || json_array_size(list) < 1 ||
 	    json_array_size(list) > API_REPORTS_MAX) {

@@ -2901,6 +2901,24 @@ apply_register(struct op *op)
 }
 
 /*
+ * The node op names, when its caller owns it (or is an admin); else NULL
+ * with the op's error set (403).
+ */
+static struct node *
+callers_node(struct op *op)
+{
+	struct node *node = state_node(op->node_id);
+
+	if (node == NULL || (node->owner_token != op->caller.id &&
+				op->caller.role != GP_ROLE_ADMIN)) {
+		set_error(op, 403, "node %lld is not yours",
+		    (long long)op->node_id);
+		return NULL;
+	}
+	return node;
+}
+
+/*
  * Checks that the caller may report for (job, attempt) from node_id.
  * Returns the job and *part (the part that runs there), or NULL with the
  * op's error set.
@@ -2908,16 +2926,11 @@ apply_register(struct op *op)
 static struct job *
 reporting_job(struct op *op, int *part)
 {
-	struct node *node = state_node(op->node_id);
+	struct node *node = callers_node(op);
 	struct job *job = state_job(op->job_id);
 
-	if (node == NULL ||
-	    (node->owner_token != op->caller.id &&
-		op->caller.role != GP_ROLE_ADMIN)) {
-		set_error(op, 403, "node %lld is not yours",
-		    (long long)op->node_id);
+	if (node == NULL)
 		return NULL;
-	}
 	if (job == NULL || job->state != JOB_RUNNING ||
 	    job->attempts != op->attempt ||
 	    (*part = job_part_on(job, node->id)) < 0 ||
@@ -3085,17 +3098,12 @@ apply_finished(struct op *op)
 static void
 apply_reports(struct op *op)
 {
-	struct node *node = state_node(op->node_id);
+	struct node *node = callers_node(op);
 	json_t *results, *r, *res;
 	size_t i;
 
-	if (node == NULL ||
-	    (node->owner_token != op->caller.id &&
-		op->caller.role != GP_ROLE_ADMIN)) {
-		set_error(op, 403, "node %lld is not yours",
-		    (long long)op->node_id);
+	if (node == NULL)
 		return;
-	}
 	if ((results = json_array()) == NULL) {
 		set_error(op, 503, "out of memory");
 		return;
@@ -3237,15 +3245,10 @@ node_lose_jobs(struct node *node, const char *reason)
 static void
 apply_leave(struct op *op)
 {
-	struct node *node = state_node(op->node_id);
+	struct node *node = callers_node(op);
 
-	if (node == NULL ||
-	    (node->owner_token != op->caller.id &&
-		op->caller.role != GP_ROLE_ADMIN)) {
-		set_error(op, 403, "node %lld is not yours",
-		    (long long)op->node_id);
+	if (node == NULL)
 		return;
-	}
 	node->left = 1;
 	node->up = 0;
 	node->accepting = 0;
