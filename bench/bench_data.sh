@@ -22,14 +22,9 @@ PIDS=()
 
 [ "$(id -u)" = 0 ] || { echo "bench_data: run as root" >&2; exit 1; }
 [ -d /mnt ] || { echo "bench_data: mounts at /mnt, which is missing" >&2; exit 1; }
+. bench/lib.sh
 cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null
-	done
+	stop_pids "${PIDS[@]}"
 	rm -rf "$DATA"
 }
 trap cleanup EXIT
@@ -37,27 +32,13 @@ trap 'exit 130' INT TERM
 mkdir -p "$DATA/src" "$DATA/home"
 chmod 755 "$DATA"
 export HOME="$DATA/home" XDG_CONFIG_HOME="$DATA/home"
-api() { # METHOD PATH [BODY] with the admin token
-	curl -fsS -X "$1" -H "Authorization: Bearer $ADMIN" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$URL$2"
-}
 now() { date +%s.%N; }
 secs() { echo "$2 - $1" | bc -l; }
 metric() { printf '%s %s %s\n' "$1" "$2" "$3"; }
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
-"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$DATA/coord" \
-	>"$DATA/coord.log" 2>&1 &
-PIDS+=("$!")
-for _ in $(seq 100); do
-	[ -s "$DATA/coord/admin.token" ] && break
-	sleep 0.1
-done
-ADMIN=$(cat "$DATA/coord/admin.token")
-for _ in $(seq 50); do
-	api GET /v1/whoami >/dev/null 2>&1 && break
-	sleep 0.1
-done
+COORD_URL=$URL
+start_coordinator "$DATA/coord" "$DATA/coord.log"
 USER_TOKEN=$(api POST /v1/tokens '{"role":"user","name":"bench"}' | field token)
 PROVIDER=$(api POST /v1/tokens '{"role":"provider","name":"bench-data"}' | field token)
 "$BIN" agent --coordinator "$URL" --token "$PROVIDER" --name bench-data \

@@ -18,56 +18,24 @@ DATA=$(mktemp -d /tmp/gpupool-bench-e2e.XXXXXX)
 WORK="$PWD/$BUILD/bench-e2e-work.$$"
 PIDS=()
 
+. bench/lib.sh
 cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null
-	done
+	stop_pids "${PIDS[@]}"
 	rm -rf "$DATA" "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
-api() { # METHOD PATH [BODY] with the admin token
-	curl -fsS -X "$1" -H "Authorization: Bearer $TOKEN" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} \
-		"$URL$2"
-}
-
-"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$DATA/coord" \
-	>"$DATA/coord.log" 2>&1 &
-COORD_PID=$!
-PIDS+=("$COORD_PID")
-for _ in $(seq 100); do
-	[ -s "$DATA/coord/admin.token" ] && break
-	sleep 0.1
-done
-if [ ! -s "$DATA/coord/admin.token" ]; then
-	echo "bench_e2e: the coordinator did not start" >&2
-	tail -n 20 "$DATA/coord.log" >&2
-	exit 1
-fi
-TOKEN=$(cat "$DATA/coord/admin.token")
-for _ in $(seq 50); do
-	api GET /v1/whoami >/dev/null 2>&1 && break
-	sleep 0.1
-done
-if ! api GET /v1/whoami >/dev/null; then
-	echo "bench_e2e: the coordinator does not answer on $URL" >&2
-	tail -n 20 "$DATA/coord.log" >&2
-	exit 1
-fi
+COORD_URL=$URL
+start_coordinator "$DATA/coord" "$DATA/coord.log"
 
 if [ "${1:-}" = "--memory" ]; then
 	AGENTS=${2:-1000}
 	JOBS=${3:-100000}
 	echo "coord_rss_idle $(rss "$COORD_PID") KiB"
 	timeout 600 "$BUILD/bench/bench_dispatch" --url "$URL" \
-		--token "$TOKEN" --agents "$AGENTS" --jobs "$JOBS" \
+		--token "$ADMIN" --agents "$AGENTS" --jobs "$JOBS" \
 		--drain-s 120 --coord-pid "$COORD_PID"
 	status=$?
 	echo "coord_rss_final $(rss "$COORD_PID") KiB"
@@ -97,7 +65,7 @@ if ! api GET /v1/nodes 2>/dev/null | grep -q '"state": *"up"'; then
 fi
 
 start=$(date +%s.%N)
-"$BUILD/bench/bench_submit" --url "$URL" --token "$TOKEN" --clients 16 \
+"$BUILD/bench/bench_submit" --url "$URL" --token "$ADMIN" --clients 16 \
 	--jobs "$N" --gpus 1 || exit 1
 # Wait until nothing is queued or running any more (at most 5 minutes).
 deadline=$((SECONDS + 300))

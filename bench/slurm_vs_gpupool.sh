@@ -60,6 +60,7 @@ while [ $# -gt 0 ]; do
 	shift 2 || { echo "$0: $1 needs a value" >&2; exit 2; }
 done
 
+. bench/lib.sh
 die() { echo "slurm_vs_gpupool: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (slurmd, munged, mknod)"
 for c in munged slurmctld slurmd sbatch srun squeue scancel scontrol sinfo; do
@@ -78,17 +79,11 @@ SLURM_PIDS=()
 CTLD_PID=
 
 cleanup() {
-	local p
 	# Slurm first: its jobs, then its daemons (slurmd before slurmctld).
 	if [ -n "${CTLD_PID:-}" ] && kill -0 "$CTLD_PID" 2>/dev/null; then
 		timeout 15 scancel --quiet --user root >/dev/null 2>&1
 	fi
-	for p in "${SLURM_PIDS[@]}" "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${SLURM_PIDS[@]}" "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null
-	done
+	stop_pids "${SLURM_PIDS[@]}" "${PIDS[@]}"
 	rm -rf "$SCRATCH" "$WORK"
 }
 trap cleanup EXIT
@@ -227,27 +222,8 @@ srun --gres=gpu:1 true || die "a first srun failed"
 
 GPORT=$((BASE + 5))
 GURL="http://127.0.0.1:$GPORT"
-"$BIN" coordinator --listen "127.0.0.1:$GPORT" --data "$SCRATCH/coord" -q \
-	>"$SCRATCH/log/coord.log" 2>&1 &
-PIDS+=("$!")
-for _ in $(seq 100); do
-	[ -s "$SCRATCH/coord/admin.token" ] && break
-	sleep 0.1
-done
-ADMIN=$(cat "$SCRATCH/coord/admin.token" 2>/dev/null) ||
-	die "the coordinator did not start"
-api() { # METHOD PATH [BODY], as admin
-	curl -fsS -X "$1" -H "Authorization: Bearer $ADMIN" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$GURL$2"
-}
-token() { # ROLE NAME
-	api POST /v1/tokens "{\"role\":\"$1\",\"name\":\"$2\"}" |
-		sed -n 's/.*"token": *"\([^"]*\)".*/\1/p'
-}
-for _ in $(seq 50); do
-	api GET /v1/whoami >/dev/null 2>&1 && break
-	sleep 0.1
-done
+COORD_URL=$GURL
+start_coordinator "$SCRATCH/coord" "$SCRATCH/log/coord.log" -q
 PROVIDER=$(token provider vs-slurm)
 USER_TOKEN=$(token user bench)
 [ -n "$PROVIDER" ] && [ -n "$USER_TOKEN" ] || die "cannot create tokens"

@@ -40,6 +40,7 @@ while [ $# -gt 0 ]; do
 	shift 2 || { echo "$0: $1 needs a value" >&2; exit 2; }
 done
 
+. bench/lib.sh
 die() { echo "sync_breakdown: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (the agent's sandboxes)"
 [ -x "$BIN" ] || die "$BIN is missing: run make"
@@ -49,13 +50,7 @@ SCRATCH=$(mktemp -d /var/tmp/gpupool-sync-XXXXXX) || die "mktemp"
 chmod 0755 "$SCRATCH"
 PIDS=()
 cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null
-	done
+	stop_pids "${PIDS[@]}"
 	rm -rf "$SCRATCH"
 }
 trap cleanup EXIT
@@ -63,31 +58,8 @@ trap 'exit 130' INT TERM
 
 PORT=$((20000 + $$ % 20000))
 URL="http://127.0.0.1:$PORT"
-"$BIN" coordinator --listen "127.0.0.1:$PORT" --data "$SCRATCH/coord" -v \
-	>"$SCRATCH/coord.log" 2>&1 &
-PIDS+=("$!")
-for _ in $(seq 100); do
-	[ -s "$SCRATCH/coord/admin.token" ] && break
-	sleep 0.1
-done
-ADMIN=$(cat "$SCRATCH/coord/admin.token" 2>/dev/null) ||
-	die "the coordinator did not start"
-api() { # METHOD PATH [BODY], as admin
-	curl -fsS -X "$1" -H "Authorization: Bearer $ADMIN" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$URL$2"
-}
-token() { # ROLE NAME
-	api POST /v1/tokens "{\"role\":\"$1\",\"name\":\"$2\"}" |
-		sed -n 's/.*"token": *"\([^"]*\)".*/\1/p'
-}
-for _ in $(seq 100); do
-	api GET /v1/whoami >/dev/null 2>&1 && break
-	sleep 0.1
-done
-api GET /v1/whoami >/dev/null || {
-	tail -n 5 "$SCRATCH/coord.log" >&2
-	die "the coordinator does not answer on port $PORT"
-}
+COORD_URL=$URL
+start_coordinator "$SCRATCH/coord" "$SCRATCH/coord.log" -v
 PROVIDER=$(token provider sync-bench)
 USER_TOKEN=$(token user sync-bench)
 [ -n "$PROVIDER" ] && [ -n "$USER_TOKEN" ] || die "cannot create tokens"
