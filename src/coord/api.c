@@ -1484,10 +1484,8 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	pthread_rwlock_rdlock(&state.lock);
 	notify_forget(req);
 	pthread_rwlock_unlock(&state.lock);
-	if (req->op != NULL) {
-		/* The state thread still holds it; let it go after. */
-		req->op->conn = NULL;
-	}
+	if (req->op != NULL)
+		op_abandon(req->op);
 	ckpt_upload_free(req->upload);
 	image_upload_free(req->image_upload);
 	gp_buf_free(&req->body);

@@ -354,8 +354,16 @@ struct op {
 	/* Output. */
 	int status;
 	json_t *result;
-	_Atomic int done;
+	/*
+	 * Who frees the op: 0 while the state thread has it; the state
+	 * thread sets OP_ANSWERED and resumes conn (the handler frees it on
+	 * resumption, or api_completed if the connection closes first);
+	 * api_completed sets OP_ABANDONED if it comes first, and then the
+	 * state thread frees it.
+	 */
+	_Atomic int claim;
 };
+enum { OP_ANSWERED = 1, OP_ABANDONED = 2 };
 
 /* main.c */
 extern struct MHD_Daemon *coord_daemon;
@@ -369,6 +377,8 @@ void state_stop_thread(void);
 void state_submit_op(struct op *op);
 struct op *op_new(enum op_type type, struct token_entry *caller);
 void op_free(struct op *op);
+/* api_completed: the connection of a queued or answered op is gone. */
+void op_abandon(struct op *op);
 struct job *state_job(int64_t id);
 struct node *state_node(int64_t id);
 struct node *state_node_by_name(const char *name);

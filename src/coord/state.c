@@ -1819,6 +1819,33 @@ op_free(struct op *op)
 static void set_error(struct op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * The state thread is done with op: resume its connection, which frees it,
+ * unless the connection went first (op_abandon), or there never was one.
+ */
+static void
+op_answer(struct op *op)
+{
+	int expected = 0;
+
+	if (op->conn != NULL &&
+	    atomic_compare_exchange_strong(&op->claim, &expected, OP_ANSWERED))
+		notify_resume(op->conn, op->req);
+	else
+		op_free(op);
+}
+
+void
+op_abandon(struct op *op)
+{
+	int expected = 0;
+
+	/* Answered but never resumed (the connection closed): ours. */
+	if (!atomic_compare_exchange_strong(&op->claim, &expected,
+		OP_ABANDONED))
+		op_free(op);
+}
+
 void
 state_submit_op(struct op *op)
 {
@@ -1830,13 +1857,8 @@ state_submit_op(struct op *op)
 		 * suspended when the HTTP daemon stops.
 		 */
 		pthread_mutex_unlock(&op_lock);
-		if (op->conn == NULL) {
-			op_free(op);
-			return;
-		}
 		set_error(op, 503, "the coordinator is stopping");
-		atomic_store(&op->done, 1);
-		notify_resume(op->conn, op->req);
+		op_answer(op);
 		return;
 	}
 	op->next = NULL;
@@ -3489,12 +3511,7 @@ state_main(void *arg)
 			    (double)(t[5] - t[4]) / 1e3);
 		for (op = batch; op != NULL; op = next) {
 			next = op->next;
-			if (op->conn != NULL) {
-				atomic_store(&op->done, 1);
-				notify_resume(op->conn, op->req);
-			} else {
-				op_free(op);
-			}
+			op_answer(op);
 		}
 		notify_expire(gp_mono_ms());
 	}
