@@ -347,10 +347,14 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 
 	pthread_rwlock_rdlock(&state.lock);
 	if (want_all) {
+		/* Jobs that left memory (min-job-age) are read back. */
 		for (id = 1; id < state.next_job_id; id++) {
-			struct job *j = state.jobs[id];
+			int stored;
+			struct job *j = state_job_any(id, &stored);
 			if (j != NULL && job_visible_to(j, req->auth))
 				json_array_append_new(jobs, job_to_json(j, 0));
+			if (stored)
+				state_job_stored_free(j);
 		}
 	} else {
 		/* Active jobs: the queue and what runs on the nodes. */
@@ -388,14 +392,21 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 	return reply_json(conn, 200, json_pack("{s:o}", "jobs", jobs));
 }
 
-/* The job the caller names and may see, or NULL (answer sent). */
+/*
+ * The job the caller names and may see, or NULL (answer sent). A job
+ * that left memory is read back from state.db: *stored is set, and the
+ * caller frees it (state_job_stored_free). Call with state.lock held.
+ */
 static struct job *
 visible_job(struct MHD_Connection *conn, struct request *req, int64_t id,
-    enum MHD_Result *rc)
+    enum MHD_Result *rc, int *stored)
 {
-	struct job *job = state_job(id);
+	struct job *job = state_job_any(id, stored);
 
 	if (job == NULL || !job_visible_to(job, req->auth)) {
+		if (*stored)
+			state_job_stored_free(job);
+		*stored = 0;
 		*rc = reply_error(conn, 404, "no job %lld", (long long)id);
 		return NULL;
 	}
@@ -408,15 +419,18 @@ handle_show_job(struct MHD_Connection *conn, struct request *req, int64_t id)
 	enum MHD_Result rc;
 	struct job *job;
 	json_t *o;
+	int stored;
 
 	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc);
+	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
 	o = job_to_json(job, 1);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	return reply_json(conn, 200, o);
 }
 
@@ -519,7 +533,7 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	char hdr[32], *data = NULL;
 	const char *st;
 	size_t len = 0;
-	int done;
+	int done, stored;
 
 	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
 		return reply_error(conn, 400,
@@ -531,19 +545,22 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (bad)
 		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
 	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc);
+	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
 	if (part >= job->nparts) {
+		int nparts = job->nparts;
 		pthread_rwlock_unlock(&state.lock);
+		if (stored)
+			state_job_stored_free(job);
 		return reply_error(conn, 404, "job %lld has %d part%s",
-		    (long long)id, job->nparts, job->nparts == 1 ? "" : "s");
+		    (long long)id, nparts, nparts == 1 ? "" : "s");
 	}
 	pthread_mutex_lock(&notify_lock);
 	size = part == 0 ? job->log_size : job->parts[part].log_size;
-	if (size <= offset && !job_finished(job) && left > 0) {
+	if (size <= offset && !job_finished(job) && !stored && left > 0) {
 		notify_wait(conn, req, WAIT_LOG, id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -555,6 +572,8 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	st = job_state_name(job->state);
 	done = job_finished(job);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	if (offset < size &&
 	    joblog_read(id, (int)part, offset,
 		(size_t)(size - offset) < (1u << 20)
@@ -584,18 +603,19 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 	struct job *job;
 	int64_t left, bad;
 	json_t *o;
+	int stored;
 
 	left = wait_left(conn, req, &bad);
 	if (bad)
 		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
 	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc);
+	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
 	pthread_mutex_lock(&notify_lock);
-	if (!job_finished(job) && left > 0) {
+	if (!job_finished(job) && !stored && left > 0) {
 		notify_wait(conn, req, WAIT_JOB, id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -606,6 +626,8 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 	pthread_mutex_unlock(&notify_lock);
 	o = job_to_json(job, 0);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	return reply_json(conn, 200, o);
 }
 
