@@ -131,6 +131,9 @@ kill -TERM "$COORD_PID"
 wait_exit "$COORD_PID" || fail "coordinator did not stop"
 sleep 1.1 # every finished job is now more than a second old
 start_coordinator --min-job-age 1
+# (start-up itself left them on disk, not the state thread a moment later)
+assert_contains "$(grep 'state loaded' "$COORD_LOG" | tail -1)" \
+	"jobs=8 in_memory=2 " "what the second start loaded"
 wait_node_up a1
 wait_metric gpupool_jobs_in_memory 2
 every_answer >"$T/after"
@@ -174,6 +177,8 @@ assert_eq 0 "$CLI_RC" "wait on a job that left memory"
 kill -KILL "$COORD_PID"
 wait_exit "$COORD_PID" || fail "coordinator survived SIGKILL"
 start_coordinator --min-job-age 1
+assert_contains "$(grep 'state loaded' "$COORD_LOG" | tail -1)" \
+	"jobs=8 in_memory=0 " "what the third start loaded"
 assert_eq 0 "$(metric gpupool_jobs_in_memory)" "jobs in memory after a restart"
 api_expect 200 "$ADMIN_TOKEN" GET /metrics
 assert_contains "$API_BODY" 'gpupool_jobs{state="queued"} 0' "no job came back queued"
