@@ -336,6 +336,8 @@ cmp_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+#define LIST_SLICE 256
+
 static enum MHD_Result
 handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 {
@@ -345,21 +347,33 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 	int64_t id;
 	int i;
 
-	pthread_rwlock_rdlock(&state.lock);
 	if (want_all) {
-		/* Jobs that left memory (min-job-age) are read back. */
-		for (id = 1; id < state.next_job_id; id++) {
+		/*
+		 * Jobs that left memory (min-job-age) are read back, one row
+		 * each: the read lock is let go every LIST_SLICE ids, so
+		 * that a long list never holds the state thread back.
+		 */
+		for (id = 1;; id++) {
 			int stored;
-			struct job *j = state_job_any(id, &stored);
+			struct job *j;
+			if (id % LIST_SLICE == 1)
+				pthread_rwlock_rdlock(&state.lock);
+			if (id >= state.next_job_id)
+				break;
+			j = state_job_any(id, &stored);
 			if (j != NULL && job_visible_to(j, req->auth))
 				json_array_append_new(jobs, job_to_json(j, 0));
 			if (stored)
 				state_job_stored_free(j);
+			if (id % LIST_SLICE == 0)
+				pthread_rwlock_unlock(&state.lock);
 		}
 	} else {
 		/* Active jobs: the queue and what runs on the nodes. */
-		size_t n = (size_t)state.nqueue, k = 0;
+		size_t n, k = 0;
 		int64_t *ids;
+		pthread_rwlock_rdlock(&state.lock);
+		n = (size_t)state.nqueue;
 		for (id = 1; id < state.nnodes; id++)
 			if (state.nodes[id] != NULL)
 				n += (size_t)state.nodes[id]->njobs;
