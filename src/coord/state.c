@@ -3623,7 +3623,7 @@ state_job_brief(int64_t id, char *user, enum job_state *st,
     int64_t *finished_ms)
 {
 	const struct job *j;
-	int rc = GP_ENOENT, s;
+	int rc = GP_ENOENT, s = 0;
 
 	pthread_rwlock_rdlock(&state.lock);
 	if ((j = state_job(id)) != NULL) {
