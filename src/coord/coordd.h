@@ -664,6 +664,11 @@ void live_part_ended(const struct job *job, const struct node *node);
 void live_job_started(const struct job *job);
 void live_job_saved(const struct job *job, int64_t ms);
 /*
+ * A task of an array with a %LIMIT starts running (+1) or stops (-1):
+ * the count the pass holds the limit to. Other jobs: nothing.
+ */
+void live_array_running(const struct job *job, int delta);
+/*
  * 1 when some node the pool knows (up or down) could ever run spec; 0
  * with why; GP_ENOMEM. Cached per shape until a node registers.
  */

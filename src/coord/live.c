@@ -604,10 +604,66 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 }
 
 /*
- * A job array's %LIMIT: how many more of its tasks may start, its tasks
- * being the jobs first, first + 1 ... (made together): its limit less
- * those running. Counted once per array and pass; the queue is in id
- * order, so an array's queued tasks come one after the other.
+ * A job array's %LIMIT: its running tasks, counted as they start and stop
+ * (state.c calls live_array_running), so the count holds whether or not
+ * the tasks are in memory. One entry per array with a limit and a task
+ * running; a pool runs few such arrays at once, so a list will do.
+ */
+struct array_count {
+	int64_t array_job_id;
+	int running;
+};
+static struct array_count *acounts;
+static size_t nacounts, capacounts;
+
+static struct array_count *
+array_count_find(int64_t array_job_id)
+{
+	size_t i;
+
+	for (i = 0; i < nacounts; i++)
+		if (acounts[i].array_job_id == array_job_id)
+			return &acounts[i];
+	return NULL;
+}
+
+void
+live_array_running(const struct job *job, int delta)
+{
+	struct array_count *c;
+
+	if (job->spec.array_limit <= 0 || job->spec.array_job_id <= 0)
+		return;
+	c = array_count_find(job->spec.array_job_id);
+	if (c == NULL && delta > 0) {
+		if (nacounts == capacounts) {
+			size_t cap = capacounts ? capacounts * 2 : 16;
+			struct array_count *a =
+			    realloc(acounts, cap * sizeof(*a));
+			if (a == NULL) {
+				gp_error("out of memory counting an array's "
+				         "running tasks array=%lld",
+				    (long long)job->spec.array_job_id);
+				return;
+			}
+			acounts = a;
+			capacounts = cap;
+		}
+		c = &acounts[nacounts++];
+		c->array_job_id = job->spec.array_job_id;
+		c->running = 0;
+	}
+	if (c == NULL)
+		return;
+	c->running += delta;
+	if (c->running <= 0)
+		*c = acounts[--nacounts];
+}
+
+/*
+ * How many more of an array's tasks may start in this pass: its limit
+ * less those running, taken down as the pass lets them go. The queue is
+ * in id order, so an array's queued tasks come one after the other.
  */
 static int64_t limit_array; /* the array counted last, 0: none */
 static int limit_left;
@@ -615,19 +671,12 @@ static int limit_left;
 static int
 array_may_start(const struct job *j)
 {
-	const struct job *t;
-	int64_t id;
-	int running = 0;
+	const struct array_count *c;
 
 	if (j->spec.array_job_id != limit_array) {
-		/* (Counting stops at the limit: none may start then.) */
 		limit_array = j->spec.array_job_id;
-		for (id = limit_array; running < j->spec.array_limit &&
-		     (t = state_job(id)) != NULL &&
-		     t->spec.array_job_id == limit_array;
-		     id++)
-			running += t->state == JOB_RUNNING;
-		limit_left = j->spec.array_limit - running;
+		c = array_count_find(limit_array);
+		limit_left = j->spec.array_limit - (c != NULL ? c->running : 0);
 	}
 	if (limit_left <= 0)
 		return 0;

@@ -466,6 +466,7 @@ load_job(struct job *j)
 	if (j->state == JOB_QUEUED) {
 		queue_insert(j);
 	} else if (j->state == JOB_RUNNING) {
+		live_array_running(j, 1);
 		struct attempt_record *a = j->nhistory > 0 &&
 		        j->history[j->nhistory - 1].attempt == j->attempts
 		    ? &j->history[j->nhistory - 1]
@@ -977,8 +978,10 @@ job_release_all(struct job *job)
 static void
 job_finish(struct job *job, enum job_state st, const char *reason)
 {
-	if (job->state == JOB_RUNNING)
+	if (job->state == JOB_RUNNING) {
 		job_release_all(job);
+		live_array_running(job, -1);
+	}
 	queue_remove(job);
 	history_close(job, reason);
 	job->state = st;
@@ -1017,6 +1020,8 @@ job_requeue(struct job *job, const char *reason)
 	job_release_all(job);
 	history_close(job, reason);
 	metrics_job_requeued(reason);
+	if (job->state == JOB_RUNNING)
+		live_array_running(job, -1);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
@@ -1143,6 +1148,7 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 	queue_remove(job);
 	job->attempts++;
 	job->state = JOB_RUNNING;
+	live_array_running(job, 1);
 	job->node_id = n0->id;
 	job->ngpus = as[0]->ngpus;
 	for (i = 0; i < as[0]->ngpus; i++)
