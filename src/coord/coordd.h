@@ -668,6 +668,8 @@ void live_job_saved(const struct job *job, int64_t ms);
  * the count the pass holds the limit to. Other jobs: nothing.
  */
 void live_array_running(const struct job *job, int delta);
+/* A job entered (+1) or left (-1) the queue: its user's queued count. */
+void live_queued(const struct job *job, int delta);
 /*
  * 1 when some node the pool knows (up or down) could ever run spec; 0
  * with why; GP_ENOMEM. Cached per shape until a node registers.

@@ -56,6 +56,15 @@ static int64_t mix_built_mono;
 static int64_t deep_pass_mono;
 static int *ucount; /* per user id: jobs taken this pass */
 static size_t capucount;
+/*
+ * Per user id: jobs in the queue, and how many users have any. A pass
+ * stops walking the queue once every such user has had its depth (one
+ * user's 100,000 queued jobs were a walk of 100,000 at every pass).
+ * uqueued_lost: a count could not be kept (out of memory): walk it all.
+ */
+static int *uqueued;
+static size_t capuqueued;
+static int nusers_queued, uqueued_lost;
 
 /* Per pass: the queue as the engine takes it, and shares. */
 static const struct gp_sched_job **qptrs;
@@ -140,6 +149,28 @@ ucount_grow(void)
 	ucount = c;
 	capucount = want;
 	return 0;
+}
+
+void
+live_queued(const struct job *job, int delta)
+{
+	size_t u = job->user_id > 0 ? (size_t)job->user_id : 0;
+
+	if (u >= capuqueued) {
+		size_t cap = u * 2 + 16;
+		int *c = realloc(uqueued, cap * sizeof(*c));
+		if (c == NULL) {
+			uqueued_lost = 1;
+			return;
+		}
+		memset(c + capuqueued, 0, (cap - capuqueued) * sizeof(*c));
+		uqueued = c;
+		capuqueued = cap;
+	}
+	if (delta > 0 && uqueued[u]++ == 0)
+		nusers_queued++;
+	else if (delta < 0 && uqueued[u] > 0 && --uqueued[u] == 0)
+		nusers_queued--;
 }
 
 /* ---- what the engine is told ---- */
@@ -691,7 +722,7 @@ live_schedule(void)
 	struct gp_sched_pass p;
 	size_t n = 0, ng = 0, nu = 0, skipped = 0;
 	int64_t now = gp_now_ms();
-	int i, rc, choosy, deep, depth;
+	int i, rc, choosy, deep, depth, nfull = 0, all_full = 0;
 
 	state.sched_dirty = 0;
 	state.sched_more = 0;
@@ -745,7 +776,15 @@ live_schedule(void)
 				skipped++;
 				continue;
 			}
-			ucount[u]++;
+			/*
+			 * Every user with queued jobs has had its depth: the
+			 * rest would all be skipped (after this one).
+			 */
+			if (++ucount[u] == depth && ++nfull == nusers_queued &&
+			    !uqueued_lost) {
+				all_full = 1;
+				skipped += (size_t)(state.nqueue - i - 1);
+			}
 		}
 		choosy |= j->spec.image[0] != '\0';
 		j->sj.hold = j->wait->hold_reason[0] != '\0'
@@ -764,6 +803,8 @@ live_schedule(void)
 			j->sj.hold_reason = j->wait->wait_why;
 		}
 		qptrs[n++] = &j->sj;
+		if (all_full)
+			break;
 	}
 	limit_array = 0;
 	if (depth > 0)

@@ -303,6 +303,7 @@ queue_insert(struct job *job)
 	state.queue[i] = job;
 	job->queue_pos = i;
 	state.nqueue++;
+	live_queued(job, 1);
 	return 0;
 }
 
@@ -314,6 +315,7 @@ queue_remove(struct job *job)
 	state.queue[job->queue_pos] = NULL;
 	state.queue_holes++;
 	job->queue_pos = -1;
+	live_queued(job, -1);
 	free(job->wait);
 	job->wait = NULL;
 	job->sj.hold_reason = NULL; /* it pointed into wait */
