@@ -100,9 +100,15 @@ struct gp_sched_policy;
  * run or have ended do not carry it (480 bytes a job).
  */
 struct job_wait {
-	char hold_reason[320];	/* why it may not start ("" : none) */
+	/*
+	 * Why it may not start (NULL or "": none). HOLD_REASON_MAX bytes,
+	 * allocated at its first hold and kept while it is queued (the pass
+	 * points at it); most queued jobs are never held.
+	 */
+	char *hold_reason;
 	char wait_why[160];	/* the last pass's reason in words */
 };
+#define HOLD_REASON_MAX 320
 
 struct job {
 	int64_t id;

@@ -722,7 +722,7 @@ live_schedule(void)
 	struct gp_sched_pass p;
 	size_t n = 0, ng = 0, nu = 0, skipped = 0;
 	int64_t now = gp_now_ms();
-	int i, rc, choosy, deep, depth, nfull = 0, all_full = 0;
+	int i, rc, choosy, deep, depth, nfull = 0, all_full = 0, held;
 
 	state.sched_dirty = 0;
 	state.sched_more = 0;
@@ -787,12 +787,10 @@ live_schedule(void)
 			}
 		}
 		choosy |= j->spec.image[0] != '\0';
-		j->sj.hold = j->wait->hold_reason[0] != '\0'
-		    ? GP_SCHED_HOLD_BUDGET
-		    : GP_SCHED_HOLD_NONE;
-		j->sj.hold_reason = j->wait->hold_reason[0] != '\0'
-		    ? j->wait->hold_reason
-		    : NULL;
+		held = j->wait->hold_reason != NULL &&
+		    j->wait->hold_reason[0] != '\0';
+		j->sj.hold = held ? GP_SCHED_HOLD_BUDGET : GP_SCHED_HOLD_NONE;
+		j->sj.hold_reason = held ? j->wait->hold_reason : NULL;
 		/* Past its array's %LIMIT: held (the pass copies the why). */
 		if (j->sj.hold == GP_SCHED_HOLD_NONE &&
 		    j->spec.array_limit > 0 && !array_may_start(j)) {

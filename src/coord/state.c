@@ -316,6 +316,8 @@ queue_remove(struct job *job)
 	state.queue_holes++;
 	job->queue_pos = -1;
 	live_queued(job, -1);
+	if (job->wait != NULL)
+		free(job->wait->hold_reason);
 	free(job->wait);
 	job->wait = NULL;
 	job->sj.hold_reason = NULL; /* it pointed into wait */
@@ -1609,7 +1611,10 @@ budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
 	gp_credits_format(est, cost, sizeof(cost));
 	if (j->wait == NULL)
 		return 1; /* not queued: nothing to hold */
-	snprintf(j->wait->hold_reason, sizeof(j->wait->hold_reason),
+	if (j->wait->hold_reason == NULL &&
+	    (j->wait->hold_reason = malloc(HOLD_REASON_MAX)) == NULL)
+		return 1; /* out of memory: the budget is checked at start */
+	snprintf(j->wait->hold_reason, HOLD_REASON_MAX,
 	    "budget: %s %s has %s of %s credits left %s; the job may cost %s",
 	    b->kind == LEDGER_USER ? "user" : "group", b->name, left, amount,
 	    b->period == ACCT_PERIOD_TOTAL ? "in total"
@@ -1637,7 +1642,8 @@ state_budget_holds(void)
 	if (ledger.nbudgets == 0 && !holds_left)
 		return;
 	for (i = 0; i < state.nqueue; i++)
-		if (state.queue[i] != NULL && state.queue[i]->wait != NULL)
+		if (state.queue[i] != NULL && state.queue[i]->wait != NULL &&
+		    state.queue[i]->wait->hold_reason != NULL)
 			state.queue[i]->wait->hold_reason[0] = '\0';
 	holds_left = 0;
 	if (ledger.nbudgets == 0)
@@ -1725,7 +1731,7 @@ acct_job_json(const struct job *job, json_t *o)
 	    json_string(ledger_group_name(&ledger, job->group_id)));
 	json_object_set_new(o, "hold_reason",
 	    job->state == JOB_QUEUED && job->wait != NULL &&
-		    job->wait->hold_reason[0]
+		    job->wait->hold_reason != NULL && job->wait->hold_reason[0]
 		? json_string(job->wait->hold_reason)
 		: json_null());
 	json_object_set_new(o, "cost_micro", json_integer(cost));
