@@ -100,9 +100,15 @@ struct gp_sched_policy;
  * run or have ended do not carry it (480 bytes a job).
  */
 struct job_wait {
-	char hold_reason[320];	/* why it may not start ("" : none) */
+	/*
+	 * Why it may not start (NULL or "": none). HOLD_REASON_MAX bytes,
+	 * allocated at its first hold and kept while it is queued (the pass
+	 * points at it); most queued jobs are never held.
+	 */
+	char *hold_reason;
 	char wait_why[160];	/* the last pass's reason in words */
 };
+#define HOLD_REASON_MAX 320
 
 struct job {
 	int64_t id;
@@ -708,6 +714,13 @@ void live_part_ended(const struct job *job, const struct node *node);
 /* Every part of the job has started; it saved its work at ms. */
 void live_job_started(const struct job *job);
 void live_job_saved(const struct job *job, int64_t ms);
+/*
+ * A task of an array with a %LIMIT starts running (+1) or stops (-1):
+ * the count the pass holds the limit to. Other jobs: nothing.
+ */
+void live_array_running(const struct job *job, int delta);
+/* A job entered (+1) or left (-1) the queue: its user's queued count. */
+void live_queued(const struct job *job, int delta);
 /*
  * 1 when some node the pool knows (up or down) could ever run spec; 0
  * with why; GP_ENOMEM. Cached per shape until a node registers.

@@ -56,6 +56,15 @@ static int64_t mix_built_mono;
 static int64_t deep_pass_mono;
 static int *ucount; /* per user id: jobs taken this pass */
 static size_t capucount;
+/*
+ * Per user id: jobs in the queue, and how many users have any. A pass
+ * stops walking the queue once every such user has had its depth (one
+ * user's 100,000 queued jobs were a walk of 100,000 at every pass).
+ * uqueued_lost: a count could not be kept (out of memory): walk it all.
+ */
+static int *uqueued;
+static size_t capuqueued;
+static int nusers_queued, uqueued_lost;
 
 /* Per pass: the queue as the engine takes it, and shares. */
 static const struct gp_sched_job **qptrs;
@@ -140,6 +149,28 @@ ucount_grow(void)
 	ucount = c;
 	capucount = want;
 	return 0;
+}
+
+void
+live_queued(const struct job *job, int delta)
+{
+	size_t u = job->user_id > 0 ? (size_t)job->user_id : 0;
+
+	if (u >= capuqueued) {
+		size_t cap = u * 2 + 16;
+		int *c = realloc(uqueued, cap * sizeof(*c));
+		if (c == NULL) {
+			uqueued_lost = 1;
+			return;
+		}
+		memset(c + capuqueued, 0, (cap - capuqueued) * sizeof(*c));
+		uqueued = c;
+		capuqueued = cap;
+	}
+	if (delta > 0 && uqueued[u]++ == 0)
+		nusers_queued++;
+	else if (delta < 0 && uqueued[u] > 0 && --uqueued[u] == 0)
+		nusers_queued--;
 }
 
 /* ---- what the engine is told ---- */
@@ -604,10 +635,66 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 }
 
 /*
- * A job array's %LIMIT: how many more of its tasks may start, its tasks
- * being the jobs first, first + 1 ... (made together): its limit less
- * those running. Counted once per array and pass; the queue is in id
- * order, so an array's queued tasks come one after the other.
+ * A job array's %LIMIT: its running tasks, counted as they start and stop
+ * (state.c calls live_array_running), so the count holds whether or not
+ * the tasks are in memory. One entry per array with a limit and a task
+ * running; a pool runs few such arrays at once, so a list will do.
+ */
+struct array_count {
+	int64_t array_job_id;
+	int running;
+};
+static struct array_count *acounts;
+static size_t nacounts, capacounts;
+
+static struct array_count *
+array_count_find(int64_t array_job_id)
+{
+	size_t i;
+
+	for (i = 0; i < nacounts; i++)
+		if (acounts[i].array_job_id == array_job_id)
+			return &acounts[i];
+	return NULL;
+}
+
+void
+live_array_running(const struct job *job, int delta)
+{
+	struct array_count *c;
+
+	if (job->spec.array_limit <= 0 || job->spec.array_job_id <= 0)
+		return;
+	c = array_count_find(job->spec.array_job_id);
+	if (c == NULL && delta > 0) {
+		if (nacounts == capacounts) {
+			size_t cap = capacounts ? capacounts * 2 : 16;
+			struct array_count *a =
+			    realloc(acounts, cap * sizeof(*a));
+			if (a == NULL) {
+				gp_error("out of memory counting an array's "
+				         "running tasks array=%lld",
+				    (long long)job->spec.array_job_id);
+				return;
+			}
+			acounts = a;
+			capacounts = cap;
+		}
+		c = &acounts[nacounts++];
+		c->array_job_id = job->spec.array_job_id;
+		c->running = 0;
+	}
+	if (c == NULL)
+		return;
+	c->running += delta;
+	if (c->running <= 0)
+		*c = acounts[--nacounts];
+}
+
+/*
+ * How many more of an array's tasks may start in this pass: its limit
+ * less those running, taken down as the pass lets them go. The queue is
+ * in id order, so an array's queued tasks come one after the other.
  */
 static int64_t limit_array; /* the array counted last, 0: none */
 static int limit_left;
@@ -615,19 +702,12 @@ static int limit_left;
 static int
 array_may_start(const struct job *j)
 {
-	const struct job *t;
-	int64_t id;
-	int running = 0;
+	const struct array_count *c;
 
 	if (j->spec.array_job_id != limit_array) {
-		/* (Counting stops at the limit: none may start then.) */
 		limit_array = j->spec.array_job_id;
-		for (id = limit_array; running < j->spec.array_limit &&
-		     (t = state_job(id)) != NULL &&
-		     t->spec.array_job_id == limit_array;
-		     id++)
-			running += t->state == JOB_RUNNING;
-		limit_left = j->spec.array_limit - running;
+		c = array_count_find(limit_array);
+		limit_left = j->spec.array_limit - (c != NULL ? c->running : 0);
 	}
 	if (limit_left <= 0)
 		return 0;
@@ -642,7 +722,7 @@ live_schedule(void)
 	struct gp_sched_pass p;
 	size_t n = 0, ng = 0, nu = 0, skipped = 0;
 	int64_t now = gp_now_ms();
-	int i, rc, choosy, deep, depth;
+	int i, rc, choosy, deep, depth, nfull = 0, all_full = 0, held;
 
 	state.sched_dirty = 0;
 	state.sched_more = 0;
@@ -696,15 +776,21 @@ live_schedule(void)
 				skipped++;
 				continue;
 			}
-			ucount[u]++;
+			/*
+			 * Every user with queued jobs has had its depth: the
+			 * rest would all be skipped (after this one).
+			 */
+			if (++ucount[u] == depth && ++nfull == nusers_queued &&
+			    !uqueued_lost) {
+				all_full = 1;
+				skipped += (size_t)(state.nqueue - i - 1);
+			}
 		}
 		choosy |= j->spec.image[0] != '\0';
-		j->sj.hold = j->wait->hold_reason[0] != '\0'
-		    ? GP_SCHED_HOLD_BUDGET
-		    : GP_SCHED_HOLD_NONE;
-		j->sj.hold_reason = j->wait->hold_reason[0] != '\0'
-		    ? j->wait->hold_reason
-		    : NULL;
+		held = j->wait->hold_reason != NULL &&
+		    j->wait->hold_reason[0] != '\0';
+		j->sj.hold = held ? GP_SCHED_HOLD_BUDGET : GP_SCHED_HOLD_NONE;
+		j->sj.hold_reason = held ? j->wait->hold_reason : NULL;
 		/* Past its array's %LIMIT: held (the pass copies the why). */
 		if (j->sj.hold == GP_SCHED_HOLD_NONE &&
 		    j->spec.array_limit > 0 && !array_may_start(j)) {
@@ -715,6 +801,8 @@ live_schedule(void)
 			j->sj.hold_reason = j->wait->wait_why;
 		}
 		qptrs[n++] = &j->sj;
+		if (all_full)
+			break;
 	}
 	limit_array = 0;
 	if (depth > 0)

@@ -306,6 +306,7 @@ queue_insert(struct job *job)
 	state.queue[i] = job;
 	job->queue_pos = i;
 	state.nqueue++;
+	live_queued(job, 1);
 	return 0;
 }
 
@@ -317,6 +318,9 @@ queue_remove(struct job *job)
 	state.queue[job->queue_pos] = NULL;
 	state.queue_holes++;
 	job->queue_pos = -1;
+	live_queued(job, -1);
+	if (job->wait != NULL)
+		free(job->wait->hold_reason);
 	free(job->wait);
 	job->wait = NULL;
 	job->sj.hold_reason = NULL; /* it pointed into wait */
@@ -471,6 +475,7 @@ load_job(struct job *j)
 	} else if (j->state == JOB_QUEUED) {
 		queue_insert(j);
 	} else if (j->state == JOB_RUNNING) {
+		live_array_running(j, 1);
 		struct attempt_record *a = j->nhistory > 0 &&
 		        j->history[j->nhistory - 1].attempt == j->attempts
 		    ? &j->history[j->nhistory - 1]
@@ -996,8 +1001,10 @@ job_release_all(struct job *job)
 static void
 job_finish(struct job *job, enum job_state st, const char *reason)
 {
-	if (job->state == JOB_RUNNING)
+	if (job->state == JOB_RUNNING) {
 		job_release_all(job);
+		live_array_running(job, -1);
+	}
 	queue_remove(job);
 	history_close(job, reason);
 	job->state = st;
@@ -1037,6 +1044,8 @@ job_requeue(struct job *job, const char *reason)
 	job_release_all(job);
 	history_close(job, reason);
 	metrics_job_requeued(reason);
+	if (job->state == JOB_RUNNING)
+		live_array_running(job, -1);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
@@ -1163,6 +1172,7 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 	queue_remove(job);
 	job->attempts++;
 	job->state = JOB_RUNNING;
+	live_array_running(job, 1);
 	job->node_id = n0->id;
 	job->ngpus = as[0]->ngpus;
 	for (i = 0; i < as[0]->ngpus; i++)
@@ -1621,7 +1631,10 @@ budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
 	gp_credits_format(est, cost, sizeof(cost));
 	if (j->wait == NULL)
 		return 1; /* not queued: nothing to hold */
-	snprintf(j->wait->hold_reason, sizeof(j->wait->hold_reason),
+	if (j->wait->hold_reason == NULL &&
+	    (j->wait->hold_reason = malloc(HOLD_REASON_MAX)) == NULL)
+		return 1; /* out of memory: the budget is checked at start */
+	snprintf(j->wait->hold_reason, HOLD_REASON_MAX,
 	    "budget: %s %s has %s of %s credits left %s; the job may cost %s",
 	    b->kind == LEDGER_USER ? "user" : "group", b->name, left, amount,
 	    b->period == ACCT_PERIOD_TOTAL ? "in total"
@@ -1649,7 +1662,8 @@ state_budget_holds(void)
 	if (ledger.nbudgets == 0 && !holds_left)
 		return;
 	for (i = 0; i < state.nqueue; i++)
-		if (state.queue[i] != NULL && state.queue[i]->wait != NULL)
+		if (state.queue[i] != NULL && state.queue[i]->wait != NULL &&
+		    state.queue[i]->wait->hold_reason != NULL)
 			state.queue[i]->wait->hold_reason[0] = '\0';
 	holds_left = 0;
 	if (ledger.nbudgets == 0)
@@ -1737,7 +1751,7 @@ acct_job_json(const struct job *job, json_t *o)
 	    json_string(ledger_group_name(&ledger, job->group_id)));
 	json_object_set_new(o, "hold_reason",
 	    job->state == JOB_QUEUED && job->wait != NULL &&
-		    job->wait->hold_reason[0]
+		    job->wait->hold_reason != NULL && job->wait->hold_reason[0]
 		? json_string(job->wait->hold_reason)
 		: json_null());
 	json_object_set_new(o, "cost_micro", json_integer(cost));

@@ -121,6 +121,26 @@ for i in 1 2 3; do
 	[ "$(job_get "$JOB" 'd["attempts"]')" = 1 ] ||
 	    fail "a plain job was placed on closed first: $(job_get "$JOB" 'd["history"]')"
 done
+# ... and while the node that takes them is full, a plain job waits rather
+# than go to the one with room that refuses it (the pass asks the owners
+# only when some node refuses something: a wrong count of such nodes
+# would place it on closed, and its attempts would show it).
+new_marker
+GPUPOOL_TOKEN=$ALICE submit -- bash -c "exec -a $MARK sleep 300"
+SLEEPER=$JOB
+wait_state "$SLEEPER" running
+GPUPOOL_TOKEN=$ALICE submit -- /bin/true
+PLAIN=$JOB
+deadline=$((SECONDS + WAIT_S))
+until [ "$(job_get "$PLAIN" '"%s %s" % (d["state"], (d.get("wait") or {}).get("reason"))')" = "queued resources" ]; do
+	[ $SECONDS -ge $deadline ] && fail "the plain job does not wait for resources: $(job_get "$PLAIN" '"%s on %s after %s attempts, wait %s" % (d["state"], d["node"], d["attempts"], d["wait"])')"
+	sleep 0.1
+done
+as_user "$ALICE" cli cancel "$SLEEPER"
+wait_final "$SLEEPER"
+wait_final "$PLAIN"
+[ "$(job_get "$PLAIN" '"%s %s %s" % (d["state"], d["node"], d["attempts"])')" = "succeeded trusty 1" ] ||
+    fail "the plain job that waited: $(job_get "$PLAIN" '"%s on %s after %s attempts" % (d["state"], d["node"], d["attempts"])')"
 
 # ---- the agent's layer: it checks for itself
 # occupy / free: the only accepting GPU is held by a sleeper, so an image

@@ -177,6 +177,15 @@ for k in 0 1 2 3 4; do
 	[ "$(job_state $((lf + k)))" = queued ] && queued=$((queued + 1))
 done
 assert_eq 2 "$queued" "two tasks of 0-4%2 still wait"
+# the limit holds across a coordinator restart: the running tasks count
+kill9_coordinator
+start_coordinator
+wait_node_up alpha
+wait_node_up wide
+cli submit --gpus 0 -- true
+assert_eq 0 "$CLI_RC" "submit after the restart ($CLI_ERR)"
+wait_final "$CLI_OUT"
+assert_eq 2 "$(running_of "$lf" 5)" "at most 2 of 0-4%2 running after a restart"
 for k in 0 1 2 3 4; do
 	"$GP" cancel $((lf + k)) >/dev/null 2>&1
 done

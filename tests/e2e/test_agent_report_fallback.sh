@@ -1,0 +1,49 @@
+# Proves that the agent works with a coordinator older than the batched
+# reports (POST /v1/agent/reports answers 404): the agent talks to the
+# coordinator through a proxy that refuses that route; eight jobs end
+# while the coordinator is stopped (SIGSTOP), the agent's batch is refused
+# whole, it says so once and sends the reports one at a time, never
+# batching again; every job ends succeeded exactly as reported.
+. "$(dirname "$0")/lib.sh"
+
+start_coordinator --lease-ms 60000
+PROXY_PORT=$(free_port)
+spawn "$T/proxy.log" "$PY" "$(dirname "$0")/old_coordinator.py" \
+    --listen "$PROXY_PORT" --upstream "127.0.0.1:$COORD_PORT" \
+    --missing /v1/agent/reports
+deadline=$((SECONDS + WAIT_S))
+until curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/v1/whoami"; do
+	[ $SECONDS -ge $deadline ] && fail "the proxy does not answer: $(tail -n 5 "$T/proxy.log")"
+	sleep 0.1
+done
+start_agent alpha 8 --cpus 8 --coordinator "http://127.0.0.1:$PROXY_PORT"
+wait_node_up alpha
+jobs=()
+for i in 1 2 3 4 5 6 7 8; do
+	submit --gpus 1 -- sh -c "sleep 2; exit 0"
+	jobs+=("$JOB")
+done
+for j in "${jobs[@]}"; do wait_state "$j" running; done
+kill -STOP "$COORD_PID"
+deadline=$((SECONDS + WAIT_S))
+until [ "$(grep -c 'job finished job=' "$T/agent-alpha.log")" -ge 8 ]; do
+	if [ $SECONDS -ge $deadline ]; then
+		kill -CONT "$COORD_PID"
+		fail "the jobs did not end: $(tail -n 5 "$T/agent-alpha.log")"
+	fi
+	sleep 0.2
+done
+kill -CONT "$COORD_PID"
+for j in "${jobs[@]}"; do
+	wait_final "$j"
+	assert_eq succeeded "$FINAL_STATE" "job $j"
+done
+grep -q 'coordinator refused a batch of reports status=404' "$T/agent-alpha.log" ||
+    fail "the agent did not try a batch (or did not say it was refused): $(grep -c 'POST /v1/agent/reports' "$T/proxy.log") batches through the proxy"
+assert_eq 1 "$(grep -c 'POST /v1/agent/reports 404' "$T/proxy.log")" "batches tried"
+# every finished report went one at a time, through the proxy
+for j in "${jobs[@]}"; do
+	grep -q "^POST /v1/agent/jobs/$j/1/finished 200" "$T/proxy.log" ||
+	    fail "job $j's finished report did not go alone: $(grep "/jobs/$j/" "$T/proxy.log")"
+done
+log "ok: a coordinator without batched reports gets them one at a time"
