@@ -2185,6 +2185,8 @@ job_free(struct job *job)
 	free(job->parts);
 	free(job->signer_keys);
 	json_decref(job->signers);
+	if (job->wait != NULL) /* (a finished job has none) */
+		free(job->wait->hold_reason);
 	free(job->wait);
 	if (!job->in_block) {
 		free(job);
