@@ -338,36 +338,61 @@ cmp_id(const void *a, const void *b)
 
 #define LIST_SLICE 256
 
+/*
+ * ?all=1: every job who may see, in id order; limit > 0: only the newest
+ * limit of them. Jobs that left memory (min-job-age) are read back, one
+ * row each, so the read lock is let go every LIST_SLICE ids: a long list
+ * never holds the state thread back.
+ */
+static void
+list_all_jobs(const struct token_entry *who, int64_t limit, json_t *jobs)
+{
+	int64_t id, top, k = 0, step = limit > 0 ? -1 : 1;
+	json_t *rev;
+	size_t i;
+
+	pthread_rwlock_rdlock(&state.lock);
+	top = state.next_job_id - 1;
+	for (id = limit > 0 ? top : 1; id >= 1 && id <= top; id += step) {
+		int stored;
+		struct job *j;
+		if (limit > 0 && (int64_t)json_array_size(jobs) >= limit)
+			break;
+		j = state_job_any(id, &stored);
+		if (j != NULL && job_visible_to(j, who))
+			json_array_append_new(jobs, job_to_json(j, 0));
+		if (stored)
+			state_job_stored_free(j);
+		if (++k % LIST_SLICE == 0) {
+			pthread_rwlock_unlock(&state.lock);
+			pthread_rwlock_rdlock(&state.lock);
+		}
+	}
+	pthread_rwlock_unlock(&state.lock);
+	if (limit <= 0 || (rev = json_array()) == NULL)
+		return;
+	for (i = json_array_size(jobs); i > 0; i--)
+		json_array_append(rev, json_array_get(jobs, i - 1));
+	json_array_clear(jobs);
+	json_array_extend(jobs, rev);
+	json_decref(rev);
+}
+
 static enum MHD_Result
 handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 {
 	const char *all = query(conn, "all");
 	int want_all = all != NULL && strcmp(all, "0") != 0;
-	json_t *jobs = json_array();
-	int64_t id;
+	json_t *jobs;
+	int64_t id, limit;
 	int i;
 
+	if (query_int(conn, "limit", 0, 0, INT64_MAX / 2, &limit) != 0)
+		return reply_error(conn, 400, "limit: a non-negative integer");
+	if ((jobs = json_array()) == NULL)
+		return reply_error(conn, 503, "out of memory");
 	if (want_all) {
-		/*
-		 * Jobs that left memory (min-job-age) are read back, one row
-		 * each: the read lock is let go every LIST_SLICE ids, so
-		 * that a long list never holds the state thread back.
-		 */
-		for (id = 1;; id++) {
-			int stored;
-			struct job *j;
-			if (id % LIST_SLICE == 1)
-				pthread_rwlock_rdlock(&state.lock);
-			if (id >= state.next_job_id)
-				break;
-			j = state_job_any(id, &stored);
-			if (j != NULL && job_visible_to(j, req->auth))
-				json_array_append_new(jobs, job_to_json(j, 0));
-			if (stored)
-				state_job_stored_free(j);
-			if (id % LIST_SLICE == 0)
-				pthread_rwlock_unlock(&state.lock);
-		}
+		list_all_jobs(&req->auth_copy, limit, jobs);
 	} else {
 		/* Active jobs: the queue and what runs on the nodes. */
 		size_t n, k = 0;
@@ -401,8 +426,8 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 				json_array_append_new(jobs, job_to_json(j, 0));
 		}
 		free(ids);
+		pthread_rwlock_unlock(&state.lock);
 	}
-	pthread_rwlock_unlock(&state.lock);
 	return reply_json(conn, 200, json_pack("{s:o}", "jobs", jobs));
 }
 

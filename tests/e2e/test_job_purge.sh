@@ -10,8 +10,9 @@
 # before. A running and a queued job never leave, however old; a running
 # job with a `logs -f` follower attached ends and its follower still gets
 # the whole log; once ended, both leave memory too. A third start does not
-# bring anything back, no array task comes back queued, and a new job
-# gets a new id (ids of jobs on disk are never given again).
+# bring anything back, no array task comes back queued, the newest N
+# jobs (?all=1&limit=N, the dashboard's list) come from disk too, and a
+# new job gets a new id (ids of jobs on disk are never given again).
 . "$(dirname "$0")/lib.sh"
 
 # metric NAME: the value of an unlabelled sample of GET /metrics.
@@ -188,6 +189,15 @@ done
 every_answer >"$T/again"
 diff "$T/before" "$T/again" >"$T/diff" ||
 	fail "answers changed after a restart: $(head -c 3000 "$T/diff")"
+# the dashboard's list: only the newest N (in id order), from disk too
+api_expect 200 "$ALICE" GET "/v1/jobs?all=1&limit=2"
+assert_eq "[$J_Q, $J_QC]" "$(printf '%s' "$API_BODY" | json '[j["id"] for j in d["jobs"]]')" \
+	"the two newest jobs"
+api_expect 200 "$ADMIN_TOKEN" GET "/v1/jobs?all=1&limit=100"
+assert_eq "$(seq -s ', ' 1 "$J_QC")" \
+	"$(printf '%s' "$API_BODY" | json '", ".join(str(j["id"]) for j in d["jobs"])')" \
+	"a limit above the count: every job"
+api_expect 400 "$ALICE" GET "/v1/jobs?all=1&limit=-1"
 wait_node_up a1
 submit --gpus 0 -- true
 assert_eq $((J_QC + 1)) "$JOB" "the next job's id"
