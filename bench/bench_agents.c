@@ -1239,6 +1239,7 @@ print_usage_between(const char *phase, const struct proc_sample *a,
 	    secs > 0 ? (double)(b->ticks - a->ticks) /
 		    (double)sysconf(_SC_CLK_TCK) / secs
 		     : 0.0);
+	printf("%s_coord_rss_start %ld KiB\n", phase, a->rss_kib);
 	printf("%s_coord_rss %ld KiB\n", phase, b->rss_kib);
 	printf("%s_coord_rss_peak %ld KiB\n", phase, b->hwm_kib);
 	printf("%s_coord_threads %ld count\n", phase, b->threads);

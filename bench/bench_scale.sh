@@ -12,7 +12,11 @@
 #           --backlog 100000 --hold-ms 1000 (each job "runs" 1 s: the
 #           backlog beyond the pool's GPUs is placed as jobs end), and
 #           bench_agents' own: 4 worker threads, reports batched. COORD_ARGS adds coordinator options
-#           (e.g. COORD_ARGS="--conn-memory 16K"). PERF=1 records the
+#           (e.g. COORD_ARGS="--conn-memory 16K"; finished jobs leaving
+#           memory: COORD_ARGS="--min-job-age 10" against "--min-job-age
+#           0" with --seconds 120 --backlog 0, steady_coord_rss_start and
+#           steady_coord_rss the RSS at the steady phase's start and end,
+#           coord_jobs_in_memory and coord_jobs_purged at the end). PERF=1 records the
 # coordinator with `perf record -g` during the run (perf.data in
 # $PERF_OUT, default ./perf-coord.data). COORD_LOG=FILE keeps the
 # coordinator's log (warnings, e.g. slow state batches) there.
@@ -97,6 +101,8 @@ curl -s -H "Authorization: Bearer $(cat "$DATA/coord/admin.token")" \
 		match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
 		n++; bound[n] = le; cum[n] = $NF }
 	/^gpupool_job_dispatch_latency_seconds_count/ { total = $NF }
+	/^gpupool_jobs_in_memory / { printf "coord_jobs_in_memory %d jobs\n", $NF }
+	/^gpupool_jobs_purged_total / { printf "coord_jobs_purged %d jobs\n", $NF }
 	END { if (total > 0) for (q = 50; q <= 99; q += 49) {
 		for (i = 1; i <= n; i++) if (cum[i] >= total * q / 100) break
 		printf "coord_dispatch_latency_p%d_le %s s\n", q, bound[i] }

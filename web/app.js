@@ -410,7 +410,7 @@
     main.replaceChildren(el('h1', {}, me.role === 'admin' ? 'All jobs' : 'Your jobs'),
       me.role === 'provider' ? null : submitForm(), el('h2', {}, 'Jobs'), list);
     every(ctx, 5000, async () => {
-      const r = await api('/v1/jobs?all=1', { signal: ctx.abort.signal });
+      const r = await api('/v1/jobs?all=1&limit=500', { signal: ctx.abort.signal });
       if (ctx.stopped) return;
       const now = Date.now();
       list.replaceChildren(table(['ID', 'Name', 'User', 'State', 'Node', 'GPUs', 'Ran for'],

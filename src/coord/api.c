@@ -336,26 +336,69 @@ cmp_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+#define LIST_SLICE 256
+
+/*
+ * ?all=1: every job who may see, in id order; limit > 0: only the newest
+ * limit of them. Jobs that left memory (min-job-age) are read back, one
+ * row each, so the read lock is let go every LIST_SLICE ids: a long list
+ * never holds the state thread back.
+ */
+static void
+list_all_jobs(const struct token_entry *who, int64_t limit, json_t *jobs)
+{
+	int64_t id, top, k = 0, step = limit > 0 ? -1 : 1;
+	json_t *rev;
+	size_t i;
+
+	pthread_rwlock_rdlock(&state.lock);
+	top = state.next_job_id - 1;
+	for (id = limit > 0 ? top : 1; id >= 1 && id <= top; id += step) {
+		int stored;
+		struct job *j;
+		if (limit > 0 && (int64_t)json_array_size(jobs) >= limit)
+			break;
+		j = state_job_any(id, &stored);
+		if (j != NULL && job_visible_to(j, who))
+			json_array_append_new(jobs, job_to_json(j, 0));
+		if (stored)
+			state_job_stored_free(j);
+		if (++k % LIST_SLICE == 0) {
+			pthread_rwlock_unlock(&state.lock);
+			pthread_rwlock_rdlock(&state.lock);
+		}
+	}
+	pthread_rwlock_unlock(&state.lock);
+	if (limit <= 0 || (rev = json_array()) == NULL)
+		return;
+	for (i = json_array_size(jobs); i > 0; i--)
+		json_array_append(rev, json_array_get(jobs, i - 1));
+	json_array_clear(jobs);
+	json_array_extend(jobs, rev);
+	json_decref(rev);
+}
+
 static enum MHD_Result
 handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 {
 	const char *all = query(conn, "all");
 	int want_all = all != NULL && strcmp(all, "0") != 0;
-	json_t *jobs = json_array();
-	int64_t id;
+	json_t *jobs;
+	int64_t id, limit;
 	int i;
 
-	pthread_rwlock_rdlock(&state.lock);
+	if (query_int(conn, "limit", 0, 0, INT64_MAX / 2, &limit) != 0)
+		return reply_error(conn, 400, "limit: a non-negative integer");
+	if ((jobs = json_array()) == NULL)
+		return reply_error(conn, 503, "out of memory");
 	if (want_all) {
-		for (id = 1; id < state.next_job_id; id++) {
-			struct job *j = state.jobs[id];
-			if (j != NULL && job_visible_to(j, req->auth))
-				json_array_append_new(jobs, job_to_json(j, 0));
-		}
+		list_all_jobs(&req->auth_copy, limit, jobs);
 	} else {
 		/* Active jobs: the queue and what runs on the nodes. */
-		size_t n = (size_t)state.nqueue, k = 0;
+		size_t n, k = 0;
 		int64_t *ids;
+		pthread_rwlock_rdlock(&state.lock);
+		n = (size_t)state.nqueue;
 		for (id = 1; id < state.nnodes; id++)
 			if (state.nodes[id] != NULL)
 				n += (size_t)state.nodes[id]->njobs;
@@ -383,19 +426,26 @@ handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 				json_array_append_new(jobs, job_to_json(j, 0));
 		}
 		free(ids);
+		pthread_rwlock_unlock(&state.lock);
 	}
-	pthread_rwlock_unlock(&state.lock);
 	return reply_json(conn, 200, json_pack("{s:o}", "jobs", jobs));
 }
 
-/* The job the caller names and may see, or NULL (answer sent). */
+/*
+ * The job the caller names and may see, or NULL (answer sent). A job
+ * that left memory is read back from state.db: *stored is set, and the
+ * caller frees it (state_job_stored_free). Call with state.lock held.
+ */
 static struct job *
 visible_job(struct MHD_Connection *conn, struct request *req, int64_t id,
-    enum MHD_Result *rc)
+    enum MHD_Result *rc, int *stored)
 {
-	struct job *job = state_job(id);
+	struct job *job = state_job_any(id, stored);
 
 	if (job == NULL || !job_visible_to(job, req->auth)) {
+		if (*stored)
+			state_job_stored_free(job);
+		*stored = 0;
 		*rc = reply_error(conn, 404, "no job %lld", (long long)id);
 		return NULL;
 	}
@@ -408,15 +458,18 @@ handle_show_job(struct MHD_Connection *conn, struct request *req, int64_t id)
 	enum MHD_Result rc;
 	struct job *job;
 	json_t *o;
+	int stored;
 
 	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc);
+	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
 	o = job_to_json(job, 1);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	return reply_json(conn, 200, o);
 }
 
@@ -519,7 +572,7 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	char hdr[32], *data = NULL;
 	const char *st;
 	size_t len = 0;
-	int done;
+	int done, stored;
 
 	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
 		return reply_error(conn, 400,
@@ -531,19 +584,22 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (bad)
 		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
 	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc);
+	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
 	if (part >= job->nparts) {
+		int nparts = job->nparts;
 		pthread_rwlock_unlock(&state.lock);
+		if (stored)
+			state_job_stored_free(job);
 		return reply_error(conn, 404, "job %lld has %d part%s",
-		    (long long)id, job->nparts, job->nparts == 1 ? "" : "s");
+		    (long long)id, nparts, nparts == 1 ? "" : "s");
 	}
 	pthread_mutex_lock(&notify_lock);
 	size = part == 0 ? job->log_size : job->parts[part].log_size;
-	if (size <= offset && !job_finished(job) && left > 0) {
+	if (size <= offset && !job_finished(job) && !stored && left > 0) {
 		notify_wait(conn, req, WAIT_LOG, id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -555,6 +611,8 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	st = job_state_name(job->state);
 	done = job_finished(job);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	if (offset < size &&
 	    joblog_read(id, (int)part, offset,
 		(size_t)(size - offset) < (1u << 20)
@@ -584,18 +642,19 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 	struct job *job;
 	int64_t left, bad;
 	json_t *o;
+	int stored;
 
 	left = wait_left(conn, req, &bad);
 	if (bad)
 		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
 	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc);
+	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
 	pthread_mutex_lock(&notify_lock);
-	if (!job_finished(job) && left > 0) {
+	if (!job_finished(job) && !stored && left > 0) {
 		notify_wait(conn, req, WAIT_JOB, id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -606,6 +665,8 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 	pthread_mutex_unlock(&notify_lock);
 	o = job_to_json(job, 0);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	return reply_json(conn, 200, o);
 }
 

@@ -435,20 +435,20 @@ static void
 gc_finished_jobs(void)
 {
 	sqlite3_stmt *st, *del;
-	int64_t now = gp_now_ms(), *ids = NULL, id;
+	int64_t now = gp_now_ms(), *ids = NULL, id, fin;
+	char owner[GP_NAME_MAX + 1];
 	size_t n = 0, cap = 0, i;
-	struct job *job;
-	int expired;
+	enum job_state js;
+	int expired, rc;
 
 	pthread_mutex_lock(&ckpt_lock);
 	st = prepare("SELECT DISTINCT job_id FROM versions");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		id = sqlite3_column_int64(st, 0);
-		pthread_rwlock_rdlock(&state.lock);
-		job = state_job(id);
-		expired = job == NULL ||
-		    (job_finished(job) && job->finished_ms + retain_ms < now);
-		pthread_rwlock_unlock(&state.lock);
+		/* A job that left memory is asked of state.db. */
+		rc = state_job_brief(id, owner, &js, &fin);
+		expired = rc == GP_ENOENT ||
+		    (rc == 0 && js >= JOB_SUCCEEDED && fin + retain_ms < now);
 		if (!expired)
 			continue;
 		if (n == cap) {
@@ -721,14 +721,16 @@ static int
 user_job(const struct token_entry *who, int64_t id, char *user)
 {
 	struct job *job;
-	int ok;
+	int ok, stored;
 
 	pthread_rwlock_rdlock(&state.lock);
-	job = state_job(id);
+	job = state_job_any(id, &stored); /* it may have left memory */
 	ok = job != NULL && job_visible_to(job, who);
 	if (ok)
 		gp_strlcpy(user, job->user, GP_NAME_MAX + 1);
 	pthread_rwlock_unlock(&state.lock);
+	if (stored)
+		state_job_stored_free(job);
 	return ok;
 }
 

@@ -161,6 +161,7 @@ struct job {
 	int queue_rank;		/* its place in the last pass's order */
 	int64_t preempt_for;	/* running: being stopped for this job */
 	int preempting;		/* queued: victims are saving for it */
+	int in_block;		/* from job_alloc's blocks (not malloc'd) */
 };
 
 struct node_gpu {
@@ -265,6 +266,11 @@ struct coord_config {
 	int64_t accrual_ms;	   /* running attempts are posted this often */
 	int64_t half_life_ms;	   /* of decayed usage (fair share) */
 	int64_t budget_untimed_s;  /* a job without a time limit, for budgets */
+	/*
+	 * A finished job leaves memory this long after it ended (its row in
+	 * state.db answers for it from then on); 0: kept for ever.
+	 */
+	int64_t min_job_age_ms;
 };
 
 struct state {
@@ -300,6 +306,14 @@ struct state {
 	int sched_more;
 	/* Nodes whose owner takes no plain-command job (offer_apply). */
 	int nrefuse_plain;
+	/*
+	 * Finished jobs that left memory (min-job-age), by state, since the
+	 * store was created as far as start-up can tell (those it left on
+	 * disk) plus those purged since; jobs_resident: jobs in memory.
+	 */
+	int64_t purged[JOB_TIMEOUT + 1];
+	int64_t purged_now; /* purged by this process: the counter */
+	int64_t jobs_resident;
 };
 
 extern struct state state;
@@ -386,6 +400,21 @@ void op_free(struct op *op);
 /* api_completed: the connection of a queued or answered op is gone. */
 void op_abandon(struct op *op);
 struct job *state_job(int64_t id);
+/*
+ * A job by id, in memory or, when it left memory (min-job-age), read
+ * back from state.db: then *stored is set and the caller frees the copy
+ * with state_job_stored_free. NULL: no such job. Call with state.lock
+ * held (either way); the read has its own connection (store_read_job).
+ */
+struct job *state_job_any(int64_t id, int *stored);
+void state_job_stored_free(struct job *job);
+/*
+ * What the GCs and access checks need of any job, in memory or not:
+ * its owner, state and end. 0, GP_ENOENT (no such job) or GP_EIO. Takes
+ * state.lock for reading.
+ */
+int state_job_brief(int64_t id, char *user, enum job_state *st,
+    int64_t *finished_ms);
 struct node *state_node(int64_t id);
 struct node *state_node_by_name(const char *name);
 const struct token_entry *state_token_lookup(const char *hash);
@@ -501,9 +530,25 @@ struct sqlite3 *store_db(void);
 int store_delete_token(int64_t id);
 /* OUT: *next: the lowest id a new token may take (0: no revocation). */
 int store_token_id_floor(int64_t *next);
-/* Calls back for every row at start-up. */
+/*
+ * Calls back for every row at start-up, except the jobs that finished
+ * before finished_before (ms since the epoch; 0: none): those stay on
+ * disk, counted by state in skipped[]. OUT: *max_job_id, the highest job
+ * id the store holds (skipped or not; ids are never given twice).
+ */
 int store_load(void (*on_token)(struct token_entry *),
-    void (*on_node)(struct node *), void (*on_job)(struct job *));
+    void (*on_node)(struct node *), void (*on_job)(struct job *),
+    int64_t finished_before, int64_t *skipped, int64_t *max_job_id);
+/*
+ * Reads job id's row back, for a job that left memory, through a
+ * read-only connection of its own (behind a mutex; any thread): *out is
+ * a malloc'd job (the caller frees it, state_job_stored_free). 0,
+ * GP_ENOENT (no row), GP_ENOMEM or GP_EIO.
+ */
+int store_read_job(int64_t id, struct job **out);
+/* Only the row's user, state and finished_ms (as store_read_job). */
+int store_read_job_brief(int64_t id, char *user, int *st,
+    int64_t *finished_ms);
 
 /* notify.c */
 struct waiter {

@@ -1363,19 +1363,14 @@ handle_quota(struct MHD_Connection *conn, struct request *req, const char *user,
 static int
 output_reader(const struct token_entry *who, int64_t id, char *user)
 {
-	struct job *job;
-	int ok;
+	enum job_state st;
+	int64_t fin;
 
-	pthread_rwlock_rdlock(&state.lock);
-	job = state_job(id);
-	ok = job != NULL &&
-	    (who->role == GP_ROLE_ADMIN ||
-	        (who->role == GP_ROLE_USER &&
-	            strcmp(job->user, who->name) == 0));
-	if (ok)
-		gp_strlcpy(user, job->user, GP_NAME_MAX + 1);
-	pthread_rwlock_unlock(&state.lock);
-	return ok;
+	/* In memory or (it left: min-job-age) from state.db. */
+	if (state_job_brief(id, user, &st, &fin) != 0)
+		return 0;
+	return who->role == GP_ROLE_ADMIN ||
+	    (who->role == GP_ROLE_USER && strcmp(user, who->name) == 0);
 }
 
 /* GET|DELETE /v1/jobs/ID/output[/chunks/HEX]. */
@@ -1653,10 +1648,11 @@ void
 data_gc_expire(void)
 {
 	sqlite3_stmt *st;
-	int64_t now = gp_now_ms(), id, job_id, *ids = NULL;
+	int64_t now = gp_now_ms(), id, job_id, *ids = NULL, fin;
+	char owner[GP_NAME_MAX + 1];
 	size_t n = 0, cap = 0, i;
-	struct job *job;
-	int expired;
+	enum job_state js;
+	int expired, rc;
 
 	pthread_mutex_lock(&ckpt_lock);
 	/* Uploads abandoned long ago. */
@@ -1677,12 +1673,11 @@ data_gc_expire(void)
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		id = sqlite3_column_int64(st, 0);
 		job_id = sqlite3_column_int64(st, 1);
-		pthread_rwlock_rdlock(&state.lock);
-		job = state_job(job_id);
-		expired = job == NULL ||
-		    (job_finished(job) &&
-		        job->finished_ms + output_retain_ms < now);
-		pthread_rwlock_unlock(&state.lock);
+		/* A job that left memory is asked of state.db. */
+		rc = state_job_brief(job_id, owner, &js, &fin);
+		expired = rc == GP_ENOENT ||
+		    (rc == 0 && js >= JOB_SUCCEEDED &&
+		        fin + output_retain_ms < now);
 		if (!expired)
 			continue;
 		if (n == cap) {

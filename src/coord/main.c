@@ -58,6 +58,7 @@ usage(FILE *out)
 	    "[--accrual-interval DURATION]\n"
 	    "                           [--fairshare-half-life DURATION] "
 	    "[--budget-untimed DURATION]\n"
+	    "                           [--min-job-age SECONDS]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -125,6 +126,12 @@ usage(FILE *out)
 	    "                      what a job without a time limit is taken to "
 	    "run\n"
 	    "                      for, against budgets (default 1h)\n"
+	    "  --min-job-age SECONDS\n"
+	    "                      a finished job leaves memory this long after "
+	    "it\n"
+	    "                      ended, answered from DIR/state.db from then "
+	    "on\n"
+	    "                      (default 300; 0: kept in memory for ever)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -256,6 +263,7 @@ gp_coord_main(int argc, char **argv)
 	    {"accrual-interval", required_argument, NULL, 'A'},
 	    {"fairshare-half-life", required_argument, NULL, 'F'},
 	    {"budget-untimed", required_argument, NULL, 'U'},
+	    {"min-job-age", required_argument, NULL, 'j'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -287,6 +295,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.accrual_ms = 30 * 1000;
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
 	cfg.budget_untimed_s = 3600;
+	cfg.min_job_age_ms = 300 * 1000; /* as Slurm's MinJobAge */
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -411,6 +420,13 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--budget-untimed: a duration like "
 					  "1h");
 			cfg.budget_untimed_s = v;
+			break;
+		case 'j':
+			if (gp_parse_duration(optarg, &v) != 0 ||
+			    v > 3650LL * 86400)
+				gp_fatalx("--min-job-age: seconds (or a "
+					  "duration like 5m; 0: for ever)");
+			cfg.min_job_age_ms = v * 1000;
 			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);

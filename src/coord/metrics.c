@@ -172,6 +172,7 @@ struct snap {
 	struct snap_gpu *gpus;
 	int nnodes, ngpus;
 	int64_t jobs[JOB_TIMEOUT + 1], submitted, oldest_ms, tokens[4];
+	int64_t resident, purged; /* jobs in memory; purged (min-job-age) */
 	struct snap_total *debited, *credited;
 	struct snap_group *groups;
 	size_t ndebited, ncredited, ngroups;
@@ -317,6 +318,11 @@ snapshot(struct snap *sn)
 		if (j != NULL && j->state <= JOB_TIMEOUT)
 			sn->jobs[j->state]++;
 	}
+	/* Those that left memory still count, in their end state. */
+	for (i = 0; i <= JOB_TIMEOUT; i++)
+		sn->jobs[i] += state.purged[i];
+	sn->resident = state.jobs_resident;
+	sn->purged = state.purged_now;
 	sn->submitted = state.next_job_id - 1;
 	for (i = 0; i < state.nqueue; i++)
 		if (sn->oldest_ms == 0 ||
@@ -533,7 +539,7 @@ jobs(struct gp_buf *out, const struct snap *sn, int64_t now_ms)
 	int i, rc = 0;
 
 	rc |= gp_prom_family(out, "gpupool_jobs", "gauge",
-	    "Jobs the coordinator holds, by state");
+	    "Jobs the coordinator knows, by state (in memory or left it)");
 	for (i = 0; i <= JOB_TIMEOUT; i++) {
 		l[1] = job_state_name((enum job_state)i);
 		rc |=
@@ -541,6 +547,13 @@ jobs(struct gp_buf *out, const struct snap *sn, int64_t now_ms)
 	}
 	rc |= single(out, "gpupool_jobs_submitted_total", "counter",
 	    "Jobs ever submitted (accepted)", (double)sn->submitted);
+	rc |= single(out, "gpupool_jobs_in_memory", "gauge",
+	    "Jobs the coordinator holds in memory (finished ones leave "
+	    "after --min-job-age)",
+	    (double)sn->resident);
+	rc |= single(out, "gpupool_jobs_purged_total", "counter",
+	    "Finished jobs that left memory since the coordinator started",
+	    (double)sn->purged);
 	rc |= single(out, "gpupool_queue_oldest_job_age_seconds", "gauge",
 	    "How long ago the oldest queued job was submitted (0: queue "
 	    "empty)",

@@ -42,6 +42,8 @@ static struct effect *effects;
 static size_t neffects, capeffects;
 static struct job **woken_jobs;
 static size_t nwoken, capwoken;
+static void done_push(int64_t id);
+static void done_sort(void);
 
 static void acct_job_json(const struct job *job, json_t *o);
 static void acct_node_json(const struct node *node, json_t *o);
@@ -232,6 +234,7 @@ job_insert(struct job *job)
 		sizeof(*state.jobs)) != 0)
 		return GP_ENOMEM;
 	state.jobs[job->id] = job;
+	state.jobs_resident++;
 	if (job->id >= state.next_job_id)
 		state.next_job_id = job->id + 1;
 	return 0;
@@ -467,7 +470,9 @@ load_job(struct job *j)
 		j->parts[k].log_size = k == 0 ? j->log_size
 		                              : joblog_part_size_on_disk(j->id,
 		                                    k);
-	if (j->state == JOB_QUEUED) {
+	if (job_finished(j)) {
+		done_push(j->id);
+	} else if (j->state == JOB_QUEUED) {
 		queue_insert(j);
 	} else if (j->state == JOB_RUNNING) {
 		live_array_running(j, 1);
@@ -562,8 +567,21 @@ state_init(const struct coord_config *cfg)
 		return GP_EIO;
 	if (cfg->prices_file[0] != '\0' && load_prices(cfg->prices_file) != 0)
 		return GP_EIO;
-	if (store_load(load_token, load_node, load_job) != 0)
+	if (store_load(load_token, load_node, load_job,
+	        cfg->min_job_age_ms > 0 ? gp_now_ms() - cfg->min_job_age_ms
+	                                : 0,
+	        state.purged, &i) != 0)
 		return GP_EIO;
+	/*
+	 * Ids are never given twice: not those of jobs left on disk. Every
+	 * id below next_job_id has its slot (NULL when on disk only).
+	 */
+	if (i >= state.next_job_id)
+		state.next_job_id = i + 1;
+	if (grow((void **)&state.jobs, &state.njobs_cap, state.next_job_id,
+	        sizeof(*state.jobs)) != 0)
+		return GP_ENOMEM;
+	done_sort();
 	/* Revoked tokens' ids are never given again. */
 	if (store_token_id_floor(&i) != 0)
 		return GP_EIO;
@@ -575,9 +593,10 @@ state_init(const struct coord_config *cfg)
 		queued += state.jobs[i]->state == JOB_QUEUED;
 		running += state.jobs[i]->state == JOB_RUNNING;
 	}
-	gp_info("state loaded jobs=%lld queued=%lld running=%lld nodes=%lld "
-		"tokens=%zu",
-	    (long long)(state.next_job_id - 1), (long long)queued,
+	gp_info("state loaded jobs=%lld in_memory=%lld queued=%lld "
+		"running=%lld nodes=%lld tokens=%zu",
+	    (long long)(state.next_job_id - 1),
+	    (long long)state.jobs_resident, (long long)queued,
 	    (long long)running, (long long)(state.next_node_id - 1),
 	    state.ntokens);
 	state.sched_dirty = 1;
@@ -995,6 +1014,7 @@ job_finish(struct job *job, enum job_state st, const char *reason)
 	gp_strlcpy(job->reason, reason, sizeof(job->reason));
 	persist_job(job);
 	wake_job_later(job);
+	done_push(job->id);
 	state.sched_dirty = 1;
 	gp_info("job finished job=%lld state=%s reason=%s exit=%d signal=%d",
 	    (long long)job->id, job_state_name(st), reason, job->exit_code,
@@ -2106,21 +2126,30 @@ submit_check(struct op *op, int64_t *group_id)
 }
 
 /*
- * New jobs come from blocks of JOB_BLOCK, zeroed: the coordinator keeps
- * every job for its whole life (none is freed), and one block costs one
+ * New jobs come from blocks of JOB_BLOCK, zeroed: one block costs one
  * allocation (fresh pages, mapped at once) where a job each grew the
  * state thread's malloc arena a page at a time, an mprotect call every
- * second job (480 for an array of 1,000 tasks).
+ * second job (480 for an array of 1,000 tasks). Blocks are never freed:
+ * a job that leaves memory (purge_finished) gives its place back to
+ * job_free_slots, and the next job takes it first.
  */
 #define JOB_BLOCK 1024
 static struct job **job_blocks; /* every block (kept reachable) */
 static size_t njob_blocks, job_block_used = JOB_BLOCK;
+static struct job **job_free_slots;
+static size_t nfree_slots, capfree_slots;
 
 static struct job *
 job_alloc(void)
 {
 	struct job **bl, *b;
 
+	if (nfree_slots > 0) {
+		b = job_free_slots[--nfree_slots];
+		memset(b, 0, sizeof(*b));
+		b->in_block = 1;
+		return b;
+	}
 	if (job_block_used == JOB_BLOCK) {
 		bl = realloc(job_blocks, (njob_blocks + 1) * sizeof(*bl));
 		if (bl == NULL)
@@ -2131,7 +2160,54 @@ job_alloc(void)
 		job_blocks[njob_blocks++] = b;
 		job_block_used = 0;
 	}
-	return &job_blocks[njob_blocks - 1][job_block_used++];
+	b = &job_blocks[njob_blocks - 1][job_block_used++];
+	b->in_block = 1;
+	return b;
+}
+
+/*
+ * Frees what a job owns and the job: a block's slot goes back to
+ * job_free_slots (state thread, write lock), a malloc'd job (loaded at
+ * start-up, or read back by store_read_job) to free.
+ */
+static void
+job_free(struct job *job)
+{
+	int i;
+
+	gp_jobspec_fini(&job->spec);
+	free(job->message);
+	for (i = 0; job->history != NULL && i < job->nhistory; i++) {
+		free(job->history[i].ckpt_label);
+		free(job->history[i].more);
+	}
+	free(job->history);
+	free(job->parts);
+	free(job->signer_keys);
+	json_decref(job->signers);
+	if (job->wait != NULL) /* (a finished job has none) */
+		free(job->wait->hold_reason);
+	free(job->wait);
+	if (!job->in_block) {
+		free(job);
+		return;
+	}
+	if (nfree_slots == capfree_slots) {
+		size_t cap = capfree_slots ? capfree_slots * 2 : 1024;
+		struct job **p = realloc(job_free_slots, cap * sizeof(*p));
+		if (p == NULL)
+			return; /* the slot is lost, not the job's data */
+		job_free_slots = p;
+		capfree_slots = cap;
+	}
+	job_free_slots[nfree_slots++] = job;
+}
+
+void
+state_job_stored_free(struct job *job)
+{
+	if (job != NULL)
+		job_free(job);
 }
 
 /*
@@ -2272,15 +2348,20 @@ apply_submit_array(struct op *op)
 static void
 apply_cancel(struct op *op)
 {
-	struct job *job = state_job(op->job_id);
+	int stored;
+	struct job *job = state_job_any(op->job_id, &stored);
 
 	if (job == NULL || !job_visible_to(job, &op->caller)) {
 		set_error(op, 404, "no job %lld", (long long)op->job_id);
+		if (stored)
+			state_job_stored_free(job);
 		return;
 	}
 	if (job_finished(job)) {
 		set_error(op, 409, "job %lld has already finished (%s)",
 		    (long long)job->id, job_state_name(job->state));
+		if (stored)
+			state_job_stored_free(job);
 		return;
 	}
 	if (job->state == JOB_QUEUED) {
@@ -3417,6 +3498,163 @@ expire_leases(int64_t now)
 	return 0;
 }
 
+/*
+ * Finished jobs leave memory (--min-job-age, as Slurm's MinJobAge): a
+ * job that ended more than min_job_age_ms ago is freed, its row in
+ * state.db answering for it from then on (state_job_any). done_ids holds
+ * the finished jobs still in memory in the order they ended (a ring), so
+ * a batch looks only at the oldest; at most PURGE_JOBS_MAX a batch, so
+ * that the end of 100,000 jobs never holds the write lock for long
+ * (returns 1 when more are due: the next batch runs at once).
+ */
+#define PURGE_JOBS_MAX 512
+static int64_t *done_ids;
+static size_t done_head, done_len, done_cap;
+
+static void
+done_push(int64_t id)
+{
+	if (state.cfg.min_job_age_ms <= 0)
+		return;
+	if (done_len == done_cap) {
+		size_t cap = done_cap ? done_cap * 2 : 1024, i;
+		int64_t *p = malloc(cap * sizeof(*p));
+		if (p == NULL)
+			return; /* it stays in memory, as without a purge */
+		for (i = 0; i < done_len; i++)
+			p[i] = done_ids[(done_head + i) % done_cap];
+		free(done_ids);
+		done_ids = p;
+		done_cap = cap;
+		done_head = 0;
+	}
+	done_ids[(done_head + done_len) % done_cap] = id;
+	done_len++;
+}
+
+static int
+cmp_finished(const void *a, const void *b)
+{
+	const struct job *x = state_job(*(const int64_t *)a);
+	const struct job *y = state_job(*(const int64_t *)b);
+	int64_t fx = x != NULL ? x->finished_ms : 0;
+	int64_t fy = y != NULL ? y->finished_ms : 0;
+
+	return fx < fy ? -1 : fx > fy;
+}
+
+/* At start-up: the loaded finished jobs in the order they ended. */
+static void
+done_sort(void)
+{
+	if (done_len > 0)
+		qsort(done_ids, done_len, sizeof(*done_ids), cmp_finished);
+}
+
+/*
+ * What still needs job in memory: a waiter or a log follower attached
+ * (notify.c; under notify_lock), or the queue. Its accounting was settled
+ * when it ended (job_finish closes its attempt's meter), and checkpoint
+ * and output reads of a job that left look it up with state_job_brief.
+ */
+static int
+job_pinned(const struct job *job)
+{
+	int pinned;
+
+	pthread_mutex_lock(&notify_lock);
+	pinned = job->waiters != NULL;
+	pthread_mutex_unlock(&notify_lock);
+	return pinned || job->queue_pos >= 0;
+}
+
+static int
+purge_finished(int64_t now_ms)
+{
+	int64_t cutoff = now_ms - state.cfg.min_job_age_ms, id;
+	size_t seen = 0, n = done_len;
+	struct job *job;
+	int freed = 0;
+
+	if (state.cfg.min_job_age_ms <= 0)
+		return 0;
+	while (done_len > 0 && seen < n && seen < PURGE_JOBS_MAX) {
+		id = done_ids[done_head];
+		job = state_job(id);
+		if (job != NULL && job_finished(job) &&
+		    job->finished_ms > cutoff)
+			break; /* the oldest is young yet: so are the rest */
+		done_head = (done_head + 1) % done_cap;
+		done_len--;
+		seen++;
+		if (job == NULL || !job_finished(job))
+			continue;
+		if (job_pinned(job)) {
+			done_push(id); /* again later */
+			continue;
+		}
+		state.jobs[id] = NULL;
+		state.jobs_resident--;
+		if (job->state <= JOB_TIMEOUT)
+			state.purged[job->state]++;
+		state.purged_now++;
+		job_free(job);
+		freed++;
+	}
+	if (freed > 0)
+		gp_debug("finished jobs left memory purged=%d in_memory=%lld",
+		    freed, (long long)state.jobs_resident);
+	return seen == PURGE_JOBS_MAX && freed > 0 && done_len > 0;
+}
+
+struct job *
+state_job_any(int64_t id, int *stored)
+{
+	const struct ledger_group *g;
+	struct job *j = state_job(id);
+	int k;
+
+	*stored = 0;
+	if (j != NULL || id <= 0 || id >= state.next_job_id)
+		return j;
+	if (store_read_job(id, &j) != 0)
+		return NULL;
+	/* As load_job makes it, but kept out of the model. */
+	j->queue_pos = -1;
+	j->log_size = joblog_size_on_disk(j->id);
+	g = ledger_group_by_name(&ledger, j->spec.group);
+	if (g == NULL)
+		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
+	j->group_id = g != NULL ? g->id : 1;
+	for (k = 0; k < j->nparts; k++)
+		j->parts[k].log_size = k == 0
+		    ? j->log_size
+		    : joblog_part_size_on_disk(j->id, k);
+	*stored = 1;
+	return j;
+}
+
+int
+state_job_brief(int64_t id, char *user, enum job_state *st,
+    int64_t *finished_ms)
+{
+	const struct job *j;
+	int rc = GP_ENOENT, s = 0;
+
+	pthread_rwlock_rdlock(&state.lock);
+	if ((j = state_job(id)) != NULL) {
+		gp_strlcpy(user, j->user, GP_NAME_MAX + 1);
+		*st = j->state;
+		*finished_ms = j->finished_ms;
+		rc = 0;
+	} else if (id > 0 && id < state.next_job_id) {
+		rc = store_read_job_brief(id, user, &s, finished_ms);
+		*st = (enum job_state)s;
+	}
+	pthread_rwlock_unlock(&state.lock);
+	return rc;
+}
+
 static void
 publish(void)
 {
@@ -3451,13 +3689,13 @@ state_main(void *arg)
 	struct op *batch, *op, *next;
 	struct timespec ts;
 	int64_t last_lease_check = 0, now, t[8];
-	int nops, lease_more = 0;
+	int nops, lease_more = 0, purge_more = 0;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&op_lock);
 		if (op_head == NULL && !stopping && !state.sched_more &&
-		    !lease_more) {
+		    !lease_more && !purge_more) {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += 100 * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {
@@ -3488,6 +3726,7 @@ state_main(void *arg)
 			lease_more = expire_leases(now);
 			last_lease_check = now;
 		}
+		purge_more = purge_finished(gp_now_ms());
 		t[7] = gp_mono_us();
 		acct_tick(now);
 		t[2] = gp_mono_us();

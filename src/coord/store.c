@@ -2,8 +2,11 @@
  * store.c: the coordinator's durable state in SQLite (WAL, synchronous=FULL).
  * Only the state thread writes, one transaction per batch of changes, so
  * concurrent submissions share one fsync (group commit). At start-up the
- * whole model is loaded back into memory.
+ * model is loaded back into memory, but for the jobs that finished more
+ * than min-job-age ago: those are read back one at a time when asked
+ * for (store_read_job, through a read-only connection of its own).
  */
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,10 @@ static sqlite3_stmt *put_array_stmt;
 /* Every state batch begins and commits: prepared once. */
 static sqlite3_stmt *begin_stmt, *commit_stmt;
 static sqlite3_stmt *token_group_stmt;
+/* Reads of jobs that left memory (store_read_job): their own connection. */
+static sqlite3 *rdb;
+static sqlite3_stmt *read_job_stmt, *read_brief_stmt;
+static pthread_mutex_t rdb_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
@@ -126,6 +133,19 @@ store_open(const char *path)
 	    prepare("BEGIN IMMEDIATE;", &begin_stmt) != 0 ||
 	    prepare("COMMIT;", &commit_stmt) != 0)
 		return GP_EIO;
+	if (sqlite3_open_v2(path, &rdb, SQLITE_OPEN_READONLY |
+	            SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(rdb, "SELECT * FROM jobs WHERE id = ?", -1,
+	        &read_job_stmt, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(rdb,
+	        "SELECT user, state, finished_ms FROM jobs WHERE id = ?", -1,
+	        &read_brief_stmt, NULL) != SQLITE_OK) {
+		gp_error("cannot open database for reading path=%s "
+		         "error=\"%s\"",
+		    path, rdb != NULL ? sqlite3_errmsg(rdb) : "out of memory");
+		return GP_EIO;
+	}
+	sqlite3_busy_timeout(rdb, 5000);
 	return 0;
 }
 
@@ -141,6 +161,13 @@ store_close(void)
 	sqlite3_finalize(commit_stmt);
 	sqlite3_close(db);
 	db = NULL;
+	pthread_mutex_lock(&rdb_lock);
+	sqlite3_finalize(read_job_stmt);
+	sqlite3_finalize(read_brief_stmt);
+	read_job_stmt = read_brief_stmt = NULL;
+	sqlite3_close(rdb);
+	rdb = NULL;
+	pthread_mutex_unlock(&rdb_lock);
 }
 
 sqlite3 *
@@ -759,106 +786,153 @@ array_tasks_before(const struct stored_array *a, size_t na, size_t *ai,
 	return 0;
 }
 
-static int
-load_jobs(void (*on_job)(struct job *))
+/*
+ * A job from a row of SELECT * FROM jobs (malloc'd; NULL: out of
+ * memory). A spec that does not decode is logged and left empty.
+ */
+static struct job *
+job_from_row(sqlite3_stmt *s)
 {
-	struct stored_array *arrays;
-	size_t narrays, ai = 0, ti = 0;
-	sqlite3_stmt *s;
 	struct job *j;
 	char err[256];
 	const char *spec, *label;
 	json_t *arr, *v;
 	size_t i;
+
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return NULL;
+	j->id = sqlite3_column_int64(s, 0);
+	gp_strlcpy(j->user, col_text(s, 1), sizeof(j->user));
+	spec = col_text(s, 2);
+	if (gp_jobspec_decode(spec, strlen(spec), &j->spec, err,
+		sizeof(err)) != 0)
+		gp_warn("stored job spec invalid job=%lld error=\"%s\"",
+		    (long long)j->id, err);
+	j->state = (enum job_state)sqlite3_column_int(s, 3);
+	j->cancel_requested = sqlite3_column_int(s, 4);
+	j->attempts = sqlite3_column_int(s, 5);
+	j->node_id = sqlite3_column_int64(s, 6);
+	arr = json_loads(col_text(s, 7), 0, NULL);
+	json_array_foreach(arr, i, v)
+	{
+		if (i < GP_GPUS_MAX)
+			j->gpus[j->ngpus++] = (uint8_t)json_integer_value(v);
+	}
+	json_decref(arr);
+	j->submitted_ms = sqlite3_column_int64(s, 8);
+	j->started_ms = sqlite3_column_int64(s, 9);
+	j->finished_ms = sqlite3_column_int64(s, 10);
+	j->has_exit = sqlite3_column_int(s, 11);
+	j->exit_code = sqlite3_column_int(s, 12);
+	j->signal = sqlite3_column_int(s, 13);
+	gp_strlcpy(j->reason, col_text(s, 14), sizeof(j->reason));
+	if (*col_text(s, 15) != '\0')
+		j->message = strdup(col_text(s, 15));
+	arr = json_loads(col_text(s, 16), 0, NULL);
+	j->nhistory = (int)json_array_size(arr);
+	j->history = calloc((size_t)j->nhistory + 1, sizeof(*j->history));
+	if (j->history == NULL)
+		j->nhistory = 0;
+	json_array_foreach(arr, i, v)
+	{
+		struct attempt_record *a;
+		if (j->history == NULL)
+			break;
+		a = &j->history[i];
+		a->attempt = (int)json_integer_value(
+		    json_object_get(v, "attempt"));
+		a->node_id = json_integer_value(json_object_get(v, "node_id"));
+		a->started_ms = json_integer_value(
+		    json_object_get(v, "started_ms"));
+		a->finished_ms = json_integer_value(
+		    json_object_get(v, "finished_ms"));
+		gp_strlcpy(a->reason,
+		    json_string_value(json_object_get(v, "reason")) ?: "",
+		    sizeof(a->reason));
+		a->restored_version = json_integer_value(
+		    json_object_get(v, "restored_version"));
+		a->ckpt_version = json_integer_value(
+		    json_object_get(v, "ckpt_version"));
+		a->ckpt_count = json_integer_value(
+		    json_object_get(v, "ckpt_count"));
+		a->ckpt_ms = json_integer_value(json_object_get(v, "ckpt_ms"));
+		a->ckpt_bytes = json_integer_value(
+		    json_object_get(v, "ckpt_bytes"));
+		label = json_string_value(json_object_get(v, "ckpt_label"));
+		a->ckpt_label = label != NULL && label[0] != '\0'
+		    ? strndup(label, 200)
+		    : NULL;
+		load_meter(json_object_get(v, "meter"), a);
+	}
+	if (j->history == NULL ||
+	    load_parts(j, json_array_get(arr, j->nhistory > 0
+		                             ? (size_t)j->nhistory - 1
+		                             : 0)) != 0) {
+		json_decref(arr);
+		state_job_stored_free(j);
+		return NULL;
+	}
+	json_decref(arr);
+	j->log_base = sqlite3_column_int64(s, 17);
+	j->log_truncated = sqlite3_column_int(s, 18);
+	return j;
+}
+
+/* A row of a job that finished before finished_before (0: none). */
+static int
+row_left_on_disk(sqlite3_stmt *s, int64_t finished_before)
+{
+	int st = sqlite3_column_int(s, 3);
+	int64_t fin = sqlite3_column_int64(s, 10);
+
+	return finished_before > 0 && st >= JOB_SUCCEEDED &&
+	    st <= JOB_TIMEOUT && fin > 0 && fin < finished_before;
+}
+
+static int
+load_jobs(void (*on_job)(struct job *), int64_t finished_before,
+    int64_t *skipped, int64_t *max_id)
+{
+	struct stored_array *arrays;
+	size_t narrays, ai = 0, ti = 0, k;
+	sqlite3_stmt *s;
+	struct job *j;
+	int64_t id;
 	int rc = 0;
 
+	*max_id = 0;
 	if (load_arrays(&arrays, &narrays) != 0)
 		return GP_EIO;
+	for (k = 0; k < narrays; k++) {
+		id = arrays[k].first +
+		    (int64_t)json_array_size(arrays[k].tasks) - 1;
+		if (id > *max_id)
+			*max_id = id;
+	}
 	if (prepare("SELECT * FROM jobs ORDER BY id", &s) != 0) {
 		stored_arrays_free(arrays, narrays);
 		return GP_EIO;
 	}
 	while (sqlite3_step(s) == SQLITE_ROW) {
-		if (array_tasks_before(arrays, narrays, &ai, &ti,
-		        sqlite3_column_int64(s, 0), on_job) != 0) {
+		id = sqlite3_column_int64(s, 0);
+		if (id > *max_id)
+			*max_id = id;
+		/* The walk passes over this id either way: a task whose row
+		 * stays on disk must not come back as queued. */
+		if (array_tasks_before(arrays, narrays, &ai, &ti, id,
+		        on_job) != 0) {
 			rc = GP_ENOMEM;
 			break;
 		}
-		j = calloc(1, sizeof(*j));
-		if (j == NULL)
-			break;
-		j->id = sqlite3_column_int64(s, 0);
-		gp_strlcpy(j->user, col_text(s, 1), sizeof(j->user));
-		spec = col_text(s, 2);
-		if (gp_jobspec_decode(spec, strlen(spec), &j->spec, err,
-			sizeof(err)) != 0)
-			gp_warn("stored job spec invalid job=%lld error=\"%s\"",
-			    (long long)j->id, err);
-		j->state = (enum job_state)sqlite3_column_int(s, 3);
-		j->cancel_requested = sqlite3_column_int(s, 4);
-		j->attempts = sqlite3_column_int(s, 5);
-		j->node_id = sqlite3_column_int64(s, 6);
-		arr = json_loads(col_text(s, 7), 0, NULL);
-		json_array_foreach(arr, i, v)
-		{
-			if (i < GP_GPUS_MAX)
-				j->gpus[j->ngpus++] =
-				    (uint8_t)json_integer_value(v);
+		if (row_left_on_disk(s, finished_before)) {
+			skipped[sqlite3_column_int(s, 3)]++;
+			continue;
 		}
-		json_decref(arr);
-		j->submitted_ms = sqlite3_column_int64(s, 8);
-		j->started_ms = sqlite3_column_int64(s, 9);
-		j->finished_ms = sqlite3_column_int64(s, 10);
-		j->has_exit = sqlite3_column_int(s, 11);
-		j->exit_code = sqlite3_column_int(s, 12);
-		j->signal = sqlite3_column_int(s, 13);
-		gp_strlcpy(j->reason, col_text(s, 14), sizeof(j->reason));
-		if (*col_text(s, 15) != '\0')
-			j->message = strdup(col_text(s, 15));
-		arr = json_loads(col_text(s, 16), 0, NULL);
-		j->nhistory = (int)json_array_size(arr);
-		j->history = calloc((size_t)j->nhistory + 1,
-		    sizeof(*j->history));
-		json_array_foreach(arr, i, v)
-		{
-			struct attempt_record *a = &j->history[i];
-			a->attempt = (int)json_integer_value(
-			    json_object_get(v, "attempt"));
-			a->node_id = json_integer_value(
-			    json_object_get(v, "node_id"));
-			a->started_ms = json_integer_value(
-			    json_object_get(v, "started_ms"));
-			a->finished_ms = json_integer_value(
-			    json_object_get(v, "finished_ms"));
-			gp_strlcpy(a->reason,
-			    json_string_value(json_object_get(v, "reason")) ?: "",
-			    sizeof(a->reason));
-			a->restored_version = json_integer_value(
-			    json_object_get(v, "restored_version"));
-			a->ckpt_version = json_integer_value(
-			    json_object_get(v, "ckpt_version"));
-			a->ckpt_count = json_integer_value(
-			    json_object_get(v, "ckpt_count"));
-			a->ckpt_ms = json_integer_value(
-			    json_object_get(v, "ckpt_ms"));
-			a->ckpt_bytes = json_integer_value(
-			    json_object_get(v, "ckpt_bytes"));
-			label = json_string_value(json_object_get(v,
-			    "ckpt_label"));
-			a->ckpt_label = label != NULL && label[0] != '\0'
-			    ? strndup(label, 200)
-			    : NULL;
-			load_meter(json_object_get(v, "meter"), a);
-		}
-		if (load_parts(j, json_array_get(arr, j->nhistory > 0
-		                                 ? (size_t)j->nhistory - 1
-		                                 : 0)) != 0) {
-			json_decref(arr);
+		if ((j = job_from_row(s)) == NULL) {
+			rc = GP_ENOMEM;
 			break;
 		}
-		json_decref(arr);
-		j->log_base = sqlite3_column_int64(s, 17);
-		j->log_truncated = sqlite3_column_int(s, 18);
 		on_job(j);
 	}
 	sqlite3_finalize(s);
@@ -872,10 +946,78 @@ load_jobs(void (*on_job)(struct job *))
 
 int
 store_load(void (*on_token)(struct token_entry *),
-    void (*on_node)(struct node *), void (*on_job)(struct job *))
+    void (*on_node)(struct node *), void (*on_job)(struct job *),
+    int64_t finished_before, int64_t *skipped, int64_t *max_job_id)
 {
 	if (load_tokens(on_token) != 0 || load_nodes(on_node) != 0 ||
-	    load_jobs(on_job) != 0)
+	    load_jobs(on_job, finished_before, skipped, max_job_id) != 0)
 		return GP_EIO;
 	return 0;
+}
+
+/*
+ * Reads of jobs that left memory, from any thread: a read-only
+ * connection of their own (WAL: they never wait for the state thread's
+ * transaction, and see what it committed), behind rdb_lock. Such reads
+ * are rare (a user asks about an old job; a GC pass), so one connection
+ * is enough.
+ */
+int
+store_read_job(int64_t id, struct job **out)
+{
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&rdb_lock);
+	if (read_job_stmt == NULL) {
+		pthread_mutex_unlock(&rdb_lock);
+		return GP_EIO;
+	}
+	sqlite3_bind_int64(read_job_stmt, 1, id);
+	rc = sqlite3_step(read_job_stmt);
+	if (rc == SQLITE_ROW) {
+		*out = job_from_row(read_job_stmt);
+		rc = *out != NULL ? 0 : GP_ENOMEM;
+	} else if (rc == SQLITE_DONE) {
+		rc = GP_ENOENT;
+	} else {
+		gp_error("sqlite read failed job=%lld error=\"%s\"",
+		    (long long)id, sqlite3_errmsg(rdb));
+		rc = GP_EIO;
+	}
+	sqlite3_reset(read_job_stmt);
+	sqlite3_clear_bindings(read_job_stmt);
+	pthread_mutex_unlock(&rdb_lock);
+	return rc;
+}
+
+int
+store_read_job_brief(int64_t id, char *user, int *st, int64_t *finished_ms)
+{
+	int rc;
+
+	pthread_mutex_lock(&rdb_lock);
+	if (read_brief_stmt == NULL) {
+		pthread_mutex_unlock(&rdb_lock);
+		return GP_EIO;
+	}
+	sqlite3_bind_int64(read_brief_stmt, 1, id);
+	rc = sqlite3_step(read_brief_stmt);
+	if (rc == SQLITE_ROW) {
+		gp_strlcpy(user, col_text(read_brief_stmt, 0),
+		    GP_NAME_MAX + 1);
+		*st = sqlite3_column_int(read_brief_stmt, 1);
+		*finished_ms = sqlite3_column_int64(read_brief_stmt, 2);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = GP_ENOENT;
+	} else {
+		gp_error("sqlite read failed job=%lld error=\"%s\"",
+		    (long long)id, sqlite3_errmsg(rdb));
+		rc = GP_EIO;
+	}
+	sqlite3_reset(read_brief_stmt);
+	sqlite3_clear_bindings(read_brief_stmt);
+	pthread_mutex_unlock(&rdb_lock);
+	return rc;
 }

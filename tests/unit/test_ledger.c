@@ -715,6 +715,7 @@ on_job(struct job *j)
 /* A database of before groups: its tokens get a group column, "default". */
 TEST(migrates_old_tokens)
 {
+	int64_t skipped[JOB_TIMEOUT + 1] = {0}, max_id;
 	sqlite3 *db;
 
 	snprintf(dir, sizeof(dir), "/tmp/gp-test-ledger.XXXXXX");
@@ -732,7 +733,8 @@ TEST(migrates_old_tokens)
 	    SQLITE_OK);
 	sqlite3_close(db);
 	CHECK_EQ(open_books(1700000000000LL), 0);
-	CHECK_EQ(store_load(on_token, on_node, on_job), 0);
+	CHECK_EQ(store_load(on_token, on_node, on_job, 0, skipped, &max_id),
+	    0);
 	CHECK(loaded_token != NULL);
 	if (loaded_token != NULL) {
 		CHECK_STR(loaded_token->name, "alice");
@@ -743,7 +745,8 @@ TEST(migrates_old_tokens)
 	close_books();
 	/* and opening it again changes nothing */
 	CHECK_EQ(open_books(1700000000000LL), 0);
-	CHECK_EQ(store_load(on_token, on_node, on_job), 0);
+	CHECK_EQ(store_load(on_token, on_node, on_job, 0, skipped, &max_id),
+	    0);
 	CHECK(loaded_token != NULL && loaded_token->group_id == 1);
 	close_books();
 	free(loaded_token);

@@ -1,0 +1,184 @@
+/*
+ * test_store.c: what store.c does for finished jobs that left the
+ * coordinator's memory (--min-job-age). store_load leaves on disk the
+ * jobs that finished before the cutoff, counts them by state, and still
+ * reports the highest id the store holds (ids are never given twice);
+ * an array task whose row stays on disk does not come back as a queued
+ * task, while a task without a row does; store_read_job and
+ * store_read_job_brief read a row back through their own connection,
+ * and answer GP_ENOENT where there is none.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coord/coordd.h"
+#include "gp.h"
+#include "jobspec.h"
+#include "log.h"
+#include "unit.h"
+
+static char dir[256], path[300], cmd[300];
+static int64_t loaded[16];
+static int loaded_state[16];
+static int nloaded;
+
+static void
+on_token(struct token_entry *t)
+{
+	free(t);
+}
+
+static void
+on_node(struct node *n)
+{
+	free(n->gpus);
+	free(n);
+}
+
+static void
+on_job(struct job *j)
+{
+	if (nloaded < 16) {
+		loaded[nloaded] = j->id;
+		loaded_state[nloaded] = (int)j->state;
+		nloaded++;
+	}
+	state_job_stored_free(j);
+}
+
+static int
+make_spec(struct gp_jobspec *spec)
+{
+	static const char text[] = "{\"command\": [\"true\"], \"gpus\": 0}";
+	char err[256];
+
+	memset(spec, 0, sizeof(*spec));
+	return gp_jobspec_decode(text, strlen(text), spec, err, sizeof(err));
+}
+
+/* A job row: id, state, finished_ms (0: not finished). */
+static int
+put(int64_t id, enum job_state st, int64_t finished_ms, int task)
+{
+	struct job j;
+	int rc;
+
+	memset(&j, 0, sizeof(j));
+	if (make_spec(&j.spec) != 0)
+		return GP_EINVAL;
+	j.id = id;
+	gp_strlcpy(j.user, "alice", sizeof(j.user));
+	j.state = st;
+	j.submitted_ms = 500;
+	j.finished_ms = finished_ms;
+	if (task >= 0) {
+		j.spec.array_job_id = 4;
+		j.spec.array_task_id = task;
+	}
+	rc = store_put_job(&j);
+	gp_jobspec_fini(&j.spec);
+	return rc;
+}
+
+static int
+was_loaded(int64_t id)
+{
+	int i;
+
+	for (i = 0; i < nloaded; i++)
+		if (loaded[i] == id)
+			return loaded_state[i];
+	return -1;
+}
+
+TEST(finished_jobs_stay_on_disk)
+{
+	int64_t skipped[JOB_TIMEOUT + 1] = {0}, max_id = 0, fin = 0;
+	struct gp_jobspec spec;
+	static const int tasks[] = {0, 1, 2};
+	char user[GP_NAME_MAX + 1];
+	struct job *j = NULL;
+	int st = -1;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	CHECK_EQ(store_open(path), 0);
+	CHECK_EQ(store_begin(), 0);
+	/* 1: old, 2: finished lately, 3: running; 4-6 an array whose
+	 * tasks 4 and 6 ended long ago (rows) and 5 never ran (no row). */
+	CHECK_EQ(put(1, JOB_SUCCEEDED, 1000, -1), 0);
+	CHECK_EQ(put(2, JOB_FAILED, 5000, -1), 0);
+	CHECK_EQ(put(3, JOB_RUNNING, 0, -1), 0);
+	CHECK_EQ(make_spec(&spec), 0);
+	spec.array_job_id = 4;
+	CHECK_EQ(store_put_array(4, "alice", &spec, tasks, 3, 500), 0);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(put(4, JOB_SUCCEEDED, 1000, 0), 0);
+	CHECK_EQ(put(6, JOB_CANCELLED, 1000, 2), 0);
+	CHECK_EQ(store_commit(), 0);
+
+	/* min-job-age: what finished before 3000 stays on disk */
+	nloaded = 0;
+	CHECK_EQ(store_load(on_token, on_node, on_job, 3000, skipped, &max_id),
+	    0);
+	CHECK_EQ(nloaded, 3);
+	CHECK_EQ(was_loaded(1), -1);
+	CHECK_EQ(was_loaded(2), JOB_FAILED);
+	CHECK_EQ(was_loaded(3), JOB_RUNNING);
+	CHECK_EQ(was_loaded(4), -1); /* not back as a queued task */
+	CHECK_EQ(was_loaded(5), JOB_QUEUED);
+	CHECK_EQ(was_loaded(6), -1);
+	CHECK_EQ(skipped[JOB_SUCCEEDED], 2);
+	CHECK_EQ(skipped[JOB_CANCELLED], 1);
+	CHECK_EQ(skipped[JOB_FAILED], 0);
+	CHECK_EQ(max_id, 6);
+
+	/* 0: every job, as before min-job-age */
+	memset(skipped, 0, sizeof(skipped));
+	nloaded = 0;
+	CHECK_EQ(store_load(on_token, on_node, on_job, 0, skipped, &max_id),
+	    0);
+	CHECK_EQ(nloaded, 6);
+	CHECK_EQ(was_loaded(4), JOB_SUCCEEDED);
+	CHECK_EQ(skipped[JOB_SUCCEEDED], 0);
+
+	/* read back, row by row */
+	CHECK_EQ(store_read_job(4, &j), 0);
+	CHECK(j != NULL);
+	if (j != NULL) {
+		CHECK_EQ(j->state, JOB_SUCCEEDED);
+		CHECK_EQ(j->finished_ms, 1000);
+		CHECK_EQ(j->spec.array_job_id, 4);
+		CHECK_EQ(j->spec.array_task_id, 0);
+		CHECK_STR(j->user, "alice");
+		CHECK_EQ(j->nparts, 1);
+		state_job_stored_free(j);
+	}
+	j = NULL;
+	CHECK_EQ(store_read_job(5, &j), GP_ENOENT);
+	CHECK(j == NULL);
+	CHECK_EQ(store_read_job(99, &j), GP_ENOENT);
+	CHECK_EQ(store_read_job_brief(6, user, &st, &fin), 0);
+	CHECK_STR(user, "alice");
+	CHECK_EQ(st, JOB_CANCELLED);
+	CHECK_EQ(fin, 1000);
+	CHECK_EQ(store_read_job_brief(5, user, &st, &fin), GP_ENOENT);
+
+	store_close();
+	/* closed: the reads fail cleanly */
+	CHECK_EQ(store_read_job(4, &j), GP_EIO);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
+int
+main(void)
+{
+	gp_log_init("test", GP_LOG_ERROR);
+	RUN(finished_jobs_stay_on_disk);
+	return unit_report();
+}
