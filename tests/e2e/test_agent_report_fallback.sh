@@ -2,8 +2,9 @@
 # reports (POST /v1/agent/reports answers 404): the agent talks to the
 # coordinator through a proxy that refuses that route; eight jobs end
 # while the coordinator is stopped (SIGSTOP), the agent's batch is refused
-# whole, it says so once and sends the reports one at a time, never
-# batching again; every job ends succeeded exactly as reported.
+# whole (by each of its report senders that had one on the way: at most
+# 4), it sends the reports one at a time, never batching again; every
+# job ends succeeded exactly as reported.
 . "$(dirname "$0")/lib.sh"
 
 start_coordinator --lease-ms 60000
@@ -40,7 +41,10 @@ for j in "${jobs[@]}"; do
 done
 grep -q 'coordinator refused a batch of reports status=404' "$T/agent-alpha.log" ||
     fail "the agent did not try a batch (or did not say it was refused): $(grep -c 'POST /v1/agent/reports' "$T/proxy.log") batches through the proxy"
-assert_eq 1 "$(grep -c 'POST /v1/agent/reports 404' "$T/proxy.log")" "batches tried"
+# each of the agent's 4 report senders may have had a batch on the way
+# before the first refusal was heard; none tries one after
+tried=$(grep -c 'POST /v1/agent/reports 404' "$T/proxy.log")
+[ "$tried" -ge 1 ] && [ "$tried" -le 4 ] || fail "$tried batches tried (1 to 4, one a sender, expected)"
 # every finished report went one at a time, through the proxy
 for j in "${jobs[@]}"; do
 	grep -q "^POST /v1/agent/jobs/$j/1/finished 200" "$T/proxy.log" ||
