@@ -611,7 +611,10 @@
     main.replaceChildren(el('p', {}, el('a', { href: '#/pool' }, '← Pool')), el('h1', {}, 'Node ' + name), body);
     every(ctx, 5000, async () => {
       const [nr, jr] = await Promise.all([api('/v1/nodes', { signal: ctx.abort.signal }),
-        api('/v1/jobs?all=1', { signal: ctx.abort.signal })]);
+        // The newest 500 jobs, not every job ever (old ones are read
+        // back from the database one by one): the totals are the
+        // ledger's, on the provider's page.
+        api('/v1/jobs?all=1&limit=500', { signal: ctx.abort.signal })]);
       if (ctx.stopped) return;
       const n = nr.nodes.find((x) => x.name === name);
       if (!n) {
@@ -630,7 +633,7 @@
           card('State', n.state), card('Lent by', providerLink(n.owner)),
           card('GPUs lent now', `${n.gpus.filter((g) => g.lent).length} / ${n.gpus.length}`),
           card('GPU time lent', (gpuMs / 3600000).toFixed(2) + ' GPU-h',
-            `over ${jobs.length} job${jobs.length === 1 ? '' : 's'} you can see whose last attempt ran here`)),
+            `over ${jobs.length} job${jobs.length === 1 ? '' : 's'} you can see whose last attempt ran here, of the pool's newest 500`)),
         el('dl', { class: 'facts card' }, [
           detail('Last heard from', fmtTime(n.last_seen)), detail('CPUs offered', `${n.offer_cpus} of ${n.cpus}`),
           detail('Memory offered', `${fmtMib(n.offer_mem_mib)} of ${fmtMib(n.mem_mib)}`),
