@@ -482,14 +482,27 @@ int
 gp_cli_cmd_ps(const struct gp_cli_args *args)
 {
 	struct gp_cli_conn conn;
+	const char *lv = gp_cli_value(args, "last");
+	int all = gp_cli_flag(args, "all");
+	int64_t last = 0;
+	char path[64];
 	json_t *reply;
 	int rc;
 
+	if (lv != NULL && !all)
+		return gp_cli_usage_error(NULL, "ps: --last needs --all");
+	if (lv != NULL && gp_parse_int(lv, 1, INT32_MAX, &last) != 0)
+		return gp_cli_usage_error(NULL,
+		    "ps: --last '%s' is not a positive number of jobs", lv);
+	if (last > 0)
+		snprintf(path, sizeof(path), "/v1/jobs?all=1&limit=%lld",
+		    (long long)last);
+	else
+		snprintf(path, sizeof(path), "%s",
+		    all ? "/v1/jobs?all=1" : "/v1/jobs");
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
 		return rc;
-	rc = gp_cli_call(&conn, "GET",
-	    gp_cli_flag(args, "all") ? "/v1/jobs?all=1" : "/v1/jobs", NULL, 0,
-	    &reply, NULL);
+	rc = gp_cli_call(&conn, "GET", path, NULL, 0, &reply, NULL);
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
 		return rc;

@@ -211,6 +211,7 @@ static const struct gp_cli_option key_create_options[] = {
 
 static const struct gp_cli_option ps_options[] = {
     {"all", 'a', NULL, "include finished jobs"},
+    {"last", 'n', "N", "with --all: only the newest N jobs"},
     {"json", 0, NULL, "print the coordinator's JSON as is"},
     {NULL, 0, NULL, NULL},
 };

@@ -198,6 +198,16 @@ assert_eq "$(seq -s ', ' 1 "$J_QC")" \
 	"$(printf '%s' "$API_BODY" | json '", ".join(str(j["id"]) for j in d["jobs"])')" \
 	"a limit above the count: every job"
 api_expect 400 "$ALICE" GET "/v1/jobs?all=1&limit=-1"
+# the CLI's way to it
+GPUPOOL_TOKEN=$ALICE cli ps --all --last 2 --json
+assert_eq "0 [$J_Q, $J_QC]" "$CLI_RC $(printf '%s' "$CLI_OUT" | json '[j["id"] for j in d["jobs"]]')" \
+	"ps --all --last 2"
+GPUPOOL_TOKEN=$ALICE cli ps --last 2
+[ "$CLI_RC" = 2 ] || fail "ps --last without --all: exit $CLI_RC"
+assert_contains "$CLI_ERR" "--last needs --all" "ps --last without --all"
+GPUPOOL_TOKEN=$ALICE cli ps --all --last 0
+[ "$CLI_RC" = 2 ] || fail "ps --all --last 0: exit $CLI_RC"
+assert_contains "$CLI_ERR" "not a positive number of jobs" "ps --all --last 0"
 wait_node_up a1
 submit --gpus 0 -- true
 assert_eq $((J_QC + 1)) "$JOB" "the next job's id"
