@@ -738,14 +738,18 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 static enum MHD_Result
 handle_queue(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *o;
+	struct gp_buf out = {0};
+	int rc;
 
 	pthread_rwlock_rdlock(&state.lock);
-	o = live_queue_json(req->auth);
+	rc = live_queue_text(req->auth, &out);
 	pthread_rwlock_unlock(&state.lock);
-	if (o == NULL)
+	if (rc != 0) {
+		gp_buf_free(&out);
 		return reply_error(conn, 503, "out of memory");
-	return reply_json(conn, 200, o);
+	}
+	return reply_raw(conn, 200, out.data, out.len, "application/json",
+	    NULL);
 }
 
 static enum MHD_Result

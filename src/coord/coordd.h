@@ -749,7 +749,8 @@ void live_job_json(const struct job *job, json_t *o);
 void live_gpu_json(const struct node *node, int gpu, json_t *o);
 void live_assignment_json(const struct job *job, int part, json_t *o);
 /* GET /v1/queue: the queued jobs who may see, in the scheduler's order. */
-json_t *live_queue_json(const struct token_entry *who);
+/* GET /v1/queue's body, as text, appended to out; GP_ENOMEM. */
+int live_queue_text(const struct token_entry *who, struct gp_buf *out);
 /* "resources", "share", ... for enum gp_sched_wait. */
 const char *live_wait_code(int reason);
 

@@ -1124,57 +1124,67 @@ cmp_rank(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-json_t *
-live_queue_json(const struct token_entry *who)
+int
+live_queue_text(const struct token_entry *who, struct gp_buf *out)
 {
 	const struct job **v;
-	json_t *jobs = json_array(), *o;
-	size_t n = 0, i;
+	size_t n = 0, i, listed = 0;
 	int64_t head = 0;
-	int q;
+	char *t;
+	int q, failed = 0;
 
+	/*
+	 * Each job's entry is dumped as text at once: as jansson values a
+	 * queue of 100,000 took hundreds of MB for a moment.
+	 */
 	v = calloc((size_t)state.nqueue + 1, sizeof(*v));
-	if (v == NULL || jobs == NULL) {
+	if (v == NULL || gp_buf_append(out, "{\"jobs\":[", 9) != 0) {
 		free(v);
-		json_decref(jobs);
-		return NULL;
+		return GP_ENOMEM;
 	}
 	for (q = 0; q < state.nqueue; q++)
 		if (state.queue[q] != NULL)
 			v[n++] = state.queue[q];
 	qsort(v, n, sizeof(*v), cmp_rank);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && !failed; i++) {
 		const struct job *j = v[i];
 		char cap[16];
+		json_t *o;
 		if (j->wait_start_ms > 0 && head == 0)
 			head = j->id;
 		if (!job_visible_to(j, who))
 			continue;
 		gp_capability_format(j->spec.min_capability, cap, sizeof(cap));
-		json_array_append_new(jobs,
-		    json_pack("{s:I,s:i,s:s,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:o,"
+		o = json_pack("{s:I,s:i,s:s,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:o,"
 		              "s:o}",
-		        "id", (json_int_t)j->id, "position", (int)i + 1, "name",
-		        j->spec.name, "user", j->user, "group",
-		        ledger_group_name(&ledger, j->group_id), "reason",
-		        j->wait_reason != 0 ? live_wait_code(j->wait_reason)
-		                            : "pending",
-		        "why",
-		        j->wait_reason != 0 && j->wait != NULL
-		            ? j->wait->wait_why
-		                            : "not looked at by the scheduler "
-		                              "yet",
-		        "expected_start", time_or_null(j->wait_start_ms),
-		        "gpus", j->spec.gpus, "nodes", j->nparts, "gpu_share",
-		        j->spec.gpu_milli > 0
-		            ? json_real(j->spec.gpu_milli / 1000.0)
-		            : json_null(),
-		        "submitted_at", time_or_null(j->submitted_ms)));
+		    "id", (json_int_t)j->id, "position", (int)i + 1, "name",
+		    j->spec.name, "user", j->user, "group",
+		    ledger_group_name(&ledger, j->group_id), "reason",
+		    j->wait_reason != 0 ? live_wait_code(j->wait_reason)
+		                        : "pending",
+		    "why",
+		    j->wait_reason != 0 && j->wait != NULL
+		        ? j->wait->wait_why
+		        : "not looked at by the scheduler yet",
+		    "expected_start", time_or_null(j->wait_start_ms), "gpus",
+		    j->spec.gpus, "nodes", j->nparts, "gpu_share",
+		    j->spec.gpu_milli > 0 ? json_real(j->spec.gpu_milli / 1000.0)
+		                          : json_null(),
+		    "submitted_at", time_or_null(j->submitted_ms));
+		t = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (t == NULL ||
+		    (listed++ > 0 && gp_buf_append(out, ",", 1) != 0) ||
+		    gp_buf_append(out, t, strlen(t)) != 0)
+			failed = 1;
+		free(t);
 	}
 	free(v);
-	o = json_pack("{s:o,s:I,s:o}", "jobs", jobs, "queued", (json_int_t)n,
-	    "head", head != 0 ? json_integer(head) : json_null());
-	return o;
+	if (failed || gp_buf_printf(out, "],\"queued\":%zu,\"head\":", n) != 0 ||
+	    (head != 0 ? gp_buf_printf(out, "%lld}", (long long)head)
+	               : gp_buf_append(out, "null}", 5)) != 0)
+		return GP_ENOMEM;
+	return 0;
 }
 
 /* Register: nodes may hold more now (can_ever_fit's cache). */
