@@ -339,7 +339,7 @@ cmp_id(const void *a, const void *b)
 #define LIST_SLICE 256
 
 /*
- * A job list as text, built one job at a time: each job's JSON is dumped
+ * A job (or node) list as text, built one at a time: each job's JSON is dumped
  * and freed at once (as jansson values a list of 100,000 queued jobs took
  * ~5 KB a job), and the read lock is let go every LIST_SLICE jobs, so a
  * long list never holds the state thread back.
@@ -755,16 +755,26 @@ handle_queue(struct MHD_Connection *conn, struct request *req)
 static enum MHD_Result
 handle_nodes(struct MHD_Connection *conn)
 {
-	json_t *nodes = json_array();
+	struct job_list l;
 	int64_t id;
 
+	/* As the job list: text one node at a time (10,000 nodes). */
+	memset(&l, 0, sizeof(l));
+	if (gp_buf_append(&l.buf, "{\"nodes\":[", 10) != 0)
+		l.failed = 1;
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.nnodes; id++)
+	for (id = 1; id < state.nnodes && !l.failed; id++) {
 		if (state.nodes[id] != NULL)
-			json_array_append_new(nodes,
-			    node_to_json(state.nodes[id]));
+			job_list_add(&l, node_to_json(state.nodes[id]), 0);
+		list_breathe(id);
+	}
 	pthread_rwlock_unlock(&state.lock);
-	return reply_json(conn, 200, json_pack("{s:o}", "nodes", nodes));
+	if (l.failed || gp_buf_append(&l.buf, "]}", 2) != 0) {
+		gp_buf_free(&l.buf);
+		return reply_error(conn, 503, "out of memory");
+	}
+	return reply_raw(conn, 200, l.buf.data, l.buf.len, "application/json",
+	    NULL);
 }
 
 /* ---- handlers: agents ---- */
