@@ -9,6 +9,9 @@ import argparse
 import http.client
 import http.server
 import sys
+import threading
+
+NOTE_LOCK = threading.Lock()
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer",
        "upgrade", "proxy-authorization", "proxy-authenticate"}
@@ -29,8 +32,11 @@ def main():
             pass
 
         def note(self, status):
-            print(f"{self.command} {self.path.split('?')[0]} {status}",
-                  flush=True)
+            # one whole line at a time: the handlers run in threads
+            with NOTE_LOCK:
+                sys.stdout.write(
+                    f"{self.command} {self.path.split('?')[0]} {status}\n")
+                sys.stdout.flush()
 
         def relay(self):
             n = int(self.headers.get("Content-Length") or 0)
