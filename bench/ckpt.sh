@@ -41,7 +41,7 @@ for run in $(seq "$RUNS"); do
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
 		port=$((20000 + ($$ + run) % 20000))
 	# --conn-memory 256K: the setting issue 3 measured with, as bench/run.sh
-	# (the coordinator's default, 16K, fits 10,000 agents)
+	# (the coordinator's default, 12K, fits 10,000 agents)
 	"$BIN" coordinator --listen "127.0.0.1:$port" --data "$data" \
 		--conn-memory "${CKPT_CONN_MEMORY:-256K}" -q \
 		>"$WORK/coord-$run.log" 2>&1 &

@@ -29,11 +29,13 @@ volatile int coord_stopping;
  * the whole pool after every request on a kept-alive connection, so every
  * connection that has served a request keeps this much resident, and
  * every request clears it: an agent holds two connections (its poll and
- * its heartbeats), 20,000 for 10,000 agents. 16 KiB holds any API
- * request's headers with room to spare; larger pools read uploads in
- * bigger pieces (checkpoint chunks: see docs/performance.md).
+ * its heartbeats), 20,000 for 10,000 agents. 12 KiB holds any API
+ * request's headers with room to spare (bodies go to the handler's own
+ * buffer); larger pools read uploads in bigger pieces, though checkpoint
+ * uploads measured the same with 12 KiB and 16 KiB (287 to 291 against
+ * 244 to 305 MB/s) and 10,000 agents take 40 MB less (bench/RESULTS.md).
  */
-#define CONN_MEMORY_DEFAULT (16 * 1024)
+#define CONN_MEMORY_DEFAULT (12 * 1024)
 
 static void
 usage(FILE *out)
@@ -83,7 +85,7 @@ usage(FILE *out)
 	    "suffixes)\n"
 	    "  --threads N         HTTP worker threads (default 4)\n"
 	    "  --conn-memory BYTES memory of each HTTP connection (default "
-	    "16K; K/M\n"
+	    "12K; K/M\n"
 	    "                      suffixes): every agent holds two, larger "
 	    "reads help\n"
 	    "                      checkpoint uploads\n"
