@@ -448,28 +448,40 @@ load_node(struct node *n)
 		gp_fatalx("out of memory loading nodes");
 }
 
+/*
+ * What a job read from the database has beside its row: no place in the
+ * queue, its logs' sizes on disk, its group's id (by the name submit
+ * wrote into its spec). Its parts, if any, must be allocated.
+ */
 static void
-load_job(struct job *j)
+job_from_disk(struct job *j)
 {
 	const struct ledger_group *g;
-	struct node *node;
 	int k;
 
 	j->queue_pos = -1;
 	j->log_size = joblog_size_on_disk(j->id);
-	/* Its group, by the name submit wrote into its spec. */
+	for (k = 0; k < j->nparts; k++)
+		j->parts[k].log_size = k == 0
+		    ? j->log_size
+		    : joblog_part_size_on_disk(j->id, k);
 	g = ledger_group_by_name(&ledger, j->spec.group);
 	if (g == NULL)
 		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
 	j->group_id = g != NULL ? g->id : 1;
+}
+
+static void
+load_job(struct job *j)
+{
+	struct node *node;
+	int k;
+
 	if (job_insert(j) != 0 || job_parts_alloc(j) != 0)
 		gp_fatalx("out of memory loading jobs");
+	job_from_disk(j);
 	j->user_id = live_user_id(j->user);
 	live_sched_job(j, &j->spec, &j->sj);
-	for (k = 0; k < j->nparts; k++)
-		j->parts[k].log_size = k == 0 ? j->log_size
-		                              : joblog_part_size_on_disk(j->id,
-		                                    k);
 	if (job_finished(j)) {
 		done_push(j->id);
 	} else if (j->state == JOB_QUEUED) {
@@ -3610,9 +3622,7 @@ purge_finished(int64_t now_ms)
 struct job *
 state_job_any(int64_t id, int *stored)
 {
-	const struct ledger_group *g;
 	struct job *j = state_job(id);
-	int k;
 
 	*stored = 0;
 	if (j != NULL || id <= 0 || id >= state.next_job_id)
@@ -3620,16 +3630,7 @@ state_job_any(int64_t id, int *stored)
 	if (store_read_job(id, &j) != 0)
 		return NULL;
 	/* As load_job makes it, but kept out of the model. */
-	j->queue_pos = -1;
-	j->log_size = joblog_size_on_disk(j->id);
-	g = ledger_group_by_name(&ledger, j->spec.group);
-	if (g == NULL)
-		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
-	j->group_id = g != NULL ? g->id : 1;
-	for (k = 0; k < j->nparts; k++)
-		j->parts[k].log_size = k == 0
-		    ? j->log_size
-		    : joblog_part_size_on_disk(j->id, k);
+	job_from_disk(j);
 	*stored = 1;
 	return j;
 }
