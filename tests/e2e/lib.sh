@@ -468,6 +468,34 @@ kill9_agent() { # NAME
 	wait_exit "${AGENT_PID[$1]}" || fail "agent $1 survived SIGKILL"
 }
 
+# end_jobs_while_coordinator_stopped AGENT N: N one-GPU jobs of 2 s run on
+# AGENT and end while the coordinator is stopped (SIGSTOP), so that their
+# reports are all due at once when it runs again; then every job must end
+# succeeded. Needs a lease longer than the pause (--lease-ms 60000).
+end_jobs_while_coordinator_stopped() {
+	local agent=$1 n=$2 i j deadline jobs=()
+	for ((i = 0; i < n; i++)); do
+		submit --gpus 1 -- sh -c "sleep 2; exit 0"
+		jobs+=("$JOB")
+	done
+	for j in "${jobs[@]}"; do wait_state "$j" running; done
+	kill -STOP "$COORD_PID"
+	deadline=$((SECONDS + WAIT_S))
+	until [ "$(grep -c 'job finished job=' "$T/agent-$agent.log")" -ge "$n" ]; do
+		if [ $SECONDS -ge $deadline ]; then
+			kill -CONT "$COORD_PID"
+			fail "the jobs did not end: $(tail -n 5 "$T/agent-$agent.log")"
+		fi
+		sleep 0.2
+	done
+	kill -CONT "$COORD_PID"
+	for j in "${jobs[@]}"; do
+		wait_final "$j"
+		assert_eq succeeded "$FINAL_STATE" "job $j"
+	done
+	ENDED_JOBS=("${jobs[@]}")
+}
+
 # node_state NAME: prints the node's state ("missing" when not listed).
 node_state() {
 	api "$ADMIN_TOKEN" GET /v1/nodes

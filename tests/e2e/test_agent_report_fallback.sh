@@ -19,26 +19,7 @@ until curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/v1/whoami"; do
 done
 start_agent alpha 8 --cpus 8 --coordinator "http://127.0.0.1:$PROXY_PORT"
 wait_node_up alpha
-jobs=()
-for i in 1 2 3 4 5 6 7 8; do
-	submit --gpus 1 -- sh -c "sleep 2; exit 0"
-	jobs+=("$JOB")
-done
-for j in "${jobs[@]}"; do wait_state "$j" running; done
-kill -STOP "$COORD_PID"
-deadline=$((SECONDS + WAIT_S))
-until [ "$(grep -c 'job finished job=' "$T/agent-alpha.log")" -ge 8 ]; do
-	if [ $SECONDS -ge $deadline ]; then
-		kill -CONT "$COORD_PID"
-		fail "the jobs did not end: $(tail -n 5 "$T/agent-alpha.log")"
-	fi
-	sleep 0.2
-done
-kill -CONT "$COORD_PID"
-for j in "${jobs[@]}"; do
-	wait_final "$j"
-	assert_eq succeeded "$FINAL_STATE" "job $j"
-done
+end_jobs_while_coordinator_stopped alpha 8
 grep -q 'coordinator refused a batch of reports status=404' "$T/agent-alpha.log" ||
     fail "the agent did not try a batch (or did not say it was refused): $(grep -c 'POST /v1/agent/reports' "$T/proxy.log") batches through the proxy"
 # each of the agent's 4 report senders may have had a batch on the way
@@ -46,7 +27,7 @@ grep -q 'coordinator refused a batch of reports status=404' "$T/agent-alpha.log"
 tried=$(grep -c 'POST /v1/agent/reports 404' "$T/proxy.log")
 [ "$tried" -ge 1 ] && [ "$tried" -le 4 ] || fail "$tried batches tried (1 to 4, one a sender, expected)"
 # every finished report went one at a time, through the proxy
-for j in "${jobs[@]}"; do
+for j in "${ENDED_JOBS[@]}"; do
 	grep -q "^POST /v1/agent/jobs/$j/1/finished 200" "$T/proxy.log" ||
 	    fail "job $j's finished report did not go alone: $(grep "/jobs/$j/" "$T/proxy.log")"
 done
