@@ -15,7 +15,11 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libhttp-parser-dev
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
-      python3-prometheus-client chromium zsh tmux debootstrap systemd)
+      python3-prometheus-client chromium zsh tmux debootstrap systemd
+      # issue 14: each job in a network namespace of its own (pasta, nftables
+      # rules, WireGuard overlays for gangs behind NAT) and a real
+      # distributed client (PyTorch on CPU, Gloo)
+      passt nftables wireguard-tools python3-torch)
 for set in "$@"; do
 	case "$set" in
 	slurm) pkgs+=(slurmctld slurmd slurm-client munge slurm-wlm-doc) ;;
