@@ -470,6 +470,11 @@ gp_assignment_fini(struct gp_assignment *a)
 	free(a->mounts);
 	a->mounts = NULL;
 	a->nmounts = 0;
+	for (i = 0; i < a->nexpose; i++)
+		free(a->expose[i].source);	/* target is the same string */
+	free(a->expose);
+	a->expose = NULL;
+	a->nexpose = 0;
 	for (i = 0; i < a->ndata; i++)
 		free(a->data[i].path);
 	free(a->data);

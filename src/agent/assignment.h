@@ -88,6 +88,12 @@ struct gp_assignment {
 	struct gp_mount *mounts; /* nmounts, owned */
 	int nmounts;
 	/*
+	 * The owner's exposures (policy "expose"), for a plain command:
+	 * host paths shown at the same place (source == target), owned.
+	 */
+	struct gp_mount *expose;
+	int nexpose;
+	/*
 	 * A fraction of gpus[0] (docs/scheduling.md): its share in
 	 * thousandths (1..999; 0: whole GPUs) and the GPU memory it may use
 	 * (0: not said). Scheduled, not enforced inside the GPU.

@@ -512,6 +512,32 @@ refuse(struct gp_provider *p, struct gp_assignment *a, const char *why)
 	gp_reports_on_finished(p->ag->reports, &a->id, &r);
 }
 
+/*
+ * A plain command gets the owner's exposures as the policy says now
+ * (p->lock held): the executor, in its own thread, reads them from the
+ * assignment, never from the policy a reload may change. 0 or GP_ENOMEM.
+ */
+static int
+copy_exposures(struct gp_provider *p, struct gp_assignment *a)
+{
+	int i, n = p->policy.nexpose;
+
+	if (a->image[0] != '\0' || n == 0)
+		return 0;
+	if ((a->expose = calloc((size_t)n, sizeof(*a->expose))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct gp_mount *m = &a->expose[i];
+
+		if ((m->source = strdup(p->policy.expose[i].path)) == NULL)
+			return GP_ENOMEM;
+		m->target = m->source;
+		m->read_only = p->policy.expose[i].read_only;
+		a->nexpose++;
+	}
+	return 0;
+}
+
 void
 gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 {
@@ -551,7 +577,8 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 		gp_assignment_fini(a);
 		return;
 	}
-	if ((j = calloc(1, sizeof(*j))) == NULL) {
+	if ((j = calloc(1, sizeof(*j))) == NULL || copy_exposures(p, a) != 0) {
+		free(j);
 		pthread_mutex_unlock(&p->lock);
 		refuse(p, a, "agent out of memory");
 		gp_assignment_fini(a);
