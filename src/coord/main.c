@@ -3,7 +3,9 @@
  * admin token, the HTTP(S) server and an orderly stop on SIGINT/SIGTERM.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -239,6 +241,48 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	gp_warn("http: %s", msg);
 }
 
+/*
+ * Everything the coordinator keeps is a secret (job environments, token
+ * hashes, users' checkpoints and data): its data directory and every
+ * entry at its top (state.db and its -wal and -shm, the image and
+ * checkpoint databases, admin.token, the logs, chunk and blob trees)
+ * lose every permission of group and others, whatever they had before
+ * (a directory made by hand, files of an older version); what lies
+ * deeper is behind those directories. New files are made so by the
+ * umask the coordinator sets. Fatal when a mode cannot be changed.
+ */
+static void
+secure_data_dir(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	int old;
+	DIR *d;
+
+	if (gp_secret_tighten(dir, &old) != 0)
+		gp_fatal("cannot make %s the coordinator's alone (chmod 700)",
+		    dir);
+	if (old >= 0)
+		gp_warn("data directory was open to other users, now 0700 "
+		    "path=%s was=%04o", dir, old);
+	if ((d = opendir(dir)) == NULL)
+		gp_fatal("cannot read data directory %s", dir);
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (gp_secret_tighten(path, &old) != 0)
+			gp_fatal("cannot make %s the coordinator's alone",
+			    path);
+		if (old >= 0)
+			gp_warn("secret file was open to other users, now "
+			    "the coordinator's alone path=%s was=%04o", path,
+			    old);
+	}
+	closedir(d);
+}
+
 int
 gp_coord_main(int argc, char **argv)
 {
@@ -469,8 +513,20 @@ gp_coord_main(int argc, char **argv)
 	if (inet_pton(AF_INET, cfg.listen_addr, &addr.sin_addr) != 1)
 		gp_fatalx("--listen: '%s' is not an IPv4 address",
 		    cfg.listen_addr);
+	/* Every file and directory it makes: the coordinator's alone. */
+	umask(077);
 	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
 		gp_fatal("cannot create data directory %s", cfg.data_dir);
+	secure_data_dir(cfg.data_dir);
+	if (cfg.tls_key[0] != '\0') {
+		char why[PATH_MAX + 160];
+
+		if (gp_secret_check("--tls-key", cfg.tls_key, why,
+		    sizeof(why)) != 0) {
+			fprintf(stderr, "gpupool coordinator: %s\n", why);
+			return 1;
+		}
+	}
 	if (cfg.tls_cert[0] != '\0') {
 		if (gp_read_file(cfg.tls_cert, 1 << 20, &cert, NULL) != 0)
 			gp_fatal("cannot read --tls-cert %s", cfg.tls_cert);
