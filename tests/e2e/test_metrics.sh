@@ -62,7 +62,7 @@ cli group create lab-b
 [ "$CLI_RC" = 0 ] || fail "group create lab-b: $CLI_ERR"
 acct_provider m1 prov-b lab-b
 MPORT=$(free_port)
-printf 'gpt_agent_metrics_secret_%s\n' "$RANDOM$RANDOM" >"$T/agent-metrics.token"
+(umask 077 && printf 'gpt_agent_metrics_secret_%s\n' "$RANDOM$RANDOM" >"$T/agent-metrics.token")
 start_agent m1 2:T4:16384 --metrics-listen "127.0.0.1:$MPORT" \
     --metrics-token-file "$T/agent-metrics.token"
 wait_node_up m1
