@@ -62,6 +62,7 @@ struct job {
 	enum gp_exec_kill kill_how;	/* 0, or why we killed it */
 	int timed_out;
 	int64_t deadline;		/* gp_mono_ms(), 0 for none */
+	int64_t mem_mib;		/* its memory limit, 0 for none */
 	struct gp_cgroup_job cgroup;
 	struct job *next;
 };
@@ -648,6 +649,7 @@ started:
 	watch(ex, j, WATCH_STATUS, j->status_fd);
 	if (a->time_limit_s > 0)
 		j->deadline = gp_mono_ms() + a->time_limit_s * 1000;
+	j->mem_mib = a->mem_mib;
 	j->next = ex->jobs;
 	ex->jobs = j;
 	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s "
@@ -679,6 +681,23 @@ kill_job(struct job *j, enum gp_exec_kill how, int timed_out)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	/* Backstop: anything that is in the cgroup but not the namespace. */
 	gp_cgroup_kill(&j->x.cgroup);
+}
+
+/*
+ * A job killed for passing its memory limit says so (`gpupool show`'s
+ * message), its files in /tmp and /dev/shm counting, as the kernel
+ * charges them to its cgroup.
+ */
+static void
+explain_limit(struct job *j, struct gp_exec_result *r)
+{
+	if (strcmp(r->reason, "killed") != 0 || r->signal != SIGKILL ||
+	    j->mem_mib <= 0 || gp_cgroup_oom_kills(&j->x.cgroup) <= 0)
+		return;
+	snprintf(r->message, sizeof(r->message), "stopped for passing its "
+	    "memory limit of %lld MiB (the kernel's out-of-memory killer; "
+	    "its files in /tmp and /dev/shm count): ask for more with "
+	    "submit --mem", (long long)j->mem_mib);
 }
 
 static void
@@ -721,6 +740,7 @@ result_of(struct job *j, struct gp_exec_result *r)
 		    j->init_exit.si_code == CLD_DUMPED ?
 		    j->init_exit.si_status : SIGKILL;
 	}
+	explain_limit(j, r);
 }
 
 static void

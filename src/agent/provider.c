@@ -513,6 +513,35 @@ refuse(struct gp_provider *p, struct gp_assignment *a, const char *why)
 }
 
 /*
+ * A job that did not say how much memory it needs gets its share of what
+ * the owner lends (issue 15): the lent memory (policy "memory", else the
+ * node's) times the larger of its share of the lent GPUs (a fraction's
+ * share of one) and its share of the CPUs; a job asking for neither
+ * counts as one GPU's share. At least 64 MiB, at most all.
+ */
+static int64_t
+default_mem_mib(const struct gp_provider *p, const struct gp_assignment *a)
+{
+	int64_t mem = policy_mem(p), m;
+	int i, lent = 0, cpus = policy_cpus(p);
+	double share, by_cpus;
+
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+		lent += gp_policy_lends_gpu(&p->policy, i);
+	if (lent == 0)
+		lent = 1;
+	if (a->gpu_milli > 0)
+		share = a->gpu_milli / 1000.0 / lent;
+	else
+		share = (a->ngpus > 0 ? a->ngpus : 1) / (double)lent;
+	by_cpus = a->cpus > 0 && cpus > 0 ? a->cpus / (double)cpus : 0;
+	if (by_cpus > share)
+		share = by_cpus;
+	m = (int64_t)(mem * (share < 1 ? share : 1));
+	return m < 64 ? 64 : m;
+}
+
+/*
  * A plain command gets the owner's exposures as the policy says now
  * (p->lock held): the executor, in its own thread, reads them from the
  * assignment, never from the policy a reload may change. 0 or GP_ENOMEM.
@@ -583,6 +612,12 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 		refuse(p, a, "agent out of memory");
 		gp_assignment_fini(a);
 		return;
+	}
+	if (a->mem_mib <= 0) {
+		a->mem_mib = default_mem_mib(p, a);
+		gp_info("default memory limit job=%lld attempt=%lld "
+		    "mem_mib=%lld", (long long)a->id.job_id,
+		    (long long)a->id.attempt, (long long)a->mem_mib);
 	}
 	j->id = a->id;
 	gp_strlcpy(j->user, a->user, sizeof(j->user));

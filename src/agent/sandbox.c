@@ -640,11 +640,11 @@ setup(const struct gp_sandbox_spec *s)
 	    NULL) != 0)
 		fail(fd, STAGE_PROC);
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=1777") != 0)
+	    s->tmp_options != NULL ? s->tmp_options : "mode=1777") != 0)
 		fail(fd, STAGE_TMP);
 	if (access("/dev/shm", F_OK) == 0 &&
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=1777") != 0)
+	    s->tmp_options != NULL ? s->tmp_options : "mode=1777") != 0)
 		fail(fd, STAGE_SHM);
 	for (i = 0; i < s->nmounts; i++)
 		if (s->mounts[i].in_tmp && s->mounts[i].make &&
@@ -1032,6 +1032,7 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	s->hide_dirs = arena_strv(&a, spec->hide_dirs);
 	s->hide_files = arena_strv(&a, spec->hide_files);
 	s->shadows = arena_strv(&a, spec->shadows);
+	s->tmp_options = arena_str(&a, spec->tmp_options);
 	s->root_binds = arena_strv(&a, spec->root_binds);
 	s->expose_ro = arena_strv(&a, spec->expose_ro);
 	s->expose_rw = arena_strv(&a, spec->expose_rw);
@@ -1128,6 +1129,7 @@ struct sjob {
 	int nhide_dirs, nhide_files, nshadows;
 	char **root_binds, **expose_ro, **expose_rw;
 	int nroot_binds, nexpose_ro, nexpose_rw;
+	char tmp_options[64];	/* /tmp and /dev/shm: sized to its memory */
 	struct gp_sandbox_mount mounts[GP_SANDBOX_MOUNTS_MAX];
 	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
 	int nmounts, nstrings;
@@ -1458,6 +1460,17 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 		x->uid = u->uid;
 		x->gid = u->gid;
 	}
+	/*
+	 * Its /tmp and /dev/shm are memory its cgroup is charged for: each
+	 * at most its memory limit, so that filling one ends in "no space
+	 * left" rather than the out-of-memory killer.
+	 */
+	if (a->mem_mib > 0)
+		snprintf(sj->tmp_options, sizeof(sj->tmp_options),
+		    "mode=1777,size=%lldm", (long long)a->mem_mib);
+	else
+		gp_strlcpy(sj->tmp_options, "mode=1777",
+		    sizeof(sj->tmp_options));
 	if (plan_root(sj, x) != 0 || plan_hiding(sj, x->cfg) != 0) {
 		snprintf(err, errlen, "agent out of memory");
 		return GP_ENOMEM;
@@ -1486,6 +1499,7 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.hide_dirs = sj->hide_dirs;
 	spec.hide_files = sj->hide_files;
 	spec.shadows = sj->shadows;
+	spec.tmp_options = sj->tmp_options;
 	spec.root_binds = sj->root_binds;
 	spec.expose_ro = sj->expose_ro;
 	spec.expose_rw = sj->expose_rw;

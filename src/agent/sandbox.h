@@ -79,6 +79,8 @@ struct gp_sandbox_spec {
 	 * root_binds and the links fd, stdin, stdout and stderr. Everything
 	 * else of the host is simply not there.
 	 */
+	/* The job's /tmp and /dev/shm tmpfs options ("mode=1777,size=..."). */
+	const char *tmp_options;
 	char *const *root_binds;
 	char *const *expose_ro;
 	char *const *expose_rw;
