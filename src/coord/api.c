@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "coordd.h"
 #include "gp.h"
@@ -1366,7 +1367,8 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 	char hash[GP_TOKEN_HASH_HEX];
 	const struct token_entry *t;
 
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+	/* The scheme is case-insensitive (RFC 9110 11.1). */
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
 	if (!gp_token_well_formed(h))
