@@ -415,6 +415,18 @@ TEST(jobspec_bad)
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1,\"gpus\":2}",
 	    "duplicate"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":\"1\"}", "gpus"));
+	/* Idempotency keys: 16 to 64 of A-Z a-z 0-9 _ -. */
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\"short\"}",
+	    "idempotency_key: 16 to 64"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":"
+	    "\"abcdefghijklmnop qrs\"}", "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":"
+	    "\"abcdefghijklmnop\\u0000\"}", "\\u0000 is not allowed"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":7}",
+	    "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\""
+	    "0123456789012345678901234567890123456789012345678901234567890"
+	    "12345\"}", "idempotency_key"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1.0}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":true}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":-1}", "gpus"));
@@ -513,6 +525,8 @@ TEST(jobspec_round_trip)
 		"\"cpus\":4,\"mem_mib\":9,\"time_limit_s\":60,\"name\":\"n\"}",
 		"{\"command\":[\"\\u00e9t\\u00e9\"],\"gpus\":0}",
 		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
+		"{\"command\":[\"x\"],\"idempotency_key\":"
+		"\"0f3c_9a-7b2e4d1c8a6f\"}",
 	};
 	size_t i;
 
@@ -538,6 +552,7 @@ TEST(jobspec_round_trip)
 		CHECK_EQ(a.min_capability, b.min_capability);
 		CHECK_EQ(a.nodes, b.nodes);
 		CHECK_STR(a.gpu_model, b.gpu_model);
+		CHECK_STR(a.idempotency_key, b.idempotency_key);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
 		CHECK_EQ(a.time_limit_s, b.time_limit_s);
