@@ -505,6 +505,14 @@ int reason_requeues(const char *reason);
 int register_decode(json_t *body, struct node *tmp, json_t **running,
     char *err, size_t errlen);
 
+/* submit_key.c: idempotency keys (state thread, in its transaction) */
+/* 1 and *job_id when user's key made a job in the last day; 0; GP_EIO. */
+int submit_key_find(const char *user, const char *key, int64_t now_ms,
+    int64_t *job_id);
+int submit_key_put(const char *user, const char *key, int64_t job_id,
+    int64_t now_ms);
+void submit_key_close(void);
+
 /* store.c */
 int store_open(const char *path);
 void store_close(void);

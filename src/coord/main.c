@@ -594,6 +594,7 @@ gp_coord_main(int argc, char **argv)
 	ckpt_stop();
 	image_stop();
 	ledger_close(&ledger);
+	submit_key_close();
 	store_close();
 	free(cert);
 	free(key);
