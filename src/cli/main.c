@@ -155,6 +155,10 @@ static const struct gp_cli_option submit_options[] = {
 	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
     {"wait", 'w', NULL,
 	"print the id, wait for the job to finish, exit with its exit code"},
+    {"key", 0, "KEY",
+	"the submission's idempotency key (16 to 64 of A-Z a-z 0-9 _ -; "
+	"default: a random one): a repeat with the same key prints the "
+	"first one's id and makes no second job"},
     {"array", 'a', "INDICES",
 	"a job array: one job per task index (\"0-999\", \"1-99:2\", "
 	"\"1,5,7\"; at most 10000; \"0-999%10\": at most 10 running at "
