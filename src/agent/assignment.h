@@ -68,6 +68,7 @@ struct gp_assignment {
 	int ngpus;
 	int cpus;
 	int64_t mem_mib;	/* 0: no limit */
+	int64_t disk_mib;	/* its work directory's cap; 0: none */
 	int64_t time_limit_s;	/* 0: no limit */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	/* "save now and exit" */

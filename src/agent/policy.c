@@ -265,11 +265,12 @@ enum key {
 	KEY_PLAIN_JOBS,
 	KEY_TRUST_KEY,
 	KEY_EXPOSE,
+	KEY_SCRATCH_MAX,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
-    "images", "plain-jobs", "trust-key", "expose"};
+    "images", "plain-jobs", "trust-key", "expose", "scratch-max"};
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -380,8 +381,8 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 	if (k == (int)GP_ARRAY_LEN(key_names))
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
-		    "owner-presence, images, plain-jobs, trust-key or expose)",
-		    key);
+		    "owner-presence, images, plain-jobs, trust-key, expose or "
+		    "scratch-max)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
 	if (k != KEY_WINDOW && k != KEY_TRUST_KEY && k != KEY_EXPOSE) {
@@ -458,6 +459,15 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return parse_trust_key(ps, value, p);
 	case KEY_EXPOSE:
 		return parse_expose(ps, value, p);
+	case KEY_SCRATCH_MAX:
+		if (parse_size(value, &v) != 0 || v == 0)
+			return fail(ps, "scratch-max: '%.64s' is not a size "
+			    "(\"20G\", \"512M\")", value);
+		if (v > GP_MIB_MAX)
+			return fail(ps, "scratch-max: '%.64s' is too large",
+			    value);
+		p->scratch_max_mib = v;
+		return 0;
 	case KEY_WINDOW:
 		if (p->nwindows == GP_POLICY_WINDOWS_MAX)
 			return fail(ps, "window: too many windows (at most "
@@ -732,6 +742,8 @@ gp_policy_to_json(const struct gp_policy *p)
 		json_array_append_new(windows, json_pack("{s:s,s:b}", "path",
 		    p->expose[i].path, "read_only", p->expose[i].read_only));
 	json_object_set_new(o, "expose", windows);
+	json_object_set_new(o, "scratch_max_mib", p->scratch_max_mib > 0 ?
+	    json_integer(p->scratch_max_mib) : json_null());
 	return o;
 }
 
@@ -777,6 +789,9 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		    p->nkeys == 1 ? "" : "s");
 	if (p->refuse_plain)
 		gp_buf_printf(&b, ", plain-jobs refuse");
+	if (p->scratch_max_mib > 0)
+		gp_buf_printf(&b, ", scratch-max %lldM",
+		    (long long)p->scratch_max_mib);
 	gp_strlcpy(out, b.data != NULL ? b.data : "", len);
 	gp_buf_free(&b);
 }

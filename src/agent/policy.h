@@ -63,6 +63,8 @@ struct gp_policy {
 	int refuse_plain;	/* plain-jobs = refuse */
 	int nkeys;
 	struct gp_trusted_key keys[GP_POLICY_KEYS_MAX];
+	/* The most a job's work directory may hold; 0: no cap (scratch-max). */
+	int64_t scratch_max_mib;
 	/* What plain jobs see besides the minimal root (docs/agent.md). */
 	int nexpose;
 	struct gp_policy_expose expose[GP_POLICY_EXPOSE_MAX];

@@ -613,6 +613,10 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 		gp_assignment_fini(a);
 		return;
 	}
+	/* The work directory's cap: the user's --disk within scratch-max. */
+	if (p->policy.scratch_max_mib > 0 && (a->disk_mib <= 0 ||
+	    a->disk_mib > p->policy.scratch_max_mib))
+		a->disk_mib = p->policy.scratch_max_mib;
 	if (a->mem_mib <= 0) {
 		a->mem_mib = default_mem_mib(p, a);
 		gp_info("default memory limit job=%lld attempt=%lld "

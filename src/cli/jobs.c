@@ -111,6 +111,12 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    "--compute-capability: '%s' is not X.Y "
 				    "(like 8.0)",
 				    v);
+		} else if (strcmp(o->name, "disk") == 0) {
+			if (v[0] == '-' || gp_parse_mib(v, &n) != 0)
+				return fail(err, errlen,
+				    "--disk: '%s' is not a size in MiB (try "
+				    "512M, 16G, 1T)", v);
+			spec->disk_mib = n;
 		} else if (strcmp(o->name, "gpu-mem") == 0 ||
 		    strcmp(o->name, "min-gpu-mem") == 0 ||
 		    strcmp(o->name, "mem") == 0) {

@@ -133,7 +133,11 @@ static const struct gp_cli_option submit_options[] = {
         "a gang of N parts on N nodes, started together (default 1)"},
     {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
     {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
-    {"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
+    {"mem", 'm', "MIB",
+        "memory limit (\"8G\"; default: its share of what the node lends)"},
+    {"disk", 0, "MIB",
+        "the most its work directory may hold (\"20G\"; the node's "
+        "scratch-max caps it)"},
     {"time", 't', "DURATION",
         "time limit (\"90m\", \"2:00:00\", "
         "\"1-12:00:00\"; default none)"},

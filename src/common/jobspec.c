@@ -691,6 +691,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
 				goto out;
 			spec->mem_mib = n;
+		} else if (strcmp(key, "disk_mib") == 0) {
+			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
+				goto out;
+			spec->disk_mib = n;
 		} else if (strcmp(key, "time_limit_s") == 0) {
 			if (get_int(v, key, 0, GP_TIME_LIMIT_MAX, &n, err,
 				errlen))
@@ -853,6 +857,9 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 	if (o != NULL && spec->max_price_micro > 0)
 		json_object_set_new(o, "max_price_micro",
 		    json_integer(spec->max_price_micro));
+	if (o != NULL && spec->disk_mib > 0)
+		json_object_set_new(o, "disk_mib",
+		    json_integer(spec->disk_mib));
 	if (o != NULL && spec->idempotency_key[0] != '\0')
 		json_object_set_new(o, "idempotency_key",
 		    json_string(spec->idempotency_key));

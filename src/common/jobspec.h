@@ -98,6 +98,8 @@ struct gp_jobspec {
 	 * and makes no job. "" when none; else 16 to 64 of A-Z a-z 0-9 _ -.
 	 */
 	char idempotency_key[GP_IDEMPOTENCY_KEY_MAX + 1];
+	/* The most its work directory may hold (MiB); 0: the owner's cap. */
+	int64_t disk_mib;
 };
 
 /* 1 when key is a valid idempotency key (16..64 of A-Z a-z 0-9 _ -). */

@@ -15,7 +15,7 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
 start_coordinator
 mk_token user alice
 ALICE=$TOKEN
-printf 'memory = 512M\n' >"$T/a1.policy"
+printf 'memory = 512M\nscratch-max = 64M\n' >"$T/a1.policy"
 start_agent a1 2 --policy "$T/a1.policy"
 wait_node_up a1
 if ! grep -q "cgroups mode=" "$T/agent-a1.log" || grep -q "cgroups mode=none" "$T/agent-a1.log"; then
@@ -52,4 +52,17 @@ wait_final "$j"
 job_log "$j"
 assert_eq succeeded "$FINAL_STATE" "a job with --mem 500M"
 assert_contains "$LOG" "allocated 419430400" "the job with --mem 500M"
-echo "ok: the default memory limit holds, /tmp counts, --mem lifts it"
+
+# ---- its work directory is capped
+for want in 64 32; do
+	disk=()
+	[ "$want" = 32 ] && disk=(--disk 32M)
+	submit --gpus 1 "${disk[@]}" -- sh -c 'head -c 100M /dev/zero >big; echo "wrote $(stat -c %s big)"; sleep 60'
+	j=$JOB
+	wait_final "$j"
+	msg=$(job_get "$j" 'd["message"] or ""')
+	log "100 MiB into a work directory capped at $want MiB: $FINAL_STATE ($msg)"
+	assert_eq failed "$FINAL_STATE" "a job filling its work directory (cap $want MiB)"
+	assert_contains "$msg" "disk limit of $want MiB" "show's reason (cap $want MiB)"
+done
+echo "ok: the default memory limit holds, /tmp counts, --mem lifts it, the work directory is capped"

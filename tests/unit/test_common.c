@@ -526,7 +526,7 @@ TEST(jobspec_round_trip)
 		"{\"command\":[\"\\u00e9t\\u00e9\"],\"gpus\":0}",
 		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
 		"{\"command\":[\"x\"],\"idempotency_key\":"
-		"\"0f3c_9a-7b2e4d1c8a6f\"}",
+		"\"0f3c_9a-7b2e4d1c8a6f\",\"disk_mib\":20480}",
 	};
 	size_t i;
 
@@ -553,6 +553,7 @@ TEST(jobspec_round_trip)
 		CHECK_EQ(a.nodes, b.nodes);
 		CHECK_STR(a.gpu_model, b.gpu_model);
 		CHECK_STR(a.idempotency_key, b.idempotency_key);
+		CHECK_EQ(a.disk_mib, b.disk_mib);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
 		CHECK_EQ(a.time_limit_s, b.time_limit_s);

@@ -361,7 +361,8 @@ TEST(to_json)
 	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,\"expose\":[],"
 	    "\"gpus\":\"all\",\"images\":\"signed\",\"max_job_time_s\":null,"
 	    "\"memory_mib\":null,\"owner_presence\":\"reclaim\","
-	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[]}");
+	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
+	    "\"trusted_keys\":[],\"windows\":[]}");
 	free(text);
 	json_decref(j);
 	CHECK_EQ(parse("gpus = 3,1\ncpus = 4\nmemory = 8G\nmax-job-time = 2h\n"
@@ -375,7 +376,8 @@ TEST(to_json)
 	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,\"expose\":[],"
 	    "\"gpus\":[1,3],\"images\":\"signed\",\"max_job_time_s\":7200,"
 	    "\"memory_mib\":8192,\"owner_presence\":\"ignore\","
-	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
+	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
+	    "\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
 	    "19:00-08:00\",\"Sat,Sun 00:00-24:00\",\"Mon,Wed-Fri,Sun "
 	    "09:30-10:00\",\"daily 01:00-02:00\",\"Mon,Fri-Sun "
 	    "10:00-11:00\"]}");
@@ -500,6 +502,13 @@ TEST(expose)
 	expect_error("expose = /opt\nexpose = /opt rw\n", 2,
 	    "line 2: expose: /opt is listed twice");
 	expect_error("expose = /a\tb\n", 1, "expose: 'b' is not ro or rw");
+	CHECK_EQ(parse("scratch-max = 20G\n", &p, &line, err), 0);
+	CHECK_EQ(p.scratch_max_mib, 20480);
+	expect_error("scratch-max = lots\n", 1, "scratch-max: 'lots' is not a "
+	    "size");
+	expect_error("scratch-max = 0\n", 1, "scratch-max: '0'");
+	expect_error("scratch-max = 1G\nscratch-max = 2G\n", 2,
+	    "scratch-max: given twice");
 	many[0] = '\0';
 	for (i = 0; i < 17; i++)
 		snprintf(many + strlen(many), sizeof(many) - strlen(many),
