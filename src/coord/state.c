@@ -867,6 +867,9 @@ assignment_to_json(const struct job *job, int part)
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
 	    job->spec.checkpoint_signal, "restart_count", started_before(job));
+	if (o != NULL && job->spec.disk_mib > 0)
+		json_object_set_new(o, "disk_mib",
+		    json_integer(job->spec.disk_mib));
 	/* A job array's task: its index and the array's id, as Slurm's. */
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_t *env = json_copy(job->spec.env); /* the spec keeps its */
