@@ -230,6 +230,31 @@ TEST(strlcpy)
 	CHECK_STR(small, "ab");
 }
 
+TEST(token_pins)
+{
+	char bearer[64], pin[GP_TOKEN_PIN_HEX + 1], text[160];
+	const char *hex = "9F86D081884C7D659A2FEAA0C55AD015"
+	    "A3BF4F1B2B0B822CD15D6C15B0F00A08";
+
+	CHECK_EQ(gp_token_split_pin("gpt_abc", bearer, sizeof(bearer), pin,
+	    sizeof(pin)), 0);
+	CHECK_STR(bearer, "gpt_abc");
+	CHECK_STR(pin, "");
+	snprintf(text, sizeof(text), "gpt_abc@sha256:%s", hex);
+	CHECK_EQ(gp_token_split_pin(text, bearer, sizeof(bearer), pin,
+	    sizeof(pin)), 0);
+	CHECK_STR(bearer, "gpt_abc");
+	CHECK_STR(pin, "9f86d081884c7d659a2feaa0c55ad015"
+	    "a3bf4f1b2b0b822cd15d6c15b0f00a08");
+	CHECK_EQ(gp_token_split_pin("gpt_abc@sha256:12", bearer,
+	    sizeof(bearer), pin, sizeof(pin)), GP_EINVAL);
+	snprintf(text, sizeof(text), "gpt_abc@sha256:%.63sz", hex);
+	CHECK_EQ(gp_token_split_pin(text, bearer, sizeof(bearer), pin,
+	    sizeof(pin)), GP_EINVAL);
+	CHECK_EQ(gp_token_split_pin("gpt_abc", bearer, 4, pin, sizeof(pin)),
+	    GP_EINVAL);
+}
+
 TEST(tokens)
 {
 	char a[GP_TOKEN_LEN + 1], b[GP_TOKEN_LEN + 1];
@@ -627,6 +652,7 @@ main(void)
 	RUN(buf);
 	RUN(strlcpy);
 	RUN(tokens);
+	RUN(token_pins);
 	RUN(jobspec_good);
 	RUN(jobspec_bad);
 	RUN(jobspec_round_trip);
