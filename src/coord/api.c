@@ -136,6 +136,9 @@ handle_whoami(struct MHD_Connection *conn, struct request *req)
 	    json_string(ledger_group_name(&ledger, req->auth->group_id)));
 	pthread_rwlock_unlock(&state.lock);
 	json_object_set_new(o, "groups", groups);
+	/* Plain HTTP beyond loopback (--insecure): the dashboard warns. */
+	if (state.cfg.insecure)
+		json_object_set_new(o, "insecure", json_true());
 	return reply_json(conn, 200, o);
 }
 
@@ -1364,13 +1367,21 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    "Authorization");
-	char hash[GP_TOKEN_HASH_HEX];
+	char hash[GP_TOKEN_HASH_HEX], bearer[GP_TOKEN_LEN + 1];
+	char pin[GP_TOKEN_PIN_HEX + 1];
 	const struct token_entry *t;
 
 	/* The scheme is case-insensitive (RFC 9110 11.1). */
 	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
+	/* A token sent with its CA hash (tls_auto.c): the bearer is before. */
+	if (strstr(h, GP_TOKEN_PIN_SEP) != NULL) {
+		if (gp_token_split_pin(h, bearer, sizeof(bearer), pin,
+		    sizeof(pin)) != 0)
+			return 0;
+		h = bearer;
+	}
 	if (!gp_token_well_formed(h))
 		return 0;
 	gp_token_hash(h, hash);

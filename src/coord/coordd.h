@@ -239,6 +239,13 @@ struct coord_config {
 	char data_dir[1024];
 	char tls_cert[1024];
 	char tls_key[1024];
+	/*
+	 * Its own CA's hash (tls_auto.c), carried by the tokens it hands out
+	 * ("<token>@sha256:<pin>"); "" with a certificate of the owner's or
+	 * none. insecure: plain HTTP beyond loopback (--insecure).
+	 */
+	char tls_pin[65];
+	int insecure;
 	int64_t lease_ms;
 	int64_t heartbeat_ms;
 	/*
@@ -504,6 +511,9 @@ int reason_requeues(const char *reason);
  */
 int register_decode(json_t *body, struct node *tmp, json_t **running,
     char *err, size_t errlen);
+
+/* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
+int tls_auto_setup(struct coord_config *cfg);
 
 /* submit_key.c: idempotency keys (state thread, in its transaction) */
 /* 1 and *job_id when user's key made a job in the last day; 0; GP_EIO. */

@@ -44,7 +44,8 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
-	    "                           [--tls-cert FILE --tls-key FILE]\n"
+	    "                           [--tls-cert FILE --tls-key FILE]"
+	    " [--insecure]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
 	    "                           [--heartbeat-rate N]\n"
 	    "                           [--log-cap BYTES] [--threads N] "
@@ -73,6 +74,10 @@ usage(FILE *out)
 	    "  --data DIR          state directory (created if missing)\n"
 	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
 	    "  --tls-key FILE      PEM private key for --tls-cert\n"
+	    "                      (beyond loopback without them: its own CA\n"
+	    "                      and certificate in DIR/tls, its hash in\n"
+	    "                      the tokens it makes)\n"
+	    "  --insecure          plain HTTP beyond loopback (tokens in clear)\n"
 	    "  --lease-ms N        node lease: jobs of a node silent this long\n"
 	    "                      are requeued (default 5000)\n"
 	    "  --heartbeat-ms N    heartbeat period asked of agents (default "
@@ -291,6 +296,7 @@ gp_coord_main(int argc, char **argv)
 	    {"data", required_argument, NULL, 'd'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
+	    {"insecure", no_argument, NULL, 'X'},
 	    {"lease-ms", required_argument, NULL, 'L'},
 	    {"heartbeat-ms", required_argument, NULL, 'H'},
 	    {"heartbeat-rate", required_argument, NULL, 'B'},
@@ -474,6 +480,9 @@ gp_coord_main(int argc, char **argv)
 					  "duration like 5m; 0: for ever)");
 			cfg.min_job_age_ms = v * 1000;
 			break;
+		case 'X':
+			cfg.insecure = 1;
+			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
 			break;
@@ -518,6 +527,23 @@ gp_coord_main(int argc, char **argv)
 	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
 		gp_fatal("cannot create data directory %s", cfg.data_dir);
 	secure_data_dir(cfg.data_dir);
+	/*
+	 * Beyond loopback tokens would cross the network: HTTPS, with a
+	 * certificate of the owner's or one of its own; plain HTTP only when
+	 * asked for by name.
+	 */
+	if ((ntohl(addr.sin_addr.s_addr) >> 24) != 127 &&
+	    cfg.tls_cert[0] == '\0') {
+		if (cfg.insecure)
+			gp_warn("INSECURE: serving plain HTTP beyond loopback "
+			    "(--insecure): tokens and jobs cross the network "
+			    "in clear addr=%s", cfg.listen_addr);
+		else if (tls_auto_setup(&cfg) != 0)
+			gp_fatalx("cannot make the coordinator's own "
+			    "certificate (give --tls-cert and --tls-key, or "
+			    "--insecure)");
+	} else
+		cfg.insecure = 0;
 	if (cfg.tls_key[0] != '\0') {
 		char why[PATH_MAX + 160];
 
