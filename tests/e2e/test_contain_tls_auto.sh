@@ -74,6 +74,15 @@ until grep -q "registered node=a" "$T/agent-a.log"; do
 	sleep 0.2
 done
 
+# A job through it all: submitted, assigned, run and reported over HTTPS.
+out=$(GPUPOOL_URL=$URL GPUPOOL_TOKEN=$ADMIN "$GP" submit --gpus 1 -- echo over-tls 2>&1) ||
+	fail "submit over $URL: $out"
+job=$out
+out=$(GPUPOOL_URL=$URL GPUPOOL_TOKEN=$ADMIN timeout "$WAIT_S" "$GP" wait "$job" 2>&1) ||
+	fail "job $job over $URL did not succeed: $out $(tail -n 5 "$T/agent-a.log")"
+out=$(GPUPOOL_URL=$URL GPUPOOL_TOKEN=$ADMIN "$GP" logs "$job" 2>&1)
+assert_contains "$out" over-tls "the job's log over $URL"
+
 # A restart keeps the CA: the same tokens work.
 kill -TERM "$COORD_PID"
 wait_exit "$COORD_PID" || fail "the coordinator did not stop"
