@@ -103,4 +103,21 @@ assert_contains "$(cat "$COORD_LOG")" "INSECURE: serving plain HTTP beyond loopb
 got=$(curl -sS --max-time 20 -H "Authorization: Bearer $ADMIN" "$URL/v1/whoami" |
 	"$PY" -c 'import json,sys; print(json.load(sys.stdin).get("insecure"))')
 assert_eq True "$got" "whoami's insecure under --insecure"
-echo "ok: its own CA, the hash in its tokens, verified with nothing copied; plain HTTP only with --insecure"
+kill -TERM "$COORD_PID"
+wait_exit "$COORD_PID" || fail "the coordinator did not stop"
+
+# `gpupool up` beyond loopback: its CLI config and its agent use the
+# tokens with the hash, over HTTPS.
+port=$(free_port)
+unset GPUPOOL_URL GPUPOOL_TOKEN
+cli up --detach --data "$T/pool" --listen "$NETNS_HOST_IP:$port"
+assert_eq 0 "$CLI_RC" "gpupool up --listen $NETNS_HOST_IP:$port ($CLI_ERR $CLI_OUT)"
+deadline=$((SECONDS + WAIT_S))
+until cli nodes --json && [ "$(printf '%s' "$CLI_OUT" | json '" ".join(x["state"] for x in (d["nodes"] if isinstance(d, dict) else d))')" = up ]; do
+	[ $SECONDS -ge $deadline ] && fail "up's node never came up over HTTPS ($CLI_RC: $CLI_OUT $CLI_ERR)"
+	sleep 0.2
+done
+assert_contains "$(cat "$T/home/.config/gpupool/config")" "https://$NETNS_HOST_IP:$port" "up's config"
+cli down --data "$T/pool"
+assert_eq 0 "$CLI_RC" "gpupool down ($CLI_ERR)"
+echo "ok: its own CA, the hash in its tokens, verified with nothing copied; plain HTTP only with --insecure; up over HTTPS"
