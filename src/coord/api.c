@@ -315,6 +315,12 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
 	free(text);
 	op->spec.array_limit = limit; /* the tasks' (apply_submit_array) */
+	/* Not kept for arrays yet: refused rather than silently ignored. */
+	if (status == 0 && op->spec.idempotency_key[0] != '\0') {
+		snprintf(err, sizeof(err), "idempotency_key: not for job "
+		    "arrays yet");
+		status = 400;
+	}
 	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
 	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
 		snprintf(err, sizeof(err), "env: an array task may set at most "
