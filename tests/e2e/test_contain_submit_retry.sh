@@ -74,6 +74,8 @@ api_expect 201 "$TOKEN" POST /v1/jobs "{\"command\":[\"true\"],\"gpus\":0,\"idem
 [ "$(printf '%s' "$API_BODY" | json 'd["id"]')" != "$first" ] || fail "bob's key answered alice's job"
 api_expect 400 "$ALICE" POST /v1/jobs '{"command":["true"],"gpus":0,"idempotency_key":"short"}'
 assert_error_body "a key of 5 characters"
+api_expect 400 "$ALICE" POST /v1/jobs/array "{\"job\":{\"command\":[\"true\"],\"gpus\":0,\"idempotency_key\":\"$KEY\"},\"array\":\"0-1\"}"
+assert_contains "$API_BODY" "not for job arrays yet" "an array with a key"
 GPUPOOL_TOKEN=$ALICE cli submit --gpus 0 --key 'bad key!' -- true
 assert_eq 2 "$CLI_RC" "submit --key with a space"
 echo "ok: $((4 * N)) submissions through three kill -9s, each made once"
