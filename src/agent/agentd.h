@@ -42,7 +42,7 @@ struct gp_agent {
 	struct gp_exec_events exec_events;
 	struct gp_containers *containers;	/* NULL: no container jobs */
 	char containers_why[512];		/* why not */
-	char *hidden[3];	/* plain jobs never see these: the token files */
+	char *hidden[3];	/* token files: plain jobs never see them */
 
 	struct gp_executor *executor;
 	struct gp_reports *reports;

@@ -474,7 +474,7 @@ gp_assignment_fini(struct gp_assignment *a)
 	a->mounts = NULL;
 	a->nmounts = 0;
 	for (i = 0; i < a->nexpose; i++)
-		free(a->expose[i].source);	/* target is the same string */
+		free(a->expose[i].source);	/* target: the same string */
 	free(a->expose);
 	a->expose = NULL;
 	a->nexpose = 0;

@@ -69,7 +69,7 @@ struct job {
 	int64_t mem_mib;		/* its memory limit, 0 for none */
 	int64_t disk_mib;		/* its work directory's cap, 0: none */
 	int64_t disk_check;		/* gp_mono_ms() of the next look */
-	int64_t disk_used_mib;		/* what it held when it passed it */
+	int64_t disk_used_mib;		/* what it held, past its cap */
 	struct gp_cgroup_job cgroup;
 	struct job *next;
 };

@@ -334,7 +334,8 @@ parse_expose(struct parse *ps, char *value, struct gp_policy *p)
 		if (strcmp(mode, "rw") == 0)
 			read_only = 0;
 		else if (strcmp(mode, "ro") != 0)
-			return fail(ps, "expose: '%.32s' is not ro or rw", mode);
+			return fail(ps, "expose: '%.32s' is not ro or rw",
+			    mode);
 	}
 	if (value[0] != '/' || strlen(value) >= GP_POLICY_PATH_MAX)
 		return fail(ps, "expose: '%.64s' is not an absolute path (of "

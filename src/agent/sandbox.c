@@ -1105,9 +1105,9 @@ static const char *hidden_always[] = {"/home", "/root", "/run/user"};
  * resolution, users and groups, the dynamic linker's cache, time zone,
  * certificates, alternatives, GPU loaders' vendor files), a few device
  * nodes and the GPUs' (/dev/nvidia*), and /sys read-only (the kernel's
- * view of the hardware and of the job's cgroups, as containers have it). The host's /srv, /opt, /var, /mnt,
- * /home and the rest of /etc are not there; an owner lends more with
- * "expose" in the policy.
+ * view of the hardware and of the job's cgroups, as containers have
+ * it). The host's /srv, /opt, /var, /mnt, /home and the rest of /etc are
+ * not there; an owner lends more with "expose" in the policy.
  */
 static const char *const root_system[] = {"/usr", "/bin", "/sbin", "/lib",
     "/lib32", "/lib64", "/libx32", "/sys"};
@@ -1129,7 +1129,7 @@ struct sjob {
 	int nhide_dirs, nhide_files, nshadows;
 	char **root_binds, **expose_ro, **expose_rw;
 	int nroot_binds, nexpose_ro, nexpose_rw;
-	char tmp_options[64];	/* /tmp and /dev/shm: sized to its memory */
+	char tmp_options[64];	/* /tmp and /dev/shm: its memory's size */
 	struct gp_sandbox_mount mounts[GP_SANDBOX_MOUNTS_MAX];
 	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
 	int nmounts, nstrings;
