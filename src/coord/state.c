@@ -25,7 +25,7 @@
 struct state state;
 
 static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t op_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t op_cond;	/* monotonic: gp_cond_init_monotonic */
 static struct op *op_head, *op_tail;
 static int stopping;
 static int thread_exited; /* under op_lock: nobody takes ops any more */
@@ -567,6 +567,8 @@ state_init(const struct coord_config *cfg)
 	int64_t i, queued = 0, running = 0;
 
 	pthread_rwlock_init(&state.lock, NULL);
+	if (gp_cond_init_monotonic(&op_cond) != 0)
+		return GP_ENOMEM;
 	state.cfg = *cfg;
 	state.next_job_id = state.next_node_id = state.next_token_id = 1;
 	snprintf(path, sizeof(path), "%s/state.db", cfg->data_dir);
@@ -3688,7 +3690,6 @@ static void *
 state_main(void *arg)
 {
 	struct op *batch, *op, *next;
-	struct timespec ts;
 	int64_t last_lease_check = 0, now, t[8];
 	int nops, lease_more = 0, purge_more = 0;
 
@@ -3697,13 +3698,7 @@ state_main(void *arg)
 		pthread_mutex_lock(&op_lock);
 		if (op_head == NULL && !stopping && !state.sched_more &&
 		    !lease_more && !purge_more) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&op_cond, &op_lock, &ts);
+			gp_cond_wait_ms(&op_cond, &op_lock, 100);
 		}
 		batch = op_head;
 		op_head = op_tail = NULL;
