@@ -10,6 +10,11 @@
 # (keep the test's dir, with every daemon's log, for a post-mortem). Under a
 # SANITIZE=1 build, any sanitizer report in a daemon's log fails the test.
 #
+# A test that cannot run here calls `skip WORD WHY` or `require WORD...`
+# (WORD from tests/requirements.sh): it prints "SKIP <test>: needs WORD:
+# WHY" and exits 77, which tests/run.sh shows as SKIP (and fails under CI
+# when the machine has WORD after all). Never `exit 0` for a skip.
+#
 # Conventions: a helper that must report a value sets a global (JOB, API_STATUS,
 # API_BODY, CLI_RC, CLI_OUT, CLI_ERR) instead of printing it, so that `fail`
 # always runs in the test's own shell and really ends the test. Every wait is a
@@ -61,6 +66,26 @@ fail() {
 	done
 	echo "FAIL [$TEST_NAME]: $*" >&2
 	exit 1
+}
+
+. "$(dirname "${BASH_SOURCE[0]}")/../requirements.sh"
+
+# The status of a test that skipped itself (automake's; tests/run.sh).
+E2E_EXIT_SKIP=77
+
+# skip WORD WHY: this test cannot run here for want of WORD (one of
+# tests/requirements.sh's words); ends it with the SKIP status.
+skip() {
+	echo "SKIP $TEST_NAME: needs $1: $2"
+	exit "$E2E_EXIT_SKIP"
+}
+
+# require WORD...: skips unless this machine has every WORD.
+require() {
+	local w
+	for w in "$@"; do
+		requirement_present "$w" || skip "$w" "not on this machine"
+	done
 }
 
 # soft_fail MSG: record a failure but go on, so that one test can report
@@ -175,7 +200,7 @@ cleanup() {
 	set +e
 	if [ ${#SOFT_FAILS[@]} -gt 0 ]; then
 		printf 'FAIL [%s]: %s\n' "$TEST_NAME" "${SOFT_FAILS[@]}" >&2
-		[ "$rc" = 0 ] && rc=1
+		case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac
 	fi
 	local before mine=() all=("${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}")
 	# Only the processes still ours (see ours): the others are gone, and
@@ -222,7 +247,7 @@ cleanup() {
 		case $st in
 		132 | 134 | 135 | 136 | 139)
 			echo "FAIL [$TEST_NAME]: process $pid (${PID_WHAT[$pid]:-?}) crashed: signal $((st - 128))" >&2
-			[ "$rc" = 0 ] && rc=1 ;;
+			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac ;;
 		esac
 	done
 	wait 2>/dev/null
@@ -232,7 +257,7 @@ cleanup() {
 		if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f"; then
 			echo "FAIL [$TEST_NAME]: sanitizer report in $(basename "$f"):" >&2
 			grep -m 3 -A 12 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f" >&2
-			[ "$rc" = 0 ] && rc=1
+			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac
 		fi
 	done
 	if [ -n "${E2E_KEEP:-}" ]; then

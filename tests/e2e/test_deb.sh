@@ -19,10 +19,8 @@
 . "$(dirname "$0")/lib.sh"
 
 ROOTSRC=$(cd "$(dirname "$0")/../.." && pwd)
-if ldd "$GP" 2>/dev/null | grep -qE 'libasan|libubsan'; then
-	echo "skipped under a sanitizer build (the packages hold the normal build)"
-	exit 0
-fi
+requirement_present plain-build ||
+	skip plain-build "a sanitizer build (the packages hold the normal build)"
 for t in debootstrap dpkg-deb dpkg-shlibdeps unshare systemd-analyze flock; do
 	command -v "$t" >/dev/null || fail "$t is missing (scripts/install-deps.sh)"
 done
