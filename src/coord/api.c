@@ -1383,7 +1383,10 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 	return 1;
 }
 
-/* Splits "/v1/a/b" into at most max parts; returns the count or -1. */
+/*
+ * Splits "/v1/a/b" into at most max parts; returns the count or GP_EINVAL
+ * (too many parts, an empty or overlong one).
+ */
 static int
 split_path(const char *url, char parts[][32], int max)
 {
@@ -1397,7 +1400,7 @@ split_path(const char *url, char parts[][32], int max)
 		slash = strchr(p, '/');
 		len = slash != NULL ? (size_t)(slash - p) : strlen(p);
 		if (n == max || len == 0 || len >= 32)
-			return -1;
+			return GP_EINVAL;
 		memcpy(parts[n], p, len);
 		parts[n][len] = '\0';
 		n++;
@@ -1405,7 +1408,7 @@ split_path(const char *url, char parts[][32], int max)
 		if (*p == '/') {
 			p++;
 			if (*p == '\0')
-				return -1; /* "/v1/jobs/": an empty last part */
+				return GP_EINVAL; /* "/v1/jobs/": empty last part */
 		}
 	}
 	return n;

@@ -2068,7 +2068,9 @@ state_note_image_signed(const char *digest, const char *key)
 /*
  * A submission's checks, on op->spec: its group (op->spec.group becomes
  * the group's name) and whether any node could ever run it. Returns 0
- * with *group_id, or -1 with the op's error set.
+ * with *group_id, or with the op's error set GP_EPERM (not a member),
+ * GP_ENOENT (no such group), GP_ENOMEM, or GP_EINVAL (no node would or
+ * could ever run it).
  */
 static int
 submit_check(struct op *op, int64_t *group_id)
@@ -2087,10 +2089,10 @@ submit_check(struct op *op, int64_t *group_id)
 	case GP_EPERM:
 		set_error(op, 403, "group: %s is not a member of group '%s'",
 		    op->caller.name, op->spec.group);
-		return -1;
+		return GP_EPERM;
 	default:
 		set_error(op, 400, "group: no group '%s'", op->spec.group);
-		return -1;
+		return GP_ENOENT;
 	}
 	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, *group_id),
 	    sizeof(op->spec.group));
@@ -2104,7 +2106,7 @@ submit_check(struct op *op, int64_t *group_id)
 	} else {
 		if (live_hw_nodes(&snodes, &nn) != 0) {
 			set_error(op, 503, "out of memory");
-			return -1;
+			return GP_ENOMEM;
 		}
 		live_sched_job(NULL, &op->spec, &sj);
 		memset(&tmpjob, 0, sizeof(tmpjob));
@@ -2120,7 +2122,7 @@ submit_check(struct op *op, int64_t *group_id)
 			job_set_signers(&tmpjob, NULL);
 			set_error(op, 422, "no node in the pool would accept "
 			    "this job: %s", why);
-			return -1;
+			return GP_EINVAL;
 		}
 		fits = gp_sched_can_ever_fit(snodes, nn, &sj, why,
 		    sizeof(why));
@@ -2129,12 +2131,12 @@ submit_check(struct op *op, int64_t *group_id)
 	}
 	if (fits < 0) {
 		set_error(op, 503, "out of memory");
-		return -1;
+		return GP_ENOMEM;
 	}
 	if (!fits) {
 		set_error(op, 422, "no node in the pool can ever run this job: %s",
 		    why);
-		return -1;
+		return GP_EINVAL;
 	}
 	return 0;
 }
