@@ -493,18 +493,37 @@ kill9_agent() { # NAME
 	wait_exit "${AGENT_PID[$1]}" || fail "agent $1 survived SIGKILL"
 }
 
-# end_jobs_while_coordinator_stopped AGENT N: N one-GPU jobs of 2 s run on
-# AGENT and end while the coordinator is stopped (SIGSTOP), so that their
+# gated_job_cmd: a job command that runs until the test lets it end (a file
+# `go` appears in its work directory, see release_job), at most 120 s: a
+# job that must still be running at some point waits for a condition, not
+# for a time the machine may take longer than.
+gated_job_cmd() {
+	echo 'i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; [ -e go ]'
+}
+
+# release_job AGENT JOB [ATTEMPT]: lets a gated_job_cmd job on AGENT end
+# (exit 0).
+release_job() {
+	local dir="$T/agents/$1/jobs/$2-${3:-1}"
+	[ -d "$dir" ] || fail "no work directory $dir for job $2"
+	touch "$dir/go"
+}
+
+# end_jobs_while_coordinator_stopped AGENT N: N one-GPU jobs run on AGENT
+# and end while the coordinator is stopped (SIGSTOP), so that their
 # reports are all due at once when it runs again; then every job must end
-# succeeded. Needs a lease longer than the pause (--lease-ms 60000).
+# succeeded. The jobs are gated (gated_job_cmd): they are all running
+# before the stop however slow the machine, and end only after it. Needs a
+# lease longer than the pause (--lease-ms 60000).
 end_jobs_while_coordinator_stopped() {
 	local agent=$1 n=$2 i j deadline jobs=()
 	for ((i = 0; i < n; i++)); do
-		submit --gpus 1 -- sh -c "sleep 2; exit 0"
+		submit --gpus 1 -- sh -c "$(gated_job_cmd)"
 		jobs+=("$JOB")
 	done
 	for j in "${jobs[@]}"; do wait_state "$j" running; done
 	kill -STOP "$COORD_PID"
+	for j in "${jobs[@]}"; do release_job "$agent" "$j"; done
 	deadline=$((SECONDS + WAIT_S))
 	until [ "$(grep -c 'job finished job=' "$T/agent-$agent.log")" -ge "$n" ]; do
 		if [ $SECONDS -ge $deadline ]; then
