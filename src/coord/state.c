@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "coordd.h"
+#include "state_int.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -31,30 +32,11 @@ static int stopping;
 static int thread_exited; /* under op_lock: nobody takes ops any more */
 static pthread_t state_thread;
 
-/* What a batch hands out after its commit. */
-struct effect {
-	struct node *node;
-	json_t *assign; /* or NULL */
-	json_t *cancel; /* or NULL */
-	json_t *stop;	/* or NULL: save and stop (preempt, gang) */
-};
-static struct effect *effects;
-static size_t neffects, capeffects;
-static struct job **woken_jobs;
-static size_t nwoken, capwoken;
-static void done_push(int64_t id);
-static void done_sort(void);
+struct effect *effects;
+size_t neffects, capeffects;
+struct job **woken_jobs;
+size_t nwoken, capwoken;
 
-static void acct_job_json(const struct job *job, json_t *o);
-static void acct_node_json(const struct node *node, json_t *o);
-static void bill_attempt_end(struct job *job, struct attempt_record *a);
-static void bill_part_end(struct job *job, int k);
-static void bill_part_start(struct job *job, int k, int64_t now);
-static struct attempt_record *current_attempt(struct job *job);
-static int64_t token_group(int64_t token_id);
-
-/* Grace before a delivered attempt that an agent does not list is lost. */
-#define LOST_GRACE_MS 3000
 /* How long nodes have to come back after a coordinator restart. */
 #define RESTART_GRACE_MS 15000
 
@@ -227,7 +209,7 @@ state_node_by_name(const char *name)
 	return NULL;
 }
 
-static int
+int
 job_insert(struct job *job)
 {
 	if (grow((void **)&state.jobs, &state.njobs_cap, job->id,
@@ -240,7 +222,7 @@ job_insert(struct job *job)
 	return 0;
 }
 
-static int
+int
 node_insert(struct node *node)
 {
 	if (grow((void **)&state.nodes, &state.nodes_cap, node->id,
@@ -261,7 +243,7 @@ node_insert(struct node *node)
 }
 
 /* Closes the holes removals left in the queue, in one pass. */
-static void
+void
 queue_compact(void)
 {
 	int i, n = 0;
@@ -280,7 +262,7 @@ queue_compact(void)
 }
 
 /* The queue: kept in job id order, so a requeued job keeps its place. */
-static int
+int
 queue_insert(struct job *job)
 {
 	int i;
@@ -310,7 +292,7 @@ queue_insert(struct job *job)
 	return 0;
 }
 
-static void
+void
 queue_remove(struct job *job)
 {
 	if (job->queue_pos < 0)
@@ -341,7 +323,7 @@ node_add_job(struct node *node, int64_t job_id)
 }
 
 /* Marks on node what part k of job holds: GPUs whole, or a share. */
-static void
+void
 node_take_part(struct node *node, const struct job *job, int k)
 {
 	const struct job_part *p = &job->parts[k];
@@ -363,7 +345,7 @@ node_take_part(struct node *node, const struct job *job, int k)
 }
 
 /* Undoes node_take_part. */
-static void
+void
 node_remove_job(struct node *node, const struct job *job, int k)
 {
 	const struct job_part *p = &job->parts[k];
@@ -453,7 +435,7 @@ load_node(struct node *n)
  * queue, its logs' sizes on disk, its group's id (by the name submit
  * wrote into its spec). Its parts, if any, must be allocated.
  */
-static void
+void
 job_from_disk(struct job *j)
 {
 	const struct ledger_group *g;
@@ -567,7 +549,7 @@ state_init(const struct coord_config *cfg)
 	int64_t i, queued = 0, running = 0;
 
 	pthread_rwlock_init(&state.lock, NULL);
-	if (gp_cond_init_monotonic(&op_cond) != 0)
+	if (loop_init() != 0)
 		return GP_ENOMEM;
 	state.cfg = *cfg;
 	state.next_job_id = state.next_node_id = state.next_token_id = 1;
@@ -869,7 +851,7 @@ assignment_to_json(const struct job *job, int part)
 }
 
 /* The assignment, with the pinned image's digest when it has one. */
-static json_t *
+json_t *
 assignment_json(const struct job *job, int part)
 {
 	json_t *a = assignment_to_json(job, part);
@@ -909,7 +891,7 @@ job_visible_to(const struct job *job, const struct token_entry *who)
 
 /* ---- effects ---- */
 
-static void
+void
 add_effect(struct node *node, json_t *assign, json_t *cancel)
 {
 	if (neffects == capeffects) {
@@ -927,14 +909,14 @@ add_effect(struct node *node, json_t *assign, json_t *cancel)
 	neffects++;
 }
 
-static void
+void
 add_effect_stop(struct node *node, json_t *stop)
 {
 	add_effect(node, NULL, NULL);
 	effects[neffects - 1].stop = stop;
 }
 
-static void
+void
 wake_job_later(struct job *job)
 {
 	if (nwoken == capwoken) {
@@ -948,7 +930,7 @@ wake_job_later(struct job *job)
 	woken_jobs[nwoken++] = job;
 }
 
-static void
+void
 persist_job(const struct job *job)
 {
 	if (store_put_job(job) != 0)
@@ -986,7 +968,7 @@ history_close(struct job *job, const char *reason)
  * one). The part keeps node_id (the history names it) until the next
  * assignment; ended marks it.
  */
-static void
+void
 part_release(struct job *job, int k)
 {
 	struct job_part *p = &job->parts[k];
@@ -1012,7 +994,7 @@ job_release_all(struct job *job)
 		part_release(job, k);
 }
 
-static void
+void
 job_finish(struct job *job, enum job_state st, const char *reason)
 {
 	if (job->state == JOB_RUNNING) {
@@ -1099,7 +1081,7 @@ job_stop_parts(struct job *job, const char *reason)
 }
 
 /* Kills every part of job that still runs (a failed gang, a cancel). */
-static void
+void
 job_cancel_parts(struct job *job)
 {
 	int k;
@@ -1130,7 +1112,7 @@ all_parts_ended(const struct job *job)
  * failed, a stop (requeue with the reason of the part that was lost), or
  * every part's success.
  */
-static void
+void
 gang_settle(struct job *job)
 {
 	if (!all_parts_ended(job))
@@ -1151,7 +1133,7 @@ gang_settle(struct job *job)
  * stops its other parts (each saves its work) and goes back to the
  * queue, whole, once they all have.
  */
-static void
+void
 job_part_lost(struct job *job, int k, const char *reason)
 {
 	if (job->nparts <= 1) {
@@ -1291,7 +1273,7 @@ state_queue_compact(void)
 /* ---- accounting (ledger.c, docs/accounting.md) ---- */
 
 /* The group of a token, by id (a scan: only used at start-up). */
-static int64_t
+int64_t
 token_group(int64_t token_id)
 {
 	size_t i;
@@ -1338,7 +1320,7 @@ state_job_group(const struct token_entry *caller, const char *group,
 	return 0;
 }
 
-static struct attempt_record *
+struct attempt_record *
 current_attempt(struct job *job)
 {
 	struct attempt_record *a;
@@ -1369,7 +1351,7 @@ part_meter(struct attempt_record *a, int k, int64_t **pgroup)
  * attempts); a fraction of a GPU pays its fraction. Each part of a gang
  * is billed on its own, to its own provider.
  */
-static void
+void
 bill_part_start(struct job *job, int k, int64_t now)
 {
 	struct attempt_record *a = current_attempt(job);
@@ -1427,7 +1409,7 @@ bill_part_post(struct job *job, struct attempt_record *a, int k, int64_t now,
 }
 
 /* Part k ended (part_release): its last posting. */
-static void
+void
 bill_part_end(struct job *job, int k)
 {
 	struct attempt_record *a = current_attempt(job);
@@ -1437,7 +1419,7 @@ bill_part_end(struct job *job, int k)
 }
 
 /* The attempt ended (history_close): the parts not yet posted. */
-static void
+void
 bill_attempt_end(struct job *job, struct attempt_record *a)
 {
 	int k;
@@ -1485,7 +1467,7 @@ accrue(int64_t now)
 }
 
 /* Called by the state thread each round (mono: its monotonic clock). */
-static void
+void
 acct_tick(int64_t mono)
 {
 	static int64_t last_accrual, last_period;
@@ -1628,7 +1610,6 @@ job_budgets(const struct job *j, struct ledger_budget **user,
 	    ledger_group_name(&ledger, j->group_id));
 }
 
-
 /* 1 when est fits in b; else sets the job's hold reason. */
 static int
 budget_fits(struct job *j, const struct ledger_budget *b, int64_t est)
@@ -1741,7 +1722,7 @@ state_budget_admit(struct job *j)
 }
 
 /* The accounting fields of a job's JSON (docs/api.md). */
-static void
+void
 acct_job_json(const struct job *job, json_t *o)
 {
 	json_t *hist = json_object_get(o, "history");
@@ -1775,7 +1756,7 @@ acct_job_json(const struct job *job, json_t *o)
 }
 
 /* The accounting fields of a node's JSON: its group, its GPUs' prices. */
-static void
+void
 acct_node_json(const struct node *node, json_t *o)
 {
 	json_t *gpus = json_object_get(o, "gpus");
@@ -1864,9 +1845,6 @@ op_free(struct op *op)
 	free(op);
 }
 
-static void set_error(struct op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /*
  * The state thread is done with op: resume its connection, which frees it,
  * unless the connection went first (op_abandon), or there never was one.
@@ -1919,7 +1897,7 @@ state_submit_op(struct op *op)
 	pthread_mutex_unlock(&op_lock);
 }
 
-static void
+void
 set_error(struct op *op, int status, const char *fmt, ...)
 {
 	char msg[512];
@@ -2021,7 +1999,7 @@ job_acceptance(const struct job *job, char *why, size_t len)
 	free(snodes);
 }
 
-static void
+void
 apply_image_signed(struct op *op)
 {
 	const char *digest = json_string_value(json_object_get(op->body,
@@ -2186,7 +2164,7 @@ job_alloc(void)
  * job_free_slots (state thread, write lock), a malloc'd job (loaded at
  * start-up, or read back by store_read_job) to free.
  */
-static void
+void
 job_free(struct job *job)
 {
 	int i;
@@ -2285,7 +2263,7 @@ submit_make(struct op *op, struct gp_jobspec *spec, int64_t group_id)
 	return job;
 }
 
-static void
+void
 apply_submit(struct op *op)
 {
 	struct job *job;
@@ -2307,7 +2285,7 @@ apply_submit(struct op *op)
  * made, so that none runs. Stored as one row (store_put_array): a task
  * gets a row of its own when it changes.
  */
-static void
+void
 apply_submit_array(struct op *op)
 {
 	int64_t first = state.next_job_id, group_id, now = gp_now_ms();
@@ -2361,7 +2339,7 @@ apply_submit_array(struct op *op)
 	}
 }
 
-static void
+void
 apply_cancel(struct op *op)
 {
 	int stored;
@@ -2391,7 +2369,7 @@ apply_cancel(struct op *op)
 	op->result = job_to_json(job, 0);
 }
 
-static void
+void
 apply_token_create(struct op *op)
 {
 	char token[GP_TOKEN_LEN + 1];
@@ -2434,7 +2412,7 @@ apply_token_create(struct op *op)
 	    (long long)t->id, gp_role_name(t->role), t->name, g->name);
 }
 
-static void
+void
 apply_token_revoke(struct op *op)
 {
 	struct token_entry *t = token_by_id(op->job_id);
@@ -2881,7 +2859,7 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 	return 0;
 }
 
-static void
+void
 apply_register(struct op *op)
 {
 	struct node tmp, *node;
@@ -3076,7 +3054,7 @@ reporting_job(struct op *op, int *part)
 	return job;
 }
 
-static void
+void
 apply_started(struct op *op)
 {
 	struct job_part *p;
@@ -3184,7 +3162,7 @@ gang_part_finished(struct job *job, int part, json_t *body,
 	gang_settle(job);
 }
 
-static void
+void
 apply_finished(struct op *op)
 {
 	json_t *body = op->body;
@@ -3228,7 +3206,7 @@ apply_finished(struct op *op)
  * applies as its single report would, in order, and gets its own status
  * and answer; the node must be the caller's, as for a single report.
  */
-static void
+void
 apply_reports(struct op *op)
 {
 	struct node *node = callers_node(op);
@@ -3275,7 +3253,7 @@ apply_reports(struct op *op)
 	op->result = json_pack("{s:o}", "results", results);
 }
 
-static void
+void
 apply_lost(struct op *op)
 {
 	struct job *job = state_job(op->job_id);
@@ -3289,7 +3267,7 @@ apply_lost(struct op *op)
 	job_part_lost(job, part, "node_lost");
 }
 
-static void
+void
 apply_checkpoint(struct op *op)
 {
 	struct job *job = state_job(op->job_id);
@@ -3341,7 +3319,7 @@ state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
 	state_submit_op(op);
 }
 
-static void
+void
 apply_offer(struct op *op)
 {
 	struct node *node = state_node(op->node_id);
@@ -3375,7 +3353,7 @@ node_lose_jobs(struct node *node, const char *reason)
 	pthread_mutex_unlock(&notify_lock);
 }
 
-static void
+void
 apply_leave(struct op *op)
 {
 	struct node *node = callers_node(op);
@@ -3478,7 +3456,7 @@ state_heartbeat_ms(int64_t *heartbeat_ms, int64_t *lease_ms)
  * next batch (which then runs at once), resuming after the last seen.
  */
 #define LEASE_JOBS_MAX 256
-static int
+int
 expire_leases(int64_t now)
 {
 	static int64_t next_id = 1;
@@ -3527,7 +3505,7 @@ expire_leases(int64_t now)
 static int64_t *done_ids;
 static size_t done_head, done_len, done_cap;
 
-static void
+void
 done_push(int64_t id)
 {
 	if (state.cfg.min_job_age_ms <= 0)
@@ -3560,7 +3538,7 @@ cmp_finished(const void *a, const void *b)
 }
 
 /* At start-up: the loaded finished jobs in the order they ended. */
-static void
+void
 done_sort(void)
 {
 	if (done_len > 0)
@@ -3767,6 +3745,13 @@ state_main(void *arg)
 		notify_expire(gp_mono_ms());
 	}
 	return NULL;
+}
+
+/* The op queue's wake-up, timed on the monotonic clock. 0 or GP_ENOMEM. */
+int
+loop_init(void)
+{
+	return gp_cond_init_monotonic(&op_cond);
 }
 
 int
