@@ -681,10 +681,15 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 				j->done += (double)STEP;
 				if (j->checkpoints && o->costs.every_s > 0 &&
 				    floor(j->done / o->costs.every_s) >
-				        floor(before / o->costs.every_s))
+				        floor(before / o->costs.every_s)) {
 					j->saved = floor(j->done /
 					               o->costs.every_s) *
 					    o->costs.every_s;
+					/* As the coordinator: the loss of
+					 * preempting it runs from here. */
+					gp_sched_engine_run_set(r.e, j->sj.id,
+					    1, r.now * 1000, 0);
+				}
 			}
 			if (j->done >= j->work) {
 				gp_sched_engine_end(r.e, j->sj.id);
@@ -784,9 +789,12 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 				}
 				held[j->lab] += j->gpus;
 				r.running[r.nrunning++] = (size_t)(j - w->jobs);
+				/* Batch jobs may be preempted; what that loses
+				 * is their GPUs x the time since they last
+				 * saved (their start until they upload). */
 				if (!j->interactive)
 					gp_sched_engine_run_set(r.e, j->sj.id, 1,
-					    0, 0);
+					    r.now * 1000 + 1, 0);
 			}
 			gp_sched_result_fini(&res);
 			for (k = 0; k < nql; k++)
