@@ -121,6 +121,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set ylabel "unallocated GPU share (%)"
 set key outside right
+set xtics rotate by -30
 set yrange [0:*]
 set grid ytics
 plot for [i=2:$((n + 1))] "$OUT/table.dat" using i:xtic(1) title word("$POLICIES", i-1), \
