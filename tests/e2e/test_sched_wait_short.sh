@@ -1,6 +1,6 @@
 # A wait reason names the resource that is short (issue 20): a CPU-only job
 # (--gpus 0) that waits because the node's CPUs are all held says so (in
-# the job's wait, `queue` and `show`), and never "no fitting GPU".
+# the job's wait, `queue`, `ps` and `show`), and never "no fitting GPU".
 . "$(dirname "$0")/lib.sh"
 
 start_coordinator
@@ -32,6 +32,8 @@ cli queue
 assert_eq 0 "$CLI_RC" "queue ($CLI_ERR)"
 assert_contains "$CLI_OUT" "no node has 1 CPU free now" "queue's why"
 case $CLI_OUT in *"no fitting GPU"*) fail "queue: $CLI_OUT" ;; esac
+cli ps
+[[ $CLI_OUT =~ (^|$'\n')\ *$small\ +small\ .*queued\ .*resources:\ 1\ CPU ]] || fail "ps's WAIT column: $CLI_OUT"
 cli show "$small"
 assert_contains "$CLI_OUT" "wait: resources (no node has 1 CPU free now" "show's wait line"
 
