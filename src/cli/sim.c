@@ -355,8 +355,9 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 		if (runtimes == NULL) {
 			const char *slash = strrchr(jobs, '/');
 			int dir = slash != NULL ? (int)(slash - jobs) : 0;
-			snprintf(rpath, sizeof(rpath), "%.*s%sphilly_runtime.csv",
-			    dir, jobs, slash != NULL ? "/" : "");
+			snprintf(rpath, sizeof(rpath),
+			    "%.*s%sphilly_runtime.csv", dir, jobs,
+			    slash != NULL ? "/" : "");
 			runtimes = rpath;
 		}
 		if ((rc = gp_trace_load_runtimes(runtimes, &t, err,

@@ -2624,8 +2624,9 @@ short_resource(struct gp_sched_engine *s, const struct gp_sched_job *job,
 		    "could hold it)",
 		    items[0], most);
 	} else {
-		snprintf(out, sizeof(out), "no node has %s%s%s%s%s free at once",
-		    items[0], nkinds == 3 ? ", " : " and ", items[1],
+		snprintf(out, sizeof(out),
+		    "no node has %s%s%s%s%s free at once", items[0],
+		    nkinds == 3 ? ", " : " and ", items[1],
 		    nkinds == 3 ? " and " : "", nkinds == 3 ? items[2] : "");
 	}
 	gp_strlcpy(why, out, len);

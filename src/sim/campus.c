@@ -13,13 +13,12 @@
  * sessions start only in gaps the owner leaves long enough. The same
  * demand on each lab alone, on its own GPUs, is the baseline.
  */
-#include "sim/sim.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gp.h"
+#include "sim/sim.h"
 #include "util.h"
 
 #define DAY  86400
@@ -45,8 +44,8 @@ unit(uint64_t *s)
 
 /* ---- owners ---- */
 
-static const char *const pattern_names[GP_CAMPUS_NPATTERNS] = {
-    "office", "deadline", "semester", "mixed"};
+static const char *const pattern_names[GP_CAMPUS_NPATTERNS] = {"office",
+    "deadline", "semester", "mixed"};
 
 int
 gp_campus_pattern_parse(const char *name)
@@ -95,8 +94,8 @@ gp_campus_owner_draw(uint64_t seed, int lab, int pattern, int64_t horizon_s,
 	if (pattern == GP_CAMPUS_SEMESTER) {
 		/* A break of 7 to 10 days from the middle of the horizon. */
 		o->break_from = horizon_s / 2 + (int64_t)(unit(&s) * 4 * DAY);
-		o->break_to = o->break_from + 7 * DAY +
-		    (int64_t)(unit(&s) * 3 * DAY);
+		o->break_to =
+		    o->break_from + 7 * DAY + (int64_t)(unit(&s) * 3 * DAY);
 	}
 }
 
@@ -136,8 +135,8 @@ gp_campus_costs_default(struct gp_campus_costs *c)
 }
 
 void
-gp_campus_move_cost(const struct gp_campus_costs *c, int gpus,
-    int checkpoints, double run_s, struct gp_campus_move *m)
+gp_campus_move_cost(const struct gp_campus_costs *c, int gpus, int checkpoints,
+    double run_s, struct gp_campus_move *m)
 {
 	double mb = c->ckpt_mb_per_gpu * (gpus > 0 ? gpus : 1), write_s,
 	       periodic;
@@ -186,7 +185,13 @@ gp_sim_jain(const double *x, size_t n)
 
 /* ---- the world: nodes, labs, owners, jobs ---- */
 
-enum { J_FUTURE, J_QUEUED, J_RUNNING, J_STOPPING, J_DONE };
+enum {
+	J_FUTURE,
+	J_QUEUED,
+	J_RUNNING,
+	J_STOPPING,
+	J_DONE
+};
 
 struct cjob {
 	struct gp_sched_job sj;
@@ -325,7 +330,8 @@ world_make(const struct gp_trace *t, const struct gp_campus_opts *o,
 		w->lab_gpus[lab] += tn->gpus;
 		for (g = 0; g < tn->gpus; g++) {
 			n->gpus[g].index = g;
-			n->gpus[g].model = NULL; /* a campus: any model will do */
+			n->gpus[g].model =
+			    NULL; /* a campus: any model will do */
 			n->gpus[g].mem_mib = gp_trace_model_mem(tn->model);
 		}
 		g0 += tn->gpus;
@@ -559,7 +565,8 @@ owners_update(struct run *r, int *changed)
 			for (q = 0; q < r->nrunning;) {
 				struct cjob *j = &r->w->jobs[r->running[q]];
 				int hit = 0, a;
-				for (a = 0; a < j->ngpu && j->node == n->id; a++)
+				for (a = 0; a < j->ngpu && j->node == n->id;
+				     a++)
 					hit |= j->gpu[a] < k;
 				if (hit)
 					stop_job(r, r->running[q], 1, 1);
@@ -596,8 +603,8 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 	struct gp_sched_share shares[GP_CAMPUS_LABS_MAX];
 	const struct gp_sched_job **queue = NULL;
 	double held[GP_CAMPUS_LABS_MAX], asked[GP_CAMPUS_LABS_MAX],
-	       done_gh[GP_CAMPUS_LABS_MAX], wsum[GP_CAMPUS_LABS_MAX],
-	       *waits = NULL, ratios[GP_CAMPUS_LABS_MAX];
+	    done_gh[GP_CAMPUS_LABS_MAX], wsum[GP_CAMPUS_LABS_MAX],
+	    *waits = NULL, ratios[GP_CAMPUS_LABS_MAX];
 	int64_t wn[GP_CAMPUS_LABS_MAX];
 	size_t i, k, next = 0, nshapes = 0, nwait = 0, nlabs = 0, *qlist = NULL,
 	             nql = 0;
@@ -626,8 +633,7 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 	waits = calloc(w->njobs + 1, sizeof(double));
 	if (r.nodes == NULL || r.gpus == NULL || r.owned == NULL ||
 	    r.gap_end == NULL || r.running == NULL || r.stopping == NULL ||
-	    qlist == NULL || queue == NULL ||
-	    shapes == NULL || waits == NULL)
+	    qlist == NULL || queue == NULL || shapes == NULL || waits == NULL)
 		goto out;
 	for (i = 0; i < w->nnodes; i++) {
 		if (only_lab >= 0 && w->node_lab[i] != only_lab)
@@ -652,7 +658,8 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 		shapes[nshapes].cpu_milli = j->sj.cpu_milli;
 		shapes[nshapes].mem_mib = j->sj.mem_mib;
 		shapes[nshapes].gpus = j->sj.shared ? 1 : j->sj.gpus;
-		shapes[nshapes].gpu_milli = j->sj.shared ? j->sj.gpu_milli : 1000;
+		shapes[nshapes].gpu_milli =
+		    j->sj.shared ? j->sj.gpu_milli : 1000;
 		shapes[nshapes++].weight = 1;
 	}
 	mix.shapes = shapes;
@@ -682,8 +689,8 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 				if (j->checkpoints && o->costs.every_s > 0 &&
 				    floor(j->done / o->costs.every_s) >
 				        floor(before / o->costs.every_s)) {
-					j->saved = floor(j->done /
-					               o->costs.every_s) *
+					j->saved =
+					    floor(j->done / o->costs.every_s) *
 					    o->costs.every_s;
 					/* As the coordinator: the loss of
 					 * preempting it runs from here. */
@@ -773,15 +780,16 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 				j->ngpu = a->ngpus;
 				memcpy(j->gpu, a->gpus,
 				    (size_t)a->ngpus * sizeof(int));
-				j->run_from = r.now + (int64_t)ceil(j->restore_s);
+				j->run_from =
+				    r.now + (int64_t)ceil(j->restore_s);
 				if (j->started < 0) {
 					j->started = r.now;
 					if (j->interactive &&
 					    r.now - j->arrive <= 60)
 						out->sessions_1min++;
 					if (!j->interactive) {
-						waits[nwait++] = (double)(r.now -
-						    j->arrive);
+						waits[nwait++] =
+						    (double)(r.now - j->arrive);
 						wsum[j->lab] +=
 						    (double)(r.now - j->arrive);
 						wn[j->lab]++;
@@ -793,8 +801,8 @@ run_once(struct world *w, int only_lab, struct gp_campus_run *out, FILE *ser)
 				 * is their GPUs x the time since they last
 				 * saved (their start until they upload). */
 				if (!j->interactive)
-					gp_sched_engine_run_set(r.e, j->sj.id, 1,
-					    r.now * 1000 + 1, 0);
+					gp_sched_engine_run_set(r.e, j->sj.id,
+					    1, r.now * 1000 + 1, 0);
 			}
 			gp_sched_result_fini(&res);
 			for (k = 0; k < nql; k++)
@@ -865,8 +873,8 @@ out:
 
 /* Adds one lab's lone run into the sum of all labs alone. */
 static void
-add_alone(struct gp_campus_run *sum, const struct gp_campus_run *one,
-    int lab, double gpus_share)
+add_alone(struct gp_campus_run *sum, const struct gp_campus_run *one, int lab,
+    double gpus_share)
 {
 	sum->util_pct += one->util_pct * gpus_share;
 	sum->owner_pct += one->owner_pct * gpus_share;

@@ -1327,8 +1327,9 @@ TEST(wait_reason_names_the_short_resource)
 	CHECK(wt = wait_of(&w, 1));
 	if (wt != NULL) {
 		CHECK_EQ(wt->reason, GP_SCHED_WAIT_RESOURCES);
-		CHECK_STR(wt->why, "no node has 4 CPUs free now (at most 0 CPUs "
-		                   "free on a node that could hold it)");
+		CHECK_STR(wt->why,
+		    "no node has 4 CPUs free now (at most 0 CPUs free on a "
+		    "node that could hold it)");
 		CHECK(strstr(wt->why, "GPU") == NULL);
 	}
 	world_fini(&w);

@@ -218,8 +218,10 @@ TEST(frag_beats_fgd_on_a_model_constrained_trace)
 	snprintf(nodes, sizeof(nodes), "%s/openb_node_list_gpu_node.csv", dir);
 	snprintf(pods, sizeof(pods), "%s/openb_pod_list_gpuspec25.csv", dir);
 	if ((f = fopen(pods, "r")) == NULL) {
-		fprintf(stderr, "SKIP frag_beats_fgd_on_a_model_constrained_trace:"
-		                " no %s\n", pods);
+		fprintf(stderr,
+		    "SKIP frag_beats_fgd_on_a_model_constrained_trace: "
+		    "no %s\n",
+		    pods);
 		return;
 	}
 	fclose(f);
