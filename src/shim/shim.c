@@ -18,6 +18,7 @@
  * GPUPOOL_SHIM_SHARE (thousandths), which the tests use.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -202,6 +203,37 @@ env_u64(const char *name, uint64_t dflt)
 	return *end == '\0' ? x : dflt;
 }
 
+/*
+ * Without the agent (tests, a user's own run): the first process makes
+ * the region from the environment, whole before anyone sees it (a
+ * temporary file linked into place; a loser of the race opens the
+ * winner's). Returns an open descriptor or -1.
+ */
+static int
+create_region(const char *path)
+{
+	struct gp_region r;
+	char tmp[4096];
+	int fd;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid()) >=
+	    (int)sizeof(tmp))
+		return -1;
+	gp_region_init(&r, env_u64("GPUPOOL_SHIM_LIMIT_BYTES", 0),
+	    (uint32_t)env_u64("GPUPOOL_SHIM_SHARE", 1000), 0);
+	if ((fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+		return -1;
+	if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r) ||
+	    (link(tmp, path) != 0 && errno != EEXIST)) {
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	close(fd);
+	unlink(tmp);
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
 static void
 map_region(void)
 {
@@ -224,7 +256,9 @@ map_region(void)
 		region = r;
 		return;
 	}
-	if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
+	if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0 && errno == ENOENT)
+		fd = create_region(path);
+	if (fd < 0)
 		return warn_once("cannot open GPUPOOL_SHIM_REGION");
 	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
@@ -953,11 +987,15 @@ start_controller(void)
 	pthread_attr_destroy(&attr);
 }
 
-/* Called before each launch: waits for a token when the job is paced. */
+/*
+ * Called before each launch: waits for a token when the job is paced,
+ * in steps of at most one period, so that a rate the controller raises
+ * takes effect at once.
+ */
 static inline void
 throttle(void)
 {
-	uint64_t t, wait_ns = 0;
+	uint64_t t, wait_ns;
 	double burst;
 
 	if (region == NULL)
@@ -969,7 +1007,7 @@ throttle(void)
 	start_controller();
 	pthread_mutex_lock(&bucket.lock);
 	bucket.launches++;
-	if (bucket.rate > 0) {
+	while (bucket.rate > 0) {
 		t = now_ns();
 		if (bucket.last_ns == 0)
 			bucket.last_ns = t;
@@ -979,21 +1017,27 @@ throttle(void)
 		if (bucket.tokens > burst)
 			bucket.tokens = burst;
 		bucket.last_ns = t;
-		bucket.tokens -= 1;
-		if (bucket.tokens < 0) {
-			wait_ns = (uint64_t)(-bucket.tokens / bucket.rate * 1e9);
-			bucket.waited = 1;
+		if (bucket.tokens >= 1) {
+			bucket.tokens -= 1;
+			break;
 		}
-	}
-	pthread_mutex_unlock(&bucket.lock);
-	if (wait_ns > 0) {
-		struct timespec ts = {(time_t)(wait_ns / 1000000000ULL),
-			(long)(wait_ns % 1000000000ULL)};
+		wait_ns = (uint64_t)((1 - bucket.tokens) / bucket.rate * 1e9);
+		if (wait_ns > (uint64_t)period_ms * 1000000ULL)
+			wait_ns = (uint64_t)period_ms * 1000000ULL;
+		bucket.waited = 1;
+		pthread_mutex_unlock(&bucket.lock);
+		{
+			struct timespec ts = {(time_t)(wait_ns / 1000000000ULL),
+				(long)(wait_ns % 1000000000ULL)};
 
-		nanosleep(&ts, NULL);
+			nanosleep(&ts, NULL);
+		}
 		atomic_fetch_add_explicit(&region->throttled_ns, wait_ns,
 		    memory_order_relaxed);
+		pthread_mutex_lock(&bucket.lock);
+		bucket.waited = 1;
 	}
+	pthread_mutex_unlock(&bucket.lock);
 }
 
 #define LAUNCH_PARAMS f, gx, gy, gz, bx, by, bz, shm, s
