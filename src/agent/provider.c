@@ -125,6 +125,7 @@ struct gp_provider {
 	int paused, leaving;
 	uint64_t reclaimed;		/* by `provider reclaim`, until resume */
 	uint64_t present;		/* owner processes seen on these */
+	uint64_t owner_busy;		/* same, under owner-presence throttle */
 	int present_pids[GP_GPUS_MAX];
 	int window_open;
 	int64_t window_next_s;
@@ -1366,10 +1367,29 @@ check_presence(struct gp_provider *p)
 
 		if (p->policy.presence == GP_PRESENCE_IGNORE) {
 			p->present &= ~bit;
+			p->owner_busy &= ~bit;
 			continue;
 		}
 		n = gp_gpu_foreign_processes(&p->ag->gpus, i, pids,
 		    (int)GP_ARRAY_LEN(pids));
+		if (p->policy.presence == GP_PRESENCE_THROTTLE) {
+			/* Lent still: gpushare_steer slows its jobs. */
+			p->present &= ~bit;
+			if (n > 0 && !(p->owner_busy & bit))
+				gp_info("owner process on lent GPU, "
+				    "throttling pool jobs gpu=%d pid=%d "
+				    "share_milli=%d", i, (int)pids[0],
+				    p->policy.throttle_milli);
+			else if (n <= 0 && (p->owner_busy & bit))
+				gp_info("owner processes gone, pool jobs at "
+				    "their shares again gpu=%d", i);
+			if (n > 0)
+				p->owner_busy |= bit;
+			else
+				p->owner_busy &= ~bit;
+			continue;
+		}
+		p->owner_busy &= ~bit;
 		if (n > 0 && !(p->present & bit)) {
 			p->present |= bit;
 			p->present_pids[i] = (int)pids[0];
