@@ -39,6 +39,7 @@ struct gp_agent {
 	struct gp_sandbox_user user;
 	struct gp_cgroups cgroups;
 	struct gp_exec_config exec_cfg;
+	char gpu_shim[PATH_MAX];	/* libgpupool-cuda.so; "": none */
 	struct gp_exec_events exec_events;
 	struct gp_containers *containers;	/* NULL: no container jobs */
 	char containers_why[512];		/* why not */

@@ -50,6 +50,7 @@
 #include "transfer.h"
 #include "agent/control.h"
 #include "agent/datacache.h"
+#include "agent/gpushare.h"
 #include "agent/image.h"
 #include "agent/policy.h"
 #include "ckpt.h"
@@ -1405,6 +1406,47 @@ check_presence(struct gp_provider *p)
 	}
 }
 
+/*
+ * Enforced GPU sharing (agent/gpushare.h): each fractional job may use
+ * its share; all of its GPU when it is alone there and the policy is
+ * elastic; at most the owner-presence throttle while the owner's own
+ * processes use the GPU.
+ */
+static void
+gpushare_steer(struct gp_provider *p)
+{
+	struct pjob *j, *o;
+	struct gp_gpushare_usage u;
+	char dir[PATH_MAX];
+	int alone, eff, throttle;
+
+	for (j = p->jobs; j != NULL; j = j->next) {
+		if (j->phase != PJ_RUNNING || j->exited || j->ngpus != 1)
+			continue;
+		snprintf(dir, sizeof(dir), "%s/jobs/%lld-%lld",
+		    p->ag->exec_cfg.work_dir, (long long)j->id.job_id,
+		    (long long)j->id.attempt);
+		if (gp_gpushare_steer(dir, -1, &u) != 0)
+			continue;
+		alone = 1;
+		for (o = p->jobs; o != NULL; o = o->next)
+			if (o != j && !o->exited && o->ngpus > 0 &&
+			    o->gpus[0] == j->gpus[0])
+				alone = 0;
+		throttle = j->gpus[0] < 64 &&
+		    (p->owner_busy & (1ULL << j->gpus[0])) ?
+		    p->policy.throttle_milli : 0;
+		eff = gp_gpushare_effective(u.share_milli, alone,
+		    p->policy.gpu_share == GP_SHARE_STRICT, throttle);
+		if (eff != u.effective_milli) {
+			gp_gpushare_steer(dir, eff, NULL);
+			gp_info("gpu share job=%lld gpu=%d share_milli=%d "
+			    "effective_milli=%d", (long long)j->id.job_id,
+			    j->gpus[0], u.share_milli, eff);
+		}
+	}
+}
+
 static void
 check_deadlines(struct gp_provider *p, int64_t now)
 {
@@ -1471,6 +1513,7 @@ tick_main(void *arg)
 		}
 		if (now - last_presence >= PRESENCE_CHECK_MS) {
 			check_presence(p);
+			gpushare_steer(p);
 			last_presence = now;
 		}
 		check_deadlines(p, now);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Two real jobs on one (fake) GPU through the whole pool: the agent
+# preloads libgpupool-cuda.so into jobs that hold a fraction, so each of
+# two --gpu-mem 512 jobs on a 1 GiB GPU gets its 512 MiB and no byte
+# more, and sees 512 MiB as the device's memory; a whole-GPU job runs
+# without the library and sees the whole device.
+. "$(dirname "$0")/gpushare_lib.sh"
+
+[ -r "$FAKE/cudaprog" ] && su -s /bin/sh nobody -c "test -x '$FAKE/cudaprog'" \
+    2>/dev/null || { echo "SKIP: nobody cannot run $FAKE/cudaprog"; exit 0; }
+start_coordinator
+start_agent g 1:FakeGPU:1024
+wait_node_up g
+half=536870912
+env=(--env "LD_LIBRARY_PATH=$FAKE")
+submit --gpu-share 0.5 --gpu-mem 512 "${env[@]}" -- "$FAKE/cudaprog" procaddr \
+    alloc:$half alloc:1 info nvml sleep:1500
+a=$JOB
+submit --gpu-share 0.5 --gpu-mem 512 "${env[@]}" -- "$FAKE/cudaprog" dlsym \
+    alloc:$half info sleep:1500
+b=$JOB
+submit --gpus 1 "${env[@]}" -- "$FAKE/cudaprog" procaddr \
+    alloc:$((half * 3)) info
+w=$JOB
+for j in "$a" "$b" "$w"; do
+	wait_final "$j" 60
+	job_log "$j"
+	log "job $j: $FINAL_STATE"
+	printf '%s\n' "$LOG" | sed 's/^/    | /' >&2
+	[ "$FINAL_STATE" = succeeded ] || fail "job $j $FINAL_STATE"
+	PROG_OUT=$LOG
+	case $j in
+	"$a") expect_lines "alloc $half ok
+alloc 1 oom
+info free=0 total=$half
+nvml total=$half free=0 used=$half" ;;
+	"$b") expect_lines "alloc $half ok
+info free=0 total=$half" ;;
+	"$w") expect_lines "alloc $((half * 3)) ok
+info free=$((17179869184 - half * 3)) total=17179869184" ;;
+	esac
+done
+# The two halves ran on the one GPU at the same time.
+assert_eq "0 0" "$(job_get "$a" 'd["gpus"][0]') $(job_get "$b" 'd["gpus"][0]')" \
+    "the halves' GPU"
+grep -q "gpu sharing enforced" "$T/agent-g.log" ||
+    fail "the agent did not say it enforces sharing"
+echo ok
