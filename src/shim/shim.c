@@ -363,6 +363,7 @@ struct held {
 
 static struct held *table;
 static size_t table_cap, table_used;	/* used: live + tombstones */
+static size_t table_live;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t
@@ -373,10 +374,12 @@ hash(uint64_t key, int space)
 	return (size_t)(key >> 17);
 }
 
+/* Rehashes (dropping tombstones), doubling when live entries need it. */
 static int
 table_grow(void)
 {
-	size_t cap = table_cap ? table_cap * 2 : 1024, i, j;
+	size_t cap = table_cap == 0 ? 1024 : table_live * 4 > table_cap ?
+	    table_cap * 2 : table_cap, i, j;
 	struct held *n = calloc(cap, sizeof(*n));
 
 	if (n == NULL)
@@ -415,6 +418,7 @@ table_put(uint64_t key, int space, uint64_t bytes)
 		;
 	if (table[j].bytes == 0)
 		table_used++;
+	table_live++;
 	table[j].key = key;
 	table[j].space = space;
 	table[j].bytes = bytes;
@@ -437,6 +441,7 @@ table_take(uint64_t key, int space)
 		    table[j].space == space) {
 			bytes = table[j].bytes;
 			table[j].bytes = UINT64_MAX;
+			table_live--;
 			break;
 		}
 out:
@@ -459,7 +464,7 @@ child_after_fork(void)
 	pthread_mutex_init(&table_lock, NULL);
 	free(table);
 	table = NULL;
-	table_cap = table_used = 0;
+	table_cap = table_used = table_live = 0;
 }
 
 static void throttle_reset_after_fork(void);
@@ -811,7 +816,7 @@ nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, gp_nvml_memory_v2 *m)
  * measured utilisation is what makes the share hold.
  */
 #define PERIOD_MS_DEFAULT 100
-#define RATE_MAX 1e7
+#define RATE_MAX 1e9
 #define RATE_MIN 1.0
 
 static struct {

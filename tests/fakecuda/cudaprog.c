@@ -18,6 +18,7 @@
  *   free        frees the newest allocation      freeall
  *   info        cuMemGetInfo          nvml      NVML's memory info
  *   launch:N    N kernel launches     launchfor:MS  launch for MS ms
+ *   allocfree:N:SIZE  N cuMemAlloc_v2 + cuMemFree_v2 pairs, timed
  *   stress:STEPS:SEED:CAP   random allocations and frees of every kind,
  *               checking that each fails with OOM exactly when it would
  *               pass CAP bytes over what this process holds
@@ -707,6 +708,17 @@ run_op(char *op)
 			    NULL, NULL), "launch") != 0)
 				return -1;
 		printf("launch %llu ms=%.1f\n", a, now_ms() - t0);
+		return 0;
+	}
+	if (sscanf(op, "allocfree:%llu:%llu", &a, &b) == 2) {
+		double t0 = now_ms();
+		CUdeviceptr d;
+
+		for (i = 0; i < a; i++)
+			if (check(api.alloc(&d, b), "allocfree alloc") != 0 ||
+			    check(api.free(d), "allocfree free") != 0)
+				return -1;
+		printf("allocfree %llu ms=%.1f\n", a, now_ms() - t0);
 		return 0;
 	}
 	if (sscanf(op, "launchfor:%llu", &a) == 1) {
