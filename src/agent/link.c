@@ -261,7 +261,7 @@ heartbeat_main(void *arg)
 	register_node(ag, http, 1);
 	while (!atomic_load(&ag->stop)) {
 		int64_t start = gp_mono_ms(), node_id, spent;
-		json_t *body;
+		json_t *body, *share;
 		int ret;
 
 		if (atomic_load(&ag->left)) {
@@ -276,6 +276,14 @@ heartbeat_main(void *arg)
 		    (json_int_t)node_id, "running",
 		    gp_reports_running(ag->reports), "gpus", gpus_json(ag, 1),
 		    "offer", gp_provider_offer_json(ag->provider));
+		/* Only when there is some: older coordinators refuse it. */
+		if (body != NULL && (share = gp_provider_gpushare_json(
+		    ag->provider)) != NULL) {
+			if (json_array_size(share) > 0)
+				json_object_set_new(body, "gpushare", share);
+			else
+				json_decref(share);
+		}
 		/* Short: a hung request must not hide a partition. */
 		ret = post(http, path, body, ag->lease_ms > 2000 ?
 		    ag->lease_ms / 2 : 1000, &resp);

@@ -96,6 +96,9 @@ struct pjob {
 	enum phase phase;
 	struct gp_assignment pending;	/* PJ_RESTORING: to start after */
 	struct gp_image_hold *image;	/* the image layers it uses */
+	/* A fraction's use from its region (gpushare_steer). */
+	struct gp_gpushare_usage share;
+	int have_share;
 	/* Ending it on the owner's behalf. */
 	const char *end_reason;		/* "reclaimed", ... or NULL */
 	int64_t end_mono;		/* when it was asked to end */
@@ -1428,6 +1431,8 @@ gpushare_steer(struct gp_provider *p)
 		    (long long)j->id.attempt);
 		if (gp_gpushare_steer(dir, -1, &u) != 0)
 			continue;
+		j->share = u;
+		j->have_share = 1;
 		alone = 1;
 		for (o = p->jobs; o != NULL; o = o->next)
 			if (o != j && !o->exited && o->ngpus > 0 &&
@@ -1440,6 +1445,7 @@ gpushare_steer(struct gp_provider *p)
 		    p->policy.gpu_share == GP_SHARE_STRICT, throttle);
 		if (eff != u.effective_milli) {
 			gp_gpushare_steer(dir, eff, NULL);
+			j->share.effective_milli = eff;
 			gp_info("gpu share job=%lld gpu=%d share_milli=%d "
 			    "effective_milli=%d", (long long)j->id.job_id,
 			    j->gpus[0], u.share_milli, eff);
@@ -1565,6 +1571,31 @@ gpu_state(const struct gp_provider *p, int i, const struct pjob **jobp)
 	if (*jobp != NULL)
 		return "running";
 	return p->paused ? "paused" : "idle";
+}
+
+json_t *
+gp_provider_gpushare_json(struct gp_provider *p)
+{
+	const struct pjob *j;
+	json_t *list = json_array();
+
+	pthread_mutex_lock(&p->lock);
+	for (j = p->jobs; j != NULL && list != NULL; j = j->next)
+		if (j->have_share && j->phase == PJ_RUNNING && !j->exited)
+			json_array_append_new(list, json_pack(
+			    "{sI sI si sI sI si si si sI}", "job_id",
+			    (json_int_t)j->id.job_id, "attempt",
+			    (json_int_t)j->id.attempt, "gpu", j->gpus[0],
+			    "mem_used_mib",
+			    (json_int_t)(j->share.used_bytes >> 20),
+			    "mem_limit_mib",
+			    (json_int_t)(j->share.limit_bytes >> 20),
+			    "share_milli", j->share.share_milli,
+			    "effective_milli", j->share.effective_milli,
+			    "util", j->share.util, "oom",
+			    (json_int_t)j->share.oom));
+	pthread_mutex_unlock(&p->lock);
+	return list;
 }
 
 uint64_t
