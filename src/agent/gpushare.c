@@ -98,7 +98,32 @@ gp_gpushare_prepare(const char *workdir, const char *lib,
 }
 
 int
-gp_gpushare_steer(const char *workdir, int effective_milli,
+gp_gpushare_cgroup_job(const char *text, int64_t *job_id, int64_t *attempt)
+{
+	const char *p = text;
+	long long j, a;
+	int used;
+
+	while ((p = strstr(p, "/gpupool-")) != NULL) {
+		const char *slash = strchr(p + 1, '/');
+		const char *eol = strchr(p, '\n');
+
+		p++;
+		if (slash == NULL || (eol != NULL && slash > eol))
+			continue;
+		if (sscanf(slash + 1, "%lld-%lld%n", &j, &a, &used) == 2 &&
+		    j > 0 && a > 0 && (slash[1 + used] == '\0' ||
+		    slash[1 + used] == '\n' || slash[1 + used] == '/')) {
+			*job_id = j;
+			*attempt = a;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int
+gp_gpushare_steer(const char *workdir, int effective_milli, int host_util,
     struct gp_gpushare_usage *out)
 {
 	char path[PATH_MAX];
@@ -126,6 +151,11 @@ gp_gpushare_steer(const char *workdir, int effective_milli,
 	}
 	if (effective_milli >= 0)
 		atomic_store(&r->effective, (uint32_t)effective_milli);
+	if (host_util >= 0) {
+		atomic_store(&r->host_util, (uint32_t)(host_util > 100 ? 100 :
+		    host_util));
+		atomic_fetch_add(&r->host_util_seq, 1);
+	}
 	if (out != NULL) {
 		out->used_bytes = (int64_t)atomic_load(&r->used);
 		out->limit_bytes = (int64_t)atomic_load(&r->limit);

@@ -41,11 +41,20 @@ struct gp_gpushare_usage {
 
 /*
  * Sets the share the job in workdir may use now (effective_milli >= 0;
- * -1: leave it) and reads its usage. Returns 0, GP_ENOENT when the job
- * has no region (a whole-GPU job), or GP_EIO.
+ * -1: leave it) and, when host_util >= 0, its utilisation as measured on
+ * the host; reads its usage (out may be NULL). Returns 0, GP_ENOENT when
+ * the job has no region (a whole-GPU job), or GP_EIO.
  */
 int gp_gpushare_steer(const char *workdir, int effective_milli,
-    struct gp_gpushare_usage *out);
+    int host_util, struct gp_gpushare_usage *out);
+
+/*
+ * The job (job_id, attempt) a /proc/PID/cgroup text puts a process in,
+ * when it is one of the agent's job cgroups ("/gpupool-<node>-<pid>/
+ * <job>-<attempt>"). Returns 1 and writes them, else 0.
+ */
+int gp_gpushare_cgroup_job(const char *cgroup_text, int64_t *job_id,
+    int64_t *attempt);
 
 /*
  * The share a job may use now: its own (share_milli); 1000 when it is

@@ -37,6 +37,7 @@
  * holding it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1415,22 +1416,66 @@ check_presence(struct gp_provider *p)
  * elastic; at most the owner-presence throttle while the owner's own
  * processes use the GPU.
  */
+/*
+ * The job's SM utilisation from NVML's per-process readings of its GPU
+ * (host pids, matched to the job by their cgroup), or -1 when NVML
+ * cannot say.
+ */
+static int
+job_host_util(const struct pjob *j, const pid_t *pids, const int *util,
+    int n)
+{
+	char path[64], text[2048];
+	int64_t job, attempt;
+	int i, sum = 0;
+	ssize_t len;
+	int fd;
+
+	if (n < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pids[i]);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		len = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		text[len] = '\0';
+		if (gp_gpushare_cgroup_job(text, &job, &attempt) &&
+		    job == j->id.job_id && attempt == j->id.attempt)
+			sum += util[i];
+	}
+	return sum > 100 ? 100 : sum;
+}
+
 static void
 gpushare_steer(struct gp_provider *p)
 {
 	struct pjob *j, *o;
 	struct gp_gpushare_usage u;
 	char dir[PATH_MAX];
-	int alone, eff, throttle;
+	pid_t pids[GP_GPUS_MAX][64];
+	int utils[GP_GPUS_MAX][64], nutil[GP_GPUS_MAX];
+	int alone, eff, throttle, g;
 
+	for (g = 0; g < GP_GPUS_MAX; g++)
+		nutil[g] = -2;		/* not asked yet */
 	for (j = p->jobs; j != NULL; j = j->next) {
-		if (j->phase != PJ_RUNNING || j->exited || j->ngpus != 1)
+		if (j->phase != PJ_RUNNING || j->exited || j->ngpus != 1 ||
+		    (g = j->gpus[0]) < 0 || g >= GP_GPUS_MAX)
 			continue;
 		snprintf(dir, sizeof(dir), "%s/jobs/%lld-%lld",
 		    p->ag->exec_cfg.work_dir, (long long)j->id.job_id,
 		    (long long)j->id.attempt);
-		if (gp_gpushare_steer(dir, -1, &u) != 0)
+		if (gp_gpushare_steer(dir, -1, -1, &u) != 0)
 			continue;
+		/* NVML's per-process readings, once a GPU per tick. */
+		if (nutil[g] == -2)
+			nutil[g] = gp_gpu_process_util(&p->ag->gpus, g,
+			    pids[g], utils[g], 64);
+		gp_gpushare_steer(dir, -1, job_host_util(j, pids[g], utils[g],
+		    nutil[g]), NULL);
 		j->share = u;
 		j->have_share = 1;
 		alone = 1;
@@ -1444,7 +1489,7 @@ gpushare_steer(struct gp_provider *p)
 		eff = gp_gpushare_effective(u.share_milli, alone,
 		    p->policy.gpu_share == GP_SHARE_STRICT, throttle);
 		if (eff != u.effective_milli) {
-			gp_gpushare_steer(dir, eff, NULL);
+			gp_gpushare_steer(dir, eff, -1, NULL);
 			j->share.effective_milli = eff;
 			gp_info("gpu share job=%lld gpu=%d share_milli=%d "
 			    "effective_milli=%d", (long long)j->id.job_id,

@@ -66,6 +66,14 @@ struct gp_region {
 	_Atomic uint32_t oom;		/* allocations refused at the cap */
 	_Atomic uint64_t launches;	/* kernel launches */
 	_Atomic uint64_t throttled_ns;	/* time launches waited */
+	/*
+	 * The job's SM utilisation (%) as the agent measured it on the
+	 * host, where NVML's pids are those of the job's cgroup (inside the
+	 * job's pid namespace they match nothing); host_util_seq counts its
+	 * readings (0: the agent sends none, the library measures).
+	 */
+	_Atomic uint32_t host_util;
+	_Atomic uint32_t host_util_seq;
 	struct gp_region_slot slots[GP_REGION_SLOTS];
 };
 

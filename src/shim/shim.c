@@ -809,9 +809,10 @@ nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, gp_nvml_memory_v2 *m)
  * Each process of a throttled job paces its launches at `rate` a second
  * (bursts up to a tenth of a second's worth). A controller thread
  * steers the rate every period toward the job's effective share of the
- * GPU's time, from NVML's utilisation: the job's own processes' SM
- * utilisation when NVML lists them under the pids we know, else the
- * device's, which the agent may also write into the region (util_from).
+ * GPU's time, from NVML's utilisation of the job: the agent's reading
+ * (host pids matched by cgroup, written into the region once a second)
+ * when it sends one, else our own processes' SM utilisation when NVML
+ * lists them under pids we know, else the device's.
  * Kernels differ in length, so launches are not time; the feedback on
  * measured utilisation is what makes the share hold.
  */
@@ -924,6 +925,7 @@ controller(void *arg)
 {
 	unsigned long long since = 0;
 	uint64_t last_launches = 0, t_last = now_ns();
+	uint32_t last_seq = 0, seq;
 
 	(void)arg;
 	nvml_open_util();
@@ -931,13 +933,24 @@ controller(void *arg)
 		struct timespec ts = {period_ms / 1000,
 			(long)(period_ms % 1000) * 1000000L};
 		uint32_t eff;
-		int util, waited;
+		int util, waited, fresh;
 		double target, observed, rate, dt;
 		uint64_t t, launches;
 
 		nanosleep(&ts, NULL);
 		eff = atomic_load(&region->effective);
-		util = job_utilisation(&since);
+		/*
+		 * The agent's reading (host pids, by cgroup) when it sends
+		 * them: act on each new one once; else our own.
+		 */
+		seq = atomic_load(&region->host_util_seq);
+		fresh = 1;
+		if (seq != 0) {
+			util = (int)atomic_load(&region->host_util);
+			fresh = seq != last_seq;
+			last_seq = seq;
+		} else
+			util = job_utilisation(&since);
 		if (util >= 0)
 			atomic_store(&region->util, (uint32_t)util);
 		t = now_ns();
@@ -953,6 +966,8 @@ controller(void *arg)
 		target = eff / 10.0;
 		if (eff >= 1000 || util < 0) {
 			rate = 0;	/* unthrottled (or blind) */
+		} else if (!fresh && rate != 0) {
+			bucket.waited = waited;	/* wait for a new reading */
 		} else {
 			if (rate == 0)
 				rate = observed > RATE_MIN ? observed : 100;
