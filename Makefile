@@ -174,7 +174,8 @@ bench: all
 	BUILD=$(BUILD) bench/run.sh
 
 # Debian packages (scripts/make-deb.sh): $(BUILD)/deb/*.deb.
-deb: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init
+deb: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init \
+	$(BUILD)/libgpupool-cuda.so
 	scripts/make-deb.sh $(BUILD) $(BUILD)/deb
 
 clean:
