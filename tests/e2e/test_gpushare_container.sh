@@ -26,9 +26,7 @@ image_layer l --marker gpushare
 image_oci box box:1 "$IMG/l.tgz"
 cli image import "$IMG/box.tar"
 assert_eq 0 "$CLI_RC" "image import: $CLI_ERR"
-# One string: the container runs it with its shell. (Noticed here: as
-# separate words, `-- sh -c '...'` and `-- echo hello` print nothing in a
-# container job; reported, not changed by this test.)
+# One string: the test image's Entrypoint is /bin/sh -c (images.py).
 # shellcheck disable=SC2016 # expanded by the job's shell
 probe='echo "preload=$LD_PRELOAD"; test -r "$LD_PRELOAD" && echo lib-readable;
 test -w "$GPUPOOL_SHIM_REGION" && echo region-writable;
