@@ -350,13 +350,8 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1) {
 		/* A fraction of its one GPU. */
 		int64_t total = cfg->gpus[a->gpus[0]].mem_mib;
-		int milli = a->gpu_milli > 0 ? a->gpu_milli
-		    : total > 0 ? (int)(a->gpu_mem_mib * 1000 / total)
-				: 1000;
-		if (milli < 1)
-			milli = 1;
-		if (milli > 1000)
-			milli = 1000;
+		int milli = gp_gpushare_share_milli(a->gpu_milli,
+		    a->gpu_mem_mib, total);
 		int64_t mem_mib = a->gpu_mem_mib > 0 ? a->gpu_mem_mib
 						     : total * milli / 1000;
 		char lib[PATH_MAX], region[PATH_MAX];

@@ -171,6 +171,15 @@ gp_gpushare_steer(const char *workdir, int effective_milli, int host_util,
 }
 
 int
+gp_gpushare_share_milli(int gpu_milli, int64_t gpu_mem_mib, int64_t total_mib)
+{
+	int64_t milli = gpu_milli > 0 ? gpu_milli
+	    : total_mib > 0 ? gpu_mem_mib * 1000 / total_mib : 1000;
+
+	return milli < 1 ? 1 : milli > 1000 ? 1000 : (int)milli;
+}
+
+int
 gp_gpushare_effective(int share_milli, int alone, int strict,
     int throttle_milli)
 {

@@ -57,6 +57,13 @@ int gp_gpushare_cgroup_job(const char *cgroup_text, int64_t *job_id,
     int64_t *attempt);
 
 /*
+ * A fraction's share of its GPU's time, thousandths (1..1000): what it
+ * asked (gpu_milli), else its memory's part of the GPU's (total_mib).
+ */
+int gp_gpushare_share_milli(int gpu_milli, int64_t gpu_mem_mib,
+    int64_t total_mib);
+
+/*
  * The share a job may use now: its own (share_milli); 1000 when it is
  * alone on its GPU and the policy is elastic; at most throttle_milli
  * while the owner uses the GPU (throttle_milli 0: no throttle).

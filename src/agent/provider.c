@@ -100,6 +100,7 @@ struct pjob {
 	/* A fraction's use from its region (gpushare_steer). */
 	struct gp_gpushare_usage share;
 	int have_share;
+	int share_milli;	/* a fraction's (0: a whole GPU or none) */
 	/* Ending it on the owner's behalf. */
 	const char *end_reason;		/* "reclaimed", ... or NULL */
 	int64_t end_mono;		/* when it was asked to end */
@@ -568,6 +569,10 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 	gp_strlcpy(j->name, a->name, sizeof(j->name));
 	memcpy(j->gpus, a->gpus, sizeof(j->gpus));
 	j->ngpus = a->ngpus;
+	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1 &&
+	    a->gpus[0] >= 0 && a->gpus[0] < p->ag->gpus.n)
+		j->share_milli = gp_gpushare_share_milli(a->gpu_milli,
+		    a->gpu_mem_mib, p->ag->gpus.gpus[a->gpus[0]].mem_mib);
 	j->started_mono = gp_mono_ms();
 	j->every_ms = (a->checkpoint_every_s > 0 ? a->checkpoint_every_s
 						 : GP_CHECKPOINT_EVERY_DEFAULT) *
@@ -1462,7 +1467,7 @@ gpushare_steer(struct gp_provider *p)
 	for (g = 0; g < GP_GPUS_MAX; g++)
 		nutil[g] = -2;		/* not asked yet */
 	for (j = p->jobs; j != NULL; j = j->next) {
-		if (j->phase != PJ_RUNNING || j->exited || j->ngpus != 1 ||
+		if (j->phase != PJ_RUNNING || j->exited || j->share_milli == 0 ||
 		    (g = j->gpus[0]) < 0 || g >= GP_GPUS_MAX)
 			continue;
 		snprintf(dir, sizeof(dir), "%s/jobs/%lld-%lld",
@@ -1486,14 +1491,15 @@ gpushare_steer(struct gp_provider *p)
 		throttle = j->gpus[0] < 64 &&
 		    (p->owner_busy & (1ULL << j->gpus[0])) ?
 		    p->policy.throttle_milli : 0;
-		eff = gp_gpushare_effective(u.share_milli, alone,
+		/* The job may write its region: its share is the agent's. */
+		eff = gp_gpushare_effective(j->share_milli, alone,
 		    p->policy.gpu_share == GP_SHARE_STRICT, throttle);
 		if (eff != u.effective_milli) {
 			gp_gpushare_steer(dir, eff, -1, NULL);
 			j->share.effective_milli = eff;
 			gp_info("gpu share job=%lld gpu=%d share_milli=%d "
 			    "effective_milli=%d", (long long)j->id.job_id,
-			    j->gpus[0], u.share_milli, eff);
+			    j->gpus[0], j->share_milli, eff);
 		}
 	}
 }

@@ -740,6 +740,8 @@ capped(uint64_t *limit, uint64_t *used)
 	if (region == NULL ||
 	    (*limit = atomic_load(&region->limit)) == 0)
 		return 0;
+	/* Not a hot path: show what the dead no longer hold. */
+	gp_region_reap(region);
 	*used = atomic_load(&region->used);
 	if (*used > *limit)
 		*used = *limit;

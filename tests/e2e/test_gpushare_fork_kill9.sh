@@ -5,12 +5,16 @@
 . "$(dirname "$0")/gpushare_lib.sh"
 
 export GPUPOOL_SHIM_LIMIT_BYTES=1000 GPUPOOL_SHIM_REGION="$T/region"
-prog dlsym alloc:600 child:alloc:400,alloc:1 alloc:1 free
+prog dlsym alloc:600 child:alloc:400,alloc:1,info info alloc:1 free
 [ "$PROG_RC" -eq 0 ] || fail "fork run failed"
+# The child ends with _exit (no destructor): its 400 bytes come back when
+# the parent next looks.
 expect_lines "alloc 600 ok
 alloc 400 ok
 alloc 1 oom
+info free=0 total=1000
 child exit 0
+info free=400 total=1000
 alloc 1 ok"
 
 # A process that holds 700 bytes, then another that wants 400.

@@ -29,6 +29,16 @@ TEST(effective_share)
 	CHECK_EQ(gp_gpushare_effective(50, 0, 0, 100), 50);
 }
 
+TEST(share_milli)
+{
+	CHECK_EQ(gp_gpushare_share_milli(250, 0, 16384), 250);
+	CHECK_EQ(gp_gpushare_share_milli(250, 8192, 16384), 250);
+	CHECK_EQ(gp_gpushare_share_milli(0, 4096, 16384), 250);
+	CHECK_EQ(gp_gpushare_share_milli(0, 1, 16384), 1);
+	CHECK_EQ(gp_gpushare_share_milli(0, 99999, 16384), 1000);
+	CHECK_EQ(gp_gpushare_share_milli(0, 512, 0), 1000);
+}
+
 TEST(cgroup_job)
 {
 	int64_t job = 0, attempt = 0;
@@ -123,6 +133,7 @@ int
 main(void)
 {
 	RUN(effective_share);
+	RUN(share_milli);
 	RUN(cgroup_job);
 	RUN(prepare_and_steer);
 	RUN(reap_dead_process);
