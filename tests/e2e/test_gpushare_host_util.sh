@@ -5,14 +5,15 @@
 # sample to the job whose cgroup holds the pid, and writes it into the
 # job's region, where libgpupool-cuda.so (inside the job's pid namespace,
 # where NVML's pids mean nothing) steers by it; `show` reports it back.
-# Also: owner-presence = throttle:10% slows a job instead of reclaiming.
+# Also: owner-presence = throttle:10% slows a job instead of reclaiming,
+# and gpu-share = strict keeps a job alone on its GPU to its share.
 . "$(dirname "$0")/gpushare_lib.sh"
 
 [ -r "$FAKE/cudaprog" ] && su -s /bin/sh nobody -c "test -x '$FAKE/cudaprog'" \
     2>/dev/null || { echo "SKIP: nobody cannot run $FAKE/cudaprog"; exit 0; }
 start_coordinator
 printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\n' >"$FAKECUDA_STATE"
-printf 'owner-presence = throttle:10%%\n' >"$T/policy"
+printf 'owner-presence = throttle:10%%\ngpu-share = strict\n' >"$T/policy"
 mk_token provider prov-n
 (umask 077 && printf '%s\n' "$TOKEN" >"$T/n.token")
 spawn "$T/agent-n.log" env LD_LIBRARY_PATH="$FAKE" "$GP" agent \
@@ -68,8 +69,15 @@ printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\n' \
     >"$FAKECUDA_STATE.new"
 mv "$FAKECUDA_STATE.new" "$FAKECUDA_STATE"
 wait_show "$j1" "share_now=0.500"
-cli cancel "$j1"
+# gpu-share = strict: alone on the GPU, job 1 keeps to its half. (Once
+# show has the new reading, the agent has steered since job 2 ended.)
 cli cancel "$j2"
-wait_final "$j1"
 wait_final "$j2"
+printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\nproc_util %s 55\n' \
+    "$pid" >"$FAKECUDA_STATE.new"
+mv "$FAKECUDA_STATE.new" "$FAKECUDA_STATE"
+wait_show "$j1" "util=55%"
+assert_contains "$CLI_OUT" "share_now=0.500" "a strict job alone on its GPU"
+cli cancel "$j1"
+wait_final "$j1"
 echo ok
