@@ -122,7 +122,7 @@ $(BUILD)/libgpupool-cuda.so: $(SHIM_SRC) $(wildcard src/shim/*.h)
 $(FAKE_DIR)/libcuda.so.1: tests/fakecuda/libcuda.c tests/fakecuda/state.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FAKE_CFLAGS) -fPIC -shared -fvisibility=hidden \
-	    -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o $@ $< -lpthread
+	    -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o $@ $< -lpthread -ldl
 	ln -sf libcuda.so.1 $(FAKE_DIR)/libcuda.so
 $(FAKE_DIR)/libnvidia-ml.so.1: tests/fakecuda/libnvidia-ml.c \
 		tests/fakecuda/state.h

@@ -491,11 +491,19 @@ resolve_dlsym(void)
 		}
 }
 
+/*
+ * Set while init runs in this thread: the driver's own start-up (its
+ * constructors, run by our dlopen) may call dlsym, which must then not
+ * wait for the init it is part of.
+ */
+static __thread int initialising;
+
 static void
 init(void)
 {
 	int i;
 
+	initialising = 1;
 	if (real_dlsym == NULL)
 		resolve_dlsym();
 	cuda_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -508,6 +516,7 @@ init(void)
 	}
 	map_region();
 	pthread_atfork(NULL, NULL, after_fork);
+	initialising = 0;
 }
 
 static inline void
@@ -1125,6 +1134,8 @@ dlsym(void *handle, const char *name)
 
 	if (real_dlsym == NULL)
 		resolve_dlsym();
+	if (initialising)
+		return real_dlsym != NULL ? real_dlsym(handle, name) : NULL;
 	if ((name[0] == 'c' || name[0] == 'n') &&
 	    (strncmp(name, "cu", 2) == 0 || strncmp(name, "nvml", 4) == 0) &&
 	    (i = hook_by_name(name)) >= 0) {
