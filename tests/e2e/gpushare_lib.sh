@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/e2e/gpushare_lib.sh: what the tests of libgpupool-cuda.so share:
 # the fake driver (tests/fakecuda, built into $GPUPOOL_BUILD/fakecuda) and
 # `prog MODE OP...`, which runs cudaprog under the library and leaves its
@@ -27,7 +28,9 @@ prog() { # MODE OP...
 	printf '%s\n' "$PROG_OUT" | sed 's/^/    | /' >&2
 }
 
-# expect_lines TEXT: each line of TEXT must be a line of PROG_OUT.
+# expect_lines TEXT: each line of TEXT must be a line of PROG_OUT (which
+# prog sets, or the caller).
+# shellcheck disable=SC2034 # PROG_OUT is read by expect_lines
 expect_lines() {
 	local line
 	while IFS= read -r line; do

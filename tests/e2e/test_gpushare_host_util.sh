@@ -26,11 +26,14 @@ assert_contains "$API_BODY" "Fake NVML GPU" "the GPU found through NVML"
 new_marker
 m=$MARK
 env=(--env "LD_LIBRARY_PATH=$FAKE")
-for i in 1 2; do
-	submit --gpu-share 0.5 --gpu-mem 256 "${env[@]}" -- bash -c \
-	    'exec -a "$0" "$1" procaddr launchfor:120000' "$m-$i" "$FAKE/cudaprog"
-	eval "j$i=\$JOB"
-done
+# shellcheck disable=SC2016 # expanded by the job's shell
+run='exec -a "$0" "$1" procaddr launchfor:120000'
+submit --gpu-share 0.5 --gpu-mem 256 "${env[@]}" -- bash -c "$run" "$m-1" \
+    "$FAKE/cudaprog"
+j1=$JOB
+submit --gpu-share 0.5 --gpu-mem 256 "${env[@]}" -- bash -c "$run" "$m-2" \
+    "$FAKE/cudaprog"
+j2=$JOB
 wait_state "$j1" running
 wait_state "$j2" running
 wait_count argv0 "$m-1" 1

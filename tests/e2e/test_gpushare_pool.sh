@@ -57,6 +57,7 @@ for j in "$a" "$b" "$w"; do
 	log "job $j: $FINAL_STATE"
 	printf '%s\n' "$LOG" | sed 's/^/    | /' >&2
 	[ "$FINAL_STATE" = succeeded ] || fail "job $j $FINAL_STATE"
+	# shellcheck disable=SC2034 # read by expect_lines
 	PROG_OUT=$LOG
 	case $j in
 	"$a") expect_lines "alloc $half ok
