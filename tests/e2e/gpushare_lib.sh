@@ -8,11 +8,12 @@
 
 FAKE="$GPUPOOL_BUILD/fakecuda"
 SHIM="$GPUPOOL_BUILD/libgpupool-cuda.so"
-if [ ! -x "$FAKE/cudaprog" ] || [ ! -f "$SHIM" ]; then
-	echo "SKIP: no fake CUDA driver in $FAKE (the CUDA headers were" \
-	    "not found at build time: make CUDA_INC=...)"
-	exit 0
-fi
+[ -f "$SHIM" ] || fail "no $SHIM: the build makes it"
+[ -x "$FAKE/cudaprog" ] || skip cuda-headers "no fake CUDA driver in $FAKE (built where the CUDA headers are: make CUDA_INC=...)"
+# Jobs run as nobody: a copy they can reach, whatever the build's place.
+cp -r "$FAKE" "$T/fakecuda" && chmod -R a+rX "$T/fakecuda" ||
+    fail "cannot copy $FAKE"
+FAKE="$T/fakecuda"
 PRELOAD=$SHIM
 [ "${GPUSHARE_NO_SHIM:-0}" = 1 ] && PRELOAD=
 export FAKECUDA_STATE="$T/fakecuda.state"

@@ -9,19 +9,17 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image_lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
-command -v crun >/dev/null || command -v runc >/dev/null ||
-    { echo "SKIP: neither crun nor runc is installed"; exit 0; }
+requirement_present oci-runtime ||
+    skip oci-runtime "container jobs need root and crun or runc"
+[ -x /bin/busybox ] || skip busybox "the test image is made from /bin/busybox"
 [ -f "$GPUPOOL_BUILD/libgpupool-cuda.so" ] ||
-    { echo "SKIP: no libgpupool-cuda.so in the build"; exit 0; }
+    fail "no $GPUPOOL_BUILD/libgpupool-cuda.so: the build makes it"
 start_coordinator
 printf 'images = any\n' >"$T/any.policy"
 start_agent c 1:FakeGPU:1024 --policy "$T/any.policy"
 wait_node_up c
-if grep -q "container jobs disabled" "$T/agent-c.log"; then
-	echo "SKIP: this agent runs no container jobs"
-	exit 0
-fi
+grep -q "container jobs disabled" "$T/agent-c.log" &&
+    skip oci-runtime "this agent runs no container jobs: $(grep -m1 'container jobs disabled' "$T/agent-c.log")"
 image_layer l --marker gpushare
 image_oci box box:1 "$IMG/l.tgz"
 cli image import "$IMG/box.tar"

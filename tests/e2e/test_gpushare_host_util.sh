@@ -9,8 +9,6 @@
 # and gpu-share = strict keeps a job alone on its GPU to its share.
 . "$(dirname "$0")/gpushare_lib.sh"
 
-[ -r "$FAKE/cudaprog" ] && su -s /bin/sh nobody -c "test -x '$FAKE/cudaprog'" \
-    2>/dev/null || { echo "SKIP: nobody cannot run $FAKE/cudaprog"; exit 0; }
 start_coordinator
 printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\n' >"$FAKECUDA_STATE"
 printf 'owner-presence = throttle:10%%\ngpu-share = strict\n' >"$T/policy"
