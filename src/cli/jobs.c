@@ -711,6 +711,18 @@ print_parts(json_t *parts)
 		if (json_is_number(json_object_get(p, "gpu_share")))
 			printf(" share=%g",
 			    json_number_value(json_object_get(p, "gpu_share")));
+		/* What libgpupool-cuda.so measured (docs/gpu-sharing.md). */
+		if (json_is_object(json_object_get(p, "gpu_use"))) {
+			json_t *u = json_object_get(p, "gpu_use");
+			printf(" gpu_mem=%" JSON_INTEGER_FORMAT "/%"
+			    JSON_INTEGER_FORMAT "M share_now=%.3f util=%"
+			    JSON_INTEGER_FORMAT "%%",
+			    json_integer_value(json_object_get(u,
+			    "mem_used_mib")), json_integer_value(
+			    json_object_get(u, "mem_limit_mib")),
+			    json_number_value(json_object_get(u, "share_now")),
+			    json_integer_value(json_object_get(u, "util")));
+		}
 		printf(" %s\n",
 		    json_is_true(json_object_get(p, "ended"))         ? "ended"
 		    : json_is_true(json_object_get(p, "started")) ? "started"

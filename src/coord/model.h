@@ -77,6 +77,13 @@ struct job_part {
 	/* Output of parts 1..: DATA/logs/<id>.<part>.log (part 0: job's) */
 	int64_t log_size, log_base;
 	int log_truncated;
+	/*
+	 * A fraction's use as libgpupool-cuda.so reports it through the
+	 * agent's heartbeat (docs/gpu-sharing.md); written under the read
+	 * lock, hence atomic. gpu_effective_milli 0: no report yet.
+	 */
+	_Atomic int64_t gpu_mem_used_mib;
+	_Atomic int32_t gpu_effective_milli, gpu_util;
 };
 
 struct waiter;
