@@ -54,6 +54,12 @@
 #   STEPS_IGNORE_SIGNAL=1       ignore the checkpoint signal (a job that does
 #                               not follow the protocol: killed at the end
 #                               of the grace period)
+#   STEPS_HOLD=FILE             while FILE exists (relative: in the job's
+#                               working directory), do not take the last
+#                               step (at most 2400 step times): a test
+#                               about to take the attempt off makes sure
+#                               it cannot end by itself meanwhile, however
+#                               slow the machine
 #
 # The checkpoint is two files: `state` (the step counter) and the marker
 # `COMPLETE` (first line `step=N`, the label `gpupool checkpoints` shows).
@@ -157,9 +163,22 @@ save() {
 	echo "saved step=$step"
 }
 
+hold=${STEPS_HOLD:-}
+held=0
 ran=0
 while [ "$step" -lt "$total" ]; do
 	[ "$want_checkpoint" = 1 ] && break
+	if [ -n "$hold" ] && [ $((step + 1)) -eq "$total" ] &&
+	    [ -e "$hold" ] && [ "$held" -lt 2400 ]; then
+		# held before the last step: a step's time, interruptible
+		held=$((held + 1))
+		sleep "$step_s" &
+		sleep_pid=$!
+		wait "$sleep_pid"
+		kill "$sleep_pid" 2>/dev/null
+		sleep_pid=
+		continue
+	fi
 	# sleep in the background and `wait`: a trapped signal interrupts
 	# `wait` at once, while a foreground sleep would delay the trap until
 	# it ends.

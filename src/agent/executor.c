@@ -9,6 +9,7 @@
  * are made is the job's struct gp_executor_ops.
  */
 #include "agent/executor.h"
+#include "agent/gpushare.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -355,19 +356,30 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	    gp_signal_name(a->checkpoint_signal ? a->checkpoint_signal
 						: SIGUSR1));
 	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1) {
-		/* A fraction of its one GPU (scheduled, not enforced). */
+		/* A fraction of its one GPU. */
 		int64_t total = cfg->gpus[a->gpus[0]].mem_mib;
-		int milli = a->gpu_milli > 0 ? a->gpu_milli
-		    : total > 0 ? (int)(a->gpu_mem_mib * 1000 / total)
-				: 1000;
-		if (milli < 1)
-			milli = 1;
-		if (milli > 1000)
-			milli = 1000;
+		int milli = gp_gpushare_share_milli(a->gpu_milli,
+		    a->gpu_mem_mib, total);
+		int64_t mem_mib = a->gpu_mem_mib > 0 ? a->gpu_mem_mib
+						     : total * milli / 1000;
+		char lib[PATH_MAX], region[PATH_MAX];
+
 		ADD("GPUPOOL_GPU_SHARE=%d.%03d", milli / 1000, milli % 1000);
-		ADD("GPUPOOL_GPU_MEM_MIB=%lld",
-		    (long long)(a->gpu_mem_mib > 0 ? a->gpu_mem_mib
-						   : total * milli / 1000));
+		ADD("GPUPOOL_GPU_MEM_MIB=%lld", (long long)mem_mib);
+		/* Enforced by libgpupool-cuda.so (docs/gpu-sharing.md). */
+		if (cfg->gpu_shim != NULL) {
+			int rc = gp_gpushare_prepare(x->workdir, cfg->gpu_shim,
+			    mem_mib * 1048576, milli, lib, sizeof(lib), region,
+			    sizeof(region));
+
+			if (rc != 0) {
+				gp_error("executor: gpushare job=%lld: %s",
+				    (long long)a->id.job_id, gp_strerror(rc));
+				goto fail;
+			}
+			ADD("LD_PRELOAD=%s", lib);
+			ADD("GPUPOOL_SHIM_REGION=%s", region);
+		}
 	}
 	if (a->parts > 1) {
 		/* torchrun / DDP: one node per part (docs/scheduling.md). */

@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/gpushare.h"
 #include "agent/datacache.h"
 #include "agent/container.h"
 #include "agent/image.h"
@@ -513,6 +514,13 @@ gp_agent_main(int argc, char **argv)
 	ag->exec_cfg.gpus = ag->gpus.gpus;
 	ag->exec_cfg.ngpus = ag->gpus.n;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
+	/* Fractions of a GPU are enforced when the library is installed. */
+	if (gp_gpushare_find_lib(ag->gpu_shim, sizeof(ag->gpu_shim)) == 0) {
+		ag->exec_cfg.gpu_shim = ag->gpu_shim;
+		gp_info("gpu sharing enforced lib=%s", ag->gpu_shim);
+	} else
+		gp_warn("gpu sharing not enforced: libgpupool-cuda.so not "
+		    "found beside the executable");
 	ag->exec_cfg.keep_workdir = 1;
 	ag->exec_cfg.containers = ag->containers;
 	ag->exec_cfg.containers_why = ag->containers_why;

@@ -266,11 +266,13 @@ enum key {
 	KEY_TRUST_KEY,
 	KEY_EXPOSE,
 	KEY_SCRATCH_MAX,
+	KEY_GPU_SHARE,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
-    "images", "plain-jobs", "trust-key", "expose", "scratch-max"};
+    "images", "plain-jobs", "trust-key", "expose", "scratch-max",
+    "gpu-share"};
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -370,6 +372,30 @@ parse_expose(struct parse *ps, char *value, struct gp_policy *p)
 	return 0;
 }
 
+/* owner-presence = throttle:N% (N from 1 to 100, a tenth at most). */
+static int
+parse_throttle(struct parse *ps, const char *text, struct gp_policy *p)
+{
+	int whole = 0, tenths = 0, digits = 0;
+	const char *c = text;
+
+	while (*c >= '0' && *c <= '9' && digits < 4) {
+		whole = whole * 10 + (*c++ - '0');
+		digits++;
+	}
+	if (digits > 0 && *c == '.' && c[1] >= '0' && c[1] <= '9') {
+		tenths = c[1] - '0';
+		c += 2;
+	}
+	if (digits == 0 || digits > 3 || strcmp(c, "%") != 0 ||
+	    whole * 10 + tenths < 1 || whole * 10 + tenths > 1000)
+		return fail(ps, "owner-presence: throttle:'%.64s' is not a "
+		    "share from 0.1%% to 100%% (\"throttle:10%%\")", text);
+	p->presence = GP_PRESENCE_THROTTLE;
+	p->throttle_milli = whole * 10 + tenths;
+	return 0;
+}
+
 static int
 parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 {
@@ -382,8 +408,8 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 	if (k == (int)GP_ARRAY_LEN(key_names))
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
-		    "owner-presence, images, plain-jobs, trust-key, expose or "
-		    "scratch-max)", key);
+		    "owner-presence, images, plain-jobs, trust-key, expose, "
+		    "scratch-max or gpu-share)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
 	if (k != KEY_WINDOW && k != KEY_TRUST_KEY && k != KEY_EXPOSE) {
@@ -432,9 +458,20 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 			p->presence = GP_PRESENCE_RECLAIM;
 		else if (strcmp(value, "ignore") == 0)
 			p->presence = GP_PRESENCE_IGNORE;
+		else if (strncmp(value, "throttle:", 9) == 0)
+			return parse_throttle(ps, value + 9, p);
 		else
 			return fail(ps, "owner-presence: '%.64s' is not "
-			    "reclaim or ignore", value);
+			    "reclaim, ignore or throttle:N%%", value);
+		return 0;
+	case KEY_GPU_SHARE:
+		if (strcmp(value, "elastic") == 0)
+			p->gpu_share = GP_SHARE_ELASTIC;
+		else if (strcmp(value, "strict") == 0)
+			p->gpu_share = GP_SHARE_STRICT;
+		else
+			return fail(ps, "gpu-share: '%.64s' is not elastic "
+			    "or strict", value);
 		return 0;
 	case KEY_IMAGES:
 		if (strcmp(value, "signed") == 0)
@@ -695,6 +732,22 @@ gp_policy_window_format(const struct gp_policy_window *w, char *out,
 	    w->start_min % 60, w->end_min / 60, w->end_min % 60);
 }
 
+/* "reclaim", "ignore" or "throttle:10%" (tenths when there are). */
+static void
+presence_text(const struct gp_policy *p, char *out, size_t len)
+{
+	if (p->presence == GP_PRESENCE_THROTTLE) {
+		if (p->throttle_milli % 10 == 0)
+			snprintf(out, len, "throttle:%d%%",
+			    p->throttle_milli / 10);
+		else
+			snprintf(out, len, "throttle:%d.%d%%",
+			    p->throttle_milli / 10, p->throttle_milli % 10);
+	} else
+		gp_strlcpy(out, p->presence == GP_PRESENCE_IGNORE ? "ignore" :
+		    "reclaim", len);
+}
+
 json_t *
 gp_policy_to_json(const struct gp_policy *p)
 {
@@ -726,9 +779,10 @@ gp_policy_to_json(const struct gp_policy *p)
 	json_object_set_new(o, "checkpoint_grace_s",
 	    json_integer(p->grace_s));
 	json_object_set_new(o, "windows", windows);
-	json_object_set_new(o, "owner_presence",
-	    json_string(p->presence == GP_PRESENCE_IGNORE ? "ignore" :
-	    "reclaim"));
+	presence_text(p, text, sizeof(text));
+	json_object_set_new(o, "owner_presence", json_string(text));
+	json_object_set_new(o, "gpu_share", json_string(
+	    p->gpu_share == GP_SHARE_STRICT ? "strict" : "elastic"));
 	json_object_set_new(o, "images", json_string(gp_policy_images_name(
 	    p->images)));
 	json_object_set_new(o, "plain_jobs", json_string(p->refuse_plain ?
@@ -779,8 +833,11 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		gp_buf_printf(&b, ", max-job-time %s", text);
 	}
 	gp_format_duration(p->grace_s, text, sizeof(text));
-	gp_buf_printf(&b, ", checkpoint-grace %s, owner-presence %s", text,
-	    p->presence == GP_PRESENCE_IGNORE ? "ignore" : "reclaim");
+	gp_buf_printf(&b, ", checkpoint-grace %s", text);
+	presence_text(p, text, sizeof(text));
+	gp_buf_printf(&b, ", owner-presence %s", text);
+	if (p->gpu_share == GP_SHARE_STRICT)
+		gp_buf_printf(&b, ", gpu-share strict");
 	/* Image settings when they differ from the defaults. */
 	if (p->images != GP_IMAGES_SIGNED || p->nkeys > 0)
 		gp_buf_printf(&b, ", images %s", gp_policy_images_name(

@@ -46,6 +46,13 @@ enum gp_image_policy {
 enum gp_owner_presence {
 	GP_PRESENCE_RECLAIM = 0, /* reclaim the GPU (graceful) */
 	GP_PRESENCE_IGNORE,	 /* leave pool jobs alone */
+	GP_PRESENCE_THROTTLE,	 /* slow pool jobs to throttle_milli */
+};
+
+/* How a job's compute share is held (docs/gpu-sharing.md). */
+enum gp_gpu_share_mode {
+	GP_SHARE_ELASTIC = 0,	/* a job alone on its GPU may use idle time */
+	GP_SHARE_STRICT,	/* never more than its share */
 };
 
 struct gp_policy {
@@ -58,6 +65,8 @@ struct gp_policy {
 	int nwindows;		/* 0: always available */
 	struct gp_policy_window windows[GP_POLICY_WINDOWS_MAX];
 	enum gp_owner_presence presence;
+	int throttle_milli;	/* presence throttle: share, 1..1000 */
+	enum gp_gpu_share_mode gpu_share;
 	/* Images and plain commands. */
 	enum gp_image_policy images;
 	int refuse_plain;	/* plain-jobs = refuse */

@@ -534,6 +534,29 @@ gpus_text(json_t *req, char *buf, size_t len)
 		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, gpus);
 }
 
+/*
+ * ps's WAIT: the scheduler's code; for "resources", with what is short as
+ * its why says it ("no node has 4 CPUs free now (...)" gives "resources:
+ * 4 CPUs"; src/coord/sched.c words it so).
+ */
+static const char *
+wait_cell(json_t *wait, char *buf, size_t len)
+{
+	const char *reason = gp_cli_json_str(wait, "reason");
+	const char *why = gp_cli_json_str(wait, "why");
+	static const char lead[] = "no node has ";
+	const char *end;
+
+	if (reason == NULL || strcmp(reason, "resources") != 0 ||
+	    why == NULL || strncmp(why, lead, sizeof(lead) - 1) != 0)
+		return reason;
+	why += sizeof(lead) - 1;
+	if ((end = strstr(why, " free")) == NULL)
+		return reason;
+	snprintf(buf, len, "%s: %.*s", reason, (int)(end - why), why);
+	return buf;
+}
+
 int
 gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 {
@@ -541,7 +564,7 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 	    "STATE", "NODE", "GPUS", "ELAPSED", "WAIT"};
 	struct gp_table t;
 	json_t *jobs, *job, *req;
-	char id[32], gpus[16], elapsed[32];
+	char id[32], gpus[16], elapsed[32], wait[128];
 	const char *row[9];
 	int64_t ms;
 	size_t i;
@@ -573,8 +596,8 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 		row[6] = json_is_object(req) ? gpus : NULL;
 		row[7] = elapsed;
 		/* Why a queued job waits (the scheduler's reason). */
-		row[8] = gp_cli_json_str(json_object_get(job, "wait"),
-		    "reason");
+		row[8] = wait_cell(json_object_get(job, "wait"), wait,
+		    sizeof(wait));
 		if ((rc = gp_table_add(&t, row)) != 0)
 			break;
 	}
@@ -801,6 +824,18 @@ print_parts(json_t *parts)
 		if (json_is_number(json_object_get(p, "gpu_share")))
 			printf(" share=%g",
 			    json_number_value(json_object_get(p, "gpu_share")));
+		/* What libgpupool-cuda.so measured (docs/gpu-sharing.md). */
+		if (json_is_object(json_object_get(p, "gpu_use"))) {
+			json_t *u = json_object_get(p, "gpu_use");
+			printf(" gpu_mem=%" JSON_INTEGER_FORMAT "/%"
+			    JSON_INTEGER_FORMAT "M share_now=%.3f util=%"
+			    JSON_INTEGER_FORMAT "%%",
+			    json_integer_value(json_object_get(u,
+			    "mem_used_mib")), json_integer_value(
+			    json_object_get(u, "mem_limit_mib")),
+			    json_number_value(json_object_get(u, "share_now")),
+			    json_integer_value(json_object_get(u, "util")));
+		}
 		printf(" %s\n",
 		    json_is_true(json_object_get(p, "ended"))         ? "ended"
 		    : json_is_true(json_object_get(p, "started")) ? "started"

@@ -882,11 +882,11 @@ array_index(const char **p, long *out)
 	long v = 0;
 
 	if (**p < '0' || **p > '9')
-		return -1;
+		return GP_EINVAL;
 	while (**p >= '0' && **p <= '9') {
 		v = v * 10 + (**p - '0');
 		if (v > GP_ARRAY_TASK_MAX)
-			return -1;
+			return GP_EINVAL;
 		(*p)++;
 	}
 	*out = v;

@@ -77,6 +77,39 @@ gp_mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int
+gp_cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+	int rc;
+
+	if (pthread_condattr_init(&attr) != 0)
+		return GP_ENOMEM;
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	rc = pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+	return rc == 0 ? 0 : GP_ENOMEM;
+}
+
+int
+gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t ms)
+{
+	struct timespec ts;
+
+	if (ms < 0)
+		ms = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return pthread_cond_timedwait(cond, mutex, &ts) == ETIMEDOUT
+	    ? GP_ETIMEDOUT
+	    : 0;
+}
+
 void
 gp_format_time(int64_t ms, char *out, size_t len)
 {

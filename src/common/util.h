@@ -4,6 +4,7 @@
 #ifndef GP_UTIL_H
 #define GP_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,6 +13,18 @@ int64_t gp_now_ms(void);
 int64_t gp_mono_ms(void);
 /* Microseconds on the monotonic clock, for benchmarks. */
 int64_t gp_mono_us(void);
+
+/*
+ * Condition variables whose timed waits run on CLOCK_MONOTONIC, so that a
+ * step of the wall clock (NTP, an operator's date) neither shortens nor
+ * stretches a wait. gp_cond_init_monotonic initialises *cond (destroy it
+ * with pthread_cond_destroy); returns 0 or GP_ENOMEM.
+ * gp_cond_wait_ms waits on a cond made so, mutex held, at most ms
+ * milliseconds; returns 0 when woken (or spuriously) and GP_ETIMEDOUT
+ * when the time passed.
+ */
+int gp_cond_init_monotonic(pthread_cond_t *cond);
+int gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t ms);
 
 /*
  * Writes "2026-11-22T21:05:00.123Z" for ms since the epoch into out

@@ -918,7 +918,7 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
     size_t errlen)
 {
 	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", "offer", NULL};
+	    "gpus", "offer", "gpushare", NULL};
 	static const char *const started_fields[] = {"node_id", "pid",
 	    "restored_version", NULL};
 	static const char *const finished_fields[] = {"node_id", "exit_code",
@@ -1085,6 +1085,50 @@ sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
 	return (int)json_integer_value(v);
 }
 
+/*
+ * What libgpupool-cuda.so measured in each fractional job on node (the
+ * heartbeat's "gpushare"), kept on the job's part there. Under the read
+ * lock: the part's fields are atomic. Entries for attempts that are not
+ * the job's current one are ignored.
+ */
+static void
+heartbeat_gpushare(const struct node *node, json_t *list)
+{
+	json_t *e;
+	size_t i;
+	int k;
+
+	if (!json_is_array(list))
+		return;
+	json_array_foreach(list, i, e)
+	{
+		struct job *job;
+		int64_t used, eff, util;
+
+		if (i >= 4096)
+			break;
+		job = state_job(json_integer_value(json_object_get(e,
+		    "job_id")));
+		used = json_integer_value(json_object_get(e, "mem_used_mib"));
+		eff = json_integer_value(json_object_get(e, "effective_milli"));
+		util = json_integer_value(json_object_get(e, "util"));
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->attempts != json_integer_value(json_object_get(e,
+		    "attempt")) || used < 0 || used > GP_MIB_MAX ||
+		    eff < 1 || eff > 1000 || util < 0 || util > 100)
+			continue;
+		for (k = 0; k < job->nparts; k++)
+			if (job->parts[k].node_id == node->id) {
+				atomic_store(&job->parts[k].gpu_mem_used_mib,
+				    used);
+				atomic_store(&job->parts[k].gpu_util,
+				    (int32_t)util);
+				atomic_store(&job->parts[k].gpu_effective_milli,
+				    (int32_t)eff);
+			}
+	}
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
@@ -1129,6 +1173,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		node->gpus[k].temp_c = sensor(g, "temp_c", 0, 250);
 		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
 	}
+	heartbeat_gpushare(node, json_object_get(body, "gpushare"));
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
 	offer = json_object_get(body, "offer");
@@ -1402,7 +1447,10 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 	return 1;
 }
 
-/* Splits "/v1/a/b" into at most max parts; returns the count or -1. */
+/*
+ * Splits "/v1/a/b" into at most max parts; returns the count or GP_EINVAL
+ * (too many parts, an empty or overlong one).
+ */
 static int
 split_path(const char *url, char parts[][32], int max)
 {
@@ -1416,7 +1464,7 @@ split_path(const char *url, char parts[][32], int max)
 		slash = strchr(p, '/');
 		len = slash != NULL ? (size_t)(slash - p) : strlen(p);
 		if (n == max || len == 0 || len >= 32)
-			return -1;
+			return GP_EINVAL;
 		memcpy(parts[n], p, len);
 		parts[n][len] = '\0';
 		n++;
@@ -1424,7 +1472,7 @@ split_path(const char *url, char parts[][32], int max)
 		if (*p == '/') {
 			p++;
 			if (*p == '\0')
-				return -1; /* "/v1/jobs/": an empty last part */
+				return GP_EINVAL; /* "/v1/jobs/": empty last part */
 		}
 	}
 	return n;

@@ -7,7 +7,7 @@
  * sandbox closes: the provider's home directories and secrets, other
  * jobs' files, setuid binaries, capabilities; and the job's mounts, also
  * where the host has no mount point (nothing is made on the host). Skips
- * (passes with a notice) when not root.
+ * (SKIP, tests/unit/unit.h) when not root.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -575,7 +575,8 @@ TEST(warm_limits)
 
 	if (cgroups.mode != GP_CGROUP_V1 || cgroups.memory[0] == '\0' ||
 	    cgroups.pids[0] == '\0') {
-		printf("skipped: needs cgroup v1 memory and pids\n");
+		UNIT_SKIP("cgroup-v1", "the limits are checked in v1 memory "
+		    "and pids");
 		return;
 	}
 	check_limits();
@@ -591,7 +592,8 @@ TEST(cold_limits)
 
 	if (cgroups.mode != GP_CGROUP_V1 || cgroups.memory[0] == '\0' ||
 	    cgroups.pids[0] == '\0') {
-		printf("skipped: needs cgroup v1 memory and pids\n");
+		UNIT_SKIP("cgroup-v1", "the limits are checked in v1 memory "
+		    "and pids");
 		return;
 	}
 	cfg.no_warm = 1;
@@ -627,8 +629,7 @@ main(void)
 	char err[256];
 
 	if (geteuid() != 0) {
-		printf("skipped: the sandbox test needs root\n");
-		return 0;
+		return unit_skip_all("root", "the sandbox needs root");
 	}
 	gp_log_init("test", GP_LOG_WARN);
 	if (mkdtemp(work) == NULL) {

@@ -191,6 +191,32 @@ TEST(time_round_trip)
 	CHECK(gp_mono_us() >= gp_mono_ms());
 }
 
+/*
+ * A monotonic condition variable's timed wait lasts its time: were the
+ * deadline computed on one clock and the wait timed on another (the
+ * coordinator's old CLOCK_REALTIME waits), it would end at once or after
+ * decades. The check is a lower bound only, never a speed assumption.
+ */
+TEST(cond_wait_monotonic)
+{
+	pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cond;
+	int64_t start, elapsed;
+
+	CHECK_EQ(gp_cond_init_monotonic(&cond), 0);
+	pthread_mutex_lock(&mutex);
+	start = gp_mono_ms();
+	/* Spurious wake-ups answer 0: wait again until the time passed. */
+	while (gp_cond_wait_ms(&cond, &mutex, 50 - (gp_mono_ms() - start)) ==
+	    0 && gp_mono_ms() - start < 50)
+		;
+	elapsed = gp_mono_ms() - start;
+	pthread_mutex_unlock(&mutex);
+	CHECK(elapsed >= 50);
+	CHECK(elapsed < 3600 * 1000);
+	pthread_cond_destroy(&cond);
+}
+
 TEST(buf)
 {
 	struct gp_buf b = {0};
@@ -659,5 +685,6 @@ main(void)
 	RUN(share_and_capability_parse);
 	RUN(name_valid);
 	RUN(strerror);
+	RUN(cond_wait_monotonic);
 	return unit_report();
 }

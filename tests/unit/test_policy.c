@@ -128,6 +128,17 @@ TEST(values)
 	CHECK_EQ(p.max_job_s, 36 * 3600);
 	CHECK_EQ(parse("owner-presence = reclaim", &p, &line, err), 0);
 	CHECK_EQ(p.presence, GP_PRESENCE_RECLAIM);
+	CHECK_EQ(parse("owner-presence = throttle:10%", &p, &line, err), 0);
+	CHECK_EQ(p.presence, GP_PRESENCE_THROTTLE);
+	CHECK_EQ(p.throttle_milli, 100);
+	CHECK_EQ(parse("owner-presence = throttle:0.5%", &p, &line, err), 0);
+	CHECK_EQ(p.throttle_milli, 5);
+	CHECK_EQ(parse("owner-presence = throttle:100%", &p, &line, err), 0);
+	CHECK_EQ(p.throttle_milli, 1000);
+	CHECK_EQ(parse("gpu-share = strict", &p, &line, err), 0);
+	CHECK_EQ(p.gpu_share, GP_SHARE_STRICT);
+	CHECK_EQ(parse("gpu-share = elastic", &p, &line, err), 0);
+	CHECK_EQ(p.gpu_share, GP_SHARE_ELASTIC);
 	CHECK_EQ(parse("window = daily 09:00-17:00", &p, &line, err), 0);
 	CHECK_EQ(p.windows[0].days, 0x7f);
 	CHECK_EQ(parse("window = 22:00-06:00", &p, &line, err), 0);
@@ -202,7 +213,21 @@ TEST(errors_name_the_line)
 	    "checkpoint-grace: '2h' is over the maximum of 1h");
 	expect_error("checkpoint-grace = -1\n", 1, "checkpoint-grace:");
 	expect_error("owner-presence = maybe\n", 1,
-	    "owner-presence: 'maybe' is not reclaim or ignore");
+	    "owner-presence: 'maybe' is not reclaim, ignore or throttle:N%");
+	expect_error("cpus = 2\nowner-presence = throttle:0%\n", 2,
+	    "owner-presence: throttle:'0%' is not a share");
+	expect_error("owner-presence = throttle:101%\n", 1,
+	    "owner-presence: throttle:'101%'");
+	expect_error("owner-presence = throttle:10\n", 1,
+	    "owner-presence: throttle:'10'");
+	expect_error("owner-presence = throttle:\n", 1,
+	    "owner-presence: throttle:''");
+	expect_error("owner-presence = throttle:1.25%\n", 1,
+	    "owner-presence: throttle:'1.25%'");
+	expect_error("\n\ngpu-share = maybe\n", 3,
+	    "gpu-share: 'maybe' is not elastic or strict");
+	expect_error("gpu-share = strict\ngpu-share = strict\n", 2,
+	    "gpu-share: given twice");
 	expect_error("\n\nwindow = Funday 10:00-12:00\n", 3,
 	    "window: 'Funday' is not a list of days");
 	expect_error("window = Mon 25:00-26:00\n", 1,
@@ -359,7 +384,8 @@ TEST(to_json)
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,\"expose\":[],"
-	    "\"gpus\":\"all\",\"images\":\"signed\",\"max_job_time_s\":null,"
+	    "\"gpu_share\":\"elastic\",\"gpus\":\"all\",\"images\":\"signed\","
+	    "\"max_job_time_s\":null,"
 	    "\"memory_mib\":null,\"owner_presence\":\"reclaim\","
 	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
 	    "\"trusted_keys\":[],\"windows\":[]}");
@@ -374,7 +400,8 @@ TEST(to_json)
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,\"expose\":[],"
-	    "\"gpus\":[1,3],\"images\":\"signed\",\"max_job_time_s\":7200,"
+	    "\"gpu_share\":\"elastic\",\"gpus\":[1,3],\"images\":\"signed\","
+	    "\"max_job_time_s\":7200,"
 	    "\"memory_mib\":8192,\"owner_presence\":\"ignore\","
 	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
 	    "\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
@@ -423,6 +450,11 @@ TEST(describe)
 	CHECK_STR(text, "gpus 0,2, 1 window, cpus 2, memory 1024M, "
 	    "max-job-time 1h30m, checkpoint-grace 30s, owner-presence "
 	    "reclaim");
+	CHECK_EQ(parse("owner-presence = throttle:12.5%\ngpu-share = strict\n",
+	    &p, &line, err), 0);
+	gp_policy_describe(&p, text, sizeof(text));
+	CHECK_STR(text, "gpus all, always, checkpoint-grace 30s, "
+	    "owner-presence throttle:12.5%, gpu-share strict");
 }
 
 #define KEY_A "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
