@@ -3,7 +3,8 @@
  * HTTP or threads: ops made as the handlers make them, run a batch at a
  * time by state_batch_run (what the state thread runs), the clock passed
  * in. Covers submit, assign, start, finish, requeue on lease expiry, the
- * fencing of a stale attempt, and a seeded random walk over many event
+ * fencing of a stale attempt, a gang losing a node, purge, and a seeded
+ * random walk over many event
  * sequences checking that no job ever runs on two nodes at once and that
  * every acknowledged job survives (is known, and ends at most once).
  */
@@ -90,11 +91,10 @@ register_node(const char *name, int ngpus)
 	return id;
 }
 
-/* Submits a one-GPU job; returns its id (0: refused). */
+/* Submits spec (NULL: a one-GPU job); returns its id (0: refused). */
 static int64_t
-submit(void)
+submit_spec(const char *spec)
 {
-	static const char spec[] = "{\"command\":[\"true\"],\"gpus\":1}";
 	struct op *op = op_new(OP_SUBMIT, &user);
 	char err[256];
 	int64_t id = 0;
@@ -105,6 +105,29 @@ submit(void)
 		id = json_integer_value(json_object_get(op->result, "id"));
 	op_free(op);
 	return id;
+}
+
+static int64_t
+submit(void)
+{
+	return submit_spec("{\"command\":[\"true\"],\"gpus\":1}");
+}
+
+/* A finished report with a reason (an agent stopping a gang's part). */
+static int
+report_reason(int64_t job, int attempt, int64_t node, const char *reason)
+{
+	struct op *op = op_new(OP_FINISHED, &provider);
+	int status;
+
+	op->job_id = job;
+	op->attempt = attempt;
+	op->node_id = node;
+	op->body = json_pack("{s:I,s:i,s:s}", "node_id", (json_int_t)node,
+	    "exit_code", 0, "reason", reason);
+	status = run(op);
+	op_free(op);
+	return status;
 }
 
 /* A started or finished report of (job, attempt) from node. */
@@ -248,6 +271,88 @@ TEST(stale_attempt_on_the_same_node)
 }
 
 /*
+ * A gang loses a node: the other part is stopped, and once it has, the
+ * whole job goes back to the queue; it runs again, whole, when it fits.
+ */
+TEST(gang_loses_a_node)
+{
+	int64_t g1, g2, job, on = 0, n0, n1;
+	int attempt = 0;
+	struct job *j;
+
+	mono += state.cfg.lease_ms + 1000;
+	tick();
+	g1 = register_node("g1", 1);
+	g2 = register_node("g2", 1);
+	beat(g1);
+	beat(g2);
+	job = submit_spec("{\"command\":[\"true\"],\"gpus\":1,\"nodes\":2}");
+	CHECK(job > 0);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	pthread_rwlock_rdlock(&state.lock);
+	j = state_job(job);
+	n0 = j != NULL && j->nparts == 2 ? j->parts[0].node_id : 0;
+	n1 = j != NULL && j->nparts == 2 ? j->parts[1].node_id : 0;
+	pthread_rwlock_unlock(&state.lock);
+	CHECK((n0 == g1 && n1 == g2) || (n0 == g2 && n1 == g1));
+	CHECK_EQ(report(OP_STARTED, job, 1, g1, 0), 200);
+	CHECK_EQ(report(OP_STARTED, job, 1, g2, 0), 200);
+	mono += state.cfg.lease_ms + 1000;
+	beat(g2); /* g1 is silent */
+	tick();
+	/* Still running: g2's part must save and stop first. */
+	CHECK_EQ(job_where(job, NULL, NULL), JOB_RUNNING);
+	CHECK_EQ(report_reason(job, 1, g2, "gang_stopped"), 200);
+	CHECK_EQ(job_where(job, NULL, &attempt), JOB_QUEUED);
+	CHECK_EQ(attempt, 1);
+	g1 = register_node("g1", 1); /* back: the gang fits again */
+	beat(g1);
+	beat(g2);
+	tick();
+	CHECK_EQ(job_where(job, NULL, &attempt), JOB_RUNNING);
+	CHECK_EQ(attempt, 2);
+}
+
+/*
+ * A finished job leaves memory (min-job-age) and is still answered for,
+ * from its row: an acknowledged job survives its purge.
+ */
+TEST(purge_keeps_the_row)
+{
+	int64_t c, job, on = 0;
+	int attempt = 0, stored = 0, i;
+	struct job *j;
+
+	mono += state.cfg.lease_ms + 1000;
+	tick();
+	c = register_node("pc", 1);
+	beat(c);
+	CHECK((job = submit()) > 0);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(report(OP_STARTED, job, attempt, on, 0), 200);
+	state.cfg.min_job_age_ms = 1; /* before it ends: it joins the ring */
+	CHECK_EQ(report(OP_FINISHED, job, attempt, on, 0), 200);
+	/* Bounded: purge runs each batch, for jobs 1 ms past their end. */
+	for (i = 0; i < 1000 && state_job(job) != NULL; i++) {
+		usleep(2000);
+		tick();
+	}
+	state.cfg.min_job_age_ms = 0;
+	CHECK(state_job(job) == NULL);
+	pthread_rwlock_rdlock(&state.lock);
+	j = state_job_any(job, &stored);
+	CHECK(j != NULL);
+	CHECK_EQ(stored, 1);
+	if (j != NULL)
+		CHECK_EQ(j->state, JOB_SUCCEEDED);
+	if (j != NULL && stored)
+		state_job_stored_free(j);
+	pthread_rwlock_unlock(&state.lock);
+}
+
+/*
  * A seeded random walk: nodes register, beat, go silent; jobs are
  * submitted, start and finish (the right attempt or a stale one). After
  * every step, no two nodes run one job (each GPU holds at most one job,
@@ -337,21 +442,16 @@ TEST(random_walk)
 					violations++;
 			}
 		}
-		{
-			/* no job on two nodes' GPUs */
-			int64_t c = 0, seen[WALK_NODES * 2];
-			int nseen = 0;
+		for (k = 0; k < njobs; k++) {
+			/* no job of the walk (one part) on two GPUs */
+			int64_t c = 0;
+			int holders = 0;
 			struct node *n;
 			while ((n = state_node_next(&c)) != NULL)
-				for (int g = 0; g < n->ngpus; g++) {
-					int64_t id = n->gpus[g].job_id;
-					for (int x = 0; id != 0 && x < nseen;
-					     x++)
-						if (seen[x] == id)
-							violations++;
-					if (id != 0 && nseen < WALK_NODES * 2)
-						seen[nseen++] = id;
-				}
+				for (int g = 0; g < n->ngpus; g++)
+					holders += n->gpus[g].job_id == jobs[k];
+			if (holders > 1)
+				violations++;
 		}
 		pthread_rwlock_unlock(&state.lock);
 		if (violations > 0) {
@@ -420,6 +520,8 @@ main(void)
 	RUN(submit_assign_start_finish);
 	RUN(requeue_on_lease_expiry_and_fencing);
 	RUN(stale_attempt_on_the_same_node);
+	RUN(gang_loses_a_node);
+	RUN(purge_keeps_the_row);
 	RUN(random_walk);
 	gp_remove_tree(dir);
 	return unit_report();
