@@ -1,9 +1,9 @@
 /*
  * coordd.h: the coordinator's internal model, shared by its files.
  *
- * Reading order: main.c (start-up), state.c (the model and the state
+ * Reading order: main.c (start-up), state*.c (the model and the state
  * thread: every change goes through it, in batches, one SQLite transaction
- * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
+ * per batch; state_int.h lists its files), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
  * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
  * checkpoint store: its own SQLite database and chunk files), data.c
