@@ -99,6 +99,7 @@ submit_spec(const char *spec)
 	char err[256];
 	int64_t id = 0;
 
+	gp_jobspec_fini(&op->spec); /* as submit_prepare: op_new made one */
 	CHECK_EQ(gp_jobspec_decode(spec, strlen(spec), &op->spec, err,
 	    sizeof(err)), 0);
 	if (run(op) == 201)
