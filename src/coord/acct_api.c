@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "joblog.h"
+#include "state.h"
+#include "store.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"

@@ -10,7 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "api.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "joblog.h"
+#include "notify.h"
+#include "state.h"
+#include "web.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"

@@ -18,8 +18,11 @@
 #ifndef GP_COORDD_H
 #define GP_COORDD_H
 
-/* One header per module; this one includes them all (for tests and the
-   files not yet moved to the headers they need). */
+/*
+ * One header per module, and each .c file includes those it uses; this
+ * one includes them all, for the tests and benches that reach into
+ * several.
+ */
 #include "model.h"
 #include "state.h"
 #include "store.h"

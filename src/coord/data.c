@@ -60,7 +60,10 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "coordd.h"
+#include "ckpt_store.h"
+#include "datasets.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 

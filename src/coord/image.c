@@ -47,7 +47,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordd.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 #include "oci.h"

@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "datasets.h"
+#include "state.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"

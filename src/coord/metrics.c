@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "coord_metrics.h"
+#include "state.h"
 #include "gp.h"
 #include "ledger.h"
 #include "prom.h"

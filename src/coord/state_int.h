@@ -17,7 +17,13 @@
 #ifndef GP_COORD_STATE_INT_H
 #define GP_COORD_STATE_INT_H
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "joblog.h"
+#include "notify.h"
+#include "state.h"
+#include "store.h"
 
 /* Grace before a delivered attempt that an agent does not list is lost. */
 #define LOST_GRACE_MS 3000
