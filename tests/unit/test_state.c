@@ -3,10 +3,10 @@
  * HTTP or threads: ops made as the handlers make them, run a batch at a
  * time by state_batch_run (what the state thread runs), the clock passed
  * in. Covers submit, assign, start, finish, requeue on lease expiry, the
- * fencing of a stale attempt, a gang losing a node, purge, and a seeded
- * random walk over many event
- * sequences checking that no job ever runs on two nodes at once and that
- * every acknowledged job survives (is known, and ends at most once).
+ * fencing of a stale attempt, a gang losing a node, preemption, purge,
+ * and a seeded random walk over thousands of events checking that no job
+ * ever runs on two nodes at once and that every acknowledged job
+ * survives (is known, and ends once).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +29,7 @@ static struct token_entry admin = {.id = 1, .name = "admin",
 static struct token_entry user; /* made by OP_TOKEN_CREATE */
 static struct token_entry provider;
 static int64_t mono; /* the test's monotonic clock, ms */
+static struct token_entry *reporter = &provider; /* whose agent reports */
 
 /* Runs op alone as one batch; returns its status (the op is kept). */
 static int
@@ -47,7 +48,8 @@ tick(void)
 }
 
 static void
-make_token(enum gp_role role, const char *name, struct token_entry *out)
+make_token_in(enum gp_role role, const char *name, const char *group,
+    struct token_entry *out)
 {
 	struct op *op = op_new(OP_TOKEN_CREATE, &admin);
 	const char *text;
@@ -55,6 +57,7 @@ make_token(enum gp_role role, const char *name, struct token_entry *out)
 
 	op->acct.role = role;
 	gp_strlcpy(op->acct.name, name, sizeof(op->acct.name));
+	gp_strlcpy(op->acct.group, group, sizeof(op->acct.group));
 	CHECK(run(op) / 100 == 2);
 	text = json_string_value(json_object_get(op->result, "token"));
 	CHECK(text != NULL);
@@ -66,11 +69,30 @@ make_token(enum gp_role role, const char *name, struct token_entry *out)
 	op_free(op);
 }
 
-/* Registers node name (ngpus fake GPUs); returns its id, 0 on failure. */
-static int64_t
-register_node(const char *name, int ngpus)
+static void
+make_token(enum gp_role role, const char *name, struct token_entry *out)
 {
-	struct op *op = op_new(OP_REGISTER, &provider);
+	make_token_in(role, name, "", out);
+}
+
+/* An accounting group, made as `gpupool group create` makes it. */
+static void
+make_group(const char *name)
+{
+	struct op *op = op_new(OP_ACCT, &admin);
+
+	op->acct.kind = ACCT_BODY_GROUP_CREATE;
+	gp_strlcpy(op->acct.name, name, sizeof(op->acct.name));
+	CHECK(run(op) / 100 == 2);
+	op_free(op);
+}
+
+/* Registers node name with owner's token; returns its id, 0 on failure. */
+static int64_t
+register_node_of(struct token_entry *owner, const char *name,
+    int ngpus)
+{
+	struct op *op = op_new(OP_REGISTER, owner);
 	json_t *gpus = json_array();
 	int64_t id = 0;
 	char uuid[64];
@@ -91,11 +113,17 @@ register_node(const char *name, int ngpus)
 	return id;
 }
 
-/* Submits spec (NULL: a one-GPU job); returns its id (0: refused). */
 static int64_t
-submit_spec(const char *spec)
+register_node(const char *name, int ngpus)
 {
-	struct op *op = op_new(OP_SUBMIT, &user);
+	return register_node_of(&provider, name, ngpus);
+}
+
+/* Submits spec as who; returns its id (0: refused). */
+static int64_t
+submit_as(struct token_entry *who, const char *spec)
+{
+	struct op *op = op_new(OP_SUBMIT, who);
 	char err[256];
 	int64_t id = 0;
 
@@ -109,6 +137,12 @@ submit_spec(const char *spec)
 }
 
 static int64_t
+submit_spec(const char *spec)
+{
+	return submit_as(&user, spec);
+}
+
+static int64_t
 submit(void)
 {
 	return submit_spec("{\"command\":[\"true\"],\"gpus\":1}");
@@ -118,7 +152,7 @@ submit(void)
 static int
 report_reason(int64_t job, int attempt, int64_t node, const char *reason)
 {
-	struct op *op = op_new(OP_FINISHED, &provider);
+	struct op *op = op_new(OP_FINISHED, reporter);
 	int status;
 
 	op->job_id = job;
@@ -136,7 +170,7 @@ static int
 report(enum op_type type, int64_t job, int attempt, int64_t node,
     int exit_code)
 {
-	struct op *op = op_new(type, &provider);
+	struct op *op = op_new(type, reporter);
 	int status;
 
 	op->job_id = job;
@@ -313,6 +347,65 @@ TEST(gang_loses_a_node)
 	tick();
 	CHECK_EQ(job_where(job, NULL, &attempt), JOB_RUNNING);
 	CHECK_EQ(attempt, 2);
+}
+
+/*
+ * Provider first: lab-b's job borrows lab-a's only GPU; lab-a's own job
+ * comes: the borrowed job is asked to save and stop, and only once it
+ * has (its agent's "preempted") does lab-a's job start there: never two
+ * jobs on the GPU. The borrowed job waits in the queue, and runs again
+ * when lab-a's has ended. Runs first, while the test's clock is still
+ * the real monotonic one: the scheduler's glue (live.c) reads that clock
+ * itself for the preemption's reservation, so a clock run ahead (as the
+ * later tests run it) would expire the reservation at once.
+ */
+TEST(preemption)
+{
+	struct token_entry prov_a, alice, bob;
+	int64_t pa, jb, ja, on = 0;
+	int attempt = 0;
+
+	make_group("lab-a");
+	make_group("lab-b");
+	make_token_in(GP_ROLE_PROVIDER, "prov-a", "lab-a", &prov_a);
+	make_token_in(GP_ROLE_USER, "alice", "lab-a", &alice);
+	make_token_in(GP_ROLE_USER, "bob", "lab-b", &bob);
+	pa = register_node_of(&prov_a, "pa", 1);
+	CHECK(pa > 0);
+	reporter = &prov_a;
+	beat(pa);
+	jb = submit_as(&bob, "{\"command\":[\"true\"],\"gpus\":1,\"checkpoint_every_s\":1}");
+	tick();
+	CHECK_EQ(job_where(jb, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(on, pa);
+	CHECK_EQ(report(OP_STARTED, jb, 1, pa, 0), 200);
+	ja = submit_as(&alice, "{\"command\":[\"true\"],\"gpus\":1}");
+	CHECK(ja > 0);
+	tick();
+	/* bob's job is being stopped; alice's waits for the GPU */
+	CHECK_EQ(job_where(ja, NULL, NULL), JOB_QUEUED);
+	CHECK_EQ(job_where(jb, &on, NULL), JOB_RUNNING);
+	CHECK_EQ(report_reason(jb, 1, pa, "preempted"), 200);
+	tick();
+	CHECK_EQ(job_where(ja, &on, NULL), JOB_RUNNING);
+	CHECK_EQ(on, pa);
+	CHECK_EQ(job_where(jb, NULL, &attempt), JOB_QUEUED);
+	CHECK_EQ(attempt, 1);
+	/* alice's job ends: bob's runs again there, attempt 2 */
+	pthread_rwlock_rdlock(&state.lock);
+	attempt = state_job(ja) != NULL ? state_job(ja)->attempts : 0;
+	pthread_rwlock_unlock(&state.lock);
+	CHECK_EQ(report(OP_STARTED, ja, attempt, pa, 0), 200);
+	CHECK_EQ(report(OP_FINISHED, ja, attempt, pa, 0), 200);
+	tick();
+	CHECK_EQ(job_where(jb, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(attempt, 2);
+	CHECK_EQ(report(OP_STARTED, jb, 2, pa, 0), 200);
+	CHECK_EQ(report(OP_FINISHED, jb, 2, pa, 0), 200);
+	CHECK_EQ(job_where(jb, NULL, NULL), JOB_SUCCEEDED);
+	reporter = &provider;
+	mono += state.cfg.lease_ms + 1000; /* pa goes: the next tests' */
+	tick();
 }
 
 /*
@@ -518,6 +611,7 @@ main(void)
 	mono = gp_mono_ms();
 	make_token(GP_ROLE_USER, "alice", &user);
 	make_token(GP_ROLE_PROVIDER, "lab", &provider);
+	RUN(preemption);
 	RUN(submit_assign_start_finish);
 	RUN(requeue_on_lease_expiry_and_fencing);
 	RUN(stale_attempt_on_the_same_node);
