@@ -410,6 +410,8 @@ release(struct job *j)
 
 	x->a = NULL;
 	j->ops->release(x);
+	if (x->cfg->net != NULL)
+		gp_net_job_close(x->cfg->net, &x->net);
 	free_strings(x->argv);
 	free_strings(x->base_env);
 	free_strings(x->device_env);
@@ -593,6 +595,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	x->uid = (uid_t)-1;
 	x->gid = (gid_t)-1;
 	x->out_fd = x->status_fd = -1;
+	gp_net_job_init(&x->net);
 	snprintf(x->name, sizeof(x->name), "%lld-%lld",
 	    (long long)a->id.job_id, (long long)a->id.attempt);
 	snprintf(x->workdir, sizeof(x->workdir), "%s/jobs/%s", cfg->work_dir,
@@ -609,6 +612,12 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	}
 	if ((x->env = build_env(ex, a, x)) == NULL) {
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
+		goto fail;
+	}
+	/* Never the agent's network: no namespace, no start. */
+	if (cfg->net != NULL && gp_net_job_open(cfg->net, GP_NET_LAN, &x->net,
+	    why, sizeof(why)) != 0) {
+		fail_start(ex, &a->id, "job network: %s", why, 0);
 		goto fail;
 	}
 	if (start_warm(ex, j))
@@ -735,6 +744,7 @@ finish_job(struct gp_executor *ex, struct job *j)
 			break;
 		}
 	result_of(j, &r);
+	gp_net_job_bytes(&j->x.net, &r.net_sent, &r.net_received);
 	unwatch(ex, &j->pidfd);
 	/* A container's runtime removes its cgroups: before our backstop. */
 	release(j);

@@ -544,6 +544,19 @@ gp_agent_main(int argc, char **argv)
 		fprintf(stderr, "gpupool agent: %s\n", err);
 		goto out;
 	}
+	{
+		enum gp_net_policy net;
+		int64_t rate;
+
+		gp_provider_net_policy(ag->provider, &net, &rate);
+		if (gp_net_new(&ag->net, net, rate, ag->work, err,
+		    sizeof(err)) != 0) {
+			fprintf(stderr, "gpupool agent: job networks: %s\n",
+			    err);
+			goto out;
+		}
+		ag->exec_cfg.net = ag->net;
+	}
 	ag->exec_events.arg = ag->provider;
 	ag->exec_events.started = gp_provider_on_started;
 	ag->exec_events.output = gp_provider_on_output;
@@ -584,6 +597,8 @@ gp_agent_main(int argc, char **argv)
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
+	gp_net_free(ag->net);
+	ag->net = NULL;
 	gp_provider_free(ag->provider);
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
@@ -602,6 +617,8 @@ out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
+		gp_net_free(ag->net);
+		ag->net = NULL;
 		if (ag->provider != NULL)
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)

@@ -36,6 +36,7 @@ gp_policy_default(struct gp_policy *p)
 	p->all_gpus = 1;
 	p->grace_s = GRACE_DEFAULT_S;
 	p->presence = GP_PRESENCE_RECLAIM;
+	p->network = GP_NET_INTERNET;
 }
 
 /* The parser's state: where it is and what it says about the first error. */
@@ -264,11 +265,13 @@ enum key {
 	KEY_IMAGES,
 	KEY_PLAIN_JOBS,
 	KEY_TRUST_KEY,
+	KEY_NETWORK,
+	KEY_NET_RATE,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
-    "images", "plain-jobs", "trust-key"};
+    "images", "plain-jobs", "trust-key", "network", "net-rate"};
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -313,7 +316,8 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 	if (k == (int)GP_ARRAY_LEN(key_names))
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
-		    "owner-presence, images, plain-jobs or trust-key)", key);
+		    "owner-presence, images, plain-jobs, trust-key, network "
+		    "or net-rate)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
 	if (k != KEY_WINDOW && k != KEY_TRUST_KEY) {
@@ -388,6 +392,17 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return 0;
 	case KEY_TRUST_KEY:
 		return parse_trust_key(ps, value, p);
+	case KEY_NETWORK:
+		if (gp_net_policy_parse(value, &p->network) != 0)
+			return fail(ps, "network: '%.64s' is not none, internet "
+			    "or lan", value);
+		return 0;
+	case KEY_NET_RATE:
+		if (gp_net_rate_parse(value, &p->net_rate_bps) != 0)
+			return fail(ps, "net-rate: '%.64s' is not a rate in "
+			    "bits per second from 8k to 1T (\"200M\", \"1G\", "
+			    "\"500k\") or off", value);
+		return 0;
 	case KEY_WINDOW:
 		if (p->nwindows == GP_POLICY_WINDOWS_MAX)
 			return fail(ps, "window: too many windows (at most "
@@ -657,6 +672,10 @@ gp_policy_to_json(const struct gp_policy *p)
 		json_array_append_new(windows, json_pack("{s:s,s:s}", "key",
 		    p->keys[i].key, "name", p->keys[i].name));
 	json_object_set_new(o, "trusted_keys", windows);
+	json_object_set_new(o, "network", json_string(gp_net_policy_name(
+	    p->network)));
+	json_object_set_new(o, "net_rate_bps", p->net_rate_bps > 0 ?
+	    json_integer(p->net_rate_bps) : json_null());
 	return o;
 }
 
@@ -702,6 +721,10 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		    p->nkeys == 1 ? "" : "s");
 	if (p->refuse_plain)
 		gp_buf_printf(&b, ", plain-jobs refuse");
+	gp_buf_printf(&b, ", network %s", gp_net_policy_name(p->network));
+	if (p->net_rate_bps > 0)
+		gp_buf_printf(&b, ", net-rate %lldbit/s",
+		    (long long)p->net_rate_bps);
 	gp_strlcpy(out, b.data != NULL ? b.data : "", len);
 	gp_buf_free(&b);
 }

@@ -429,10 +429,29 @@ policy_load(struct gp_provider *p, int force)
 		    "%s", p->policy_error);
 		return;
 	}
+	/* Jobs' networks are made once, at start (netns.c). */
+	if (np.network != p->policy.network ||
+	    np.net_rate_bps != p->policy.net_rate_bps) {
+		gp_warn("policy: network and net-rate take effect at the "
+		    "agent's next start; %s stays in force",
+		    gp_net_policy_name(p->policy.network));
+		np.network = p->policy.network;
+		np.net_rate_bps = p->policy.net_rate_bps;
+	}
 	p->policy = np;
 	p->policy_gen++;
 	p->policy_error[0] = '\0';
 	gp_info("policy loaded path=%s", p->ag->policy_path);
+}
+
+void
+gp_provider_net_policy(struct gp_provider *p, enum gp_net_policy *net,
+    int64_t *rate_bps)
+{
+	pthread_mutex_lock(&p->lock);
+	*net = p->policy.network;
+	*rate_bps = p->policy.net_rate_bps;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void
