@@ -532,11 +532,11 @@ table_text(const struct gp_net *n, struct gp_buf *b)
 	    "  chain input { type filter hook input priority -1;\n"
 	    "    iifname \"%s\" ip daddr @dns meta l4proto { tcp, udp }"
 	    " th dport 53 accept\n"
-	    "    iifname \"%s\" drop }\n"
+	    "    iifname \"%s\" drop\n  }\n"
 	    "  chain forward { type filter hook forward priority -1;\n"
 	    "    oifname \"%s\" ct state established,related accept\n"
 	    "    oifname \"%s\" drop\n"
-	    "    iifname \"%s\" jump from_job }\n"
+	    "    iifname \"%s\" jump from_job\n  }\n"
 	    "  chain from_job {\n"
 	    "    meta nfproto ipv6 drop\n"
 	    "    ct state established,related accept\n"
@@ -546,9 +546,9 @@ table_text(const struct gp_net *n, struct gp_buf *b)
 	    "    ip saddr %s/23 ip daddr @not_lan drop\n"
 	    "    ip saddr %s/23 accept\n"
 	    "    ip saddr %s/23 accept\n"
-	    "    drop }\n"
+	    "    drop\n  }\n"
 	    "  chain nat { type nat hook postrouting priority 100;\n"
-	    "    ip saddr %s/22 oifname != \"%s\" masquerade }\n"
+	    "    ip saddr %s/22 oifname != \"%s\" masquerade\n  }\n"
 	    "}\n", n->table, dns[0] ? "elements = { " : "", dns,
 	    dns[0] ? " };" : "", ifs, ifs, ifs, ifs, ifs, inet, lan, inet,
 	    lan, blk, ifs);

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Issue 14: every job in a network of its own. The whole pool (coordinator,
+# three agents, the CLI) runs inside a test namespace "provider" whose only
+# way out is a veth pair into a second test namespace "world", which plays
+# the LAN (192.168.77.1, a private address) and the internet (198.51.100.1,
+# a documentation address); nothing of this test can reach the machine's
+# own network whatever a job's rules do. The provider host serves on its
+# 127.0.0.1, on its LAN address and on an abstract Unix socket; one job
+# serves on its own 127.0.0.1 and an abstract socket. Then a probe job on
+# each agent (network internet, lan, none) tries every one of them:
+#   internet: only the public server;
+#   lan:      the public and the LAN server, never the host itself;
+#   none:     nothing.
+# A job never reaches the host's loopback, its abstract sockets or another
+# job's. The agent's nftables table is gone after it stops, and a table
+# left by an agent killed with SIGKILL is swept by the next one.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [ -z "${GPNET_INSIDE:-}" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP: network namespaces need root"
+		exit 0
+	fi
+	for c in ip nsenter nft; do
+		if ! command -v "$c" >/dev/null 2>&1; then
+			echo "SKIP: no $c"
+			exit 0
+		fi
+	done
+	prov=gpnet-$$-p
+	world=gpnet-$$-w
+	srv=
+	outer_cleanup() {
+		[ -n "$srv" ] && kill "$srv" 2>/dev/null
+		for ns in "$prov" "$world"; do
+			for p in $(ip netns pids "$ns" 2>/dev/null); do
+				kill -KILL "$p" 2>/dev/null
+			done
+			ip netns del "$ns" 2>/dev/null
+		done
+	}
+	trap outer_cleanup EXIT
+	ip netns add "$prov" && ip netns add "$world" &&
+	    ip -n "$prov" link add up0 type veth peer name down0 \
+	        netns "$world" &&
+	    ip -n "$prov" link set lo up && ip -n "$world" link set lo up &&
+	    ip -n "$prov" addr add 192.168.77.2/24 dev up0 &&
+	    ip -n "$prov" link set up0 up &&
+	    ip -n "$world" addr add 192.168.77.1/24 dev down0 &&
+	    ip -n "$world" addr add 198.51.100.1/32 dev lo &&
+	    ip -n "$world" link set down0 up &&
+	    ip -n "$prov" route add default via 192.168.77.1 ||
+	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
+	# The world's servers: each answers its name to every connection.
+	nsenter --net="/run/netns/$world" python3 -c '
+import socket, threading
+def serve(addr, word):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 8080))
+    s.listen(64)
+    while True:
+        c, _ = s.accept()
+        c.sendall(word + b"\n")
+        c.close()
+for a, w in (("198.51.100.1", b"public"), ("192.168.77.1", b"lan")):
+    threading.Thread(target=serve, args=(a, w), daemon=True).start()
+threading.Event().wait()
+' </dev/null >/dev/null 2>&1 &
+	srv=$!
+	nsenter --net="/run/netns/$prov" env GPNET_INSIDE=1 \
+	    bash "$here/$(basename "$0")"
+	exit $?
+fi
+
+. "$here/lib.sh"
+
+# The provider host's own services: loopback, its LAN address, abstract.
+host_port=$(free_port)
+hostaddr_port=$(free_port)
+host_abs="gpnet-host-$$"
+spawn "$T/host-servers.log" "$PY" -c '
+import socket, sys, threading
+def serve(s, word):
+    s.listen(64)
+    while True:
+        c, _ = s.accept()
+        c.sendall(word + b"\n")
+        c.close()
+a = socket.socket(); a.bind(("127.0.0.1", int(sys.argv[1])))
+b = socket.socket(); b.bind(("0.0.0.0", int(sys.argv[2])))
+u = socket.socket(socket.AF_UNIX); u.bind("\0" + sys.argv[3])
+for s, w in ((a, b"hostlo"), (b, b"hostaddr"), (u, b"hostabs")):
+    threading.Thread(target=serve, args=(s, w), daemon=True).start()
+print("serving", flush=True)
+threading.Event().wait()
+' "$host_port" "$hostaddr_port" "$host_abs"
+host_srv=$SPAWNED_PID
+deadline=$((SECONDS + WAIT_S))
+until grep -q serving "$T/host-servers.log"; do
+	alive "$host_srv" || fail "host servers exited: $(cat "$T/host-servers.log")"
+	[ $SECONDS -ge $deadline ] && fail "host servers not up"
+	sleep 0.1
+done
+
+printf 'network = lan\n' >"$T/lan.policy"
+printf 'network = none\n' >"$T/none.policy"
+start_coordinator
+start_agent inet 2:T4:16384
+start_agent lan 1:L4:16384 --policy "$T/lan.policy"
+start_agent none 1:A10:16384 --policy "$T/none.policy"
+wait_node_up inet
+wait_node_up lan
+wait_node_up none
+for a in inet lan none; do
+	grep -q "job networks" "$T/agent-$a.log" ||
+	    [ "$a" = none ] || fail "agent $a: no job networks in its log"
+done
+tables=$(nft list tables)
+assert_contains "$tables" "table inet gpupool_" "the agents' nftables tables"
+
+# A job serving on its own loopback and an abstract socket.
+peer_port=$(free_port)
+peer_abs="gpnet-peer-$$"
+# shellcheck disable=SC2016 # python, not shell
+submit --gpus 1 --gpu-model T4 --time 2m -- "$PY" -c '
+import socket, sys, threading
+def serve(s, word):
+    s.listen(64)
+    while True:
+        c, _ = s.accept()
+        c.sendall(word + b"\n")
+        c.close()
+a = socket.socket(); a.bind(("127.0.0.1", int(sys.argv[1])))
+u = socket.socket(socket.AF_UNIX); u.bind("\0" + sys.argv[2])
+for s, w in ((a, b"peerlo"), (u, b"peerabs")):
+    threading.Thread(target=serve, args=(s, w), daemon=True).start()
+print("peer serving", flush=True)
+threading.Event().wait(110)
+' "$peer_port" "$peer_abs"
+peer=$JOB
+wait_state "$peer" running
+deadline=$((SECONDS + WAIT_S))
+while :; do
+	job_log "$peer"
+	case $LOG in *"peer serving"*) break ;; esac
+	[ $SECONDS -ge $deadline ] && fail "peer job not serving: $LOG"
+	sleep 0.2
+done
+
+# What a probe job reaches: one "name=answer" line per target.
+probe='
+import socket, sys
+hp, hap, habs, pp, pabs = sys.argv[1:6]
+def tcp(h, p):
+    try:
+        s = socket.create_connection((h, int(p)), timeout=2)
+        return s.recv(64).decode().strip() or "empty"
+    except Exception as e:
+        return type(e).__name__
+def unix(name):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        s.connect("\0" + name)
+        return s.recv(64).decode().strip() or "empty"
+    except Exception as e:
+        return type(e).__name__
+for k, v in (("public", tcp("198.51.100.1", 8080)),
+             ("lan", tcp("192.168.77.1", 8080)),
+             ("hostlo", tcp("127.0.0.1", hp)),
+             ("hostaddr", tcp("192.168.77.2", hap)),
+             ("hostabs", unix(habs)),
+             ("peerlo", tcp("127.0.0.1", pp)),
+             ("peerabs", unix(pabs)),
+             ("metadata", tcp("169.254.169.254", 80))):
+    print("%s=%s" % (k, v), flush=True)
+'
+run_probe() { # MODEL -> LOG
+	submit --gpus 1 --gpu-model "$1" --time 2m -- "$PY" -c "$probe" \
+	    "$host_port" "$hostaddr_port" "$host_abs" "$peer_port" "$peer_abs"
+	wait_final "$JOB" 90
+	[ "$FINAL_STATE" = succeeded ] ||
+	    fail "probe on $1 ended $FINAL_STATE: $(job_get "$JOB" d)"
+	job_log "$JOB"
+	log "probe on $1: $(printf '%s' "$LOG" | tr '\n' ' ')"
+}
+never_reached() { # WHAT
+	local k
+	for k in hostlo=hostlo hostaddr=hostaddr hostabs=hostabs \
+	    peerlo=peerlo peerabs=peerabs; do
+		assert_not_contains "$LOG" "$k" "$1: ${k%%=*}"
+	done
+	assert_not_contains "$LOG" "metadata=empty" "$1: metadata"
+}
+
+run_probe T4
+assert_contains "$LOG" "public=public" "internet job: the public server"
+assert_not_contains "$LOG" "lan=lan" "internet job: the LAN server"
+never_reached "internet job"
+
+run_probe L4
+assert_contains "$LOG" "public=public" "lan job: the public server"
+assert_contains "$LOG" "lan=lan" "lan job: the LAN server"
+never_reached "lan job"
+
+run_probe A10
+assert_not_contains "$LOG" "public=public" "none job: the public server"
+assert_not_contains "$LOG" "lan=lan" "none job: the LAN server"
+never_reached "none job"
+
+cli cancel "$peer"
+wait_final "$peer"
+
+# A stopped agent removes its table; one killed leaves it for the next.
+inet_table=$(sed -n 's/.*job networks ready.* table=\(gpupool_[0-9a-f]*\).*/\1/p' \
+    "$T/agent-inet.log" | head -1)
+[ -n "$inet_table" ] || fail "no table name in the inet agent's log"
+kill9_agent inet
+assert_contains "$(nft list tables)" "$inet_table" "table after kill -9"
+start_agent inet 2:T4:16384
+# (The node may still look up: its lease has not run out yet.)
+deadline=$((SECONDS + WAIT_S))
+until grep -q "job networks ready" "$T/agent-inet.log" &&
+    [ "$(grep -c "job networks ready" "$T/agent-inet.log")" -ge 2 ]; do
+	alive "${AGENT_PID[inet]}" || fail "the restarted inet agent exited"
+	[ $SECONDS -ge $deadline ] && fail "the restarted inet agent is not ready"
+	sleep 0.1
+done
+grep -q "swept a stale table table=$inet_table" "$T/agent-inet.log" ||
+    fail "the restarted agent did not sweep $inet_table"
+kill -TERM "${AGENT_PID[lan]}"
+wait_exit "${AGENT_PID[lan]}" || fail "agent lan did not stop"
+lan_table=$(sed -n 's/.*job networks ready.* table=\(gpupool_[0-9a-f]*\).*/\1/p' \
+    "$T/agent-lan.log" | head -1)
+[ -n "$lan_table" ] || fail "no table name in the lan agent's log"
+assert_not_contains "$(nft list tables)" "$lan_table" \
+    "the stopped lan agent's table"
+echo ok
