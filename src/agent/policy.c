@@ -721,7 +721,9 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		    p->nkeys == 1 ? "" : "s");
 	if (p->refuse_plain)
 		gp_buf_printf(&b, ", plain-jobs refuse");
-	gp_buf_printf(&b, ", network %s", gp_net_policy_name(p->network));
+	if (p->network != GP_NET_INTERNET)
+		gp_buf_printf(&b, ", network %s",
+		    gp_net_policy_name(p->network));
 	if (p->net_rate_bps > 0)
 		gp_buf_printf(&b, ", net-rate %lldbit/s",
 		    (long long)p->net_rate_bps);
