@@ -75,6 +75,7 @@ threading.Event().wait()
 fi
 
 . "$here/lib.sh"
+. "$here/image_lib.sh"
 
 # The provider host's own services: loopback, its LAN address, abstract.
 host_port=$(free_port)
@@ -104,10 +105,11 @@ until grep -q serving "$T/host-servers.log"; do
 	sleep 0.1
 done
 
-printf 'network = lan\n' >"$T/lan.policy"
-printf 'network = none\n' >"$T/none.policy"
+printf 'images = any\n' >"$T/inet.policy"
+printf 'network = lan\nimages = any\n' >"$T/lan.policy"
+printf 'network = none\nimages = any\n' >"$T/none.policy"
 start_coordinator
-start_agent inet 2:T4:16384
+start_agent inet 2:T4:16384 --policy "$T/inet.policy"
 start_agent lan 1:L4:16384 --policy "$T/lan.policy"
 start_agent none 1:A10:16384 --policy "$T/none.policy"
 wait_node_up inet
@@ -209,6 +211,45 @@ run_probe A10
 assert_not_contains "$LOG" "public=public" "none job: the public server"
 assert_not_contains "$LOG" "lan=lan" "none job: the LAN server"
 never_reached "none job"
+
+# The same from a container job (busybox: nc; no abstract sockets).
+if grep -q "container jobs disabled" "$T/agent-inet.log"; then
+	log "SKIP container part: this agent runs no container jobs"
+else
+	image_layer l --marker net-image
+	image_oci box box:1 "$IMG/l.tgz"
+	cli image import "$IMG/box.tar"
+	assert_eq 0 "$CLI_RC" "image import: $CLI_ERR"
+	cprobe="for t in public:198.51.100.1:8080 lan:192.168.77.1:8080 \
+hostlo:127.0.0.1:$host_port hostaddr:192.168.77.2:$hostaddr_port \
+peerlo:127.0.0.1:$peer_port; do
+	set -- \$(echo \$t | /bin/busybox tr : ' ')
+	echo c_\$1=\$(/bin/busybox nc -w 2 \$2 \$3 </dev/null 2>&1)
+done"
+	for model in T4 L4 A10; do
+		submit --gpus 1 --gpu-model "$model" --time 2m --image box:1 \
+		    -- "$cprobe"
+		wait_final "$JOB" 90
+		[ "$FINAL_STATE" = succeeded ] ||
+		    fail "container probe on $model ended $FINAL_STATE: $(job_get "$JOB" d)"
+		job_log "$JOB"
+		log "container probe on $model: $(printf '%s' "$LOG" | tr '\n' ' ')"
+		case $model in
+		T4 | L4) assert_contains "$LOG" "c_public=public" \
+		    "container on $model: the public server" ;;
+		A10) assert_not_contains "$LOG" "c_public=public" \
+		    "container on $model (none): the public server" ;;
+		esac
+		case $model in
+		L4) assert_contains "$LOG" "c_lan=lan" "container on L4: LAN" ;;
+		*) assert_not_contains "$LOG" "c_lan=lan" \
+		    "container on $model: the LAN server" ;;
+		esac
+		for k in hostlo hostaddr peerlo; do
+			assert_not_contains "$LOG" "c_$k=$k" "container on $model: $k"
+		done
+	done
+fi
 
 cli cancel "$peer"
 wait_final "$peer"
