@@ -64,8 +64,34 @@ def serve(addr, word):
         c, _ = s.accept()
         c.sendall(word + b"\n")
         c.close()
+def source():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("198.51.100.1", 8081))
+    s.listen(64)
+    while True:
+        c, _ = s.accept()
+        c.sendall(b"x" * (10 << 20))
+        c.close()
+def sink():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("198.51.100.1", 8082))
+    s.listen(64)
+    while True:
+        c, _ = s.accept()
+        n = 0
+        while True:
+            d = c.recv(1 << 16)
+            if not d:
+                break
+            n += len(d)
+        c.sendall(b"%d\n" % n)
+        c.close()
 for a, w in (("198.51.100.1", b"public"), ("192.168.77.1", b"lan")):
     threading.Thread(target=serve, args=(a, w), daemon=True).start()
+threading.Thread(target=source, daemon=True).start()
+threading.Thread(target=sink, daemon=True).start()
 threading.Event().wait()
 ' </dev/null >/dev/null 2>&1 &
 	srv=$!
@@ -112,6 +138,9 @@ start_coordinator
 start_agent inet 2:T4:16384 --policy "$T/inet.policy"
 start_agent lan 1:L4:16384 --policy "$T/lan.policy"
 start_agent none 1:A10:16384 --policy "$T/none.policy"
+printf 'net-rate = 40M\n' >"$T/rate.policy"
+start_agent rate 1:P100:16384 --policy "$T/rate.policy"
+wait_node_up rate
 wait_node_up inet
 wait_node_up lan
 wait_node_up none
@@ -250,6 +279,41 @@ done"
 		done
 	done
 fi
+
+# net-rate = 40M: 10 MiB each way take at least 2.1 s (a cap can only be
+# slowed down by load, never sped up: no upper bound is checked here; the
+# precision is measured in bench/RESULTS.md).
+submit --gpus 1 --gpu-model P100 --time 2m -- "$PY" -c '
+import socket, time
+t = time.monotonic()
+s = socket.create_connection(("198.51.100.1", 8081), timeout=30)
+n = 0
+while True:
+    d = s.recv(1 << 16)
+    if not d:
+        break
+    n += len(d)
+down = time.monotonic() - t
+t = time.monotonic()
+s = socket.create_connection(("198.51.100.1", 8082), timeout=30)
+s.sendall(b"y" * (10 << 20))
+s.shutdown(socket.SHUT_WR)
+got = s.recv(64).decode().strip()
+up = time.monotonic() - t
+print("down_bytes=%d down_s=%.3f down_mbit=%.1f" % (n, down, n * 8 / down / 1e6))
+print("up_bytes=%s up_s=%.3f up_mbit=%.1f" % (got, up, (10 << 20) * 8 / up / 1e6))
+'
+wait_final "$JOB" 90
+[ "$FINAL_STATE" = succeeded ] || fail "rate job ended $FINAL_STATE: $(job_get "$JOB" d)"
+job_log "$JOB"
+log "rate job: $(printf '%s' "$LOG" | tr '\n' ' ')"
+assert_contains "$LOG" "down_bytes=10485760 " "rate job: the whole download"
+assert_contains "$LOG" "up_bytes=10485760 " "rate job: the whole upload"
+for d in down up; do
+	secs=$(printf '%s' "$LOG" | sed -n "s/.*${d}_s=\([0-9.]*\).*/\1/p")
+	awk -v s="$secs" 'BEGIN { exit !(s >= 1.9) }' ||
+	    fail "rate job: 10 MiB ${d} in ${secs}s, faster than 40 Mbit/s"
+done
 
 cli cancel "$peer"
 wait_final "$peer"
