@@ -826,7 +826,7 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	struct mnl_socket *jnl = NULL;
 	unsigned int jseq = 0;
 	uint32_t host, job;
-	int orig = -1, ns = -1, hidx, jidx, ret, s = -1;
+	int orig = -1, ns = -1, hidx, jidx, ret, s = -1, tries;
 	struct gp_net_job r;
 
 	gp_net_job_init(&r);
@@ -870,21 +870,33 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 		*j = r;
 		return 0;
 	}
-	if ((s = slot_take(n, r.policy)) < 0) {
-		snprintf(err, errlen, "no free job address on this node");
-		ret = GP_ECONFLICT;
-		goto fail;
+	/*
+	 * A slot whose pair the kernel is still tearing down (a namespace
+	 * goes away asynchronously) is taken: try the next ones.
+	 */
+	for (tries = 0; tries < 16; tries++) {
+		if ((s = slot_take(n, r.policy)) < 0) {
+			snprintf(err, errlen, "no free job address on this "
+			    "node");
+			ret = GP_ECONFLICT;
+			goto fail;
+		}
+		snprintf(r.host_if, sizeof(r.host_if), NET_IF_FMT, n->block,
+		    s);
+		if ((ret = veth_add(n->nl, &n->seq, r.host_if, ns)) != -EEXIST)
+			break;
+		n->used[s] = 0;
+		s = -1;
 	}
-	host = NET_BASE + (uint32_t)n->block * 1024 + (uint32_t)s * 2;
-	job = host + 1;
-	snprintf(r.host_if, sizeof(r.host_if), NET_IF_FMT, n->block, s);
-	ip_text(job, r.address, sizeof(r.address));
-	if ((ret = veth_add(n->nl, &n->seq, r.host_if, ns)) != 0) {
+	if (ret != 0) {
 		snprintf(err, errlen, "veth pair %s: %s", r.host_if,
 		    strerror(-ret));
 		ret = GP_EIO;
 		goto fail;
 	}
+	host = NET_BASE + (uint32_t)n->block * 1024 + (uint32_t)s * 2;
+	job = host + 1;
+	ip_text(job, r.address, sizeof(r.address));
 	r.slot = s;
 	hidx = (int)if_nametoindex(r.host_if);
 	/* In a namespace of lo and eth0 only, eth0 is the second link. */
@@ -939,12 +951,14 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 void
 gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 {
+	/*
+	 * Closing the last reference to the namespace (its processes are
+	 * gone) lets the kernel remove it with its end of the pair, and so
+	 * the pair, asynchronously: deleting the pair here would hold the
+	 * executor thread for tens of milliseconds (RCU grace periods).
+	 * Slots are taken in turn, so this one is not wanted again soon.
+	 */
 	if (j->slot >= 0) {
-		/* Deleting one end deletes the pair. */
-		if (link_del(n->nl, &n->seq, j->host_if) != 0 &&
-		    errno != ENODEV)
-			gp_debug("job network: veth already gone if=%s",
-			    j->host_if);
 		n->used[j->slot] = 0;
 		j->slot = -1;
 	}
