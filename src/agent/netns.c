@@ -43,6 +43,7 @@
 #define NET_BASE 0x0ac80000u	/* 10.200.0.0 */
 #define NET_TABLE_FMT "gpupool_%02x"
 #define NET_IF_FMT "gp%02x.%d"
+#define NET_POOL 32		/* namespaces kept for reuse, per policy */
 
 struct gp_net {
 	enum gp_net_policy policy;	/* the owner's */
@@ -57,6 +58,10 @@ struct gp_net {
 	unsigned char used[NET_SLOTS];
 	int next[2];		/* where the next search starts, per half */
 	char table[32];
+	/* Namespaces of ended jobs, ready for the next (per policy). */
+	struct gp_net_job pool[3][NET_POOL];
+	int npool[3];
+	int closing;		/* gp_net_free: pool nothing more */
 };
 
 const char *
@@ -741,8 +746,14 @@ fail:
 void
 gp_net_free(struct gp_net *n)
 {
+	int p;
+
 	if (n == NULL)
 		return;
+	n->closing = 1;
+	for (p = 0; p < 3; p++)
+		while (n->npool[p] > 0)
+			gp_net_job_close(n, &n->pool[p][--n->npool[p]]);
 	if (n->block >= 0 && n->policy != GP_NET_NONE && n->table[0]) {
 		char *argv[] = {"nft", "delete", "table", "inet", n->table,
 		    NULL};
@@ -833,6 +844,17 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	r.policy = want < n->offer ? want : n->offer;
 	if (!n->root) {
 		*j = r;		/* the job's own clone makes its namespace */
+		return 0;
+	}
+	if (n->npool[r.policy] > 0) {
+		int64_t sent, received;
+
+		r = n->pool[r.policy][--n->npool[r.policy]];
+		r.base_sent = r.base_received = 0;
+		gp_net_job_bytes(&r, &sent, &received);
+		r.base_sent = sent;
+		r.base_received = received;
+		*j = r;
 		return 0;
 	}
 	if ((orig = open("/proc/thread-self/ns/net", O_RDONLY |
@@ -942,8 +964,8 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 		return;
 	/* The host's end receives what the job sends. */
 	if (link_stats(nl, &seq, j->host_if, &st) == 0) {
-		*sent = (int64_t)st.rx_bytes;
-		*received = (int64_t)st.tx_bytes;
+		*sent = (int64_t)st.rx_bytes - j->base_sent;
+		*received = (int64_t)st.tx_bytes - j->base_received;
 	}
 	mnl_socket_close(nl);
 }
@@ -958,6 +980,12 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 	 * executor thread for tens of milliseconds (RCU grace periods).
 	 * Slots are taken in turn, so this one is not wanted again soon.
 	 */
+	if (j->ns_fd >= 0 && n->root && n->npool[j->policy] < NET_POOL &&
+	    !n->closing) {
+		n->pool[j->policy][n->npool[j->policy]++] = *j;
+		gp_net_job_init(j);
+		return;
+	}
 	if (j->slot >= 0) {
 		n->used[j->slot] = 0;
 		j->slot = -1;

@@ -76,6 +76,8 @@ struct gp_net_job {
 	char host_if[16];	/* the host's end, "gpXX.N" */
 	char ns_path[64];	/* /proc/<agent>/fd/<ns_fd>, for runtimes */
 	char address[16];	/* the job's IPv4 address, or "" */
+	int64_t base_sent;	/* the pair's counters when the job got it */
+	int64_t base_received;
 };
 
 /*
@@ -92,7 +94,12 @@ int gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
  */
 void gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
     int64_t *received);
-/* Removes the veth pair and closes the namespace. Idempotent. */
+/*
+ * After the job's processes are gone: keeps the namespace for a later
+ * job of the same policy (nothing of a job outlives its processes in a
+ * namespace it holds no privilege in, but TIME_WAIT sockets), or closes
+ * it (the kernel then removes it and its pair). Idempotent.
+ */
 void gp_net_job_close(struct gp_net *n, struct gp_net_job *j);
 /* A job without a network yet (ns_fd -1, no slot). */
 void gp_net_job_init(struct gp_net_job *j);
