@@ -92,7 +92,64 @@ struct gp_executor {
 	unsigned int warm_seq;
 	int64_t warm_retry_ms;		/* gp_mono_ms() of the next try */
 	unsigned long warm_starts;	/* under lock */
+	/* The running jobs' networks, for /metrics (under lock). */
+	struct gp_exec_network *nets;
+	int nnets, capnets;
 };
+
+static void
+networks_add(struct gp_executor *ex, const struct job *j)
+{
+	struct gp_exec_network *n;
+
+	if (j->x.net.slot < 0)
+		return;
+	pthread_mutex_lock(&ex->lock);
+	if (ex->nnets == ex->capnets) {
+		int cap = ex->capnets ? 2 * ex->capnets : 16;
+
+		n = realloc(ex->nets, (size_t)cap * sizeof(*n));
+		if (n == NULL) {
+			pthread_mutex_unlock(&ex->lock);
+			return;		/* only /metrics misses it */
+		}
+		ex->nets = n;
+		ex->capnets = cap;
+	}
+	ex->nets[ex->nnets].id = j->id;
+	ex->nets[ex->nnets].net = j->x.net;
+	ex->nnets++;
+	pthread_mutex_unlock(&ex->lock);
+}
+
+static void
+networks_remove(struct gp_executor *ex, const struct gp_attempt_id *id)
+{
+	int i;
+
+	pthread_mutex_lock(&ex->lock);
+	for (i = 0; i < ex->nnets; i++)
+		if (ex->nets[i].id.job_id == id->job_id &&
+		    ex->nets[i].id.attempt == id->attempt) {
+			ex->nets[i] = ex->nets[--ex->nnets];
+			break;
+		}
+	pthread_mutex_unlock(&ex->lock);
+}
+
+int
+gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
+    int max)
+{
+	int i, n;
+
+	pthread_mutex_lock(&ex->lock);
+	n = ex->nnets;
+	for (i = 0; i < n && i < max; i++)
+		out[i] = ex->nets[i];
+	pthread_mutex_unlock(&ex->lock);
+	return n;
+}
 
 static void
 wake(struct gp_executor *ex)
@@ -659,6 +716,7 @@ started:
 		j->deadline = gp_mono_ms() + a->time_limit_s * 1000;
 	j->next = ex->jobs;
 	ex->jobs = j;
+	networks_add(ex, j);
 	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s "
 	    "cgroup=%s", (long long)j->id.job_id, (long long)j->id.attempt,
 	    (int)j->pid, j->ops->name,
@@ -745,6 +803,7 @@ finish_job(struct gp_executor *ex, struct job *j)
 		}
 	result_of(j, &r);
 	gp_net_job_bytes(&j->x.net, &r.net_sent, &r.net_received);
+	networks_remove(ex, &j->id);
 	unwatch(ex, &j->pidfd);
 	/* A container's runtime removes its cgroups: before our backstop. */
 	release(j);
@@ -754,8 +813,10 @@ finish_job(struct gp_executor *ex, struct job *j)
 		gp_warn("cannot remove work directory dir=%s", j->x.workdir);
 	r.workdir = j->x.workdir;
 	gp_info("job finished job=%lld attempt=%lld reason=%s exit_code=%d "
-	    "signal=%d", (long long)j->id.job_id, (long long)j->id.attempt,
-	    r.reason, r.exit_code, r.signal);
+	    "signal=%d net_sent=%lld net_received=%lld",
+	    (long long)j->id.job_id, (long long)j->id.attempt, r.reason,
+	    r.exit_code, r.signal, (long long)r.net_sent,
+	    (long long)r.net_received);
 	ex->ev->finished(ex->ev->arg, &j->id, &r);
 	/*
 	 * After the report: removing a cgroup waits for the kernel's
@@ -1034,5 +1095,6 @@ gp_executor_free(struct gp_executor *ex)
 	close(ex->epfd);
 	close(ex->wakefd);
 	pthread_mutex_destroy(&ex->lock);
+	free(ex->nets);
 	free(ex);
 }

@@ -187,6 +187,17 @@ void gp_executor_signal(struct gp_executor *ex,
 
 /* Kills every job, waits for each to be reaped, stops the thread. */
 void gp_executor_free(struct gp_executor *ex);
+/* A running job's network, as gp_executor_networks copies it. */
+struct gp_exec_network {
+	struct gp_attempt_id id;
+	struct gp_net_job net;	/* a copy: for gp_net_job_bytes only */
+};
+/*
+ * The networks of the running jobs (any thread). OUT: out[0..max-1].
+ * Returns how many there are (may exceed max: only max are copied).
+ */
+int gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
+    int max);
 /* How many jobs started from a warm sandbox so far (any thread). */
 unsigned long gp_executor_warm_starts(struct gp_executor *ex);
 

@@ -135,7 +135,9 @@ printf 'images = any\n' >"$T/inet.policy"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 printf 'network = none\nimages = any\n' >"$T/none.policy"
 start_coordinator
-start_agent inet 2:T4:16384 --policy "$T/inet.policy"
+mport=$(free_port)
+start_agent inet 2:T4:16384 --policy "$T/inet.policy" \
+    --metrics-listen "127.0.0.1:$mport"
 start_agent lan 1:L4:16384 --policy "$T/lan.policy"
 start_agent none 1:A10:16384 --policy "$T/none.policy"
 printf 'net-rate = 40M\n' >"$T/rate.policy"
@@ -227,6 +229,14 @@ never_reached() { # WHAT
 }
 
 run_probe T4
+# The agent's /metrics: the running peer job's network, with its labels.
+metrics=$(curl -sS --max-time 20 "http://127.0.0.1:$mport/metrics")
+assert_contains "$metrics" \
+    "gpupool_agent_job_network_sent_bytes{node=\"inet\",job_id=\"$peer\",attempt=\"1\",user=\"admin\"}" \
+    "the peer job's sent bytes in /metrics"
+assert_contains "$metrics" \
+    "gpupool_agent_job_network_received_bytes{node=\"inet\",job_id=\"$peer\"" \
+    "the peer job's received bytes in /metrics"
 assert_contains "$LOG" "public=public" "internet job: the public server"
 assert_not_contains "$LOG" "lan=lan" "internet job: the LAN server"
 never_reached "internet job"
@@ -309,6 +319,13 @@ job_log "$JOB"
 log "rate job: $(printf '%s' "$LOG" | tr '\n' ' ')"
 assert_contains "$LOG" "down_bytes=10485760 " "rate job: the whole download"
 assert_contains "$LOG" "up_bytes=10485760 " "rate job: the whole upload"
+# Its bytes, counted on its veth pair (at least the 10 MiB each way).
+acct=$(sed -n "s/.*job finished job=$JOB attempt=1 .* net_sent=\([0-9]*\) net_received=\([0-9]*\).*/\1 \2/p" \
+    "$T/agent-rate.log")
+read -r sent received <<<"$acct"
+[ "${sent:-0}" -ge 10485760 ] && [ "${received:-0}" -ge 10485760 ] ||
+    fail "rate job's bytes: sent ${sent:-?} received ${received:-?}"
+log "rate job: net_sent=$sent net_received=$received"
 for d in down up; do
 	secs=$(printf '%s' "$LOG" | sed -n "s/.*${d}_s=\([0-9.]*\).*/\1/p")
 	awk -v s="$secs" 'BEGIN { exit !(s >= 1.9) }' ||
