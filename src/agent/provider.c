@@ -1623,6 +1623,11 @@ status_json(struct gp_provider *p)
 	    p->policy_error[0] ? json_string(p->policy_error) : json_null(),
 	    "policy", gp_policy_to_json(&p->policy), "gpus", gpus, "jobs",
 	    njobs, "fenced", p->fenced);
+	if (o != NULL && p->ag->net != NULL)
+		json_object_set_new(o, "network", json_pack("{ss s:o}",
+		    "applies", gp_net_policy_name(gp_net_offer(p->ag->net)),
+		    "why", gp_net_offer_why(p->ag->net) != NULL ?
+		    json_string(gp_net_offer_why(p->ag->net)) : json_null()));
 	if (o != NULL && p->ag->datacache != NULL)
 		json_object_set_new(o, "data_cache",
 		    gp_datacache_status(p->ag->datacache));

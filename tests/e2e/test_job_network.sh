@@ -150,6 +150,18 @@ for a in inet lan none; do
 	grep -q "job networks" "$T/agent-$a.log" ||
 	    [ "$a" = none ] || fail "agent $a: no job networks in its log"
 done
+for a in inet lan none; do
+	GPUPOOL_AGENT_SOCKET="$T/agents/$a/agent.sock" cli provider status
+	[ "$CLI_RC" = 0 ] || fail "provider status of $a: $CLI_ERR"
+	case $a in
+	inet) want=internet ;;
+	*) want=$a ;;
+	esac
+	assert_contains "$CLI_OUT" "network:  jobs get $want" \
+	    "provider status of $a"
+	assert_contains "$CLI_OUT" "  network:          $want" \
+	    "provider status of $a: the policy"
+done
 tables=$(nft list tables)
 assert_contains "$tables" "table inet gpupool_" "the agents' nftables tables"
 
