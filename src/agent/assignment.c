@@ -321,6 +321,13 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	if ((ret = decode_data(json_object_get(obj, "data"), a, err,
 	         errlen)) != 0)
 		return ret;
+	if (json_object_get(obj, "network") != NULL &&
+	    !json_is_null(json_object_get(obj, "network")) &&
+	    (!json_is_string(json_object_get(obj, "network")) ||
+	    gp_jobspec_network_parse(json_string_value(json_object_get(obj,
+	    "network")), &a->network) != 0))
+		return bad(err, errlen, "field %s: not none, internet or lan",
+		    "network");
 	return decode_share_gang(obj, a, err, errlen);
 }
 

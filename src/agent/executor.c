@@ -672,7 +672,8 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 		goto fail;
 	}
 	/* Never the agent's network: no namespace, no start. */
-	if (cfg->net != NULL && gp_net_job_open(cfg->net, GP_NET_LAN, &x->net,
+	if (cfg->net != NULL && gp_net_job_open(cfg->net, a->network > 0 ?
+	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN, &x->net,
 	    why, sizeof(why)) != 0) {
 		fail_start(ex, &a->id, "job network: %s", why, 0);
 		goto fail;

@@ -266,14 +266,16 @@ offer_json_locked(struct gp_provider *p)
 	/* The coordinator places only what the owner would accept. */
 	for (i = 0; i < p->policy.nkeys && i < GP_POLICY_KEYS_MAX; i++)
 		json_array_append_new(keys, json_string(p->policy.keys[i].key));
-	return json_pack("{sI so sb si sI sI ss sb so}", "seq",
+	return json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
 	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
 	    (json_int_t)p->policy.max_job_s, "images",
 	    gp_policy_images_name(takes_images(p) ? p->policy.images :
 	    GP_IMAGES_NONE), "plain_jobs",
-	    !p->policy.refuse_plain, "trusted_keys", keys);
+	    !p->policy.refuse_plain, "trusted_keys", keys, "network",
+	    p->ag->net != NULL ? gp_net_policy_name(gp_net_offer(p->ag->net)) :
+	    NULL);
 }
 
 json_t *

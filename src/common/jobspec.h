@@ -89,7 +89,19 @@ struct gp_jobspec {
 	/* At most so many of the array's tasks run at once (`%LIMIT`); 0:
 	 * no limit. Set by the coordinator from the array's indices. */
 	int array_limit;
+	/*
+	 * The network the job asks for (docs/agent.md, "Job networks"):
+	 * 0, what its node allows; else 1 + the level: 1 none, 2 internet,
+	 * 3 lan. It gets no more than it asks for, and runs only where the
+	 * owner allows at least that much.
+	 */
+	int network;
 };
+
+/* "none", "internet", "lan" for 1..3; NULL for anything else. */
+const char *gp_jobspec_network_name(int network);
+/* 0 and *network (1..3), or GP_EINVAL. */
+int gp_jobspec_network_parse(const char *name, int *network);
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
 void gp_jobspec_init(struct gp_jobspec *spec);

@@ -206,6 +206,7 @@ struct node {
 	/* What the owner's policy accepts (docs/images.md). */
 	int images;			/* GP_SCHED_IMAGES_* */
 	int refuse_plain;		/* no plain-command jobs */
+	int network;			/* 1 + the most its jobs get; 0: ? */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 	const char *trusted_keys[GP_TRUST_KEYS_MAX];
@@ -485,6 +486,7 @@ struct offer {
 	/* The owner's image policy: GP_SCHED_IMAGES_*, plain jobs, keys. */
 	int images;
 	int refuse_plain;
+	int network;		/* 1 + the most jobs get; 0: not said */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 };

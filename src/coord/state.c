@@ -688,6 +688,9 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.cpus, "mem_mib", (json_int_t)job->spec.mem_mib,
 	    "time_limit_s", (json_int_t)job->spec.time_limit_s);
 	live_request_json(job, req);
+	if (req != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
+		json_object_set_new(req, "network", json_string(
+		    gp_jobspec_network_name(job->spec.network)));
 	o = json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 		      "s:o,s:o,s:i,s:b,s:o,s:O,s:O}",
 	    "id", (json_int_t)job->id, "name", job->spec.name, "user",
@@ -862,6 +865,9 @@ assignment_to_json(const struct job *job, int part)
 	/* The pinned data sets; the agent fetches the K-th as data/K. */
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
+	if (o != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
+		json_object_set_new(o, "network", json_string(
+		    gp_jobspec_network_name(job->spec.network)));
 	live_assignment_json(job, part, o);
 	return o;
 }
@@ -1795,6 +1801,7 @@ owner_of(const struct node *node, struct gp_sched_owner *o)
 {
 	o->images = node->images;
 	o->refuse_plain = node->refuse_plain;
+	o->network = node->network;
 	o->trusted = node->trusted_keys;
 	o->ntrusted = node->ntrusted;
 }
@@ -1806,6 +1813,7 @@ image_of(const struct job *job, struct gp_sched_image *im)
 	im->image = job->spec.image[0] != '\0';
 	im->signers = job->signer_keys;
 	im->nsigners = job->nsigners;
+	im->network = job->spec.network;
 }
 
 /* A count kept by offer_apply: this was a walk over every node, 7 % of
@@ -1998,7 +2006,7 @@ job_acceptance(const struct job *job, char *why, size_t len)
 	size_t nn;
 
 	why[0] = '\0';
-	if (job->spec.image[0] == '\0') {
+	if (job->spec.image[0] == '\0' && job->spec.network <= 1) {
 		/* Cheap: only owners who refuse plain commands matter. */
 		int64_t id;
 		int any = 0;
@@ -2094,10 +2102,11 @@ submit_check(struct op *op, int64_t *group_id)
 	    sizeof(op->spec.group));
 	/*
 	 * Can any node we know, up or down, ever run it? When an owner
-	 * picks what it runs (images, no plain commands), only among the
-	 * nodes whose owners would accept it.
+	 * picks what it runs (images, no plain commands, networks), only
+	 * among the nodes whose owners would accept it.
 	 */
-	if (op->spec.image[0] == '\0' && !state_any_refuses_plain()) {
+	if (op->spec.image[0] == '\0' && !state_any_refuses_plain() &&
+	    op->spec.network <= 1) {
 		fits = live_can_ever_fit(&op->spec, why, sizeof(why));
 	} else {
 		if (live_hw_nodes(&snodes, &nn) != 0) {
@@ -2595,7 +2604,7 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		    strcmp(key, "accepting") && strcmp(key, "cpus") &&
 		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s") &&
 		    strcmp(key, "images") && strcmp(key, "plain_jobs") &&
-		    strcmp(key, "trusted_keys")) {
+		    strcmp(key, "trusted_keys") && strcmp(key, "network")) {
 			snprintf(err, errlen, "offer: unknown field '%.64s'",
 			    key);
 			return GP_EINVAL;
@@ -2673,6 +2682,13 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		return GP_EINVAL;
 	}
 	out->refuse_plain = json_is_false(v);
+	/* Absent: an agent before job networks (its jobs share its own). */
+	v = json_object_get(o, "network");
+	if (v != NULL && (!json_is_string(v) || gp_jobspec_network_parse(
+	    json_string_value(v), &out->network) != 0)) {
+		snprintf(err, errlen, "offer.network: none, internet or lan");
+		return GP_EINVAL;
+	}
 	v = json_object_get(o, "trusted_keys");
 	if (v != NULL && (!json_is_array(v) ||
 	    json_array_size(v) > GP_TRUST_KEYS_MAX)) {
@@ -2709,6 +2725,7 @@ offer_apply(struct node *node, const struct offer *o, int force)
 	node->images = o->images;
 	state.nrefuse_plain += (o->refuse_plain != 0) - (node->refuse_plain != 0);
 	node->refuse_plain = o->refuse_plain;
+	node->network = o->network;
 	node->ntrusted = o->ntrusted;
 	for (int i = 0; i < o->ntrusted && i < GP_TRUST_KEYS_MAX; i++) {
 		gp_strlcpy(node->trusted[i], o->trusted[i],

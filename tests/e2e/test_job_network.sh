@@ -222,14 +222,16 @@ for k, v in (("public", tcp("198.51.100.1", 8080)),
              ("metadata", tcp("169.254.169.254", 80))):
     print("%s=%s" % (k, v), flush=True)
 '
-run_probe() { # MODEL -> LOG
-	submit --gpus 1 --gpu-model "$1" --time 2m -- "$PY" -c "$probe" \
+run_probe() { # MODEL [submit flags] -> LOG
+	local model=$1
+	shift
+	submit --gpus 1 --gpu-model "$model" --time 2m "$@" -- "$PY" -c "$probe" \
 	    "$host_port" "$hostaddr_port" "$host_abs" "$peer_port" "$peer_abs"
 	wait_final "$JOB" 90
 	[ "$FINAL_STATE" = succeeded ] ||
-	    fail "probe on $1 ended $FINAL_STATE: $(job_get "$JOB" d)"
+	    fail "probe on $model ended $FINAL_STATE: $(job_get "$JOB" d)"
 	job_log "$JOB"
-	log "probe on $1: $(printf '%s' "$LOG" | tr '\n' ' ')"
+	log "probe on $model $*: $(printf '%s' "$LOG" | tr '\n' ' ')"
 }
 never_reached() { # WHAT
 	local k
@@ -259,6 +261,17 @@ assert_contains "$LOG" "lan=lan" "lan job: the LAN server"
 never_reached "lan job"
 
 run_probe A10
+assert_not_contains "$LOG" "public=public" "none job: the public server"
+assert_not_contains "$LOG" "lan=lan" "none job: the LAN server"
+never_reached "none job"
+
+# A job may ask for less than its node allows (submit --network none on
+# an internet node), and `show` says what it asked for.
+run_probe T4 --network none
+assert_not_contains "$LOG" "public=public" "--network none job on T4"
+never_reached "--network none job"
+cli show "$JOB"
+assert_contains "$CLI_OUT" "network=none" "show: the job's network"
 assert_not_contains "$LOG" "public=public" "none job: the public server"
 assert_not_contains "$LOG" "lan=lan" "none job: the LAN server"
 never_reached "none job"
@@ -371,4 +384,21 @@ lan_table=$(sed -n 's/.*job networks ready.* table=\(gpupool_[0-9a-f]*\).*/\1/p'
 [ -n "$lan_table" ] || fail "no table name in the lan agent's log"
 assert_not_contains "$(nft list tables)" "$lan_table" \
     "the stopped lan agent's table"
+
+# The lan node comes back allowing internet only: no node allows lan any
+# more, and such a job is refused at submit, with each node's reason.
+start_agent lan 1:L4:16384 --policy "$T/inet.policy"
+deadline=$((SECONDS + WAIT_S))
+until [ "$(grep -c "job networks ready policy=internet" "$T/agent-lan.log")" -ge 1 ] &&
+    grep -q "registered node=lan" <(sed -n '/job networks ready policy=internet/,$p' "$T/agent-lan.log"); do
+	alive "${AGENT_PID[lan]}" || fail "the restarted lan agent exited"
+	[ $SECONDS -ge $deadline ] && fail "the restarted lan agent did not register"
+	sleep 0.1
+done
+cli submit --network lan --gpus 1 -- true
+[ "$CLI_RC" != 0 ] || fail "submit --network lan with no lan node: accepted"
+assert_contains "$CLI_ERR$CLI_OUT" "lets jobs reach only network internet (the job asks for lan)" \
+    "submit --network lan: the inet node's reason"
+assert_contains "$CLI_ERR$CLI_OUT" "lets jobs reach only network none" \
+    "submit --network lan: the none node's reason"
 echo ok

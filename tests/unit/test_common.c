@@ -415,6 +415,9 @@ TEST(jobspec_bad)
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1,\"gpus\":2}",
 	    "duplicate"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":\"1\"}", "gpus"));
+	CHECK(refused("{\"command\":[\"x\"],\"network\":\"wan\"}",
+	    "network: must be none, internet or lan"));
+	CHECK(refused("{\"command\":[\"x\"],\"network\":2}", "network:"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1.0}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":true}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":-1}", "gpus"));
@@ -513,6 +516,8 @@ TEST(jobspec_round_trip)
 		"\"cpus\":4,\"mem_mib\":9,\"time_limit_s\":60,\"name\":\"n\"}",
 		"{\"command\":[\"\\u00e9t\\u00e9\"],\"gpus\":0}",
 		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
+		"{\"command\":[\"x\"],\"network\":\"none\"}",
+		"{\"command\":[\"x\"],\"network\":\"lan\"}",
 	};
 	size_t i;
 
@@ -538,6 +543,7 @@ TEST(jobspec_round_trip)
 		CHECK_EQ(a.min_capability, b.min_capability);
 		CHECK_EQ(a.nodes, b.nodes);
 		CHECK_STR(a.gpu_model, b.gpu_model);
+		CHECK_EQ(a.network, b.network);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
 		CHECK_EQ(a.time_limit_s, b.time_limit_s);
