@@ -357,6 +357,45 @@ for d in down up; do
 	    fail "rate job: 10 MiB ${d} in ${secs}s, faster than 40 Mbit/s"
 done
 
+# A job that holds the coordinator's port on its own loopback while the
+# coordinator restarts: it binds (its 127.0.0.1 is its own), the agents
+# reconnect to the real coordinator, and nothing connects to the job.
+submit --gpus 1 --gpu-model T4 --time 2m -- "$PY" -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+s.settimeout(1)
+print("holding the port", flush=True)
+end = time.monotonic() + 100
+while time.monotonic() < end:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    print("CONNECTION", c.recv(200), flush=True)
+' "$COORD_PORT"
+squat=$JOB
+deadline=$((SECONDS + WAIT_S))
+while :; do
+	job_log "$squat"
+	case $LOG in *"holding the port"*) break ;; esac
+	[ $SECONDS -ge $deadline ] && fail "squatter not holding the port: $LOG"
+	sleep 0.2
+done
+kill9_coordinator
+start_coordinator
+# Every node starts down after a restart: up again means its agent,
+# which retried while the coordinator was gone, reached the real one.
+for a in inet lan none rate; do
+	wait_node_up "$a"
+done
+job_log "$squat"
+assert_not_contains "$LOG" "CONNECTION" "the job squatting the coordinator's port"
+cli cancel "$squat"
+wait_final "$squat"
+
 cli cancel "$peer"
 wait_final "$peer"
 
