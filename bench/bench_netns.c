@@ -76,7 +76,7 @@ main(int argc, char **argv)
 	}
 	for (i = 0; i < n && i < 200; i++) {
 		t = now_ms();
-		if (gp_net_job_open(net, policy, &held[i], err,
+		if (gp_net_job_open(net, policy, NULL, &held[i], err,
 		    sizeof(err)) != 0) {
 			fprintf(stderr, "bench_netns: open %d: %s\n", i, err);
 			gp_net_free(net);
@@ -89,7 +89,8 @@ main(int argc, char **argv)
 		gp_net_job_close(net, &held[i]);
 	for (i = 0; i < n; i++) {
 		t = now_ms();
-		if (gp_net_job_open(net, policy, &j, err, sizeof(err)) != 0) {
+		if (gp_net_job_open(net, policy, NULL, &j, err,
+		    sizeof(err)) != 0) {
 			fprintf(stderr, "bench_netns: open %d: %s\n", i, err);
 			gp_net_free(net);
 			return 1;

@@ -103,6 +103,8 @@ struct gp_assignment {
 	int part, parts, gpus_per_node;
 	char master_addr[256];
 	int master_port;
+	/* Each part's node address (--advertise-addr; "" unknown). */
+	char part_addrs[GP_NODES_MAX][64];
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

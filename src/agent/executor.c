@@ -420,7 +420,16 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	}
 	if (a->parts > 1) {
 		/* torchrun / DDP: one node per part (docs/scheduling.md). */
-		ADD("MASTER_ADDR=%s", a->master_addr);
+		char gaddr[20];
+
+		/* Linked gangs: the master part's own address (netns.c). */
+		if (cfg->net != NULL && gp_net_gangs(cfg->net)) {
+			gp_net_gang_addr(a->id.job_id, 0, gaddr, sizeof(gaddr));
+			ADD("MASTER_ADDR=%s", gaddr);
+			ADD("GLOO_SOCKET_IFNAME=%s", "eth0");
+			ADD("NCCL_SOCKET_IFNAME=%s", "eth0");
+		} else
+			ADD("MASTER_ADDR=%s", a->master_addr);
 		ADD("MASTER_PORT=%d", a->master_port);
 		ADD("WORLD_SIZE=%d", a->parts);
 		ADD("RANK=%d", a->part);
@@ -616,6 +625,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	const struct gp_exec_config *cfg = ex->cfg;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, i, err;
 	char name[64], why[1024];
+	struct gp_net_gang gang;
 	struct gp_exec_job *x;
 	struct job *j;
 
@@ -672,9 +682,13 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 		goto fail;
 	}
 	/* Never the agent's network: no namespace, no start. */
+	gang.job_id = a->id.job_id;
+	gang.part = a->part;
+	gang.parts = a->parts;
+	gang.addrs = (const char (*)[64])a->part_addrs;
 	if (cfg->net != NULL && gp_net_job_open(cfg->net, a->network > 0 ?
-	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN, &x->net,
-	    why, sizeof(why)) != 0) {
+	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN,
+	    a->parts > 1 ? &gang : NULL, &x->net, why, sizeof(why)) != 0) {
 		fail_start(ex, &a->id, "job network: %s", why, 0);
 		goto fail;
 	}

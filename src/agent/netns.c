@@ -41,6 +41,7 @@
 #define NET_SLOTS 512		/* per block: /31 pairs in a /22 */
 #define NET_HALF 256		/* internet slots; then lan slots */
 #define NET_BASE 0x0ac80000u	/* 10.200.0.0 */
+#define NET_GANG_BASE 0x0acc0000u /* 10.204.0.0/14: gangs' parts */
 #define NET_TABLE_FMT "gpupool_%02x"
 #define NET_IF_FMT "gp%02x.%d"
 #define NET_POOL 32		/* namespaces kept for reuse, per policy */
@@ -418,24 +419,68 @@ addr_add(struct mnl_socket *nl, unsigned int *seq, int ifindex,
 	return nl_talk(nl, seq, nlh);
 }
 
+/*
+ * A route: to dst/32 (dst 0: the default route), through gateway (0:
+ * none, the link itself) on ifindex (0: any); onlink: the gateway is on
+ * the link whatever the link's addresses say. del: removes it instead.
+ */
 static int
-route_default(struct mnl_socket *nl, unsigned int *seq, int ifindex,
-    uint32_t gateway)
+route_set(struct mnl_socket *nl, unsigned int *seq, int del, uint32_t dst,
+    int ifindex, uint32_t gateway, int onlink)
 {
 	char buf[512];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct rtmsg *rtm;
 
-	nlh->nlmsg_type = RTM_NEWROUTE;
-	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+	nlh->nlmsg_type = del ? RTM_DELROUTE : RTM_NEWROUTE;
+	/* A part's own address replaces a route another agent made. */
+	nlh->nlmsg_flags = del ? 0 : NLM_F_CREATE |
+	    (dst != 0 && gateway == 0 ? NLM_F_REPLACE : NLM_F_EXCL);
 	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 	rtm->rtm_family = AF_INET;
 	rtm->rtm_table = RT_TABLE_MAIN;
 	rtm->rtm_protocol = RTPROT_BOOT;
-	rtm->rtm_scope = RT_SCOPE_UNIVERSE;
+	rtm->rtm_scope = gateway == 0 && !del ? RT_SCOPE_LINK :
+	    RT_SCOPE_UNIVERSE;
 	rtm->rtm_type = RTN_UNICAST;
-	mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
-	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+	if (onlink)
+		rtm->rtm_flags |= RTNH_F_ONLINK;
+	if (dst != 0) {
+		rtm->rtm_dst_len = 32;
+		mnl_attr_put_u32(nlh, RTA_DST, htonl(dst));
+	}
+	if (gateway != 0)
+		mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
+	if (ifindex > 0)
+		mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+	return nl_talk(nl, seq, nlh);
+}
+
+static int
+route_default(struct mnl_socket *nl, unsigned int *seq, int ifindex,
+    uint32_t gateway)
+{
+	return route_set(nl, seq, 0, 0, ifindex, gateway, 0);
+}
+
+static int
+addr_add_len(struct mnl_socket *nl, unsigned int *seq, int ifindex,
+    uint32_t addr, int prefixlen)
+{
+	char buf[512];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct ifaddrmsg *ifa;
+	uint32_t a = htonl(addr);
+
+	nlh->nlmsg_type = RTM_NEWADDR;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_INET;
+	ifa->ifa_prefixlen = (unsigned char)prefixlen;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = (unsigned int)ifindex;
+	mnl_attr_put_u32(nlh, IFA_LOCAL, a);
+	mnl_attr_put_u32(nlh, IFA_ADDRESS, a);
 	return nl_talk(nl, seq, nlh);
 }
 
@@ -534,17 +579,21 @@ table_text(const struct gp_net *n, struct gp_buf *b)
 	    "    elements = { 0.0.0.0/8, 10.200.0.0/14, 127.0.0.0/8,\n"
 	    "      169.254.0.0/16, 224.0.0.0/3 } }\n"
 	    "  set dns { type ipv4_addr; %s%s%s }\n"
+	    "  map gang_out { type ipv4_addr : verdict; }\n"
+	    "  map gang_in { type ipv4_addr : verdict; }\n"
 	    "  chain input { type filter hook input priority -1;\n"
 	    "    iifname \"%s\" ip daddr @dns meta l4proto { tcp, udp }"
 	    " th dport 53 accept\n"
 	    "    iifname \"%s\" drop\n  }\n"
 	    "  chain forward { type filter hook forward priority -1;\n"
 	    "    oifname \"%s\" ct state established,related accept\n"
+	    "    oifname \"%s\" ip daddr vmap @gang_in\n"
 	    "    oifname \"%s\" drop\n"
 	    "    iifname \"%s\" jump from_job\n  }\n"
 	    "  chain from_job {\n"
 	    "    meta nfproto ipv6 drop\n"
 	    "    ct state established,related accept\n"
+	    "    ip saddr vmap @gang_out\n"
 	    "    meta l4proto != { tcp, udp } drop\n"
 	    "    ip daddr @dns th dport 53 accept\n"
 	    "    ip saddr %s/23 ip daddr @not_internet drop\n"
@@ -553,10 +602,12 @@ table_text(const struct gp_net *n, struct gp_buf *b)
 	    "    ip saddr %s/23 accept\n"
 	    "    drop\n  }\n"
 	    "  chain nat { type nat hook postrouting priority 100;\n"
-	    "    ip saddr %s/22 oifname != \"%s\" masquerade\n  }\n"
+	    "    ip saddr %s/22 oifname != \"%s\" masquerade\n"
+	    "    ip saddr 10.204.0.0/14 ip daddr != 10.204.0.0/14"
+	    " oifname != \"%s\" masquerade\n  }\n"
 	    "}\n", n->table, dns[0] ? "elements = { " : "", dns,
-	    dns[0] ? " };" : "", ifs, ifs, ifs, ifs, ifs, inet, lan, inet,
-	    lan, blk, ifs);
+	    dns[0] ? " };" : "", ifs, ifs, ifs, ifs, ifs, ifs, inet, lan,
+	    inet, lan, blk, ifs, ifs);
 	return b->data != NULL ? 0 : GP_ENOMEM;
 }
 
@@ -787,6 +838,164 @@ gp_net_rate(const struct gp_net *n)
 
 /* ---- one job ---- */
 
+/* 1 when addr (host order) is one of this host's own (it can bind it). */
+static int
+is_local(uint32_t addr)
+{
+	struct sockaddr_in sin;
+	int fd, ok;
+
+	if ((addr >> 24) == 127)
+		return 1;
+	if ((fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(addr);
+	ok = bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+	close(fd);
+	return ok;
+}
+
+static uint32_t
+gang_addr(int64_t job_id, int part)
+{
+	return NET_GANG_BASE + (uint32_t)((job_id % 4096) << 6) +
+	    (uint32_t)part;
+}
+
+void
+gp_net_gang_addr(int64_t job_id, int part, char *out, size_t len)
+{
+	ip_text(gang_addr(job_id, part), out, len);
+}
+
+int
+gp_net_gangs(const struct gp_net *n)
+{
+	return n->root && n->offer != GP_NET_NONE;
+}
+
+/*
+ * A gang part's links: a route to each other part's address through its
+ * node (by --advertise-addr, an IPv4 address; a part whose node gave none,
+ * or this node's own, gets none), and two chains of the agent's table,
+ * reached by the part's address: out of the part, the other parts and then
+ * the policy; into it, the other parts only.
+ */
+static int
+gang_link(struct gp_net *n, const struct gp_net_gang *g,
+    struct gp_net_job *r, char *err, size_t errlen)
+{
+	char *argv[] = {"nft", "-f", "-", NULL};
+	char me[20], peer[20], out[1024], peers[64 * 20];
+	struct in_addr via;
+	struct gp_buf b;
+	size_t used = 0;
+	int p, ret;
+
+	ip_text(r->gang_addr, me, sizeof(me));
+	if ((r->peer_dst = calloc((size_t)g->parts, sizeof(uint32_t))) ==
+	    NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	peers[0] = '\0';
+	for (p = 0; p < g->parts; p++) {
+		if (p == g->part)
+			continue;
+		ip_text(gang_addr(g->job_id, p), peer, sizeof(peer));
+		used += (size_t)snprintf(peers + used, sizeof(peers) - used,
+		    "%s%s", used ? ", " : "", peer);
+		if (g->addrs == NULL || inet_pton(AF_INET, g->addrs[p],
+		    &via) != 1) {
+			gp_warn("gang part job=%lld part=%d: no IPv4 address "
+			    "for part %d's node (--advertise-addr): no route",
+			    (long long)g->job_id, g->part, p);
+			continue;
+		}
+		/* A part on this machine: its own agent routes it. */
+		if (is_local(ntohl(via.s_addr)))
+			continue;
+		ret = route_set(n->nl, &n->seq, 0, gang_addr(g->job_id, p), 0,
+		    ntohl(via.s_addr), 0);
+		if (ret == 0)
+			r->peer_dst[r->npeers++] = gang_addr(g->job_id, p);
+		else
+			gp_warn("gang part job=%lld part=%d: no route to part "
+			    "%d via %s: %s", (long long)g->job_id, g->part, p,
+			    g->addrs[p], strerror(-ret));
+	}
+	memset(&b, 0, sizeof(b));
+	gp_buf_printf(&b,
+	    "add chain inet %s g%lld_%d_out\n"
+	    "add rule inet %s g%lld_%d_out ip daddr { %s } accept\n"
+	    "add chain inet %s g%lld_%d_in\n"
+	    "add rule inet %s g%lld_%d_in ip saddr { %s } accept\n"
+	    "add rule inet %s g%lld_%d_in drop\n"
+	    "add element inet %s gang_out { %s : jump g%lld_%d_out }\n"
+	    "add element inet %s gang_in { %s : jump g%lld_%d_in }\n",
+	    n->table, (long long)g->job_id, g->part,
+	    n->table, (long long)g->job_id, g->part, peers,
+	    n->table, (long long)g->job_id, g->part,
+	    n->table, (long long)g->job_id, g->part, peers,
+	    n->table, (long long)g->job_id, g->part,
+	    n->table, me, (long long)g->job_id, g->part,
+	    n->table, me, (long long)g->job_id, g->part);
+	/* Then the policy, as for any job. */
+	gp_buf_printf(&b, "add rule inet %s g%lld_%d_out meta l4proto != "
+	    "{ tcp, udp } drop\n", n->table, (long long)g->job_id, g->part);
+	if (r->policy == GP_NET_NONE)
+		gp_buf_printf(&b, "add rule inet %s g%lld_%d_out drop\n",
+		    n->table, (long long)g->job_id, g->part);
+	else
+		gp_buf_printf(&b, "add rule inet %s g%lld_%d_out ip daddr "
+		    "@dns th dport 53 accept\n"
+		    "add rule inet %s g%lld_%d_out ip daddr @%s drop\n"
+		    "add rule inet %s g%lld_%d_out accept\n",
+		    n->table, (long long)g->job_id, g->part,
+		    n->table, (long long)g->job_id, g->part,
+		    r->policy == GP_NET_LAN ? "not_lan" : "not_internet",
+		    n->table, (long long)g->job_id, g->part);
+	if (b.data == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	ret = run(argv, b.data, -1, out, sizeof(out));
+	gp_buf_free(&b);
+	if (ret != 0) {
+		snprintf(err, errlen, "gang rules: nft: %.400s", out);
+		return GP_EIO;
+	}
+	return 0;
+}
+
+static void
+gang_unlink(struct gp_net *n, struct gp_net_job *j)
+{
+	char *argv[] = {"nft", "-f", "-", NULL};
+	char me[20], text[1024];
+	int i;
+
+	for (i = 0; i < j->npeers; i++)
+		(void)route_set(n->nl, &n->seq, 1, j->peer_dst[i], 0, 0, 0);
+	free(j->peer_dst);
+	j->peer_dst = NULL;
+	j->npeers = 0;
+	ip_text(j->gang_addr, me, sizeof(me));
+	snprintf(text, sizeof(text),
+	    "delete element inet %s gang_out { %s }\n"
+	    "delete element inet %s gang_in { %s }\n"
+	    "delete chain inet %s g%lld_%d_out\n"
+	    "delete chain inet %s g%lld_%d_in\n",
+	    n->table, me, n->table, me, n->table, (long long)j->gang_job,
+	    j->gang_part, n->table, (long long)j->gang_job, j->gang_part);
+	if (run(argv, text, -1, NULL, 0) != 0)
+		gp_warn("gang part job=%lld part=%d: its rules were not all "
+		    "removed", (long long)j->gang_job, j->gang_part);
+	j->gang = 0;
+}
+
 void
 gp_net_job_init(struct gp_net_job *j)
 {
@@ -832,7 +1041,8 @@ rate_cap(int64_t bps, const char *dev, int ns_fd, char *err, size_t errlen)
 
 int
 gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
-    struct gp_net_job *j, char *err, size_t errlen)
+    const struct gp_net_gang *gang, struct gp_net_job *j, char *err,
+    size_t errlen)
 {
 	struct mnl_socket *jnl = NULL;
 	unsigned int jseq = 0;
@@ -846,7 +1056,11 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 		*j = r;		/* the job's own clone makes its namespace */
 		return 0;
 	}
-	if (n->npool[r.policy] > 0) {
+	if (gang != NULL && gp_net_gangs(n) && gang->parts > 1 &&
+	    gang->parts <= 64 && gang->part >= 0 && gang->part < gang->parts)
+		r.gang = 1;
+	/* A gang's part gets a namespace of its own, never a kept one. */
+	if (!r.gang && n->npool[r.policy] > 0) {
 		int64_t sent, received;
 
 		r = n->pool[r.policy][--n->npool[r.policy]];
@@ -923,12 +1137,22 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	hidx = (int)if_nametoindex(r.host_if);
 	/* In a namespace of lo and eth0 only, eth0 is the second link. */
 	jidx = 2;
+	if (r.gang) {
+		r.gang_job = gang->job_id;
+		r.gang_part = gang->part;
+		r.gang_addr = gang_addr(gang->job_id, gang->part);
+		ip_text(r.gang_addr, r.address, sizeof(r.address));
+	}
 	if (hidx == 0 ||
 	    (ret = addr_add(n->nl, &n->seq, hidx, host)) != 0 ||
 	    (ret = link_up(n->nl, &n->seq, hidx)) != 0 ||
-	    (ret = addr_add(jnl, &jseq, jidx, job)) != 0 ||
+	    (ret = (r.gang ? addr_add_len(jnl, &jseq, jidx, r.gang_addr, 32) :
+	    addr_add(jnl, &jseq, jidx, job))) != 0 ||
 	    (ret = link_up(jnl, &jseq, jidx)) != 0 ||
-	    (ret = route_default(jnl, &jseq, jidx, host)) != 0) {
+	    (ret = (r.gang ? route_set(jnl, &jseq, 0, 0, jidx, host, 1) :
+	    route_default(jnl, &jseq, jidx, host))) != 0 ||
+	    (r.gang && (ret = route_set(n->nl, &n->seq, 0, r.gang_addr, hidx,
+	    0, 0)) != 0)) {
 		snprintf(err, errlen, "job network %s: %s", r.host_if,
 		    strerror(ret ? -ret : errno));
 		ret = GP_EIO;
@@ -936,6 +1160,8 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	}
 	mnl_socket_close(jnl);
 	jnl = NULL;
+	if (r.gang && (ret = gang_link(n, gang, &r, err, errlen)) != 0)
+		goto fail;
 	if (n->rate_bps > 0 &&
 	    ((ret = rate_cap(n->rate_bps, r.host_if, -1, err, errlen)) != 0 ||
 	    (ret = rate_cap(n->rate_bps, "eth0", ns, err, errlen)) != 0))
@@ -973,6 +1199,8 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 void
 gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 {
+	if (j->gang)
+		gang_unlink(n, j);
 	/*
 	 * Closing the last reference to the namespace (its processes are
 	 * gone) lets the kernel remove it with its end of the pair, and so
@@ -981,7 +1209,7 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 	 * Slots are taken in turn, so this one is not wanted again soon.
 	 */
 	if (j->ns_fd >= 0 && n->root && n->npool[j->policy] < NET_POOL &&
-	    !n->closing) {
+	    !n->closing && !j->gang) {
 		n->pool[j->policy][n->npool[j->policy]++] = *j;
 		gp_net_job_init(j);
 		return;

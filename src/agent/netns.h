@@ -78,16 +78,42 @@ struct gp_net_job {
 	char address[16];	/* the job's IPv4 address, or "" */
 	int64_t base_sent;	/* the pair's counters when the job got it */
 	int64_t base_received;
+	/* A gang's part (gp_net_gang): its address and peers' routes. */
+	int gang;
+	int64_t gang_job;
+	int gang_part;
+	uint32_t gang_addr;
+	uint32_t *peer_dst;	/* npeers routes, owned (never pooled) */
+	int npeers;
+};
+
+/* A gang's part, for gp_net_job_open (docs/agent.md, "Gangs"). */
+struct gp_net_gang {
+	int64_t job_id;
+	int part, parts;	/* parts <= 64 */
+	const char (*addrs)[64]; /* each part's node address ("" unknown) */
 };
 
 /*
- * Makes a job's network for policy want (capped at the offer). Called on
+ * A gang part's address, 10.204.0.0/14 from its job and part: the same
+ * on every agent, so each part knows where the others are.
+ */
+void gp_net_gang_addr(int64_t job_id, int part, char *out, size_t len);
+/* 1 when this agent links gangs' parts (root, a network other than none). */
+int gp_net_gangs(const struct gp_net *n);
+
+/*
+ * Makes a job's network for policy want (capped at the offer); for a
+ * gang's part (gang not NULL, and gp_net_gangs), with its gang address,
+ * routes to the other parts over their nodes' addresses, and rules that
+ * let the parts, and only them, connect to each other. Called on
  * one thread (the executor's); the calling thread's network namespace is
  * changed and restored. OUT: *j. Returns 0, or GP_E* with err set and
  * nothing left behind.
  */
 int gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
-    struct gp_net_job *j, char *err, size_t errlen);
+    const struct gp_net_gang *gang, struct gp_net_job *j, char *err,
+    size_t errlen);
 /*
  * Bytes the job sent and received over its veth pair so far (0 without
  * one). Any thread.
