@@ -42,6 +42,8 @@
 #define NET_HALF 256		/* internet slots; then lan slots */
 #define NET_BASE 0x0ac80000u	/* 10.200.0.0 */
 #define NET_GANG_BASE 0x0acc0000u /* 10.204.0.0/14: gangs' parts */
+/* Routes to other machines' gang parts: metric 7000 + the agent's block. */
+#define NET_ROUTE_PRIO 7000u
 #define NET_TABLE_FMT "gpupool_%02x"
 #define NET_IF_FMT "gp%02x.%d"
 #define NET_POOL 32		/* namespaces kept for reuse, per policy */
@@ -426,7 +428,7 @@ addr_add(struct mnl_socket *nl, unsigned int *seq, int ifindex,
  */
 static int
 route_set(struct mnl_socket *nl, unsigned int *seq, int del, uint32_t dst,
-    int ifindex, uint32_t gateway, int onlink)
+    int ifindex, uint32_t gateway, int onlink, uint32_t prio)
 {
 	char buf[512];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
@@ -453,6 +455,8 @@ route_set(struct mnl_socket *nl, unsigned int *seq, int del, uint32_t dst,
 		mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
 	if (ifindex > 0)
 		mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+	if (prio > 0)
+		mnl_attr_put_u32(nlh, RTA_PRIORITY, prio);
 	return nl_talk(nl, seq, nlh);
 }
 
@@ -460,7 +464,7 @@ static int
 route_default(struct mnl_socket *nl, unsigned int *seq, int ifindex,
     uint32_t gateway)
 {
-	return route_set(nl, seq, 0, 0, ifindex, gateway, 0);
+	return route_set(nl, seq, 0, 0, ifindex, gateway, 0, 0);
 }
 
 static int
@@ -611,6 +615,73 @@ table_text(const struct gp_net *n, struct gp_buf *b)
 	return b->data != NULL ? 0 : GP_ENOMEM;
 }
 
+/* Routes to other machines' gang parts that block b's agent made. */
+struct route_list {
+	uint32_t prio;
+	uint32_t dst[256], gw[256];
+	int n;
+};
+
+static int
+route_list_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct route_list *l = data;
+	const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+	uint32_t dst = 0, gw = 0, prio = 0;
+	struct nlattr *a;
+
+	if (rtm->rtm_family != AF_INET || rtm->rtm_dst_len != 32)
+		return MNL_CB_OK;
+	mnl_attr_for_each(a, nlh, sizeof(*rtm)) {
+		if (mnl_attr_get_payload_len(a) < 4)
+			continue;
+		switch (mnl_attr_get_type(a)) {
+		case RTA_DST:
+			dst = ntohl(mnl_attr_get_u32(a));
+			break;
+		case RTA_GATEWAY:
+			gw = ntohl(mnl_attr_get_u32(a));
+			break;
+		case RTA_PRIORITY:
+			prio = mnl_attr_get_u32(a);
+			break;
+		}
+	}
+	if (prio == l->prio && (dst & 0xfffc0000u) == NET_GANG_BASE &&
+	    l->n < (int)GP_ARRAY_LEN(l->dst)) {
+		l->dst[l->n] = dst;
+		l->gw[l->n++] = gw;
+	}
+	return MNL_CB_OK;
+}
+
+static void
+sweep_routes(struct gp_net *n, int b)
+{
+	char buf[512];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct rtmsg *rtm;
+	struct route_list *l;
+	int i, gone = 0;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL)
+		return;
+	l->prio = NET_ROUTE_PRIO + (uint32_t)b;
+	nlh->nlmsg_type = RTM_GETROUTE;
+	nlh->nlmsg_flags = NLM_F_DUMP;
+	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET;
+	if (nl_ask(n->nl, &n->seq, nlh, route_list_cb, l) == 0)
+		for (i = 0; i < l->n; i++)
+			if (route_set(n->nl, &n->seq, 1, l->dst[i], 0, l->gw[i],
+			    0, l->prio) == 0)
+				gone++;
+	if (gone > 0)
+		gp_info("job networks: swept stale gang routes block=%d "
+		    "count=%d", b, gone);
+	free(l);
+}
+
 /* Deletes block b's table (when there) and its veth pairs. */
 static void
 sweep_block(struct gp_net *n, int b, const char *tables)
@@ -631,6 +702,7 @@ sweep_block(struct gp_net *n, int b, const char *tables)
 			gp_info("job networks: swept a stale table table=%s",
 			    name);
 	}
+	sweep_routes(n, b);
 	snprintf(pattern, sizeof(pattern), "gp%02x.", b);
 	l.prefix = pattern;
 	if (link_list(n->nl, &n->seq, &l) != 0)
@@ -915,12 +987,19 @@ gang_link(struct gp_net *n, const struct gp_net_gang *g,
 			continue;
 		}
 		/* A part on this machine: its own agent routes it. */
-		if (is_local(ntohl(via.s_addr)))
+		if (is_local(ntohl(via.s_addr))) {
+			gp_debug("gang part job=%lld part=%d: part %d is on "
+			    "this machine (%s)", (long long)g->job_id, g->part,
+			    p, g->addrs[p]);
 			continue;
+		}
 		ret = route_set(n->nl, &n->seq, 0, gang_addr(g->job_id, p), 0,
-		    ntohl(via.s_addr), 0);
-		if (ret == 0)
+		    ntohl(via.s_addr), 0, NET_ROUTE_PRIO + (uint32_t)n->block);
+		if (ret == 0) {
 			r->peer_dst[r->npeers++] = gang_addr(g->job_id, p);
+			gp_info("gang part job=%lld part=%d: part %d via %s",
+			    (long long)g->job_id, g->part, p, g->addrs[p]);
+		}
 		else
 			gp_warn("gang part job=%lld part=%d: no route to part "
 			    "%d via %s: %s", (long long)g->job_id, g->part, p,
@@ -978,7 +1057,8 @@ gang_unlink(struct gp_net *n, struct gp_net_job *j)
 	int i;
 
 	for (i = 0; i < j->npeers; i++)
-		(void)route_set(n->nl, &n->seq, 1, j->peer_dst[i], 0, 0, 0);
+		(void)route_set(n->nl, &n->seq, 1, j->peer_dst[i], 0, 0, 0,
+		    NET_ROUTE_PRIO + (uint32_t)n->block);
 	free(j->peer_dst);
 	j->peer_dst = NULL;
 	j->npeers = 0;
@@ -1149,10 +1229,10 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	    (ret = (r.gang ? addr_add_len(jnl, &jseq, jidx, r.gang_addr, 32) :
 	    addr_add(jnl, &jseq, jidx, job))) != 0 ||
 	    (ret = link_up(jnl, &jseq, jidx)) != 0 ||
-	    (ret = (r.gang ? route_set(jnl, &jseq, 0, 0, jidx, host, 1) :
+	    (ret = (r.gang ? route_set(jnl, &jseq, 0, 0, jidx, host, 1, 0) :
 	    route_default(jnl, &jseq, jidx, host))) != 0 ||
 	    (r.gang && (ret = route_set(n->nl, &n->seq, 0, r.gang_addr, hidx,
-	    0, 0)) != 0)) {
+	    0, 0, 0)) != 0)) {
 		snprintf(err, errlen, "job network %s: %s", r.host_if,
 		    strerror(ret ? -ret : errno));
 		ret = GP_EIO;

@@ -131,6 +131,7 @@ else:
     print("rank1 got:", c.recv(100).decode().strip(), "from", peer[0], flush=True)
     c.sendall(b"hello from rank 1\n")
     print("rank1 ok", flush=True)
+    time.sleep(80)	# a part that ends ends the gang; the test cancels it
 '
 submit --nodes 2 --gpus-per-node 1 --time 3m -- "$PY" -c "$gang"
 gjob=$JOB
@@ -172,7 +173,22 @@ assert_contains "$LOG" "intruder=" "the intruder ran"
 assert_not_contains "$LOG" "intruder=welcome" "a job outside the gang"
 part_log 0
 assert_not_contains "$LOG" "CONNECTION" "part 0's port, from outside the gang"
+# kill -9 of this machine's agent leaves its route to the other part; the
+# next agent to start sweeps it (and the table, chains included).
+assert_contains "$(ip route)" "via 192.168.77.3" "the route to the other part"
+kill9_agent a1
 cli cancel "$gjob"
+assert_contains "$(ip route)" "via 192.168.77.3" "the route after kill -9"
+start_agent a1 2 --advertise-addr 192.168.77.2
+deadline=$((SECONDS + WAIT_S))
+until [ "$(grep -c "job networks ready" "$T/agent-a1.log")" -ge 2 ]; do
+	alive "${AGENT_PID[a1]}" || fail "the restarted agent a1 exited"
+	[ $SECONDS -ge $deadline ] && fail "the restarted agent a1 is not ready"
+	sleep 0.1
+done
+grep -q "swept stale gang routes" "$T/agent-a1.log" ||
+    fail "the restarted agent did not sweep the gang route"
+assert_not_contains "$(ip route)" "via 192.168.77.3" "the route after the sweep"
 wait_final "$gjob"
 # The gang's rules and routes are gone with it.
 deadline=$((SECONDS + WAIT_S))
