@@ -1119,6 +1119,8 @@ rate_cap(int64_t bps, const char *dev, int ns_fd, char *err, size_t errlen)
 	return 0;
 }
 
+static void close_now(struct gp_net *n, struct gp_net_job *j);
+
 int
 gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
     const struct gp_net_gang *gang, struct gp_net_job *j, char *err,
@@ -1182,7 +1184,8 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	}
 	snprintf(r.ns_path, sizeof(r.ns_path), "/proc/%d/fd/%d",
 	    (int)getpid(), ns);
-	if (r.policy == GP_NET_NONE) {
+	/* A gang's part gets its pair whatever its policy: its links. */
+	if (r.policy == GP_NET_NONE && !r.gang) {
 		*j = r;
 		return 0;
 	}
@@ -1251,7 +1254,10 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 fail:
 	if (jnl != NULL)
 		mnl_socket_close(jnl);
-	gp_net_job_close(n, &r);
+	/* Half made: never kept for another job. */
+	if (r.gang && r.peer_dst != NULL)
+		gang_unlink(n, &r);
+	close_now(n, &r);
 	if (s >= 0)
 		n->used[s] = 0;
 	return ret;
@@ -1276,10 +1282,25 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 	mnl_socket_close(nl);
 }
 
+/* Frees the job's slot and closes its namespace (the kernel does the rest). */
+static void
+close_now(struct gp_net *n, struct gp_net_job *j)
+{
+	if (j->slot >= 0) {
+		n->used[j->slot] = 0;
+		j->slot = -1;
+	}
+	if (j->ns_fd >= 0)
+		close(j->ns_fd);
+	j->ns_fd = -1;
+}
+
 void
 gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 {
-	if (j->gang)
+	int gang = j->gang;
+
+	if (gang)
 		gang_unlink(n, j);
 	/*
 	 * Closing the last reference to the namespace (its processes are
@@ -1289,16 +1310,10 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 	 * Slots are taken in turn, so this one is not wanted again soon.
 	 */
 	if (j->ns_fd >= 0 && n->root && n->npool[j->policy] < NET_POOL &&
-	    !n->closing && !j->gang) {
+	    !n->closing && !gang) {
 		n->pool[j->policy][n->npool[j->policy]++] = *j;
 		gp_net_job_init(j);
 		return;
 	}
-	if (j->slot >= 0) {
-		n->used[j->slot] = 0;
-		j->slot = -1;
-	}
-	if (j->ns_fd >= 0)
-		close(j->ns_fd);
-	j->ns_fd = -1;
+	close_now(n, j);
 }
