@@ -134,7 +134,24 @@ done
 printf 'images = any\n' >"$T/inet.policy"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 printf 'network = none\nimages = any\n' >"$T/none.policy"
+# A bad value: a line-numbered error from `provider policy check`, and an
+# agent that will not start on it.
+printf 'images = any\nnetwork = wan\n' >"$T/bad.policy"
+cli provider policy check "$T/bad.policy"
+[ "$CLI_RC" != 0 ] || fail "policy check accepted network = wan"
+assert_contains "$CLI_ERR$CLI_OUT" "bad.policy:2: network: 'wan' is not none, internet or lan" \
+    "policy check of network = wan"
+printf 'net-rate = fast\n' >"$T/bad2.policy"
+cli provider policy check "$T/bad2.policy"
+[ "$CLI_RC" != 0 ] || fail "policy check accepted net-rate = fast"
+assert_contains "$CLI_ERR$CLI_OUT" "bad2.policy:1: net-rate: 'fast' is not a rate" \
+    "policy check of net-rate = fast"
+
 start_coordinator
+start_agent bad 1:T4:16384 --policy "$T/bad.policy"
+wait_exit "${AGENT_PID[bad]}" || fail "an agent started on network = wan"
+assert_contains "$(cat "$T/agent-bad.log")" "bad.policy:2: line 2: network: 'wan' is not none, internet or lan" \
+    "the agent's refusal of network = wan"
 mport=$(free_port)
 start_agent inet 2:T4:16384 --policy "$T/inet.policy" \
     --metrics-listen "127.0.0.1:$mport"
