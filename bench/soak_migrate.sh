@@ -73,6 +73,7 @@ new_job() {
 	slow) env=("STEPS_SAVE_DELAY=$SOAK_SAVE_DELAY") ;;
 	ignore) env=(STEPS_IGNORE_SIGNAL=1) ;;
 	esac
+	env+=(STEPS_HOLD=hold) # see hold_attempt
 	submit_steps "$SOAK_TOTAL" "$SOAK_SAVE" "$SOAK_STEP_S" "${env[@]+"${env[@]}"}"
 	JOB_TYPE[$JOB]=$type
 	JOB_MARK[$JOB]=$STEP_MARK
@@ -162,6 +163,22 @@ wait_again() {
 	done
 }
 
+# hold_attempt JOB NODE ATTEMPT: the attempt must not end by itself while a
+# departure takes it off (steps.sh's STEPS_HOLD: it waits before its last
+# step while `hold` is in its work directory), however slow the machine:
+# far_from_end only picks attempts with time to spare, this makes sure.
+# release_hold lets it go again (the next departure, or the end).
+HOLD_FILE=
+hold_attempt() {
+	release_hold
+	HOLD_FILE="$T/agents/$2/jobs/$1-$3/hold"
+	touch "$HOLD_FILE" 2>/dev/null || HOLD_FILE=
+}
+release_hold() {
+	[ -n "$HOLD_FILE" ] && rm -f "$HOLD_FILE"
+	HOLD_FILE=
+}
+
 wait_exit_or_kill() { # NAME
 	wait_exit "${AGENT_PID[$1]}" 30 || { kill -KILL "${AGENT_PID[$1]}"; wait_exit "${AGENT_PID[$1]}"; }
 }
@@ -178,6 +195,7 @@ new_job ignore
 
 d=0
 while [ $d -lt "$SOAK_D" ]; do
+	release_hold
 	reap
 	kind=${KINDS[$((d % ${#KINDS[@]}))]}
 	case $kind in
@@ -187,6 +205,7 @@ while [ $d -lt "$SOAK_D" ]; do
 	esac
 	pick $type || { log "no running $type job to move"; break; }
 	read -r j node att <<<"$PICK"
+	hold_attempt "$j" "$node" "$att"
 	# let the attempt upload a checkpoint first (bounded; a lost one is fine)
 	v=$(ckpt_version "$j")
 	deadline=$((SECONDS + 10))
@@ -259,6 +278,7 @@ while [ $d -lt "$SOAK_D" ]; do
 		sleep 0.1
 	done
 done
+release_hold
 SOAK_WALL=$((SECONDS - T0))
 log "departures done after ${SOAK_WALL}s; letting ${#ACTIVE[@]} job(s) finish"
 for j in "${ACTIVE[@]+"${ACTIVE[@]}"}"; do check_job "$j"; done

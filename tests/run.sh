@@ -1,17 +1,91 @@
 #!/usr/bin/env bash
 # tests/run.sh: runs every test: unit binaries, fuzz corpora replays and the
-# end-to-end scripts. Prints one line per test and ends with
-# "N passed, N failed". Usage: BUILD=build tests/run.sh [PATTERN]
+# end-to-end scripts. Prints one line per test (ok, FAIL or SKIP) and ends
+# with "N passed, N failed" (and ", N skipped" when some were).
+# Usage: BUILD=build tests/run.sh [PATTERN]
+#
+# Skips: a test that cannot run here exits 77 after printing one line
+# "SKIP <test>: needs <word>: <why>" per thing it left out (tests/unit/unit.h,
+# `skip` in tests/e2e/lib.sh), <word> one of tests/requirements.sh. It is
+# shown as SKIP with its reasons, never ok. It is a FAIL instead when it
+# names no requirement or an unknown one, when its requirement is in
+# GPUPOOL_TEST_EXPECT (what this machine promises, e.g. "root oci-runtime"),
+# or, under CI=true, when this machine has the requirement after all: a skip
+# must not hide coverage a CI machine should give.
 set -u
 cd "$(dirname "$0")/.."
+. tests/requirements.sh
 BUILD=${BUILD:-build}
 pattern=${1:-}
 export GPUPOOL_BIN="$PWD/$BUILD/gpupool"
 export GPUPOOL_BUILD="$PWD/$BUILD"
 passed=0
 failed=0
+skipped=0
 failures=()
+SKIP_STATUS=77
 logdir=$(mktemp -d /tmp/gpupool-tests.XXXXXX)
+
+# judge_skip LOG: 0 when every SKIP line in LOG is a skip allowed here
+# (prints their reasons in SKIP_WHY), else 1 (prints why in SKIP_WHY).
+judge_skip() {
+	local line need why ci=0 n=0
+	[ "${CI:-}" = true ] && ci=1
+	SKIP_WHY=
+	while IFS= read -r line; do
+		n=$((n + 1))
+		if [[ $line != *": needs "* ]]; then
+			SKIP_WHY="a skip that names no requirement: $line"
+			return 1
+		fi
+		need=${line#*: needs }
+		need=${need%%:*}
+		why=${line#*: needs "$need"}
+		why=${why#: }
+		requirement_present "$need"
+		case $? in
+		2)
+			SKIP_WHY="unknown requirement '$need' (tests/requirements.sh)"
+			return 1 ;;
+		0)
+			if [ $ci = 1 ]; then
+				SKIP_WHY="skipped for want of '$need', which this machine has (CI=true)"
+				return 1
+			fi ;;
+		esac
+		if [[ " ${GPUPOOL_TEST_EXPECT:-} " == *" $need "* ]]; then
+			SKIP_WHY="skipped for want of '$need', which GPUPOOL_TEST_EXPECT promises"
+			return 1
+		fi
+		SKIP_WHY+="${SKIP_WHY:+; }needs $need: $why"
+	done < <(grep -E '^SKIP [^ ]+: ' "$1")
+	if [ $n = 0 ]; then
+		SKIP_WHY="exited $SKIP_STATUS (skip) without a SKIP line saying what it needs"
+		return 1
+	fi
+	return 0
+}
+
+# report NAME RC LOG SECONDS: one line for a finished test, and the counts.
+report() {
+	local name=$1 rc=$2 log=$3 secs=$4
+	if [ "$rc" -eq 0 ]; then
+		passed=$((passed + 1))
+		echo "ok   $name (${secs}s)"
+	elif [ "$rc" -eq "$SKIP_STATUS" ] && judge_skip "$log"; then
+		skipped=$((skipped + 1))
+		echo "SKIP $name (${secs}s): $SKIP_WHY"
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		if [ "$rc" -eq "$SKIP_STATUS" ]; then
+			echo "FAIL $name (${secs}s): $SKIP_WHY"
+		else
+			echo "FAIL $name (${secs}s)"
+		fi
+		tail -n 40 "$log" | sed 's/^/     | /'
+	fi
+}
 
 run_one() { # name command...
 	local name=$1
@@ -19,16 +93,9 @@ run_one() { # name command...
 	if [ -n "$pattern" ] && [[ $name != *$pattern* ]]; then
 		return
 	fi
-	local start=$SECONDS log="$logdir/${name//\//_}.log"
-	if "$@" >"$log" 2>&1; then
-		passed=$((passed + 1))
-		echo "ok   $name ($((SECONDS - start))s)"
-	else
-		failed=$((failed + 1))
-		failures+=("$name")
-		echo "FAIL $name ($((SECONDS - start))s)"
-		tail -n 40 "$log" | sed 's/^/     | /'
-	fi
+	local start=$SECONDS log="$logdir/${name//\//_}.log" rc=0
+	"$@" >"$log" 2>&1 || rc=$?
+	report "$name" "$rc" "$log" $((SECONDS - start))
 }
 
 for t in "$BUILD"/tests/test_*; do
@@ -53,15 +120,7 @@ e2e_reap() { # waits for one finished e2e test and reports it
 	name=${e2e_name[$pid]}
 	log="$logdir/${name//\//_}.log"
 	unset "e2e_name[$pid]"
-	if [ "$rc" -eq 0 ]; then
-		passed=$((passed + 1))
-		echo "ok   $name ($((SECONDS - e2e_start[$name]))s)"
-	else
-		failed=$((failed + 1))
-		failures+=("$name")
-		echo "FAIL $name ($((SECONDS - e2e_start[$name]))s)"
-		tail -n 40 "$log" | sed 's/^/     | /'
-	fi
+	report "$name" "$rc" "$log" $((SECONDS - e2e_start[$name]))
 }
 declare -A e2e_name=()
 for e in tests/e2e/test_*.sh; do
@@ -83,5 +142,9 @@ if [ ${#failures[@]} -gt 0 ]; then
 else
 	rm -rf "$logdir"
 fi
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ]

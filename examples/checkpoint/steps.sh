@@ -9,10 +9,12 @@
 #                 asked to by the checkpoint signal, and at the end)
 #   STEP_SECONDS  how long one step takes (default 0.1; fractions are fine)
 #
-# Submit it like this (the script must be readable by the user jobs run as,
-# usually `nobody`: keep it in a world-readable place, not in a 0700 home):
+# Submit it like this (a plain job sees only the provider's system files,
+# not yours: the script goes with the job, its comments left out to stay
+# under the 4096 bytes of one argument):
 #
-#   gpupool submit --checkpoint-every 1s -- /bin/sh /path/to/steps.sh 200 10
+#   gpupool submit --checkpoint-every 1s -- /bin/sh \
+#       -c "$(grep -v '^[[:space:]]*#' steps.sh)" steps.sh 200 10
 #
 # What it prints, so that a test (or you) can follow every attempt from the
 # job's log alone:
@@ -52,6 +54,12 @@
 #   STEPS_IGNORE_SIGNAL=1       ignore the checkpoint signal (a job that does
 #                               not follow the protocol: killed at the end
 #                               of the grace period)
+#   STEPS_HOLD=FILE             while FILE exists (relative: in the job's
+#                               working directory), do not take the last
+#                               step (at most 2400 step times): a test
+#                               about to take the attempt off makes sure
+#                               it cannot end by itself meanwhile, however
+#                               slow the machine
 #
 # The checkpoint is two files: `state` (the step counter) and the marker
 # `COMPLETE` (first line `step=N`, the label `gpupool checkpoints` shows).
@@ -155,9 +163,22 @@ save() {
 	echo "saved step=$step"
 }
 
+hold=${STEPS_HOLD:-}
+held=0
 ran=0
 while [ "$step" -lt "$total" ]; do
 	[ "$want_checkpoint" = 1 ] && break
+	if [ -n "$hold" ] && [ $((step + 1)) -eq "$total" ] &&
+	    [ -e "$hold" ] && [ "$held" -lt 2400 ]; then
+		# held before the last step: a step's time, interruptible
+		held=$((held + 1))
+		sleep "$step_s" &
+		sleep_pid=$!
+		wait "$sleep_pid"
+		kill "$sleep_pid" 2>/dev/null
+		sleep_pid=
+		continue
+	fi
 	# sleep in the background and `wait`: a trapped signal interrupts
 	# `wait` at once, while a foreground sleep would delay the trap until
 	# it ends.

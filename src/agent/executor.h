@@ -62,6 +62,11 @@ struct gp_exec_config {
 	const struct gp_gpu_info *gpus;
 	int ngpus;
 	int gpu_uuids;		/* CUDA_VISIBLE_DEVICES by UUID, not index */
+	/*
+	 * libgpupool-cuda.so, preloaded into jobs holding a fraction of a
+	 * GPU (agent/gpushare.h); NULL: fractions are not enforced.
+	 */
+	const char *gpu_shim;
 	int64_t pids_max;	/* per job; 0 means GP_CGROUP_PIDS_MAX */
 	int keep_workdir;	/* leave job directories to the callee */
 	/* Container jobs: NULL refuses them, saying containers_why. */

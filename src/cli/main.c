@@ -135,7 +135,11 @@ static const struct gp_cli_option submit_options[] = {
         "a gang of N parts on N nodes, started together (default 1)"},
     {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
     {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
-    {"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
+    {"mem", 'm', "MIB",
+        "memory limit (\"8G\"; default: its share of what the node lends)"},
+    {"disk", 0, "MIB",
+        "the most its work directory may hold (\"20G\"; the node's "
+        "scratch-max caps it)"},
     {"time", 't', "DURATION",
         "time limit (\"90m\", \"2:00:00\", "
         "\"1-12:00:00\"; default none)"},
@@ -157,6 +161,10 @@ static const struct gp_cli_option submit_options[] = {
 	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
     {"wait", 'w', NULL,
 	"print the id, wait for the job to finish, exit with its exit code"},
+    {"key", 0, "KEY",
+	"the submission's idempotency key (16 to 64 of A-Z a-z 0-9 _ -; "
+	"default: a random one): a repeat with the same key prints the "
+	"first one's id and makes no second job"},
     {"array", 'a', "INDICES",
 	"a job array: one job per task index (\"0-999\", \"1-99:2\", "
 	"\"1,5,7\"; at most 10000; \"0-999%10\": at most 10 running at "
@@ -268,7 +276,7 @@ static const struct gp_cli_option sim_options[] = {
         "packing"},
     {"protocol", 0, "NAME",
         "fgd: the FGD paper's protocol; replay (default): arrivals, a "
-        "queue, departures"},
+        "queue, departures; campus: labs whose owners come and go"},
     {"seed", 0, "N", "the shuffle's and random policies' seed (default 42)"},
     {"inflate", 0, "RATIO", "fgd: requests up to RATIO x the GPUs (1.3)"},
     {"group-by", 0, "LABS",
@@ -277,6 +285,21 @@ static const struct gp_cli_option sim_options[] = {
     {"speed", 0, "N",
         "replay: arrivals N times denser, run times unchanged (default 1)"},
     {"series", 0, "FILE", "write a time series (CSV) to FILE"},
+    {"runtimes", 0, "CSV",
+        "campus: job run times (default: philly_runtime.csv beside --jobs)"},
+    {"pattern", 0, "NAME",
+        "campus: owners' presence: office (default), deadline, semester, "
+        "mixed"},
+    {"labs", 0, "N", "campus: labs (default 8)"},
+    {"lab-nodes", 0, "N", "campus: nodes each lab owns (default 2)"},
+    {"days", 0, "N", "campus: days simulated (default 28)"},
+    {"load", 0, "RATIO",
+        "campus: pool demand, GPU-time over the GPUs' (default 0.5)"},
+    {"interactive", 0, "SHARE",
+        "campus: share of jobs that are interactive sessions (0.3)"},
+    {"ckpt-share", 0, "SHARE",
+        "campus: share of batch jobs that checkpoint (0.8)"},
+    {"grace", 0, "SECONDS", "campus: the owners' checkpoint-grace (30)"},
     {"json", 0, NULL, "print one JSON object"},
     {NULL, 0, NULL, NULL},
 };

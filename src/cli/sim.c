@@ -6,6 +6,7 @@
 #include "sim/sim.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,156 @@ run_replay(const struct gp_trace *t, const struct gp_sim_opts *o, int json)
 	return GP_CLI_EXIT_OK;
 }
 
+static json_t *
+campus_run_json(const struct gp_campus_run *r, int labs)
+{
+	json_t *lw = json_array(), *ld = json_array();
+	int i;
+
+	for (i = 0; i < labs; i++) {
+		json_array_append_new(lw, json_real(r->lab_wait_mean_s[i]));
+		json_array_append_new(ld, json_real(r->lab_done_ratio[i]));
+	}
+	return json_pack("{s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:f,s:o,s:o,s:I,s:I,"
+	                 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:f,s:f}",
+	    "util_pct", r->util_pct, "owner_pct", r->owner_pct, "pool_pct",
+	    r->pool_pct, "jobs", (json_int_t)r->jobs, "jobs_done",
+	    (json_int_t)r->jobs_done, "gpu_h_done", r->gpu_h_done,
+	    "wait_mean_s", r->wait_mean_s, "wait_p90_s", r->wait_p90_s,
+	    "lab_wait_mean_s", lw, "lab_done_ratio", ld, "sessions",
+	    (json_int_t)r->sessions, "sessions_1min",
+	    (json_int_t)r->sessions_1min, "migrations", "count",
+	    (json_int_t)r->migrations, "saved", (json_int_t)r->saved, "partial",
+	    (json_int_t)r->partial, "restarted", (json_int_t)r->restarted,
+	    "by_owner", (json_int_t)r->by_owner, "by_lab",
+	    (json_int_t)r->by_lab, "lost_gpu_h", r->lost_gpu_h, "jain",
+	    r->jain);
+}
+
+static void
+campus_run_print(const char *what, const struct gp_campus_run *r, int labs)
+{
+	int i;
+
+	printf("%s: utilization %.1f%% (owners %.1f%%, pool jobs %.1f%%)\n"
+	       "  jobs %lld, done %lld (%.0f GPU-h); batch wait mean %.0f s, "
+	       "p90 %.0f s\n"
+	       "  sessions %lld, served within a minute %lld (%.1f%%)\n"
+	       "  migrations %lld (owner %lld, lab %lld): saved %lld, "
+	       "partial %lld, restarted %lld; work lost %.1f GPU-h\n"
+	       "  Jain's index over labs (GPU-h done / asked): %.4f\n"
+	       "  by lab: wait mean s / done ratio:",
+	    what, r->util_pct, r->owner_pct, r->pool_pct, (long long)r->jobs,
+	    (long long)r->jobs_done, r->gpu_h_done, r->wait_mean_s,
+	    r->wait_p90_s, (long long)r->sessions, (long long)r->sessions_1min,
+	    r->sessions > 0 ? 100.0 * (double)r->sessions_1min /
+	            (double)r->sessions
+	                    : 0,
+	    (long long)r->migrations, (long long)r->by_owner,
+	    (long long)r->by_lab, (long long)r->saved, (long long)r->partial,
+	    (long long)r->restarted, r->lost_gpu_h, r->jain);
+	for (i = 0; i < labs; i++)
+		printf(" %.0f/%.2f", r->lab_wait_mean_s[i],
+		    r->lab_done_ratio[i]);
+	printf("\n");
+}
+
+static int
+run_campus(const struct gp_trace *t, const struct gp_campus_opts *o, int json)
+{
+	struct gp_campus_result r;
+	int rc = gp_sim_campus(t, o, &r);
+
+	if (rc != 0) {
+		gp_cli_error("sim: %s", gp_strerror(rc));
+		return GP_CLI_EXIT_FAIL;
+	}
+	if (json)
+		return print_json(json_pack("{s:s,s:s,s:s,s:I,s:i,s:i,s:i,s:f,"
+		                            "s:f,s:I,s:I,s:o,s:o,s:f}",
+		           "protocol", "campus", "policy",
+		           gp_sched_policy_name(o->policy), "pattern",
+		           gp_campus_pattern_name(o->pattern), "seed",
+		           (json_int_t)o->seed, "labs", o->labs, "lab_nodes",
+		           o->lab_nodes, "days", o->days, "load", o->load,
+		           "interactive", o->interactive, "nodes",
+		           (json_int_t)r.nodes, "gpus", (json_int_t)r.gpus,
+		           "pooled", campus_run_json(&r.pooled, r.labs),
+		           "alone", campus_run_json(&r.alone, r.labs),
+		           "seconds", r.seconds)) == 0
+		    ? GP_CLI_EXIT_OK
+		    : GP_CLI_EXIT_FAIL;
+	printf("campus, pattern %s, seed %llu: %d labs, %lld nodes, %lld "
+	       "GPUs, %d days, load %.2f\n",
+	    gp_campus_pattern_name(o->pattern), (unsigned long long)o->seed,
+	    r.labs, (long long)r.nodes, (long long)r.gpus, o->days, o->load);
+	campus_run_print("pooled", &r.pooled, r.labs);
+	campus_run_print("each lab alone", &r.alone, r.labs);
+	printf("%.2f s\n", r.seconds);
+	return GP_CLI_EXIT_OK;
+}
+
+/* A number option in [lo, hi]; 0 when absent (out unchanged). */
+static int
+real_option(const struct gp_cli_args *args, const char *name, double lo,
+    double hi, double *out)
+{
+	const char *v = gp_cli_value(args, name);
+	char *end;
+	double x;
+
+	if (v == NULL)
+		return 0;
+	x = strtod(v, &end);
+	if (end == v || *end != '\0' || !(x >= lo) || x > hi)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+/* The campus protocol's options. Returns 0 or a usage error's code. */
+static int
+campus_options(const struct gp_cli_args *args, struct gp_sim_opts *so,
+    struct gp_campus_opts *o)
+{
+	const char *pattern = gp_cli_value(args, "pattern");
+	double labs = 8, lab_nodes = 2, days = 28;
+
+	memset(o, 0, sizeof(*o));
+	o->policy = so->policy;
+	o->seed = so->seed;
+	o->series = so->series;
+	o->load = 0.5;
+	o->interactive = 0.3;
+	o->ckpt_share = 0.8;
+	gp_campus_costs_default(&o->costs);
+	if (pattern != NULL &&
+	    (o->pattern = gp_campus_pattern_parse(pattern)) < 0)
+		return gp_cli_usage_error(args,
+		    "--pattern: office, deadline, semester or mixed");
+	if (real_option(args, "labs", 1, GP_CAMPUS_LABS_MAX, &labs) != 0 ||
+	    labs != floor(labs))
+		return gp_cli_usage_error(args, "--labs: 1 to 64");
+	if (real_option(args, "lab-nodes", 1, 64, &lab_nodes) != 0 ||
+	    lab_nodes != floor(lab_nodes))
+		return gp_cli_usage_error(args, "--lab-nodes: 1 to 64");
+	if (real_option(args, "days", 1, 366, &days) != 0 ||
+	    days != floor(days))
+		return gp_cli_usage_error(args, "--days: 1 to 366");
+	if (real_option(args, "load", 0.01, 10, &o->load) != 0)
+		return gp_cli_usage_error(args, "--load: 0.01 to 10");
+	if (real_option(args, "interactive", 0, 1, &o->interactive) != 0)
+		return gp_cli_usage_error(args, "--interactive: 0 to 1");
+	if (real_option(args, "ckpt-share", 0, 1, &o->ckpt_share) != 0)
+		return gp_cli_usage_error(args, "--ckpt-share: 0 to 1");
+	if (real_option(args, "grace", 0, 3600, &o->costs.grace_s) != 0)
+		return gp_cli_usage_error(args, "--grace: 0 to 3600 seconds");
+	o->labs = (int)labs;
+	o->lab_nodes = (int)lab_nodes;
+	o->days = (int)days;
+	return 0;
+}
+
 int
 gp_cli_cmd_sim(const struct gp_cli_args *args)
 {
@@ -142,7 +293,10 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 	struct gp_trace t;
 	char err[512], *end;
 	int64_t v;
-	int rc, fgd;
+	struct gp_campus_opts co;
+	const char *runtimes = gp_cli_value(args, "runtimes");
+	char rpath[4096];
+	int rc, fgd, campus;
 
 	memset(&o, 0, sizeof(o));
 	o.seed = 42;
@@ -157,9 +311,11 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 		return gp_cli_usage_error(args, "--policy: one of %s",
 		    gp_sched_policy_names());
 	if (protocol != NULL && strcmp(protocol, "fgd") != 0 &&
-	    strcmp(protocol, "replay") != 0)
-		return gp_cli_usage_error(args, "--protocol: fgd or replay");
+	    strcmp(protocol, "replay") != 0 && strcmp(protocol, "campus") != 0)
+		return gp_cli_usage_error(args,
+		    "--protocol: fgd, replay or campus");
 	fgd = protocol != NULL && strcmp(protocol, "fgd") == 0;
+	campus = protocol != NULL && strcmp(protocol, "campus") == 0;
 	if (seed != NULL) {
 		if (gp_parse_int(seed, 0, INT64_MAX, &v) != 0)
 			return gp_cli_usage_error(args, "--seed: a number");
@@ -187,9 +343,29 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 		return gp_cli_usage_error(args,
 		    "--group-by: labs:N (1 to 64) "
 		    "or qos");
+	if (campus && (rc = campus_options(args, &o, &co)) != 0)
+		return rc;
 	if ((rc = gp_trace_load(nodes, jobs, &t, err, sizeof(err))) != 0) {
 		gp_cli_error("sim: %s", err);
 		return GP_CLI_EXIT_FAIL;
+	}
+	if (campus) {
+		/* Run times: --runtimes, else philly_runtime.csv beside the
+		 * pod list. */
+		if (runtimes == NULL) {
+			const char *slash = strrchr(jobs, '/');
+			int dir = slash != NULL ? (int)(slash - jobs) : 0;
+			snprintf(rpath, sizeof(rpath),
+			    "%.*s%sphilly_runtime.csv", dir, jobs,
+			    slash != NULL ? "/" : "");
+			runtimes = rpath;
+		}
+		if ((rc = gp_trace_load_runtimes(runtimes, &t, err,
+		         sizeof(err))) != 0) {
+			gp_cli_error("sim: %s (--runtimes FILE)", err);
+			gp_trace_free(&t);
+			return GP_CLI_EXIT_FAIL;
+		}
 	}
 	if (series != NULL && (o.series = fopen(series, "w")) == NULL) {
 		gp_cli_error("sim: cannot write %s", series);
@@ -197,8 +373,10 @@ gp_cli_cmd_sim(const struct gp_cli_args *args)
 		return GP_CLI_EXIT_FAIL;
 	}
 	o.static_partition = 1;
-	rc = fgd ? run_fgd(&t, &o, gp_cli_flag(args, "json"))
-	         : run_replay(&t, &o, gp_cli_flag(args, "json"));
+	co.series = o.series;
+	rc = fgd      ? run_fgd(&t, &o, gp_cli_flag(args, "json"))
+	    : campus ? run_campus(&t, &co, gp_cli_flag(args, "json"))
+	             : run_replay(&t, &o, gp_cli_flag(args, "json"));
 	if (o.series != NULL && fclose(o.series) != 0) {
 		gp_cli_error("sim: cannot write %s", series);
 		rc = GP_CLI_EXIT_FAIL;

@@ -77,6 +77,39 @@ gp_mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int
+gp_cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+	int rc;
+
+	if (pthread_condattr_init(&attr) != 0)
+		return GP_ENOMEM;
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	rc = pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+	return rc == 0 ? 0 : GP_ENOMEM;
+}
+
+int
+gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t ms)
+{
+	struct timespec ts;
+
+	if (ms < 0)
+		ms = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return pthread_cond_timedwait(cond, mutex, &ts) == ETIMEDOUT
+	    ? GP_ETIMEDOUT
+	    : 0;
+}
+
 void
 gp_format_time(int64_t ms, char *out, size_t len)
 {
@@ -457,6 +490,41 @@ gp_mkdir_p(const char *path, int mode)
 	}
 	if (mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
 		return GP_EIO;
+	return 0;
+}
+
+int
+gp_secret_check(const char *what, const char *path, char *err,
+    size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+		return GP_EIO;
+	}
+	if ((st.st_mode & 077) == 0)
+		return 0;
+	snprintf(err, errlen, "%s %s is open to other users (mode %04o); "
+	    "make it the owner's alone: chmod %s %s", what, path,
+	    (unsigned)(st.st_mode & 07777), S_ISDIR(st.st_mode) ? "700" :
+	    "600", path);
+	return GP_EPERM;
+}
+
+int
+gp_secret_tighten(const char *path, int *old_mode)
+{
+	struct stat st;
+
+	*old_mode = -1;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : GP_EIO;
+	if (S_ISLNK(st.st_mode) || (st.st_mode & 077) == 0)
+		return 0;
+	if (chmod(path, st.st_mode & 07700) != 0)
+		return GP_EIO;
+	*old_mode = (int)(st.st_mode & 07777);
 	return 0;
 }
 

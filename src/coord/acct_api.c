@@ -427,7 +427,7 @@ query_name(struct MHD_Connection *conn, const char *key, char *out,
 	if (v == NULL || v[0] == '\0')
 		return 0;
 	if (!gp_name_valid(v))
-		return -1;
+		return GP_EINVAL;
 	gp_strlcpy(out, v, len);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "coordd.h"
 #include "gp.h"
@@ -135,6 +136,9 @@ handle_whoami(struct MHD_Connection *conn, struct request *req)
 	    json_string(ledger_group_name(&ledger, req->auth->group_id)));
 	pthread_rwlock_unlock(&state.lock);
 	json_object_set_new(o, "groups", groups);
+	/* Plain HTTP beyond loopback (--insecure): the dashboard warns. */
+	if (state.cfg.insecure)
+		json_object_set_new(o, "insecure", json_true());
 	return reply_json(conn, 200, o);
 }
 
@@ -311,6 +315,12 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
 	free(text);
 	op->spec.array_limit = limit; /* the tasks' (apply_submit_array) */
+	/* Not kept for arrays yet: refused rather than silently ignored. */
+	if (status == 0 && op->spec.idempotency_key[0] != '\0') {
+		snprintf(err, sizeof(err), "idempotency_key: not for job "
+		    "arrays yet");
+		status = 400;
+	}
 	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
 	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
 		snprintf(err, sizeof(err), "env: an array task may set at most "
@@ -908,7 +918,7 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
     size_t errlen)
 {
 	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", "offer", NULL};
+	    "gpus", "offer", "gpushare", NULL};
 	static const char *const started_fields[] = {"node_id", "pid",
 	    "restored_version", NULL};
 	static const char *const finished_fields[] = {"node_id", "exit_code",
@@ -1075,6 +1085,50 @@ sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
 	return (int)json_integer_value(v);
 }
 
+/*
+ * What libgpupool-cuda.so measured in each fractional job on node (the
+ * heartbeat's "gpushare"), kept on the job's part there. Under the read
+ * lock: the part's fields are atomic. Entries for attempts that are not
+ * the job's current one are ignored.
+ */
+static void
+heartbeat_gpushare(const struct node *node, json_t *list)
+{
+	json_t *e;
+	size_t i;
+	int k;
+
+	if (!json_is_array(list))
+		return;
+	json_array_foreach(list, i, e)
+	{
+		struct job *job;
+		int64_t used, eff, util;
+
+		if (i >= 4096)
+			break;
+		job = state_job(json_integer_value(json_object_get(e,
+		    "job_id")));
+		used = json_integer_value(json_object_get(e, "mem_used_mib"));
+		eff = json_integer_value(json_object_get(e, "effective_milli"));
+		util = json_integer_value(json_object_get(e, "util"));
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->attempts != json_integer_value(json_object_get(e,
+		    "attempt")) || used < 0 || used > GP_MIB_MAX ||
+		    eff < 1 || eff > 1000 || util < 0 || util > 100)
+			continue;
+		for (k = 0; k < job->nparts; k++)
+			if (job->parts[k].node_id == node->id) {
+				atomic_store(&job->parts[k].gpu_mem_used_mib,
+				    used);
+				atomic_store(&job->parts[k].gpu_util,
+				    (int32_t)util);
+				atomic_store(&job->parts[k].gpu_effective_milli,
+				    (int32_t)eff);
+			}
+	}
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
@@ -1119,6 +1173,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		node->gpus[k].temp_c = sensor(g, "temp_c", 0, 250);
 		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
 	}
+	heartbeat_gpushare(node, json_object_get(body, "gpushare"));
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
 	offer = json_object_get(body, "offer");
@@ -1363,12 +1418,21 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    "Authorization");
-	char hash[GP_TOKEN_HASH_HEX];
+	char hash[GP_TOKEN_HASH_HEX], bearer[GP_TOKEN_LEN + 1];
+	char pin[GP_TOKEN_PIN_HEX + 1];
 	const struct token_entry *t;
 
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+	/* The scheme is case-insensitive (RFC 9110 11.1). */
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
+	/* A token sent with its CA hash (tls_auto.c): the bearer is before. */
+	if (strstr(h, GP_TOKEN_PIN_SEP) != NULL) {
+		if (gp_token_split_pin(h, bearer, sizeof(bearer), pin,
+		    sizeof(pin)) != 0)
+			return 0;
+		h = bearer;
+	}
 	if (!gp_token_well_formed(h))
 		return 0;
 	gp_token_hash(h, hash);
@@ -1383,7 +1447,10 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 	return 1;
 }
 
-/* Splits "/v1/a/b" into at most max parts; returns the count or -1. */
+/*
+ * Splits "/v1/a/b" into at most max parts; returns the count or GP_EINVAL
+ * (too many parts, an empty or overlong one).
+ */
 static int
 split_path(const char *url, char parts[][32], int max)
 {
@@ -1397,7 +1464,7 @@ split_path(const char *url, char parts[][32], int max)
 		slash = strchr(p, '/');
 		len = slash != NULL ? (size_t)(slash - p) : strlen(p);
 		if (n == max || len == 0 || len >= 32)
-			return -1;
+			return GP_EINVAL;
 		memcpy(parts[n], p, len);
 		parts[n][len] = '\0';
 		n++;
@@ -1405,7 +1472,7 @@ split_path(const char *url, char parts[][32], int max)
 		if (*p == '/') {
 			p++;
 			if (*p == '\0')
-				return -1; /* "/v1/jobs/": an empty last part */
+				return GP_EINVAL; /* "/v1/jobs/": empty last part */
 		}
 	}
 	return n;

@@ -111,7 +111,7 @@ static json_t *dirty_dirs;
 static pthread_t gc_thread;
 static int gc_started;
 static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gc_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t gc_cond;	/* monotonic: gp_cond_init_monotonic */
 static int gc_stopping;
 static json_t *gc_dirty; /* users whose versions changed: {name: true} */
 
@@ -479,7 +479,6 @@ gc_finished_jobs(void)
 static void *
 gc_main(void *arg)
 {
-	struct timespec ts;
 	json_t *dirty, *v;
 	const char *user;
 	int first = 1;
@@ -488,14 +487,7 @@ gc_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&gc_lock);
 		if (!first && !gc_stopping) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += gc_period_ms / 1000;
-			ts.tv_nsec += (gc_period_ms % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&gc_cond, &gc_lock, &ts);
+			gp_cond_wait_ms(&gc_cond, &gc_lock, gc_period_ms);
 		}
 		first = 0;
 		if (gc_stopping) {
@@ -546,6 +538,8 @@ ckpt_init(const struct coord_config *cfg)
 		direct_io = 0;
 		gp_warn("checkpoint store test mode: buffered writes");
 	}
+	if (gp_cond_init_monotonic(&gc_cond) != 0)
+		return GP_ENOMEM;
 	keep = cfg->ckpt_keep > 0 ? cfg->ckpt_keep : 3;
 	max_bytes = cfg->ckpt_max > 0 ? cfg->ckpt_max : 64LL << 30;
 	retain_ms = cfg->ckpt_retain_ms > 0 ? cfg->ckpt_retain_ms

@@ -308,7 +308,7 @@ reply_quota(struct MHD_Connection *conn, const char *user, int64_t used,
 
 /* ---- URLs ---- */
 
-/* Splits url into at most PARTS_MAX parts; returns the count or -1. */
+/* Splits url into at most PARTS_MAX parts; returns the count or GP_EINVAL. */
 static int
 split(const char *url, char parts[][PART_LEN])
 {
@@ -317,18 +317,18 @@ split(const char *url, char parts[][PART_LEN])
 	int n = 0;
 
 	if (*p++ != '/')
-		return -1;
+		return GP_EINVAL;
 	while (*p != '\0') {
 		slash = strchr(p, '/');
 		len = slash != NULL ? (size_t)(slash - p) : strlen(p);
 		if (n == PARTS_MAX || len == 0 || len >= PART_LEN)
-			return -1;
+			return GP_EINVAL;
 		memcpy(parts[n], p, len);
 		parts[n][len] = '\0';
 		n++;
 		p += len;
 		if (*p == '/' && *++p == '\0')
-			return -1;
+			return GP_EINVAL;
 	}
 	return n;
 }

@@ -69,7 +69,7 @@ static int64_t blob_max = 64LL << 30;
 static pthread_t gc_thread;
 static int gc_started, gc_stopping, gc_wanted;
 static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gc_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t gc_cond;	/* monotonic: gp_cond_init_monotonic */
 
 /* A blob PUT being received (the request's image_upload). */
 struct image_upload {
@@ -315,20 +315,11 @@ gc_kick(void)
 static void *
 gc_main(void *arg)
 {
-	struct timespec ts;
-
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&gc_lock);
 		if (!gc_wanted && !gc_stopping) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += gc_period_ms / 1000;
-			ts.tv_nsec += (gc_period_ms % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&gc_cond, &gc_lock, &ts);
+			gp_cond_wait_ms(&gc_cond, &gc_lock, gc_period_ms);
 		}
 		gc_wanted = 0;
 		if (gc_stopping) {
@@ -357,6 +348,8 @@ image_init(const struct coord_config *cfg)
 		blob_grace_ms = v;
 		gp_warn("image gc test mode gc_ms=%lld", (long long)v);
 	}
+	if (gp_cond_init_monotonic(&gc_cond) != 0)
+		return GP_ENOMEM;
 	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max : 64LL << 30;
 	snprintf(root, sizeof(root), "%s/images", cfg->data_dir);
 	snprintf(path, sizeof(path), "%s/tmp", root);

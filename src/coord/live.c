@@ -1027,15 +1027,24 @@ live_job_json(const struct job *job, json_t *o)
 		json_t *g = json_array();
 		for (i = 0; i < p->ngpus; i++)
 			json_array_append_new(g, json_integer(p->gpus[i]));
-		json_array_append_new(parts,
-		    json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}", "part", k,
-		        "node", n != NULL ? n->name : NULL, "node_id",
-		        n != NULL ? json_integer(n->id) : json_null(), "gpus",
-		        g, "gpu_share",
-		        p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
-		            ? json_real(p->gpu_milli / 1000.0)
-		            : json_null(),
-		        "started", p->started_ack, "ended", p->ended));
+		json_t *po = json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}",
+		    "part", k, "node", n != NULL ? n->name : NULL, "node_id",
+		    n != NULL ? json_integer(n->id) : json_null(), "gpus", g,
+		    "gpu_share",
+		    p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
+		        ? json_real(p->gpu_milli / 1000.0)
+		        : json_null(),
+		    "started", p->started_ack, "ended", p->ended);
+		/* What the enforcement layer measured (a fraction only). */
+		if (po != NULL && atomic_load(&p->gpu_effective_milli) > 0)
+			json_object_set_new(po, "gpu_use", json_pack(
+			    "{s:I,s:I,s:f,s:i}", "mem_used_mib",
+			    (json_int_t)atomic_load(&p->gpu_mem_used_mib),
+			    "mem_limit_mib", (json_int_t)p->gpu_mem_mib,
+			    "share_now",
+			    atomic_load(&p->gpu_effective_milli) / 1000.0,
+			    "util", (int)atomic_load(&p->gpu_util)));
+		json_array_append_new(parts, po);
 	}
 	json_object_set_new(o, "parts", parts);
 	if (job->state == JOB_QUEUED && job->wait_reason != 0 &&

@@ -93,7 +93,8 @@ struct gp_sched_engine {
 	struct reservation resv;
 	struct resv_cache rcache;
 	int64_t resv_reuse_ms; /* 0: compute the reservation every pass */
-	unsigned char *shape_failed; /* per shape, this pass */
+	size_t *shape_failed; /* per shape, this pass: 1 + the index of the
+	                         waiting entry whose reason it shares */
 	size_t capfailed;
 	/* The pass's output. */
 	struct gp_sched_result *res;
@@ -1325,7 +1326,7 @@ gp_sched_wait_name(int reason)
 {
 	switch (reason) {
 	case GP_SCHED_WAIT_RESOURCES:
-		return "no fitting GPU free now";
+		return "no node that could hold it has room now";
 	case GP_SCHED_WAIT_NEVER:
 		return "no node that is up could ever hold it";
 	case GP_SCHED_WAIT_SHARE:
@@ -2498,6 +2499,139 @@ parts_fitting(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	return cnt;
 }
 
+/* 1 when GPU g of n could ever serve r: lent, of its model, big enough. */
+static int
+gpu_could_serve(struct engine *e, const struct eng_gpu *g,
+    const struct part_req *r)
+{
+	const struct gp_sched_job *job = r->job;
+
+	if (!g->lent && g->holder <= 0)
+		return 0;
+	if (r->gpu_mem > 0 && g->mem_total < r->gpu_mem)
+		return 0;
+	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
+		return 0;
+	if (job->min_capability > 0 && g->capability < job->min_capability)
+		return 0;
+	if (job->max_price > 0 && g->price > job->max_price)
+		return 0;
+	return eng_model_matches(e, g->model, job->gpu_model);
+}
+
+/* CPUs in milli as words: "4 CPUs", "0.5 CPU". */
+static void
+cpu_words(int64_t milli, char *out, size_t len)
+{
+	snprintf(out, len, "%g CPU%s", (double)milli / 1000.0,
+	    milli == 1000 ? "" : "s");
+}
+
+/*
+ * What a job that found no room waits for, in words that name the
+ * resource short on the nodes that could hold it when empty (up, its
+ * time limit allowed, accepting it): "no node has 4 CPUs free now (at
+ * most 0.5 CPUs free on a node that could hold it)", "no node has 1 GPU
+ * of model A100 free now", "... 2 GPUs and 16 CPUs free at once". Empty
+ * when no such node is short of anything (the generic words then).
+ */
+static void
+short_resource(struct gp_sched_engine *s, const struct gp_sched_job *job,
+    char *why, size_t len)
+{
+	struct engine *e = &s->e;
+	struct part_req r;
+	int64_t most_cpu = -1, most_mem = -1;
+	int most_gpus = -1, nshort_cpu = 0, nshort_mem = 0, nshort_gpu = 0;
+	int nkinds, g, could, now;
+	char items[3][96], buf[32], out[512];
+	size_t i, k = 0;
+
+	why[0] = '\0';
+	part_init(e, job, &r);
+	for (i = 0; i < e->nnodes; i++) {
+		const struct eng_node *n = &e->nodes[i];
+		int cpu_short, mem_short, gpu_short;
+		if (!n->up || !time_allowed(n, job) || n->cpu_total < r.cpu ||
+		    (r.mem > 0 && n->mem_total != INT64_MAX &&
+		        n->mem_total < r.mem))
+			continue;
+		if (e->accepts != NULL &&
+		    !e->accepts(e->accepts_arg, n->src, job))
+			continue;
+		for (g = 0, could = 0, now = 0; g < n->ngpus && r.gpus > 0;
+		     g++) {
+			if (!gpu_could_serve(e, &n->gpus[g], &r))
+				continue;
+			could++;
+			now += eng_gpu_usable(e, n, g, &r);
+		}
+		if (could < r.gpus)
+			continue;
+		cpu_short = n->cpu_free < r.cpu;
+		mem_short = r.mem > 0 && n->mem_total != INT64_MAX &&
+		    n->mem_free < r.mem;
+		gpu_short = now < r.gpus;
+		nshort_cpu += cpu_short;
+		nshort_mem += mem_short;
+		nshort_gpu += gpu_short;
+		if (n->cpu_free > most_cpu)
+			most_cpu = n->cpu_free;
+		if (n->mem_total != INT64_MAX && n->mem_free > most_mem)
+			most_mem = n->mem_free;
+		if (now > most_gpus)
+			most_gpus = now;
+	}
+	if (nshort_gpu > 0) {
+		if (r.shared)
+			snprintf(items[k], sizeof(items[k]),
+			    "a %.3g share of a GPU%s%s",
+			    (double)r.milli / 1000.0,
+			    job->gpu_model != NULL ? " of model " : "",
+			    job->gpu_model != NULL ? job->gpu_model : "");
+		else
+			snprintf(items[k], sizeof(items[k]), "%d GPU%s%s%s",
+			    r.gpus, r.gpus == 1 ? "" : "s",
+			    job->gpu_model != NULL ? " of model " : "",
+			    job->gpu_model != NULL ? job->gpu_model : "");
+		k++;
+	}
+	if (nshort_cpu > 0) {
+		cpu_words(r.cpu, items[k], sizeof(items[k]));
+		k++;
+	}
+	if (nshort_mem > 0) {
+		gp_format_bytes(r.mem * 1048576, buf, sizeof(buf));
+		snprintf(items[k], sizeof(items[k]), "%s of memory", buf);
+		k++;
+	}
+	nkinds = (int)k;
+	if (nkinds == 0)
+		return;
+	if (nkinds == 1) {
+		char most[64];
+		if (nshort_cpu > 0)
+			cpu_words(most_cpu, most, sizeof(most));
+		else if (nshort_mem > 0)
+			gp_format_bytes(most_mem * 1048576, most, sizeof(most));
+		else if (r.shared)
+			gp_strlcpy(most, "no such share", sizeof(most));
+		else
+			snprintf(most, sizeof(most), "%d GPU%s", most_gpus,
+			    most_gpus == 1 ? "" : "s");
+		snprintf(out, sizeof(out),
+		    "no node has %s free now (at most %s free on a node that "
+		    "could hold it)",
+		    items[0], most);
+	} else {
+		snprintf(out, sizeof(out),
+		    "no node has %s%s%s%s%s free at once", items[0],
+		    nkinds == 3 ? ", " : " and ", items[1],
+		    nkinds == 3 ? " and " : "", nkinds == 3 ? items[2] : "");
+	}
+	gp_strlcpy(why, out, len);
+}
+
 /* Why job (that did not start) waits. */
 static int
 explain(struct gp_sched_engine *s, const struct gp_sched_job *job, int room,
@@ -2533,7 +2667,9 @@ explain(struct gp_sched_engine *s, const struct gp_sched_job *job, int room,
 		    before, parts);
 		return result_wait(s, job, GP_SCHED_WAIT_GANG, why);
 	}
-	return result_wait(s, job, GP_SCHED_WAIT_RESOURCES, NULL);
+	short_resource(s, job, why, sizeof(why));
+	return result_wait(s, job, GP_SCHED_WAIT_RESOURCES,
+	    why[0] != '\0' ? why : NULL);
 }
 
 /* A (shape, lab) that found no room on the lab's nodes in step 1. */
@@ -2600,13 +2736,14 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 	if (s->capfailed < e->nshapes + nqueue + 1) {
 		free(s->shape_failed);
 		s->capfailed = 2 * (e->nshapes + nqueue) + 16;
-		s->shape_failed = malloc(s->capfailed);
+		s->shape_failed =
+		    malloc(s->capfailed * sizeof(*s->shape_failed));
 		if (s->shape_failed == NULL) {
 			s->capfailed = 0;
 			goto out;
 		}
 	}
-	memset(s->shape_failed, 0, s->capfailed);
+	memset(s->shape_failed, 0, s->capfailed * sizeof(*s->shape_failed));
 
 	/* Held jobs wait; the others are to do. */
 	for (q = 0; q < nqueue; q++) {
@@ -2707,8 +2844,11 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 		part_init(e, job, &r);
 		if (r.shape >= 0 && (size_t)r.shape < s->capfailed &&
 		    s->shape_failed[r.shape]) {
-			if ((rc = result_wait(s, job, s->shape_failed[r.shape],
-			         NULL)) != 0)
+			const struct gp_sched_waiting *w =
+			    &s->res->waiting[s->shape_failed[r.shape] - 1];
+			char why[sizeof(w->why)];
+			gp_strlcpy(why, w->why, sizeof(why));
+			if ((rc = result_wait(s, job, w->reason, why)) != 0)
 				goto out;
 			continue;
 		}
@@ -2759,9 +2899,7 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 		/* A shape with no room at all stays without: remember. */
 		if (!room && r.shape >= 0 && (size_t)r.shape < s->capfailed &&
 		    !is_head)
-			s->shape_failed[r.shape] =
-			    (unsigned char)s->res->waiting[s->res->nwaiting - 1]
-			        .reason;
+			s->shape_failed[r.shape] = s->res->nwaiting;
 	}
 	rc = 0;
 out:

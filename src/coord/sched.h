@@ -197,7 +197,7 @@ struct gp_sched_preemption {
 };
 
 enum gp_sched_wait {
-	GP_SCHED_WAIT_RESOURCES = 1, /* no fitting GPU (CPU, memory) free now */
+	GP_SCHED_WAIT_RESOURCES = 1, /* no room now: GPUs, CPUs or memory */
 	GP_SCHED_WAIT_NEVER,         /* no node that is up could ever hold it */
 	GP_SCHED_WAIT_SHARE,         /* it fitted, but groups with less
 	                                recent usage went first */
@@ -236,7 +236,7 @@ struct gp_sched_result {
 int gp_sched_plan(const struct gp_sched_input *in, struct gp_sched_result *res);
 void gp_sched_result_fini(struct gp_sched_result *res);
 
-/* Words for a wait reason ("no fitting GPU free now"). */
+/* Words for a wait reason ("behind a reservation"). */
 const char *gp_sched_wait_name(int reason);
 
 /*

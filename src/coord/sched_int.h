@@ -167,6 +167,10 @@ struct engine {
 	struct mix_entry *mix;
 	size_t nmix;
 	size_t mix_nmodels; /* models known when the mix was built */
+	double *model_rho; /* per interned model: its contention, the share
+	                      of it that requests needing it would take
+	                      (sched_policy.c: mix_contention) */
+	size_t nmodel_rho;
 	double *node_frag; /* per node: its fragmentation, valid when */
 	unsigned *node_frag_version; /* equal to version + 1 */
 	/* Interned shapes and the per (node, shape) score cache. */

@@ -1,6 +1,7 @@
 /*
  * trace.c: reads the Alibaba GPU-sharing 2023 trace files as published
- * (openb_node_list_*.csv, openb_pod_list_*.csv): CSV parsed by libcsv,
+ * (openb_node_list_*.csv, openb_pod_list_*.csv) and a list of job run
+ * times (philly_runtime.csv, one column "runtime"): CSV parsed by libcsv,
  * columns found by their header names, every number checked. Fed
  * untrusted bytes by tests/fuzz/fuzz_trace.c.
  */
@@ -20,7 +21,8 @@
 
 enum kind {
 	NODES,
-	PODS
+	PODS,
+	RUNTIMES
 };
 
 enum col {
@@ -36,6 +38,7 @@ enum col {
 	C_CREATED,
 	C_DELETED,
 	C_SCHEDULED,
+	C_RUNTIME, /* run times */
 	C_COUNT
 };
 
@@ -56,6 +59,8 @@ static const char *const pod_cols[C_COUNT] = {[C_NAME] = "name",
     [C_DELETED] = "deletion_time",
     [C_SCHEDULED] = "scheduled_time"};
 /* Columns a file must have; the others may be absent. */
+static const char *const runtime_cols[C_COUNT] = {[C_RUNTIME] = "runtime"};
+static const int runtime_need[C_COUNT] = {[C_RUNTIME] = 1};
 static const int node_need[C_COUNT] =
     {[C_NAME] = 1, [C_CPU] = 1, [C_MEM] = 1, [C_GPUS] = 1, [C_MODEL] = 1};
 static const int pod_need[C_COUNT] =
@@ -116,11 +121,19 @@ field(struct reader *r, enum col c)
 }
 
 /* A number in [lo, hi]; "" only when empty_ok (then *out = dflt). */
+static const char *const *
+cols_of(const struct reader *r)
+{
+	return r->kind == NODES ? node_cols
+	    : r->kind == PODS   ? pod_cols
+	                        : runtime_cols;
+}
+
 static int
 number(struct reader *r, enum col c, int64_t lo, int64_t hi, int empty_ok,
     int64_t dflt, int64_t *out)
 {
-	const char *name = (r->kind == NODES ? node_cols : pod_cols)[c];
+	const char *name = cols_of(r)[c];
 	const char *v = field(r, c);
 	char *end;
 	long long x;
@@ -149,7 +162,7 @@ number(struct reader *r, enum col c, int64_t lo, int64_t hi, int empty_ok,
 static int
 text(struct reader *r, enum col c, char *dst, size_t len)
 {
-	const char *name = (r->kind == NODES ? node_cols : pod_cols)[c];
+	const char *name = cols_of(r)[c];
 	const char *v = field(r, c);
 
 	if (v == NULL)
@@ -167,8 +180,10 @@ text(struct reader *r, enum col c, char *dst, size_t len)
 static void
 header(struct reader *r)
 {
-	const char *const *names = r->kind == NODES ? node_cols : pod_cols;
-	const int *need = r->kind == NODES ? node_need : pod_need;
+	const char *const *names = cols_of(r);
+	const int *need = r->kind == NODES ? node_need
+	    : r->kind == PODS              ? pod_need
+	                                   : runtime_need;
 	int c, i;
 
 	for (c = 0; c < C_COUNT; c++) {
@@ -278,6 +293,21 @@ pod_row(struct reader *r)
 	t->npods++;
 }
 
+/* A run time in seconds (Philly's "12.0" too), 0 to a year. */
+static void
+runtime_row(struct reader *r)
+{
+	struct gp_trace *t = r->t;
+
+	if (grow(r, t->nruntimes, (void **)&t->runtimes,
+	        sizeof(*t->runtimes)) != 0)
+		return;
+	if (number(r, C_RUNTIME, 0, 366LL * 86400, 0, 0,
+	        &t->runtimes[t->nruntimes]) != 0)
+		return;
+	t->nruntimes++;
+}
+
 static void
 on_row(int c, void *data)
 {
@@ -292,8 +322,10 @@ on_row(int c, void *data)
 			header(r);
 		else if (r->kind == NODES)
 			node_row(r);
-		else
+		else if (r->kind == PODS)
 			pod_row(r);
+		else
+			runtime_row(r);
 	}
 	r->ncols = 0;
 }
@@ -315,7 +347,9 @@ parse(enum kind kind, const char *buf, size_t len, struct gp_trace *t,
 	r->t = t;
 	r->err = err;
 	r->errlen = errlen;
-	r->cap = kind == NODES ? t->nnodes : t->npods;
+	r->cap = kind == NODES ? t->nnodes
+	    : kind == PODS     ? t->npods
+	                       : t->nruntimes;
 	if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
 		free(r);
 		return GP_ENOMEM;
@@ -348,6 +382,32 @@ gp_trace_parse_pods(const char *buf, size_t len, struct gp_trace *t, char *err,
     size_t errlen)
 {
 	return parse(PODS, buf, len, t, err, errlen);
+}
+
+int
+gp_trace_parse_runtimes(const char *buf, size_t len, struct gp_trace *t,
+    char *err, size_t errlen)
+{
+	return parse(RUNTIMES, buf, len, t, err, errlen);
+}
+
+int
+gp_trace_load_runtimes(const char *path, struct gp_trace *t, char *err,
+    size_t errlen)
+{
+	char *buf = NULL, why[256];
+	size_t len = 0;
+	int rc;
+
+	if ((rc = gp_read_file(path, 1LL << 30, &buf, &len)) != 0) {
+		snprintf(err, errlen, "%s: cannot read it", path);
+		return rc;
+	}
+	rc = gp_trace_parse_runtimes(buf, len, t, why, sizeof(why));
+	free(buf);
+	if (rc != 0)
+		snprintf(err, errlen, "%s: %s", path, why);
+	return rc;
 }
 
 int
@@ -390,6 +450,7 @@ gp_trace_free(struct gp_trace *t)
 {
 	free(t->nodes);
 	free(t->pods);
+	free(t->runtimes);
 	memset(t, 0, sizeof(*t));
 }
 

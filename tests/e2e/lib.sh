@@ -10,6 +10,11 @@
 # (keep the test's dir, with every daemon's log, for a post-mortem). Under a
 # SANITIZE=1 build, any sanitizer report in a daemon's log fails the test.
 #
+# A test that cannot run here calls `skip WORD WHY` or `require WORD...`
+# (WORD from tests/requirements.sh): it prints "SKIP <test>: needs WORD:
+# WHY" and exits 77, which tests/run.sh shows as SKIP (and fails under CI
+# when the machine has WORD after all). Never `exit 0` for a skip.
+#
 # Conventions: a helper that must report a value sets a global (JOB, API_STATUS,
 # API_BODY, CLI_RC, CLI_OUT, CLI_ERR) instead of printing it, so that `fail`
 # always runs in the test's own shell and really ends the test. Every wait is a
@@ -61,6 +66,26 @@ fail() {
 	done
 	echo "FAIL [$TEST_NAME]: $*" >&2
 	exit 1
+}
+
+. "$(dirname "${BASH_SOURCE[0]}")/../requirements.sh"
+
+# The status of a test that skipped itself (automake's; tests/run.sh).
+E2E_EXIT_SKIP=77
+
+# skip WORD WHY: this test cannot run here for want of WORD (one of
+# tests/requirements.sh's words); ends it with the SKIP status.
+skip() {
+	echo "SKIP $TEST_NAME: needs $1: $2"
+	exit "$E2E_EXIT_SKIP"
+}
+
+# require WORD...: skips unless this machine has every WORD.
+require() {
+	local w
+	for w in "$@"; do
+		requirement_present "$w" || skip "$w" "not on this machine"
+	done
 }
 
 # soft_fail MSG: record a failure but go on, so that one test can report
@@ -175,7 +200,7 @@ cleanup() {
 	set +e
 	if [ ${#SOFT_FAILS[@]} -gt 0 ]; then
 		printf 'FAIL [%s]: %s\n' "$TEST_NAME" "${SOFT_FAILS[@]}" >&2
-		[ "$rc" = 0 ] && rc=1
+		case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac
 	fi
 	local before mine=() all=("${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}")
 	# Only the processes still ours (see ours): the others are gone, and
@@ -222,7 +247,7 @@ cleanup() {
 		case $st in
 		132 | 134 | 135 | 136 | 139)
 			echo "FAIL [$TEST_NAME]: process $pid (${PID_WHAT[$pid]:-?}) crashed: signal $((st - 128))" >&2
-			[ "$rc" = 0 ] && rc=1 ;;
+			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac ;;
 		esac
 	done
 	wait 2>/dev/null
@@ -232,7 +257,7 @@ cleanup() {
 		if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f"; then
 			echo "FAIL [$TEST_NAME]: sanitizer report in $(basename "$f"):" >&2
 			grep -m 3 -A 12 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$f" >&2
-			[ "$rc" = 0 ] && rc=1
+			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac
 		fi
 	done
 	if [ -n "${E2E_KEEP:-}" ]; then
@@ -468,18 +493,37 @@ kill9_agent() { # NAME
 	wait_exit "${AGENT_PID[$1]}" || fail "agent $1 survived SIGKILL"
 }
 
-# end_jobs_while_coordinator_stopped AGENT N: N one-GPU jobs of 2 s run on
-# AGENT and end while the coordinator is stopped (SIGSTOP), so that their
+# gated_job_cmd: a job command that runs until the test lets it end (a file
+# `go` appears in its work directory, see release_job), at most 120 s: a
+# job that must still be running at some point waits for a condition, not
+# for a time the machine may take longer than.
+gated_job_cmd() {
+	echo 'i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; [ -e go ]'
+}
+
+# release_job AGENT JOB [ATTEMPT]: lets a gated_job_cmd job on AGENT end
+# (exit 0).
+release_job() {
+	local dir="$T/agents/$1/jobs/$2-${3:-1}"
+	[ -d "$dir" ] || fail "no work directory $dir for job $2"
+	touch "$dir/go"
+}
+
+# end_jobs_while_coordinator_stopped AGENT N: N one-GPU jobs run on AGENT
+# and end while the coordinator is stopped (SIGSTOP), so that their
 # reports are all due at once when it runs again; then every job must end
-# succeeded. Needs a lease longer than the pause (--lease-ms 60000).
+# succeeded. The jobs are gated (gated_job_cmd): they are all running
+# before the stop however slow the machine, and end only after it. Needs a
+# lease longer than the pause (--lease-ms 60000).
 end_jobs_while_coordinator_stopped() {
 	local agent=$1 n=$2 i j deadline jobs=()
 	for ((i = 0; i < n; i++)); do
-		submit --gpus 1 -- sh -c "sleep 2; exit 0"
+		submit --gpus 1 -- sh -c "$(gated_job_cmd)"
 		jobs+=("$JOB")
 	done
 	for j in "${jobs[@]}"; do wait_state "$j" running; done
 	kill -STOP "$COORD_PID"
+	for j in "${jobs[@]}"; do release_job "$agent" "$j"; done
 	deadline=$((SECONDS + WAIT_S))
 	until [ "$(grep -c 'job finished job=' "$T/agent-$agent.log")" -ge "$n" ]; do
 		if [ $SECONDS -ge $deadline ]; then

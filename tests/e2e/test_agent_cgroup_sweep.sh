@@ -5,18 +5,8 @@
 # that still holds a running process (a job the next agent must fence).
 . "$(dirname "$0")/lib.sh"
 
-root=
-for r in /sys/fs/cgroup/memory /sys/fs/cgroup/unified /sys/fs/cgroup; do
-	if [ -w "$r/cgroup.procs" ] && mkdir "$r/gpupool-probe-$$" 2>/dev/null; then
-		rmdir "$r/gpupool-probe-$$"
-		root=$r
-		break
-	fi
-done
-if [ -z "$root" ]; then
-	echo "skip: no writable cgroup hierarchy here"
-	exit 0
-fi
+root=$(writable_cgroup_root)
+[ -n "$root" ] || skip cgroup-writable "no writable cgroup hierarchy here"
 
 # A pid that is surely gone: a finished child's.
 sh -c 'exit 0' &

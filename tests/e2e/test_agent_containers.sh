@@ -9,12 +9,7 @@
 # container jobs are tested in tests/unit/test_agent_container.c.)
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "skipped: needs root"; exit 0; }
-if ! command -v crun >/dev/null && ! command -v runc >/dev/null &&
-	[ ! -x /usr/sbin/runc ]; then
-	echo "skipped: neither crun nor runc is installed"
-	exit 0
-fi
+require root oci-runtime
 
 start_coordinator
 

@@ -14,11 +14,11 @@
 # NoNewPrivs and no capabilities, as a user mapped away from root; and a
 # set-user-ID-root binary in its image runs as the job (the setuid bit
 # was dropped when the layer was unpacked).
-# Skips (passes with a notice) where the agent has no working OCI runtime.
+# Skips (SKIP, needs oci-runtime) where the agent has no working OCI runtime.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image_lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "skipped: needs root"; exit 0; }
+require root
 start_coordinator
 mk_token user alice
 ALICE=$TOKEN
@@ -26,8 +26,7 @@ printf 'images = any\n' >"$T/any.policy"
 start_agent c1 2 --policy "$T/any.policy" --cpus 4 # the keepers and the probe at once
 wait_node_up c1
 if grep -q "container jobs disabled" "$T/agent-c1.log"; then
-	echo "skipped: this agent runs no container jobs"
-	exit 0
+	skip oci-runtime "this agent runs no container jobs"
 fi
 export GPUPOOL_TOKEN=$ALICE
 
@@ -69,10 +68,8 @@ $B cp sub/small.txt "$GPUPOOL_OUTPUT_DIR/copy.txt" && echo used'
 submit --gpus 1 --name use --image box:1 --data ds:/data/in -- "$USE"
 J1=$JOB
 expect_image_ran "$J1" c1
-[ "$FINAL_STATE" = succeeded ] || {
-	echo "skipped: the container job could not run here"
-	exit 0
-}
+[ "$FINAL_STATE" = succeeded ] ||
+	skip oci-runtime "the container job could not run here ($FINAL_STATE)"
 job_log "$J1"
 assert_contains "$LOG" "$WANT" "checksums seen in the container"
 assert_contains "$LOG" "uid=1000" "the image's user"

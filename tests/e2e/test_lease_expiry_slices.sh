@@ -6,33 +6,67 @@
 # real agent that joins afterwards and ends succeeded.
 . "$(dirname "$0")/lib.sh"
 
-# A lease long enough for the six registrations and the submission.
-start_coordinator --lease-ms 4000
+# The silent nodes are kept alive by a heartbeat loop (keepalive) for as
+# long as the setup takes, however slow the machine: their leases run out
+# only while the coordinator is stopped below, never during the setup.
+LEASE_MS=6000
+start_coordinator --lease-ms $LEASE_MS
 mk_token provider prov-silent
 silent=$TOKEN
 gpus=$("$PY" -c 'import json; print(json.dumps([{"index": i, "uuid": "GPU-silent-%d" % i, "model": "Fake", "mem_mib": 1000} for i in range(64)]))')
+ids=()
 for k in 1 2 3 4 5 6; do
 	api_expect 200 "$silent" POST /v1/agent/register \
 	    "{\"protocol\":1,\"name\":\"silent$k\",\"cpus\":128,\"mem_mib\":100000,\"gpus\":$gpus,\"running\":[]}"
 done
+api_expect 200 "$silent" GET /v1/nodes
+for k in 1 2 3 4 5 6; do
+	ids+=("$(printf '%s' "$API_BODY" | json "[n['id'] for n in d['nodes'] if n['name'] == 'silent$k'][0]")")
+done
+# heartbeat ID...: one heartbeat of each silent node (nothing running yet:
+# the jobs are on their way, never fetched, so not lost either).
+heartbeat() {
+	local id
+	for id in "$@"; do
+		api_expect 200 "$silent" POST /v1/agent/heartbeat "{\"node_id\":$id,\"running\":[]}"
+	done
+}
+# keepalive: every 0.5 s at most 600 times (bounded), in the background.
+export E2E_SILENT=$silent E2E_URL=$(coord_url) E2E_IDS="${ids[*]}"
+spawn "$T/keepalive.log" bash -c '
+	for ((i = 0; i < 600; i++)); do
+		for id in $E2E_IDS; do
+			curl -sS -o /dev/null --max-time 5 -H "Authorization: Bearer $E2E_SILENT" \
+			    -H "Content-Type: application/json" \
+			    --data-binary "{\"node_id\":$id,\"running\":[]}" "$E2E_URL/v1/agent/heartbeat"
+		done
+		sleep 0.5
+	done'
+keepalive=$SPAWNED_PID
 cli submit --array 0-383 --gpus 1 --cpus 1 --name slice -- true
 assert_eq 0 "$CLI_RC" "submit --array ($CLI_ERR)"
 [[ $CLI_OUT =~ ^([0-9]+)-([0-9]+)$ ]] || fail "submit --array printed '$CLI_OUT'"
 first=${BASH_REMATCH[1]} last=${BASH_REMATCH[2]}
 assert_eq 383 "$((last - first))" "the array's job ids"
 # All 384 were placed on the silent nodes (the coordinator logs each).
+deadline=$((SECONDS + WAIT_S))
+until [ "$(grep -c 'job assigned .* node=silent' "$COORD_LOG")" -ge 384 ]; do
+	[ $SECONDS -ge $deadline ] && break
+	sleep 0.1
+done
 n=$(grep -c 'job assigned .* node=silent' "$COORD_LOG")
 assert_eq 384 "$n" "assignments to the silent nodes"
-# All six go silent at once: each beats once more (nothing running yet:
-# the jobs are on their way), then the coordinator is stopped past the
-# lease, so that its first look afterwards finds every lease run out.
-for k in 1 2 3 4 5 6; do
-	api_expect 200 "$silent" GET /v1/nodes
-	id=$(printf '%s' "$API_BODY" | json "[n['id'] for n in d['nodes'] if n['name'] == 'silent$k'][0]")
-	api_expect 200 "$silent" POST /v1/agent/heartbeat "{\"node_id\":$id,\"running\":[]}"
-done
+grep -q 'node lease expired node=silent' "$COORD_LOG" &&
+    fail "a silent node expired during the setup: $(grep 'lease expired' "$COORD_LOG")"
+# All six go silent at once: the keepalive stops, each beats once more,
+# then the coordinator is stopped past the lease, so that its first look
+# afterwards finds every lease run out. (The sleep is a lower bound the
+# stopped coordinator cannot shorten, not a guess at a speed.)
+kill -TERM -- "-$keepalive" 2>/dev/null
+wait_exit "$keepalive" || fail "the keepalive loop did not stop"
+heartbeat "${ids[@]}"
 kill -STOP "$COORD_PID"
-sleep 5
+sleep $((LEASE_MS / 1000 + 1))
 kill -CONT "$COORD_PID"
 deadline=$((SECONDS + WAIT_S))
 until [ "$(grep -c 'node lease expired node=silent' "$COORD_LOG")" = 6 ]; do

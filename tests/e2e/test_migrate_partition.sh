@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"
 
-netns_available || { echo "skip: $NETNS_WHY"; exit 0; }
+netns_available || skip netns "$NETNS_WHY"
 start_coordinator
 netns_create p
 netns_forward p

@@ -1,7 +1,8 @@
 /*
  * fuzz_trace.c: libFuzzer harness for the trace reader (src/sim/trace.c),
  * which `gpupool sim` feeds files it did not write. The input is a node
- * list, a NUL byte, then a pod list. Whatever the bytes, parsing must not
+ * list, a NUL byte, then a pod list; the whole input is also read as a
+ * run-time list. Whatever the bytes, parsing must not
  * crash, leak or read out of bounds; what it accepts keeps within the
  * documented bounds; and a small accepted trace goes through the FGD
  * protocol and a replay (the engine on fuzzed input) without harm.
@@ -80,6 +81,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rc == 0 && rr.pods != (int64_t)t.npods)
 			abort();
 	}
+	gp_trace_free(&t);
+
+	/* The same bytes as a run-time list (philly_runtime.csv). */
+	memset(&t, 0, sizeof(t));
+	rc = gp_trace_parse_runtimes((const char *)data, size, &t, err,
+	    sizeof(err));
+	if (rc != 0 && err[0] == '\0')
+		abort();
+	for (size_t i = 0; i < t.nruntimes; i++)
+		if (t.runtimes[i] < 0 || t.runtimes[i] > 366LL * 86400)
+			abort();
 	gp_trace_free(&t);
 	return 0;
 }

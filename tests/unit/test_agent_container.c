@@ -8,8 +8,8 @@
  * time limit, cancel, the checkpoint signal, output, exec failures,
  * mounts, and GPUs: only the assigned ones, through a CDI spec and
  * through discovered (fake) NVIDIA nodes, denied by the devices cgroup.
- * Skips (passes with a notice) when not root or without busybox-static
- * or any runtime.
+ * Skips (SKIP, tests/unit/unit.h) when not root, without busybox-static,
+ * or for each runtime not installed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -815,15 +815,13 @@ main(void)
 	};
 	const char *build = getenv("GPUPOOL_BUILD");
 	char err[256], path[PATH_MAX + 64];
-	int ran = 0;
 
 	if (geteuid() != 0) {
-		printf("skipped: container jobs need root\n");
-		return 0;
+		return unit_skip_all("root", "container jobs need root");
 	}
 	if (access("/bin/busybox", X_OK) != 0) {
-		printf("skipped: no /bin/busybox (busybox-static)\n");
-		return 0;
+		return unit_skip_all("busybox",
+		    "no /bin/busybox (busybox-static)");
 	}
 	gp_log_init("test", GP_LOG_WARN);
 	snprintf(init_path, sizeof(init_path), "%s/gpupool-init",
@@ -862,13 +860,11 @@ main(void)
 	gp_cgroup_init(&cgroups);
 	for (size_t r = 0; r < GP_ARRAY_LEN(runtimes); r++) {
 		if (!have_runtime(runtimes[r][1])) {
-			printf("skipped for %s: not installed\n",
-			    runtimes[r][0]);
+			unit_skip_some(runtimes[r][0], runtimes[r][1]);
 			continue;
 		}
 		runtime_name = runtimes[r][0];
 		printf("== %s\n", runtime_name);
-		ran++;
 		if (start_executor(runtime_name, fakeroot) != 0) {
 			CHECK(0);
 			continue;
@@ -897,8 +893,6 @@ main(void)
 		stop_executor();
 		RUN(nothing_left_behind);
 	}
-	if (ran == 0)
-		printf("skipped: neither crun nor runc is installed\n");
 	gp_cgroup_fini(&cgroups);
 	for (int i = 0; i < noutcomes; i++)
 		gp_buf_free(&outcomes[i].output);

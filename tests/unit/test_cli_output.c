@@ -89,7 +89,14 @@ TEST(ps_table)
 	    "{\"id\": 5, \"name\": \"x\", \"user\": \"bob\","
 	    " \"state\": \"running\", \"node\": \"b\","
 	    " \"started_at\": \"2026-11-22T20:00:00.000Z\","
-	    " \"cancel_requested\": true, \"request\": {\"gpus\": 0}}]}";
+	    " \"cancel_requested\": true, \"request\": {\"gpus\": 0}},"
+	    "{\"id\": 44, \"name\": \"cpu\", \"user\": \"bob\","
+	    " \"group\": \"lab-b\","
+	    " \"state\": \"queued\", \"node\": null, \"started_at\": null,"
+	    " \"request\": {\"gpus\": 0},"
+	    " \"wait\": {\"reason\": \"resources\", \"why\": \"no node has 4"
+	    " CPUs free now (at most 0 CPUs free on a node that could hold"
+	    " it)\", \"position\": 2, \"expected_start\": null}}]}";
 	json_t *reply = json_loads(reply_text, 0, NULL);
 	struct gp_buf out = {0};
 	int64_t now;
@@ -102,7 +109,9 @@ TEST(ps_table)
 	    "ID  NAME   USER   GROUP  STATE       NODE   GPUS  ELAPSED  WAIT\n"
 	    "42  train  alice  lab-a  running     lab-a     2     5:03  -\n"
 	    "43  eval   bob    lab-b  held        -         1        -  held\n"
-	    " 5  x      bob    -      cancelling  b         0  1:05:03  -\n");
+	    " 5  x      bob    -      cancelling  b         0  1:05:03  -\n"
+	    "44  cpu    bob    lab-b  queued      -         0        -  "
+	    "resources: 4 CPUs\n");
 	gp_buf_free(&out);
 	json_decref(reply);
 	reply = json_loads("{\"nodes\": []}", 0, NULL);

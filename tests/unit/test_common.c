@@ -191,6 +191,32 @@ TEST(time_round_trip)
 	CHECK(gp_mono_us() >= gp_mono_ms());
 }
 
+/*
+ * A monotonic condition variable's timed wait lasts its time: were the
+ * deadline computed on one clock and the wait timed on another (the
+ * coordinator's old CLOCK_REALTIME waits), it would end at once or after
+ * decades. The check is a lower bound only, never a speed assumption.
+ */
+TEST(cond_wait_monotonic)
+{
+	pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cond;
+	int64_t start, elapsed;
+
+	CHECK_EQ(gp_cond_init_monotonic(&cond), 0);
+	pthread_mutex_lock(&mutex);
+	start = gp_mono_ms();
+	/* Spurious wake-ups answer 0: wait again until the time passed. */
+	while (gp_cond_wait_ms(&cond, &mutex, 50 - (gp_mono_ms() - start)) ==
+	    0 && gp_mono_ms() - start < 50)
+		;
+	elapsed = gp_mono_ms() - start;
+	pthread_mutex_unlock(&mutex);
+	CHECK(elapsed >= 50);
+	CHECK(elapsed < 3600 * 1000);
+	pthread_cond_destroy(&cond);
+}
+
 TEST(buf)
 {
 	struct gp_buf b = {0};
@@ -228,6 +254,31 @@ TEST(strlcpy)
 	CHECK_STR(small, "ab");
 	CHECK_EQ(gp_strlcpy(small, "zz", 0), 2);
 	CHECK_STR(small, "ab");
+}
+
+TEST(token_pins)
+{
+	char bearer[64], pin[GP_TOKEN_PIN_HEX + 1], text[160];
+	const char *hex = "9F86D081884C7D659A2FEAA0C55AD015"
+	    "A3BF4F1B2B0B822CD15D6C15B0F00A08";
+
+	CHECK_EQ(gp_token_split_pin("gpt_abc", bearer, sizeof(bearer), pin,
+	    sizeof(pin)), 0);
+	CHECK_STR(bearer, "gpt_abc");
+	CHECK_STR(pin, "");
+	snprintf(text, sizeof(text), "gpt_abc@sha256:%s", hex);
+	CHECK_EQ(gp_token_split_pin(text, bearer, sizeof(bearer), pin,
+	    sizeof(pin)), 0);
+	CHECK_STR(bearer, "gpt_abc");
+	CHECK_STR(pin, "9f86d081884c7d659a2feaa0c55ad015"
+	    "a3bf4f1b2b0b822cd15d6c15b0f00a08");
+	CHECK_EQ(gp_token_split_pin("gpt_abc@sha256:12", bearer,
+	    sizeof(bearer), pin, sizeof(pin)), GP_EINVAL);
+	snprintf(text, sizeof(text), "gpt_abc@sha256:%.63sz", hex);
+	CHECK_EQ(gp_token_split_pin(text, bearer, sizeof(bearer), pin,
+	    sizeof(pin)), GP_EINVAL);
+	CHECK_EQ(gp_token_split_pin("gpt_abc", bearer, 4, pin, sizeof(pin)),
+	    GP_EINVAL);
 }
 
 TEST(tokens)
@@ -415,6 +466,18 @@ TEST(jobspec_bad)
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1,\"gpus\":2}",
 	    "duplicate"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":\"1\"}", "gpus"));
+	/* Idempotency keys: 16 to 64 of A-Z a-z 0-9 _ -. */
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\"short\"}",
+	    "idempotency_key: 16 to 64"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":"
+	    "\"abcdefghijklmnop qrs\"}", "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":"
+	    "\"abcdefghijklmnop\\u0000\"}", "\\u0000 is not allowed"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":7}",
+	    "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\""
+	    "0123456789012345678901234567890123456789012345678901234567890"
+	    "12345\"}", "idempotency_key"));
 	CHECK(refused("{\"command\":[\"x\"],\"network\":\"wan\"}",
 	    "network: must be none, internet or lan"));
 	CHECK(refused("{\"command\":[\"x\"],\"network\":2}", "network:"));
@@ -516,6 +579,8 @@ TEST(jobspec_round_trip)
 		"\"cpus\":4,\"mem_mib\":9,\"time_limit_s\":60,\"name\":\"n\"}",
 		"{\"command\":[\"\\u00e9t\\u00e9\"],\"gpus\":0}",
 		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
+		"{\"command\":[\"x\"],\"idempotency_key\":"
+		"\"0f3c_9a-7b2e4d1c8a6f\",\"disk_mib\":20480}",
 		"{\"command\":[\"x\"],\"network\":\"none\"}",
 		"{\"command\":[\"x\"],\"network\":\"lan\"}",
 	};
@@ -543,6 +608,8 @@ TEST(jobspec_round_trip)
 		CHECK_EQ(a.min_capability, b.min_capability);
 		CHECK_EQ(a.nodes, b.nodes);
 		CHECK_STR(a.gpu_model, b.gpu_model);
+		CHECK_STR(a.idempotency_key, b.idempotency_key);
+		CHECK_EQ(a.disk_mib, b.disk_mib);
 		CHECK_EQ(a.network, b.network);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
@@ -617,11 +684,13 @@ main(void)
 	RUN(buf);
 	RUN(strlcpy);
 	RUN(tokens);
+	RUN(token_pins);
 	RUN(jobspec_good);
 	RUN(jobspec_bad);
 	RUN(jobspec_round_trip);
 	RUN(share_and_capability_parse);
 	RUN(name_valid);
 	RUN(strerror);
+	RUN(cond_wait_monotonic);
 	return unit_report();
 }

@@ -361,7 +361,7 @@ TEST(credentials_not_file_mode)
 	char err[256];
 
 	if (geteuid() != 0) {
-		printf("skipped: needs root to change uid\n");
+		UNIT_SKIP("root", "changes uid");
 		return;
 	}
 	if (setup(&f) != 0) {

@@ -1297,6 +1297,103 @@ TEST(property_random_worlds)
 	}
 }
 
+/* The reason of queued job id, or NULL. */
+static const struct gp_sched_waiting *
+wait_of(const struct world *w, int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < w->res.nwaiting; i++)
+		if (w->res.waiting[i].job_id == id)
+			return &w->res.waiting[i];
+	return NULL;
+}
+
+/* A wait reason names what is short: CPUs, memory, GPUs, a GPU model. */
+TEST(wait_reason_names_the_short_resource)
+{
+	const struct gp_sched_waiting *wt;
+	struct gp_sched_node *g;
+	struct gp_sched_job *j;
+	struct world w;
+
+	/* Every CPU held, GPUs free: a CPU-only job waits for CPUs. */
+	world_init(&w);
+	g = add_node(&w, 1, 8, 0, 2, A100, 40960);
+	add_running(&w, g, 100, 8, 0, NOW + HOUR, 0, 0);
+	j = add_job(&w, 1, 0, 60);
+	j->cpu_milli = 4000;
+	CHECK_EQ(plan(&w), 0);
+	CHECK(wt = wait_of(&w, 1));
+	if (wt != NULL) {
+		CHECK_EQ(wt->reason, GP_SCHED_WAIT_RESOURCES);
+		CHECK_STR(wt->why,
+		    "no node has 4 CPUs free now (at most 0 CPUs free on a "
+		    "node that could hold it)");
+		CHECK(strstr(wt->why, "GPU") == NULL);
+	}
+	world_fini(&w);
+
+	/* Memory held: it says memory. */
+	world_init(&w);
+	g = add_node(&w, 1, 8, 16384, 0, NULL, 0);
+	add_running(&w, g, 100, 1, 12288, NOW + HOUR, 0, 0);
+	j = add_job(&w, 1, 0, 60);
+	j->mem_mib = 8192;
+	CHECK_EQ(plan(&w), 0);
+	CHECK(wt = wait_of(&w, 1));
+	if (wt != NULL)
+		CHECK(strstr(wt->why, "of memory free now") != NULL &&
+		    strstr(wt->why, "CPU") == NULL);
+	world_fini(&w);
+
+	/* GPUs held, CPUs free: GPUs; with a model, the model. */
+	world_init(&w);
+	g = add_node(&w, 1, 8, 0, 2, A100, 40960);
+	add_running(&w, g, 100, 1, 0, NOW + HOUR, 0, 2);
+	add_node(&w, 2, 8, 0, 2, H100, 81920);
+	add_running(&w, &w.nodes[1], 101, 1, 0, NOW + HOUR, 0, 1);
+	j = add_job(&w, 1, 2, 60);
+	j->gpu_model = "A100";
+	CHECK_EQ(plan(&w), 0);
+	CHECK(wt = wait_of(&w, 1));
+	if (wt != NULL)
+		CHECK_STR(wt->why, "no node has 2 GPUs of model A100 free now "
+		                   "(at most 0 GPUs free on a node that could "
+		                   "hold it)");
+	world_fini(&w);
+
+	/* Both short on the one node: both named. */
+	world_init(&w);
+	g = add_node(&w, 1, 8, 0, 2, A100, 40960);
+	add_running(&w, g, 100, 6, 0, NOW + HOUR, 0, 2);
+	j = add_job(&w, 1, 1, 60);
+	j->cpu_milli = 4000;
+	CHECK_EQ(plan(&w), 0);
+	CHECK(wt = wait_of(&w, 1));
+	if (wt != NULL)
+		CHECK_STR(wt->why, "no node has 1 GPU and 4 CPUs free at once");
+	world_fini(&w);
+
+	/* A second job of the same shape gets the same words (the pass
+	 * does not try it again). */
+	world_init(&w);
+	g = add_node(&w, 1, 8, 0, 2, A100, 40960);
+	add_running(&w, g, 100, 8, 0, NOW + HOUR, 0, 0);
+	add_running(&w, g, 101, 0, 0, INT64_MAX, 0, 0);
+	j = add_job(&w, 1, 0, 60);
+	j->cpu_milli = 4000;
+	j = add_job(&w, 2, 0, 60);
+	j->cpu_milli = 4000;
+	j = add_job(&w, 3, 0, 60);
+	j->cpu_milli = 4000;
+	CHECK_EQ(plan(&w), 0);
+	CHECK(wt = wait_of(&w, 3));
+	if (wt != NULL)
+		CHECK(strstr(wt->why, "4 CPUs") != NULL);
+	world_fini(&w);
+}
+
 int
 main(void)
 {
@@ -1324,6 +1421,7 @@ main(void)
 	RUN(cpu_limits);
 	RUN(memory_limits);
 	RUN(cpu_only_jobs);
+	RUN(wait_reason_names_the_short_resource);
 	RUN(can_ever_fit);
 	RUN(many_nodes);
 	RUN(property_random_worlds);

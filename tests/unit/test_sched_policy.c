@@ -686,6 +686,64 @@ TEST(frag_keeps_large_gpus_in_demand)
 	world_fini(&w);
 }
 
+/*
+ * A GPU model that requests need by name is kept for them. Node 1 has
+ * the pool's one T4; node 2 two A100s and 2 CPUs. Of the mix, 40% must
+ * have a T4. An unconstrained job asking for 2 CPUs strands node 2's
+ * other GPU for the 1-CPU requests (FGD's measure: +200 there, 0 on the
+ * T4), but the T4's contention (rho 1.2: the T4-only requests would
+ * take 1.2 times its supply) costs 300 more: it goes to node 2.
+ */
+TEST(frag_keeps_contended_models_for_those_that_need_them)
+{
+	struct world w;
+	struct gp_sched_mix mix;
+	struct gp_sched_shape shapes[2];
+	struct gp_sched_input in;
+	struct gp_sched_job *j;
+
+	world_init(&w, "frag");
+	add_node(&w, 1, 0, 8, 1, T4, 15360);
+	add_node(&w, 2, 0, 2, 2, A100, 40960);
+	j = add_job(&w, 1, 1);
+	j->cpu_milli = 2000;
+	memset(shapes, 0, sizeof(shapes));
+	shapes[0].gpus = 1;
+	shapes[0].gpu_milli = 1000;
+	shapes[0].cpu_milli = 1000;
+	shapes[0].gpu_model = "T4";
+	shapes[0].weight = 2;
+	shapes[1] = shapes[0];
+	shapes[1].gpu_model = NULL;
+	shapes[1].weight = 3;
+	mix.shapes = shapes;
+	mix.nshapes = 2;
+	memset(&in, 0, sizeof(in));
+	in.now_ms = NOW;
+	in.nodes = w.nodes;
+	in.nnodes = w.nnodes;
+	in.queue = w.queue;
+	in.nqueue = w.nqueue;
+	in.mix = &mix;
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 2);
+	gp_sched_result_fini(&w.res);
+
+	/* Nobody needs the T4 in particular: the old answer, the T4 (no
+	 * GPU stranded). */
+	shapes[0].gpu_model = NULL;
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 1);
+	gp_sched_result_fini(&w.res);
+
+	/* A job that must have a T4 still gets it. */
+	shapes[0].gpu_model = "T4";
+	j->gpu_model = "T4";
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 1);
+	world_fini(&w);
+}
+
 TEST(policies_by_name)
 {
 	const char *names[] = {"frag", "fgd", "bestfit", "random", "dotprod",
@@ -1027,6 +1085,7 @@ main(void)
 	RUN(fair_share_follows_usage_and_weights);
 	RUN(wait_reasons);
 	RUN(frag_keeps_large_gpus_in_demand);
+	RUN(frag_keeps_contended_models_for_those_that_need_them);
 	RUN(policies_by_name);
 	RUN(engine_runs_and_ends);
 	RUN(paused_pool_places_nothing_and_tries_once);

@@ -1,0 +1,41 @@
+/*
+ * joblog.h: job output files (DATA/logs), joblog.c.
+ */
+#ifndef GP_COORD_JOBLOG_H
+#define GP_COORD_JOBLOG_H
+
+#include "state.h"
+
+/* joblog.c */
+int joblog_init(const char *data_dir);
+/*
+ * Appends output of the current attempt's part at its offset in the
+ * attempt's stream; OUT: *held. Parts other than 0 (a gang's) have logs
+ * of their own.
+ */
+int joblog_append(struct job *job, int part, int64_t offset,
+    const char *data, size_t len, int64_t cap, int64_t *held);
+/* Writes a marker line ("[gpupool: ...]") into the (part's) log. */
+int joblog_note(struct job *job, const char *text);
+int joblog_part_note(struct job *job, int part, const char *text);
+/* Reads up to max bytes of part's log at offset. OUT: *data, *len. */
+int joblog_read(int64_t job_id, int part, int64_t offset, size_t max,
+    char **data, size_t *len);
+int64_t joblog_size_on_disk(int64_t job_id);
+int64_t joblog_part_size_on_disk(int64_t job_id, int part);
+extern pthread_mutex_t joblog_lock;
+
+/*
+ * reply.c: answers. reply_raw takes text (malloc'd; freed in every case)
+ * and queues it, or with out != NULL hands the response back unqueued.
+ * reply_json steals value (NULL answers "out of memory"). reply_error
+ * answers {"error": message}.
+ */
+enum MHD_Result reply_raw(struct MHD_Connection *conn, int status,
+    char *text, size_t len, const char *ctype, struct MHD_Response **out);
+enum MHD_Result reply_json(struct MHD_Connection *conn, int status,
+    json_t *value);
+enum MHD_Result reply_error(struct MHD_Connection *conn, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
