@@ -1,28 +1,6 @@
 #!/usr/bin/env python3
-"""train.py: a real torch.distributed training (CPU, Gloo) for a gpupool
-gang, following the checkpoint protocol (docs/checkpoints.md).
-
-    gpupool submit --nodes 2 --gpus-per-node 1 --checkpoint-every 1s -- \
-        /usr/bin/python3 /path/to/train.py 30 0.2
-
-Each part is one rank: torchrun's environment (MASTER_ADDR, MASTER_PORT,
-RANK, WORLD_SIZE) comes from the agent, and in job networks MASTER_ADDR is
-rank 0's own address and GLOO_SOCKET_IFNAME its interface (docs/agent.md,
-"Gangs"). A small linear model is trained for STEPS steps; every step each
-rank computes gradients on its own deterministic batch and DDP all-reduces
-them. Rank 0 saves a checkpoint after every step (model.pt, then the
-COMPLETE marker, each written under a temporary name and renamed); a new
-attempt restores the gang's latest checkpoint, every rank starts from rank
-0's state, and the run ends on the same weights as one never interrupted.
-
-Prints: "rank R starting at step N" (N > 0: resumed), "step N loss L",
-"a part was lost at step N (...)" (another part's node is gone: it waits
-for the checkpoint signal, which comes when the coordinator requeues the
-gang), "checkpoint signal at step N: saved, exiting", and, from rank 0 at
-the end,
-"final weights: ..." (rounded to 6 places).
-Usage: train.py [STEPS] [STEP_SECONDS]
-"""
+"""train.py: torch.distributed (CPU, Gloo, DDP) on a gpupool gang, with
+checkpoints; see README.md beside it. Usage: train.py [STEPS] [STEP_S]"""
 import datetime
 import os
 import signal
@@ -88,9 +66,7 @@ def main():
         try:
             loss.backward()  # DDP all-reduces the gradients here
         except RuntimeError as e:
-            # Another part is gone (its node was lost): the coordinator
-            # requeues the gang, and the agent sends this part the
-            # checkpoint signal. The last checkpoint is already saved.
+            # A part is gone: wait for the checkpoint signal (saved).
             print("a part was lost at step %d (%s): waiting for the "
                   "checkpoint signal" % (step, str(e).splitlines()[0]),
                   flush=True)
