@@ -197,8 +197,8 @@ static int
 job_networks(struct gp_agent *ag, const struct gp_provider_snapshot *snap,
     struct gp_buf *out)
 {
-	static const char *fam[] = {"gpupool_agent_job_network_sent_bytes",
-	    "gpupool_agent_job_network_received_bytes"};
+	static const char *fam[] = {"gpupool_agent_job_network_sent_bytes_total",
+	    "gpupool_agent_job_network_received_bytes_total"};
 	struct gp_exec_network *nets;
 	char job[24], attempt[24];
 	const char *l[] = {"node", ag->name, "job_id", job, "attempt",

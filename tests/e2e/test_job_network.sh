@@ -263,10 +263,10 @@ run_probe T4
 # The agent's /metrics: the running peer job's network, with its labels.
 metrics=$(curl -sS --max-time 20 "http://127.0.0.1:$mport/metrics")
 assert_contains "$metrics" \
-    "gpupool_agent_job_network_sent_bytes{node=\"inet\",job_id=\"$peer\",attempt=\"1\",user=\"admin\"}" \
+    "gpupool_agent_job_network_sent_bytes_total{node=\"inet\",job_id=\"$peer\",attempt=\"1\",user=\"admin\"}" \
     "the peer job's sent bytes in /metrics"
 assert_contains "$metrics" \
-    "gpupool_agent_job_network_received_bytes{node=\"inet\",job_id=\"$peer\"" \
+    "gpupool_agent_job_network_received_bytes_total{node=\"inet\",job_id=\"$peer\"" \
     "the peer job's received bytes in /metrics"
 assert_contains "$LOG" "public=public" "internet job: the public server"
 assert_not_contains "$LOG" "lan=lan" "internet job: the LAN server"
