@@ -80,6 +80,12 @@ struct gp_agent {
 	atomic_int stop;	/* set on SIGINT/SIGTERM */
 	atomic_int fatal;	/* the coordinator refused us for good */
 	atomic_int left;	/* the owner left: never heartbeat or register again */
+	/*
+	 * The coordinator takes jobs' network bytes (its last heartbeat
+	 * answer said "job_network": true): the heartbeat's "network" and
+	 * the finished report's net_sent_bytes, net_received_bytes.
+	 */
+	atomic_int coord_net;
 };
 
 /* report.c */

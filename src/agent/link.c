@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "agent/agentd.h"
+#include "agent/executor.h"
+#include "agent/netns.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -168,6 +170,40 @@ apply_timing(struct gp_agent *ag, json_t *root, int registering)
 	if (json_is_integer(lease) && json_integer_value(lease) > 0 &&
 	    json_integer_value(lease) <= 24 * 3600 * 1000LL)
 		ag->lease_ms = (int)json_integer_value(lease);
+	if (!registering)
+		atomic_store(&ag->coord_net,
+		    json_is_true(json_object_get(root, "job_network")));
+}
+
+/*
+ * The bytes each running job sent and received over its network so far
+ * (the heartbeat's "network"); NULL when there is none.
+ */
+static json_t *
+networks_json(struct gp_agent *ag)
+{
+	struct gp_exec_network *nets;
+	json_t *list;
+	int n, i;
+
+	if (ag->executor == NULL ||
+	    (nets = calloc(256, sizeof(*nets))) == NULL)
+		return NULL;
+	n = gp_executor_networks(ag->executor, nets, 256);
+	if (n > 256)
+		n = 256;
+	list = n > 0 ? json_array() : NULL;
+	for (i = 0; i < n && list != NULL; i++) {
+		int64_t sent, received;
+		gp_net_job_bytes(&nets[i].net, &sent, &received);
+		json_array_append_new(list, json_pack("{sI sI sI sI}",
+		    "job_id", (json_int_t)nets[i].id.job_id, "attempt",
+		    (json_int_t)nets[i].id.attempt, "sent_bytes",
+		    (json_int_t)sent, "received_bytes",
+		    (json_int_t)received));
+	}
+	free(nets);
+	return list;
 }
 
 /* Registers until it works or the agent stops. */
@@ -251,7 +287,8 @@ heartbeat_main(void *arg)
 	struct gp_http_client *http;
 	struct gp_http_response resp;
 	char path[] = "/v1/agent/heartbeat", text[256];
-	int down = 0, no_gpushare = 0;	/* no_gpushare: refused by it */
+	/* no_gpushare, no_network: refused by it */
+	int down = 0, no_gpushare = 0, no_network = 0;
 
 	http = gp_http_client_new(ag->url, ag->token, ag->ca_file);
 	if (http == NULL) {
@@ -261,8 +298,8 @@ heartbeat_main(void *arg)
 	register_node(ag, http, 1);
 	while (!atomic_load(&ag->stop)) {
 		int64_t start = gp_mono_ms(), node_id, spent;
-		json_t *body, *share;
-		int ret, sent_share = 0;
+		json_t *body, *share, *nets;
+		int ret, sent_share = 0, sent_net = 0;
 
 		if (atomic_load(&ag->left)) {
 			/* Unregistered (provider leave): the agent exits. */
@@ -288,6 +325,13 @@ heartbeat_main(void *arg)
 			} else
 				json_decref(share);
 		}
+		/* The same for the jobs' network bytes, if it takes them. */
+		if (body != NULL && !no_network &&
+		    atomic_load(&ag->coord_net) &&
+		    (nets = networks_json(ag)) != NULL) {
+			json_object_set_new(body, "network", nets);
+			sent_net = 1;
+		}
 		/* Short: a hung request must not hide a partition. */
 		ret = post(http, path, body, ag->lease_ms > 2000 ?
 		    ag->lease_ms / 2 : 1000, &resp);
@@ -305,6 +349,11 @@ heartbeat_main(void *arg)
 			apply_timing(ag, root, 0);
 			gp_link_apply_kills(ag, json_object_get(root, "kill"));
 			json_decref(root);
+		} else if (ret == 0 && resp.status == 400 && sent_net) {
+			gp_warn("coordinator refused the job network report: "
+			    "not sending it again url=%s", ag->url);
+			no_network = 1;
+			atomic_store(&ag->coord_net, 0);
 		} else if (ret == 0 && resp.status == 400 && sent_share) {
 			gp_warn("coordinator refused the GPU sharing report: "
 			    "not sending it again url=%s", ag->url);

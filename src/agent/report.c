@@ -280,6 +280,36 @@ classify(struct attempt *a, const char *what, int ret,
 }
 
 /*
+ * Adds the attempt's network bytes to its finished report (r->lock held)
+ * when the coordinator takes them (its heartbeat answer said so): 1 when
+ * added.
+ */
+static int
+add_net_bytes(struct gp_reports *r, const struct attempt *a, json_t *report)
+{
+	if (report == NULL || !atomic_load(&r->agent->coord_net))
+		return 0;
+	json_object_set_new(report, "net_sent_bytes",
+	    json_integer(a->result.net_sent));
+	json_object_set_new(report, "net_received_bytes",
+	    json_integer(a->result.net_received));
+	return 1;
+}
+
+/*
+ * A finished report that carried network bytes was refused (400): a
+ * coordinator older than them. It goes again without them.
+ */
+static enum outcome
+net_refused(struct gp_reports *r)
+{
+	gp_warn("coordinator refused a finished report with network bytes: "
+	    "sending it again without them");
+	atomic_store(&r->agent->coord_net, 0);
+	return RETRY;
+}
+
+/*
  * Sends the next report of attempt a. Called unlocked, with a->busy set;
  * reads a's fields that only busy holders change, copies the rest.
  */
@@ -294,7 +324,7 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 	json_t *json = NULL;
 	size_t len = 0;
 	int64_t base = 0, held = 0;
-	int ret;
+	int ret, sent_net = 0;
 
 	pthread_mutex_lock(&r->lock);
 	if (a->started_pending) {
@@ -316,6 +346,7 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 		    "message", a->result.message, "offer",
 		    r->agent->provider != NULL ?
 		    gp_provider_offer_json(r->agent->provider) : NULL);
+		sent_net = add_net_bytes(r, a, json);
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (strcmp(what, "log") == 0) {
@@ -341,6 +372,8 @@ send_one(struct gp_reports *r, struct gp_http_client *http, struct attempt *a,
 		    NULL, REQUEST_TIMEOUT, &resp);
 	}
 	out = classify(a, what, ret, &resp);
+	if (out == DROP && sent_net)
+		out = net_refused(r);
 	held = base + (int64_t)len;
 	if (out == SENT && strcmp(what, "log") == 0) {
 		json_t *root = json_loadb(resp.body, resp.body_len, 0, NULL);
@@ -430,6 +463,7 @@ send_batch(struct gp_reports *r, struct gp_http_client *http,
 {
 	const char *what[BATCH_MAX];
 	enum outcome out[BATCH_MAX];
+	int sent_net[BATCH_MAX] = {0};
 	struct gp_http_response resp;
 	json_t *list = json_array(), *root, *results, *res, *offer = NULL;
 	char *body = NULL, text[256];
@@ -461,6 +495,7 @@ send_batch(struct gp_reports *r, struct gp_http_client *http,
 			    "message", a->result.message, "offer",
 			    offer_told ? NULL : offer);
 			offer_told = 1;
+			sent_net[i] = add_net_bytes(r, a, one);
 		}
 		/* Out of memory: the batch goes short and is retried. */
 		if (list != NULL)
@@ -514,7 +549,7 @@ send_batch(struct gp_reports *r, struct gp_http_client *http,
 				 "it",
 			    (long long)as[i]->id.job_id,
 			    (long long)as[i]->id.attempt, what[i], st);
-			out[i] = DROP;
+			out[i] = sent_net[i] ? net_refused(r) : DROP;
 		} else {
 			if (as[i]->failures++ == 0) {
 				gp_http_error_text(&resp, text, sizeof(text));

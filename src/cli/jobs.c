@@ -920,6 +920,15 @@ print_job(json_t *job)
 		    gpu_time, sizeof(gpu_time));
 		printf("cost: %s credits for %s GPU time\n", credits, gpu_time);
 	}
+	/* A coordinator older than job network accounting has none. */
+	if (json_is_integer(json_object_get(job, "net_received_bytes"))) {
+		char sent[32], received[32];
+		gp_format_bytes(json_integer_value(json_object_get(job,
+		    "net_sent_bytes")), sent, sizeof(sent));
+		gp_format_bytes(json_integer_value(json_object_get(job,
+		    "net_received_bytes")), received, sizeof(received));
+		printf("network: %s sent, %s received\n", sent, received);
+	}
 	req = json_object_get(job, "request");
 	if (json_is_object(req)) {
 		gp_buf_printf(&b, "gpus=%" JSON_INTEGER_FORMAT,

@@ -29,6 +29,8 @@
 #define AGENT_LOG_BODY_MAX (1 << 20)
 #define AGENT_REPORTS_BODY_MAX (1 << 20) /* API_REPORTS_MAX reports */
 #define WAIT_MS_MAX	   60000
+/* Bytes one job's network may report: 2^60, far past any real count. */
+#define GP_NET_BYTES_MAX   (1LL << 60)
 
 /*
  * Answers 200 with a constant JSON text. The idle answers that agents
@@ -898,6 +900,15 @@ static const char *const reasons[] = {"exited", "killed", "cancelled",
     "restore_failed", "image_refused", "image_unavailable", "preempted",
     "gang_stopped", NULL};
 
+/* Absent, or a count of bytes a job's network carried. */
+static int
+byte_count(const json_t *v)
+{
+	return v == NULL || (json_is_integer(v) &&
+	    json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= GP_NET_BYTES_MAX);
+}
+
 /*
  * What every agent body starts with: a JSON object of only these fields
  * with an integer node_id. 0, or GP_EINVAL with err saying what is wrong.
@@ -928,11 +939,12 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
     size_t errlen)
 {
 	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", "offer", "gpushare", NULL};
+	    "gpus", "offer", "gpushare", "network", NULL};
 	static const char *const started_fields[] = {"node_id", "pid",
 	    "restored_version", NULL};
 	static const char *const finished_fields[] = {"node_id", "exit_code",
-	    "signal", "reason", "message", "offer", NULL};
+	    "signal", "reason", "message", "offer", "net_sent_bytes",
+	    "net_received_bytes", NULL};
 	const char *const *fields;
 	const char *reason;
 	json_t *v;
@@ -955,6 +967,14 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 			!json_is_array(json_object_get(body, "gpus")))) {
 			snprintf(err, errlen, "running: [{job_id, attempt}] "
 					      "(at most 4096), gpus: [...]");
+			return GP_EINVAL;
+		}
+		v = json_object_get(body, "network");
+		if (v != NULL && (!json_is_array(v) ||
+		    json_array_size(v) > 4096)) {
+			snprintf(err, errlen, "network: [{job_id, attempt, "
+					      "sent_bytes, received_bytes}] "
+					      "(at most 4096)");
 			return GP_EINVAL;
 		}
 		return 0;
@@ -1003,6 +1023,12 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
 		!json_is_integer(json_object_get(body, "signal")))) {
 		snprintf(err, errlen,
 		    "exit_code and signal are integers, message a string");
+		return GP_EINVAL;
+	}
+	if (!byte_count(json_object_get(body, "net_sent_bytes")) ||
+	    !byte_count(json_object_get(body, "net_received_bytes"))) {
+		snprintf(err, errlen, "net_sent_bytes and net_received_bytes: "
+				      "non-negative integers");
 		return GP_EINVAL;
 	}
 	return 0;
@@ -1139,6 +1165,43 @@ heartbeat_gpushare(const struct node *node, json_t *list)
 	}
 }
 
+/*
+ * The bytes each job on node sent and received over its network so far
+ * (the heartbeat's "network"), kept on the job's part there. Under the
+ * read lock: the part's fields are atomic. Entries for attempts that are
+ * not the job's current one, or that do not add up, are ignored.
+ */
+static void
+heartbeat_network(const struct node *node, json_t *list)
+{
+	json_t *e, *sent, *received;
+	size_t i;
+	int k;
+
+	json_array_foreach(list, i, e)
+	{
+		struct job *job;
+
+		job = state_job(json_integer_value(json_object_get(e,
+		    "job_id")));
+		sent = json_object_get(e, "sent_bytes");
+		received = json_object_get(e, "received_bytes");
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->attempts != json_integer_value(json_object_get(e,
+		    "attempt")) || sent == NULL || received == NULL ||
+		    !byte_count(sent) || !byte_count(received))
+			continue;
+		for (k = 0; k < job->nparts; k++)
+			if (job->parts[k].node_id == node->id &&
+			    !job->parts[k].ended) {
+				atomic_store(&job->parts[k].net_sent,
+				    json_integer_value(sent));
+				atomic_store(&job->parts[k].net_received,
+				    json_integer_value(received));
+			}
+	}
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
@@ -1184,6 +1247,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
 	}
 	heartbeat_gpushare(node, json_object_get(body, "gpushare"));
+	heartbeat_network(node, json_object_get(body, "network"));
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
 	offer = json_object_get(body, "offer");
@@ -1213,13 +1277,14 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		char text[96];
 		json_decref(kill);
 		snprintf(text, sizeof(text),
-		    "{\"kill\":[],\"heartbeat_ms\":%lld,\"lease_ms\":%lld}",
+		    "{\"kill\":[],\"heartbeat_ms\":%lld,\"lease_ms\":%lld,"
+		    "\"job_network\":true}",
 		    (long long)hb_ms, (long long)lease_ms);
 		return reply_const(conn, text);
 	}
-	return reply_json(conn, 200, json_pack("{s:o,s:I,s:I}", "kill", kill,
-	    "heartbeat_ms", (json_int_t)hb_ms, "lease_ms",
-	    (json_int_t)lease_ms));
+	return reply_json(conn, 200, json_pack("{s:o,s:I,s:I,s:b}", "kill",
+	    kill, "heartbeat_ms", (json_int_t)hb_ms, "lease_ms",
+	    (json_int_t)lease_ms, "job_network", 1));
 }
 
 static enum MHD_Result

@@ -165,6 +165,14 @@ struct snap_share {
 	char group[GP_NAME_MAX + 1];
 };
 
+/* What a running job's part sent and received over its network. */
+struct snap_net {
+	int64_t job_id, sent, received;
+	int attempt;
+	char node[GP_NAME_MAX + 1], user[GP_NAME_MAX + 1];
+	char group[GP_NAME_MAX + 1];
+};
+
 /* An account's ledger total (ledger_total with its group's name). */
 struct snap_total {
 	char name[GP_NAME_MAX + 1], group[GP_NAME_MAX + 1];
@@ -182,6 +190,8 @@ struct snap {
 	int nnodes, ngpus;
 	struct snap_share *shares;
 	int nshares;
+	struct snap_net *nets;
+	int nnets;
 	int64_t jobs[JOB_TIMEOUT + 1], submitted, oldest_ms, tokens[4];
 	int64_t resident, purged; /* jobs in memory; purged (min-job-age) */
 	struct snap_total *debited, *credited;
@@ -283,7 +293,8 @@ snapshot(struct snap *sn)
 		njobs += nd->njobs;
 	}
 	if ((sn->shares = calloc((size_t)njobs + 1, sizeof(*sn->shares))) ==
-	    NULL)
+	    NULL ||
+	    (sn->nets = calloc((size_t)njobs + 1, sizeof(*sn->nets))) == NULL)
 		return GP_ENOMEM;
 	sn->nodes = calloc((size_t)n + 1, sizeof(*sn->nodes));
 	sn->gpus = calloc((size_t)ngpus + 1, sizeof(*sn->gpus));
@@ -300,6 +311,23 @@ snapshot(struct snap *sn)
 		o->last_seen_ms = nd->last_seen_ms;
 		o->first_gpu = k;
 		o->ngpus = nd->ngpus;
+		for (i = 0; i < nd->njobs && sn->nnets < njobs; i++) {
+			j = state_job(nd->jobs[i]);
+			p = j != NULL && j->state == JOB_RUNNING
+			    ? job_part_on(j, nd->id) : -1;
+			if (p >= 0) {
+				struct snap_net *s = &sn->nets[sn->nnets++];
+				s->job_id = j->id;
+				s->attempt = j->attempts;
+				s->sent = atomic_load(&j->parts[p].net_sent);
+				s->received =
+				    atomic_load(&j->parts[p].net_received);
+				gp_strlcpy(s->node, nd->name, sizeof(s->node));
+				gp_strlcpy(s->user, j->user, sizeof(s->user));
+				gp_strlcpy(s->group, ledger_group_name(&ledger,
+				    j->group_id), sizeof(s->group));
+			}
+		}
 		for (i = 0; i < nd->njobs && sn->nshares < njobs; i++) {
 			j = state_job(nd->jobs[i]);
 			for (p = 0; j != NULL && j->state == JOB_RUNNING &&
@@ -379,6 +407,7 @@ snapshot_free(struct snap *sn)
 	free(sn->nodes);
 	free(sn->gpus);
 	free(sn->shares);
+	free(sn->nets);
 	free(sn->debited);
 	free(sn->credited);
 	free(sn->groups);
@@ -440,6 +469,42 @@ gpu_shares(struct gp_buf *out, const struct snap *sn)
 			    : f == 2 ? s->effective_milli / 1000.0
 			             : s->util / 100.0;
 			rc |= gp_prom_sample(out, fam[f].name, labels, v);
+		}
+	}
+	return rc;
+}
+
+/*
+ * What each running job's part sent and received over its network so far
+ * (its agent's last heartbeat); a new attempt counts from 0 again.
+ */
+static int
+job_networks(struct gp_buf *out, const struct snap *sn)
+{
+	static const char *const fam[] = {
+	    "gpupool_job_network_sent_bytes_total",
+	    "gpupool_job_network_received_bytes_total"};
+	const char *labels[] = {"node", NULL, "job_id", NULL, "attempt", NULL,
+	    "user", NULL, "group", NULL, NULL};
+	char job[24], attempt[16];
+	int f, i, rc = 0;
+
+	for (f = 0; f < 2; f++) {
+		rc |= gp_prom_family(out, fam[f], "counter", f == 0
+		    ? "Bytes a running job sent over its network namespace"
+		    : "Bytes a running job received over its network "
+		      "namespace");
+		for (i = 0; i < sn->nnets; i++) {
+			const struct snap_net *s = &sn->nets[i];
+			snprintf(job, sizeof(job), "%lld", (long long)s->job_id);
+			snprintf(attempt, sizeof(attempt), "%d", s->attempt);
+			labels[1] = s->node;
+			labels[3] = job;
+			labels[5] = attempt;
+			labels[7] = s->user;
+			labels[9] = s->group;
+			rc |= gp_prom_sample(out, fam[f], labels,
+			    (double)(f == 0 ? s->sent : s->received));
 		}
 	}
 	return rc;
@@ -830,6 +895,7 @@ metrics_render(struct gp_buf *out)
 	rc |= gpu_inventory(out, &sn, gpus);
 	rc |= gpu_sensors(out, &sn);
 	rc |= gpu_shares(out, &sn);
+	rc |= job_networks(out, &sn);
 	rc |= tokens(out, &sn);
 	rc |= ledger_totals(out, &sn);
 	snapshot_free(&sn);

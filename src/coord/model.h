@@ -52,6 +52,8 @@ struct attempt_record {
 	int nmore;
 	int next_seq;		  /* a gang: the attempt's next posting */
 	int64_t preempt_for;	  /* being stopped for this job; 0: none */
+	/* Bytes over its network, all parts added up, once it ended. */
+	int64_t net_sent, net_received;
 };
 
 /* A gang part's meter in an attempt (parts 1.. ; part 0: the record's). */
@@ -84,6 +86,12 @@ struct job_part {
 	 */
 	_Atomic int64_t gpu_mem_used_mib;
 	_Atomic int32_t gpu_effective_milli, gpu_util;
+	/*
+	 * Bytes the part sent and received over its network, from the
+	 * agent's heartbeat (under the read lock, hence atomic) and its
+	 * finished report.
+	 */
+	_Atomic int64_t net_sent, net_received;
 };
 
 struct waiter;

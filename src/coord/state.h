@@ -193,6 +193,11 @@ json_t *node_to_json(const struct node *node);
 json_t *assignment_to_json(const struct job *job, int part);
 /* The part of job placed on node_id, or -1. */
 int job_part_on(const struct job *job, int64_t node_id);
+/*
+ * The bytes the job's current (or last) attempt sent and received over
+ * its network so far, its parts added up (any lock).
+ */
+void job_net_bytes(const struct job *job, int64_t *sent, int64_t *received);
 /* Allocates job->parts as its spec asks. 0 or GP_ENOMEM. */
 int job_parts_alloc(struct job *job);
 /*

@@ -727,6 +727,14 @@ apply_finished(struct op *op)
 
 	if ((job = reporting_job(op, &part)) == NULL)
 		return;
+	/* Its network's final counts (checked by api_check_agent_body). */
+	v = json_object_get(body, "net_sent_bytes");
+	if (json_is_integer(v))
+		atomic_store(&job->parts[part].net_sent, json_integer_value(v));
+	v = json_object_get(body, "net_received_bytes");
+	if (json_is_integer(v))
+		atomic_store(&job->parts[part].net_received,
+		    json_integer_value(v));
 	reason = json_string_value(json_object_get(body, "reason"));
 	if (reason == NULL)
 		reason = "exited";

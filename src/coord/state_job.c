@@ -90,6 +90,19 @@ history_close(struct job *job, const char *reason)
 	a->finished_ms = gp_now_ms();
 	bill_attempt_end(job, a);
 	gp_strlcpy(a->reason, reason, sizeof(a->reason));
+	job_net_bytes(job, &a->net_sent, &a->net_received);
+}
+
+void
+job_net_bytes(const struct job *job, int64_t *sent, int64_t *received)
+{
+	int k;
+
+	*sent = *received = 0;
+	for (k = 0; job->parts != NULL && k < job->nparts; k++) {
+		*sent += atomic_load(&job->parts[k].net_sent);
+		*received += atomic_load(&job->parts[k].net_received);
+	}
 }
 
 /*
@@ -328,6 +341,8 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 		p->started_ack = 0;
 		p->ended = 0;
 		p->delivered_mono = 0;
+		atomic_store(&p->net_sent, 0);
+		atomic_store(&p->net_received, 0);
 		node_take_part(state_node(a->node_id), job, k);
 	}
 	if (job->nparts > 1)

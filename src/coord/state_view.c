@@ -31,6 +31,34 @@ time_json(int64_t ms)
 	return json_string(buf);
 }
 
+/*
+ * The bytes attempt a of job sent and received over its network: what
+ * was kept when it ended, or its parts' counts while it runs.
+ */
+static void
+attempt_net_bytes(const struct job *job, const struct attempt_record *a,
+    int64_t *sent, int64_t *received)
+{
+	if (a->finished_ms == 0 && a->attempt == job->attempts &&
+	    job->state == JOB_RUNNING)
+		job_net_bytes(job, sent, received);
+	else {
+		*sent = a->net_sent;
+		*received = a->net_received;
+	}
+}
+
+/* An attempt's network bytes in its history entry h. */
+static void
+net_json(const struct job *job, const struct attempt_record *a, json_t *h)
+{
+	int64_t sent, received;
+
+	attempt_net_bytes(job, a, &sent, &received);
+	json_object_set_new(h, "net_sent_bytes", json_integer(sent));
+	json_object_set_new(h, "net_received_bytes", json_integer(received));
+}
+
 json_t *
 job_to_json(const struct job *job, int with_history)
 {
@@ -123,6 +151,7 @@ job_to_json(const struct job *job, int with_history)
 				"lost_s",
 				(json_int_t)(end > saved ? (end - saved) / 1000
 							 : 0)));
+			net_json(job, a, json_array_get(hist, (size_t)i));
 			/* A preempted attempt: the job it made room for. */
 			json_object_set_new(json_array_get(hist, (size_t)i),
 			    "preempted_for",
@@ -130,6 +159,19 @@ job_to_json(const struct job *job, int with_history)
 						: json_null());
 		}
 		json_object_set_new(o, "history", hist);
+	}
+	if (o != NULL) {
+		int64_t sent = 0, received = 0;
+		for (i = 0; i < job->nhistory; i++) {
+			const struct attempt_record *a = &job->history[i];
+			int64_t s, r;
+			attempt_net_bytes(job, a, &s, &r);
+			sent += s;
+			received += r;
+		}
+		json_object_set_new(o, "net_sent_bytes", json_integer(sent));
+		json_object_set_new(o, "net_received_bytes",
+		    json_integer(received));
 	}
 	acct_job_json(job, o);
 	live_job_json(job, o);

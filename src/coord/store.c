@@ -309,6 +309,13 @@ store_put_job(const struct job *job)
 			(json_int_t)a->ckpt_ms, "ckpt_bytes",
 			(json_int_t)a->ckpt_bytes, "ckpt_label",
 			a->ckpt_label ? a->ckpt_label : "");
+		/* Its network's bytes, once it ended (history_close). */
+		if (h != NULL && (a->net_sent > 0 || a->net_received > 0)) {
+			json_object_set_new(h, "net_sent_bytes",
+			    json_integer(a->net_sent));
+			json_object_set_new(h, "net_received_bytes",
+			    json_integer(a->net_received));
+		}
 		/* Accounting: the meter, once billing began. */
 		if (h != NULL && a->meter.from_ms > 0)
 			json_object_set_new(h, "meter",
@@ -860,6 +867,10 @@ job_from_row(sqlite3_stmt *s)
 		a->ckpt_ms = json_integer_value(json_object_get(v, "ckpt_ms"));
 		a->ckpt_bytes = json_integer_value(
 		    json_object_get(v, "ckpt_bytes"));
+		a->net_sent = json_integer_value(
+		    json_object_get(v, "net_sent_bytes"));
+		a->net_received = json_integer_value(
+		    json_object_get(v, "net_received_bytes"));
 		label = json_string_value(json_object_get(v, "ckpt_label"));
 		a->ckpt_label = label != NULL && label[0] != '\0'
 		    ? strndup(label, 200)

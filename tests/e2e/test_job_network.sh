@@ -353,11 +353,49 @@ s.shutdown(socket.SHUT_WR)
 got = s.recv(64).decode().strip()
 up = time.monotonic() - t
 print("down_bytes=%d down_s=%.3f down_mbit=%.1f" % (n, down, n * 8 / down / 1e6))
-print("up_bytes=%s up_s=%.3f up_mbit=%.1f" % (got, up, (10 << 20) * 8 / up / 1e6))
+print("up_bytes=%s up_s=%.3f up_mbit=%.1f" % (got, up, (10 << 20) * 8 / up / 1e6), flush=True)
+time.sleep(110)
 '
-wait_final "$JOB" 90
-[ "$FINAL_STATE" = succeeded ] || fail "rate job ended $FINAL_STATE: $(job_get "$JOB" d)"
-job_log "$JOB"
+rate=$JOB
+# net_sent_bytes, net_received_bytes of `show --json` as "SENT RECEIVED"
+net_bytes() { # JOB
+	cli show "$1" --json
+	[ "$CLI_RC" = 0 ] || fail "show --json $1: $CLI_ERR"
+	printf '%s' "$CLI_OUT" |
+	    json '"%s %s" % (d["net_sent_bytes"], d["net_received_bytes"])'
+}
+deadline=$((SECONDS + 90))
+while :; do
+	job_log "$rate"
+	case $LOG in *up_bytes=*) break ;; esac
+	[ "$(job_state "$rate")" = running ] ||
+	    fail "rate job ended $(job_state "$rate"): $(job_get "$rate" d)"
+	[ $SECONDS -ge $deadline ] && fail "rate job did not transfer: $LOG"
+	sleep 0.2
+done
+# While it runs: what the agent's heartbeats carry (at least the 10 MiB
+# each way), in `show --json` and the coordinator's /metrics.
+deadline=$((SECONDS + WAIT_S))
+while :; do
+	read -r sent received <<<"$(net_bytes "$rate")"
+	[ "${sent:-0}" -ge 10485760 ] && [ "${received:-0}" -ge 10485760 ] &&
+	    break
+	[ $SECONDS -ge $deadline ] &&
+	    fail "running rate job's bytes in show --json: sent ${sent:-?} received ${received:-?}"
+	sleep 0.2
+done
+log "running rate job in show --json: sent=$sent received=$received"
+api "$ADMIN_TOKEN" GET /metrics
+assert_contains "$API_BODY" \
+    "gpupool_job_network_received_bytes_total{node=\"rate\",job_id=\"$rate\",attempt=\"1\",user=\"admin\"" \
+    "the rate job's received bytes in the coordinator's /metrics"
+assert_contains "$API_BODY" \
+    "gpupool_job_network_sent_bytes_total{node=\"rate\",job_id=\"$rate\"" \
+    "the rate job's sent bytes in the coordinator's /metrics"
+cli cancel "$rate"
+wait_final "$rate" 90
+[ "$FINAL_STATE" = cancelled ] || fail "rate job ended $FINAL_STATE: $(job_get "$rate" d)"
+JOB=$rate
 log "rate job: $(printf '%s' "$LOG" | tr '\n' ' ')"
 assert_contains "$LOG" "down_bytes=10485760 " "rate job: the whole download"
 assert_contains "$LOG" "up_bytes=10485760 " "rate job: the whole upload"
@@ -368,6 +406,19 @@ read -r sent received <<<"$acct"
 [ "${sent:-0}" -ge 10485760 ] && [ "${received:-0}" -ge 10485760 ] ||
     fail "rate job's bytes: sent ${sent:-?} received ${received:-?}"
 log "rate job: net_sent=$sent net_received=$received"
+# The final totals (the finished report's), kept with the attempt: in
+# `show --json`, its history and `show`.
+read -r jsent jreceived <<<"$(net_bytes "$rate")"
+[ "${jsent:-0}" -ge 10485760 ] && [ "${jreceived:-0}" -ge 10485760 ] ||
+    fail "ended rate job's bytes in show --json: sent ${jsent:-?} received ${jreceived:-?}"
+assert_eq "$sent $received" "$jsent $jreceived" \
+    "show --json: the totals the agent logged"
+cli show "$rate" --json
+assert_eq "$received" \
+    "$(printf '%s' "$CLI_OUT" | json 'd["history"][0]["net_received_bytes"]')" \
+    "show --json: the attempt's received bytes"
+cli show "$rate"
+assert_contains "$CLI_OUT" "network: " "show: the job's network bytes"
 for d in down up; do
 	secs=$(printf '%s' "$LOG" | sed -n "s/.*${d}_s=\([0-9.]*\).*/\1/p")
 	awk -v s="$secs" 'BEGIN { exit !(s >= 1.9) }' ||
@@ -408,6 +459,9 @@ start_coordinator
 for a in inet lan none rate; do
 	wait_node_up "$a"
 done
+# The ended rate job's bytes came back from the database.
+assert_eq "$sent $received" "$(net_bytes "$rate")" \
+    "show --json after a coordinator restart: the rate job's bytes"
 job_log "$squat"
 assert_not_contains "$LOG" "CONNECTION" "the job squatting the coordinator's port"
 cli cancel "$squat"
