@@ -37,6 +37,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (v != NULL && (!json_is_array(v) ||
 				     json_array_size(v) > 4096))
 			abort();
+		/* A job's network bytes: absent or non-negative counts. */
+		v = json_object_get(body, "network");
+		if (v != NULL && (!json_is_array(v) ||
+				     json_array_size(v) > 4096))
+			abort();
+		v = json_object_get(body, "net_received_bytes");
+		if (v != NULL && (!json_is_integer(v) ||
+				     json_integer_value(v) < 0))
+			abort();
 		/* The offer a heartbeat or finished report may carry. */
 		if ((v = json_object_get(body, "offer")) != NULL) {
 			struct offer o;
