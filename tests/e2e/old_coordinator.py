@@ -3,11 +3,13 @@
 it forwards every request to the real coordinator, except those whose
 path is listed with --missing, which it answers 404 as a coordinator
 without that route would, and those to PATH whose JSON body has FIELD
-(--refuse-field PATH:FIELD), which it answers 400 as a coordinator that
-does not know the field would. Prints one line per request to stdout
+(--refuse-field PATH:FIELD; PATH a shell pattern; FIELD also found in a
+batch's "reports"), which it answers 400 as a coordinator that does not
+know the field would. Prints one line per request to stdout
 ("METHOD PATH STATUS"). Usage: old_coordinator.py --listen PORT
 --upstream HOST:PORT [--missing PATH]... [--refuse-field PATH:FIELD]..."""
 import argparse
+import fnmatch
 import http.client
 import json
 import http.server
@@ -60,8 +62,12 @@ def main():
                     doc = json.loads(body or b"{}")
                 except ValueError:
                     doc = {}
-                if self.path.split("?")[0] == path and \
-                        isinstance(doc, dict) and field in doc:
+                docs = [doc] if isinstance(doc, dict) else []
+                if docs and isinstance(doc.get("reports"), list):
+                    docs += [r for r in doc["reports"]
+                             if isinstance(r, dict)]
+                if fnmatch.fnmatchcase(self.path.split("?")[0], path) and \
+                        any(field in d for d in docs):
                     msg = b'{"error":"unknown field"}'
                     self.send_response(400)
                     self.send_header("Content-Type", "application/json")
