@@ -84,8 +84,9 @@ struct gp_agent {
 	 * The coordinator takes jobs' network bytes (its last heartbeat
 	 * answer said "job_network": true): the heartbeat's "network" and
 	 * the finished report's net_sent_bytes, net_received_bytes.
+	 * net_refused: it refused them once (400); never again.
 	 */
-	atomic_int coord_net;
+	atomic_int coord_net, net_refused;
 };
 
 /* report.c */

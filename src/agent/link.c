@@ -172,7 +172,8 @@ apply_timing(struct gp_agent *ag, json_t *root, int registering)
 		ag->lease_ms = (int)json_integer_value(lease);
 	if (!registering)
 		atomic_store(&ag->coord_net,
-		    json_is_true(json_object_get(root, "job_network")));
+		    json_is_true(json_object_get(root, "job_network")) &&
+		    !atomic_load(&ag->net_refused));
 }
 
 /*
@@ -349,15 +350,33 @@ heartbeat_main(void *arg)
 			apply_timing(ag, root, 0);
 			gp_link_apply_kills(ag, json_object_get(root, "kill"));
 			json_decref(root);
-		} else if (ret == 0 && resp.status == 400 && sent_net) {
-			gp_warn("coordinator refused the job network report: "
-			    "not sending it again url=%s", ag->url);
-			no_network = 1;
-			atomic_store(&ag->coord_net, 0);
-		} else if (ret == 0 && resp.status == 400 && sent_share) {
-			gp_warn("coordinator refused the GPU sharing report: "
-			    "not sending it again url=%s", ag->url);
-			no_gpushare = 1;
+		} else if (ret == 0 && resp.status == 400 &&
+		    (sent_net || sent_share)) {
+			/*
+			 * The field it names, or (it names neither) every
+			 * optional one sent: one refusal, not one a field.
+			 */
+			gp_http_error_text(&resp, text, sizeof(text));
+			if (sent_share && sent_net &&
+			    strstr(text, "'network'") != NULL)
+				sent_share = 0;
+			else if (sent_share && sent_net &&
+			    strstr(text, "'gpushare'") != NULL)
+				sent_net = 0;
+			if (sent_net) {
+				gp_warn("coordinator refused the job network "
+				    "report: not sending it again url=%s",
+				    ag->url);
+				no_network = 1;
+				atomic_store(&ag->net_refused, 1);
+				atomic_store(&ag->coord_net, 0);
+			}
+			if (sent_share) {
+				gp_warn("coordinator refused the GPU sharing "
+				    "report: not sending it again url=%s",
+				    ag->url);
+				no_gpushare = 1;
+			}
 		} else if (ret == 0 && resp.status == 404 &&
 		    !atomic_load(&ag->left)) {
 			gp_warn("coordinator does not know this node: "

@@ -305,6 +305,7 @@ net_refused(struct gp_reports *r)
 {
 	gp_warn("coordinator refused a finished report with network bytes: "
 	    "sending it again without them");
+	atomic_store(&r->agent->net_refused, 1);
 	atomic_store(&r->agent->coord_net, 0);
 	return RETRY;
 }

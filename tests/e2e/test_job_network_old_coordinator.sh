@@ -3,30 +3,42 @@
 # network bytes with a coordinator that says it takes them but refuses
 # them (400), as one older than them would if it ever said so. Through a
 # proxy that plays it: the agent sends the heartbeat's "network" once,
-# hears the refusal and sends heartbeats without it from then on; the
-# finished report with net_sent_bytes is refused and goes again without
-# them; the job ends as it should.
+# hears the refusal and sends neither it nor the finished report's bytes
+# from then on. Through a second proxy that refuses only the finished
+# report's bytes: it goes again without them. Both jobs end as they should.
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || skip root "job networks need it"
 command -v nft >/dev/null 2>&1 || skip nft "job networks need it"
 start_coordinator
-PROXY_PORT=$(free_port)
-spawn "$T/proxy.log" "$PY" "$(dirname "$0")/old_coordinator.py" \
-    --listen "$PROXY_PORT" --upstream "127.0.0.1:$COORD_PORT" \
-    --refuse-field /v1/agent/heartbeat:network \
-    --refuse-field '/v1/agent/jobs/*:net_sent_bytes' \
-    --refuse-field /v1/agent/reports:net_sent_bytes
-deadline=$((SECONDS + WAIT_S))
-until curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/v1/whoami"; do
-	[ $SECONDS -ge $deadline ] && fail "the proxy does not answer: $(tail -n 5 "$T/proxy.log")"
-	sleep 0.1
-done
-start_agent n 1:T4:16384 --coordinator "http://127.0.0.1:$PROXY_PORT"
+proxy() { # NAME REFUSED-FIELD...: its port in PORT
+	local name=$1 a=()
+	shift
+	PORT=$(free_port)
+	for f in "$@"; do
+		a+=(--refuse-field "$f")
+	done
+	spawn "$T/$name.log" "$PY" "$(dirname "$0")/old_coordinator.py" \
+	    --listen "$PORT" --upstream "127.0.0.1:$COORD_PORT" "${a[@]}"
+	deadline=$((SECONDS + WAIT_S))
+	until curl -s -o /dev/null "http://127.0.0.1:$PORT/v1/whoami"; do
+		[ $SECONDS -ge $deadline ] && fail "the proxy does not answer: $(tail -n 5 "$T/$name.log")"
+		sleep 0.1
+	done
+}
+fin='/v1/agent/jobs/*:net_sent_bytes'
+batch=/v1/agent/reports:net_sent_bytes
+proxy proxy /v1/agent/heartbeat:network "$fin" "$batch"
+start_agent n 1:T4:16384 --coordinator "http://127.0.0.1:$PORT"
+proxy proxy2 "$fin" "$batch"
+start_agent m 1:L4:16384 --coordinator "http://127.0.0.1:$PORT"
 wait_node_up n
+wait_node_up m
 grep -q "job networks ready" "$T/agent-n.log" ||
     skip "job networks" "$(grep -m1 "job network" "$T/agent-n.log")"
-submit --gpus 1 --time 2m -- sh -c "$(gated_job_cmd)"
+submit --gpus 1 --gpu-model L4 --time 2m -- sh -c "$(gated_job_cmd)"
+job2=$JOB
+submit --gpus 1 --gpu-model T4 --time 2m -- sh -c "$(gated_job_cmd)"
 job=$JOB
 wait_state "$job" running
 deadline=$((SECONDS + WAIT_S))
@@ -46,7 +58,13 @@ assert_eq "$refused" "$(grep -c "POST /v1/agent/heartbeat 400" "$T/proxy.log")" 
 assert_eq 1 "$refused" "heartbeats refused"
 release_job n "$job"
 wait_final "$job"
-assert_eq succeeded "$FINAL_STATE" "the job, its finished report refused once"
-grep -q "coordinator refused a finished report with network bytes" "$T/agent-n.log" ||
-    fail "the finished report was not refused with its network bytes: $(grep "/v1/agent/" "$T/proxy.log" | tail -n 5)"
+assert_eq succeeded "$FINAL_STATE" "the job on n"
+assert_eq 1 "$(grep -c " 400$" "$T/proxy.log")" \
+    "requests refused by the first proxy (one heartbeat, no finished report)"
+wait_state "$job2" running
+release_job m "$job2"
+wait_final "$job2"
+assert_eq succeeded "$FINAL_STATE" "the job on m, its finished report refused once"
+grep -q "coordinator refused a finished report with network bytes" "$T/agent-m.log" ||
+    fail "the finished report was not refused with its network bytes: $(grep "/v1/agent/" "$T/proxy2.log" | tail -n 5)"
 echo ok
