@@ -46,6 +46,7 @@ struct gp_agent {
 	char *hidden[2];			/* plain jobs never see these */
 
 	struct gp_executor *executor;
+	struct gp_spawner *spawner;	/* agent/spawner.h; NULL: none */
 	struct gp_reports *reports;
 	struct gp_provider *provider;
 	struct gp_datacache *datacache; /* data sets jobs mount */

@@ -51,6 +51,7 @@ struct gp_exec_events {
 };
 
 struct gp_containers;
+struct gp_spawner;
 
 struct gp_exec_config {
 	const struct gp_sandbox_user *user;
@@ -81,6 +82,11 @@ struct gp_exec_config {
 	 * is cloned when it comes (tests of that path).
 	 */
 	int no_warm;
+	/*
+	 * The helper that clones each job's init (agent/spawner.h), NULL:
+	 * the executor's thread clones them, copying the agent.
+	 */
+	struct gp_spawner *spawner;
 };
 
 /* One job as the executor and its implementation see it. */

@@ -4,6 +4,7 @@
  * poll). The main thread only waits for SIGINT/SIGTERM.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -20,6 +22,7 @@
 #include "agent/container.h"
 #include "agent/image.h"
 #include "agent/metrics.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -217,6 +220,47 @@ setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
  */
 static struct gp_agent *volatile live_agent;
 
+static void *
+bloat_thread(void *arg)
+{
+	struct timespec ts = {0, 20 * 1000 * 1000};
+
+	(void)arg;
+	for (;;)
+		nanosleep(&ts, NULL);
+	return NULL;
+}
+
+/*
+ * Benchmarks only (bench/spawn_cost.sh): GPUPOOL_AGENT_BLOAT="THREADS,MIB"
+ * makes the agent as big as a long-lived one, THREADS more threads and
+ * MIB of touched heap, so that a job start's dependence on the agent's
+ * size shows. Never freed; NULL or malformed does nothing.
+ */
+static void
+bench_bloat(const char *spec)
+{
+	long threads = 0, mib = 0, i;
+	pthread_attr_t attr;
+	pthread_t t;
+	char *heap;
+
+	if (spec == NULL || sscanf(spec, "%ld,%ld", &threads, &mib) != 2 ||
+	    threads < 0 || threads > 256 || mib < 0 || mib > 65536)
+		return;
+	if (mib > 0 && (heap = malloc((size_t)mib << 20)) != NULL)
+		for (i = 0; i < mib << 20; i += 4096)
+			heap[i] = 1;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (i = 0; i < threads; i++)
+		if (pthread_create(&t, &attr, bloat_thread, NULL) != 0)
+			break;
+	pthread_attr_destroy(&attr);
+	gp_info("bench bloat threads=%ld heap_mib=%ld", i, mib);
+}
+
 int
 gp_agent_main(int argc, char **argv)
 {
@@ -266,6 +310,7 @@ gp_agent_main(int argc, char **argv)
 	int64_t cpus = 0, mem = 0, cache_max = 100LL << 30;
 	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
+	const char *spawn_mode;
 	int c, sig, ret = 1, verbose = 0;
 
 	memset(&copts, 0, sizeof(copts));
@@ -528,6 +573,20 @@ gp_agent_main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/*
+	 * The spawn helper, forked while the agent is one small thread:
+	 * jobs' init processes are cloned from it, never from the agent
+	 * (agent/spawner.h). GPUPOOL_AGENT_SPAWN=direct (benches) clones
+	 * them from the agent as before.
+	 */
+	spawn_mode = getenv("GPUPOOL_AGENT_SPAWN");
+	if (spawn_mode == NULL || strcmp(spawn_mode, "direct") != 0) {
+		if ((ag->spawner = gp_spawner_start(err, sizeof(err))) == NULL)
+			gp_warn("no spawn helper why=\"%s\": jobs are cloned "
+			    "from the agent", err);
+		ag->exec_cfg.spawner = ag->spawner;
+	}
+	bench_bloat(getenv("GPUPOOL_AGENT_BLOAT"));
 	gp_http_global_init();
 
 	snprintf(cache_dir, sizeof(cache_dir), "%.4000s/data", ag->work);
@@ -592,6 +651,8 @@ gp_agent_main(int argc, char **argv)
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
+	gp_spawner_free(ag->spawner);
+	ag->spawner = NULL;
 	gp_provider_free(ag->provider);
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
@@ -610,6 +671,8 @@ out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
+		gp_spawner_free(ag->spawner);
+		ag->spawner = NULL;
 		if (ag->provider != NULL)
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)

@@ -30,6 +30,7 @@
 
 #include "agent/executor.h"
 #include "agent/oci.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -692,28 +693,6 @@ init_main(const struct gp_sandbox_spec *s)
 	_exit(0);
 }
 
-int
-gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
-{
-	struct clone3_args args;
-	int fd = -1;
-	long ret;
-
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	    CLONE_NEWUTS | (spec->user->userns ? CLONE_NEWUSER : 0);
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret < 0)
-		return GP_EIO;
-	if (ret == 0)
-		init_main(spec);
-	*pid = (pid_t)ret;
-	*pidfd = fd;
-	return 0;
-}
-
 /* ---- warm sandboxes: init cloned and in its cgroup before the job ---- */
 
 /* The shared page(s) a job's spec is copied into: untouched pages cost no
@@ -761,17 +740,20 @@ warm_main(const struct warm_child *c)
 	init_main(s);
 }
 
+static uint64_t init_clone_flags(const struct gp_sandbox_user *user);
+static void *arena_map(int *memfd);
+static int clone_init(struct gp_spawner *sp, int kind, uint64_t flags,
+    int memfd, void *arena, const int *fds, int nfds, pid_t *pid,
+    int *pidfd);
+
 int
-gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
-    const struct gp_sandbox_user *user, const char *name, int64_t pids_max,
-    char *err, size_t errlen)
+gp_sandbox_warm_make(struct gp_sandbox_warm *w, struct gp_spawner *sp,
+    const struct gp_cgroups *cg, const struct gp_sandbox_user *user,
+    const char *name, int64_t pids_max, char *err, size_t errlen)
 {
 	struct gp_sandbox_warm n;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, go[2] = {-1, -1}, i;
-	struct warm_child c;
-	struct clone3_args args;
-	int fd = -1;
-	long ret;
+	int fds[5], nfds = 0, memfd = -1;
 
 	memset(&n, 0, sizeof(n));
 	n.pidfd = n.go_fd = n.out_fd = n.status_fd = -1;
@@ -788,45 +770,34 @@ gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
 	}
-	n.arena = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (n.arena == MAP_FAILED) {
-		snprintf(err, errlen, "mmap: %s", strerror(errno));
+	if ((n.arena = arena_map(&memfd)) == MAP_FAILED) {
+		snprintf(err, errlen, "arena: %s", strerror(errno));
 		goto fail;
 	}
 	n.arena_len = WARM_ARENA_LEN;
-	memset(&c, 0, sizeof(c));
-	c.out_fd = out[1];
-	c.status_fd = status[1];
-	c.go_fd = go[1];
-	c.ncgroup_fds = n.cgroup.nfds;
+	fds[nfds++] = out[1];
+	fds[nfds++] = status[1];
+	fds[nfds++] = go[1];
 	for (i = 0; i < n.cgroup.nfds; i++)
-		c.cgroup_fds[i] = n.cgroup.procs_fds[i];
-	c.spec = n.arena;
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	    CLONE_NEWUTS | (user->userns ? CLONE_NEWUSER : 0);
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret == 0)
-		warm_main(&c);
-	if (ret < 0) {
+		fds[nfds++] = n.cgroup.procs_fds[i];
+	if (clone_init(sp, GP_SANDBOX_CHILD_WARM, init_clone_flags(user),
+	    memfd, n.arena, fds, nfds, &n.pid, &n.pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		goto fail;
 	}
+	close(memfd);
 	close(out[1]);
 	close(status[1]);
 	close(go[1]);
 	gp_cgroup_close_fds(&n.cgroup);
-	n.pid = (pid_t)ret;
-	n.pidfd = fd;
 	n.out_fd = out[0];
 	n.status_fd = status[0];
 	n.go_fd = go[0];
 	*w = n;
 	return 0;
 fail:
+	if (memfd >= 0)
+		close(memfd);
 	for (i = 0; i < 2; i++) {
 		if (out[i] >= 0)
 			close(out[i]);
@@ -894,18 +865,20 @@ arena_strv(struct arena *a, char *const *v)
 	return d;
 }
 
-int
-gp_sandbox_warm_use(struct gp_sandbox_warm *w,
-    const struct gp_sandbox_spec *spec)
+/*
+ * Deep-copies spec into the arena at base (its start: init finds it
+ * there); out_fd, status_fd and cgroup_fds are left for init to set.
+ * Returns 0 or GP_ETOOBIG.
+ */
+static int
+arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 {
-	struct arena a = {w->arena, w->arena_len, 0, 1};
+	struct arena a = {base, len, 0, 1};
 	struct gp_sandbox_mount *m = NULL;
 	struct gp_sandbox_user *u;
 	struct gp_sandbox_spec *s;
 	int i;
 
-	if (w->arena == NULL || w->go_fd < 0)
-		return GP_EIO;
 	/* The spec first: init finds it at the start of the arena. */
 	if ((s = arena_get(&a, sizeof(*s))) == NULL ||
 	    (u = arena_get(&a, sizeof(*u))) == NULL)
@@ -934,6 +907,148 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	s->ncgroup_fds = 0;
 	if (!a.ok)
 		return GP_ETOOBIG;
+	return 0;
+}
+
+/*
+ * The flags every init is cloned with: its own mount, pid, IPC and UTS
+ * namespaces, and a user namespace when the agent is not root.
+ */
+static uint64_t
+init_clone_flags(const struct gp_sandbox_user *user)
+{
+	return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+	    (user->userns ? CLONE_NEWUSER : 0);
+}
+
+/*
+ * Maps a new arena: a memfd (*memfd, close-on-exec) mapped shared, so
+ * that the spawn helper can map the same pages at the same address.
+ * Returns the mapping or MAP_FAILED (errno set).
+ */
+static void *
+arena_map(int *memfd)
+{
+	void *p;
+	int fd;
+
+	if ((fd = memfd_create("gpupool-spec", MFD_CLOEXEC)) < 0)
+		return MAP_FAILED;
+	if (ftruncate(fd, (off_t)WARM_ARENA_LEN) != 0 ||
+	    (p = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return MAP_FAILED;
+	}
+	*memfd = fd;
+	return p;
+}
+
+/*
+ * Clones init, from the spawn helper when there is one (the agent's own
+ * address space is never copied then) or from the agent. kind says
+ * what the child runs (gp_sandbox_child_main); fds are its descriptors
+ * in that order. OUT: *pid, *pidfd. Returns 0 or GP_EIO (errno set).
+ */
+static int
+clone_init(struct gp_spawner *sp, int kind, uint64_t flags, int memfd,
+    void *arena, const int *fds, int nfds, pid_t *pid, int *pidfd)
+{
+	struct clone3_args args;
+	int fd = -1;
+	long ret;
+
+	if (sp != NULL && gp_spawner_clone(sp, kind, flags, memfd, arena,
+	    WARM_ARENA_LEN, fds, nfds, pid, pidfd) == 0)
+		return 0;
+	memset(&args, 0, sizeof(args));
+	args.flags = flags | CLONE_PIDFD;
+	args.pidfd = (uint64_t)(uintptr_t)&fd;
+	args.exit_signal = SIGCHLD;
+	ret = syscall(SYS_clone3, &args, sizeof(args));
+	if (ret == 0)
+		gp_sandbox_child_main(kind, arena, fds, nfds);
+	if (ret < 0)
+		return GP_EIO;
+	*pid = (pid_t)ret;
+	*pidfd = fd;
+	return 0;
+}
+
+void
+gp_sandbox_child_main(int kind, void *arena, const int *fds, int nfds)
+{
+	struct gp_sandbox_spec *s = arena;
+	struct warm_child c;
+	int i;
+
+	if (kind == GP_SANDBOX_CHILD_WARM && nfds >= 3 && nfds <= 5) {
+		memset(&c, 0, sizeof(c));
+		c.out_fd = fds[0];
+		c.status_fd = fds[1];
+		c.go_fd = fds[2];
+		c.ncgroup_fds = nfds - 3;
+		for (i = 0; i < c.ncgroup_fds; i++)
+			c.cgroup_fds[i] = fds[3 + i];
+		c.spec = s;
+		warm_main(&c);
+	}
+	if (kind == GP_SANDBOX_CHILD_NOW && nfds >= 2) {
+		/* The arena is this child's to write now. */
+		s->out_fd = fds[0];
+		s->status_fd = fds[1];
+		s->cgroup_fds = fds + 2;
+		s->ncgroup_fds = nfds - 2;
+		init_main(s);
+	}
+	_exit(127);
+}
+
+int
+gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
+    pid_t *pid, int *pidfd)
+{
+	int fds[2 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
+	void *arena;
+
+	if (spec->ncgroup_fds > GP_SANDBOX_CGROUP_FDS_MAX) {
+		errno = EINVAL;
+		return GP_EIO;
+	}
+	if ((arena = arena_map(&memfd)) == MAP_FAILED)
+		return GP_EIO;
+	if (arena_fill(arena, WARM_ARENA_LEN, spec) != 0) {
+		ret = GP_EIO;
+		errno = E2BIG;
+		goto out;
+	}
+	fds[nfds++] = spec->out_fd;
+	fds[nfds++] = spec->status_fd;
+	for (i = 0; i < spec->ncgroup_fds; i++)
+		fds[nfds++] = spec->cgroup_fds[i];
+	ret = clone_init(sp, GP_SANDBOX_CHILD_NOW,
+	    init_clone_flags(spec->user), memfd, arena, fds, nfds, pid, pidfd);
+out:
+	i = errno;
+	munmap(arena, WARM_ARENA_LEN);
+	close(memfd);
+	errno = i;
+	return ret;
+}
+
+int
+gp_sandbox_warm_use(struct gp_sandbox_warm *w,
+    const struct gp_sandbox_spec *spec)
+{
+	int ret;
+
+	if (w->arena == NULL || w->go_fd < 0)
+		return GP_EIO;
+	if ((ret = arena_fill(w->arena, w->arena_len, spec)) != 0)
+		return ret;
 	/* A socket, not a pipe: a gone init is EPIPE, never SIGPIPE. */
 	if (send(w->go_fd, "g", 1, MSG_NOSIGNAL) != 1)
 		return GP_EIO;
@@ -1272,7 +1387,7 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 		*pidfd = x->warm->pidfd;
 		return 0;
 	}
-	if (gp_sandbox_spawn(&spec, pid, pidfd) != 0) {
+	if (gp_sandbox_spawn(x->cfg->spawner, &spec, pid, pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		return GP_EIO;
 	}
