@@ -116,4 +116,6 @@ echo "$cpu0 $cpu1 $coord0 $coord1" | awk -v n="$N" -v hz="$hz" '{
 	printf "coord_cpu_user_per_job %.3f ms\n", ($7 - $5) * f
 	printf "coord_cpu_sys_per_job %.3f ms\n", ($8 - $6) * f }'
 echo "agent_spawn_helper_pid ${HELPER_PID:-none}"
+echo "agent_rss $(rss "$AGENT_PID") KiB"
+[ -n "$HELPER_PID" ] && echo "agent_spawn_helper_rss $(rss "$HELPER_PID") KiB"
 [ "$done_jobs" -eq "$N" ]
