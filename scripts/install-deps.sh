@@ -13,6 +13,9 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libarchive-dev docker-registry
       # the CLI's own HTTP/1.1 client parses answers with http-parser
       libhttp-parser-dev
+      # libcrypto/libssl (already under libcurl4-openssl-dev): a token's
+      # CA hash checked against the coordinator's own CA (issue 15)
+      libssl-dev
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
       python3-prometheus-client chromium zsh tmux debootstrap systemd

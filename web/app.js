@@ -746,6 +746,12 @@
     nav.hidden = false;
     who.hidden = false;
     document.getElementById('who-name').textContent = `${me.name} (${me.role})`;
+    // A coordinator started with --insecure beyond loopback: say it, always.
+    if (me.insecure && !document.getElementById('insecure')) {
+      document.body.prepend(el('p', { class: 'error', id: 'insecure', role: 'alert' },
+        'Insecure: this coordinator serves plain HTTP beyond loopback (--insecure); ',
+        'tokens and jobs cross the network in clear.'));
+    }
     const earnings = document.getElementById('nav-provider');
     earnings.hidden = me.role !== 'provider';
     earnings.setAttribute('href', '#/provider/' + encodeURIComponent(me.name));

@@ -43,7 +43,7 @@ struct gp_agent {
 	struct gp_exec_events exec_events;
 	struct gp_containers *containers;	/* NULL: no container jobs */
 	char containers_why[512];		/* why not */
-	char *hidden[2];			/* plain jobs never see these */
+	char *hidden[3];	/* token files: plain jobs never see them */
 
 	struct gp_executor *executor;
 	struct gp_spawner *spawner;	/* agent/spawner.h; NULL: none */

@@ -304,6 +304,9 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	if ((ret = get_int(obj, "time_limit_s", 0, GP_TIME_LIMIT_MAX, 0, 0,
 	    &a->time_limit_s, err, errlen)) != 0)
 		return ret;
+	if ((ret = get_int(obj, "disk_mib", 0, GP_MIB_MAX, 0, 0,
+	    &a->disk_mib, err, errlen)) != 0)
+		return ret;
 	if ((ret = get_int(obj, "checkpoint_every_s", 1, GP_TIME_LIMIT_MAX, 0,
 	    GP_CHECKPOINT_EVERY_DEFAULT, &a->checkpoint_every_s, err,
 	    errlen)) != 0)
@@ -470,6 +473,11 @@ gp_assignment_fini(struct gp_assignment *a)
 	free(a->mounts);
 	a->mounts = NULL;
 	a->nmounts = 0;
+	for (i = 0; i < a->nexpose; i++)
+		free(a->expose[i].source);	/* target: the same string */
+	free(a->expose);
+	a->expose = NULL;
+	a->nexpose = 0;
 	for (i = 0; i < a->ndata; i++)
 		free(a->data[i].path);
 	free(a->data);

@@ -68,6 +68,7 @@ struct gp_assignment {
 	int ngpus;
 	int cpus;
 	int64_t mem_mib;	/* 0: no limit */
+	int64_t disk_mib;	/* its work directory's cap; 0: none */
 	int64_t time_limit_s;	/* 0: no limit */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	/* "save now and exit" */
@@ -87,6 +88,12 @@ struct gp_assignment {
 	struct gp_container_image *container; /* NULL: a plain command */
 	struct gp_mount *mounts; /* nmounts, owned */
 	int nmounts;
+	/*
+	 * The owner's exposures (policy "expose"), for a plain command:
+	 * host paths shown at the same place (source == target), owned.
+	 */
+	struct gp_mount *expose;
+	int nexpose;
 	/*
 	 * A fraction of gpus[0] (docs/scheduling.md): its share in
 	 * thousandths (1..999; 0: whole GPUs) and the GPU memory it may use

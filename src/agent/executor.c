@@ -12,6 +12,7 @@
 #include "agent/gpushare.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -47,6 +48,9 @@ struct watch {
 	enum watch_kind kind;
 };
 
+/* How often a job with a disk cap has its work directory measured. */
+#define DISK_CHECK_MS 1000
+
 struct job {
 	struct gp_attempt_id id;
 	struct gp_exec_job x;		/* what the implementation sees */
@@ -63,6 +67,10 @@ struct job {
 	enum gp_exec_kill kill_how;	/* 0, or why we killed it */
 	int timed_out;
 	int64_t deadline;		/* gp_mono_ms(), 0 for none */
+	int64_t mem_mib;		/* its memory limit, 0 for none */
+	int64_t disk_mib;		/* its work directory's cap, 0: none */
+	int64_t disk_check;		/* gp_mono_ms() of the next look */
+	int64_t disk_used_mib;		/* what it held, past its cap */
 	struct gp_cgroup_job cgroup;
 	struct job *next;
 };
@@ -660,6 +668,9 @@ started:
 	watch(ex, j, WATCH_STATUS, j->status_fd);
 	if (a->time_limit_s > 0)
 		j->deadline = gp_mono_ms() + a->time_limit_s * 1000;
+	j->mem_mib = a->mem_mib;
+	j->disk_mib = a->disk_mib;
+	j->disk_check = gp_mono_ms() + DISK_CHECK_MS;
 	j->next = ex->jobs;
 	ex->jobs = j;
 	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s "
@@ -691,6 +702,33 @@ kill_job(struct job *j, enum gp_exec_kill how, int timed_out)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	/* Backstop: anything that is in the cgroup but not the namespace. */
 	gp_cgroup_kill(&j->x.cgroup);
+}
+
+/*
+ * A job killed for passing its memory limit says so (`gpupool show`'s
+ * message), its files in /tmp and /dev/shm counting, as the kernel
+ * charges them to its cgroup.
+ */
+static void
+explain_limit(struct job *j, struct gp_exec_result *r)
+{
+	if (j->disk_used_mib > 0 && j->kill_how == 0 && !j->timed_out) {
+		r->reason = "killed";
+		r->signal = SIGKILL;
+		snprintf(r->message, sizeof(r->message), "stopped for passing "
+		    "its disk limit of %lld MiB in its work directory (it held "
+		    "%lld MiB): ask for more with submit --disk, within the "
+		    "node's scratch-max", (long long)j->disk_mib,
+		    (long long)j->disk_used_mib);
+		return;
+	}
+	if (strcmp(r->reason, "killed") != 0 || r->signal != SIGKILL ||
+	    j->mem_mib <= 0 || gp_cgroup_oom_kills(&j->x.cgroup) <= 0)
+		return;
+	snprintf(r->message, sizeof(r->message), "stopped for passing its "
+	    "memory limit of %lld MiB (the kernel's out-of-memory killer; "
+	    "its files in /tmp and /dev/shm count): ask for more with "
+	    "submit --mem", (long long)j->mem_mib);
 }
 
 static void
@@ -733,6 +771,7 @@ result_of(struct job *j, struct gp_exec_result *r)
 		    j->init_exit.si_code == CLD_DUMPED ?
 		    j->init_exit.si_status : SIGKILL;
 	}
+	explain_limit(j, r);
 }
 
 static void
@@ -888,6 +927,48 @@ run_ops(struct gp_executor *ex)
 	}
 }
 
+/* What a tree holds on disk, in bytes (its blocks; no mount crossed). */
+static int64_t tree_bytes;
+
+static int
+add_blocks(const char *path, const struct stat *st, int type,
+    struct FTW *ftw)
+{
+	(void)path;
+	(void)type;
+	(void)ftw;
+	tree_bytes += (int64_t)st->st_blocks * 512;
+	return 0;
+}
+
+/*
+ * Looks at a job's work directory once DISK_CHECK_MS has passed since its
+ * last look: a job holding more than its cap is killed (explain_limit
+ * says why). Executor thread only.
+ */
+static void
+check_disk(struct job *j, int64_t now)
+{
+	int64_t used_mib;
+
+	if (j->disk_mib <= 0 || j->reaped || j->disk_used_mib > 0 ||
+	    now < j->disk_check)
+		return;
+	j->disk_check = now + DISK_CHECK_MS;
+	tree_bytes = 0;
+	if (nftw(j->x.workdir, add_blocks, 32, FTW_PHYS | FTW_MOUNT) != 0)
+		return;
+	used_mib = tree_bytes >> 20;
+	if (used_mib <= j->disk_mib)
+		return;
+	gp_info("disk limit passed job=%lld attempt=%lld used_mib=%lld "
+	    "limit_mib=%lld", (long long)j->id.job_id,
+	    (long long)j->id.attempt, (long long)used_mib,
+	    (long long)j->disk_mib);
+	j->disk_used_mib = used_mib;
+	kill_job(j, 0, 0);
+}
+
 static int
 next_timeout(struct gp_executor *ex)
 {
@@ -895,6 +976,10 @@ next_timeout(struct gp_executor *ex)
 	struct job *j;
 
 	for (j = ex->jobs; j != NULL; j = j->next) {
+		check_disk(j, now);
+		if (j->disk_mib > 0 && !j->reaped && j->disk_used_mib == 0 &&
+		    (soonest < 0 || j->disk_check - now < soonest))
+			soonest = j->disk_check > now ? j->disk_check - now : 0;
 		if (j->deadline == 0 || j->timed_out || j->reaped)
 			continue;
 		if (j->deadline <= now) {

@@ -179,6 +179,24 @@ setup_work(struct gp_agent *ag, const char *work)
 		return GP_EINVAL;
 	}
 	gp_strlcpy(ag->work, real, sizeof(ag->work));
+	/*
+	 * The checkpoints restored for jobs: the agent's alone whatever an
+	 * older version left (the data and image caches make theirs 0700).
+	 */
+	{
+		char restore[PATH_MAX + 16];
+		int old;
+
+		snprintf(restore, sizeof(restore), "%s/restore", real);
+		if (gp_secret_tighten(restore, &old) != 0) {
+			fprintf(stderr, "gpupool agent: cannot chmod 700 %s: "
+			    "%s\n", restore, strerror(errno));
+			return GP_EIO;
+		}
+		if (old >= 0)
+			gp_warn("restore directory was open to other users, "
+			    "now 0700 path=%s was=%04o", restore, old);
+	}
 	return 0;
 }
 
@@ -421,6 +439,19 @@ gp_agent_main(int argc, char **argv)
 		return 2;
 	}
 	gp_log_init("agent", verbose ? GP_LOG_DEBUG : GP_LOG_INFO);
+	/* Secrets the owner made: theirs alone, or the agent will not start. */
+	{
+		const char *what[] = {"--token-file", "--metrics-token-file"};
+		const char *path[] = {token_file, metrics_token_file};
+		char why[PATH_MAX + 160];
+
+		for (int k = 0; k < 2; k++)
+			if (path[k] != NULL && gp_secret_check(what[k],
+			    path[k], why, sizeof(why)) == GP_EPERM) {
+				fprintf(stderr, "gpupool agent: %s\n", why);
+				return 2;
+			}
+	}
 	if (token == NULL && token_file != NULL) {
 		if (read_token(token_file, &file_token) != 0) {
 			fprintf(stderr, "gpupool agent: cannot read "
@@ -538,10 +569,19 @@ gp_agent_main(int argc, char **argv)
 	ag->exec_cfg.keep_workdir = 1;
 	ag->exec_cfg.containers = ag->containers;
 	ag->exec_cfg.containers_why = ag->containers_why;
-	/* Plain jobs run as a user that might read the token file. */
-	if (token_file != NULL &&
-	    (ag->hidden[0] = realpath(token_file, NULL)) != NULL)
-		ag->exec_cfg.hidden_paths = ag->hidden;
+	/* Plain jobs run as a user that might read the token files. */
+	{
+		int nhidden = 0;
+
+		if (token_file != NULL &&
+		    (ag->hidden[nhidden] = realpath(token_file, NULL)) != NULL)
+			nhidden++;
+		if (metrics_token_file != NULL && (ag->hidden[nhidden] =
+		    realpath(metrics_token_file, NULL)) != NULL)
+			nhidden++;
+		if (nhidden > 0)
+			ag->exec_cfg.hidden_paths = ag->hidden;
+	}
 	if (policy != NULL && realpath(policy, ag->policy_path) == NULL) {
 		fprintf(stderr, "gpupool agent: --policy %s: %s\n", policy,
 		    strerror(errno));

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agent/agentd.h"
 #include "gp.h"
@@ -303,7 +304,9 @@ authorized(struct gp_agent_metrics *m, struct MHD_Connection *conn)
 	if (n == 0)
 		return 1;
 	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) != n)
+	/* The scheme is case-insensitive (RFC 9110 11.1). */
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0 ||
+	    strlen(h + 7) != n)
 		return 0;
 	return sodium_memcmp(h + 7, m->token, n) == 0;
 }

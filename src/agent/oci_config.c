@@ -541,7 +541,12 @@ build_mounts(struct builder *b, const struct gp_oci_config *c, json_t *mounts)
 		    c->mounts[i].source, o, GP_ARRAY_LEN(o));
 	}
 	for (i = 0; e != NULL && i < e->ndevices; i++) {
-		static const char *dev_bind_o[] = {"bind", "nosuid",
+		/*
+		 * The host's node: read-only, so that the job can open it
+		 * for writing (a device ignores the mount's flag) but not
+		 * chmod or chown it for everyone else (issue 15).
+		 */
+		static const char *dev_bind_o[] = {"bind", "ro", "nosuid",
 		    "noexec"};
 		const struct gp_oci_device *d = &e->devices[i];
 		add_mount(b, mounts, d->path, "bind",

@@ -289,6 +289,36 @@ write_bundle(const struct prepared *p)
 	return close(fd);
 }
 
+/*
+ * What stands for a descriptor the caller left out (-1). A runtime that
+ * starts a container gives its standard streams to the container's user
+ * (crun fchowns them), so it must never hold a host object there: the
+ * host's /dev/null would become the job's to chmod (issue 15). Standard
+ * input is the read end of a pipe whose write end is closed (reads end of
+ * file at once); a container's other streams must be given (EBADF). Only
+ * a runtime that starts no container (delete: no bundle) gets /dev/null,
+ * opened once into *null_fd. Returns the descriptor or -1.
+ */
+static int
+absent_stream(const struct gp_oci_spawn *s, int index, int *null_fd)
+{
+	int p[2];
+
+	if (s->bundle == NULL) {
+		if (*null_fd < 0)
+			*null_fd = open("/dev/null", O_RDWR);
+		return *null_fd;
+	}
+	if (index != 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if (pipe(p) != 0)
+		return -1;
+	close(p[1]);
+	return p[0];
+}
+
 static __attribute__((noreturn)) void
 child_main(const struct prepared *p)
 {
@@ -315,12 +345,8 @@ child_main(const struct prepared *p)
 	for (i = 0; i < 5; i++) {
 		int fd = s->fds[i];
 
-		if (fd < 0) {
-			if (null_fd < 0 &&
-			    (null_fd = open("/dev/null", O_RDWR)) < 0)
-				child_fail(s, STAGE_FDS);
-			fd = null_fd;
-		}
+		if (fd < 0 && (fd = absent_stream(s, i, &null_fd)) < 0)
+			child_fail(s, STAGE_FDS);
 		if ((high[i] = fcntl(fd, F_DUPFD, 16)) < 0)
 			child_fail(s, STAGE_FDS);
 	}

@@ -264,12 +264,15 @@ enum key {
 	KEY_IMAGES,
 	KEY_PLAIN_JOBS,
 	KEY_TRUST_KEY,
+	KEY_EXPOSE,
+	KEY_SCRATCH_MAX,
 	KEY_GPU_SHARE,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
-    "images", "plain-jobs", "trust-key", "gpu-share"};
+    "images", "plain-jobs", "trust-key", "expose", "scratch-max",
+    "gpu-share"};
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -299,6 +302,73 @@ parse_trust_key(struct parse *ps, char *value, struct gp_policy *p)
 	gp_strlcpy(p->keys[p->nkeys].key, value, sizeof(p->keys[0].key));
 	gp_strlcpy(p->keys[p->nkeys].name, name, sizeof(p->keys[0].name));
 	p->nkeys++;
+	return 0;
+}
+
+/* 1 when path is dir or below it. */
+static int
+path_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' ||
+	    path[n] == '/');
+}
+
+/*
+ * "PATH [ro|rw]" (ro when not said): an absolute, normal path (no "." or
+ * ".." component, no "//", no trailing "/"), not "/" and not in what the
+ * sandbox makes its own (/proc, /dev, /tmp).
+ */
+static int
+parse_expose(struct parse *ps, char *value, struct gp_policy *p)
+{
+	static const char *const own[] = {"/proc", "/dev", "/tmp"};
+	char *mode = value + strcspn(value, " \t");
+	struct gp_policy_expose *e;
+	const char *c;
+	size_t i;
+	int read_only = 1;
+
+	if (*mode != '\0') {
+		*mode++ = '\0';
+		mode = trim(mode);
+		if (strcmp(mode, "rw") == 0)
+			read_only = 0;
+		else if (strcmp(mode, "ro") != 0)
+			return fail(ps, "expose: '%.32s' is not ro or rw",
+			    mode);
+	}
+	if (value[0] != '/' || strlen(value) >= GP_POLICY_PATH_MAX)
+		return fail(ps, "expose: '%.64s' is not an absolute path (of "
+		    "at most %d bytes)", value, GP_POLICY_PATH_MAX - 1);
+	if (strcmp(value, "/") == 0)
+		return fail(ps, "expose: not the whole root; name the "
+		    "directories jobs need (expose = /opt/conda ro)");
+	for (c = value; *c != '\0'; c++) {
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return fail(ps, "expose: a control character in the "
+			    "path");
+		if (c[0] == '/' && (c[1] == '/' || c[1] == '\0' ||
+		    (c[1] == '.' && (c[2] == '/' || c[2] == '\0' ||
+		    (c[2] == '.' && (c[3] == '/' || c[3] == '\0'))))))
+			return fail(ps, "expose: '%.64s' is not a normal path "
+			    "(no //, . or .. component, no / at the end)",
+			    value);
+	}
+	for (i = 0; i < GP_ARRAY_LEN(own); i++)
+		if (path_below(value, own[i]))
+			return fail(ps, "expose: %.64s is the job's own (%s "
+			    "is made for each job)", value, own[i]);
+	for (i = 0; i < (size_t)p->nexpose; i++)
+		if (strcmp(p->expose[i].path, value) == 0)
+			return fail(ps, "expose: %.64s is listed twice", value);
+	if (p->nexpose == GP_POLICY_EXPOSE_MAX)
+		return fail(ps, "expose: too many paths (at most %d)",
+		    GP_POLICY_EXPOSE_MAX);
+	e = &p->expose[p->nexpose++];
+	gp_strlcpy(e->path, value, sizeof(e->path));
+	e->read_only = read_only;
 	return 0;
 }
 
@@ -338,11 +408,11 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 	if (k == (int)GP_ARRAY_LEN(key_names))
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
-		    "owner-presence, images, plain-jobs, trust-key or "
-		    "gpu-share)", key);
+		    "owner-presence, images, plain-jobs, trust-key, expose, "
+		    "scratch-max or gpu-share)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
-	if (k != KEY_WINDOW && k != KEY_TRUST_KEY) {
+	if (k != KEY_WINDOW && k != KEY_TRUST_KEY && k != KEY_EXPOSE) {
 		if (ps->seen_line[k] != 0)
 			return fail(ps, "%s: given twice (first on line %d)",
 			    key, ps->seen_line[k]);
@@ -425,6 +495,17 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return 0;
 	case KEY_TRUST_KEY:
 		return parse_trust_key(ps, value, p);
+	case KEY_EXPOSE:
+		return parse_expose(ps, value, p);
+	case KEY_SCRATCH_MAX:
+		if (parse_size(value, &v) != 0 || v == 0)
+			return fail(ps, "scratch-max: '%.64s' is not a size "
+			    "(\"20G\", \"512M\")", value);
+		if (v > GP_MIB_MAX)
+			return fail(ps, "scratch-max: '%.64s' is too large",
+			    value);
+		p->scratch_max_mib = v;
+		return 0;
 	case KEY_WINDOW:
 		if (p->nwindows == GP_POLICY_WINDOWS_MAX)
 			return fail(ps, "window: too many windows (at most "
@@ -711,6 +792,13 @@ gp_policy_to_json(const struct gp_policy *p)
 		json_array_append_new(windows, json_pack("{s:s,s:s}", "key",
 		    p->keys[i].key, "name", p->keys[i].name));
 	json_object_set_new(o, "trusted_keys", windows);
+	windows = json_array();
+	for (i = 0; i < p->nexpose && i < GP_POLICY_EXPOSE_MAX; i++)
+		json_array_append_new(windows, json_pack("{s:s,s:b}", "path",
+		    p->expose[i].path, "read_only", p->expose[i].read_only));
+	json_object_set_new(o, "expose", windows);
+	json_object_set_new(o, "scratch_max_mib", p->scratch_max_mib > 0 ?
+	    json_integer(p->scratch_max_mib) : json_null());
 	return o;
 }
 
@@ -759,6 +847,9 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		    p->nkeys == 1 ? "" : "s");
 	if (p->refuse_plain)
 		gp_buf_printf(&b, ", plain-jobs refuse");
+	if (p->scratch_max_mib > 0)
+		gp_buf_printf(&b, ", scratch-max %lldM",
+		    (long long)p->scratch_max_mib);
 	gp_strlcpy(out, b.data != NULL ? b.data : "", len);
 	gp_buf_free(&b);
 }

@@ -20,6 +20,14 @@
 #define GP_POLICY_WINDOWS_MAX 64
 #define GP_POLICY_FILE_MAX (64 * 1024)
 #define GP_POLICY_KEYS_MAX 32	/* trust-key lines */
+#define GP_POLICY_EXPOSE_MAX 16	/* expose lines */
+#define GP_POLICY_PATH_MAX 256	/* an exposed path, with its NUL */
+
+/* A host path shown to plain jobs at the same place (expose = PATH ro). */
+struct gp_policy_expose {
+	char path[GP_POLICY_PATH_MAX];	/* absolute, normal */
+	int read_only;
+};
 
 /* A weekly window: it opens on each day of `days` at start_min. */
 struct gp_policy_window {
@@ -64,6 +72,11 @@ struct gp_policy {
 	int refuse_plain;	/* plain-jobs = refuse */
 	int nkeys;
 	struct gp_trusted_key keys[GP_POLICY_KEYS_MAX];
+	/* The most a job's work directory may hold; 0: no cap (scratch-max). */
+	int64_t scratch_max_mib;
+	/* What plain jobs see besides the minimal root (docs/agent.md). */
+	int nexpose;
+	struct gp_policy_expose expose[GP_POLICY_EXPOSE_MAX];
 };
 
 /*

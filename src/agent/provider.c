@@ -519,6 +519,61 @@ refuse(struct gp_provider *p, struct gp_assignment *a, const char *why)
 	gp_reports_on_finished(p->ag->reports, &a->id, &r);
 }
 
+/*
+ * A job that did not say how much memory it needs gets its share of what
+ * the owner lends (issue 15): the lent memory (policy "memory", else the
+ * node's) times the larger of its share of the lent GPUs (a fraction's
+ * share of one) and its share of the CPUs; a job asking for neither
+ * counts as one GPU's share. At least 64 MiB, at most all.
+ */
+static int64_t
+default_mem_mib(const struct gp_provider *p, const struct gp_assignment *a)
+{
+	int64_t mem = policy_mem(p), m;
+	int i, lent = 0, cpus = policy_cpus(p);
+	double share, by_cpus;
+
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+		lent += gp_policy_lends_gpu(&p->policy, i);
+	if (lent == 0)
+		lent = 1;
+	if (a->gpu_milli > 0)
+		share = a->gpu_milli / 1000.0 / lent;
+	else
+		share = (a->ngpus > 0 ? a->ngpus : 1) / (double)lent;
+	by_cpus = a->cpus > 0 && cpus > 0 ? a->cpus / (double)cpus : 0;
+	if (by_cpus > share)
+		share = by_cpus;
+	m = (int64_t)(mem * (share < 1 ? share : 1));
+	return m < 64 ? 64 : m;
+}
+
+/*
+ * A plain command gets the owner's exposures as the policy says now
+ * (p->lock held): the executor, in its own thread, reads them from the
+ * assignment, never from the policy a reload may change. 0 or GP_ENOMEM.
+ */
+static int
+copy_exposures(struct gp_provider *p, struct gp_assignment *a)
+{
+	int i, n = p->policy.nexpose;
+
+	if (a->image[0] != '\0' || n == 0)
+		return 0;
+	if ((a->expose = calloc((size_t)n, sizeof(*a->expose))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct gp_mount *m = &a->expose[i];
+
+		if ((m->source = strdup(p->policy.expose[i].path)) == NULL)
+			return GP_ENOMEM;
+		m->target = m->source;
+		m->read_only = p->policy.expose[i].read_only;
+		a->nexpose++;
+	}
+	return 0;
+}
+
 void
 gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 {
@@ -558,11 +613,22 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 		gp_assignment_fini(a);
 		return;
 	}
-	if ((j = calloc(1, sizeof(*j))) == NULL) {
+	if ((j = calloc(1, sizeof(*j))) == NULL || copy_exposures(p, a) != 0) {
+		free(j);
 		pthread_mutex_unlock(&p->lock);
 		refuse(p, a, "agent out of memory");
 		gp_assignment_fini(a);
 		return;
+	}
+	/* The work directory's cap: the user's --disk within scratch-max. */
+	if (p->policy.scratch_max_mib > 0 && (a->disk_mib <= 0 ||
+	    a->disk_mib > p->policy.scratch_max_mib))
+		a->disk_mib = p->policy.scratch_max_mib;
+	if (a->mem_mib <= 0) {
+		a->mem_mib = default_mem_mib(p, a);
+		gp_info("default memory limit job=%lld attempt=%lld "
+		    "mem_mib=%lld", (long long)a->id.job_id,
+		    (long long)a->id.attempt, (long long)a->mem_mib);
 	}
 	j->id = a->id;
 	gp_strlcpy(j->user, a->user, sizeof(j->user));

@@ -10,6 +10,7 @@
  */
 #include "agent/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -75,6 +76,8 @@ enum stage {
 	STAGE_NO_NEW_PRIVS,
 	STAGE_CHDIR,
 	STAGE_FORK,
+	STAGE_ROOT,
+	STAGE_EXPOSE_RW,
 };
 
 static const char *stage_names[] = {
@@ -97,6 +100,8 @@ static const char *stage_names[] = {
 	[STAGE_NO_NEW_PRIVS] = "no_new_privs",
 	[STAGE_CHDIR] = "chdir work directory",
 	[STAGE_FORK] = "fork",
+	[STAGE_ROOT] = "build the minimal root",
+	[STAGE_EXPOSE_RW] = "make an exposed path writable",
 };
 
 const char *
@@ -421,6 +426,111 @@ out:
 	return ret;
 }
 
+/* ---- the minimal root: only what the job needs of the host ---- */
+
+/* Where the root is built: a tmpfs over the host's /tmp, as shadow's. */
+#define ROOT_STAGING "/tmp"
+
+/*
+ * Puts the host's path (absolute) at the same place in the staging root:
+ * a symbolic link as a copy of the link, a directory or any other file as
+ * a bind of it with its submounts; the directories above it are made. A
+ * path the host lacks is left out. 0 or -1.
+ */
+static int
+root_put(const char *path)
+{
+	char dst[4096], link[4096];
+	struct stat st;
+	char *slash;
+	ssize_t k;
+	int tree, ret;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (join(dst, sizeof(dst), ROOT_STAGING, path + 1) != 0)
+		return -1;
+	slash = strrchr(dst, '/');
+	*slash = '\0';
+	ret = mkdir_p(dst);
+	*slash = '/';
+	if (ret != 0)
+		return -1;
+	if (S_ISLNK(st.st_mode)) {
+		if ((k = readlink(path, link, sizeof(link) - 1)) < 0)
+			return -1;
+		link[k] = '\0';
+		return symlink(link, dst) == 0 || errno == EEXIST ? 0 : -1;
+	}
+	if (S_ISDIR(st.st_mode) ? mkdir(dst, 0755) != 0 && errno != EEXIST :
+	    make_file(dst) != 0)
+		return -1;
+	tree = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE |
+	    OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+	if (tree < 0)
+		return -1;
+	ret = move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+	close(tree);
+	return ret;
+}
+
+/*
+ * Builds the job's root on a fresh tmpfs and switches to it (as
+ * switch_root does): the root_binds (system directories, a few files of
+ * /etc, device nodes), the owner's exposures, /dev's links, empty /proc,
+ * /tmp and /dev/shm for their own mounts, and the path of the agent's
+ * work directory for hide() to cover. Nothing else of the host's tree.
+ */
+static int
+build_root(const struct gp_sandbox_spec *s)
+{
+	static const char *const dirs[] = {"proc", "tmp", "dev", "dev/shm"};
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+	    {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+	    {"stderr", "/proc/self/fd/2"}};
+	char *const *lists[] = {s->root_binds, s->expose_ro, s->expose_rw};
+	char path[4096];
+	size_t i;
+
+	if (mount("tmpfs", ROOT_STAGING, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0)
+		return -1;
+	for (i = 0; i < GP_ARRAY_LEN(dirs); i++)
+		if (join(path, sizeof(path), ROOT_STAGING, dirs[i]) != 0 ||
+		    mkdir(path, 0755) != 0)
+			return -1;
+	for (i = 0; i < GP_ARRAY_LEN(links); i++)
+		if (join(path, sizeof(path), ROOT_STAGING "/dev",
+		    links[i][0]) != 0 || symlink(links[i][1], path) != 0)
+			return -1;
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			if (root_put(*p) != 0)
+				return -1;
+	if (join(path, sizeof(path), ROOT_STAGING, s->agent_work + 1) != 0 ||
+	    mkdir_p(path) != 0)
+		return -1;
+	if (chdir(ROOT_STAGING) != 0 ||
+	    mount(ROOT_STAGING, "/", NULL, MS_MOVE, NULL) != 0 ||
+	    chroot(".") != 0 || chdir("/") != 0)
+		return -1;
+	return 0;
+}
+
+/* After / was made read-only: the exposures the owner lends writable. */
+static int
+expose_writable(const struct gp_sandbox_spec *s)
+{
+	struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY,
+	    .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+
+	for (char *const *p = s->expose_rw; p != NULL && *p != NULL; p++)
+		if (mount_setattr(AT_FDCWD, *p, AT_RECURSIVE, &rw,
+		    sizeof(rw)) != 0)
+			return -1;
+	return 0;
+}
+
 /*
  * The agent's work directory becomes an empty tmpfs but for the job's
  * own directory (other jobs' directories, the agent's caches and socket
@@ -507,6 +617,8 @@ setup(const struct gp_sandbox_spec *s)
 		    AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) != 0)
 			fail(fd, STAGE_CLONE);
 	}
+	if (s->root_binds != NULL && build_root(s) != 0)
+		fail(fd, STAGE_ROOT);
 	/* Room for mount points that the host does not have. */
 	for (i = 0; s->shadows != NULL && s->shadows[i] != NULL; i++)
 		if (shadow(s->shadows[i]) != 0)
@@ -523,15 +635,17 @@ setup(const struct gp_sandbox_spec *s)
 		if (errno != ENOSYS || remount_all_readonly() != 0)
 			fail(fd, STAGE_READONLY);
 	}
+	if (expose_writable(s) != 0)
+		fail(fd, STAGE_EXPOSE_RW);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    NULL) != 0)
 		fail(fd, STAGE_PROC);
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=1777") != 0)
+	    s->tmp_options != NULL ? s->tmp_options : "mode=1777") != 0)
 		fail(fd, STAGE_TMP);
 	if (access("/dev/shm", F_OK) == 0 &&
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=1777") != 0)
+	    s->tmp_options != NULL ? s->tmp_options : "mode=1777") != 0)
 		fail(fd, STAGE_SHM);
 	for (i = 0; i < s->nmounts; i++)
 		if (s->mounts[i].in_tmp && s->mounts[i].make &&
@@ -891,6 +1005,10 @@ arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 	s->hide_dirs = arena_strv(&a, spec->hide_dirs);
 	s->hide_files = arena_strv(&a, spec->hide_files);
 	s->shadows = arena_strv(&a, spec->shadows);
+	s->tmp_options = arena_str(&a, spec->tmp_options);
+	s->root_binds = arena_strv(&a, spec->root_binds);
+	s->expose_ro = arena_strv(&a, spec->expose_ro);
+	s->expose_rw = arena_strv(&a, spec->expose_rw);
 	if (spec->nmounts > 0 &&
 	    (m = arena_get(&a, (size_t)spec->nmounts * sizeof(*m))) != NULL)
 		for (i = 0; i < spec->nmounts; i++) {
@@ -1096,10 +1214,37 @@ gp_sandbox_warm_discard(struct gp_sandbox_warm *w)
 /* Hidden from every plain job when they exist. */
 static const char *hidden_always[] = {"/home", "/root", "/run/user"};
 
+/*
+ * The minimal root of a plain job (docs/agent.md, "What a job can see and
+ * do"): the system's programs and libraries, these entries of /etc (name
+ * resolution, users and groups, the dynamic linker's cache, time zone,
+ * certificates, alternatives, GPU loaders' vendor files), a few device
+ * nodes and the GPUs' (/dev/nvidia*), and /sys read-only (the kernel's
+ * view of the hardware and of the job's cgroups, as containers have
+ * it). The host's /srv, /opt, /var, /mnt, /home and the rest of /etc are
+ * not there; an owner lends more with "expose" in the policy.
+ */
+static const char *const root_system[] = {"/usr", "/bin", "/sbin", "/lib",
+    "/lib32", "/lib64", "/libx32", "/sys"};
+static const char *const root_etc[] = {"passwd", "group", "hosts",
+    "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+    "protocols", "services", "networks", "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d", "localtime", "timezone", "os-release",
+    "debian_version", "alternatives", "ssl", "ca-certificates",
+    "ca-certificates.conf", "mime.types", "shells", "profile",
+    "bash.bashrc", "environment", "inputrc", "locale.alias", "terminfo",
+    "magic", "mailcap", "OpenCL", "vulkan", "nvidia", "glvnd", "egl",
+    "python3", "fonts"};
+static const char *const root_dev[] = {"/dev/null", "/dev/zero",
+    "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+
 /* What a plain job's sandbox needs besides the executor's (priv). */
 struct sjob {
 	char **hide_dirs, **hide_files, **shadows;
 	int nhide_dirs, nhide_files, nshadows;
+	char **root_binds, **expose_ro, **expose_rw;
+	int nroot_binds, nexpose_ro, nexpose_rw;
+	char tmp_options[64];	/* /tmp and /dev/shm: its memory's size */
 	struct gp_sandbox_mount mounts[GP_SANDBOX_MOUNTS_MAX];
 	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
 	int nmounts, nstrings;
@@ -1151,7 +1296,94 @@ keep(struct sjob *sj, const char *str)
 	return d;
 }
 
-/* /home, /root, /run/user and the agent's secrets, as they exist here. */
+/* 1 when the host's path (real, absolute) is in the job's minimal root. */
+static int
+in_view(const struct sjob *sj, const char *real)
+{
+	char *const *lists[] = {sj->root_binds, sj->expose_ro, sj->expose_rw};
+
+	for (size_t i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			if (below(real, *p))
+				return 1;
+	return 0;
+}
+
+/*
+ * The minimal root's lists: what of root_system, root_etc and root_dev
+ * this host has, /dev/nvidia*, and the owner's exposures (each must be
+ * its own real path: an exposure through a symbolic link is left out,
+ * with a warning, since what hides the agent's files goes by real
+ * paths). 0 or GP_ENOMEM.
+ */
+static int
+plan_root(struct sjob *sj, const struct gp_exec_job *x)
+{
+	char path[PATH_MAX], real[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	size_t i;
+	DIR *d;
+	int k;
+
+	for (i = 0; i < GP_ARRAY_LEN(root_system); i++)
+		if (lstat(root_system[i], &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds,
+		    root_system[i]) != 0)
+			return GP_ENOMEM;
+	for (i = 0; i < GP_ARRAY_LEN(root_etc); i++) {
+		snprintf(path, sizeof(path), "/etc/%s", root_etc[i]);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	for (i = 0; i < GP_ARRAY_LEN(root_dev); i++)
+		if (lstat(root_dev[i], &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds,
+		    root_dev[i]) != 0)
+			return GP_ENOMEM;
+	if ((d = opendir("/dev")) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (strncmp(de->d_name, "nvidia", 6) != 0)
+				continue;
+			snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+			if (list_add(&sj->root_binds, &sj->nroot_binds,
+			    path) != 0) {
+				closedir(d);
+				return GP_ENOMEM;
+			}
+		}
+		closedir(d);
+	}
+	/* Never NULL: NULL would mean the host's whole root. */
+	if (sj->root_binds == NULL &&
+	    (sj->root_binds = calloc(1, sizeof(char *))) == NULL)
+		return GP_ENOMEM;
+	for (k = 0; k < x->a->nexpose; k++) {
+		const struct gp_mount *m = &x->a->expose[k];
+
+		if (realpath(m->source, real) == NULL) {
+			gp_warn("policy expose path=%s error=\"%s\": not shown "
+			    "to job=%s", m->source, strerror(errno), x->name);
+			continue;
+		}
+		if (strcmp(real, m->source) != 0) {
+			gp_warn("policy expose path=%s is reached through a "
+			    "symbolic link (real path %s): not shown to job=%s; "
+			    "expose the real path", m->source, real, x->name);
+			continue;
+		}
+		if (m->read_only ? list_add(&sj->expose_ro, &sj->nexpose_ro,
+		    real) : list_add(&sj->expose_rw, &sj->nexpose_rw, real))
+			return GP_ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * /home, /root, /run/user and the agent's secrets, as they exist here and
+ * where the job's minimal root shows them (under an exposure, mostly).
+ */
 static int
 plan_hiding(struct sjob *sj, const struct gp_exec_config *cfg)
 {
@@ -1172,7 +1404,7 @@ plan_hiding(struct sjob *sj, const struct gp_exec_config *cfg)
 		    strcmp(real, "/") == 0)
 			continue;
 		/* Already out of sight: under the work tmpfs or a hidden dir. */
-		if (below(real, cfg->work_dir))
+		if (below(real, cfg->work_dir) || !in_view(sj, real))
 			continue;
 		for (k = 0; k < sj->nhide_dirs; k++)
 			covered |= below(real, sj->hide_dirs[k]);
@@ -1250,6 +1482,11 @@ plan_mount(struct sjob *sj, const struct gp_exec_job *x,
 		return GP_ENOMEM;
 	sj->nmounts++;
 	if (sm->in_tmp) {
+		sm->make = 1;
+		return 0;
+	}
+	/* Outside what the minimal root binds: made in its own tmpfs. */
+	if (!in_view(sj, t)) {
 		sm->make = 1;
 		return 0;
 	}
@@ -1338,7 +1575,18 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 		x->uid = u->uid;
 		x->gid = u->gid;
 	}
-	if (plan_hiding(sj, x->cfg) != 0) {
+	/*
+	 * Its /tmp and /dev/shm are memory its cgroup is charged for: each
+	 * at most its memory limit, so that filling one ends in "no space
+	 * left" rather than the out-of-memory killer.
+	 */
+	if (a->mem_mib > 0)
+		snprintf(sj->tmp_options, sizeof(sj->tmp_options),
+		    "mode=1777,size=%lldm", (long long)a->mem_mib);
+	else
+		gp_strlcpy(sj->tmp_options, "mode=1777",
+		    sizeof(sj->tmp_options));
+	if (plan_root(sj, x) != 0 || plan_hiding(sj, x->cfg) != 0) {
 		snprintf(err, errlen, "agent out of memory");
 		return GP_ENOMEM;
 	}
@@ -1366,6 +1614,10 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.hide_dirs = sj->hide_dirs;
 	spec.hide_files = sj->hide_files;
 	spec.shadows = sj->shadows;
+	spec.tmp_options = sj->tmp_options;
+	spec.root_binds = sj->root_binds;
+	spec.expose_ro = sj->expose_ro;
+	spec.expose_rw = sj->expose_rw;
 	spec.mounts = sj->mounts;
 	spec.nmounts = sj->nmounts;
 	spec.argv = x->argv;
@@ -1404,6 +1656,9 @@ sandbox_release(struct gp_exec_job *x)
 	list_free(sj->hide_dirs);
 	list_free(sj->hide_files);
 	list_free(sj->shadows);
+	list_free(sj->root_binds);
+	list_free(sj->expose_ro);
+	list_free(sj->expose_rw);
 	for (int i = 0; i < sj->nstrings; i++)
 		free(sj->strings[i]);
 	free(sj);

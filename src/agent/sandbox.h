@@ -69,6 +69,21 @@ struct gp_sandbox_spec {
 	char *const *shadows;
 	const struct gp_sandbox_mount *mounts;
 	int nmounts;		/* at most GP_SANDBOX_MOUNTS_MAX */
+	/*
+	 * The minimal root (issue 15): when root_binds is not NULL, the
+	 * job's root is a fresh tmpfs holding only these host paths, each
+	 * at its own place (a symbolic link copied as a link, anything else
+	 * bound with its submounts), the owner's exposures (followed when
+	 * links; expose_rw stay writable), the agent's work directory's
+	 * path, and empty /proc, /tmp, /dev/shm; /dev holds the nodes in
+	 * root_binds and the links fd, stdin, stdout and stderr. Everything
+	 * else of the host is simply not there.
+	 */
+	/* The job's /tmp and /dev/shm tmpfs options ("mode=1777,size=..."). */
+	const char *tmp_options;
+	char *const *root_binds;
+	char *const *expose_ro;
+	char *const *expose_rw;
 	char *const *argv;	/* NULL-terminated */
 	char *const *envp;	/* NULL-terminated, "KEY=value" */
 	int out_fd;		/* write end: the job's stdout and stderr */

@@ -9,8 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "api.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "joblog.h"
+#include "notify.h"
+#include "state.h"
+#include "web.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -135,6 +145,9 @@ handle_whoami(struct MHD_Connection *conn, struct request *req)
 	    json_string(ledger_group_name(&ledger, req->auth->group_id)));
 	pthread_rwlock_unlock(&state.lock);
 	json_object_set_new(o, "groups", groups);
+	/* Plain HTTP beyond loopback (--insecure): the dashboard warns. */
+	if (state.cfg.insecure)
+		json_object_set_new(o, "insecure", json_true());
 	return reply_json(conn, 200, o);
 }
 
@@ -311,6 +324,12 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
 	free(text);
 	op->spec.array_limit = limit; /* the tasks' (apply_submit_array) */
+	/* Not kept for arrays yet: refused rather than silently ignored. */
+	if (status == 0 && op->spec.idempotency_key[0] != '\0') {
+		snprintf(err, sizeof(err), "idempotency_key: not for job "
+		    "arrays yet");
+		status = 400;
+	}
 	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
 	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
 		snprintf(err, sizeof(err), "env: an array task may set at most "
@@ -432,27 +451,28 @@ static void
 list_active_jobs(const struct token_entry *who, struct job_list *l)
 {
 	size_t n, k = 0, i;
-	int64_t id, *ids;
+	int64_t c, *ids;
+	const struct node *nd;
+	const struct job *qj;
 	int q;
 
 	pthread_rwlock_rdlock(&state.lock);
-	n = (size_t)state.nqueue;
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			n += (size_t)state.nodes[id]->njobs;
+	n = (size_t)state_queue_places();
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		n += (size_t)nd->njobs;
 	if ((ids = malloc((n + 1) * sizeof(*ids))) == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		l->failed = 1;
 		return;
 	}
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *nd = state.nodes[id];
-		for (q = 0; nd != NULL && q < nd->njobs; q++)
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		for (q = 0; q < nd->njobs; q++)
 			ids[k++] = nd->jobs[q];
-	}
-	for (q = 0; q < state.nqueue; q++)
-		if (state.queue[q] != NULL)
-			ids[k++] = state.queue[q]->id;
+	c = 0;
+	while ((qj = state_queued_next(&c)) != NULL)
+		ids[k++] = qj->id;
 	/* In id order, as the API promises; a gang once. */
 	qsort(ids, k, sizeof(*ids), cmp_id);
 	for (i = 0; i < k && !l->failed; i++) {
@@ -756,17 +776,17 @@ static enum MHD_Result
 handle_nodes(struct MHD_Connection *conn)
 {
 	struct job_list l;
-	int64_t id;
+	const struct node *nd;
+	int64_t id = 0, listed = 0;
 
 	/* As the job list: text one node at a time (10,000 nodes). */
 	memset(&l, 0, sizeof(l));
 	if (gp_buf_append(&l.buf, "{\"nodes\":[", 10) != 0)
 		l.failed = 1;
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.nnodes && !l.failed; id++) {
-		if (state.nodes[id] != NULL)
-			job_list_add(&l, node_to_json(state.nodes[id]), 0);
-		list_breathe(id);
+	while (!l.failed && (nd = state_node_next(&id)) != NULL) {
+		job_list_add(&l, node_to_json(nd), 0);
+		list_breathe(++listed);
 	}
 	pthread_rwlock_unlock(&state.lock);
 	if (l.failed || gp_buf_append(&l.buf, "]}", 2) != 0) {
@@ -1408,12 +1428,21 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    "Authorization");
-	char hash[GP_TOKEN_HASH_HEX];
+	char hash[GP_TOKEN_HASH_HEX], bearer[GP_TOKEN_LEN + 1];
+	char pin[GP_TOKEN_PIN_HEX + 1];
 	const struct token_entry *t;
 
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+	/* The scheme is case-insensitive (RFC 9110 11.1). */
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
+	/* A token sent with its CA hash (tls_auto.c): the bearer is before. */
+	if (strstr(h, GP_TOKEN_PIN_SEP) != NULL) {
+		if (gp_token_split_pin(h, bearer, sizeof(bearer), pin,
+		    sizeof(pin)) != 0)
+			return 0;
+		h = bearer;
+	}
 	if (!gp_token_well_formed(h))
 		return 0;
 	gp_token_hash(h, hash);

@@ -233,6 +233,13 @@ struct coord_config {
 	char data_dir[1024];
 	char tls_cert[1024];
 	char tls_key[1024];
+	/*
+	 * Its own CA's hash (tls_auto.c), carried by the tokens it hands out
+	 * ("<token>@sha256:<pin>"); "" with a certificate of the owner's or
+	 * none. insecure: plain HTTP beyond loopback (--insecure).
+	 */
+	char tls_pin[65];
+	int insecure;
 	int64_t lease_ms;
 	int64_t heartbeat_ms;
 	/*
@@ -266,6 +273,9 @@ struct coord_config {
 	 */
 	int64_t min_job_age_ms;
 };
+
+/* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
+int tls_auto_setup(struct coord_config *cfg);
 
 struct state {
 	pthread_rwlock_t lock;

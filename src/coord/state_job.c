@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "state.h"
 #include "state_int.h"
 #include "gp.h"
 #include "ledger.h"
@@ -800,13 +800,37 @@ submit_make(struct op *op, struct gp_jobspec *spec, int64_t group_id)
 void
 apply_submit(struct op *op)
 {
+	char key[sizeof(op->spec.idempotency_key)];
 	struct job *job;
-	int64_t group_id;
+	int64_t group_id, prior;
+	int found;
 
+	/* (A copy: submit_make takes op->spec's fields.) */
+	memcpy(key, op->spec.idempotency_key, sizeof(key));
+	/* A repeat of a submission (its key known): the first one's job. */
+	if (key[0] != '\0') {
+		found = submit_key_find(op->caller.name, key, gp_now_ms(),
+		    &prior);
+		if (found < 0) {
+			set_error(op, 500, "cannot read the submission keys");
+			return;
+		}
+		if (found) {
+			op->status = 200;
+			op->result = json_pack("{s:I,s:b}", "id",
+			    (json_int_t)prior, "repeated", 1);
+			return;
+		}
+	}
 	if (submit_check(op, &group_id) != 0 ||
 	    (job = submit_make(op, &op->spec, group_id)) == NULL)
 		return;
 	persist_job(job);
+	/* In this batch's transaction: the job and its key, or neither. */
+	if (key[0] != '\0' && submit_key_put(op->caller.name, key, job->id,
+	    gp_now_ms()) != 0)
+		gp_fatalx("cannot write the submission key of job %lld",
+		    (long long)job->id);
 	op->status = 201;
 	op->result = json_pack("{s:I,s:s}", "id", (json_int_t)job->id, "state",
 	    "queued");

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "state.h"
 #include "state_int.h"
 #include "gp.h"
 #include "ledger.h"
@@ -193,6 +193,24 @@ node_to_json(const struct node *node)
 	return o;
 }
 
+/*
+ * The restarts of a job: its earlier attempts that started (their agent
+ * acknowledged the start, which began their meter). An attempt assigned
+ * but never delivered, or never started (its agent died first), is none
+ * (issue 15).
+ */
+static int
+started_before(const struct job *job)
+{
+	int i, n = 0;
+
+	for (i = 0; i < job->nhistory; i++)
+		if (job->history[i].attempt < job->attempts &&
+		    job->history[i].meter.from_ms > 0)
+			n++;
+	return n;
+}
+
 json_t *
 assignment_to_json(const struct job *job, int part)
 {
@@ -210,7 +228,10 @@ assignment_to_json(const struct job *job, int part)
 	    "mem_mib", (json_int_t)job->spec.mem_mib, "time_limit_s",
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
-	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
+	    job->spec.checkpoint_signal, "restart_count", started_before(job));
+	if (o != NULL && job->spec.disk_mib > 0)
+		json_object_set_new(o, "disk_mib",
+		    json_integer(job->spec.disk_mib));
 	/* A job array's task: its index and the array's id, as Slurm's. */
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_t *env = json_copy(job->spec.env); /* the spec keeps its */

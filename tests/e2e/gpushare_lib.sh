@@ -18,6 +18,13 @@ PRELOAD=$SHIM
 [ "${GPUSHARE_NO_SHIM:-0}" = 1 ] && PRELOAD=
 export FAKECUDA_STATE="$T/fakecuda.state"
 : >"$FAKECUDA_STATE"
+# A plain job sees only the provider's system files (the minimal root):
+# the owner exposes this test's directory (the fake driver, the files the
+# jobs wait for), read-only, as the whole host was before. An agent of
+# these tests takes --policy "$GPUSHARE_POLICY", or adds the line to its own.
+GPUSHARE_EXPOSE="expose = $(realpath "$T") ro"
+GPUSHARE_POLICY="$T/gpushare.policy"
+printf '%s\n' "$GPUSHARE_EXPOSE" >"$GPUSHARE_POLICY"
 
 prog() { # MODE OP...
 	local bin="$FAKE/cudaprog"

@@ -11,7 +11,8 @@
 
 start_coordinator
 printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\n' >"$FAKECUDA_STATE"
-printf 'owner-presence = throttle:10%%\ngpu-share = strict\n' >"$T/policy"
+printf 'owner-presence = throttle:10%%\ngpu-share = strict\n%s\n' \
+    "$GPUSHARE_EXPOSE" >"$T/policy"
 mk_token provider prov-n
 (umask 077 && printf '%s\n' "$TOKEN" >"$T/n.token")
 spawn "$T/agent-n.log" env LD_LIBRARY_PATH="$FAKE" "$GP" agent \

@@ -16,7 +16,8 @@ until curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/v1/whoami"; do
 	[ $SECONDS -ge $deadline ] && fail "the proxy does not answer: $(tail -n 5 "$T/proxy.log")"
 	sleep 0.1
 done
-start_agent g 1:FakeGPU:1024 --coordinator "http://127.0.0.1:$PROXY_PORT"
+start_agent g 1:FakeGPU:1024 --coordinator "http://127.0.0.1:$PROXY_PORT" \
+    --policy "$GPUSHARE_POLICY"
 wait_node_up g
 submit --gpu-share 0.5 --gpu-mem 256 --env "LD_LIBRARY_PATH=$FAKE" -- \
     "$FAKE/cudaprog" procaddr alloc:1000 waitfile:"$T/release"

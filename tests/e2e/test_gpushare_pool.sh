@@ -9,7 +9,7 @@
 . "$(dirname "$0")/gpushare_lib.sh"
 
 start_coordinator
-start_agent g 1:FakeGPU:1024
+start_agent g 1:FakeGPU:1024 --policy "$GPUSHARE_POLICY"
 wait_node_up g
 half=536870912
 env=(--env "LD_LIBRARY_PATH=$FAKE")

@@ -21,13 +21,16 @@ done
 # each part: its environment, then the step job (rank 0's saves count)
 new_marker
 gm=$MARK
-cp "$STEPS_SRC" "$T/steps-$gm.sh"
-cat >"$T/gang-$gm.sh" <<EOF
-echo "env rank=\$RANK node_rank=\$NODE_RANK local_rank=\$LOCAL_RANK world=\$WORLD_SIZE master=\$MASTER_ADDR:\$MASTER_PORT nnodes=\$GPUPOOL_NNODES gpn=\$GPUPOOL_GPUS_PER_NODE cvd=\$CUDA_VISIBLE_DEVICES"
-exec /bin/sh "$T/steps-$gm.sh" 120 5 0.1
+# The script goes with the job (a plain job sees none of this machine's
+# files but the system's): the environment line, then steps.sh's text.
+{
+	cat <<'EOF'
+echo "env rank=$RANK node_rank=$NODE_RANK local_rank=$LOCAL_RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT nnodes=$GPUPOOL_NNODES gpn=$GPUPOOL_GPUS_PER_NODE cvd=$CUDA_VISIBLE_DEVICES"
+set -- 120 5 0.1
 EOF
-chmod 644 "$T/gang-$gm.sh" "$T/steps-$gm.sh"
-submit --nodes 3 --gpus-per-node 1 --checkpoint-every 1s --name gang -- /bin/sh "$T/gang-$gm.sh"
+	printf '%s\n' "$STEPS_TEXT"
+} >"$T/gang-$gm.sh"
+submit --nodes 3 --gpus-per-node 1 --checkpoint-every 1s --name gang -- /bin/sh -c "$(cat "$T/gang-$gm.sh")" "gang-$gm.sh"
 j=$JOB
 wait_state "$j" running
 # running means every part has started

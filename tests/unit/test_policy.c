@@ -383,10 +383,12 @@ TEST(to_json)
 	gp_policy_default(&p);
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,"
-	    "\"gpu_share\":\"elastic\",\"gpus\":\"all\",\"images\":\"signed\",\"max_job_time_s\":null,"
+	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,\"expose\":[],"
+	    "\"gpu_share\":\"elastic\",\"gpus\":\"all\",\"images\":\"signed\","
+	    "\"max_job_time_s\":null,"
 	    "\"memory_mib\":null,\"owner_presence\":\"reclaim\","
-	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[]}");
+	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
+	    "\"trusted_keys\":[],\"windows\":[]}");
 	free(text);
 	json_decref(j);
 	CHECK_EQ(parse("gpus = 3,1\ncpus = 4\nmemory = 8G\nmax-job-time = 2h\n"
@@ -397,10 +399,12 @@ TEST(to_json)
 	    &p, &line, err), 0);
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,"
-	    "\"gpu_share\":\"elastic\",\"gpus\":[1,3],\"images\":\"signed\",\"max_job_time_s\":7200,"
+	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,\"expose\":[],"
+	    "\"gpu_share\":\"elastic\",\"gpus\":[1,3],\"images\":\"signed\","
+	    "\"max_job_time_s\":7200,"
 	    "\"memory_mib\":8192,\"owner_presence\":\"ignore\","
-	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
+	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
+	    "\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
 	    "19:00-08:00\",\"Sat,Sun 00:00-24:00\",\"Mon,Wed-Fri,Sun "
 	    "09:30-10:00\",\"daily 01:00-02:00\",\"Mon,Fri-Sun "
 	    "10:00-11:00\"]}");
@@ -492,10 +496,63 @@ TEST(images_and_keys)
 	expect_error("trust-key = " KEY_A " bad/name\n", 1, "label");
 }
 
+TEST(expose)
+{
+	struct gp_policy p;
+	char err[256], many[32 * 17 + 1];
+	int line, i;
+	json_t *j;
+
+	gp_policy_default(&p);
+	CHECK_EQ(p.nexpose, 0);
+	CHECK_EQ(parse("expose = /opt/conda ro\nexpose = /srv/scratch rw\n"
+	    "expose=/usr/local\n", &p, &line, err), 0);
+	CHECK_EQ(p.nexpose, 3);
+	CHECK_STR(p.expose[0].path, "/opt/conda");
+	CHECK_EQ(p.expose[0].read_only, 1);
+	CHECK_STR(p.expose[1].path, "/srv/scratch");
+	CHECK_EQ(p.expose[1].read_only, 0);
+	CHECK_EQ(p.expose[2].read_only, 1);	/* ro unless said */
+	j = gp_policy_to_json(&p);
+	CHECK_EQ(json_array_size(json_object_get(j, "expose")), 3);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(
+	    json_object_get(j, "expose"), 1), "path")), "/srv/scratch");
+	json_decref(j);
+	expect_error("cpus = 1\nexpose = opt/conda ro\n", 2,
+	    "line 2: expose: 'opt/conda' is not an absolute path");
+	expect_error("expose = /opt/conda maybe\n", 1,
+	    "expose: 'maybe' is not ro or rw");
+	expect_error("expose = /\n", 1, "expose: not the whole root");
+	expect_error("expose = /opt/../etc ro\n", 1, "is not a normal path");
+	expect_error("expose = /opt//x\n", 1, "is not a normal path");
+	expect_error("expose = /opt/\n", 1, "is not a normal path");
+	expect_error("expose = /opt/./x\n", 1, "is not a normal path");
+	expect_error("expose = /proc/1\n", 1, "expose: /proc/1 is the job's "
+	    "own");
+	expect_error("expose = /dev\n", 1, "the job's own");
+	expect_error("expose = /tmp/x rw\n", 1, "the job's own");
+	expect_error("expose = /opt\nexpose = /opt rw\n", 2,
+	    "line 2: expose: /opt is listed twice");
+	expect_error("expose = /a\tb\n", 1, "expose: 'b' is not ro or rw");
+	CHECK_EQ(parse("scratch-max = 20G\n", &p, &line, err), 0);
+	CHECK_EQ(p.scratch_max_mib, 20480);
+	expect_error("scratch-max = lots\n", 1, "scratch-max: 'lots' is not a "
+	    "size");
+	expect_error("scratch-max = 0\n", 1, "scratch-max: '0'");
+	expect_error("scratch-max = 1G\nscratch-max = 2G\n", 2,
+	    "scratch-max: given twice");
+	many[0] = '\0';
+	for (i = 0; i < 17; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many),
+		    "expose = /opt/d%02d\n", i);
+	expect_error(many, 17, "line 17: expose: too many paths");
+}
+
 int
 main(void)
 {
 	RUN(defaults);
+	RUN(expose);
 	RUN(every_key);
 	RUN(values);
 	RUN(errors_name_the_line);
