@@ -673,6 +673,34 @@ TEST(start_copies_no_agent_memory)
 	free(heap);
 }
 
+/* A helper that is gone: jobs are cloned from here, and still run. */
+TEST(spawner_gone)
+{
+	struct gp_executor *saved = ex;
+	struct gp_exec_config cfg = *base_cfg;
+	struct gp_spawner *gone;
+	struct outcome o;
+	char err[256];
+
+	CHECK((gone = gp_spawner_start(err, sizeof(err))) != NULL);
+	if (gone == NULL)
+		return;
+	kill(gp_spawner_pid(gone), SIGKILL);
+	cfg.spawner = gone;
+	for (cfg.no_warm = 0; cfg.no_warm <= 1; cfg.no_warm++) {
+		CHECK((ex = gp_executor_new(&cfg, &events)) != NULL);
+		if (ex == NULL)
+			break;
+		o = run("echo still-runs", 0, 0);
+		CHECK(o.output.data != NULL &&
+		    strstr(o.output.data, "still-runs") != NULL);
+		free(o.output.data);
+		gp_executor_free(ex);
+	}
+	ex = saved;
+	gp_spawner_free(gone);
+}
+
 /* 1 when the directory has an entry whose name starts with prefix. */
 static int
 has_entry(const char *dir, const char *prefix)
@@ -759,6 +787,7 @@ main(void)
 	RUN(warm_limits);
 	RUN(cold_limits);
 	RUN(start_copies_no_agent_memory);
+	RUN(spawner_gone);
 	gp_executor_free(ex);
 	gp_spawner_free(spawner);
 	/* The executor's stop discards its warm sandbox and its cgroup. */
