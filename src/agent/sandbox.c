@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent/executor.h"
+#include "agent/netns.h"
 #include "agent/oci.h"
 #include "agent/spawner.h"
 #include "gp.h"
@@ -78,6 +79,7 @@ enum stage {
 	STAGE_FORK,
 	STAGE_ROOT,
 	STAGE_EXPOSE_RW,
+	STAGE_NETWORK,
 };
 
 static const char *stage_names[] = {
@@ -102,6 +104,7 @@ static const char *stage_names[] = {
 	[STAGE_FORK] = "fork",
 	[STAGE_ROOT] = "build the minimal root",
 	[STAGE_EXPOSE_RW] = "make an exposed path writable",
+	[STAGE_NETWORK] = "join the job's network namespace",
 };
 
 const char *
@@ -753,6 +756,18 @@ fail:
 	_exit(127);
 }
 
+/* The job's network namespace (netns.h), before anything else. */
+static void
+join_network(const struct gp_sandbox_spec *s)
+{
+	if (s->net_fd >= 0) {
+		if (setns(s->net_fd, CLONE_NEWNET) != 0)
+			fail(s->status_fd, STAGE_NETWORK);
+		close(s->net_fd);
+	} else if (s->new_net && gp_net_loopback_up() != 0)
+		fail(s->status_fd, STAGE_NETWORK);
+}
+
 static __attribute__((noreturn)) void
 init_main(const struct gp_sandbox_spec *s)
 {
@@ -764,6 +779,7 @@ init_main(const struct gp_sandbox_spec *s)
 	command_pid = 0;
 	pending_signal = 0;
 	forward_signals();
+	join_network(s);
 	setup(s);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
@@ -821,11 +837,39 @@ struct warm_child {
 	struct gp_sandbox_spec *spec;	/* in the shared arena */
 };
 
+/* The go byte, and the job's network namespace when one comes with it. */
+static ssize_t
+recv_go(int fd, char *go, int *net_fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {go, 1};
+	struct msghdr m;
+	struct cmsghdr *c;
+	ssize_t got;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = u.buf;
+	m.msg_controllen = sizeof(u.buf);
+	*net_fd = -1;
+	got = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	c = got == 1 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (c != NULL && c->cmsg_level == SOL_SOCKET &&
+	    c->cmsg_type == SCM_RIGHTS)
+		memcpy(net_fd, CMSG_DATA(c), sizeof(int));
+	return got;
+}
+
 static __attribute__((noreturn)) void
 warm_main(const struct warm_child *c)
 {
 	int keep[5] = {c->out_fd, c->status_fd, c->go_fd}, n = 3, i;
 	struct gp_sandbox_spec *s = c->spec;
+	int net_fd;
 	ssize_t got;
 	char go;
 
@@ -841,12 +885,13 @@ warm_main(const struct warm_child *c)
 		close(c->cgroup_fds[i]);
 	}
 	do
-		got = read(c->go_fd, &go, 1);
+		got = recv_go(c->go_fd, &go, &net_fd);
 	while (got < 0 && errno == EINTR);
 	/* End of file: the slot was discarded, or the agent is gone. */
 	if (got != 1)
 		_exit(0);
 	close(c->go_fd);
+	s->net_fd = net_fd;
 	s->out_fd = c->out_fd;
 	s->status_fd = c->status_fd;
 	s->cgroup_fds = NULL;
@@ -894,8 +939,10 @@ gp_sandbox_warm_make(struct gp_sandbox_warm *w, struct gp_spawner *sp,
 	fds[nfds++] = go[1];
 	for (i = 0; i < n.cgroup.nfds; i++)
 		fds[nfds++] = n.cgroup.procs_fds[i];
-	if (clone_init(sp, GP_SANDBOX_CHILD_WARM, init_clone_flags(user),
-	    memfd, n.arena, fds, nfds, &n.pid, &n.pidfd) != 0) {
+	/* Not root: no namespace of the agent's to join; one of its own. */
+	if (clone_init(sp, GP_SANDBOX_CHILD_WARM, init_clone_flags(user) |
+	    (user->userns ? CLONE_NEWNET : 0), memfd, n.arena, fds, nfds,
+	    &n.pid, &n.pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		goto fail;
 	}
@@ -979,6 +1026,34 @@ arena_strv(struct arena *a, char *const *v)
 	return d;
 }
 
+/* The go byte, with the job's network namespace (net_fd >= 0). */
+static ssize_t
+send_go(int fd, int net_fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {"g", 1};
+	struct msghdr m;
+	struct cmsghdr *c;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (net_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &net_fd, sizeof(int));
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
 /*
  * Deep-copies spec into the arena at base (its start: init finds it
  * there); out_fd, status_fd and cgroup_fds are left for init to set.
@@ -1025,6 +1100,7 @@ arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 	s->ncgroup_fds = 0;
 	if (!a.ok)
 		return GP_ETOOBIG;
+	s->net_fd = -1;	/* init's own: the go byte or the clone brings it */
 	return 0;
 }
 
@@ -1116,10 +1192,15 @@ gp_sandbox_child_main(int kind, void *arena, const int *fds, int nfds)
 	}
 	if (kind == GP_SANDBOX_CHILD_NOW && nfds >= 2) {
 		/* The arena is this child's to write now. */
+		i = 2;
 		s->out_fd = fds[0];
 		s->status_fd = fds[1];
-		s->cgroup_fds = fds + 2;
-		s->ncgroup_fds = nfds - 2;
+		if (s->net_fd >= 0 && nfds >= 3)
+			s->net_fd = fds[i++];
+		else
+			s->net_fd = -1;
+		s->cgroup_fds = fds + i;
+		s->ncgroup_fds = nfds - i;
 		init_main(s);
 	}
 	_exit(127);
@@ -1129,7 +1210,7 @@ int
 gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
     pid_t *pid, int *pidfd)
 {
-	int fds[2 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
+	int fds[3 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
 	void *arena;
 
 	if (spec->ncgroup_fds > GP_SANDBOX_CGROUP_FDS_MAX) {
@@ -1145,10 +1226,17 @@ gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
 	}
 	fds[nfds++] = spec->out_fd;
 	fds[nfds++] = spec->status_fd;
+	/* The job's network namespace to join, when it has one made. */
+	if (spec->net_fd >= 0) {
+		((struct gp_sandbox_spec *)arena)->net_fd = 0;
+		fds[nfds++] = spec->net_fd;
+	}
 	for (i = 0; i < spec->ncgroup_fds; i++)
 		fds[nfds++] = spec->cgroup_fds[i];
 	ret = clone_init(sp, GP_SANDBOX_CHILD_NOW,
-	    init_clone_flags(spec->user), memfd, arena, fds, nfds, pid, pidfd);
+	    init_clone_flags(spec->user) | (spec->net_fd < 0 &&
+	    spec->new_net ? CLONE_NEWNET : 0), memfd, arena, fds, nfds, pid,
+	    pidfd);
 out:
 	i = errno;
 	munmap(arena, WARM_ARENA_LEN);
@@ -1168,7 +1256,7 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	if ((ret = arena_fill(w->arena, w->arena_len, spec)) != 0)
 		return ret;
 	/* A socket, not a pipe: a gone init is EPIPE, never SIGPIPE. */
-	if (send(w->go_fd, "g", 1, MSG_NOSIGNAL) != 1)
+	if (send_go(w->go_fd, spec->net_fd) != 1)
 		return GP_EIO;
 	return 0;
 }
@@ -1626,6 +1714,8 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.status_fd = x->status_fd;
 	spec.cgroup_fds = x->cgroup.procs_fds;
 	spec.ncgroup_fds = x->cgroup.nfds;
+	spec.net_fd = x->net.ns_fd;
+	spec.new_net = x->cfg->net != NULL && x->net.ns_fd < 0;
 	if (x->warm != NULL) {
 		int ret = gp_sandbox_warm_use(x->warm, &spec);
 
