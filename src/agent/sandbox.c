@@ -1104,7 +1104,8 @@ static const char *hidden_always[] = {"/home", "/root", "/run/user"};
  * do"): the system's programs and libraries, these entries of /etc (name
  * resolution, users and groups, the dynamic linker's cache, time zone,
  * certificates, alternatives, GPU loaders' vendor files), a few device
- * nodes and the GPUs' (/dev/nvidia*), and /sys read-only (the kernel's
+ * nodes, the GPU control nodes and the job's own GPUs' (never another
+ * GPU's /dev/nvidia<minor>), and /sys read-only (the kernel's
  * view of the hardware and of the job's cgroups, as containers have
  * it). The host's /srv, /opt, /var, /mnt, /home and the rest of /etc are
  * not there; an owner lends more with "expose" in the policy.
@@ -1122,6 +1123,9 @@ static const char *const root_etc[] = {"passwd", "group", "hosts",
     "python3", "fonts"};
 static const char *const root_dev[] = {"/dev/null", "/dev/zero",
     "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+/* In /dev besides the job's own GPUs' /dev/nvidia<minor>. */
+static const char *const nvidia_control[] = {"nvidiactl", "nvidia-uvm",
+    "nvidia-uvm-tools", "nvidia-modeset"};
 
 /* What a plain job's sandbox needs besides the executor's (priv). */
 struct sjob {
@@ -1195,8 +1199,8 @@ in_view(const struct sjob *sj, const char *real)
 }
 
 /*
- * The minimal root's lists: what of root_system, root_etc and root_dev
- * this host has, /dev/nvidia*, and the owner's exposures (each must be
+ * The minimal root's lists: what of root_system, root_etc, root_dev and
+ * nvidia_control this host has, the job's GPUs' /dev/nvidia<minor>, and the owner's exposures (each must be
  * its own real path: an exposure through a symbolic link is left out,
  * with a warning, since what hides the agent's files goes by real
  * paths). 0 or GP_ENOMEM.
@@ -1205,10 +1209,8 @@ static int
 plan_root(struct sjob *sj, const struct gp_exec_job *x)
 {
 	char path[PATH_MAX], real[PATH_MAX];
-	struct dirent *de;
 	struct stat st;
 	size_t i;
-	DIR *d;
 	int k;
 
 	for (i = 0; i < GP_ARRAY_LEN(root_system); i++)
@@ -1227,18 +1229,23 @@ plan_root(struct sjob *sj, const struct gp_exec_job *x)
 		    list_add(&sj->root_binds, &sj->nroot_binds,
 		    root_dev[i]) != 0)
 			return GP_ENOMEM;
-	if ((d = opendir("/dev")) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			if (strncmp(de->d_name, "nvidia", 6) != 0)
-				continue;
-			snprintf(path, sizeof(path), "/dev/%s", de->d_name);
-			if (list_add(&sj->root_binds, &sj->nroot_binds,
-			    path) != 0) {
-				closedir(d);
-				return GP_ENOMEM;
-			}
-		}
-		closedir(d);
+	/* The GPUs' control nodes, then the job's own GPUs', no other's. */
+	for (i = 0; i < GP_ARRAY_LEN(nvidia_control); i++) {
+		snprintf(path, sizeof(path), "/dev/%s", nvidia_control[i]);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	for (k = 0; k < x->a->ngpus; k++) {
+		int g = x->a->gpus[k];
+
+		if (g < 0 || g >= x->cfg->ngpus)
+			continue;
+		snprintf(path, sizeof(path), "/dev/nvidia%d",
+		    x->cfg->gpu_minors != NULL ? x->cfg->gpu_minors[g] : g);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
 	}
 	/* Never NULL: NULL would mean the host's whole root. */
 	if (sj->root_binds == NULL &&
