@@ -752,6 +752,54 @@ fail:
 	_exit(127);
 }
 
+/*
+ * Init is a copy of the agent: the command line and environment it shows
+ * as /proc/1/cmdline and /proc/1/environ are the agent's ("--token ..."
+ * included, world-readable). This copy's are overwritten (the agent's own
+ * stay): "gpupool-sandbox", then zeros. Their places are /proc/self/stat's
+ * fields 48 to 51 (arg_start, arg_end, env_start, env_end), read without
+ * allocating.
+ */
+static void
+scrub_cmdline(void)
+{
+	static const char name[] = "gpupool-sandbox";
+	unsigned long v[4] = {0, 0, 0, 0};
+	char buf[2048], *p;
+	ssize_t n;
+	int fd, field = 2;
+
+	if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* Field 2 is the name in parentheses (it may hold spaces). */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return;
+	for (p++; *p != '\0' && field < 51; ) {
+		while (*p == ' ')
+			p++;
+		if (++field >= 48) {
+			if (*p < '0' || *p > '9')
+				return;
+			for (; *p >= '0' && *p <= '9'; p++)
+				v[field - 48] = v[field - 48] * 10 +
+				    (unsigned long)(*p - '0');
+		}
+		while (*p != ' ' && *p != '\0')
+			p++;
+	}
+	if (field != 51 || v[1] <= v[0] || v[3] < v[2])
+		return;
+	memset((void *)v[0], 0, v[1] - v[0]);
+	memset((void *)v[2], 0, v[3] - v[2]);
+	if (v[1] - v[0] > sizeof(name))
+		memcpy((void *)v[0], name, sizeof(name));
+}
+
 static __attribute__((noreturn)) void
 init_main(const struct gp_sandbox_spec *s)
 {
@@ -762,8 +810,17 @@ init_main(const struct gp_sandbox_spec *s)
 
 	command_pid = 0;
 	pending_signal = 0;
+	scrub_cmdline();
 	forward_signals();
 	setup(s);
+	/*
+	 * The job's user may be init's (an agent not run as root): nothing
+	 * of init's, a copy of the agent's memory, may be read through
+	 * /proc/1/mem or /proc/1/environ, nor init traced. (The capabilities
+	 * init holds in its user namespace refuse that too; this does not
+	 * rest on them. An agent as root: setresuid made init so already.)
+	 */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
 	if ((null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||

@@ -10,8 +10,7 @@
 # control nodes, and none of the other three.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
-command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 0; }
+require root
 
 start_coordinator
 mk_token user alice
