@@ -11,7 +11,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "api.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "joblog.h"
+#include "notify.h"
+#include "state.h"
+#include "web.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -438,27 +447,28 @@ static void
 list_active_jobs(const struct token_entry *who, struct job_list *l)
 {
 	size_t n, k = 0, i;
-	int64_t id, *ids;
+	int64_t c, *ids;
+	const struct node *nd;
+	const struct job *qj;
 	int q;
 
 	pthread_rwlock_rdlock(&state.lock);
-	n = (size_t)state.nqueue;
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			n += (size_t)state.nodes[id]->njobs;
+	n = (size_t)state_queue_places();
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		n += (size_t)nd->njobs;
 	if ((ids = malloc((n + 1) * sizeof(*ids))) == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		l->failed = 1;
 		return;
 	}
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *nd = state.nodes[id];
-		for (q = 0; nd != NULL && q < nd->njobs; q++)
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		for (q = 0; q < nd->njobs; q++)
 			ids[k++] = nd->jobs[q];
-	}
-	for (q = 0; q < state.nqueue; q++)
-		if (state.queue[q] != NULL)
-			ids[k++] = state.queue[q]->id;
+	c = 0;
+	while ((qj = state_queued_next(&c)) != NULL)
+		ids[k++] = qj->id;
 	/* In id order, as the API promises; a gang once. */
 	qsort(ids, k, sizeof(*ids), cmp_id);
 	for (i = 0; i < k && !l->failed; i++) {
@@ -762,17 +772,17 @@ static enum MHD_Result
 handle_nodes(struct MHD_Connection *conn)
 {
 	struct job_list l;
-	int64_t id;
+	const struct node *nd;
+	int64_t id = 0, listed = 0;
 
 	/* As the job list: text one node at a time (10,000 nodes). */
 	memset(&l, 0, sizeof(l));
 	if (gp_buf_append(&l.buf, "{\"nodes\":[", 10) != 0)
 		l.failed = 1;
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.nnodes && !l.failed; id++) {
-		if (state.nodes[id] != NULL)
-			job_list_add(&l, node_to_json(state.nodes[id]), 0);
-		list_breathe(id);
+	while (!l.failed && (nd = state_node_next(&id)) != NULL) {
+		job_list_add(&l, node_to_json(nd), 0);
+		list_breathe(++listed);
 	}
 	pthread_rwlock_unlock(&state.lock);
 	if (l.failed || gp_buf_append(&l.buf, "]}", 2) != 0) {

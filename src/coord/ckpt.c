@@ -72,7 +72,11 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "coordd.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 

@@ -60,7 +60,10 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "coordd.h"
+#include "ckpt_store.h"
+#include "datasets.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 
@@ -1111,14 +1114,13 @@ jobs_using(const char *owner, const char *name, int64_t version, char *out,
 	struct job *job;
 	json_t *d;
 	size_t i, used = 0;
-	int64_t id;
+	int64_t c = 0;
 	int n = 0;
 
 	out[0] = '\0';
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.next_job_id; id++) {
-		job = state.jobs[id];
-		if (job == NULL || job_finished(job))
+	while ((job = state_job_next(&c)) != NULL) {
+		if (job_finished(job))
 			continue;
 		json_array_foreach(job->spec.data, i, d)
 		{
@@ -1132,7 +1134,7 @@ jobs_using(const char *owner, const char *name, int64_t version, char *out,
 				continue;
 			if (used + 24 < len)
 				used += (size_t)snprintf(out + used, len - used,
-				    "%s%lld", n ? ", " : "", (long long)id);
+				    "%s%lld", n ? ", " : "", (long long)job->id);
 			n++;
 			break;
 		}

@@ -17,7 +17,14 @@
 #include <unistd.h>
 
 #include "coord/coord.h"
-#include "coordd.h"
+#include "api.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "notify.h"
+#include "state.h"
+#include "store.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "coord_metrics.h"
+#include "state.h"
 #include "gp.h"
 #include "ledger.h"
 #include "prom.h"
@@ -268,17 +269,19 @@ snapshot_ledger(struct snap *sn)
 static int
 snapshot(struct snap *sn)
 {
-	int64_t id;
+	int64_t c;
 	int i, k = 0, n = 0, ngpus = 0, njobs = 0, p;
-	size_t t;
+	const struct node *nd;
+	const struct job *j;
+	const struct token_entry *t;
 
 	memset(sn, 0, sizeof(*sn));
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL) {
-			n++;
-			ngpus += state.nodes[id]->ngpus;
-			njobs += state.nodes[id]->njobs;
-		}
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL) {
+		n++;
+		ngpus += nd->ngpus;
+		njobs += nd->njobs;
+	}
 	if ((sn->shares = calloc((size_t)njobs + 1, sizeof(*sn->shares))) ==
 	    NULL)
 		return GP_ENOMEM;
@@ -286,11 +289,9 @@ snapshot(struct snap *sn)
 	sn->gpus = calloc((size_t)ngpus + 1, sizeof(*sn->gpus));
 	if (sn->nodes == NULL || sn->gpus == NULL)
 		return GP_ENOMEM;
-	for (id = 1; id < state.nnodes; id++) {
-		const struct node *nd = state.nodes[id];
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL) {
 		struct snap_node *o;
-		if (nd == NULL)
-			continue;
 		o = &sn->nodes[sn->nnodes++];
 		gp_strlcpy(o->name, nd->name, sizeof(o->name));
 		gp_strlcpy(o->owner, nd->owner_name, sizeof(o->owner));
@@ -300,7 +301,7 @@ snapshot(struct snap *sn)
 		o->first_gpu = k;
 		o->ngpus = nd->ngpus;
 		for (i = 0; i < nd->njobs && sn->nshares < njobs; i++) {
-			const struct job *j = state_job(nd->jobs[i]);
+			j = state_job(nd->jobs[i]);
 			for (p = 0; j != NULL && j->state == JOB_RUNNING &&
 			    p < j->nparts; p++) {
 				const struct job_part *jp = &j->parts[p];
@@ -325,8 +326,8 @@ snapshot(struct snap *sn)
 		}
 		for (i = 0; i < nd->ngpus; i++, k++) {
 			const struct node_gpu *g = &nd->gpus[i];
-			const struct job *j = state_job(g->job_id);
 			struct snap_gpu *sg = &sn->gpus[k];
+			j = state_job(g->job_id);
 			sg->index = g->index;
 			sg->state = gpu_state(nd, i);
 			sg->util = g->util < 0 ? 0
@@ -351,25 +352,24 @@ snapshot(struct snap *sn)
 		}
 	}
 	sn->ngpus = k;
-	for (id = 1; id < state.next_job_id; id++) {
-		const struct job *j = state_job(id);
-		if (j != NULL && j->state <= JOB_TIMEOUT)
+	c = 0;
+	while ((j = state_job_next(&c)) != NULL)
+		if (j->state <= JOB_TIMEOUT)
 			sn->jobs[j->state]++;
-	}
 	/* Those that left memory still count, in their end state. */
 	for (i = 0; i <= JOB_TIMEOUT; i++)
 		sn->jobs[i] += state.purged[i];
 	sn->resident = state.jobs_resident;
 	sn->purged = state.purged_now;
 	sn->submitted = state.next_job_id - 1;
-	for (i = 0; i < state.nqueue; i++)
-		if (sn->oldest_ms == 0 ||
-		    state.queue[i]->submitted_ms < sn->oldest_ms)
-			sn->oldest_ms = state.queue[i]->submitted_ms;
-	for (t = 0; t < state.tokens_cap; t++)
-		if (state.tokens[t] != NULL &&
-		    (unsigned)state.tokens[t]->role < 4)
-			sn->tokens[state.tokens[t]->role]++;
+	c = 0;
+	while ((j = state_queued_next(&c)) != NULL)
+		if (sn->oldest_ms == 0 || j->submitted_ms < sn->oldest_ms)
+			sn->oldest_ms = j->submitted_ms;
+	c = 0;
+	while ((t = state_token_next(&c)) != NULL)
+		if ((unsigned)t->role < 4)
+			sn->tokens[t->role]++;
 	return snapshot_ledger(sn);
 }
 
