@@ -1257,10 +1257,10 @@ in_view(const struct sjob *sj, const char *real)
 
 /*
  * The minimal root's lists: what of root_system, root_etc, root_dev and
- * nvidia_control this host has, the job's GPUs' /dev/nvidia<minor>, and the owner's exposures (each must be
- * its own real path: an exposure through a symbolic link is left out,
- * with a warning, since what hides the agent's files goes by real
- * paths). 0 or GP_ENOMEM.
+ * nvidia_control this host has, the job's GPUs' /dev/nvidia<minor>, and
+ * the owner's exposures (each must be its own real path: an exposure
+ * through a symbolic link is left out, with a warning, since what hides
+ * the agent's files goes by real paths). 0 or GP_ENOMEM.
  */
 static int
 plan_root(struct sjob *sj, const struct gp_exec_job *x)
