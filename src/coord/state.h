@@ -250,6 +250,7 @@ struct offer {
 	/* The owner's image policy: GP_SCHED_IMAGES_*, plain jobs, keys. */
 	int images;
 	int refuse_plain;
+	int network;		/* 1 + the most jobs get; 0: not said */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 };
