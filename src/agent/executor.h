@@ -64,6 +64,11 @@ struct gp_exec_config {
 	int ngpus;
 	int gpu_uuids;		/* CUDA_VISIBLE_DEVICES by UUID, not index */
 	/*
+	 * The minor number of each GPU's /dev/nvidia<minor> (ngpus of them),
+	 * or NULL: the index. A plain job's /dev has its own GPUs' nodes.
+	 */
+	const int *gpu_minors;
+	/*
 	 * libgpupool-cuda.so, preloaded into jobs holding a fraction of a
 	 * GPU (agent/gpushare.h); NULL: fractions are not enforced.
 	 */

@@ -208,7 +208,7 @@ setup_work(struct gp_agent *ag, const char *work)
 static int
 setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
 {
-	int minors[64], i, ret;
+	int ret;
 
 	if (strcmp(o->runtime, "none") == 0) {
 		gp_strlcpy(ag->containers_why, "disabled with --runtime none",
@@ -216,10 +216,8 @@ setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
 		gp_info("container jobs disabled (--runtime none)");
 		return 0;
 	}
-	for (i = 0; i < ag->gpus.n && i < 64; i++)
-		minors[i] = gp_gpu_minor(&ag->gpus, i);
 	ret = gp_containers_new(ag->work, o, &ag->cgroups, ag->gpus.gpus,
-	    ag->gpus.n < 64 ? ag->gpus.n : 64, minors, &ag->containers,
+	    ag->gpus.n < 64 ? ag->gpus.n : 64, ag->gpu_minors, &ag->containers,
 	    ag->containers_why, sizeof(ag->containers_why));
 	if (ret == 0)
 		return 0;
@@ -551,13 +549,16 @@ gp_agent_main(int argc, char **argv)
 	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
 	gp_cgroup_sweep_stale(&ag->cgroups);
+	for (c = 0; c < ag->gpus.n && c < 64; c++)
+		ag->gpu_minors[c] = gp_gpu_minor(&ag->gpus, c);
 	if (setup_containers(ag, &copts) != 0)
 		goto out;
 	ag->exec_cfg.user = &ag->user;
 	ag->exec_cfg.cgroups = &ag->cgroups;
 	ag->exec_cfg.work_dir = ag->work;
 	ag->exec_cfg.gpus = ag->gpus.gpus;
-	ag->exec_cfg.ngpus = ag->gpus.n;
+	ag->exec_cfg.ngpus = ag->gpus.n < 64 ? ag->gpus.n : 64;
+	ag->exec_cfg.gpu_minors = ag->gpu_minors;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
 	/* Fractions of a GPU are enforced when the library is installed. */
 	if (gp_gpushare_find_lib(ag->gpu_shim, sizeof(ag->gpu_shim)) == 0) {

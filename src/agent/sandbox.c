@@ -756,6 +756,54 @@ fail:
 	_exit(127);
 }
 
+/*
+ * Init is a copy of the agent: the command line and environment it shows
+ * as /proc/1/cmdline and /proc/1/environ are the agent's ("--token ..."
+ * included, world-readable). This copy's are overwritten (the agent's own
+ * stay): "gpupool-sandbox", then zeros. Their places are /proc/self/stat's
+ * fields 48 to 51 (arg_start, arg_end, env_start, env_end), read without
+ * allocating.
+ */
+static void
+scrub_cmdline(void)
+{
+	static const char name[] = "gpupool-sandbox";
+	unsigned long v[4] = {0, 0, 0, 0};
+	char buf[2048], *p;
+	ssize_t n;
+	int fd, field = 2;
+
+	if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* Field 2 is the name in parentheses (it may hold spaces). */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return;
+	for (p++; *p != '\0' && field < 51; ) {
+		while (*p == ' ')
+			p++;
+		if (++field >= 48) {
+			if (*p < '0' || *p > '9')
+				return;
+			for (; *p >= '0' && *p <= '9'; p++)
+				v[field - 48] = v[field - 48] * 10 +
+				    (unsigned long)(*p - '0');
+		}
+		while (*p != ' ' && *p != '\0')
+			p++;
+	}
+	if (field != 51 || v[1] <= v[0] || v[3] < v[2])
+		return;
+	memset((void *)v[0], 0, v[1] - v[0]);
+	memset((void *)v[2], 0, v[3] - v[2]);
+	if (v[1] - v[0] > sizeof(name))
+		memcpy((void *)v[0], name, sizeof(name));
+}
+
 /* The job's network namespace (netns.h), before anything else. */
 static void
 join_network(const struct gp_sandbox_spec *s)
@@ -778,9 +826,18 @@ init_main(const struct gp_sandbox_spec *s)
 
 	command_pid = 0;
 	pending_signal = 0;
+	scrub_cmdline();
 	forward_signals();
 	join_network(s);
 	setup(s);
+	/*
+	 * The job's user may be init's (an agent not run as root): nothing
+	 * of init's, a copy of the agent's memory, may be read through
+	 * /proc/1/mem or /proc/1/environ, nor init traced. (The capabilities
+	 * init holds in its user namespace refuse that too; this does not
+	 * rest on them. An agent as root: setresuid made init so already.)
+	 */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
 	if ((null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
@@ -1307,7 +1364,8 @@ static const char *hidden_always[] = {"/home", "/root", "/run/user"};
  * do"): the system's programs and libraries, these entries of /etc (name
  * resolution, users and groups, the dynamic linker's cache, time zone,
  * certificates, alternatives, GPU loaders' vendor files), a few device
- * nodes and the GPUs' (/dev/nvidia*), and /sys read-only (the kernel's
+ * nodes, the GPU control nodes and the job's own GPUs' (never another
+ * GPU's /dev/nvidia<minor>), and /sys read-only (the kernel's
  * view of the hardware and of the job's cgroups, as containers have
  * it). The host's /srv, /opt, /var, /mnt, /home and the rest of /etc are
  * not there; an owner lends more with "expose" in the policy.
@@ -1325,6 +1383,9 @@ static const char *const root_etc[] = {"passwd", "group", "hosts",
     "python3", "fonts"};
 static const char *const root_dev[] = {"/dev/null", "/dev/zero",
     "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+/* In /dev besides the job's own GPUs' /dev/nvidia<minor>. */
+static const char *const nvidia_control[] = {"nvidiactl", "nvidia-uvm",
+    "nvidia-uvm-tools", "nvidia-modeset"};
 
 /* What a plain job's sandbox needs besides the executor's (priv). */
 struct sjob {
@@ -1398,20 +1459,18 @@ in_view(const struct sjob *sj, const char *real)
 }
 
 /*
- * The minimal root's lists: what of root_system, root_etc and root_dev
- * this host has, /dev/nvidia*, and the owner's exposures (each must be
- * its own real path: an exposure through a symbolic link is left out,
- * with a warning, since what hides the agent's files goes by real
- * paths). 0 or GP_ENOMEM.
+ * The minimal root's lists: what of root_system, root_etc, root_dev and
+ * nvidia_control this host has, the job's GPUs' /dev/nvidia<minor>, and
+ * the owner's exposures (each must be its own real path: an exposure
+ * through a symbolic link is left out, with a warning, since what hides
+ * the agent's files goes by real paths). 0 or GP_ENOMEM.
  */
 static int
 plan_root(struct sjob *sj, const struct gp_exec_job *x)
 {
 	char path[PATH_MAX], real[PATH_MAX];
-	struct dirent *de;
 	struct stat st;
 	size_t i;
-	DIR *d;
 	int k;
 
 	for (i = 0; i < GP_ARRAY_LEN(root_system); i++)
@@ -1430,18 +1489,23 @@ plan_root(struct sjob *sj, const struct gp_exec_job *x)
 		    list_add(&sj->root_binds, &sj->nroot_binds,
 		    root_dev[i]) != 0)
 			return GP_ENOMEM;
-	if ((d = opendir("/dev")) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			if (strncmp(de->d_name, "nvidia", 6) != 0)
-				continue;
-			snprintf(path, sizeof(path), "/dev/%s", de->d_name);
-			if (list_add(&sj->root_binds, &sj->nroot_binds,
-			    path) != 0) {
-				closedir(d);
-				return GP_ENOMEM;
-			}
-		}
-		closedir(d);
+	/* The GPUs' control nodes, then the job's own GPUs', no other's. */
+	for (i = 0; i < GP_ARRAY_LEN(nvidia_control); i++) {
+		snprintf(path, sizeof(path), "/dev/%s", nvidia_control[i]);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	for (k = 0; k < x->a->ngpus; k++) {
+		int g = x->a->gpus[k];
+
+		if (g < 0 || g >= x->cfg->ngpus)
+			continue;
+		snprintf(path, sizeof(path), "/dev/nvidia%d",
+		    x->cfg->gpu_minors != NULL ? x->cfg->gpu_minors[g] : g);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
 	}
 	/* Never NULL: NULL would mean the host's whole root. */
 	if (sj->root_binds == NULL &&
