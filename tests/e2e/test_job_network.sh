@@ -453,7 +453,11 @@ while :; do
 	sleep 0.2
 done
 kill9_coordinator
-start_coordinator
+# --min-job-age 1: the ended jobs (the rate job ended seconds ago) stay
+# on disk; `show` reads them from state.db.
+start_coordinator --min-job-age 1
+assert_contains "$(grep 'state loaded' "$COORD_LOG" | tail -1)" \
+    "in_memory=2 " "the restart left the ended jobs on disk"
 # Every node starts down after a restart: up again means its agent,
 # which retried while the coordinator was gone, reached the real one.
 for a in inet lan none rate; do
