@@ -14,11 +14,11 @@ BIN="$PWD/$BUILD/gpupool"
 PORT=${PORT:-$((20000 + $$ % 20000))}
 URL="http://127.0.0.1:$PORT"
 DATA=$(mktemp -d /tmp/gpupool-bench-e2e.XXXXXX)
-# The agent refuses a work directory under /tmp: jobs get a private one.
-WORK="$PWD/$BUILD/bench-e2e-work.$$"
 PIDS=()
 
 . bench/lib.sh
+# Not under /tmp, wherever the checkout is (bench/lib.sh).
+WORK=$(agent_work_dir gpupool-bench-e2e-work) || exit 1
 cleanup() {
 	stop_pids "${PIDS[@]}"
 	rm -rf "$DATA" "$WORK"
