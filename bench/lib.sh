@@ -54,7 +54,8 @@ token() { # ROLE NAME: a new token's secret
 # under /tmp or /dev/shm (its jobs get a private /tmp), so it is made in
 # $BENCH_WORK_DIR, else /var/tmp, never beside the checkout: a checkout
 # under /tmp (a CI runner's, a reviewer's mktemp) put it under /tmp too,
-# and the agent would not start. NAME prefixes the directory's name.
+# and the agent would not start. NAME prefixes the directory's name; the
+# caller removes it.
 agent_work_dir() { # NAME
 	local base=${BENCH_WORK_DIR:-/var/tmp} real
 	mkdir -p "$base" || return 1
@@ -66,5 +67,8 @@ agent_work_dir() { # NAME
 		return 1
 		;;
 	esac
-	mktemp -d "$real/$1.XXXXXX"
+	local dir
+	dir=$(mktemp -d "$real/$1.XXXXXX") || return 1
+	# As the agent makes one itself: others may pass, not list.
+	chmod 711 "$dir" && echo "$dir"
 }
