@@ -17,10 +17,13 @@ OPT = -O2
 endif
 
 CC ?= cc
-PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1 libarchive
+# libcrypto, libssl: a coordinator's own CA, verified by its hash (tokens)
+PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1 libarchive \
+       libcrypto libssl libmnl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
-	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml -larchive)
+	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml -larchive \
+	-lcrypto -lssl -lmnl)
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wformat=2 -Wno-format-nonliteral
 ifeq ($(WERROR),1)
@@ -50,8 +53,19 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 REPLAY_BIN = $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
 BENCH_SRC = $(wildcard bench/*.c)
 BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+# tests/fakecuda (see below): only where the CUDA headers are.
+CUDA_INC ?= /usr/local/cuda/include
+FAKE_DIR = $(BUILD)/fakecuda
+# The fakes define ABI entry points that no header of ours declares.
+FAKE_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -Wno-missing-prototypes \
+	-I$(CUDA_INC)
+ifneq ($(wildcard $(CUDA_INC)/cuda.h),)
+FAKECUDA = $(FAKE_DIR)/libcuda.so.1 $(FAKE_DIR)/libnvidia-ml.so.1 \
+	$(FAKE_DIR)/cudaprog $(FAKE_DIR)/cudaprog-linked
+endif
 
 all: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init \
+	$(BUILD)/libgpupool-cuda.so $(FAKECUDA) \
 	$(UNIT_BIN) $(REPLAY_BIN) \
 	$(BENCH_BIN)
 
@@ -95,6 +109,37 @@ $(BUILD)/gpupool-init: src/init/gpupool-init.c src/agent/sandbox.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -Isrc -static -o $@ $<
 
+# libgpupool-cuda.so: the CUDA interposition library the agent preloads
+# into jobs holding a fraction of a GPU (src/shim/, docs/gpu-sharing.md).
+# It goes into any program, so it is never sanitized and links only libc.
+SHIM_SRC = $(wildcard src/shim/*.c)
+$(BUILD)/libgpupool-cuda.so: $(SHIM_SRC) $(wildcard src/shim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -shared \
+	    -fvisibility=hidden -Wl,-soname,libgpupool-cuda.so \
+	    -Wl,-z,now -o $@ $(SHIM_SRC) -ldl -lpthread
+
+# tests/fakecuda: a fake libcuda.so.1 and libnvidia-ml.so.1 and the
+# driver-API program the shim's tests drive; built when the CUDA headers
+# are there (CUDA_INC), else the tests that need them say SKIP.
+$(FAKE_DIR)/libcuda.so.1: tests/fakecuda/libcuda.c tests/fakecuda/state.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -fPIC -shared -fvisibility=hidden \
+	    -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o $@ $< -lpthread -ldl
+	ln -sf libcuda.so.1 $(FAKE_DIR)/libcuda.so
+$(FAKE_DIR)/libnvidia-ml.so.1: tests/fakecuda/libnvidia-ml.c \
+		tests/fakecuda/state.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -fPIC -shared -fvisibility=hidden \
+	    -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+$(FAKE_DIR)/cudaprog: tests/fakecuda/cudaprog.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -o $@ $< -ldl
+$(FAKE_DIR)/cudaprog-linked: tests/fakecuda/cudaprog.c \
+		$(FAKE_DIR)/libcuda.so.1
+	$(CC) $(FAKE_CFLAGS) -DCUDAPROG_LINKED -o $@ $< -L$(FAKE_DIR) \
+	    -lcuda -ldl
+
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libgpupool.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -132,7 +177,8 @@ bench: all
 	BUILD=$(BUILD) bench/run.sh
 
 # Debian packages (scripts/make-deb.sh): $(BUILD)/deb/*.deb.
-deb: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init
+deb: $(BUILD)/gpupool $(BUILD)/libgpupool.so $(BUILD)/gpupool-init \
+	$(BUILD)/libgpupool-cuda.so
 	scripts/make-deb.sh $(BUILD) $(BUILD)/deb
 
 clean:

@@ -54,8 +54,9 @@ token() { # ROLE NAME: a new token's secret
 # under /tmp or /dev/shm (its jobs get a private /tmp), so it is made in
 # $BENCH_WORK_DIR, else /var/tmp, never beside the checkout: a checkout
 # under /tmp (a CI runner's, a reviewer's mktemp) put it under /tmp too,
-# and the agent would not start. NAME prefixes the directory's name; the
-# caller removes it.
+# and the agent would not start (bench_data.sh; bench_e2e.sh and
+# slurm_vs_gpupool.sh use /var/tmp directly). NAME prefixes the
+# directory's name; the caller removes it.
 agent_work_dir() { # NAME
 	local base=${BENCH_WORK_DIR:-/var/tmp} real
 	mkdir -p "$base" || return 1

@@ -13,13 +13,20 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libarchive-dev docker-registry
       # the CLI's own HTTP/1.1 client parses answers with http-parser
       libhttp-parser-dev
+      # libcrypto/libssl (already under libcurl4-openssl-dev): a token's
+      # CA hash checked against the coordinator's own CA (issue 15)
+      libssl-dev
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
       python3-prometheus-client chromium zsh tmux debootstrap systemd
       # issue 14: each job in a network namespace of its own (pasta, nftables
       # rules, WireGuard overlays for gangs behind NAT) and a real
       # distributed client (PyTorch on CPU, Gloo)
-      passt nftables wireguard-tools python3-torch)
+      passt nftables wireguard-tools python3-torch
+      # issue 14: the agent builds each job's veth pair and addresses over
+      # rtnetlink with libmnl; bench/net_candidates.sh compares slirp4netns
+      # and measures throughput with iperf3
+      libmnl-dev slirp4netns iperf3)
 for set in "$@"; do
 	case "$set" in
 	slurm) pkgs+=(slurmctld slurmd slurm-client munge slurm-wlm-doc) ;;

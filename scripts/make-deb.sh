@@ -83,6 +83,11 @@ install -D -m 0755 "$BIN" "$d/usr/bin/gpupool"
 strip --strip-unneeded "$d/usr/bin/gpupool" 2>/dev/null || true
 install -D -m 0644 "$LIB" "$d/usr/lib/gpupool/libgpupool.so"
 strip --strip-unneeded "$d/usr/lib/gpupool/libgpupool.so" 2>/dev/null || true
+# The CUDA interposition library the agent preloads into jobs holding a
+# fraction of a GPU (docs/gpu-sharing.md); the agent finds it here.
+[ -f "$BUILD/libgpupool-cuda.so" ] || { echo "make-deb: no $BUILD/libgpupool-cuda.so" >&2; exit 1; }
+install -D -m 0644 "$BUILD/libgpupool-cuda.so" "$d/usr/lib/gpupool/libgpupool-cuda.so"
+strip --strip-unneeded "$d/usr/lib/gpupool/libgpupool-cuda.so" 2>/dev/null || true
 # pid 1 of container jobs (static), where the agent looks: next to gpupool
 [ -x "$BUILD/gpupool-init" ] || { echo "make-deb: no $BUILD/gpupool-init" >&2; exit 1; }
 install -m 0755 "$BUILD/gpupool-init" "$d/usr/bin/gpupool-init"

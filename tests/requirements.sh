@@ -10,7 +10,7 @@
 # and tests/e2e/lib.sh; no side effects.
 
 # The words (requirement_present says what each one means).
-REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build"
+REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers"
 
 # requirement_present WORD: 0 when this machine has it, 1 when not, 2 for
 # a word that is not one of REQUIREMENTS.
@@ -42,6 +42,8 @@ requirement_present() {
 	plain-build) # a build without sanitizers (packages hold that one)
 		! ldd "${GPUPOOL_BIN:-build/gpupool}" 2>/dev/null |
 			grep -qE 'libasan|libubsan' ;;
+	cuda-headers) # the fake CUDA driver (tests/fakecuda) is built with them
+		[ -f "${CUDA_INC:-/usr/local/cuda/include}/cuda.h" ] ;;
 	*)
 		return 2 ;;
 	esac

@@ -512,6 +512,11 @@
         })()) : [],
         detail('Reason', job.reason), detail('Message', job.message),
         detail('Attempts', String(job.attempts)),
+        // A fraction's use, as the enforcement layer (libgpupool-cuda.so) measured it.
+        ((job.parts || [])[0] || {}).gpu_use ? detail('GPU share in use', (() => {
+          const u = job.parts[0].gpu_use;
+          return `${fmtMib(u.mem_used_mib)} of ${fmtMib(u.mem_limit_mib)} GPU memory · may use ${Math.round(u.share_now * 100)}% of the GPU now · using ${u.util}%`;
+        })()) : [],
         detail('Asked for', `${req.gpus} GPU · ${req.cpus} CPU · ${req.mem_mib ? fmtMib(req.mem_mib) : 'any'} memory · ${req.time_limit_s ? fmtDuration(req.time_limit_s * 1000) : 'no'} time limit`),
         detail('Command', el('code', {}, (job.command || []).join(' '))),
       ].flat());
@@ -741,6 +746,12 @@
     nav.hidden = false;
     who.hidden = false;
     document.getElementById('who-name').textContent = `${me.name} (${me.role})`;
+    // A coordinator started with --insecure beyond loopback: say it, always.
+    if (me.insecure && !document.getElementById('insecure')) {
+      document.body.prepend(el('p', { class: 'error', id: 'insecure', role: 'alert' },
+        'Insecure: this coordinator serves plain HTTP beyond loopback (--insecure); ',
+        'tokens and jobs cross the network in clear.'));
+    }
     const earnings = document.getElementById('nav-provider');
     earnings.hidden = me.role !== 'provider';
     earnings.setAttribute('href', '#/provider/' + encodeURIComponent(me.name));

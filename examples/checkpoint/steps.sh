@@ -9,10 +9,12 @@
 #                 asked to by the checkpoint signal, and at the end)
 #   STEP_SECONDS  how long one step takes (default 0.1; fractions are fine)
 #
-# Submit it like this (the script must be readable by the user jobs run as,
-# usually `nobody`: keep it in a world-readable place, not in a 0700 home):
+# Submit it like this (a plain job sees only the provider's system files,
+# not yours: the script goes with the job, its comments left out to stay
+# under the 4096 bytes of one argument):
 #
-#   gpupool submit --checkpoint-every 1s -- /bin/sh /path/to/steps.sh 200 10
+#   gpupool submit --checkpoint-every 1s -- /bin/sh \
+#       -c "$(grep -v '^[[:space:]]*#' steps.sh)" steps.sh 200 10
 #
 # What it prints, so that a test (or you) can follow every attempt from the
 # job's log alone:

@@ -36,15 +36,19 @@ struct gp_agent {
 	int cpus;
 	int64_t mem_mib;
 	struct gp_gpu_set gpus;
+	int gpu_minors[64];	/* of /dev/nvidia<minor>, by GPU index */
 	struct gp_sandbox_user user;
 	struct gp_cgroups cgroups;
 	struct gp_exec_config exec_cfg;
+	struct gp_net *net;		/* jobs' networks (netns.h) */
+	char gpu_shim[PATH_MAX];	/* libgpupool-cuda.so; "": none */
 	struct gp_exec_events exec_events;
 	struct gp_containers *containers;	/* NULL: no container jobs */
 	char containers_why[512];		/* why not */
-	char *hidden[2];			/* plain jobs never see these */
+	char *hidden[3];	/* token files: plain jobs never see them */
 
 	struct gp_executor *executor;
+	struct gp_spawner *spawner;	/* agent/spawner.h; NULL: none */
 	struct gp_reports *reports;
 	struct gp_provider *provider;
 	struct gp_datacache *datacache; /* data sets jobs mount */
@@ -138,8 +142,17 @@ json_t *gp_provider_offer_json(struct gp_provider *p);
 void gp_provider_drain(struct gp_provider *p, const char *reason);
 /* Re-reads the policy file (SIGHUP). */
 void gp_provider_reload(struct gp_provider *p);
+/* The policy's network and net-rate (read once, at start). */
+void gp_provider_net_policy(struct gp_provider *p, enum gp_net_policy *net,
+    int64_t *rate_bps);
 /* The GPUs a running job holds now (bit i: GPU i). */
 uint64_t gp_provider_busy_gpus(struct gp_provider *p);
+/*
+ * What the fractional jobs use, from libgpupool-cuda.so's regions (read
+ * once a second): [{job_id, attempt, gpu, mem_used_mib, mem_limit_mib,
+ * share_milli, effective_milli, util, oom}]. New reference.
+ */
+json_t *gp_provider_gpushare_json(struct gp_provider *p);
 /* What /metrics shows of the owner's side, copied under the lock. */
 #define GP_PROVIDER_END_REASONS 6
 struct gp_provider_gpu {

@@ -68,6 +68,7 @@ struct gp_assignment {
 	int ngpus;
 	int cpus;
 	int64_t mem_mib;	/* 0: no limit */
+	int64_t disk_mib;	/* its work directory's cap; 0: none */
 	int64_t time_limit_s;	/* 0: no limit */
 	int64_t checkpoint_every_s; /* least time between uploads */
 	int checkpoint_signal;	/* "save now and exit" */
@@ -81,12 +82,23 @@ struct gp_assignment {
 	 * and Cmd run (docker semantics: a command replaces Cmd).
 	 */
 	char image[72];
+	/*
+	 * The network the job asked for (`submit --network`): 0, what the
+	 * node allows; else 1 + the level (1 none, 2 internet, 3 lan).
+	 */
+	int network;
 	/* Filled by the agent, not the coordinator. */
 	char *restore_dir;	/* restored checkpoint to move in, or NULL */
 	int64_t restored_version;
 	struct gp_container_image *container; /* NULL: a plain command */
 	struct gp_mount *mounts; /* nmounts, owned */
 	int nmounts;
+	/*
+	 * The owner's exposures (policy "expose"), for a plain command:
+	 * host paths shown at the same place (source == target), owned.
+	 */
+	struct gp_mount *expose;
+	int nexpose;
 	/*
 	 * A fraction of gpus[0] (docs/scheduling.md): its share in
 	 * thousandths (1..999; 0: whole GPUs) and the GPU memory it may use
@@ -98,6 +110,8 @@ struct gp_assignment {
 	int part, parts, gpus_per_node;
 	char master_addr[256];
 	int master_port;
+	/* Each part's node address (--advertise-addr; "" unknown). */
+	char part_addrs[GP_NODES_MAX][64];
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

@@ -509,3 +509,29 @@ gp_cgroup_remove(struct gp_cgroup_job *job)
 	}
 	return ret;
 }
+
+long
+gp_cgroup_oom_kills(const struct gp_cgroup_job *job)
+{
+	static const char *files[] = {"memory.events", "memory.oom_control"};
+	char path[PATH_MAX + 32], buf[1024], *p;
+	long kills = 0;
+	ssize_t n;
+	int fd;
+
+	for (int i = 0; i < job->ndirs; i++)
+		for (size_t k = 0; k < GP_ARRAY_LEN(files); k++) {
+			snprintf(path, sizeof(path), "%s/%s", job->dirs[i],
+			    files[k]);
+			if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+				continue;
+			n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (n <= 0)
+				continue;
+			buf[n] = '\0';
+			if ((p = strstr(buf, "oom_kill ")) != NULL)
+				kills += strtol(p + 9, NULL, 10);
+		}
+	return kills;
+}

@@ -103,4 +103,11 @@ void gp_cgroup_kill(const struct gp_cgroup_job *job);
 /* Removes the job's cgroup(s). Returns 0, or GP_EIO while busy. */
 int gp_cgroup_remove(struct gp_cgroup_job *job);
 
+/*
+ * How many times the kernel's out-of-memory killer killed a process of
+ * the job's cgroup ("oom_kill" of memory.events, v2, or of
+ * memory.oom_control, v1); 0 when it cannot tell.
+ */
+long gp_cgroup_oom_kills(const struct gp_cgroup_job *job);
+
 #endif

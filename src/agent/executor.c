@@ -9,8 +9,10 @@
  * are made is the job's struct gp_executor_ops.
  */
 #include "agent/executor.h"
+#include "agent/gpushare.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -46,6 +48,9 @@ struct watch {
 	enum watch_kind kind;
 };
 
+/* How often a job with a disk cap has its work directory measured. */
+#define DISK_CHECK_MS 1000
+
 struct job {
 	struct gp_attempt_id id;
 	struct gp_exec_job x;		/* what the implementation sees */
@@ -62,6 +67,10 @@ struct job {
 	enum gp_exec_kill kill_how;	/* 0, or why we killed it */
 	int timed_out;
 	int64_t deadline;		/* gp_mono_ms(), 0 for none */
+	int64_t mem_mib;		/* its memory limit, 0 for none */
+	int64_t disk_mib;		/* its work directory's cap, 0: none */
+	int64_t disk_check;		/* gp_mono_ms() of the next look */
+	int64_t disk_used_mib;		/* what it held, past its cap */
 	struct gp_cgroup_job cgroup;
 	struct job *next;
 };
@@ -92,7 +101,64 @@ struct gp_executor {
 	unsigned int warm_seq;
 	int64_t warm_retry_ms;		/* gp_mono_ms() of the next try */
 	unsigned long warm_starts;	/* under lock */
+	/* The running jobs' networks, for /metrics (under lock). */
+	struct gp_exec_network *nets;
+	int nnets, capnets;
 };
+
+static void
+networks_add(struct gp_executor *ex, const struct job *j)
+{
+	struct gp_exec_network *n;
+
+	if (j->x.net.slot < 0)
+		return;
+	pthread_mutex_lock(&ex->lock);
+	if (ex->nnets == ex->capnets) {
+		int cap = ex->capnets ? 2 * ex->capnets : 16;
+
+		n = realloc(ex->nets, (size_t)cap * sizeof(*n));
+		if (n == NULL) {
+			pthread_mutex_unlock(&ex->lock);
+			return;		/* only /metrics misses it */
+		}
+		ex->nets = n;
+		ex->capnets = cap;
+	}
+	ex->nets[ex->nnets].id = j->id;
+	ex->nets[ex->nnets].net = j->x.net;
+	ex->nnets++;
+	pthread_mutex_unlock(&ex->lock);
+}
+
+static void
+networks_remove(struct gp_executor *ex, const struct gp_attempt_id *id)
+{
+	int i;
+
+	pthread_mutex_lock(&ex->lock);
+	for (i = 0; i < ex->nnets; i++)
+		if (ex->nets[i].id.job_id == id->job_id &&
+		    ex->nets[i].id.attempt == id->attempt) {
+			ex->nets[i] = ex->nets[--ex->nnets];
+			break;
+		}
+	pthread_mutex_unlock(&ex->lock);
+}
+
+int
+gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
+    int max)
+{
+	int i, n;
+
+	pthread_mutex_lock(&ex->lock);
+	n = ex->nnets;
+	for (i = 0; i < n && i < max; i++)
+		out[i] = ex->nets[i];
+	pthread_mutex_unlock(&ex->lock);
+	return n;
+}
 
 static void
 wake(struct gp_executor *ex)
@@ -347,23 +413,43 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	    gp_signal_name(a->checkpoint_signal ? a->checkpoint_signal
 						: SIGUSR1));
 	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1) {
-		/* A fraction of its one GPU (scheduled, not enforced). */
+		/* A fraction of its one GPU. */
 		int64_t total = cfg->gpus[a->gpus[0]].mem_mib;
-		int milli = a->gpu_milli > 0 ? a->gpu_milli
-		    : total > 0 ? (int)(a->gpu_mem_mib * 1000 / total)
-				: 1000;
-		if (milli < 1)
-			milli = 1;
-		if (milli > 1000)
-			milli = 1000;
+		int milli = gp_gpushare_share_milli(a->gpu_milli,
+		    a->gpu_mem_mib, total);
+		int64_t mem_mib = a->gpu_mem_mib > 0 ? a->gpu_mem_mib
+						     : total * milli / 1000;
+		char lib[PATH_MAX], region[PATH_MAX];
+
 		ADD("GPUPOOL_GPU_SHARE=%d.%03d", milli / 1000, milli % 1000);
-		ADD("GPUPOOL_GPU_MEM_MIB=%lld",
-		    (long long)(a->gpu_mem_mib > 0 ? a->gpu_mem_mib
-						   : total * milli / 1000));
+		ADD("GPUPOOL_GPU_MEM_MIB=%lld", (long long)mem_mib);
+		/* Enforced by libgpupool-cuda.so (docs/gpu-sharing.md). */
+		if (cfg->gpu_shim != NULL) {
+			int rc = gp_gpushare_prepare(x->workdir, cfg->gpu_shim,
+			    mem_mib * 1048576, milli, lib, sizeof(lib), region,
+			    sizeof(region));
+
+			if (rc != 0) {
+				gp_error("executor: gpushare job=%lld: %s",
+				    (long long)a->id.job_id, gp_strerror(rc));
+				goto fail;
+			}
+			ADD("LD_PRELOAD=%s", lib);
+			ADD("GPUPOOL_SHIM_REGION=%s", region);
+		}
 	}
 	if (a->parts > 1) {
 		/* torchrun / DDP: one node per part (docs/scheduling.md). */
-		ADD("MASTER_ADDR=%s", a->master_addr);
+		char gaddr[20];
+
+		/* Linked gangs: the master part's own address (netns.c). */
+		if (cfg->net != NULL && gp_net_gangs(cfg->net)) {
+			gp_net_gang_addr(a->id.job_id, 0, gaddr, sizeof(gaddr));
+			ADD("MASTER_ADDR=%s", gaddr);
+			ADD("GLOO_SOCKET_IFNAME=%s", "eth0");
+			ADD("NCCL_SOCKET_IFNAME=%s", "eth0");
+		} else
+			ADD("MASTER_ADDR=%s", a->master_addr);
 		ADD("MASTER_PORT=%d", a->master_port);
 		ADD("WORLD_SIZE=%d", a->parts);
 		ADD("RANK=%d", a->part);
@@ -410,6 +496,8 @@ release(struct job *j)
 
 	x->a = NULL;
 	j->ops->release(x);
+	if (x->cfg->net != NULL)
+		gp_net_job_close(x->cfg->net, &x->net);
 	free_strings(x->argv);
 	free_strings(x->base_env);
 	free_strings(x->device_env);
@@ -497,8 +585,8 @@ make_warm(struct gp_executor *ex)
 	if ((now = gp_mono_ms()) < ex->warm_retry_ms)
 		return;
 	snprintf(name, sizeof(name), "warm-%u", ++ex->warm_seq);
-	if (gp_sandbox_warm_make(&ex->warm, cfg->cgroups, cfg->user, name,
-	    job_pids_max(cfg), why, sizeof(why)) != 0) {
+	if (gp_sandbox_warm_make(&ex->warm, cfg->spawner, cfg->cgroups,
+	    cfg->user, name, job_pids_max(cfg), why, sizeof(why)) != 0) {
 		/* Jobs start the usual way meanwhile. */
 		gp_warn("no warm sandbox why=\"%s\" retry_s=10", why);
 		ex->warm_retry_ms = now + 10000;
@@ -557,6 +645,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	const struct gp_exec_config *cfg = ex->cfg;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, i, err;
 	char name[64], why[1024];
+	struct gp_net_gang gang;
 	struct gp_exec_job *x;
 	struct job *j;
 
@@ -593,6 +682,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	x->uid = (uid_t)-1;
 	x->gid = (gid_t)-1;
 	x->out_fd = x->status_fd = -1;
+	gp_net_job_init(&x->net);
 	snprintf(x->name, sizeof(x->name), "%lld-%lld",
 	    (long long)a->id.job_id, (long long)a->id.attempt);
 	snprintf(x->workdir, sizeof(x->workdir), "%s/jobs/%s", cfg->work_dir,
@@ -609,6 +699,17 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	}
 	if ((x->env = build_env(ex, a, x)) == NULL) {
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
+		goto fail;
+	}
+	/* Never the agent's network: no namespace, no start. */
+	gang.job_id = a->id.job_id;
+	gang.part = a->part;
+	gang.parts = a->parts;
+	gang.addrs = (const char (*)[64])a->part_addrs;
+	if (cfg->net != NULL && gp_net_job_open(cfg->net, a->network > 0 ?
+	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN,
+	    a->parts > 1 ? &gang : NULL, &x->net, why, sizeof(why)) != 0) {
+		fail_start(ex, &a->id, "job network: %s", why, 0);
 		goto fail;
 	}
 	if (start_warm(ex, j))
@@ -648,8 +749,12 @@ started:
 	watch(ex, j, WATCH_STATUS, j->status_fd);
 	if (a->time_limit_s > 0)
 		j->deadline = gp_mono_ms() + a->time_limit_s * 1000;
+	j->mem_mib = a->mem_mib;
+	j->disk_mib = a->disk_mib;
+	j->disk_check = gp_mono_ms() + DISK_CHECK_MS;
 	j->next = ex->jobs;
 	ex->jobs = j;
+	networks_add(ex, j);
 	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s "
 	    "cgroup=%s", (long long)j->id.job_id, (long long)j->id.attempt,
 	    (int)j->pid, j->ops->name,
@@ -679,6 +784,33 @@ kill_job(struct job *j, enum gp_exec_kill how, int timed_out)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	/* Backstop: anything that is in the cgroup but not the namespace. */
 	gp_cgroup_kill(&j->x.cgroup);
+}
+
+/*
+ * A job killed for passing its memory limit says so (`gpupool show`'s
+ * message), its files in /tmp and /dev/shm counting, as the kernel
+ * charges them to its cgroup.
+ */
+static void
+explain_limit(struct job *j, struct gp_exec_result *r)
+{
+	if (j->disk_used_mib > 0 && j->kill_how == 0 && !j->timed_out) {
+		r->reason = "killed";
+		r->signal = SIGKILL;
+		snprintf(r->message, sizeof(r->message), "stopped for passing "
+		    "its disk limit of %lld MiB in its work directory (it held "
+		    "%lld MiB): ask for more with submit --disk, within the "
+		    "node's scratch-max", (long long)j->disk_mib,
+		    (long long)j->disk_used_mib);
+		return;
+	}
+	if (strcmp(r->reason, "killed") != 0 || r->signal != SIGKILL ||
+	    j->mem_mib <= 0 || gp_cgroup_oom_kills(&j->x.cgroup) <= 0)
+		return;
+	snprintf(r->message, sizeof(r->message), "stopped for passing its "
+	    "memory limit of %lld MiB (the kernel's out-of-memory killer; "
+	    "its files in /tmp and /dev/shm count): ask for more with "
+	    "submit --mem", (long long)j->mem_mib);
 }
 
 static void
@@ -721,6 +853,7 @@ result_of(struct job *j, struct gp_exec_result *r)
 		    j->init_exit.si_code == CLD_DUMPED ?
 		    j->init_exit.si_status : SIGKILL;
 	}
+	explain_limit(j, r);
 }
 
 static void
@@ -735,6 +868,8 @@ finish_job(struct gp_executor *ex, struct job *j)
 			break;
 		}
 	result_of(j, &r);
+	gp_net_job_bytes(&j->x.net, &r.net_sent, &r.net_received);
+	networks_remove(ex, &j->id);
 	unwatch(ex, &j->pidfd);
 	/* A container's runtime removes its cgroups: before our backstop. */
 	release(j);
@@ -744,8 +879,10 @@ finish_job(struct gp_executor *ex, struct job *j)
 		gp_warn("cannot remove work directory dir=%s", j->x.workdir);
 	r.workdir = j->x.workdir;
 	gp_info("job finished job=%lld attempt=%lld reason=%s exit_code=%d "
-	    "signal=%d", (long long)j->id.job_id, (long long)j->id.attempt,
-	    r.reason, r.exit_code, r.signal);
+	    "signal=%d net_sent=%lld net_received=%lld",
+	    (long long)j->id.job_id, (long long)j->id.attempt, r.reason,
+	    r.exit_code, r.signal, (long long)r.net_sent,
+	    (long long)r.net_received);
 	ex->ev->finished(ex->ev->arg, &j->id, &r);
 	/*
 	 * After the report: removing a cgroup waits for the kernel's
@@ -876,6 +1013,48 @@ run_ops(struct gp_executor *ex)
 	}
 }
 
+/* What a tree holds on disk, in bytes (its blocks; no mount crossed). */
+static int64_t tree_bytes;
+
+static int
+add_blocks(const char *path, const struct stat *st, int type,
+    struct FTW *ftw)
+{
+	(void)path;
+	(void)type;
+	(void)ftw;
+	tree_bytes += (int64_t)st->st_blocks * 512;
+	return 0;
+}
+
+/*
+ * Looks at a job's work directory once DISK_CHECK_MS has passed since its
+ * last look: a job holding more than its cap is killed (explain_limit
+ * says why). Executor thread only.
+ */
+static void
+check_disk(struct job *j, int64_t now)
+{
+	int64_t used_mib;
+
+	if (j->disk_mib <= 0 || j->reaped || j->disk_used_mib > 0 ||
+	    now < j->disk_check)
+		return;
+	j->disk_check = now + DISK_CHECK_MS;
+	tree_bytes = 0;
+	if (nftw(j->x.workdir, add_blocks, 32, FTW_PHYS | FTW_MOUNT) != 0)
+		return;
+	used_mib = tree_bytes >> 20;
+	if (used_mib <= j->disk_mib)
+		return;
+	gp_info("disk limit passed job=%lld attempt=%lld used_mib=%lld "
+	    "limit_mib=%lld", (long long)j->id.job_id,
+	    (long long)j->id.attempt, (long long)used_mib,
+	    (long long)j->disk_mib);
+	j->disk_used_mib = used_mib;
+	kill_job(j, 0, 0);
+}
+
 static int
 next_timeout(struct gp_executor *ex)
 {
@@ -883,6 +1062,10 @@ next_timeout(struct gp_executor *ex)
 	struct job *j;
 
 	for (j = ex->jobs; j != NULL; j = j->next) {
+		check_disk(j, now);
+		if (j->disk_mib > 0 && !j->reaped && j->disk_used_mib == 0 &&
+		    (soonest < 0 || j->disk_check - now < soonest))
+			soonest = j->disk_check > now ? j->disk_check - now : 0;
 		if (j->deadline == 0 || j->timed_out || j->reaped)
 			continue;
 		if (j->deadline <= now) {
@@ -1024,5 +1207,6 @@ gp_executor_free(struct gp_executor *ex)
 	close(ex->epfd);
 	close(ex->wakefd);
 	pthread_mutex_destroy(&ex->lock);
+	free(ex->nets);
 	free(ex);
 }

@@ -23,6 +23,7 @@
 #include "agent/assignment.h"
 #include "agent/cgroup.h"
 #include "agent/gpu.h"
+#include "agent/netns.h"
 #include "agent/sandbox.h"
 
 struct gp_exec_result {
@@ -30,6 +31,8 @@ struct gp_exec_result {
 	int exit_code;		/* for "exited" */
 	int signal;		/* for "killed", "cancelled", "timeout" */
 	char message[512];	/* for "start_failed"; else "" */
+	int64_t net_sent;	/* bytes over the job's veth pair */
+	int64_t net_received;
 	/*
 	 * The job's directory, valid during the callback. With
 	 * keep_workdir the callee removes it (after the final checkpoint
@@ -51,6 +54,7 @@ struct gp_exec_events {
 };
 
 struct gp_containers;
+struct gp_spawner;
 
 struct gp_exec_config {
 	const struct gp_sandbox_user *user;
@@ -59,6 +63,16 @@ struct gp_exec_config {
 	const struct gp_gpu_info *gpus;
 	int ngpus;
 	int gpu_uuids;		/* CUDA_VISIBLE_DEVICES by UUID, not index */
+	/*
+	 * The minor number of each GPU's /dev/nvidia<minor> (ngpus of them),
+	 * or NULL: the index. A plain job's /dev has its own GPUs' nodes.
+	 */
+	const int *gpu_minors;
+	/*
+	 * libgpupool-cuda.so, preloaded into jobs holding a fraction of a
+	 * GPU (agent/gpushare.h); NULL: fractions are not enforced.
+	 */
+	const char *gpu_shim;
 	int64_t pids_max;	/* per job; 0 means GP_CGROUP_PIDS_MAX */
 	int keep_workdir;	/* leave job directories to the callee */
 	/* Container jobs: NULL refuses them, saying containers_why. */
@@ -76,6 +90,16 @@ struct gp_exec_config {
 	 * is cloned when it comes (tests of that path).
 	 */
 	int no_warm;
+	/*
+	 * Jobs' networks (netns.h): each job gets a namespace of its own;
+	 * NULL: jobs share the agent's (unit tests of the executor).
+	 */
+	struct gp_net *net;
+	/*
+	 * The helper that clones each job's init (agent/spawner.h), NULL:
+	 * the executor's thread clones them, copying the agent.
+	 */
+	struct gp_spawner *spawner;
 };
 
 /* One job as the executor and its implementation see it. */
@@ -95,6 +119,8 @@ struct gp_exec_job {
 	int gpus_renumbered;	/* CUDA_VISIBLE_DEVICES 0..n-1 (not host) */
 	int runtime_cgroups;	/* the runtime makes the job's cgroups */
 	void *priv;		/* the implementation's */
+	/* Made by the executor before spawn (cfg->net): spawn joins it. */
+	struct gp_net_job net;
 
 	/* Filled by the executor before spawn. */
 	char **env;		/* NULL-ended, owned */
@@ -177,6 +203,17 @@ void gp_executor_signal(struct gp_executor *ex,
 
 /* Kills every job, waits for each to be reaped, stops the thread. */
 void gp_executor_free(struct gp_executor *ex);
+/* A running job's network, as gp_executor_networks copies it. */
+struct gp_exec_network {
+	struct gp_attempt_id id;
+	struct gp_net_job net;	/* a copy: for gp_net_job_bytes only */
+};
+/*
+ * The networks of the running jobs (any thread). OUT: out[0..max-1].
+ * Returns how many there are (may exceed max: only max are copied).
+ */
+int gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
+    int max);
 /* How many jobs started from a warm sandbox so far (any thread). */
 unsigned long gp_executor_warm_starts(struct gp_executor *ex);
 

@@ -54,6 +54,16 @@ gp_gpu_minor(struct gp_gpu_set *set, int index)
 	return index;
 }
 
+int
+gp_gpu_process_util(struct gp_gpu_set *set, int index, pid_t *pids,
+    int *util, int max)
+{
+	if (set->ops == NULL || set->state == NULL ||
+	    set->ops->process_util == NULL)
+		return GP_ENOENT;
+	return set->ops->process_util(set->state, index, pids, util, max);
+}
+
 void
 gp_gpu_close(struct gp_gpu_set *set)
 {

@@ -71,6 +71,13 @@ struct gp_gpu_ops {
 	 * GP_E* when unknown.
 	 */
 	int (*minor)(void *state, int index);
+	/*
+	 * Optional: each process's SM utilisation on GPU index (percent,
+	 * averaged over the samples since the last call). OUT: pids[i],
+	 * util[i] (at most max). Returns how many, or GP_E*.
+	 */
+	int (*process_util)(void *state, int index, pid_t *pids, int *util,
+	    int max);
 };
 
 extern const struct gp_gpu_ops gp_gpu_nvml_ops;
@@ -120,6 +127,14 @@ int gp_gpu_usage(struct gp_gpu_set *set, int index, int busy,
  * backend says, else the index.
  */
 int gp_gpu_minor(struct gp_gpu_set *set, int index);
+
+/*
+ * Each process's SM utilisation on GPU index (see the ops' process_util).
+ * Returns how many it wrote, GP_ENOENT when the backend cannot say, or
+ * GP_E*.
+ */
+int gp_gpu_process_util(struct gp_gpu_set *set, int index, pid_t *pids,
+    int *util, int max);
 
 /*
  * Owner presence: how many processes that are not the pool's use GPU

@@ -21,6 +21,12 @@ struct nvml_memory {		/* nvmlMemory_t (v1) */
 	unsigned long long total, free, used;
 };
 
+struct nvml_process_sample {	/* nvmlProcessUtilizationSample_t */
+	unsigned int pid;
+	unsigned long long timestamp;	/* microseconds */
+	unsigned int sm, mem, enc, dec;
+};
+
 struct nvml_utilization {	/* nvmlUtilization_t */
 	unsigned int gpu, memory;
 };
@@ -55,6 +61,10 @@ struct nvml {
 	nvml_return (*memory)(nvml_device, struct nvml_memory *);
 	nvml_return (*util)(nvml_device, struct nvml_utilization *);
 	nvml_return (*minor)(nvml_device, unsigned int *); /* or NULL */
+	/* nvmlDeviceGetProcessUtilization, or NULL. */
+	nvml_return (*proc_util)(nvml_device, struct nvml_process_sample *,
+	    unsigned int *, unsigned long long);
+	unsigned long long util_seen[64];	/* last sample, per GPU */
 	struct nvml_procs compute, graphics;	/* fn NULL: not in the lib */
 	/* Sensors: NULL when the library lacks them. */
 	nvml_return (*temperature)(nvml_device, int, unsigned int *);
@@ -142,6 +152,8 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 		void *t = dlsym(v->lib, "nvmlDeviceGetTemperature");
 		void *w = dlsym(v->lib, "nvmlDeviceGetPowerUsage");
 		void *cc = dlsym(v->lib, "nvmlDeviceGetCudaComputeCapability");
+		void *pu = dlsym(v->lib, "nvmlDeviceGetProcessUtilization");
+		memcpy(&v->proc_util, &pu, sizeof(pu));
 		memcpy(&v->capability, &cc, sizeof(cc));
 		memcpy(&v->minor, &sym, sizeof(sym));
 		memcpy(&v->temperature, &t, sizeof(t));
@@ -210,6 +222,70 @@ nvml_list(void *state, struct gp_gpu_info **out, int *n)
 }
 
 #define NVML_TEMPERATURE_GPU 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_NOT_FOUND 6
+#define PROC_SAMPLES_MAX 1024
+
+/*
+ * Each process's SM utilisation since the last call: the mean of its
+ * samples (NVML keeps a ring of them per GPU, each with a timestamp).
+ */
+static int
+nvml_process_util(void *state, int index, pid_t *pids, int *util, int max)
+{
+	struct nvml *v = state;
+	struct nvml_process_sample *s;
+	unsigned int n = 0, i;
+	unsigned long long since, newest;
+	nvml_device dev;
+	int count[64], out = 0, k, rc;
+	long sum[64];
+
+	if (v->proc_util == NULL)
+		return GP_ENOENT;
+	if (index < 0 || index >= 64 || (unsigned int)index >= v->n ||
+	    v->handle((unsigned int)index, &dev) != 0)
+		return GP_EINVAL;
+	since = v->util_seen[index];
+	rc = v->proc_util(dev, NULL, &n, since);
+	if (rc == NVML_ERROR_NOT_FOUND)
+		return 0;	/* no process has run since */
+	if (rc != 0 && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+		return GP_EIO;
+	if (n == 0)
+		return 0;
+	if (n > PROC_SAMPLES_MAX)
+		n = PROC_SAMPLES_MAX;
+	if ((s = calloc(n, sizeof(*s))) == NULL)
+		return GP_ENOMEM;
+	if ((rc = v->proc_util(dev, s, &n, since)) != 0) {
+		free(s);
+		return rc == NVML_ERROR_NOT_FOUND ? 0 : GP_EIO;
+	}
+	if (max > 64)
+		max = 64;
+	newest = since;
+	for (i = 0; i < n && i < PROC_SAMPLES_MAX; i++) {
+		if (s[i].timestamp > newest)
+			newest = s[i].timestamp;
+		for (k = 0; k < out && pids[k] != (pid_t)s[i].pid; k++)
+			;
+		if (k == out) {
+			if (out == max)
+				continue;
+			pids[out] = (pid_t)s[i].pid;
+			sum[out] = 0;
+			count[out++] = 0;
+		}
+		sum[k] += s[i].sm > 100 ? 100 : s[i].sm;
+		count[k]++;
+	}
+	v->util_seen[index] = newest;
+	free(s);
+	for (k = 0; k < out; k++)
+		util[k] = (int)(sum[k] / (count[k] ? count[k] : 1));
+	return out;
+}
 
 static int
 nvml_usage(void *state, int index, int busy, struct gp_gpu_usage *usage)
@@ -364,4 +440,5 @@ const struct gp_gpu_ops gp_gpu_nvml_ops = {
 	.close = nvml_close,
 	.processes = nvml_processes,
 	.minor = nvml_minor,
+	.process_util = nvml_process_util,
 };

@@ -251,7 +251,7 @@ heartbeat_main(void *arg)
 	struct gp_http_client *http;
 	struct gp_http_response resp;
 	char path[] = "/v1/agent/heartbeat", text[256];
-	int down = 0;
+	int down = 0, no_gpushare = 0;	/* no_gpushare: refused by it */
 
 	http = gp_http_client_new(ag->url, ag->token, ag->ca_file);
 	if (http == NULL) {
@@ -261,8 +261,8 @@ heartbeat_main(void *arg)
 	register_node(ag, http, 1);
 	while (!atomic_load(&ag->stop)) {
 		int64_t start = gp_mono_ms(), node_id, spent;
-		json_t *body;
-		int ret;
+		json_t *body, *share;
+		int ret, sent_share = 0;
 
 		if (atomic_load(&ag->left)) {
 			/* Unregistered (provider leave): the agent exits. */
@@ -276,6 +276,18 @@ heartbeat_main(void *arg)
 		    (json_int_t)node_id, "running",
 		    gp_reports_running(ag->reports), "gpus", gpus_json(ag, 1),
 		    "offer", gp_provider_offer_json(ag->provider));
+		/*
+		 * Only when there is some: a coordinator older than it
+		 * refuses the field (400), and is then not sent it again.
+		 */
+		if (body != NULL && !no_gpushare &&
+		    (share = gp_provider_gpushare_json(ag->provider)) != NULL) {
+			if (json_array_size(share) > 0) {
+				json_object_set_new(body, "gpushare", share);
+				sent_share = 1;
+			} else
+				json_decref(share);
+		}
 		/* Short: a hung request must not hide a partition. */
 		ret = post(http, path, body, ag->lease_ms > 2000 ?
 		    ag->lease_ms / 2 : 1000, &resp);
@@ -293,6 +305,10 @@ heartbeat_main(void *arg)
 			apply_timing(ag, root, 0);
 			gp_link_apply_kills(ag, json_object_get(root, "kill"));
 			json_decref(root);
+		} else if (ret == 0 && resp.status == 400 && sent_share) {
+			gp_warn("coordinator refused the GPU sharing report: "
+			    "not sending it again url=%s", ag->url);
+			no_gpushare = 1;
 		} else if (ret == 0 && resp.status == 404 &&
 		    !atomic_load(&ag->left)) {
 			gp_warn("coordinator does not know this node: "

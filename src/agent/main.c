@@ -4,6 +4,7 @@
  * poll). The main thread only waits for SIGINT/SIGTERM.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <limits.h>
@@ -11,14 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/gpushare.h"
 #include "agent/datacache.h"
 #include "agent/container.h"
 #include "agent/image.h"
 #include "agent/metrics.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -54,9 +58,9 @@ static const char usage_text[] =
 "  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\",\n"
 "                     \"2:H100:80G:9.0\" (compute capability 9.0)\n"
 "  --advertise-addr HOST\n"
-"                     where other nodes reach this one: a gang's\n"
-"                     MASTER_ADDR when it runs rank 0 (default: the\n"
-"                     address the coordinator sees)\n"
+"                     where other nodes reach this one: other nodes\n"
+"                     route to the gang parts here through it (default:\n"
+"                     the address the coordinator sees)\n"
 "  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
 "                     owner's processes on fake GPUs (tests)\n"
 "  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
@@ -175,6 +179,24 @@ setup_work(struct gp_agent *ag, const char *work)
 		return GP_EINVAL;
 	}
 	gp_strlcpy(ag->work, real, sizeof(ag->work));
+	/*
+	 * The checkpoints restored for jobs: the agent's alone whatever an
+	 * older version left (the data and image caches make theirs 0700).
+	 */
+	{
+		char restore[PATH_MAX + 16];
+		int old;
+
+		snprintf(restore, sizeof(restore), "%s/restore", real);
+		if (gp_secret_tighten(restore, &old) != 0) {
+			fprintf(stderr, "gpupool agent: cannot chmod 700 %s: "
+			    "%s\n", restore, strerror(errno));
+			return GP_EIO;
+		}
+		if (old >= 0)
+			gp_warn("restore directory was open to other users, "
+			    "now 0700 path=%s was=%04o", restore, old);
+	}
 	return 0;
 }
 
@@ -186,7 +208,7 @@ setup_work(struct gp_agent *ag, const char *work)
 static int
 setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
 {
-	int minors[64], i, ret;
+	int ret;
 
 	if (strcmp(o->runtime, "none") == 0) {
 		gp_strlcpy(ag->containers_why, "disabled with --runtime none",
@@ -194,10 +216,8 @@ setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
 		gp_info("container jobs disabled (--runtime none)");
 		return 0;
 	}
-	for (i = 0; i < ag->gpus.n && i < 64; i++)
-		minors[i] = gp_gpu_minor(&ag->gpus, i);
 	ret = gp_containers_new(ag->work, o, &ag->cgroups, ag->gpus.gpus,
-	    ag->gpus.n < 64 ? ag->gpus.n : 64, minors, &ag->containers,
+	    ag->gpus.n < 64 ? ag->gpus.n : 64, ag->gpu_minors, &ag->containers,
 	    ag->containers_why, sizeof(ag->containers_why));
 	if (ret == 0)
 		return 0;
@@ -215,6 +235,47 @@ setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
  * still be blocked in a long poll and read it); kept reachable here.
  */
 static struct gp_agent *volatile live_agent;
+
+static void *
+bloat_thread(void *arg)
+{
+	struct timespec ts = {0, 20 * 1000 * 1000};
+
+	(void)arg;
+	for (;;)
+		nanosleep(&ts, NULL);
+	return NULL;
+}
+
+/*
+ * Benchmarks only (bench/spawn_cost.sh): GPUPOOL_AGENT_BLOAT="THREADS,MIB"
+ * makes the agent as big as a long-lived one, THREADS more threads and
+ * MIB of touched heap, so that a job start's dependence on the agent's
+ * size shows. Never freed; NULL or malformed does nothing.
+ */
+static void
+bench_bloat(const char *spec)
+{
+	long threads = 0, mib = 0, i;
+	pthread_attr_t attr;
+	pthread_t t;
+	char *heap;
+
+	if (spec == NULL || sscanf(spec, "%ld,%ld", &threads, &mib) != 2 ||
+	    threads < 0 || threads > 256 || mib < 0 || mib > 65536)
+		return;
+	if (mib > 0 && (heap = malloc((size_t)mib << 20)) != NULL)
+		for (i = 0; i < mib << 20; i += 4096)
+			heap[i] = 1;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (i = 0; i < threads; i++)
+		if (pthread_create(&t, &attr, bloat_thread, NULL) != 0)
+			break;
+	pthread_attr_destroy(&attr);
+	gp_info("bench bloat threads=%ld heap_mib=%ld", i, mib);
+}
 
 int
 gp_agent_main(int argc, char **argv)
@@ -265,6 +326,7 @@ gp_agent_main(int argc, char **argv)
 	int64_t cpus = 0, mem = 0, cache_max = 100LL << 30;
 	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
+	const char *spawn_mode;
 	int c, sig, ret = 1, verbose = 0;
 
 	memset(&copts, 0, sizeof(copts));
@@ -375,6 +437,19 @@ gp_agent_main(int argc, char **argv)
 		return 2;
 	}
 	gp_log_init("agent", verbose ? GP_LOG_DEBUG : GP_LOG_INFO);
+	/* Secrets the owner made: theirs alone, or the agent will not start. */
+	{
+		const char *what[] = {"--token-file", "--metrics-token-file"};
+		const char *path[] = {token_file, metrics_token_file};
+		char why[PATH_MAX + 160];
+
+		for (int k = 0; k < 2; k++)
+			if (path[k] != NULL && gp_secret_check(what[k],
+			    path[k], why, sizeof(why)) == GP_EPERM) {
+				fprintf(stderr, "gpupool agent: %s\n", why);
+				return 2;
+			}
+	}
 	if (token == NULL && token_file != NULL) {
 		if (read_token(token_file, &file_token) != 0) {
 			fprintf(stderr, "gpupool agent: cannot read "
@@ -474,21 +549,40 @@ gp_agent_main(int argc, char **argv)
 	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
 	gp_cgroup_sweep_stale(&ag->cgroups);
+	for (c = 0; c < ag->gpus.n && c < 64; c++)
+		ag->gpu_minors[c] = gp_gpu_minor(&ag->gpus, c);
 	if (setup_containers(ag, &copts) != 0)
 		goto out;
 	ag->exec_cfg.user = &ag->user;
 	ag->exec_cfg.cgroups = &ag->cgroups;
 	ag->exec_cfg.work_dir = ag->work;
 	ag->exec_cfg.gpus = ag->gpus.gpus;
-	ag->exec_cfg.ngpus = ag->gpus.n;
+	ag->exec_cfg.ngpus = ag->gpus.n < 64 ? ag->gpus.n : 64;
+	ag->exec_cfg.gpu_minors = ag->gpu_minors;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
+	/* Fractions of a GPU are enforced when the library is installed. */
+	if (gp_gpushare_find_lib(ag->gpu_shim, sizeof(ag->gpu_shim)) == 0) {
+		ag->exec_cfg.gpu_shim = ag->gpu_shim;
+		gp_info("gpu sharing enforced lib=%s", ag->gpu_shim);
+	} else
+		gp_warn("gpu sharing not enforced: libgpupool-cuda.so not "
+		    "found beside the executable");
 	ag->exec_cfg.keep_workdir = 1;
 	ag->exec_cfg.containers = ag->containers;
 	ag->exec_cfg.containers_why = ag->containers_why;
-	/* Plain jobs run as a user that might read the token file. */
-	if (token_file != NULL &&
-	    (ag->hidden[0] = realpath(token_file, NULL)) != NULL)
-		ag->exec_cfg.hidden_paths = ag->hidden;
+	/* Plain jobs run as a user that might read the token files. */
+	{
+		int nhidden = 0;
+
+		if (token_file != NULL &&
+		    (ag->hidden[nhidden] = realpath(token_file, NULL)) != NULL)
+			nhidden++;
+		if (metrics_token_file != NULL && (ag->hidden[nhidden] =
+		    realpath(metrics_token_file, NULL)) != NULL)
+			nhidden++;
+		if (nhidden > 0)
+			ag->exec_cfg.hidden_paths = ag->hidden;
+	}
 	if (policy != NULL && realpath(policy, ag->policy_path) == NULL) {
 		fprintf(stderr, "gpupool agent: --policy %s: %s\n", policy,
 		    strerror(errno));
@@ -520,6 +614,20 @@ gp_agent_main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/*
+	 * The spawn helper, forked while the agent is one small thread:
+	 * jobs' init processes are cloned from it, never from the agent
+	 * (agent/spawner.h). GPUPOOL_AGENT_SPAWN=direct (benches) clones
+	 * them from the agent as before.
+	 */
+	spawn_mode = getenv("GPUPOOL_AGENT_SPAWN");
+	if (spawn_mode == NULL || strcmp(spawn_mode, "direct") != 0) {
+		if ((ag->spawner = gp_spawner_start(err, sizeof(err))) == NULL)
+			gp_warn("no spawn helper why=\"%s\": jobs are cloned "
+			    "from the agent", err);
+		ag->exec_cfg.spawner = ag->spawner;
+	}
+	bench_bloat(getenv("GPUPOOL_AGENT_BLOAT"));
 	gp_http_global_init();
 
 	snprintf(cache_dir, sizeof(cache_dir), "%.4000s/data", ag->work);
@@ -543,6 +651,19 @@ gp_agent_main(int argc, char **argv)
 	if ((ag->provider = gp_provider_new(ag, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "gpupool agent: %s\n", err);
 		goto out;
+	}
+	{
+		enum gp_net_policy net;
+		int64_t rate;
+
+		gp_provider_net_policy(ag->provider, &net, &rate);
+		if (gp_net_new(&ag->net, net, rate, ag->work, err,
+		    sizeof(err)) != 0) {
+			fprintf(stderr, "gpupool agent: job networks: %s\n",
+			    err);
+			goto out;
+		}
+		ag->exec_cfg.net = ag->net;
 	}
 	ag->exec_events.arg = ag->provider;
 	ag->exec_events.started = gp_provider_on_started;
@@ -584,6 +705,10 @@ gp_agent_main(int argc, char **argv)
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
+	gp_spawner_free(ag->spawner);
+	ag->spawner = NULL;
+	gp_net_free(ag->net);
+	ag->net = NULL;
 	gp_provider_free(ag->provider);
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
@@ -602,6 +727,10 @@ out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
+		gp_spawner_free(ag->spawner);
+		ag->spawner = NULL;
+		gp_net_free(ag->net);
+		ag->net = NULL;
 		if (ag->provider != NULL)
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)

@@ -56,17 +56,6 @@
 		     "/usr/bin:/sbin:/bin"
 #define LAYERS_MAX 128
 
-struct clone3_args {
-	uint64_t flags;
-	uint64_t pidfd;
-	uint64_t child_tid;
-	uint64_t parent_tid;
-	uint64_t exit_signal;
-	uint64_t stack;
-	uint64_t stack_size;
-	uint64_t tls;
-};
-
 enum stage {
 	STAGE_PRIVATE = 1,
 	STAGE_PROC,
@@ -75,6 +64,7 @@ enum stage {
 	STAGE_ROOTFS,
 	STAGE_FDS,
 	STAGE_EXEC,
+	STAGE_NETWORK,
 };
 
 static const char *stage_names[] = {
@@ -85,6 +75,7 @@ static const char *stage_names[] = {
 	[STAGE_ROOTFS] = "mount the image's root",
 	[STAGE_FDS] = "set up descriptors",
 	[STAGE_EXEC] = "exec the OCI runtime",
+	[STAGE_NETWORK] = "join the job's network namespace",
 };
 
 const char *
@@ -300,6 +291,36 @@ write_bundle(const struct prepared *p)
 	return close(fd);
 }
 
+/*
+ * What stands for a descriptor the caller left out (-1). A runtime that
+ * starts a container gives its standard streams to the container's user
+ * (crun fchowns them), so it must never hold a host object there: the
+ * host's /dev/null would become the job's to chmod (issue 15). Standard
+ * input is the read end of a pipe whose write end is closed (reads end of
+ * file at once); a container's other streams must be given (EBADF). Only
+ * a runtime that starts no container (delete: no bundle) gets /dev/null,
+ * opened once into *null_fd. Returns the descriptor or -1.
+ */
+static int
+absent_stream(const struct gp_oci_spawn *s, int index, int *null_fd)
+{
+	int p[2];
+
+	if (s->bundle == NULL) {
+		if (*null_fd < 0)
+			*null_fd = open("/dev/null", O_RDWR);
+		return *null_fd;
+	}
+	if (index != 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if (pipe(p) != 0)
+		return -1;
+	close(p[1]);
+	return p[0];
+}
+
 static __attribute__((noreturn)) void
 child_main(const struct prepared *p)
 {
@@ -307,6 +328,9 @@ child_main(const struct prepared *p)
 	int high[5], i, null_fd = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* The runtime, and so the container, in the job's network. */
+	if (s->net_fd != NULL && setns(*s->net_fd, CLONE_NEWNET) != 0)
+		child_fail(s, STAGE_NETWORK);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		child_fail(s, STAGE_PRIVATE);
 	/* Our pid namespace's /proc, so that the runtime's pids mean it. */
@@ -326,12 +350,8 @@ child_main(const struct prepared *p)
 	for (i = 0; i < 5; i++) {
 		int fd = s->fds[i];
 
-		if (fd < 0) {
-			if (null_fd < 0 &&
-			    (null_fd = open("/dev/null", O_RDWR)) < 0)
-				child_fail(s, STAGE_FDS);
-			fd = null_fd;
-		}
+		if (fd < 0 && (fd = absent_stream(s, i, &null_fd)) < 0)
+			child_fail(s, STAGE_FDS);
 		if ((high[i] = fcntl(fd, F_DUPFD, 16)) < 0)
 			child_fail(s, STAGE_FDS);
 	}
@@ -349,13 +369,22 @@ child_main(const struct prepared *p)
 	_exit(127);
 }
 
+/* glibc's clone() entry: the child's side (never returns). */
+static int
+child_entry(void *arg)
+{
+	child_main(arg);
+}
+
+/* The child's stack: it runs a few system calls, then execs. */
+#define CHILD_STACK_LEN ((size_t)256 << 10)
+
 int
 gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd)
 {
-	struct clone3_args args;
 	struct prepared p;
-	int fd = -1;
-	long ret;
+	char *stack;
+	int fd = -1, ret, saved;
 
 	memset(&p, 0, sizeof(p));
 	p.s = s;
@@ -364,15 +393,26 @@ gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd)
 		    s->bundle);
 		snprintf(p.rootfs, sizeof(p.rootfs), "%s/rootfs", s->bundle);
 	}
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID;
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret < 0)
+	stack = mmap(NULL, CHILD_STACK_LEN, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
 		return GP_EIO;
-	if (ret == 0)
-		child_main(&p);
+	/*
+	 * As posix_spawn does: the child shares the agent's memory until it
+	 * execs (CLONE_VM), and this thread waits until then (CLONE_VFORK),
+	 * so nothing of the agent's address space is copied, however big it
+	 * is (docs/agent.md). The child only makes system calls, on its own
+	 * stack; p and s stay valid meanwhile.
+	 */
+	ret = clone(child_entry, stack + CHILD_STACK_LEN, CLONE_VM |
+	    CLONE_VFORK | CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD,
+	    &p, &fd);
+	saved = errno;
+	munmap(stack, CHILD_STACK_LEN);
+	if (ret < 0) {
+		errno = saved;
+		return GP_EIO;
+	}
 	*pid = (pid_t)ret;
 	*pidfd = fd;
 	return 0;

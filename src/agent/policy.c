@@ -36,6 +36,7 @@ gp_policy_default(struct gp_policy *p)
 	p->all_gpus = 1;
 	p->grace_s = GRACE_DEFAULT_S;
 	p->presence = GP_PRESENCE_RECLAIM;
+	p->network = GP_NET_INTERNET;
 }
 
 /* The parser's state: where it is and what it says about the first error. */
@@ -264,11 +265,17 @@ enum key {
 	KEY_IMAGES,
 	KEY_PLAIN_JOBS,
 	KEY_TRUST_KEY,
+	KEY_EXPOSE,
+	KEY_SCRATCH_MAX,
+	KEY_GPU_SHARE,
+	KEY_NETWORK,
+	KEY_NET_RATE,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
-    "images", "plain-jobs", "trust-key"};
+    "images", "plain-jobs", "trust-key", "expose", "scratch-max",
+    "gpu-share", "network", "net-rate"};
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -301,6 +308,97 @@ parse_trust_key(struct parse *ps, char *value, struct gp_policy *p)
 	return 0;
 }
 
+/* 1 when path is dir or below it. */
+static int
+path_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' ||
+	    path[n] == '/');
+}
+
+/*
+ * "PATH [ro|rw]" (ro when not said): an absolute, normal path (no "." or
+ * ".." component, no "//", no trailing "/"), not "/" and not in what the
+ * sandbox makes its own (/proc, /dev, /tmp).
+ */
+static int
+parse_expose(struct parse *ps, char *value, struct gp_policy *p)
+{
+	static const char *const own[] = {"/proc", "/dev", "/tmp"};
+	char *mode = value + strcspn(value, " \t");
+	struct gp_policy_expose *e;
+	const char *c;
+	size_t i;
+	int read_only = 1;
+
+	if (*mode != '\0') {
+		*mode++ = '\0';
+		mode = trim(mode);
+		if (strcmp(mode, "rw") == 0)
+			read_only = 0;
+		else if (strcmp(mode, "ro") != 0)
+			return fail(ps, "expose: '%.32s' is not ro or rw",
+			    mode);
+	}
+	if (value[0] != '/' || strlen(value) >= GP_POLICY_PATH_MAX)
+		return fail(ps, "expose: '%.64s' is not an absolute path (of "
+		    "at most %d bytes)", value, GP_POLICY_PATH_MAX - 1);
+	if (strcmp(value, "/") == 0)
+		return fail(ps, "expose: not the whole root; name the "
+		    "directories jobs need (expose = /opt/conda ro)");
+	for (c = value; *c != '\0'; c++) {
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return fail(ps, "expose: a control character in the "
+			    "path");
+		if (c[0] == '/' && (c[1] == '/' || c[1] == '\0' ||
+		    (c[1] == '.' && (c[2] == '/' || c[2] == '\0' ||
+		    (c[2] == '.' && (c[3] == '/' || c[3] == '\0'))))))
+			return fail(ps, "expose: '%.64s' is not a normal path "
+			    "(no //, . or .. component, no / at the end)",
+			    value);
+	}
+	for (i = 0; i < GP_ARRAY_LEN(own); i++)
+		if (path_below(value, own[i]))
+			return fail(ps, "expose: %.64s is the job's own (%s "
+			    "is made for each job)", value, own[i]);
+	for (i = 0; i < (size_t)p->nexpose; i++)
+		if (strcmp(p->expose[i].path, value) == 0)
+			return fail(ps, "expose: %.64s is listed twice", value);
+	if (p->nexpose == GP_POLICY_EXPOSE_MAX)
+		return fail(ps, "expose: too many paths (at most %d)",
+		    GP_POLICY_EXPOSE_MAX);
+	e = &p->expose[p->nexpose++];
+	gp_strlcpy(e->path, value, sizeof(e->path));
+	e->read_only = read_only;
+	return 0;
+}
+
+/* owner-presence = throttle:N% (N from 1 to 100, a tenth at most). */
+static int
+parse_throttle(struct parse *ps, const char *text, struct gp_policy *p)
+{
+	int whole = 0, tenths = 0, digits = 0;
+	const char *c = text;
+
+	while (*c >= '0' && *c <= '9' && digits < 4) {
+		whole = whole * 10 + (*c++ - '0');
+		digits++;
+	}
+	if (digits > 0 && *c == '.' && c[1] >= '0' && c[1] <= '9') {
+		tenths = c[1] - '0';
+		c += 2;
+	}
+	if (digits == 0 || digits > 3 || strcmp(c, "%") != 0 ||
+	    whole * 10 + tenths < 1 || whole * 10 + tenths > 1000)
+		return fail(ps, "owner-presence: throttle:'%.64s' is not a "
+		    "share from 0.1%% to 100%% (\"throttle:10%%\")", text);
+	p->presence = GP_PRESENCE_THROTTLE;
+	p->throttle_milli = whole * 10 + tenths;
+	return 0;
+}
+
 static int
 parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 {
@@ -313,10 +411,11 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 	if (k == (int)GP_ARRAY_LEN(key_names))
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
-		    "owner-presence, images, plain-jobs or trust-key)", key);
+		    "owner-presence, images, plain-jobs, trust-key, expose, "
+		    "scratch-max, gpu-share, network or net-rate)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
-	if (k != KEY_WINDOW && k != KEY_TRUST_KEY) {
+	if (k != KEY_WINDOW && k != KEY_TRUST_KEY && k != KEY_EXPOSE) {
 		if (ps->seen_line[k] != 0)
 			return fail(ps, "%s: given twice (first on line %d)",
 			    key, ps->seen_line[k]);
@@ -362,9 +461,20 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 			p->presence = GP_PRESENCE_RECLAIM;
 		else if (strcmp(value, "ignore") == 0)
 			p->presence = GP_PRESENCE_IGNORE;
+		else if (strncmp(value, "throttle:", 9) == 0)
+			return parse_throttle(ps, value + 9, p);
 		else
 			return fail(ps, "owner-presence: '%.64s' is not "
-			    "reclaim or ignore", value);
+			    "reclaim, ignore or throttle:N%%", value);
+		return 0;
+	case KEY_GPU_SHARE:
+		if (strcmp(value, "elastic") == 0)
+			p->gpu_share = GP_SHARE_ELASTIC;
+		else if (strcmp(value, "strict") == 0)
+			p->gpu_share = GP_SHARE_STRICT;
+		else
+			return fail(ps, "gpu-share: '%.64s' is not elastic "
+			    "or strict", value);
 		return 0;
 	case KEY_IMAGES:
 		if (strcmp(value, "signed") == 0)
@@ -388,6 +498,28 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return 0;
 	case KEY_TRUST_KEY:
 		return parse_trust_key(ps, value, p);
+	case KEY_NETWORK:
+		if (gp_net_policy_parse(value, &p->network) != 0)
+			return fail(ps, "network: '%.64s' is not none, internet "
+			    "or lan", value);
+		return 0;
+	case KEY_NET_RATE:
+		if (gp_net_rate_parse(value, &p->net_rate_bps) != 0)
+			return fail(ps, "net-rate: '%.64s' is not a rate in "
+			    "bits per second from 8k to 1T (\"200M\", \"1G\", "
+			    "\"500k\") or off", value);
+		return 0;
+	case KEY_EXPOSE:
+		return parse_expose(ps, value, p);
+	case KEY_SCRATCH_MAX:
+		if (parse_size(value, &v) != 0 || v == 0)
+			return fail(ps, "scratch-max: '%.64s' is not a size "
+			    "(\"20G\", \"512M\")", value);
+		if (v > GP_MIB_MAX)
+			return fail(ps, "scratch-max: '%.64s' is too large",
+			    value);
+		p->scratch_max_mib = v;
+		return 0;
 	case KEY_WINDOW:
 		if (p->nwindows == GP_POLICY_WINDOWS_MAX)
 			return fail(ps, "window: too many windows (at most "
@@ -614,6 +746,22 @@ gp_policy_window_format(const struct gp_policy_window *w, char *out,
 	    w->start_min % 60, w->end_min / 60, w->end_min % 60);
 }
 
+/* "reclaim", "ignore" or "throttle:10%" (tenths when there are). */
+static void
+presence_text(const struct gp_policy *p, char *out, size_t len)
+{
+	if (p->presence == GP_PRESENCE_THROTTLE) {
+		if (p->throttle_milli % 10 == 0)
+			snprintf(out, len, "throttle:%d%%",
+			    p->throttle_milli / 10);
+		else
+			snprintf(out, len, "throttle:%d.%d%%",
+			    p->throttle_milli / 10, p->throttle_milli % 10);
+	} else
+		gp_strlcpy(out, p->presence == GP_PRESENCE_IGNORE ? "ignore" :
+		    "reclaim", len);
+}
+
 json_t *
 gp_policy_to_json(const struct gp_policy *p)
 {
@@ -645,9 +793,10 @@ gp_policy_to_json(const struct gp_policy *p)
 	json_object_set_new(o, "checkpoint_grace_s",
 	    json_integer(p->grace_s));
 	json_object_set_new(o, "windows", windows);
-	json_object_set_new(o, "owner_presence",
-	    json_string(p->presence == GP_PRESENCE_IGNORE ? "ignore" :
-	    "reclaim"));
+	presence_text(p, text, sizeof(text));
+	json_object_set_new(o, "owner_presence", json_string(text));
+	json_object_set_new(o, "gpu_share", json_string(
+	    p->gpu_share == GP_SHARE_STRICT ? "strict" : "elastic"));
 	json_object_set_new(o, "images", json_string(gp_policy_images_name(
 	    p->images)));
 	json_object_set_new(o, "plain_jobs", json_string(p->refuse_plain ?
@@ -657,6 +806,17 @@ gp_policy_to_json(const struct gp_policy *p)
 		json_array_append_new(windows, json_pack("{s:s,s:s}", "key",
 		    p->keys[i].key, "name", p->keys[i].name));
 	json_object_set_new(o, "trusted_keys", windows);
+	windows = json_array();
+	for (i = 0; i < p->nexpose && i < GP_POLICY_EXPOSE_MAX; i++)
+		json_array_append_new(windows, json_pack("{s:s,s:b}", "path",
+		    p->expose[i].path, "read_only", p->expose[i].read_only));
+	json_object_set_new(o, "expose", windows);
+	json_object_set_new(o, "scratch_max_mib", p->scratch_max_mib > 0 ?
+	    json_integer(p->scratch_max_mib) : json_null());
+	json_object_set_new(o, "network", json_string(gp_net_policy_name(
+	    p->network)));
+	json_object_set_new(o, "net_rate_bps", p->net_rate_bps > 0 ?
+	    json_integer(p->net_rate_bps) : json_null());
 	return o;
 }
 
@@ -691,8 +851,11 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		gp_buf_printf(&b, ", max-job-time %s", text);
 	}
 	gp_format_duration(p->grace_s, text, sizeof(text));
-	gp_buf_printf(&b, ", checkpoint-grace %s, owner-presence %s", text,
-	    p->presence == GP_PRESENCE_IGNORE ? "ignore" : "reclaim");
+	gp_buf_printf(&b, ", checkpoint-grace %s", text);
+	presence_text(p, text, sizeof(text));
+	gp_buf_printf(&b, ", owner-presence %s", text);
+	if (p->gpu_share == GP_SHARE_STRICT)
+		gp_buf_printf(&b, ", gpu-share strict");
 	/* Image settings when they differ from the defaults. */
 	if (p->images != GP_IMAGES_SIGNED || p->nkeys > 0)
 		gp_buf_printf(&b, ", images %s", gp_policy_images_name(
@@ -702,6 +865,15 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		    p->nkeys == 1 ? "" : "s");
 	if (p->refuse_plain)
 		gp_buf_printf(&b, ", plain-jobs refuse");
+	if (p->scratch_max_mib > 0)
+		gp_buf_printf(&b, ", scratch-max %lldM",
+		    (long long)p->scratch_max_mib);
+	if (p->network != GP_NET_INTERNET)
+		gp_buf_printf(&b, ", network %s",
+		    gp_net_policy_name(p->network));
+	if (p->net_rate_bps > 0)
+		gp_buf_printf(&b, ", net-rate %lldbit/s",
+		    (long long)p->net_rate_bps);
 	gp_strlcpy(out, b.data != NULL ? b.data : "", len);
 	gp_buf_free(&b);
 }

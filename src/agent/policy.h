@@ -15,11 +15,20 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "agent/netns.h"
 #include "sign.h"
 
 #define GP_POLICY_WINDOWS_MAX 64
 #define GP_POLICY_FILE_MAX (64 * 1024)
 #define GP_POLICY_KEYS_MAX 32	/* trust-key lines */
+#define GP_POLICY_EXPOSE_MAX 16	/* expose lines */
+#define GP_POLICY_PATH_MAX 256	/* an exposed path, with its NUL */
+
+/* A host path shown to plain jobs at the same place (expose = PATH ro). */
+struct gp_policy_expose {
+	char path[GP_POLICY_PATH_MAX];	/* absolute, normal */
+	int read_only;
+};
 
 /* A weekly window: it opens on each day of `days` at start_min. */
 struct gp_policy_window {
@@ -38,6 +47,13 @@ enum gp_image_policy {
 enum gp_owner_presence {
 	GP_PRESENCE_RECLAIM = 0, /* reclaim the GPU (graceful) */
 	GP_PRESENCE_IGNORE,	 /* leave pool jobs alone */
+	GP_PRESENCE_THROTTLE,	 /* slow pool jobs to throttle_milli */
+};
+
+/* How a job's compute share is held (docs/gpu-sharing.md). */
+enum gp_gpu_share_mode {
+	GP_SHARE_ELASTIC = 0,	/* a job alone on its GPU may use idle time */
+	GP_SHARE_STRICT,	/* never more than its share */
 };
 
 struct gp_policy {
@@ -50,16 +66,27 @@ struct gp_policy {
 	int nwindows;		/* 0: always available */
 	struct gp_policy_window windows[GP_POLICY_WINDOWS_MAX];
 	enum gp_owner_presence presence;
+	int throttle_milli;	/* presence throttle: share, 1..1000 */
+	enum gp_gpu_share_mode gpu_share;
 	/* Images and plain commands. */
 	enum gp_image_policy images;
 	int refuse_plain;	/* plain-jobs = refuse */
 	int nkeys;
 	struct gp_trusted_key keys[GP_POLICY_KEYS_MAX];
+	/* Jobs' networks (netns.h): the most a job gets, its rate cap. */
+	enum gp_net_policy network;	/* default internet */
+	int64_t net_rate_bps;		/* bits/s each way; 0: no cap */
+	/* The most a job's work directory may hold; 0: no cap (scratch-max). */
+	int64_t scratch_max_mib;
+	/* What plain jobs see besides the minimal root (docs/agent.md). */
+	int nexpose;
+	struct gp_policy_expose expose[GP_POLICY_EXPOSE_MAX];
 };
 
 /*
  * Everything lent, always, grace 30 s, presence reclaims; images only
- * when signed by a trusted key (none is trusted yet); plain jobs allowed.
+ * when signed by a trusted key (none is trusted yet); plain jobs allowed;
+ * network internet, no rate cap.
  */
 void gp_policy_default(struct gp_policy *p);
 

@@ -37,6 +37,7 @@
  * holding it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@
 #include "transfer.h"
 #include "agent/control.h"
 #include "agent/datacache.h"
+#include "agent/gpushare.h"
 #include "agent/image.h"
 #include "agent/policy.h"
 #include "ckpt.h"
@@ -95,6 +97,10 @@ struct pjob {
 	enum phase phase;
 	struct gp_assignment pending;	/* PJ_RESTORING: to start after */
 	struct gp_image_hold *image;	/* the image layers it uses */
+	/* A fraction's use from its region (gpushare_steer). */
+	struct gp_gpushare_usage share;
+	int have_share;
+	int share_milli;	/* a fraction's (0: a whole GPU or none) */
 	/* Ending it on the owner's behalf. */
 	const char *end_reason;		/* "reclaimed", ... or NULL */
 	int64_t end_mono;		/* when it was asked to end */
@@ -125,6 +131,7 @@ struct gp_provider {
 	int paused, leaving;
 	uint64_t reclaimed;		/* by `provider reclaim`, until resume */
 	uint64_t present;		/* owner processes seen on these */
+	uint64_t owner_busy;		/* same, under owner-presence throttle */
 	int present_pids[GP_GPUS_MAX];
 	int window_open;
 	int64_t window_next_s;
@@ -266,14 +273,16 @@ offer_json_locked(struct gp_provider *p)
 	/* The coordinator places only what the owner would accept. */
 	for (i = 0; i < p->policy.nkeys && i < GP_POLICY_KEYS_MAX; i++)
 		json_array_append_new(keys, json_string(p->policy.keys[i].key));
-	return json_pack("{sI so sb si sI sI ss sb so}", "seq",
+	return json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
 	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
 	    (json_int_t)p->policy.max_job_s, "images",
 	    gp_policy_images_name(takes_images(p) ? p->policy.images :
 	    GP_IMAGES_NONE), "plain_jobs",
-	    !p->policy.refuse_plain, "trusted_keys", keys);
+	    !p->policy.refuse_plain, "trusted_keys", keys, "network",
+	    p->ag->net != NULL ? gp_net_policy_name(gp_net_offer(p->ag->net)) :
+	    NULL);
 }
 
 json_t *
@@ -429,10 +438,29 @@ policy_load(struct gp_provider *p, int force)
 		    "%s", p->policy_error);
 		return;
 	}
+	/* Jobs' networks are made once, at start (netns.c). */
+	if (np.network != p->policy.network ||
+	    np.net_rate_bps != p->policy.net_rate_bps) {
+		gp_warn("policy: network and net-rate take effect at the "
+		    "agent's next start; %s stays in force",
+		    gp_net_policy_name(p->policy.network));
+		np.network = p->policy.network;
+		np.net_rate_bps = p->policy.net_rate_bps;
+	}
 	p->policy = np;
 	p->policy_gen++;
 	p->policy_error[0] = '\0';
 	gp_info("policy loaded path=%s", p->ag->policy_path);
+}
+
+void
+gp_provider_net_policy(struct gp_provider *p, enum gp_net_policy *net,
+    int64_t *rate_bps)
+{
+	pthread_mutex_lock(&p->lock);
+	*net = p->policy.network;
+	*rate_bps = p->policy.net_rate_bps;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void
@@ -512,6 +540,61 @@ refuse(struct gp_provider *p, struct gp_assignment *a, const char *why)
 	gp_reports_on_finished(p->ag->reports, &a->id, &r);
 }
 
+/*
+ * A job that did not say how much memory it needs gets its share of what
+ * the owner lends (issue 15): the lent memory (policy "memory", else the
+ * node's) times the larger of its share of the lent GPUs (a fraction's
+ * share of one) and its share of the CPUs; a job asking for neither
+ * counts as one GPU's share. At least 64 MiB, at most all.
+ */
+static int64_t
+default_mem_mib(const struct gp_provider *p, const struct gp_assignment *a)
+{
+	int64_t mem = policy_mem(p), m;
+	int i, lent = 0, cpus = policy_cpus(p);
+	double share, by_cpus;
+
+	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
+		lent += gp_policy_lends_gpu(&p->policy, i);
+	if (lent == 0)
+		lent = 1;
+	if (a->gpu_milli > 0)
+		share = a->gpu_milli / 1000.0 / lent;
+	else
+		share = (a->ngpus > 0 ? a->ngpus : 1) / (double)lent;
+	by_cpus = a->cpus > 0 && cpus > 0 ? a->cpus / (double)cpus : 0;
+	if (by_cpus > share)
+		share = by_cpus;
+	m = (int64_t)(mem * (share < 1 ? share : 1));
+	return m < 64 ? 64 : m;
+}
+
+/*
+ * A plain command gets the owner's exposures as the policy says now
+ * (p->lock held): the executor, in its own thread, reads them from the
+ * assignment, never from the policy a reload may change. 0 or GP_ENOMEM.
+ */
+static int
+copy_exposures(struct gp_provider *p, struct gp_assignment *a)
+{
+	int i, n = p->policy.nexpose;
+
+	if (a->image[0] != '\0' || n == 0)
+		return 0;
+	if ((a->expose = calloc((size_t)n, sizeof(*a->expose))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct gp_mount *m = &a->expose[i];
+
+		if ((m->source = strdup(p->policy.expose[i].path)) == NULL)
+			return GP_ENOMEM;
+		m->target = m->source;
+		m->read_only = p->policy.expose[i].read_only;
+		a->nexpose++;
+	}
+	return 0;
+}
+
 void
 gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 {
@@ -551,17 +634,32 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 		gp_assignment_fini(a);
 		return;
 	}
-	if ((j = calloc(1, sizeof(*j))) == NULL) {
+	if ((j = calloc(1, sizeof(*j))) == NULL || copy_exposures(p, a) != 0) {
+		free(j);
 		pthread_mutex_unlock(&p->lock);
 		refuse(p, a, "agent out of memory");
 		gp_assignment_fini(a);
 		return;
+	}
+	/* The work directory's cap: the user's --disk within scratch-max. */
+	if (p->policy.scratch_max_mib > 0 && (a->disk_mib <= 0 ||
+	    a->disk_mib > p->policy.scratch_max_mib))
+		a->disk_mib = p->policy.scratch_max_mib;
+	if (a->mem_mib <= 0) {
+		a->mem_mib = default_mem_mib(p, a);
+		gp_info("default memory limit job=%lld attempt=%lld "
+		    "mem_mib=%lld", (long long)a->id.job_id,
+		    (long long)a->id.attempt, (long long)a->mem_mib);
 	}
 	j->id = a->id;
 	gp_strlcpy(j->user, a->user, sizeof(j->user));
 	gp_strlcpy(j->name, a->name, sizeof(j->name));
 	memcpy(j->gpus, a->gpus, sizeof(j->gpus));
 	j->ngpus = a->ngpus;
+	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1 &&
+	    a->gpus[0] >= 0 && a->gpus[0] < p->ag->gpus.n)
+		j->share_milli = gp_gpushare_share_milli(a->gpu_milli,
+		    a->gpu_mem_mib, p->ag->gpus.gpus[a->gpus[0]].mem_mib);
 	j->started_mono = gp_mono_ms();
 	j->every_ms = (a->checkpoint_every_s > 0 ? a->checkpoint_every_s
 						 : GP_CHECKPOINT_EVERY_DEFAULT) *
@@ -1366,10 +1464,29 @@ check_presence(struct gp_provider *p)
 
 		if (p->policy.presence == GP_PRESENCE_IGNORE) {
 			p->present &= ~bit;
+			p->owner_busy &= ~bit;
 			continue;
 		}
 		n = gp_gpu_foreign_processes(&p->ag->gpus, i, pids,
 		    (int)GP_ARRAY_LEN(pids));
+		if (p->policy.presence == GP_PRESENCE_THROTTLE) {
+			/* Lent still: gpushare_steer slows its jobs. */
+			p->present &= ~bit;
+			if (n > 0 && !(p->owner_busy & bit))
+				gp_info("owner process on lent GPU, "
+				    "throttling pool jobs gpu=%d pid=%d "
+				    "share_milli=%d", i, (int)pids[0],
+				    p->policy.throttle_milli);
+			else if (n <= 0 && (p->owner_busy & bit))
+				gp_info("owner processes gone, pool jobs at "
+				    "their shares again gpu=%d", i);
+			if (n > 0)
+				p->owner_busy |= bit;
+			else
+				p->owner_busy &= ~bit;
+			continue;
+		}
+		p->owner_busy &= ~bit;
 		if (n > 0 && !(p->present & bit)) {
 			p->present |= bit;
 			p->present_pids[i] = (int)pids[0];
@@ -1381,6 +1498,95 @@ check_presence(struct gp_provider *p)
 			p->present_pids[i] = 0;
 			gp_info("owner processes gone, GPU lent again gpu=%d",
 			    i);
+		}
+	}
+}
+
+/*
+ * Enforced GPU sharing (agent/gpushare.h): each fractional job may use
+ * its share; all of its GPU when it is alone there and the policy is
+ * elastic; at most the owner-presence throttle while the owner's own
+ * processes use the GPU.
+ */
+/*
+ * The job's SM utilisation from NVML's per-process readings of its GPU
+ * (host pids, matched to the job by their cgroup), or -1 when NVML
+ * cannot say.
+ */
+static int
+job_host_util(const struct pjob *j, const pid_t *pids, const int *util,
+    int n)
+{
+	char path[64], text[2048];
+	int64_t job, attempt;
+	int i, sum = 0;
+	ssize_t len;
+	int fd;
+
+	if (n < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pids[i]);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		len = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		text[len] = '\0';
+		if (gp_gpushare_cgroup_job(text, &job, &attempt) &&
+		    job == j->id.job_id && attempt == j->id.attempt)
+			sum += util[i];
+	}
+	return sum > 100 ? 100 : sum;
+}
+
+static void
+gpushare_steer(struct gp_provider *p)
+{
+	struct pjob *j, *o;
+	struct gp_gpushare_usage u;
+	char dir[PATH_MAX];
+	pid_t pids[GP_GPUS_MAX][64];
+	int utils[GP_GPUS_MAX][64], nutil[GP_GPUS_MAX];
+	int alone, eff, throttle, g;
+
+	for (g = 0; g < GP_GPUS_MAX; g++)
+		nutil[g] = -2;		/* not asked yet */
+	for (j = p->jobs; j != NULL; j = j->next) {
+		if (j->phase != PJ_RUNNING || j->exited || j->share_milli == 0 ||
+		    (g = j->gpus[0]) < 0 || g >= GP_GPUS_MAX)
+			continue;
+		snprintf(dir, sizeof(dir), "%s/jobs/%lld-%lld",
+		    p->ag->exec_cfg.work_dir, (long long)j->id.job_id,
+		    (long long)j->id.attempt);
+		if (gp_gpushare_steer(dir, -1, -1, &u) != 0)
+			continue;
+		/* NVML's per-process readings, once a GPU per tick. */
+		if (nutil[g] == -2)
+			nutil[g] = gp_gpu_process_util(&p->ag->gpus, g,
+			    pids[g], utils[g], 64);
+		gp_gpushare_steer(dir, -1, job_host_util(j, pids[g], utils[g],
+		    nutil[g]), NULL);
+		j->share = u;
+		j->have_share = 1;
+		alone = 1;
+		for (o = p->jobs; o != NULL; o = o->next)
+			if (o != j && !o->exited && o->ngpus > 0 &&
+			    o->gpus[0] == j->gpus[0])
+				alone = 0;
+		throttle = j->gpus[0] < 64 &&
+		    (p->owner_busy & (1ULL << j->gpus[0])) ?
+		    p->policy.throttle_milli : 0;
+		/* The job may write its region: its share is the agent's. */
+		eff = gp_gpushare_effective(j->share_milli, alone,
+		    p->policy.gpu_share == GP_SHARE_STRICT, throttle);
+		if (eff != u.effective_milli) {
+			gp_gpushare_steer(dir, eff, -1, NULL);
+			j->share.effective_milli = eff;
+			gp_info("gpu share job=%lld gpu=%d share_milli=%d "
+			    "effective_milli=%d", (long long)j->id.job_id,
+			    j->gpus[0], j->share_milli, eff);
 		}
 	}
 }
@@ -1451,6 +1657,7 @@ tick_main(void *arg)
 		}
 		if (now - last_presence >= PRESENCE_CHECK_MS) {
 			check_presence(p);
+			gpushare_steer(p);
 			last_presence = now;
 		}
 		check_deadlines(p, now);
@@ -1502,6 +1709,31 @@ gpu_state(const struct gp_provider *p, int i, const struct pjob **jobp)
 	if (*jobp != NULL)
 		return "running";
 	return p->paused ? "paused" : "idle";
+}
+
+json_t *
+gp_provider_gpushare_json(struct gp_provider *p)
+{
+	const struct pjob *j;
+	json_t *list = json_array();
+
+	pthread_mutex_lock(&p->lock);
+	for (j = p->jobs; j != NULL && list != NULL; j = j->next)
+		if (j->have_share && j->phase == PJ_RUNNING && !j->exited)
+			json_array_append_new(list, json_pack(
+			    "{sI sI si sI sI si si si sI}", "job_id",
+			    (json_int_t)j->id.job_id, "attempt",
+			    (json_int_t)j->id.attempt, "gpu", j->gpus[0],
+			    "mem_used_mib",
+			    (json_int_t)(j->share.used_bytes >> 20),
+			    "mem_limit_mib",
+			    (json_int_t)(j->share.limit_bytes >> 20),
+			    "share_milli", j->share.share_milli,
+			    "effective_milli", j->share.effective_milli,
+			    "util", j->share.util, "oom",
+			    (json_int_t)j->share.oom));
+	pthread_mutex_unlock(&p->lock);
+	return list;
 }
 
 uint64_t
@@ -1604,6 +1836,11 @@ status_json(struct gp_provider *p)
 	    p->policy_error[0] ? json_string(p->policy_error) : json_null(),
 	    "policy", gp_policy_to_json(&p->policy), "gpus", gpus, "jobs",
 	    njobs, "fenced", p->fenced);
+	if (o != NULL && p->ag->net != NULL)
+		json_object_set_new(o, "network", json_pack("{ss s:o}",
+		    "applies", gp_net_policy_name(gp_net_offer(p->ag->net)),
+		    "why", gp_net_offer_why(p->ag->net) != NULL ?
+		    json_string(gp_net_offer_why(p->ag->net)) : json_null()));
 	if (o != NULL && p->ag->datacache != NULL)
 		json_object_set_new(o, "data_cache",
 		    gp_datacache_status(p->ag->datacache));

@@ -10,6 +10,7 @@
  */
 #include "agent/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -29,7 +30,9 @@
 #include <unistd.h>
 
 #include "agent/executor.h"
+#include "agent/netns.h"
 #include "agent/oci.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -74,6 +77,9 @@ enum stage {
 	STAGE_NO_NEW_PRIVS,
 	STAGE_CHDIR,
 	STAGE_FORK,
+	STAGE_ROOT,
+	STAGE_EXPOSE_RW,
+	STAGE_NETWORK,
 };
 
 static const char *stage_names[] = {
@@ -96,6 +102,9 @@ static const char *stage_names[] = {
 	[STAGE_NO_NEW_PRIVS] = "no_new_privs",
 	[STAGE_CHDIR] = "chdir work directory",
 	[STAGE_FORK] = "fork",
+	[STAGE_ROOT] = "build the minimal root",
+	[STAGE_EXPOSE_RW] = "make an exposed path writable",
+	[STAGE_NETWORK] = "join the job's network namespace",
 };
 
 const char *
@@ -420,6 +429,111 @@ out:
 	return ret;
 }
 
+/* ---- the minimal root: only what the job needs of the host ---- */
+
+/* Where the root is built: a tmpfs over the host's /tmp, as shadow's. */
+#define ROOT_STAGING "/tmp"
+
+/*
+ * Puts the host's path (absolute) at the same place in the staging root:
+ * a symbolic link as a copy of the link, a directory or any other file as
+ * a bind of it with its submounts; the directories above it are made. A
+ * path the host lacks is left out. 0 or -1.
+ */
+static int
+root_put(const char *path)
+{
+	char dst[4096], link[4096];
+	struct stat st;
+	char *slash;
+	ssize_t k;
+	int tree, ret;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (join(dst, sizeof(dst), ROOT_STAGING, path + 1) != 0)
+		return -1;
+	slash = strrchr(dst, '/');
+	*slash = '\0';
+	ret = mkdir_p(dst);
+	*slash = '/';
+	if (ret != 0)
+		return -1;
+	if (S_ISLNK(st.st_mode)) {
+		if ((k = readlink(path, link, sizeof(link) - 1)) < 0)
+			return -1;
+		link[k] = '\0';
+		return symlink(link, dst) == 0 || errno == EEXIST ? 0 : -1;
+	}
+	if (S_ISDIR(st.st_mode) ? mkdir(dst, 0755) != 0 && errno != EEXIST :
+	    make_file(dst) != 0)
+		return -1;
+	tree = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE |
+	    OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+	if (tree < 0)
+		return -1;
+	ret = move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+	close(tree);
+	return ret;
+}
+
+/*
+ * Builds the job's root on a fresh tmpfs and switches to it (as
+ * switch_root does): the root_binds (system directories, a few files of
+ * /etc, device nodes), the owner's exposures, /dev's links, empty /proc,
+ * /tmp and /dev/shm for their own mounts, and the path of the agent's
+ * work directory for hide() to cover. Nothing else of the host's tree.
+ */
+static int
+build_root(const struct gp_sandbox_spec *s)
+{
+	static const char *const dirs[] = {"proc", "tmp", "dev", "dev/shm"};
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+	    {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+	    {"stderr", "/proc/self/fd/2"}};
+	char *const *lists[] = {s->root_binds, s->expose_ro, s->expose_rw};
+	char path[4096];
+	size_t i;
+
+	if (mount("tmpfs", ROOT_STAGING, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0)
+		return -1;
+	for (i = 0; i < GP_ARRAY_LEN(dirs); i++)
+		if (join(path, sizeof(path), ROOT_STAGING, dirs[i]) != 0 ||
+		    mkdir(path, 0755) != 0)
+			return -1;
+	for (i = 0; i < GP_ARRAY_LEN(links); i++)
+		if (join(path, sizeof(path), ROOT_STAGING "/dev",
+		    links[i][0]) != 0 || symlink(links[i][1], path) != 0)
+			return -1;
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			if (root_put(*p) != 0)
+				return -1;
+	if (join(path, sizeof(path), ROOT_STAGING, s->agent_work + 1) != 0 ||
+	    mkdir_p(path) != 0)
+		return -1;
+	if (chdir(ROOT_STAGING) != 0 ||
+	    mount(ROOT_STAGING, "/", NULL, MS_MOVE, NULL) != 0 ||
+	    chroot(".") != 0 || chdir("/") != 0)
+		return -1;
+	return 0;
+}
+
+/* After / was made read-only: the exposures the owner lends writable. */
+static int
+expose_writable(const struct gp_sandbox_spec *s)
+{
+	struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY,
+	    .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+
+	for (char *const *p = s->expose_rw; p != NULL && *p != NULL; p++)
+		if (mount_setattr(AT_FDCWD, *p, AT_RECURSIVE, &rw,
+		    sizeof(rw)) != 0)
+			return -1;
+	return 0;
+}
+
 /*
  * The agent's work directory becomes an empty tmpfs but for the job's
  * own directory (other jobs' directories, the agent's caches and socket
@@ -506,6 +620,8 @@ setup(const struct gp_sandbox_spec *s)
 		    AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) != 0)
 			fail(fd, STAGE_CLONE);
 	}
+	if (s->root_binds != NULL && build_root(s) != 0)
+		fail(fd, STAGE_ROOT);
 	/* Room for mount points that the host does not have. */
 	for (i = 0; s->shadows != NULL && s->shadows[i] != NULL; i++)
 		if (shadow(s->shadows[i]) != 0)
@@ -522,15 +638,17 @@ setup(const struct gp_sandbox_spec *s)
 		if (errno != ENOSYS || remount_all_readonly() != 0)
 			fail(fd, STAGE_READONLY);
 	}
+	if (expose_writable(s) != 0)
+		fail(fd, STAGE_EXPOSE_RW);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    NULL) != 0)
 		fail(fd, STAGE_PROC);
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=1777") != 0)
+	    s->tmp_options != NULL ? s->tmp_options : "mode=1777") != 0)
 		fail(fd, STAGE_TMP);
 	if (access("/dev/shm", F_OK) == 0 &&
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=1777") != 0)
+	    s->tmp_options != NULL ? s->tmp_options : "mode=1777") != 0)
 		fail(fd, STAGE_SHM);
 	for (i = 0; i < s->nmounts; i++)
 		if (s->mounts[i].in_tmp && s->mounts[i].make &&
@@ -638,6 +756,66 @@ fail:
 	_exit(127);
 }
 
+/*
+ * Init is a copy of the agent: the command line and environment it shows
+ * as /proc/1/cmdline and /proc/1/environ are the agent's ("--token ..."
+ * included, world-readable). This copy's are overwritten (the agent's own
+ * stay): "gpupool-sandbox", then zeros. Their places are /proc/self/stat's
+ * fields 48 to 51 (arg_start, arg_end, env_start, env_end), read without
+ * allocating.
+ */
+static void
+scrub_cmdline(void)
+{
+	static const char name[] = "gpupool-sandbox";
+	unsigned long v[4] = {0, 0, 0, 0};
+	char buf[2048], *p;
+	ssize_t n;
+	int fd, field = 2;
+
+	if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* Field 2 is the name in parentheses (it may hold spaces). */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return;
+	for (p++; *p != '\0' && field < 51; ) {
+		while (*p == ' ')
+			p++;
+		if (++field >= 48) {
+			if (*p < '0' || *p > '9')
+				return;
+			for (; *p >= '0' && *p <= '9'; p++)
+				v[field - 48] = v[field - 48] * 10 +
+				    (unsigned long)(*p - '0');
+		}
+		while (*p != ' ' && *p != '\0')
+			p++;
+	}
+	if (field != 51 || v[1] <= v[0] || v[3] < v[2])
+		return;
+	memset((void *)v[0], 0, v[1] - v[0]);
+	memset((void *)v[2], 0, v[3] - v[2]);
+	if (v[1] - v[0] > sizeof(name))
+		memcpy((void *)v[0], name, sizeof(name));
+}
+
+/* The job's network namespace (netns.h), before anything else. */
+static void
+join_network(const struct gp_sandbox_spec *s)
+{
+	if (s->net_fd >= 0) {
+		if (setns(s->net_fd, CLONE_NEWNET) != 0)
+			fail(s->status_fd, STAGE_NETWORK);
+		close(s->net_fd);
+	} else if (s->new_net && gp_net_loopback_up() != 0)
+		fail(s->status_fd, STAGE_NETWORK);
+}
+
 static __attribute__((noreturn)) void
 init_main(const struct gp_sandbox_spec *s)
 {
@@ -648,8 +826,18 @@ init_main(const struct gp_sandbox_spec *s)
 
 	command_pid = 0;
 	pending_signal = 0;
+	scrub_cmdline();
 	forward_signals();
+	join_network(s);
 	setup(s);
+	/*
+	 * The job's user may be init's (an agent not run as root): nothing
+	 * of init's, a copy of the agent's memory, may be read through
+	 * /proc/1/mem or /proc/1/environ, nor init traced. (The capabilities
+	 * init holds in its user namespace refuse that too; this does not
+	 * rest on them. An agent as root: setresuid made init so already.)
+	 */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
 	if ((null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
@@ -692,28 +880,6 @@ init_main(const struct gp_sandbox_spec *s)
 	_exit(0);
 }
 
-int
-gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
-{
-	struct clone3_args args;
-	int fd = -1;
-	long ret;
-
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	    CLONE_NEWUTS | (spec->user->userns ? CLONE_NEWUSER : 0);
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret < 0)
-		return GP_EIO;
-	if (ret == 0)
-		init_main(spec);
-	*pid = (pid_t)ret;
-	*pidfd = fd;
-	return 0;
-}
-
 /* ---- warm sandboxes: init cloned and in its cgroup before the job ---- */
 
 /* The shared page(s) a job's spec is copied into: untouched pages cost no
@@ -728,11 +894,39 @@ struct warm_child {
 	struct gp_sandbox_spec *spec;	/* in the shared arena */
 };
 
+/* The go byte, and the job's network namespace when one comes with it. */
+static ssize_t
+recv_go(int fd, char *go, int *net_fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {go, 1};
+	struct msghdr m;
+	struct cmsghdr *c;
+	ssize_t got;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = u.buf;
+	m.msg_controllen = sizeof(u.buf);
+	*net_fd = -1;
+	got = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	c = got == 1 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (c != NULL && c->cmsg_level == SOL_SOCKET &&
+	    c->cmsg_type == SCM_RIGHTS)
+		memcpy(net_fd, CMSG_DATA(c), sizeof(int));
+	return got;
+}
+
 static __attribute__((noreturn)) void
 warm_main(const struct warm_child *c)
 {
 	int keep[5] = {c->out_fd, c->status_fd, c->go_fd}, n = 3, i;
 	struct gp_sandbox_spec *s = c->spec;
+	int net_fd;
 	ssize_t got;
 	char go;
 
@@ -748,12 +942,13 @@ warm_main(const struct warm_child *c)
 		close(c->cgroup_fds[i]);
 	}
 	do
-		got = read(c->go_fd, &go, 1);
+		got = recv_go(c->go_fd, &go, &net_fd);
 	while (got < 0 && errno == EINTR);
 	/* End of file: the slot was discarded, or the agent is gone. */
 	if (got != 1)
 		_exit(0);
 	close(c->go_fd);
+	s->net_fd = net_fd;
 	s->out_fd = c->out_fd;
 	s->status_fd = c->status_fd;
 	s->cgroup_fds = NULL;
@@ -761,17 +956,20 @@ warm_main(const struct warm_child *c)
 	init_main(s);
 }
 
+static uint64_t init_clone_flags(const struct gp_sandbox_user *user);
+static void *arena_map(int *memfd);
+static int clone_init(struct gp_spawner *sp, int kind, uint64_t flags,
+    int memfd, void *arena, const int *fds, int nfds, pid_t *pid,
+    int *pidfd);
+
 int
-gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
-    const struct gp_sandbox_user *user, const char *name, int64_t pids_max,
-    char *err, size_t errlen)
+gp_sandbox_warm_make(struct gp_sandbox_warm *w, struct gp_spawner *sp,
+    const struct gp_cgroups *cg, const struct gp_sandbox_user *user,
+    const char *name, int64_t pids_max, char *err, size_t errlen)
 {
 	struct gp_sandbox_warm n;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, go[2] = {-1, -1}, i;
-	struct warm_child c;
-	struct clone3_args args;
-	int fd = -1;
-	long ret;
+	int fds[5], nfds = 0, memfd = -1;
 
 	memset(&n, 0, sizeof(n));
 	n.pidfd = n.go_fd = n.out_fd = n.status_fd = -1;
@@ -788,45 +986,36 @@ gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
 	}
-	n.arena = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (n.arena == MAP_FAILED) {
-		snprintf(err, errlen, "mmap: %s", strerror(errno));
+	if ((n.arena = arena_map(&memfd)) == MAP_FAILED) {
+		snprintf(err, errlen, "arena: %s", strerror(errno));
 		goto fail;
 	}
 	n.arena_len = WARM_ARENA_LEN;
-	memset(&c, 0, sizeof(c));
-	c.out_fd = out[1];
-	c.status_fd = status[1];
-	c.go_fd = go[1];
-	c.ncgroup_fds = n.cgroup.nfds;
+	fds[nfds++] = out[1];
+	fds[nfds++] = status[1];
+	fds[nfds++] = go[1];
 	for (i = 0; i < n.cgroup.nfds; i++)
-		c.cgroup_fds[i] = n.cgroup.procs_fds[i];
-	c.spec = n.arena;
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	    CLONE_NEWUTS | (user->userns ? CLONE_NEWUSER : 0);
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret == 0)
-		warm_main(&c);
-	if (ret < 0) {
+		fds[nfds++] = n.cgroup.procs_fds[i];
+	/* Not root: no namespace of the agent's to join; one of its own. */
+	if (clone_init(sp, GP_SANDBOX_CHILD_WARM, init_clone_flags(user) |
+	    (user->userns ? CLONE_NEWNET : 0), memfd, n.arena, fds, nfds,
+	    &n.pid, &n.pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		goto fail;
 	}
+	close(memfd);
 	close(out[1]);
 	close(status[1]);
 	close(go[1]);
 	gp_cgroup_close_fds(&n.cgroup);
-	n.pid = (pid_t)ret;
-	n.pidfd = fd;
 	n.out_fd = out[0];
 	n.status_fd = status[0];
 	n.go_fd = go[0];
 	*w = n;
 	return 0;
 fail:
+	if (memfd >= 0)
+		close(memfd);
 	for (i = 0; i < 2; i++) {
 		if (out[i] >= 0)
 			close(out[i]);
@@ -894,18 +1083,48 @@ arena_strv(struct arena *a, char *const *v)
 	return d;
 }
 
-int
-gp_sandbox_warm_use(struct gp_sandbox_warm *w,
-    const struct gp_sandbox_spec *spec)
+/* The go byte, with the job's network namespace (net_fd >= 0). */
+static ssize_t
+send_go(int fd, int net_fd)
 {
-	struct arena a = {w->arena, w->arena_len, 0, 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {"g", 1};
+	struct msghdr m;
+	struct cmsghdr *c;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (net_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &net_fd, sizeof(int));
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
+/*
+ * Deep-copies spec into the arena at base (its start: init finds it
+ * there); out_fd, status_fd and cgroup_fds are left for init to set.
+ * Returns 0 or GP_ETOOBIG.
+ */
+static int
+arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
+{
+	struct arena a = {base, len, 0, 1};
 	struct gp_sandbox_mount *m = NULL;
 	struct gp_sandbox_user *u;
 	struct gp_sandbox_spec *s;
 	int i;
 
-	if (w->arena == NULL || w->go_fd < 0)
-		return GP_EIO;
 	/* The spec first: init finds it at the start of the arena. */
 	if ((s = arena_get(&a, sizeof(*s))) == NULL ||
 	    (u = arena_get(&a, sizeof(*u))) == NULL)
@@ -918,6 +1137,10 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	s->hide_dirs = arena_strv(&a, spec->hide_dirs);
 	s->hide_files = arena_strv(&a, spec->hide_files);
 	s->shadows = arena_strv(&a, spec->shadows);
+	s->tmp_options = arena_str(&a, spec->tmp_options);
+	s->root_binds = arena_strv(&a, spec->root_binds);
+	s->expose_ro = arena_strv(&a, spec->expose_ro);
+	s->expose_rw = arena_strv(&a, spec->expose_rw);
 	if (spec->nmounts > 0 &&
 	    (m = arena_get(&a, (size_t)spec->nmounts * sizeof(*m))) != NULL)
 		for (i = 0; i < spec->nmounts; i++) {
@@ -934,8 +1157,163 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	s->ncgroup_fds = 0;
 	if (!a.ok)
 		return GP_ETOOBIG;
+	s->net_fd = -1;	/* init's own: the go byte or the clone brings it */
+	return 0;
+}
+
+/*
+ * The flags every init is cloned with: its own mount, pid, IPC and UTS
+ * namespaces, and a user namespace when the agent is not root.
+ */
+static uint64_t
+init_clone_flags(const struct gp_sandbox_user *user)
+{
+	return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+	    (user->userns ? CLONE_NEWUSER : 0);
+}
+
+/*
+ * Maps a new arena: a memfd (*memfd, close-on-exec) mapped shared, so
+ * that the spawn helper can map the same pages at the same address.
+ * Returns the mapping or MAP_FAILED (errno set).
+ */
+static void *
+arena_map(int *memfd)
+{
+	void *p;
+	int fd;
+
+	if ((fd = memfd_create("gpupool-spec", MFD_CLOEXEC)) < 0)
+		return MAP_FAILED;
+	if (ftruncate(fd, (off_t)WARM_ARENA_LEN) != 0 ||
+	    (p = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return MAP_FAILED;
+	}
+	*memfd = fd;
+	return p;
+}
+
+/*
+ * Clones init, from the spawn helper when there is one (the agent's own
+ * address space is never copied then) or from the agent. kind says
+ * what the child runs (gp_sandbox_child_main); fds are its descriptors
+ * in that order. OUT: *pid, *pidfd. Returns 0 or GP_EIO (errno set).
+ */
+static int
+clone_init(struct gp_spawner *sp, int kind, uint64_t flags, int memfd,
+    void *arena, const int *fds, int nfds, pid_t *pid, int *pidfd)
+{
+	struct clone3_args args;
+	int fd = -1;
+	long ret;
+
+	if (sp != NULL && gp_spawner_clone(sp, kind, flags, memfd, arena,
+	    WARM_ARENA_LEN, fds, nfds, pid, pidfd) == 0)
+		return 0;
+	memset(&args, 0, sizeof(args));
+	args.flags = flags | CLONE_PIDFD;
+	args.pidfd = (uint64_t)(uintptr_t)&fd;
+	args.exit_signal = SIGCHLD;
+	ret = syscall(SYS_clone3, &args, sizeof(args));
+	if (ret == 0)
+		gp_sandbox_child_main(kind, arena, fds, nfds);
+	if (ret < 0)
+		return GP_EIO;
+	*pid = (pid_t)ret;
+	*pidfd = fd;
+	return 0;
+}
+
+void
+gp_sandbox_child_main(int kind, void *arena, const int *fds, int nfds)
+{
+	struct gp_sandbox_spec *s = arena;
+	struct warm_child c;
+	int i;
+
+	if (kind == GP_SANDBOX_CHILD_WARM && nfds >= 3 && nfds <= 5) {
+		memset(&c, 0, sizeof(c));
+		c.out_fd = fds[0];
+		c.status_fd = fds[1];
+		c.go_fd = fds[2];
+		c.ncgroup_fds = nfds - 3;
+		for (i = 0; i < c.ncgroup_fds; i++)
+			c.cgroup_fds[i] = fds[3 + i];
+		c.spec = s;
+		warm_main(&c);
+	}
+	if (kind == GP_SANDBOX_CHILD_NOW && nfds >= 2) {
+		/* The arena is this child's to write now. */
+		i = 2;
+		s->out_fd = fds[0];
+		s->status_fd = fds[1];
+		if (s->net_fd >= 0 && nfds >= 3)
+			s->net_fd = fds[i++];
+		else
+			s->net_fd = -1;
+		s->cgroup_fds = fds + i;
+		s->ncgroup_fds = nfds - i;
+		init_main(s);
+	}
+	_exit(127);
+}
+
+int
+gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
+    pid_t *pid, int *pidfd)
+{
+	int fds[3 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
+	void *arena;
+
+	if (spec->ncgroup_fds > GP_SANDBOX_CGROUP_FDS_MAX) {
+		errno = EINVAL;
+		return GP_EIO;
+	}
+	if ((arena = arena_map(&memfd)) == MAP_FAILED)
+		return GP_EIO;
+	if (arena_fill(arena, WARM_ARENA_LEN, spec) != 0) {
+		ret = GP_EIO;
+		errno = E2BIG;
+		goto out;
+	}
+	fds[nfds++] = spec->out_fd;
+	fds[nfds++] = spec->status_fd;
+	/* The job's network namespace to join, when it has one made. */
+	if (spec->net_fd >= 0) {
+		((struct gp_sandbox_spec *)arena)->net_fd = 0;
+		fds[nfds++] = spec->net_fd;
+	}
+	for (i = 0; i < spec->ncgroup_fds; i++)
+		fds[nfds++] = spec->cgroup_fds[i];
+	ret = clone_init(sp, GP_SANDBOX_CHILD_NOW,
+	    init_clone_flags(spec->user) | (spec->net_fd < 0 &&
+	    spec->new_net ? CLONE_NEWNET : 0), memfd, arena, fds, nfds, pid,
+	    pidfd);
+out:
+	i = errno;
+	munmap(arena, WARM_ARENA_LEN);
+	close(memfd);
+	errno = i;
+	return ret;
+}
+
+int
+gp_sandbox_warm_use(struct gp_sandbox_warm *w,
+    const struct gp_sandbox_spec *spec)
+{
+	int ret;
+
+	if (w->arena == NULL || w->go_fd < 0)
+		return GP_EIO;
+	if ((ret = arena_fill(w->arena, w->arena_len, spec)) != 0)
+		return ret;
 	/* A socket, not a pipe: a gone init is EPIPE, never SIGPIPE. */
-	if (send(w->go_fd, "g", 1, MSG_NOSIGNAL) != 1)
+	if (send_go(w->go_fd, spec->net_fd) != 1)
 		return GP_EIO;
 	return 0;
 }
@@ -981,10 +1359,41 @@ gp_sandbox_warm_discard(struct gp_sandbox_warm *w)
 /* Hidden from every plain job when they exist. */
 static const char *hidden_always[] = {"/home", "/root", "/run/user"};
 
+/*
+ * The minimal root of a plain job (docs/agent.md, "What a job can see and
+ * do"): the system's programs and libraries, these entries of /etc (name
+ * resolution, users and groups, the dynamic linker's cache, time zone,
+ * certificates, alternatives, GPU loaders' vendor files), a few device
+ * nodes, the GPU control nodes and the job's own GPUs' (never another
+ * GPU's /dev/nvidia<minor>), and /sys read-only (the kernel's
+ * view of the hardware and of the job's cgroups, as containers have
+ * it). The host's /srv, /opt, /var, /mnt, /home and the rest of /etc are
+ * not there; an owner lends more with "expose" in the policy.
+ */
+static const char *const root_system[] = {"/usr", "/bin", "/sbin", "/lib",
+    "/lib32", "/lib64", "/libx32", "/sys"};
+static const char *const root_etc[] = {"passwd", "group", "hosts",
+    "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+    "protocols", "services", "networks", "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d", "localtime", "timezone", "os-release",
+    "debian_version", "alternatives", "ssl", "ca-certificates",
+    "ca-certificates.conf", "mime.types", "shells", "profile",
+    "bash.bashrc", "environment", "inputrc", "locale.alias", "terminfo",
+    "magic", "mailcap", "OpenCL", "vulkan", "nvidia", "glvnd", "egl",
+    "python3", "fonts"};
+static const char *const root_dev[] = {"/dev/null", "/dev/zero",
+    "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+/* In /dev besides the job's own GPUs' /dev/nvidia<minor>. */
+static const char *const nvidia_control[] = {"nvidiactl", "nvidia-uvm",
+    "nvidia-uvm-tools", "nvidia-modeset"};
+
 /* What a plain job's sandbox needs besides the executor's (priv). */
 struct sjob {
 	char **hide_dirs, **hide_files, **shadows;
 	int nhide_dirs, nhide_files, nshadows;
+	char **root_binds, **expose_ro, **expose_rw;
+	int nroot_binds, nexpose_ro, nexpose_rw;
+	char tmp_options[64];	/* /tmp and /dev/shm: its memory's size */
 	struct gp_sandbox_mount mounts[GP_SANDBOX_MOUNTS_MAX];
 	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
 	int nmounts, nstrings;
@@ -1036,7 +1445,97 @@ keep(struct sjob *sj, const char *str)
 	return d;
 }
 
-/* /home, /root, /run/user and the agent's secrets, as they exist here. */
+/* 1 when the host's path (real, absolute) is in the job's minimal root. */
+static int
+in_view(const struct sjob *sj, const char *real)
+{
+	char *const *lists[] = {sj->root_binds, sj->expose_ro, sj->expose_rw};
+
+	for (size_t i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			if (below(real, *p))
+				return 1;
+	return 0;
+}
+
+/*
+ * The minimal root's lists: what of root_system, root_etc, root_dev and
+ * nvidia_control this host has, the job's GPUs' /dev/nvidia<minor>, and
+ * the owner's exposures (each must be its own real path: an exposure
+ * through a symbolic link is left out, with a warning, since what hides
+ * the agent's files goes by real paths). 0 or GP_ENOMEM.
+ */
+static int
+plan_root(struct sjob *sj, const struct gp_exec_job *x)
+{
+	char path[PATH_MAX], real[PATH_MAX];
+	struct stat st;
+	size_t i;
+	int k;
+
+	for (i = 0; i < GP_ARRAY_LEN(root_system); i++)
+		if (lstat(root_system[i], &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds,
+		    root_system[i]) != 0)
+			return GP_ENOMEM;
+	for (i = 0; i < GP_ARRAY_LEN(root_etc); i++) {
+		snprintf(path, sizeof(path), "/etc/%s", root_etc[i]);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	for (i = 0; i < GP_ARRAY_LEN(root_dev); i++)
+		if (lstat(root_dev[i], &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds,
+		    root_dev[i]) != 0)
+			return GP_ENOMEM;
+	/* The GPUs' control nodes, then the job's own GPUs', no other's. */
+	for (i = 0; i < GP_ARRAY_LEN(nvidia_control); i++) {
+		snprintf(path, sizeof(path), "/dev/%s", nvidia_control[i]);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	for (k = 0; k < x->a->ngpus; k++) {
+		int g = x->a->gpus[k];
+
+		if (g < 0 || g >= x->cfg->ngpus)
+			continue;
+		snprintf(path, sizeof(path), "/dev/nvidia%d",
+		    x->cfg->gpu_minors != NULL ? x->cfg->gpu_minors[g] : g);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	/* Never NULL: NULL would mean the host's whole root. */
+	if (sj->root_binds == NULL &&
+	    (sj->root_binds = calloc(1, sizeof(char *))) == NULL)
+		return GP_ENOMEM;
+	for (k = 0; k < x->a->nexpose; k++) {
+		const struct gp_mount *m = &x->a->expose[k];
+
+		if (realpath(m->source, real) == NULL) {
+			gp_warn("policy expose path=%s error=\"%s\": not shown "
+			    "to job=%s", m->source, strerror(errno), x->name);
+			continue;
+		}
+		if (strcmp(real, m->source) != 0) {
+			gp_warn("policy expose path=%s is reached through a "
+			    "symbolic link (real path %s): not shown to job=%s; "
+			    "expose the real path", m->source, real, x->name);
+			continue;
+		}
+		if (m->read_only ? list_add(&sj->expose_ro, &sj->nexpose_ro,
+		    real) : list_add(&sj->expose_rw, &sj->nexpose_rw, real))
+			return GP_ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * /home, /root, /run/user and the agent's secrets, as they exist here and
+ * where the job's minimal root shows them (under an exposure, mostly).
+ */
 static int
 plan_hiding(struct sjob *sj, const struct gp_exec_config *cfg)
 {
@@ -1057,7 +1556,7 @@ plan_hiding(struct sjob *sj, const struct gp_exec_config *cfg)
 		    strcmp(real, "/") == 0)
 			continue;
 		/* Already out of sight: under the work tmpfs or a hidden dir. */
-		if (below(real, cfg->work_dir))
+		if (below(real, cfg->work_dir) || !in_view(sj, real))
 			continue;
 		for (k = 0; k < sj->nhide_dirs; k++)
 			covered |= below(real, sj->hide_dirs[k]);
@@ -1135,6 +1634,11 @@ plan_mount(struct sjob *sj, const struct gp_exec_job *x,
 		return GP_ENOMEM;
 	sj->nmounts++;
 	if (sm->in_tmp) {
+		sm->make = 1;
+		return 0;
+	}
+	/* Outside what the minimal root binds: made in its own tmpfs. */
+	if (!in_view(sj, t)) {
 		sm->make = 1;
 		return 0;
 	}
@@ -1223,7 +1727,18 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 		x->uid = u->uid;
 		x->gid = u->gid;
 	}
-	if (plan_hiding(sj, x->cfg) != 0) {
+	/*
+	 * Its /tmp and /dev/shm are memory its cgroup is charged for: each
+	 * at most its memory limit, so that filling one ends in "no space
+	 * left" rather than the out-of-memory killer.
+	 */
+	if (a->mem_mib > 0)
+		snprintf(sj->tmp_options, sizeof(sj->tmp_options),
+		    "mode=1777,size=%lldm", (long long)a->mem_mib);
+	else
+		gp_strlcpy(sj->tmp_options, "mode=1777",
+		    sizeof(sj->tmp_options));
+	if (plan_root(sj, x) != 0 || plan_hiding(sj, x->cfg) != 0) {
 		snprintf(err, errlen, "agent out of memory");
 		return GP_ENOMEM;
 	}
@@ -1251,6 +1766,10 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.hide_dirs = sj->hide_dirs;
 	spec.hide_files = sj->hide_files;
 	spec.shadows = sj->shadows;
+	spec.tmp_options = sj->tmp_options;
+	spec.root_binds = sj->root_binds;
+	spec.expose_ro = sj->expose_ro;
+	spec.expose_rw = sj->expose_rw;
 	spec.mounts = sj->mounts;
 	spec.nmounts = sj->nmounts;
 	spec.argv = x->argv;
@@ -1259,6 +1778,8 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.status_fd = x->status_fd;
 	spec.cgroup_fds = x->cgroup.procs_fds;
 	spec.ncgroup_fds = x->cgroup.nfds;
+	spec.net_fd = x->net.ns_fd;
+	spec.new_net = x->cfg->net != NULL && x->net.ns_fd < 0;
 	if (x->warm != NULL) {
 		int ret = gp_sandbox_warm_use(x->warm, &spec);
 
@@ -1272,7 +1793,7 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 		*pidfd = x->warm->pidfd;
 		return 0;
 	}
-	if (gp_sandbox_spawn(&spec, pid, pidfd) != 0) {
+	if (gp_sandbox_spawn(x->cfg->spawner, &spec, pid, pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		return GP_EIO;
 	}
@@ -1289,6 +1810,9 @@ sandbox_release(struct gp_exec_job *x)
 	list_free(sj->hide_dirs);
 	list_free(sj->hide_files);
 	list_free(sj->shadows);
+	list_free(sj->root_binds);
+	list_free(sj->expose_ro);
+	list_free(sj->expose_rw);
 	for (int i = 0; i < sj->nstrings; i++)
 		free(sj->strings[i]);
 	free(sj);

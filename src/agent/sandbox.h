@@ -69,12 +69,34 @@ struct gp_sandbox_spec {
 	char *const *shadows;
 	const struct gp_sandbox_mount *mounts;
 	int nmounts;		/* at most GP_SANDBOX_MOUNTS_MAX */
+	/*
+	 * The minimal root (issue 15): when root_binds is not NULL, the
+	 * job's root is a fresh tmpfs holding only these host paths, each
+	 * at its own place (a symbolic link copied as a link, anything else
+	 * bound with its submounts), the owner's exposures (followed when
+	 * links; expose_rw stay writable), the agent's work directory's
+	 * path, and empty /proc, /tmp, /dev/shm; /dev holds the nodes in
+	 * root_binds and the links fd, stdin, stdout and stderr. Everything
+	 * else of the host is simply not there.
+	 */
+	/* The job's /tmp and /dev/shm tmpfs options ("mode=1777,size=..."). */
+	const char *tmp_options;
+	char *const *root_binds;
+	char *const *expose_ro;
+	char *const *expose_rw;
 	char *const *argv;	/* NULL-terminated */
 	char *const *envp;	/* NULL-terminated, "KEY=value" */
 	int out_fd;		/* write end: the job's stdout and stderr */
 	int status_fd;		/* write end: init's records */
 	const int *cgroup_fds;	/* cgroup.procs files init joins */
 	int ncgroup_fds;
+	/*
+	 * The job's network (netns.h): net_fd >= 0, the namespace init
+	 * joins first; else new_net 1, a new one of its own (loopback up);
+	 * else the agent's (tests only).
+	 */
+	int net_fd;
+	int new_net;
 };
 
 /* What init writes on the status pipe. */
@@ -95,13 +117,32 @@ struct gp_sandbox_record {
 const char *gp_sandbox_stage_name(int stage);
 
 /*
- * Clones init. Only async-signal-safe system calls run in the child; all
- * memory it needs is prepared by the caller. OUT (on success): *pid (in
- * the agent's pid namespace), *pidfd (close-on-exec). Returns 0 or GP_EIO
- * (errno set).
+ * Clones init, from the spawn helper sp when it is not NULL and answers
+ * (then nothing of the agent's address space is copied), else from the
+ * calling thread. Only async-signal-safe system calls run in the child;
+ * all memory it needs is prepared here (a deep copy of spec). OUT (on
+ * success): *pid (in the agent's pid namespace, a child of the agent
+ * either way), *pidfd (close-on-exec). Returns 0 or GP_EIO (errno set).
  */
-int gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid,
-    int *pidfd);
+struct gp_spawner;
+int gp_sandbox_spawn(struct gp_spawner *sp,
+    const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd);
+
+/* What a child cloned by gp_sandbox_spawn or _warm_make runs. */
+enum gp_sandbox_child_kind {
+	GP_SANDBOX_CHILD_NOW = 1,	/* fds: out, status, cgroup.procs... */
+	GP_SANDBOX_CHILD_WARM,		/* fds: out, status, go, cgroup... */
+};
+#define GP_SANDBOX_CGROUP_FDS_MAX 2
+
+/*
+ * The child's side of a clone (from the agent or from the spawn helper,
+ * agent/spawner.h): arena holds the spec (a deep copy, at its start, now
+ * or when the warm child is told to go), fds its descriptors. Never
+ * returns.
+ */
+__attribute__((noreturn)) void gp_sandbox_child_main(int kind, void *arena,
+    const int *fds, int nfds);
 
 /*
  * A warm sandbox: init cloned ahead of its job, already in a fresh cgroup
@@ -127,12 +168,13 @@ struct gp_sandbox_warm {
  * pipes, and clones init into them (it joins, then waits). OUT: w.
  * Returns 0 or GP_E* with err set (nothing left behind).
  */
-int gp_sandbox_warm_make(struct gp_sandbox_warm *w,
+int gp_sandbox_warm_make(struct gp_sandbox_warm *w, struct gp_spawner *sp,
     const struct gp_cgroups *cg, const struct gp_sandbox_user *user,
     const char *name, int64_t pids_max, char *err, size_t errlen);
 /*
  * Hands the job's spec (deep-copied; out_fd, status_fd and cgroup_fds are
- * ignored: init has its own) to the waiting init. Returns 0, GP_ETOOBIG
+ * ignored: init has its own; net_fd is passed over the socket) to the
+ * waiting init. Returns 0, GP_ETOOBIG
  * when the spec does not fit the arena, or GP_EIO when init is gone; on
  * an error w is unchanged (discard it or keep it for another job).
  */

@@ -3,6 +3,7 @@
  * the pure helpers behind them (building a job spec from the command
  * line, exit codes, the ps table).
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -110,6 +111,12 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				    "--compute-capability: '%s' is not X.Y "
 				    "(like 8.0)",
 				    v);
+		} else if (strcmp(o->name, "disk") == 0) {
+			if (v[0] == '-' || gp_parse_mib(v, &n) != 0)
+				return fail(err, errlen,
+				    "--disk: '%s' is not a size in MiB (try "
+				    "512M, 16G, 1T)", v);
+			spec->disk_mib = n;
 		} else if (strcmp(o->name, "gpu-mem") == 0 ||
 		    strcmp(o->name, "min-gpu-mem") == 0 ||
 		    strcmp(o->name, "mem") == 0) {
@@ -131,6 +138,11 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				spec->min_gpu_mem_mib = n;
 			else
 				spec->mem_mib = n;
+		} else if (strcmp(o->name, "network") == 0) {
+			if (gp_jobspec_network_parse(v, &spec->network) != 0)
+				return fail(err, errlen,
+				    "--network: '%s' is not none, internet or "
+				    "lan", v);
 		} else if (strcmp(o->name, "gpu-model") == 0) {
 			if (strlen(v) > GP_NAME_MAX)
 				return fail(err, errlen,
@@ -249,14 +261,17 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 }
 
 static int wait_for_job(struct gp_cli_conn *conn, int64_t id);
+static int submit_call(struct gp_cli_conn *conn, const char *path,
+    json_t *body, const char *key, json_t **reply);
 
 /*
- * submit --array: one request for every task (POST /v1/jobs/array). Takes
- * body (the encoded spec). Prints the tasks' ids, consecutive: "FIRST-LAST"
- * (or the one id).
+ * submit --array: one request for every task (POST /v1/jobs/array), sent
+ * again with the same key (in body) while no answer comes (submit_call).
+ * Takes body (the encoded spec). Prints the tasks' ids, consecutive:
+ * "FIRST-LAST" (or the one id).
  */
 static int
-submit_array(const struct gp_cli_args *args, json_t *body)
+submit_array(const struct gp_cli_args *args, json_t *body, const char *key)
 {
 	const char *text = gp_cli_value(args, "array");
 	struct gp_cli_conn conn;
@@ -288,8 +303,7 @@ submit_array(const struct gp_cli_args *args, json_t *body)
 		json_decref(body);
 		return rc;
 	}
-	rc = gp_cli_call(&conn, "POST", "/v1/jobs/array", body, 0, &reply,
-	    NULL);
+	rc = submit_call(&conn, "/v1/jobs/array", body, key, &reply);
 	json_decref(body);
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
@@ -310,13 +324,98 @@ submit_array(const struct gp_cli_args *args, json_t *body)
 	return 0;
 }
 
+/* How long submit retries a submission whose answer was lost. */
+#define SUBMIT_RETRY_MS 60000
+
+/*
+ * POST path (/v1/jobs, /v1/jobs/array) with body, which carries an
+ * idempotency key: sent again,
+ * unchanged, while no answer comes back (the coordinator restarting, a
+ * connection cut, 502-504 from a proxy), for up to SUBMIT_RETRY_MS. A
+ * repeat makes no second job: the coordinator answers it with the first
+ * one's id. OUT: *reply (caller frees). Returns 0; GP_CLI_EXIT_FAIL when
+ * the coordinator refused it (said; no job was made), or when no answer
+ * came at all (said: the outcome is unknown, and how to learn it).
+ */
+static int
+submit_call(struct gp_cli_conn *conn, const char *path, json_t *body,
+    const char *key, json_t **reply)
+{
+	int64_t end = gp_mono_ms() + SUBMIT_RETRY_MS, pause_ms = 100;
+	struct gp_http_response resp;
+	json_error_t jerr;
+	char *text;
+	int rc, tries = 0;
+
+	*reply = NULL;
+	if ((text = json_dumps(body, JSON_COMPACT)) == NULL) {
+		gp_cli_error("out of memory");
+		return GP_CLI_EXIT_FAIL;
+	}
+	for (;;) {
+		tries++;
+		rc = gp_http_request(conn->http, "POST", path, text,
+		    strlen(text), NULL, 0, &resp);
+		if (rc == 0 && (resp.status < 502 || resp.status > 504))
+			break;
+		if (gp_mono_ms() + pause_ms >= end) {
+			gp_cli_report_http(conn, rc, &resp);
+			gp_cli_error("no answer to the submission after %d tries: "
+			    "it may or may not have made a job; the same "
+			    "command with --key %s tells (a repeat with the "
+			    "key never makes a second job)", tries, key);
+			gp_http_response_fini(&resp);
+			free(text);
+			return GP_CLI_EXIT_FAIL;
+		}
+		gp_http_response_fini(&resp);
+		usleep((useconds_t)pause_ms * 1000);
+		if (pause_ms < 2000)
+			pause_ms *= 2;
+	}
+	free(text);
+	if (resp.status < 200 || resp.status > 299) {
+		gp_cli_report_http(conn, 0, &resp);
+		gp_http_response_fini(&resp);
+		return GP_CLI_EXIT_FAIL;
+	}
+	*reply = json_loadb(resp.body, resp.body_len, 0, &jerr);
+	gp_http_response_fini(&resp);
+	if (*reply == NULL) {
+		gp_cli_error("the coordinator at %s answered invalid JSON: %s",
+		    conn->cfg.url, jerr.text);
+		return GP_CLI_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* A fresh idempotency key: 128 random bits, hex. 0 or -1. */
+static int
+new_submit_key(char *out, size_t len)
+{
+	unsigned char raw[16];
+	int fd, ok;
+
+	if (len < 2 * sizeof(raw) + 1 ||
+	    (fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	ok = read(fd, raw, sizeof(raw)) == (ssize_t)sizeof(raw);
+	close(fd);
+	if (!ok)
+		return -1;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
 int
 gp_cli_cmd_submit(const struct gp_cli_args *args)
 {
 	struct gp_jobspec spec;
 	struct gp_cli_conn conn;
 	json_t *body, *reply;
-	char err[512];
+	char err[512], key_text[GP_IDEMPOTENCY_KEY_MAX + 1];
+	const char *key;
 	int64_t id;
 	int rc;
 
@@ -324,19 +423,36 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 		gp_jobspec_fini(&spec);
 		return gp_cli_usage_error(NULL, "%s", err);
 	}
+	key = gp_cli_value(args, "key");
+	if (key != NULL && !gp_idempotency_key_valid(key)) {
+		gp_jobspec_fini(&spec);
+		return gp_cli_usage_error(NULL, "--key: %d to %d of A-Z a-z "
+		    "0-9 _ -", GP_IDEMPOTENCY_KEY_MIN, GP_IDEMPOTENCY_KEY_MAX);
+	}
+	/* Every submission carries a key: its retries make no second job. */
+	if (key != NULL)
+		gp_strlcpy(spec.idempotency_key, key,
+		    sizeof(spec.idempotency_key));
+	else if (new_submit_key(spec.idempotency_key,
+	    sizeof(spec.idempotency_key)) != 0) {
+		gp_jobspec_fini(&spec);
+		gp_cli_error("cannot read /dev/urandom for a submission key");
+		return GP_CLI_EXIT_FAIL;
+	}
 	body = gp_jobspec_encode(&spec);
+	gp_strlcpy(key_text, spec.idempotency_key, sizeof(key_text));
 	gp_jobspec_fini(&spec);
 	if (body == NULL) {
 		gp_cli_error("out of memory");
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (gp_cli_value(args, "array") != NULL)
-		return submit_array(args, body);
+		return submit_array(args, body, key_text);
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
 		json_decref(body);
 		return rc;
 	}
-	rc = gp_cli_call(&conn, "POST", "/v1/jobs", body, 0, &reply, NULL);
+	rc = submit_call(&conn, "/v1/jobs", body, key_text, &reply);
 	json_decref(body);
 	if (rc != 0) {
 		gp_cli_disconnect(&conn);
@@ -711,6 +827,18 @@ print_parts(json_t *parts)
 		if (json_is_number(json_object_get(p, "gpu_share")))
 			printf(" share=%g",
 			    json_number_value(json_object_get(p, "gpu_share")));
+		/* What libgpupool-cuda.so measured (docs/gpu-sharing.md). */
+		if (json_is_object(json_object_get(p, "gpu_use"))) {
+			json_t *u = json_object_get(p, "gpu_use");
+			printf(" gpu_mem=%" JSON_INTEGER_FORMAT "/%"
+			    JSON_INTEGER_FORMAT "M share_now=%.3f util=%"
+			    JSON_INTEGER_FORMAT "%%",
+			    json_integer_value(json_object_get(u,
+			    "mem_used_mib")), json_integer_value(
+			    json_object_get(u, "mem_limit_mib")),
+			    json_number_value(json_object_get(u, "share_now")),
+			    json_integer_value(json_object_get(u, "util")));
+		}
 		printf(" %s\n",
 		    json_is_true(json_object_get(p, "ended"))         ? "ended"
 		    : json_is_true(json_object_get(p, "started")) ? "started"
@@ -823,6 +951,9 @@ print_job(json_t *job)
 		if (gp_cli_json_str(req, "gpu_model") != NULL)
 			gp_buf_printf(&b, " gpu_model=%s",
 			    gp_cli_json_str(req, "gpu_model"));
+		if (gp_cli_json_str(req, "network") != NULL)
+			gp_buf_printf(&b, " network=%s",
+			    gp_cli_json_str(req, "network"));
 		gp_buf_printf(&b, " cpus=%" JSON_INTEGER_FORMAT,
 		    json_integer_value(json_object_get(req, "cpus")));
 		if (json_integer_value(json_object_get(req, "mem_mib")) > 0) {

@@ -127,13 +127,19 @@ static const struct gp_cli_option submit_options[] = {
     {"min-gpu-mem", 0, "MIB",
         "each GPU has at least this much memory (\"40G\")"},
     {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"network", 0, "MODE", "none, internet or lan: at most this network, "
+        "and only on nodes that allow it"},
     {"compute-capability", 0, "X.Y",
         "each GPU's compute capability is at least X.Y (\"8.0\")"},
     {"nodes", 'N', "N",
         "a gang of N parts on N nodes, started together (default 1)"},
     {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
     {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
-    {"mem", 'm', "MIB", "memory limit (\"8G\"; default none)"},
+    {"mem", 'm', "MIB",
+        "memory limit (\"8G\"; default: its share of what the node lends)"},
+    {"disk", 0, "MIB",
+        "the most its work directory may hold (\"20G\"; the node's "
+        "scratch-max caps it)"},
     {"time", 't', "DURATION",
         "time limit (\"90m\", \"2:00:00\", "
         "\"1-12:00:00\"; default none)"},
@@ -155,6 +161,10 @@ static const struct gp_cli_option submit_options[] = {
 	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
     {"wait", 'w', NULL,
 	"print the id, wait for the job to finish, exit with its exit code"},
+    {"key", 0, "KEY",
+	"the submission's idempotency key (16 to 64 of A-Z a-z 0-9 _ -; "
+	"default: a random one): a repeat with the same key prints the "
+	"first one's id and makes no second job"},
     {"array", 'a', "INDICES",
 	"a job array: one job per task index (\"0-999\", \"1-99:2\", "
 	"\"1,5,7\"; at most 10000; \"0-999%10\": at most 10 running at "

@@ -287,6 +287,26 @@ queued_cmp(const void *a, const void *b)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/*
+ * A fraction's use as the enforcement layer measured it (the job's
+ * first part's gpu_use), "  gpu 512/1024M share 0.50 util 40%", or "".
+ */
+static void
+gpu_use_text(json_t *job, char *out, size_t len)
+{
+	json_t *u = json_object_get(json_array_get(json_object_get(job,
+	    "parts"), 0), "gpu_use");
+
+	out[0] = '\0';
+	if (!json_is_object(u))
+		return;
+	snprintf(out, len, "  gpu %lld/%lldM share %.2f util %lld%%",
+	    (long long)int_field(u, "mem_used_mib", 0),
+	    (long long)int_field(u, "mem_limit_mib", 0),
+	    json_number_value(json_object_get(u, "share_now")),
+	    (long long)int_field(u, "util", 0));
+}
+
 static int
 render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
     struct gp_buf *out)
@@ -349,13 +369,16 @@ render_jobs(json_t *jobs, int64_t now_ms, int width, int max_lines,
 			    (long long)int_field(json_object_get(j, "request"),
 			        "gpus", 0));
 			if (pass == 0) {
+				char use[96];
+				gpu_use_text(j, use, sizeof(use));
 				rc |= line(out, width,
 				    "%8lld  %-12.12s %-16.16s "
-				    "%-14.14s %4s  %s%s",
+				    "%-14.14s %4s  %s%s%s",
 				    (long long)int_field(j, "id", 0),
 				    str_field(j, "user", "?"),
 				    str_field(j, "name", "?"),
 				    str_field(j, "node", "-"), gpus, when,
+				    use,
 				    json_is_true(
 				        json_object_get(j, "cancel_requested"))
 				        ? "  (cancelling)"

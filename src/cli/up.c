@@ -686,8 +686,13 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	if (split_listen(p.listen, host, sizeof(host), port, sizeof(port)) != 0)
 		return gp_cli_usage_error(args,
 		    "up: --listen must be ADDR:PORT, like 127.0.0.1:7070");
-	/* The coordinator takes IPv4; 0.0.0.0 is reached on loopback. */
-	snprintf(p.url, sizeof(p.url), "http://%s:%s",
+	/*
+	 * The coordinator takes IPv4; 0.0.0.0 is reached on loopback. Beyond
+	 * loopback it serves HTTPS with a CA of its own, whose hash the
+	 * tokens carry (the admin token it writes too): they verify it.
+	 */
+	snprintf(p.url, sizeof(p.url), "%s://%s:%s",
+	    strncmp(host, "127.", 4) == 0 ? "http" : "https",
 	    strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, port);
 	if (name != NULL && !gp_name_valid(name))
 		return gp_cli_usage_error(args,

@@ -2,8 +2,13 @@
  * http_client.c: libcurl underneath gp_http_request().
  */
 #include "http_client.h"
+#include "token.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,9 +24,105 @@ struct gp_http_client {
 	char *base_url;
 	char *auth_header;
 	char *ca_file;
+	char pin[GP_TOKEN_PIN_HEX + 1];	/* the token's CA hash, or "" */
 };
 
 #define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
+
+/* ---- a coordinator's own CA, known by its hash (the token's pin) ---- */
+
+/* SHA-256 of a certificate's public key (DER SubjectPublicKeyInfo). */
+static int
+spki_hex(X509 *cert, char *hex)
+{
+	unsigned char *der = NULL, md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int n = i2d_X509_PUBKEY(X509_get_X509_PUBKEY(cert), &der);
+
+	if (n <= 0)
+		return -1;
+	if (EVP_Digest(der, (size_t)n, md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen != 32) {
+		OPENSSL_free(der);
+		return -1;
+	}
+	OPENSSL_free(der);
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+int
+gp_tls_pin_of_file(const char *pem_path, char *hex)
+{
+	FILE *f = fopen(pem_path, "r");
+	X509 *cert;
+	int ret;
+
+	if (f == NULL)
+		return GP_EIO;
+	cert = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	if (cert == NULL)
+		return GP_EIO;
+	ret = spki_hex(cert, hex) == 0 ? 0 : GP_EIO;
+	X509_free(cert);
+	return ret;
+}
+
+/*
+ * OpenSSL's verification of the server's chain, replaced: the CA is the
+ * certificate of the chain whose public key has the pinned hash, and the
+ * chain must verify up to it (signatures, dates) as to any trust anchor.
+ * The host name is not checked: only the coordinator holds that CA's key.
+ */
+static int
+verify_pinned(X509_STORE_CTX *ctx, void *arg)
+{
+	const char *pin = arg;
+	STACK_OF(X509) *chain = X509_STORE_CTX_get0_untrusted(ctx);
+	X509 *leaf = X509_STORE_CTX_get0_cert(ctx), *ca = NULL;
+	X509_STORE *store = NULL;
+	X509_STORE_CTX *v = NULL;
+	char hex[2 * 32 + 1];
+	int ok = 0, i;
+
+	for (i = 0; chain != NULL && i < sk_X509_num(chain) && ca == NULL;
+	    i++)
+		if (spki_hex(sk_X509_value(chain, i), hex) == 0 &&
+		    strcmp(hex, pin) == 0)
+			ca = sk_X509_value(chain, i);
+	if (ca != NULL && (store = X509_STORE_new()) != NULL &&
+	    (v = X509_STORE_CTX_new()) != NULL &&
+	    X509_STORE_add_cert(store, ca) == 1 &&
+	    X509_STORE_CTX_init(v, store, leaf, chain) == 1)
+		ok = X509_verify_cert(v) == 1;
+	if (!ok)
+		X509_STORE_CTX_set_error(ctx, ca == NULL ?
+		    X509_V_ERR_CERT_UNTRUSTED : v != NULL ?
+		    X509_STORE_CTX_get_error(v) : X509_V_ERR_UNSPECIFIED);
+	X509_STORE_CTX_free(v);
+	X509_STORE_free(store);
+	return ok;
+}
+
+static CURLcode
+pin_ssl_ctx(CURL *curl, void *ssl_ctx, void *arg)
+{
+	(void)curl;
+	SSL_CTX_set_cert_verify_callback(ssl_ctx, verify_pinned, arg);
+	return CURLE_OK;
+}
+
+/* With no CA file but a pinned one: verify the chain up to that CA. */
+static void
+trust_pinned_ca(struct gp_http_client *c)
+{
+	curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);
+	curl_easy_setopt(c->curl, CURLOPT_SSL_CTX_FUNCTION, pin_ssl_ctx);
+	curl_easy_setopt(c->curl, CURLOPT_SSL_CTX_DATA, c->pin);
+}
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -57,10 +158,19 @@ gp_http_client_new(const char *base_url, const char *token,
 		c->base_url[--n] = '\0';
 	if (token != NULL) {
 		size_t len = strlen(token) + 32;
+		char bearer[256];
+
+		/* A bad pin is no pin: the server's certificate then fails. */
+		if (gp_token_split_pin(token, bearer, sizeof(bearer), c->pin,
+		    sizeof(c->pin)) != 0) {
+			gp_strlcpy(bearer, token, sizeof(bearer));
+			c->pin[0] = '\0';
+		}
 		c->auth_header = malloc(len);
 		if (c->auth_header == NULL)
 			goto fail;
-		snprintf(c->auth_header, len, "Authorization: Bearer %s", token);
+		snprintf(c->auth_header, len, "Authorization: Bearer %s",
+		    bearer);
 	}
 	if (ca_file != NULL && (c->ca_file = strdup(ca_file)) == NULL)
 		goto fail;
@@ -218,7 +328,8 @@ request(struct gp_http_client *c, const char *method, const char *path,
 		/* Trust a CA, not a leaf certificate given as one. */
 		curl_easy_setopt(c->curl, CURLOPT_SSL_OPTIONS,
 		    (long)CURLSSLOPT_NO_PARTIALCHAIN);
-	}
+	} else if (c->pin[0] != '\0')
+		trust_pinned_ca(c);
 	if (c->auth_header != NULL)
 		headers = curl_slist_append(headers, c->auth_header);
 	/* No "Expect: 100-continue" round trip on larger bodies. */
@@ -344,7 +455,8 @@ base_setup(struct gp_http_client *c, const char *url,
 		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
 		curl_easy_setopt(c->curl, CURLOPT_SSL_OPTIONS,
 		    (long)CURLSSLOPT_NO_PARTIALCHAIN);
-	}
+	} else if (c->pin[0] != '\0')
+		trust_pinned_ca(c);
 }
 
 static int

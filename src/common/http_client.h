@@ -32,6 +32,12 @@ void gp_http_global_init(void);
  * (PEM file to verify the server with, or NULL for the system store).
  * The strings are copied. Returns NULL on allocation failure.
  */
+/*
+ * The pin of a CA certificate (PEM file): SHA-256 of its public key (DER
+ * SubjectPublicKeyInfo), 64 hex digits and a NUL into hex. 0 or GP_EIO.
+ */
+int gp_tls_pin_of_file(const char *pem_path, char *hex);
+
 struct gp_http_client *gp_http_client_new(const char *base_url,
     const char *token, const char *ca_file);
 void gp_http_client_free(struct gp_http_client *client);

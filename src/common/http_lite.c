@@ -5,6 +5,7 @@
  * line, headers, Content-Length, chunked bodies, keep-alive.
  */
 #include "http_lite.h"
+#include "token.h"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -316,9 +317,15 @@ gp_http_lite_new(const char *base_url, const char *token,
 		c->prefix[--plen] = '\0';
 	if (token != NULL) {
 		size_t alen = strlen(token) + 32;
+		char bearer[256], pin[GP_TOKEN_PIN_HEX + 1];
+
+		/* Plain http:// only here: a CA hash has nothing to check. */
+		if (gp_token_split_pin(token, bearer, sizeof(bearer), pin,
+		    sizeof(pin)) != 0)
+			gp_strlcpy(bearer, token, sizeof(bearer));
 		if ((c->auth = malloc(alen)) == NULL)
 			goto nomem;
-		snprintf(c->auth, alen, "Authorization: Bearer %s\r\n", token);
+		snprintf(c->auth, alen, "Authorization: Bearer %s\r\n", bearer);
 	}
 	*out = c;
 	return 0;

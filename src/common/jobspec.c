@@ -3,6 +3,7 @@
  */
 #include "jobspec.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,6 +42,20 @@ gp_jobspec_init(struct gp_jobspec *spec)
 	spec->cpus = 1;
 	spec->checkpoint_every_s = GP_CHECKPOINT_EVERY_DEFAULT;
 	spec->checkpoint_signal = SIGUSR1;
+}
+
+int
+gp_idempotency_key_valid(const char *key)
+{
+	size_t n = strlen(key);
+
+	if (n < GP_IDEMPOTENCY_KEY_MIN || n > GP_IDEMPOTENCY_KEY_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)key[i]) && key[i] != '_' &&
+		    key[i] != '-')
+			return 0;
+	return 1;
 }
 
 /* The signals a job may be asked to checkpoint with. */
@@ -676,6 +691,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
 				goto out;
 			spec->mem_mib = n;
+		} else if (strcmp(key, "disk_mib") == 0) {
+			if (get_int(v, key, 0, GP_MIB_MAX, &n, err, errlen))
+				goto out;
+			spec->disk_mib = n;
 		} else if (strcmp(key, "time_limit_s") == 0) {
 			if (get_int(v, key, 0, GP_TIME_LIMIT_MAX, &n, err,
 				errlen))
@@ -733,6 +752,17 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			}
 			gp_strlcpy(spec->group, json_string_value(v),
 			    sizeof(spec->group));
+		} else if (strcmp(key, "idempotency_key") == 0) {
+			if (!json_is_string(v) || strlen(json_string_value(v)) !=
+			    json_string_length(v) ||
+			    !gp_idempotency_key_valid(json_string_value(v))) {
+				fail(err, errlen, "idempotency_key: %d to %d of "
+				    "A-Z a-z 0-9 _ -", GP_IDEMPOTENCY_KEY_MIN,
+				    GP_IDEMPOTENCY_KEY_MAX);
+				goto out;
+			}
+			gp_strlcpy(spec->idempotency_key, json_string_value(v),
+			    sizeof(spec->idempotency_key));
 		} else if (strcmp(key, "max_price_micro") == 0) {
 			if (get_int(v, key, 0, GP_MAX_PRICE_MICRO_MAX, &n, err,
 				errlen))
@@ -747,6 +777,15 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				errlen))
 				goto out;
 			spec->array_task_id = (int)n;
+		} else if (strcmp(key, "network") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) || gp_jobspec_network_parse(
+			    json_string_value(v), &spec->network) != 0) {
+				fail(err, errlen, "network: must be none, "
+						  "internet or lan");
+				goto out;
+			}
 		} else if (strcmp(key, "array_limit") == 0) {
 			if (get_int(v, key, 1, GP_ARRAY_MAX, &n, err, errlen))
 				goto out;
@@ -791,7 +830,33 @@ encode_fields(const struct gp_jobspec *spec)
 	}
 	if (o != NULL && spec->image[0] != '\0')
 		json_object_set_new(o, "image", json_string(spec->image));
+	if (o != NULL && gp_jobspec_network_name(spec->network) != NULL)
+		json_object_set_new(o, "network", json_string(
+		    gp_jobspec_network_name(spec->network)));
 	return o;
+}
+
+static const char *const network_names[] = {"none", "internet", "lan"};
+
+const char *
+gp_jobspec_network_name(int network)
+{
+	if (network < 1 || network > (int)GP_ARRAY_LEN(network_names))
+		return NULL;
+	return network_names[network - 1];
+}
+
+int
+gp_jobspec_network_parse(const char *name, int *network)
+{
+	int i;
+
+	for (i = 0; i < (int)GP_ARRAY_LEN(network_names); i++)
+		if (strcmp(name, network_names[i]) == 0) {
+			*network = i + 1;
+			return 0;
+		}
+	return GP_EINVAL;
 }
 
 const char *
@@ -827,6 +892,12 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 	if (o != NULL && spec->max_price_micro > 0)
 		json_object_set_new(o, "max_price_micro",
 		    json_integer(spec->max_price_micro));
+	if (o != NULL && spec->disk_mib > 0)
+		json_object_set_new(o, "disk_mib",
+		    json_integer(spec->disk_mib));
+	if (o != NULL && spec->idempotency_key[0] != '\0')
+		json_object_set_new(o, "idempotency_key",
+		    json_string(spec->idempotency_key));
 	if (o != NULL && spec->array_job_id > 0) {
 		json_object_set_new(o, "array_job_id",
 		    json_integer(spec->array_job_id));

@@ -35,6 +35,9 @@ int gp_signal_parse(const char *text);
 /* "USR1" for 10; "?" for unknown numbers. */
 const char *gp_signal_name(int sig);
 
+#define GP_IDEMPOTENCY_KEY_MIN 16
+#define GP_IDEMPOTENCY_KEY_MAX 64
+
 struct gp_jobspec {
 	char name[GP_NAME_MAX + 1];
 	json_t *command; /* array of strings, owned */
@@ -89,7 +92,30 @@ struct gp_jobspec {
 	/* At most so many of the array's tasks run at once (`%LIMIT`); 0:
 	 * no limit. Set by the coordinator from the array's indices. */
 	int array_limit;
+	/*
+	 * The submission's idempotency key (docs/api.md): a repeat with the
+	 * same key by the same user is answered with the first one's job id
+	 * and makes no job. "" when none; else 16 to 64 of A-Z a-z 0-9 _ -.
+	 */
+	char idempotency_key[GP_IDEMPOTENCY_KEY_MAX + 1];
+	/* The most its work directory may hold (MiB); 0: the owner's cap. */
+	int64_t disk_mib;
+	/*
+	 * The network the job asks for (docs/agent.md, "Job networks"):
+	 * 0, what its node allows; else 1 + the level: 1 none, 2 internet,
+	 * 3 lan. It gets no more than it asks for, and runs only where the
+	 * owner allows at least that much.
+	 */
+	int network;
 };
+
+/* 1 when key is a valid idempotency key (16..64 of A-Z a-z 0-9 _ -). */
+int gp_idempotency_key_valid(const char *key);
+
+/* "none", "internet", "lan" for 1..3; NULL for anything else. */
+const char *gp_jobspec_network_name(int network);
+/* 0 and *network (1..3), or GP_EINVAL. */
+int gp_jobspec_network_parse(const char *name, int *network);
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
 void gp_jobspec_init(struct gp_jobspec *spec);

@@ -3,6 +3,7 @@
  */
 #include "token.h"
 
+#include <ctype.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,5 +92,31 @@ gp_role_parse(const char *name, enum gp_role *role)
 		*role = GP_ROLE_METRICS;
 	else
 		return GP_EINVAL;
+	return 0;
+}
+
+int
+gp_token_split_pin(const char *text, char *bearer, size_t bearer_len,
+    char *pin, size_t pin_len)
+{
+	const char *at = strstr(text, GP_TOKEN_PIN_SEP), *hex;
+	size_t n = at != NULL ? (size_t)(at - text) : strlen(text);
+
+	if (n >= bearer_len || pin_len < GP_TOKEN_PIN_HEX + 1)
+		return GP_EINVAL;
+	memcpy(bearer, text, n);
+	bearer[n] = '\0';
+	pin[0] = '\0';
+	if (at == NULL)
+		return 0;
+	hex = at + strlen(GP_TOKEN_PIN_SEP);
+	if (strlen(hex) != GP_TOKEN_PIN_HEX)
+		return GP_EINVAL;
+	for (size_t i = 0; i < GP_TOKEN_PIN_HEX; i++) {
+		if (!isxdigit((unsigned char)hex[i]))
+			return GP_EINVAL;
+		pin[i] = (char)tolower((unsigned char)hex[i]);
+	}
+	pin[GP_TOKEN_PIN_HEX] = '\0';
 	return 0;
 }

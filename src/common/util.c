@@ -494,6 +494,41 @@ gp_mkdir_p(const char *path, int mode)
 }
 
 int
+gp_secret_check(const char *what, const char *path, char *err,
+    size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+		return GP_EIO;
+	}
+	if ((st.st_mode & 077) == 0)
+		return 0;
+	snprintf(err, errlen, "%s %s is open to other users (mode %04o); "
+	    "make it the owner's alone: chmod %s %s", what, path,
+	    (unsigned)(st.st_mode & 07777), S_ISDIR(st.st_mode) ? "700" :
+	    "600", path);
+	return GP_EPERM;
+}
+
+int
+gp_secret_tighten(const char *path, int *old_mode)
+{
+	struct stat st;
+
+	*old_mode = -1;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : GP_EIO;
+	if (S_ISLNK(st.st_mode) || (st.st_mode & 077) == 0)
+		return 0;
+	if (chmod(path, st.st_mode & 07700) != 0)
+		return GP_EIO;
+	*old_mode = (int)(st.st_mode & 07777);
+	return 0;
+}
+
+int
 gp_remove_tree(const char *path)
 {
 	struct stat st;

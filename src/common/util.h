@@ -72,6 +72,22 @@ int gp_read_file(const char *path, size_t max, char **data, size_t *len);
 int gp_write_file(const char *path, const void *data, size_t len, int mode);
 /* mkdir -p with mode for the directories it creates. */
 int gp_mkdir_p(const char *path, int mode);
+/*
+ * A secret someone else made (a token file, a private key): 0 when no one
+ * but its owner may read, write or enter it (mode & 077 == 0); else
+ * GP_EPERM, or GP_EIO when it cannot be looked at, with err saying which
+ * and, for GP_EPERM, the command that fixes it ("chmod 600 PATH").
+ */
+int gp_secret_check(const char *what, const char *path, char *err,
+    size_t errlen);
+/*
+ * One of our own secrets (a database, a directory of them): takes every
+ * permission away from group and others, whatever its mode was (a
+ * symbolic link is left alone). OUT: *old_mode: its mode before when it
+ * changed, else -1. Returns 0 (a path that does not exist too) or GP_EIO
+ * (errno set).
+ */
+int gp_secret_tighten(const char *path, int *old_mode);
 /* rm -rf, without following symbolic links. */
 int gp_remove_tree(const char *path);
 

@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "joblog.h"
+#include "state.h"
+#include "store.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -68,17 +71,19 @@ group_json(const struct ledger_group *g, int64_t now)
 		if (ledger.members[i].group_id == g->id)
 			json_array_append_new(members,
 			    json_string(ledger.members[i].user));
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL &&
-		    state.nodes[id]->group_id == g->id)
-			json_array_append_new(nodes,
-			    json_string(state.nodes[id]->name));
-	for (i = 0; i < state.tokens_cap; i++) {
-		const struct token_entry *t = state.tokens[i];
+	const struct node *nd;
+	const struct token_entry *t;
+
+	id = 0;
+	while ((nd = state_node_next(&id)) != NULL)
+		if (nd->group_id == g->id)
+			json_array_append_new(nodes, json_string(nd->name));
+	id = 0;
+	while ((t = state_token_next(&id)) != NULL) {
 		json_t *v;
 		size_t k;
 		int seen = 0;
-		if (t == NULL || t->role != GP_ROLE_PROVIDER ||
+		if (t->role != GP_ROLE_PROVIDER ||
 		    t->group_id != g->id)
 			continue;
 		json_array_foreach(providers, k, v)
@@ -125,12 +130,11 @@ prices_json(void)
 static int
 user_known(const char *name)
 {
-	size_t i;
+	const struct token_entry *t;
+	int64_t c = 0;
 
-	for (i = 0; i < state.tokens_cap; i++)
-		if (state.tokens[i] != NULL &&
-		    state.tokens[i]->role == GP_ROLE_USER &&
-		    strcmp(state.tokens[i]->name, name) == 0)
+	while ((t = state_token_next(&c)) != NULL)
+		if (t->role == GP_ROLE_USER && strcmp(t->name, name) == 0)
 			return 1;
 	return 0;
 }
@@ -139,23 +143,22 @@ user_known(const char *name)
 static int
 provider_move(const char *name, const struct ledger_group *g)
 {
-	int64_t id;
-	size_t i;
+	struct token_entry *t;
+	struct node *nd;
+	int64_t c = 0, id;
 	int found = 0;
 
-	for (i = 0; i < state.tokens_cap; i++) {
-		struct token_entry *t = state.tokens[i];
-		if (t == NULL || t->role != GP_ROLE_PROVIDER ||
-		    strcmp(t->name, name) != 0)
+	while ((t = state_token_next(&c)) != NULL) {
+		if (t->role != GP_ROLE_PROVIDER || strcmp(t->name, name) != 0)
 			continue;
 		found = 1;
 		t->group_id = g->id;
 		if (store_set_token_group(t->id, g->id) != 0)
 			gp_fatalx("cannot store a token's group");
-		for (id = 1; id < state.nnodes; id++)
-			if (state.nodes[id] != NULL &&
-			    state.nodes[id]->owner_token == t->id)
-				state.nodes[id]->group_id = g->id;
+		id = 0;
+		while ((nd = state_node_next(&id)) != NULL)
+			if (nd->owner_token == t->id)
+				nd->group_id = g->id;
 	}
 	return found ? 0 : GP_ENOENT;
 }

@@ -9,8 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "api.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "joblog.h"
+#include "notify.h"
+#include "state.h"
+#include "web.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -135,6 +145,9 @@ handle_whoami(struct MHD_Connection *conn, struct request *req)
 	    json_string(ledger_group_name(&ledger, req->auth->group_id)));
 	pthread_rwlock_unlock(&state.lock);
 	json_object_set_new(o, "groups", groups);
+	/* Plain HTTP beyond loopback (--insecure): the dashboard warns. */
+	if (state.cfg.insecure)
+		json_object_set_new(o, "insecure", json_true());
 	return reply_json(conn, 200, o);
 }
 
@@ -262,7 +275,9 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 
 /*
  * POST /v1/jobs/array: {"job": JOBSPEC, "array": "0-999:2,1500"}, one job
- * per task index, made together (apply_submit_array), all or none.
+ * per task index, made together (apply_submit_array), all or none. The
+ * spec's idempotency_key, when given, is the array's: a repeat is
+ * answered with the first one's ids.
  */
 static enum MHD_Result
 handle_submit_array(struct MHD_Connection *conn, struct request *req)
@@ -432,27 +447,28 @@ static void
 list_active_jobs(const struct token_entry *who, struct job_list *l)
 {
 	size_t n, k = 0, i;
-	int64_t id, *ids;
+	int64_t c, *ids;
+	const struct node *nd;
+	const struct job *qj;
 	int q;
 
 	pthread_rwlock_rdlock(&state.lock);
-	n = (size_t)state.nqueue;
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			n += (size_t)state.nodes[id]->njobs;
+	n = (size_t)state_queue_places();
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		n += (size_t)nd->njobs;
 	if ((ids = malloc((n + 1) * sizeof(*ids))) == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		l->failed = 1;
 		return;
 	}
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *nd = state.nodes[id];
-		for (q = 0; nd != NULL && q < nd->njobs; q++)
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		for (q = 0; q < nd->njobs; q++)
 			ids[k++] = nd->jobs[q];
-	}
-	for (q = 0; q < state.nqueue; q++)
-		if (state.queue[q] != NULL)
-			ids[k++] = state.queue[q]->id;
+	c = 0;
+	while ((qj = state_queued_next(&c)) != NULL)
+		ids[k++] = qj->id;
 	/* In id order, as the API promises; a gang once. */
 	qsort(ids, k, sizeof(*ids), cmp_id);
 	for (i = 0; i < k && !l->failed; i++) {
@@ -756,17 +772,17 @@ static enum MHD_Result
 handle_nodes(struct MHD_Connection *conn)
 {
 	struct job_list l;
-	int64_t id;
+	const struct node *nd;
+	int64_t id = 0, listed = 0;
 
 	/* As the job list: text one node at a time (10,000 nodes). */
 	memset(&l, 0, sizeof(l));
 	if (gp_buf_append(&l.buf, "{\"nodes\":[", 10) != 0)
 		l.failed = 1;
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.nnodes && !l.failed; id++) {
-		if (state.nodes[id] != NULL)
-			job_list_add(&l, node_to_json(state.nodes[id]), 0);
-		list_breathe(id);
+	while (!l.failed && (nd = state_node_next(&id)) != NULL) {
+		job_list_add(&l, node_to_json(nd), 0);
+		list_breathe(++listed);
 	}
 	pthread_rwlock_unlock(&state.lock);
 	if (l.failed || gp_buf_append(&l.buf, "]}", 2) != 0) {
@@ -908,7 +924,7 @@ api_check_agent_body(const char *kind, json_t *body, char *err,
     size_t errlen)
 {
 	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", "offer", NULL};
+	    "gpus", "offer", "gpushare", NULL};
 	static const char *const started_fields[] = {"node_id", "pid",
 	    "restored_version", NULL};
 	static const char *const finished_fields[] = {"node_id", "exit_code",
@@ -1075,6 +1091,50 @@ sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
 	return (int)json_integer_value(v);
 }
 
+/*
+ * What libgpupool-cuda.so measured in each fractional job on node (the
+ * heartbeat's "gpushare"), kept on the job's part there. Under the read
+ * lock: the part's fields are atomic. Entries for attempts that are not
+ * the job's current one are ignored.
+ */
+static void
+heartbeat_gpushare(const struct node *node, json_t *list)
+{
+	json_t *e;
+	size_t i;
+	int k;
+
+	if (!json_is_array(list))
+		return;
+	json_array_foreach(list, i, e)
+	{
+		struct job *job;
+		int64_t used, eff, util;
+
+		if (i >= 4096)
+			break;
+		job = state_job(json_integer_value(json_object_get(e,
+		    "job_id")));
+		used = json_integer_value(json_object_get(e, "mem_used_mib"));
+		eff = json_integer_value(json_object_get(e, "effective_milli"));
+		util = json_integer_value(json_object_get(e, "util"));
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->attempts != json_integer_value(json_object_get(e,
+		    "attempt")) || used < 0 || used > GP_MIB_MAX ||
+		    eff < 1 || eff > 1000 || util < 0 || util > 100)
+			continue;
+		for (k = 0; k < job->nparts; k++)
+			if (job->parts[k].node_id == node->id) {
+				atomic_store(&job->parts[k].gpu_mem_used_mib,
+				    used);
+				atomic_store(&job->parts[k].gpu_util,
+				    (int32_t)util);
+				atomic_store(&job->parts[k].gpu_effective_milli,
+				    (int32_t)eff);
+			}
+	}
+}
+
 static enum MHD_Result
 handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 {
@@ -1119,6 +1179,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		node->gpus[k].temp_c = sensor(g, "temp_c", 0, 250);
 		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
 	}
+	heartbeat_gpushare(node, json_object_get(body, "gpushare"));
 	kill = json_array();
 	state_reconcile(node, running, kill, 1);
 	offer = json_object_get(body, "offer");
@@ -1363,12 +1424,21 @@ authenticate(struct MHD_Connection *conn, struct request *req)
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    "Authorization");
-	char hash[GP_TOKEN_HASH_HEX];
+	char hash[GP_TOKEN_HASH_HEX], bearer[GP_TOKEN_LEN + 1];
+	char pin[GP_TOKEN_PIN_HEX + 1];
 	const struct token_entry *t;
 
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+	/* The scheme is case-insensitive (RFC 9110 11.1). */
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
+	/* A token sent with its CA hash (tls_auto.c): the bearer is before. */
+	if (strstr(h, GP_TOKEN_PIN_SEP) != NULL) {
+		if (gp_token_split_pin(h, bearer, sizeof(bearer), pin,
+		    sizeof(pin)) != 0)
+			return 0;
+		h = bearer;
+	}
 	if (!gp_token_well_formed(h))
 		return 0;
 	gp_token_hash(h, hash);

@@ -1,9 +1,9 @@
 /*
  * coordd.h: the coordinator's internal model, shared by its files.
  *
- * Reading order: main.c (start-up), state.c (the model and the state
+ * Reading order: main.c (start-up), state*.c (the model and the state
  * thread: every change goes through it, in batches, one SQLite transaction
- * per batch), store.c (SQLite), api.c (HTTP routing, auth, handlers),
+ * per batch; state_int.h lists its files), store.c (SQLite), api.c (HTTP routing, auth, handlers),
  * notify.c (long polls: suspended connections and who wakes them),
  * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
  * checkpoint store: its own SQLite database and chunk files), data.c
@@ -18,8 +18,11 @@
 #ifndef GP_COORDD_H
 #define GP_COORDD_H
 
-/* One header per module; this one includes them all (for tests and the
-   files not yet moved to the headers they need). */
+/*
+ * One header per module, and each .c file includes those it uses; this
+ * one includes them all, for the tests and benches that reach into
+ * several.
+ */
 #include "model.h"
 #include "state.h"
 #include "store.h"

@@ -60,7 +60,10 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "coordd.h"
+#include "ckpt_store.h"
+#include "datasets.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 
@@ -807,7 +810,7 @@ data_upload_begin(struct request *req, const char *url)
 static enum MHD_Result
 handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 {
-	char err[400], path[1400], b[32];
+	char err[400], b[32];
 	sqlite3_stmt *st = NULL;
 	struct upload u;
 	struct stat sb;
@@ -830,8 +833,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		ckpt_chunk_path(u.user, col_text(st, 0), path, sizeof(path));
-		if (stat(path, &sb) != 0 ||
+		if (ckpt_stat_chunk(u.user, col_text(st, 0), &sb) != 0 ||
 		    sb.st_size != sqlite3_column_int64(st, 1)) {
 			snprintf(err, sizeof(err),
 			    "chunk %s is not stored: "
@@ -1111,14 +1113,13 @@ jobs_using(const char *owner, const char *name, int64_t version, char *out,
 	struct job *job;
 	json_t *d;
 	size_t i, used = 0;
-	int64_t id;
+	int64_t c = 0;
 	int n = 0;
 
 	out[0] = '\0';
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.next_job_id; id++) {
-		job = state.jobs[id];
-		if (job == NULL || job_finished(job))
+	while ((job = state_job_next(&c)) != NULL) {
+		if (job_finished(job))
 			continue;
 		json_array_foreach(job->spec.data, i, d)
 		{
@@ -1132,7 +1133,7 @@ jobs_using(const char *owner, const char *name, int64_t version, char *out,
 				continue;
 			if (used + 24 < len)
 				used += (size_t)snprintf(out + used, len - used,
-				    "%s%lld", n ? ", " : "", (long long)id);
+				    "%s%lld", n ? ", " : "", (long long)job->id);
 			n++;
 			break;
 		}

@@ -47,7 +47,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordd.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 #include "oci.h"
@@ -173,12 +176,12 @@ pinned_digests(void)
 {
 	json_t *set = json_object();
 	const char *d;
-	int64_t id;
+	const struct job *j;
+	int64_t c = 0;
 
 	pthread_rwlock_rdlock(&state.lock);
-	for (id = 1; id < state.next_job_id && set != NULL; id++) {
-		struct job *j = state.jobs[id];
-		if (j != NULL && !job_finished(j) &&
+	while (set != NULL && (j = state_job_next(&c)) != NULL) {
+		if (!job_finished(j) &&
 		    (d = gp_jobspec_image_digest(&j->spec)) != NULL)
 			json_object_set_new(set, d, json_true());
 	}
@@ -595,12 +598,12 @@ void
 image_attach_jobs(void)
 {
 	const char *d;
-	int64_t id, n = 0;
+	struct job *j;
+	int64_t c = 0, n = 0;
 
 	pthread_rwlock_wrlock(&state.lock);
-	for (id = 1; id < state.next_job_id; id++) {
-		struct job *j = state.jobs[id];
-		if (j == NULL || job_finished(j) ||
+	while ((j = state_job_next(&c)) != NULL) {
+		if (job_finished(j) ||
 		    (d = gp_jobspec_image_digest(&j->spec)) == NULL)
 			continue;
 		job_set_signers(j, image_signers(d));

@@ -14,7 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordd.h"
+#include "joblog.h"
+#include "state.h"
 #include "gp.h"
 #include "log.h"
 

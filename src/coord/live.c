@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "datasets.h"
+#include "state.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -316,28 +317,29 @@ engine_run(const struct job *j, int k)
 static int
 engine_build(void)
 {
-	int64_t id;
+	int64_t c;
+	struct node *n;
+	struct job *j;
 	int k, rc;
 
 	rc = gp_sched_engine_new(NULL, 0, state.cfg.placement, NULL, 1, &eng);
 	if (rc != 0)
 		return rc;
 	gp_sched_engine_set_resv_reuse(eng, RESV_REUSE_MS);
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *n = state.nodes[id];
-		if (n != NULL && (rc = engine_node(n)) != 0) {
+	c = 0;
+	while ((n = state_node_next(&c)) != NULL) {
+		if ((rc = engine_node(n)) != 0) {
 			gp_error("scheduler: node not usable node=%s error=%s",
 			    n->name, gp_strerror(rc));
 			if (rc == GP_ENOMEM)
 				return rc;
 		}
-		if (n != NULL)
-			n->sched_dirty = 0;
+		n->sched_dirty = 0;
 	}
 	ndirty = 0;
-	for (id = 1; id < state.next_job_id; id++) {
-		struct job *j = state.jobs[id];
-		if (j == NULL || j->state != JOB_RUNNING)
+	c = 0;
+	while ((j = state_job_next(&c)) != NULL) {
+		if (j->state != JOB_RUNNING)
 			continue;
 		for (k = 0; k < j->nparts; k++) {
 			if (j->parts[k].ended || j->parts[k].node_id == 0)
@@ -406,7 +408,8 @@ static int
 flush_changes(void)
 {
 	size_t i;
-	int64_t id;
+	int64_t c;
+	struct node *nd;
 	int rc;
 
 	if (eng == NULL) {
@@ -420,9 +423,9 @@ flush_changes(void)
 	}
 	if (prices_gen_seen != ledger.prices_gen + 1) {
 		/* Prices are part of every GPU: tell it all nodes. */
-		for (id = 1; id < state.nnodes; id++)
-			if (state.nodes[id] != NULL)
-				live_node_changed(state.nodes[id]);
+		c = 0;
+		while ((nd = state_node_next(&c)) != NULL)
+			live_node_changed(nd);
 		prices_gen_seen = ledger.prices_gen + 1;
 	}
 	for (i = 0; i < ndirty; i++) {
@@ -469,8 +472,10 @@ refresh_mix(void)
 	    : gp_sched_policy_default();
 	struct gp_sched_shape *sh;
 	struct gp_sched_mix mix;
-	size_t n = 0, cap, i;
-	int64_t now = gp_mono_ms(), id;
+	size_t n = 0, cap;
+	int64_t now = gp_mono_ms(), c;
+	const struct node *nd;
+	const struct job *qj;
 	int k;
 
 	if (strcmp(gp_sched_policy_name(pol), "frag") != 0 &&
@@ -479,21 +484,18 @@ refresh_mix(void)
 	if (mix_built_mono != 0 && now - mix_built_mono < MIX_REFRESH_MS)
 		return;
 	mix_built_mono = now;
-	cap = (size_t)state.nqueue + 1;
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			cap += (size_t)state.nodes[id]->njobs;
+	cap = (size_t)state_queue_places() + 1;
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL)
+		cap += (size_t)nd->njobs;
 	if ((sh = calloc(cap, sizeof(*sh))) == NULL)
 		return;
-	for (i = 0; i < (size_t)state.nqueue; i++) {
-		const struct job *j = state.queue[i];
-		if (j == NULL)
-			continue;
-		mix_shape(j, j->nparts, &sh[n++]);
-	}
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *nd = state.nodes[id];
-		for (k = 0; nd != NULL && k < nd->njobs && n < cap; k++) {
+	c = 0;
+	while ((qj = state_queued_next(&c)) != NULL)
+		mix_shape(qj, qj->nparts, &sh[n++]);
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL) {
+		for (k = 0; k < nd->njobs && n < cap; k++) {
 			const struct job *j = state_job(nd->jobs[k]);
 			if (j == NULL)
 				continue;
@@ -855,7 +857,8 @@ static int
 hw_view(void)
 {
 	size_t ng = 0, nn = 0;
-	int64_t id;
+	struct node *node;
+	int64_t c;
 
 	if (hw_gen == nodes_gen)
 		return 0;
@@ -863,18 +866,19 @@ hw_view(void)
 	free(hw_gpus);
 	hw_nodes = NULL;
 	hw_gpus = NULL;
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL)
-			ng += (size_t)state.nodes[id]->ngpus;
-	hw_nodes = calloc((size_t)state.nnodes + 1, sizeof(*hw_nodes));
+	c = 0;
+	while ((node = state_node_next(&c)) != NULL) {
+		ng += (size_t)node->ngpus;
+		nn++;
+	}
+	hw_nodes = calloc(nn + 1, sizeof(*hw_nodes));
 	hw_gpus = calloc(ng + 1, sizeof(*hw_gpus));
 	if (hw_nodes == NULL || hw_gpus == NULL)
 		return GP_ENOMEM;
 	ng = 0;
-	for (id = 1; id < state.nnodes; id++) {
-		struct node *node = state.nodes[id];
-		if (node == NULL)
-			continue;
+	nn = 0;
+	c = 0;
+	while ((node = state_node_next(&c)) != NULL) {
 		node_view(node, &hw_nodes[nn], &hw_gpus[ng], 0);
 		ng += (size_t)node->ngpus;
 		nn++;
@@ -1027,15 +1031,24 @@ live_job_json(const struct job *job, json_t *o)
 		json_t *g = json_array();
 		for (i = 0; i < p->ngpus; i++)
 			json_array_append_new(g, json_integer(p->gpus[i]));
-		json_array_append_new(parts,
-		    json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}", "part", k,
-		        "node", n != NULL ? n->name : NULL, "node_id",
-		        n != NULL ? json_integer(n->id) : json_null(), "gpus",
-		        g, "gpu_share",
-		        p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
-		            ? json_real(p->gpu_milli / 1000.0)
-		            : json_null(),
-		        "started", p->started_ack, "ended", p->ended));
+		json_t *po = json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}",
+		    "part", k, "node", n != NULL ? n->name : NULL, "node_id",
+		    n != NULL ? json_integer(n->id) : json_null(), "gpus", g,
+		    "gpu_share",
+		    p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI
+		        ? json_real(p->gpu_milli / 1000.0)
+		        : json_null(),
+		    "started", p->started_ack, "ended", p->ended);
+		/* What the enforcement layer measured (a fraction only). */
+		if (po != NULL && atomic_load(&p->gpu_effective_milli) > 0)
+			json_object_set_new(po, "gpu_use", json_pack(
+			    "{s:I,s:I,s:f,s:i}", "mem_used_mib",
+			    (json_int_t)atomic_load(&p->gpu_mem_used_mib),
+			    "mem_limit_mib", (json_int_t)p->gpu_mem_mib,
+			    "share_now",
+			    atomic_load(&p->gpu_effective_milli) / 1000.0,
+			    "util", (int)atomic_load(&p->gpu_util)));
+		json_array_append_new(parts, po);
 	}
 	json_object_set_new(o, "parts", parts);
 	if (job->state == JOB_QUEUED && job->wait_reason != 0 &&
@@ -1086,6 +1099,25 @@ live_gpu_json(const struct node *node, int gpu, json_t *o)
 	json_object_set_new(o, "shares", shares);
 }
 
+/*
+ * Where each part's node is reached (its --advertise-addr, "" when it
+ * gave none): the agents route the parts' job networks over these
+ * (docs/agent.md, "Gangs").
+ */
+static json_t *
+part_addrs(const struct job *job)
+{
+	json_t *a = json_array();
+	int k;
+
+	for (k = 0; k < job->nparts; k++) {
+		const struct node *n = state_node(job->parts[k].node_id);
+
+		json_array_append_new(a, json_string(n != NULL ? n->addr : ""));
+	}
+	return a;
+}
+
 void
 live_assignment_json(const struct job *job, int part, json_t *o)
 {
@@ -1103,10 +1135,10 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 		return;
 	n0 = state_node(job->parts[0].node_id);
 	json_object_set_new(o, "gang",
-	    json_pack("{s:i,s:i,s:i,s:s,s:i}", "part", part, "parts",
+	    json_pack("{s:i,s:i,s:i,s:s,s:i,s:o}", "part", part, "parts",
 	        job->nparts, "gpus_per_node", job->spec.gpus, "master_addr",
 	        n0 != NULL && n0->addr[0] != '\0' ? n0->addr : "127.0.0.1",
-	        "master_port", job->master_port));
+	        "master_port", job->master_port, "addrs", part_addrs(job)));
 }
 
 static int
@@ -1127,24 +1159,24 @@ cmp_rank(const void *a, const void *b)
 int
 live_queue_text(const struct token_entry *who, struct gp_buf *out)
 {
-	const struct job **v;
+	const struct job **v, *qj;
 	size_t n = 0, i, listed = 0;
-	int64_t head = 0;
+	int64_t head = 0, c;
 	char *t;
-	int q, failed = 0;
+	int failed = 0;
 
 	/*
 	 * Each job's entry is dumped as text at once: as jansson values a
 	 * queue of 100,000 took hundreds of MB for a moment.
 	 */
-	v = calloc((size_t)state.nqueue + 1, sizeof(*v));
+	v = calloc((size_t)state_queue_places() + 1, sizeof(*v));
 	if (v == NULL || gp_buf_append(out, "{\"jobs\":[", 9) != 0) {
 		free(v);
 		return GP_ENOMEM;
 	}
-	for (q = 0; q < state.nqueue; q++)
-		if (state.queue[q] != NULL)
-			v[n++] = state.queue[q];
+	c = 0;
+	while ((qj = state_queued_next(&c)) != NULL)
+		v[n++] = qj;
 	qsort(v, n, sizeof(*v), cmp_rank);
 	for (i = 0; i < n && !failed; i++) {
 		const struct job *j = v[i];

@@ -3,7 +3,9 @@
  * admin token, the HTTP(S) server and an orderly stop on SIGINT/SIGTERM.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -15,7 +17,14 @@
 #include <unistd.h>
 
 #include "coord/coord.h"
-#include "coordd.h"
+#include "api.h"
+#include "ckpt_store.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "image_store.h"
+#include "notify.h"
+#include "state.h"
+#include "store.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
@@ -42,7 +51,8 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
-	    "                           [--tls-cert FILE --tls-key FILE]\n"
+	    "                           [--tls-cert FILE --tls-key FILE]"
+	    " [--insecure]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
 	    "                           [--heartbeat-rate N]\n"
 	    "                           [--log-cap BYTES] [--threads N] "
@@ -71,6 +81,10 @@ usage(FILE *out)
 	    "  --data DIR          state directory (created if missing)\n"
 	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
 	    "  --tls-key FILE      PEM private key for --tls-cert\n"
+	    "                      (beyond loopback without them: its own CA\n"
+	    "                      and certificate in DIR/tls, its hash in\n"
+	    "                      the tokens it makes)\n"
+	    "  --insecure          plain HTTP beyond loopback (tokens in clear)\n"
 	    "  --lease-ms N        node lease: jobs of a node silent this long\n"
 	    "                      are requeued (default 5000)\n"
 	    "  --heartbeat-ms N    heartbeat period asked of agents (default "
@@ -239,6 +253,48 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	gp_warn("http: %s", msg);
 }
 
+/*
+ * Everything the coordinator keeps is a secret (job environments, token
+ * hashes, users' checkpoints and data): its data directory and every
+ * entry at its top (state.db and its -wal and -shm, the image and
+ * checkpoint databases, admin.token, the logs, chunk and blob trees)
+ * lose every permission of group and others, whatever they had before
+ * (a directory made by hand, files of an older version); what lies
+ * deeper is behind those directories. New files are made so by the
+ * umask the coordinator sets. Fatal when a mode cannot be changed.
+ */
+static void
+secure_data_dir(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	int old;
+	DIR *d;
+
+	if (gp_secret_tighten(dir, &old) != 0)
+		gp_fatal("cannot make %s the coordinator's alone (chmod 700)",
+		    dir);
+	if (old >= 0)
+		gp_warn("data directory was open to other users, now 0700 "
+		    "path=%s was=%04o", dir, old);
+	if ((d = opendir(dir)) == NULL)
+		gp_fatal("cannot read data directory %s", dir);
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (gp_secret_tighten(path, &old) != 0)
+			gp_fatal("cannot make %s the coordinator's alone",
+			    path);
+		if (old >= 0)
+			gp_warn("secret file was open to other users, now "
+			    "the coordinator's alone path=%s was=%04o", path,
+			    old);
+	}
+	closedir(d);
+}
+
 int
 gp_coord_main(int argc, char **argv)
 {
@@ -247,6 +303,7 @@ gp_coord_main(int argc, char **argv)
 	    {"data", required_argument, NULL, 'd'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
+	    {"insecure", no_argument, NULL, 'X'},
 	    {"lease-ms", required_argument, NULL, 'L'},
 	    {"heartbeat-ms", required_argument, NULL, 'H'},
 	    {"heartbeat-rate", required_argument, NULL, 'B'},
@@ -430,6 +487,9 @@ gp_coord_main(int argc, char **argv)
 					  "duration like 5m; 0: for ever)");
 			cfg.min_job_age_ms = v * 1000;
 			break;
+		case 'X':
+			cfg.insecure = 1;
+			break;
 		case 'v':
 			gp_log_set_level(GP_LOG_DEBUG);
 			break;
@@ -469,8 +529,37 @@ gp_coord_main(int argc, char **argv)
 	if (inet_pton(AF_INET, cfg.listen_addr, &addr.sin_addr) != 1)
 		gp_fatalx("--listen: '%s' is not an IPv4 address",
 		    cfg.listen_addr);
+	/* Every file and directory it makes: the coordinator's alone. */
+	umask(077);
 	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
 		gp_fatal("cannot create data directory %s", cfg.data_dir);
+	secure_data_dir(cfg.data_dir);
+	/*
+	 * Beyond loopback tokens would cross the network: HTTPS, with a
+	 * certificate of the owner's or one of its own; plain HTTP only when
+	 * asked for by name.
+	 */
+	if ((ntohl(addr.sin_addr.s_addr) >> 24) != 127 &&
+	    cfg.tls_cert[0] == '\0') {
+		if (cfg.insecure)
+			gp_warn("INSECURE: serving plain HTTP beyond loopback "
+			    "(--insecure): tokens and jobs cross the network "
+			    "in clear addr=%s", cfg.listen_addr);
+		else if (tls_auto_setup(&cfg) != 0)
+			gp_fatalx("cannot make the coordinator's own "
+			    "certificate (give --tls-cert and --tls-key, or "
+			    "--insecure)");
+	} else
+		cfg.insecure = 0;
+	if (cfg.tls_key[0] != '\0') {
+		char why[PATH_MAX + 160];
+
+		if (gp_secret_check("--tls-key", cfg.tls_key, why,
+		    sizeof(why)) != 0) {
+			fprintf(stderr, "gpupool coordinator: %s\n", why);
+			return 1;
+		}
+	}
 	if (cfg.tls_cert[0] != '\0') {
 		if (gp_read_file(cfg.tls_cert, 1 << 20, &cert, NULL) != 0)
 			gp_fatal("cannot read --tls-cert %s", cfg.tls_cert);
@@ -538,6 +627,7 @@ gp_coord_main(int argc, char **argv)
 	ckpt_stop();
 	image_stop();
 	ledger_close(&ledger);
+	submit_key_close();
 	store_close();
 	free(cert);
 	free(key);

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "coord_metrics.h"
+#include "state.h"
 #include "gp.h"
 #include "ledger.h"
 #include "prom.h"
@@ -156,6 +157,14 @@ struct snap_gpu {
 	char group[GP_NAME_MAX + 1]; /* the job's */
 };
 
+/* A fractional job's use as libgpupool-cuda.so measured it. */
+struct snap_share {
+	int64_t job_id, used_mib, limit_mib;
+	int gpu, effective_milli, util;
+	char node[GP_NAME_MAX + 1], user[GP_NAME_MAX + 1];
+	char group[GP_NAME_MAX + 1];
+};
+
 /* An account's ledger total (ledger_total with its group's name). */
 struct snap_total {
 	char name[GP_NAME_MAX + 1], group[GP_NAME_MAX + 1];
@@ -171,6 +180,8 @@ struct snap {
 	struct snap_node *nodes;
 	struct snap_gpu *gpus;
 	int nnodes, ngpus;
+	struct snap_share *shares;
+	int nshares;
 	int64_t jobs[JOB_TIMEOUT + 1], submitted, oldest_ms, tokens[4];
 	int64_t resident, purged; /* jobs in memory; purged (min-job-age) */
 	struct snap_total *debited, *credited;
@@ -258,25 +269,29 @@ snapshot_ledger(struct snap *sn)
 static int
 snapshot(struct snap *sn)
 {
-	int64_t id;
-	int i, k = 0, n = 0, ngpus = 0;
-	size_t t;
+	int64_t c;
+	int i, k = 0, n = 0, ngpus = 0, njobs = 0, p;
+	const struct node *nd;
+	const struct job *j;
+	const struct token_entry *t;
 
 	memset(sn, 0, sizeof(*sn));
-	for (id = 1; id < state.nnodes; id++)
-		if (state.nodes[id] != NULL) {
-			n++;
-			ngpus += state.nodes[id]->ngpus;
-		}
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL) {
+		n++;
+		ngpus += nd->ngpus;
+		njobs += nd->njobs;
+	}
+	if ((sn->shares = calloc((size_t)njobs + 1, sizeof(*sn->shares))) ==
+	    NULL)
+		return GP_ENOMEM;
 	sn->nodes = calloc((size_t)n + 1, sizeof(*sn->nodes));
 	sn->gpus = calloc((size_t)ngpus + 1, sizeof(*sn->gpus));
 	if (sn->nodes == NULL || sn->gpus == NULL)
 		return GP_ENOMEM;
-	for (id = 1; id < state.nnodes; id++) {
-		const struct node *nd = state.nodes[id];
+	c = 0;
+	while ((nd = state_node_next(&c)) != NULL) {
 		struct snap_node *o;
-		if (nd == NULL)
-			continue;
 		o = &sn->nodes[sn->nnodes++];
 		gp_strlcpy(o->name, nd->name, sizeof(o->name));
 		gp_strlcpy(o->owner, nd->owner_name, sizeof(o->owner));
@@ -285,10 +300,34 @@ snapshot(struct snap *sn)
 		o->last_seen_ms = nd->last_seen_ms;
 		o->first_gpu = k;
 		o->ngpus = nd->ngpus;
+		for (i = 0; i < nd->njobs && sn->nshares < njobs; i++) {
+			j = state_job(nd->jobs[i]);
+			for (p = 0; j != NULL && j->state == JOB_RUNNING &&
+			    p < j->nparts; p++) {
+				const struct job_part *jp = &j->parts[p];
+				struct snap_share *s;
+				if (jp->node_id != nd->id || jp->ngpus < 1 ||
+				    atomic_load(&jp->gpu_effective_milli) <= 0)
+					continue;
+				s = &sn->shares[sn->nshares++];
+				s->job_id = j->id;
+				s->gpu = jp->gpus[0];
+				s->used_mib = atomic_load(&jp->gpu_mem_used_mib);
+				s->limit_mib = jp->gpu_mem_mib;
+				s->effective_milli =
+				    atomic_load(&jp->gpu_effective_milli);
+				s->util = atomic_load(&jp->gpu_util);
+				gp_strlcpy(s->node, nd->name, sizeof(s->node));
+				gp_strlcpy(s->user, j->user, sizeof(s->user));
+				gp_strlcpy(s->group, ledger_group_name(&ledger,
+				    j->group_id), sizeof(s->group));
+				break;
+			}
+		}
 		for (i = 0; i < nd->ngpus; i++, k++) {
 			const struct node_gpu *g = &nd->gpus[i];
-			const struct job *j = state_job(g->job_id);
 			struct snap_gpu *sg = &sn->gpus[k];
+			j = state_job(g->job_id);
 			sg->index = g->index;
 			sg->state = gpu_state(nd, i);
 			sg->util = g->util < 0 ? 0
@@ -313,25 +352,24 @@ snapshot(struct snap *sn)
 		}
 	}
 	sn->ngpus = k;
-	for (id = 1; id < state.next_job_id; id++) {
-		const struct job *j = state_job(id);
-		if (j != NULL && j->state <= JOB_TIMEOUT)
+	c = 0;
+	while ((j = state_job_next(&c)) != NULL)
+		if (j->state <= JOB_TIMEOUT)
 			sn->jobs[j->state]++;
-	}
 	/* Those that left memory still count, in their end state. */
 	for (i = 0; i <= JOB_TIMEOUT; i++)
 		sn->jobs[i] += state.purged[i];
 	sn->resident = state.jobs_resident;
 	sn->purged = state.purged_now;
 	sn->submitted = state.next_job_id - 1;
-	for (i = 0; i < state.nqueue; i++)
-		if (sn->oldest_ms == 0 ||
-		    state.queue[i]->submitted_ms < sn->oldest_ms)
-			sn->oldest_ms = state.queue[i]->submitted_ms;
-	for (t = 0; t < state.tokens_cap; t++)
-		if (state.tokens[t] != NULL &&
-		    (unsigned)state.tokens[t]->role < 4)
-			sn->tokens[state.tokens[t]->role]++;
+	c = 0;
+	while ((j = state_queued_next(&c)) != NULL)
+		if (sn->oldest_ms == 0 || j->submitted_ms < sn->oldest_ms)
+			sn->oldest_ms = j->submitted_ms;
+	c = 0;
+	while ((t = state_token_next(&c)) != NULL)
+		if ((unsigned)t->role < 4)
+			sn->tokens[t->role]++;
 	return snapshot_ledger(sn);
 }
 
@@ -340,6 +378,7 @@ snapshot_free(struct snap *sn)
 {
 	free(sn->nodes);
 	free(sn->gpus);
+	free(sn->shares);
 	free(sn->debited);
 	free(sn->credited);
 	free(sn->groups);
@@ -358,6 +397,52 @@ gpu_labels(const struct snap_gpu *g, struct gpu_labels *l)
 	if (g->job_id > 0)
 		snprintf(l->job_id, sizeof(l->job_id), "%lld",
 		    (long long)g->job_id);
+}
+
+/* What libgpupool-cuda.so measured in each running fractional job. */
+static int
+gpu_shares(struct gp_buf *out, const struct snap *sn)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	    {"gpupool_job_gpu_memory_used_bytes",
+	        "GPU memory a job holding a fraction of a GPU has allocated, "
+	        "summed over its processes (libgpupool-cuda.so)"},
+	    {"gpupool_job_gpu_memory_limit_bytes",
+	        "the GPU memory cap of a job holding a fraction of a GPU"},
+	    {"gpupool_job_gpu_share_ratio",
+	        "the share of its GPU's time a fractional job may use now "
+	        "(1: not paced: alone on the GPU with an elastic policy)"},
+	    {"gpupool_job_gpu_utilization_ratio",
+	        "a fractional job's GPU utilization as its pacing measured it"},
+	};
+	const char *labels[] = {"node", NULL, "gpu", NULL, "job_id", NULL,
+	    "user", NULL, "group", NULL, NULL};
+	char gpu[16], job[24];
+	size_t f;
+	int i, rc = 0;
+	double v;
+
+	for (f = 0; f < GP_ARRAY_LEN(fam); f++) {
+		rc |= gp_prom_family(out, fam[f].name, "gauge", fam[f].help);
+		for (i = 0; i < sn->nshares; i++) {
+			const struct snap_share *s = &sn->shares[i];
+			snprintf(gpu, sizeof(gpu), "%d", s->gpu);
+			snprintf(job, sizeof(job), "%lld", (long long)s->job_id);
+			labels[1] = s->node;
+			labels[3] = gpu;
+			labels[5] = job;
+			labels[7] = s->user;
+			labels[9] = s->group;
+			v = f == 0 ? (double)s->used_mib * 1048576.0
+			    : f == 1 ? (double)s->limit_mib * 1048576.0
+			    : f == 2 ? s->effective_milli / 1000.0
+			             : s->util / 100.0;
+			rc |= gp_prom_sample(out, fam[f].name, labels, v);
+		}
+	}
+	return rc;
 }
 
 /* Per-GPU gauges of nodes that are up: what their agents last said. */
@@ -744,6 +829,7 @@ metrics_render(struct gp_buf *out)
 	rc |= nodes(out, &sn);
 	rc |= gpu_inventory(out, &sn, gpus);
 	rc |= gpu_sensors(out, &sn);
+	rc |= gpu_shares(out, &sn);
 	rc |= tokens(out, &sn);
 	rc |= ledger_totals(out, &sn);
 	snapshot_free(&sn);

@@ -77,6 +77,13 @@ struct job_part {
 	/* Output of parts 1..: DATA/logs/<id>.<part>.log (part 0: job's) */
 	int64_t log_size, log_base;
 	int log_truncated;
+	/*
+	 * A fraction's use as libgpupool-cuda.so reports it through the
+	 * agent's heartbeat (docs/gpu-sharing.md); written under the read
+	 * lock, hence atomic. gpu_effective_milli 0: no report yet.
+	 */
+	_Atomic int64_t gpu_mem_used_mib;
+	_Atomic int32_t gpu_effective_milli, gpu_util;
 };
 
 struct waiter;
@@ -193,6 +200,7 @@ struct node {
 	/* What the owner's policy accepts (docs/images.md). */
 	int images;			/* GP_SCHED_IMAGES_* */
 	int refuse_plain;		/* no plain-command jobs */
+	int network;			/* 1 + the most its jobs get; 0: ? */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 	const char *trusted_keys[GP_TRUST_KEYS_MAX];
@@ -226,6 +234,13 @@ struct coord_config {
 	char data_dir[1024];
 	char tls_cert[1024];
 	char tls_key[1024];
+	/*
+	 * Its own CA's hash (tls_auto.c), carried by the tokens it hands out
+	 * ("<token>@sha256:<pin>"); "" with a certificate of the owner's or
+	 * none. insecure: plain HTTP beyond loopback (--insecure).
+	 */
+	char tls_pin[65];
+	int insecure;
 	int64_t lease_ms;
 	int64_t heartbeat_ms;
 	/*
@@ -259,6 +274,9 @@ struct coord_config {
 	 */
 	int64_t min_job_age_ms;
 };
+
+/* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
+int tls_auto_setup(struct coord_config *cfg);
 
 struct state {
 	pthread_rwlock_t lock;

@@ -14,7 +14,8 @@
  */
 #include <stdlib.h>
 
-#include "coordd.h"
+#include "notify.h"
+#include "state.h"
 #include "log.h"
 
 pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "joblog.h"
+#include "state.h"
 
 enum MHD_Result
 reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,

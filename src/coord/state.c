@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "state.h"
 #include "state_int.h"
 #include "gp.h"
 #include "ledger.h"
@@ -617,13 +617,16 @@ state_create_admin_token_if_none(void)
 	token_insert(t);
 	snprintf(path, sizeof(path), "%s/admin.token", state.cfg.data_dir);
 	{
-		char line[GP_TOKEN_LEN + 2];
-		snprintf(line, sizeof(line), "%s\n", token);
+		char line[GP_TOKEN_LEN + 96];
+		snprintf(line, sizeof(line), "%s%s%s\n", token,
+		    state.cfg.tls_pin[0] ? GP_TOKEN_PIN_SEP : "",
+		    state.cfg.tls_pin);
 		if (gp_write_file(path, line, strlen(line), 0600) != 0)
 			gp_error("cannot write admin token path=%s", path);
 	}
-	printf("gpupool: admin token (shown once; also in %s): %s\n", path,
-	    token);
+	printf("gpupool: admin token (shown once; also in %s): %s%s%s\n",
+	    path, token, state.cfg.tls_pin[0] ? GP_TOKEN_PIN_SEP : "",
+	    state.cfg.tls_pin);
 	fflush(stdout);
 	return 0;
 }
@@ -631,7 +634,7 @@ state_create_admin_token_if_none(void)
 void
 apply_token_create(struct op *op)
 {
-	char token[GP_TOKEN_LEN + 1];
+	char token[GP_TOKEN_LEN + 96];
 	struct token_entry *t = calloc(1, sizeof(*t));
 
 	if (t == NULL) {
@@ -664,6 +667,14 @@ apply_token_create(struct op *op)
 	    ledger_member_add(&ledger, t->name, g->id) != 0)
 		gp_fatalx("cannot store a group member");
 	op->status = 201;
+	/* With its own CA: the token carries its hash (tls_auto.c). */
+	if (state.cfg.tls_pin[0] != '\0') {
+		char with_pin[2 * (GP_TOKEN_LEN + 96)];
+
+		snprintf(with_pin, sizeof(with_pin), "%s%s%s", token,
+		    GP_TOKEN_PIN_SEP, state.cfg.tls_pin);
+		gp_strlcpy(token, with_pin, sizeof(token));
+	}
 	op->result = json_pack("{s:s,s:I,s:s,s:s,s:s}", "token", token, "id",
 	    (json_int_t)t->id, "role", gp_role_name(t->role), "name", t->name,
 	    "group", g->name);

@@ -75,6 +75,81 @@ struct op {
 };
 enum { OP_ANSWERED = 1, OP_ABANDONED = 2 };
 
+/*
+ * Walking the model, with state.lock held (for reading is enough): the
+ * nodes, the jobs in memory and the tokens, and the queue in its order.
+ * A cursor starts at 0; each call returns the next one (NULL at the end)
+ * and moves the cursor past it, so that a walk may let the lock go and
+ * take it again between two calls (the model may have changed; nothing
+ * is returned twice):
+ *
+ *	int64_t c = 0;
+ *	struct node *n;
+ *	while ((n = state_node_next(&c)) != NULL)
+ *		...
+ *
+ * Inline: the scheduler and the metrics walk 10,000 nodes at a time.
+ * Nothing outside state*.c indexes struct state's arrays.
+ */
+static inline struct node *
+state_node_next(int64_t *cursor)
+{
+	if (*cursor < 1)
+		*cursor = 1;
+	while (*cursor < state.nnodes) {
+		struct node *n = state.nodes[(*cursor)++];
+		if (n != NULL)
+			return n;
+	}
+	return NULL;
+}
+
+static inline struct job *
+state_job_next(int64_t *cursor)
+{
+	if (*cursor < 1)
+		*cursor = 1;
+	while (*cursor < state.next_job_id) {
+		struct job *j = state.jobs[(*cursor)++];
+		if (j != NULL)
+			return j;
+	}
+	return NULL;
+}
+
+static inline struct token_entry *
+state_token_next(int64_t *cursor)
+{
+	if (*cursor < 0)
+		*cursor = 0;
+	while ((size_t)*cursor < state.tokens_cap) {
+		struct token_entry *t = state.tokens[(*cursor)++];
+		if (t != NULL)
+			return t;
+	}
+	return NULL;
+}
+
+/* The queue: its places (holes included: an upper bound of its jobs). */
+static inline int
+state_queue_places(void)
+{
+	return state.nqueue;
+}
+
+static inline struct job *
+state_queued_next(int64_t *cursor)
+{
+	if (*cursor < 0)
+		*cursor = 0;
+	while (*cursor < state.nqueue) {
+		struct job *j = state.queue[(*cursor)++];
+		if (j != NULL)
+			return j;
+	}
+	return NULL;
+}
+
 /* main.c */
 extern struct MHD_Daemon *coord_daemon;
 extern volatile int coord_stopping; /* answer long polls at once */
@@ -175,6 +250,7 @@ struct offer {
 	/* The owner's image policy: GP_SCHED_IMAGES_*, plain jobs, keys. */
 	int images;
 	int refuse_plain;
+	int network;		/* 1 + the most jobs get; 0: not said */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 };

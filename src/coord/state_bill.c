@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "state.h"
 #include "state_int.h"
 #include "gp.h"
 #include "ledger.h"

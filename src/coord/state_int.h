@@ -17,7 +17,13 @@
 #ifndef GP_COORD_STATE_INT_H
 #define GP_COORD_STATE_INT_H
 
-#include "coordd.h"
+#include "acct_api.h"
+#include "coord_metrics.h"
+#include "datasets.h"
+#include "joblog.h"
+#include "notify.h"
+#include "state.h"
+#include "store.h"
 
 /* Grace before a delivered attempt that an agent does not list is lost. */
 #define LOST_GRACE_MS 3000
@@ -92,5 +98,22 @@ void set_error(struct op *op, int status, const char *fmt, ...)
 void done_push(int64_t id);
 void done_sort(void);
 int loop_init(void);
+/* What the loop keeps from one batch to the next. */
+struct state_batch_clock {
+	int64_t last_lease_check; /* monotonic ms */
+	int lease_more;		  /* lease expiry goes on next batch */
+	int purge_more;		  /* so does purge */
+};
+/*
+ * One batch, as the state thread runs it: every op of batch (a list
+ * through op->next) applied under the write lock, leases expired (every
+ * 100 ms of now, the monotonic clock in ms), finished jobs purged, billed,
+ * scheduled, one transaction committed, the effects published. The ops
+ * are not answered: the loop answers them (op_answer); a unit test reads
+ * op->status and op->result and frees them. So the state machine runs
+ * in-process, without threads or HTTP (tests/unit/test_state.c).
+ */
+void state_batch_run(struct op *batch, int64_t now,
+    struct state_batch_clock *clk);
 
 #endif

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "state.h"
 #include "state_int.h"
 #include "gp.h"
 #include "ledger.h"
@@ -350,18 +350,74 @@ publish(void)
 /* A batch this long is logged with where its time went. */
 #define SLOW_BATCH_US 100000
 
+void
+state_batch_run(struct op *batch, int64_t now, struct state_batch_clock *clk)
+{
+	struct op *op;
+	int64_t t[8];
+	int nops;
+
+	t[0] = gp_mono_us();
+	pthread_rwlock_wrlock(&state.lock);
+	t[1] = gp_mono_us();
+	if (store_begin() != 0)
+		gp_fatalx("cannot begin a database transaction");
+	for (op = batch, nops = 0; op != NULL; op = op->next, nops++)
+		apply(op);
+	t[6] = gp_mono_us();
+	if (now - clk->last_lease_check >= 100 || clk->lease_more) {
+		clk->lease_more = expire_leases(now);
+		clk->last_lease_check = now;
+	}
+	clk->purge_more = purge_finished(gp_now_ms());
+	t[7] = gp_mono_us();
+	acct_tick(now);
+	t[2] = gp_mono_us();
+	/*
+	 * sched_more: the last pass placed jobs and left some of the
+	 * queue unseen (depth-bounded); the next pass must run even
+	 * when nothing else changed (agents holding their reports,
+	 * say), or the loop spins on empty batches and the rest of
+	 * the queue waits for the next event.
+	 */
+	if (state.sched_dirty || state.sched_more)
+		live_schedule();
+	queue_compact();
+	pthread_rwlock_unlock(&state.lock);
+	t[3] = gp_mono_us();
+	/*
+	 * Durable before anybody hears of it. A failed commit leaves
+	 * memory ahead of disk: stop, and let the restart reload.
+	 */
+	if (store_commit() != 0)
+		gp_fatalx("cannot commit to the database");
+	t[4] = gp_mono_us();
+	publish();
+	t[5] = gp_mono_us();
+	if (t[5] - t[0] >= SLOW_BATCH_US)
+		gp_warn("slow state batch ops=%d lock_wait_ms=%.1f "
+			"apply_ms=%.1f leases_ms=%.1f acct_ms=%.1f "
+			"schedule_ms=%.1f commit_ms=%.1f publish_ms=%.1f",
+		    nops, (double)(t[1] - t[0]) / 1e3,
+		    (double)(t[6] - t[1]) / 1e3,
+		    (double)(t[7] - t[6]) / 1e3,
+		    (double)(t[2] - t[7]) / 1e3,
+		    (double)(t[3] - t[2]) / 1e3,
+		    (double)(t[4] - t[3]) / 1e3,
+		    (double)(t[5] - t[4]) / 1e3);
+}
+
 static void *
 state_main(void *arg)
 {
+	struct state_batch_clock clk = {0, 0, 0};
 	struct op *batch, *op, *next;
-	int64_t last_lease_check = 0, now, t[8];
-	int nops, lease_more = 0, purge_more = 0;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&op_lock);
 		if (op_head == NULL && !stopping && !state.sched_more &&
-		    !lease_more && !purge_more) {
+		    !clk.lease_more && !clk.purge_more) {
 			gp_cond_wait_ms(&op_cond, &op_lock, 100);
 		}
 		batch = op_head;
@@ -373,55 +429,7 @@ state_main(void *arg)
 		}
 		pthread_mutex_unlock(&op_lock);
 
-		now = gp_mono_ms();
-		t[0] = gp_mono_us();
-		pthread_rwlock_wrlock(&state.lock);
-		t[1] = gp_mono_us();
-		if (store_begin() != 0)
-			gp_fatalx("cannot begin a database transaction");
-		for (op = batch, nops = 0; op != NULL; op = op->next, nops++)
-			apply(op);
-		t[6] = gp_mono_us();
-		if (now - last_lease_check >= 100 || lease_more) {
-			lease_more = expire_leases(now);
-			last_lease_check = now;
-		}
-		purge_more = purge_finished(gp_now_ms());
-		t[7] = gp_mono_us();
-		acct_tick(now);
-		t[2] = gp_mono_us();
-		/*
-		 * sched_more: the last pass placed jobs and left some of the
-		 * queue unseen (depth-bounded); the next pass must run even
-		 * when nothing else changed (agents holding their reports,
-		 * say), or the loop spins on empty batches and the rest of
-		 * the queue waits for the next event.
-		 */
-		if (state.sched_dirty || state.sched_more)
-			live_schedule();
-		queue_compact();
-		pthread_rwlock_unlock(&state.lock);
-		t[3] = gp_mono_us();
-		/*
-		 * Durable before anybody hears of it. A failed commit leaves
-		 * memory ahead of disk: stop, and let the restart reload.
-		 */
-		if (store_commit() != 0)
-			gp_fatalx("cannot commit to the database");
-		t[4] = gp_mono_us();
-		publish();
-		t[5] = gp_mono_us();
-		if (t[5] - t[0] >= SLOW_BATCH_US)
-			gp_warn("slow state batch ops=%d lock_wait_ms=%.1f "
-				"apply_ms=%.1f leases_ms=%.1f acct_ms=%.1f "
-				"schedule_ms=%.1f commit_ms=%.1f publish_ms=%.1f",
-			    nops, (double)(t[1] - t[0]) / 1e3,
-			    (double)(t[6] - t[1]) / 1e3,
-			    (double)(t[7] - t[6]) / 1e3,
-			    (double)(t[2] - t[7]) / 1e3,
-			    (double)(t[3] - t[2]) / 1e3,
-			    (double)(t[4] - t[3]) / 1e3,
-			    (double)(t[5] - t[4]) / 1e3);
+		state_batch_run(batch, gp_mono_ms(), &clk);
 		for (op = batch; op != NULL; op = next) {
 			next = op->next;
 			op_answer(op);

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordd.h"
+#include "state.h"
 #include "state_int.h"
 #include "gp.h"
 #include "ledger.h"
@@ -50,6 +50,9 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.cpus, "mem_mib", (json_int_t)job->spec.mem_mib,
 	    "time_limit_s", (json_int_t)job->spec.time_limit_s);
 	live_request_json(job, req);
+	if (req != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
+		json_object_set_new(req, "network", json_string(
+		    gp_jobspec_network_name(job->spec.network)));
 	o = json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 		      "s:o,s:o,s:i,s:b,s:o,s:O,s:O}",
 	    "id", (json_int_t)job->id, "name", job->spec.name, "user",
@@ -193,6 +196,24 @@ node_to_json(const struct node *node)
 	return o;
 }
 
+/*
+ * The restarts of a job: its earlier attempts that started (their agent
+ * acknowledged the start, which began their meter). An attempt assigned
+ * but never delivered, or never started (its agent died first), is none
+ * (issue 15).
+ */
+static int
+started_before(const struct job *job)
+{
+	int i, n = 0;
+
+	for (i = 0; i < job->nhistory; i++)
+		if (job->history[i].attempt < job->attempts &&
+		    job->history[i].meter.from_ms > 0)
+			n++;
+	return n;
+}
+
 json_t *
 assignment_to_json(const struct job *job, int part)
 {
@@ -210,7 +231,10 @@ assignment_to_json(const struct job *job, int part)
 	    "mem_mib", (json_int_t)job->spec.mem_mib, "time_limit_s",
 	    (json_int_t)job->spec.time_limit_s, "checkpoint_every_s",
 	    (json_int_t)job->spec.checkpoint_every_s, "checkpoint_signal",
-	    job->spec.checkpoint_signal, "restart_count", job->attempts - 1);
+	    job->spec.checkpoint_signal, "restart_count", started_before(job));
+	if (o != NULL && job->spec.disk_mib > 0)
+		json_object_set_new(o, "disk_mib",
+		    json_integer(job->spec.disk_mib));
 	/* A job array's task: its index and the array's id, as Slurm's. */
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_t *env = json_copy(job->spec.env); /* the spec keeps its */
@@ -224,6 +248,9 @@ assignment_to_json(const struct job *job, int part)
 	/* The pinned data sets; the agent fetches the K-th as data/K. */
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
+	if (o != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
+		json_object_set_new(o, "network", json_string(
+		    gp_jobspec_network_name(job->spec.network)));
 	live_assignment_json(job, part, o);
 	return o;
 }

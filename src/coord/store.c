@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "state.h"
+#include "store.h"
 #include "gp.h"
 #include "log.h"
 

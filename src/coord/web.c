@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "coordd.h"
+#include "state.h"
+#include "web.h"
 #include "gp.h"
 
 /* .incbin paths are relative to the build's directory: the tree's root. */

@@ -24,6 +24,10 @@
 
 STEPS_SRC="$(dirname "$0")/../../examples/checkpoint/steps.sh"
 [ -r "$STEPS_SRC" ] || fail "no $STEPS_SRC"
+# Its text without comments (under the 4096 bytes of one argument): a plain
+# job sees none of this machine's files but the system's, so the script
+# goes with the job (sh -c TEXT NAME ARGS...).
+STEPS_TEXT=$(grep -v '^[[:space:]]*#' "$STEPS_SRC")
 # Every version is kept, so that finish_and_check knows which one was the
 # latest at each departure (start_coordinator without arguments uses these).
 COORD_EXTRA_ARGS=(--checkpoint-keep 1000)
@@ -61,11 +65,12 @@ submit_steps() {
 	for e in "$@"; do envs+=(--env "$e"); done
 	new_marker
 	STEP_MARK=$MARK
-	cp "$STEPS_SRC" "$T/steps-$STEP_MARK.sh"
-	chmod 644 "$T/steps-$STEP_MARK.sh"
+	# The script goes with the job (a plain job sees none of this
+	# machine's files but the system's); $0 carries the marker.
 	submit --gpus 1 --checkpoint-every 1s --name steps \
 	    --env STEPS_PROGRESS=progress "${envs[@]+"${envs[@]}"}" -- /bin/sh \
-	    "$T/steps-$STEP_MARK.sh" "$total" "$save" "$step_s"
+	    -c "$STEPS_TEXT" "steps-$STEP_MARK.sh" "$total" "$save" \
+	    "$step_s"
 }
 
 # depart JOB [soft]: call right before making the job's running attempt

@@ -2,11 +2,14 @@
 """An HTTP proxy that plays an older coordinator for version-skew tests:
 it forwards every request to the real coordinator, except those whose
 path is listed with --missing, which it answers 404 as a coordinator
-without that route would. Prints one line per request to stdout
+without that route would, and those to PATH whose JSON body has FIELD
+(--refuse-field PATH:FIELD), which it answers 400 as a coordinator that
+does not know the field would. Prints one line per request to stdout
 ("METHOD PATH STATUS"). Usage: old_coordinator.py --listen PORT
---upstream HOST:PORT --missing PATH [--missing PATH ...]"""
+--upstream HOST:PORT [--missing PATH]... [--refuse-field PATH:FIELD]..."""
 import argparse
 import http.client
+import json
 import http.server
 import sys
 import threading
@@ -22,6 +25,7 @@ def main():
     ap.add_argument("--listen", type=int, required=True)
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--missing", action="append", default=[])
+    ap.add_argument("--refuse-field", action="append", default=[])
     args = ap.parse_args()
     host, port = args.upstream.rsplit(":", 1)
 
@@ -50,6 +54,22 @@ def main():
                 self.wfile.write(msg)
                 self.note(404)
                 return
+            for rf in args.refuse_field:
+                path, field = rf.rsplit(":", 1)
+                try:
+                    doc = json.loads(body or b"{}")
+                except ValueError:
+                    doc = {}
+                if self.path.split("?")[0] == path and \
+                        isinstance(doc, dict) and field in doc:
+                    msg = b'{"error":"unknown field"}'
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    self.wfile.write(msg)
+                    self.note(400)
+                    return
             up = http.client.HTTPConnection(host, int(port), timeout=120)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in HOP}

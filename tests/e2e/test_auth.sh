@@ -18,6 +18,16 @@ alice=$CLI_OUT
 api_expect 200 "$alice" GET /v1/whoami
 assert_eq alice "$(printf '%s' "$API_BODY" | json 'd["name"]')" "whoami name"
 assert_eq user "$(printf '%s' "$API_BODY" | json 'd["role"]')" "whoami role"
+# The scheme is case-insensitive (RFC 9110 11.1): "bearer", "BEARER".
+scheme_status() { # AUTHORIZATION: the HTTP status of whoami with it
+	curl -sS -o /dev/null -w '%{http_code}' --max-time 40 \
+	    "${CURL_TLS[@]+"${CURL_TLS[@]}"}" -H "Authorization: $1" \
+	    "$(coord_url)/v1/whoami"
+}
+for scheme in bearer BEARER bEaReR; do
+	assert_eq 200 "$(scheme_status "$scheme $alice")" "Authorization: $scheme ..."
+done
+assert_eq 401 "$(scheme_status "Basic $alice")" "Authorization: Basic with a token"
 GPUPOOL_TOKEN=$alice cli whoami
 assert_eq 0 "$CLI_RC" "whoami as alice ($CLI_ERR)"
 assert_contains "$CLI_OUT" alice "CLI whoami"

@@ -126,7 +126,7 @@ in_root root root 022 getent group gpupool >/dev/null || fail "no group gpupool"
 GP_UID=$(in_root root root 022 id -u gpupool)
 [ "$(stat -c '%u %a' "$R/var/lib/gpupool/coordinator")" = "$GP_UID 700" ] ||
     fail "/var/lib/gpupool/coordinator: $(stat -c '%U(%u) %a' "$R/var/lib/gpupool/coordinator")"
-for f in usr/bin/gpupool usr/lib/gpupool/libgpupool.so usr/bin/gpupool-init etc/gpupool/policy etc/default/gpupool-coordinator \
+for f in usr/bin/gpupool usr/lib/gpupool/libgpupool.so usr/lib/gpupool/libgpupool-cuda.so usr/bin/gpupool-init etc/gpupool/policy etc/default/gpupool-coordinator \
     etc/default/gpupool-agent lib/systemd/system/gpupool-coordinator.service \
     lib/systemd/system/gpupool-agent.service usr/share/gpupool/grafana/gpupool.json \
     usr/share/bash-completion/completions/gpupool usr/share/zsh/vendor-completions/_gpupool \

@@ -62,7 +62,7 @@ cli group create lab-b
 [ "$CLI_RC" = 0 ] || fail "group create lab-b: $CLI_ERR"
 acct_provider m1 prov-b lab-b
 MPORT=$(free_port)
-printf 'gpt_agent_metrics_secret_%s\n' "$RANDOM$RANDOM" >"$T/agent-metrics.token"
+(umask 077 && printf 'gpt_agent_metrics_secret_%s\n' "$RANDOM$RANDOM" >"$T/agent-metrics.token")
 start_agent m1 2:T4:16384 --metrics-listen "127.0.0.1:$MPORT" \
     --metrics-token-file "$T/agent-metrics.token"
 wait_node_up m1
@@ -171,6 +171,10 @@ scrape "${AM%/metrics}/v1/whoami" "$(cat "$T/agent-metrics.token")" "$T/x"
 assert_eq 404 "$SCRAPE_STATUS" "agent: a path other than /metrics"
 scrape "$AM" "$(cat "$T/agent-metrics.token")" "$T/agent.prom"
 assert_eq 200 "$SCRAPE_STATUS" "agent /metrics with its token"
+# The scheme is case-insensitive (RFC 9110 11.1).
+assert_eq 200 "$(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 \
+    -H "Authorization: bearer $(cat "$T/agent-metrics.token")" "$AM")" \
+    "agent /metrics with 'bearer' in lower case"
 check_exposition "$T/agent.prom"
 assert_eq 1.0 "$(value "$T/agent.prom" gpupool_agent_gpu_state "{'node': 'm1', 'gpu': '$gpu', 'state': 'running'}")" "agent: GPU running"
 u=$(value "$T/agent.prom" gpupool_agent_gpu_utilization_ratio "{'gpu': '$gpu', 'job_id': '$J', 'user': 'alice'}")

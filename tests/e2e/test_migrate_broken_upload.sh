@@ -39,7 +39,8 @@ done
 echo "done steps=$r"
 JOB
 chmod 644 "$T/steps-$STEP_MARK.sh"
-submit --gpus 1 --checkpoint-every 1s -- /bin/sh "$T/steps-$STEP_MARK.sh"
+# Inline: a plain job sees none of this machine's files but the system's.
+submit --gpus 1 --checkpoint-every 1s -- /bin/sh -c "$(cat "$T/steps-$STEP_MARK.sh")" "steps-$STEP_MARK.sh"
 j=$JOB
 wait_state "$j" running
 wait_ckpt "$j" 1

@@ -21,13 +21,16 @@ done
 # each part: its environment, then the step job (rank 0's saves count)
 new_marker
 gm=$MARK
-cp "$STEPS_SRC" "$T/steps-$gm.sh"
-cat >"$T/gang-$gm.sh" <<EOF
-echo "env rank=\$RANK node_rank=\$NODE_RANK local_rank=\$LOCAL_RANK world=\$WORLD_SIZE master=\$MASTER_ADDR:\$MASTER_PORT nnodes=\$GPUPOOL_NNODES gpn=\$GPUPOOL_GPUS_PER_NODE cvd=\$CUDA_VISIBLE_DEVICES"
-exec /bin/sh "$T/steps-$gm.sh" 120 5 0.1
+# The script goes with the job (a plain job sees none of this machine's
+# files but the system's): the environment line, then steps.sh's text.
+{
+	cat <<'EOF'
+echo "env rank=$RANK node_rank=$NODE_RANK local_rank=$LOCAL_RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT nnodes=$GPUPOOL_NNODES gpn=$GPUPOOL_GPUS_PER_NODE cvd=$CUDA_VISIBLE_DEVICES"
+set -- 120 5 0.1
 EOF
-chmod 644 "$T/gang-$gm.sh" "$T/steps-$gm.sh"
-submit --nodes 3 --gpus-per-node 1 --checkpoint-every 1s --name gang -- /bin/sh "$T/gang-$gm.sh"
+	printf '%s\n' "$STEPS_TEXT"
+} >"$T/gang-$gm.sh"
+submit --nodes 3 --gpus-per-node 1 --checkpoint-every 1s --name gang -- /bin/sh -c "$(cat "$T/gang-$gm.sh")" "gang-$gm.sh"
 j=$JOB
 wait_state "$j" running
 # running means every part has started
@@ -49,10 +52,11 @@ for k in 0 1 2; do
 		[ $SECONDS -ge $deadline ] && fail "part $k printed no environment: $CLI_OUT $CLI_ERR"
 		sleep 0.1
 	done
-	[[ $line =~ ^env\ rank=$k\ node_rank=$k\ local_rank=0\ world=3\ master=127\.0\.0\.1:(29[5-9][0-9][0-9])\ nnodes=3\ gpn=1\ cvd=0$ ]] ||
+	# MASTER_ADDR: rank 0's own address in its job network (issue 14).
+	[[ $line =~ ^env\ rank=$k\ node_rank=$k\ local_rank=0\ world=3\ master=(10\.204\.[0-9]+\.[0-9]+):(29[5-9][0-9][0-9])\ nnodes=3\ gpn=1\ cvd=0$ ]] ||
 	    fail "part $k's environment: $line"
-	[ -z "$port" ] && port=${BASH_REMATCH[1]}
-	assert_eq "$port" "${BASH_REMATCH[1]}" "part $k's MASTER_PORT"
+	[ -z "$port" ] && port=${BASH_REMATCH[2]}
+	assert_eq "$port" "${BASH_REMATCH[2]}" "part $k's MASTER_PORT"
 done
 api_expect 404 "$ADMIN_TOKEN" GET "/v1/jobs/$j/log?offset=0&part=3"
 api_expect 400 "$ADMIN_TOKEN" GET "/v1/jobs/$j/log?offset=0&part=64"

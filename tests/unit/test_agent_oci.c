@@ -372,6 +372,8 @@ TEST(config_edits_and_mounts)
 	m = find_mount(cfg, "/dev/nvidia1");
 	CHECK(m != NULL && strcmp(json_string_value(json_object_get(m,
 	    "source")), "/fake/dev/nvidia1") == 0);
+	/* Read-only: the job may use the host's node, not chmod or chown it. */
+	CHECK(m != NULL && has_option(m, "ro"));
 	/* An edit's bind gets "bind" and "nosuid" added. */
 	m = find_mount(cfg, "/usr/lib/libcuda.so.1");
 	CHECK(m != NULL && has_option(m, "bind") && has_option(m, "nosuid") &&

@@ -256,6 +256,31 @@ TEST(strlcpy)
 	CHECK_STR(small, "ab");
 }
 
+TEST(token_pins)
+{
+	char bearer[64], pin[GP_TOKEN_PIN_HEX + 1], text[160];
+	const char *hex = "9F86D081884C7D659A2FEAA0C55AD015"
+	    "A3BF4F1B2B0B822CD15D6C15B0F00A08";
+
+	CHECK_EQ(gp_token_split_pin("gpt_abc", bearer, sizeof(bearer), pin,
+	    sizeof(pin)), 0);
+	CHECK_STR(bearer, "gpt_abc");
+	CHECK_STR(pin, "");
+	snprintf(text, sizeof(text), "gpt_abc@sha256:%s", hex);
+	CHECK_EQ(gp_token_split_pin(text, bearer, sizeof(bearer), pin,
+	    sizeof(pin)), 0);
+	CHECK_STR(bearer, "gpt_abc");
+	CHECK_STR(pin, "9f86d081884c7d659a2feaa0c55ad015"
+	    "a3bf4f1b2b0b822cd15d6c15b0f00a08");
+	CHECK_EQ(gp_token_split_pin("gpt_abc@sha256:12", bearer,
+	    sizeof(bearer), pin, sizeof(pin)), GP_EINVAL);
+	snprintf(text, sizeof(text), "gpt_abc@sha256:%.63sz", hex);
+	CHECK_EQ(gp_token_split_pin(text, bearer, sizeof(bearer), pin,
+	    sizeof(pin)), GP_EINVAL);
+	CHECK_EQ(gp_token_split_pin("gpt_abc", bearer, 4, pin, sizeof(pin)),
+	    GP_EINVAL);
+}
+
 TEST(tokens)
 {
 	char a[GP_TOKEN_LEN + 1], b[GP_TOKEN_LEN + 1];
@@ -441,6 +466,21 @@ TEST(jobspec_bad)
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1,\"gpus\":2}",
 	    "duplicate"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":\"1\"}", "gpus"));
+	/* Idempotency keys: 16 to 64 of A-Z a-z 0-9 _ -. */
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\"short\"}",
+	    "idempotency_key: 16 to 64"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":"
+	    "\"abcdefghijklmnop qrs\"}", "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":"
+	    "\"abcdefghijklmnop\\u0000\"}", "\\u0000 is not allowed"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":7}",
+	    "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\""
+	    "0123456789012345678901234567890123456789012345678901234567890"
+	    "12345\"}", "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"network\":\"wan\"}",
+	    "network: must be none, internet or lan"));
+	CHECK(refused("{\"command\":[\"x\"],\"network\":2}", "network:"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1.0}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":true}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":-1}", "gpus"));
@@ -539,6 +579,10 @@ TEST(jobspec_round_trip)
 		"\"cpus\":4,\"mem_mib\":9,\"time_limit_s\":60,\"name\":\"n\"}",
 		"{\"command\":[\"\\u00e9t\\u00e9\"],\"gpus\":0}",
 		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
+		"{\"command\":[\"x\"],\"idempotency_key\":"
+		"\"0f3c_9a-7b2e4d1c8a6f\",\"disk_mib\":20480}",
+		"{\"command\":[\"x\"],\"network\":\"none\"}",
+		"{\"command\":[\"x\"],\"network\":\"lan\"}",
 	};
 	size_t i;
 
@@ -564,6 +608,9 @@ TEST(jobspec_round_trip)
 		CHECK_EQ(a.min_capability, b.min_capability);
 		CHECK_EQ(a.nodes, b.nodes);
 		CHECK_STR(a.gpu_model, b.gpu_model);
+		CHECK_STR(a.idempotency_key, b.idempotency_key);
+		CHECK_EQ(a.disk_mib, b.disk_mib);
+		CHECK_EQ(a.network, b.network);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
 		CHECK_EQ(a.time_limit_s, b.time_limit_s);
@@ -637,6 +684,7 @@ main(void)
 	RUN(buf);
 	RUN(strlcpy);
 	RUN(tokens);
+	RUN(token_pins);
 	RUN(jobspec_good);
 	RUN(jobspec_bad);
 	RUN(jobspec_round_trip);

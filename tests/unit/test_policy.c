@@ -128,6 +128,17 @@ TEST(values)
 	CHECK_EQ(p.max_job_s, 36 * 3600);
 	CHECK_EQ(parse("owner-presence = reclaim", &p, &line, err), 0);
 	CHECK_EQ(p.presence, GP_PRESENCE_RECLAIM);
+	CHECK_EQ(parse("owner-presence = throttle:10%", &p, &line, err), 0);
+	CHECK_EQ(p.presence, GP_PRESENCE_THROTTLE);
+	CHECK_EQ(p.throttle_milli, 100);
+	CHECK_EQ(parse("owner-presence = throttle:0.5%", &p, &line, err), 0);
+	CHECK_EQ(p.throttle_milli, 5);
+	CHECK_EQ(parse("owner-presence = throttle:100%", &p, &line, err), 0);
+	CHECK_EQ(p.throttle_milli, 1000);
+	CHECK_EQ(parse("gpu-share = strict", &p, &line, err), 0);
+	CHECK_EQ(p.gpu_share, GP_SHARE_STRICT);
+	CHECK_EQ(parse("gpu-share = elastic", &p, &line, err), 0);
+	CHECK_EQ(p.gpu_share, GP_SHARE_ELASTIC);
 	CHECK_EQ(parse("window = daily 09:00-17:00", &p, &line, err), 0);
 	CHECK_EQ(p.windows[0].days, 0x7f);
 	CHECK_EQ(parse("window = 22:00-06:00", &p, &line, err), 0);
@@ -202,7 +213,21 @@ TEST(errors_name_the_line)
 	    "checkpoint-grace: '2h' is over the maximum of 1h");
 	expect_error("checkpoint-grace = -1\n", 1, "checkpoint-grace:");
 	expect_error("owner-presence = maybe\n", 1,
-	    "owner-presence: 'maybe' is not reclaim or ignore");
+	    "owner-presence: 'maybe' is not reclaim, ignore or throttle:N%");
+	expect_error("cpus = 2\nowner-presence = throttle:0%\n", 2,
+	    "owner-presence: throttle:'0%' is not a share");
+	expect_error("owner-presence = throttle:101%\n", 1,
+	    "owner-presence: throttle:'101%'");
+	expect_error("owner-presence = throttle:10\n", 1,
+	    "owner-presence: throttle:'10'");
+	expect_error("owner-presence = throttle:\n", 1,
+	    "owner-presence: throttle:''");
+	expect_error("owner-presence = throttle:1.25%\n", 1,
+	    "owner-presence: throttle:'1.25%'");
+	expect_error("\n\ngpu-share = maybe\n", 3,
+	    "gpu-share: 'maybe' is not elastic or strict");
+	expect_error("gpu-share = strict\ngpu-share = strict\n", 2,
+	    "gpu-share: given twice");
 	expect_error("\n\nwindow = Funday 10:00-12:00\n", 3,
 	    "window: 'Funday' is not a list of days");
 	expect_error("window = Mon 25:00-26:00\n", 1,
@@ -358,10 +383,12 @@ TEST(to_json)
 	gp_policy_default(&p);
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,"
-	    "\"gpus\":\"all\",\"images\":\"signed\",\"max_job_time_s\":null,"
-	    "\"memory_mib\":null,\"owner_presence\":\"reclaim\","
-	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[]}");
+	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,\"expose\":[],"
+	    "\"gpu_share\":\"elastic\",\"gpus\":\"all\",\"images\":\"signed\","
+	    "\"max_job_time_s\":null,"
+	    "\"memory_mib\":null,\"net_rate_bps\":null,\"network\":\"internet\",\"owner_presence\":\"reclaim\","
+	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
+	    "\"trusted_keys\":[],\"windows\":[]}");
 	free(text);
 	json_decref(j);
 	CHECK_EQ(parse("gpus = 3,1\ncpus = 4\nmemory = 8G\nmax-job-time = 2h\n"
@@ -372,10 +399,12 @@ TEST(to_json)
 	    &p, &line, err), 0);
 	j = gp_policy_to_json(&p);
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,"
-	    "\"gpus\":[1,3],\"images\":\"signed\",\"max_job_time_s\":7200,"
-	    "\"memory_mib\":8192,\"owner_presence\":\"ignore\","
-	    "\"plain_jobs\":\"allow\",\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
+	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,\"expose\":[],"
+	    "\"gpu_share\":\"elastic\",\"gpus\":[1,3],\"images\":\"signed\","
+	    "\"max_job_time_s\":7200,"
+	    "\"memory_mib\":8192,\"net_rate_bps\":null,\"network\":\"internet\",\"owner_presence\":\"ignore\","
+	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
+	    "\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
 	    "19:00-08:00\",\"Sat,Sun 00:00-24:00\",\"Mon,Wed-Fri,Sun "
 	    "09:30-10:00\",\"daily 01:00-02:00\",\"Mon,Fri-Sun "
 	    "10:00-11:00\"]}");
@@ -421,10 +450,55 @@ TEST(describe)
 	CHECK_STR(text, "gpus 0,2, 1 window, cpus 2, memory 1024M, "
 	    "max-job-time 1h30m, checkpoint-grace 30s, owner-presence "
 	    "reclaim");
+	CHECK_EQ(parse("owner-presence = throttle:12.5%\ngpu-share = strict\n",
+	    &p, &line, err), 0);
+	gp_policy_describe(&p, text, sizeof(text));
+	CHECK_STR(text, "gpus all, always, checkpoint-grace 30s, "
+	    "owner-presence throttle:12.5%, gpu-share strict");
 }
 
 #define KEY_A "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 #define KEY_B "ed25519:Kof6ZvJz8gJtBkURhE6b4XmqKRfq/c4K27iL/RX0XP4="
+
+TEST(network_keys)
+{
+	struct gp_policy p;
+	char err[256], text[400];
+	int line;
+
+	gp_policy_default(&p);
+	CHECK_EQ(p.network, GP_NET_INTERNET);
+	CHECK_EQ(p.net_rate_bps, 0);
+	CHECK_EQ(parse("network = none\n", &p, &line, err), 0);
+	CHECK_EQ(p.network, GP_NET_NONE);
+	CHECK_EQ(parse("network = lan\nnet-rate = 200M\n", &p, &line, err),
+	    0);
+	CHECK_EQ(p.network, GP_NET_LAN);
+	CHECK_EQ(p.net_rate_bps, 200000000);
+	gp_policy_describe(&p, text, sizeof(text));
+	CHECK(strstr(text, ", network lan, net-rate 200000000bit/s") != NULL);
+	CHECK_EQ(parse("network = internet\nnet-rate = 1G\n", &p, &line, err),
+	    0);
+	CHECK_EQ(p.network, GP_NET_INTERNET);
+	CHECK_EQ(p.net_rate_bps, 1000000000);
+	CHECK_EQ(parse("net-rate = 500kbit\n", &p, &line, err), 0);
+	CHECK_EQ(p.net_rate_bps, 500000);
+	CHECK_EQ(parse("net-rate = off\n", &p, &line, err), 0);
+	CHECK_EQ(p.net_rate_bps, 0);
+	expect_error("cpus = 1\nnetwork = wan\n", 2,
+	    "line 2: network: 'wan' is not none, internet or lan");
+	expect_error("network = lan\nnetwork = none\n", 2,
+	    "network: given twice (first on line 1)");
+	expect_error("network = LAN\n", 1, "network: 'LAN'");
+	expect_error("\n\nnet-rate = fast\n", 3,
+	    "line 3: net-rate: 'fast' is not a rate");
+	expect_error("net-rate = 200MB\n", 1, "net-rate: '200MB'");
+	expect_error("net-rate = -5M\n", 1, "net-rate:");
+	expect_error("net-rate = 1k\n", 1, "net-rate: '1k'");
+	expect_error("net-rate = 99999999999999999999\n", 1, "net-rate:");
+	expect_error("net-rate = 200M\nnet-rate = 1G\n", 2,
+	    "net-rate: given twice");
+}
 
 TEST(images_and_keys)
 {
@@ -462,10 +536,63 @@ TEST(images_and_keys)
 	expect_error("trust-key = " KEY_A " bad/name\n", 1, "label");
 }
 
+TEST(expose)
+{
+	struct gp_policy p;
+	char err[256], many[32 * 17 + 1];
+	int line, i;
+	json_t *j;
+
+	gp_policy_default(&p);
+	CHECK_EQ(p.nexpose, 0);
+	CHECK_EQ(parse("expose = /opt/conda ro\nexpose = /srv/scratch rw\n"
+	    "expose=/usr/local\n", &p, &line, err), 0);
+	CHECK_EQ(p.nexpose, 3);
+	CHECK_STR(p.expose[0].path, "/opt/conda");
+	CHECK_EQ(p.expose[0].read_only, 1);
+	CHECK_STR(p.expose[1].path, "/srv/scratch");
+	CHECK_EQ(p.expose[1].read_only, 0);
+	CHECK_EQ(p.expose[2].read_only, 1);	/* ro unless said */
+	j = gp_policy_to_json(&p);
+	CHECK_EQ(json_array_size(json_object_get(j, "expose")), 3);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(
+	    json_object_get(j, "expose"), 1), "path")), "/srv/scratch");
+	json_decref(j);
+	expect_error("cpus = 1\nexpose = opt/conda ro\n", 2,
+	    "line 2: expose: 'opt/conda' is not an absolute path");
+	expect_error("expose = /opt/conda maybe\n", 1,
+	    "expose: 'maybe' is not ro or rw");
+	expect_error("expose = /\n", 1, "expose: not the whole root");
+	expect_error("expose = /opt/../etc ro\n", 1, "is not a normal path");
+	expect_error("expose = /opt//x\n", 1, "is not a normal path");
+	expect_error("expose = /opt/\n", 1, "is not a normal path");
+	expect_error("expose = /opt/./x\n", 1, "is not a normal path");
+	expect_error("expose = /proc/1\n", 1, "expose: /proc/1 is the job's "
+	    "own");
+	expect_error("expose = /dev\n", 1, "the job's own");
+	expect_error("expose = /tmp/x rw\n", 1, "the job's own");
+	expect_error("expose = /opt\nexpose = /opt rw\n", 2,
+	    "line 2: expose: /opt is listed twice");
+	expect_error("expose = /a\tb\n", 1, "expose: 'b' is not ro or rw");
+	CHECK_EQ(parse("scratch-max = 20G\n", &p, &line, err), 0);
+	CHECK_EQ(p.scratch_max_mib, 20480);
+	expect_error("scratch-max = lots\n", 1, "scratch-max: 'lots' is not a "
+	    "size");
+	expect_error("scratch-max = 0\n", 1, "scratch-max: '0'");
+	expect_error("scratch-max = 1G\nscratch-max = 2G\n", 2,
+	    "scratch-max: given twice");
+	many[0] = '\0';
+	for (i = 0; i < 17; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many),
+		    "expose = /opt/d%02d\n", i);
+	expect_error(many, 17, "line 17: expose: too many paths");
+}
+
 int
 main(void)
 {
 	RUN(defaults);
+	RUN(expose);
 	RUN(every_key);
 	RUN(values);
 	RUN(errors_name_the_line);
@@ -478,5 +605,6 @@ main(void)
 	RUN(format_parses_back);
 	RUN(describe);
 	RUN(images_and_keys);
+	RUN(network_keys);
 	return unit_report();
 }

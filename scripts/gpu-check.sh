@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh: the whole GPU path on a machine with a real NVIDIA
+# GPU, one verdict a line (PASS, FAIL, INFO, SKIP). CI never runs it.
+#
+# It uses a build brought along (BUILD, default build/, made elsewhere
+# with `make`: it needs build/gpupool, build/libgpupool-cuda.so and
+# build/fakecuda/cudaprog, which is built where the CUDA headers are) and
+# reaches no registry. It starts its own pool in a fresh temporary
+# directory (a private HOME, so it never touches the user's config) and
+# stops it at the end, so it reruns cleanly. Where there is no GPU or no
+# driver it prints SKIP and exits 0. Bounded: every wait has a timeout and
+# the whole run takes under five minutes (the throughput check is 30 s).
+#
+# What it checks:
+#   1. `gpupool up` discovers the GPU through NVML: its real name, memory
+#      and UUID, as nvidia-smi gives them;
+#   2. a job runs nvidia-smi, and a driver-API program (cudaprog ptx: a
+#      kernel from hand-written PTX through cuModuleLoadData) whose result
+#      it checks;
+#   3. two jobs at --gpu-mem halves: one allocating past its cap gets
+#      CUDA_ERROR_OUT_OF_MEMORY while the device had room, the other is
+#      unaffected; nvidia-smi and cuMemGetInfo in a half show the cap;
+#   4. two jobs at 0.25 and 0.75 at once: each one's share of their summed
+#      kernel throughput against what it asked (within 10 % of the share);
+#   5. a container job sees exactly its GPU's device node (needs crun or
+#      runc, python3 and /bin/busybox from busybox-static; else SKIP).
+# Usage: scripts/gpu-check.sh [--keep]  (--keep: leave the temp dir)
+#
+# GPU_CHECK_DRY_RUN=1 runs it on the fake driver of the build
+# ($BUILD/fakecuda: a fake NVML and libcuda, no nvidia-smi), to check the
+# script itself where there is no GPU: the PTX, nvidia-smi and throughput
+# verdicts then FAIL, as they should on a fake.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${BUILD:-build}
+GP="$PWD/$BUILD/gpupool"
+PROG="$PWD/$BUILD/fakecuda/cudaprog"
+keep=0
+[ "${1:-}" = --keep ] && keep=1
+fails=0
+verdict() { # PASS|FAIL|INFO|SKIP TEXT
+	printf '%-4s %s\n' "$1" "$2"
+	[ "$1" = FAIL ] && fails=$((fails + 1))
+	return 0
+}
+
+dry=${GPU_CHECK_DRY_RUN:-0}
+job_env=()
+if [ "$dry" = 1 ]; then
+	export LD_LIBRARY_PATH="$PWD/$BUILD/fakecuda"
+	job_env=(--env "LD_LIBRARY_PATH=$LD_LIBRARY_PATH")
+elif ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+	verdict SKIP "no NVIDIA GPU or driver here (nvidia-smi is missing or nvidia-smi -L fails)"
+	exit 0
+fi
+if [ "$dry" != 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+	verdict SKIP "no CUDA driver library here (libcuda.so.1 is not in the ld cache)"
+	exit 0
+fi
+for f in "$GP" "$PWD/$BUILD/libgpupool.so" "$PWD/$BUILD/libgpupool-cuda.so" "$PROG"; do
+	[ -e "$f" ] || { verdict FAIL "missing $f: build first (make), then bring $BUILD along"; exit 1; }
+done
+
+T=$(mktemp -d /var/tmp/gpu-check.XXXXXX) || exit 1
+chmod 755 "$T"
+export HOME="$T/home" XDG_CONFIG_HOME="$T/home/.config" XDG_DATA_HOME="$T/data"
+unset GPUPOOL_URL GPUPOOL_TOKEN GPUPOOL_CA GPUPOOL_CONFIG
+mkdir -p "$HOME" "$XDG_DATA_HOME"
+AGENT2=
+cleanup() {
+	[ -n "$AGENT2" ] && kill "$AGENT2" 2>/dev/null && wait "$AGENT2" 2>/dev/null
+	timeout 30 "$GP" down >/dev/null 2>&1
+	[ "$keep" = 1 ] && echo "kept $T" || rm -rf "$T"
+}
+trap cleanup EXIT
+# Jobs run as nobody when the pool runs as root: they must reach cudaprog.
+cp "$PROG" "$T/cudaprog" && chmod 755 "$T/cudaprog"
+PROG="$T/cudaprog"
+
+if [ "$dry" = 1 ]; then	# the fake driver's defaults (tests/fakecuda/state.h)
+	name="Fake CUDA GPU" mem=16384 uuid=GPU-fakecuda-0 driver=fake ngpus=1
+else
+	IFS=, read -r name mem uuid driver < <(nvidia-smi \
+	    --query-gpu=name,memory.total,uuid,driver_version \
+	    --format=csv,noheader,nounits | head -1)
+	name=$(echo "$name" | xargs) mem=$(echo "$mem" | xargs)
+	uuid=$(echo "$uuid" | xargs) driver=$(echo "$driver" | xargs)
+	ngpus=$(nvidia-smi -L | wc -l)
+fi
+verdict INFO "GPU 0: $name, $mem MiB, $uuid, driver $driver ($ngpus GPUs)"
+
+# 1. discovery through NVML; a free port of our own
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000)))
+if ! timeout 90 "$GP" up --detach --listen "127.0.0.1:$port" \
+    --data "$T/pool" >"$T/up.log" 2>&1; then
+	verdict FAIL "gpupool up: $(tail -3 "$T/up.log" | tr '\n' ' ')"
+	exit 1
+fi
+nodes=$(timeout 20 "$GP" nodes --json 2>&1)
+if grep -qF "$uuid" <<<"$nodes" && grep -qF "$name" <<<"$nodes" &&
+    grep -q "\"mem_mib\": *$mem\b" <<<"$nodes"; then
+	verdict PASS "gpupool up found the GPU through NVML: $name, $mem MiB, $uuid"
+else
+	verdict FAIL "gpupool up did not report $name/$mem/$uuid: $nodes"
+fi
+
+# run OUT ARGS...: submits, waits (bounded), leaves the job's log in OUT.
+run() {
+	local out=$1 id
+	shift
+	id=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" "$@" 2>"$out.err") ||
+	    { echo "submit failed: $(cat "$out.err")" >"$out"; return 1; }
+	timeout 120 "$GP" wait "$id" >/dev/null 2>&1
+	timeout 30 "$GP" logs "$id" >"$out" 2>&1
+}
+
+# 2. nvidia-smi and a PTX kernel in a job
+run "$T/smi.out" --gpus 1 -- nvidia-smi -L
+if grep -qF "$uuid" "$T/smi.out"; then
+	verdict PASS "a job ran nvidia-smi: $(grep -c '^GPU ' "$T/smi.out") GPU(s) listed, its own among them"
+else
+	verdict FAIL "nvidia-smi in a job: $(head -3 "$T/smi.out" | tr '\n' ' ')"
+fi
+run "$T/ptx.out" --gpus 1 -- "$PROG" procaddr ptx
+if grep -q '^ptx ok' "$T/ptx.out"; then
+	verdict PASS "a job ran a hand-written PTX kernel (cuModuleLoadData): $(grep '^ptx' "$T/ptx.out")"
+else
+	verdict FAIL "PTX kernel: $(tail -2 "$T/ptx.out" | tr '\n' ' ')"
+fi
+
+# 3. two halves: one past its cap, the other unaffected
+half=$((mem / 2))
+under=$(((half - 512) * 1048576)) over=$((600 * 1048576))
+id1=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 --gpu-mem "$half" -- "$PROG" procaddr \
+    alloc:$under alloc:$over info sleep:3000)
+id2=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 --gpu-mem "$half" -- "$PROG" dlsym \
+    alloc:$under info sleep:3000)
+id3=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 --gpu-mem "$half" -- nvidia-smi \
+    --query-gpu=memory.total --format=csv,noheader,nounits)
+for id in $id1 $id2 $id3; do timeout 120 "$GP" wait "$id" >/dev/null 2>&1; done
+timeout 30 "$GP" logs "$id1" >"$T/h1.out" 2>&1
+timeout 30 "$GP" logs "$id2" >"$T/h2.out" 2>&1
+timeout 30 "$GP" logs "$id3" >"$T/h3.out" 2>&1
+if grep -q "^alloc $under ok" "$T/h1.out" && grep -q "^alloc $over oom" "$T/h1.out"; then
+	verdict PASS "the half past its cap got CUDA_ERROR_OUT_OF_MEMORY ($((over >> 20)) MiB over $((under >> 20)) MiB, cap $half MiB): $(grep '^info' "$T/h1.out")"
+else
+	verdict FAIL "memory cap: $(tr '\n' ' ' <"$T/h1.out")"
+fi
+if grep -q "^alloc $under ok" "$T/h2.out"; then
+	verdict PASS "the other half was unaffected: $(grep '^info' "$T/h2.out")"
+else
+	verdict FAIL "the other half: $(tr '\n' ' ' <"$T/h2.out")"
+fi
+if [ "$(tr -d ' \n' <"$T/h3.out")" = "$half" ]; then
+	verdict PASS "nvidia-smi in a half shows its cap: $half MiB"
+else
+	verdict FAIL "nvidia-smi in a half: $(tr '\n' ' ' <"$T/h3.out") (cap $half MiB)"
+fi
+
+# 4. compute shares 0.25 and 0.75, at once, 30 s
+iters=${SPIN_ITERS:-20000}
+q=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.25 -- "$PROG" procaddr spin:30:$iters)
+h=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.75 -- "$PROG" procaddr spin:30:$iters)
+for id in $q $h; do timeout 120 "$GP" wait "$id" >/dev/null 2>&1; done
+rq=$(timeout 30 "$GP" logs "$q" | sed -n 's/^spin .*rate=//p')
+rh=$(timeout 30 "$GP" logs "$h" | sed -n 's/^spin .*rate=//p')
+if [ -n "$rq" ] && [ -n "$rh" ]; then
+	sq=$(awk "BEGIN{printf \"%.3f\", $rq/($rq+$rh)}")
+	ok=$(awk "BEGIN{d=$sq-0.25; if (d<0) d=-d; print (d <= 0.025) ? 1 : 0}")
+	msg="kernels/s: share 0.25 job $rq, share 0.75 job $rh; the 0.25 job had $sq of the throughput"
+	[ "$ok" = 1 ] && verdict PASS "$msg (within 10 % of 0.25)" || verdict FAIL "$msg (asked 0.25 +- 0.025)"
+else
+	verdict FAIL "throughput jobs printed no rate: $(timeout 30 "$GP" logs "$q" | tail -2 | tr '\n' ' ')"
+fi
+
+# 5. a container job sees exactly its GPU
+rt=$(command -v crun || command -v runc)
+if [ -z "$rt" ] || [ ! -x /bin/busybox ] || ! command -v python3 >/dev/null; then
+	verdict SKIP "container job: needs crun or runc, /bin/busybox (busybox-static) and python3"
+else
+	python3 tests/e2e/images.py layer "$T/l1.tgz" --marker gpu-check >/dev/null &&
+	    python3 tests/e2e/images.py oci "$T/bb.tar" --name busybox:gpu-check "$T/l1.tgz" >/dev/null &&
+	    timeout 60 "$GP" image import "$T/bb.tar" --name busybox:gpu-check >/dev/null 2>&1
+	# The pool's own agent trusts signed images only: a second agent
+	# on the same GPU, with a policy that runs any image, takes over.
+	printf 'images = any\n' >"$T/policy"
+	timeout 30 "$GP" token create --role provider --name gpu-check >"$T/prov.token" 2>/dev/null
+	timeout 30 "$GP" provider pause >/dev/null 2>&1
+	url=$(sed -n 's/^url *= *//p' "$XDG_CONFIG_HOME/gpupool/config")
+	mkdir -p "$T/agent2" && chmod 755 "$T/agent2"
+	"$GP" agent --coordinator "$url" --token-file "$T/prov.token" --name gpu-check \
+	    --work "$T/agent2" --policy "$T/policy" >"$T/agent2.log" 2>&1 &
+	AGENT2=$!
+	for _ in $(seq 1 150); do	# its registration, at most 30 s
+		timeout 10 "$GP" nodes 2>/dev/null | grep -q '^gpu-check .* up' && break
+		sleep 0.2
+	done
+	run "$T/ctr.out" --gpus 1 --image busybox:gpu-check -- sh -c 'ls /dev | grep "^nvidia"'
+	gpu_nodes=$(grep -c '^nvidia[0-9][0-9]*$' "$T/ctr.out")
+	if [ "$gpu_nodes" = 1 ]; then
+		verdict PASS "a container job saw exactly one GPU node: $(tr '\n' ' ' <"$T/ctr.out")"
+	else
+		verdict FAIL "container job's /dev: $(tr '\n' ' ' <"$T/ctr.out") (agent: $(grep -m1 containers "$T/agent2.log"))"
+	fi
+fi
+verdict INFO "done: $fails failed"
+[ "$fails" = 0 ]
