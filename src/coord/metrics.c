@@ -496,7 +496,8 @@ job_networks(struct gp_buf *out, const struct snap *sn)
 		      "namespace");
 		for (i = 0; i < sn->nnets; i++) {
 			const struct snap_net *s = &sn->nets[i];
-			snprintf(job, sizeof(job), "%lld", (long long)s->job_id);
+			snprintf(job, sizeof(job), "%lld",
+			    (long long)s->job_id);
 			snprintf(attempt, sizeof(attempt), "%d", s->attempt);
 			labels[1] = s->node;
 			labels[3] = job;
