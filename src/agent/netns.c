@@ -255,8 +255,23 @@ nl_ask(struct mnl_socket *nl, unsigned int *seq, struct nlmsghdr *nlh,
 		return -errno;
 	do {
 		got = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		if (got < 0 && errno == EINTR) {
+			ret = 1;	/* a signal: the answer is still coming */
+			continue;
+		}
 		if (got < 0)
 			return -errno;
+		/*
+		 * An answer to an earlier request (one that gave up waiting)
+		 * would fail the sequence check (EPROTO) and fail this
+		 * request with it: it is not ours, read on.
+		 */
+		if ((size_t)got >= sizeof(struct nlmsghdr) &&
+		    ((const struct nlmsghdr *)(const void *)buf)->nlmsg_seq !=
+		    nlh->nlmsg_seq) {
+			ret = 1;
+			continue;
+		}
 		ret = mnl_cb_run(buf, (size_t)got, nlh->nlmsg_seq,
 		    mnl_socket_get_portid(nl), cb, data);
 	} while (ret > 0);
