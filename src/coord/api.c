@@ -25,6 +25,7 @@
 #include "ledger.h"
 #include "log.h"
 #include "prom.h"
+#include "route.h"
 
 #define AGENT_LOG_BODY_MAX (1 << 20)
 #define AGENT_REPORTS_BODY_MAX (1 << 20) /* API_REPORTS_MAX reports */
@@ -160,8 +161,6 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	json_t *body;
 	struct op *op;
 
-	if (req->auth->role != GP_ROLE_ADMIN)
-		return reply_error(conn, 403, "only an admin may create tokens");
 	if ((body = parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	/* role, name and an optional group (fuzzed: fuzz_acct_body.c) */
@@ -181,12 +180,10 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 
 /* GET /v1/tokens (admin): every token, never a hash. */
 static enum MHD_Result
-handle_token_list(struct MHD_Connection *conn, struct request *req)
+handle_token_list(struct MHD_Connection *conn)
 {
 	json_t *o;
 
-	if (req->auth->role != GP_ROLE_ADMIN)
-		return reply_error(conn, 403, "only an admin may list tokens");
 	pthread_rwlock_rdlock(&state.lock);
 	o = state_tokens_json();
 	pthread_rwlock_unlock(&state.lock);
@@ -202,8 +199,6 @@ handle_token_revoke(struct MHD_Connection *conn, struct request *req,
 {
 	struct op *op;
 
-	if (req->auth->role != GP_ROLE_ADMIN)
-		return reply_error(conn, 403, "only an admin may revoke tokens");
 	if ((op = op_new(OP_TOKEN_REVOKE, &req->auth_copy)) == NULL)
 		return reply_error(conn, 503, "out of memory");
 	op->job_id = id; /* the token's id */
@@ -258,9 +253,6 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 	struct op *op;
 	int status;
 
-	if (req->auth->role == GP_ROLE_PROVIDER)
-		return reply_error(conn, 403,
-		    "a provider token cannot submit jobs");
 	op = op_new(OP_SUBMIT, &req->auth_copy);
 	if (op == NULL)
 		return reply_error(conn, 503, "out of memory");
@@ -288,9 +280,6 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	struct op *op;
 	int status, limit = 0;
 
-	if (req->auth->role == GP_ROLE_PROVIDER)
-		return reply_error(conn, 403,
-		    "a provider token cannot submit jobs");
 	if ((body = parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	job = json_object_get(body, "job");
@@ -1400,17 +1389,13 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 /* GET /metrics: Prometheus text format, for admin and metrics tokens. */
 static enum MHD_Result
 handle_metrics(struct MHD_Connection *conn, struct request *req,
-    const char *method)
+    const char *url, const char *method)
 {
 	struct gp_buf out = {0};
 
-	if (strcmp(method, "GET") != 0)
-		return reply_error(conn, 405, "method %.16s not allowed",
-		    method);
-	if (req->auth->role != GP_ROLE_ADMIN &&
-	    req->auth->role != GP_ROLE_METRICS)
-		return reply_error(conn, 403,
-		    "/metrics needs an admin or metrics token");
+	(void)req;
+	(void)url;
+	(void)method;
 	if (metrics_render(&out) != 0) {
 		gp_buf_free(&out);
 		return reply_error(conn, 503, "out of memory");
@@ -1494,86 +1479,268 @@ path_id(const char *text, int64_t *id)
 	return gp_parse_int(text, 1, INT64_MAX / 2, id) == 0;
 }
 
+/*
+ * The answer for a URL no route has: what the hand-written chain gave
+ * before the table, kept byte for byte.
+ */
 static enum MHD_Result
-route(struct MHD_Connection *conn, struct request *req, const char *url,
-    const char *method)
+no_route(struct MHD_Connection *conn, const char *url, const char *method)
 {
 	char p[8][32];
 	int n = split_path(url, p, 8);
-	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-	int provider = req->auth->role == GP_ROLE_PROVIDER ||
-	    req->auth->role == GP_ROLE_ADMIN;
-	int64_t id, attempt;
 
 	if (n < 2 || strcmp(p[0], "v1") != 0)
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
-	if (!get && !post)
+	if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
 		return reply_error(conn, 405, "method %.16s not allowed",
 		    method);
-	if (n == 2 && strcmp(p[1], "whoami") == 0 && get)
-		return handle_whoami(conn, req);
-	if (n == 2 && strcmp(p[1], "tokens") == 0)
-		return post ? handle_token_create(conn, req)
-			    : handle_token_list(conn, req);
-	if (n == 4 && strcmp(p[1], "tokens") == 0 &&
-	    strcmp(p[3], "revoke") == 0 && post) {
-		if (!path_id(p[2], &id))
-			return reply_error(conn, 404, "no token '%s'", p[2]);
-		return handle_token_revoke(conn, req, id);
-	}
-	if (n == 2 && strcmp(p[1], "nodes") == 0 && get)
-		return handle_nodes(conn);
-	if (n == 2 && strcmp(p[1], "queue") == 0 && get)
-		return handle_queue(conn, req);
-	if (n == 2 && strcmp(p[1], "jobs") == 0)
-		return post ? handle_submit(conn, req)
-			    : handle_list_jobs(conn, req);
-	if (n == 3 && strcmp(p[1], "jobs") == 0 &&
-	    strcmp(p[2], "array") == 0 && post)
-		return handle_submit_array(conn, req);
-	if (n >= 3 && strcmp(p[1], "jobs") == 0) {
-		if (!path_id(p[2], &id))
-			return reply_error(conn, 404, "no job '%s'", p[2]);
-		if (n == 3 && get)
-			return handle_show_job(conn, req, id);
-		if (n == 4 && strcmp(p[3], "cancel") == 0 && post)
-			return handle_cancel(conn, req, id);
-		if (n == 4 && strcmp(p[3], "log") == 0 && get)
-			return handle_log(conn, req, id);
-		if (n == 4 && strcmp(p[3], "wait") == 0 && get)
-			return handle_wait(conn, req, id);
-		if (n == 4 && strcmp(p[3], "checkpoint") == 0 && post)
-			return handle_checkpoint_now(conn, req, id);
-	}
-	if (n >= 3 && strcmp(p[1], "agent") == 0) {
-		if (!provider)
-			return reply_error(conn, 403,
-			    "agent calls need a provider token");
-		if (n == 3 && strcmp(p[2], "register") == 0 && post)
-			return handle_register(conn, req);
-		if (n == 3 && strcmp(p[2], "heartbeat") == 0 && post)
-			return handle_heartbeat(conn, req);
-		if (n == 3 && strcmp(p[2], "poll") == 0 && get)
-			return handle_poll(conn, req);
-		if (n == 3 && strcmp(p[2], "leave") == 0 && post)
-			return handle_leave(conn, req);
-		if (n == 3 && strcmp(p[2], "reports") == 0 && post)
-			return handle_reports(conn, req);
-		if (n == 6 && strcmp(p[2], "jobs") == 0 && post) {
-			if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
-			    attempt > 1000000)
-				return reply_error(conn, 404,
-				    "bad job id or attempt");
-			if (strcmp(p[5], "log") == 0)
-				return handle_agent_log(conn, req, id, attempt);
-			if (strcmp(p[5], "started") == 0 ||
-			    strcmp(p[5], "finished") == 0)
-				return handle_report(conn, req, id, attempt,
-				    p[5]);
-		}
-	}
 	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
 	    url);
+}
+
+/*
+ * The core routes' adapters: the ids in the path (p[]), checked as the
+ * chain checked them, then the handler.
+ */
+#define PATH_PARTS(url, p, n)                                                  \
+	char p[8][32];                                                         \
+	int n = split_path(url, p, 8)
+
+static enum MHD_Result
+route_whoami(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	(void)method;
+	return handle_whoami(conn, req);
+}
+
+static enum MHD_Result
+route_tokens(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	return strcmp(method, "POST") == 0 ? handle_token_create(conn, req)
+					   : handle_token_list(conn);
+}
+
+static enum MHD_Result
+route_token_revoke(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	PATH_PARTS(url, p, n);
+	int64_t id;
+
+	if (n != 4)
+		return no_route(conn, url, method);
+	if (!path_id(p[2], &id))
+		return reply_error(conn, 404, "no token '%s'", p[2]);
+	return handle_token_revoke(conn, req, id);
+}
+
+static enum MHD_Result
+route_nodes(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)req;
+	(void)url;
+	(void)method;
+	return handle_nodes(conn);
+}
+
+static enum MHD_Result
+route_queue(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	(void)method;
+	return handle_queue(conn, req);
+}
+
+static enum MHD_Result
+route_jobs(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	return strcmp(method, "POST") == 0 ? handle_submit(conn, req)
+					   : handle_list_jobs(conn, req);
+}
+
+static enum MHD_Result
+route_submit_array(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	(void)method;
+	return handle_submit_array(conn, req);
+}
+
+/* /v1/jobs/{id}[/what]: the job's id checked first, as before. */
+static enum MHD_Result
+route_job(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
+{
+	PATH_PARTS(url, p, n);
+	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	int64_t id;
+
+	if (n < 3)
+		return no_route(conn, url, method);
+	if (!path_id(p[2], &id))
+		return reply_error(conn, 404, "no job '%s'", p[2]);
+	if (n == 3 && get)
+		return handle_show_job(conn, req, id);
+	if (n == 4 && strcmp(p[3], "cancel") == 0 && post)
+		return handle_cancel(conn, req, id);
+	if (n == 4 && strcmp(p[3], "log") == 0 && get)
+		return handle_log(conn, req, id);
+	if (n == 4 && strcmp(p[3], "wait") == 0 && get)
+		return handle_wait(conn, req, id);
+	if (n == 4 && strcmp(p[3], "checkpoint") == 0 && post)
+		return handle_checkpoint_now(conn, req, id);
+	return no_route(conn, url, method);
+}
+
+static enum MHD_Result
+route_agent(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	PATH_PARTS(url, p, n);
+
+	if (n == 3 && strcmp(p[2], "register") == 0)
+		return handle_register(conn, req);
+	if (n == 3 && strcmp(p[2], "heartbeat") == 0)
+		return handle_heartbeat(conn, req);
+	if (n == 3 && strcmp(p[2], "poll") == 0)
+		return handle_poll(conn, req);
+	if (n == 3 && strcmp(p[2], "leave") == 0)
+		return handle_leave(conn, req);
+	if (n == 3 && strcmp(p[2], "reports") == 0)
+		return handle_reports(conn, req);
+	return no_route(conn, url, method);
+}
+
+/* POST /v1/agent/jobs/{id}/{attempt}/(log|started|finished). */
+static enum MHD_Result
+route_agent_job(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	PATH_PARTS(url, p, n);
+	int64_t id, attempt;
+
+	if (n != 6)
+		return no_route(conn, url, method);
+	if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
+	    attempt > 1000000)
+		return reply_error(conn, 404, "bad job id or attempt");
+	if (strcmp(p[5], "log") == 0)
+		return handle_agent_log(conn, req, id, attempt);
+	if (strcmp(p[5], "started") == 0 || strcmp(p[5], "finished") == 0)
+		return handle_report(conn, req, id, attempt, p[5]);
+	return no_route(conn, url, method);
+}
+
+static enum MHD_Result
+route_none(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)req;
+	return no_route(conn, url, method);
+}
+
+#define ADMIN_ONLY API_ROLE(GP_ROLE_ADMIN)
+#define SUBMITTERS (API_ROLE(GP_ROLE_ADMIN) | API_ROLE(GP_ROLE_USER))
+#define METRICS_READERS (API_ROLE(GP_ROLE_ADMIN) | API_ROLE(GP_ROLE_METRICS))
+#define AGENT_ONLY "agent calls need a provider token"
+
+const struct api_route metrics_routes[] = {
+    {"/metrics", API_GET, METRICS_READERS,
+        "/metrics needs an admin or metrics token", 0, 0, handle_metrics,
+        NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+const struct api_route user_routes[] = {
+    {"/v1/whoami", API_GET, 0, NULL, 0, 0, route_whoami, NULL},
+    {"/v1/tokens", API_POST, ADMIN_ONLY, "only an admin may create tokens",
+        0, 0, route_tokens, NULL},
+    {"/v1/tokens", API_GET, ADMIN_ONLY, "only an admin may list tokens", 0,
+        0, route_tokens, NULL},
+    {"/v1/tokens/*/revoke", API_POST, ADMIN_ONLY,
+        "only an admin may revoke tokens", 0, 0, route_token_revoke, NULL},
+    {"/v1/nodes", API_GET, 0, NULL, 0, 0, route_nodes, NULL},
+    {"/v1/queue", API_GET, 0, NULL, 0, 0, route_queue, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+const struct api_route jobs_routes[] = {
+    {"/v1/jobs", API_POST, SUBMITTERS, "a provider token cannot submit jobs",
+        0, 0, route_jobs, NULL},
+    {"/v1/jobs", API_GET, 0, NULL, 0, 0, route_jobs, NULL},
+    {"/v1/jobs/array", API_POST, SUBMITTERS,
+        "a provider token cannot submit jobs", 0, 0, route_submit_array,
+        NULL},
+    {"/v1/jobs/*", API_GET, 0, NULL, 0, 0, route_job, NULL},
+    {"/v1/jobs/*/cancel", API_POST, 0, NULL, 0, 0, route_job, NULL},
+    {"/v1/jobs/*/log", API_GET, 0, NULL, 0, 0, route_job, NULL},
+    {"/v1/jobs/*/wait", API_GET, 0, NULL, 0, 0, route_job, NULL},
+    {"/v1/jobs/*/checkpoint", API_POST, 0, NULL, 0, 0, route_job, NULL},
+    /* The rest: "no job 'x'" for a bad id, else no such endpoint. */
+    {"/v1/jobs/*/**", API_GET | API_POST, 0, NULL, 0, 0, route_job, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+const struct api_route agent_routes[] = {
+    {"/v1/agent/register", API_POST, API_PROVIDERS, AGENT_ONLY, 0, 0,
+        route_agent, NULL},
+    {"/v1/agent/heartbeat", API_POST, API_PROVIDERS, AGENT_ONLY, 0, 0,
+        route_agent, NULL},
+    {"/v1/agent/poll", API_GET, API_PROVIDERS, AGENT_ONLY, 0, 0, route_agent,
+        NULL},
+    {"/v1/agent/leave", API_POST, API_PROVIDERS, AGENT_ONLY, 0, 0,
+        route_agent, NULL},
+    {"/v1/agent/reports", API_POST, API_PROVIDERS, AGENT_ONLY,
+        AGENT_REPORTS_BODY_MAX, 0, route_agent, NULL},
+    {"/v1/agent/jobs/*/*/log", API_POST, API_PROVIDERS, AGENT_ONLY,
+        AGENT_LOG_BODY_MAX, 0, route_agent_job, NULL},
+    {"/v1/agent/jobs/*/*/*", API_POST, API_PROVIDERS, AGENT_ONLY, 0, 0,
+        route_agent_job, NULL},
+    /* The rest: refused to all but providers, then no such endpoint. */
+    {"/v1/agent/*/**", API_GET | API_POST, API_PROVIDERS, AGENT_ONLY, 0, 0,
+        route_none, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+/* In the order the chain asked them before the table: the first wins. */
+const struct api_route *const api_tables[] = {web_routes, metrics_routes,
+    image_routes, ckpt_routes, data_routes, acct_routes, user_routes,
+    jobs_routes, agent_routes, NULL};
+
+/* 405 with the methods the path takes in Allow (RFC 9110 15.5.6). */
+static enum MHD_Result
+reply_not_allowed(struct MHD_Connection *conn, const char *method,
+    unsigned allow)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char allowed[64], *text;
+	json_t *o;
+
+	o = json_object();
+	json_object_set_new(o, "error", json_sprintf("method %.16s not allowed",
+	    method));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 405, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	api_allow_text(allow, allowed, sizeof(allowed));
+	MHD_add_response_header(resp, "Allow", allowed);
+	rc = MHD_queue_response(conn, 405, resp);
+	MHD_destroy_response(resp);
+	return rc;
 }
 
 enum MHD_Result
@@ -1582,8 +1749,11 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
     size_t *upload_data_size, void **con_cls)
 {
 	struct request *req = *con_cls;
+	const struct api_route *route = NULL;
+	unsigned allow = 0;
 	struct op *op;
 	enum MHD_Result rc;
+	int found;
 
 	(void)cls;
 	(void)version;
@@ -1591,50 +1761,25 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		req = calloc(1, sizeof(*req));
 		if (req == NULL)
 			return MHD_NO;
-		req->body_limit = strstr(url, "/log") != NULL &&
-			strncmp(url, "/v1/agent/", 10) == 0
-		    ? AGENT_LOG_BODY_MAX
-		    : GP_SUBMIT_BODY_MAX;
-		if (strcmp(url, "/v1/agent/reports") == 0)
-			req->body_limit = AGENT_REPORTS_BODY_MAX;
-		if (ckpt_body_limit(url) > 0)
-			req->body_limit = ckpt_body_limit(url);
-		if (data_body_limit(url) > 0)
-			req->body_limit = data_body_limit(url);
-		if (image_body_limit(url) > 0)
-			req->body_limit = image_body_limit(url);
+		found = api_route_find(api_tables, url, method, &route, &allow);
+		req->route = found == 200 ? route : NULL;
+		req->body_limit = api_route_body_limit(req->route);
 		*con_cls = req;
-		/* A chunk PUT: checked now, its body streamed to disk. */
-		if (ckpt_upload_wanted(url, method)) {
+		/* An upload: checked now, its body streamed to its owner. */
+		if (req->route != NULL && req->route->stream != NULL) {
 			authenticate(conn, req);
-			ckpt_upload_begin(req, url);
-		} else if (data_upload_wanted(url, method)) {
-			authenticate(conn, req);
-			data_upload_begin(req, url);
-		}
-		/* So is an image blob PUT. */
-		if (image_upload_wanted(url, method)) {
-			authenticate(conn, req);
-			image_upload_begin(req, url);
+			req->route->stream->begin(req, url);
 		}
 		return MHD_YES;
 	}
-	if (image_upload_wanted(url, method)) {
+	if (req->route != NULL && req->route->stream != NULL) {
 		if (*upload_data_size > 0) {
-			image_upload_data(req, upload_data, *upload_data_size);
+			req->route->stream->data(req, upload_data,
+			    *upload_data_size);
 			*upload_data_size = 0;
 			return MHD_YES;
 		}
-		return image_upload_end(conn, req);
-	}
-	if (ckpt_upload_wanted(url, method) ||
-	    data_upload_wanted(url, method)) {
-		if (*upload_data_size > 0) {
-			ckpt_upload_data(req, upload_data, *upload_data_size);
-			*upload_data_size = 0;
-			return MHD_YES;
-		}
-		return ckpt_upload_end(conn, req);
+		return req->route->stream->end(conn, req);
 	}
 	if (*upload_data_size > 0) {
 		if (!req->too_big &&
@@ -1659,31 +1804,30 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		op_free(op);
 		return rc;
 	}
+	route = req->route;
 	/* The dashboard's files are code, not data: no token needed. */
-	if (web_route_match(url, method))
-		return web_handle(conn, url);
+	if (route != NULL && (route->flags & API_PUBLIC) != 0)
+		return route->handle(conn, req, url, method);
 	if (req->auth == NULL && !authenticate(conn, req)) {
 		gp_debug("unauthenticated request url=%.100s", url);
 		metrics_unauthorized();
 		return reply_error(conn, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 	}
-	if (strcmp(url, "/metrics") == 0)
-		return handle_metrics(conn, req, method);
 	/* A metrics token reads /metrics and says who it is, nothing more. */
 	if (req->auth->role == GP_ROLE_METRICS &&
-	    strcmp(url, "/v1/whoami") != 0)
+	    strcmp(url, "/metrics") != 0 && strcmp(url, "/v1/whoami") != 0)
 		return reply_error(conn, 403,
 		    "a metrics token may only read /metrics");
-	if (image_route_match(url))
-		return image_handle(conn, req, url, method);
-	if (ckpt_route_match(url))
-		return ckpt_handle(conn, req, url, method);
-	if (data_route_match(url))
-		return data_handle(conn, req, url, method);
-	if (acct_route_match(url))
-		return acct_handle(conn, req, url, method);
-	return route(conn, req, url, method);
+	if (route == NULL) {
+		if (api_route_find(api_tables, url, method, &route, &allow) ==
+		    405)
+			return reply_not_allowed(conn, method, allow);
+		return no_route(conn, url, method);
+	}
+	if (!api_route_permits(route, req->auth->role))
+		return reply_error(conn, 403, "%s", route->refusal);
+	return route->handle(conn, req, url, method);
 }
 
 void
@@ -1702,8 +1846,8 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	pthread_rwlock_unlock(&state.lock);
 	if (req->op != NULL)
 		op_abandon(req->op);
-	ckpt_upload_free(req->upload);
-	image_upload_free(req->image_upload);
+	if (req->route != NULL && req->route->stream != NULL)
+		req->route->stream->release(req->stream);
 	gp_buf_free(&req->body);
 	free(req);
 	*con_cls = NULL;

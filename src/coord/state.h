@@ -9,6 +9,8 @@
 #include "model.h"
 
 /* An HTTP request in progress (the connection's con_cls). */
+struct api_route;
+
 struct request {
 	struct gp_buf body;
 	size_t body_limit;
@@ -21,8 +23,8 @@ struct request {
 	int suspended;
 	int superseded;	/* a newer poll from the same node took over */
 	int64_t deadline_mono; /* long polls: when to answer anyway */
-	struct ckpt_upload *upload; /* a streamed chunk PUT (ckpt.c) */
-	struct image_upload *image_upload; /* a streamed blob PUT (image.c) */
+	const struct api_route *route; /* its route (route.h); NULL: none */
+	void *stream;	/* a streamed body's state, its route's (route.h) */
 };
 
 /* A change to apply, queued to the state thread by a handler. */
