@@ -13,6 +13,7 @@
 
 #include "acct_api.h"
 #include "api.h"
+#include "api_int.h"
 #include "ckpt_store.h"
 #include "coord_metrics.h"
 #include "datasets.h"
@@ -29,7 +30,6 @@
 
 #define AGENT_LOG_BODY_MAX (1 << 20)
 #define AGENT_REPORTS_BODY_MAX (1 << 20) /* API_REPORTS_MAX reports */
-#define WAIT_MS_MAX	   60000
 
 /*
  * Answers 200 with a constant JSON text. The idle answers that agents
@@ -37,8 +37,8 @@
  * cost as much to encode with jansson as the rest of their handling; with
  * 10,000 agents that is over 10,000 answers a second.
  */
-static enum MHD_Result
-reply_const(struct MHD_Connection *conn, const char *json)
+enum MHD_Result
+api_reply_const(struct MHD_Connection *conn, const char *json)
 {
 	char *text = strdup(json);
 
@@ -48,18 +48,18 @@ reply_const(struct MHD_Connection *conn, const char *json)
 	    NULL);
 }
 
-static const char *
-query(struct MHD_Connection *conn, const char *key)
+const char *
+api_query(struct MHD_Connection *conn, const char *key)
 {
 	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
 /* A strict integer query argument; def when absent. -1 on bad input. */
-static int
-query_int(struct MHD_Connection *conn, const char *key, int64_t def,
+int
+api_query_int(struct MHD_Connection *conn, const char *key, int64_t def,
     int64_t min, int64_t max, int64_t *out)
 {
-	const char *v = query(conn, key);
+	const char *v = api_query(conn, key);
 
 	if (v == NULL) {
 		*out = def;
@@ -69,8 +69,8 @@ query_int(struct MHD_Connection *conn, const char *key, int64_t def,
 }
 
 /* Parses a JSON object body; answers 400 itself on failure. */
-static json_t *
-parse_body(struct MHD_Connection *conn, struct request *req,
+json_t *
+api_parse_body(struct MHD_Connection *conn, struct request *req,
     enum MHD_Result *rc)
 {
 	json_error_t jerr;
@@ -89,8 +89,8 @@ parse_body(struct MHD_Connection *conn, struct request *req,
 }
 
 /* 1 when every key of obj is in the NULL-terminated list. */
-static int
-only_fields(json_t *obj, const char *const *allowed, const char **bad)
+int
+api_only_fields(json_t *obj, const char *const *allowed, const char **bad)
 {
 	const char *key;
 	json_t *v;
@@ -111,8 +111,9 @@ only_fields(json_t *obj, const char *const *allowed, const char **bad)
 	return 1;
 }
 
-static enum MHD_Result
-queue_op(struct MHD_Connection *conn, struct request *req, struct op *op)
+enum MHD_Result
+api_queue_op(struct MHD_Connection *conn, struct request *req,
+    struct op *op)
 {
 	op->conn = conn;
 	op->req = req;
@@ -161,7 +162,7 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	json_t *body;
 	struct op *op;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	/* role, name and an optional group (fuzzed: fuzz_acct_body.c) */
 	if (acct_decode(ACCT_BODY_TOKEN, body, &r, err, sizeof(err)) != 0) {
@@ -175,7 +176,7 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	}
 	op->body = body;
 	op->acct = r;
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /* GET /v1/tokens (admin): every token, never a hash. */
@@ -202,7 +203,7 @@ handle_token_revoke(struct MHD_Connection *conn, struct request *req,
 	if ((op = op_new(OP_TOKEN_REVOKE, &req->auth_copy)) == NULL)
 		return reply_error(conn, 503, "out of memory");
 	op->job_id = id; /* the token's id */
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /*
@@ -262,7 +263,7 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 		op_free(op);
 		return reply_error(conn, status, "%s", err);
 	}
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /*
@@ -280,11 +281,11 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	struct op *op;
 	int status, limit = 0;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	job = json_object_get(body, "job");
 	array = json_object_get(body, "array");
-	if (!only_fields(body, fields, &bad)) {
+	if (!api_only_fields(body, fields, &bad)) {
 		rc = reply_error(conn, 400, "unknown field '%.64s'", bad);
 		goto out;
 	}
@@ -330,7 +331,7 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 		rc = reply_error(conn, status, "%s", err);
 		goto out;
 	}
-	rc = queue_op(conn, req, op);
+	rc = api_queue_op(conn, req, op);
 out:
 	json_decref(body);
 	return rc;
@@ -482,12 +483,12 @@ list_active_jobs(const struct token_entry *who, struct job_list *l)
 static enum MHD_Result
 handle_list_jobs(struct MHD_Connection *conn, struct request *req)
 {
-	const char *all = query(conn, "all");
+	const char *all = api_query(conn, "all");
 	int want_all = all != NULL && strcmp(all, "0") != 0;
 	struct job_list l;
 	int64_t limit;
 
-	if (query_int(conn, "limit", 0, 0, INT64_MAX / 2, &limit) != 0)
+	if (api_query_int(conn, "limit", 0, 0, INT64_MAX / 2, &limit) != 0)
 		return reply_error(conn, 400, "limit: a non-negative integer");
 	memset(&l, 0, sizeof(l));
 	if (gp_buf_append(&l.buf, "{\"jobs\":[", 9) != 0)
@@ -554,7 +555,7 @@ handle_cancel(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (op == NULL)
 		return reply_error(conn, 503, "out of memory");
 	op->job_id = id;
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /* POST /v1/jobs/{id}/checkpoint: ask the job's agent to upload now. */
@@ -598,7 +599,7 @@ handle_leave(struct MHD_Connection *conn, struct request *req)
 	json_t *body, *id;
 	struct op *op;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	id = json_object_get(body, "node_id");
 	if (!json_is_object(body) || json_object_size(body) != 1 ||
@@ -612,19 +613,20 @@ handle_leave(struct MHD_Connection *conn, struct request *req)
 	}
 	op->node_id = json_integer_value(id);
 	json_decref(body);
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /* Sets the long-poll deadline once; returns the ms left (0: answer now). */
-static int64_t
-wait_left(struct MHD_Connection *conn, struct request *req, int64_t *bad)
+int64_t
+api_wait_left(struct MHD_Connection *conn, struct request *req,
+    int64_t *bad)
 {
 	int64_t wait_ms, now = gp_mono_ms();
 
 	*bad = 0;
 	if (req->deadline_mono == 0) {
-		if (query_int(conn, "wait_ms", 0, 0, WAIT_MS_MAX, &wait_ms) !=
-		    0) {
+		if (api_query_int(conn, "wait_ms", 0, 0, API_WAIT_MS_MAX,
+		    &wait_ms) != 0) {
 			*bad = 1;
 			return 0;
 		}
@@ -647,15 +649,16 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	size_t len = 0;
 	int done, stored;
 
-	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
+	if (api_query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
 		return reply_error(conn, 400,
 		    "offset: a non-negative integer");
-	if (query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
+	if (api_query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
 		return reply_error(conn, 400, "part: 0 to %d",
 		    GP_NODES_MAX - 1);
-	left = wait_left(conn, req, &bad);
+	left = api_wait_left(conn, req, &bad);
 	if (bad)
-		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
+		return reply_error(conn, 400, "wait_ms: 0 to %d",
+		    API_WAIT_MS_MAX);
 	pthread_rwlock_rdlock(&state.lock);
 	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
@@ -717,9 +720,10 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 	json_t *o;
 	int stored;
 
-	left = wait_left(conn, req, &bad);
+	left = api_wait_left(conn, req, &bad);
 	if (bad)
-		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
+		return reply_error(conn, 400, "wait_ms: 0 to %d",
+		    API_WAIT_MS_MAX);
 	pthread_rwlock_rdlock(&state.lock);
 	job = visible_job(conn, req, id, &rc, &stored);
 	if (job == NULL) {
@@ -852,7 +856,7 @@ handle_register(struct MHD_Connection *conn, struct request *req)
 	struct op *op;
 	json_t *body;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	op = op_new(OP_REGISTER, &req->auth_copy);
 	if (op == NULL) {
@@ -861,7 +865,7 @@ handle_register(struct MHD_Connection *conn, struct request *req)
 	}
 	op->body = body;
 	peer_address(conn, op->peer, sizeof(op->peer));
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 static int
@@ -901,7 +905,7 @@ check_node_body(json_t *body, const char *const *fields, char *err,
 		snprintf(err, errlen, "body must be a JSON object");
 		return GP_EINVAL;
 	}
-	if (!only_fields(body, fields, &bad)) {
+	if (!api_only_fields(body, fields, &bad)) {
 		snprintf(err, errlen, "unknown field '%.64s'", bad);
 		return GP_EINVAL;
 	}
@@ -1139,7 +1143,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 	size_t i;
 	int64_t hb_ms, lease_ms;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	if (api_check_agent_body("heartbeat", body, err, sizeof(err)) != 0) {
 		json_decref(body);
@@ -1204,7 +1208,7 @@ handle_heartbeat(struct MHD_Connection *conn, struct request *req)
 		snprintf(text, sizeof(text),
 		    "{\"kill\":[],\"heartbeat_ms\":%lld,\"lease_ms\":%lld}",
 		    (long long)hb_ms, (long long)lease_ms);
-		return reply_const(conn, text);
+		return api_reply_const(conn, text);
 	}
 	return reply_json(conn, 200, json_pack("{s:o,s:I,s:I}", "kill", kill,
 	    "heartbeat_ms", (json_int_t)hb_ms, "lease_ms",
@@ -1220,12 +1224,13 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	json_t *assign, *cancel, *ckpt, *stop, *a;
 	size_t i;
 
-	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
+	if (api_query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
 	    node_id < 0)
 		return reply_error(conn, 400, "node_id: a node id");
-	left = wait_left(conn, req, &bad);
+	left = api_wait_left(conn, req, &bad);
 	if (bad)
-		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
+		return reply_error(conn, 400, "wait_ms: 0 to %d",
+		    API_WAIT_MS_MAX);
 	if (req->superseded)
 		left = 0;
 	pthread_rwlock_rdlock(&state.lock);
@@ -1274,7 +1279,7 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 		json_decref(cancel);
 		json_decref(ckpt);
 		json_decref(stop);
-		return reply_const(conn,
+		return api_reply_const(conn,
 		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[],"
 		    "\"stops\":[]}");
 	}
@@ -1293,7 +1298,7 @@ handle_report(struct MHD_Connection *conn, struct request *req,
 	json_t *body;
 	struct op *op;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	if (api_check_agent_body(what, body, err, sizeof(err)) != 0) {
 		json_decref(body);
@@ -1308,7 +1313,7 @@ handle_report(struct MHD_Connection *conn, struct request *req,
 	op->attempt = (int)attempt;
 	op->node_id = json_integer_value(json_object_get(body, "node_id"));
 	op->body = body;
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /*
@@ -1324,7 +1329,7 @@ handle_reports(struct MHD_Connection *conn, struct request *req)
 	json_t *body;
 	struct op *op;
 
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	if (api_check_reports(body, err, sizeof(err)) != 0) {
 		json_decref(body);
@@ -1336,7 +1341,7 @@ handle_reports(struct MHD_Connection *conn, struct request *req)
 	}
 	op->node_id = json_integer_value(json_object_get(body, "node_id"));
 	op->body = body;
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 static enum MHD_Result
@@ -1349,10 +1354,10 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 	int64_t node_id, offset, held = 0;
 	int err, part;
 
-	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
+	if (api_query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
 	    node_id < 0)
 		return reply_error(conn, 400, "node_id: a node id");
-	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
+	if (api_query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
 		return reply_error(conn, 400, "offset: a non-negative integer");
 	/*
 	 * Output of the current attempt is welcome even before the node has
@@ -1446,8 +1451,8 @@ authenticate(struct MHD_Connection *conn, struct request *req)
  * Splits "/v1/a/b" into at most max parts; returns the count or GP_EINVAL
  * (too many parts, an empty or overlong one).
  */
-static int
-split_path(const char *url, char parts[][32], int max)
+int
+api_split_path(const char *url, char parts[][32], int max)
 {
 	int n = 0;
 	size_t len;
@@ -1473,8 +1478,8 @@ split_path(const char *url, char parts[][32], int max)
 	return n;
 }
 
-static int
-path_id(const char *text, int64_t *id)
+int
+api_path_id(const char *text, int64_t *id)
 {
 	return gp_parse_int(text, 1, INT64_MAX / 2, id) == 0;
 }
@@ -1483,11 +1488,12 @@ path_id(const char *text, int64_t *id)
  * The answer for a URL no route has: what the hand-written chain gave
  * before the table, kept byte for byte.
  */
-static enum MHD_Result
-no_route(struct MHD_Connection *conn, const char *url, const char *method)
+enum MHD_Result
+api_no_route(struct MHD_Connection *conn, const char *url,
+    const char *method)
 {
 	char p[8][32];
-	int n = split_path(url, p, 8);
+	int n = api_split_path(url, p, 8);
 
 	if (n < 2 || strcmp(p[0], "v1") != 0)
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
@@ -1502,10 +1508,6 @@ no_route(struct MHD_Connection *conn, const char *url, const char *method)
  * The core routes' adapters: the ids in the path (p[]), checked as the
  * chain checked them, then the handler.
  */
-#define PATH_PARTS(url, p, n)                                                  \
-	char p[8][32];                                                         \
-	int n = split_path(url, p, 8)
-
 static enum MHD_Result
 route_whoami(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
@@ -1528,12 +1530,12 @@ static enum MHD_Result
 route_token_revoke(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
-	PATH_PARTS(url, p, n);
+	API_PATH_PARTS(url, p, n);
 	int64_t id;
 
 	if (n != 4)
-		return no_route(conn, url, method);
-	if (!path_id(p[2], &id))
+		return api_no_route(conn, url, method);
+	if (!api_path_id(p[2], &id))
 		return reply_error(conn, 404, "no token '%s'", p[2]);
 	return handle_token_revoke(conn, req, id);
 }
@@ -1580,13 +1582,13 @@ static enum MHD_Result
 route_job(struct MHD_Connection *conn, struct request *req, const char *url,
     const char *method)
 {
-	PATH_PARTS(url, p, n);
+	API_PATH_PARTS(url, p, n);
 	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
 	int64_t id;
 
 	if (n < 3)
-		return no_route(conn, url, method);
-	if (!path_id(p[2], &id))
+		return api_no_route(conn, url, method);
+	if (!api_path_id(p[2], &id))
 		return reply_error(conn, 404, "no job '%s'", p[2]);
 	if (n == 3 && get)
 		return handle_show_job(conn, req, id);
@@ -1598,14 +1600,14 @@ route_job(struct MHD_Connection *conn, struct request *req, const char *url,
 		return handle_wait(conn, req, id);
 	if (n == 4 && strcmp(p[3], "checkpoint") == 0 && post)
 		return handle_checkpoint_now(conn, req, id);
-	return no_route(conn, url, method);
+	return api_no_route(conn, url, method);
 }
 
 static enum MHD_Result
 route_agent(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
-	PATH_PARTS(url, p, n);
+	API_PATH_PARTS(url, p, n);
 
 	if (n == 3 && strcmp(p[2], "register") == 0)
 		return handle_register(conn, req);
@@ -1617,7 +1619,7 @@ route_agent(struct MHD_Connection *conn, struct request *req,
 		return handle_leave(conn, req);
 	if (n == 3 && strcmp(p[2], "reports") == 0)
 		return handle_reports(conn, req);
-	return no_route(conn, url, method);
+	return api_no_route(conn, url, method);
 }
 
 /* POST /v1/agent/jobs/{id}/{attempt}/(log|started|finished). */
@@ -1625,19 +1627,19 @@ static enum MHD_Result
 route_agent_job(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
-	PATH_PARTS(url, p, n);
+	API_PATH_PARTS(url, p, n);
 	int64_t id, attempt;
 
 	if (n != 6)
-		return no_route(conn, url, method);
-	if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
+		return api_no_route(conn, url, method);
+	if (!api_path_id(p[3], &id) || !api_path_id(p[4], &attempt) ||
 	    attempt > 1000000)
 		return reply_error(conn, 404, "bad job id or attempt");
 	if (strcmp(p[5], "log") == 0)
 		return handle_agent_log(conn, req, id, attempt);
 	if (strcmp(p[5], "started") == 0 || strcmp(p[5], "finished") == 0)
 		return handle_report(conn, req, id, attempt, p[5]);
-	return no_route(conn, url, method);
+	return api_no_route(conn, url, method);
 }
 
 static enum MHD_Result
@@ -1645,7 +1647,7 @@ route_none(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
 	(void)req;
-	return no_route(conn, url, method);
+	return api_no_route(conn, url, method);
 }
 
 #define ADMIN_ONLY API_ROLE(GP_ROLE_ADMIN)
@@ -1823,7 +1825,7 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		if (api_route_find(api_tables, url, method, &route, &allow) ==
 		    405)
 			return reply_not_allowed(conn, method, allow);
-		return no_route(conn, url, method);
+		return api_no_route(conn, url, method);
 	}
 	if (!api_route_permits(route, req->auth->role))
 		return reply_error(conn, 403, "%s", route->refusal);
