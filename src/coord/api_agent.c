@@ -622,6 +622,7 @@ handle_agent_log(struct MHD_Connection *conn, struct request *req,
 	    json_pack("{s:I}", "offset", (json_int_t)held));
 }
 
+/* POST /v1/agent/leave {"node_id": N}: the owner takes the node out. */
 static enum MHD_Result
 handle_leave(struct MHD_Connection *conn, struct request *req)
 {

@@ -79,8 +79,8 @@ extern const struct api_route ckpt_routes[];	/* ckpt.c */
 extern const struct api_route data_routes[];	/* data.c */
 extern const struct api_route acct_routes[];	/* acct_api.c */
 extern const struct api_route user_routes[];	/* api.c */
-extern const struct api_route jobs_routes[];	/* api.c */
-extern const struct api_route agent_routes[];	/* api.c */
+extern const struct api_route jobs_routes[];	/* api_jobs.c */
+extern const struct api_route agent_routes[];	/* api_agent.c */
 
 /* Every table, in the order they are asked; NULL-terminated. */
 extern const struct api_route *const api_tables[];
