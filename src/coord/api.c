@@ -311,12 +311,43 @@ api_path_id(const char *text, int64_t *id)
 }
 
 /*
- * The answer for a URL no route has: what the hand-written chain gave
- * before the table, kept byte for byte.
+ * 405 with the methods the path takes in Allow (RFC 9110 15.5.6); none
+ * when allow is 0 (no route has the path).
+ */
+static enum MHD_Result
+reply_not_allowed(struct MHD_Connection *conn, const char *method,
+    unsigned allow)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char allowed[64], *text;
+	json_t *o;
+
+	o = json_object();
+	json_object_set_new(o, "error", json_sprintf("method %.16s not allowed",
+	    method));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 405, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	api_allow_text(allow, allowed, sizeof(allowed));
+	if (allow != 0)
+		MHD_add_response_header(resp, "Allow", allowed);
+	rc = MHD_queue_response(conn, 405, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/*
+ * The answer for a URL no route answers: what the hand-written chain gave
+ * before the table, kept byte for byte (and Allow on a 405).
  */
 enum MHD_Result
 api_no_route(struct MHD_Connection *conn, const char *url,
-    const char *method)
+    const char *method, unsigned allow)
 {
 	char p[8][32];
 	int n = api_split_path(url, p, 8);
@@ -324,8 +355,7 @@ api_no_route(struct MHD_Connection *conn, const char *url,
 	if (n < 2 || strcmp(p[0], "v1") != 0)
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
-		return reply_error(conn, 405, "method %.16s not allowed",
-		    method);
+		return reply_not_allowed(conn, method, allow);
 	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
 	    url);
 }
@@ -360,7 +390,7 @@ route_token_revoke(struct MHD_Connection *conn, struct request *req,
 	int64_t id;
 
 	if (n != 4)
-		return api_no_route(conn, url, method);
+		return api_no_route(conn, url, method, 0);
 	if (!api_path_id(p[2], &id))
 		return reply_error(conn, 404, "no token '%s'", p[2]);
 	return handle_token_revoke(conn, req, id);
@@ -372,8 +402,8 @@ route_token_revoke(struct MHD_Connection *conn, struct request *req,
 
 const struct api_route metrics_routes[] = {
     {"/metrics", API_GET, METRICS_READERS,
-        "/metrics needs an admin or metrics token", 0, 0, handle_metrics,
-        NULL},
+        "/metrics needs an admin or metrics token", 0, API_STRICT_METHODS,
+        handle_metrics, NULL},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -383,8 +413,11 @@ const struct api_route user_routes[] = {
         0, 0, route_tokens, NULL},
     {"/v1/tokens", API_GET, ADMIN_ONLY, "only an admin may list tokens", 0,
         0, route_tokens, NULL},
-    {"/v1/tokens/*/revoke", API_POST, ADMIN_ONLY,
+    {"/v1/tokens/{id}/revoke", API_POST, ADMIN_ONLY,
         "only an admin may revoke tokens", 0, 0, route_token_revoke, NULL},
+    /* Not an id: "no token 'x'" to anyone, as before the table. */
+    {"/v1/tokens/*/revoke", API_POST, 0, NULL, 0, 0, route_token_revoke,
+        NULL},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -392,33 +425,6 @@ const struct api_route user_routes[] = {
 const struct api_route *const api_tables[] = {web_routes, metrics_routes,
     image_routes, ckpt_routes, data_routes, acct_routes, user_routes,
     jobs_routes, agent_routes, NULL};
-
-/* 405 with the methods the path takes in Allow (RFC 9110 15.5.6). */
-static enum MHD_Result
-reply_not_allowed(struct MHD_Connection *conn, const char *method,
-    unsigned allow)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
-	char allowed[64], *text;
-	json_t *o;
-
-	o = json_object();
-	json_object_set_new(o, "error", json_sprintf("method %.16s not allowed",
-	    method));
-	text = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (text == NULL)
-		return MHD_NO;
-	if (reply_raw(conn, 405, text, strlen(text), "application/json",
-	    &resp) != MHD_YES)
-		return MHD_NO;
-	api_allow_text(allow, allowed, sizeof(allowed));
-	MHD_add_response_header(resp, "Allow", allowed);
-	rc = MHD_queue_response(conn, 405, resp);
-	MHD_destroy_response(resp);
-	return rc;
-}
 
 enum MHD_Result
 api_handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -500,7 +506,7 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		if (api_route_find(api_tables, url, method, &route, &allow) ==
 		    405)
 			return reply_not_allowed(conn, method, allow);
-		return api_no_route(conn, url, method);
+		return api_no_route(conn, url, method, allow);
 	}
 	if (!api_route_permits(route, req->auth->role))
 		return reply_error(conn, 403, "%s", route->refusal);

@@ -665,7 +665,7 @@ route_agent(struct MHD_Connection *conn, struct request *req,
 		return handle_leave(conn, req);
 	if (n == 3 && strcmp(p[2], "reports") == 0)
 		return handle_reports(conn, req);
-	return api_no_route(conn, url, method);
+	return api_no_route(conn, url, method, 0);
 }
 
 /* POST /v1/agent/jobs/{id}/{attempt}/(log|started|finished). */
@@ -677,7 +677,7 @@ route_agent_job(struct MHD_Connection *conn, struct request *req,
 	int64_t id, attempt;
 
 	if (n != 6)
-		return api_no_route(conn, url, method);
+		return api_no_route(conn, url, method, 0);
 	if (!api_path_id(p[3], &id) || !api_path_id(p[4], &attempt) ||
 	    attempt > 1000000)
 		return reply_error(conn, 404, "bad job id or attempt");
@@ -685,7 +685,7 @@ route_agent_job(struct MHD_Connection *conn, struct request *req,
 		return handle_agent_log(conn, req, id, attempt);
 	if (strcmp(p[5], "started") == 0 || strcmp(p[5], "finished") == 0)
 		return handle_report(conn, req, id, attempt, p[5]);
-	return api_no_route(conn, url, method);
+	return api_no_route(conn, url, method, 0);
 }
 
 static enum MHD_Result
@@ -693,7 +693,7 @@ route_none(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
 	(void)req;
-	return api_no_route(conn, url, method);
+	return api_no_route(conn, url, method, 0);
 }
 
 #define AGENT_ONLY "agent calls need a provider token"

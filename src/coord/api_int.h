@@ -42,9 +42,12 @@ int64_t api_wait_left(struct MHD_Connection *conn, struct request *req,
 int api_split_path(const char *url, char parts[][32], int max);
 /* 1 when text is an id (1 to INT64_MAX / 2), in *id. */
 int api_path_id(const char *text, int64_t *id);
-/* The answer for a URL that no route has (404, or 405 when no GET/POST). */
+/*
+ * The answer for a URL no route answers: 404, or 405 for a method other
+ * than GET and POST on a /v1/ path, with Allow: allow (0: none).
+ */
 enum MHD_Result api_no_route(struct MHD_Connection *conn, const char *url,
-    const char *method);
+    const char *method, unsigned allow);
 
 /* A route adapter's path parts: char p[8][32], int n (or GP_EINVAL). */
 #define API_PATH_PARTS(url, p, n)                                              \

@@ -604,7 +604,7 @@ route_job(struct MHD_Connection *conn, struct request *req, const char *url,
 	int64_t id;
 
 	if (n < 3)
-		return api_no_route(conn, url, method);
+		return api_no_route(conn, url, method, 0);
 	if (!api_path_id(p[2], &id))
 		return reply_error(conn, 404, "no job '%s'", p[2]);
 	if (n == 3 && get)
@@ -617,7 +617,7 @@ route_job(struct MHD_Connection *conn, struct request *req, const char *url,
 		return handle_wait(conn, req, id);
 	if (n == 4 && strcmp(p[3], "checkpoint") == 0 && post)
 		return handle_checkpoint_now(conn, req, id);
-	return api_no_route(conn, url, method);
+	return api_no_route(conn, url, method, 0);
 }
 
 #define SUBMITTERS (API_ROLE(GP_ROLE_ADMIN) | API_ROLE(GP_ROLE_USER))

@@ -85,10 +85,11 @@ int
 api_route_find(const struct api_route *const *tables, const char *url,
     const char *method, const struct api_route **route, unsigned *allow)
 {
-	unsigned bit = api_method_bit(method), seen = 0;
+	unsigned bit = api_method_bit(method), seen = 0, strict = 0;
 	const struct api_route *r;
 	size_t t;
 
+	*allow = 0;
 	for (t = 0; tables[t] != NULL; t++) {
 		for (r = tables[t]; r->path != NULL; r++) {
 			if (!api_path_match(r->path, url))
@@ -98,12 +99,11 @@ api_route_find(const struct api_route *const *tables, const char *url,
 				return 200;
 			}
 			seen |= r->methods;
+			strict |= r->flags & API_STRICT_METHODS;
 		}
 	}
-	if (seen == 0)
-		return 404;
 	*allow = seen;
-	return 405;
+	return strict ? 405 : 404;
 }
 
 int

@@ -30,6 +30,12 @@ enum {
 
 /* Flags. */
 #define API_PUBLIC 1 /* answered without a token (the dashboard's files) */
+/*
+ * A method the path does not take is answered 405 (with Allow). Without
+ * it the API answers as before the table: 404 "no such endpoint" for GET
+ * or POST, 405 (with Allow) for any other method on a /v1/ path.
+ */
+#define API_STRICT_METHODS 2
 
 /*
  * A handler: answers conn for req (req->body holds the body, req->auth
@@ -92,8 +98,9 @@ unsigned api_method_bit(const char *method);
 int api_path_match(const char *path, const char *url);
 /*
  * Finds the route for method and url in tables (NULL-terminated).
- * Returns 200 with *route set; 405 when routes have the path but not the
- * method, with *allow their methods; 404 when none has the path.
+ * Returns 200 with *route set. Else *allow is the methods of the routes
+ * that have the path (0: none has it), and it returns 405 when one of
+ * them is API_STRICT_METHODS, 404 when not.
  */
 int api_route_find(const struct api_route *const *tables, const char *url,
     const char *method, const struct api_route **route, unsigned *allow);

@@ -111,6 +111,7 @@ web_handle(struct MHD_Connection *conn, struct request *req, const char *url,
 /* The dashboard's files are code, not data: no token needed. */
 const struct api_route web_routes[] = {
     {"/", API_GET | API_HEAD, 0, NULL, 0, API_PUBLIC, web_handle, NULL},
+    {"/ui/", API_GET | API_HEAD, 0, NULL, 0, API_PUBLIC, web_handle, NULL},
     {"/ui/*/**", API_GET | API_HEAD, 0, NULL, 0, API_PUBLIC, web_handle,
         NULL},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
