@@ -1,8 +1,11 @@
 /*
  * api.c: the HTTP API (docs/api.md) on libmicrohttpd: body collection,
- * authentication, routing, and the handlers. Reads are answered here
- * under the state read lock; changes are queued to the state thread
- * (state.c) and the connection is suspended until it has committed them.
+ * authentication, the walk of the route table (route.h, api_tables[]),
+ * the helpers the handler files share (api_int.h), and the users', tokens'
+ * and /metrics handlers (the jobs' are in api_jobs.c, the agents' in
+ * api_agent.c). Reads are answered under the state read lock; changes are
+ * queued to the state thread (state_loop.c) and the connection is
+ * suspended until it has committed them.
  */
 #include <stdio.h>
 #include <stdlib.h>
