@@ -45,12 +45,26 @@ segment_number(const char *text, size_t len, int64_t max)
 	return gp_parse_int(num, 1, max, &v) == 0;
 }
 
+/* At a '/' that starts a segment that is not a literal ("*", "**", "{"). */
+#define WILD_NEXT(p) ((p)[0] == '/' && ((p)[1] == '*' || (p)[1] == '{'))
+
 int
 api_path_match(const char *path, const char *url)
 {
 	const char *pend, *uend;
 	size_t plen, ulen;
 
+	/*
+	 * The literal head, character by character, up to the first segment
+	 * that is not a literal: most routes differ from the URL there, and
+	 * every request walks the table (10,000 agents' heartbeats).
+	 */
+	while (*path != '\0' && *path == *url && !WILD_NEXT(path)) {
+		path++;
+		url++;
+	}
+	if (*path != '\0' && !WILD_NEXT(path))
+		return 0;
 	for (;;) {
 		if (*path == '\0')
 			return *url == '\0';
