@@ -22,7 +22,11 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       # issue 14: each job in a network namespace of its own (pasta, nftables
       # rules, WireGuard overlays for gangs behind NAT) and a real
       # distributed client (PyTorch on CPU, Gloo)
-      passt nftables wireguard-tools python3-torch)
+      passt nftables wireguard-tools python3-torch
+      # issue 14: the agent builds each job's veth pair and addresses over
+      # rtnetlink with libmnl; bench/net_candidates.sh compares slirp4netns
+      # and measures throughput with iperf3
+      libmnl-dev slirp4netns iperf3)
 for set in "$@"; do
 	case "$set" in
 	slurm) pkgs+=(slurmctld slurmd slurm-client munge slurm-wlm-doc) ;;

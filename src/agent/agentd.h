@@ -39,6 +39,7 @@ struct gp_agent {
 	struct gp_sandbox_user user;
 	struct gp_cgroups cgroups;
 	struct gp_exec_config exec_cfg;
+	struct gp_net *net;		/* jobs' networks (netns.h) */
 	char gpu_shim[PATH_MAX];	/* libgpupool-cuda.so; "": none */
 	struct gp_exec_events exec_events;
 	struct gp_containers *containers;	/* NULL: no container jobs */
@@ -139,6 +140,9 @@ json_t *gp_provider_offer_json(struct gp_provider *p);
 void gp_provider_drain(struct gp_provider *p, const char *reason);
 /* Re-reads the policy file (SIGHUP). */
 void gp_provider_reload(struct gp_provider *p);
+/* The policy's network and net-rate (read once, at start). */
+void gp_provider_net_policy(struct gp_provider *p, enum gp_net_policy *net,
+    int64_t *rate_bps);
 /* The GPUs a running job holds now (bit i: GPU i). */
 uint64_t gp_provider_busy_gpus(struct gp_provider *p);
 /*

@@ -324,6 +324,13 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	if ((ret = decode_data(json_object_get(obj, "data"), a, err,
 	         errlen)) != 0)
 		return ret;
+	if (json_object_get(obj, "network") != NULL &&
+	    !json_is_null(json_object_get(obj, "network")) &&
+	    (!json_is_string(json_object_get(obj, "network")) ||
+	    gp_jobspec_network_parse(json_string_value(json_object_get(obj,
+	    "network")), &a->network) != 0))
+		return bad(err, errlen, "field %s: not none, internet or lan",
+		    "network");
 	return decode_share_gang(obj, a, err, errlen);
 }
 
@@ -340,6 +347,31 @@ host_valid(const char *s)
 		        s[i] == ':' || s[i] == '-' || s[i] == '_'))
 			return 0;
 	return i > 0;
+}
+
+/* gang.addrs: one host or address (or "") per part; may be absent. */
+static int
+decode_part_addrs(json_t *v, struct gp_assignment *a, char *err,
+    size_t errlen)
+{
+	json_t *e;
+	size_t i;
+
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) != (size_t)a->parts)
+		return bad(err, errlen, "field %s: not one address per part",
+		    "gang.addrs");
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+
+		if (s == NULL || strlen(s) >= sizeof(a->part_addrs[0]) ||
+		    (s[0] != '\0' && !host_valid(s)))
+			return bad(err, errlen, "field %s: not a host or "
+			    "address", "gang.addrs");
+		gp_strlcpy(a->part_addrs[i], s, sizeof(a->part_addrs[0]));
+	}
+	return 0;
 }
 
 /* The share of one GPU and a gang's part, when the assignment has them. */
@@ -387,7 +419,7 @@ decode_share_gang(json_t *obj, struct gp_assignment *a, char *err,
 	if (!host_valid(a->master_addr))
 		return bad(err, errlen, "field %s: not a host or address",
 		    "master_addr");
-	return 0;
+	return decode_part_addrs(json_object_get(g, "addrs"), a, err, errlen);
 }
 
 /* The stop list: [{"job_id": 9, "attempt": 2, "reason": "preempted"}]. */

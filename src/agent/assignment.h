@@ -82,6 +82,11 @@ struct gp_assignment {
 	 * and Cmd run (docker semantics: a command replaces Cmd).
 	 */
 	char image[72];
+	/*
+	 * The network the job asked for (`submit --network`): 0, what the
+	 * node allows; else 1 + the level (1 none, 2 internet, 3 lan).
+	 */
+	int network;
 	/* Filled by the agent, not the coordinator. */
 	char *restore_dir;	/* restored checkpoint to move in, or NULL */
 	int64_t restored_version;
@@ -105,6 +110,8 @@ struct gp_assignment {
 	int part, parts, gpus_per_node;
 	char master_addr[256];
 	int master_port;
+	/* Each part's node address (--advertise-addr; "" unknown). */
+	char part_addrs[GP_NODES_MAX][64];
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

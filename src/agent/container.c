@@ -538,6 +538,7 @@ container_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	oc.mounts = a->mounts;
 	oc.nmounts = a->nmounts;
 	oc.edits = &cj->edits;
+	oc.new_net = x->cfg->net != NULL && x->net.ns_fd < 0;
 	if ((ret = gp_oci_config_build(&oc, &cfg, err, errlen)) != 0)
 		return ret;
 	text = json_dumps(cfg, JSON_COMPACT);
@@ -558,6 +559,7 @@ container_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	s.config = text;
 	s.config_len = strlen(text);
 	s.rootfs_fd = cj->root_fd;
+	s.net_fd = x->net.ns_fd >= 0 ? &x->net.ns_fd : NULL;
 	s.fds[0] = -1;
 	s.fds[1] = s.fds[2] = cj->log_fd;
 	s.fds[3] = s.status_fd = x->status_fd;

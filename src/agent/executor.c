@@ -101,7 +101,64 @@ struct gp_executor {
 	unsigned int warm_seq;
 	int64_t warm_retry_ms;		/* gp_mono_ms() of the next try */
 	unsigned long warm_starts;	/* under lock */
+	/* The running jobs' networks, for /metrics (under lock). */
+	struct gp_exec_network *nets;
+	int nnets, capnets;
 };
+
+static void
+networks_add(struct gp_executor *ex, const struct job *j)
+{
+	struct gp_exec_network *n;
+
+	if (j->x.net.slot < 0)
+		return;
+	pthread_mutex_lock(&ex->lock);
+	if (ex->nnets == ex->capnets) {
+		int cap = ex->capnets ? 2 * ex->capnets : 16;
+
+		n = realloc(ex->nets, (size_t)cap * sizeof(*n));
+		if (n == NULL) {
+			pthread_mutex_unlock(&ex->lock);
+			return;		/* only /metrics misses it */
+		}
+		ex->nets = n;
+		ex->capnets = cap;
+	}
+	ex->nets[ex->nnets].id = j->id;
+	ex->nets[ex->nnets].net = j->x.net;
+	ex->nnets++;
+	pthread_mutex_unlock(&ex->lock);
+}
+
+static void
+networks_remove(struct gp_executor *ex, const struct gp_attempt_id *id)
+{
+	int i;
+
+	pthread_mutex_lock(&ex->lock);
+	for (i = 0; i < ex->nnets; i++)
+		if (ex->nets[i].id.job_id == id->job_id &&
+		    ex->nets[i].id.attempt == id->attempt) {
+			ex->nets[i] = ex->nets[--ex->nnets];
+			break;
+		}
+	pthread_mutex_unlock(&ex->lock);
+}
+
+int
+gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
+    int max)
+{
+	int i, n;
+
+	pthread_mutex_lock(&ex->lock);
+	n = ex->nnets;
+	for (i = 0; i < n && i < max; i++)
+		out[i] = ex->nets[i];
+	pthread_mutex_unlock(&ex->lock);
+	return n;
+}
 
 static void
 wake(struct gp_executor *ex)
@@ -383,7 +440,16 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 	}
 	if (a->parts > 1) {
 		/* torchrun / DDP: one node per part (docs/scheduling.md). */
-		ADD("MASTER_ADDR=%s", a->master_addr);
+		char gaddr[20];
+
+		/* Linked gangs: the master part's own address (netns.c). */
+		if (cfg->net != NULL && gp_net_gangs(cfg->net)) {
+			gp_net_gang_addr(a->id.job_id, 0, gaddr, sizeof(gaddr));
+			ADD("MASTER_ADDR=%s", gaddr);
+			ADD("GLOO_SOCKET_IFNAME=%s", "eth0");
+			ADD("NCCL_SOCKET_IFNAME=%s", "eth0");
+		} else
+			ADD("MASTER_ADDR=%s", a->master_addr);
 		ADD("MASTER_PORT=%d", a->master_port);
 		ADD("WORLD_SIZE=%d", a->parts);
 		ADD("RANK=%d", a->part);
@@ -430,6 +496,8 @@ release(struct job *j)
 
 	x->a = NULL;
 	j->ops->release(x);
+	if (x->cfg->net != NULL)
+		gp_net_job_close(x->cfg->net, &x->net);
 	free_strings(x->argv);
 	free_strings(x->base_env);
 	free_strings(x->device_env);
@@ -577,6 +645,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	const struct gp_exec_config *cfg = ex->cfg;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, i, err;
 	char name[64], why[1024];
+	struct gp_net_gang gang;
 	struct gp_exec_job *x;
 	struct job *j;
 
@@ -613,6 +682,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	x->uid = (uid_t)-1;
 	x->gid = (gid_t)-1;
 	x->out_fd = x->status_fd = -1;
+	gp_net_job_init(&x->net);
 	snprintf(x->name, sizeof(x->name), "%lld-%lld",
 	    (long long)a->id.job_id, (long long)a->id.attempt);
 	snprintf(x->workdir, sizeof(x->workdir), "%s/jobs/%s", cfg->work_dir,
@@ -629,6 +699,17 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	}
 	if ((x->env = build_env(ex, a, x)) == NULL) {
 		fail_start(ex, &a->id, "%s", "agent out of memory", 0);
+		goto fail;
+	}
+	/* Never the agent's network: no namespace, no start. */
+	gang.job_id = a->id.job_id;
+	gang.part = a->part;
+	gang.parts = a->parts;
+	gang.addrs = (const char (*)[64])a->part_addrs;
+	if (cfg->net != NULL && gp_net_job_open(cfg->net, a->network > 0 ?
+	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN,
+	    a->parts > 1 ? &gang : NULL, &x->net, why, sizeof(why)) != 0) {
+		fail_start(ex, &a->id, "job network: %s", why, 0);
 		goto fail;
 	}
 	if (start_warm(ex, j))
@@ -673,6 +754,7 @@ started:
 	j->disk_check = gp_mono_ms() + DISK_CHECK_MS;
 	j->next = ex->jobs;
 	ex->jobs = j;
+	networks_add(ex, j);
 	gp_debug("job spawned job=%lld attempt=%lld pid=%d executor=%s "
 	    "cgroup=%s", (long long)j->id.job_id, (long long)j->id.attempt,
 	    (int)j->pid, j->ops->name,
@@ -786,6 +868,8 @@ finish_job(struct gp_executor *ex, struct job *j)
 			break;
 		}
 	result_of(j, &r);
+	gp_net_job_bytes(&j->x.net, &r.net_sent, &r.net_received);
+	networks_remove(ex, &j->id);
 	unwatch(ex, &j->pidfd);
 	/* A container's runtime removes its cgroups: before our backstop. */
 	release(j);
@@ -795,8 +879,10 @@ finish_job(struct gp_executor *ex, struct job *j)
 		gp_warn("cannot remove work directory dir=%s", j->x.workdir);
 	r.workdir = j->x.workdir;
 	gp_info("job finished job=%lld attempt=%lld reason=%s exit_code=%d "
-	    "signal=%d", (long long)j->id.job_id, (long long)j->id.attempt,
-	    r.reason, r.exit_code, r.signal);
+	    "signal=%d net_sent=%lld net_received=%lld",
+	    (long long)j->id.job_id, (long long)j->id.attempt, r.reason,
+	    r.exit_code, r.signal, (long long)r.net_sent,
+	    (long long)r.net_received);
 	ex->ev->finished(ex->ev->arg, &j->id, &r);
 	/*
 	 * After the report: removing a cgroup waits for the kernel's
@@ -1121,5 +1207,6 @@ gp_executor_free(struct gp_executor *ex)
 	close(ex->epfd);
 	close(ex->wakefd);
 	pthread_mutex_destroy(&ex->lock);
+	free(ex->nets);
 	free(ex);
 }

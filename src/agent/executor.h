@@ -23,6 +23,7 @@
 #include "agent/assignment.h"
 #include "agent/cgroup.h"
 #include "agent/gpu.h"
+#include "agent/netns.h"
 #include "agent/sandbox.h"
 
 struct gp_exec_result {
@@ -30,6 +31,8 @@ struct gp_exec_result {
 	int exit_code;		/* for "exited" */
 	int signal;		/* for "killed", "cancelled", "timeout" */
 	char message[512];	/* for "start_failed"; else "" */
+	int64_t net_sent;	/* bytes over the job's veth pair */
+	int64_t net_received;
 	/*
 	 * The job's directory, valid during the callback. With
 	 * keep_workdir the callee removes it (after the final checkpoint
@@ -81,6 +84,11 @@ struct gp_exec_config {
 	 * is cloned when it comes (tests of that path).
 	 */
 	int no_warm;
+	/*
+	 * Jobs' networks (netns.h): each job gets a namespace of its own;
+	 * NULL: jobs share the agent's (unit tests of the executor).
+	 */
+	struct gp_net *net;
 };
 
 /* One job as the executor and its implementation see it. */
@@ -100,6 +108,8 @@ struct gp_exec_job {
 	int gpus_renumbered;	/* CUDA_VISIBLE_DEVICES 0..n-1 (not host) */
 	int runtime_cgroups;	/* the runtime makes the job's cgroups */
 	void *priv;		/* the implementation's */
+	/* Made by the executor before spawn (cfg->net): spawn joins it. */
+	struct gp_net_job net;
 
 	/* Filled by the executor before spawn. */
 	char **env;		/* NULL-ended, owned */
@@ -182,6 +192,17 @@ void gp_executor_signal(struct gp_executor *ex,
 
 /* Kills every job, waits for each to be reaped, stops the thread. */
 void gp_executor_free(struct gp_executor *ex);
+/* A running job's network, as gp_executor_networks copies it. */
+struct gp_exec_network {
+	struct gp_attempt_id id;
+	struct gp_net_job net;	/* a copy: for gp_net_job_bytes only */
+};
+/*
+ * The networks of the running jobs (any thread). OUT: out[0..max-1].
+ * Returns how many there are (may exceed max: only max are copied).
+ */
+int gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
+    int max);
 /* How many jobs started from a warm sandbox so far (any thread). */
 unsigned long gp_executor_warm_starts(struct gp_executor *ex);
 

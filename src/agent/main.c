@@ -55,9 +55,9 @@ static const char usage_text[] =
 "  --fake-gpus SPEC   lend N fake GPUs (tests): \"2\", \"4:A100:40960\",\n"
 "                     \"2:H100:80G:9.0\" (compute capability 9.0)\n"
 "  --advertise-addr HOST\n"
-"                     where other nodes reach this one: a gang's\n"
-"                     MASTER_ADDR when it runs rank 0 (default: the\n"
-"                     address the coordinator sees)\n"
+"                     where other nodes reach this one: other nodes\n"
+"                     route to the gang parts here through it (default:\n"
+"                     the address the coordinator sees)\n"
 "  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
 "                     owner's processes on fake GPUs (tests)\n"
 "  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
@@ -592,6 +592,19 @@ gp_agent_main(int argc, char **argv)
 		fprintf(stderr, "gpupool agent: %s\n", err);
 		goto out;
 	}
+	{
+		enum gp_net_policy net;
+		int64_t rate;
+
+		gp_provider_net_policy(ag->provider, &net, &rate);
+		if (gp_net_new(&ag->net, net, rate, ag->work, err,
+		    sizeof(err)) != 0) {
+			fprintf(stderr, "gpupool agent: job networks: %s\n",
+			    err);
+			goto out;
+		}
+		ag->exec_cfg.net = ag->net;
+	}
 	ag->exec_events.arg = ag->provider;
 	ag->exec_events.started = gp_provider_on_started;
 	ag->exec_events.output = gp_provider_on_output;
@@ -632,6 +645,8 @@ gp_agent_main(int argc, char **argv)
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
+	gp_net_free(ag->net);
+	ag->net = NULL;
 	gp_provider_free(ag->provider);
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
@@ -650,6 +665,8 @@ out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
+		gp_net_free(ag->net);
+		ag->net = NULL;
 		if (ag->provider != NULL)
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)

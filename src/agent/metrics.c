@@ -188,6 +188,58 @@ gpu_inventory(struct gp_agent *ag, const struct gp_provider_snapshot *snap,
 	return rc;
 }
 
+/*
+ * Bytes each running job sent and received over its network, with the
+ * job's id, attempt and user (the user of its first GPU; "" for a job
+ * without GPUs).
+ */
+static int
+job_networks(struct gp_agent *ag, const struct gp_provider_snapshot *snap,
+    struct gp_buf *out)
+{
+	static const char *fam[] = {"gpupool_agent_job_network_sent_bytes_total",
+	    "gpupool_agent_job_network_received_bytes_total"};
+	struct gp_exec_network *nets;
+	char job[24], attempt[24];
+	const char *l[] = {"node", ag->name, "job_id", job, "attempt",
+	    attempt, "user", "", NULL};
+	int64_t sent[256], received[256];
+	int n, i, k, f, rc = 0;
+
+	if (ag->executor == NULL)
+		return 0;
+	if ((nets = calloc(256, sizeof(*nets))) == NULL)
+		return GP_ENOMEM;
+	n = gp_executor_networks(ag->executor, nets, 256);
+	if (n > 256)
+		n = 256;
+	for (i = 0; i < n; i++)
+		gp_net_job_bytes(&nets[i].net, &sent[i], &received[i]);
+	for (f = 0; f < 2; f++) {
+		rc |= gp_prom_family(out, fam[f], "counter", f == 0 ?
+		    "Bytes a running job sent over its network (veth pair)" :
+		    "Bytes a running job received over its network");
+		for (i = 0; i < n; i++) {
+			snprintf(job, sizeof(job), "%lld",
+			    (long long)nets[i].id.job_id);
+			snprintf(attempt, sizeof(attempt), "%lld",
+			    (long long)nets[i].id.attempt);
+			l[7] = "";
+			for (k = 0; k < snap->ngpus; k++)
+				if (snap->gpus[k].job_id == nets[i].id.job_id &&
+				    snap->gpus[k].attempt ==
+				    nets[i].id.attempt) {
+					l[7] = snap->gpus[k].user;
+					break;
+				}
+			rc |= gp_prom_sample(out, fam[f], l,
+			    (double)(f == 0 ? sent[i] : received[i]));
+		}
+	}
+	free(nets);
+	return rc;
+}
+
 int
 gp_agent_metrics_render(struct gp_agent *ag, struct gp_buf *out)
 {
@@ -234,6 +286,7 @@ gp_agent_metrics_render(struct gp_agent *ag, struct gp_buf *out)
 	    snap->window_open);
 	rc |= gpu_inventory(ag, snap, out);
 	rc |= gpu_readings(ag, snap, out);
+	rc |= job_networks(ag, snap, out);
 	rc |= counter(out, "gpupool_agent_checkpoint_uploads_total",
 	    "Checkpoint versions this agent uploaded", node,
 	    (double)snap->uploads);

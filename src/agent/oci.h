@@ -103,6 +103,8 @@ struct gp_oci_config {
 	int nmounts;
 	const struct gp_oci_edits *edits; /* devices, mounts, hooks, gids */
 	int cgroup_mount;	/* mount the job's cgroup at /sys/fs/cgroup */
+	/* A new, empty network namespace (a non-root agent's jobs). */
+	int new_net;
 };
 
 /*
@@ -218,6 +220,12 @@ struct gp_oci_spawn {
 	int rootfs_fd;		/* from gp_oci_rootfs_compose, or -1 */
 	int fds[5];		/* become 0..4 in the runtime; -1: /dev/null */
 	int status_fd;		/* for setup failures (fds[3] or -1) */
+	/*
+	 * The job's network namespace (netns.h), joined before the runtime
+	 * runs: its container, with no network namespace in its config,
+	 * shares it. NULL: the agent's.
+	 */
+	const int *net_fd;
 };
 int gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd);
 

@@ -682,6 +682,11 @@ gp_oci_config_build(const struct gp_oci_config *c, json_t **out, char *err,
 		put(&b, n, "type", json_string(ns[i]));
 		push(&b, nss, n);
 	}
+	if (c->new_net) {
+		json_t *n = json_object();
+		put(&b, n, "type", json_string("network"));
+		push(&b, nss, n);
+	}
 	put(&b, linux, "namespaces", nss);
 	if (c->cgroups_path != NULL)
 		put(&b, linux, "cgroupsPath", json_string(c->cgroups_path));

@@ -75,6 +75,7 @@ enum stage {
 	STAGE_ROOTFS,
 	STAGE_FDS,
 	STAGE_EXEC,
+	STAGE_NETWORK,
 };
 
 static const char *stage_names[] = {
@@ -85,6 +86,7 @@ static const char *stage_names[] = {
 	[STAGE_ROOTFS] = "mount the image's root",
 	[STAGE_FDS] = "set up descriptors",
 	[STAGE_EXEC] = "exec the OCI runtime",
+	[STAGE_NETWORK] = "join the job's network namespace",
 };
 
 const char *
@@ -337,6 +339,9 @@ child_main(const struct prepared *p)
 	int high[5], i, null_fd = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* The runtime, and so the container, in the job's network. */
+	if (s->net_fd != NULL && setns(*s->net_fd, CLONE_NEWNET) != 0)
+		child_fail(s, STAGE_NETWORK);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		child_fail(s, STAGE_PRIVATE);
 	/* Our pid namespace's /proc, so that the runtime's pids mean it. */

@@ -36,6 +36,7 @@ gp_policy_default(struct gp_policy *p)
 	p->all_gpus = 1;
 	p->grace_s = GRACE_DEFAULT_S;
 	p->presence = GP_PRESENCE_RECLAIM;
+	p->network = GP_NET_INTERNET;
 }
 
 /* The parser's state: where it is and what it says about the first error. */
@@ -267,12 +268,14 @@ enum key {
 	KEY_EXPOSE,
 	KEY_SCRATCH_MAX,
 	KEY_GPU_SHARE,
+	KEY_NETWORK,
+	KEY_NET_RATE,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
     "images", "plain-jobs", "trust-key", "expose", "scratch-max",
-    "gpu-share"};
+    "gpu-share", "network", "net-rate"};
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -409,7 +412,7 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
 		    "owner-presence, images, plain-jobs, trust-key, expose, "
-		    "scratch-max or gpu-share)", key);
+		    "scratch-max, gpu-share, network or net-rate)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
 	if (k != KEY_WINDOW && k != KEY_TRUST_KEY && k != KEY_EXPOSE) {
@@ -495,6 +498,17 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return 0;
 	case KEY_TRUST_KEY:
 		return parse_trust_key(ps, value, p);
+	case KEY_NETWORK:
+		if (gp_net_policy_parse(value, &p->network) != 0)
+			return fail(ps, "network: '%.64s' is not none, internet "
+			    "or lan", value);
+		return 0;
+	case KEY_NET_RATE:
+		if (gp_net_rate_parse(value, &p->net_rate_bps) != 0)
+			return fail(ps, "net-rate: '%.64s' is not a rate in "
+			    "bits per second from 8k to 1T (\"200M\", \"1G\", "
+			    "\"500k\") or off", value);
+		return 0;
 	case KEY_EXPOSE:
 		return parse_expose(ps, value, p);
 	case KEY_SCRATCH_MAX:
@@ -799,6 +813,10 @@ gp_policy_to_json(const struct gp_policy *p)
 	json_object_set_new(o, "expose", windows);
 	json_object_set_new(o, "scratch_max_mib", p->scratch_max_mib > 0 ?
 	    json_integer(p->scratch_max_mib) : json_null());
+	json_object_set_new(o, "network", json_string(gp_net_policy_name(
+	    p->network)));
+	json_object_set_new(o, "net_rate_bps", p->net_rate_bps > 0 ?
+	    json_integer(p->net_rate_bps) : json_null());
 	return o;
 }
 
@@ -850,6 +868,12 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 	if (p->scratch_max_mib > 0)
 		gp_buf_printf(&b, ", scratch-max %lldM",
 		    (long long)p->scratch_max_mib);
+	if (p->network != GP_NET_INTERNET)
+		gp_buf_printf(&b, ", network %s",
+		    gp_net_policy_name(p->network));
+	if (p->net_rate_bps > 0)
+		gp_buf_printf(&b, ", net-rate %lldbit/s",
+		    (long long)p->net_rate_bps);
 	gp_strlcpy(out, b.data != NULL ? b.data : "", len);
 	gp_buf_free(&b);
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "agent/netns.h"
 #include "sign.h"
 
 #define GP_POLICY_WINDOWS_MAX 64
@@ -72,6 +73,9 @@ struct gp_policy {
 	int refuse_plain;	/* plain-jobs = refuse */
 	int nkeys;
 	struct gp_trusted_key keys[GP_POLICY_KEYS_MAX];
+	/* Jobs' networks (netns.h): the most a job gets, its rate cap. */
+	enum gp_net_policy network;	/* default internet */
+	int64_t net_rate_bps;		/* bits/s each way; 0: no cap */
 	/* The most a job's work directory may hold; 0: no cap (scratch-max). */
 	int64_t scratch_max_mib;
 	/* What plain jobs see besides the minimal root (docs/agent.md). */
@@ -81,7 +85,8 @@ struct gp_policy {
 
 /*
  * Everything lent, always, grace 30 s, presence reclaims; images only
- * when signed by a trusted key (none is trusted yet); plain jobs allowed.
+ * when signed by a trusted key (none is trusted yet); plain jobs allowed;
+ * network internet, no rate cap.
  */
 void gp_policy_default(struct gp_policy *p);
 

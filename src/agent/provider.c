@@ -273,14 +273,16 @@ offer_json_locked(struct gp_provider *p)
 	/* The coordinator places only what the owner would accept. */
 	for (i = 0; i < p->policy.nkeys && i < GP_POLICY_KEYS_MAX; i++)
 		json_array_append_new(keys, json_string(p->policy.keys[i].key));
-	return json_pack("{sI so sb si sI sI ss sb so}", "seq",
+	return json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
 	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
 	    (json_int_t)p->policy.max_job_s, "images",
 	    gp_policy_images_name(takes_images(p) ? p->policy.images :
 	    GP_IMAGES_NONE), "plain_jobs",
-	    !p->policy.refuse_plain, "trusted_keys", keys);
+	    !p->policy.refuse_plain, "trusted_keys", keys, "network",
+	    p->ag->net != NULL ? gp_net_policy_name(gp_net_offer(p->ag->net)) :
+	    NULL);
 }
 
 json_t *
@@ -436,10 +438,29 @@ policy_load(struct gp_provider *p, int force)
 		    "%s", p->policy_error);
 		return;
 	}
+	/* Jobs' networks are made once, at start (netns.c). */
+	if (np.network != p->policy.network ||
+	    np.net_rate_bps != p->policy.net_rate_bps) {
+		gp_warn("policy: network and net-rate take effect at the "
+		    "agent's next start; %s stays in force",
+		    gp_net_policy_name(p->policy.network));
+		np.network = p->policy.network;
+		np.net_rate_bps = p->policy.net_rate_bps;
+	}
 	p->policy = np;
 	p->policy_gen++;
 	p->policy_error[0] = '\0';
 	gp_info("policy loaded path=%s", p->ag->policy_path);
+}
+
+void
+gp_provider_net_policy(struct gp_provider *p, enum gp_net_policy *net,
+    int64_t *rate_bps)
+{
+	pthread_mutex_lock(&p->lock);
+	*net = p->policy.network;
+	*rate_bps = p->policy.net_rate_bps;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void
@@ -1815,6 +1836,11 @@ status_json(struct gp_provider *p)
 	    p->policy_error[0] ? json_string(p->policy_error) : json_null(),
 	    "policy", gp_policy_to_json(&p->policy), "gpus", gpus, "jobs",
 	    njobs, "fenced", p->fenced);
+	if (o != NULL && p->ag->net != NULL)
+		json_object_set_new(o, "network", json_pack("{ss s:o}",
+		    "applies", gp_net_policy_name(gp_net_offer(p->ag->net)),
+		    "why", gp_net_offer_why(p->ag->net) != NULL ?
+		    json_string(gp_net_offer_why(p->ag->net)) : json_null()));
 	if (o != NULL && p->ag->datacache != NULL)
 		json_object_set_new(o, "data_cache",
 		    gp_datacache_status(p->ag->datacache));

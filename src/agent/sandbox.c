@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent/executor.h"
+#include "agent/netns.h"
 #include "agent/oci.h"
 #include "gp.h"
 #include "log.h"
@@ -77,6 +78,7 @@ enum stage {
 	STAGE_FORK,
 	STAGE_ROOT,
 	STAGE_EXPOSE_RW,
+	STAGE_NETWORK,
 };
 
 static const char *stage_names[] = {
@@ -101,6 +103,7 @@ static const char *stage_names[] = {
 	[STAGE_FORK] = "fork",
 	[STAGE_ROOT] = "build the minimal root",
 	[STAGE_EXPOSE_RW] = "make an exposed path writable",
+	[STAGE_NETWORK] = "join the job's network namespace",
 };
 
 const char *
@@ -752,6 +755,18 @@ fail:
 	_exit(127);
 }
 
+/* The job's network namespace (netns.h), before anything else. */
+static void
+join_network(const struct gp_sandbox_spec *s)
+{
+	if (s->net_fd >= 0) {
+		if (setns(s->net_fd, CLONE_NEWNET) != 0)
+			fail(s->status_fd, STAGE_NETWORK);
+		close(s->net_fd);
+	} else if (s->new_net && gp_net_loopback_up() != 0)
+		fail(s->status_fd, STAGE_NETWORK);
+}
+
 static __attribute__((noreturn)) void
 init_main(const struct gp_sandbox_spec *s)
 {
@@ -763,6 +778,7 @@ init_main(const struct gp_sandbox_spec *s)
 	command_pid = 0;
 	pending_signal = 0;
 	forward_signals();
+	join_network(s);
 	setup(s);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
@@ -816,6 +832,8 @@ gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
 	memset(&args, 0, sizeof(args));
 	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS | (spec->user->userns ? CLONE_NEWUSER : 0);
+	if (spec->net_fd < 0 && spec->new_net)
+		args.flags |= CLONE_NEWNET;
 	args.pidfd = (uint64_t)(uintptr_t)&fd;
 	args.exit_signal = SIGCHLD;
 	ret = syscall(SYS_clone3, &args, sizeof(args));
@@ -842,11 +860,39 @@ struct warm_child {
 	struct gp_sandbox_spec *spec;	/* in the shared arena */
 };
 
+/* The go byte, and the job's network namespace when one comes with it. */
+static ssize_t
+recv_go(int fd, char *go, int *net_fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {go, 1};
+	struct msghdr m;
+	struct cmsghdr *c;
+	ssize_t got;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = u.buf;
+	m.msg_controllen = sizeof(u.buf);
+	*net_fd = -1;
+	got = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	c = got == 1 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (c != NULL && c->cmsg_level == SOL_SOCKET &&
+	    c->cmsg_type == SCM_RIGHTS)
+		memcpy(net_fd, CMSG_DATA(c), sizeof(int));
+	return got;
+}
+
 static __attribute__((noreturn)) void
 warm_main(const struct warm_child *c)
 {
 	int keep[5] = {c->out_fd, c->status_fd, c->go_fd}, n = 3, i;
 	struct gp_sandbox_spec *s = c->spec;
+	int net_fd;
 	ssize_t got;
 	char go;
 
@@ -862,12 +908,13 @@ warm_main(const struct warm_child *c)
 		close(c->cgroup_fds[i]);
 	}
 	do
-		got = read(c->go_fd, &go, 1);
+		got = recv_go(c->go_fd, &go, &net_fd);
 	while (got < 0 && errno == EINTR);
 	/* End of file: the slot was discarded, or the agent is gone. */
 	if (got != 1)
 		_exit(0);
 	close(c->go_fd);
+	s->net_fd = net_fd;
 	s->out_fd = c->out_fd;
 	s->status_fd = c->status_fd;
 	s->cgroup_fds = NULL;
@@ -920,6 +967,9 @@ gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
 	memset(&args, 0, sizeof(args));
 	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS | (user->userns ? CLONE_NEWUSER : 0);
+	/* Not root: no namespace of the agent's to join; one of its own. */
+	if (user->userns)
+		args.flags |= CLONE_NEWNET;
 	args.pidfd = (uint64_t)(uintptr_t)&fd;
 	args.exit_signal = SIGCHLD;
 	ret = syscall(SYS_clone3, &args, sizeof(args));
@@ -1008,6 +1058,34 @@ arena_strv(struct arena *a, char *const *v)
 	return d;
 }
 
+/* The go byte, with the job's network namespace (net_fd >= 0). */
+static ssize_t
+send_go(int fd, int net_fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {"g", 1};
+	struct msghdr m;
+	struct cmsghdr *c;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (net_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &net_fd, sizeof(int));
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
 int
 gp_sandbox_warm_use(struct gp_sandbox_warm *w,
     const struct gp_sandbox_spec *spec)
@@ -1052,8 +1130,9 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	s->ncgroup_fds = 0;
 	if (!a.ok)
 		return GP_ETOOBIG;
+	s->net_fd = -1;
 	/* A socket, not a pipe: a gone init is EPIPE, never SIGPIPE. */
-	if (send(w->go_fd, "g", 1, MSG_NOSIGNAL) != 1)
+	if (send_go(w->go_fd, spec->net_fd) != 1)
 		return GP_EIO;
 	return 0;
 }
@@ -1511,6 +1590,8 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.status_fd = x->status_fd;
 	spec.cgroup_fds = x->cgroup.procs_fds;
 	spec.ncgroup_fds = x->cgroup.nfds;
+	spec.net_fd = x->net.ns_fd;
+	spec.new_net = x->cfg->net != NULL && x->net.ns_fd < 0;
 	if (x->warm != NULL) {
 		int ret = gp_sandbox_warm_use(x->warm, &spec);
 

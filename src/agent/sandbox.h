@@ -90,6 +90,13 @@ struct gp_sandbox_spec {
 	int status_fd;		/* write end: init's records */
 	const int *cgroup_fds;	/* cgroup.procs files init joins */
 	int ncgroup_fds;
+	/*
+	 * The job's network (netns.h): net_fd >= 0, the namespace init
+	 * joins first; else new_net 1, a new one of its own (loopback up);
+	 * else the agent's (tests only).
+	 */
+	int net_fd;
+	int new_net;
 };
 
 /* What init writes on the status pipe. */
@@ -147,7 +154,8 @@ int gp_sandbox_warm_make(struct gp_sandbox_warm *w,
     const char *name, int64_t pids_max, char *err, size_t errlen);
 /*
  * Hands the job's spec (deep-copied; out_fd, status_fd and cgroup_fds are
- * ignored: init has its own) to the waiting init. Returns 0, GP_ETOOBIG
+ * ignored: init has its own; net_fd is passed over the socket) to the
+ * waiting init. Returns 0, GP_ETOOBIG
  * when the spec does not fit the arena, or GP_EIO when init is gone; on
  * an error w is unchanged (discard it or keep it for another job).
  */

@@ -138,6 +138,11 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				spec->min_gpu_mem_mib = n;
 			else
 				spec->mem_mib = n;
+		} else if (strcmp(o->name, "network") == 0) {
+			if (gp_jobspec_network_parse(v, &spec->network) != 0)
+				return fail(err, errlen,
+				    "--network: '%s' is not none, internet or "
+				    "lan", v);
 		} else if (strcmp(o->name, "gpu-model") == 0) {
 			if (strlen(v) > GP_NAME_MAX)
 				return fail(err, errlen,
@@ -948,6 +953,9 @@ print_job(json_t *job)
 		if (gp_cli_json_str(req, "gpu_model") != NULL)
 			gp_buf_printf(&b, " gpu_model=%s",
 			    gp_cli_json_str(req, "gpu_model"));
+		if (gp_cli_json_str(req, "network") != NULL)
+			gp_buf_printf(&b, " network=%s",
+			    gp_cli_json_str(req, "network"));
 		gp_buf_printf(&b, " cpus=%" JSON_INTEGER_FORMAT,
 		    json_integer_value(json_object_get(req, "cpus")));
 		if (json_integer_value(json_object_get(req, "mem_mib")) > 0) {

@@ -127,6 +127,8 @@ static const struct gp_cli_option submit_options[] = {
     {"min-gpu-mem", 0, "MIB",
         "each GPU has at least this much memory (\"40G\")"},
     {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"network", 0, "MODE", "none, internet or lan: at most this network, "
+        "and only on nodes that allow it"},
     {"compute-capability", 0, "X.Y",
         "each GPU's compute capability is at least X.Y (\"8.0\")"},
     {"nodes", 'N', "N",

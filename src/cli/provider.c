@@ -178,6 +178,13 @@ render_policy(json_t *policy, struct gp_buf *out)
 	if (gp_cli_json_str(policy, "owner_presence") != NULL)
 		gp_buf_printf(out, "  owner-presence:   %s\n",
 		    gp_cli_json_str(policy, "owner_presence"));
+	if (gp_cli_json_str(policy, "network") != NULL)
+		gp_buf_printf(out, "  network:          %s\n",
+		    gp_cli_json_str(policy, "network"));
+	v = json_object_get(policy, "net_rate_bps");
+	if (json_is_integer(v))
+		gp_buf_printf(out, "  net-rate:         %" JSON_INTEGER_FORMAT
+		    " bit/s per job, each way\n", json_integer_value(v));
 }
 
 /* "policy: FILE" and, when the agent could not load it, why. */
@@ -287,6 +294,15 @@ gp_cli_render_provider_status(json_t *answer, struct gp_buf *out)
 	if (json_object_get(answer, "window_open") != NULL) {
 		format_window(answer, window, sizeof(window));
 		gp_buf_printf(out, "window:   %s\n", window);
+	}
+	if (gp_cli_json_str(json_object_get(answer, "network"), "applies") !=
+	    NULL) {
+		json_t *net = json_object_get(answer, "network");
+		const char *why = gp_cli_json_str(net, "why");
+
+		gp_buf_printf(out, "network:  jobs get %s%s%s%s\n",
+		    gp_cli_json_str(net, "applies"), why != NULL ? " (" : "",
+		    why != NULL ? why : "", why != NULL ? ")" : "");
 	}
 	if (json_object_get(answer, "policy_file") != NULL ||
 	    json_object_get(answer, "policy_error") != NULL)

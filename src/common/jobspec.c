@@ -777,6 +777,15 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				errlen))
 				goto out;
 			spec->array_task_id = (int)n;
+		} else if (strcmp(key, "network") == 0) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_string(v) || gp_jobspec_network_parse(
+			    json_string_value(v), &spec->network) != 0) {
+				fail(err, errlen, "network: must be none, "
+						  "internet or lan");
+				goto out;
+			}
 		} else if (strcmp(key, "array_limit") == 0) {
 			if (get_int(v, key, 1, GP_ARRAY_MAX, &n, err, errlen))
 				goto out;
@@ -821,7 +830,33 @@ encode_fields(const struct gp_jobspec *spec)
 	}
 	if (o != NULL && spec->image[0] != '\0')
 		json_object_set_new(o, "image", json_string(spec->image));
+	if (o != NULL && gp_jobspec_network_name(spec->network) != NULL)
+		json_object_set_new(o, "network", json_string(
+		    gp_jobspec_network_name(spec->network)));
 	return o;
+}
+
+static const char *const network_names[] = {"none", "internet", "lan"};
+
+const char *
+gp_jobspec_network_name(int network)
+{
+	if (network < 1 || network > (int)GP_ARRAY_LEN(network_names))
+		return NULL;
+	return network_names[network - 1];
+}
+
+int
+gp_jobspec_network_parse(const char *name, int *network)
+{
+	int i;
+
+	for (i = 0; i < (int)GP_ARRAY_LEN(network_names); i++)
+		if (strcmp(name, network_names[i]) == 0) {
+			*network = i + 1;
+			return 0;
+		}
+	return GP_EINVAL;
 }
 
 const char *

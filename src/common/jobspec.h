@@ -100,10 +100,22 @@ struct gp_jobspec {
 	char idempotency_key[GP_IDEMPOTENCY_KEY_MAX + 1];
 	/* The most its work directory may hold (MiB); 0: the owner's cap. */
 	int64_t disk_mib;
+	/*
+	 * The network the job asks for (docs/agent.md, "Job networks"):
+	 * 0, what its node allows; else 1 + the level: 1 none, 2 internet,
+	 * 3 lan. It gets no more than it asks for, and runs only where the
+	 * owner allows at least that much.
+	 */
+	int network;
 };
 
 /* 1 when key is a valid idempotency key (16..64 of A-Z a-z 0-9 _ -). */
 int gp_idempotency_key_valid(const char *key);
+
+/* "none", "internet", "lan" for 1..3; NULL for anything else. */
+const char *gp_jobspec_network_name(int network);
+/* 0 and *network (1..3), or GP_EINVAL. */
+int gp_jobspec_network_parse(const char *name, int *network);
 
 /* Sets the defaults: 1 GPU, 1 CPU, no limits, empty command and env. */
 void gp_jobspec_init(struct gp_jobspec *spec);

@@ -1099,6 +1099,25 @@ live_gpu_json(const struct node *node, int gpu, json_t *o)
 	json_object_set_new(o, "shares", shares);
 }
 
+/*
+ * Where each part's node is reached (its --advertise-addr, "" when it
+ * gave none): the agents route the parts' job networks over these
+ * (docs/agent.md, "Gangs").
+ */
+static json_t *
+part_addrs(const struct job *job)
+{
+	json_t *a = json_array();
+	int k;
+
+	for (k = 0; k < job->nparts; k++) {
+		const struct node *n = state_node(job->parts[k].node_id);
+
+		json_array_append_new(a, json_string(n != NULL ? n->addr : ""));
+	}
+	return a;
+}
+
 void
 live_assignment_json(const struct job *job, int part, json_t *o)
 {
@@ -1116,10 +1135,10 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 		return;
 	n0 = state_node(job->parts[0].node_id);
 	json_object_set_new(o, "gang",
-	    json_pack("{s:i,s:i,s:i,s:s,s:i}", "part", part, "parts",
+	    json_pack("{s:i,s:i,s:i,s:s,s:i,s:o}", "part", part, "parts",
 	        job->nparts, "gpus_per_node", job->spec.gpus, "master_addr",
 	        n0 != NULL && n0->addr[0] != '\0' ? n0->addr : "127.0.0.1",
-	        "master_port", job->master_port));
+	        "master_port", job->master_port, "addrs", part_addrs(job)));
 }
 
 static int

@@ -200,6 +200,7 @@ struct node {
 	/* What the owner's policy accepts (docs/images.md). */
 	int images;			/* GP_SCHED_IMAGES_* */
 	int refuse_plain;		/* no plain-command jobs */
+	int network;			/* 1 + the most its jobs get; 0: ? */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 	const char *trusted_keys[GP_TRUST_KEYS_MAX];

@@ -262,11 +262,14 @@ struct gp_sched_owner {
 	int refuse_plain;	     /* 1: no plain-command jobs */
 	const char *const *trusted;  /* ntrusted public keys */
 	int ntrusted;
+	int network;		     /* 1 + the most its jobs reach (none 1,
+					internet 2, lan 3); 0: not said */
 };
 struct gp_sched_image {
 	int image;		     /* 0: a plain command */
 	const char *const *signers;  /* the keys that signed the image */
 	int nsigners;
+	int network;		     /* 1 + the network it asks for; 0 */
 };
 /*
  * 1 when the owner would accept the job: a plain command where plain jobs

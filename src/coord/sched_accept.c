@@ -25,10 +25,26 @@ trusts_a_signer(const struct gp_sched_owner *owner,
 	return 0;
 }
 
+static const char *
+network_name(int n)
+{
+	static const char *const names[] = {"none", "internet", "lan"};
+
+	return n >= 1 && n <= 3 ? names[n - 1] : "?";
+}
+
 int
 gp_sched_why_refused(const struct gp_sched_owner *owner,
     const struct gp_sched_image *job, char *why, size_t whylen)
 {
+	/* A job may ask for less network than the owner allows, never more. */
+	if (job->network > 1 && owner->network > 0 &&
+	    job->network > owner->network) {
+		snprintf(why, whylen, "lets jobs reach only network %s (the job "
+		    "asks for %s)", network_name(owner->network),
+		    network_name(job->network));
+		return 0;
+	}
 	if (!job->image) {
 		if (!owner->refuse_plain)
 			return 1;

@@ -8,9 +8,9 @@
 
 #include "model.h"
 
-/* An HTTP request in progress (the connection's con_cls). */
 struct api_route;
 
+/* An HTTP request in progress (the connection's con_cls). */
 struct request {
 	struct gp_buf body;
 	size_t body_limit;
@@ -252,6 +252,7 @@ struct offer {
 	/* The owner's image policy: GP_SCHED_IMAGES_*, plain jobs, keys. */
 	int images;
 	int refuse_plain;
+	int network;		/* 1 + the most jobs get; 0: not said */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 };

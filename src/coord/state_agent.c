@@ -122,7 +122,7 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		    strcmp(key, "accepting") && strcmp(key, "cpus") &&
 		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s") &&
 		    strcmp(key, "images") && strcmp(key, "plain_jobs") &&
-		    strcmp(key, "trusted_keys")) {
+		    strcmp(key, "trusted_keys") && strcmp(key, "network")) {
 			snprintf(err, errlen, "offer: unknown field '%.64s'",
 			    key);
 			return GP_EINVAL;
@@ -200,6 +200,13 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		return GP_EINVAL;
 	}
 	out->refuse_plain = json_is_false(v);
+	/* Absent: an agent before job networks (its jobs share its own). */
+	v = json_object_get(o, "network");
+	if (v != NULL && (!json_is_string(v) || gp_jobspec_network_parse(
+	    json_string_value(v), &out->network) != 0)) {
+		snprintf(err, errlen, "offer.network: none, internet or lan");
+		return GP_EINVAL;
+	}
 	v = json_object_get(o, "trusted_keys");
 	if (v != NULL && (!json_is_array(v) ||
 	    json_array_size(v) > GP_TRUST_KEYS_MAX)) {
@@ -236,6 +243,7 @@ offer_apply(struct node *node, const struct offer *o, int force)
 	node->images = o->images;
 	state.nrefuse_plain += (o->refuse_plain != 0) - (node->refuse_plain != 0);
 	node->refuse_plain = o->refuse_plain;
+	node->network = o->network;
 	node->ntrusted = o->ntrusted;
 	for (int i = 0; i < o->ntrusted && i < GP_TRUST_KEYS_MAX; i++) {
 		gp_strlcpy(node->trusted[i], o->trusted[i],

@@ -406,6 +406,7 @@ owner_of(const struct node *node, struct gp_sched_owner *o)
 {
 	o->images = node->images;
 	o->refuse_plain = node->refuse_plain;
+	o->network = node->network;
 	o->trusted = node->trusted_keys;
 	o->ntrusted = node->ntrusted;
 }
@@ -417,6 +418,7 @@ image_of(const struct job *job, struct gp_sched_image *im)
 	im->image = job->spec.image[0] != '\0';
 	im->signers = job->signer_keys;
 	im->nsigners = job->nsigners;
+	im->network = job->spec.network;
 }
 
 /* A count kept by offer_apply: this was a walk over every node, 7 % of
@@ -512,7 +514,7 @@ job_acceptance(const struct job *job, char *why, size_t len)
 	size_t nn;
 
 	why[0] = '\0';
-	if (job->spec.image[0] == '\0') {
+	if (job->spec.image[0] == '\0' && job->spec.network <= 1) {
 		/* Cheap: only owners who refuse plain commands matter. */
 		int64_t id;
 		int any = 0;
@@ -610,10 +612,11 @@ submit_check(struct op *op, int64_t *group_id)
 	    sizeof(op->spec.group));
 	/*
 	 * Can any node we know, up or down, ever run it? When an owner
-	 * picks what it runs (images, no plain commands), only among the
-	 * nodes whose owners would accept it.
+	 * picks what it runs (images, no plain commands, networks), only
+	 * among the nodes whose owners would accept it.
 	 */
-	if (op->spec.image[0] == '\0' && !state_any_refuses_plain()) {
+	if (op->spec.image[0] == '\0' && !state_any_refuses_plain() &&
+	    op->spec.network <= 1) {
 		fits = live_can_ever_fit(&op->spec, why, sizeof(why));
 	} else {
 		if (live_hw_nodes(&snodes, &nn) != 0) {

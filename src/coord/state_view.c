@@ -50,6 +50,9 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.cpus, "mem_mib", (json_int_t)job->spec.mem_mib,
 	    "time_limit_s", (json_int_t)job->spec.time_limit_s);
 	live_request_json(job, req);
+	if (req != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
+		json_object_set_new(req, "network", json_string(
+		    gp_jobspec_network_name(job->spec.network)));
 	o = json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 		      "s:o,s:o,s:i,s:b,s:o,s:O,s:O}",
 	    "id", (json_int_t)job->id, "name", job->spec.name, "user",
@@ -245,6 +248,9 @@ assignment_to_json(const struct job *job, int part)
 	/* The pinned data sets; the agent fetches the K-th as data/K. */
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
+	if (o != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
+		json_object_set_new(o, "network", json_string(
+		    gp_jobspec_network_name(job->spec.network)));
 	live_assignment_json(job, part, o);
 	return o;
 }

@@ -52,10 +52,11 @@ for k in 0 1 2; do
 		[ $SECONDS -ge $deadline ] && fail "part $k printed no environment: $CLI_OUT $CLI_ERR"
 		sleep 0.1
 	done
-	[[ $line =~ ^env\ rank=$k\ node_rank=$k\ local_rank=0\ world=3\ master=127\.0\.0\.1:(29[5-9][0-9][0-9])\ nnodes=3\ gpn=1\ cvd=0$ ]] ||
+	# MASTER_ADDR: rank 0's own address in its job network (issue 14).
+	[[ $line =~ ^env\ rank=$k\ node_rank=$k\ local_rank=0\ world=3\ master=(10\.204\.[0-9]+\.[0-9]+):(29[5-9][0-9][0-9])\ nnodes=3\ gpn=1\ cvd=0$ ]] ||
 	    fail "part $k's environment: $line"
-	[ -z "$port" ] && port=${BASH_REMATCH[1]}
-	assert_eq "$port" "${BASH_REMATCH[1]}" "part $k's MASTER_PORT"
+	[ -z "$port" ] && port=${BASH_REMATCH[2]}
+	assert_eq "$port" "${BASH_REMATCH[2]}" "part $k's MASTER_PORT"
 done
 api_expect 404 "$ADMIN_TOKEN" GET "/v1/jobs/$j/log?offset=0&part=3"
 api_expect 400 "$ADMIN_TOKEN" GET "/v1/jobs/$j/log?offset=0&part=64"

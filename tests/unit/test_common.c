@@ -478,6 +478,9 @@ TEST(jobspec_bad)
 	CHECK(refused("{\"command\":[\"x\"],\"idempotency_key\":\""
 	    "0123456789012345678901234567890123456789012345678901234567890"
 	    "12345\"}", "idempotency_key"));
+	CHECK(refused("{\"command\":[\"x\"],\"network\":\"wan\"}",
+	    "network: must be none, internet or lan"));
+	CHECK(refused("{\"command\":[\"x\"],\"network\":2}", "network:"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":1.0}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":true}", "gpus"));
 	CHECK(refused("{\"command\":[\"x\"],\"gpus\":-1}", "gpus"));
@@ -578,6 +581,8 @@ TEST(jobspec_round_trip)
 		"{\"command\":[\"x\"],\"gpu_share\":0.25,\"gpu_mem_mib\":4096}",
 		"{\"command\":[\"x\"],\"idempotency_key\":"
 		"\"0f3c_9a-7b2e4d1c8a6f\",\"disk_mib\":20480}",
+		"{\"command\":[\"x\"],\"network\":\"none\"}",
+		"{\"command\":[\"x\"],\"network\":\"lan\"}",
 	};
 	size_t i;
 
@@ -605,6 +610,7 @@ TEST(jobspec_round_trip)
 		CHECK_STR(a.gpu_model, b.gpu_model);
 		CHECK_STR(a.idempotency_key, b.idempotency_key);
 		CHECK_EQ(a.disk_mib, b.disk_mib);
+		CHECK_EQ(a.network, b.network);
 		CHECK_EQ(a.cpus, b.cpus);
 		CHECK_EQ(a.mem_mib, b.mem_mib);
 		CHECK_EQ(a.time_limit_s, b.time_limit_s);

@@ -386,7 +386,7 @@ TEST(to_json)
 	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,\"expose\":[],"
 	    "\"gpu_share\":\"elastic\",\"gpus\":\"all\",\"images\":\"signed\","
 	    "\"max_job_time_s\":null,"
-	    "\"memory_mib\":null,\"owner_presence\":\"reclaim\","
+	    "\"memory_mib\":null,\"net_rate_bps\":null,\"network\":\"internet\",\"owner_presence\":\"reclaim\","
 	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
 	    "\"trusted_keys\":[],\"windows\":[]}");
 	free(text);
@@ -402,7 +402,7 @@ TEST(to_json)
 	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,\"expose\":[],"
 	    "\"gpu_share\":\"elastic\",\"gpus\":[1,3],\"images\":\"signed\","
 	    "\"max_job_time_s\":7200,"
-	    "\"memory_mib\":8192,\"owner_presence\":\"ignore\","
+	    "\"memory_mib\":8192,\"net_rate_bps\":null,\"network\":\"internet\",\"owner_presence\":\"ignore\","
 	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
 	    "\"trusted_keys\":[],\"windows\":[\"Mon-Fri "
 	    "19:00-08:00\",\"Sat,Sun 00:00-24:00\",\"Mon,Wed-Fri,Sun "
@@ -459,6 +459,46 @@ TEST(describe)
 
 #define KEY_A "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 #define KEY_B "ed25519:Kof6ZvJz8gJtBkURhE6b4XmqKRfq/c4K27iL/RX0XP4="
+
+TEST(network_keys)
+{
+	struct gp_policy p;
+	char err[256], text[400];
+	int line;
+
+	gp_policy_default(&p);
+	CHECK_EQ(p.network, GP_NET_INTERNET);
+	CHECK_EQ(p.net_rate_bps, 0);
+	CHECK_EQ(parse("network = none\n", &p, &line, err), 0);
+	CHECK_EQ(p.network, GP_NET_NONE);
+	CHECK_EQ(parse("network = lan\nnet-rate = 200M\n", &p, &line, err),
+	    0);
+	CHECK_EQ(p.network, GP_NET_LAN);
+	CHECK_EQ(p.net_rate_bps, 200000000);
+	gp_policy_describe(&p, text, sizeof(text));
+	CHECK(strstr(text, ", network lan, net-rate 200000000bit/s") != NULL);
+	CHECK_EQ(parse("network = internet\nnet-rate = 1G\n", &p, &line, err),
+	    0);
+	CHECK_EQ(p.network, GP_NET_INTERNET);
+	CHECK_EQ(p.net_rate_bps, 1000000000);
+	CHECK_EQ(parse("net-rate = 500kbit\n", &p, &line, err), 0);
+	CHECK_EQ(p.net_rate_bps, 500000);
+	CHECK_EQ(parse("net-rate = off\n", &p, &line, err), 0);
+	CHECK_EQ(p.net_rate_bps, 0);
+	expect_error("cpus = 1\nnetwork = wan\n", 2,
+	    "line 2: network: 'wan' is not none, internet or lan");
+	expect_error("network = lan\nnetwork = none\n", 2,
+	    "network: given twice (first on line 1)");
+	expect_error("network = LAN\n", 1, "network: 'LAN'");
+	expect_error("\n\nnet-rate = fast\n", 3,
+	    "line 3: net-rate: 'fast' is not a rate");
+	expect_error("net-rate = 200MB\n", 1, "net-rate: '200MB'");
+	expect_error("net-rate = -5M\n", 1, "net-rate:");
+	expect_error("net-rate = 1k\n", 1, "net-rate: '1k'");
+	expect_error("net-rate = 99999999999999999999\n", 1, "net-rate:");
+	expect_error("net-rate = 200M\nnet-rate = 1G\n", 2,
+	    "net-rate: given twice");
+}
 
 TEST(images_and_keys)
 {
@@ -565,5 +605,6 @@ main(void)
 	RUN(format_parses_back);
 	RUN(describe);
 	RUN(images_and_keys);
+	RUN(network_keys);
 	return unit_report();
 }

@@ -1,0 +1,139 @@
+/*
+ * netns.h: a network of its own for every job (issue 14, docs/agent.md).
+ *
+ * Each job, plain or container, gets a network namespace made by the
+ * agent: its loopback (and its abstract Unix sockets) are its own, and
+ * nothing of the host's is in it. Under the owner's policy `network`:
+ *
+ *   none      loopback only;
+ *   internet  plus a veth pair to the host, routed and masqueraded, with
+ *             nftables rules (one table per agent, written once at start)
+ *             that let out TCP and UDP to public addresses only;
+ *   lan       internet plus the provider's private networks.
+ *
+ * The host itself (every address of it) is never reachable from a job.
+ * Which rules apply to a job is told by its address: each agent owns a
+ * /22 of 10.200.0.0/14 (found free under a lock file in /run), the first
+ * half for internet jobs, the second for lan jobs, so a start writes no
+ * rule: it makes the namespace, the veth pair, two addresses and a route
+ * over rtnetlink (libmnl), well under a millisecond.
+ *
+ * An agent that is not root gets namespaces of loopback only (its jobs'
+ * user namespace makes them): the most it offers is `none`.
+ */
+#ifndef GP_AGENT_NETNS_H
+#define GP_AGENT_NETNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Ordered: a job may ask for any level up to its node's. */
+enum gp_net_policy {
+	GP_NET_NONE = 0,
+	GP_NET_INTERNET,
+	GP_NET_LAN,
+};
+
+/* "none", "internet", "lan". */
+const char *gp_net_policy_name(enum gp_net_policy p);
+/* 0 and *out, or GP_EINVAL for anything else. */
+int gp_net_policy_parse(const char *s, enum gp_net_policy *out);
+/*
+ * A rate as the policy writes it ("200M", "1G", "500k": bits per second,
+ * SI multipliers; "0" or "off": no cap). 0 and *bps, or GP_EINVAL.
+ */
+int gp_net_rate_parse(const char *s, int64_t *bps);
+
+struct gp_net;
+
+/*
+ * Sets the agent's job networks up: as root, takes a free /22 under
+ * /run/gpupool-net (a lock held for the agent's life), sweeps what agents
+ * killed before left (their nftables tables and veth pairs), writes this
+ * agent's table and turns IPv4 forwarding on. policy: the owner's;
+ * rate_bps: per job and direction, 0 for none; work_dir: picks the /22
+ * first tried. OUT: *out. Returns 0 or GP_E* with err set.
+ */
+int gp_net_new(struct gp_net **out, enum gp_net_policy policy,
+    int64_t rate_bps, const char *work_dir, char *err, size_t errlen);
+/* Removes the agent's table and lets its /22 go. NULL is fine. */
+void gp_net_free(struct gp_net *n);
+/* The most a job gets here (the policy, or none for a non-root agent). */
+enum gp_net_policy gp_net_offer(const struct gp_net *n);
+/* Why the offer is less than the policy, or NULL. */
+const char *gp_net_offer_why(const struct gp_net *n);
+int64_t gp_net_rate(const struct gp_net *n);
+
+/* One job's network. */
+struct gp_net_job {
+	/*
+	 * The namespace (close-on-exec), -1 when the job's own clone makes
+	 * an empty one (a non-root agent).
+	 */
+	int ns_fd;
+	enum gp_net_policy policy;
+	int slot;		/* -1: no veth pair */
+	char host_if[16];	/* the host's end, "gpXX.N" */
+	char ns_path[64];	/* /proc/<agent>/fd/<ns_fd>, for runtimes */
+	char address[16];	/* the job's IPv4 address, or "" */
+	int64_t base_sent;	/* the pair's counters when the job got it */
+	int64_t base_received;
+	/* A gang's part (gp_net_gang): its address and peers' routes. */
+	int gang;
+	int64_t gang_job;
+	int gang_part;
+	uint32_t gang_addr;
+	uint32_t *peer_dst;	/* npeers routes, owned (never pooled) */
+	int npeers;
+};
+
+/* A gang's part, for gp_net_job_open (docs/agent.md, "Gangs"). */
+struct gp_net_gang {
+	int64_t job_id;
+	int part, parts;	/* parts <= 64 */
+	const char (*addrs)[64]; /* each part's node address ("" unknown) */
+};
+
+/*
+ * A gang part's address, 10.204.0.0/14 from its job and part: the same
+ * on every agent, so each part knows where the others are.
+ */
+void gp_net_gang_addr(int64_t job_id, int part, char *out, size_t len);
+/* 1 when this agent links gangs' parts (root, a network other than none). */
+int gp_net_gangs(const struct gp_net *n);
+
+/*
+ * Makes a job's network for policy want (capped at the offer); for a
+ * gang's part (gang not NULL, and gp_net_gangs), with its gang address,
+ * routes to the other parts over their nodes' addresses, and rules that
+ * let the parts, and only them, connect to each other. Called on
+ * one thread (the executor's); the calling thread's network namespace is
+ * changed and restored. OUT: *j. Returns 0, or GP_E* with err set and
+ * nothing left behind.
+ */
+int gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
+    const struct gp_net_gang *gang, struct gp_net_job *j, char *err,
+    size_t errlen);
+/*
+ * Bytes the job sent and received over its veth pair so far (0 without
+ * one). Any thread.
+ */
+void gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
+    int64_t *received);
+/*
+ * After the job's processes are gone: keeps the namespace for a later
+ * job of the same policy (nothing of a job outlives its processes in a
+ * namespace it holds no privilege in, but TIME_WAIT sockets), or closes
+ * it (the kernel then removes it and its pair). Idempotent.
+ */
+void gp_net_job_close(struct gp_net *n, struct gp_net_job *j);
+/* A job without a network yet (ns_fd -1, no slot). */
+void gp_net_job_init(struct gp_net_job *j);
+
+/*
+ * Brings the loopback of the calling process's (fresh) namespace up.
+ * Async-signal-safe (the sandbox's init calls it). 0 or -errno.
+ */
+int gp_net_loopback_up(void);
+
+#endif

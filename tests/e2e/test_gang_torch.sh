@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Issue 14: a real client. A gang of two parts on two agents (two test
+# namespaces on a bridged "LAN", each part in its own job network, linked
+# over --advertise-addr) runs a real torch.distributed training on CPU with
+# the Gloo backend (examples/torch_ddp/train.py: DDP all-reduces the
+# gradients each step, rank 0 checkpoints each step) through the
+# environment the agent gives. Once uninterrupted; once with one agent
+# killed (kill -9) in the middle, the gang requeued and resumed whole from
+# the checkpoint, once that agent is back. Both must end on the same final
+# weights. Needs Debian's python3-torch (SKIP without it).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [ -z "${GPTORCH_INSIDE:-}" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP: network namespaces need root"
+		exit 0
+	fi
+	for c in ip nsenter nft; do
+		if ! command -v "$c" >/dev/null 2>&1; then
+			echo "SKIP: no $c"
+			exit 0
+		fi
+	done
+	p1=gptorch-$$-1
+	p2=gptorch-$$-2
+	lan=gptorch-$$-l
+	outer_cleanup() {
+		for ns in "$p1" "$p2" "$lan"; do
+			for p in $(ip netns pids "$ns" 2>/dev/null); do
+				kill -KILL "$p" 2>/dev/null
+			done
+			ip netns del "$ns" 2>/dev/null
+		done
+	}
+	trap outer_cleanup EXIT
+	ip netns add "$p1" && ip netns add "$p2" && ip netns add "$lan" &&
+	    ip -n "$lan" link add br0 type bridge &&
+	    ip -n "$lan" addr add 192.168.77.1/24 dev br0 &&
+	    ip -n "$lan" link set br0 up && ip -n "$lan" link set lo up ||
+	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
+	for i in 1 2; do
+		ns=$p1
+		[ "$i" = 2 ] && ns=$p2
+		ip -n "$ns" link add up0 type veth peer name down$i \
+		    netns "$lan" &&
+		    ip -n "$lan" link set down$i master br0 &&
+		    ip -n "$lan" link set down$i up &&
+		    ip -n "$ns" link set lo up &&
+		    ip -n "$ns" addr add 192.168.77.$((i + 1))/24 dev up0 &&
+		    ip -n "$ns" link set up0 up &&
+		    ip -n "$ns" route add default via 192.168.77.1 ||
+		    { echo "FAIL: cannot make provider $i"; exit 1; }
+	done
+	nsenter --net="/run/netns/$p1" env GPTORCH_INSIDE=1 GPTORCH_P2="$p2" \
+	    bash "$here/$(basename "$0")"
+	exit $?
+fi
+
+. "$here/lib.sh"
+
+if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+	echo "SKIP: no torch with Gloo for $PY (Debian's python3-torch)"
+	exit 0
+fi
+# The script goes with the job (a plain job need not see this machine's
+# files).
+train=$(cat "$here/../../examples/torch_ddp/train.py")
+
+start_coordinator
+spawn "$T/relay.log" "$PY" -c "$NETNS_RELAY_PY" 192.168.77.2 \
+    "$COORD_PORT" "$COORD_PORT"
+relay=$SPAWNED_PID
+deadline=$((SECONDS + WAIT_S))
+until grep -q '^relay listening' "$T/relay.log" 2>/dev/null; do
+	alive "$relay" || fail "relay exited: $(cat "$T/relay.log")"
+	[ $SECONDS -ge $deadline ] && fail "relay not listening"
+	sleep 0.1
+done
+start_agent a1 1 --advertise-addr 192.168.77.2
+mk_token provider prov-a2
+(umask 077 && printf '%s\n' "$TOKEN" >"$T/a2.token")
+start_a2() {
+	spawn "$T/agent-a2.log" nsenter --net="/run/netns/$GPTORCH_P2" "$GP" \
+	    agent --coordinator "http://192.168.77.2:$COORD_PORT" \
+	    --token-file "$T/a2.token" --name a2 --work "$T/agents/a2" \
+	    --fake-gpus 1 --run-as nobody --advertise-addr 192.168.77.3 -v
+	AGENT_PID[a2]=$SPAWNED_PID
+}
+start_a2
+wait_node_up a1
+wait_node_up a2
+
+steps=30
+weights() { # JOB -> W (rank 0's final weights)
+	cli logs --part 0 "$1"
+	W=$(printf '%s\n' "$CLI_OUT" | sed -n 's/^final weights: //p' | tail -n1)
+	[ -n "$W" ] || fail "job $1: no final weights: $CLI_OUT"
+}
+
+# 1. Uninterrupted.
+submit --nodes 2 --gpus-per-node 1 --checkpoint-every 1s --time 5m -- \
+    "$PY" -c "$train" "$steps" 0.2
+run1=$JOB
+wait_final "$run1" 240
+[ "$FINAL_STATE" = succeeded ] || fail "run 1 ended $FINAL_STATE: $(job_get "$run1" d)"
+weights "$run1"
+w1=$W
+log "run 1: final weights $w1"
+
+# 2. One agent killed in the middle; the gang resumes whole.
+submit --nodes 2 --gpus-per-node 1 --checkpoint-every 1s --time 5m -- \
+    "$PY" -c "$train" "$steps" 0.2
+run2=$JOB
+deadline=$((SECONDS + 180))
+while :; do
+	cli logs --part 0 "$run2"
+	case $CLI_OUT in *"step 10 loss"*) break ;; esac
+	[ $SECONDS -ge $deadline ] && fail "run 2 did not reach step 10: $CLI_OUT"
+	sleep 0.3
+done
+kill9_agent a2
+deadline=$((SECONDS + WAIT_S))
+while :; do
+	s=$(job_get "$run2" '"%s %d" % (d["state"], d["attempts"])')
+	[ "$s" = "queued 1" ] && break
+	[ $SECONDS -ge $deadline ] && fail "run 2 not requeued: $(job_get "$run2" d)"
+	sleep 0.2
+done
+start_a2
+wait_final "$run2" 240
+[ "$FINAL_STATE" = succeeded ] || fail "run 2 ended $FINAL_STATE: $(job_get "$run2" d)"
+assert_eq 2 "$(job_get "$run2" 'd["attempts"]')" "run 2's attempts"
+for k in 0 1; do
+	cli logs --part "$k" "$run2"
+	resumed=$(printf '%s\n' "$CLI_OUT" | sed -n 's/^rank [01] starting at step \([0-9]*\)$/\1/p' | tail -n1)
+	[ "${resumed:-0}" -gt 0 ] || fail "part $k of run 2 did not resume from a checkpoint: $CLI_OUT"
+done
+log "run 2: resumed at step $resumed"
+weights "$run2"
+log "run 2: final weights $W"
+assert_eq "$w1" "$W" "the final weights, interrupted or not"
+echo ok
