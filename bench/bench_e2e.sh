@@ -14,8 +14,9 @@ BIN="$PWD/$BUILD/gpupool"
 PORT=${PORT:-$((20000 + $$ % 20000))}
 URL="http://127.0.0.1:$PORT"
 DATA=$(mktemp -d /tmp/gpupool-bench-e2e.XXXXXX)
-# The agent refuses a work directory under /tmp: jobs get a private one.
-WORK="$PWD/$BUILD/bench-e2e-work.$$"
+# The agent refuses a work directory under /tmp (jobs get a private one),
+# and the checkout may be there: /var/tmp, whatever the checkout's place.
+WORK=$(mktemp -d /var/tmp/gpupool-bench-e2e-work.XXXXXX)
 PIDS=()
 
 . bench/lib.sh
@@ -64,6 +65,23 @@ if ! api GET /v1/nodes 2>/dev/null | grep -q '"state": *"up"'; then
 	exit 1
 fi
 
+# CPU time (clock ticks, user and system) of the agent, the jobs it
+# reaped and its spawn helper, and of the coordinator: "USER SYS".
+cpu_of() { # PID [with_children]
+	awk -v c="${2:-0}" '{ sub(/^.*\) /, ""); u = $12; s = $13;
+		if (c) { u += $14; s += $15 } print u, s }' \
+		"/proc/$1/stat" 2>/dev/null || echo "0 0"
+}
+AGENT_PID=${PIDS[-1]}
+HELPER_PID=$(pgrep -P "$AGENT_PID" -x gpupool-spawn | head -n 1)
+agent_cpu() {
+	local a h
+	a=$(cpu_of "$AGENT_PID" 1)
+	h=$(cpu_of "${HELPER_PID:-0}")
+	echo "$a $h" | awk '{print $1 + $3, $2 + $4}'
+}
+cpu0=$(agent_cpu)
+coord0=$(cpu_of "$COORD_PID")
 start=$(date +%s.%N)
 "$BUILD/bench/bench_submit" --url "$URL" --token "$ADMIN" --clients 16 \
 	--jobs "$N" --gpus 1 || exit 1
@@ -79,6 +97,8 @@ while [ $SECONDS -lt $deadline ]; do
 	sleep 0.2
 done
 end=$(date +%s.%N)
+cpu1=$(agent_cpu)
+coord1=$(cpu_of "$COORD_PID")
 done_jobs=$(api GET '/v1/jobs?all=1' |
 	grep -o '"state": *"succeeded"' | wc -l)
 echo "e2e_jobs $N jobs"
@@ -87,4 +107,15 @@ echo "e2e_elapsed $(echo "$end - $start" | bc -l | xargs printf '%.3f') s"
 echo "e2e_rate $(echo "$done_jobs / ($end - $start)" | bc -l |
 	xargs printf '%.1f') jobs/s"
 echo "coord_rss $(rss "$COORD_PID") KiB"
+# Per job, in ms: the agent with its jobs and helper, the coordinator.
+hz=$(getconf CLK_TCK)
+echo "$cpu0 $cpu1 $coord0 $coord1" | awk -v n="$N" -v hz="$hz" '{
+	f = 1000 / hz / n
+	printf "agent_cpu_user_per_job %.3f ms\n", ($3 - $1) * f
+	printf "agent_cpu_sys_per_job %.3f ms\n", ($4 - $2) * f
+	printf "coord_cpu_user_per_job %.3f ms\n", ($7 - $5) * f
+	printf "coord_cpu_sys_per_job %.3f ms\n", ($8 - $6) * f }'
+echo "agent_spawn_helper_pid ${HELPER_PID:-none}"
+echo "agent_rss $(rss "$AGENT_PID") KiB"
+[ -n "$HELPER_PID" ] && echo "agent_spawn_helper_rss $(rss "$HELPER_PID") KiB"
 [ "$done_jobs" -eq "$N" ]

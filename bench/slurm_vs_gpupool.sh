@@ -73,7 +73,8 @@ SCRATCH=$(mktemp -d /tmp/gpupool-vs-slurm.XXXXXX)
 # munged insists that every directory above its socket be searchable.
 chmod 755 "$SCRATCH"
 # The agent refuses a work directory under /tmp.
-WORK="$PWD/$BUILD/vs-slurm-work.$$"
+# Not under the checkout either, which may be under /tmp.
+WORK=$(mktemp -d /var/tmp/gpupool-vs-slurm-work.XXXXXX)
 PIDS=()
 SLURM_PIDS=()
 CTLD_PID=

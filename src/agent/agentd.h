@@ -36,6 +36,7 @@ struct gp_agent {
 	int cpus;
 	int64_t mem_mib;
 	struct gp_gpu_set gpus;
+	int gpu_minors[64];	/* of /dev/nvidia<minor>, by GPU index */
 	struct gp_sandbox_user user;
 	struct gp_cgroups cgroups;
 	struct gp_exec_config exec_cfg;
@@ -47,6 +48,7 @@ struct gp_agent {
 	char *hidden[3];	/* token files: plain jobs never see them */
 
 	struct gp_executor *executor;
+	struct gp_spawner *spawner;	/* agent/spawner.h; NULL: none */
 	struct gp_reports *reports;
 	struct gp_provider *provider;
 	struct gp_datacache *datacache; /* data sets jobs mount */

@@ -585,8 +585,8 @@ make_warm(struct gp_executor *ex)
 	if ((now = gp_mono_ms()) < ex->warm_retry_ms)
 		return;
 	snprintf(name, sizeof(name), "warm-%u", ++ex->warm_seq);
-	if (gp_sandbox_warm_make(&ex->warm, cfg->cgroups, cfg->user, name,
-	    job_pids_max(cfg), why, sizeof(why)) != 0) {
+	if (gp_sandbox_warm_make(&ex->warm, cfg->spawner, cfg->cgroups,
+	    cfg->user, name, job_pids_max(cfg), why, sizeof(why)) != 0) {
 		/* Jobs start the usual way meanwhile. */
 		gp_warn("no warm sandbox why=\"%s\" retry_s=10", why);
 		ex->warm_retry_ms = now + 10000;

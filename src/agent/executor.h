@@ -54,6 +54,7 @@ struct gp_exec_events {
 };
 
 struct gp_containers;
+struct gp_spawner;
 
 struct gp_exec_config {
 	const struct gp_sandbox_user *user;
@@ -62,6 +63,11 @@ struct gp_exec_config {
 	const struct gp_gpu_info *gpus;
 	int ngpus;
 	int gpu_uuids;		/* CUDA_VISIBLE_DEVICES by UUID, not index */
+	/*
+	 * The minor number of each GPU's /dev/nvidia<minor> (ngpus of them),
+	 * or NULL: the index. A plain job's /dev has its own GPUs' nodes.
+	 */
+	const int *gpu_minors;
 	/*
 	 * libgpupool-cuda.so, preloaded into jobs holding a fraction of a
 	 * GPU (agent/gpushare.h); NULL: fractions are not enforced.
@@ -89,6 +95,11 @@ struct gp_exec_config {
 	 * NULL: jobs share the agent's (unit tests of the executor).
 	 */
 	struct gp_net *net;
+	/*
+	 * The helper that clones each job's init (agent/spawner.h), NULL:
+	 * the executor's thread clones them, copying the agent.
+	 */
+	struct gp_spawner *spawner;
 };
 
 /* One job as the executor and its implementation see it. */

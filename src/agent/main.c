@@ -4,6 +4,7 @@
  * poll). The main thread only waits for SIGINT/SIGTERM.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -20,6 +22,7 @@
 #include "agent/container.h"
 #include "agent/image.h"
 #include "agent/metrics.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -205,7 +208,7 @@ setup_work(struct gp_agent *ag, const char *work)
 static int
 setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
 {
-	int minors[64], i, ret;
+	int ret;
 
 	if (strcmp(o->runtime, "none") == 0) {
 		gp_strlcpy(ag->containers_why, "disabled with --runtime none",
@@ -213,10 +216,8 @@ setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
 		gp_info("container jobs disabled (--runtime none)");
 		return 0;
 	}
-	for (i = 0; i < ag->gpus.n && i < 64; i++)
-		minors[i] = gp_gpu_minor(&ag->gpus, i);
 	ret = gp_containers_new(ag->work, o, &ag->cgroups, ag->gpus.gpus,
-	    ag->gpus.n < 64 ? ag->gpus.n : 64, minors, &ag->containers,
+	    ag->gpus.n < 64 ? ag->gpus.n : 64, ag->gpu_minors, &ag->containers,
 	    ag->containers_why, sizeof(ag->containers_why));
 	if (ret == 0)
 		return 0;
@@ -234,6 +235,47 @@ setup_containers(struct gp_agent *ag, const struct gp_container_options *o)
  * still be blocked in a long poll and read it); kept reachable here.
  */
 static struct gp_agent *volatile live_agent;
+
+static void *
+bloat_thread(void *arg)
+{
+	struct timespec ts = {0, 20 * 1000 * 1000};
+
+	(void)arg;
+	for (;;)
+		nanosleep(&ts, NULL);
+	return NULL;
+}
+
+/*
+ * Benchmarks only (bench/spawn_cost.sh): GPUPOOL_AGENT_BLOAT="THREADS,MIB"
+ * makes the agent as big as a long-lived one, THREADS more threads and
+ * MIB of touched heap, so that a job start's dependence on the agent's
+ * size shows. Never freed; NULL or malformed does nothing.
+ */
+static void
+bench_bloat(const char *spec)
+{
+	long threads = 0, mib = 0, i;
+	pthread_attr_t attr;
+	pthread_t t;
+	char *heap;
+
+	if (spec == NULL || sscanf(spec, "%ld,%ld", &threads, &mib) != 2 ||
+	    threads < 0 || threads > 256 || mib < 0 || mib > 65536)
+		return;
+	if (mib > 0 && (heap = malloc((size_t)mib << 20)) != NULL)
+		for (i = 0; i < mib << 20; i += 4096)
+			heap[i] = 1;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (i = 0; i < threads; i++)
+		if (pthread_create(&t, &attr, bloat_thread, NULL) != 0)
+			break;
+	pthread_attr_destroy(&attr);
+	gp_info("bench bloat threads=%ld heap_mib=%ld", i, mib);
+}
 
 int
 gp_agent_main(int argc, char **argv)
@@ -284,6 +326,7 @@ gp_agent_main(int argc, char **argv)
 	int64_t cpus = 0, mem = 0, cache_max = 100LL << 30;
 	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
+	const char *spawn_mode;
 	int c, sig, ret = 1, verbose = 0;
 
 	memset(&copts, 0, sizeof(copts));
@@ -506,13 +549,16 @@ gp_agent_main(int argc, char **argv)
 	gp_cgroup_set_scope(ag->name);
 	gp_cgroup_init(&ag->cgroups);
 	gp_cgroup_sweep_stale(&ag->cgroups);
+	for (c = 0; c < ag->gpus.n && c < 64; c++)
+		ag->gpu_minors[c] = gp_gpu_minor(&ag->gpus, c);
 	if (setup_containers(ag, &copts) != 0)
 		goto out;
 	ag->exec_cfg.user = &ag->user;
 	ag->exec_cfg.cgroups = &ag->cgroups;
 	ag->exec_cfg.work_dir = ag->work;
 	ag->exec_cfg.gpus = ag->gpus.gpus;
-	ag->exec_cfg.ngpus = ag->gpus.n;
+	ag->exec_cfg.ngpus = ag->gpus.n < 64 ? ag->gpus.n : 64;
+	ag->exec_cfg.gpu_minors = ag->gpu_minors;
 	ag->exec_cfg.gpu_uuids = fake == NULL;
 	/* Fractions of a GPU are enforced when the library is installed. */
 	if (gp_gpushare_find_lib(ag->gpu_shim, sizeof(ag->gpu_shim)) == 0) {
@@ -568,6 +614,20 @@ gp_agent_main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/*
+	 * The spawn helper, forked while the agent is one small thread:
+	 * jobs' init processes are cloned from it, never from the agent
+	 * (agent/spawner.h). GPUPOOL_AGENT_SPAWN=direct (benches) clones
+	 * them from the agent as before.
+	 */
+	spawn_mode = getenv("GPUPOOL_AGENT_SPAWN");
+	if (spawn_mode == NULL || strcmp(spawn_mode, "direct") != 0) {
+		if ((ag->spawner = gp_spawner_start(err, sizeof(err))) == NULL)
+			gp_warn("no spawn helper why=\"%s\": jobs are cloned "
+			    "from the agent", err);
+		ag->exec_cfg.spawner = ag->spawner;
+	}
+	bench_bloat(getenv("GPUPOOL_AGENT_BLOAT"));
 	gp_http_global_init();
 
 	snprintf(cache_dir, sizeof(cache_dir), "%.4000s/data", ag->work);
@@ -645,6 +705,8 @@ gp_agent_main(int argc, char **argv)
 	/* Kill every job, then give the reports a moment to go out. */
 	gp_executor_free(ag->executor);
 	ag->executor = NULL;
+	gp_spawner_free(ag->spawner);
+	ag->spawner = NULL;
 	gp_net_free(ag->net);
 	ag->net = NULL;
 	gp_provider_free(ag->provider);
@@ -665,6 +727,8 @@ out:
 	if (ag != NULL) {
 		if (ag->executor != NULL)
 			gp_executor_free(ag->executor);
+		gp_spawner_free(ag->spawner);
+		ag->spawner = NULL;
 		gp_net_free(ag->net);
 		ag->net = NULL;
 		if (ag->provider != NULL)

@@ -6,7 +6,8 @@
  *
  * What every container gets (docs/agent.md, "Container jobs"): a user
  * namespace mapped to the agent's unprivileged range, pid, ipc, uts,
- * mount and cgroup namespaces (the host's network), no capabilities,
+ * mount and cgroup namespaces (the network one is the job's own, which
+ * the runtime is started in: netns.c), no capabilities,
  * noNewPrivileges, a read-only root, nosuid on every mount, /proc, /dev
  * as a tmpfs with the standard nodes, /tmp and /dev/shm as size-bound
  * tmpfs (the writable scratch), the job's work directory read-write at
@@ -522,7 +523,7 @@ build_mounts(struct builder *b, const struct gp_oci_config *c, json_t *mounts)
 	    GP_ARRAY_LEN(shm_o));
 	add_mount(b, mounts, "/dev/mqueue", "mqueue", "mqueue", mq_o,
 	    GP_ARRAY_LEN(mq_o));
-	/* The host's network namespace: sysfs cannot be mounted, bind it. */
+	/* The host's /sys, read-only (bound, as runc's rootless default). */
 	add_mount(b, mounts, "/sys", "none", "/sys", sys_o,
 	    GP_ARRAY_LEN(sys_o));
 	if (c->cgroup_mount)

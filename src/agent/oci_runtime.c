@@ -56,17 +56,6 @@
 		     "/usr/bin:/sbin:/bin"
 #define LAYERS_MAX 128
 
-struct clone3_args {
-	uint64_t flags;
-	uint64_t pidfd;
-	uint64_t child_tid;
-	uint64_t parent_tid;
-	uint64_t exit_signal;
-	uint64_t stack;
-	uint64_t stack_size;
-	uint64_t tls;
-};
-
 enum stage {
 	STAGE_PRIVATE = 1,
 	STAGE_PROC,
@@ -380,13 +369,22 @@ child_main(const struct prepared *p)
 	_exit(127);
 }
 
+/* glibc's clone() entry: the child's side (never returns). */
+static int
+child_entry(void *arg)
+{
+	child_main(arg);
+}
+
+/* The child's stack: it runs a few system calls, then execs. */
+#define CHILD_STACK_LEN ((size_t)256 << 10)
+
 int
 gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd)
 {
-	struct clone3_args args;
 	struct prepared p;
-	int fd = -1;
-	long ret;
+	char *stack;
+	int fd = -1, ret, saved;
 
 	memset(&p, 0, sizeof(p));
 	p.s = s;
@@ -395,15 +393,26 @@ gp_oci_spawn(const struct gp_oci_spawn *s, pid_t *pid, int *pidfd)
 		    s->bundle);
 		snprintf(p.rootfs, sizeof(p.rootfs), "%s/rootfs", s->bundle);
 	}
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID;
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret < 0)
+	stack = mmap(NULL, CHILD_STACK_LEN, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
 		return GP_EIO;
-	if (ret == 0)
-		child_main(&p);
+	/*
+	 * As posix_spawn does: the child shares the agent's memory until it
+	 * execs (CLONE_VM), and this thread waits until then (CLONE_VFORK),
+	 * so nothing of the agent's address space is copied, however big it
+	 * is (docs/agent.md). The child only makes system calls, on its own
+	 * stack; p and s stay valid meanwhile.
+	 */
+	ret = clone(child_entry, stack + CHILD_STACK_LEN, CLONE_VM |
+	    CLONE_VFORK | CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD,
+	    &p, &fd);
+	saved = errno;
+	munmap(stack, CHILD_STACK_LEN);
+	if (ret < 0) {
+		errno = saved;
+		return GP_EIO;
+	}
 	*pid = (pid_t)ret;
 	*pidfd = fd;
 	return 0;

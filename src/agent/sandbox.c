@@ -32,6 +32,7 @@
 #include "agent/executor.h"
 #include "agent/netns.h"
 #include "agent/oci.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -755,6 +756,54 @@ fail:
 	_exit(127);
 }
 
+/*
+ * Init is a copy of the agent: the command line and environment it shows
+ * as /proc/1/cmdline and /proc/1/environ are the agent's ("--token ..."
+ * included, world-readable). This copy's are overwritten (the agent's own
+ * stay): "gpupool-sandbox", then zeros. Their places are /proc/self/stat's
+ * fields 48 to 51 (arg_start, arg_end, env_start, env_end), read without
+ * allocating.
+ */
+static void
+scrub_cmdline(void)
+{
+	static const char name[] = "gpupool-sandbox";
+	unsigned long v[4] = {0, 0, 0, 0};
+	char buf[2048], *p;
+	ssize_t n;
+	int fd, field = 2;
+
+	if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* Field 2 is the name in parentheses (it may hold spaces). */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return;
+	for (p++; *p != '\0' && field < 51; ) {
+		while (*p == ' ')
+			p++;
+		if (++field >= 48) {
+			if (*p < '0' || *p > '9')
+				return;
+			for (; *p >= '0' && *p <= '9'; p++)
+				v[field - 48] = v[field - 48] * 10 +
+				    (unsigned long)(*p - '0');
+		}
+		while (*p != ' ' && *p != '\0')
+			p++;
+	}
+	if (field != 51 || v[1] <= v[0] || v[3] < v[2])
+		return;
+	memset((void *)v[0], 0, v[1] - v[0]);
+	memset((void *)v[2], 0, v[3] - v[2]);
+	if (v[1] - v[0] > sizeof(name))
+		memcpy((void *)v[0], name, sizeof(name));
+}
+
 /* The job's network namespace (netns.h), before anything else. */
 static void
 join_network(const struct gp_sandbox_spec *s)
@@ -777,9 +826,18 @@ init_main(const struct gp_sandbox_spec *s)
 
 	command_pid = 0;
 	pending_signal = 0;
+	scrub_cmdline();
 	forward_signals();
 	join_network(s);
 	setup(s);
+	/*
+	 * The job's user may be init's (an agent not run as root): nothing
+	 * of init's, a copy of the agent's memory, may be read through
+	 * /proc/1/mem or /proc/1/environ, nor init traced. (The capabilities
+	 * init holds in its user namespace refuse that too; this does not
+	 * rest on them. An agent as root: setresuid made init so already.)
+	 */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* The cgroup descriptors were used by setup; drop the rest. */
 	close_except(keep, 2);
 	if ((null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
@@ -820,30 +878,6 @@ init_main(const struct gp_sandbox_spec *s)
 	if (n != (ssize_t)sizeof(err))
 		report(s->status_fd, GP_SANDBOX_EXITED, 0, status);
 	_exit(0);
-}
-
-int
-gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd)
-{
-	struct clone3_args args;
-	int fd = -1;
-	long ret;
-
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	    CLONE_NEWUTS | (spec->user->userns ? CLONE_NEWUSER : 0);
-	if (spec->net_fd < 0 && spec->new_net)
-		args.flags |= CLONE_NEWNET;
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret < 0)
-		return GP_EIO;
-	if (ret == 0)
-		init_main(spec);
-	*pid = (pid_t)ret;
-	*pidfd = fd;
-	return 0;
 }
 
 /* ---- warm sandboxes: init cloned and in its cgroup before the job ---- */
@@ -922,17 +956,20 @@ warm_main(const struct warm_child *c)
 	init_main(s);
 }
 
+static uint64_t init_clone_flags(const struct gp_sandbox_user *user);
+static void *arena_map(int *memfd);
+static int clone_init(struct gp_spawner *sp, int kind, uint64_t flags,
+    int memfd, void *arena, const int *fds, int nfds, pid_t *pid,
+    int *pidfd);
+
 int
-gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
-    const struct gp_sandbox_user *user, const char *name, int64_t pids_max,
-    char *err, size_t errlen)
+gp_sandbox_warm_make(struct gp_sandbox_warm *w, struct gp_spawner *sp,
+    const struct gp_cgroups *cg, const struct gp_sandbox_user *user,
+    const char *name, int64_t pids_max, char *err, size_t errlen)
 {
 	struct gp_sandbox_warm n;
 	int out[2] = {-1, -1}, status[2] = {-1, -1}, go[2] = {-1, -1}, i;
-	struct warm_child c;
-	struct clone3_args args;
-	int fd = -1;
-	long ret;
+	int fds[5], nfds = 0, memfd = -1;
 
 	memset(&n, 0, sizeof(n));
 	n.pidfd = n.go_fd = n.out_fd = n.status_fd = -1;
@@ -949,48 +986,36 @@ gp_sandbox_warm_make(struct gp_sandbox_warm *w, const struct gp_cgroups *cg,
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
 	}
-	n.arena = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (n.arena == MAP_FAILED) {
-		snprintf(err, errlen, "mmap: %s", strerror(errno));
+	if ((n.arena = arena_map(&memfd)) == MAP_FAILED) {
+		snprintf(err, errlen, "arena: %s", strerror(errno));
 		goto fail;
 	}
 	n.arena_len = WARM_ARENA_LEN;
-	memset(&c, 0, sizeof(c));
-	c.out_fd = out[1];
-	c.status_fd = status[1];
-	c.go_fd = go[1];
-	c.ncgroup_fds = n.cgroup.nfds;
+	fds[nfds++] = out[1];
+	fds[nfds++] = status[1];
+	fds[nfds++] = go[1];
 	for (i = 0; i < n.cgroup.nfds; i++)
-		c.cgroup_fds[i] = n.cgroup.procs_fds[i];
-	c.spec = n.arena;
-	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	    CLONE_NEWUTS | (user->userns ? CLONE_NEWUSER : 0);
+		fds[nfds++] = n.cgroup.procs_fds[i];
 	/* Not root: no namespace of the agent's to join; one of its own. */
-	if (user->userns)
-		args.flags |= CLONE_NEWNET;
-	args.pidfd = (uint64_t)(uintptr_t)&fd;
-	args.exit_signal = SIGCHLD;
-	ret = syscall(SYS_clone3, &args, sizeof(args));
-	if (ret == 0)
-		warm_main(&c);
-	if (ret < 0) {
+	if (clone_init(sp, GP_SANDBOX_CHILD_WARM, init_clone_flags(user) |
+	    (user->userns ? CLONE_NEWNET : 0), memfd, n.arena, fds, nfds,
+	    &n.pid, &n.pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		goto fail;
 	}
+	close(memfd);
 	close(out[1]);
 	close(status[1]);
 	close(go[1]);
 	gp_cgroup_close_fds(&n.cgroup);
-	n.pid = (pid_t)ret;
-	n.pidfd = fd;
 	n.out_fd = out[0];
 	n.status_fd = status[0];
 	n.go_fd = go[0];
 	*w = n;
 	return 0;
 fail:
+	if (memfd >= 0)
+		close(memfd);
 	for (i = 0; i < 2; i++) {
 		if (out[i] >= 0)
 			close(out[i]);
@@ -1086,18 +1111,20 @@ send_go(int fd, int net_fd)
 	return sendmsg(fd, &m, MSG_NOSIGNAL);
 }
 
-int
-gp_sandbox_warm_use(struct gp_sandbox_warm *w,
-    const struct gp_sandbox_spec *spec)
+/*
+ * Deep-copies spec into the arena at base (its start: init finds it
+ * there); out_fd, status_fd and cgroup_fds are left for init to set.
+ * Returns 0 or GP_ETOOBIG.
+ */
+static int
+arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 {
-	struct arena a = {w->arena, w->arena_len, 0, 1};
+	struct arena a = {base, len, 0, 1};
 	struct gp_sandbox_mount *m = NULL;
 	struct gp_sandbox_user *u;
 	struct gp_sandbox_spec *s;
 	int i;
 
-	if (w->arena == NULL || w->go_fd < 0)
-		return GP_EIO;
 	/* The spec first: init finds it at the start of the arena. */
 	if ((s = arena_get(&a, sizeof(*s))) == NULL ||
 	    (u = arena_get(&a, sizeof(*u))) == NULL)
@@ -1130,7 +1157,161 @@ gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 	s->ncgroup_fds = 0;
 	if (!a.ok)
 		return GP_ETOOBIG;
-	s->net_fd = -1;
+	s->net_fd = -1;	/* init's own: the go byte or the clone brings it */
+	return 0;
+}
+
+/*
+ * The flags every init is cloned with: its own mount, pid, IPC and UTS
+ * namespaces, and a user namespace when the agent is not root.
+ */
+static uint64_t
+init_clone_flags(const struct gp_sandbox_user *user)
+{
+	return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+	    (user->userns ? CLONE_NEWUSER : 0);
+}
+
+/*
+ * Maps a new arena: a memfd (*memfd, close-on-exec) mapped shared, so
+ * that the spawn helper can map the same pages at the same address.
+ * Returns the mapping or MAP_FAILED (errno set).
+ */
+static void *
+arena_map(int *memfd)
+{
+	void *p;
+	int fd;
+
+	if ((fd = memfd_create("gpupool-spec", MFD_CLOEXEC)) < 0)
+		return MAP_FAILED;
+	if (ftruncate(fd, (off_t)WARM_ARENA_LEN) != 0 ||
+	    (p = mmap(NULL, WARM_ARENA_LEN, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return MAP_FAILED;
+	}
+	*memfd = fd;
+	return p;
+}
+
+/*
+ * Clones init, from the spawn helper when there is one (the agent's own
+ * address space is never copied then) or from the agent. kind says
+ * what the child runs (gp_sandbox_child_main); fds are its descriptors
+ * in that order. OUT: *pid, *pidfd. Returns 0 or GP_EIO (errno set).
+ */
+static int
+clone_init(struct gp_spawner *sp, int kind, uint64_t flags, int memfd,
+    void *arena, const int *fds, int nfds, pid_t *pid, int *pidfd)
+{
+	struct clone3_args args;
+	int fd = -1;
+	long ret;
+
+	if (sp != NULL && gp_spawner_clone(sp, kind, flags, memfd, arena,
+	    WARM_ARENA_LEN, fds, nfds, pid, pidfd) == 0)
+		return 0;
+	memset(&args, 0, sizeof(args));
+	args.flags = flags | CLONE_PIDFD;
+	args.pidfd = (uint64_t)(uintptr_t)&fd;
+	args.exit_signal = SIGCHLD;
+	ret = syscall(SYS_clone3, &args, sizeof(args));
+	if (ret == 0)
+		gp_sandbox_child_main(kind, arena, fds, nfds);
+	if (ret < 0)
+		return GP_EIO;
+	*pid = (pid_t)ret;
+	*pidfd = fd;
+	return 0;
+}
+
+void
+gp_sandbox_child_main(int kind, void *arena, const int *fds, int nfds)
+{
+	struct gp_sandbox_spec *s = arena;
+	struct warm_child c;
+	int i;
+
+	if (kind == GP_SANDBOX_CHILD_WARM && nfds >= 3 && nfds <= 5) {
+		memset(&c, 0, sizeof(c));
+		c.out_fd = fds[0];
+		c.status_fd = fds[1];
+		c.go_fd = fds[2];
+		c.ncgroup_fds = nfds - 3;
+		for (i = 0; i < c.ncgroup_fds; i++)
+			c.cgroup_fds[i] = fds[3 + i];
+		c.spec = s;
+		warm_main(&c);
+	}
+	if (kind == GP_SANDBOX_CHILD_NOW && nfds >= 2) {
+		/* The arena is this child's to write now. */
+		i = 2;
+		s->out_fd = fds[0];
+		s->status_fd = fds[1];
+		if (s->net_fd >= 0 && nfds >= 3)
+			s->net_fd = fds[i++];
+		else
+			s->net_fd = -1;
+		s->cgroup_fds = fds + i;
+		s->ncgroup_fds = nfds - i;
+		init_main(s);
+	}
+	_exit(127);
+}
+
+int
+gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
+    pid_t *pid, int *pidfd)
+{
+	int fds[3 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
+	void *arena;
+
+	if (spec->ncgroup_fds > GP_SANDBOX_CGROUP_FDS_MAX) {
+		errno = EINVAL;
+		return GP_EIO;
+	}
+	if ((arena = arena_map(&memfd)) == MAP_FAILED)
+		return GP_EIO;
+	if (arena_fill(arena, WARM_ARENA_LEN, spec) != 0) {
+		ret = GP_EIO;
+		errno = E2BIG;
+		goto out;
+	}
+	fds[nfds++] = spec->out_fd;
+	fds[nfds++] = spec->status_fd;
+	/* The job's network namespace to join, when it has one made. */
+	if (spec->net_fd >= 0) {
+		((struct gp_sandbox_spec *)arena)->net_fd = 0;
+		fds[nfds++] = spec->net_fd;
+	}
+	for (i = 0; i < spec->ncgroup_fds; i++)
+		fds[nfds++] = spec->cgroup_fds[i];
+	ret = clone_init(sp, GP_SANDBOX_CHILD_NOW,
+	    init_clone_flags(spec->user) | (spec->net_fd < 0 &&
+	    spec->new_net ? CLONE_NEWNET : 0), memfd, arena, fds, nfds, pid,
+	    pidfd);
+out:
+	i = errno;
+	munmap(arena, WARM_ARENA_LEN);
+	close(memfd);
+	errno = i;
+	return ret;
+}
+
+int
+gp_sandbox_warm_use(struct gp_sandbox_warm *w,
+    const struct gp_sandbox_spec *spec)
+{
+	int ret;
+
+	if (w->arena == NULL || w->go_fd < 0)
+		return GP_EIO;
+	if ((ret = arena_fill(w->arena, w->arena_len, spec)) != 0)
+		return ret;
 	/* A socket, not a pipe: a gone init is EPIPE, never SIGPIPE. */
 	if (send_go(w->go_fd, spec->net_fd) != 1)
 		return GP_EIO;
@@ -1183,7 +1364,8 @@ static const char *hidden_always[] = {"/home", "/root", "/run/user"};
  * do"): the system's programs and libraries, these entries of /etc (name
  * resolution, users and groups, the dynamic linker's cache, time zone,
  * certificates, alternatives, GPU loaders' vendor files), a few device
- * nodes and the GPUs' (/dev/nvidia*), and /sys read-only (the kernel's
+ * nodes, the GPU control nodes and the job's own GPUs' (never another
+ * GPU's /dev/nvidia<minor>), and /sys read-only (the kernel's
  * view of the hardware and of the job's cgroups, as containers have
  * it). The host's /srv, /opt, /var, /mnt, /home and the rest of /etc are
  * not there; an owner lends more with "expose" in the policy.
@@ -1201,6 +1383,9 @@ static const char *const root_etc[] = {"passwd", "group", "hosts",
     "python3", "fonts"};
 static const char *const root_dev[] = {"/dev/null", "/dev/zero",
     "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+/* In /dev besides the job's own GPUs' /dev/nvidia<minor>. */
+static const char *const nvidia_control[] = {"nvidiactl", "nvidia-uvm",
+    "nvidia-uvm-tools", "nvidia-modeset"};
 
 /* What a plain job's sandbox needs besides the executor's (priv). */
 struct sjob {
@@ -1274,20 +1459,18 @@ in_view(const struct sjob *sj, const char *real)
 }
 
 /*
- * The minimal root's lists: what of root_system, root_etc and root_dev
- * this host has, /dev/nvidia*, and the owner's exposures (each must be
- * its own real path: an exposure through a symbolic link is left out,
- * with a warning, since what hides the agent's files goes by real
- * paths). 0 or GP_ENOMEM.
+ * The minimal root's lists: what of root_system, root_etc, root_dev and
+ * nvidia_control this host has, the job's GPUs' /dev/nvidia<minor>, and
+ * the owner's exposures (each must be its own real path: an exposure
+ * through a symbolic link is left out, with a warning, since what hides
+ * the agent's files goes by real paths). 0 or GP_ENOMEM.
  */
 static int
 plan_root(struct sjob *sj, const struct gp_exec_job *x)
 {
 	char path[PATH_MAX], real[PATH_MAX];
-	struct dirent *de;
 	struct stat st;
 	size_t i;
-	DIR *d;
 	int k;
 
 	for (i = 0; i < GP_ARRAY_LEN(root_system); i++)
@@ -1306,18 +1489,23 @@ plan_root(struct sjob *sj, const struct gp_exec_job *x)
 		    list_add(&sj->root_binds, &sj->nroot_binds,
 		    root_dev[i]) != 0)
 			return GP_ENOMEM;
-	if ((d = opendir("/dev")) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			if (strncmp(de->d_name, "nvidia", 6) != 0)
-				continue;
-			snprintf(path, sizeof(path), "/dev/%s", de->d_name);
-			if (list_add(&sj->root_binds, &sj->nroot_binds,
-			    path) != 0) {
-				closedir(d);
-				return GP_ENOMEM;
-			}
-		}
-		closedir(d);
+	/* The GPUs' control nodes, then the job's own GPUs', no other's. */
+	for (i = 0; i < GP_ARRAY_LEN(nvidia_control); i++) {
+		snprintf(path, sizeof(path), "/dev/%s", nvidia_control[i]);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
+	}
+	for (k = 0; k < x->a->ngpus; k++) {
+		int g = x->a->gpus[k];
+
+		if (g < 0 || g >= x->cfg->ngpus)
+			continue;
+		snprintf(path, sizeof(path), "/dev/nvidia%d",
+		    x->cfg->gpu_minors != NULL ? x->cfg->gpu_minors[g] : g);
+		if (lstat(path, &st) == 0 &&
+		    list_add(&sj->root_binds, &sj->nroot_binds, path) != 0)
+			return GP_ENOMEM;
 	}
 	/* Never NULL: NULL would mean the host's whole root. */
 	if (sj->root_binds == NULL &&
@@ -1605,7 +1793,7 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 		*pidfd = x->warm->pidfd;
 		return 0;
 	}
-	if (gp_sandbox_spawn(&spec, pid, pidfd) != 0) {
+	if (gp_sandbox_spawn(x->cfg->spawner, &spec, pid, pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		return GP_EIO;
 	}

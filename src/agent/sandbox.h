@@ -117,13 +117,32 @@ struct gp_sandbox_record {
 const char *gp_sandbox_stage_name(int stage);
 
 /*
- * Clones init. Only async-signal-safe system calls run in the child; all
- * memory it needs is prepared by the caller. OUT (on success): *pid (in
- * the agent's pid namespace), *pidfd (close-on-exec). Returns 0 or GP_EIO
- * (errno set).
+ * Clones init, from the spawn helper sp when it is not NULL and answers
+ * (then nothing of the agent's address space is copied), else from the
+ * calling thread. Only async-signal-safe system calls run in the child;
+ * all memory it needs is prepared here (a deep copy of spec). OUT (on
+ * success): *pid (in the agent's pid namespace, a child of the agent
+ * either way), *pidfd (close-on-exec). Returns 0 or GP_EIO (errno set).
  */
-int gp_sandbox_spawn(const struct gp_sandbox_spec *spec, pid_t *pid,
-    int *pidfd);
+struct gp_spawner;
+int gp_sandbox_spawn(struct gp_spawner *sp,
+    const struct gp_sandbox_spec *spec, pid_t *pid, int *pidfd);
+
+/* What a child cloned by gp_sandbox_spawn or _warm_make runs. */
+enum gp_sandbox_child_kind {
+	GP_SANDBOX_CHILD_NOW = 1,	/* fds: out, status, cgroup.procs... */
+	GP_SANDBOX_CHILD_WARM,		/* fds: out, status, go, cgroup... */
+};
+#define GP_SANDBOX_CGROUP_FDS_MAX 2
+
+/*
+ * The child's side of a clone (from the agent or from the spawn helper,
+ * agent/spawner.h): arena holds the spec (a deep copy, at its start, now
+ * or when the warm child is told to go), fds its descriptors. Never
+ * returns.
+ */
+__attribute__((noreturn)) void gp_sandbox_child_main(int kind, void *arena,
+    const int *fds, int nfds);
 
 /*
  * A warm sandbox: init cloned ahead of its job, already in a fresh cgroup
@@ -149,7 +168,7 @@ struct gp_sandbox_warm {
  * pipes, and clones init into them (it joins, then waits). OUT: w.
  * Returns 0 or GP_E* with err set (nothing left behind).
  */
-int gp_sandbox_warm_make(struct gp_sandbox_warm *w,
+int gp_sandbox_warm_make(struct gp_sandbox_warm *w, struct gp_spawner *sp,
     const struct gp_cgroups *cg, const struct gp_sandbox_user *user,
     const char *name, int64_t pids_max, char *err, size_t errlen);
 /*

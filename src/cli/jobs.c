@@ -261,14 +261,17 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 }
 
 static int wait_for_job(struct gp_cli_conn *conn, int64_t id);
+static int submit_call(struct gp_cli_conn *conn, const char *path,
+    json_t *body, const char *key, json_t **reply);
 
 /*
- * submit --array: one request for every task (POST /v1/jobs/array). Takes
- * body (the encoded spec). Prints the tasks' ids, consecutive: "FIRST-LAST"
- * (or the one id).
+ * submit --array: one request for every task (POST /v1/jobs/array), sent
+ * again with the same key (in body) while no answer comes (submit_call).
+ * Takes body (the encoded spec). Prints the tasks' ids, consecutive:
+ * "FIRST-LAST" (or the one id).
  */
 static int
-submit_array(const struct gp_cli_args *args, json_t *body)
+submit_array(const struct gp_cli_args *args, json_t *body, const char *key)
 {
 	const char *text = gp_cli_value(args, "array");
 	struct gp_cli_conn conn;
@@ -300,8 +303,7 @@ submit_array(const struct gp_cli_args *args, json_t *body)
 		json_decref(body);
 		return rc;
 	}
-	rc = gp_cli_call(&conn, "POST", "/v1/jobs/array", body, 0, &reply,
-	    NULL);
+	rc = submit_call(&conn, "/v1/jobs/array", body, key, &reply);
 	json_decref(body);
 	gp_cli_disconnect(&conn);
 	if (rc != 0)
@@ -326,7 +328,8 @@ submit_array(const struct gp_cli_args *args, json_t *body)
 #define SUBMIT_RETRY_MS 60000
 
 /*
- * POST /v1/jobs with body, which carries an idempotency key: sent again,
+ * POST path (/v1/jobs, /v1/jobs/array) with body, which carries an
+ * idempotency key: sent again,
  * unchanged, while no answer comes back (the coordinator restarting, a
  * connection cut, 502-504 from a proxy), for up to SUBMIT_RETRY_MS. A
  * repeat makes no second job: the coordinator answers it with the first
@@ -335,8 +338,8 @@ submit_array(const struct gp_cli_args *args, json_t *body)
  * came at all (said: the outcome is unknown, and how to learn it).
  */
 static int
-submit_call(struct gp_cli_conn *conn, json_t *body, const char *key,
-    json_t **reply)
+submit_call(struct gp_cli_conn *conn, const char *path, json_t *body,
+    const char *key, json_t **reply)
 {
 	int64_t end = gp_mono_ms() + SUBMIT_RETRY_MS, pause_ms = 100;
 	struct gp_http_response resp;
@@ -351,7 +354,7 @@ submit_call(struct gp_cli_conn *conn, json_t *body, const char *key,
 	}
 	for (;;) {
 		tries++;
-		rc = gp_http_request(conn->http, "POST", "/v1/jobs", text,
+		rc = gp_http_request(conn->http, "POST", path, text,
 		    strlen(text), NULL, 0, &resp);
 		if (rc == 0 && (resp.status < 502 || resp.status > 504))
 			break;
@@ -421,10 +424,6 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 		return gp_cli_usage_error(NULL, "%s", err);
 	}
 	key = gp_cli_value(args, "key");
-	if (key != NULL && gp_cli_value(args, "array") != NULL) {
-		gp_jobspec_fini(&spec);
-		return gp_cli_usage_error(NULL, "--key: not for --array (yet)");
-	}
 	if (key != NULL && !gp_idempotency_key_valid(key)) {
 		gp_jobspec_fini(&spec);
 		return gp_cli_usage_error(NULL, "--key: %d to %d of A-Z a-z "
@@ -434,8 +433,7 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 	if (key != NULL)
 		gp_strlcpy(spec.idempotency_key, key,
 		    sizeof(spec.idempotency_key));
-	else if (gp_cli_value(args, "array") == NULL &&
-	    new_submit_key(spec.idempotency_key,
+	else if (new_submit_key(spec.idempotency_key,
 	    sizeof(spec.idempotency_key)) != 0) {
 		gp_jobspec_fini(&spec);
 		gp_cli_error("cannot read /dev/urandom for a submission key");
@@ -449,12 +447,12 @@ gp_cli_cmd_submit(const struct gp_cli_args *args)
 		return GP_CLI_EXIT_FAIL;
 	}
 	if (gp_cli_value(args, "array") != NULL)
-		return submit_array(args, body);
+		return submit_array(args, body, key_text);
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0) {
 		json_decref(body);
 		return rc;
 	}
-	rc = submit_call(&conn, body, key_text, &reply);
+	rc = submit_call(&conn, "/v1/jobs", body, key_text, &reply);
 	json_decref(body);
 	if (rc != 0) {
 		gp_cli_disconnect(&conn);

@@ -79,7 +79,9 @@ handle_submit(struct MHD_Connection *conn, struct request *req)
 
 /*
  * POST /v1/jobs/array: {"job": JOBSPEC, "array": "0-999:2,1500"}, one job
- * per task index, made together (apply_submit_array), all or none.
+ * per task index, made together (apply_submit_array), all or none. The
+ * spec's idempotency_key, when given, is the array's: a repeat is
+ * answered with the first one's ids.
  */
 static enum MHD_Result
 handle_submit_array(struct MHD_Connection *conn, struct request *req)
@@ -125,12 +127,6 @@ handle_submit_array(struct MHD_Connection *conn, struct request *req)
 	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
 	free(text);
 	op->spec.array_limit = limit; /* the tasks' (apply_submit_array) */
-	/* Not kept for arrays yet: refused rather than silently ignored. */
-	if (status == 0 && op->spec.idempotency_key[0] != '\0') {
-		snprintf(err, sizeof(err), "idempotency_key: not for job "
-		    "arrays yet");
-		status = 400;
-	}
 	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
 	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
 		snprintf(err, sizeof(err), "env: an array task may set at most "

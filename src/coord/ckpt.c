@@ -20,6 +20,14 @@
  *    bytes and its size are on disk before the name exists, so a name
  *    that survives a crash always comes with the whole chunk. A chunk
  *    that fails its hash is never renamed.
+ *  - The flush and the rename are done behind the PUT's answer, by one of
+ *    STORE_THREADS store threads (at most STORES_MAX queued, beyond that
+ *    the PUT does them before it answers): the client sends its next
+ *    chunk while the disk flushes this one. A commit that does not find
+ *    a chunk waits for that chunk's store (ckpt_stat_chunk) before it
+ *    says "not stored"; a store that fails removes the file, and the
+ *    commit refuses the version as for a chunk never sent. A crash
+ *    between the answer and the rename loses the chunk the same way.
  *  - The rename's directory entry is made durable later: the PUT notes
  *    the chunk's directory (dirty_dirs), and the commit syncs every noted
  *    directory of its user before it records the version. A crash before
@@ -119,6 +127,9 @@ static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gc_cond;	/* monotonic: gp_cond_init_monotonic */
 static int gc_stopping;
 static json_t *gc_dirty; /* users whose versions changed: {name: true} */
+
+static void stores_start(void);
+static void stores_stop(void);
 
 /* A chunk PUT being received (the request's upload). */
 struct ckpt_upload {
@@ -591,6 +602,7 @@ ckpt_init(const struct coord_config *cfg)
 	if (pthread_create(&gc_thread, NULL, gc_main, NULL) != 0)
 		return GP_ENOMEM;
 	gc_started = 1;
+	stores_start();
 	gp_info("checkpoint store root=%s keep=%d max_bytes=%lld "
 		"retain_s=%lld",
 	    root, keep, (long long)max_bytes, (long long)(retain_ms / 1000));
@@ -600,6 +612,7 @@ ckpt_init(const struct coord_config *cfg)
 void
 ckpt_stop(void)
 {
+	stores_stop();
 	if (gc_started) {
 		pthread_mutex_lock(&gc_lock);
 		gc_stopping = 1;
@@ -782,6 +795,194 @@ parse_url(const char *url, int *agent, int64_t *id, int64_t *attempt,
 	if (*p == '/' && **rest == '\0')
 		return 0;
 	return 1;
+}
+
+/* ---- chunks stored behind the answer ---- */
+
+/*
+ * A received chunk, verified and written, whose flush and rename a store
+ * thread does after its PUT was answered (see the top). A commit that
+ * does not find a chunk waits for its store (ckpt_stat_chunk).
+ */
+struct pending_store {
+	struct pending_store *next;
+	int fd;
+	size_t len;
+	int taken;		/* a store thread is on it */
+	char name[GP_CKPT_NAME_HEX];
+	char user[GP_NAME_MAX + 1];
+	char tmp[1400], final[1400], dir[1400];
+};
+
+#define STORE_THREADS	4
+#define STORES_MAX	64	/* queued; beyond, a PUT stores before answering */
+
+static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t store_work = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t store_done = PTHREAD_COND_INITIALIZER;
+static struct pending_store *stores;	/* queued and being stored */
+static int nstores, store_stopping, nstore_threads;
+static int64_t store_delay_ms;	/* tests only: each store waits first */
+static pthread_t store_threads[STORE_THREADS];
+
+/*
+ * Flushes, closes and names a written chunk: whole on disk before it
+ * takes its name. Returns 0 or GP_EIO (the temporary file is removed).
+ */
+static int
+store_chunk(int fd, const char *tmp, const char *final, const char *user,
+    const char *dir, size_t len)
+{
+	int ret = 0;
+
+	if (fdatasync(fd) != 0)
+		ret = GP_EIO;
+	if (close(fd) != 0)
+		ret = GP_EIO;
+	if (ret == 0 && rename(tmp, final) != 0)
+		ret = GP_EIO;
+	if (ret != 0) {
+		unlink(tmp);
+		return ret;
+	}
+	dir_dirty(user, dir);
+	metrics_chunk_stored(len);
+	return 0;
+}
+
+static void *
+store_main(void *arg)
+{
+	struct pending_store *p, **pp;
+
+	(void)arg;
+	pthread_mutex_lock(&store_lock);
+	for (;;) {
+		for (p = stores; p != NULL && p->taken; p = p->next)
+			;
+		if (p == NULL) {
+			if (store_stopping)
+				break;
+			pthread_cond_wait(&store_work, &store_lock);
+			continue;
+		}
+		p->taken = 1;
+		pthread_mutex_unlock(&store_lock);
+		if (store_delay_ms > 0)
+			usleep((useconds_t)store_delay_ms * 1000);
+		if (store_chunk(p->fd, p->tmp, p->final, p->user, p->dir,
+		    p->len) != 0)
+			gp_error("checkpoint chunk not stored chunk=%.16s "
+				 "user=%s error=\"%s\"", p->name, p->user,
+			    strerror(errno));
+		pthread_mutex_lock(&store_lock);
+		for (pp = &stores; *pp != p; pp = &(*pp)->next)
+			;
+		*pp = p->next;
+		nstores--;
+		free(p);
+		pthread_cond_broadcast(&store_done);
+	}
+	pthread_mutex_unlock(&store_lock);
+	return NULL;
+}
+
+/* Queues u's written chunk (taking its fd). Returns 0, or -1: full. */
+static int
+store_behind(struct ckpt_upload *u)
+{
+	struct pending_store *p, **pp;
+
+	if (nstore_threads == 0 || (p = calloc(1, sizeof(*p))) == NULL)
+		return -1;
+	pthread_mutex_lock(&store_lock);
+	if (nstores >= STORES_MAX || store_stopping) {
+		pthread_mutex_unlock(&store_lock);
+		free(p);
+		return -1;
+	}
+	p->fd = u->fd;
+	p->len = u->len;
+	gp_strlcpy(p->name, u->name, sizeof(p->name));
+	gp_strlcpy(p->user, u->user, sizeof(p->user));
+	gp_strlcpy(p->tmp, u->tmp, sizeof(p->tmp));
+	gp_strlcpy(p->final, u->final, sizeof(p->final));
+	gp_strlcpy(p->dir, u->dir, sizeof(p->dir));
+	for (pp = &stores; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = p;
+	nstores++;
+	u->fd = -1;
+	pthread_cond_signal(&store_work);
+	pthread_mutex_unlock(&store_lock);
+	return 0;
+}
+
+int
+ckpt_stat_chunk(const char *user, const char *name, struct stat *sb)
+{
+	struct pending_store *p;
+	char path[1400];
+	int pending;
+
+	chunk_path(user, name, path, sizeof(path));
+	if (stat(path, sb) == 0)
+		return 0;
+	/* Received and answered, maybe not named yet: wait for its store. */
+	pthread_mutex_lock(&store_lock);
+	do {
+		pending = 0;
+		for (p = stores; p != NULL; p = p->next)
+			if (strcmp(p->user, user) == 0 &&
+			    strcmp(p->name, name) == 0)
+				pending = 1;
+		if (pending)
+			pthread_cond_wait(&store_done, &store_lock);
+	} while (pending);
+	pthread_mutex_unlock(&store_lock);
+	return stat(path, sb);
+}
+
+static void
+stores_start(void)
+{
+	const char *delay = getenv("GPUPOOL_TEST_CKPT_STORE_DELAY_MS");
+
+	/*
+	 * Tests only (test_checkpoint_store_behind.sh): every store waits N
+	 * ms, so that commits come while their chunks are still queued.
+	 */
+	if (delay != NULL &&
+	    gp_parse_int(delay, 1, 10000, &store_delay_ms) == 0)
+		gp_warn("checkpoint store test mode store_delay_ms=%lld",
+		    (long long)store_delay_ms);
+	/* Benchmarks only (bench/ckpt.sh A/B): every PUT stores first. */
+	if (getenv("GPUPOOL_BENCH_CKPT_STORE_FIRST") != NULL) {
+		gp_warn("checkpoint store bench mode: chunks stored before "
+			"the answer");
+		return;
+	}
+	for (nstore_threads = 0; nstore_threads < STORE_THREADS;
+	    nstore_threads++)
+		if (pthread_create(&store_threads[nstore_threads], NULL,
+		    store_main, NULL) != 0)
+			break;
+}
+
+/* Stores what is queued, then ends the threads. */
+static void
+stores_stop(void)
+{
+	int i;
+
+	pthread_mutex_lock(&store_lock);
+	store_stopping = 1;
+	pthread_cond_broadcast(&store_work);
+	pthread_mutex_unlock(&store_lock);
+	for (i = 0; i < nstore_threads; i++)
+		pthread_join(store_threads[i], NULL);
+	nstore_threads = 0;
+	store_stopping = 0;
 }
 
 /* ---- the streamed chunk PUT ---- */
@@ -987,23 +1188,24 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 		return reply_error(conn, 400,
 		    "chunk content does not match its name (BLAKE2b-256)");
 	}
-	/* Whole on disk before it takes its name (see the top). */
 	ret = write_tail(u);
-	if (ret == 0 && fdatasync(u->fd) != 0)
-		ret = GP_EIO;
-	if (close(u->fd) != 0)
-		ret = GP_EIO;
-	u->fd = -1;
 	if (ret != 0) {
+		close(u->fd);
+		u->fd = -1;
 		unlink(u->tmp);
 		return reply_error(conn, 500, "cannot write the chunk");
 	}
-	if (rename(u->tmp, u->final) != 0) {
-		unlink(u->tmp);
-		return reply_error(conn, 500, "cannot store the chunk");
+	/*
+	 * Flushed and named behind the answer (see the top); when too many
+	 * wait, here: whole on disk before it takes its name either way.
+	 */
+	if (store_behind(u) != 0) {
+		ret = store_chunk(u->fd, u->tmp, u->final, u->user, u->dir,
+		    u->len);
+		u->fd = -1;
+		if (ret != 0)
+			return reply_error(conn, 500, "cannot store the chunk");
 	}
-	dir_dirty(u->user, u->dir);
-	metrics_chunk_stored(u->len);
 	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
 }
 
@@ -1086,7 +1288,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 	sqlite3_stmt *st = NULL;
 	json_t *body = body_json(req), *f, *c, *stored;
 	const char *label, *name;
-	char err[256], path[1400], *text = NULL;
+	char err[256], *text = NULL;
 	int64_t version = 0, size, want;
 	struct stat sb;
 	size_t i, k;
@@ -1123,8 +1325,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 			want = size - (int64_t)k * GP_CKPT_CHUNK_SIZE;
 			if (want > GP_CKPT_CHUNK_SIZE)
 				want = GP_CKPT_CHUNK_SIZE;
-			chunk_path(user, name, path, sizeof(path));
-			if (stat(path, &sb) != 0) {
+			if (ckpt_stat_chunk(user, name, &sb) != 0) {
 				snprintf(err, sizeof(err),
 				    "chunk %s of %.200s is not stored: upload "
 				    "it first", name,

@@ -72,4 +72,12 @@ int ckpt_agent_job(const struct token_entry *who, int64_t id,
  */
 int ckpt_sync_user_dirs(const char *user);
 
+/*
+ * stat(2) of user's chunk name, waiting first, when it is not there, for
+ * its store if its PUT was answered and the chunk is being flushed and
+ * named behind (ckpt.c). Returns 0 or -1 (errno set).
+ */
+struct stat;
+int ckpt_stat_chunk(const char *user, const char *name, struct stat *sb);
+
 #endif

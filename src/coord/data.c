@@ -770,7 +770,7 @@ data_upload_begin(struct request *req, const char *url)
 static enum MHD_Result
 handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 {
-	char err[400], path[1400], b[32];
+	char err[400], b[32];
 	sqlite3_stmt *st = NULL;
 	struct upload u;
 	struct stat sb;
@@ -793,8 +793,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		ckpt_chunk_path(u.user, col_text(st, 0), path, sizeof(path));
-		if (stat(path, &sb) != 0 ||
+		if (ckpt_stat_chunk(u.user, col_text(st, 0), &sb) != 0 ||
 		    sb.st_size != sqlite3_column_int64(st, 1)) {
 			snprintf(err, sizeof(err),
 			    "chunk %s is not stored: "

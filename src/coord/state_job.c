@@ -800,37 +800,60 @@ submit_make(struct op *op, struct gp_jobspec *spec, int64_t group_id)
 	return job;
 }
 
+/*
+ * A submission whose key its user gave before (docs/api.md): answered as
+ * the first one was (200, "repeated"), or 409 when the key made the other
+ * kind (one job, a job array). 1 when answered, 0 when the key is new or
+ * there is none.
+ */
+static int
+submit_repeat(struct op *op, const char *key, int array)
+{
+	int64_t prior, count;
+	int found;
+
+	if (key[0] == '\0')
+		return 0;
+	found = submit_key_find(op->caller.name, key, gp_now_ms(), &prior,
+	    &count);
+	if (found < 0) {
+		set_error(op, 500, "cannot read the submission keys");
+		return 1;
+	}
+	if (!found)
+		return 0;
+	if ((count > 0) != array) {
+		set_error(op, 409, "idempotency_key: already used for %s %lld",
+		    count > 0 ? "the job array" : "the job", (long long)prior);
+		return 1;
+	}
+	op->status = 200;
+	op->result = array ? json_pack("{s:I,s:I,s:I,s:I,s:b}",
+	    "array_job_id", (json_int_t)prior, "first_id", (json_int_t)prior,
+	    "last_id", (json_int_t)(prior + count - 1), "count",
+	    (json_int_t)count, "repeated", 1) : json_pack("{s:I,s:b}", "id",
+	    (json_int_t)prior, "repeated", 1);
+	return 1;
+}
+
 void
 apply_submit(struct op *op)
 {
 	char key[sizeof(op->spec.idempotency_key)];
 	struct job *job;
-	int64_t group_id, prior;
-	int found;
+	int64_t group_id;
 
 	/* (A copy: submit_make takes op->spec's fields.) */
 	memcpy(key, op->spec.idempotency_key, sizeof(key));
 	/* A repeat of a submission (its key known): the first one's job. */
-	if (key[0] != '\0') {
-		found = submit_key_find(op->caller.name, key, gp_now_ms(),
-		    &prior);
-		if (found < 0) {
-			set_error(op, 500, "cannot read the submission keys");
-			return;
-		}
-		if (found) {
-			op->status = 200;
-			op->result = json_pack("{s:I,s:b}", "id",
-			    (json_int_t)prior, "repeated", 1);
-			return;
-		}
-	}
+	if (submit_repeat(op, key, 0))
+		return;
 	if (submit_check(op, &group_id) != 0 ||
 	    (job = submit_make(op, &op->spec, group_id)) == NULL)
 		return;
 	persist_job(job);
 	/* In this batch's transaction: the job and its key, or neither. */
-	if (key[0] != '\0' && submit_key_put(op->caller.name, key, job->id,
+	if (key[0] != '\0' && submit_key_put(op->caller.name, key, job->id, 0,
 	    gp_now_ms()) != 0)
 		gp_fatalx("cannot write the submission key of job %lld",
 		    (long long)job->id);
@@ -850,11 +873,13 @@ void
 apply_submit_array(struct op *op)
 {
 	int64_t first = state.next_job_id, group_id, now = gp_now_ms();
+	const char *key = op->spec.idempotency_key;
 	struct gp_jobspec spec;
 	struct job *job;
 	int i, k;
 
-	if (submit_check(op, &group_id) != 0)
+	/* A repeat (its key known): the first submission's tasks. */
+	if (submit_repeat(op, key, 1) || submit_check(op, &group_id) != 0)
 		return;
 	op->spec.array_job_id = first;
 	op->spec.array_task_id = 0;
@@ -886,6 +911,11 @@ apply_submit_array(struct op *op)
 		        op->tasks, op->ntasks, now) != 0)
 			gp_fatalx("cannot write job array %lld to the database",
 			    (long long)first);
+		/* In this batch's transaction, as the array's row. */
+		if (key[0] != '\0' && submit_key_put(op->caller.name, key,
+		    first, op->ntasks, now) != 0)
+			gp_fatalx("cannot write the submission key of job "
+			    "array %lld", (long long)first);
 		op->status = 201;
 		op->result = json_pack("{s:I,s:I,s:I,s:i,s:s}", "array_job_id",
 		    (json_int_t)first, "first_id", (json_int_t)first,

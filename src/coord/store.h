@@ -19,11 +19,14 @@ int store_put_job(const struct job *job);
  * store_load hands on the tasks without rows as queued jobs.
  */
 /* submit_key.c: idempotency keys (state thread, in its transaction) */
-/* 1 and *job_id when user's key made a job in the last day; 0; GP_EIO. */
+/*
+ * 1, *job_id and *count when user's key made a job in the last day (count
+ * 0: one job; n: a job array of n tasks, job_id its first); 0; GP_EIO.
+ */
 int submit_key_find(const char *user, const char *key, int64_t now_ms,
-    int64_t *job_id);
+    int64_t *job_id, int64_t *count);
 int submit_key_put(const char *user, const char *key, int64_t job_id,
-    int64_t now_ms);
+    int64_t count, int64_t now_ms);
 void submit_key_close(void);
 
 int store_put_array(int64_t first, const char *user,

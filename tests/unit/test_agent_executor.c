@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/executor.h"
+#include "agent/spawner.h"
 #include "gp.h"
 #include "log.h"
 #include "exec_outcomes.h"
@@ -28,6 +29,7 @@
 #include "util.h"
 
 static struct gp_executor *ex;
+static struct gp_spawner *spawner;
 static struct gp_sandbox_user user;
 static struct gp_cgroups cgroups;
 static struct gp_gpu_info gpus[2] = {
@@ -606,6 +608,99 @@ TEST(cold_limits)
 	ex = warm_ex;
 }
 
+/* The job's init (pid 1 of its namespace): its RssAnon in KiB, or -1. */
+static long
+init_rss_anon_kib(void)
+{
+	struct outcome o = run("grep RssAnon: /proc/1/status", 0, 0);
+	const char *p;
+	long kib = -1;
+
+	if (o.output.data != NULL &&
+	    (p = strstr(o.output.data, "RssAnon:")) != NULL)
+		sscanf(p, "RssAnon: %ld", &kib);
+	free(o.output.data);
+	return kib;
+}
+
+/*
+ * A job's start copies nothing of the agent's memory: with a big touched
+ * heap here, init (warm or cloned when the job comes) is small when the
+ * spawn helper clones it, and as big as this process when the executor's
+ * thread does (which shows that the check sees a copy).
+ */
+#define BLOAT_MIB 96
+TEST(start_copies_no_agent_memory)
+{
+	struct gp_executor *saved = ex;
+	struct gp_exec_config cfg = *base_cfg;
+	size_t len = (size_t)BLOAT_MIB << 20, i;
+	char *heap = malloc(len);
+	long kib;
+	int no_warm;
+
+	if (heap == NULL || cfg.spawner == NULL) {
+		UNIT_SKIP("spawner", "no memory or no spawn helper");
+		free(heap);
+		return;
+	}
+	for (i = 0; i < len; i += 4096)
+		heap[i] = 1;
+	for (no_warm = 0; no_warm <= 1; no_warm++) {
+		cfg.no_warm = no_warm;
+		CHECK((ex = gp_executor_new(&cfg, &events)) != NULL);
+		if (ex == NULL)
+			break;
+		/* Twice: the second from a warm sandbox made after the heap. */
+		(void)init_rss_anon_kib();
+		kib = init_rss_anon_kib();
+		CHECK(kib >= 0 && kib < BLOAT_MIB * 1024 / 4);
+		if (!(kib >= 0 && kib < BLOAT_MIB * 1024 / 4))
+			fprintf(stderr, "  init RssAnon %ld KiB no_warm=%d\n",
+			    kib, no_warm);
+		gp_executor_free(ex);
+	}
+	cfg.no_warm = 0;
+	cfg.spawner = NULL;
+	CHECK((ex = gp_executor_new(&cfg, &events)) != NULL);
+	if (ex != NULL) {
+		(void)init_rss_anon_kib();
+		kib = init_rss_anon_kib();
+		CHECK(kib >= BLOAT_MIB * 1024 * 3 / 4);
+		gp_executor_free(ex);
+	}
+	ex = saved;
+	free(heap);
+}
+
+/* A helper that is gone: jobs are cloned from here, and still run. */
+TEST(spawner_gone)
+{
+	struct gp_executor *saved = ex;
+	struct gp_exec_config cfg = *base_cfg;
+	struct gp_spawner *gone;
+	struct outcome o;
+	char err[256];
+
+	CHECK((gone = gp_spawner_start(err, sizeof(err))) != NULL);
+	if (gone == NULL)
+		return;
+	kill(gp_spawner_pid(gone), SIGKILL);
+	cfg.spawner = gone;
+	for (cfg.no_warm = 0; cfg.no_warm <= 1; cfg.no_warm++) {
+		CHECK((ex = gp_executor_new(&cfg, &events)) != NULL);
+		if (ex == NULL)
+			break;
+		o = run("echo still-runs", 0, 0);
+		CHECK(o.output.data != NULL &&
+		    strstr(o.output.data, "still-runs") != NULL);
+		free(o.output.data);
+		gp_executor_free(ex);
+	}
+	ex = saved;
+	gp_spawner_free(gone);
+}
+
 /* 1 when the directory has an entry whose name starts with prefix. */
 static int
 has_entry(const char *dir, const char *prefix)
@@ -632,6 +727,11 @@ main(void)
 		return unit_skip_all("root", "the sandbox needs root");
 	}
 	gp_log_init("test", GP_LOG_WARN);
+	/* Before any thread: every job's init is cloned from it. */
+	if ((spawner = gp_spawner_start(err, sizeof(err))) == NULL) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
 	if (mkdtemp(work) == NULL) {
 		perror("mkdtemp");
 		return 1;
@@ -649,6 +749,7 @@ main(void)
 	cfg.work_dir = work;
 	cfg.gpus = gpus;
 	cfg.ngpus = 2;
+	cfg.spawner = spawner;
 	snprintf(extra, sizeof(extra), "%s.extra", work);
 	mkdir(extra, 0755);
 	snprintf(token_file, sizeof(token_file), "%s/agent.token", extra);
@@ -685,7 +786,10 @@ main(void)
 	base_cfg = &cfg;
 	RUN(warm_limits);
 	RUN(cold_limits);
+	RUN(start_copies_no_agent_memory);
+	RUN(spawner_gone);
 	gp_executor_free(ex);
+	gp_spawner_free(spawner);
 	/* The executor's stop discards its warm sandbox and its cgroup. */
 	if (cgroups.mode == GP_CGROUP_V1 && cgroups.memory[0] != '\0' &&
 	    has_entry(cgroups.memory, "warm-")) {

@@ -9,6 +9,7 @@
  * and answer GP_ENOENT where there is none.
  */
 #include <stdint.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,10 +176,55 @@ TEST(finished_jobs_stay_on_disk)
 	CHECK_EQ(system(cmd), 0);
 }
 
+/*
+ * Idempotency keys: a single job's (count 0) and an array's (its first id
+ * and count), each user's own, forgotten after a day; a table of the
+ * first version (no count column) gets one and keeps its rows.
+ */
+TEST(submit_keys)
+{
+	int64_t id = -1, count = -1, day = 24LL * 3600 * 1000;
+	sqlite3 *db;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	/* The first version's table, with one key in it. */
+	CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+	CHECK_EQ(sqlite3_exec(db, "CREATE TABLE submit_keys(user TEXT NOT "
+	    "NULL, key TEXT NOT NULL, job_id INTEGER NOT NULL, created_ms "
+	    "INTEGER NOT NULL, PRIMARY KEY(user, key)) WITHOUT ROWID;"
+	    "INSERT INTO submit_keys VALUES('alice','old-key-0123456789',7,"
+	    "1000);", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	CHECK_EQ(store_open(path), 0);
+	CHECK_EQ(store_begin(), 0);
+	CHECK_EQ(submit_key_find("alice", "old-key-0123456789", 2000, &id,
+	    &count), 1);
+	CHECK_EQ(id, 7);
+	CHECK_EQ(count, 0);
+	CHECK_EQ(submit_key_put("alice", "array-key-0123456789", 40, 1000,
+	    3000), 0);
+	CHECK_EQ(submit_key_find("alice", "array-key-0123456789", 4000, &id,
+	    &count), 1);
+	CHECK_EQ(id, 40);
+	CHECK_EQ(count, 1000);
+	CHECK_EQ(submit_key_find("bob", "array-key-0123456789", 4000, &id,
+	    &count), 0);
+	CHECK_EQ(submit_key_find("alice", "array-key-0123456789",
+	    3000 + day + 1, &id, &count), 0);
+	CHECK_EQ(store_commit(), 0);
+	submit_key_close();
+	store_close();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
 int
 main(void)
 {
 	gp_log_init("test", GP_LOG_ERROR);
 	RUN(finished_jobs_stay_on_disk);
+	RUN(submit_keys);
 	return unit_report();
 }
