@@ -16,13 +16,14 @@ PORT=${PORT:-$((20000 + $$ % 20000))}
 URL="http://127.0.0.1:$PORT"
 MIB=${DATA_MIB:-1024}
 OUT_MIB=${OUTPUT_MIB:-256}
-# Not under /tmp (the agent refuses it); nobody must reach the work dir.
-DATA="$PWD/$BUILD/bench-data.$$"
 PIDS=()
 
 [ "$(id -u)" = 0 ] || { echo "bench_data: run as root" >&2; exit 1; }
 [ -d /mnt ] || { echo "bench_data: mounts at /mnt, which is missing" >&2; exit 1; }
 . bench/lib.sh
+# Not under /tmp (the agent refuses it), wherever the checkout is;
+# nobody must reach the work dir (mktemp makes it 0700).
+DATA=$(agent_work_dir gpupool-bench-data) || exit 1
 cleanup() {
 	stop_pids "${PIDS[@]}"
 	rm -rf "$DATA"

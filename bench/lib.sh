@@ -49,3 +49,27 @@ token() { # ROLE NAME: a new token's secret
 	api POST /v1/tokens "{\"role\":\"$1\",\"name\":\"$2\"}" |
 		sed -n 's/.*"token": *"\([^"]*\)".*/\1/p'
 }
+
+# A new directory for an agent's --work, printed. The agent refuses one
+# under /tmp or /dev/shm (its jobs get a private /tmp), so it is made in
+# $BENCH_WORK_DIR, else /var/tmp, never beside the checkout: a checkout
+# under /tmp (a CI runner's, a reviewer's mktemp) put it under /tmp too,
+# and the agent would not start (bench_data.sh; bench_e2e.sh and
+# slurm_vs_gpupool.sh use /var/tmp directly). NAME prefixes the
+# directory's name; the caller removes it.
+agent_work_dir() { # NAME
+	local base=${BENCH_WORK_DIR:-/var/tmp} real
+	mkdir -p "$base" || return 1
+	real=$(realpath "$base") || return 1
+	case $real/ in
+	/tmp/* | /dev/shm/*)
+		echo "${0##*/}: BENCH_WORK_DIR=$base is under /tmp or" \
+			"/dev/shm, which the agent refuses" >&2
+		return 1
+		;;
+	esac
+	local dir
+	dir=$(mktemp -d "$real/$1.XXXXXX") || return 1
+	# As the agent makes one itself: others may pass, not list.
+	chmod 711 "$dir" && echo "$dir"
+}

@@ -272,6 +272,7 @@ node_sig(const struct eng_node *n)
 	h = mix64(h, (uint64_t)n->group);
 	h = mix64(h, (uint64_t)n->max_time_s);
 	h = mix64(h, (uint64_t)n->cpu_free);
+	h = mix64(h, (uint64_t)n->cpu_total); /* frag's node contention */
 	h = mix64(h, (uint64_t)n->mem_free);
 	h = mix64(h, (uint64_t)n->mem_total);
 	h = mix64(h, (uint64_t)(n->resv + 1) << 8 | (uint64_t)n->ngpus);
@@ -299,7 +300,8 @@ same_state(const struct eng_node *a, const struct eng_node *b)
 	int i;
 
 	if (a->group != b->group || a->max_time_s != b->max_time_s ||
-	    a->cpu_free != b->cpu_free || a->mem_free != b->mem_free ||
+	    a->cpu_free != b->cpu_free || a->cpu_total != b->cpu_total ||
+	    a->mem_free != b->mem_free ||
 	    a->mem_total != b->mem_total || a->resv != b->resv ||
 	    a->ngpus != b->ngpus || a->up != b->up)
 		return 0;

@@ -171,6 +171,9 @@ struct engine {
 	                      of it that requests needing it would take
 	                      (sched_policy.c: mix_contention) */
 	size_t nmodel_rho;
+	double *node_rho; /* per node: the contention of multi-GPU requests
+	                     for it (sched_policy.c: mix_node_contention) */
+	size_t nnode_rho;
 	double *node_frag; /* per node: its fragmentation, valid when */
 	unsigned *node_frag_version; /* equal to version + 1 */
 	/* Interned shapes and the per (node, shape) score cache. */

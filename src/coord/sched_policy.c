@@ -13,7 +13,10 @@
  *              grows least (Fragmentation Gradient Descent, Weng et al.,
  *              USENIX ATC '23), scored exactly, counting memory, ties
  *              broken by best fit; on a node, the GPU whose use adds the
- *              least fragmentation, then the fullest one.
+ *              least fragmentation, then the fullest one. Plus a
+ *              contention term: what the GPUs taken are worth to the
+ *              requests of the mix that can only use their model, or
+ *              (multi-GPU requests) only nodes as large as this one.
  *   fgd        FGD as its authors' artifact runs it: the same measure
  *              without memory, turned into a 0..100 integer node score
  *              (sigmoid of the change, in GPUs) with ties broken at random,
@@ -47,6 +50,66 @@ eng_mix_free(struct engine *e)
 	free(e->model_rho);
 	e->model_rho = NULL;
 	e->nmodel_rho = 0;
+	free(e->node_rho);
+	e->node_rho = NULL;
+	e->nnode_rho = 0;
+}
+
+/* Whether an empty n could hold m. */
+static int
+node_holds(const struct engine *e, const struct eng_node *n,
+    const struct mix_entry *m)
+{
+	if (n->ngpus < m->gpus || n->cpu_total < m->cpu ||
+	    (n->mem_total != INT64_MAX && n->mem_total < m->mem))
+		return 0;
+	if (m->model_ok == NULL)
+		return 1;
+	return n->model >= 0 && (size_t)n->model < e->mix_nmodels &&
+	    m->model_ok[n->model];
+}
+
+/*
+ * Each node's contention by the mix's multi-GPU requests: as a model's,
+ * but such a request is dealt to the nodes that could hold it empty
+ * (enough GPUs, CPUs, memory, an accepted model), in proportion to
+ * their GPUs.
+ */
+static int
+mix_node_contention(struct engine *e)
+{
+	double total_supply = 0, total_demand = 0, ok, want;
+	size_t i, k;
+
+	free(e->node_rho);
+	e->nnode_rho = 0;
+	e->node_rho = calloc(e->nnodes + 1, sizeof(double));
+	if (e->node_rho == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < e->nnodes; i++)
+		if (e->nodes[i].up)
+			total_supply += (double)e->nodes[i].ngpus;
+	for (k = 0; k < e->nmix; k++)
+		total_demand += e->mix[k].weight * e->mix[k].gpus *
+		    e->mix[k].milli / (double)GP_SCHED_MILLI;
+	if (total_supply <= 0 || total_demand <= 0)
+		return 0;
+	for (k = 0; k < e->nmix; k++) {
+		const struct mix_entry *m = &e->mix[k];
+		if (m->gpus < 2)
+			continue;
+		want = m->weight * m->gpus;
+		for (i = 0, ok = 0; i < e->nnodes; i++)
+			if (e->nodes[i].up && node_holds(e, &e->nodes[i], m))
+				ok += e->nodes[i].ngpus;
+		for (i = 0; i < e->nnodes && ok > 0; i++)
+			if (e->nodes[i].up && node_holds(e, &e->nodes[i], m))
+				e->node_rho[i] += want / ok;
+	}
+	for (i = 0; i < e->nnodes; i++)
+		e->node_rho[i] = e->node_rho[i] / total_demand * total_supply;
+	e->nnode_rho = e->nnodes;
+	return 0;
 }
 
 /*
@@ -170,7 +233,7 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 	e->mix_nmodels = e->nmodels;
 	for (i = 0; i < n; i++)
 		e->mix[i].weight /= total;
-	if (mix_contention(e) != 0)
+	if (mix_contention(e) != 0 || mix_node_contention(e) != 0)
 		return GP_ENOMEM;
 	free(e->node_frag);
 	free(e->node_frag_version);
@@ -384,6 +447,8 @@ pick_best(struct engine *e, const struct eng_node *n, const struct part_req *r,
  * rho of the model of each GPU r takes, times its share. r's own model
  * constraint needs no exception: every node it may use has a model it
  * accepts, and the term only weighs one such model against another.
+ * Then, with the same weight, what they cost the multi-GPU requests that
+ * only nodes like n could hold (n's node rho per GPU taken).
  */
 static double
 contention(const struct engine *e, const struct eng_node *n,
@@ -404,6 +469,9 @@ contention(const struct engine *e, const struct eng_node *n,
 				rho += e->model_rho[m];
 		}
 	}
+	if (e->node_rho != NULL && (size_t)(n - e->nodes) < e->nnode_rho)
+		rho += e->node_rho[n - e->nodes] *
+		    (c != NULL && c->ngpus > 0 ? c->ngpus : r->gpus);
 	return FRAG_CONTENTION * rho *
 	    (double)(r->shared ? r->milli : GP_SCHED_MILLI);
 }

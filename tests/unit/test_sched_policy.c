@@ -744,6 +744,60 @@ TEST(frag_keeps_contended_models_for_those_that_need_them)
 	world_fini(&w);
 }
 
+/*
+ * Nodes that multi-GPU requests need are kept for them too. Two 8-GPU
+ * nodes, each with 2 GPUs and 95 CPUs free; only node 1 (128 CPUs) could
+ * hold the mix's 8-GPU, 120-CPU requests when empty. Now neither fits
+ * one, so FGD's measure is the same on both, and so are the tie-breaks
+ * (node 1 would win them); node 1's contention (the 8-GPU requests dealt
+ * to it alone) sends a one-GPU job to node 2.
+ */
+TEST(frag_keeps_nodes_multi_gpu_requests_need)
+{
+	struct world w;
+	struct gp_sched_mix mix;
+	struct gp_sched_shape shapes[2];
+	struct gp_sched_input in;
+	struct gp_sched_node *n;
+
+	world_init(&w, "frag");
+	n = add_node(&w, 1, 0, 128, 8, A100, 40960);
+	add_running(&w, n, 101, 0, 0, 6, 0)->cpu_milli = 33000;
+	n = add_node(&w, 2, 0, 96, 8, A100, 40960);
+	add_running(&w, n, 102, 0, 0, 6, 0)->cpu_milli = 1000;
+	add_job(&w, 1, 1);
+	memset(shapes, 0, sizeof(shapes));
+	shapes[0].gpus = 8;
+	shapes[0].gpu_milli = 1000;
+	shapes[0].cpu_milli = 120000;
+	shapes[0].weight = 1;
+	shapes[1].gpus = 1;
+	shapes[1].gpu_milli = 1000;
+	shapes[1].cpu_milli = 1000;
+	shapes[1].weight = 3;
+	mix.shapes = shapes;
+	mix.nshapes = 2;
+	memset(&in, 0, sizeof(in));
+	in.now_ms = NOW;
+	in.nodes = w.nodes;
+	in.nnodes = w.nnodes;
+	in.queue = w.queue;
+	in.nqueue = w.nqueue;
+	in.running = w.running;
+	in.nrunning = w.nrunning;
+	in.mix = &mix;
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 2);
+	gp_sched_result_fini(&w.res);
+
+	/* The 8-GPU requests fit both when empty: no preference, the tie
+	 * (the lower id). */
+	shapes[0].cpu_milli = 64000;
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 1);
+	world_fini(&w);
+}
+
 TEST(policies_by_name)
 {
 	const char *names[] = {"frag", "fgd", "bestfit", "random", "dotprod",
@@ -1086,6 +1140,7 @@ main(void)
 	RUN(wait_reasons);
 	RUN(frag_keeps_large_gpus_in_demand);
 	RUN(frag_keeps_contended_models_for_those_that_need_them);
+	RUN(frag_keeps_nodes_multi_gpu_requests_need);
 	RUN(policies_by_name);
 	RUN(engine_runs_and_ends);
 	RUN(paused_pool_places_nothing_and_tries_once);

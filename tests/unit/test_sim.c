@@ -239,6 +239,44 @@ TEST(frag_beats_fgd_on_a_model_constrained_trace)
 	gp_trace_free(&t);
 }
 
+/*
+ * The default policy on a multi-GPU trace (20% of the GPUs asked by pods
+ * of 2 to 8 GPUs): seed 42 at 100% arrived must leave at least 5% less
+ * unallocated than the published FGD mean (4.47%). Without the node
+ * contention term it left 4.26% (the target is 4.2465), with it 4.14.
+ * SKIP when the trace is not there.
+ */
+TEST(frag_beats_fgd_on_a_multi_gpu_trace)
+{
+	const char *dir = "../shared/data/traces";
+	char nodes[256], pods[256], err[256];
+	struct gp_trace t;
+	struct gp_sim_opts o;
+	struct gp_sim_fgd_result r;
+	FILE *f;
+
+	snprintf(nodes, sizeof(nodes), "%s/openb_node_list_gpu_node.csv", dir);
+	snprintf(pods, sizeof(pods), "%s/openb_pod_list_multigpu20.csv", dir);
+	if ((f = fopen(pods, "r")) == NULL) {
+		fprintf(stderr,
+		    "SKIP frag_beats_fgd_on_a_multi_gpu_trace: no %s\n", pods);
+		return;
+	}
+	fclose(f);
+	memset(&t, 0, sizeof(t));
+	CHECK_EQ(gp_trace_load(nodes, pods, &t, err, sizeof(err)), 0);
+	memset(&o, 0, sizeof(o));
+	o.seed = 42;
+	o.inflate = 1.3;
+	CHECK_EQ(gp_sim_fgd(&t, &o, &r), 0);
+	CHECK_EQ(r.gpus, 6212);
+	CHECK(r.unallocated_pct_at_100 < 0.95 * 4.47);
+	if (r.unallocated_pct_at_100 >= 0.95 * 4.47)
+		fprintf(stderr, "multigpu20: %.2f%% unallocated\n",
+		    r.unallocated_pct_at_100);
+	gp_trace_free(&t);
+}
+
 /* The owners' patterns: the same seed draws the same owner, another
  * seed another; office hours only on working days; a deadline's three
  * days take every GPU; a semester break takes none. */
@@ -491,6 +529,7 @@ main(void)
 	RUN(trace_refuses_bad_input);
 	RUN(fgd_protocol_known_answers);
 	RUN(frag_beats_fgd_on_a_model_constrained_trace);
+	RUN(frag_beats_fgd_on_a_multi_gpu_trace);
 	RUN(campus_owner_patterns_by_seed);
 	RUN(campus_move_cost_arithmetic);
 	RUN(jain_index);
