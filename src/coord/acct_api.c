@@ -13,6 +13,7 @@
 
 #include "acct_api.h"
 #include "joblog.h"
+#include "route.h"
 #include "state.h"
 #include "store.h"
 #include "gp.h"
@@ -566,22 +567,6 @@ handle_report(struct MHD_Connection *conn, struct request *req,
 	return reply_json(conn, 200, o);
 }
 
-int
-acct_route_match(const char *url)
-{
-	static const char *const roots[] = {"/v1/groups", "/v1/prices",
-	    "/v1/budgets", "/v1/usage", "/v1/ledger", NULL};
-	size_t i, n;
-
-	for (i = 0; roots[i] != NULL; i++) {
-		n = strlen(roots[i]);
-		if (strncmp(url, roots[i], n) == 0 &&
-		    (url[n] == '\0' || url[n] == '/'))
-			return 1;
-	}
-	return 0;
-}
-
 enum MHD_Result
 acct_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
@@ -628,3 +613,13 @@ acct_handle(struct MHD_Connection *conn, struct request *req,
 	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
 	    url);
 }
+
+/* Groups, prices, budgets, usage and the ledger. */
+const struct api_route acct_routes[] = {
+    {"/v1/groups/**", API_ANY, 0, NULL, 0, 0, acct_handle, NULL},
+    {"/v1/prices/**", API_ANY, 0, NULL, 0, 0, acct_handle, NULL},
+    {"/v1/budgets/**", API_ANY, 0, NULL, 0, 0, acct_handle, NULL},
+    {"/v1/usage/**", API_ANY, 0, NULL, 0, 0, acct_handle, NULL},
+    {"/v1/ledger/**", API_ANY, 0, NULL, 0, 0, acct_handle, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};

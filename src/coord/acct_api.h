@@ -7,8 +7,7 @@
 #include "state.h"
 
 /* acct_api.c: groups, prices, budgets, usage and the ledger over HTTP */
-/* 1 when url is an accounting route (answered by acct_handle). */
-int acct_route_match(const char *url);
+/* The routes (acct_routes, route.h) are answered by acct_handle. */
 enum MHD_Result acct_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method);
 /* Applies an OP_ACCT in the state thread. */

@@ -1,36 +1,28 @@
 /*
  * api.c: the HTTP API (docs/api.md) on libmicrohttpd: body collection,
- * authentication, routing, and the handlers. Reads are answered here
- * under the state read lock; changes are queued to the state thread
- * (state.c) and the connection is suspended until it has committed them.
+ * authentication, the walk of the route table (route.h, api_tables[]),
+ * the helpers the handler files share (api_int.h), and the users', tokens'
+ * and /metrics handlers (the jobs' are in api_jobs.c, the agents' in
+ * api_agent.c). Reads are answered under the state read lock; changes are
+ * queued to the state thread (state_loop.c) and the connection is
+ * suspended until it has committed them.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "acct_api.h"
 #include "api.h"
-#include "ckpt_store.h"
+#include "api_int.h"
 #include "coord_metrics.h"
-#include "datasets.h"
-#include "image_store.h"
 #include "joblog.h"
 #include "notify.h"
 #include "state.h"
-#include "web.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
 #include "prom.h"
-
-#define AGENT_LOG_BODY_MAX (1 << 20)
-#define AGENT_REPORTS_BODY_MAX (1 << 20) /* API_REPORTS_MAX reports */
-#define WAIT_MS_MAX	   60000
-/* Bytes one job's network may report: 2^60, far past any real count. */
-#define GP_NET_BYTES_MAX   (1LL << 60)
+#include "route.h"
 
 /*
  * Answers 200 with a constant JSON text. The idle answers that agents
@@ -38,8 +30,8 @@
  * cost as much to encode with jansson as the rest of their handling; with
  * 10,000 agents that is over 10,000 answers a second.
  */
-static enum MHD_Result
-reply_const(struct MHD_Connection *conn, const char *json)
+enum MHD_Result
+api_reply_const(struct MHD_Connection *conn, const char *json)
 {
 	char *text = strdup(json);
 
@@ -49,18 +41,18 @@ reply_const(struct MHD_Connection *conn, const char *json)
 	    NULL);
 }
 
-static const char *
-query(struct MHD_Connection *conn, const char *key)
+const char *
+api_query(struct MHD_Connection *conn, const char *key)
 {
 	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
 /* A strict integer query argument; def when absent. -1 on bad input. */
-static int
-query_int(struct MHD_Connection *conn, const char *key, int64_t def,
+int
+api_query_int(struct MHD_Connection *conn, const char *key, int64_t def,
     int64_t min, int64_t max, int64_t *out)
 {
-	const char *v = query(conn, key);
+	const char *v = api_query(conn, key);
 
 	if (v == NULL) {
 		*out = def;
@@ -70,8 +62,8 @@ query_int(struct MHD_Connection *conn, const char *key, int64_t def,
 }
 
 /* Parses a JSON object body; answers 400 itself on failure. */
-static json_t *
-parse_body(struct MHD_Connection *conn, struct request *req,
+json_t *
+api_parse_body(struct MHD_Connection *conn, struct request *req,
     enum MHD_Result *rc)
 {
 	json_error_t jerr;
@@ -90,8 +82,8 @@ parse_body(struct MHD_Connection *conn, struct request *req,
 }
 
 /* 1 when every key of obj is in the NULL-terminated list. */
-static int
-only_fields(json_t *obj, const char *const *allowed, const char **bad)
+int
+api_only_fields(json_t *obj, const char *const *allowed, const char **bad)
 {
 	const char *key;
 	json_t *v;
@@ -112,8 +104,9 @@ only_fields(json_t *obj, const char *const *allowed, const char **bad)
 	return 1;
 }
 
-static enum MHD_Result
-queue_op(struct MHD_Connection *conn, struct request *req, struct op *op)
+enum MHD_Result
+api_queue_op(struct MHD_Connection *conn, struct request *req,
+    struct op *op)
 {
 	op->conn = conn;
 	op->req = req;
@@ -162,9 +155,7 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	json_t *body;
 	struct op *op;
 
-	if (req->auth->role != GP_ROLE_ADMIN)
-		return reply_error(conn, 403, "only an admin may create tokens");
-	if ((body = parse_body(conn, req, &rc)) == NULL)
+	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	/* role, name and an optional group (fuzzed: fuzz_acct_body.c) */
 	if (acct_decode(ACCT_BODY_TOKEN, body, &r, err, sizeof(err)) != 0) {
@@ -178,17 +169,15 @@ handle_token_create(struct MHD_Connection *conn, struct request *req)
 	}
 	op->body = body;
 	op->acct = r;
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /* GET /v1/tokens (admin): every token, never a hash. */
 static enum MHD_Result
-handle_token_list(struct MHD_Connection *conn, struct request *req)
+handle_token_list(struct MHD_Connection *conn)
 {
 	json_t *o;
 
-	if (req->auth->role != GP_ROLE_ADMIN)
-		return reply_error(conn, 403, "only an admin may list tokens");
 	pthread_rwlock_rdlock(&state.lock);
 	o = state_tokens_json();
 	pthread_rwlock_unlock(&state.lock);
@@ -204,436 +193,23 @@ handle_token_revoke(struct MHD_Connection *conn, struct request *req,
 {
 	struct op *op;
 
-	if (req->auth->role != GP_ROLE_ADMIN)
-		return reply_error(conn, 403, "only an admin may revoke tokens");
 	if ((op = op_new(OP_TOKEN_REVOKE, &req->auth_copy)) == NULL)
 		return reply_error(conn, 503, "out of memory");
 	op->job_id = id; /* the token's id */
-	return queue_op(conn, req, op);
-}
-
-/*
- * What a submission and a job array share: decodes the spec (text, len)
- * into op->spec, then pins its data sets and image. Returns 0, or the
- * HTTP status of the error in err.
- */
-static int
-submit_prepare(struct request *req, const char *text, size_t len,
-    struct op *op, char *err, size_t errlen)
-{
-	int status;
-
-	gp_jobspec_fini(&op->spec);
-	if (gp_jobspec_decode(text, len, &op->spec, err, errlen) != 0)
-		return 400;
-	if (op->spec.array_job_id != 0 || op->spec.array_limit != 0) {
-		snprintf(err, errlen,
-		    "array_job_id, array_task_id, array_limit: "
-		    "set by the coordinator (submit to "
-		    "/v1/jobs/array)");
-		return 400;
-	}
-	/* Data sets: readable by the job's owner, pinned to a version. */
-	if ((status = data_pin(req->auth, &op->spec, err, errlen)) != 0)
-		return status;
-	if (op->spec.image[0] != '\0') {
-		/* Pinned now: a later import under the name changes nothing. */
-		char pinned[GP_IMAGE_REF_MAX + 1], why[256];
-		int ret = image_resolve(op->spec.image, pinned, sizeof(pinned),
-		    &op->body, why, sizeof(why));
-		if (ret != 0) {
-			snprintf(err, errlen, "image: %s", why);
-			return ret == GP_EIO ? 500 : 400;
-		}
-		if (gp_jobspec_set_image(&op->spec, pinned) != 0) {
-			snprintf(err, errlen, "out of memory");
-			return 503;
-		}
-	}
-	return 0;
-}
-
-static enum MHD_Result
-handle_submit(struct MHD_Connection *conn, struct request *req)
-{
-	char err[300];
-	struct op *op;
-	int status;
-
-	if (req->auth->role == GP_ROLE_PROVIDER)
-		return reply_error(conn, 403,
-		    "a provider token cannot submit jobs");
-	op = op_new(OP_SUBMIT, &req->auth_copy);
-	if (op == NULL)
-		return reply_error(conn, 503, "out of memory");
-	status = submit_prepare(req, req->body.data ? req->body.data : "",
-	    req->body.len, op, err, sizeof(err));
-	if (status != 0) {
-		op_free(op);
-		return reply_error(conn, status, "%s", err);
-	}
-	return queue_op(conn, req, op);
-}
-
-/*
- * POST /v1/jobs/array: {"job": JOBSPEC, "array": "0-999:2,1500"}, one job
- * per task index, made together (apply_submit_array), all or none. The
- * spec's idempotency_key, when given, is the array's: a repeat is
- * answered with the first one's ids.
- */
-static enum MHD_Result
-handle_submit_array(struct MHD_Connection *conn, struct request *req)
-{
-	static const char *const fields[] = {"job", "array", NULL};
-	const char *bad = NULL;
-	enum MHD_Result rc;
-	json_t *body, *job, *array;
-	char err[300], *text;
-	struct op *op;
-	int status, limit = 0;
-
-	if (req->auth->role == GP_ROLE_PROVIDER)
-		return reply_error(conn, 403,
-		    "a provider token cannot submit jobs");
-	if ((body = parse_body(conn, req, &rc)) == NULL)
-		return rc;
-	job = json_object_get(body, "job");
-	array = json_object_get(body, "array");
-	if (!only_fields(body, fields, &bad)) {
-		rc = reply_error(conn, 400, "unknown field '%.64s'", bad);
-		goto out;
-	}
-	if (!json_is_object(job) || !json_is_string(array)) {
-		rc = reply_error(conn, 400, "the body must be {\"job\": a job "
-		    "spec, \"array\": task indices such as \"0-999\"}");
-		goto out;
-	}
-	if ((op = op_new(OP_SUBMIT_ARRAY, &req->auth_copy)) == NULL) {
-		rc = reply_error(conn, 503, "out of memory");
-		goto out;
-	}
-	status = gp_array_parse(json_string_value(array), &op->tasks,
-	    &op->ntasks, &limit, err, sizeof(err));
-	if (status != 0) {
-		op_free(op);
-		rc = reply_error(conn, status == GP_ENOMEM ? 503 : 400, "%s",
-		    status == GP_ENOMEM ? "out of memory" : err);
-		goto out;
-	}
-	if ((text = json_dumps(job, JSON_COMPACT)) == NULL) {
-		op_free(op);
-		rc = reply_error(conn, 503, "out of memory");
-		goto out;
-	}
-	status = submit_prepare(req, text, strlen(text), op, err, sizeof(err));
-	free(text);
-	op->spec.array_limit = limit; /* the tasks' (apply_submit_array) */
-	/* Each task's environment gets the two GPUPOOL_ARRAY_* variables. */
-	if (status == 0 && json_object_size(op->spec.env) > GP_ENV_MAX - 2) {
-		snprintf(err, sizeof(err), "env: an array task may set at most "
-		    "%d variables", GP_ENV_MAX - 2);
-		status = 400;
-	}
-	if (status != 0) {
-		op_free(op);
-		rc = reply_error(conn, status, "%s", err);
-		goto out;
-	}
-	rc = queue_op(conn, req, op);
-out:
-	json_decref(body);
-	return rc;
-}
-
-static int
-cmp_id(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-#define LIST_SLICE 256
-
-/*
- * A job (or node) list as text, built one at a time: each job's JSON is dumped
- * and freed at once (as jansson values a list of 100,000 queued jobs took
- * ~5 KB a job), and the read lock is let go every LIST_SLICE jobs, so a
- * long list never holds the state thread back.
- */
-struct job_list {
-	struct gp_buf buf; /* the jobs' JSON, comma separated */
-	char **rev;	   /* limit: the newest first, joined in reverse */
-	size_t nrev;
-	int n, failed;
-};
-
-/* Adds o (taken) to the list, or to its reversed part. */
-static void
-job_list_add(struct job_list *l, json_t *o, int reversed)
-{
-	char *t = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-
-	json_decref(o);
-	if (t == NULL) {
-		l->failed = 1;
-		return;
-	}
-	if (reversed) {
-		l->rev[l->nrev++] = t;
-		return;
-	}
-	if ((l->n++ > 0 && gp_buf_append(&l->buf, ",", 1) != 0) ||
-	    gp_buf_append(&l->buf, t, strlen(t)) != 0)
-		l->failed = 1;
-	free(t);
-}
-
-/* Lets the read lock go and takes it again after every LIST_SLICE. */
-static void
-list_breathe(int64_t k)
-{
-	if (k % LIST_SLICE == 0) {
-		pthread_rwlock_unlock(&state.lock);
-		pthread_rwlock_rdlock(&state.lock);
-	}
-}
-
-/*
- * ?all=1: every job who may see, in id order; limit > 0: only the newest
- * limit of them. Jobs that left memory (min-job-age) are read back, one
- * row each.
- */
-static void
-list_all_jobs(const struct token_entry *who, int64_t limit,
-    struct job_list *l)
-{
-	int64_t id, top, k = 0, step = limit > 0 ? -1 : 1;
-	size_t i;
-
-	pthread_rwlock_rdlock(&state.lock);
-	top = state.next_job_id - 1;
-	if (limit > 0 && (l->rev = calloc((size_t)(limit < top ? limit : top) + 1,
-			      sizeof(*l->rev))) == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		l->failed = 1;
-		return;
-	}
-	for (id = limit > 0 ? top : 1; id >= 1 && id <= top && !l->failed;
-	     id += step) {
-		int stored;
-		struct job *j;
-		if (limit > 0 && (int64_t)l->nrev >= limit)
-			break;
-		j = state_job_any(id, &stored);
-		if (j != NULL && job_visible_to(j, who))
-			job_list_add(l, job_to_json(j, 0), limit > 0);
-		if (stored)
-			state_job_stored_free(j);
-		list_breathe(++k);
-	}
-	pthread_rwlock_unlock(&state.lock);
-	for (i = l->nrev; i > 0; i--) {
-		const char *t = l->rev[i - 1];
-		if (!l->failed &&
-		    ((l->n++ > 0 && gp_buf_append(&l->buf, ",", 1) != 0) ||
-			gp_buf_append(&l->buf, t, strlen(t)) != 0))
-			l->failed = 1;
-		free(l->rev[i - 1]);
-	}
-	free(l->rev);
-}
-
-/* The queued and running jobs who may see, in id order. */
-static void
-list_active_jobs(const struct token_entry *who, struct job_list *l)
-{
-	size_t n, k = 0, i;
-	int64_t c, *ids;
-	const struct node *nd;
-	const struct job *qj;
-	int q;
-
-	pthread_rwlock_rdlock(&state.lock);
-	n = (size_t)state_queue_places();
-	c = 0;
-	while ((nd = state_node_next(&c)) != NULL)
-		n += (size_t)nd->njobs;
-	if ((ids = malloc((n + 1) * sizeof(*ids))) == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		l->failed = 1;
-		return;
-	}
-	c = 0;
-	while ((nd = state_node_next(&c)) != NULL)
-		for (q = 0; q < nd->njobs; q++)
-			ids[k++] = nd->jobs[q];
-	c = 0;
-	while ((qj = state_queued_next(&c)) != NULL)
-		ids[k++] = qj->id;
-	/* In id order, as the API promises; a gang once. */
-	qsort(ids, k, sizeof(*ids), cmp_id);
-	for (i = 0; i < k && !l->failed; i++) {
-		struct job *j;
-		if (i > 0 && ids[i] == ids[i - 1])
-			continue;
-		/* (Between slices a job may have ended: it is listed as it is
-		 * now, or not at all if it left memory.) */
-		j = state_job(ids[i]);
-		if (j != NULL && job_visible_to(j, who))
-			job_list_add(l, job_to_json(j, 0), 0);
-		list_breathe((int64_t)i + 1);
-	}
-	pthread_rwlock_unlock(&state.lock);
-	free(ids);
-}
-
-static enum MHD_Result
-handle_list_jobs(struct MHD_Connection *conn, struct request *req)
-{
-	const char *all = query(conn, "all");
-	int want_all = all != NULL && strcmp(all, "0") != 0;
-	struct job_list l;
-	int64_t limit;
-
-	if (query_int(conn, "limit", 0, 0, INT64_MAX / 2, &limit) != 0)
-		return reply_error(conn, 400, "limit: a non-negative integer");
-	memset(&l, 0, sizeof(l));
-	if (gp_buf_append(&l.buf, "{\"jobs\":[", 9) != 0)
-		l.failed = 1;
-	else if (want_all)
-		list_all_jobs(&req->auth_copy, limit, &l);
-	else
-		list_active_jobs(&req->auth_copy, &l);
-	if (l.failed || gp_buf_append(&l.buf, "]}", 2) != 0) {
-		gp_buf_free(&l.buf);
-		return reply_error(conn, 503, "out of memory");
-	}
-	return reply_raw(conn, 200, l.buf.data, l.buf.len, "application/json",
-	    NULL);
-}
-
-/*
- * The job the caller names and may see, or NULL (answer sent). A job
- * that left memory is read back from state.db: *stored is set, and the
- * caller frees it (state_job_stored_free). Call with state.lock held.
- */
-static struct job *
-visible_job(struct MHD_Connection *conn, struct request *req, int64_t id,
-    enum MHD_Result *rc, int *stored)
-{
-	struct job *job = state_job_any(id, stored);
-
-	if (job == NULL || !job_visible_to(job, req->auth)) {
-		if (*stored)
-			state_job_stored_free(job);
-		*stored = 0;
-		*rc = reply_error(conn, 404, "no job %lld", (long long)id);
-		return NULL;
-	}
-	return job;
-}
-
-static enum MHD_Result
-handle_show_job(struct MHD_Connection *conn, struct request *req, int64_t id)
-{
-	enum MHD_Result rc;
-	struct job *job;
-	json_t *o;
-	int stored;
-
-	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc, &stored);
-	if (job == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		return rc;
-	}
-	o = job_to_json(job, 1);
-	pthread_rwlock_unlock(&state.lock);
-	if (stored)
-		state_job_stored_free(job);
-	return reply_json(conn, 200, o);
-}
-
-static enum MHD_Result
-handle_cancel(struct MHD_Connection *conn, struct request *req, int64_t id)
-{
-	struct op *op = op_new(OP_CANCEL, &req->auth_copy);
-
-	if (op == NULL)
-		return reply_error(conn, 503, "out of memory");
-	op->job_id = id;
-	return queue_op(conn, req, op);
-}
-
-/* POST /v1/jobs/{id}/checkpoint: ask the job's agent to upload now. */
-static enum MHD_Result
-handle_checkpoint_now(struct MHD_Connection *conn, struct request *req,
-    int64_t id)
-{
-	struct job *job;
-	struct node *node;
-	int attempt;
-
-	pthread_rwlock_rdlock(&state.lock);
-	job = state_job(id);
-	if (job == NULL || !job_visible_to(job, req->auth)) {
-		pthread_rwlock_unlock(&state.lock);
-		return reply_error(conn, 404, "no job %lld", (long long)id);
-	}
-	node = state_node(job->node_id);
-	if (job->state != JOB_RUNNING || node == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		return reply_error(conn, 409, "job %lld is %s, not running",
-		    (long long)id, job_state_name(job->state));
-	}
-	attempt = job->attempts;
-	pthread_mutex_lock(&notify_lock);
-	json_array_append_new(node->outbox_checkpoint,
-	    json_pack("{s:I,s:i}", "job_id", (json_int_t)id, "attempt",
-		attempt));
-	notify_wake_node(node);
-	pthread_mutex_unlock(&notify_lock);
-	pthread_rwlock_unlock(&state.lock);
-	return reply_json(conn, 202, json_pack("{s:I,s:i,s:s}", "job_id",
-	    (json_int_t)id, "attempt", attempt, "status", "requested"));
-}
-
-/* POST /v1/agent/leave {"node_id": N}: the owner takes the node out. */
-static enum MHD_Result
-handle_leave(struct MHD_Connection *conn, struct request *req)
-{
-	enum MHD_Result rc;
-	json_t *body, *id;
-	struct op *op;
-
-	if ((body = parse_body(conn, req, &rc)) == NULL)
-		return rc;
-	id = json_object_get(body, "node_id");
-	if (!json_is_object(body) || json_object_size(body) != 1 ||
-	    !json_is_integer(id) || json_integer_value(id) < 1) {
-		json_decref(body);
-		return reply_error(conn, 400, "body: {\"node_id\": N}");
-	}
-	if ((op = op_new(OP_LEAVE, &req->auth_copy)) == NULL) {
-		json_decref(body);
-		return reply_error(conn, 503, "out of memory");
-	}
-	op->node_id = json_integer_value(id);
-	json_decref(body);
-	return queue_op(conn, req, op);
+	return api_queue_op(conn, req, op);
 }
 
 /* Sets the long-poll deadline once; returns the ms left (0: answer now). */
-static int64_t
-wait_left(struct MHD_Connection *conn, struct request *req, int64_t *bad)
+int64_t
+api_wait_left(struct MHD_Connection *conn, struct request *req,
+    int64_t *bad)
 {
 	int64_t wait_ms, now = gp_mono_ms();
 
 	*bad = 0;
 	if (req->deadline_mono == 0) {
-		if (query_int(conn, "wait_ms", 0, 0, WAIT_MS_MAX, &wait_ms) !=
-		    0) {
+		if (api_query_int(conn, "wait_ms", 0, 0, API_WAIT_MS_MAX,
+		    &wait_ms) != 0) {
 			*bad = 1;
 			return 0;
 		}
@@ -644,834 +220,16 @@ wait_left(struct MHD_Connection *conn, struct request *req, int64_t *bad)
 	return req->deadline_mono > now ? req->deadline_mono - now : 0;
 }
 
-static enum MHD_Result
-handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
-	struct job *job;
-	int64_t offset, left, bad, size, part;
-	char hdr[32], *data = NULL;
-	const char *st;
-	size_t len = 0;
-	int done, stored;
-
-	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
-		return reply_error(conn, 400,
-		    "offset: a non-negative integer");
-	if (query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
-		return reply_error(conn, 400, "part: 0 to %d",
-		    GP_NODES_MAX - 1);
-	left = wait_left(conn, req, &bad);
-	if (bad)
-		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
-	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc, &stored);
-	if (job == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		return rc;
-	}
-	if (part >= job->nparts) {
-		int nparts = job->nparts;
-		pthread_rwlock_unlock(&state.lock);
-		if (stored)
-			state_job_stored_free(job);
-		return reply_error(conn, 404, "job %lld has %d part%s",
-		    (long long)id, nparts, nparts == 1 ? "" : "s");
-	}
-	pthread_mutex_lock(&notify_lock);
-	size = part == 0 ? job->log_size : job->parts[part].log_size;
-	if (size <= offset && !job_finished(job) && !stored && left > 0) {
-		notify_wait(conn, req, WAIT_LOG, id, left);
-		if (req->suspended) {
-			pthread_mutex_unlock(&notify_lock);
-			pthread_rwlock_unlock(&state.lock);
-			return MHD_YES;
-		}
-	}
-	pthread_mutex_unlock(&notify_lock);
-	st = job_state_name(job->state);
-	done = job_finished(job);
-	pthread_rwlock_unlock(&state.lock);
-	if (stored)
-		state_job_stored_free(job);
-	if (offset < size &&
-	    joblog_read(id, (int)part, offset,
-		(size_t)(size - offset) < (1u << 20)
-		    ? (size_t)(size - offset)
-		    : (1u << 20),
-		&data, &len) != 0)
-		return reply_error(conn, 500, "cannot read the log");
-	if (data == NULL && (data = malloc(1)) == NULL)
-		return MHD_NO;
-	if (reply_raw(conn, 200, data, len, "application/octet-stream",
-		&resp) != MHD_YES)
-		return MHD_NO;
-	snprintf(hdr, sizeof(hdr), "%lld", (long long)(offset + (int64_t)len));
-	MHD_add_response_header(resp, "X-Gpupool-Offset", hdr);
-	MHD_add_response_header(resp, "X-Gpupool-State", st);
-	if (done && offset + (int64_t)len >= size)
-		MHD_add_response_header(resp, "X-Gpupool-Done", "1");
-	rc = MHD_queue_response(conn, 200, resp);
-	MHD_destroy_response(resp);
-	return rc;
-}
-
-static enum MHD_Result
-handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
-{
-	enum MHD_Result rc;
-	struct job *job;
-	int64_t left, bad;
-	json_t *o;
-	int stored;
-
-	left = wait_left(conn, req, &bad);
-	if (bad)
-		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
-	pthread_rwlock_rdlock(&state.lock);
-	job = visible_job(conn, req, id, &rc, &stored);
-	if (job == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		return rc;
-	}
-	pthread_mutex_lock(&notify_lock);
-	if (!job_finished(job) && !stored && left > 0) {
-		notify_wait(conn, req, WAIT_JOB, id, left);
-		if (req->suspended) {
-			pthread_mutex_unlock(&notify_lock);
-			pthread_rwlock_unlock(&state.lock);
-			return MHD_YES;
-		}
-	}
-	pthread_mutex_unlock(&notify_lock);
-	o = job_to_json(job, 0);
-	pthread_rwlock_unlock(&state.lock);
-	if (stored)
-		state_job_stored_free(job);
-	return reply_json(conn, 200, o);
-}
-
-/* GET /v1/queue: the queued jobs the caller may see, in order. */
-static enum MHD_Result
-handle_queue(struct MHD_Connection *conn, struct request *req)
-{
-	struct gp_buf out = {0};
-	int rc;
-
-	pthread_rwlock_rdlock(&state.lock);
-	rc = live_queue_text(req->auth, &out);
-	pthread_rwlock_unlock(&state.lock);
-	if (rc != 0) {
-		gp_buf_free(&out);
-		return reply_error(conn, 503, "out of memory");
-	}
-	return reply_raw(conn, 200, out.data, out.len, "application/json",
-	    NULL);
-}
-
-static enum MHD_Result
-handle_nodes(struct MHD_Connection *conn)
-{
-	struct job_list l;
-	const struct node *nd;
-	int64_t id = 0, listed = 0;
-
-	/* As the job list: text one node at a time (10,000 nodes). */
-	memset(&l, 0, sizeof(l));
-	if (gp_buf_append(&l.buf, "{\"nodes\":[", 10) != 0)
-		l.failed = 1;
-	pthread_rwlock_rdlock(&state.lock);
-	while (!l.failed && (nd = state_node_next(&id)) != NULL) {
-		job_list_add(&l, node_to_json(nd), 0);
-		list_breathe(++listed);
-	}
-	pthread_rwlock_unlock(&state.lock);
-	if (l.failed || gp_buf_append(&l.buf, "]}", 2) != 0) {
-		gp_buf_free(&l.buf);
-		return reply_error(conn, 503, "out of memory");
-	}
-	return reply_raw(conn, 200, l.buf.data, l.buf.len, "application/json",
-	    NULL);
-}
-
-/* ---- handlers: agents ---- */
-
-/* The caller's node, or NULL (answer sent). Call with the read lock. */
-static struct node *
-own_node_any(struct MHD_Connection *conn, struct request *req, int64_t id,
-    int need_up, enum MHD_Result *rc)
-{
-	struct node *node = state_node(id);
-
-	if (node == NULL) {
-		*rc = reply_error(conn, 404, "unknown node %lld; register",
-		    (long long)id);
-		return NULL;
-	}
-	if (node->owner_token != req->auth->id &&
-	    req->auth->role != GP_ROLE_ADMIN) {
-		*rc = reply_error(conn, 403, "node %lld is not yours",
-		    (long long)id);
-		return NULL;
-	}
-	if (need_up && !node->up) {
-		*rc = reply_error(conn, 404,
-		    "node %lld is not registered (lease expired or coordinator "
-		    "restarted); register again",
-		    (long long)id);
-		return NULL;
-	}
-	return node;
-}
-
-/* Heartbeats and polls: the node must be registered and alive. */
-static struct node *
-own_node(struct MHD_Connection *conn, struct request *req, int64_t id,
-    enum MHD_Result *rc)
-{
-	return own_node_any(conn, req, id, 1, rc);
-}
-
-/* The caller's IP address, as text ("" when unknown). */
-static void
-peer_address(struct MHD_Connection *conn, char *out, size_t len)
-{
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn,
-	    MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
-
-	out[0] = '\0';
-	if (sa == NULL)
-		return;
-	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET,
-		    &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-		    out, (socklen_t)len);
-	else if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6,
-		    &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
-		    out, (socklen_t)len);
-}
-
-static enum MHD_Result
-handle_register(struct MHD_Connection *conn, struct request *req)
-{
-	enum MHD_Result rc;
-	struct op *op;
-	json_t *body;
-
-	if ((body = parse_body(conn, req, &rc)) == NULL)
-		return rc;
-	op = op_new(OP_REGISTER, &req->auth_copy);
-	if (op == NULL) {
-		json_decref(body);
-		return reply_error(conn, 503, "out of memory");
-	}
-	op->body = body;
-	peer_address(conn, op->peer, sizeof(op->peer));
-	return queue_op(conn, req, op);
-}
-
-static int
-valid_attempt_list(json_t *list)
-{
-	json_t *r;
-	size_t i;
-
-	if (!json_is_array(list) || json_array_size(list) > 4096)
-		return 0;
-	json_array_foreach(list, i, r)
-	{
-		if (!json_is_integer(json_object_get(r, "job_id")) ||
-		    !json_is_integer(json_object_get(r, "attempt")))
-			return 0;
-	}
-	return 1;
-}
-
-static const char *const reasons[] = {"exited", "killed", "cancelled",
-    "timeout", "start_failed", "reclaimed", "owner_present",
-    "window_closed", "provider_left", "agent_stopped", "refused",
-    "restore_failed", "image_refused", "image_unavailable", "preempted",
-    "gang_stopped", NULL};
-
-/* Absent, or a count of bytes a job's network carried. */
-static int
-byte_count(const json_t *v)
-{
-	return v == NULL || (json_is_integer(v) &&
-	    json_integer_value(v) >= 0 &&
-	    json_integer_value(v) <= GP_NET_BYTES_MAX);
-}
-
-/*
- * What every agent body starts with: a JSON object of only these fields
- * with an integer node_id. 0, or GP_EINVAL with err saying what is wrong.
- */
-static int
-check_node_body(json_t *body, const char *const *fields, char *err,
-    size_t errlen)
-{
-	const char *bad;
-
-	if (!json_is_object(body)) {
-		snprintf(err, errlen, "body must be a JSON object");
-		return GP_EINVAL;
-	}
-	if (!only_fields(body, fields, &bad)) {
-		snprintf(err, errlen, "unknown field '%.64s'", bad);
-		return GP_EINVAL;
-	}
-	if (!json_is_integer(json_object_get(body, "node_id"))) {
-		snprintf(err, errlen, "node_id: missing or not an integer");
-		return GP_EINVAL;
-	}
-	return 0;
-}
-
-int
-api_check_agent_body(const char *kind, json_t *body, char *err,
-    size_t errlen)
-{
-	static const char *const heartbeat_fields[] = {"node_id", "running",
-	    "gpus", "offer", "gpushare", "network", NULL};
-	static const char *const started_fields[] = {"node_id", "pid",
-	    "restored_version", NULL};
-	static const char *const finished_fields[] = {"node_id", "exit_code",
-	    "signal", "reason", "message", "offer", "net_sent_bytes",
-	    "net_received_bytes", NULL};
-	const char *const *fields;
-	const char *reason;
-	json_t *v;
-	int i, ok;
-
-	if (strcmp(kind, "heartbeat") == 0)
-		fields = heartbeat_fields;
-	else if (strcmp(kind, "started") == 0)
-		fields = started_fields;
-	else if (strcmp(kind, "finished") == 0)
-		fields = finished_fields;
-	else
-		return GP_EINVAL;
-	if (check_node_body(body, fields, err, errlen) != 0)
-		return GP_EINVAL;
-	if (fields == heartbeat_fields) {
-		v = json_object_get(body, "running");
-		if ((v != NULL && !valid_attempt_list(v)) ||
-		    (json_object_get(body, "gpus") != NULL &&
-			!json_is_array(json_object_get(body, "gpus")))) {
-			snprintf(err, errlen, "running: [{job_id, attempt}] "
-					      "(at most 4096), gpus: [...]");
-			return GP_EINVAL;
-		}
-		v = json_object_get(body, "network");
-		if (v != NULL && (!json_is_array(v) ||
-		    json_array_size(v) > 4096)) {
-			snprintf(err, errlen, "network: [{job_id, attempt, "
-					      "sent_bytes, received_bytes}] "
-					      "(at most 4096)");
-			return GP_EINVAL;
-		}
-		return 0;
-	}
-	v = json_object_get(body, "offer");
-	if (v != NULL && !json_is_object(v)) {
-		snprintf(err, errlen, "offer: must be an object");
-		return GP_EINVAL;
-	}
-	if (fields == started_fields) {
-		v = json_object_get(body, "pid");
-		if (v != NULL && !json_is_integer(v)) {
-			snprintf(err, errlen, "pid: an integer");
-			return GP_EINVAL;
-		}
-		v = json_object_get(body, "restored_version");
-		if (v != NULL && (!json_is_integer(v) ||
-		    json_integer_value(v) < 0)) {
-			snprintf(err, errlen,
-			    "restored_version: a non-negative integer");
-			return GP_EINVAL;
-		}
-		return 0;
-	}
-	reason = json_string_value(json_object_get(body, "reason"));
-	ok = json_object_get(body, "reason") == NULL;
-	for (i = 0; reason != NULL && reasons[i] != NULL; i++)
-		if (strcmp(reason, reasons[i]) == 0)
-			ok = 1;
-	if (!ok) {
-		snprintf(err, errlen, "reason: exited, killed, cancelled, "
-				      "timeout, start_failed, image_refused "
-				      "or a reclaim "
-				      "reason (reclaimed, owner_present, "
-				      "window_closed, provider_left, "
-				      "agent_stopped, refused, "
-				      "restore_failed, image_unavailable, "
-				      "preempted, gang_stopped)");
-		return GP_EINVAL;
-	}
-	if ((json_object_get(body, "message") != NULL &&
-		!json_is_string(json_object_get(body, "message"))) ||
-	    (json_object_get(body, "exit_code") != NULL &&
-		!json_is_integer(json_object_get(body, "exit_code"))) ||
-	    (json_object_get(body, "signal") != NULL &&
-		!json_is_integer(json_object_get(body, "signal")))) {
-		snprintf(err, errlen,
-		    "exit_code and signal are integers, message a string");
-		return GP_EINVAL;
-	}
-	if (!byte_count(json_object_get(body, "net_sent_bytes")) ||
-	    !byte_count(json_object_get(body, "net_received_bytes"))) {
-		snprintf(err, errlen, "net_sent_bytes and net_received_bytes: "
-				      "non-negative integers");
-		return GP_EINVAL;
-	}
-	return 0;
-}
-
-int
-api_check_reports(json_t *body, char *err, size_t errlen)
-{
-	static const char *const fields[] = {"node_id", "reports", NULL};
-	json_t *list, *r, *v, *one;
-	const char *event, *key;
-	char why[256];
-	size_t i;
-	int rc;
-
-	if (check_node_body(body, fields, err, errlen) != 0)
-		return GP_EINVAL;
-	list = json_object_get(body, "reports");
-	if (!json_is_array(list) || json_array_size(list) < 1 ||
-	    json_array_size(list) > API_REPORTS_MAX) {
-		snprintf(err, errlen, "reports: an array of 1 to %d reports",
-		    API_REPORTS_MAX);
-		return GP_EINVAL;
-	}
-	json_array_foreach(list, i, r)
-	{
-		v = json_object_get(r, "event");
-		event = json_string_value(v);
-		if (!json_is_object(r) || event == NULL ||
-		    (strcmp(event, "started") != 0 &&
-			strcmp(event, "finished") != 0)) {
-			snprintf(err, errlen, "reports[%zu]: an object with "
-					      "event \"started\" or "
-					      "\"finished\"",
-			    i);
-			return GP_EINVAL;
-		}
-		v = json_object_get(r, "job_id");
-		if (!json_is_integer(v) || json_integer_value(v) < 1) {
-			snprintf(err, errlen, "reports[%zu]: job_id: a job id",
-			    i);
-			return GP_EINVAL;
-		}
-		v = json_object_get(r, "attempt");
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > 1000000) {
-			snprintf(err, errlen,
-			    "reports[%zu]: attempt: 1 to 1000000", i);
-			return GP_EINVAL;
-		}
-		if (json_object_get(r, "node_id") != NULL) {
-			snprintf(err, errlen, "reports[%zu]: node_id belongs "
-					      "to the batch, not a report",
-			    i);
-			return GP_EINVAL;
-		}
-		/* The rest is what the single report's body carries. */
-		if ((one = json_object()) == NULL) {
-			snprintf(err, errlen, "out of memory");
-			return GP_ENOMEM;
-		}
-		json_object_foreach(r, key, v)
-		{
-			if (strcmp(key, "job_id") != 0 &&
-			    strcmp(key, "attempt") != 0 &&
-			    strcmp(key, "event") != 0)
-				json_object_set(one, key, v);
-		}
-		json_object_set(one, "node_id",
-		    json_object_get(body, "node_id"));
-		rc = api_check_agent_body(event, one, why, sizeof(why));
-		json_decref(one);
-		if (rc != 0) {
-			snprintf(err, errlen, "reports[%zu]: %s", i, why);
-			return GP_EINVAL;
-		}
-	}
-	return 0;
-}
-
-/* An optional sensor reading of a heartbeat's GPU entry; -1: none. */
-static int
-sensor(json_t *gpu, const char *key, int64_t min, int64_t max)
-{
-	json_t *v = json_object_get(gpu, key);
-
-	if (!json_is_integer(v) || json_integer_value(v) < min ||
-	    json_integer_value(v) > max)
-		return -1;
-	return (int)json_integer_value(v);
-}
-
-/*
- * What libgpupool-cuda.so measured in each fractional job on node (the
- * heartbeat's "gpushare"), kept on the job's part there. Under the read
- * lock: the part's fields are atomic. Entries for attempts that are not
- * the job's current one are ignored.
- */
-static void
-heartbeat_gpushare(const struct node *node, json_t *list)
-{
-	json_t *e;
-	size_t i;
-	int k;
-
-	if (!json_is_array(list))
-		return;
-	json_array_foreach(list, i, e)
-	{
-		struct job *job;
-		int64_t used, eff, util;
-
-		if (i >= 4096)
-			break;
-		job = state_job(json_integer_value(json_object_get(e,
-		    "job_id")));
-		used = json_integer_value(json_object_get(e, "mem_used_mib"));
-		eff = json_integer_value(json_object_get(e, "effective_milli"));
-		util = json_integer_value(json_object_get(e, "util"));
-		if (job == NULL || job->state != JOB_RUNNING ||
-		    job->attempts != json_integer_value(json_object_get(e,
-		    "attempt")) || used < 0 || used > GP_MIB_MAX ||
-		    eff < 1 || eff > 1000 || util < 0 || util > 100)
-			continue;
-		for (k = 0; k < job->nparts; k++)
-			if (job->parts[k].node_id == node->id) {
-				atomic_store(&job->parts[k].gpu_mem_used_mib,
-				    used);
-				atomic_store(&job->parts[k].gpu_util,
-				    (int32_t)util);
-				atomic_store(&job->parts[k].gpu_effective_milli,
-				    (int32_t)eff);
-			}
-	}
-}
-
-/*
- * The bytes each job on node sent and received over its network so far
- * (the heartbeat's "network"), kept on the job's part there. Under the
- * read lock: the part's fields are atomic. Entries for attempts that are
- * not the job's current one, or that do not add up, are ignored.
- */
-static void
-heartbeat_network(const struct node *node, json_t *list)
-{
-	json_t *e, *sent, *received;
-	size_t i;
-	int k;
-
-	json_array_foreach(list, i, e)
-	{
-		struct job *job;
-
-		job = state_job(json_integer_value(json_object_get(e,
-		    "job_id")));
-		sent = json_object_get(e, "sent_bytes");
-		received = json_object_get(e, "received_bytes");
-		if (job == NULL || job->state != JOB_RUNNING ||
-		    job->attempts != json_integer_value(json_object_get(e,
-		    "attempt")) || sent == NULL || received == NULL ||
-		    !byte_count(sent) || !byte_count(received))
-			continue;
-		for (k = 0; k < job->nparts; k++)
-			if (job->parts[k].node_id == node->id &&
-			    !job->parts[k].ended) {
-				atomic_store(&job->parts[k].net_sent,
-				    json_integer_value(sent));
-				atomic_store(&job->parts[k].net_received,
-				    json_integer_value(received));
-			}
-	}
-}
-
-static enum MHD_Result
-handle_heartbeat(struct MHD_Connection *conn, struct request *req)
-{
-	enum MHD_Result rc;
-	struct node *node;
-	json_t *body, *running, *gpus, *g, *kill, *offer;
-	struct op *op;
-	char err[256];
-	size_t i;
-	int64_t hb_ms, lease_ms;
-
-	if ((body = parse_body(conn, req, &rc)) == NULL)
-		return rc;
-	if (api_check_agent_body("heartbeat", body, err, sizeof(err)) != 0) {
-		json_decref(body);
-		return reply_error(conn, 400, "%s", err);
-	}
-	running = json_object_get(body, "running");
-	gpus = json_object_get(body, "gpus");
-	pthread_rwlock_rdlock(&state.lock);
-	node = own_node(conn, req,
-	    json_integer_value(json_object_get(body, "node_id")), &rc);
-	if (node == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		json_decref(body);
-		return rc;
-	}
-	atomic_store(&node->last_seen_mono, gp_mono_ms());
-	node->last_seen_ms = gp_now_ms();
-	state_heartbeat_ms(&hb_ms, &lease_ms);
-	atomic_store(&node->lease_told_ms, lease_ms);
-	json_array_foreach(gpus, i, g)
-	{
-		json_t *idx = json_object_get(g, "index");
-		int64_t k = json_integer_value(idx);
-		if (!json_is_integer(idx) || k < 0 || k >= node->ngpus)
-			continue;
-		node->gpus[k].util =
-		    (int)json_integer_value(json_object_get(g, "util"));
-		node->gpus[k].mem_used_mib =
-		    json_integer_value(json_object_get(g, "mem_used_mib"));
-		node->gpus[k].temp_c = sensor(g, "temp_c", 0, 250);
-		node->gpus[k].power_mw = sensor(g, "power_mw", 0, 100000000);
-	}
-	heartbeat_gpushare(node, json_object_get(body, "gpushare"));
-	heartbeat_network(node, json_object_get(body, "network"));
-	kill = json_array();
-	state_reconcile(node, running, kill, 1);
-	offer = json_object_get(body, "offer");
-	if (offer != NULL) {
-		struct offer o;
-		if (offer_decode(offer, node->ngpus, &o, err, sizeof(err)) !=
-		    0) {
-			pthread_rwlock_unlock(&state.lock);
-			json_decref(body);
-			json_decref(kill);
-			return reply_error(conn, 400, "%s", err);
-		}
-		if (o.seq > node->offer_seq &&
-		    (op = op_new(OP_OFFER, &req->auth_copy)) != NULL) {
-			op->node_id = node->id;
-			op->body = json_incref(offer);
-			state_submit_op(op);
-		}
-	}
-	pthread_rwlock_unlock(&state.lock);
-	json_decref(body);
-	/*
-	 * Nearly every heartbeat kills nothing. The period and lease tell
-	 * the agent to beat less often as the pool grows.
-	 */
-	if (json_array_size(kill) == 0) {
-		char text[96];
-		json_decref(kill);
-		snprintf(text, sizeof(text),
-		    "{\"kill\":[],\"heartbeat_ms\":%lld,\"lease_ms\":%lld,"
-		    "\"job_network\":true}",
-		    (long long)hb_ms, (long long)lease_ms);
-		return reply_const(conn, text);
-	}
-	return reply_json(conn, 200, json_pack("{s:o,s:I,s:I,s:b}", "kill",
-	    kill, "heartbeat_ms", (json_int_t)hb_ms, "lease_ms",
-	    (json_int_t)lease_ms, "job_network", 1));
-}
-
-static enum MHD_Result
-handle_poll(struct MHD_Connection *conn, struct request *req)
-{
-	enum MHD_Result rc;
-	struct node *node;
-	int64_t node_id, left, bad, now;
-	json_t *assign, *cancel, *ckpt, *stop, *a;
-	size_t i;
-
-	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
-	    node_id < 0)
-		return reply_error(conn, 400, "node_id: a node id");
-	left = wait_left(conn, req, &bad);
-	if (bad)
-		return reply_error(conn, 400, "wait_ms: 0 to %d", WAIT_MS_MAX);
-	if (req->superseded)
-		left = 0;
-	pthread_rwlock_rdlock(&state.lock);
-	node = own_node(conn, req, node_id, &rc);
-	if (node == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		return rc;
-	}
-	pthread_mutex_lock(&notify_lock);
-	if (json_array_size(node->outbox_assign) == 0 &&
-	    json_array_size(node->outbox_cancel) == 0 &&
-	    json_array_size(node->outbox_checkpoint) == 0 &&
-	    json_array_size(node->outbox_stop) == 0 && left > 0) {
-		notify_wait(conn, req, WAIT_POLL, node_id, left);
-		if (req->suspended) {
-			pthread_mutex_unlock(&notify_lock);
-			pthread_rwlock_unlock(&state.lock);
-			return MHD_YES;
-		}
-	}
-	assign = node->outbox_assign;
-	cancel = node->outbox_cancel;
-	ckpt = node->outbox_checkpoint;
-	stop = node->outbox_stop;
-	node->outbox_assign = json_array();
-	node->outbox_cancel = json_array();
-	node->outbox_checkpoint = json_array();
-	node->outbox_stop = json_array();
-	now = gp_mono_ms();
-	json_array_foreach(assign, i, a)
-	{
-		struct job *j = state_job(
-		    json_integer_value(json_object_get(a, "job_id")));
-		int part = j != NULL ? job_part_on(j, node->id) : -1;
-		if (part >= 0) {
-			j->parts[part].delivered_mono = now;
-			metrics_job_delivered(j, now);
-		}
-	}
-	pthread_mutex_unlock(&notify_lock);
-	pthread_rwlock_unlock(&state.lock);
-	/* An idle poll's answer (its time ran out) from a constant. */
-	if (json_array_size(assign) == 0 && json_array_size(cancel) == 0 &&
-	    json_array_size(ckpt) == 0 && json_array_size(stop) == 0) {
-		json_decref(assign);
-		json_decref(cancel);
-		json_decref(ckpt);
-		json_decref(stop);
-		return reply_const(conn,
-		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[],"
-		    "\"stops\":[]}");
-	}
-	return reply_json(conn, 200,
-	    json_pack("{s:o,s:o,s:o,s:o}", "assignments", assign, "cancels",
-		cancel, "checkpoints", ckpt, "stops", stop));
-}
-
-static enum MHD_Result
-handle_report(struct MHD_Connection *conn, struct request *req,
-    int64_t job_id, int64_t attempt, const char *what)
-{
-	int finished = strcmp(what, "finished") == 0;
-	enum MHD_Result rc;
-	char err[256];
-	json_t *body;
-	struct op *op;
-
-	if ((body = parse_body(conn, req, &rc)) == NULL)
-		return rc;
-	if (api_check_agent_body(what, body, err, sizeof(err)) != 0) {
-		json_decref(body);
-		return reply_error(conn, 400, "%s", err);
-	}
-	op = op_new(finished ? OP_FINISHED : OP_STARTED, &req->auth_copy);
-	if (op == NULL) {
-		json_decref(body);
-		return reply_error(conn, 503, "out of memory");
-	}
-	op->job_id = job_id;
-	op->attempt = (int)attempt;
-	op->node_id = json_integer_value(json_object_get(body, "node_id"));
-	op->body = body;
-	return queue_op(conn, req, op);
-}
-
-/*
- * POST /v1/agent/reports: many started/finished reports in one request,
- * all checked before any applies; the state thread applies them in order
- * and answers each.
- */
-static enum MHD_Result
-handle_reports(struct MHD_Connection *conn, struct request *req)
-{
-	enum MHD_Result rc;
-	char err[320];
-	json_t *body;
-	struct op *op;
-
-	if ((body = parse_body(conn, req, &rc)) == NULL)
-		return rc;
-	if (api_check_reports(body, err, sizeof(err)) != 0) {
-		json_decref(body);
-		return reply_error(conn, 400, "%s", err);
-	}
-	if ((op = op_new(OP_REPORTS, &req->auth_copy)) == NULL) {
-		json_decref(body);
-		return reply_error(conn, 503, "out of memory");
-	}
-	op->node_id = json_integer_value(json_object_get(body, "node_id"));
-	op->body = body;
-	return queue_op(conn, req, op);
-}
-
-static enum MHD_Result
-handle_agent_log(struct MHD_Connection *conn, struct request *req,
-    int64_t job_id, int64_t attempt)
-{
-	enum MHD_Result rc;
-	struct node *node;
-	struct job *job;
-	int64_t node_id, offset, held = 0;
-	int err, part;
-
-	if (query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
-	    node_id < 0)
-		return reply_error(conn, 400, "node_id: a node id");
-	if (query_int(conn, "offset", 0, 0, INT64_MAX / 2, &offset) != 0)
-		return reply_error(conn, 400, "offset: a non-negative integer");
-	/*
-	 * Output of the current attempt is welcome even before the node has
-	 * registered again (a coordinator restart): the attempt is the fence.
-	 */
-	pthread_rwlock_rdlock(&state.lock);
-	node = own_node_any(conn, req, node_id, 0, &rc);
-	if (node == NULL) {
-		pthread_rwlock_unlock(&state.lock);
-		return rc;
-	}
-	job = state_job(job_id);
-	part = job != NULL ? job_part_on(job, node->id) : -1;
-	if (job == NULL || job->state != JOB_RUNNING || part < 0 ||
-	    job->parts[part].ended || job->attempts != attempt) {
-		pthread_rwlock_unlock(&state.lock);
-		return reply_json(conn, 409,
-		    json_pack("{s:s,s:b}", "error", "stale attempt: kill it",
-			"kill", 1));
-	}
-	err = joblog_append(job, part, offset,
-	    req->body.data ? req->body.data : "", req->body.len,
-	    state.cfg.log_cap, &held);
-	pthread_mutex_lock(&notify_lock);
-	notify_wake_job(job);
-	pthread_mutex_unlock(&notify_lock);
-	pthread_rwlock_unlock(&state.lock);
-	if (err != 0)
-		return reply_error(conn, 500, "cannot write the log");
-	return reply_json(conn, 200,
-	    json_pack("{s:I}", "offset", (json_int_t)held));
-}
-
 /* GET /metrics: Prometheus text format, for admin and metrics tokens. */
 static enum MHD_Result
 handle_metrics(struct MHD_Connection *conn, struct request *req,
-    const char *method)
+    const char *url, const char *method)
 {
 	struct gp_buf out = {0};
 
-	if (strcmp(method, "GET") != 0)
-		return reply_error(conn, 405, "method %.16s not allowed",
-		    method);
-	if (req->auth->role != GP_ROLE_ADMIN &&
-	    req->auth->role != GP_ROLE_METRICS)
-		return reply_error(conn, 403,
-		    "/metrics needs an admin or metrics token");
+	(void)req;
+	(void)url;
+	(void)method;
 	if (metrics_render(&out) != 0) {
 		gp_buf_free(&out);
 		return reply_error(conn, 503, "out of memory");
@@ -1522,8 +280,8 @@ authenticate(struct MHD_Connection *conn, struct request *req)
  * Splits "/v1/a/b" into at most max parts; returns the count or GP_EINVAL
  * (too many parts, an empty or overlong one).
  */
-static int
-split_path(const char *url, char parts[][32], int max)
+int
+api_split_path(const char *url, char parts[][32], int max)
 {
 	int n = 0;
 	size_t len;
@@ -1549,93 +307,127 @@ split_path(const char *url, char parts[][32], int max)
 	return n;
 }
 
-static int
-path_id(const char *text, int64_t *id)
+int
+api_path_id(const char *text, int64_t *id)
 {
 	return gp_parse_int(text, 1, INT64_MAX / 2, id) == 0;
 }
 
+/*
+ * 405 with the methods the path takes in Allow (RFC 9110 15.5.6); none
+ * when allow is 0 (no route has the path).
+ */
 static enum MHD_Result
-route(struct MHD_Connection *conn, struct request *req, const char *url,
-    const char *method)
+reply_not_allowed(struct MHD_Connection *conn, const char *method,
+    unsigned allow)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char allowed[64], *text;
+	json_t *o;
+
+	o = json_object();
+	json_object_set_new(o, "error", json_sprintf("method %.16s not allowed",
+	    method));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 405, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	api_allow_text(allow, allowed, sizeof(allowed));
+	if (allow != 0)
+		MHD_add_response_header(resp, "Allow", allowed);
+	rc = MHD_queue_response(conn, 405, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/*
+ * The answer for a URL no route answers: what the hand-written chain gave
+ * before the table, kept byte for byte (and Allow on a 405).
+ */
+enum MHD_Result
+api_no_route(struct MHD_Connection *conn, const char *url,
+    const char *method, unsigned allow)
 {
 	char p[8][32];
-	int n = split_path(url, p, 8);
-	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-	int provider = req->auth->role == GP_ROLE_PROVIDER ||
-	    req->auth->role == GP_ROLE_ADMIN;
-	int64_t id, attempt;
+	int n = api_split_path(url, p, 8);
 
 	if (n < 2 || strcmp(p[0], "v1") != 0)
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
-	if (!get && !post)
-		return reply_error(conn, 405, "method %.16s not allowed",
-		    method);
-	if (n == 2 && strcmp(p[1], "whoami") == 0 && get)
-		return handle_whoami(conn, req);
-	if (n == 2 && strcmp(p[1], "tokens") == 0)
-		return post ? handle_token_create(conn, req)
-			    : handle_token_list(conn, req);
-	if (n == 4 && strcmp(p[1], "tokens") == 0 &&
-	    strcmp(p[3], "revoke") == 0 && post) {
-		if (!path_id(p[2], &id))
-			return reply_error(conn, 404, "no token '%s'", p[2]);
-		return handle_token_revoke(conn, req, id);
-	}
-	if (n == 2 && strcmp(p[1], "nodes") == 0 && get)
-		return handle_nodes(conn);
-	if (n == 2 && strcmp(p[1], "queue") == 0 && get)
-		return handle_queue(conn, req);
-	if (n == 2 && strcmp(p[1], "jobs") == 0)
-		return post ? handle_submit(conn, req)
-			    : handle_list_jobs(conn, req);
-	if (n == 3 && strcmp(p[1], "jobs") == 0 &&
-	    strcmp(p[2], "array") == 0 && post)
-		return handle_submit_array(conn, req);
-	if (n >= 3 && strcmp(p[1], "jobs") == 0) {
-		if (!path_id(p[2], &id))
-			return reply_error(conn, 404, "no job '%s'", p[2]);
-		if (n == 3 && get)
-			return handle_show_job(conn, req, id);
-		if (n == 4 && strcmp(p[3], "cancel") == 0 && post)
-			return handle_cancel(conn, req, id);
-		if (n == 4 && strcmp(p[3], "log") == 0 && get)
-			return handle_log(conn, req, id);
-		if (n == 4 && strcmp(p[3], "wait") == 0 && get)
-			return handle_wait(conn, req, id);
-		if (n == 4 && strcmp(p[3], "checkpoint") == 0 && post)
-			return handle_checkpoint_now(conn, req, id);
-	}
-	if (n >= 3 && strcmp(p[1], "agent") == 0) {
-		if (!provider)
-			return reply_error(conn, 403,
-			    "agent calls need a provider token");
-		if (n == 3 && strcmp(p[2], "register") == 0 && post)
-			return handle_register(conn, req);
-		if (n == 3 && strcmp(p[2], "heartbeat") == 0 && post)
-			return handle_heartbeat(conn, req);
-		if (n == 3 && strcmp(p[2], "poll") == 0 && get)
-			return handle_poll(conn, req);
-		if (n == 3 && strcmp(p[2], "leave") == 0 && post)
-			return handle_leave(conn, req);
-		if (n == 3 && strcmp(p[2], "reports") == 0 && post)
-			return handle_reports(conn, req);
-		if (n == 6 && strcmp(p[2], "jobs") == 0 && post) {
-			if (!path_id(p[3], &id) || !path_id(p[4], &attempt) ||
-			    attempt > 1000000)
-				return reply_error(conn, 404,
-				    "bad job id or attempt");
-			if (strcmp(p[5], "log") == 0)
-				return handle_agent_log(conn, req, id, attempt);
-			if (strcmp(p[5], "started") == 0 ||
-			    strcmp(p[5], "finished") == 0)
-				return handle_report(conn, req, id, attempt,
-				    p[5]);
-		}
-	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
+		return reply_not_allowed(conn, method, allow);
 	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
 	    url);
 }
+
+/*
+ * The core routes' adapters: the ids in the path (p[]), checked as the
+ * chain checked them, then the handler.
+ */
+static enum MHD_Result
+route_whoami(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	(void)method;
+	return handle_whoami(conn, req);
+}
+
+static enum MHD_Result
+route_tokens(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)url;
+	return strcmp(method, "POST") == 0 ? handle_token_create(conn, req)
+					   : handle_token_list(conn);
+}
+
+static enum MHD_Result
+route_token_revoke(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	API_PATH_PARTS(url, p, n);
+	int64_t id;
+
+	if (n != 4)
+		return api_no_route(conn, url, method, 0);
+	if (!api_path_id(p[2], &id))
+		return reply_error(conn, 404, "no token '%s'", p[2]);
+	return handle_token_revoke(conn, req, id);
+}
+
+#define ADMIN_ONLY API_ROLE(GP_ROLE_ADMIN)
+#define METRICS_READERS (API_ROLE(GP_ROLE_ADMIN) | API_ROLE(GP_ROLE_METRICS))
+
+
+const struct api_route metrics_routes[] = {
+    {"/metrics", API_GET, METRICS_READERS,
+        "/metrics needs an admin or metrics token", 0, API_STRICT_METHODS,
+        handle_metrics, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+const struct api_route user_routes[] = {
+    {"/v1/whoami", API_GET, 0, NULL, 0, 0, route_whoami, NULL},
+    {"/v1/tokens", API_POST, ADMIN_ONLY, "only an admin may create tokens",
+        0, 0, route_tokens, NULL},
+    {"/v1/tokens", API_GET, ADMIN_ONLY, "only an admin may list tokens", 0,
+        0, route_tokens, NULL},
+    {"/v1/tokens/{id}/revoke", API_POST, ADMIN_ONLY,
+        "only an admin may revoke tokens", 0, 0, route_token_revoke, NULL},
+    /* Not an id: "no token 'x'" to anyone, as before the table. */
+    {"/v1/tokens/*/revoke", API_POST, 0, NULL, 0, 0, route_token_revoke,
+        NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+/* In the order the chain asked them before the table: the first wins. */
+const struct api_route *const api_tables[] = {web_routes, metrics_routes,
+    image_routes, ckpt_routes, data_routes, acct_routes, user_routes,
+    jobs_routes, agent_routes, NULL};
 
 enum MHD_Result
 api_handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1643,8 +435,11 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
     size_t *upload_data_size, void **con_cls)
 {
 	struct request *req = *con_cls;
+	const struct api_route *route = NULL;
+	unsigned allow = 0;
 	struct op *op;
 	enum MHD_Result rc;
+	int found;
 
 	(void)cls;
 	(void)version;
@@ -1652,50 +447,25 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		req = calloc(1, sizeof(*req));
 		if (req == NULL)
 			return MHD_NO;
-		req->body_limit = strstr(url, "/log") != NULL &&
-			strncmp(url, "/v1/agent/", 10) == 0
-		    ? AGENT_LOG_BODY_MAX
-		    : GP_SUBMIT_BODY_MAX;
-		if (strcmp(url, "/v1/agent/reports") == 0)
-			req->body_limit = AGENT_REPORTS_BODY_MAX;
-		if (ckpt_body_limit(url) > 0)
-			req->body_limit = ckpt_body_limit(url);
-		if (data_body_limit(url) > 0)
-			req->body_limit = data_body_limit(url);
-		if (image_body_limit(url) > 0)
-			req->body_limit = image_body_limit(url);
+		found = api_route_find(api_tables, url, method, &route, &allow);
+		req->route = found == 200 ? route : NULL;
+		req->body_limit = api_route_body_limit(req->route);
 		*con_cls = req;
-		/* A chunk PUT: checked now, its body streamed to disk. */
-		if (ckpt_upload_wanted(url, method)) {
+		/* An upload: checked now, its body streamed to its owner. */
+		if (req->route != NULL && req->route->stream != NULL) {
 			authenticate(conn, req);
-			ckpt_upload_begin(req, url);
-		} else if (data_upload_wanted(url, method)) {
-			authenticate(conn, req);
-			data_upload_begin(req, url);
-		}
-		/* So is an image blob PUT. */
-		if (image_upload_wanted(url, method)) {
-			authenticate(conn, req);
-			image_upload_begin(req, url);
+			req->route->stream->begin(req, url);
 		}
 		return MHD_YES;
 	}
-	if (image_upload_wanted(url, method)) {
+	if (req->route != NULL && req->route->stream != NULL) {
 		if (*upload_data_size > 0) {
-			image_upload_data(req, upload_data, *upload_data_size);
+			req->route->stream->data(req, upload_data,
+			    *upload_data_size);
 			*upload_data_size = 0;
 			return MHD_YES;
 		}
-		return image_upload_end(conn, req);
-	}
-	if (ckpt_upload_wanted(url, method) ||
-	    data_upload_wanted(url, method)) {
-		if (*upload_data_size > 0) {
-			ckpt_upload_data(req, upload_data, *upload_data_size);
-			*upload_data_size = 0;
-			return MHD_YES;
-		}
-		return ckpt_upload_end(conn, req);
+		return req->route->stream->end(conn, req);
 	}
 	if (*upload_data_size > 0) {
 		if (!req->too_big &&
@@ -1720,31 +490,30 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		op_free(op);
 		return rc;
 	}
+	route = req->route;
 	/* The dashboard's files are code, not data: no token needed. */
-	if (web_route_match(url, method))
-		return web_handle(conn, url);
+	if (route != NULL && (route->flags & API_PUBLIC) != 0)
+		return route->handle(conn, req, url, method);
 	if (req->auth == NULL && !authenticate(conn, req)) {
 		gp_debug("unauthenticated request url=%.100s", url);
 		metrics_unauthorized();
 		return reply_error(conn, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 	}
-	if (strcmp(url, "/metrics") == 0)
-		return handle_metrics(conn, req, method);
 	/* A metrics token reads /metrics and says who it is, nothing more. */
 	if (req->auth->role == GP_ROLE_METRICS &&
-	    strcmp(url, "/v1/whoami") != 0)
+	    strcmp(url, "/metrics") != 0 && strcmp(url, "/v1/whoami") != 0)
 		return reply_error(conn, 403,
 		    "a metrics token may only read /metrics");
-	if (image_route_match(url))
-		return image_handle(conn, req, url, method);
-	if (ckpt_route_match(url))
-		return ckpt_handle(conn, req, url, method);
-	if (data_route_match(url))
-		return data_handle(conn, req, url, method);
-	if (acct_route_match(url))
-		return acct_handle(conn, req, url, method);
-	return route(conn, req, url, method);
+	if (route == NULL) {
+		if (api_route_find(api_tables, url, method, &route, &allow) ==
+		    405)
+			return reply_not_allowed(conn, method, allow);
+		return api_no_route(conn, url, method, allow);
+	}
+	if (!api_route_permits(route, req->auth->role))
+		return reply_error(conn, 403, "%s", route->refusal);
+	return route->handle(conn, req, url, method);
 }
 
 void
@@ -1763,8 +532,8 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	pthread_rwlock_unlock(&state.lock);
 	if (req->op != NULL)
 		op_abandon(req->op);
-	ckpt_upload_free(req->upload);
-	image_upload_free(req->image_upload);
+	if (req->route != NULL && req->route->stream != NULL)
+		req->route->stream->release(req->stream);
 	gp_buf_free(&req->body);
 	free(req);
 	*con_cls = NULL;

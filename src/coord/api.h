@@ -1,5 +1,6 @@
 /*
- * api.h: HTTP routing, authentication and the handlers (api.c).
+ * api.h: the HTTP API: routing and authentication (api.c), the agents'
+ * handlers (api_agent.c).
  */
 #ifndef GP_COORD_API_H
 #define GP_COORD_API_H
@@ -10,6 +11,10 @@
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,
     const char *url, const char *method, const char *version,
     const char *upload_data, size_t *upload_data_size, void **con_cls);
+void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe);
+
+/* api_agent.c */
 /*
  * Checks an agent's heartbeat, started or finished body (untrusted):
  * kind is "heartbeat", "started" or "finished". Returns 0 or GP_EINVAL
@@ -26,7 +31,5 @@ int api_check_agent_body(const char *kind, json_t *body, char *err,
  */
 #define API_REPORTS_MAX 1024
 int api_check_reports(json_t *body, char *err, size_t errlen);
-void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-    enum MHD_RequestTerminationCode toe);
 
 #endif

@@ -84,6 +84,7 @@
 #include "coord_metrics.h"
 #include "datasets.h"
 #include "joblog.h"
+#include "route.h"
 #include "state.h"
 #include "gp.h"
 #include "log.h"
@@ -796,30 +797,6 @@ parse_url(const char *url, int *agent, int64_t *id, int64_t *attempt,
 	return 1;
 }
 
-int
-ckpt_route_match(const char *url)
-{
-	int64_t id, attempt;
-	const char *rest;
-	int agent;
-
-	return parse_url(url, &agent, &id, &attempt, &rest);
-}
-
-size_t
-ckpt_body_limit(const char *url)
-{
-	int64_t id, attempt;
-	const char *rest;
-	int agent;
-
-	if (!parse_url(url, &agent, &id, &attempt, &rest) || !agent)
-		return 0;
-	if (strcmp(rest, "missing") == 0 || strcmp(rest, "commit") == 0)
-		return CKPT_JSON_BODY_MAX;
-	return 0;
-}
-
 /* ---- chunks stored behind the answer ---- */
 
 /*
@@ -1010,18 +987,6 @@ stores_stop(void)
 
 /* ---- the streamed chunk PUT ---- */
 
-int
-ckpt_upload_wanted(const char *url, const char *method)
-{
-	int64_t id, attempt;
-	const char *rest;
-	int agent;
-
-	return strcmp(method, "PUT") == 0 &&
-	    parse_url(url, &agent, &id, &attempt, &rest) && agent &&
-	    strncmp(rest, "chunks/", 7) == 0;
-}
-
 void
 ckpt_upload_refuse(struct ckpt_upload *u, int status, const char *msg)
 {
@@ -1042,10 +1007,10 @@ ckpt_upload_new(struct request *req)
 	struct ckpt_upload *u;
 
 	if ((u = calloc(1, sizeof(*u))) == NULL)
-		return NULL; /* api.c answers 503 when req->upload is NULL */
+		return NULL; /* _end answers 503 when req->stream is NULL */
 	u->fd = -1;
 	u->limit = GP_CKPT_CHUNK_SIZE;
-	req->upload = u;
+	req->stream = u;
 	if (req->auth == NULL)
 		ckpt_upload_refuse(u, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
@@ -1148,7 +1113,7 @@ write_block(struct ckpt_upload *u, size_t n)
 void
 ckpt_upload_data(struct request *req, const char *data, size_t len)
 {
-	struct ckpt_upload *u = req->upload;
+	struct ckpt_upload *u = req->stream;
 	size_t n;
 
 	if (u == NULL || u->status != 0 || u->exists)
@@ -1199,7 +1164,7 @@ write_tail(struct ckpt_upload *u)
 enum MHD_Result
 ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 {
-	struct ckpt_upload *u = req->upload;
+	struct ckpt_upload *u = req->stream;
 	unsigned char hash[32];
 	char hex[GP_CKPT_NAME_HEX];
 	int ret;
@@ -1242,6 +1207,12 @@ ckpt_upload_end(struct MHD_Connection *conn, struct request *req)
 			return reply_error(conn, 500, "cannot store the chunk");
 	}
 	return reply_json(conn, 201, json_pack("{s:b}", "stored", 1));
+}
+
+void
+ckpt_upload_release(void *stream)
+{
+	ckpt_upload_free(stream);
 }
 
 void
@@ -1579,3 +1550,21 @@ ckpt_handle(struct MHD_Connection *conn, struct request *req,
 	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
 	    url);
 }
+
+static const struct api_stream chunk_stream = {ckpt_upload_begin,
+    ckpt_upload_data, ckpt_upload_end, ckpt_upload_release};
+
+/* Checkpoints: the agent's (its attempt's) and the user's (read only). */
+const struct api_route ckpt_routes[] = {
+    {"/v1/agent/jobs/{id}/{attempt}/checkpoint/chunks/*/**", API_PUT, 0,
+        NULL, 0, 0, NULL, &chunk_stream},
+    {"/v1/agent/jobs/{id}/{attempt}/checkpoint/missing", API_ANY, 0, NULL,
+        CKPT_JSON_BODY_MAX, 0, ckpt_handle, NULL},
+    {"/v1/agent/jobs/{id}/{attempt}/checkpoint/commit", API_ANY, 0, NULL,
+        CKPT_JSON_BODY_MAX, 0, ckpt_handle, NULL},
+    {"/v1/agent/jobs/{id}/{attempt}/checkpoint/**", API_ANY, 0, NULL, 0, 0,
+        ckpt_handle, NULL},
+    {"/v1/jobs/{id}/checkpoints/**", API_ANY, 0, NULL, 0, 0, ckpt_handle,
+        NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};

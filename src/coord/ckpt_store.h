@@ -11,24 +11,22 @@ struct ckpt_upload;
 /* Opens DATA/checkpoints.db and starts the GC thread. */
 int ckpt_init(const struct coord_config *cfg);
 void ckpt_stop(void);
-/* 1 when url is a checkpoint route (answered by ckpt_handle). */
-int ckpt_route_match(const char *url);
-/* The body limit of a checkpoint route; 0: the default. */
-size_t ckpt_body_limit(const char *url);
+/* The routes (ckpt_routes, route.h) are answered by ckpt_handle. */
 enum MHD_Result ckpt_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method);
 /*
  * A chunk PUT is streamed to a temporary file while it arrives: _begin
  * (after authentication, before any body byte) checks the caller and
- * sets req->upload, _data takes the body, _end verifies and answers,
- * _free (from api_completed) removes what an aborted upload left.
+ * sets req->stream, _data takes the body, _end verifies and answers,
+ * _free (_release from api_completed) removes what an aborted upload
+ * left. The route table's stream (route.h) is these.
  */
-int ckpt_upload_wanted(const char *url, const char *method);
 void ckpt_upload_begin(struct request *req, const char *url);
 void ckpt_upload_data(struct request *req, const char *data, size_t len);
 enum MHD_Result ckpt_upload_end(struct MHD_Connection *conn,
     struct request *req);
 void ckpt_upload_free(struct ckpt_upload *upload);
+void ckpt_upload_release(void *stream);
 /*
  * The chunk store, shared with data.c. ckpt_lock guards the database
  * (ckpt_db, one connection for checkpoints, data sets and outputs) and
@@ -45,7 +43,7 @@ void ckpt_gc_mark_dirty(const char *user);
 enum MHD_Result ckpt_reply_chunk(struct MHD_Connection *conn,
     const char *user, const char *name);
 /*
- * A chunk PUT for another route: _new sets req->upload (refused with 401
+ * A chunk PUT for another route: _new sets req->stream (refused with 401
  * when the caller is unauthenticated; NULL when out of memory), _refuse
  * records the answer, _open makes it store the body as user's chunk name
  * of at most limit bytes. ckpt_upload_data and _end do the rest.

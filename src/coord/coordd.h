@@ -3,7 +3,8 @@
  *
  * Reading order: main.c (start-up), state*.c (the model and the state
  * thread: every change goes through it, in batches, one SQLite transaction
- * per batch; state_int.h lists its files), store.c (SQLite), api.c (HTTP routing, auth, handlers),
+ * per batch; state_int.h lists its files), store.c (SQLite), api.c (HTTP: the
+ * route table of route.c, auth; handlers in api_jobs.c, api_agent.c),
  * notify.c (long polls: suspended connections and who wakes them),
  * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
  * checkpoint store: its own SQLite database and chunk files), data.c
@@ -35,5 +36,6 @@
 #include "coord_metrics.h"
 #include "web.h"
 #include "api.h"
+#include "route.h"
 
 #endif

@@ -63,6 +63,7 @@
 #include "ckpt_store.h"
 #include "datasets.h"
 #include "joblog.h"
+#include "route.h"
 #include "state.h"
 #include "gp.h"
 #include "log.h"
@@ -341,37 +342,6 @@ num(const char *text, int64_t *v)
 {
 	return text[0] >= '1' && text[0] <= '9' &&
 	    gp_parse_int(text, 1, INT64_MAX / 2, v) == 0;
-}
-
-int
-data_route_match(const char *url)
-{
-	char p[PARTS_MAX][PART_LEN];
-	int n = split(url, p);
-
-	if (n < 2 || strcmp(p[0], "v1") != 0)
-		return 0;
-	if (strcmp(p[1], "data") == 0 || strcmp(p[1], "uploads") == 0 ||
-	    strcmp(p[1], "quotas") == 0)
-		return 1;
-	if (strcmp(p[1], "jobs") == 0)
-		return n >= 4 && strcmp(p[3], "output") == 0;
-	return strcmp(p[1], "agent") == 0 && n >= 6 &&
-	    strcmp(p[2], "jobs") == 0 &&
-	    (strcmp(p[5], "output") == 0 || strcmp(p[5], "data") == 0);
-}
-
-size_t
-data_body_limit(const char *url)
-{
-	char p[PARTS_MAX][PART_LEN];
-	int n = split(url, p);
-
-	if ((n == 2 && strcmp(p[1], "uploads") == 0) ||
-	    (n == 6 && strcmp(p[1], "agent") == 0 &&
-	        strcmp(p[5], "output") == 0))
-		return UPLOAD_BODY_MAX;
-	return 0;
 }
 
 /* ---- objects (ckpt_lock held) ---- */
@@ -750,16 +720,6 @@ handle_upload_output(struct MHD_Connection *conn, struct request *req,
 	    &tot);
 	json_decref(m);
 	return rc;
-}
-
-int
-data_upload_wanted(const char *url, const char *method)
-{
-	char p[PARTS_MAX][PART_LEN];
-
-	return strcmp(method, "PUT") == 0 && split(url, p) == 5 &&
-	    strcmp(p[0], "v1") == 0 && strcmp(p[1], "uploads") == 0 &&
-	    strcmp(p[3], "chunks") == 0;
 }
 
 void
@@ -1738,3 +1698,24 @@ data_init(const struct coord_config *cfg)
 	    (long long)(output_retain_ms / 1000));
 	return 0;
 }
+
+/* A chunk PUT of an upload: the checkpoint store's stream, begun here. */
+static const struct api_stream upload_stream = {data_upload_begin,
+    ckpt_upload_data, ckpt_upload_end, ckpt_upload_release};
+
+/* Data sets, uploads, quotas, job outputs, and the agents' side. */
+const struct api_route data_routes[] = {
+    {"/v1/uploads/*/chunks/*", API_PUT, 0, NULL, 0, 0, NULL, &upload_stream},
+    {"/v1/uploads", API_ANY, 0, NULL, UPLOAD_BODY_MAX, 0, data_handle, NULL},
+    {"/v1/data/**", API_ANY, 0, NULL, 0, 0, data_handle, NULL},
+    {"/v1/uploads/**", API_ANY, 0, NULL, 0, 0, data_handle, NULL},
+    {"/v1/quotas/**", API_ANY, 0, NULL, 0, 0, data_handle, NULL},
+    {"/v1/jobs/*/output/**", API_ANY, 0, NULL, 0, 0, data_handle, NULL},
+    {"/v1/agent/jobs/*/*/output", API_ANY, 0, NULL, UPLOAD_BODY_MAX, 0,
+        data_handle, NULL},
+    {"/v1/agent/jobs/*/*/output/**", API_ANY, 0, NULL, 0, 0, data_handle,
+        NULL},
+    {"/v1/agent/jobs/*/*/data/**", API_ANY, 0, NULL, 0, 0, data_handle,
+        NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};

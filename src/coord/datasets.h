@@ -9,14 +9,10 @@
 /* data.c */
 /* Creates data.c's tables in ckpt_db (after ckpt_init). */
 int data_init(const struct coord_config *cfg);
-/* 1 when url is a data route (answered by data_handle). */
-int data_route_match(const char *url);
-/* The body limit of a data route; 0: the default. */
-size_t data_body_limit(const char *url);
+/* The routes (data_routes, route.h) are answered by data_handle. */
 enum MHD_Result data_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method);
-/* A chunk PUT of an upload (PUT /v1/uploads/ID/chunks/HEX). */
-int data_upload_wanted(const char *url, const char *method);
+/* A chunk PUT of an upload (PUT /v1/uploads/ID/chunks/HEX) begins. */
 void data_upload_begin(struct request *req, const char *url);
 /*
  * Submit: resolves and checks spec->data for the caller (owner defaults

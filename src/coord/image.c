@@ -50,6 +50,7 @@
 #include "datasets.h"
 #include "image_store.h"
 #include "joblog.h"
+#include "route.h"
 #include "state.h"
 #include "gp.h"
 #include "log.h"
@@ -74,7 +75,7 @@ static int gc_started, gc_stopping, gc_wanted;
 static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gc_cond;	/* monotonic: gp_cond_init_monotonic */
 
-/* A blob PUT being received (the request's image_upload). */
+/* A blob PUT being received (the request's stream). */
 struct image_upload {
 	int status; /* 0, or the HTTP error to answer */
 	char error[200];
@@ -698,36 +699,7 @@ parse_agent_url(const char *url, int64_t *id, int64_t *attempt,
 	return 1;
 }
 
-int
-image_route_match(const char *url)
-{
-	int64_t id, attempt;
-	const char *rest;
-
-	if (strcmp(url, "/v1/images") == 0 ||
-	    strncmp(url, "/v1/images/", 11) == 0)
-		return 1;
-	return parse_agent_url(url, &id, &attempt, &rest);
-}
-
-size_t
-image_body_limit(const char *url)
-{
-	if (strcmp(url, "/v1/images") == 0 ||
-	    strcmp(url, "/v1/images/blobs/missing") == 0 ||
-	    strcmp(url, "/v1/images/signatures") == 0)
-		return IMAGE_JSON_BODY_MAX;
-	return 0;
-}
-
 /* ---- the streamed blob PUT ---- */
-
-int
-image_upload_wanted(const char *url, const char *method)
-{
-	return strcmp(method, "PUT") == 0 &&
-	    strncmp(url, "/v1/images/blobs/", 17) == 0;
-}
 
 static void
 upload_refuse(struct image_upload *u, int status, const char *msg)
@@ -747,12 +719,13 @@ void
 image_upload_begin(struct request *req, const char *url)
 {
 	struct image_upload *u;
-	const char *digest = url + 17;
+	/* The route is /v1/images/blobs/DIGEST (image_routes). */
+	const char *digest = url + strlen("/v1/images/blobs/");
 
 	if ((u = calloc(1, sizeof(*u))) == NULL)
-		return; /* api.c answers 503 when req->image_upload is NULL */
+		return; /* _end answers 503 when req->stream is NULL */
 	u->fd = -1;
-	req->image_upload = u;
+	req->stream = u;
 	if (req->auth == NULL) {
 		upload_refuse(u, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
@@ -796,7 +769,7 @@ image_upload_begin(struct request *req, const char *url)
 void
 image_upload_data(struct request *req, const char *data, size_t len)
 {
-	struct image_upload *u = req->image_upload;
+	struct image_upload *u = req->stream;
 	char msg[100];
 
 	if (u == NULL || u->status != 0 || u->exists)
@@ -820,7 +793,7 @@ image_upload_data(struct request *req, const char *data, size_t len)
 enum MHD_Result
 image_upload_end(struct MHD_Connection *conn, struct request *req)
 {
-	struct image_upload *u = req->image_upload;
+	struct image_upload *u = req->stream;
 	unsigned char hash[32];
 	char got[GP_OCI_DIGEST_SIZE];
 
@@ -863,9 +836,11 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 	        "bytes", (json_int_t)u->len));
 }
 
-void
-image_upload_free(struct image_upload *u)
+static void
+upload_release(void *stream)
 {
+	struct image_upload *u = stream;
+
 	if (u == NULL)
 		return;
 	if (u->fd >= 0) {
@@ -1447,3 +1422,21 @@ image_handle(struct MHD_Connection *conn, struct request *req, const char *url,
 	return reply_error(conn, 404, "no such endpoint: %s %.100s", method,
 	    url);
 }
+
+static const struct api_stream blob_stream = {image_upload_begin,
+    image_upload_data, image_upload_end, upload_release};
+
+/* Images: import, list, sign, remove; the agents' pulls. */
+const struct api_route image_routes[] = {
+    {"/v1/images/blobs/*/**", API_PUT, 0, NULL, 0, 0, NULL, &blob_stream},
+    {"/v1/images", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, 0, image_handle,
+        NULL},
+    {"/v1/images/blobs/missing", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, 0,
+        image_handle, NULL},
+    {"/v1/images/signatures", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, 0,
+        image_handle, NULL},
+    {"/v1/images/**", API_ANY, 0, NULL, 0, 0, image_handle, NULL},
+    {"/v1/agent/jobs/{id}/{attempt}/image/**", API_ANY, 0, NULL, 0, 0,
+        image_handle, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};

@@ -11,18 +11,14 @@ struct image_upload;
 /* Opens DATA/images.db and starts the GC thread. */
 int image_init(const struct coord_config *cfg);
 void image_stop(void);
-/* 1 when url is an image route (answered by image_handle). */
-int image_route_match(const char *url);
-size_t image_body_limit(const char *url);
+/* The routes (image_routes, route.h) are answered by image_handle. */
 enum MHD_Result image_handle(struct MHD_Connection *conn,
     struct request *req, const char *url, const char *method);
 /* The streamed blob PUT, as ckpt_upload_* (see there). */
-int image_upload_wanted(const char *url, const char *method);
 void image_upload_begin(struct request *req, const char *url);
 void image_upload_data(struct request *req, const char *data, size_t len);
 enum MHD_Result image_upload_end(struct MHD_Connection *conn,
     struct request *req);
-void image_upload_free(struct image_upload *upload);
 /*
  * Resolves a submit's image reference (a name, NAME@sha256:..., or
  * sha256:...) and pins it. OUT: pinned ("NAME@sha256:..."), *signers (a

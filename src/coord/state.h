@@ -8,6 +8,8 @@
 
 #include "model.h"
 
+struct api_route;
+
 /* An HTTP request in progress (the connection's con_cls). */
 struct request {
 	struct gp_buf body;
@@ -21,8 +23,8 @@ struct request {
 	int suspended;
 	int superseded;	/* a newer poll from the same node took over */
 	int64_t deadline_mono; /* long polls: when to answer anyway */
-	struct ckpt_upload *upload; /* a streamed chunk PUT (ckpt.c) */
-	struct image_upload *image_upload; /* a streamed blob PUT (image.c) */
+	const struct api_route *route; /* its route (route.h); NULL: none */
+	void *stream;	/* a streamed body's state, its route's (route.h) */
 };
 
 /* A change to apply, queued to the state thread by a handler. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "state.h"
+#include "route.h"
 #include "web.h"
 #include "gp.h"
 
@@ -66,13 +67,6 @@ find(const char *url)
 	return NULL;
 }
 
-int
-web_route_match(const char *url, const char *method)
-{
-	return (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
-	    (find(url) != NULL || strncmp(url, "/ui/", 4) == 0);
-}
-
 size_t
 web_asset_size(const char *url)
 {
@@ -81,14 +75,17 @@ web_asset_size(const char *url)
 	return a != NULL ? (size_t)(a->end - a->start) : 0;
 }
 
-enum MHD_Result
-web_handle(struct MHD_Connection *conn, const char *url)
+static enum MHD_Result
+web_handle(struct MHD_Connection *conn, struct request *req, const char *url,
+    const char *method)
 {
 	const struct asset *a = find(url);
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
 	static const char missing[] = "no such file\n";
 
+	(void)req;
+	(void)method;
 	if (a == NULL)
 		resp = MHD_create_response_from_buffer(strlen(missing),
 		    (void *)missing, MHD_RESPMEM_PERSISTENT);
@@ -110,3 +107,12 @@ web_handle(struct MHD_Connection *conn, const char *url)
 	MHD_destroy_response(resp);
 	return rc;
 }
+
+/* The dashboard's files are code, not data: no token needed. */
+const struct api_route web_routes[] = {
+    {"/", API_GET | API_HEAD, 0, NULL, 0, API_PUBLIC, web_handle, NULL},
+    {"/ui/", API_GET | API_HEAD, 0, NULL, 0, API_PUBLIC, web_handle, NULL},
+    {"/ui/*/**", API_GET | API_HEAD, 0, NULL, 0, API_PUBLIC, web_handle,
+        NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};

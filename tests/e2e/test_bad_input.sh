@@ -68,6 +68,11 @@ api "$ADMIN_TOKEN" GET /v1/no-such-endpoint
 [[ $API_STATUS =~ ^(400|404|405)$ ]] || fail "unknown endpoint: HTTP $API_STATUS"
 api "$ADMIN_TOKEN" DELETE /v1/jobs
 [[ $API_STATUS =~ ^(400|404|405)$ ]] || fail "DELETE /v1/jobs: HTTP $API_STATUS"
+# a 405 names the methods the path takes (RFC 9110; the route table)
+if [ "$API_STATUS" = 405 ]; then
+	grep -qi '^Allow: GET, POST' "$API_HEADERS" ||
+	    fail "DELETE /v1/jobs: 405 without 'Allow: GET, POST'"
+fi
 # log offset that is not a number
 submit -- echo hi
 cli wait "$JOB"

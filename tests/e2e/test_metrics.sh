@@ -88,6 +88,7 @@ grep -qi '^content-type: text/plain; version=0.0.4' < <(curl -sS -D - -o /dev/nu
     -H "Authorization: Bearer $METRICS_TOKEN" "$CM") ||
     fail "/metrics Content-Type is not the text format 0.0.4"
 api_expect 405 "$METRICS_TOKEN" POST /metrics '{}'
+grep -qi '^Allow: GET' "$API_HEADERS" || fail "POST /metrics: no 'Allow: GET'"
 # a metrics token reads nothing else
 api_expect 200 "$METRICS_TOKEN" GET /v1/whoami
 assert_eq metrics "$(printf '%s' "$API_BODY" | json 'd["role"]')" "whoami role"
