@@ -262,9 +262,11 @@ nl_ask(struct mnl_socket *nl, unsigned int *seq, struct nlmsghdr *nlh,
 		if (got < 0)
 			return -errno;
 		/*
-		 * An answer to an earlier request (one that gave up waiting)
-		 * would fail the sequence check (EPROTO) and fail this
-		 * request with it: it is not ours, read on.
+		 * An answer to an earlier request that gave up reading (a
+		 * dump cut short by NLM_F_DUMP_INTR while other agents change
+		 * links leaves the rest of it queued) would fail the sequence
+		 * check (EPROTO), and so would every request after it: not
+		 * ours, read on.
 		 */
 		if ((size_t)got >= sizeof(struct nlmsghdr) &&
 		    ((const struct nlmsghdr *)(const void *)buf)->nlmsg_seq !=
@@ -677,7 +679,7 @@ sweep_routes(struct gp_net *n, int b)
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct rtmsg *rtm;
 	struct route_list *l;
-	int i, gone = 0;
+	int i, gone = 0, ret = 0, tries;
 
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return;
@@ -686,7 +688,15 @@ sweep_routes(struct gp_net *n, int b)
 	nlh->nlmsg_flags = NLM_F_DUMP;
 	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 	rtm->rtm_family = AF_INET;
-	if (nl_ask(n->nl, &n->seq, nlh, route_list_cb, l) == 0)
+	/* A dump that links changing under it cut short (EINTR): again. */
+	for (tries = 0; tries < 4; tries++) {
+		l->n = 0;
+		nlh->nlmsg_flags = NLM_F_DUMP;
+		if ((ret = nl_ask(n->nl, &n->seq, nlh, route_list_cb, l)) !=
+		    -EINTR)
+			break;
+	}
+	if (ret == 0)
 		for (i = 0; i < l->n; i++)
 			if (route_set(n->nl, &n->seq, 1, l->dst[i], 0, l->gw[i],
 			    0, l->prio) == 0)
@@ -703,7 +713,7 @@ sweep_block(struct gp_net *n, int b, const char *tables)
 {
 	char name[32], pattern[16], needle[48];
 	struct link_list l;
-	int links = 0, i;
+	int links = 0, i, ret = 0, tries;
 
 	snprintf(name, sizeof(name), NET_TABLE_FMT, b);
 	snprintf(needle, sizeof(needle), "table inet %s\n", name);
@@ -720,7 +730,10 @@ sweep_block(struct gp_net *n, int b, const char *tables)
 	sweep_routes(n, b);
 	snprintf(pattern, sizeof(pattern), "gp%02x.", b);
 	l.prefix = pattern;
-	if (link_list(n->nl, &n->seq, &l) != 0)
+	for (tries = 0; tries < 4; tries++)
+		if ((ret = link_list(n->nl, &n->seq, &l)) != -EINTR)
+			break;
+	if (ret != 0)
 		return;
 	for (i = 0; i < l.n; i++)
 		if (link_del(n->nl, &n->seq, l.names[i]) == 0)
