@@ -97,6 +97,14 @@ mk_token provider prov-r1
 kill -TERM "${AGENT_PID[r1]}"
 wait_exit "${AGENT_PID[r1]}" || fail "agent r1 did not stop"
 start_agent r1 1
+# The node is still up from the first registration: wait for the new
+# agent's own (its second 'registered' line), so that the node is the new
+# token's before the old one is revoked.
+deadline=$((SECONDS + WAIT_S))
+until [ "$(grep -c 'registered node=r1' "$T/agent-r1.log")" -ge 2 ]; do
+	[ $SECONDS -ge $deadline ] && fail "agent r1 did not register again: $(tail -n 5 "$T/agent-r1.log")"
+	sleep 0.1
+done
 wait_node_up r1
 api_expect 200 "$OPS" POST "/v1/tokens/$old_id/revoke"
 api_expect 401 "$old_prov" GET /v1/whoami
