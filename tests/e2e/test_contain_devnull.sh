@@ -10,11 +10,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image_lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
-command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "SKIP $(basename "$0" .sh): needs root: the agent changes uid and mounts"; exit 77; }
+command -v unshare >/dev/null || { echo "SKIP $(basename "$0" .sh): needs unshare: the agent runs in a private mount namespace"; exit 77; }
 
 NULLDEV="$T/null"
-mknod "$NULLDEV" c 1 3 || { echo "SKIP: cannot mknod here"; exit 0; }
+mknod "$NULLDEV" c 1 3 || { echo "SKIP $(basename "$0" .sh): needs root: cannot mknod here"; exit 77; }
 chown 0:0 "$NULLDEV"
 chmod 0666 "$NULLDEV"
 node_stat() { stat -c '%u:%g %a' "$NULLDEV"; }
@@ -35,8 +35,8 @@ spawn "$T/agent-c1.log" unshare -m --propagation private sh -c \
 AGENT_PID[c1]=$SPAWNED_PID
 wait_node_up c1
 if grep -q "container jobs disabled" "$T/agent-c1.log"; then
-	echo "SKIP: this agent runs no container jobs"
-	exit 0
+	echo "SKIP test_contain_devnull: needs oci-runtime: this agent runs no container jobs"
+	exit 77
 fi
 export GPUPOOL_TOKEN=$ALICE
 image_layer l --marker devnull

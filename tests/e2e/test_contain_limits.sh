@@ -9,8 +9,8 @@
 # lent memory has room for the same 400 MiB.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
-command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "SKIP $(basename "$0" .sh): needs root: jobs change uid, cgroups"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP $(basename "$0" .sh): needs python3: the jobs allocate with python3"; exit 77; }
 
 start_coordinator
 mk_token user alice
@@ -19,8 +19,8 @@ printf 'memory = 512M\nscratch-max = 64M\n' >"$T/a1.policy"
 start_agent a1 2 --policy "$T/a1.policy"
 wait_node_up a1
 if ! grep -q "cgroups mode=" "$T/agent-a1.log" || grep -q "cgroups mode=none" "$T/agent-a1.log"; then
-	echo "SKIP: the agent has no memory cgroup here"
-	exit 0
+	echo "SKIP test_contain_limits: needs cgroup-writable: the agent has no memory cgroup here"
+	exit 77
 fi
 export GPUPOOL_TOKEN=$ALICE
 

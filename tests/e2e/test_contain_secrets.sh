@@ -10,7 +10,7 @@
 # (expose = DIR ro) shows a plain job neither: each is an empty node there.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "SKIP $(basename "$0" .sh): needs root: jobs change uid"; exit 77; }
 
 open_to_others() { # PATH...: prints those with any group or other bit
 	local f m

@@ -11,8 +11,8 @@
 # --insecure, and the log and the dashboard (whoami's "insecure") say so.
 . "$(dirname "$0")/lib.sh"
 
-netns_available || { echo "SKIP: $NETNS_WHY"; exit 0; }
-command -v openssl >/dev/null || { echo "SKIP: no openssl"; exit 0; }
+netns_available || { echo "SKIP $(basename "$0" .sh): needs netns: $NETNS_WHY"; exit 77; }
+command -v openssl >/dev/null || { echo "SKIP $(basename "$0" .sh): needs openssl: the coordinator makes its CA with it"; exit 77; }
 netns_create p
 COORD_PORT=$(free_port)
 URL="https://$NETNS_HOST_IP:$COORD_PORT"

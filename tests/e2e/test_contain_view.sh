@@ -10,9 +10,9 @@
 # see what the policy exposes (expose = /opt/conda ro), read-only.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
-command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 0; }
-[ -d /srv ] && [ -d /opt ] || { echo "SKIP: no /srv or /opt here"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "SKIP $(basename "$0" .sh): needs root: jobs change uid, mounts"; exit 77; }
+command -v unshare >/dev/null || { echo "SKIP $(basename "$0" .sh): needs unshare: the agent runs in a private mount namespace"; exit 77; }
+[ -d /srv ] && [ -d /opt ] || { echo "SKIP $(basename "$0" .sh): needs root: no /srv or /opt here"; exit 77; }
 
 SECRET=contain-secret-$$-$RANDOM
 put() { # FILE: a world-readable marker

@@ -13,13 +13,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPGANG_INSIDE:-}" ]; then
 	if [ "$(id -u)" != 0 ]; then
-		echo "SKIP: network namespaces need root"
-		exit 0
+		echo "SKIP test_gang_network: needs netns: network namespaces need root"
+		exit 77
 	fi
 	for c in ip nsenter nft; do
 		if ! command -v "$c" >/dev/null 2>&1; then
-			echo "SKIP: no $c"
-			exit 0
+			echo "SKIP test_gang_network: needs netns: no $c"
+			exit 77
 		fi
 	done
 	p1=gpgang-$$-1

@@ -13,13 +13,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPTORCH_INSIDE:-}" ]; then
 	if [ "$(id -u)" != 0 ]; then
-		echo "SKIP: network namespaces need root"
-		exit 0
+		echo "SKIP test_gang_torch: needs netns: network namespaces need root"
+		exit 77
 	fi
 	for c in ip nsenter nft; do
 		if ! command -v "$c" >/dev/null 2>&1; then
-			echo "SKIP: no $c"
-			exit 0
+			echo "SKIP test_gang_torch: needs netns: no $c"
+			exit 77
 		fi
 	done
 	p1=gptorch-$$-1
@@ -60,8 +60,8 @@ fi
 . "$here/lib.sh"
 
 if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-	echo "SKIP: no torch with Gloo for $PY (Debian's python3-torch)"
-	exit 0
+	echo "SKIP test_gang_torch: needs torch: no torch with Gloo for $PY (Debian's python3-torch)"
+	exit 77
 fi
 # The script goes with the job (a plain job need not see this machine's
 # files).

@@ -218,10 +218,7 @@ TEST(frag_beats_fgd_on_a_model_constrained_trace)
 	snprintf(nodes, sizeof(nodes), "%s/openb_node_list_gpu_node.csv", dir);
 	snprintf(pods, sizeof(pods), "%s/openb_pod_list_gpuspec25.csv", dir);
 	if ((f = fopen(pods, "r")) == NULL) {
-		fprintf(stderr,
-		    "SKIP frag_beats_fgd_on_a_model_constrained_trace: "
-		    "no %s\n",
-		    pods);
+		UNIT_SKIP("traces", "no openb_pod_list_gpuspec25.csv");
 		return;
 	}
 	fclose(f);
@@ -258,8 +255,7 @@ TEST(frag_beats_fgd_on_a_multi_gpu_trace)
 	snprintf(nodes, sizeof(nodes), "%s/openb_node_list_gpu_node.csv", dir);
 	snprintf(pods, sizeof(pods), "%s/openb_pod_list_multigpu20.csv", dir);
 	if ((f = fopen(pods, "r")) == NULL) {
-		fprintf(stderr,
-		    "SKIP frag_beats_fgd_on_a_multi_gpu_trace: no %s\n", pods);
+		UNIT_SKIP("traces", "no openb_pod_list_multigpu20.csv");
 		return;
 	}
 	fclose(f);
