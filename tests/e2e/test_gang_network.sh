@@ -11,51 +11,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [ -z "${GPGANG_INSIDE:-}" ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "SKIP test_gang_network: needs netns: network namespaces need root"
-		exit 77
-	fi
-	for c in ip nsenter nft; do
-		if ! command -v "$c" >/dev/null 2>&1; then
-			echo "SKIP test_gang_network: needs netns: no $c"
-			exit 77
-		fi
-	done
-	p1=gpgang-$$-1
-	p2=gpgang-$$-2
-	lan=gpgang-$$-l
-	outer_cleanup() {
-		for ns in "$p1" "$p2" "$lan"; do
-			for p in $(ip netns pids "$ns" 2>/dev/null); do
-				kill -KILL "$p" 2>/dev/null
-			done
-			ip netns del "$ns" 2>/dev/null
-		done
-	}
-	trap outer_cleanup EXIT
-	ip netns add "$p1" && ip netns add "$p2" && ip netns add "$lan" &&
-	    ip -n "$lan" link add br0 type bridge &&
-	    ip -n "$lan" addr add 192.168.77.1/24 dev br0 &&
-	    ip -n "$lan" link set br0 up && ip -n "$lan" link set lo up ||
-	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	for i in 1 2; do
-		ns=$p1
-		[ "$i" = 2 ] && ns=$p2
-		ip -n "$ns" link add up0 type veth peer name down$i \
-		    netns "$lan" &&
-		    ip -n "$lan" link set down$i master br0 &&
-		    ip -n "$lan" link set down$i up &&
-		    ip -n "$ns" link set lo up &&
-		    ip -n "$ns" addr add 192.168.77.$((i + 1))/24 dev up0 &&
-		    ip -n "$ns" link set up0 up &&
-		    ip -n "$ns" route add default via 192.168.77.1 ||
-		    { echo "FAIL: cannot make provider $i"; exit 1; }
-	done
-	nsenter --net="/run/netns/$p1" env GPGANG_INSIDE=1 GPGANG_P2="$p2" \
-	    bash "$here/$(basename "$0")"
-	exit $?
-fi
+. "$here/gang_lib.sh"
+gang_machines test_gang_network "$here/$(basename "$0")"
 
 . "$here/lib.sh"
 
