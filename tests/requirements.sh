@@ -46,8 +46,10 @@ requirement_present() {
 		[ -f "${CUDA_INC:-/usr/local/cuda/include}/cuda.h" ] ;;
 	unshare | python3 | openssl | nft) # commands the tests run themselves
 		command -v "$1" >/dev/null 2>&1 ;;
-	torch) # Debian's python3-torch with Gloo: the real distributed client
-		python3 -c 'import torch.distributed as d
+	torch) # Debian's python3-torch with Gloo, for the Python the e2e tests
+		# run (tests/e2e/lib.sh: Debian's /usr/bin/python3 first)
+		"$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)" \
+			-c 'import torch.distributed as d
 assert d.is_gloo_available()' >/dev/null 2>&1 ;;
 	traces) # the public cluster traces in ../shared/data/traces
 		[ -r "${GPUPOOL_TRACES:-../shared/data/traces}/openb_pod_list_default.csv" ] &&
