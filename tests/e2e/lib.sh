@@ -497,6 +497,29 @@ kill9_agent() { # NAME
 # `go` appears in its work directory, see release_job), at most 120 s: a
 # job that must still be running at some point waits for a condition, not
 # for a time the machine may take longer than.
+# one_refused_heartbeat PROXY_LOG AGENT_LOG MESSAGE WHAT: an agent behind
+# tests/e2e/old_coordinator.py, whose refusal of a new heartbeat field the
+# agent logged as MESSAGE, had exactly one heartbeat refused (400) and
+# then goes on with accepted ones (200).
+one_refused_heartbeat() {
+	local plog=$1 alog=$2 message=$3 what=$4 refused ok_before deadline
+	deadline=$((SECONDS + WAIT_S))
+	until grep -q "$message" "$alog"; do
+		[ $SECONDS -ge $deadline ] && fail "the agent never sent (or never heard the refusal of) its $what"
+		sleep 0.2
+	done
+	refused=$(grep -c "POST /v1/agent/heartbeat 400" "$plog")
+	ok_before=$(grep -c "POST /v1/agent/heartbeat 200" "$plog")
+	deadline=$((SECONDS + WAIT_S))
+	until [ "$(grep -c "POST /v1/agent/heartbeat 200" "$plog")" -ge $((ok_before + 3)) ]; do
+		[ $SECONDS -ge $deadline ] && fail "no accepted heartbeats after the refusal"
+		sleep 0.2
+	done
+	assert_eq "$refused" "$(grep -c "POST /v1/agent/heartbeat 400" "$plog")" \
+	    "heartbeats refused (only the first with the $what)"
+	assert_eq 1 "$refused" "heartbeats refused"
+}
+
 gated_job_cmd() {
 	echo 'i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; [ -e go ]'
 }
