@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -122,6 +124,12 @@ gp_gpushare_cgroup_job(const char *text, int64_t *job_id, int64_t *attempt)
 	return 0;
 }
 
+/*
+ * The region is the job's to write, so the agent never maps it: a job
+ * that truncated the file under a mapping would kill the agent with
+ * SIGBUS. It reads a copy (pread) and writes its own fields in place
+ * (pwrite, aligned words the library reads with atomic loads).
+ */
 int
 gp_gpushare_steer(const char *workdir, int effective_milli, int host_util,
     struct gp_gpushare_usage *out)
@@ -129,32 +137,35 @@ gp_gpushare_steer(const char *workdir, int effective_milli, int host_util,
 	char path[PATH_MAX];
 	struct gp_region *r;
 	struct stat st;
-	int fd;
+	uint32_t word[2];
+	int fd, ret = GP_EIO;
 
 	if (snprintf(path, sizeof(path), "%s/%s", workdir,
 	    GP_GPUSHARE_REGION) >= (int)sizeof(path))
 		return GP_EINVAL;
 	if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return errno == ENOENT ? GP_ENOENT : GP_EIO;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size < (off_t)sizeof(*r)) {
+	if ((r = malloc(sizeof(*r))) == NULL) {
 		close(fd);
-		return GP_EIO;
+		return GP_ENOMEM;
 	}
-	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (r == MAP_FAILED)
-		return GP_EIO;
-	if (!gp_region_valid(r)) {
-		munmap(r, sizeof(*r));
-		return GP_EIO;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    pread(fd, r, sizeof(*r), 0) != (ssize_t)sizeof(*r) ||
+	    !gp_region_valid(r))
+		goto out;
+	if (effective_milli >= 0) {
+		word[0] = (uint32_t)effective_milli;
+		if (pwrite(fd, word, sizeof(word[0]),
+		    offsetof(struct gp_region, effective)) != sizeof(word[0]))
+			goto out;
+		atomic_store(&r->effective, word[0]);
 	}
-	if (effective_milli >= 0)
-		atomic_store(&r->effective, (uint32_t)effective_milli);
 	if (host_util >= 0) {
-		atomic_store(&r->host_util, (uint32_t)(host_util > 100 ? 100 :
-		    host_util));
-		atomic_fetch_add(&r->host_util_seq, 1);
+		word[0] = (uint32_t)(host_util > 100 ? 100 : host_util);
+		word[1] = atomic_load(&r->host_util_seq) + 1;
+		if (pwrite(fd, word, sizeof(word),
+		    offsetof(struct gp_region, host_util)) != sizeof(word))
+			goto out;
 	}
 	if (out != NULL) {
 		out->used_bytes = (int64_t)atomic_load(&r->used);
@@ -166,8 +177,11 @@ gp_gpushare_steer(const char *workdir, int effective_milli, int host_util,
 		out->launches = (int64_t)atomic_load(&r->launches);
 		out->oom = (int64_t)atomic_load(&r->oom);
 	}
-	munmap(r, sizeof(*r));
-	return 0;
+	ret = 0;
+out:
+	free(r);
+	close(fd);
+	return ret;
 }
 
 int
