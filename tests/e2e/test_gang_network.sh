@@ -107,7 +107,15 @@ done
 log "part 0: $(printf '%s' "$LOG" | tr '\n' ' ')"
 assert_contains "$LOG" "rank0 ok: hello from rank 1" "part 0 reached part 1"
 assert_contains "$LOG" "gloo_if=eth0" "GLOO_SOCKET_IFNAME"
-part_log 1
+# Part 1's log reaches the coordinator on its own agent's schedule, maybe
+# after part 0's: wait for it too.
+deadline=$((SECONDS + WAIT_S))
+while :; do
+	part_log 1
+	case $LOG in *"rank1 ok"*) break ;; esac
+	[ $SECONDS -ge $deadline ] && fail "part 1's log never said rank1 ok: $LOG"
+	sleep 0.3
+done
 log "part 1: $(printf '%s' "$LOG" | tr '\n' ' ')"
 assert_contains "$LOG" "rank1 got: hello from rank 0" "part 1 reached by part 0"
 master=$(printf '%s' "$LOG" | sed -n 's/.*master=\([0-9.]*\):\([0-9]*\).*/\1 \2/p' | head -1)
