@@ -26,7 +26,16 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       # issue 14: the agent builds each job's veth pair and addresses over
       # rtnetlink with libmnl; bench/net_candidates.sh compares slirp4netns
       # and measures throughput with iperf3
-      libmnl-dev slirp4netns iperf3)
+      libmnl-dev slirp4netns iperf3
+      # issue 14: the gang overlay between agents behind different NATs
+      # (no WireGuard kernel module on every provider: the userspace one)
+      wireguard-go
+      # issue 17: interactive sessions tested with real clients (OpenSSH's
+      # ssh into an sshd a job runs, Debian's Jupyter server in a job)
+      openssh-client openssh-server python3-notebook
+      # issue 19: the coordinator's state in PostgreSQL (libpq), and a real
+      # PostgreSQL 15 that the tests start as an unprivileged user
+      libpq-dev postgresql-15)
 for set in "$@"; do
 	case "$set" in
 	slurm) pkgs+=(slurmctld slurmd slurm-client munge slurm-wlm-doc) ;;
