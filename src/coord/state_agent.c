@@ -523,6 +523,7 @@ apply_register(struct op *op)
 	kill = json_array();
 	pthread_mutex_lock(&notify_lock);
 	json_array_clear(node->outbox_assign);
+	notify_supersede_node(node);
 	pthread_mutex_unlock(&notify_lock);
 	for (k = 0; k < node->njobs; k++) {
 		struct job *j = state_job(node->jobs[k]);
