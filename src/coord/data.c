@@ -60,6 +60,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "blob.h"
 #include "ckpt_store.h"
 #include "datasets.h"
 #include "joblog.h"
@@ -76,6 +77,10 @@
 static int64_t quota_default;        /* bytes; 0: no limit */
 static int64_t data_max = 1LL << 40; /* bytes in one version/output */
 static int64_t output_retain_ms = 30 * 86400 * 1000LL;
+
+/* data.c's own connection to checkpoints.db (see the top) and its lock. */
+static sqlite3 *db;
+static pthread_mutex_t data_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS objects("
@@ -123,16 +128,26 @@ struct upload {
 
 /* ---- replies ---- */
 
-/* ---- database (ckpt_lock held) ---- */
+/* ---- database (data_lock held) ---- */
+
+/* Sends a stored chunk of user's (404 when absent). */
+static enum MHD_Result
+reply_chunk(struct MHD_Connection *conn, const char *user, const char *name)
+{
+	char missing[100];
+
+	snprintf(missing, sizeof(missing), "no chunk %.64s", name);
+	return blob_reply(conn, blob_chunks, user, name, missing);
+}
 
 static sqlite3_stmt *
 prep(const char *sql)
 {
 	sqlite3_stmt *st = NULL;
 
-	if (sqlite3_prepare_v2(ckpt_db(), sql, -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
 		gp_error("data database prepare error=\"%s\"",
-		    sqlite3_errmsg(ckpt_db()));
+		    sqlite3_errmsg(db));
 		return NULL;
 	}
 	return st;
@@ -143,7 +158,7 @@ exec_sql(const char *sql)
 {
 	char *msg = NULL;
 
-	if (sqlite3_exec(ckpt_db(), sql, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		gp_error("data database error=\"%s\"", msg != NULL ? msg : "?");
 		sqlite3_free(msg);
 		return GP_EIO;
@@ -239,7 +254,7 @@ may_change(const struct token_entry *who, const char *owner)
 	    (who->role == GP_ROLE_USER && strcmp(who->name, owner) == 0);
 }
 
-/* ---- sizes and quotas (ckpt_lock held) ---- */
+/* ---- sizes and quotas (data_lock held) ---- */
 
 /* Bytes of the distinct chunks of user's objects, but object skip. */
 static int64_t
@@ -344,7 +359,7 @@ num(const char *text, int64_t *v)
 	    gp_parse_int(text, 1, INT64_MAX / 2, v) == 0;
 }
 
-/* ---- objects (ckpt_lock held) ---- */
+/* ---- objects (data_lock held) ---- */
 
 /* The id of a data set version (0: the latest). OUT: *version. 0: none. */
 static int64_t
@@ -488,7 +503,7 @@ upload_load(int64_t id, struct upload *u)
 /*
  * May who continue upload u (PUT, commit)? A data set upload: the user
  * who began it. An output: the agent token that began it, while the
- * attempt is still the job's current one (ckpt_lock held; takes
+ * attempt is still the job's current one (data_lock held; takes
  * state.lock briefly). Returns 0 or the HTTP status with err.
  */
 static int
@@ -527,7 +542,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
     int64_t attempt, json_t *m, const struct gp_ckpt_totals *tot)
 {
 	unsigned char hash[32];
-	char digest[65], path[1400], *text;
+	char digest[65], *text;
 	sqlite3_stmt *st = NULL, *ins = NULL;
 	json_t *f, *c, *missing = NULL;
 	const char *cname;
@@ -542,7 +557,8 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	crypto_generichash(hash, sizeof(hash), (unsigned char *)text,
 	    strlen(text), NULL, 0);
 	sodium_bin2hex(digest, sizeof(digest), hash, sizeof(hash));
-	pthread_mutex_lock(&ckpt_lock);
+	blob_lock(blob_chunks);
+	pthread_mutex_lock(&data_lock);
 	if (strcmp(kind, "output") == 0)
 		skip = query_int(0,
 		    "SELECT id FROM objects WHERE kind = "
@@ -592,7 +608,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 		sqlite3_bind_int64(st, 11, gp_now_ms());
 		if (sqlite3_step(st) != SQLITE_DONE)
 			goto rollback;
-		id = sqlite3_last_insert_rowid(ckpt_db());
+		id = sqlite3_last_insert_rowid(db);
 		json_array_foreach(json_object_get(m, "files"), i, f)
 		{
 			size = json_integer_value(json_object_get(f, "size"));
@@ -621,7 +637,8 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 			adds = upload_adds(id, user, skip);
 			if (adds > 0 && used + adds > limit) {
 				exec_sql("ROLLBACK");
-				pthread_mutex_unlock(&ckpt_lock);
+				pthread_mutex_unlock(&data_lock);
+				blob_unlock(blob_chunks);
 				free(text);
 				return reply_quota(conn, user, used, limit,
 				    adds);
@@ -638,8 +655,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		cname = col_text(st, 0);
-		ckpt_chunk_path(user, cname, path, sizeof(path));
-		if (utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) != 0)
+		if (blob_touch(blob_chunks, user, cname, 1) != 0)
 			json_array_append_new(missing, json_string(cname));
 	}
 	sqlite3_finalize(st);
@@ -652,7 +668,8 @@ rollback:
 	st = ins = NULL;
 	exec_sql("ROLLBACK");
 unlock:
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
+	blob_unlock(blob_chunks);
 	free(text);
 	if (status != 0) {
 		json_decref(missing);
@@ -726,20 +743,20 @@ void
 data_upload_begin(struct request *req, const char *url)
 {
 	char p[PARTS_MAX][PART_LEN], err[256];
-	struct ckpt_upload *cu;
+	struct blob_upload *cu;
 	struct upload u;
 	int64_t id, size = -1;
 	int status = 0, found;
 
-	if ((cu = ckpt_upload_new(req)) == NULL || req->auth == NULL)
+	if ((cu = ckpt_chunk_put_new(req)) == NULL || req->auth == NULL)
 		return;
 	if (split(url, p) != 5 || !num(p[2], &id) ||
 	    !gp_ckpt_name_valid(p[4])) {
-		ckpt_upload_refuse(cu, 404,
+		blob_upload_refuse(cu, 404,
 		    "chunks are named by 64 lowercase hex digits");
 		return;
 	}
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	found = upload_load(id, &u);
 	if (found)
 		status = upload_access(req->auth, &u, err, sizeof(err));
@@ -748,7 +765,7 @@ data_upload_begin(struct request *req, const char *url)
 		    "SELECT size FROM upload_chunks WHERE "
 		    "upload = ?1 AND chunk = ?2",
 		    "is", id, p[4]);
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	if (!found) {
 		snprintf(err, sizeof(err), "no upload %lld", (long long)id);
 		status = 404;
@@ -760,10 +777,13 @@ data_upload_begin(struct request *req, const char *url)
 		status = 400;
 	}
 	if (status != 0) {
-		ckpt_upload_refuse(cu, status, err);
+		blob_upload_refuse(cu, status, err);
 		return;
 	}
-	ckpt_upload_open(cu, u.user, p[4], (size_t)size);
+	blob_upload_open(cu, blob_chunks, u.user, p[4], size,
+	    size == GP_CKPT_CHUNK_SIZE ? "a chunk is at most 4 MiB"
+	                               : "the chunk is larger than the "
+	                                 "manifest says");
 }
 
 /* POST /v1/uploads/ID/commit. */
@@ -778,9 +798,12 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	const char *source;
 	int status = 500;
 
-	pthread_mutex_lock(&ckpt_lock);
+	/* No chunk goes between the check and the insert (blob.h). */
+	blob_lock(blob_chunks);
+	pthread_mutex_lock(&data_lock);
 	if (!upload_load(id, &u)) {
-		pthread_mutex_unlock(&ckpt_lock);
+		pthread_mutex_unlock(&data_lock);
+		blob_unlock(blob_chunks);
 		return reply_error(conn, 404, "no upload %lld", (long long)id);
 	}
 	if ((status = upload_access(req->auth, &u, err, sizeof(err))) != 0)
@@ -793,7 +816,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (ckpt_stat_chunk(u.user, col_text(st, 0), &sb) != 0 ||
+		if (blob_stat(blob_chunks, u.user, col_text(st, 0), &sb) != 0 ||
 		    sb.st_size != sqlite3_column_int64(st, 1)) {
 			snprintf(err, sizeof(err),
 			    "chunk %s is not stored: "
@@ -807,10 +830,10 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	st = NULL;
 	/*
 	 * The chunks' directory entries durable before the object that
-	 * names them is (coordd.h, ckpt_sync_user_dirs).
+	 * names them is (blob.h, blob_sync_owner).
 	 */
 	snprintf(err, sizeof(err), "cannot make the chunks durable");
-	if (ckpt_sync_user_dirs(u.user) != 0)
+	if (blob_sync_owner(blob_chunks, u.user) != 0)
 		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the %s",
 	    strcmp(u.kind, "data") == 0 ? "version" : "output");
@@ -856,7 +879,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (sqlite3_step(st) != SQLITE_DONE)
 		goto rollback;
 	sqlite3_finalize(st);
-	object = sqlite3_last_insert_rowid(ckpt_db());
+	object = sqlite3_last_insert_rowid(db);
 	st = prep("INSERT INTO object_chunks SELECT ?1, chunk, size FROM "
 	          "upload_chunks WHERE upload = ?2");
 	if (st == NULL)
@@ -874,8 +897,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		/* The quota changed meanwhile, or another upload won. */
 		exec_sql("ROLLBACK");
 		upload_delete(id);
-		pthread_mutex_unlock(&ckpt_lock);
-		ckpt_gc_mark_dirty(u.user);
+		pthread_mutex_unlock(&data_lock);
+		blob_unlock(blob_chunks);
+		blob_gc_mark(blob_chunks, u.user);
 		return reply_quota(conn, u.user, before, limit, after - before);
 	}
 	if (exec_sql("COMMIT") != 0)
@@ -888,14 +912,15 @@ rollback:
 	exec_sql("ROLLBACK");
 unlock:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
+	blob_unlock(blob_chunks);
 	if (status != 0) {
 		gp_warn("upload commit refused id=%lld status=%d error=\"%s\"",
 		    (long long)id, status, err);
 		return reply_error(conn, status, "%s", err);
 	}
 	if (old > 0)
-		ckpt_gc_mark_dirty(u.user);
+		blob_gc_mark(blob_chunks, u.user);
 	gp_format_bytes(u.bytes, b, sizeof(b));
 	if (version > 0) {
 		gp_info("data set version stored user=%s name=%s version=%lld "
@@ -949,7 +974,7 @@ handle_list(struct MHD_Connection *conn, struct request *req)
 	sqlite3_stmt *st;
 	char tm[40];
 
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	st = prep("SELECT o.user, o.name, o.version, o.bytes, o.files, "
 	          "o.created_ms, (SELECT COUNT(*) FROM objects v WHERE "
 	          "v.kind = 'data' AND v.user = o.user AND v.name = o.name) "
@@ -980,7 +1005,7 @@ handle_list(struct MHD_Connection *conn, struct request *req)
 		}
 		sqlite3_finalize(st);
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	return reply_json(conn, 200, json_pack("{s:o}", "data_sets", list));
 }
 
@@ -993,7 +1018,7 @@ handle_versions(struct MHD_Connection *conn, struct request *req,
 	sqlite3_stmt *st;
 	char tm[40];
 
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	if (may_read(req->auth, owner, name) &&
 	    (st = prep("SELECT version, bytes, files, created_ms FROM objects "
 	               "WHERE kind = 'data' AND user = ? AND name = ? ORDER BY "
@@ -1021,7 +1046,7 @@ handle_versions(struct MHD_Connection *conn, struct request *req,
 			json_object_set_new(o, "shared_with",
 			    shares_of(owner, name));
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	json_decref(list);
 	if (o == NULL)
 		return reply_error(conn, 404, "no data set %s/%s", owner, name);
@@ -1042,13 +1067,13 @@ handle_read(struct MHD_Connection *conn, struct request *req, const char *owner,
 		    "no version '%.32s' of data set "
 		    "%s/%s",
 		    vtext, owner, name);
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	if (may_read(req->auth, owner, name))
 		id = data_object(owner, name, &version);
 	ok = id > 0 && (chunk == NULL || object_has_chunk(id, chunk));
 	if (ok && chunk == NULL)
 		m = object_manifest(id);
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	if (!ok)
 		return chunk != NULL && id > 0
 		    ? reply_error(conn, 404, "no chunk %.64s", chunk)
@@ -1056,7 +1081,7 @@ handle_read(struct MHD_Connection *conn, struct request *req, const char *owner,
 		          name, strcmp(vtext, "latest") ? "@" : "",
 		          strcmp(vtext, "latest") ? vtext : "");
 	if (chunk != NULL)
-		return ckpt_reply_chunk(conn, owner, chunk);
+		return reply_chunk(conn, owner, chunk);
 	if (m == NULL)
 		return reply_error(conn, 500, "cannot read the manifest");
 	return reply_json(conn, 200, m);
@@ -1064,7 +1089,7 @@ handle_read(struct MHD_Connection *conn, struct request *req, const char *owner,
 
 /*
  * The unfinished jobs that pin owner/name (version: that one; 0: any),
- * as "12, 14" in out; 0 when none (ckpt_lock held; takes state.lock).
+ * as "12, 14" in out; 0 when none (data_lock held; takes state.lock).
  */
 static int
 jobs_using(const char *owner, const char *name, int64_t version, char *out,
@@ -1117,7 +1142,7 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 		    "no version '%.32s' of data set "
 		    "%s/%s",
 		    vtext, owner, name);
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	readable = may_read(req->auth, owner, name);
 	if (!readable || data_object(owner, name, &(int64_t){version}) == 0) {
 		status = 404;
@@ -1158,7 +1183,7 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 	} else {
 		status = 500;
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	switch (status) {
 	case 404:
 		return reply_error(conn, 404, "no data set %s/%s%s%s", owner,
@@ -1176,7 +1201,7 @@ handle_remove(struct MHD_Connection *conn, struct request *req,
 	case 500:
 		return reply_error(conn, 500, "cannot remove the data set");
 	}
-	ckpt_gc_mark_dirty(owner);
+	blob_gc_mark(blob_chunks, owner);
 	gp_info("data set removed user=%s name=%s version=%lld versions=%lld "
 	        "by=%s",
 	    owner, name, (long long)version, (long long)removed,
@@ -1199,7 +1224,7 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 	if (gp_share_request_decode(req->body.data ? req->body.data : "",
 	        req->body.len, grantee, err, sizeof(err)) != 0)
 		return reply_error(conn, 400, "%s", err);
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	if (!may_read(req->auth, owner, name) ||
 	    data_object(owner, name, &(int64_t){0}) == 0)
 		status = 404;
@@ -1221,7 +1246,7 @@ handle_share(struct MHD_Connection *conn, struct request *req,
 	} else {
 		status = 500;
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	if (status == 0)
 		gp_info("data set %s user=%s name=%s grantee=%s by=%s",
 		    share ? "shared" : "unshared", owner, name, grantee,
@@ -1274,7 +1299,7 @@ handle_quota(struct MHD_Connection *conn, struct request *req, const char *user,
 		                                           : "",
 		        req->body.len, &bytes, err, sizeof(err)) != 0)
 			return reply_error(conn, 400, "%s", err);
-		pthread_mutex_lock(&ckpt_lock);
+		pthread_mutex_lock(&data_lock);
 		st = prep(post ? "INSERT OR REPLACE INTO quotas VALUES(?, ?)"
 		               : "DELETE FROM quotas WHERE user = ?");
 		if (st != NULL) {
@@ -1286,7 +1311,7 @@ handle_quota(struct MHD_Connection *conn, struct request *req, const char *user,
 			ok = sqlite3_step(st) == SQLITE_DONE;
 			sqlite3_finalize(st);
 		}
-		pthread_mutex_unlock(&ckpt_lock);
+		pthread_mutex_unlock(&data_lock);
 		if (st == NULL || !ok)
 			return reply_error(conn, 500, "cannot set the quota");
 		gp_info("quota set user=%s bytes=%s%lld by=%s", user,
@@ -1298,7 +1323,7 @@ handle_quota(struct MHD_Connection *conn, struct request *req, const char *user,
 		    "you may see your own quota "
 		    "only");
 	}
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	limit = quota_of(user, &source);
 	o = json_pack("{s:s,s:o,s:s,s:I,s:I,s:I,s:I,s:I}", "user", user,
 	    "limit", limit > 0 ? json_integer(limit) : json_null(), "source",
@@ -1314,7 +1339,7 @@ handle_quota(struct MHD_Connection *conn, struct request *req, const char *user,
 	        "SELECT COUNT(*) FROM objects WHERE "
 	        "user = ? AND kind = 'output'",
 	        "s", user));
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	return reply_json(conn, 200, o);
 }
 
@@ -1349,7 +1374,7 @@ handle_output(struct MHD_Connection *conn, struct request *req, int64_t job,
 	if (!del && strcmp(method, "GET") != 0)
 		return reply_error(conn, 405, "method %.16s not allowed",
 		    method);
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	id = query_int(0,
 	    "SELECT id FROM objects WHERE kind = 'output' AND "
 	    "job_id = ?",
@@ -1359,14 +1384,14 @@ handle_output(struct MHD_Connection *conn, struct request *req, int64_t job,
 		ok = object_delete(id) == 0;
 	else if (ok && chunk == NULL)
 		m = object_manifest(id);
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	if (!ok)
 		return chunk != NULL && id > 0
 		    ? reply_error(conn, 404, "no chunk %.64s", chunk)
 		    : reply_error(conn, 404, "job %lld has no stored output",
 		          (long long)job);
 	if (del) {
-		ckpt_gc_mark_dirty(user);
+		blob_gc_mark(blob_chunks, user);
 		gp_info("job output removed job=%lld by=%s", (long long)job,
 		    req->auth->name);
 		return reply_json(conn, 200,
@@ -1374,7 +1399,7 @@ handle_output(struct MHD_Connection *conn, struct request *req, int64_t job,
 		        1));
 	}
 	if (chunk != NULL)
-		return ckpt_reply_chunk(conn, user, chunk);
+		return reply_chunk(conn, user, chunk);
 	if (m == NULL)
 		return reply_error(conn, 500, "cannot read the manifest");
 	return reply_json(conn, 200, m);
@@ -1416,13 +1441,13 @@ handle_agent_data(struct MHD_Connection *conn, struct request *req, int64_t job,
 	if (owner[0] == '\0' || name[0] == '\0' || version <= 0)
 		return reply_error(conn, 404, "job %lld has no data set %lld",
 		    (long long)job, (long long)k);
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	if (may_mount(user, owner, name))
 		id = data_object(owner, name, &version);
 	ok = id > 0 && (chunk == NULL || object_has_chunk(id, chunk));
 	if (ok && chunk == NULL)
 		m = object_manifest(id);
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	if (!ok) {
 		if (id > 0)
 			return reply_error(conn, 404, "no chunk %.64s", chunk);
@@ -1435,7 +1460,7 @@ handle_agent_data(struct MHD_Connection *conn, struct request *req, int64_t job,
 		    owner, name, (long long)version, user);
 	}
 	if (chunk != NULL)
-		return ckpt_reply_chunk(conn, owner, chunk);
+		return reply_chunk(conn, owner, chunk);
 	if (m == NULL)
 		return reply_error(conn, 500, "cannot read the manifest");
 	return reply_json(conn, 200, m);
@@ -1551,7 +1576,7 @@ data_pin(const struct token_entry *who, struct gp_jobspec *spec, char *err,
 
 	if (json_array_size(spec->data) == 0)
 		return 0;
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	json_array_foreach(spec->data, i, d)
 	{
 		owner = json_string_value(json_object_get(d, "owner"));
@@ -1580,33 +1605,42 @@ data_pin(const struct token_entry *who, struct gp_jobspec *spec, char *err,
 		json_object_set_new(d, "version",
 		    json_integer((json_int_t)version));
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	return status;
 }
 
 /* ---- GC ---- */
 
-int
-data_collect_refs(const char *user, json_t *refs)
+/*
+ * The chunk store's GC (a blob_user): adds the chunks user's data sets,
+ * outputs and uploads in progress reference. blob_lock held.
+ */
+static int
+collect_refs(const char *user, json_t *refs)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	st = prep("SELECT DISTINCT oc.chunk FROM object_chunks oc JOIN "
+	pthread_mutex_lock(&data_lock);
+	st = db == NULL ? NULL : prep("SELECT DISTINCT oc.chunk FROM object_chunks oc JOIN "
 	          "objects o ON o.id = oc.object WHERE o.user = ?1 UNION "
 	          "SELECT DISTINCT uc.chunk FROM upload_chunks uc JOIN uploads "
 	          "u ON u.id = uc.upload WHERE u.user = ?1");
-	if (st == NULL)
+	if (st == NULL) {
+		pthread_mutex_unlock(&data_lock);
 		return GP_EIO;
+	}
 	sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		json_object_set(refs, col_text(st, 0), json_true());
 	sqlite3_finalize(st);
+	pthread_mutex_unlock(&data_lock);
 	return rc == SQLITE_DONE ? 0 : GP_EIO;
 }
 
-void
-data_gc_expire(void)
+/* Drops expired uploads and outputs (the chunk store's GC, each pass). */
+static void
+gc_expire(void)
 {
 	sqlite3_stmt *st;
 	int64_t now = gp_now_ms(), id, job_id, *ids = NULL, fin;
@@ -1615,7 +1649,7 @@ data_gc_expire(void)
 	enum job_state js;
 	int expired, rc;
 
-	pthread_mutex_lock(&ckpt_lock);
+	pthread_mutex_lock(&data_lock);
 	/* Uploads abandoned long ago. */
 	st = prep("SELECT id, user FROM uploads WHERE created_ms < ?");
 	while (st != NULL) {
@@ -1623,7 +1657,7 @@ data_gc_expire(void)
 		if (sqlite3_step(st) != SQLITE_ROW)
 			break;
 		id = sqlite3_column_int64(st, 0);
-		ckpt_gc_mark_dirty(col_text(st, 1));
+		blob_gc_mark(blob_chunks, col_text(st, 1));
 		sqlite3_reset(st);
 		upload_delete(id);
 		gp_info("upload expired id=%lld", (long long)id);
@@ -1657,7 +1691,7 @@ data_gc_expire(void)
 		if (st != NULL) {
 			sqlite3_bind_int64(st, 1, ids[i]);
 			if (sqlite3_step(st) == SQLITE_ROW) {
-				ckpt_gc_mark_dirty(col_text(st, 0));
+				blob_gc_mark(blob_chunks, col_text(st, 0));
 				gp_info("job output expired job=%lld",
 				    (long long)sqlite3_column_int64(st, 1));
 			}
@@ -1665,13 +1699,17 @@ data_gc_expire(void)
 		}
 		object_delete(ids[i]);
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
 	free(ids);
 }
+
+static const struct blob_user data_blob_user = {"data", gc_expire,
+    collect_refs};
 
 int
 data_init(const struct coord_config *cfg)
 {
+	char path[1200];
 	sqlite3_stmt *st;
 
 	quota_default = cfg->quota_default;
@@ -1679,19 +1717,37 @@ data_init(const struct coord_config *cfg)
 		data_max = cfg->data_max;
 	if (cfg->output_retain_ms > 0)
 		output_retain_ms = cfg->output_retain_ms;
-	pthread_mutex_lock(&ckpt_lock);
-	if (exec_sql(schema) != 0) {
-		pthread_mutex_unlock(&ckpt_lock);
+	/*
+	 * The tables stay where pools made before the blob store keep them,
+	 * in checkpoints.db, through a connection of data.c's own; the busy
+	 * timeout waits out ckpt.c's writes to the same file.
+	 */
+	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
+	if (sqlite3_open_v2(path, &db,
+	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	            SQLITE_OPEN_FULLMUTEX,
+	        NULL) != SQLITE_OK) {
+		gp_error("cannot open database path=%s", path);
+		return GP_EIO;
+	}
+	sqlite3_busy_timeout(db, 10000);
+	pthread_mutex_lock(&data_lock);
+	if (exec_sql("PRAGMA journal_mode=WAL;") != 0 ||
+	    exec_sql("PRAGMA synchronous=FULL;") != 0 ||
+	    exec_sql(schema) != 0) {
+		pthread_mutex_unlock(&data_lock);
 		return GP_EIO;
 	}
 	/* After a restart every user with objects gets one GC pass. */
 	if ((st = prep("SELECT DISTINCT user FROM objects UNION SELECT "
 	               "DISTINCT user FROM uploads")) != NULL) {
 		while (sqlite3_step(st) == SQLITE_ROW)
-			ckpt_gc_mark_dirty(col_text(st, 0));
+			blob_gc_mark(blob_chunks, col_text(st, 0));
 		sqlite3_finalize(st);
 	}
-	pthread_mutex_unlock(&ckpt_lock);
+	pthread_mutex_unlock(&data_lock);
+	if (blob_add_user(blob_chunks, &data_blob_user) != 0)
+		return GP_EINVAL;
 	gp_info("data store quota_default=%lld data_max=%lld "
 	        "output_retain_s=%lld",
 	    (long long)quota_default, (long long)data_max,
@@ -1699,9 +1755,20 @@ data_init(const struct coord_config *cfg)
 	return 0;
 }
 
-/* A chunk PUT of an upload: the checkpoint store's stream, begun here. */
+/* After blob_stop: the GC no longer asks. */
+void
+data_stop(void)
+{
+	pthread_mutex_lock(&data_lock);
+	if (db != NULL)
+		sqlite3_close(db);
+	db = NULL;
+	pthread_mutex_unlock(&data_lock);
+}
+
+/* A chunk PUT of an upload: the chunk store's stream, begun here. */
 static const struct api_stream upload_stream = {data_upload_begin,
-    ckpt_upload_data, ckpt_upload_end, ckpt_upload_release};
+    ckpt_chunk_put_data, ckpt_chunk_put_end, blob_upload_release};
 
 /* Data sets, uploads, quotas, job outputs, and the agents' side. */
 const struct api_route data_routes[] = {

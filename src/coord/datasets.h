@@ -7,8 +7,13 @@
 #include "state.h"
 
 /* data.c */
-/* Creates data.c's tables in ckpt_db (after ckpt_init). */
+/*
+ * Opens data.c's tables (in DATA/checkpoints.db, a connection of its
+ * own) and adds data sets and outputs to the chunk store's users (after
+ * blob_init, before blob_start). data_stop closes them (after blob_stop).
+ */
 int data_init(const struct coord_config *cfg);
+void data_stop(void);
 /* The routes (data_routes, route.h) are answered by data_handle. */
 enum MHD_Result data_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method);
@@ -22,10 +27,6 @@ void data_upload_begin(struct request *req, const char *url);
  */
 int data_pin(const struct token_entry *who, struct gp_jobspec *spec,
     char *err, size_t errlen);
-/* Adds the chunks user's data sets, outputs and uploads use (ckpt_lock). */
-int data_collect_refs(const char *user, json_t *refs);
-/* Drops expired uploads and outputs (the GC thread). */
-void data_gc_expire(void);
 
 /*
  * live.c: the live scheduler. One engine (sched.h) for the coordinator's

@@ -18,6 +18,7 @@
 
 #include "coord/coord.h"
 #include "api.h"
+#include "blob.h"
 #include "ckpt_store.h"
 #include "coord_metrics.h"
 #include "datasets.h"
@@ -574,6 +575,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("cannot set up the metrics");
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	if (blob_init(&cfg) != 0)
+		gp_fatalx("cannot open the blob store in %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
@@ -581,6 +584,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("cannot open the data store in %s", cfg.data_dir);
 	if (image_init(&cfg) != 0)
 		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
+	if (blob_start() != 0)
+		gp_fatalx("cannot start the blob store's threads");
 	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
@@ -624,7 +629,9 @@ gp_coord_main(int argc, char **argv)
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
+	blob_stop();
 	ckpt_stop();
+	data_stop();
 	image_stop();
 	ledger_close(&ledger);
 	submit_key_close();
