@@ -46,6 +46,8 @@
  * and its GC thread. Locks: blob_lock (the files' life, see blob.h),
  * then the users' own; dirs_lock, gc_lock and store_lock are leaves.
  */
+#include "blob.h"
+
 #include <sys/stat.h>
 
 #include <dirent.h>
@@ -59,15 +61,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "blob.h"
 #include "coord_metrics.h"
-#include "joblog.h"
 #include "gp.h"
+#include "joblog.h"
 #include "log.h"
 
 #define WRITE_BLOCK    (1u << 20) /* a blob is written in these */
-#define WRITE_ALIGN    4096	  /* O_DIRECT: offsets, sizes, memory */
-#define BLOCK_POOL_MAX 8	  /* idle write blocks kept */
+#define WRITE_ALIGN    4096       /* O_DIRECT: offsets, sizes, memory */
+#define BLOCK_POOL_MAX 8          /* idle write blocks kept */
 #define STORE_THREADS  4
 #define STORES_MAX     64 /* queued; beyond, a PUT stores before answering */
 #define USERS_MAX      4
@@ -103,7 +104,7 @@ struct blob_store {
 	int gc_started, gc_stopping, gc_wanted;
 	pthread_mutex_t gc_lock;
 	pthread_cond_t gc_cond; /* monotonic: gp_cond_init_monotonic */
-	json_t *gc_dirty;	/* owners to look at: {owner: true} */
+	json_t *gc_dirty;       /* owners to look at: {owner: true} */
 
 	pthread_mutex_t store_lock;
 	pthread_cond_t store_work, store_done;
@@ -146,8 +147,7 @@ static int block_count;
 /* ---- paths ---- */
 
 static void
-owner_dir(const struct blob_store *s, const char *owner, char *out,
-    size_t len)
+owner_dir(const struct blob_store *s, const char *owner, char *out, size_t len)
 {
 	if (!s->cfg.per_owner)
 		snprintf(out, len, "%s", s->root);
@@ -225,14 +225,14 @@ blob_sync_owner(struct blob_store *s, const char *owner)
 	{
 		if (fsync_dir(dir) != 0) {
 			gp_error("%s blob directory sync failed dir=%s "
-				 "error=\"%s\"", s->what, dir, strerror(errno));
+			         "error=\"%s\"",
+			    s->what, dir, strerror(errno));
 			ret = GP_EIO;
 			break;
 		}
 	}
 	if (ret != 0)
-		json_object_foreach(set, dir, v)
-			dir_dirty(s, owner, dir);
+		json_object_foreach(set, dir, v) dir_dirty(s, owner, dir);
 	json_decref(set);
 	return ret;
 }
@@ -271,8 +271,7 @@ block_put(char *b)
 /* ---- reading ---- */
 
 int
-blob_touch(struct blob_store *s, const char *owner, const char *hex,
-    int locked)
+blob_touch(struct blob_store *s, const char *owner, const char *hex, int locked)
 {
 	char path[PATH_LEN];
 	int rc;
@@ -380,10 +379,10 @@ store_main(void *arg)
 		if (s->cfg.store_delay_ms > 0)
 			usleep((useconds_t)s->cfg.store_delay_ms * 1000);
 		if (store_blob(s, p->fd, p->tmp, p->final, p->owner, p->dir,
-		    p->len) != 0)
+		        p->len) != 0)
 			gp_error("%s blob not stored blob=%.16s owner=%s "
-				 "error=\"%s\"", s->what, p->hex, p->owner,
-			    strerror(errno));
+			         "error=\"%s\"",
+			    s->what, p->hex, p->owner, strerror(errno));
 		pthread_mutex_lock(&s->store_lock);
 		for (pp = &s->stores; *pp != p; pp = &(*pp)->next)
 			;
@@ -458,9 +457,10 @@ static void
 stores_start(struct blob_store *s)
 {
 	for (s->nstore_threads = 0; s->nstore_threads < s->cfg.store_threads &&
-	    s->nstore_threads < STORE_THREADS; s->nstore_threads++)
+	     s->nstore_threads < STORE_THREADS;
+	     s->nstore_threads++)
 		if (pthread_create(&s->store_threads[s->nstore_threads], NULL,
-		    store_main, s) != 0)
+		        store_main, s) != 0)
 			break;
 }
 
@@ -546,8 +546,8 @@ blob_upload_limit(const struct blob_upload *u)
 }
 
 void
-blob_upload_open(struct blob_upload *u, struct blob_store *s,
-    const char *owner, const char *hex, int64_t limit, const char *too_big)
+blob_upload_open(struct blob_upload *u, struct blob_store *s, const char *owner,
+    const char *hex, int64_t limit, const char *too_big)
 {
 	char odir[1200];
 
@@ -563,13 +563,12 @@ blob_upload_open(struct blob_upload *u, struct blob_store *s,
 		return;
 	}
 	owner_dir(s, u->owner, odir, sizeof(odir));
-	snprintf(u->dir, sizeof(u->dir), "%s/%s/%.2s", odir, s->subdir,
-	    u->hex);
+	snprintf(u->dir, sizeof(u->dir), "%s/%s/%.2s", odir, s->subdir, u->hex);
 	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp", odir);
 	if (gp_mkdir_p(u->dir, 0700) != 0 || gp_mkdir_p(u->tmp, 0700) != 0) {
-		blob_upload_refuse(u, 500, s->cfg.per_owner
-		    ? "cannot create the chunk directory"
-		    : "cannot create the blob directory");
+		blob_upload_refuse(u, 500,
+		    s->cfg.per_owner ? "cannot create the chunk directory"
+		                     : "cannot create the blob directory");
 		return;
 	}
 	if ((u->buf = block_get()) == NULL) {
@@ -646,10 +645,11 @@ blob_upload_data(struct blob_upload *u, const char *data, size_t len)
 		u->fill += n;
 		data += n;
 		len -= n;
-		if (u->fill == WRITE_BLOCK && write_block(u, WRITE_BLOCK) != 0) {
-			blob_upload_refuse(u, 500, u->store->cfg.per_owner
-			    ? "cannot write the chunk"
-			    : "cannot write the blob");
+		if (u->fill == WRITE_BLOCK &&
+		    write_block(u, WRITE_BLOCK) != 0) {
+			blob_upload_refuse(u, 500,
+			    u->store->cfg.per_owner ? "cannot write the chunk"
+			                            : "cannot write the blob");
 			return;
 		}
 	}
@@ -693,7 +693,7 @@ blob_upload_end(struct blob_upload *u, char *got)
 	if (strcmp(got, u->hex) != 0) {
 		blob_upload_refuse(u, 400, "");
 		gp_warn("%s blob refused: content does not match its name "
-			"blob=%.16s got=%.16s bytes=%lld",
+		        "blob=%.16s got=%.16s bytes=%lld",
 		    s->what, u->hex, got, (long long)u->len);
 		return BLOB_MISMATCH;
 	}
@@ -994,8 +994,7 @@ blob_init(const struct coord_config *cfg)
 
 	snprintf(chunks_root, sizeof(chunks_root), "%s/checkpoints",
 	    cfg->data_dir);
-	snprintf(images_root, sizeof(images_root), "%s/images",
-	    cfg->data_dir);
+	snprintf(images_root, sizeof(images_root), "%s/images", cfg->data_dir);
 	memset(&c, 0, sizeof(c));
 	c.what = "checkpoint";
 	c.root = chunks_root;
@@ -1018,10 +1017,10 @@ blob_init(const struct coord_config *cfg)
 	if (getenv("GPUPOOL_BENCH_CKPT_STORE_FIRST") != NULL) {
 		c.store_threads = 0;
 		gp_warn("checkpoint store bench mode: chunks stored before "
-			"the answer");
+		        "the answer");
 	}
-	c.store_delay_ms = env_int("GPUPOOL_TEST_CKPT_STORE_DELAY_MS", 1,
-	    10000, 0);
+	c.store_delay_ms =
+	    env_int("GPUPOOL_TEST_CKPT_STORE_DELAY_MS", 1, 10000, 0);
 	if (c.store_delay_ms > 0)
 		gp_warn("checkpoint store test mode store_delay_ms=%lld",
 		    (long long)c.store_delay_ms);
@@ -1041,7 +1040,7 @@ blob_init(const struct coord_config *cfg)
 	c.subdir = "blobs";
 	c.hash = BLOB_SHA256;
 	c.direct_io = getenv("GPUPOOL_TEST_BUFFERED_IO") == NULL;
-	c.store_threads = 0;	/* named and synced before the answer */
+	c.store_threads = 0; /* named and synced before the answer */
 	gc_ms = env_int("GPUPOOL_TEST_IMAGE_GC_MS", 10, 3600000, 0);
 	if (gc_ms > 0)
 		gp_warn("image gc test mode gc_ms=%lld", (long long)gc_ms);

@@ -22,11 +22,10 @@
 #ifndef GP_COORD_BLOB_H
 #define GP_COORD_BLOB_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 #include <jansson.h>
 #include <microhttpd.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct stat;
 struct MHD_Connection;
@@ -34,19 +33,19 @@ struct coord_config;
 
 enum blob_hash {
 	BLOB_BLAKE2B_256, /* crypto_generichash, 32 bytes */
-	BLOB_SHA256,	  /* crypto_hash_sha256 */
+	BLOB_SHA256,      /* crypto_hash_sha256 */
 };
 
 /* What a blob name is: the lowercase hex of its hash. */
 #define BLOB_HEX_LEN 64
 
 struct blob_store_config {
-	const char *what;    /* "checkpoint", "image": logs and errors */
-	const char *root;    /* the store's directory */
-	const char *subdir;  /* "chunks" or "blobs": where named blobs go */
+	const char *what;   /* "checkpoint", "image": logs and errors */
+	const char *root;   /* the store's directory */
+	const char *subdir; /* "chunks" or "blobs": where named blobs go */
 	enum blob_hash hash;
-	int per_owner;	     /* blobs under root/<owner>/ (else root/) */
-	int direct_io;	     /* O_DIRECT writes where the file system can */
+	int per_owner; /* blobs under root/<owner>/ (else root/) */
+	int direct_io; /* O_DIRECT writes where the file system can */
 	/*
 	 * Threads that flush and name a received blob behind its PUT's
 	 * answer (0: before it).
@@ -58,7 +57,7 @@ struct blob_store_config {
 	 */
 	int defer_dir_sync;
 	int64_t store_delay_ms; /* tests only: each store behind waits */
-	int64_t grace_ms;	/* garbage younger than this stays */
+	int64_t grace_ms;       /* garbage younger than this stays */
 	int64_t gc_period_ms;
 	void (*on_stored)(size_t bytes); /* metrics; may be NULL */
 };
@@ -100,8 +99,8 @@ void blob_lock(struct blob_store *s);
 void blob_unlock(struct blob_store *s);
 
 /* The path of a blob (owner ignored by a pool-wide store). */
-void blob_path(const struct blob_store *s, const char *owner,
-    const char *hex, char *out, size_t len);
+void blob_path(const struct blob_store *s, const char *owner, const char *hex,
+    char *out, size_t len);
 /*
  * stat(2) of a blob, waiting first, when it is not there, for its store
  * behind an answered PUT. Returns 0 or -1 (errno set).
@@ -116,15 +115,15 @@ int blob_stat(struct blob_store *s, const char *owner, const char *hex,
 int blob_touch(struct blob_store *s, const char *owner, const char *hex,
     int locked);
 /* Reads a blob of at most max bytes. OUT: *data (caller frees), *len. */
-int blob_read(const struct blob_store *s, const char *owner,
-    const char *hex, size_t max, char **data, size_t *len);
+int blob_read(const struct blob_store *s, const char *owner, const char *hex,
+    size_t max, char **data, size_t *len);
 /*
  * Answers a blob's bytes (sendfile), or 404 with missing (a message)
  * when it is not stored.
  */
 enum MHD_Result blob_reply(struct MHD_Connection *conn,
-    const struct blob_store *s,
-    const char *owner, const char *hex, const char *missing);
+    const struct blob_store *s, const char *owner, const char *hex,
+    const char *missing);
 /*
  * Makes durable the directory entries of the owner's blobs named since
  * the last call: whoever records, durably, an object that references an
@@ -149,10 +148,10 @@ void blob_gc_kick(struct blob_store *s);
 struct blob_upload;
 
 enum blob_end {
-	BLOB_STORED,	 /* new: whole and verified (flushed behind) */
-	BLOB_EXISTED,	 /* it was there already; the body was dropped */
-	BLOB_REFUSED,	 /* refused earlier: blob_upload_refused says */
-	BLOB_MISMATCH,	 /* its content hashes to another name */
+	BLOB_STORED,   /* new: whole and verified (flushed behind) */
+	BLOB_EXISTED,  /* it was there already; the body was dropped */
+	BLOB_REFUSED,  /* refused earlier: blob_upload_refused says */
+	BLOB_MISMATCH, /* its content hashes to another name */
 	BLOB_WRITE_FAILED,
 	BLOB_STORE_FAILED,
 };
