@@ -27,6 +27,10 @@
  * state.lock for reading, briefly, to authorise a caller; never the other
  * way round.
  */
+#include "ckpt.h"
+
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,25 +38,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "blob.h"
-#include "ckpt.h"
 #include "ckpt_store.h"
-#include "joblog.h"
-#include "route.h"
-#include "state.h"
 #include "gp.h"
+#include "joblog.h"
 #include "log.h"
+#include "route.h"
+#include "sqlite_util.h"
+#include "state.h"
 
 #define CKPT_JSON_BODY_MAX (32u << 20)
 #define MISSING_MAX	   200000
 #define AGENT_PREFIX	   "/v1/agent/jobs/"
 #define USER_PREFIX	   "/v1/jobs/"
 
-static sqlite3 *db;
+static struct gp_sqlite db; /* guarded by its lock */
 static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keep = 3;
 static int64_t max_bytes = 64LL << 30;
@@ -75,33 +78,6 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS next_version("
     " job_id INTEGER PRIMARY KEY, next INTEGER NOT NULL);";
 
-static int
-exec(const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		gp_error("checkpoint database error=\"%s\"",
-		    msg != NULL ? msg : "?");
-		sqlite3_free(msg);
-		return GP_EIO;
-	}
-	return 0;
-}
-
-static sqlite3_stmt *
-prepare(const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		gp_error("checkpoint database prepare error=\"%s\"",
-		    sqlite3_errmsg(db));
-		return NULL;
-	}
-	return st;
-}
-
 /*
  * The chunk store's GC (a blob_user): adds the chunks of every kept
  * version of user to refs. blob_lock held.
@@ -115,8 +91,9 @@ collect_refs(const char *user, json_t *refs)
 	int rc;
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = db != NULL ? prepare("SELECT manifest FROM versions WHERE user = ?")
-			: NULL;
+	st = db.db != NULL ? gp_sqlite_prepare(&db,
+	                         "SELECT manifest FROM versions WHERE user = ?")
+	                   : NULL;
 	if (st == NULL) {
 		pthread_mutex_unlock(&ckpt_lock);
 		return GP_EIO;
@@ -155,7 +132,7 @@ gc_finished_jobs(void)
 	int expired, rc;
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = prepare("SELECT DISTINCT job_id FROM versions");
+	st = gp_sqlite_prepare(&db, "SELECT DISTINCT job_id FROM versions");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		id = sqlite3_column_int64(st, 0);
 		/* A job that left memory is asked of state.db. */
@@ -175,8 +152,9 @@ gc_finished_jobs(void)
 		ids[n++] = id;
 	}
 	sqlite3_finalize(st);
-	del = prepare("DELETE FROM versions WHERE job_id = ? "
-		      "RETURNING user");
+	del = gp_sqlite_prepare(&db,
+	    "DELETE FROM versions WHERE job_id = ? "
+	    "RETURNING user");
 	for (i = 0; del != NULL && i < n; i++) {
 		sqlite3_bind_int64(del, 1, ids[i]);
 		while (sqlite3_step(del) == SQLITE_ROW)
@@ -204,23 +182,18 @@ ckpt_init(const struct coord_config *cfg)
 	retain_ms = cfg->ckpt_retain_ms > 0 ? cfg->ckpt_retain_ms
 					    : 7 * 86400 * 1000LL;
 	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
-	if (sqlite3_open_v2(path, &db,
-		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-		    SQLITE_OPEN_FULLMUTEX,
-		NULL) != SQLITE_OK) {
-		gp_error("cannot open database path=%s", path);
-		return GP_EIO;
-	}
 	/*
-	 * FULL: a version is on disk before its commit is answered. The
-	 * busy timeout: data.c has its own connection to this file.
+	 * WAL, synchronous=FULL (a version is on disk before its commit is
+	 * answered) and a busy timeout (data.c has its own connection to
+	 * this file): gp_sqlite_open's.
 	 */
-	sqlite3_busy_timeout(db, 10000);
-	if (exec("PRAGMA journal_mode=WAL;") != 0 ||
-	    exec("PRAGMA synchronous=FULL;") != 0 || exec(schema) != 0)
+	if (gp_sqlite_open(&db, path, GP_SQLITE_SERIALIZED, "checkpoints") !=
+	        0 ||
+	    gp_sqlite_exec(&db, schema) != 0)
 		return GP_EIO;
 	/* After a restart every user with versions gets one GC pass. */
-	if ((st = prepare("SELECT DISTINCT user FROM versions")) == NULL)
+	if ((st = gp_sqlite_prepare(&db,
+	         "SELECT DISTINCT user FROM versions")) == NULL)
 		return GP_EIO;
 	while (sqlite3_step(st) == SQLITE_ROW)
 		blob_gc_mark(blob_chunks,
@@ -238,9 +211,7 @@ void
 ckpt_stop(void)
 {
 	pthread_mutex_lock(&ckpt_lock);
-	if (db != NULL)
-		sqlite3_close(db);
-	db = NULL;
+	gp_sqlite_close(&db);
 	pthread_mutex_unlock(&ckpt_lock);
 }
 
@@ -593,11 +564,12 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 	if (blob_sync_owner(blob_chunks, user) != 0)
 		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the version");
-	if (exec("BEGIN IMMEDIATE") != 0)
+	if (gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0)
 		goto unlock;
-	st = prepare("SELECT COALESCE((SELECT next FROM next_version WHERE "
-		     "job_id = ?1), (SELECT MAX(version) + 1 FROM versions "
-		     "WHERE job_id = ?1), 1)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT COALESCE((SELECT next FROM next_version WHERE "
+	    "job_id = ?1), (SELECT MAX(version) + 1 FROM versions "
+	    "WHERE job_id = ?1), 1)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, id);
@@ -606,7 +578,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 	version = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	st = NULL;
-	st = prepare("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?)");
+	st = gp_sqlite_prepare(&db,
+	    "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, id);
@@ -622,7 +595,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 		goto rollback;
 	sqlite3_finalize(st);
 	st = NULL;
-	st = prepare("INSERT OR REPLACE INTO next_version VALUES(?, ?)");
+	st = gp_sqlite_prepare(&db,
+	    "INSERT OR REPLACE INTO next_version VALUES(?, ?)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, id);
@@ -631,8 +605,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 		goto rollback;
 	sqlite3_finalize(st);
 	/* Retention: the last `keep` versions of the job. */
-	st = prepare("DELETE FROM versions WHERE job_id = ?1 AND version <= "
-		     "?2");
+	st = gp_sqlite_prepare(&db,
+	    "DELETE FROM versions WHERE job_id = ?1 AND version <= "
+	    "?2");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, id);
@@ -641,13 +616,13 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 		goto rollback;
 	sqlite3_finalize(st);
 	st = NULL;
-	if (exec("COMMIT") != 0)
+	if (gp_sqlite_exec(&db, "COMMIT") != 0)
 		goto rollback;
 	status = 0;
 	goto unlock;
 rollback:
 	sqlite3_finalize(st);
-	exec("ROLLBACK");
+	gp_sqlite_exec(&db, "ROLLBACK");
 unlock:
 	pthread_mutex_unlock(&ckpt_lock);
 	blob_unlock(blob_chunks);
@@ -679,11 +654,12 @@ handle_manifest(struct MHD_Connection *conn, int64_t id, int64_t version)
 	char tm[40];
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = prepare(version > 0
-		? "SELECT manifest, version, attempt, created_ms, bytes FROM "
-		  "versions WHERE job_id = ?1 AND version = ?2"
-		: "SELECT manifest, version, attempt, created_ms, bytes FROM "
-		  "versions WHERE job_id = ?1 ORDER BY version DESC LIMIT 1");
+	st = gp_sqlite_prepare(&db,
+	    version > 0
+	        ? "SELECT manifest, version, attempt, created_ms, bytes FROM "
+	          "versions WHERE job_id = ?1 AND version = ?2"
+	        : "SELECT manifest, version, attempt, created_ms, bytes FROM "
+	          "versions WHERE job_id = ?1 ORDER BY version DESC LIMIT 1");
 	if (st != NULL) {
 		sqlite3_bind_int64(st, 1, id);
 		if (version > 0)
@@ -717,9 +693,10 @@ handle_list(struct MHD_Connection *conn, int64_t id)
 	char tm[40];
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = prepare("SELECT version, attempt, bytes, files, label, "
-		     "created_ms FROM versions WHERE job_id = ? ORDER BY "
-		     "version");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT version, attempt, bytes, files, label, "
+	    "created_ms FROM versions WHERE job_id = ? ORDER BY "
+	    "version");
 	if (st != NULL) {
 		sqlite3_bind_int64(st, 1, id);
 		while (sqlite3_step(st) == SQLITE_ROW) {

@@ -76,6 +76,7 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
+#include "sqlite_util.h"
 #include "state.h"
 
 int64_t data_quota_default;   /* bytes; 0: no limit */
@@ -83,7 +84,7 @@ int64_t data_max = 1LL << 40; /* bytes in one version/output */
 int64_t data_output_retain_ms = 30 * 86400 * 1000LL;
 
 /* data.c's own connection to checkpoints.db (see the top) and its lock. */
-sqlite3 *data_db;
+struct gp_sqlite data_db;
 pthread_mutex_t data_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char schema[] =
@@ -136,32 +137,6 @@ data_reply_chunk(struct MHD_Connection *conn, const char *user,
 	return blob_reply(conn, blob_chunks, user, name, missing);
 }
 
-sqlite3_stmt *
-data_prep(const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(data_db, sql, -1, &st, NULL) != SQLITE_OK) {
-		gp_error("data database prepare error=\"%s\"",
-		    sqlite3_errmsg(data_db));
-		return NULL;
-	}
-	return st;
-}
-
-int
-data_exec(const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(data_db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		gp_error("data database error=\"%s\"", msg != NULL ? msg : "?");
-		sqlite3_free(msg);
-		return GP_EIO;
-	}
-	return 0;
-}
-
 /* A JSON string's value, "" for anything else. */
 const char *
 data_str(json_t *v)
@@ -169,19 +144,11 @@ data_str(json_t *v)
 	return json_is_string(v) ? json_string_value(v) : "";
 }
 
-const char *
-data_col_text(sqlite3_stmt *st, int col)
-{
-	const char *t = (const char *)sqlite3_column_text(st, col);
-
-	return t != NULL ? t : "";
-}
-
 /* One integer from a query with text/int parameters; def when no row. */
 int64_t
 data_query_int(int64_t def, const char *sql, const char *fmt, ...)
 {
-	sqlite3_stmt *st = data_prep(sql);
+	sqlite3_stmt *st = gp_sqlite_prepare(&data_db, sql);
 	int64_t v = def;
 	va_list ap;
 	int i;
@@ -281,7 +248,8 @@ data_upload_adds(int64_t upload, const char *user, int64_t skip)
 int64_t
 data_quota_of(const char *user, const char **source)
 {
-	sqlite3_stmt *st = data_prep("SELECT bytes FROM quotas WHERE user = ?");
+	sqlite3_stmt *st = gp_sqlite_prepare(&data_db,
+	    "SELECT bytes FROM quotas WHERE user = ?");
 	int64_t limit = data_quota_default;
 
 	*source = data_quota_default > 0 ? "default" : "none";
@@ -365,7 +333,8 @@ data_object(const char *owner, const char *name, int64_t *version)
 	sqlite3_stmt *st;
 	int64_t id = 0;
 
-	st = data_prep(*version > 0
+	st = gp_sqlite_prepare(&data_db,
+	    *version > 0
 	        ? "SELECT id, version FROM objects WHERE kind = 'data' AND "
 	          "user = ?1 AND name = ?2 AND version = ?3"
 	        : "SELECT id, version FROM objects WHERE kind = 'data' AND "
@@ -392,19 +361,20 @@ data_object_manifest(int64_t id)
 	json_t *m = NULL;
 	char tm[40];
 
-	st = data_prep("SELECT manifest, kind, user, name, version, job_id, "
-	               "attempt, bytes, created_ms FROM objects WHERE id = ?");
+	st = gp_sqlite_prepare(&data_db,
+	    "SELECT manifest, kind, user, name, version, job_id, "
+	    "attempt, bytes, created_ms FROM objects WHERE id = ?");
 	if (st == NULL)
 		return NULL;
 	sqlite3_bind_int64(st, 1, id);
 	if (sqlite3_step(st) == SQLITE_ROW &&
-	    (m = json_loads(data_col_text(st, 0), 0, NULL)) != NULL) {
+	    (m = json_loads(gp_sqlite_text(st, 0), 0, NULL)) != NULL) {
 		gp_format_time(sqlite3_column_int64(st, 8), tm, sizeof(tm));
-		if (strcmp(data_col_text(st, 1), "data") == 0) {
+		if (strcmp(gp_sqlite_text(st, 1), "data") == 0) {
 			json_object_set_new(m, "owner",
-			    json_string(data_col_text(st, 2)));
+			    json_string(gp_sqlite_text(st, 2)));
 			json_object_set_new(m, "name",
-			    json_string(data_col_text(st, 3)));
+			    json_string(gp_sqlite_text(st, 3)));
 			json_object_set_new(m, "version",
 			    json_integer(sqlite3_column_int64(st, 4)));
 		} else {
@@ -437,13 +407,14 @@ data_object_delete(int64_t id)
 	sqlite3_stmt *st;
 	int ok = 1;
 
-	st = data_prep("DELETE FROM object_chunks WHERE object = ?");
+	st = gp_sqlite_prepare(&data_db,
+	    "DELETE FROM object_chunks WHERE object = ?");
 	if (st != NULL) {
 		sqlite3_bind_int64(st, 1, id);
 		ok = sqlite3_step(st) == SQLITE_DONE;
 		sqlite3_finalize(st);
 	}
-	st = data_prep("DELETE FROM objects WHERE id = ?");
+	st = gp_sqlite_prepare(&data_db, "DELETE FROM objects WHERE id = ?");
 	if (st != NULL) {
 		sqlite3_bind_int64(st, 1, id);
 		ok = ok && sqlite3_step(st) == SQLITE_DONE;
@@ -457,13 +428,14 @@ data_upload_delete(int64_t id)
 {
 	sqlite3_stmt *st;
 
-	if ((st = data_prep("DELETE FROM upload_chunks WHERE upload = ?")) !=
-	    NULL) {
+	if ((st = gp_sqlite_prepare(&data_db,
+	         "DELETE FROM upload_chunks WHERE upload = ?")) != NULL) {
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_step(st);
 		sqlite3_finalize(st);
 	}
-	if ((st = data_prep("DELETE FROM uploads WHERE id = ?")) != NULL) {
+	if ((st = gp_sqlite_prepare(&data_db,
+	         "DELETE FROM uploads WHERE id = ?")) != NULL) {
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_step(st);
 		sqlite3_finalize(st);
@@ -476,7 +448,7 @@ data_upload_load(int64_t id, struct data_upload *u)
 	sqlite3_stmt *st;
 	int found = 0;
 
-	st = data_prep(
+	st = gp_sqlite_prepare(&data_db,
 	    "SELECT user, kind, name, job_id, attempt, creator, bytes, "
 	    "files FROM uploads WHERE id = ?");
 	if (st == NULL)
@@ -485,9 +457,9 @@ data_upload_load(int64_t id, struct data_upload *u)
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		memset(u, 0, sizeof(*u));
 		u->id = id;
-		gp_strlcpy(u->user, data_col_text(st, 0), sizeof(u->user));
-		gp_strlcpy(u->kind, data_col_text(st, 1), sizeof(u->kind));
-		gp_strlcpy(u->name, data_col_text(st, 2), sizeof(u->name));
+		gp_strlcpy(u->user, gp_sqlite_text(st, 0), sizeof(u->user));
+		gp_strlcpy(u->kind, gp_sqlite_text(st, 1), sizeof(u->kind));
+		gp_strlcpy(u->name, gp_sqlite_text(st, 2), sizeof(u->name));
 		u->job_id = sqlite3_column_int64(st, 3);
 		u->attempt = sqlite3_column_int64(st, 4);
 		u->creator = sqlite3_column_int64(st, 5);
@@ -685,9 +657,9 @@ collect_refs(const char *user, json_t *refs)
 	int rc;
 
 	pthread_mutex_lock(&data_lock);
-	st = data_db == NULL
+	st = data_db.db == NULL
 	    ? NULL
-	    : data_prep(
+	    : gp_sqlite_prepare(&data_db,
 	          "SELECT DISTINCT oc.chunk FROM object_chunks oc JOIN "
 	          "objects o ON o.id = oc.object WHERE o.user = ?1 UNION "
 	          "SELECT DISTINCT uc.chunk FROM upload_chunks uc JOIN uploads "
@@ -698,7 +670,7 @@ collect_refs(const char *user, json_t *refs)
 	}
 	sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		json_object_set(refs, data_col_text(st, 0), json_true());
+		json_object_set(refs, gp_sqlite_text(st, 0), json_true());
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&data_lock);
 	return rc == SQLITE_DONE ? 0 : GP_EIO;
@@ -717,20 +689,22 @@ gc_expire(void)
 
 	pthread_mutex_lock(&data_lock);
 	/* Uploads abandoned long ago. */
-	st = data_prep("SELECT id, user FROM uploads WHERE created_ms < ?");
+	st = gp_sqlite_prepare(&data_db,
+	    "SELECT id, user FROM uploads WHERE created_ms < ?");
 	while (st != NULL) {
 		sqlite3_bind_int64(st, 1, now - UPLOAD_TTL_MS);
 		if (sqlite3_step(st) != SQLITE_ROW)
 			break;
 		id = sqlite3_column_int64(st, 0);
-		blob_gc_mark(blob_chunks, data_col_text(st, 1));
+		blob_gc_mark(blob_chunks, gp_sqlite_text(st, 1));
 		sqlite3_reset(st);
 		data_upload_delete(id);
 		gp_info("upload expired id=%lld", (long long)id);
 	}
 	sqlite3_finalize(st);
 	/* Outputs of jobs finished more than data_output_retain_ms ago. */
-	st = data_prep("SELECT id, job_id FROM objects WHERE kind = 'output'");
+	st = gp_sqlite_prepare(&data_db,
+	    "SELECT id, job_id FROM objects WHERE kind = 'output'");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		id = sqlite3_column_int64(st, 0);
 		job_id = sqlite3_column_int64(st, 1);
@@ -753,11 +727,13 @@ gc_expire(void)
 	}
 	sqlite3_finalize(st);
 	for (i = 0; i < n; i++) {
-		st = data_prep("SELECT user, job_id FROM objects WHERE id = ?");
+		st = gp_sqlite_prepare(&data_db,
+		    "SELECT user, job_id FROM objects WHERE id = ?");
 		if (st != NULL) {
 			sqlite3_bind_int64(st, 1, ids[i]);
 			if (sqlite3_step(st) == SQLITE_ROW) {
-				blob_gc_mark(blob_chunks, data_col_text(st, 0));
+				blob_gc_mark(blob_chunks,
+				    gp_sqlite_text(st, 0));
 				gp_info("job output expired job=%lld",
 				    (long long)sqlite3_column_int64(st, 1));
 			}
@@ -789,26 +765,19 @@ data_init(const struct coord_config *cfg)
 	 * timeout waits out ckpt.c's writes to the same file.
 	 */
 	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
-	if (sqlite3_open_v2(path, &data_db,
-	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-	            SQLITE_OPEN_FULLMUTEX,
-	        NULL) != SQLITE_OK) {
-		gp_error("cannot open database path=%s", path);
+	if (gp_sqlite_open(&data_db, path, GP_SQLITE_SERIALIZED, "data") != 0)
 		return GP_EIO;
-	}
-	sqlite3_busy_timeout(data_db, 10000);
 	pthread_mutex_lock(&data_lock);
-	if (data_exec("PRAGMA journal_mode=WAL;") != 0 ||
-	    data_exec("PRAGMA synchronous=FULL;") != 0 ||
-	    data_exec(schema) != 0) {
+	if (gp_sqlite_exec(&data_db, schema) != 0) {
 		pthread_mutex_unlock(&data_lock);
 		return GP_EIO;
 	}
 	/* After a restart every user with objects gets one GC pass. */
-	if ((st = data_prep("SELECT DISTINCT user FROM objects UNION SELECT "
-	                    "DISTINCT user FROM uploads")) != NULL) {
+	if ((st = gp_sqlite_prepare(&data_db,
+	         "SELECT DISTINCT user FROM objects UNION SELECT "
+	         "DISTINCT user FROM uploads")) != NULL) {
 		while (sqlite3_step(st) == SQLITE_ROW)
-			blob_gc_mark(blob_chunks, data_col_text(st, 0));
+			blob_gc_mark(blob_chunks, gp_sqlite_text(st, 0));
 		sqlite3_finalize(st);
 	}
 	pthread_mutex_unlock(&data_lock);
@@ -826,9 +795,7 @@ void
 data_stop(void)
 {
 	pthread_mutex_lock(&data_lock);
-	if (data_db != NULL)
-		sqlite3_close(data_db);
-	data_db = NULL;
+	gp_sqlite_close(&data_db);
 	pthread_mutex_unlock(&data_lock);
 }
 

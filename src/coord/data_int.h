@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include "sqlite_util.h"
 #include "state.h"
 
 #define UPLOAD_BODY_MAX (32u << 20)
@@ -28,7 +29,7 @@ struct data_upload {
  * data.c's own connection to checkpoints.db and the lock that guards it
  * (and the tables' meaning). Order: blob_lock, data_lock, state.lock.
  */
-extern sqlite3 *data_db;
+extern struct gp_sqlite data_db;
 extern pthread_mutex_t data_lock;
 extern int64_t data_quota_default; /* bytes; 0: no limit */
 extern int64_t data_max;           /* bytes in one version/output */
@@ -38,11 +39,8 @@ extern int64_t data_output_retain_ms;
 /* Sends a stored chunk of user's (404 when absent). */
 enum MHD_Result data_reply_chunk(struct MHD_Connection *conn, const char *user,
     const char *name);
-sqlite3_stmt *data_prep(const char *sql);
-int data_exec(const char *sql);
 /* A JSON string's value, "" for anything else. */
 const char *data_str(json_t *v);
-const char *data_col_text(sqlite3_stmt *st, int col);
 /* One integer from a query with text/int parameters; def when no row. */
 int64_t data_query_int(int64_t def, const char *sql, const char *fmt, ...);
 int data_shared_with(const char *owner, const char *name, const char *who);

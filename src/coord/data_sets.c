@@ -23,6 +23,7 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
+#include "sqlite_util.h"
 #include "state.h"
 
 /* ---- data sets ---- */
@@ -33,14 +34,15 @@ shares_of(const char *owner, const char *name)
 	json_t *list = json_array();
 	sqlite3_stmt *st;
 
-	st = data_prep("SELECT grantee FROM shares WHERE user = ? AND name = ? "
-	               "ORDER BY grantee");
+	st = gp_sqlite_prepare(&data_db,
+	    "SELECT grantee FROM shares WHERE user = ? AND name = ? "
+	    "ORDER BY grantee");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(list, json_string(data_col_text(st, 0)));
+		json_array_append_new(list, json_string(gp_sqlite_text(st, 0)));
 	sqlite3_finalize(st);
 	return list;
 }
@@ -58,7 +60,7 @@ data_handle_list(struct MHD_Connection *conn, struct request *req)
 	char tm[40];
 
 	pthread_mutex_lock(&data_lock);
-	st = data_prep(
+	st = gp_sqlite_prepare(&data_db,
 	    "SELECT o.user, o.name, o.version, o.bytes, o.files, "
 	    "o.created_ms, (SELECT COUNT(*) FROM objects v WHERE "
 	    "v.kind = 'data' AND v.user = o.user AND v.name = o.name) "
@@ -75,17 +77,18 @@ data_handle_list(struct MHD_Connection *conn, struct request *req)
 			gp_format_time(sqlite3_column_int64(st, 5), tm,
 			    sizeof(tm));
 			o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:I}", "owner",
-			    data_col_text(st, 0), "name", data_col_text(st, 1),
-			    "version", (json_int_t)sqlite3_column_int64(st, 2),
-			    "bytes", (json_int_t)sqlite3_column_int64(st, 3),
-			    "files", (json_int_t)sqlite3_column_int64(st, 4),
+			    gp_sqlite_text(st, 0), "name",
+			    gp_sqlite_text(st, 1), "version",
+			    (json_int_t)sqlite3_column_int64(st, 2), "bytes",
+			    (json_int_t)sqlite3_column_int64(st, 3), "files",
+			    (json_int_t)sqlite3_column_int64(st, 4),
 			    "created_at", tm, "versions",
 			    (json_int_t)sqlite3_column_int64(st, 6));
 			if (o != NULL &&
-			    data_may_change(req->auth, data_col_text(st, 0)))
+			    data_may_change(req->auth, gp_sqlite_text(st, 0)))
 				json_object_set_new(o, "shared_with",
-				    shares_of(data_col_text(st, 0),
-				        data_col_text(st, 1)));
+				    shares_of(gp_sqlite_text(st, 0),
+				        gp_sqlite_text(st, 1)));
 			json_array_append_new(list, o);
 		}
 		sqlite3_finalize(st);
@@ -105,7 +108,7 @@ data_handle_versions(struct MHD_Connection *conn, struct request *req,
 
 	pthread_mutex_lock(&data_lock);
 	if (data_may_read(req->auth, owner, name) &&
-	    (st = data_prep(
+	    (st = gp_sqlite_prepare(&data_db,
 	         "SELECT version, bytes, files, created_ms FROM objects "
 	         "WHERE kind = 'data' AND user = ? AND name = ? ORDER BY "
 	         "version")) != NULL) {
@@ -237,8 +240,8 @@ data_handle_remove(struct MHD_Connection *conn, struct request *req,
 		status = 403;
 	} else if (jobs_using(owner, name, version, jobs, sizeof(jobs)) > 0) {
 		status = 409;
-	} else if (data_exec("BEGIN IMMEDIATE") == 0) {
-		st = data_prep(
+	} else if (gp_sqlite_exec(&data_db, "BEGIN IMMEDIATE") == 0) {
+		st = gp_sqlite_prepare(&data_db,
 		    "SELECT id FROM objects WHERE kind = 'data' AND "
 		    "user = ?1 AND name = ?2 AND (?3 = 0 OR version = "
 		    "?3)");
@@ -257,15 +260,16 @@ data_handle_remove(struct MHD_Connection *conn, struct request *req,
 		sqlite3_finalize(st);
 		/* The last version gone: so are its shares. */
 		if (data_object(owner, name, &(int64_t){0}) == 0 &&
-		    (st = data_prep("DELETE FROM shares WHERE user = ? AND "
-		                    "name = ?")) != NULL) {
+		    (st = gp_sqlite_prepare(&data_db,
+		         "DELETE FROM shares WHERE user = ? AND "
+		         "name = ?")) != NULL) {
 			sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 			sqlite3_step(st);
 			sqlite3_finalize(st);
 		}
-		if (data_exec("COMMIT") != 0) {
-			data_exec("ROLLBACK");
+		if (gp_sqlite_exec(&data_db, "COMMIT") != 0) {
+			gp_sqlite_exec(&data_db, "ROLLBACK");
 			status = 500;
 		}
 	} else {
@@ -320,11 +324,11 @@ data_handle_share(struct MHD_Connection *conn, struct request *req,
 		status = 403;
 	else if (strcmp(grantee, owner) == 0)
 		status = 400;
-	else if ((st = data_prep(share
-	                  ? "INSERT OR IGNORE INTO shares "
-	                    "VALUES(?, ?, ?)"
-	                  : "DELETE FROM shares WHERE user = ? AND "
-	                    "name = ? AND grantee = ?")) != NULL) {
+	else if ((st = gp_sqlite_prepare(&data_db,
+	              share ? "INSERT OR IGNORE INTO shares "
+	                      "VALUES(?, ?, ?)"
+	                    : "DELETE FROM shares WHERE user = ? AND "
+	                      "name = ? AND grantee = ?")) != NULL) {
 		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, grantee, -1, SQLITE_STATIC);
@@ -389,9 +393,9 @@ data_handle_quota(struct MHD_Connection *conn, struct request *req,
 		        req->body.len, &bytes, err, sizeof(err)) != 0)
 			return reply_error(conn, 400, "%s", err);
 		pthread_mutex_lock(&data_lock);
-		st = data_prep(post
-		        ? "INSERT OR REPLACE INTO quotas VALUES(?, ?)"
-		        : "DELETE FROM quotas WHERE user = ?");
+		st = gp_sqlite_prepare(&data_db,
+		    post ? "INSERT OR REPLACE INTO quotas VALUES(?, ?)"
+		         : "DELETE FROM quotas WHERE user = ?");
 		if (st != NULL) {
 			sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
 			if (post && bytes > 0)

@@ -23,6 +23,7 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
+#include "sqlite_util.h"
 #include "state.h"
 
 /* ---- uploads ---- */
@@ -69,7 +70,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	    "ssssii", user, digest, kind, name != NULL ? name : "", job,
 	    attempt);
 	if (id > 0) {
-		st = data_prep(
+		st = gp_sqlite_prepare(&data_db,
 		    "UPDATE uploads SET created_ms = ?1, creator = ?2 "
 		    "WHERE id = ?3");
 		if (st != NULL) {
@@ -81,13 +82,13 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 			st = NULL;
 		}
 	} else {
-		if (data_exec("BEGIN IMMEDIATE") != 0)
+		if (gp_sqlite_exec(&data_db, "BEGIN IMMEDIATE") != 0)
 			goto unlock;
-		st = data_prep(
+		st = gp_sqlite_prepare(&data_db,
 		    "INSERT INTO uploads(user, kind, name, job_id, "
 		    "attempt, creator, digest, manifest, bytes, files, "
 		    "created_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
-		ins = data_prep(
+		ins = gp_sqlite_prepare(&data_db,
 		    "INSERT OR IGNORE INTO upload_chunks VALUES(?,?,?)");
 		if (st == NULL || ins == NULL)
 			goto rollback;
@@ -107,7 +108,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 		sqlite3_bind_int64(st, 11, gp_now_ms());
 		if (sqlite3_step(st) != SQLITE_DONE)
 			goto rollback;
-		id = sqlite3_last_insert_rowid(data_db);
+		id = sqlite3_last_insert_rowid(data_db.db);
 		json_array_foreach(json_object_get(m, "files"), i, f)
 		{
 			size = json_integer_value(json_object_get(f, "size"));
@@ -135,7 +136,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 			used = data_usage(user, NULL, skip);
 			adds = data_upload_adds(id, user, skip);
 			if (adds > 0 && used + adds > limit) {
-				data_exec("ROLLBACK");
+				gp_sqlite_exec(&data_db, "ROLLBACK");
 				pthread_mutex_unlock(&data_lock);
 				blob_unlock(blob_chunks);
 				free(text);
@@ -143,17 +144,18 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 				    adds);
 			}
 		}
-		if (data_exec("COMMIT") != 0)
+		if (gp_sqlite_exec(&data_db, "COMMIT") != 0)
 			goto rollback;
 	}
 	/* What the store lacks (present ones are young again, see GC). */
 	missing = json_array();
-	st = data_prep("SELECT chunk FROM upload_chunks WHERE upload = ?");
+	st = gp_sqlite_prepare(&data_db,
+	    "SELECT chunk FROM upload_chunks WHERE upload = ?");
 	if (st == NULL || missing == NULL)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		cname = data_col_text(st, 0);
+		cname = gp_sqlite_text(st, 0);
 		if (blob_touch(blob_chunks, user, cname, 1) != 0)
 			json_array_append_new(missing, json_string(cname));
 	}
@@ -165,7 +167,7 @@ rollback:
 	sqlite3_finalize(st);
 	sqlite3_finalize(ins);
 	st = ins = NULL;
-	data_exec("ROLLBACK");
+	gp_sqlite_exec(&data_db, "ROLLBACK");
 unlock:
 	pthread_mutex_unlock(&data_lock);
 	blob_unlock(blob_chunks);
@@ -310,18 +312,19 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	/* Every chunk stored, with the size the manifest gives it. */
 	status = 500;
 	snprintf(err, sizeof(err), "cannot read the upload");
-	if ((st = data_prep("SELECT chunk, size FROM upload_chunks WHERE "
-	                    "upload = ?")) == NULL)
+	if ((st = gp_sqlite_prepare(&data_db,
+	         "SELECT chunk, size FROM upload_chunks WHERE "
+	         "upload = ?")) == NULL)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (blob_stat(blob_chunks, u.user, data_col_text(st, 0), &sb) !=
-		        0 ||
+		if (blob_stat(blob_chunks, u.user, gp_sqlite_text(st, 0),
+		        &sb) != 0 ||
 		    sb.st_size != sqlite3_column_int64(st, 1)) {
 			snprintf(err, sizeof(err),
 			    "chunk %s is not stored: "
 			    "upload it first",
-			    data_col_text(st, 0));
+			    gp_sqlite_text(st, 0));
 			status = 400;
 			goto unlock;
 		}
@@ -337,7 +340,7 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the %s",
 	    strcmp(u.kind, "data") == 0 ? "version" : "output");
-	if (data_exec("BEGIN IMMEDIATE") != 0)
+	if (gp_sqlite_exec(&data_db, "BEGIN IMMEDIATE") != 0)
 		goto unlock;
 	if (strcmp(u.kind, "data") == 0) {
 		version = data_query_int(1,
@@ -347,7 +350,7 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		    "+ 1 FROM objects WHERE kind = 'data' AND "
 		    "user = ?1 AND name = ?2), 1))",
 		    "ss", u.user, u.name);
-		st = data_prep(
+		st = gp_sqlite_prepare(&data_db,
 		    "INSERT OR REPLACE INTO data_next VALUES(?, ?, ?)");
 		if (st == NULL)
 			goto rollback;
@@ -367,7 +370,7 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		if (old > 0 && data_object_delete(old) != 0)
 			goto rollback;
 	}
-	st = data_prep(
+	st = gp_sqlite_prepare(&data_db,
 	    "INSERT INTO objects(user, kind, name, version, job_id, "
 	    "attempt, manifest, bytes, files, created_ms) SELECT user, "
 	    "kind, name, ?2, job_id, attempt, manifest, bytes, files, ?3 "
@@ -381,9 +384,10 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (sqlite3_step(st) != SQLITE_DONE)
 		goto rollback;
 	sqlite3_finalize(st);
-	object = sqlite3_last_insert_rowid(data_db);
-	st = data_prep("INSERT INTO object_chunks SELECT ?1, chunk, size FROM "
-	               "upload_chunks WHERE upload = ?2");
+	object = sqlite3_last_insert_rowid(data_db.db);
+	st = gp_sqlite_prepare(&data_db,
+	    "INSERT INTO object_chunks SELECT ?1, chunk, size FROM "
+	    "upload_chunks WHERE upload = ?2");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, object);
@@ -397,7 +401,7 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (limit > 0 && (after = data_usage(u.user, NULL, 0)) > limit &&
 	    after > (before = data_usage(u.user, NULL, object))) {
 		/* The quota changed meanwhile, or another upload won. */
-		data_exec("ROLLBACK");
+		gp_sqlite_exec(&data_db, "ROLLBACK");
 		data_upload_delete(id);
 		pthread_mutex_unlock(&data_lock);
 		blob_unlock(blob_chunks);
@@ -405,14 +409,14 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		return data_reply_quota(conn, u.user, before, limit,
 		    after - before);
 	}
-	if (data_exec("COMMIT") != 0)
+	if (gp_sqlite_exec(&data_db, "COMMIT") != 0)
 		goto rollback;
 	status = 0;
 	goto unlock;
 rollback:
 	sqlite3_finalize(st);
 	st = NULL;
-	data_exec("ROLLBACK");
+	gp_sqlite_exec(&data_db, "ROLLBACK");
 unlock:
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&data_lock);

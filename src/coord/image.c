@@ -50,20 +50,21 @@
 
 #include "blob.h"
 #include "datasets.h"
+#include "gp.h"
 #include "image_store.h"
 #include "joblog.h"
-#include "route.h"
-#include "state.h"
-#include "gp.h"
 #include "log.h"
 #include "oci.h"
+#include "route.h"
 #include "sign.h"
+#include "sqlite_util.h"
+#include "state.h"
 
 #define IMAGE_JSON_BODY_MAX (1u << 20)
 #define MISSING_MAX         1000
 #define AGENT_PREFIX        "/v1/agent/jobs/"
 
-static sqlite3 *db;
+static struct gp_sqlite db; /* guarded by its lock */
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t blob_max = 64LL << 30;
 
@@ -106,33 +107,6 @@ static const char schema[] =
     " signer TEXT NOT NULL, created_ms INTEGER NOT NULL,"
     " PRIMARY KEY(digest, key));";
 
-static int
-exec(const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		gp_error("image database error=\"%s\"",
-		    msg != NULL ? msg : "?");
-		sqlite3_free(msg);
-		return GP_EIO;
-	}
-	return 0;
-}
-
-static sqlite3_stmt *
-prepare(const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		gp_error("image database prepare error=\"%s\"",
-		    sqlite3_errmsg(db));
-		return NULL;
-	}
-	return st;
-}
-
 /* ---- garbage collection ---- */
 
 /* The digests unfinished jobs are pinned to: {digest: true}. */
@@ -163,15 +137,17 @@ gc_manifests(json_t *pinned)
 	const char *d;
 	size_t i;
 
-	st = prepare("SELECT digest FROM manifests WHERE digest NOT IN "
-	             "(SELECT digest FROM names)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT digest FROM manifests WHERE digest NOT IN "
+	    "(SELECT digest FROM names)");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		d = (const char *)sqlite3_column_text(st, 0);
 		if (json_object_get(pinned, d) == NULL)
 			json_array_append_new(drop, json_string(d));
 	}
 	sqlite3_finalize(st);
-	if (json_array_size(drop) == 0 || exec("BEGIN IMMEDIATE") != 0) {
+	if (json_array_size(drop) == 0 ||
+	    gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0) {
 		json_decref(drop);
 		return;
 	}
@@ -183,7 +159,7 @@ gc_manifests(json_t *pinned)
 		        "DELETE FROM signatures WHERE digest = ?"};
 		size_t k;
 		for (k = 0; k < GP_ARRAY_LEN(sql); k++) {
-			if ((del = prepare(sql[k])) == NULL)
+			if ((del = gp_sqlite_prepare(&db, sql[k])) == NULL)
 				continue;
 			sqlite3_bind_text(del, 1, json_string_value(v), -1,
 			    SQLITE_STATIC);
@@ -192,7 +168,7 @@ gc_manifests(json_t *pinned)
 		}
 		gp_info("image dropped digest=%s", json_string_value(v));
 	}
-	exec("COMMIT");
+	gp_sqlite_exec(&db, "COMMIT");
 	json_decref(drop);
 }
 
@@ -206,7 +182,7 @@ gc_expire(void)
 	json_t *pinned = pinned_digests();
 
 	pthread_mutex_lock(&image_lock);
-	if (db != NULL && pinned != NULL)
+	if (db.db != NULL && pinned != NULL)
 		gc_manifests(pinned);
 	pthread_mutex_unlock(&image_lock);
 	json_decref(pinned);
@@ -223,8 +199,9 @@ gc_collect(const char *owner, json_t *refs)
 
 	(void)owner;
 	pthread_mutex_lock(&image_lock);
-	st = db != NULL ? prepare("SELECT DISTINCT blob FROM manifest_blobs")
-			: NULL;
+	st = db.db != NULL
+	    ? gp_sqlite_prepare(&db, "SELECT DISTINCT blob FROM manifest_blobs")
+	    : NULL;
 	while (st != NULL && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		d = (const char *)sqlite3_column_text(st, 0);
 		if (gp_oci_digest_valid(d))
@@ -245,15 +222,9 @@ image_init(const struct coord_config *cfg)
 
 	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max : 64LL << 30;
 	snprintf(path, sizeof(path), "%s/images.db", cfg->data_dir);
-	if (sqlite3_open_v2(path, &db,
-	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-	            SQLITE_OPEN_FULLMUTEX,
-	        NULL) != SQLITE_OK) {
-		gp_error("cannot open database path=%s", path);
-		return GP_EIO;
-	}
-	if (exec("PRAGMA journal_mode=WAL;") != 0 ||
-	    exec("PRAGMA synchronous=FULL;") != 0 || exec(schema) != 0)
+	/* WAL, synchronous=FULL: gp_sqlite_open's. */
+	if (gp_sqlite_open(&db, path, GP_SQLITE_SERIALIZED, "images") != 0 ||
+	    gp_sqlite_exec(&db, schema) != 0)
 		return GP_EIO;
 	if (blob_add_user(blob_images, &image_blob_user) != 0)
 		return GP_EINVAL;
@@ -266,9 +237,7 @@ void
 image_stop(void)
 {
 	pthread_mutex_lock(&image_lock);
-	if (db != NULL)
-		sqlite3_close(db);
-	db = NULL;
+	gp_sqlite_close(&db);
 	pthread_mutex_unlock(&image_lock);
 }
 
@@ -305,7 +274,8 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	    (at != NULL && gp_oci_digest_valid(at + 1))) {
 		gp_strlcpy(digest, at != NULL ? at + 1 : ref,
 		    GP_OCI_DIGEST_SIZE);
-		st = prepare("SELECT 1 FROM manifests WHERE digest = ?");
+		st = gp_sqlite_prepare(&db,
+		    "SELECT 1 FROM manifests WHERE digest = ?");
 		if (st == NULL) {
 			snprintf(err, errlen, "image database error");
 			return GP_EIO;
@@ -329,7 +299,7 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	}
 	if (gp_image_name_normalize(ref, norm, sizeof(norm), err, errlen) != 0)
 		return GP_EINVAL;
-	st = prepare("SELECT digest FROM names WHERE name = ?");
+	st = gp_sqlite_prepare(&db, "SELECT digest FROM names WHERE name = ?");
 	if (st == NULL) {
 		snprintf(err, errlen, "image database error");
 		return GP_EIO;
@@ -359,8 +329,9 @@ signers_of(const char *digest, int with_signatures)
 	sqlite3_stmt *st;
 	char tm[40];
 
-	st = prepare("SELECT key, signature, signer, created_ms FROM "
-	             "signatures WHERE digest = ? ORDER BY created_ms, key");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT key, signature, signer, created_ms FROM "
+	    "signatures WHERE digest = ? ORDER BY created_ms, key");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
@@ -391,7 +362,7 @@ image_signers(const char *digest)
 	json_t *list;
 
 	pthread_mutex_lock(&image_lock);
-	list = db != NULL ? signers_of(digest, 0) : json_array();
+	list = db.db != NULL ? signers_of(digest, 0) : json_array();
 	pthread_mutex_unlock(&image_lock);
 	return list;
 }
@@ -425,7 +396,7 @@ image_resolve(const char *ref, char *pinned, size_t len, json_t **signers,
 
 	*signers = NULL;
 	pthread_mutex_lock(&image_lock);
-	if (db == NULL) {
+	if (db.db == NULL) {
 		pthread_mutex_unlock(&image_lock);
 		snprintf(err, errlen, "the image store is not open");
 		return GP_EIO;
@@ -704,7 +675,7 @@ check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
 static int
 insert_text2(const char *sql, const char *a, const char *b)
 {
-	sqlite3_stmt *st = prepare(sql);
+	sqlite3_stmt *st = gp_sqlite_prepare(&db, sql);
 	int rc;
 
 	if (st == NULL)
@@ -800,7 +771,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	}
 	gp_oci_config_fini(&cfg);
 	/* The name: new, or the caller's own (admins may take any). */
-	st = prepare("SELECT digest, user FROM names WHERE name = ?");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT digest, user FROM names WHERE name = ?");
 	if (st == NULL)
 		goto fail500;
 	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
@@ -821,9 +793,10 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		    norm, owner);
 		goto out;
 	}
-	if (exec("BEGIN IMMEDIATE") != 0)
+	if (gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0)
 		goto fail500;
-	st = prepare("INSERT OR IGNORE INTO manifests VALUES(?,?,?,?,?,?)");
+	st = gp_sqlite_prepare(&db,
+	    "INSERT OR IGNORE INTO manifests VALUES(?,?,?,?,?,?)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
@@ -846,7 +819,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		                 "VALUES(?,?)",
 		        digest, m.layers[i].digest) != 0)
 			goto rollback;
-	st = prepare("INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
+	st = gp_sqlite_prepare(&db,
+	    "INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
@@ -858,9 +832,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		goto rollback;
 	sqlite3_finalize(st);
 	st = NULL;
-	if (exec("COMMIT") != 0)
+	if (gp_sqlite_exec(&db, "COMMIT") != 0)
 		goto rollback;
-	st = prepare(IMAGE_SELECT "WHERE n.name = ?");
+	st = gp_sqlite_prepare(&db, IMAGE_SELECT "WHERE n.name = ?");
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) == SQLITE_ROW)
@@ -879,7 +853,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 rollback:
 	sqlite3_finalize(st);
 	st = NULL;
-	exec("ROLLBACK");
+	gp_sqlite_exec(&db, "ROLLBACK");
 fail500:
 	status = 500;
 	snprintf(err, sizeof(err), "cannot record the image");
@@ -917,14 +891,15 @@ handle_list(struct MHD_Connection *conn, const char *ref)
 			return reply_error(conn, ret == GP_EINVAL ? 400 : 404,
 			    "%s", err);
 		}
-		st = prepare(IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
-		                          "OR n.name = ?2) ORDER BY n.name");
+		st = gp_sqlite_prepare(&db,
+		    IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
+		                 "OR n.name = ?2) ORDER BY n.name");
 		if (st != NULL) {
 			sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		}
 	} else
-		st = prepare(IMAGE_SELECT "ORDER BY n.name");
+		st = gp_sqlite_prepare(&db, IMAGE_SELECT "ORDER BY n.name");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(list, image_json(st));
 	sqlite3_finalize(st);
@@ -965,8 +940,9 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 		    err);
 	}
 	/* By name: that name; by digest: every name of the image. */
-	st = prepare("SELECT name, user FROM names WHERE digest = ?1 AND "
-	             "(?2 = '' OR name = ?2)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT name, user FROM names WHERE digest = ?1 AND "
+	    "(?2 = '' OR name = ?2)");
 	if (st == NULL) {
 		status = 500;
 		snprintf(err, sizeof(err), "image database error");
@@ -990,8 +966,9 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 	}
 	sqlite3_finalize(st);
 	if (status == 200 && json_array_size(removed) > 0) {
-		st = prepare("DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
-		             "OR name = ?2)");
+		st = gp_sqlite_prepare(&db,
+		    "DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
+		    "OR name = ?2)");
 		if (st == NULL ||
 		    (sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC),
 		        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC),
@@ -1054,9 +1031,10 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		    "or signature (base64 of 64 bytes) is malformed");
 	}
 	pthread_mutex_lock(&image_lock);
-	st = prepare("SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
-	             "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
-	             "AND key = ?2)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
+	    "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
+	    "AND key = ?2)");
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
@@ -1067,8 +1045,9 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		sqlite3_finalize(st);
 	}
 	if (exists &&
-	    (st = prepare("INSERT OR REPLACE INTO signatures "
-	                  "VALUES(?,?,?,?,?)")) != NULL) {
+	    (st = gp_sqlite_prepare(&db,
+	         "INSERT OR REPLACE INTO signatures "
+	         "VALUES(?,?,?,?,?)")) != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, sig, -1, SQLITE_STATIC);
@@ -1123,7 +1102,7 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 		return reply_error(conn, status, "%s", err);
 	if (rest[0] == '\0') {
 		pthread_mutex_lock(&image_lock);
-		sigs = db != NULL ? signers_of(digest, 1) : json_array();
+		sigs = db.db != NULL ? signers_of(digest, 1) : json_array();
 		pthread_mutex_unlock(&image_lock);
 		return reply_json(conn, 200,
 		    json_pack("{s:s,s:o}", "digest", digest, "signatures",
@@ -1133,9 +1112,10 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 	    !gp_oci_digest_valid(blob = rest + 6))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	pthread_mutex_lock(&image_lock);
-	st = db != NULL ? prepare("SELECT 1 FROM manifest_blobs WHERE manifest "
-	                          "= ? AND blob = ?")
-	                : NULL;
+	st = db.db != NULL ? gp_sqlite_prepare(&db,
+	                         "SELECT 1 FROM manifest_blobs WHERE manifest "
+	                         "= ? AND blob = ?")
+	                   : NULL;
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, blob, -1, SQLITE_STATIC);
