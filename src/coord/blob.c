@@ -839,13 +839,34 @@ gc_owner(struct blob_store *s, const char *owner)
 	return s->cfg.per_owner && young > 0;
 }
 
+void
+blob_gc_run(struct blob_store *s)
+{
+	json_t *dirty, *v;
+	const char *owner;
+	int i;
+
+	for (i = 0; i < s->nusers; i++)
+		if (s->users[i]->expire != NULL)
+			s->users[i]->expire();
+	pthread_mutex_lock(&s->gc_lock);
+	dirty = s->gc_dirty;
+	s->gc_dirty = json_object();
+	pthread_mutex_unlock(&s->gc_lock);
+	json_object_foreach(dirty, owner, v)
+	{
+		/* Young garbage left: that owner gets another pass. */
+		if (gc_owner(s, owner))
+			blob_gc_mark(s, owner);
+	}
+	json_decref(dirty);
+}
+
 static void *
 gc_main(void *arg)
 {
 	struct blob_store *s = arg;
-	json_t *dirty, *v;
-	const char *owner;
-	int first = 1, i;
+	int first = 1;
 
 	for (;;) {
 		pthread_mutex_lock(&s->gc_lock);
@@ -859,20 +880,7 @@ gc_main(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&s->gc_lock);
-		for (i = 0; i < s->nusers; i++)
-			if (s->users[i]->expire != NULL)
-				s->users[i]->expire();
-		pthread_mutex_lock(&s->gc_lock);
-		dirty = s->gc_dirty;
-		s->gc_dirty = json_object();
-		pthread_mutex_unlock(&s->gc_lock);
-		json_object_foreach(dirty, owner, v)
-		{
-			/* Young garbage left: that owner gets another pass. */
-			if (gc_owner(s, owner))
-				blob_gc_mark(s, owner);
-		}
-		json_decref(dirty);
+		blob_gc_run(s);
 	}
 	return NULL;
 }

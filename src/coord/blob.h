@@ -135,6 +135,8 @@ int blob_sync_owner(struct blob_store *s, const char *owner);
 void blob_gc_mark(struct blob_store *s, const char *owner);
 /* A pass now rather than at the end of the period. */
 void blob_gc_kick(struct blob_store *s);
+/* One pass on the caller's thread (the GC thread's; tests). */
+void blob_gc_run(struct blob_store *s);
 
 /*
  * A blob PUT being received. _new: an empty upload (NULL: out of
