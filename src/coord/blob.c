@@ -295,9 +295,30 @@ blob_read(const struct blob_store *s, const char *owner, const char *hex,
 	return gp_read_file(path, max, data, len);
 }
 
+json_t *
+blob_missing(struct blob_store *s, const char *owner, json_t *list, size_t skip)
+{
+	json_t *missing = json_array(), *c;
+	const char *name;
+	size_t i;
+
+	if (missing == NULL)
+		return NULL;
+	blob_lock(s);
+	json_array_foreach(list, i, c)
+	{
+		name = json_string_value(c);
+		if (name == NULL || strlen(name) < skip ||
+		    blob_touch(s, owner, name + skip, 1) != 0)
+			json_array_append(missing, c);
+	}
+	blob_unlock(s);
+	return missing;
+}
+
 enum MHD_Result
 blob_reply(struct MHD_Connection *conn, const struct blob_store *s,
-    const char *owner, const char *hex, const char *missing)
+    const char *owner, const char *hex)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
@@ -307,8 +328,11 @@ blob_reply(struct MHD_Connection *conn, const struct blob_store *s,
 
 	blob_path(s, owner, hex, path, sizeof(path));
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && s->cfg.hash != BLOB_SHA256)
+		return reply_error(conn, 404, "no chunk %.64s", hex);
 	if (fd < 0)
-		return reply_error(conn, 404, "%s", missing);
+		return reply_error(conn, 404, "blob sha256:%.64s is not stored",
+		    hex);
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return reply_error(conn, 500, "cannot read %s",

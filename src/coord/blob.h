@@ -118,12 +118,21 @@ int blob_touch(struct blob_store *s, const char *owner, const char *hex,
 int blob_read(const struct blob_store *s, const char *owner, const char *hex,
     size_t max, char **data, size_t *len);
 /*
- * Answers a blob's bytes (sendfile), or 404 with missing (a message)
- * when it is not stored.
+ * Answers a blob's bytes (sendfile), or 404 when it is not stored ("no
+ * chunk HEX" in a per-owner store, "blob sha256:HEX is not stored" in
+ * the image store: the answers the API always gave).
  */
 enum MHD_Result blob_reply(struct MHD_Connection *conn,
-    const struct blob_store *s, const char *owner, const char *hex,
-    const char *missing);
+    const struct blob_store *s, const char *owner, const char *hex);
+/*
+ * "missing": the names in list (a JSON array of strings, checked by the
+ * caller; each name's first skip characters are not part of the blob's
+ * hex, as "sha256:") that are not stored, as a new array; the stored ones
+ * are made young again, so the GC leaves them to the commit that counts
+ * on them. Takes blob_lock.
+ */
+json_t *blob_missing(struct blob_store *s, const char *owner, json_t *list,
+    size_t skip);
 /*
  * Makes durable the directory entries of the owner's blobs named since
  * the last call: whoever records, durably, an object that references an

@@ -435,10 +435,7 @@ enum MHD_Result
 ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,
     const char *name)
 {
-	char missing[100];
-
-	snprintf(missing, sizeof(missing), "no chunk %.64s", name);
-	return blob_reply(conn, blob_chunks, user, name, missing);
+	return blob_reply(conn, blob_chunks, user, name);
 }
 
 /* ---- handlers ---- */
@@ -478,15 +475,7 @@ handle_missing(struct MHD_Connection *conn, struct request *req,
 			    "lowercase hex digits", i);
 		}
 	}
-	missing = json_array();
-	blob_lock(blob_chunks);
-	json_array_foreach(list, i, c)
-	{
-		/* Present: young again, so GC leaves it to the commit. */
-		if (blob_touch(blob_chunks, user, json_string_value(c), 1) != 0)
-			json_array_append(missing, c);
-	}
-	blob_unlock(blob_chunks);
+	missing = blob_missing(blob_chunks, user, list, 0);
 	json_decref(body);
 	return reply_json(conn, 200, json_pack("{s:o}", "missing", missing));
 }

@@ -126,17 +126,6 @@ static const char schema[] =
 
 /* ---- database (data_lock held) ---- */
 
-/* Sends a stored chunk of user's (404 when absent). */
-enum MHD_Result
-data_reply_chunk(struct MHD_Connection *conn, const char *user,
-    const char *name)
-{
-	char missing[100];
-
-	snprintf(missing, sizeof(missing), "no chunk %.64s", name);
-	return blob_reply(conn, blob_chunks, user, name, missing);
-}
-
 /* A JSON string's value, "" for anything else. */
 const char *
 data_str(json_t *v)

@@ -36,9 +36,6 @@ extern int64_t data_max;           /* bytes in one version/output */
 extern int64_t data_output_retain_ms;
 
 /* data.c */
-/* Sends a stored chunk of user's (404 when absent). */
-enum MHD_Result data_reply_chunk(struct MHD_Connection *conn, const char *user,
-    const char *name);
 /* A JSON string's value, "" for anything else. */
 const char *data_str(json_t *v);
 /* One integer from a query with text/int parameters; def when no row. */

@@ -170,7 +170,7 @@ data_handle_read(struct MHD_Connection *conn, struct request *req,
 		          name, strcmp(vtext, "latest") ? "@" : "",
 		          strcmp(vtext, "latest") ? vtext : "");
 	if (chunk != NULL)
-		return data_reply_chunk(conn, owner, chunk);
+		return blob_reply(conn, blob_chunks, owner, chunk);
 	if (m == NULL)
 		return reply_error(conn, 500, "cannot read the manifest");
 	return reply_json(conn, 200, m);
@@ -493,7 +493,7 @@ data_handle_output(struct MHD_Connection *conn, struct request *req,
 		        1));
 	}
 	if (chunk != NULL)
-		return data_reply_chunk(conn, user, chunk);
+		return blob_reply(conn, blob_chunks, user, chunk);
 	if (m == NULL)
 		return reply_error(conn, 500, "cannot read the manifest");
 	return reply_json(conn, 200, m);
@@ -555,7 +555,7 @@ data_handle_agent_data(struct MHD_Connection *conn, struct request *req,
 		    owner, name, (long long)version, user);
 	}
 	if (chunk != NULL)
-		return data_reply_chunk(conn, owner, chunk);
+		return blob_reply(conn, blob_chunks, owner, chunk);
 	if (m == NULL)
 		return reply_error(conn, 500, "cannot read the manifest");
 	return reply_json(conn, 200, m);

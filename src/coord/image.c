@@ -245,10 +245,7 @@ image_stop(void)
 static enum MHD_Result
 reply_blob(struct MHD_Connection *conn, const char *digest)
 {
-	char missing[120];
-
-	snprintf(missing, sizeof(missing), "blob %s is not stored", digest);
-	return blob_reply(conn, blob_images, NULL, HEX(digest), missing);
+	return blob_reply(conn, blob_images, NULL, HEX(digest));
 }
 
 /* ---- lookups (image_lock held) ---- */
@@ -629,16 +626,7 @@ handle_missing(struct MHD_Connection *conn, struct request *req)
 			    i);
 		}
 	}
-	missing = json_array();
-	blob_lock(blob_images);
-	json_array_foreach(list, i, c)
-	{
-		/* Present: young again, so GC leaves it to the commit. */
-		if (blob_touch(blob_images, NULL, HEX(json_string_value(c)),
-		        1) != 0)
-			json_array_append(missing, c);
-	}
-	blob_unlock(blob_images);
+	missing = blob_missing(blob_images, NULL, list, strlen("sha256:"));
 	json_decref(body);
 	return reply_json(conn, 200, json_pack("{s:o}", "missing", missing));
 }
