@@ -560,6 +560,7 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 	struct blob_upload *u = req->stream;
 	char got[BLOB_HEX_LEN + 1], digest[GP_OCI_DIGEST_SIZE];
 	const char *msg;
+	int status;
 
 	if (u == NULL)
 		return reply_error(conn, 503, "out of memory");
@@ -583,7 +584,9 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 	case BLOB_REFUSED:
 		break;
 	}
-	return reply_error(conn, blob_upload_refused(u, &msg), "%s", msg);
+	/* (msg is set by the call: not in one expression with its use.) */
+	status = blob_upload_refused(u, &msg);
+	return reply_error(conn, status, "%s", msg);
 }
 
 /* ---- handlers ---- */
