@@ -18,6 +18,7 @@
 
 #include "coord/coord.h"
 #include "api.h"
+#include "blob.h"
 #include "ckpt_store.h"
 #include "coord_metrics.h"
 #include "datasets.h"
@@ -51,6 +52,8 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
+	    "                           "
+	    "[--db PATH|sqlite:PATH|postgresql://...]\n"
 	    "                           [--tls-cert FILE --tls-key FILE]"
 	    " [--insecure]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
@@ -79,6 +82,14 @@ usage(FILE *out)
 	    "\n"
 	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
 	    "  --data DIR          state directory (created if missing)\n"
+	    "  --db STORE          where the pool's state is kept: a SQLite "
+	    "file\n"
+	    "                      (PATH or sqlite:PATH) or postgresql://... "
+	    "(not\n"
+	    "                      built in yet); default DIR/state.db. DIR "
+	    "keeps\n"
+	    "                      the store's pool id (DIR/pool_id): another\n"
+	    "                      pool's store is refused\n"
 	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
 	    "  --tls-key FILE      PEM private key for --tls-cert\n"
 	    "                      (beyond loopback without them: its own CA\n"
@@ -301,6 +312,7 @@ gp_coord_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"data", required_argument, NULL, 'd'},
+	    {"db", required_argument, NULL, 'E'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"insecure", no_argument, NULL, 'X'},
@@ -369,6 +381,11 @@ gp_coord_main(int argc, char **argv)
 			if (gp_strlcpy(cfg.data_dir, optarg,
 				sizeof(cfg.data_dir)) >= sizeof(cfg.data_dir))
 				gp_fatalx("--data: path too long");
+			break;
+		case 'E':
+			if (gp_strlcpy(cfg.db, optarg, sizeof(cfg.db)) >=
+			    sizeof(cfg.db))
+				gp_fatalx("--db: too long");
 			break;
 		case 'c':
 			gp_strlcpy(cfg.tls_cert, optarg, sizeof(cfg.tls_cert));
@@ -574,6 +591,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("cannot set up the metrics");
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	if (blob_init(&cfg) != 0)
+		gp_fatalx("cannot open the blob store in %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
@@ -581,6 +600,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("cannot open the data store in %s", cfg.data_dir);
 	if (image_init(&cfg) != 0)
 		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
+	if (blob_start() != 0)
+		gp_fatalx("cannot start the blob store's threads");
 	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
@@ -624,11 +645,13 @@ gp_coord_main(int argc, char **argv)
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
+	blob_stop();
 	ckpt_stop();
+	data_stop();
 	image_stop();
 	ledger_close(&ledger);
-	submit_key_close();
-	store_close();
+	gp_store_close(state.store);
+	state.store = NULL;
 	free(cert);
 	free(key);
 	return 0;
