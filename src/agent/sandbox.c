@@ -435,13 +435,13 @@ out:
 #define ROOT_STAGING "/tmp"
 
 /*
- * Puts the host's path (absolute) at the same place in the staging root:
- * a symbolic link as a copy of the link, a directory or any other file as
+ * Puts the host's path (absolute) at the same place under staging: a
+ * symbolic link as a copy of the link, a directory or any other file as
  * a bind of it with its submounts; the directories above it are made. A
  * path the host lacks is left out. 0 or -1.
  */
 static int
-root_put(const char *path)
+root_put(const char *staging, const char *path)
 {
 	char dst[4096], link[4096];
 	struct stat st;
@@ -451,7 +451,7 @@ root_put(const char *path)
 
 	if (lstat(path, &st) != 0)
 		return errno == ENOENT ? 0 : -1;
-	if (join(dst, sizeof(dst), ROOT_STAGING, path + 1) != 0)
+	if (join(dst, sizeof(dst), staging, path + 1) != 0)
 		return -1;
 	slash = strrchr(dst, '/');
 	*slash = '\0';
@@ -477,6 +477,80 @@ root_put(const char *path)
 	return ret;
 }
 
+/* 1 when the host's path is in /dev (its own in each job's root). */
+static int
+in_dev(const char *path)
+{
+	return strncmp(path, "/dev/", 5) == 0;
+}
+
+/*
+ * The staging root's /dev, made a directory already: shm (for its own
+ * mount later), the links fd, stdin, stdout and stderr, and the /dev
+ * entries of root_binds. 0 or -1.
+ */
+static int
+root_dev_fill(const char *staging, const struct gp_sandbox_spec *s)
+{
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+	    {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+	    {"stderr", "/proc/self/fd/2"}};
+	char dev[4096], path[4096];
+	size_t i;
+
+	if (join(dev, sizeof(dev), staging, "dev") != 0 ||
+	    join(path, sizeof(path), dev, "shm") != 0 ||
+	    mkdir(path, 0755) != 0)
+		return -1;
+	for (i = 0; i < GP_ARRAY_LEN(links); i++)
+		if (join(path, sizeof(path), dev, links[i][0]) != 0 ||
+		    symlink(links[i][1], path) != 0)
+			return -1;
+	for (char *const *p = s->root_binds; *p != NULL; p++)
+		if (in_dev(*p) && root_put(staging, *p) != 0)
+			return -1;
+	return 0;
+}
+
+/* Switches to the root built at staging (a mount), as switch_root does. */
+static int
+root_switch(const char *staging)
+{
+	if (chdir(staging) != 0 || mount(staging, "/", NULL, MS_MOVE,
+	    NULL) != 0 || chroot(".") != 0 || chdir("/") != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Fills dir, a fresh tmpfs, with what a job's root holds of the host but
+ * /dev's entries: empty proc, tmp and dev, the root_binds not under /dev,
+ * the owner's exposures, and the path of the agent's work directory for
+ * hide() to cover. Nothing else of the host's tree. 0 or -1.
+ */
+static int
+root_fill(const char *dir, char *const *root_binds, char *const *expose_ro,
+    char *const *expose_rw, const char *agent_work)
+{
+	static const char *const dirs[] = {"proc", "tmp", "dev"};
+	char *const *lists[] = {root_binds, expose_ro, expose_rw};
+	char path[4096];
+	size_t i;
+
+	for (i = 0; i < GP_ARRAY_LEN(dirs); i++)
+		if (join(path, sizeof(path), dir, dirs[i]) != 0 ||
+		    mkdir(path, 0755) != 0)
+			return -1;
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			if (!in_dev(*p) && root_put(dir, *p) != 0)
+				return -1;
+	if (join(path, sizeof(path), dir, agent_work + 1) != 0 ||
+	    mkdir_p(path) != 0)
+		return -1;
+	return 0;
+}
+
 /*
  * Builds the job's root on a fresh tmpfs and switches to it (as
  * switch_root does): the root_binds (system directories, a few files of
@@ -487,37 +561,31 @@ root_put(const char *path)
 static int
 build_root(const struct gp_sandbox_spec *s)
 {
-	static const char *const dirs[] = {"proc", "tmp", "dev", "dev/shm"};
-	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
-	    {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
-	    {"stderr", "/proc/self/fd/2"}};
-	char *const *lists[] = {s->root_binds, s->expose_ro, s->expose_rw};
-	char path[4096];
-	size_t i;
-
 	if (mount("tmpfs", ROOT_STAGING, "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=0755,size=1m") != 0)
+	    "mode=0755,size=1m") != 0 ||
+	    root_fill(ROOT_STAGING, s->root_binds, s->expose_ro,
+	    s->expose_rw, s->agent_work) != 0 ||
+	    root_dev_fill(ROOT_STAGING, s) != 0)
 		return -1;
-	for (i = 0; i < GP_ARRAY_LEN(dirs); i++)
-		if (join(path, sizeof(path), ROOT_STAGING, dirs[i]) != 0 ||
-		    mkdir(path, 0755) != 0)
-			return -1;
-	for (i = 0; i < GP_ARRAY_LEN(links); i++)
-		if (join(path, sizeof(path), ROOT_STAGING "/dev",
-		    links[i][0]) != 0 || symlink(links[i][1], path) != 0)
-			return -1;
-	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
-		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
-			if (root_put(*p) != 0)
-				return -1;
-	if (join(path, sizeof(path), ROOT_STAGING, s->agent_work + 1) != 0 ||
-	    mkdir_p(path) != 0)
+	return root_switch(ROOT_STAGING);
+}
+
+/*
+ * The same root from the template (this mount namespace's copy of it):
+ * a /dev of the job's own on it, then the switch. The template's tmpfs
+ * is every job's: nothing is written to it, only mounted on.
+ */
+static int
+root_from_template(const struct gp_sandbox_spec *s)
+{
+	char dev[4096];
+
+	if (join(dev, sizeof(dev), s->root_template, "dev") != 0 ||
+	    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0 || root_dev_fill(s->root_template,
+	    s) != 0)
 		return -1;
-	if (chdir(ROOT_STAGING) != 0 ||
-	    mount(ROOT_STAGING, "/", NULL, MS_MOVE, NULL) != 0 ||
-	    chroot(".") != 0 || chdir("/") != 0)
-		return -1;
-	return 0;
+	return root_switch(s->root_template);
 }
 
 /* After / was made read-only: the exposures the owner lends writable. */
@@ -620,7 +688,8 @@ setup(const struct gp_sandbox_spec *s)
 		    AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) != 0)
 			fail(fd, STAGE_CLONE);
 	}
-	if (s->root_binds != NULL && build_root(s) != 0)
+	if (s->root_binds != NULL && (s->root_template != NULL ?
+	    root_from_template(s) : build_root(s)) != 0)
 		fail(fd, STAGE_ROOT);
 	/* Room for mount points that the host does not have. */
 	for (i = 0; s->shadows != NULL && s->shadows[i] != NULL; i++)
@@ -1139,6 +1208,7 @@ arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 	s->shadows = arena_strv(&a, spec->shadows);
 	s->tmp_options = arena_str(&a, spec->tmp_options);
 	s->root_binds = arena_strv(&a, spec->root_binds);
+	s->root_template = arena_str(&a, spec->root_template);
 	s->expose_ro = arena_strv(&a, spec->expose_ro);
 	s->expose_rw = arena_strv(&a, spec->expose_rw);
 	if (spec->nmounts > 0 &&
@@ -1398,6 +1468,7 @@ struct sjob {
 	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
 	int nmounts, nstrings;
 	int agent_work_hidden;
+	int writes_root;	/* a mount point made in the root itself */
 };
 
 static int
@@ -1640,6 +1711,7 @@ plan_mount(struct sjob *sj, const struct gp_exec_job *x,
 	/* Outside what the minimal root binds: made in its own tmpfs. */
 	if (!in_view(sj, t)) {
 		sm->make = 1;
+		sj->writes_root = 1;
 		return 0;
 	}
 	/* Walk the target on the host: the deepest part that exists. */
@@ -1751,6 +1823,241 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- the minimal root's template (sandbox.h) ---- */
+
+struct gp_sandbox_template {
+	char dir[PATH_MAX];	/* <work>/roots, a private mount */
+	char path[PATH_MAX];	/* <dir>/<gen>: the current one, or "" */
+	unsigned int gen;
+	int64_t built_ms;	/* gp_mono_ms() */
+	int64_t retry_ms;	/* after a failed build: not before */
+	char *key;		/* the lists it holds, as template_key */
+	unsigned long builds;
+	/*
+	 * The one before, when this one was built only for its age (the
+	 * same lists): a warm init cloned with it still has its copy.
+	 */
+	char prev_path[PATH_MAX];
+	unsigned int prev_gen;
+	int64_t prev_built_ms;
+};
+
+/*
+ * The lists a template holds, as one string: root_binds not under /dev,
+ * then the exposures, read-only and writable apart. NULL: no memory.
+ */
+static char *
+template_key(const struct sjob *sj)
+{
+	char *const *lists[] = {sj->root_binds, sj->expose_ro, sj->expose_rw};
+	size_t n = 1, i;
+	char *key, *at;
+
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			n += strlen(*p) + 1;
+	n += GP_ARRAY_LEN(lists);
+	if ((key = malloc(n)) == NULL)
+		return NULL;
+	at = key;
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++) {
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++) {
+			if (i == 0 && in_dev(*p))
+				continue;
+			at += sprintf(at, "%s\n", *p);
+		}
+		*at++ = '|';
+	}
+	*at = '\0';
+	return key;
+}
+
+/* Unmounts the template at path (each job has its copy) and its dir. */
+static void
+template_drop(const char *path)
+{
+	if (path[0] == '\0')
+		return;
+	if (umount2(path, MNT_DETACH) != 0 && errno != EINVAL)
+		gp_warn("cannot unmount a root template dir=%s error=\"%s\"",
+		    path, strerror(errno));
+	/* rmdir, never a recursive removal: binds of the host may remain. */
+	if (rmdir(path) != 0 && errno != ENOENT)
+		gp_warn("cannot remove a root template dir=%s error=\"%s\"",
+		    path, strerror(errno));
+}
+
+/* Unmounts dir while it is a mount, then removes its (empty) entries. */
+static void
+template_sweep(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int i;
+
+	for (i = 0; i < 64 && umount2(dir, MNT_DETACH) == 0; i++)
+		;
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (join(path, sizeof(path), dir, de->d_name) == 0 &&
+		    rmdir(path) != 0)
+			gp_warn("cannot remove a root template dir=%s "
+			    "error=\"%s\"", path, strerror(errno));
+	}
+	closedir(d);
+}
+
+int
+gp_sandbox_template_new(struct gp_sandbox_template **out,
+    const char *work_dir, char *err, size_t errlen)
+{
+	struct gp_sandbox_template *t;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	if (join(t->dir, sizeof(t->dir), work_dir, "roots") != 0) {
+		snprintf(err, errlen, "work directory path too long");
+		free(t);
+		return GP_EINVAL;
+	}
+	template_sweep(t->dir);
+	if ((mkdir(t->dir, 0700) != 0 && errno != EEXIST) ||
+	    mount(t->dir, t->dir, NULL, MS_BIND, NULL) != 0 ||
+	    mount(NULL, t->dir, NULL, MS_PRIVATE, NULL) != 0) {
+		snprintf(err, errlen, "%s: %s", t->dir, strerror(errno));
+		umount2(t->dir, MNT_DETACH);
+		free(t);
+		return GP_EIO;
+	}
+	*out = t;
+	return 0;
+}
+
+void
+gp_sandbox_template_free(struct gp_sandbox_template *t)
+{
+	if (t == NULL)
+		return;
+	template_drop(t->path);
+	template_sweep(t->dir);
+	free(t->key);
+	free(t);
+}
+
+unsigned int
+gp_sandbox_template_gen(const struct gp_sandbox_template *t)
+{
+	return t != NULL ? t->gen : 0;
+}
+
+unsigned long
+gp_sandbox_template_builds(const struct gp_sandbox_template *t)
+{
+	return t != NULL ? t->builds : 0;
+}
+
+/*
+ * Builds the next generation of the template holding sj's lists (key,
+ * taken) and drops the one before. 0, or -1 (logged; no template then,
+ * and none tried again for 10 s).
+ */
+static int
+template_build(struct gp_sandbox_template *t, const struct sjob *sj,
+    const char *agent_work, char *key)
+{
+	char path[PATH_MAX];
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY |
+	    MOUNT_ATTR_NOSUID};
+	unsigned int gen = t->gen + 1;
+	int64_t t0 = gp_mono_ms();
+
+	snprintf(path, sizeof(path), "%.4000s/%u", t->dir, gen);
+	if (mkdir(path, 0700) != 0 && errno != EEXIST)
+		goto fail;
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0) {
+		rmdir(path);
+		goto fail;
+	}
+	/*
+	 * Read-only, the binds with it: whatever walks the agent's work
+	 * directory (a removal after a kill -9, before the next start's
+	 * sweep) cannot change the host through them. A job's writable
+	 * exposures are made writable again in its own copy.
+	 */
+	if (root_fill(path, sj->root_binds, sj->expose_ro, sj->expose_rw,
+	    agent_work) != 0 || mount_setattr(AT_FDCWD, path, AT_RECURSIVE,
+	    &ro, sizeof(ro)) != 0) {
+		int saved = errno;
+
+		template_drop(path);
+		errno = saved;
+		goto fail;
+	}
+	template_drop(t->path);
+	t->prev_gen = 0;
+	if (t->key != NULL && strcmp(t->key, key) == 0) {
+		t->prev_gen = t->gen;
+		t->prev_built_ms = t->built_ms;
+		gp_strlcpy(t->prev_path, t->path, sizeof(t->prev_path));
+	}
+	gp_strlcpy(t->path, path, sizeof(t->path));
+	free(t->key);
+	t->key = key;
+	t->gen = gen;
+	t->built_ms = gp_mono_ms();
+	t->builds++;
+	gp_debug("root template built gen=%u ms=%lld", gen,
+	    (long long)(t->built_ms - t0));
+	return 0;
+fail:
+	gp_warn("cannot build the root template dir=%s error=\"%s\": jobs "
+	    "build their roots themselves for 10 s", path, strerror(errno));
+	free(key);
+	t->retry_ms = t0 + 10000;
+	return -1;
+}
+
+/*
+ * The template a job may start from (a path in its init's mount
+ * namespace), built again when missing, older than the maximum age or
+ * holding other lists; NULL when the job builds its own root: no
+ * template, a job making a mount point in its root, or a warm init
+ * cloned with a generation neither current nor the one before it with
+ * the same lists (younger than twice the maximum age).
+ */
+static const char *
+template_for(struct gp_sandbox_template *t, const struct sjob *sj,
+    const struct gp_exec_job *x)
+{
+	int64_t now = gp_mono_ms();
+	char *key;
+
+	if (t == NULL || sj->writes_root || sj->root_binds == NULL ||
+	    now < t->retry_ms || (key = template_key(sj)) == NULL)
+		return NULL;
+	if (t->gen == 0 || strcmp(key, t->key) != 0 ||
+	    now - t->built_ms > GP_SANDBOX_TEMPLATE_MAX_AGE_MS) {
+		if (template_build(t, sj, x->cfg->work_dir, key) != 0)
+			return NULL;
+	} else
+		free(key);
+	if (x->warm == NULL || x->warm->root_gen == t->gen)
+		return t->path;
+	/* A warm init's copy: the template before, younger than twice. */
+	if (x->warm->root_gen == t->prev_gen && t->prev_gen != 0 &&
+	    now - t->prev_built_ms <= 2 * GP_SANDBOX_TEMPLATE_MAX_AGE_MS)
+		return t->prev_path;
+	return NULL;
+}
+
 static int
 sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
     size_t errlen)
@@ -1768,6 +2075,7 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.shadows = sj->shadows;
 	spec.tmp_options = sj->tmp_options;
 	spec.root_binds = sj->root_binds;
+	spec.root_template = template_for(x->cfg->root_template, sj, x);
 	spec.expose_ro = sj->expose_ro;
 	spec.expose_rw = sj->expose_rw;
 	spec.mounts = sj->mounts;
