@@ -80,6 +80,8 @@ enum stage {
 	STAGE_ROOT,
 	STAGE_EXPOSE_RW,
 	STAGE_NETWORK,
+	STAGE_ROOT_DEV,
+	STAGE_ROOT_SWITCH,
 };
 
 static const char *stage_names[] = {
@@ -105,6 +107,8 @@ static const char *stage_names[] = {
 	[STAGE_ROOT] = "build the minimal root",
 	[STAGE_EXPOSE_RW] = "make an exposed path writable",
 	[STAGE_NETWORK] = "join the job's network namespace",
+	[STAGE_ROOT_DEV] = "give the root template a /dev of the job's",
+	[STAGE_ROOT_SWITCH] = "switch to the root template",
 };
 
 const char *
@@ -575,17 +579,19 @@ build_root(const struct gp_sandbox_spec *s)
  * a /dev of the job's own on it, then the switch. The template's tmpfs
  * is every job's: nothing is written to it, only mounted on.
  */
-static int
+static void
 root_from_template(const struct gp_sandbox_spec *s)
 {
 	char dev[4096];
 
 	if (join(dev, sizeof(dev), s->root_template, "dev") != 0 ||
 	    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=0755,size=1m") != 0 || root_dev_fill(s->root_template,
-	    s) != 0)
-		return -1;
-	return root_switch(s->root_template);
+	    "mode=0755,size=1m") != 0)
+		fail(s->status_fd, STAGE_ROOT_DEV);
+	if (root_dev_fill(s->root_template, s) != 0)
+		fail(s->status_fd, STAGE_ROOT);
+	if (root_switch(s->root_template) != 0)
+		fail(s->status_fd, STAGE_ROOT_SWITCH);
 }
 
 /* After / was made read-only: the exposures the owner lends writable. */
@@ -688,8 +694,9 @@ setup(const struct gp_sandbox_spec *s)
 		    AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) != 0)
 			fail(fd, STAGE_CLONE);
 	}
-	if (s->root_binds != NULL && (s->root_template != NULL ?
-	    root_from_template(s) : build_root(s)) != 0)
+	if (s->root_binds != NULL && s->root_template != NULL)
+		root_from_template(s);
+	else if (s->root_binds != NULL && build_root(s) != 0)
 		fail(fd, STAGE_ROOT);
 	/* Room for mount points that the host does not have. */
 	for (i = 0; s->shadows != NULL && s->shadows[i] != NULL; i++)
@@ -1872,22 +1879,25 @@ template_key(const struct sjob *sj)
 	return key;
 }
 
-/* Unmounts the template at path (each job has its copy) and its dir. */
+/*
+ * Unmounts the template at path here; each job cloned with it keeps its
+ * copy. The directory stays: removing it would detach the mounts on it
+ * in every namespace (Linux does so for a removed mount point), those of
+ * inits that have not yet moved their copy to / included.
+ */
 static void
 template_drop(const char *path)
 {
-	if (path[0] == '\0')
-		return;
-	if (umount2(path, MNT_DETACH) != 0 && errno != EINVAL)
+	if (path[0] != '\0' && umount2(path, MNT_DETACH) != 0 &&
+	    errno != EINVAL)
 		gp_warn("cannot unmount a root template dir=%s error=\"%s\"",
-		    path, strerror(errno));
-	/* rmdir, never a recursive removal: binds of the host may remain. */
-	if (rmdir(path) != 0 && errno != ENOENT)
-		gp_warn("cannot remove a root template dir=%s error=\"%s\"",
 		    path, strerror(errno));
 }
 
-/* Unmounts dir while it is a mount, then removes its (empty) entries. */
+/*
+ * Unmounts dir while it is a mount, then removes its (empty) entries:
+ * at the agent's start and stop only (template_drop says why).
+ */
 static void
 template_sweep(const char *dir)
 {
@@ -1978,14 +1988,13 @@ template_build(struct gp_sandbox_template *t, const struct sjob *sj,
 	unsigned int gen = t->gen + 1;
 	int64_t t0 = gp_mono_ms();
 
-	snprintf(path, sizeof(path), "%.4000s/%u", t->dir, gen);
+	/* Two directories in turn, never removed while the agent runs. */
+	snprintf(path, sizeof(path), "%.4000s/%u", t->dir, gen % 2);
 	if (mkdir(path, 0700) != 0 && errno != EEXIST)
 		goto fail;
 	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-	    "mode=0755,size=1m") != 0) {
-		rmdir(path);
+	    "mode=0755,size=1m") != 0)
 		goto fail;
-	}
 	/*
 	 * Read-only, the binds with it: whatever walks the agent's work
 	 * directory (a removal after a kill -9, before the next start's

@@ -204,7 +204,7 @@ void gp_sandbox_warm_discard(struct gp_sandbox_warm *w);
 /*
  * The minimal root's template: what every plain job's root holds of the
  * host but /dev (system directories, files of /etc, the owner's
- * exposures), bound once under <work>/roots/<generation> in the agent's
+ * exposures), bound once under <work>/roots/{0,1} (in turn) in the agent's
  * mount namespace instead of path by path in each job's (docs/agent.md,
  * "What a job can see and do"). Each job's init gets a copy with its
  * mount namespace and moves it to /. The agent's executor thread owns

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_contain_root_template.sh: plain jobs' minimal root comes from a
-# template the agent binds once (<work>/roots/<generation>, sandbox.h)
+# template the agent binds once (<work>/roots/0 or 1, sandbox.h)
 # instead of path by path in each job (issue 14, the throughput target).
 # The agent runs in a mount namespace of this test's (held by a sleeping
 # process, so that what a killed agent leaves there stays to be swept)
