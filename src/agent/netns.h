@@ -74,6 +74,7 @@ struct gp_net_job {
 	enum gp_net_policy policy;
 	int slot;		/* -1: no veth pair */
 	char host_if[16];	/* the host's end, "gpXX.N" */
+	int host_ifindex;	/* its index (0: not known) */
 	char ns_path[64];	/* /proc/<agent>/fd/<ns_fd>, for runtimes */
 	char address[16];	/* the job's IPv4 address, or "" */
 	int64_t base_sent;	/* the pair's counters when the job got it */
