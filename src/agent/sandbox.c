@@ -439,13 +439,14 @@ out:
 #define ROOT_STAGING "/tmp"
 
 /*
- * Puts the host's path (absolute) at the same place under staging: a
- * symbolic link as a copy of the link, a directory or any other file as
- * a bind of it with its submounts; the directories above it are made. A
- * path the host lacks is left out. 0 or -1.
+ * Puts the host's path (absolute) at target (absolute, the same place
+ * for root_put) under staging: a symbolic link as a copy of the link, a
+ * directory or any other file as a bind of it with its submounts; the
+ * directories above it are made. A path the host lacks is left out.
+ * 0 or -1.
  */
 static int
-root_put(const char *staging, const char *path)
+root_put_as(const char *staging, const char *path, const char *target)
 {
 	char dst[4096], link[4096];
 	struct stat st;
@@ -455,7 +456,7 @@ root_put(const char *staging, const char *path)
 
 	if (lstat(path, &st) != 0)
 		return errno == ENOENT ? 0 : -1;
-	if (join(dst, sizeof(dst), staging, path + 1) != 0)
+	if (join(dst, sizeof(dst), staging, target + 1) != 0)
 		return -1;
 	slash = strrchr(dst, '/');
 	*slash = '\0';
@@ -479,6 +480,12 @@ root_put(const char *staging, const char *path)
 	ret = move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
 	close(tree);
 	return ret;
+}
+
+static int
+root_put(const char *staging, const char *path)
+{
+	return root_put_as(staging, path, path);
 }
 
 /* 1 when the host's path is in /dev (its own in each job's root). */
@@ -534,7 +541,7 @@ root_switch(const char *staging)
  */
 static int
 root_fill(const char *dir, char *const *root_binds, char *const *expose_ro,
-    char *const *expose_rw, const char *agent_work)
+    char *const *expose_rw, const char *agent_work, const char *resolv_conf)
 {
 	static const char *const dirs[] = {"proc", "tmp", "dev"};
 	char *const *lists[] = {root_binds, expose_ro, expose_rw};
@@ -547,7 +554,10 @@ root_fill(const char *dir, char *const *root_binds, char *const *expose_ro,
 			return -1;
 	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
 		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
-			if (!in_dev(*p) && root_put(dir, *p) != 0)
+			if (!in_dev(*p) && (resolv_conf != NULL && i == 0 &&
+			    strcmp(*p, "/etc/resolv.conf") == 0 ?
+			    root_put_as(dir, resolv_conf, *p) :
+			    root_put(dir, *p)) != 0)
 				return -1;
 	if (join(path, sizeof(path), dir, agent_work + 1) != 0 ||
 	    mkdir_p(path) != 0)
@@ -568,7 +578,7 @@ build_root(const struct gp_sandbox_spec *s)
 	if (mount("tmpfs", ROOT_STAGING, "tmpfs", MS_NOSUID | MS_NODEV,
 	    "mode=0755,size=1m") != 0 ||
 	    root_fill(ROOT_STAGING, s->root_binds, s->expose_ro,
-	    s->expose_rw, s->agent_work) != 0 ||
+	    s->expose_rw, s->agent_work, s->resolv_conf) != 0 ||
 	    root_dev_fill(ROOT_STAGING, s) != 0)
 		return -1;
 	return root_switch(ROOT_STAGING);
@@ -1282,6 +1292,7 @@ arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 	s->tmp_options = arena_str(&a, spec->tmp_options);
 	s->root_binds = arena_strv(&a, spec->root_binds);
 	s->root_template = arena_str(&a, spec->root_template);
+	s->resolv_conf = arena_str(&a, spec->resolv_conf);
 	s->expose_ro = arena_strv(&a, spec->expose_ro);
 	s->expose_rw = arena_strv(&a, spec->expose_rw);
 	if (spec->nmounts > 0 &&
@@ -1542,6 +1553,7 @@ struct sjob {
 	int nmounts, nstrings;
 	int agent_work_hidden;
 	int writes_root;	/* a mount point made in the root itself */
+	const char *resolv_conf; /* instead of the host's (netns.h), or NULL */
 };
 
 static int
@@ -1883,6 +1895,8 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 	else
 		gp_strlcpy(sj->tmp_options, "mode=1777",
 		    sizeof(sj->tmp_options));
+	sj->resolv_conf = x->cfg->net != NULL ?
+	    gp_net_resolv_conf(x->cfg->net) : NULL;
 	if (plan_root(sj, x) != 0 || plan_hiding(sj, x->cfg) != 0) {
 		snprintf(err, errlen, "agent out of memory");
 		return GP_ENOMEM;
@@ -1942,6 +1956,14 @@ template_key(const struct sjob *sj)
 		*at++ = '|';
 	}
 	*at = '\0';
+	if (sj->resolv_conf != NULL) {
+		char *k2 = malloc(strlen(key) + strlen(sj->resolv_conf) + 2);
+
+		if (k2 != NULL)
+			sprintf(k2, "%s%s|", key, sj->resolv_conf);
+		free(key);
+		key = k2;
+	}
 	return key;
 }
 
@@ -2068,7 +2090,7 @@ template_build(struct gp_sandbox_template *t, const struct sjob *sj,
 	 * exposures are made writable again in its own copy.
 	 */
 	if (root_fill(path, sj->root_binds, sj->expose_ro, sj->expose_rw,
-	    agent_work) != 0 || mount_setattr(AT_FDCWD, path, AT_RECURSIVE,
+	    agent_work, sj->resolv_conf) != 0 || mount_setattr(AT_FDCWD, path, AT_RECURSIVE,
 	    &ro, sizeof(ro)) != 0) {
 		int saved = errno;
 
@@ -2151,6 +2173,7 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.tmp_options = sj->tmp_options;
 	spec.root_binds = sj->root_binds;
 	spec.root_template = template_for(x->cfg->root_template, sj, x);
+	spec.resolv_conf = sj->resolv_conf;
 	spec.expose_ro = sj->expose_ro;
 	spec.expose_rw = sj->expose_rw;
 	spec.mounts = sj->mounts;

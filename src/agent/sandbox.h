@@ -93,6 +93,11 @@ struct gp_sandbox_spec {
 	 * started from it.
 	 */
 	const char *root_template;
+	/*
+	 * Shown at /etc/resolv.conf instead of the host's, or NULL: the
+	 * agent's DNS relay (netns.h, gp_net_resolv_conf).
+	 */
+	const char *resolv_conf;
 	char *const *expose_ro;
 	char *const *expose_rw;
 	char *const *argv;	/* NULL-terminated */
