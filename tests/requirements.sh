@@ -10,7 +10,7 @@
 # and tests/e2e/lib.sh; no side effects.
 
 # The words (requirement_present says what each one means).
-REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces"
+REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces dnsmasq"
 
 # requirement_present WORD: 0 when this machine has it, 1 when not, 2 for
 # a word that is not one of REQUIREMENTS.
@@ -44,6 +44,8 @@ requirement_present() {
 			grep -qE 'libasan|libubsan' ;;
 	cuda-headers) # the fake CUDA driver (tests/fakecuda) is built with them
 		[ -f "${CUDA_INC:-/usr/local/cuda/include}/cuda.h" ] ;;
+	dnsmasq) # Debian's dnsmasq-base: the agent's DNS relay for jobs
+		[ -x /usr/sbin/dnsmasq ] ;;
 	unshare | python3 | openssl | nft) # commands the tests run themselves
 		command -v "$1" >/dev/null 2>&1 ;;
 	torch) # Debian's python3-torch with Gloo, for the Python the e2e tests

@@ -100,6 +100,15 @@
     return mib + 'M';
   }
 
+  // Bytes in binary units: "0 B", "10.5 KiB", "3.2 GiB".
+  function fmtBytes(n) {
+    if (typeof n !== 'number') return '-';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i === 0 ? String(n) : n.toFixed(1).replace(/\.0$/, '')) + ' ' + units[i];
+  }
+
   function fmtDuration(ms) {
     if (ms === null || ms === undefined || ms < 0) return '-';
     let s = Math.floor(ms / 1000);
@@ -512,6 +521,10 @@
         })()) : [],
         detail('Reason', job.reason), detail('Message', job.message),
         detail('Attempts', String(job.attempts)),
+        // Over the job's own network (its veth pair), every attempt and part.
+        typeof job.net_sent_bytes === 'number' ? detail('Network',
+          `${fmtBytes(job.net_sent_bytes)} sent · ${fmtBytes(job.net_received_bytes)} received` +
+          (job.state === 'running' ? ' (as of the last heartbeat)' : '')) : [],
         // A fraction's use, as the enforcement layer (libgpupool-cuda.so) measured it.
         ((job.parts || [])[0] || {}).gpu_use ? detail('GPU share in use', (() => {
           const u = job.parts[0].gpu_use;

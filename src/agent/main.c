@@ -627,6 +627,17 @@ gp_agent_main(int argc, char **argv)
 			    "from the agent", err);
 		ag->exec_cfg.spawner = ag->spawner;
 	}
+	/*
+	 * Plain jobs' minimal root, bound once for many jobs (sandbox.h);
+	 * GPUPOOL_AGENT_ROOT_TEMPLATE=off (benches): each job binds its own.
+	 */
+	spawn_mode = getenv("GPUPOOL_AGENT_ROOT_TEMPLATE");
+	if (!ag->user.userns && (spawn_mode == NULL ||
+	    strcmp(spawn_mode, "off") != 0) &&
+	    gp_sandbox_template_new(&ag->exec_cfg.root_template, ag->work,
+	    err, sizeof(err)) != 0)
+		gp_warn("no root template why=\"%s\": each job binds its "
+		    "root path by path", err);
 	bench_bloat(getenv("GPUPOOL_AGENT_BLOAT"));
 	gp_http_global_init();
 
@@ -707,6 +718,8 @@ gp_agent_main(int argc, char **argv)
 	ag->executor = NULL;
 	gp_spawner_free(ag->spawner);
 	ag->spawner = NULL;
+	gp_sandbox_template_free(ag->exec_cfg.root_template);
+	ag->exec_cfg.root_template = NULL;
 	gp_net_free(ag->net);
 	ag->net = NULL;
 	gp_provider_free(ag->provider);
@@ -729,6 +742,8 @@ out:
 			gp_executor_free(ag->executor);
 		gp_spawner_free(ag->spawner);
 		ag->spawner = NULL;
+		gp_sandbox_template_free(ag->exec_cfg.root_template);
+		ag->exec_cfg.root_template = NULL;
 		gp_net_free(ag->net);
 		ag->net = NULL;
 		if (ag->provider != NULL)

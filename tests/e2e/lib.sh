@@ -260,6 +260,14 @@ cleanup() {
 			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac
 		fi
 	done
+	# What an agent killed by a signal left mounted under $T (its root
+	# templates, read-only binds of the host): unmounted, deepest first,
+	# before anything is removed.
+	local m
+	for m in $(awk -v t="$T/" 'index($5, t) == 1 {print $5}' \
+	    /proc/self/mountinfo 2>/dev/null | sort -r); do
+		umount -l "$m" 2>/dev/null
+	done
 	if [ -n "${E2E_KEEP:-}" ]; then
 		echo "kept $T" >&2
 	else
