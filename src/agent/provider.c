@@ -264,7 +264,7 @@ takes_images(const struct gp_provider *p)
 static json_t *
 offer_json_locked(struct gp_provider *p)
 {
-	json_t *lent = json_array(), *keys = json_array();
+	json_t *lent = json_array(), *keys = json_array(), *o;
 	int i;
 
 	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
@@ -273,7 +273,7 @@ offer_json_locked(struct gp_provider *p)
 	/* The coordinator places only what the owner would accept. */
 	for (i = 0; i < p->policy.nkeys && i < GP_POLICY_KEYS_MAX; i++)
 		json_array_append_new(keys, json_string(p->policy.keys[i].key));
-	return json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
+	o = json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
 	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
@@ -283,6 +283,14 @@ offer_json_locked(struct gp_provider *p)
 	    !p->policy.refuse_plain, "trusted_keys", keys, "network",
 	    p->ag->net != NULL ? gp_net_policy_name(gp_net_offer(p->ag->net)) :
 	    NULL);
+	/* Only when said: a coordinator before interactive jobs knows
+	 * neither field and would refuse the offer. */
+	if (o != NULL && p->policy.refuse_interactive)
+		json_object_set_new(o, "interactive", json_false());
+	if (o != NULL && p->policy.interactive_gpus > 0)
+		json_object_set_new(o, "interactive_gpus",
+		    json_integer(p->policy.interactive_gpus));
+	return o;
 }
 
 json_t *

@@ -131,6 +131,12 @@ static const struct gp_cli_option submit_options[] = {
         "and only on nodes that allow it"},
     {"compute-capability", 0, "X.Y",
         "each GPU's compute capability is at least X.Y (\"8.0\")"},
+    {"interactive", 0, NULL,
+        "an interactive job: the pool's interactive time limits, ahead of "
+        "batch work in its share, on GPUs kept for interactive work"},
+    {"expose", 0, "PORT",
+        "declare a port of the job's own loopback; the dashboard opens it "
+        "through the coordinator's proxy (repeatable, at most 8)"},
     {"nodes", 'N', "N",
         "a gang of N parts on N nodes, started together (default 1)"},
     {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},

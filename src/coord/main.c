@@ -71,6 +71,8 @@ usage(FILE *out)
 	    "                           [--fairshare-half-life DURATION] "
 	    "[--budget-untimed DURATION]\n"
 	    "                           [--min-job-age SECONDS]\n"
+	    "                           [--interactive-time DURATION] "
+	    "[--interactive-time-max DURATION]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -148,6 +150,14 @@ usage(FILE *out)
 	    "                      ended, answered from DIR/state.db from then "
 	    "on\n"
 	    "                      (default 300; 0: kept in memory for ever)\n"
+	    "  --interactive-time DURATION\n"
+	    "                      time limit of an interactive job that asks "
+	    "for none\n"
+	    "                      (default 2h)\n"
+	    "  --interactive-time-max DURATION\n"
+	    "                      the longest time limit an interactive job "
+	    "may ask\n"
+	    "                      for (default 12h)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -323,6 +333,8 @@ gp_coord_main(int argc, char **argv)
 	    {"fairshare-half-life", required_argument, NULL, 'F'},
 	    {"budget-untimed", required_argument, NULL, 'U'},
 	    {"min-job-age", required_argument, NULL, 'j'},
+	    {"interactive-time", required_argument, NULL, 'i'},
+	    {"interactive-time-max", required_argument, NULL, 'J'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -355,6 +367,8 @@ gp_coord_main(int argc, char **argv)
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
 	cfg.budget_untimed_s = 3600;
 	cfg.min_job_age_ms = 300 * 1000; /* as Slurm's MinJobAge */
+	cfg.interactive_time_s = 2 * 3600;
+	cfg.interactive_time_max_s = 12 * 3600;
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -487,6 +501,16 @@ gp_coord_main(int argc, char **argv)
 					  "duration like 5m; 0: for ever)");
 			cfg.min_job_age_ms = v * 1000;
 			break;
+		case 'i':
+		case 'J':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > GP_TIME_LIMIT_MAX)
+				gp_fatalx("--%s: a duration like 2h",
+				    c == 'i' ? "interactive-time"
+				             : "interactive-time-max");
+			*(c == 'i' ? &cfg.interactive_time_s
+			           : &cfg.interactive_time_max_s) = v;
+			break;
 		case 'X':
 			cfg.insecure = 1;
 			break;
@@ -518,6 +542,9 @@ gp_coord_main(int argc, char **argv)
 	}
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
+	if (cfg.interactive_time_s > cfg.interactive_time_max_s)
+		gp_fatalx("--interactive-time is longer than "
+		    "--interactive-time-max");
 	if (cfg.heartbeat_ms * 2 > cfg.lease_ms)
 		gp_warn("heartbeat period is more than half the lease: nodes "
 			"may be declared lost while alive heartbeat_ms=%lld "

@@ -101,6 +101,16 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.command, "env", job->spec.env);
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
+	/* Interactive jobs and their declared ports (docs/interactive.md). */
+	if (o != NULL && job->spec.interactive)
+		json_object_set_new(o, "interactive", json_true());
+	if (o != NULL && job->spec.n_expose > 0) {
+		json_t *ports = json_array();
+		for (i = 0; i < job->spec.n_expose; i++)
+			json_array_append_new(ports,
+			    json_integer(job->spec.expose[i]));
+		json_object_set_new(o, "expose", ports);
+	}
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_object_set_new(o, "array_job_id",
 		    json_integer(job->spec.array_job_id));
