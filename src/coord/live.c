@@ -317,7 +317,7 @@ engine_run(const struct job *j, int k)
 	r.mem_mib = j->spec.mem_mib;
 	r.end_ms = job_end_ms(j);
 	r.group = lab_of(j->group_id);
-	r.preemptible = 1;
+	r.preemptible = !j->spec.interactive; /* never moved */
 	r.saved_ms = job_saved_ms(j);
 	r.preempt_for = j->preempt_for;
 	if (p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI &&
@@ -419,7 +419,8 @@ void
 live_job_saved(const struct job *job, int64_t ms)
 {
 	if (eng != NULL)
-		gp_sched_engine_run_set(eng, job->id, 1, ms, job->preempt_for);
+		gp_sched_engine_run_set(eng, job->id, !job->spec.interactive,
+		    ms, job->preempt_for);
 }
 
 /* Tells the engine what changed since the last pass. */
@@ -625,7 +626,8 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 			continue;
 		}
 		state_job_assign(j, as);
-		gp_sched_engine_run_set(eng, j->id, 1, now, 0);
+		gp_sched_engine_run_set(eng, j->id, !j->spec.interactive, now,
+		    0);
 	}
 	for (i = 0; i < res->npreemptions; i++) {
 		struct job *v = state_job(res->preemptions[i].job_id);

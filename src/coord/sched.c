@@ -1387,7 +1387,9 @@ take(struct gp_sched_engine *s, struct eng_node *n, const struct part_req *r,
 	rec.end_ms = end_ms;
 	rec.group = r->job->group;
 	rec.user = r->job->user;
-	rec.preemptible = 1;
+	/* An interactive job is never checkpointed and moved: a person
+	 * is at its terminal (docs/scheduling.md). */
+	rec.preemptible = !r->job->interactive;
 	rec.alive = 1;
 	rec.pass_no = s->pass_no;
 	rec.owner = owner;

@@ -770,7 +770,12 @@ apply_finished(struct op *op)
 	}
 	op->status = 200;
 	op->result = json_object();
-	if (reason_requeues(reason) && !job->cancel_requested) {
+	/*
+	 * An interactive job is not moved elsewhere: the owner's reclaim
+	 * (or window, or leaving) ends it (docs/scheduling.md).
+	 */
+	if (reason_requeues(reason) && !job->cancel_requested &&
+	    !job->spec.interactive) {
 		/* Saved and stopped as asked, or its GPU was taken back. */
 		job_part_lost(job, part, reason);
 		return;

@@ -303,6 +303,9 @@ assignment_to_json(const struct job *job, int part)
 	if (o != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
 		json_object_set_new(o, "network", json_string(
 		    gp_jobspec_network_name(job->spec.network)));
+	/* The agent ends it on a reclaim without the checkpoint signal. */
+	if (o != NULL && job->spec.interactive)
+		json_object_set_new(o, "interactive", json_true());
 	live_assignment_json(job, part, o);
 	return o;
 }
