@@ -286,11 +286,22 @@ start_process(struct pump *p, const struct gp_exec_enter *e,
 	}
 	if (pid == 0) {
 		/* Only async-signal-safe calls here: the agent has threads. */
+		static const int reset[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP,
+		    SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGCHLD, SIGUSR1,
+		    SIGUSR2, SIGALRM};
 		sigset_t none;
+		size_t r;
 
+		/*
+		 * Dispositions as a login's: an agent started in the
+		 * background by a shell ignores SIGINT and SIGQUIT, and
+		 * the ignoring would pass to the job's shell and commands
+		 * (Ctrl-C would do nothing).
+		 */
+		for (r = 0; r < GP_ARRAY_LEN(reset); r++)
+			signal(reset[r], SIG_DFL);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
 		/* Into the job's cgroup first: its limits cover us too. */
 		if (cg >= 0 && write(cg, "0", 1) != 1)
 			_exit(125);
