@@ -115,6 +115,10 @@ void gp_reports_set_restored(struct gp_reports *r,
 int gp_reports_wait_empty(struct gp_reports *r, int64_t timeout_ms);
 
 /* provider.c: the owner's side: policy, reclaim, checkpoints, fencing. */
+/* attach.c: dials the coordinator for stream r and serves it (a thread). */
+struct gp_stream_request;
+void gp_attach_stream(struct gp_agent *ag, const struct gp_stream_request *r);
+
 struct gp_provider *gp_provider_new(struct gp_agent *agent, char *err,
     size_t errlen);
 /* Stops the threads and the control socket (jobs are the executor's). */

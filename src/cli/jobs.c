@@ -626,6 +626,14 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 		/* Why a queued job waits (the scheduler's reason). */
 		row[8] = wait_cell(json_object_get(job, "wait"), wait,
 		    sizeof(wait));
+		/* A running job's open interactive sessions (shells ...). */
+		if (json_integer_value(json_object_get(job, "sessions")) > 0) {
+			snprintf(wait, sizeof(wait), "%" JSON_INTEGER_FORMAT
+			    " session%s", json_integer_value(json_object_get(
+			    job, "sessions")), json_integer_value(
+			    json_object_get(job, "sessions")) > 1 ? "s" : "");
+			row[8] = wait;
+		}
 		if ((rc = gp_table_add(&t, row)) != 0)
 			break;
 	}
@@ -940,6 +948,9 @@ print_job(json_t *job)
 		print_field("elapsed", text);
 	}
 	print_int_field(job, "attempts");
+	/* Interactive sessions open into it (docs/interactive.md). */
+	if (json_is_integer(json_object_get(job, "sessions")))
+		print_int_field(job, "sessions");
 	if (json_is_integer(json_object_get(job, "cost_micro"))) {
 		char credits[40], gpu_time[40];
 		gp_credits_format(json_integer_value(json_object_get(job,

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "relay.h"
 #include "coord/coord.h"
 #include "api.h"
 #include "ckpt_store.h"
@@ -144,6 +145,11 @@ usage(FILE *out)
 	    "                      what a job without a time limit is taken to "
 	    "run\n"
 	    "                      for, against budgets (default 1h)\n"
+	    "  --stream-idle-max DURATION  the longest idle limit an interactive\n"
+	    "                           session may ask for (default 4h)\n"
+	    "  --streams-per-job N, --streams-per-user N, --streams-max N\n"
+	    "                           caps on open interactive streams\n"
+	    "                           (default 64, 256, 4096)\n"
 	    "  --min-job-age SECONDS\n"
 	    "                      a finished job leaves memory this long after "
 	    "it\n"
@@ -335,12 +341,17 @@ gp_coord_main(int argc, char **argv)
 	    {"min-job-age", required_argument, NULL, 'j'},
 	    {"interactive-time", required_argument, NULL, 'i'},
 	    {"interactive-time-max", required_argument, NULL, 'J'},
+	    {"stream-idle-max", required_argument, NULL, 1001},
+	    {"streams-per-job", required_argument, NULL, 1002},
+	    {"streams-per-user", required_argument, NULL, 1003},
+	    {"streams-max", required_argument, NULL, 1004},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct coord_config cfg;
+	struct relay_config relay_cfg;
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	unsigned int flags;
@@ -369,6 +380,7 @@ gp_coord_main(int argc, char **argv)
 	cfg.min_job_age_ms = 300 * 1000; /* as Slurm's MinJobAge */
 	cfg.interactive_time_s = 2 * 3600;
 	cfg.interactive_time_max_s = 12 * 3600;
+	relay_config_default(&relay_cfg);
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -511,6 +523,25 @@ gp_coord_main(int argc, char **argv)
 			*(c == 'i' ? &cfg.interactive_time_s
 			           : &cfg.interactive_time_max_s) = v;
 			break;
+		case 1001:
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > 366LL * 86400)
+				gp_fatalx("--stream-idle-max: seconds (or a "
+					  "duration like 1h)");
+			relay_cfg.idle_max_ms = v * 1000;
+			break;
+		case 1002:
+		case 1003:
+		case 1004:
+			if (gp_parse_int(optarg, 1, 1000000, &v) != 0)
+				gp_fatalx("--streams-*: 1 to 1000000");
+			if (c == 1002)
+				relay_cfg.per_job_max = (int)v;
+			else if (c == 1003)
+				relay_cfg.per_user_max = (int)v;
+			else
+				relay_cfg.total_max = (int)v;
+			break;
 		case 'X':
 			cfg.insecure = 1;
 			break;
@@ -614,8 +645,11 @@ gp_coord_main(int argc, char **argv)
 	if (state_start_thread() != 0)
 		gp_fatalx("cannot start the state thread");
 
+	if (relay_start(&relay_cfg) != 0)
+		gp_fatalx("cannot start the stream relay");
+	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
 	if (cert != NULL)
 		flags |= MHD_USE_TLS;
 	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
@@ -647,6 +681,7 @@ gp_coord_main(int argc, char **argv)
 	/* Answer every held long poll, finish queued changes, then stop. */
 	coord_stopping = 1;
 	MHD_quiesce_daemon(coord_daemon);
+	relay_stop();
 	state_stop_thread();
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "relay.h"
 #include "state.h"
 #include "state_int.h"
 #include "gp.h"
@@ -123,6 +124,13 @@ job_to_json(const struct job *job, int with_history)
 	if (o != NULL) {
 		json_object_set_new(o, "image", job->spec.image[0]
 		    ? json_string(job->spec.image) : json_null());
+		/* Interactive streams open into it (relay.c). */
+		if (job->state == JOB_RUNNING) {
+			int n = relay_job_sessions(job->id);
+			if (n > 0)
+				json_object_set_new(o, "sessions",
+				    json_integer(n));
+		}
 		if (job->state == JOB_QUEUED) {
 			char why[1200];
 			job_acceptance(job, why, sizeof(why));
