@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "relay.h"
 #include "coord/coord.h"
 #include "api.h"
@@ -74,6 +75,8 @@ usage(FILE *out)
 	    "                           [--min-job-age SECONDS]\n"
 	    "                           [--interactive-time DURATION] "
 	    "[--interactive-time-max DURATION]\n"
+	    "                           [--proxy-listen ADDR:PORT] "
+	    "[--proxy-domain DOMAIN]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -164,6 +167,15 @@ usage(FILE *out)
 	    "                      the longest time limit an interactive job "
 	    "may ask\n"
 	    "                      for (default 12h)\n"
+	    "  --proxy-listen ADDR:PORT\n"
+	    "                      serve jobs' declared ports (submit --expose) "
+	    "to\n"
+	    "                      their owners' browsers here, each at its own\n"
+	    "                      origin jJOB-pPORT.DOMAIN (default: no proxy)\n"
+	    "  --proxy-domain DOMAIN\n"
+	    "                      the parent of those names: a wildcard DNS "
+	    "name\n"
+	    "                      for the proxy's address (default localhost)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -341,6 +353,8 @@ gp_coord_main(int argc, char **argv)
 	    {"min-job-age", required_argument, NULL, 'j'},
 	    {"interactive-time", required_argument, NULL, 'i'},
 	    {"interactive-time-max", required_argument, NULL, 'J'},
+	    {"proxy-listen", required_argument, NULL, 1101},
+	    {"proxy-domain", required_argument, NULL, 1102},
 	    {"stream-idle-max", required_argument, NULL, 1001},
 	    {"streams-per-job", required_argument, NULL, 1002},
 	    {"streams-per-user", required_argument, NULL, 1003},
@@ -352,6 +366,7 @@ gp_coord_main(int argc, char **argv)
 	};
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
+	struct proxy_config proxy_cfg;
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	unsigned int flags;
@@ -380,6 +395,8 @@ gp_coord_main(int argc, char **argv)
 	cfg.min_job_age_ms = 300 * 1000; /* as Slurm's MinJobAge */
 	cfg.interactive_time_s = 2 * 3600;
 	cfg.interactive_time_max_s = 12 * 3600;
+	memset(&proxy_cfg, 0, sizeof(proxy_cfg));
+	gp_strlcpy(proxy_cfg.domain, "localhost", sizeof(proxy_cfg.domain));
 	relay_config_default(&relay_cfg);
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
@@ -523,6 +540,27 @@ gp_coord_main(int argc, char **argv)
 			*(c == 'i' ? &cfg.interactive_time_s
 			           : &cfg.interactive_time_max_s) = v;
 			break;
+		case 1101: {
+			struct coord_config tmp;
+			if (parse_listen(optarg, &tmp) != 0)
+				gp_fatalx("--proxy-listen: expected ADDR:PORT, "
+				    "got '%s'", optarg);
+			gp_strlcpy(proxy_cfg.addr, tmp.listen_addr,
+			    sizeof(proxy_cfg.addr));
+			proxy_cfg.port = tmp.port;
+			break;
+		}
+		case 1102:
+			if (optarg[0] == '\0' || optarg[0] == '.' ||
+			    strlen(optarg) >= sizeof(proxy_cfg.domain) ||
+			    strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+			    strlen(optarg))
+				gp_fatalx("--proxy-domain: a DNS name like "
+				    "jobs.example.org");
+			gp_strlcpy(proxy_cfg.domain, optarg,
+			    sizeof(proxy_cfg.domain));
+			break;
 		case 1001:
 			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
 			    v > 366LL * 86400)
@@ -647,6 +685,9 @@ gp_coord_main(int argc, char **argv)
 
 	if (relay_start(&relay_cfg) != 0)
 		gp_fatalx("cannot start the stream relay");
+	if (proxy_start(&proxy_cfg) != 0)
+		gp_fatalx("--proxy-listen: cannot listen on %s:%d",
+		    proxy_cfg.addr, proxy_cfg.port);
 	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
@@ -681,6 +722,7 @@ gp_coord_main(int argc, char **argv)
 	/* Answer every held long poll, finish queued changes, then stop. */
 	coord_stopping = 1;
 	MHD_quiesce_daemon(coord_daemon);
+	proxy_stop();
 	relay_stop();
 	state_stop_thread();
 	notify_expire(INT64_MAX);
