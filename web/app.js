@@ -498,7 +498,18 @@
         type: 'button', class: 'danger', id: 'cancel', onclick: async () => {
           try { await api(`/v1/jobs/${job.id}/cancel`, { method: 'POST' }); refresh(); } catch (e) { setStatus(e.message, true); }
         },
-      }, 'Cancel'));
+      }, 'Cancel'), ...(job.state === 'running' ? (job.expose || []).map((port) => el('button', {
+        // A port the job declares (submit --expose), through the
+        // coordinator's proxy: its own origin, signed in with a one-time
+        // code (docs/interactive.md). noopener: the page gets no handle
+        // on this one.
+        type: 'button', class: 'open-port', 'data-port': String(port), onclick: async () => {
+          try {
+            const g = await api(`/v1/jobs/${job.id}/proxy`, { method: 'POST', body: { port } });
+            window.open(g.url, '_blank', 'noopener,noreferrer');
+          } catch (e) { setStatus(e.message, true); }
+        },
+      }, 'Open port ' + port)) : []));
       const req = job.request || {};
       facts.replaceChildren(...[
         detail('User', job.user), detail('State', job.state),

@@ -205,6 +205,8 @@ int gp_cli_cmd_wait(const struct gp_cli_args *args);
 int gp_cli_cmd_shell(const struct gp_cli_args *args);
 int gp_cli_cmd_exec(const struct gp_cli_args *args);
 int gp_cli_cmd_port_forward(const struct gp_cli_args *args);
+/* jupyter.c */
+int gp_cli_cmd_jupyter(const struct gp_cli_args *args);
 int gp_cli_cmd_connect(const struct gp_cli_args *args);
 int gp_cli_cmd_ssh_config(const struct gp_cli_args *args);
 

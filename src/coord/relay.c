@@ -512,16 +512,25 @@ write_leg(struct relay_stream *s, int which)
 	int fd = which == LEG_CLIENT ? s->client.fd : s->agent.fd;
 	uint8_t *buf = which == LEG_CLIENT ? s->to_client : s->to_agent;
 	size_t *start = which == LEG_CLIENT ? &s->tc_start : &s->ta_start;
-	size_t end = which == LEG_CLIENT ? s->tc_end : s->ta_end;
+	size_t *end = which == LEG_CLIENT ? &s->tc_end : &s->ta_end;
 	ssize_t n;
 
-	if (fd < 0 || end == *start)
+	if (fd < 0 || *end == *start)
 		return;
-	n = send(fd, buf + *start, end - *start, MSG_NOSIGNAL);
+	n = send(fd, buf + *start, *end - *start, MSG_NOSIGNAL);
 	if (n > 0)
 		*start += (size_t)n;
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
 		s->dead = 1;
+	/*
+	 * Drained: empty it here. A buffer left full-and-drained (start ==
+	 * end == RELAY_BUFFER) asked for neither side's events
+	 * (leg_interest) and stalled the stream for good; the read that
+	 * would have emptied it never came (inter2: frames over 16 KiB
+	 * through relay_open's socket pair).
+	 */
+	if (*start == *end)
+		*start = *end = 0;
 }
 
 static void
