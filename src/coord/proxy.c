@@ -53,7 +53,7 @@ struct grant {
 };
 
 static pthread_mutex_t proxy_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct grant codes[NCODES], sessions[NSESSIONS];
+static struct grant codes[NCODES], sessions[NSESSIONS], tickets[NCODES];
 static struct proxy_config pcfg;
 static int listen_fd = -1;
 static pthread_t listener;
@@ -123,6 +123,21 @@ grant_take(struct grant *table, size_t n, const char *secret, int64_t job_id,
 	}
 	pthread_mutex_unlock(&proxy_lock);
 	return found;
+}
+
+/* The dashboard terminal's tickets (terminal.c), the same mechanism. */
+void
+proxy_ticket_new(int64_t job_id, const char *user, char *ticket)
+{
+	grant_new(tickets, NCODES, job_id, 0, user, CODE_TTL_MS / 2, ticket);
+}
+
+int
+proxy_ticket_take(const char *ticket, int64_t job_id, char *user,
+    size_t userlen)
+{
+	return grant_take(tickets, NCODES, ticket, job_id, 0, 1, user,
+	    userlen);
 }
 
 /* ---- the grant route ---- */

@@ -116,6 +116,7 @@ try {
   check(!r.cookie.includes('gpupool_proxy'), 'it cannot read its proxy cookie');
   check(/^blocked/.test(r.whoami) && /^blocked/.test(r.jobs), 'it cannot read the API as the user');
   check(/^blocked/.test(r.window), 'it cannot read a dashboard window it opens');
+  check(r.terminal === 'refused', 'it cannot open the dashboard\'s terminal socket');
   await evilGrant.screenshot({ path: SHOTS + '/evil-page.png' });
   // The request it sent blind carried no token: nothing was made.
   const jobs = await (await fetch(URL0 + '/v1/jobs?all=1', { headers: { Authorization: 'Bearer ' + tok } })).json();
@@ -124,6 +125,21 @@ try {
   const other = await ctx.newPage();
   const resp = await other.goto(origin.replace(/-p8888\./, '-p8000.') + '/');
   check(resp.status() === 403, 'a port not signed in to is refused (' + resp.status() + ')');
+  // ------------------------------------------- the dashboard's terminal
+  await page.bringToFront();
+  await page.goto(URL0 + '/#/job/' + process.env.GP_EVIL);
+  await page.waitForSelector('#open-terminal', { timeout: WAIT });
+  await page.click('#open-terminal');
+  await page.waitForSelector('#terminal-box .xterm-rows', { timeout: WAIT });
+  await page.waitForFunction(() => /\$\s*$/m.test(document.querySelector('#terminal-box .xterm-rows').textContent) ||
+    document.querySelector('#terminal-box .xterm-rows').textContent.includes('$'), null, { timeout: WAIT });
+  await page.click('#terminal-box');
+  await page.keyboard.type('echo T-$((6*7))-$(id -un)');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('#terminal-box .xterm-rows').textContent.includes('T-42-nobody'),
+    null, { timeout: WAIT });
+  ok('the dashboard\'s terminal ran a typed command in the job and showed its output');
+  await page.screenshot({ path: SHOTS + '/terminal.png' });
   console.log('all checks passed');
 } finally {
   await browser.close();
