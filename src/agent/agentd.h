@@ -118,6 +118,15 @@ int gp_reports_wait_empty(struct gp_reports *r, int64_t timeout_ms);
 /* attach.c: dials the coordinator for stream r and serves it (a thread). */
 struct gp_stream_request;
 void gp_attach_stream(struct gp_agent *ag, const struct gp_stream_request *r);
+/*
+ * The provider's reclaim hook (gp_provider_set_reclaim_hook): a NOTICE
+ * to every stream of the attempt, sent by its own thread within a second
+ * ("gpupool: the owner takes this machine back (reclaimed): job 12 ends
+ * in 30 s"). Does not block.
+ */
+struct gp_attempt_id;
+void gp_attach_reclaim_notice(void *arg, const struct gp_attempt_id *id,
+    const char *reason, int64_t grace_s);
 
 struct gp_provider *gp_provider_new(struct gp_agent *agent, char *err,
     size_t errlen);
