@@ -157,9 +157,13 @@ enter_add(struct gp_executor *ex, const struct job *j)
 	n->e.gid = u != NULL ? u->gid : (gid_t)-1;
 	n->e.userns = u != NULL && u->userns;
 	n->e.container = j->ops == &gp_container_exec_ops;
-	if (j->x.cgroup.ndirs > 0)
-		snprintf(n->e.cgroup_procs, sizeof(n->e.cgroup_procs),
-		    "%s/cgroup.procs", j->x.cgroup.dirs[0]);
+	/* A path too long for PATH_MAX leaves it out of the cgroup. */
+	if (j->x.cgroup.ndirs > 0 &&
+	    strlen(j->x.cgroup.dirs[0]) + 14 < sizeof(n->e.cgroup_procs)) {
+		memcpy(n->e.cgroup_procs, j->x.cgroup.dirs[0],
+		    strlen(j->x.cgroup.dirs[0]));
+		strcat(n->e.cgroup_procs, "/cgroup.procs");
+	}
 	pthread_mutex_lock(&ex->lock);
 	n->next = ex->enters;
 	ex->enters = n;

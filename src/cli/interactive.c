@@ -40,7 +40,48 @@ struct stream {
 	struct gp_http_upgraded *up;
 	int fd;
 	struct gp_frame_reader rd;
+	/*
+	 * Frames not yet sent. Sessions never block on a send: they read
+	 * the job's side while theirs waits (else both could wait).
+	 */
+	uint8_t out[GP_FRAME_HEADER + IO_BUF + 64];
+	size_t out_at, out_len;
 };
+
+/* Queues a frame if it fits (a DATA frame only into an empty queue). */
+static int
+queue_frame(struct stream *s, int type, const void *data, size_t len)
+{
+	if (s->out_at == s->out_len)
+		s->out_at = s->out_len = 0;
+	if (sizeof(s->out) - s->out_len < GP_FRAME_HEADER + len)
+		return GP_ETOOBIG;
+	gp_frame_header(s->out + s->out_len, type, len);
+	if (len > 0)
+		memcpy(s->out + s->out_len + GP_FRAME_HEADER, data, len);
+	s->out_len += GP_FRAME_HEADER + len;
+	return 0;
+}
+
+/* Sends what is queued, without blocking. 0 or GP_EIO. */
+static int
+flush_frames(struct stream *s)
+{
+	long n;
+
+	while (s->out_at < s->out_len) {
+		n = gp_http_upgraded_send(s->up, s->out + s->out_at,
+		    s->out_len - s->out_at);
+		if (n == GP_EAGAIN)
+			return 0;
+		if (n <= 0)
+			return GP_EIO;
+		s->out_at += (size_t)n;
+	}
+	return 0;
+}
+
+#define PENDING(s) ((s)->out_at < (s)->out_len)
 
 /* Sends all of a frame, waiting as needed. 0 or GP_EIO. */
 static int
@@ -250,7 +291,7 @@ send_size(struct stream *s)
 	b[1] = (uint8_t)ws.ws_row;
 	b[2] = (uint8_t)(ws.ws_col >> 8);
 	b[3] = (uint8_t)ws.ws_col;
-	send_frame(s, GP_FRAME_RESIZE, b, 4);
+	queue_frame(s, GP_FRAME_RESIZE, b, 4);
 }
 
 static int
@@ -299,9 +340,11 @@ session(struct stream *s, int tty)
 	if (tty && raw_tty() != 0)
 		tty = 0;
 	for (;;) {
+		if (flush_frames(s) != 0)
+			goto broken;
 		pf[0].fd = s->fd;
-		pf[0].events = POLLIN;
-		pf[1].fd = stdin_open ? 0 : -1;
+		pf[0].events = POLLIN | (PENDING(s) ? POLLOUT : 0);
+		pf[1].fd = stdin_open && !PENDING(s) ? 0 : -1;
 		pf[1].events = POLLIN;
 		pf[2].fd = sig_pipe[0];
 		pf[2].events = POLLIN;
@@ -319,19 +362,17 @@ session(struct stream *s, int tty)
 			if (got_signal) {
 				uint8_t sig = (uint8_t)got_signal;
 				got_signal = 0;
-				send_frame(s, GP_FRAME_SIGNAL, &sig, 1);
+				queue_frame(s, GP_FRAME_SIGNAL, &sig, 1);
 			}
 		}
-		if (stdin_open && pf[1].revents) {
+		if (stdin_open && pf[1].fd >= 0 && pf[1].revents) {
 			n = read(0, buf, sizeof(buf));
-			if (n > 0) {
-				if (send_frame(s, GP_FRAME_DATA, buf,
-				    (size_t)n) != 0)
-					goto broken;
-			} else if (n == 0 || errno != EINTR) {
+			if (n > 0)
+				queue_frame(s, GP_FRAME_DATA, buf, (size_t)n);
+			else if (n == 0 || errno != EINTR) {
 				stdin_open = 0;
 				if (!tty)
-					send_frame(s, GP_FRAME_EOF, NULL, 0);
+					queue_frame(s, GP_FRAME_EOF, NULL, 0);
 			}
 		}
 		while ((rc = recv_frame(s)) == 1) {
@@ -689,24 +730,24 @@ pump_tcp(struct stream *s, int fd_in, int fd_out, int say)
 	int in_open = 1, out_open = 1, rc;
 	ssize_t n;
 
-	while (out_open || in_open) {
+	while (out_open || in_open || PENDING(s)) {
+		if (flush_frames(s) != 0)
+			goto broken;
 		pf[0].fd = s->fd;
-		pf[0].events = POLLIN;
-		pf[1].fd = in_open ? fd_in : -1;
+		pf[0].events = POLLIN | (PENDING(s) ? POLLOUT : 0);
+		pf[1].fd = in_open && !PENDING(s) ? fd_in : -1;
 		pf[1].events = POLLIN;
 		if (poll(pf, 2, gp_http_upgraded_pending(s->up) ? 0 : -1) < 0 &&
 		    errno != EINTR)
 			return EXIT_STREAM;
-		if (in_open && pf[1].revents) {
+		if (in_open && pf[1].fd >= 0 && pf[1].revents) {
 			n = read(fd_in, buf, sizeof(buf));
-			if (n > 0) {
-				if (send_frame(s, GP_FRAME_DATA, buf,
-				    (size_t)n) != 0)
-					goto broken;
-			} else if (n == 0 || (errno != EINTR &&
+			if (n > 0)
+				queue_frame(s, GP_FRAME_DATA, buf, (size_t)n);
+			else if (n == 0 || (errno != EINTR &&
 			    errno != EAGAIN)) {
 				in_open = 0;
-				send_frame(s, GP_FRAME_EOF, NULL, 0);
+				queue_frame(s, GP_FRAME_EOF, NULL, 0);
 			}
 		}
 		while ((rc = recv_frame(s)) == 1) {

@@ -328,16 +328,53 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 
 /* ---- legs ---- */
 
+/*
+ * Upgraded connections to hand back to libmicrohttpd, closed only once
+ * relay_lock is let go (close_deferred): MHD_upgrade_action takes the
+ * daemon's locks, which an HTTP worker may hold while it waits for
+ * relay_lock in on_upgrade.
+ */
+struct deferred {
+	struct MHD_UpgradeResponseHandle *urh;
+	struct deferred *next;
+};
+static struct deferred *to_close; /* under relay_lock */
+
+static void
+close_deferred(void)
+{
+	struct deferred *d, *next;
+
+	pthread_mutex_lock(&relay_lock);
+	d = to_close;
+	to_close = NULL;
+	pthread_mutex_unlock(&relay_lock);
+	for (; d != NULL; d = next) {
+		next = d->next;
+		MHD_upgrade_action(d->urh, MHD_UPGRADE_ACTION_CLOSE);
+		free(d);
+	}
+}
+
 static void
 leg_close(struct leg *l)
 {
+	struct deferred *d;
+
 	if (l->fd < 0)
 		return;
 	if (l->in_epoll)
 		epoll_ctl(epfd, EPOLL_CTL_DEL, l->fd, NULL);
-	if (l->urh != NULL)
-		MHD_upgrade_action(l->urh, MHD_UPGRADE_ACTION_CLOSE);
-	else
+	if (l->urh != NULL) {
+		/* The socket stays MHD's: shut it now, hand it back later. */
+		shutdown(l->fd, SHUT_RDWR);
+		if ((d = malloc(sizeof(*d))) != NULL) {
+			d->urh = l->urh;
+			d->next = to_close;
+			to_close = d;
+		} else
+			gp_error("relay: out of memory: a connection leaks");
+	} else
 		close(l->fd);
 	l->fd = -1;
 	l->urh = NULL;
@@ -351,11 +388,12 @@ leg_interest(struct relay_stream *s)
 	unsigned ce = 0, ae = 0;
 	struct epoll_event ev;
 
-	if (!s->closing && s->ta_end < RELAY_BUFFER)
+	/* Room counts what was sent too: a read compacts the buffer. */
+	if (!s->closing && s->ta_end - s->ta_start < RELAY_BUFFER)
 		ce |= EPOLLIN;
 	if (s->tc_end > s->tc_start)
 		ce |= EPOLLOUT;
-	if (!s->closing && s->tc_end < RELAY_BUFFER)
+	if (!s->closing && s->tc_end - s->tc_start < RELAY_BUFFER)
 		ae |= EPOLLIN;
 	if (s->ta_end > s->ta_start)
 		ae |= EPOLLOUT;
@@ -512,25 +550,24 @@ write_leg(struct relay_stream *s, int which)
 	int fd = which == LEG_CLIENT ? s->client.fd : s->agent.fd;
 	uint8_t *buf = which == LEG_CLIENT ? s->to_client : s->to_agent;
 	size_t *start = which == LEG_CLIENT ? &s->tc_start : &s->ta_start;
-	size_t *end = which == LEG_CLIENT ? &s->tc_end : &s->ta_end;
+	size_t end = which == LEG_CLIENT ? s->tc_end : s->ta_end;
 	ssize_t n;
 
-	if (fd < 0 || *end == *start)
+	if (fd < 0 || end == *start)
 		return;
-	n = send(fd, buf + *start, *end - *start, MSG_NOSIGNAL);
-	if (n > 0)
+	n = send(fd, buf + *start, end - *start, MSG_NOSIGNAL);
+	if (n > 0) {
 		*start += (size_t)n;
+		if (*start == end) {
+			*start = 0;
+			if (which == LEG_CLIENT)
+				s->tc_end = 0;
+			else
+				s->ta_end = 0;
+		}
+	}
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
 		s->dead = 1;
-	/*
-	 * Drained: empty it here. A buffer left full-and-drained (start ==
-	 * end == RELAY_BUFFER) asked for neither side's events
-	 * (leg_interest) and stalled the stream for good; the read that
-	 * would have emptied it never came (inter2: frames over 16 KiB
-	 * through relay_open's socket pair).
-	 */
-	if (*start == *end)
-		*start = *end = 0;
 }
 
 static void
@@ -718,6 +755,7 @@ relay_main(void *arg)
 			reap(now);
 			pthread_mutex_unlock(&relay_lock);
 		}
+		close_deferred();
 	}
 	return NULL;
 }
@@ -765,6 +803,7 @@ relay_stop(void)
 		free(j);
 	}
 	pthread_mutex_unlock(&relay_lock);
+	close_deferred();
 }
 
 /* ---- what others ask ---- */
