@@ -33,7 +33,8 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -fPIC \
 	  -Isrc -Isrc/common $(PKG_CFLAGS) -MMD -MP
 LDFLAGS += $(SANFLAGS)
 # http-parser (the CLI's client, http_lite.c) ships no pkg-config file.
-LDLIBS = $(PKG_LIBS) -lcsv -lhttp_parser -lpthread -ldl -lm
+# libwslay: the dashboard terminal's WebSocket framing (src/coord/terminal.c).
+LDLIBS = $(PKG_LIBS) -lcsv -lhttp_parser -lwslay -lpthread -ldl -lm
 # The `gpupool` executable links only what its own commands need
 # (src/main.c, src/lite/): see libgpupool.so below. jansson, libsodium,
 # http-parser and libm go in statically (their .a come with the -dev
@@ -79,7 +80,7 @@ $(BUILD)/%.o: %.c $(FPIC_STAMP)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The dashboard's files are embedded with .incbin (src/coord/web.c).
-$(BUILD)/src/coord/web.o: $(wildcard web/*)
+$(BUILD)/src/coord/web.o: $(wildcard web/*) $(wildcard web/vendor/*)
 
 $(BUILD)/libgpupool.a: $(LIB_OBJ)
 	@rm -f $@

@@ -36,6 +36,12 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       # issue 17: interactive sessions tested with real clients (OpenSSH's
       # ssh into an sshd a job runs, Debian's Jupyter server in a job)
       openssh-client openssh-server python3-notebook
+      # issue 17 B: the dashboard terminal's WebSocket framing
+      # (src/coord/terminal.c)
+      libwslay-dev
+      # issue 17: the sshd a test job runs as `nobody` (whose shell is
+      # nologin) sees a passwd entry with a shell through nss_wrapper
+      libnss-wrapper
       # issue 19: the coordinator's state in PostgreSQL (libpq), and a real
       # PostgreSQL 15 that the tests start as an unprivileged user
       libpq-dev postgresql-15)

@@ -10,7 +10,7 @@
 # and tests/e2e/lib.sh; no side effects.
 
 # The words (requirement_present says what each one means).
-REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces dnsmasq"
+REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces dnsmasq sshd tmux"
 
 # requirement_present WORD: 0 when this machine has it, 1 when not, 2 for
 # a word that is not one of REQUIREMENTS.
@@ -48,6 +48,13 @@ requirement_present() {
 		[ -x /usr/sbin/dnsmasq ] ;;
 	unshare | python3 | openssl | nft) # commands the tests run themselves
 		command -v "$1" >/dev/null 2>&1 ;;
+	sshd) # OpenSSH's server and client, and nss_wrapper (a job's sshd
+		# runs as `nobody`, whose shell is nologin)
+		[ -x /usr/sbin/sshd ] && command -v ssh >/dev/null 2>&1 &&
+			command -v ssh-keygen >/dev/null 2>&1 &&
+			[ -e /usr/lib/x86_64-linux-gnu/libnss_wrapper.so ] ;;
+	tmux) # a terminal the tests drive (the interactive shell's)
+		command -v tmux >/dev/null 2>&1 ;;
 	torch) # Debian's python3-torch with Gloo, for the Python the e2e tests
 		# run (tests/e2e/lib.sh: Debian's /usr/bin/python3 first)
 		"$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)" \

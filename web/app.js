@@ -484,6 +484,42 @@
     return [el('dt', {}, label), el('dd', {}, value === null || value === undefined || value === '' ? '-' : value)];
   }
 
+  // A shell in the job, in the page (xterm.js, embedded: web/vendor/):
+  // a one-time ticket with the token, then a WebSocket on this origin
+  // whose first message is the ticket (docs/interactive.md).
+  let terminal = null;
+  async function openTerminal(jobId) {
+    if (terminal) terminal.close();
+    const box = document.getElementById('terminal-box');
+    if (!box || typeof Terminal === 'undefined') return;
+    box.hidden = false;
+    box.replaceChildren();
+    const term = new Terminal({ rows: 24, cols: 100, convertEol: false });
+    term.open(box);
+    let t;
+    try {
+      t = await api(`/v1/jobs/${jobId}/terminal`, { method: 'POST' });
+    } catch (e) { setStatus(e.message, true); return; }
+    const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/jobs/${jobId}/terminal`);
+    ws.binaryType = 'arraybuffer';
+    const enc = new TextEncoder();
+    ws.onopen = () => {
+      ws.send(JSON.stringify({ ticket: t.ticket, rows: term.rows, cols: term.cols }));
+      term.focus();
+    };
+    ws.onmessage = (ev) => {
+      if (typeof ev.data !== 'string') { term.write(new Uint8Array(ev.data)); return; }
+      const m = JSON.parse(ev.data);
+      if (m.exit !== undefined) term.write(`\r\n[exited ${m.exit}]\r\n`);
+      if (m.error) term.write(`\r\n[${m.error}]\r\n`);
+      if (m.notice) term.write(`\r\n[${m.notice}]\r\n`);
+    };
+    ws.onclose = () => term.write('\r\n[closed]\r\n');
+    term.onData((d) => { if (ws.readyState === 1) ws.send(enc.encode(d)); });
+    term.onResize((s) => { if (ws.readyState === 1) ws.send(JSON.stringify({ resize: [s.rows, s.cols] })); });
+    terminal = { close: () => { ws.close(); term.dispose(); } };
+  }
+
   function viewJob(id) {
     const ctx = newContext();
     const title = el('h1', {}, 'Job ' + id);
@@ -493,7 +529,9 @@
     const gpus = el('div', { class: 'card' }, el('p', { class: 'muted' }, 'Loading…'));
     const log = el('pre', { class: 'log', id: 'log', tabindex: 0 });
     const logState = el('span', { class: 'muted', id: 'log-state' }, 'following…');
+    if (terminal) { terminal.close(); terminal = null; }
     main.replaceChildren(el('p', {}, el('a', { href: '#/jobs' }, '← Jobs')), title, actions,
+      el('div', { id: 'terminal-box', class: 'card terminal', hidden: true }),
       el('div', { class: 'job-grid' }, facts, el('div', {},
         el('h2', {}, 'Attempts'), tl, el('h2', {}, 'GPU use'), gpus)),
       el('h2', {}, 'Output ', logState), log);
@@ -507,7 +545,20 @@
         type: 'button', class: 'danger', id: 'cancel', onclick: async () => {
           try { await api(`/v1/jobs/${job.id}/cancel`, { method: 'POST' }); refresh(); } catch (e) { setStatus(e.message, true); }
         },
-      }, 'Cancel'));
+      }, 'Cancel'), ...(job.state === 'running' ? (job.expose || []).map((port) => el('button', {
+        // A port the job declares (submit --expose), through the
+        // coordinator's proxy: its own origin, signed in with a one-time
+        // code (docs/interactive.md). noopener: the page gets no handle
+        // on this one.
+        type: 'button', class: 'open-port', 'data-port': String(port), onclick: async () => {
+          try {
+            const g = await api(`/v1/jobs/${job.id}/proxy`, { method: 'POST', body: { port } });
+            window.open(g.url, '_blank', 'noopener,noreferrer');
+          } catch (e) { setStatus(e.message, true); }
+        },
+      }, 'Open port ' + port)) : []), job.state === 'running' ? el('button', {
+        type: 'button', id: 'open-terminal', onclick: () => openTerminal(job.id),
+      }, 'Terminal') : '');
       const req = job.request || {};
       facts.replaceChildren(...[
         detail('User', job.user), detail('State', job.state),

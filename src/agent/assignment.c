@@ -4,6 +4,7 @@
  * kill lists.
  */
 #include "agent/assignment.h"
+#include "stream.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -331,6 +332,11 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	    "network")), &a->network) != 0))
 		return bad(err, errlen, "field %s: not none, internet or lan",
 		    "network");
+	if (json_object_get(obj, "interactive") != NULL &&
+	    !json_is_boolean(json_object_get(obj, "interactive")))
+		return bad(err, errlen, "field %s: not true or false",
+		    "interactive");
+	a->interactive = json_is_true(json_object_get(obj, "interactive"));
 	return decode_share_gang(obj, a, err, errlen);
 }
 
@@ -530,6 +536,7 @@ gp_poll_answer_fini(struct gp_poll_answer *answer)
 	free(answer->cancels);
 	free(answer->checkpoints);
 	free(answer->stops);
+	free(answer->streams);
 	memset(answer, 0, sizeof(*answer));
 }
 
@@ -558,6 +565,44 @@ gp_attempt_list_decode(json_t *list, struct gp_attempt_id **ids, int *n,
 	}
 	*ids = out;
 	*n = (int)count;
+	return 0;
+}
+
+/* "streams": [{"id", "secret", "job_id", "attempt", "kind"}]. */
+static int
+decode_streams(json_t *list, struct gp_poll_answer *answer, char *err,
+    size_t errlen)
+{
+	size_t i, n;
+
+	if (list == NULL || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || (n = json_array_size(list)) >
+	    ASSIGNMENTS_MAX)
+		return bad(err, errlen, "%s: not a list of streams", "streams");
+	if (n == 0)
+		return 0;
+	if ((answer->streams = calloc(n, sizeof(*answer->streams))) == NULL)
+		return GP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct gp_stream_request *r = &answer->streams[i];
+		json_t *o = json_array_get(list, i);
+		const char *secret = json_string_value(json_object_get(o,
+		    "secret"));
+		json_t *id = json_object_get(o, "id");
+
+		if (!json_is_object(o) || !json_is_integer(id) ||
+		    json_integer_value(id) < 1 || secret == NULL ||
+		    strlen(secret) != 32 ||
+		    strspn(secret, "0123456789abcdef") != 32 ||
+		    (r->kind = gp_stream_kind_parse(json_string_value(
+		    json_object_get(o, "kind")))) == 0 ||
+		    decode_id(o, &r->job, err, errlen) != 0)
+			return bad(err, errlen, "%s: a bad stream", "streams");
+		r->id = json_integer_value(id);
+		memcpy(r->secret, secret, 33);
+		answer->nstreams++;
+	}
 	return 0;
 }
 
@@ -611,6 +656,10 @@ gp_assignment_decode(const char *text, size_t len,
 	if (ret != 0)
 		goto fail;
 	ret = decode_stops(json_object_get(root, "stops"), answer, err, errlen);
+	if (ret != 0)
+		goto fail;
+	ret = decode_streams(json_object_get(root, "streams"), answer, err,
+	    errlen);
 	if (ret != 0)
 		goto fail;
 	json_decref(root);

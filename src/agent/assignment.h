@@ -87,6 +87,12 @@ struct gp_assignment {
 	 * node allows; else 1 + the level (1 none, 2 internet, 3 lan).
 	 */
 	int network;
+	/*
+	 * An interactive job (docs/interactive.md): on a reclaim it gets no
+	 * checkpoint signal, the relay's terminals are warned (the
+	 * provider's reclaim hook) and it is ended after the grace.
+	 */
+	int interactive;
 	/* Filled by the agent, not the coordinator. */
 	char *restore_dir;	/* restored checkpoint to move in, or NULL */
 	int64_t restored_version;
@@ -120,6 +126,14 @@ struct gp_stop {
 	const char *reason; /* a static string */
 };
 
+/* A stream the coordinator asks the agent to dial (agent/attach.c). */
+struct gp_stream_request {
+	int64_t id;
+	char secret[33];	/* 32 hex digits: the stream's, for its header */
+	struct gp_attempt_id job;
+	int kind;		/* enum gp_stream_kind */
+};
+
 struct gp_poll_answer {
 	struct gp_assignment *assignments;
 	int nassignments;
@@ -129,6 +143,8 @@ struct gp_poll_answer {
 	int ncheckpoints;
 	struct gp_stop *stops; /* save (checkpoint signal, grace) and stop */
 	int nstops;
+	struct gp_stream_request *streams; /* interactive streams to dial */
+	int nstreams;
 };
 
 /*

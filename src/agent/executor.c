@@ -104,7 +104,108 @@ struct gp_executor {
 	/* The running jobs' networks, for /metrics (under lock). */
 	struct gp_exec_network *nets;
 	int nnets, capnets;
+	/* How to enter each running job (under lock; attach.c). */
+	struct enter_entry *enters;
 };
+
+struct enter_entry {
+	struct gp_exec_enter e;
+	struct enter_entry *next;
+};
+
+static void free_strings(char **v);
+
+static char **
+copy_strings(char *const *v)
+{
+	char **out;
+	size_t n = 0, i;
+
+	while (v != NULL && v[n] != NULL)
+		n++;
+	if ((out = calloc(n + 1, sizeof(*out))) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if ((out[i] = strdup(v[i])) == NULL) {
+			free_strings(out);
+			return NULL;
+		}
+	return out;
+}
+
+void
+gp_exec_enter_fini(struct gp_exec_enter *e)
+{
+	free_strings(e->env);
+	e->env = NULL;
+}
+
+/* Called when j's init runs, with its environment still in j->x.env. */
+static void
+enter_add(struct gp_executor *ex, const struct job *j)
+{
+	const struct gp_sandbox_user *u = ex->cfg->user;
+	struct enter_entry *n = calloc(1, sizeof(*n));
+
+	if (n == NULL || (n->e.env = copy_strings(j->x.env)) == NULL) {
+		free(n);
+		return;
+	}
+	n->e.id = j->id;
+	n->e.pid = j->pid;
+	n->e.uid = u != NULL ? u->uid : (uid_t)-1;
+	n->e.gid = u != NULL ? u->gid : (gid_t)-1;
+	n->e.userns = u != NULL && u->userns;
+	n->e.container = j->ops == &gp_container_exec_ops;
+	/* A path too long for PATH_MAX leaves it out of the cgroup. */
+	if (j->x.cgroup.ndirs > 0 &&
+	    strlen(j->x.cgroup.dirs[0]) + 14 < sizeof(n->e.cgroup_procs)) {
+		memcpy(n->e.cgroup_procs, j->x.cgroup.dirs[0],
+		    strlen(j->x.cgroup.dirs[0]));
+		strcat(n->e.cgroup_procs, "/cgroup.procs");
+	}
+	pthread_mutex_lock(&ex->lock);
+	n->next = ex->enters;
+	ex->enters = n;
+	pthread_mutex_unlock(&ex->lock);
+}
+
+static void
+enter_remove(struct gp_executor *ex, const struct gp_attempt_id *id)
+{
+	struct enter_entry **p, *n;
+
+	pthread_mutex_lock(&ex->lock);
+	for (p = &ex->enters; (n = *p) != NULL; p = &n->next)
+		if (n->e.id.job_id == id->job_id &&
+		    n->e.id.attempt == id->attempt) {
+			*p = n->next;
+			gp_exec_enter_fini(&n->e);
+			free(n);
+			break;
+		}
+	pthread_mutex_unlock(&ex->lock);
+}
+
+int
+gp_executor_enter_info(struct gp_executor *ex,
+    const struct gp_attempt_id *id, struct gp_exec_enter *out)
+{
+	struct enter_entry *n;
+	int ret = GP_ENOENT;
+
+	pthread_mutex_lock(&ex->lock);
+	for (n = ex->enters; n != NULL; n = n->next)
+		if (n->e.id.job_id == id->job_id &&
+		    n->e.id.attempt == id->attempt) {
+			*out = n->e;
+			out->env = copy_strings(n->e.env);
+			ret = out->env != NULL ? 0 : GP_ENOMEM;
+			break;
+		}
+	pthread_mutex_unlock(&ex->lock);
+	return ret;
+}
 
 static void
 networks_add(struct gp_executor *ex, const struct job *j)
@@ -741,6 +842,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	j->status_fd = status[0];
 started:
 	x->a = NULL;
+	enter_add(ex, j);
 	gp_cgroup_close_fds(&x->cgroup);
 	free_strings(x->env);
 	x->env = NULL;
@@ -872,6 +974,7 @@ finish_job(struct gp_executor *ex, struct job *j)
 	result_of(j, &r);
 	gp_net_job_bytes(&j->x.net, &r.net_sent, &r.net_received);
 	networks_remove(ex, &j->id);
+	enter_remove(ex, &j->id);
 	unwatch(ex, &j->pidfd);
 	/* A container's runtime removes its cgroups: before our backstop. */
 	release(j);

@@ -219,6 +219,25 @@ struct gp_exec_network {
  */
 int gp_executor_networks(struct gp_executor *ex, struct gp_exec_network *out,
     int max);
+/*
+ * What a new process needs to join a running job (agent/attach.c): its
+ * init, its user, its environment, its cgroup. A copy (any thread);
+ * release with gp_exec_enter_fini.
+ */
+struct gp_exec_enter {
+	struct gp_attempt_id id;
+	pid_t pid;		/* the job's init, in the agent's pid namespace */
+	uid_t uid;		/* who its command runs as */
+	gid_t gid;
+	int userns;		/* the job has a user namespace of its own */
+	int container;		/* an OCI container (its runtime's init) */
+	char cgroup_procs[PATH_MAX]; /* its cgroup.procs, or "" */
+	char **env;		/* its environment, NULL-ended, owned */
+};
+/* 0 with *out, or GP_ENOENT: no such running attempt here. */
+int gp_executor_enter_info(struct gp_executor *ex,
+    const struct gp_attempt_id *id, struct gp_exec_enter *out);
+void gp_exec_enter_fini(struct gp_exec_enter *e);
 /* How many jobs started from a warm sandbox so far (any thread). */
 unsigned long gp_executor_warm_starts(struct gp_executor *ex);
 

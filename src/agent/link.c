@@ -434,6 +434,13 @@ apply_poll(struct gp_agent *ag, struct gp_poll_answer *answer)
 		gp_provider_stop(ag->provider, &answer->stops[i].id,
 		    answer->stops[i].reason);
 	}
+	for (i = 0; i < answer->nstreams; i++) {
+		gp_info("stream requested id=%lld job=%lld attempt=%lld",
+		    (long long)answer->streams[i].id,
+		    (long long)answer->streams[i].job.job_id,
+		    (long long)answer->streams[i].job.attempt);
+		gp_attach_stream(ag, &answer->streams[i]);
+	}
 }
 
 static void *

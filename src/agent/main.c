@@ -663,6 +663,9 @@ gp_agent_main(int argc, char **argv)
 		fprintf(stderr, "gpupool agent: %s\n", err);
 		goto out;
 	}
+	/* The owner's reclaim of an interactive job: its terminals hear. */
+	gp_provider_set_reclaim_hook(ag->provider, gp_attach_reclaim_notice,
+	    NULL);
 	{
 		enum gp_net_policy net;
 		int64_t rate;

@@ -204,6 +204,15 @@ int gp_cli_cmd_cancel(const struct gp_cli_args *args);
 int gp_cli_cmd_checkpoint_now(const struct gp_cli_args *args);
 int gp_cli_cmd_wait(const struct gp_cli_args *args);
 
+/* interactive.c: streams into running jobs (docs/interactive.md) */
+int gp_cli_cmd_shell(const struct gp_cli_args *args);
+int gp_cli_cmd_exec(const struct gp_cli_args *args);
+int gp_cli_cmd_port_forward(const struct gp_cli_args *args);
+/* jupyter.c */
+int gp_cli_cmd_jupyter(const struct gp_cli_args *args);
+int gp_cli_cmd_connect(const struct gp_cli_args *args);
+int gp_cli_cmd_ssh_config(const struct gp_cli_args *args);
+
 /* nodes.c */
 /* Renders the `nodes` table for a {"nodes": [...]} reply. */
 int gp_cli_render_nodes(json_t *reply, struct gp_buf *out);

@@ -131,6 +131,12 @@ static const struct gp_cli_option submit_options[] = {
         "and only on nodes that allow it"},
     {"compute-capability", 0, "X.Y",
         "each GPU's compute capability is at least X.Y (\"8.0\")"},
+    {"interactive", 0, NULL,
+        "an interactive job: the pool's interactive time limits, ahead of "
+        "batch work in its share, on GPUs kept for interactive work"},
+    {"expose", 0, "PORT",
+        "declare a port of the job's own loopback; the dashboard opens it "
+        "through the coordinator's proxy (repeatable, at most 8)"},
     {"nodes", 'N', "N",
         "a gang of N parts on N nodes, started together (default 1)"},
     {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
@@ -172,6 +178,95 @@ static const struct gp_cli_option submit_options[] = {
 	"GPUPOOL_ARRAY_TASK_ID; prints FIRST-LAST"},
     {NULL, 0, NULL, NULL},
 };
+
+static const struct gp_cli_option jupyter_options[] = {
+    {"gpus", 'g', "N",
+        "GPUs the job needs, per node (default 1; 0 for none)"},
+    {"gpu-share", 0, "F",
+        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
+    {"gpu-mem", 0, "MIB",
+        "a fraction of one GPU: this much of its memory "
+        "(\"8G\", \"4096\")"},
+    {"min-gpu-mem", 0, "MIB",
+        "each GPU has at least this much memory (\"40G\")"},
+    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
+    {"mem", 'm', "MIB", "memory limit (\"8G\")"},
+    {"time", 't', "DURATION",
+        "time limit (default: the pool's for interactive jobs)"},
+    {"name", 'n', "NAME", "job name (default jupyter)"},
+    {"env", 'e', "K=V", "set an environment variable (repeatable)"},
+    {"group", 0, "GROUP", "run for GROUP, one of yours"},
+    {"data", 0, "[OWNER/]NAME[@V]:/PATH",
+	"mount a data set read-only at PATH (repeatable)"},
+    {"image", 'i', "REF",
+	"run the image's Jupyter (default: the provider's, for a plain job)"},
+    {"port", 0, "PORT", "Jupyter's port inside the job (default 8888)"},
+    {"local-port", 0, "PORT",
+	"this machine's port for it (default: a free one)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option shell_options[] = {
+    {"gpus", 'g', "N",
+        "GPUs the job needs, per node (default 1; 0 for none)"},
+    {"gpu-share", 0, "F",
+        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
+    {"gpu-mem", 0, "MIB",
+        "a fraction of one GPU: this much of its memory "
+        "(\"8G\", \"4096\")"},
+    {"min-gpu-mem", 0, "MIB",
+        "each GPU has at least this much memory (\"40G\")"},
+    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"network", 0, "MODE", "none, internet or lan: at most this network, "
+        "and only on nodes that allow it"},
+    {"compute-capability", 0, "X.Y",
+        "each GPU's compute capability is at least X.Y (\"8.0\")"},
+    {"nodes", 'N', "N",
+        "a gang of N parts on N nodes, started together (default 1)"},
+    {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
+    {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
+    {"mem", 'm', "MIB",
+        "memory limit (\"8G\"; default: its share of what the node lends)"},
+    {"disk", 0, "MIB",
+        "the most its work directory may hold (\"20G\"; the node's "
+        "scratch-max caps it)"},
+    {"time", 't', "DURATION",
+        "time limit (\"90m\", \"2:00:00\", "
+        "\"1-12:00:00\"; default none)"},
+    {"name", 'n', "NAME", "job name (default: the command's basename)"},
+    {"checkpoint-every", 0, "DURATION",
+	"upload the job's checkpoint at most this often (default 5m)"},
+    {"checkpoint-signal", 0, "SIG",
+	"signal meaning \"save now and exit\" (default USR1)"},
+    {"env", 'e', "K=V", "set an environment variable (repeatable)"},
+    {"group", 0, "GROUP",
+        "run for GROUP, one of yours (default: your first group)"},
+    {"max-price", 0, "CREDITS",
+        "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"},
+    {"data", 0, "[OWNER/]NAME[@V]:/PATH",
+	"mount a data set read-only at PATH (repeatable; the version "
+	"current at submit unless @V)"},
+    {"image", 'i', "REF",
+	"run in this container image of the pool's store (NAME[:TAG] or "
+	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
+    {"idle", 0, "DURATION",
+	"end the session's job after this long without input (default "
+	"1h; the pool may cap it); with JOB: no idle end unless given"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option exec_options[] = {
+    {"tty", 't', NULL, "a terminal for the command (stdin must be one)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option ssh_config_options[] = {
+    {"user", 0, "NAME", "the job's user name for ssh (default: yours)"},
+    {"port", 0, "PORT", "the job's sshd port (default 22)"},
+    {NULL, 0, NULL, NULL},
+};
+
 
 static const struct gp_cli_option data_put_options[] = {
     {"parallel", 0, "N", "concurrent chunk uploads (1 to 32, default 4)"},
@@ -322,6 +417,52 @@ static const struct gp_cli_command commands[] = {
         "Cmd run. With --wait, it then waits\nfor the job and exits as "
         "`gpupool wait` does: with its exit code.",
         gp_cli_cmd_submit},
+    {"shell", "[JOB]",
+        "a shell on new GPUs (an interactive job), or in a running job",
+        shell_options, 0, 1, 0,
+        "Without JOB: submits an interactive job with the submit options "
+        "given\n(--gpus, --gpu-share, --image, --data, --time ...), says "
+        "where it waits\nin the queue, then opens a terminal in it; "
+        "leaving the shell ends the\njob, and so does --idle without "
+        "input. With JOB: a new shell in that\nrunning job of yours. "
+        "Exits with the shell's exit code; 255 when the\nconnection "
+        "broke.",
+        gp_cli_cmd_shell},
+    {"exec", "JOB -- COMMAND [ARG...]",
+        "run a command in a running job; its exit code is ours",
+        exec_options, 2, -1, 1,
+        "As `kubectl exec`: the job's namespaces (or container), its user, "
+        "its\nGPUs. stdin, stdout and stderr pass through; -t gives it a "
+        "terminal.",
+        gp_cli_cmd_exec},
+    {"jupyter", "",
+        "Jupyter on new GPUs (an interactive job), forwarded here",
+        jupyter_options, 0, 0, 0,
+        "Submits an interactive job running Jupyter (the image's, or the "
+        "provider's\nfor a plain job) on the job's own loopback with a "
+        "token of its own,\ndeclares its port (the dashboard's Open link "
+        "reaches it too), waits\nuntil it runs, forwards it to "
+        "127.0.0.1 here and prints the URL.\nCtrl-C ends the job.",
+        gp_cli_cmd_jupyter},
+    {"port-forward", "JOB [LOCAL:]PORT...",
+        "forward local ports to a running job's own loopback ports",
+        no_options, 2, 33, 0,
+        "Listens on 127.0.0.1:LOCAL (default: PORT) and carries each "
+        "connection,\nthrough the coordinator, to 127.0.0.1:PORT inside "
+        "the job. Runs until\ninterrupted.",
+        gp_cli_cmd_port_forward},
+    {"connect", "JOB PORT",
+        "stdin/stdout to a job's loopback port (an ssh ProxyCommand)",
+        no_options, 2, 2, 0,
+        "ssh -o ProxyCommand='gpupool connect JOB 22' host, or see "
+        "`gpupool ssh-config`.",
+        gp_cli_cmd_connect},
+    {"ssh-config", "JOB", "print an ssh_config Host block for a job's sshd",
+        ssh_config_options, 1, 1, 0,
+        "Append it to ~/.ssh/config; then `ssh gpupool-JOB` (and VS Code "
+        "Remote-SSH)\nreach the sshd the job runs, through `gpupool "
+        "connect`.",
+        gp_cli_cmd_ssh_config},
     {"ps", "", "list your queued and running jobs (--all: every job)",
         ps_options, 0, 0, 0, NULL, gp_cli_cmd_ps},
     {"show", "JOB", "show one job, with its attempts", json_options, 1, 1, 0,

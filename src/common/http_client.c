@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 #include "gp.h"
 #include "util.h"
+#include "stream.h"
 
 struct gp_http_client {
 	CURL *curl;
@@ -629,4 +631,247 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	resp->body = d.err.data;
 	resp->body_len = d.err.len;
 	return 0;
+}
+
+/* ---- connections taken over by an Upgrade (common/stream.h) ---- */
+
+struct gp_http_upgraded {
+	CURL *curl;
+	int fd;
+	/* Bytes that came after the 101 answer's head, handed out first. */
+	char *extra;
+	size_t extra_len, extra_at;
+};
+
+/* "host:port" of base_url into out. */
+static void
+url_host(const char *base_url, char *out, size_t len)
+{
+	const char *p = strstr(base_url, "://");
+	size_t n;
+
+	p = p != NULL ? p + 3 : base_url;
+	n = strcspn(p, "/");
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+}
+
+/* Waits up to ms for fd to be readable (want_write 0) or writable. */
+static int
+wait_fd(int fd, int want_write, long ms)
+{
+	struct pollfd p = {.fd = fd, .events = want_write ? POLLOUT : POLLIN};
+
+	return poll(&p, 1, (int)ms) > 0 ? 0 : GP_ETIMEDOUT;
+}
+
+int
+gp_http_upgrade(struct gp_http_client *c, const char *path,
+    const char *extra_header, long timeout_ms, struct gp_http_upgraded **out,
+    struct gp_http_response *resp)
+{
+	struct gp_http_upgraded *u;
+	char url[4096], host[256], *req = NULL, buf[16384];
+	size_t have = 0, sent = 0, reqlen, n;
+	int64_t deadline, content_length;
+	curl_socket_t sock;
+	CURLcode rc;
+	int status = 0, head, ret = GP_ECONN;
+
+	memset(resp, 0, sizeof(*resp));
+	resp->log_offset = -1;
+	*out = NULL;
+	if (timeout_ms <= 0)
+		timeout_ms = 30000;
+	deadline = gp_mono_ms() + timeout_ms;
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	    sizeof(url))
+		return GP_EINVAL;
+	u = calloc(1, sizeof(*u));
+	if (u == NULL || (u->curl = curl_easy_init()) == NULL) {
+		free(u);
+		return GP_ENOMEM;
+	}
+	curl_easy_setopt(u->curl, CURLOPT_URL, url);
+	curl_easy_setopt(u->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(u->curl, CURLOPT_CONNECT_ONLY, 1L);
+	curl_easy_setopt(u->curl, CURLOPT_CONNECTTIMEOUT_MS,
+	    timeout_ms < 5000 ? timeout_ms : 5000L);
+	curl_easy_setopt(u->curl, CURLOPT_TCP_NODELAY, 1L);
+	if (c->ca_file != NULL) {
+		curl_easy_setopt(u->curl, CURLOPT_CAINFO, c->ca_file);
+		curl_easy_setopt(u->curl, CURLOPT_SSL_OPTIONS,
+		    (long)CURLSSLOPT_NO_PARTIALCHAIN);
+	} else if (c->pin[0] != '\0') {
+		curl_easy_setopt(u->curl, CURLOPT_SSL_VERIFYPEER, 1L);
+		curl_easy_setopt(u->curl, CURLOPT_SSL_VERIFYHOST, 0L);
+		curl_easy_setopt(u->curl, CURLOPT_SSL_CTX_FUNCTION,
+		    pin_ssl_ctx);
+		curl_easy_setopt(u->curl, CURLOPT_SSL_CTX_DATA, c->pin);
+	}
+	rc = curl_easy_perform(u->curl);
+	if (rc != CURLE_OK) {
+		snprintf(resp->error, sizeof(resp->error), "%s",
+		    curl_easy_strerror(rc));
+		resp->refused = rc == CURLE_COULDNT_CONNECT;
+		goto fail;
+	}
+	if (curl_easy_getinfo(u->curl, CURLINFO_ACTIVESOCKET, &sock) !=
+	    CURLE_OK || sock == CURL_SOCKET_BAD)
+		goto fail;
+	u->fd = (int)sock;
+	url_host(c->base_url, host, sizeof(host));
+	if (extra_header == NULL)
+		extra_header = "";
+	reqlen = strlen(path) + strlen(host) + 256 + strlen(extra_header) +
+	    (c->auth_header != NULL ? strlen(c->auth_header) : 0);
+	if ((req = malloc(reqlen)) == NULL) {
+		ret = GP_ENOMEM;
+		goto fail;
+	}
+	reqlen = (size_t)snprintf(req, reqlen,
+	    "GET %s HTTP/1.1\r\nHost: %s\r\n%s%s%s%sConnection: Upgrade\r\n"
+	    "Upgrade: %s\r\n\r\n", path, host,
+	    c->auth_header != NULL ? c->auth_header : "",
+	    c->auth_header != NULL ? "\r\n" : "", extra_header,
+	    extra_header[0] != '\0' ? "\r\n" : "", GP_STREAM_PROTOCOL);
+	while (sent < reqlen) {
+		rc = curl_easy_send(u->curl, req + sent, reqlen - sent, &n);
+		if (rc == CURLE_AGAIN) {
+			if (wait_fd(u->fd, 1, deadline - gp_mono_ms()) != 0) {
+				ret = GP_ETIMEDOUT;
+				goto fail;
+			}
+			continue;
+		}
+		if (rc != CURLE_OK)
+			goto fail;
+		sent += n;
+	}
+	/* The head, then (not 101) the error's body. */
+	for (;;) {
+		rc = curl_easy_recv(u->curl, buf + have, sizeof(buf) - 1 - have,
+		    &n);
+		if (rc == CURLE_AGAIN) {
+			if (gp_mono_ms() >= deadline ||
+			    wait_fd(u->fd, 0, deadline - gp_mono_ms()) != 0) {
+				ret = GP_ETIMEDOUT;
+				goto fail;
+			}
+			continue;
+		}
+		if (rc != CURLE_OK || n == 0) {
+			ret = GP_EPROTO;
+			goto fail;
+		}
+		have += n;
+		head = gp_upgrade_answer_parse(buf, have, &status,
+		    &content_length);
+		if (head < 0) {
+			ret = GP_EPROTO;
+			goto fail;
+		}
+		if (head == 0) {
+			if (have == sizeof(buf) - 1) {
+				ret = GP_EPROTO;
+				goto fail;
+			}
+			continue;
+		}
+		if (status == 101)
+			break;
+		if (content_length >= 0 && have - (size_t)head <
+		    (size_t)content_length && have < sizeof(buf) - 1)
+			continue;
+		resp->status = status;
+		resp->body_len = have - (size_t)head;
+		resp->body = malloc(resp->body_len + 1);
+		if (resp->body != NULL) {
+			memcpy(resp->body, buf + head, resp->body_len);
+			resp->body[resp->body_len] = '\0';
+		}
+		ret = GP_EPERM;
+		goto fail;
+	}
+	resp->status = 101;
+	if (have > (size_t)head) {
+		u->extra_len = have - (size_t)head;
+		if ((u->extra = malloc(u->extra_len)) == NULL) {
+			ret = GP_ENOMEM;
+			goto fail;
+		}
+		memcpy(u->extra, buf + head, u->extra_len);
+	}
+	free(req);
+	*out = u;
+	return 0;
+fail:
+	if (req != NULL) {
+		memset(req, 0, reqlen);
+		free(req);
+	}
+	gp_http_upgraded_free(u);
+	return ret;
+}
+
+int
+gp_http_upgraded_fd(const struct gp_http_upgraded *u)
+{
+	return u->fd;
+}
+
+int
+gp_http_upgraded_pending(const struct gp_http_upgraded *u)
+{
+	return u->extra_at < u->extra_len;
+}
+
+long
+gp_http_upgraded_recv(struct gp_http_upgraded *u, void *buf, size_t len)
+{
+	CURLcode rc;
+	size_t n;
+
+	if (u->extra_at < u->extra_len) {
+		n = u->extra_len - u->extra_at;
+		if (n > len)
+			n = len;
+		memcpy(buf, u->extra + u->extra_at, n);
+		u->extra_at += n;
+		return (long)n;
+	}
+	rc = curl_easy_recv(u->curl, buf, len, &n);
+	if (rc == CURLE_AGAIN)
+		return GP_EAGAIN;
+	if (rc != CURLE_OK)
+		return GP_EIO;
+	return (long)n;
+}
+
+long
+gp_http_upgraded_send(struct gp_http_upgraded *u, const void *buf,
+    size_t len)
+{
+	CURLcode rc;
+	size_t n = 0;
+
+	rc = curl_easy_send(u->curl, buf, len, &n);
+	if (rc == CURLE_AGAIN)
+		return GP_EAGAIN;
+	if (rc != CURLE_OK)
+		return GP_EIO;
+	return (long)n;
+}
+
+void
+gp_http_upgraded_free(struct gp_http_upgraded *u)
+{
+	if (u == NULL)
+		return;
+	if (u->curl != NULL)
+		curl_easy_cleanup(u->curl);
+	free(u->extra);
+	free(u);
 }

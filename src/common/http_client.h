@@ -120,4 +120,39 @@ int gp_http_download(struct gp_http_client *client, const char *path,
 void gp_http_error_text(const struct gp_http_response *resp, char *out,
     size_t len);
 
+/*
+ * A connection taken over by an HTTP/1.1 Upgrade (the interactive
+ * streams, common/stream.h): after the coordinator's 101 answer, a byte
+ * pipe, TLS included when the URL is https (same verification as the
+ * client's requests).
+ */
+struct gp_http_upgraded;
+/*
+ * Sends "GET path" with Upgrade: GP_STREAM_PROTOCOL and the client's
+ * token (a header, never the URL), and extra_header ("Name: value", or
+ * NULL), on a connection of its own. Returns 0
+ * with *out (free with gp_http_upgraded_free) on 101; else GP_ECONN /
+ * GP_ETIMEDOUT / GP_EPROTO, or GP_EPERM with resp->status and resp->body
+ * (the error; release resp with gp_http_response_fini) on another status.
+ */
+int gp_http_upgrade(struct gp_http_client *client, const char *path,
+    const char *extra_header, long timeout_ms, struct gp_http_upgraded **out,
+    struct gp_http_response *resp);
+/* The socket to poll (never read or write it directly). */
+int gp_http_upgraded_fd(const struct gp_http_upgraded *u);
+/*
+ * Bytes of the pipe: the count (> 0), 0 at the end (recv), GP_EAGAIN
+ * when nothing can move now (poll the fd), GP_EIO when broken. recv
+ * must be called until GP_EAGAIN after the fd polls readable (TLS keeps
+ * bytes of its own).
+ */
+#define GP_EAGAIN (-100)
+long gp_http_upgraded_recv(struct gp_http_upgraded *u, void *buf,
+    size_t len);
+long gp_http_upgraded_send(struct gp_http_upgraded *u, const void *buf,
+    size_t len);
+/* 1 when recv has bytes of its own that the fd would not show. */
+int gp_http_upgraded_pending(const struct gp_http_upgraded *u);
+void gp_http_upgraded_free(struct gp_http_upgraded *u);
+
 #endif

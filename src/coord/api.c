@@ -427,7 +427,8 @@ const struct api_route user_routes[] = {
 /* In the order the chain asked them before the table: the first wins. */
 const struct api_route *const api_tables[] = {web_routes, metrics_routes,
     image_routes, ckpt_routes, data_routes, acct_routes, user_routes,
-    jobs_routes, agent_routes, NULL};
+    relay_routes, proxy_routes, terminal_routes, jobs_routes, agent_routes,
+    NULL};
 
 enum MHD_Result
 api_handle(void *cls, struct MHD_Connection *conn, const char *url,

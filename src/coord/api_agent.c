@@ -15,6 +15,7 @@
 #include "coord_metrics.h"
 #include "joblog.h"
 #include "notify.h"
+#include "relay.h"
 #include "state.h"
 #include "gp.h"
 #include "log.h"
@@ -517,7 +518,7 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	enum MHD_Result rc;
 	struct node *node;
 	int64_t node_id, left, bad, now;
-	json_t *assign, *cancel, *ckpt, *stop, *a;
+	json_t *assign, *cancel, *ckpt, *stop, *streams, *a;
 	size_t i;
 
 	if (api_query_int(conn, "node_id", -1, 1, INT64_MAX, &node_id) != 0 ||
@@ -548,7 +549,8 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	if (json_array_size(node->outbox_assign) == 0 &&
 	    json_array_size(node->outbox_cancel) == 0 &&
 	    json_array_size(node->outbox_checkpoint) == 0 &&
-	    json_array_size(node->outbox_stop) == 0 && left > 0) {
+	    json_array_size(node->outbox_stop) == 0 &&
+	    !relay_node_has_streams(node_id) && left > 0) {
 		notify_wait(conn, req, WAIT_POLL, node_id, left);
 		if (req->suspended) {
 			pthread_mutex_unlock(&notify_lock);
@@ -564,6 +566,8 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	node->outbox_cancel = json_array();
 	node->outbox_checkpoint = json_array();
 	node->outbox_stop = json_array();
+	/* Streams to dial (relay.c); an older agent ignores the field. */
+	streams = relay_node_take_streams(node_id);
 	now = gp_mono_ms();
 	json_array_foreach(assign, i, a)
 	{
@@ -579,7 +583,9 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	pthread_rwlock_unlock(&state.lock);
 	/* An idle poll's answer (its time ran out) from a constant. */
 	if (json_array_size(assign) == 0 && json_array_size(cancel) == 0 &&
-	    json_array_size(ckpt) == 0 && json_array_size(stop) == 0) {
+	    json_array_size(ckpt) == 0 && json_array_size(stop) == 0 &&
+	    json_array_size(streams) == 0) {
+		json_decref(streams);
 		json_decref(assign);
 		json_decref(cancel);
 		json_decref(ckpt);
@@ -589,8 +595,9 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 		    "\"stops\":[]}");
 	}
 	return reply_json(conn, 200,
-	    json_pack("{s:o,s:o,s:o,s:o}", "assignments", assign, "cancels",
-		cancel, "checkpoints", ckpt, "stops", stop));
+	    json_pack("{s:o,s:o,s:o,s:o,s:o}", "assignments", assign,
+		"cancels", cancel, "checkpoints", ckpt, "stops", stop,
+		"streams", streams != NULL ? streams : json_array()));
 }
 
 static enum MHD_Result

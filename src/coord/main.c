@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy.h"
+#include "relay.h"
 #include "coord/coord.h"
 #include "api.h"
 #include "blob.h"
@@ -74,6 +76,10 @@ usage(FILE *out)
 	    "                           [--fairshare-half-life DURATION] "
 	    "[--budget-untimed DURATION]\n"
 	    "                           [--min-job-age SECONDS]\n"
+	    "                           [--interactive-time DURATION] "
+	    "[--interactive-time-max DURATION]\n"
+	    "                           [--proxy-listen ADDR:PORT] "
+	    "[--proxy-domain DOMAIN]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -153,12 +159,34 @@ usage(FILE *out)
 	    "                      what a job without a time limit is taken to "
 	    "run\n"
 	    "                      for, against budgets (default 1h)\n"
+	    "  --stream-idle-max DURATION  the longest idle limit an interactive\n"
+	    "                           session may ask for (default 4h)\n"
+	    "  --streams-per-job N, --streams-per-user N, --streams-max N\n"
+	    "                           caps on open interactive streams\n"
+	    "                           (default 64, 256, 4096)\n"
 	    "  --min-job-age SECONDS\n"
 	    "                      a finished job leaves memory this long after "
 	    "it\n"
 	    "                      ended, answered from DIR/state.db from then "
 	    "on\n"
 	    "                      (default 300; 0: kept in memory for ever)\n"
+	    "  --interactive-time DURATION\n"
+	    "                      time limit of an interactive job that asks "
+	    "for none\n"
+	    "                      (default 2h)\n"
+	    "  --interactive-time-max DURATION\n"
+	    "                      the longest time limit an interactive job "
+	    "may ask\n"
+	    "                      for (default 12h)\n"
+	    "  --proxy-listen ADDR:PORT\n"
+	    "                      serve jobs' declared ports (submit --expose) "
+	    "to\n"
+	    "                      their owners' browsers here, each at its own\n"
+	    "                      origin jJOB-pPORT.DOMAIN (default: no proxy)\n"
+	    "  --proxy-domain DOMAIN\n"
+	    "                      the parent of those names: a wildcard DNS "
+	    "name\n"
+	    "                      for the proxy's address (default localhost)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -335,12 +363,22 @@ gp_coord_main(int argc, char **argv)
 	    {"fairshare-half-life", required_argument, NULL, 'F'},
 	    {"budget-untimed", required_argument, NULL, 'U'},
 	    {"min-job-age", required_argument, NULL, 'j'},
+	    {"interactive-time", required_argument, NULL, 'i'},
+	    {"interactive-time-max", required_argument, NULL, 'J'},
+	    {"proxy-listen", required_argument, NULL, 1101},
+	    {"proxy-domain", required_argument, NULL, 1102},
+	    {"stream-idle-max", required_argument, NULL, 1001},
+	    {"streams-per-job", required_argument, NULL, 1002},
+	    {"streams-per-user", required_argument, NULL, 1003},
+	    {"streams-max", required_argument, NULL, 1004},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct coord_config cfg;
+	struct relay_config relay_cfg;
+	struct proxy_config proxy_cfg;
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	unsigned int flags;
@@ -367,6 +405,11 @@ gp_coord_main(int argc, char **argv)
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
 	cfg.budget_untimed_s = 3600;
 	cfg.min_job_age_ms = 300 * 1000; /* as Slurm's MinJobAge */
+	cfg.interactive_time_s = 2 * 3600;
+	cfg.interactive_time_max_s = 12 * 3600;
+	memset(&proxy_cfg, 0, sizeof(proxy_cfg));
+	gp_strlcpy(proxy_cfg.domain, "localhost", sizeof(proxy_cfg.domain));
+	relay_config_default(&relay_cfg);
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vqh", options, NULL)) != -1) {
@@ -504,6 +547,56 @@ gp_coord_main(int argc, char **argv)
 					  "duration like 5m; 0: for ever)");
 			cfg.min_job_age_ms = v * 1000;
 			break;
+		case 'i':
+		case 'J':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > GP_TIME_LIMIT_MAX)
+				gp_fatalx("--%s: a duration like 2h",
+				    c == 'i' ? "interactive-time"
+				             : "interactive-time-max");
+			*(c == 'i' ? &cfg.interactive_time_s
+			           : &cfg.interactive_time_max_s) = v;
+			break;
+		case 1101: {
+			struct coord_config tmp;
+			if (parse_listen(optarg, &tmp) != 0)
+				gp_fatalx("--proxy-listen: expected ADDR:PORT, "
+				    "got '%s'", optarg);
+			gp_strlcpy(proxy_cfg.addr, tmp.listen_addr,
+			    sizeof(proxy_cfg.addr));
+			proxy_cfg.port = tmp.port;
+			break;
+		}
+		case 1102:
+			if (optarg[0] == '\0' || optarg[0] == '.' ||
+			    strlen(optarg) >= sizeof(proxy_cfg.domain) ||
+			    strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+			    strlen(optarg))
+				gp_fatalx("--proxy-domain: a DNS name like "
+				    "jobs.example.org");
+			gp_strlcpy(proxy_cfg.domain, optarg,
+			    sizeof(proxy_cfg.domain));
+			break;
+		case 1001:
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > 366LL * 86400)
+				gp_fatalx("--stream-idle-max: seconds (or a "
+					  "duration like 1h)");
+			relay_cfg.idle_max_ms = v * 1000;
+			break;
+		case 1002:
+		case 1003:
+		case 1004:
+			if (gp_parse_int(optarg, 1, 1000000, &v) != 0)
+				gp_fatalx("--streams-*: 1 to 1000000");
+			if (c == 1002)
+				relay_cfg.per_job_max = (int)v;
+			else if (c == 1003)
+				relay_cfg.per_user_max = (int)v;
+			else
+				relay_cfg.total_max = (int)v;
+			break;
 		case 'X':
 			cfg.insecure = 1;
 			break;
@@ -535,6 +628,9 @@ gp_coord_main(int argc, char **argv)
 	}
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
+	if (cfg.interactive_time_s > cfg.interactive_time_max_s)
+		gp_fatalx("--interactive-time is longer than "
+		    "--interactive-time-max");
 	if (cfg.heartbeat_ms * 2 > cfg.lease_ms)
 		gp_warn("heartbeat period is more than half the lease: nodes "
 			"may be declared lost while alive heartbeat_ms=%lld "
@@ -608,8 +704,14 @@ gp_coord_main(int argc, char **argv)
 	if (state_start_thread() != 0)
 		gp_fatalx("cannot start the state thread");
 
+	if (relay_start(&relay_cfg) != 0)
+		gp_fatalx("cannot start the stream relay");
+	if (proxy_start(&proxy_cfg) != 0)
+		gp_fatalx("--proxy-listen: cannot listen on %s:%d",
+		    proxy_cfg.addr, proxy_cfg.port);
+	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
 	if (cert != NULL)
 		flags |= MHD_USE_TLS;
 	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
@@ -641,6 +743,8 @@ gp_coord_main(int argc, char **argv)
 	/* Answer every held long poll, finish queued changes, then stop. */
 	coord_stopping = 1;
 	MHD_quiesce_daemon(coord_daemon);
+	proxy_stop();
+	relay_stop();
 	state_stop_thread();
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);

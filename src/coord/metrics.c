@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "relay.h"
 #include "coord_metrics.h"
 #include "state.h"
 #include "gp.h"
@@ -867,6 +868,7 @@ events(struct gp_buf *out)
 	rc |= single(out, "gpupool_http_unauthorized_total", "counter",
 	    "Requests refused for a missing or unknown token",
 	    (double)get(&m.unauthorized));
+	rc |= relay_metrics_render(out);
 	return rc;
 }
 

@@ -208,6 +208,8 @@ struct node {
 	/* What the owner's policy accepts (docs/images.md). */
 	int images;			/* GP_SCHED_IMAGES_* */
 	int refuse_plain;		/* no plain-command jobs */
+	int refuse_interactive;		/* no interactive jobs */
+	int interactive_gpus;		/* lent GPUs kept for interactive jobs */
 	int network;			/* 1 + the most its jobs get; 0: ? */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
@@ -286,6 +288,12 @@ struct coord_config {
 	 * state.db answers for it from then on); 0: kept for ever.
 	 */
 	int64_t min_job_age_ms;
+	/*
+	 * Interactive jobs (docs/scheduling.md): the time limit of one that
+	 * asks for none, and the longest one may ask for.
+	 */
+	int64_t interactive_time_s;
+	int64_t interactive_time_max_s;
 };
 
 /* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
@@ -328,6 +336,8 @@ struct state {
 	int sched_more;
 	/* Nodes whose owner takes no plain-command job (offer_apply). */
 	int nrefuse_plain;
+	/* Nodes whose owner takes no interactive job (offer_apply). */
+	int nrefuse_interactive;
 	/*
 	 * Finished jobs that left memory (min-job-age), by state, since the
 	 * store was created as far as start-up can tell (those it left on

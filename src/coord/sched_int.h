@@ -28,6 +28,7 @@ struct eng_gpu {
 	int64_t end_ms;         /* when it is wholly free (now_ms if it is) */
 	unsigned char reserved; /* held for the reservation */
 	unsigned char lent;     /* 0: not lent (holder -1 unless held) */
+	unsigned char interactive; /* kept for interactive jobs only */
 };
 
 struct eng_node {
@@ -134,7 +135,7 @@ struct mix_entry {
 
 struct shape_key {
 	int64_t cpu, mem, gpu_mem, min_gpu_mem, max_price;
-	int gpus, milli, shared, min_capability;
+	int gpus, milli, shared, min_capability, interactive;
 	const char *model;
 	uint64_t hash;
 };
@@ -255,6 +256,8 @@ eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
 	if (job->min_capability > 0 && g->capability < job->min_capability)
 		return 0;
 	if (job->max_price > 0 && g->price > job->max_price)
+		return 0;
+	if (g->interactive && !job->interactive)
 		return 0;
 	return eng_model_matches(e, g->model, job->gpu_model);
 }

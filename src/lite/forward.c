@@ -47,5 +47,12 @@ FORWARD(gp_cli_cmd_provider_policy_check)
 /* up.c: starts the coordinator and agents */
 FORWARD(gp_cli_cmd_up)
 FORWARD(gp_cli_cmd_down)
+/* interactive.c: Upgrade streams over libcurl (https included) */
+FORWARD(gp_cli_cmd_shell)
+FORWARD(gp_cli_cmd_exec)
+FORWARD(gp_cli_cmd_port_forward)
+FORWARD(gp_cli_cmd_jupyter) /* jupyter.c: forks port-forward */
+FORWARD(gp_cli_cmd_connect)
+FORWARD(gp_cli_cmd_ssh_config)
 /* sim.c: the scheduler simulator (the coordinator's scheduler) */
 FORWARD(gp_cli_cmd_sim)

@@ -1,0 +1,1085 @@
+/*
+ * relay.c: the interactive stream broker (relay.h, docs/interactive.md).
+ *
+ * A stream is born when its owner asks (GET /v1/jobs/{id}/stream with
+ * Upgrade, or relay_open): it is checked (the caller owns the job, whose
+ * attempt runs; the caps), given a random secret, and put on the list
+ * of its job's node, whose long poll is woken: the agent's poll answer
+ * lists it, and the agent dials GET /v1/agent/stream with the secret in
+ * a header. Each leg is handed over by libmicrohttpd after its 101
+ * answer (MHD_UPGRADE: the API's own port, TLS included); when both are
+ * there the relay thread splices them.
+ *
+ * Threads: the HTTP workers create streams and attach legs; the relay
+ * thread alone moves bytes, expires, closes and frees streams. relay_lock
+ * guards the list. Lock order: state.lock, then notify_lock, then
+ * relay_lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api_int.h"
+#include "gp.h"
+#include "joblog.h"
+#include "log.h"
+#include "notify.h"
+#include "prom.h"
+#include "relay.h"
+#include "route.h"
+#include "state.h"
+#include "stream.h"
+#include "util.h"
+
+#define TICK_MS 250
+#define SECRET_HEX 33
+#define CLOSE_FLUSH_MS 2000 /* a closing stream's last bytes, at most */
+
+enum { LEG_CLIENT, LEG_AGENT };
+
+struct relay_stream;
+
+struct leg {
+	struct relay_stream *s;
+	int which;	/* LEG_CLIENT, LEG_AGENT */
+	int fd;		/* -1 until attached */
+	struct MHD_UpgradeResponseHandle *urh; /* NULL: ours to close() */
+	int in_epoll;
+	unsigned events;
+};
+
+/* The idle clock of a job with an idle limit (shared by its streams). */
+struct idle_job {
+	int64_t job_id;
+	int attempt;
+	int64_t idle_ms;
+	int64_t last_mono;
+	int warned;
+	struct idle_job *next;
+};
+
+struct relay_stream {
+	int64_t id;
+	char secret[SECRET_HEX];
+	int64_t job_id;
+	int attempt;
+	int64_t node_id;
+	char user[GP_NAME_MAX + 1];
+	int kind;
+	int64_t created_mono;
+	int announced;	/* the node's poll took it */
+	int spliced;
+	int closing;	/* flush to_client, then close */
+	int64_t closing_mono;
+	int dead;	/* close now */
+	struct leg client, agent;
+	/* to the agent: what the client sent; to the client: the agent's. */
+	uint8_t to_agent[RELAY_BUFFER], to_client[RELAY_BUFFER];
+	size_t ta_start, ta_end, tc_start, tc_end;
+	struct gp_frame_scan scan; /* the agent's frames going by */
+	struct idle_job *idle;
+	struct relay_stream *next;
+};
+
+static struct relay_config cfg;
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct relay_stream *streams;	/* under relay_lock */
+static struct idle_job *idle_jobs;	/* under relay_lock */
+static int64_t next_id = 1;
+static int epfd = -1, wakefd = -1;
+static pthread_t thread;
+static atomic_int running;
+
+static atomic_llong opened_total, refused_total, idle_ends_total,
+    agent_lost_total, bytes_to_job, bytes_from_job;
+static atomic_int active_count;
+
+void
+relay_config_default(struct relay_config *c)
+{
+	c->per_job_max = 64;
+	c->per_user_max = 256;
+	c->total_max = 4096;
+	c->idle_max_ms = 4 * 3600 * 1000LL;
+	c->connect_ms = 10000;
+}
+
+static void
+wake(void)
+{
+	uint64_t one = 1;
+
+	if (write(wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		gp_debug("relay wake: %s", strerror(errno));
+}
+
+/* ---- frames of our own ---- */
+
+/* Appends a frame to buf (at *end, RELAY_BUFFER) if it fits; 1 if so. */
+static int
+append_frame(uint8_t *buf, size_t *start, size_t *end, int type,
+    const char *text)
+{
+	size_t len = strlen(text);
+
+	if (*start > 0 && *start == *end)
+		*start = *end = 0;
+	if (len > 1024)
+		len = 1024;
+	if (RELAY_BUFFER - *end < GP_FRAME_HEADER + len && *start > 0) {
+		memmove(buf, buf + *start, *end - *start);
+		*end -= *start;
+		*start = 0;
+	}
+	if (RELAY_BUFFER - *end < GP_FRAME_HEADER + len)
+		return 0;
+	gp_frame_header(buf + *end, type, len);
+	memcpy(buf + *end + GP_FRAME_HEADER, text, len);
+	*end += GP_FRAME_HEADER + len;
+	return 1;
+}
+
+/* A frame for a leg that is not spliced: written at once, best effort. */
+static void
+write_frame_now(int fd, int type, const char *text)
+{
+	uint8_t buf[GP_FRAME_HEADER + 512];
+	size_t len = strlen(text);
+
+	if (fd < 0)
+		return;
+	if (len > 512)
+		len = 512;
+	gp_frame_header(buf, type, len);
+	memcpy(buf + GP_FRAME_HEADER, text, len);
+	if (write(fd, buf, GP_FRAME_HEADER + len) < 0)
+		gp_debug("relay: frame not written: %s", strerror(errno));
+}
+
+/*
+ * Tells the client why its stream ends (between two of the agent's
+ * frames, else not at all: the agent's half frame cannot be cut) and
+ * closes after the client has its bytes. Call with relay_lock.
+ */
+static void
+end_stream(struct relay_stream *s, const char *why)
+{
+	if (s->closing || s->dead)
+		return;
+	if (!s->spliced) {
+		if (why != NULL)
+			write_frame_now(s->client.fd, GP_FRAME_ERROR, why);
+		s->dead = 1;
+		return;
+	}
+	if (why != NULL && gp_frame_scan_at_boundary(&s->scan))
+		append_frame(s->to_client, &s->tc_start, &s->tc_end,
+		    GP_FRAME_ERROR, why);
+	s->closing = 1;
+	s->closing_mono = gp_mono_ms();
+}
+
+/* ---- the list ---- */
+
+static int
+count_streams(int64_t job_id, const char *user, int *per_job, int *per_user)
+{
+	struct relay_stream *s;
+	int total = 0;
+
+	*per_job = *per_user = 0;
+	for (s = streams; s != NULL; s = s->next) {
+		if (s->dead)
+			continue;
+		total++;
+		if (s->job_id == job_id)
+			(*per_job)++;
+		if (strcmp(s->user, user) == 0)
+			(*per_user)++;
+	}
+	return total;
+}
+
+static struct relay_stream *
+find_stream(int64_t id)
+{
+	struct relay_stream *s;
+
+	for (s = streams; s != NULL; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+static struct idle_job *
+idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
+{
+	struct idle_job *j;
+
+	for (j = idle_jobs; j != NULL; j = j->next)
+		if (j->job_id == job_id && j->attempt == attempt)
+			break;
+	if (j == NULL) {
+		if ((j = calloc(1, sizeof(*j))) == NULL)
+			return NULL;
+		j->job_id = job_id;
+		j->attempt = attempt;
+		j->next = idle_jobs;
+		idle_jobs = j;
+	}
+	/* The latest session's limit holds. */
+	j->idle_ms = idle_ms;
+	j->last_mono = gp_mono_ms();
+	j->warned = 0;
+	return j;
+}
+
+/*
+ * Checks a new stream and lists it for its node; wakes the node's poll.
+ * Call with the state's read lock held (not notify_lock, not
+ * relay_lock). OUT: *out, the stream's id (the stream is the list's:
+ * find it again under relay_lock), err. Returns 0, or an HTTP
+ * status with err.
+ */
+static int
+stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
+    int64_t *out, char *err, size_t errlen)
+{
+	struct relay_stream *s;
+	struct job *job = state_job(job_id);
+	struct node *node;
+	unsigned char raw[16];
+	int per_job, per_user, total;
+
+	if (job == NULL || strcmp(job->user, user) != 0) {
+		/* Admins too: they may cancel a job, not enter it. */
+		snprintf(err, errlen, "no job %lld of yours (only its owner "
+		    "may open a stream into a job)", (long long)job_id);
+		return 404;
+	}
+	if (job->state != JOB_RUNNING || job->node_id == 0 ||
+	    (node = state_node(job->node_id)) == NULL) {
+		snprintf(err, errlen, "job %lld is not running",
+		    (long long)job_id);
+		return 409;
+	}
+	if (idle_ms > cfg.idle_max_ms)
+		idle_ms = cfg.idle_max_ms;
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return 503;
+	}
+	s->client.s = s->agent.s = s;
+	s->client.which = LEG_CLIENT;
+	s->agent.which = LEG_AGENT;
+	s->client.fd = s->agent.fd = -1;
+	s->job_id = job_id;
+	s->attempt = job->attempts;
+	s->node_id = job->node_id;
+	gp_strlcpy(s->user, user, sizeof(s->user));
+	s->kind = kind;
+	s->created_mono = gp_mono_ms();
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2hex(s->secret, sizeof(s->secret), raw, sizeof(raw));
+	pthread_mutex_lock(&notify_lock);
+	pthread_mutex_lock(&relay_lock);
+	total = count_streams(job_id, user, &per_job, &per_user);
+	if (per_job >= cfg.per_job_max || per_user >= cfg.per_user_max ||
+	    total >= cfg.total_max) {
+		pthread_mutex_unlock(&relay_lock);
+		pthread_mutex_unlock(&notify_lock);
+		free(s);
+		atomic_fetch_add(&refused_total, 1);
+		snprintf(err, errlen, "too many streams (%s: %d)",
+		    per_job >= cfg.per_job_max ? "into this job" :
+		    per_user >= cfg.per_user_max ? "of yours" : "in all",
+		    per_job >= cfg.per_job_max ? cfg.per_job_max :
+		    per_user >= cfg.per_user_max ? cfg.per_user_max :
+		    cfg.total_max);
+		return 429;
+	}
+	if (idle_ms > 0)
+		s->idle = idle_job_get(job_id, s->attempt, idle_ms);
+	s->id = next_id++;
+	*out = s->id;
+	s->next = streams;
+	streams = s;
+	atomic_fetch_add(&active_count, 1);
+	atomic_fetch_add(&opened_total, 1);
+	pthread_mutex_unlock(&relay_lock);
+	notify_wake_node(node);
+	pthread_mutex_unlock(&notify_lock);
+	gp_info("stream opened id=%lld job=%lld attempt=%d node=%lld kind=%s "
+	    "user=%s idle_ms=%lld", (long long)*out, (long long)job_id,
+	    job->attempts, (long long)job->node_id, gp_stream_kind_name(kind),
+	    user, (long long)idle_ms);
+	return 0;
+}
+
+/* ---- legs ---- */
+
+/*
+ * Upgraded connections to hand back to libmicrohttpd, closed only once
+ * relay_lock is let go (close_deferred): MHD_upgrade_action takes the
+ * daemon's locks, which an HTTP worker may hold while it waits for
+ * relay_lock in on_upgrade.
+ */
+struct deferred {
+	struct MHD_UpgradeResponseHandle *urh;
+	struct deferred *next;
+};
+static struct deferred *to_close; /* under relay_lock */
+
+static void
+close_deferred(void)
+{
+	struct deferred *d, *next;
+
+	pthread_mutex_lock(&relay_lock);
+	d = to_close;
+	to_close = NULL;
+	pthread_mutex_unlock(&relay_lock);
+	for (; d != NULL; d = next) {
+		next = d->next;
+		MHD_upgrade_action(d->urh, MHD_UPGRADE_ACTION_CLOSE);
+		free(d);
+	}
+}
+
+static void
+leg_close(struct leg *l)
+{
+	struct deferred *d;
+
+	if (l->fd < 0)
+		return;
+	if (l->in_epoll)
+		epoll_ctl(epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	if (l->urh != NULL) {
+		/* The socket stays MHD's: shut it now, hand it back later. */
+		shutdown(l->fd, SHUT_RDWR);
+		if ((d = malloc(sizeof(*d))) != NULL) {
+			d->urh = l->urh;
+			d->next = to_close;
+			to_close = d;
+		} else
+			gp_error("relay: out of memory: a connection leaks");
+	} else
+		close(l->fd);
+	l->fd = -1;
+	l->urh = NULL;
+	l->in_epoll = 0;
+}
+
+/* Interest of a spliced stream's legs, from its buffers. */
+static void
+leg_interest(struct relay_stream *s)
+{
+	unsigned ce = 0, ae = 0;
+	struct epoll_event ev;
+
+	/* Room counts what was sent too: a read compacts the buffer. */
+	if (!s->closing && s->ta_end - s->ta_start < RELAY_BUFFER)
+		ce |= EPOLLIN;
+	if (s->tc_end > s->tc_start)
+		ce |= EPOLLOUT;
+	if (!s->closing && s->tc_end - s->tc_start < RELAY_BUFFER)
+		ae |= EPOLLIN;
+	if (s->ta_end > s->ta_start)
+		ae |= EPOLLOUT;
+	if (s->client.fd >= 0 && (ce != s->client.events ||
+	    !s->client.in_epoll)) {
+		ev.events = ce;
+		ev.data.ptr = &s->client;
+		epoll_ctl(epfd, s->client.in_epoll ? EPOLL_CTL_MOD :
+		    EPOLL_CTL_ADD, s->client.fd, &ev);
+		s->client.in_epoll = 1;
+		s->client.events = ce;
+	}
+	if (s->agent.fd >= 0 && (ae != s->agent.events ||
+	    !s->agent.in_epoll)) {
+		ev.events = ae;
+		ev.data.ptr = &s->agent;
+		epoll_ctl(epfd, s->agent.in_epoll ? EPOLL_CTL_MOD :
+		    EPOLL_CTL_ADD, s->agent.fd, &ev);
+		s->agent.in_epoll = 1;
+		s->agent.events = ae;
+	}
+}
+
+/*
+ * Attaches a leg's socket (and the bytes that came with its request
+ * head). Call with relay_lock. Splices when both legs are there.
+ */
+static void
+leg_attach(struct relay_stream *s, int which, int fd,
+    struct MHD_UpgradeResponseHandle *urh, const char *extra, size_t n)
+{
+	struct leg *l = which == LEG_CLIENT ? &s->client : &s->agent;
+	int flags = fcntl(fd, F_GETFL);
+
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	l->fd = fd;
+	l->urh = urh;
+	if (n > 0) {
+		if (n > RELAY_BUFFER) {
+			end_stream(s, "too many bytes before the stream");
+			return;
+		}
+		if (which == LEG_CLIENT) {
+			memcpy(s->to_agent, extra, n);
+			s->ta_end = n;
+		} else {
+			if (gp_frame_scan(&s->scan, (const uint8_t *)extra,
+			    n) != 0) {
+				end_stream(s, "the job's agent sent a bad "
+					      "frame");
+				return;
+			}
+			memcpy(s->to_client, extra, n);
+			s->tc_end = n;
+		}
+	}
+	if (s->client.fd >= 0 && s->agent.fd >= 0 && !s->spliced) {
+		s->spliced = 1;
+		leg_interest(s);
+		gp_debug("stream spliced id=%lld after_ms=%lld",
+		    (long long)s->id,
+		    (long long)(gp_mono_ms() - s->created_mono));
+	}
+}
+
+/* ---- moving bytes (relay thread, relay_lock held) ---- */
+
+static void
+touch_idle(struct relay_stream *s)
+{
+	if (s->idle != NULL) {
+		s->idle->last_mono = gp_mono_ms();
+		s->idle->warned = 0;
+	}
+}
+
+/* Reads from the client into to_agent. */
+static void
+read_client(struct relay_stream *s)
+{
+	ssize_t n;
+
+	if (s->ta_start > 0 && s->ta_start == s->ta_end)
+		s->ta_start = s->ta_end = 0;
+	if (s->ta_end == RELAY_BUFFER && s->ta_start > 0) {
+		memmove(s->to_agent, s->to_agent + s->ta_start,
+		    s->ta_end - s->ta_start);
+		s->ta_end -= s->ta_start;
+		s->ta_start = 0;
+	}
+	if (s->ta_end == RELAY_BUFFER)
+		return;
+	n = read(s->client.fd, s->to_agent + s->ta_end,
+	    RELAY_BUFFER - s->ta_end);
+	if (n > 0) {
+		s->ta_end += (size_t)n;
+		atomic_fetch_add(&bytes_to_job, n);
+		touch_idle(s);
+	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		/* The client left: the agent sees its leg close. */
+		gp_info("stream closed id=%lld job=%lld by=client",
+		    (long long)s->id, (long long)s->job_id);
+		s->dead = 1;
+	}
+}
+
+/* Reads the agent's frames into to_client. */
+static void
+read_agent(struct relay_stream *s)
+{
+	ssize_t n;
+
+	if (s->tc_start > 0 && s->tc_start == s->tc_end)
+		s->tc_start = s->tc_end = 0;
+	if (s->tc_end == RELAY_BUFFER && s->tc_start > 0) {
+		memmove(s->to_client, s->to_client + s->tc_start,
+		    s->tc_end - s->tc_start);
+		s->tc_end -= s->tc_start;
+		s->tc_start = 0;
+	}
+	if (s->tc_end == RELAY_BUFFER)
+		return;
+	n = read(s->agent.fd, s->to_client + s->tc_end,
+	    RELAY_BUFFER - s->tc_end);
+	if (n > 0) {
+		if (gp_frame_scan(&s->scan, s->to_client + s->tc_end,
+		    (size_t)n) != 0) {
+			gp_warn("stream id=%lld: bad frame from the agent",
+			    (long long)s->id);
+			s->dead = 1;
+			return;
+		}
+		s->tc_end += (size_t)n;
+		atomic_fetch_add(&bytes_from_job, n);
+		touch_idle(s);
+	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		int normal = s->scan.last_type == GP_FRAME_EXIT ||
+		    s->scan.last_type == GP_FRAME_ERROR;
+
+		leg_close(&s->agent);
+		if (!normal)
+			atomic_fetch_add(&agent_lost_total, 1);
+		gp_info("stream closed id=%lld job=%lld by=agent normal=%d",
+		    (long long)s->id, (long long)s->job_id, normal);
+		end_stream(s, normal ? NULL :
+		    "the connection to the job's agent was lost (the agent "
+		    "or its machine went away)");
+	}
+}
+
+static void
+write_leg(struct relay_stream *s, int which)
+{
+	int fd = which == LEG_CLIENT ? s->client.fd : s->agent.fd;
+	uint8_t *buf = which == LEG_CLIENT ? s->to_client : s->to_agent;
+	size_t *start = which == LEG_CLIENT ? &s->tc_start : &s->ta_start;
+	size_t end = which == LEG_CLIENT ? s->tc_end : s->ta_end;
+	ssize_t n;
+
+	if (fd < 0 || end == *start)
+		return;
+	n = send(fd, buf + *start, end - *start, MSG_NOSIGNAL);
+	if (n > 0) {
+		*start += (size_t)n;
+		if (*start == end) {
+			*start = 0;
+			if (which == LEG_CLIENT)
+				s->tc_end = 0;
+			else
+				s->ta_end = 0;
+		}
+	}
+	else if (n < 0 && errno != EAGAIN && errno != EINTR)
+		s->dead = 1;
+}
+
+static void
+free_stream(struct relay_stream *s)
+{
+	leg_close(&s->client);
+	leg_close(&s->agent);
+	atomic_fetch_sub(&active_count, 1);
+	free(s);
+}
+
+/* Frees dead streams and closing ones that are flushed or overdue. */
+static void
+reap(int64_t now)
+{
+	struct relay_stream **p = &streams, *s;
+
+	while ((s = *p) != NULL) {
+		if (s->closing && (s->tc_end == s->tc_start ||
+		    s->client.fd < 0 || now - s->closing_mono > CLOSE_FLUSH_MS))
+			s->dead = 1;
+		if (s->dead) {
+			*p = s->next;
+			free_stream(s);
+		} else
+			p = &s->next;
+	}
+}
+
+/* ---- the tick: expiry, attempts, idle ends ---- */
+
+static void
+cancel_for_idle(int64_t job_id)
+{
+	struct token_entry caller;
+	struct op *op;
+
+	memset(&caller, 0, sizeof(caller));
+	caller.role = GP_ROLE_ADMIN;
+	gp_strlcpy(caller.name, "idle-limit", sizeof(caller.name));
+	if ((op = op_new(OP_CANCEL, &caller)) == NULL)
+		return;
+	op->job_id = job_id;
+	state_submit_op(op);
+}
+
+static void
+tick(int64_t now)
+{
+	struct relay_stream *s;
+	struct idle_job **pj, *j;
+	char text[256];
+	int64_t cancel[64];
+	int ncancel = 0, i;
+
+	pthread_rwlock_rdlock(&state.lock);
+	pthread_mutex_lock(&relay_lock);
+	for (s = streams; s != NULL; s = s->next) {
+		struct job *job = state_job(s->job_id);
+
+		if (s->dead || s->closing)
+			continue;
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->attempts != s->attempt) {
+			snprintf(text, sizeof(text), "job %lld's attempt %d "
+			    "ended", (long long)s->job_id, s->attempt);
+			end_stream(s, text);
+		} else if (!s->spliced && now - s->created_mono >
+		    cfg.connect_ms) {
+			snprintf(text, sizeof(text), "the job's agent did not "
+			    "connect within %lld s", (long long)(
+			    cfg.connect_ms / 1000));
+			end_stream(s, text);
+		}
+	}
+	pj = &idle_jobs;
+	while ((j = *pj) != NULL) {
+		struct job *job = state_job(j->job_id);
+		int64_t idle = now - j->last_mono;
+		int64_t warn = j->idle_ms / 4 < 60000 ? j->idle_ms / 4 : 60000;
+
+		if (job == NULL || job->state != JOB_RUNNING ||
+		    job->attempts != j->attempt) {
+			*pj = j->next;
+			for (s = streams; s != NULL; s = s->next)
+				if (s->idle == j)
+					s->idle = NULL;
+			free(j);
+			continue;
+		}
+		if (!j->warned && idle >= j->idle_ms - warn) {
+			j->warned = 1;
+			snprintf(text, sizeof(text), "\r\ngpupool: no input "
+			    "for %llds; job %lld ends in %llds unless you "
+			    "type something\r\n",
+			    (long long)(idle / 1000), (long long)j->job_id,
+			    (long long)((j->idle_ms - idle + 999) / 1000));
+			for (s = streams; s != NULL; s = s->next)
+				if (s->idle == j && s->spliced &&
+				    !s->closing && gp_frame_scan_at_boundary(
+				    &s->scan))
+					append_frame(s->to_client,
+					    &s->tc_start, &s->tc_end,
+					    GP_FRAME_NOTICE, text);
+		}
+		if (idle >= j->idle_ms && ncancel < (int)GP_ARRAY_LEN(cancel)) {
+			snprintf(text, sizeof(text), "idle for %llds (the "
+			    "limit): job %lld ended",
+			    (long long)(idle / 1000), (long long)j->job_id);
+			for (s = streams; s != NULL; s = s->next)
+				if (s->idle == j) {
+					end_stream(s, text);
+					s->idle = NULL;
+				}
+			cancel[ncancel++] = j->job_id;
+			gp_info("idle end job=%lld idle_ms=%lld",
+			    (long long)j->job_id, (long long)idle);
+			atomic_fetch_add(&idle_ends_total, 1);
+			*pj = j->next;
+			free(j);
+			continue;
+		}
+		pj = &j->next;
+	}
+	for (s = streams; s != NULL; s = s->next)
+		if (s->spliced && !s->dead)
+			leg_interest(s);
+	pthread_mutex_unlock(&relay_lock);
+	pthread_rwlock_unlock(&state.lock);
+	for (i = 0; i < ncancel; i++)
+		cancel_for_idle(cancel[i]);
+}
+
+static void *
+relay_main(void *arg)
+{
+	struct epoll_event evs[64];
+	int64_t last_tick = 0, now;
+	int n, i;
+
+	(void)arg;
+	while (atomic_load(&running)) {
+		n = epoll_wait(epfd, evs, GP_ARRAY_LEN(evs), TICK_MS);
+		pthread_mutex_lock(&relay_lock);
+		for (i = 0; i < n; i++) {
+			struct leg *l = evs[i].data.ptr;
+			struct relay_stream *s;
+			uint64_t v;
+
+			if (l == NULL) {
+				if (read(wakefd, &v, sizeof(v)) < 0)
+					(void)0;
+				continue;
+			}
+			s = l->s;
+			if (s->dead)
+				continue;
+			if (evs[i].events & EPOLLOUT)
+				write_leg(s, l->which);
+			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+				if (l->which == LEG_CLIENT)
+					read_client(s);
+				else
+					read_agent(s);
+			}
+			/* Move what came in at once, without a round. */
+			if (!s->dead) {
+				write_leg(s, LEG_CLIENT);
+				write_leg(s, LEG_AGENT);
+			}
+		}
+		for (i = 0; i < n; i++) {
+			struct leg *l = evs[i].data.ptr;
+
+			if (l != NULL && !l->s->dead)
+				leg_interest(l->s);
+		}
+		now = gp_mono_ms();
+		reap(now);
+		pthread_mutex_unlock(&relay_lock);
+		if (now - last_tick >= TICK_MS) {
+			last_tick = now;
+			tick(now);
+			pthread_mutex_lock(&relay_lock);
+			reap(now);
+			pthread_mutex_unlock(&relay_lock);
+		}
+		close_deferred();
+	}
+	return NULL;
+}
+
+int
+relay_start(const struct relay_config *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+
+	cfg = *c;
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (epfd < 0 || wakefd < 0 ||
+	    epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev) != 0)
+		return GP_EIO;
+	atomic_store(&running, 1);
+	if (pthread_create(&thread, NULL, relay_main, NULL) != 0) {
+		atomic_store(&running, 0);
+		return GP_EIO;
+	}
+	return 0;
+}
+
+void
+relay_stop(void)
+{
+	struct relay_stream *s;
+
+	if (!atomic_load(&running))
+		return;
+	atomic_store(&running, 0);
+	wake();
+	pthread_join(thread, NULL);
+	pthread_mutex_lock(&relay_lock);
+	while ((s = streams) != NULL) {
+		streams = s->next;
+		if (s->spliced && gp_frame_scan_at_boundary(&s->scan))
+			write_frame_now(s->client.fd, GP_FRAME_ERROR,
+			    "the coordinator is stopping");
+		free_stream(s);
+	}
+	while (idle_jobs != NULL) {
+		struct idle_job *j = idle_jobs;
+		idle_jobs = j->next;
+		free(j);
+	}
+	pthread_mutex_unlock(&relay_lock);
+	close_deferred();
+}
+
+/* ---- what others ask ---- */
+
+int
+relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
+    int *fd, int64_t *stream_id)
+{
+	struct relay_stream *s;
+	char err[256];
+	int sv[2], size = RELAY_BUFFER, status;
+	int64_t id;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+	    sv) != 0)
+		return GP_EIO;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	pthread_rwlock_rdlock(&state.lock);
+	status = stream_create(job_id, user, kind, idle_ms, &id, err,
+	    sizeof(err));
+	pthread_rwlock_unlock(&state.lock);
+	if (status != 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return status == 404 ? GP_ENOENT : status == 409 ?
+		    GP_ECONFLICT : status == 429 ? GP_ETOOBIG : GP_ENOMEM;
+	}
+	pthread_mutex_lock(&relay_lock);
+	s = find_stream(id);
+	if (s == NULL || s->dead || s->closing) {
+		pthread_mutex_unlock(&relay_lock);
+		close(sv[0]);
+		close(sv[1]);
+		return GP_ECONFLICT;
+	}
+	leg_attach(s, LEG_CLIENT, sv[0], NULL, NULL, 0);
+	pthread_mutex_unlock(&relay_lock);
+	wake();
+	*stream_id = id;
+	*fd = sv[1];
+	return 0;
+}
+
+int
+relay_job_sessions(int64_t job_id)
+{
+	struct relay_stream *s;
+	int n = 0;
+
+	pthread_mutex_lock(&relay_lock);
+	for (s = streams; s != NULL; s = s->next)
+		if (s->job_id == job_id && !s->dead && !s->closing)
+			n++;
+	pthread_mutex_unlock(&relay_lock);
+	return n;
+}
+
+int
+relay_node_has_streams(int64_t node_id)
+{
+	struct relay_stream *s;
+	int has = 0;
+
+	pthread_mutex_lock(&relay_lock);
+	for (s = streams; s != NULL && !has; s = s->next)
+		has = s->node_id == node_id && !s->announced && !s->dead;
+	pthread_mutex_unlock(&relay_lock);
+	return has;
+}
+
+json_t *
+relay_node_take_streams(int64_t node_id)
+{
+	struct relay_stream *s;
+	json_t *list = json_array();
+
+	pthread_mutex_lock(&relay_lock);
+	for (s = streams; s != NULL && list != NULL; s = s->next) {
+		if (s->node_id != node_id || s->announced || s->dead)
+			continue;
+		s->announced = 1;
+		json_array_append_new(list, json_pack("{s:I,s:s,s:I,s:i,s:s}",
+		    "id", (json_int_t)s->id, "secret", s->secret, "job_id",
+		    (json_int_t)s->job_id, "attempt", s->attempt, "kind",
+		    gp_stream_kind_name(s->kind)));
+	}
+	pthread_mutex_unlock(&relay_lock);
+	return list;
+}
+
+int
+relay_metrics_render(struct gp_buf *out)
+{
+	const char *to[] = {"direction", "to_job", NULL};
+	const char *from[] = {"direction", "from_job", NULL};
+	int rc = 0;
+
+	rc |= gp_prom_family(out, "gpupool_streams_active", "gauge",
+	    "Interactive streams open (shells, exec, port forwards)");
+	rc |= gp_prom_sample(out, "gpupool_streams_active", NULL,
+	    (double)atomic_load(&active_count));
+	rc |= gp_prom_family(out, "gpupool_streams_opened_total", "counter",
+	    "Interactive streams opened");
+	rc |= gp_prom_sample(out, "gpupool_streams_opened_total", NULL,
+	    (double)atomic_load(&opened_total));
+	rc |= gp_prom_family(out, "gpupool_streams_refused_total", "counter",
+	    "Interactive streams refused by a cap");
+	rc |= gp_prom_sample(out, "gpupool_streams_refused_total", NULL,
+	    (double)atomic_load(&refused_total));
+	rc |= gp_prom_family(out, "gpupool_stream_bytes_total", "counter",
+	    "Bytes relayed by interactive streams");
+	rc |= gp_prom_sample(out, "gpupool_stream_bytes_total", to,
+	    (double)atomic_load(&bytes_to_job));
+	rc |= gp_prom_sample(out, "gpupool_stream_bytes_total", from,
+	    (double)atomic_load(&bytes_from_job));
+	rc |= gp_prom_family(out, "gpupool_stream_idle_ends_total", "counter",
+	    "Interactive jobs ended by their idle limit");
+	rc |= gp_prom_sample(out, "gpupool_stream_idle_ends_total", NULL,
+	    (double)atomic_load(&idle_ends_total));
+	rc |= gp_prom_family(out, "gpupool_stream_agent_lost_total",
+	    "counter", "Streams whose agent leg broke before an exit status");
+	rc |= gp_prom_sample(out, "gpupool_stream_agent_lost_total", NULL,
+	    (double)atomic_load(&agent_lost_total));
+	return rc;
+}
+
+/* ---- the routes ---- */
+
+struct upgrade_ref {
+	int64_t id;
+	int which;
+};
+
+static void
+on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls,
+    const char *extra_in, size_t extra_in_size, MHD_socket sock,
+    struct MHD_UpgradeResponseHandle *urh)
+{
+	struct upgrade_ref *ref = cls;
+	struct relay_stream *s;
+	struct leg *l;
+
+	(void)conn;
+	(void)con_cls;
+	pthread_mutex_lock(&relay_lock);
+	s = find_stream(ref->id);
+	l = s == NULL ? NULL : ref->which == LEG_CLIENT ? &s->client :
+	    &s->agent;
+	if (s == NULL || s->dead || s->closing || l->fd >= 0) {
+		pthread_mutex_unlock(&relay_lock);
+		write_frame_now(sock, GP_FRAME_ERROR, "the stream has ended");
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		free(ref);
+		return;
+	}
+	leg_attach(s, ref->which, sock, urh, extra_in, extra_in_size);
+	pthread_mutex_unlock(&relay_lock);
+	wake();
+	free(ref);
+}
+
+/* Answers 101 and hands the socket to on_upgrade for stream id. */
+static enum MHD_Result
+reply_upgrade(struct MHD_Connection *conn, int64_t id, int which)
+{
+	struct MHD_Response *resp;
+	struct upgrade_ref *ref = malloc(sizeof(*ref));
+	enum MHD_Result rc;
+
+	if (ref == NULL)
+		return reply_error(conn, 503, "out of memory");
+	ref->id = id;
+	ref->which = which;
+	/*
+	 * ref is freed by on_upgrade; a connection that dies between this
+	 * answer and the upgrade leaks these 16 bytes, and its stream is
+	 * expired by the tick (connect_ms).
+	 */
+	resp = MHD_create_response_for_upgrade(on_upgrade, ref);
+	if (resp == NULL) {
+		free(ref);
+		return reply_error(conn, 503, "out of memory");
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE,
+	    GP_STREAM_PROTOCOL);
+	rc = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static int
+wants_upgrade(struct MHD_Connection *conn)
+{
+	const char *up = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_UPGRADE);
+
+	return up != NULL && strcmp(up, GP_STREAM_PROTOCOL) == 0;
+}
+
+/* GET /v1/jobs/{id}/stream?kind=pty&idle=SECONDS, Upgrade. */
+static enum MHD_Result
+route_client(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	API_PATH_PARTS(url, p, n);
+	int64_t job_id, idle_s, id;
+	const char *kind_name;
+	char err[256];
+	int kind, status;
+
+	(void)method;
+	if (n != 4 || !api_path_id(p[2], &job_id))
+		return api_no_route(conn, url, method, 0);
+	if (!wants_upgrade(conn))
+		return reply_error(conn, 400, "a stream needs 'Upgrade: %s'",
+		    GP_STREAM_PROTOCOL);
+	kind_name = api_query(conn, "kind");
+	if ((kind = gp_stream_kind_parse(kind_name)) == 0)
+		return reply_error(conn, 400, "kind: exec, pty or tcp");
+	if (api_query_int(conn, "idle", 0, 0, 366 * 86400, &idle_s) != 0)
+		return reply_error(conn, 400, "idle: seconds, 0 to 31622400");
+	pthread_rwlock_rdlock(&state.lock);
+	status = stream_create(job_id, req->auth->name, kind, idle_s * 1000,
+	    &id, err, sizeof(err));
+	pthread_rwlock_unlock(&state.lock);
+	if (status != 0)
+		return reply_error(conn, status, "%s", err);
+	return reply_upgrade(conn, id, LEG_CLIENT);
+}
+
+/* GET /v1/agent/stream?id=N, X-Gpupool-Stream-Secret, Upgrade. */
+static enum MHD_Result
+route_agent(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	const char *secret = MHD_lookup_connection_value(conn,
+	    MHD_HEADER_KIND, "X-Gpupool-Stream-Secret");
+	struct relay_stream *s;
+	struct node *node;
+	int64_t id, node_id = 0;
+	int ok = 0;
+
+	(void)url;
+	(void)method;
+	if (!wants_upgrade(conn))
+		return reply_error(conn, 400, "a stream needs 'Upgrade: %s'",
+		    GP_STREAM_PROTOCOL);
+	if (api_query_int(conn, "id", -1, 1, INT64_MAX, &id) != 0 || id < 0)
+		return reply_error(conn, 400, "id: a stream id");
+	if (secret == NULL || strlen(secret) != SECRET_HEX - 1)
+		return reply_error(conn, 403, "no such stream");
+	pthread_rwlock_rdlock(&state.lock);
+	pthread_mutex_lock(&relay_lock);
+	s = find_stream(id);
+	if (s != NULL && !s->dead && !s->closing && s->agent.fd < 0 &&
+	    sodium_memcmp(s->secret, secret, SECRET_HEX - 1) == 0) {
+		node_id = s->node_id;
+		ok = 1;
+	}
+	pthread_mutex_unlock(&relay_lock);
+	node = ok ? state_node(node_id) : NULL;
+	ok = node != NULL && node->owner_token == req->auth->id;
+	pthread_rwlock_unlock(&state.lock);
+	if (!ok)
+		return reply_error(conn, 403, "no such stream");
+	return reply_upgrade(conn, id, LEG_AGENT);
+}
+
+#define STREAM_USERS (API_ROLE(GP_ROLE_USER) | API_ROLE(GP_ROLE_ADMIN))
+
+const struct api_route relay_routes[] = {
+    {"/v1/jobs/{id}/stream", API_GET, STREAM_USERS,
+        "only the job's owner may open a stream into it", 0, 0,
+        route_client, NULL},
+    {"/v1/agent/stream", API_GET, API_PROVIDERS,
+        "only agents dial streams", 0, 0, route_agent, NULL},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
+};

@@ -1,0 +1,98 @@
+# Interactive sessions when things go wrong: a per-job cap refuses the
+# stream too many (429); an idle session is warned and its job ended at
+# the pool's idle cap (the user asked for more); the coordinator
+# restarted mid-session (the CLI says so, exits 255; the job runs on and
+# takes a new session); the agent killed mid-session (the CLI says the
+# agent went away, exits 255).
+. "$(dirname "$0")/lib.sh"
+require netns
+
+start_coordinator --stream-idle-max 4s --streams-per-job 2
+start_agent alpha 2
+wait_node_up alpha
+mk_token user alice
+ALICE=$TOKEN
+export GPUPOOL_TOKEN=$ALICE
+
+# wait_sessions JOB N: until show counts N open sessions.
+wait_sessions() {
+	local deadline=$((SECONDS + WAIT_S))
+	until [ "$(job_get "$1" 'd.get("sessions", 0)')" = "$2" ]; do
+		[ $SECONDS -ge $deadline ] && fail "job $1: not $2 sessions ($(job_get "$1" 'd.get("sessions", 0)'))"
+		sleep 0.1
+	done
+}
+
+submit --gpus 1 -- sh -c "$(gated_job_cmd)"
+j=$JOB
+wait_state "$j" running
+
+# the cap: two sessions open, the third refused
+"$GP" exec "$j" -- sleep 60 >/dev/null 2>&1 &
+e1=$!
+"$GP" exec "$j" -- sleep 60 >/dev/null 2>&1 &
+e2=$!
+STARTED_PIDS+=("$e1" "$e2")
+wait_sessions "$j" 2
+cli exec "$j" -- true
+[ "$CLI_RC" != 0 ] || fail "a third stream into the job past --streams-per-job 2"
+assert_contains "$CLI_ERR" "too many streams" "the cap's refusal"
+kill "$e1" "$e2"
+wait_sessions "$j" 0
+
+# idle: asked for 1h, capped at 4s by the pool: warned, then ended
+sleep 120 | "$GP" shell --gpus 1 --idle 1h >"$T/idle.out" 2>"$T/idle.err" &
+idle_cli=$!
+STARTED_PIDS+=("$idle_cli")
+deadline=$((SECONDS + WAIT_S))
+while alive "$idle_cli"; do
+	[ $SECONDS -ge $deadline ] && fail "the idle session did not end: $(cat "$T/idle.err")"
+	sleep 0.2
+done
+wait "$idle_cli"
+assert_eq 255 "$?" "the idle session's CLI"
+assert_contains "$(cat "$T/idle.err")" "no input for" "the idle warning"
+assert_contains "$(cat "$T/idle.err")" "idle for" "the idle end"
+idle_job=$(sed -nE 's/.*job ([0-9]+) submitted.*/\1/p' "$T/idle.err" | head -n 1)
+wait_final "$idle_job"
+assert_eq cancelled "$FINAL_STATE" "the idle job"
+api_expect 200 "$ADMIN_TOKEN" GET /metrics
+assert_contains "$API_BODY" "gpupool_stream_idle_ends_total 1" "idle ends counted"
+
+# the coordinator restarted mid-session
+"$GP" exec "$j" -- sleep 60 >"$T/r.out" 2>"$T/r.err" &
+ex=$!
+STARTED_PIDS+=("$ex")
+wait_sessions "$j" 1
+kill9_coordinator
+deadline=$((SECONDS + WAIT_S))
+while alive "$ex"; do
+	[ $SECONDS -ge $deadline ] && fail "exec outlived its coordinator"
+	sleep 0.1
+done
+wait "$ex"
+assert_eq 255 "$?" "exec whose coordinator went away"
+assert_contains "$(cat "$T/r.err")" "lost" "what the CLI says"
+start_coordinator
+export GPUPOOL_TOKEN=$ALICE
+wait_node_up alpha
+wait_state "$j" running
+cli exec "$j" -- sh -c 'echo again'
+assert_eq 0 "$CLI_RC" "a new session after the restart ($CLI_ERR)"
+assert_eq again "$CLI_OUT" "its output"
+
+# the agent killed mid-session
+"$GP" exec "$j" -- sleep 60 >"$T/a.out" 2>"$T/a.err" &
+ex=$!
+STARTED_PIDS+=("$ex")
+wait_sessions "$j" 1
+kill9_agent alpha
+deadline=$((SECONDS + WAIT_S))
+while alive "$ex"; do
+	[ $SECONDS -ge $deadline ] && fail "exec outlived its agent"
+	sleep 0.1
+done
+wait "$ex"
+assert_eq 255 "$?" "exec whose agent was killed"
+assert_contains "$(cat "$T/a.err")" "agent" "the CLI says the agent went away"
+echo "ok $TEST_NAME"
