@@ -688,11 +688,15 @@ TEST(frag_keeps_large_gpus_in_demand)
 
 /*
  * A GPU model that requests need by name is kept for them. Node 1 has
- * the pool's one T4; node 2 two A100s and 2 CPUs. Of the mix, 40% must
- * have a T4. An unconstrained job asking for 2 CPUs strands node 2's
- * other GPU for the 1-CPU requests (FGD's measure: +200 there, 0 on the
- * T4), but the T4's contention (rho 1.2: the T4-only requests would
- * take 1.2 times its supply) costs 300 more: it goes to node 2.
+ * the pool's one T4; node 2 two A100s and 3 CPUs. Of the mix, 40% must
+ * have a T4. An unconstrained job asking for 2 CPUs leaves node 2 one
+ * GPU and one CPU, as much as the mix's 1-CPU requests ask, and the T4
+ * full: nothing is stranded either way, and the tie-break (the node
+ * left fullest) would take the T4. The T4's contention (rho 1.2: the
+ * T4-only requests would take 1.2 times its supply) costs 300: it goes
+ * to node 2. (With 2 CPUs on node 2, its other GPU would be stranded:
+ * FGD's and the fill measure count that, and the unfed measure a whole
+ * GPU more, more than the T4's contention; the job then takes the T4.)
  */
 TEST(frag_keeps_contended_models_for_those_that_need_them)
 {
@@ -704,7 +708,7 @@ TEST(frag_keeps_contended_models_for_those_that_need_them)
 
 	world_init(&w, "frag");
 	add_node(&w, 1, 0, 8, 1, T4, 15360);
-	add_node(&w, 2, 0, 2, 2, A100, 40960);
+	add_node(&w, 2, 0, 3, 2, A100, 40960);
 	j = add_job(&w, 1, 1);
 	j->cpu_milli = 2000;
 	memset(shapes, 0, sizeof(shapes));
