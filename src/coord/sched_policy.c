@@ -280,7 +280,9 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
  * further: the free share left over once the node is filled with copies
  * of m alone, as many as its GPUs, CPUs and memory allow; it sees a node
  * whose CPUs run out before its GPUs do, which FGD's measure only sees
- * when the last CPUs are gone.
+ * when the last CPUs are gone. It counts for whole-GPU requests only: a
+ * share's copies leave what one size leaves (1000 mod 470), where a GPU
+ * takes shares of every size (docs/scheduling.md).
  *
  * The unfed measure (weight unfed; 0 leaves it out) sees the mix as a
  * whole, where the fill measure sees one request at a time: the free
@@ -306,6 +308,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 	for (k = 0; k < e->nmix; k++) {
 		const struct mix_entry *m = &e->mix[k];
 		int64_t stranded = 0;
+		double fw;
 		int fit = 0;
 
 		if (m->gpus == 0) {
@@ -317,7 +320,11 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			frag += m->weight * (double)total;
 			continue;
 		}
-		if (fill > 0) {
+		/* Shares: FGD's measure alone (what a GPU's copies of one
+		 * share leave says little where shares of every size meet on
+		 * a GPU; their CPUs are the unfed measure's). */
+		fw = m->milli < GP_SCHED_MILLI ? 0 : fill;
+		if (fw > 0) {
 			/* Fill the node with m alone: what is left over. */
 			int64_t copies = 0, most;
 			for (g = 0; g < n->ngpus; g++) {
@@ -335,7 +342,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			if (use_mem && m->mem > 0 &&
 			    (most = mem_free / m->mem) < copies)
 				copies = most;
-			frag += fill * m->weight *
+			frag += fw * m->weight *
 			    (double)(total - copies * m->gpus * m->milli);
 		}
 		for (g = 0; g < n->ngpus; g++) {
@@ -348,7 +355,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			else
 				stranded += milli_free[g];
 		}
-		frag += (1 - fill) * m->weight *
+		frag += (1 - fw) * m->weight *
 		    (double)(fit >= m->gpus ? stranded : total);
 	}
 	if (unfed > 0 && e->mix_cpu_per_milli > 0) {
