@@ -13,7 +13,10 @@
  *              grows least (Fragmentation Gradient Descent, Weng et al.,
  *              USENIX ATC '23), scored exactly, counting memory, ties
  *              broken by best fit; on a node, the GPU whose use adds the
- *              least fragmentation, then the fullest one. Plus a
+ *              least fragmentation, then the fullest one. F also counts
+ *              what one request's copies would leave (whole GPUs) and
+ *              the free share the node's CPUs cannot feed at the mix's
+ *              CPUs per GPU share (eng_node_frag). Plus a
  *              contention term: what the GPUs taken are worth to the
  *              requests of the mix that can only use their model, or
  *              (multi-GPU requests) only nodes as large as this one.
