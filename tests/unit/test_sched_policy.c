@@ -751,6 +751,56 @@ TEST(frag_keeps_contended_models_for_those_that_need_them)
 }
 
 /*
+ * The unfed measure: a node keeps CPUs for its free GPUs at the mix's
+ * rate. The mix: half shares of 500 with 3 CPUs, half with 9 (12 CPUs
+ * per GPU). A 500 share with 9 CPUs fits node 1 (2 GPUs, 24 CPUs) and
+ * node 2 (2 GPUs, 40 CPUs); both requests of the mix still fit either
+ * afterwards (FGD's measure: no change), and both are left as full, so
+ * the tie-break would take node 1. But node 1 would keep 15 CPUs for 1.5
+ * free GPUs, which want 18 at the mix's rate: 250 thousandths unfed. It
+ * goes to node 2.
+ */
+TEST(frag_keeps_cpus_for_free_gpus)
+{
+	struct world w;
+	struct gp_sched_mix mix;
+	struct gp_sched_shape shapes[2];
+	struct gp_sched_input in;
+	struct gp_sched_job *j;
+
+	world_init(&w, "frag");
+	add_node(&w, 1, 0, 24, 2, A100, 40960);
+	add_node(&w, 2, 0, 40, 2, A100, 40960);
+	j = add_share(&w, 1, 500, 0);
+	j->cpu_milli = 9000;
+	memset(shapes, 0, sizeof(shapes));
+	shapes[0].gpus = 1;
+	shapes[0].gpu_milli = 500;
+	shapes[0].cpu_milli = 3000;
+	shapes[0].weight = 1;
+	shapes[1] = shapes[0];
+	shapes[1].cpu_milli = 9000;
+	mix.shapes = shapes;
+	mix.nshapes = 2;
+	memset(&in, 0, sizeof(in));
+	in.now_ms = NOW;
+	in.nodes = w.nodes;
+	in.nnodes = w.nnodes;
+	in.queue = w.queue;
+	in.nqueue = w.nqueue;
+	in.mix = &mix;
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 2);
+	gp_sched_result_fini(&w.res);
+
+	/* CPUs to spare on both: the tie-break, node 1. */
+	w.nodes[0].cpu_milli = 40000;
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	CHECK_EQ(node_of(&w, 1), 1);
+	world_fini(&w);
+}
+
+/*
  * Nodes that multi-GPU requests need are kept for them too. Two 8-GPU
  * nodes, each with 2 GPUs and 95 CPUs free; only node 1 (128 CPUs) could
  * hold the mix's 8-GPU, 120-CPU requests when empty. Now neither fits
@@ -1147,6 +1197,7 @@ main(void)
 	RUN(frag_keeps_large_gpus_in_demand);
 	RUN(frag_keeps_contended_models_for_those_that_need_them);
 	RUN(frag_keeps_nodes_multi_gpu_requests_need);
+	RUN(frag_keeps_cpus_for_free_gpus);
 	RUN(policies_by_name);
 	RUN(engine_runs_and_ends);
 	RUN(paused_pool_places_nothing_and_tries_once);
