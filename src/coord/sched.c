@@ -3548,7 +3548,8 @@ gp_sched_engine_frag(struct gp_sched_engine *s)
 		for (g = 0; g < n->ngpus; g++)
 			fr[g] =
 			    n->gpus[g].holder != 0 ? 0 : n->gpus[g].milli_free;
-		frag += eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, 0, 0);
+		frag += eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, 0, 0,
+		    0);
 	}
 	return frag;
 }

@@ -175,6 +175,8 @@ struct engine {
 	double *node_rho; /* per node: the contention of multi-GPU requests
 	                     for it (sched_policy.c: mix_node_contention) */
 	size_t nnode_rho;
+	double mix_cpu_per_milli; /* the CPUs (milli) the mix's GPU requests
+	                             ask per GPU milli: 0 without any */
 	double *node_frag; /* per node: its fragmentation, valid when */
 	unsigned *node_frag_version; /* equal to version + 1 */
 	/* Interned shapes and the per (node, shape) score cache. */
@@ -205,7 +207,7 @@ uint64_t eng_random(struct engine *e);
 /* sched_policy.c */
 double eng_node_frag(struct engine *e, const struct eng_node *n,
     const int *milli_free, int64_t cpu_free, int64_t mem_free, int use_mem,
-    double fill);
+    double fill, double unfed);
 int eng_mix_build(struct engine *e, const struct gp_sched_mix *mix);
 void eng_mix_free(struct engine *e);
 
