@@ -469,6 +469,7 @@ reply_not_leader(struct MHD_Connection *conn, struct request *req,
 	if (reply_raw(conn, 503, text, strlen(text), "application/json",
 	    &resp) != MHD_YES)
 		return MHD_NO;
+	MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
 	if (leader[0] != '\0')
 		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
 	MHD_add_response_header(resp, "Retry-After", "1");
