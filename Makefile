@@ -18,6 +18,7 @@ endif
 
 CC ?= cc
 # libcrypto, libssl: a coordinator's own CA, verified by its hash (tokens)
+# libpq: the coordinator's state in PostgreSQL (--db postgresql://...)
 PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1 libarchive \
        libcrypto libssl libmnl libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
