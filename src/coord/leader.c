@@ -39,10 +39,9 @@
 #include "gp.h"
 #include "leader.h"
 #include "log.h"
+#include "pg.h"
 #include "util.h"
 
-/* LEADER_LOCK_KEY in decimal, for the SQL text. */
-#define LOCK_KEY_SQL "7453586507202061665"
 
 static struct {
 	pthread_mutex_t mu;
@@ -247,9 +246,9 @@ static const char create_sql[] =
 
 /*
  * Connects, sets the session's lease and makes sure gp_leader has its
- * one row. The table is made under a transaction-level advisory lock of
- * another key, so that two coordinators starting together do not both
- * try to create it. 0 or GP_EIO.
+ * one row. The table is made under the migrations' transaction-level
+ * advisory lock (pg.c: it makes gp_leader too), so that two coordinators
+ * starting together do not both try to create it. 0 or GP_EIO.
  */
 static int
 connect_db(void)
@@ -260,7 +259,7 @@ connect_db(void)
 	    "application_name", "dbname", NULL};
 	const char *values[] = {"5", "1", "5", "2", "3", "gpupool-leader",
 	    L.conninfo, NULL};
-	char sql[128], text[256];
+	char sql[128], lock[96], text[256];
 	int64_t t = L.lease_ms;
 
 	L.conn = PQconnectdbParams(keys, values, 1);
@@ -272,11 +271,13 @@ connect_db(void)
 		return GP_EIO;
 	}
 	PQsetNoticeProcessor(L.conn, quiet, NULL);
+	snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%lld)",
+	    (long long)PG_MIGRATE_LOCK);
 	snprintf(sql, sizeof(sql), "SET idle_session_timeout = %lld",
 	    (long long)t);
 	if (exec(sql, t) != 0 ||
 	    exec("BEGIN", t) != 0 ||
-	    exec("SELECT pg_advisory_xact_lock(" LOCK_KEY_SQL " + 1)", t) != 0 ||
+	    exec(lock, t) != 0 ||
 	    exec(create_sql, t) != 0 ||
 	    exec("INSERT INTO gp_leader (id, epoch, addr) VALUES (1, 0, '') "
 		 "ON CONFLICT (id) DO NOTHING", t) != 0 ||
@@ -296,12 +297,14 @@ static int
 try_lock(int64_t *epoch)
 {
 	const char *params[1] = {L.advertise};
+	char sql[160];
 	PGresult *res;
 	int won;
 
-	if (query("SELECT pg_try_advisory_lock(" LOCK_KEY_SQL "), "
-		  "(SELECT addr FROM gp_leader WHERE id = 1)",
-	    0, NULL, L.lease_ms, &res) != 0)
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld), "
+	    "(SELECT addr FROM gp_leader WHERE id = 1)",
+	    (long long)LEADER_LOCK_KEY);
+	if (query(sql, 0, NULL, L.lease_ms, &res) != 0)
 		return GP_EIO;
 	won = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	if (!won)
