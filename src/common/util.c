@@ -47,7 +47,7 @@ gp_strerror(int err)
 	case GP_EAUTH:
 		return "authentication failed";
 	case GP_EFENCED:
-		return "fenced: another coordinator leads now";
+		return "fenced: another coordinator leads";
 	}
 	return "unknown error";
 }

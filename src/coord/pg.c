@@ -39,6 +39,19 @@ static const char *const migrations[PG_SCHEMA_VERSION] = {
     "CREATE TABLE gp_batch(id integer PRIMARY KEY CHECK (id = 1),"
     " seq bigint NOT NULL);"
     "INSERT INTO gp_batch VALUES (1, 0);"
+    /*
+     * The fence every write transaction begins with: the leader's row,
+     * locked against a change of leader until the transaction ends, must
+     * carry the epoch this coordinator leads with (SQLSTATE GPF01 when
+     * not: store_pg.c answers GP_EFENCED).
+     */
+    "CREATE FUNCTION gp_fence(want bigint) RETURNS void LANGUAGE plpgsql"
+    " AS $f$ DECLARE have bigint; BEGIN"
+    " SELECT epoch INTO have FROM gp_leader WHERE id = 1 FOR SHARE;"
+    " IF have IS DISTINCT FROM want THEN RAISE EXCEPTION USING"
+    " ERRCODE = 'GPF01', MESSAGE = format('fenced: the leader epoch is %s,"
+    " this coordinator''s %s', coalesce(have::text, 'none'), want);"
+    " END IF; END $f$;"
     "CREATE TABLE gp_meta(key text PRIMARY KEY, value text);"
     "CREATE TABLE gp_tokens(id bigint PRIMARY KEY, name text NOT NULL,"
     " role text NOT NULL, hash text NOT NULL UNIQUE,"
@@ -205,6 +218,9 @@ pg_sqlstate_error(const char *sqlstate)
 	/* read_only_sql_transaction: a standby, or writes turned off. */
 	if (strcmp(sqlstate, "25006") == 0)
 		return GP_EPERM;
+	/* gp_fence: another coordinator leads now. */
+	if (strcmp(sqlstate, "GPF01") == 0)
+		return GP_EFENCED;
 	if (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)
 		return GP_ECONFLICT;
 	return GP_EIO;
@@ -229,7 +245,7 @@ one_line(const char *msg, char *out, size_t n)
 
 	snprintf(out, n, "%s", msg != NULL ? msg : "?");
 	for (i = 0; out[i] != '\0'; i++)
-		if (out[i] == '\n' || out[i] == '"')
+		if (out[i] == '\n' || out[i] == '\t' || out[i] == '"')
 			out[i] = out[i] == '"' ? '\'' : ' ';
 	while (i > 0 && out[i - 1] == ' ')
 		out[--i] = '\0';
@@ -253,11 +269,20 @@ pg_result_error(struct pg_conn *c, const PGresult *r, const char *what)
 	gp_error("postgresql %s failed db=%s sqlstate=%s kind=%s error=\"%s\"",
 	    what, c->where, state != NULL ? state : "-",
 	    rc == GP_ECONN	  ? "connection-lost"
+	    : rc == GP_EFENCED	  ? "fenced"
 	    : rc == GP_EPERM	  ? "read-only"
 	    : rc == GP_ECONFLICT ? "conflict"
 				  : "error",
 	    msg);
 	return rc;
+}
+
+/* The server's notices (a table already there...): not for our logs. */
+static void
+notice_quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
 }
 
 /* One try: 0 or GP_ECONN (c->conn set either way, maybe bad). */
@@ -291,6 +316,7 @@ try_connect(struct pg_conn *c)
 		    c->where, c->failures + 1, msg);
 		return GP_ECONN;
 	}
+	PQsetNoticeProcessor(c->conn, notice_quiet, NULL);
 	snprintf(c->where, sizeof(c->where), "%s@%s:%s/%s",
 	    PQuser(c->conn), PQhost(c->conn), PQport(c->conn), PQdb(c->conn));
 	return 0;

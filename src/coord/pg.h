@@ -60,7 +60,8 @@ int pg_reconnect(struct pg_conn *c, int64_t wait_ms);
  * again after pg_reconnect), GP_EPERM when the database refuses writes
  * (read-only: a standby, or default_transaction_read_only; try again
  * later), GP_ECONFLICT for a serialization failure or a deadlock (try
- * again), GP_EIO for anything else. r may be NULL (PQexec's out of
+ * again), GP_EFENCED when gp_fence found another coordinator's epoch
+ * (never try again: step down), GP_EIO for anything else. r may be NULL (PQexec's out of
  * memory, or the connection lost before a result).
  */
 int pg_result_error(struct pg_conn *c, const PGresult *r, const char *what);

@@ -35,6 +35,7 @@
 # Knobs: GP_PG_BIN (default /usr/lib/postgresql/15/bin), PG_RUN_AS (the
 # user the server runs as when the test is root; default nobody).
 
+PG_LIB_LOADED=1
 PG_BIN=${GP_PG_BIN:-/usr/lib/postgresql/15/bin}
 PG_RUN_AS=${PG_RUN_AS:-nobody}
 PG_DIR="$T/pg"

@@ -66,6 +66,7 @@ TEST(sqlstate)
 	CHECK_EQ(pg_sqlstate_error("25006"), GP_EPERM);
 	CHECK_EQ(pg_sqlstate_error("40001"), GP_ECONFLICT);
 	CHECK_EQ(pg_sqlstate_error("40P01"), GP_ECONFLICT);
+	CHECK_EQ(pg_sqlstate_error("GPF01"), GP_EFENCED);
 	CHECK_EQ(pg_sqlstate_error("23505"), GP_EIO);
 	CHECK_EQ(pg_sqlstate_error("42P01"), GP_EIO);
 	CHECK_EQ(pg_sqlstate_error(NULL), GP_EIO);
