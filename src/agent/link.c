@@ -24,6 +24,7 @@
 #define POLL_WAIT_MS	25000
 #define POLL_TIMEOUT_MS (POLL_WAIT_MS + 10000)
 #define RETRY_MAX_MS	5000
+#define STANDBY_RETRY_MS 200 /* a standby's 503: the leader comes soon */
 
 static pthread_t heartbeat_thread, poll_thread;
 
@@ -479,6 +480,16 @@ poll_main(void *arg)
 		}
 		/* 404: the heartbeat thread registers again; wait for it. */
 		gp_debug("poll failed status=%ld", resp.status);
+		/*
+		 * Several coordinators, none leading yet (an election after
+		 * the leader died): short naps, no growing back-off, so that
+		 * the first assignment of the new leader comes at once.
+		 */
+		if (ret == 0 && resp.not_leader) {
+			gp_http_response_fini(&resp);
+			nap(ag, STANDBY_RETRY_MS);
+			continue;
+		}
 		gp_http_response_fini(&resp);
 		nap(ag, backoff);
 		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :
