@@ -51,6 +51,8 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
+	    "                           "
+	    "[--db PATH|sqlite:PATH|postgresql://...]\n"
 	    "                           [--tls-cert FILE --tls-key FILE]"
 	    " [--insecure]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
@@ -79,6 +81,14 @@ usage(FILE *out)
 	    "\n"
 	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
 	    "  --data DIR          state directory (created if missing)\n"
+	    "  --db STORE          where the pool's state is kept: a SQLite "
+	    "file\n"
+	    "                      (PATH or sqlite:PATH) or postgresql://... "
+	    "(not\n"
+	    "                      built in yet); default DIR/state.db. DIR "
+	    "keeps\n"
+	    "                      the store's pool id (DIR/pool_id): another\n"
+	    "                      pool's store is refused\n"
 	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
 	    "  --tls-key FILE      PEM private key for --tls-cert\n"
 	    "                      (beyond loopback without them: its own CA\n"
@@ -301,6 +311,7 @@ gp_coord_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"data", required_argument, NULL, 'd'},
+	    {"db", required_argument, NULL, 'E'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"insecure", no_argument, NULL, 'X'},
@@ -369,6 +380,11 @@ gp_coord_main(int argc, char **argv)
 			if (gp_strlcpy(cfg.data_dir, optarg,
 				sizeof(cfg.data_dir)) >= sizeof(cfg.data_dir))
 				gp_fatalx("--data: path too long");
+			break;
+		case 'E':
+			if (gp_strlcpy(cfg.db, optarg, sizeof(cfg.db)) >=
+			    sizeof(cfg.db))
+				gp_fatalx("--db: too long");
 			break;
 		case 'c':
 			gp_strlcpy(cfg.tls_cert, optarg, sizeof(cfg.tls_cert));
@@ -627,8 +643,8 @@ gp_coord_main(int argc, char **argv)
 	ckpt_stop();
 	image_stop();
 	ledger_close(&ledger);
-	submit_key_close();
-	store_close();
+	gp_store_close(state.store);
+	state.store = NULL;
 	free(cert);
 	free(key);
 	return 0;
