@@ -52,6 +52,8 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
+	    "                           "
+	    "[--db PATH|sqlite:PATH|postgresql://...]\n"
 	    "                           [--tls-cert FILE --tls-key FILE]"
 	    " [--insecure]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
@@ -72,8 +74,8 @@ usage(FILE *out)
 	    "                           [--fairshare-half-life DURATION] "
 	    "[--budget-untimed DURATION]\n"
 	    "                           [--min-job-age SECONDS]\n"
-	    "                           [--leader-db CONNINFO "
-	    "--advertise-url URL]\n"
+	    "                           [--advertise-url URL] "
+	    "[--leader-db CONNINFO]\n"
 	    "                           [--leader-lease-ms N]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
@@ -83,6 +85,14 @@ usage(FILE *out)
 	    "\n"
 	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
 	    "  --data DIR          state directory (created if missing)\n"
+	    "  --db STORE          where the pool's state is kept: a SQLite "
+	    "file\n"
+	    "                      (PATH or sqlite:PATH) or postgresql://... "
+	    "(not\n"
+	    "                      built in yet); default DIR/state.db. DIR "
+	    "keeps\n"
+	    "                      the store's pool id (DIR/pool_id): another\n"
+	    "                      pool's store is refused\n"
 	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
 	    "  --tls-key FILE      PEM private key for --tls-cert\n"
 	    "                      (beyond loopback without them: its own CA\n"
@@ -152,18 +162,19 @@ usage(FILE *out)
 	    "                      ended, answered from DIR/state.db from then "
 	    "on\n"
 	    "                      (default 300; 0: kept in memory for ever)\n"
+	    "  --advertise-url URL several coordinators, one leader: this "
+	    "one's URL as\n"
+	    "                      clients reach it; with --db postgresql://..."
+	    " the\n"
+	    "                      database's advisory lock and gp_leader elect "
+	    "the\n"
+	    "                      leader, a standby loads nothing and answers "
+	    "503\n"
+	    "                      naming it\n"
 	    "  --leader-db CONNINFO\n"
-	    "                      several coordinators, one leader: the "
-	    "PostgreSQL\n"
-	    "                      database (libpq connection string) whose "
-	    "advisory\n"
-	    "                      lock and gp_leader table elect the leader; "
-	    "a\n"
-	    "                      standby loads nothing and answers 503 "
-	    "naming it\n"
-	    "  --advertise-url URL this coordinator's URL as clients reach it "
-	    "(told\n"
-	    "                      to them by standbys when it leads)\n"
+	    "                      the election's database when the state is "
+	    "not in\n"
+	    "                      PostgreSQL (tests; default: --db)\n"
 	    "  --leader-lease-ms N a leader that cannot reach the database "
 	    "this long\n"
 	    "                      loses the lock to a standby (default "
@@ -357,6 +368,7 @@ gp_coord_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"data", required_argument, NULL, 'd'},
+	    {"db", required_argument, NULL, 'E'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"insecure", no_argument, NULL, 'X'},
@@ -379,7 +391,7 @@ gp_coord_main(int argc, char **argv)
 	    {"fairshare-half-life", required_argument, NULL, 'F'},
 	    {"budget-untimed", required_argument, NULL, 'U'},
 	    {"min-job-age", required_argument, NULL, 'j'},
-	    {"leader-db", required_argument, NULL, 'E'},
+	    {"leader-db", required_argument, NULL, 'G'},
 	    {"advertise-url", required_argument, NULL, 'a'},
 	    {"leader-lease-ms", required_argument, NULL, 'e'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -428,6 +440,11 @@ gp_coord_main(int argc, char **argv)
 			if (gp_strlcpy(cfg.data_dir, optarg,
 				sizeof(cfg.data_dir)) >= sizeof(cfg.data_dir))
 				gp_fatalx("--data: path too long");
+			break;
+		case 'E':
+			if (gp_strlcpy(cfg.db, optarg, sizeof(cfg.db)) >=
+			    sizeof(cfg.db))
+				gp_fatalx("--db: too long");
 			break;
 		case 'c':
 			gp_strlcpy(cfg.tls_cert, optarg, sizeof(cfg.tls_cert));
@@ -546,7 +563,7 @@ gp_coord_main(int argc, char **argv)
 					  "duration like 5m; 0: for ever)");
 			cfg.min_job_age_ms = v * 1000;
 			break;
-		case 'E':
+		case 'G':
 			lcfg.conninfo = optarg;
 			break;
 		case 'a':
@@ -590,9 +607,20 @@ gp_coord_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/*
+	 * Several coordinators: an --advertise-url with the state in
+	 * PostgreSQL elects the leader in that database.
+	 */
+	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
+	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
+	    strncmp(cfg.db, "postgres://", 11) == 0))
+		lcfg.conninfo = cfg.db;
 	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
-		gp_fatalx("--leader-db needs --advertise-url: standbys tell "
-		    "clients where the leader is");
+		gp_fatalx("several coordinators need --advertise-url: "
+		    "standbys tell clients where the leader is");
+	if (lcfg.advertise_url != NULL && lcfg.conninfo == NULL)
+		gp_fatalx("--advertise-url is for several coordinators over "
+		    "one PostgreSQL database (--db postgresql://...)");
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
 	if (cfg.heartbeat_ms * 2 > cfg.lease_ms)
@@ -705,8 +733,8 @@ gp_coord_main(int argc, char **argv)
 	ckpt_stop();
 	image_stop();
 	ledger_close(&ledger);
-	submit_key_close();
-	store_close();
+	gp_store_close(state.store);
+	state.store = NULL;
 	leader_stop(); /* the lock last: after the last commit */
 	free(cert);
 	free(key);

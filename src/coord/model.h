@@ -240,6 +240,11 @@ struct coord_config {
 	char listen_addr[128];
 	int port;
 	char data_dir[1024];
+	/*
+	 * Where the durable state is (--db: PATH, sqlite:PATH,
+	 * postgresql://...; "": data_dir/state.db); see store.h.
+	 */
+	char db[1024];
 	char tls_cert[1024];
 	char tls_key[1024];
 	/*
@@ -286,9 +291,13 @@ struct coord_config {
 /* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
 int tls_auto_setup(struct coord_config *cfg);
 
+struct gp_store;
+
 struct state {
 	pthread_rwlock_t lock;
 	struct coord_config cfg;
+	/* The durable state (store.h): the state thread's handle. */
+	struct gp_store *store;
 	/* Jobs by id: ids are dense, jobs[id] (jobs[0] unused). */
 	struct job **jobs;
 	int64_t njobs_cap;

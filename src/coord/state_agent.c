@@ -513,7 +513,7 @@ apply_register(struct op *op)
 	}
 	atomic_store(&node->last_seen_mono, gp_mono_ms());
 	node->last_seen_ms = gp_now_ms();
-	if (store_put_node(node) != 0)
+	if (state.store->ops->put_node(state.store, node) != 0)
 		gp_fatalx("cannot store node");
 	/*
 	 * Reconcile: what it runs that we do not want dies; what we placed

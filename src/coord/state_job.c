@@ -63,9 +63,9 @@ wake_job_later(struct job *job)
 void
 persist_job(const struct job *job)
 {
-	if (store_put_job(job) != 0)
-		gp_fatalx("cannot write job %lld to the database",
-		    (long long)job->id);
+	if (state.store->ops->put_job(state.store, job) != 0)
+		gp_fatalx("cannot write job %lld to the store: %s",
+		    (long long)job->id, gp_store_error(state.store));
 }
 
 static json_t *
@@ -881,7 +881,7 @@ apply_submit(struct op *op)
  * A job array: one job per task, ids consecutive from the first (the
  * array's id), all or none. The checks are the same for every task, so
  * they are made once; a later failure (memory) cancels the tasks already
- * made, so that none runs. Stored as one row (store_put_array): a task
+ * made, so that none runs. Stored as one row (put_array, store.h): a task
  * gets a row of its own when it changes.
  */
 void
@@ -922,8 +922,9 @@ apply_submit_array(struct op *op)
 		job->submitted_ms = now; /* as the array's row has it */
 	}
 	if (i == op->ntasks) {
-		if (store_put_array(first, op->caller.name, &op->spec,
-		        op->tasks, op->ntasks, now) != 0)
+		if (state.store->ops->put_array(state.store, first,
+			op->caller.name, &op->spec, op->tasks, op->ntasks,
+			now) != 0)
 			gp_fatalx("cannot write job array %lld to the database",
 			    (long long)first);
 		/* In this batch's transaction, as the array's row. */
