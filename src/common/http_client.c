@@ -15,13 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "coord_urls.h"
 #include "gp.h"
+#include "log.h"
 #include "util.h"
 
 struct gp_http_client {
 	CURL *curl;
-	char *base_url;
+	struct gp_coord_urls urls; /* the coordinators; url[cur] in use */
 	char *auth_header;
 	char *ca_file;
 	char pin[GP_TOKEN_PIN_HEX + 1];	/* the token's CA hash, or "" */
@@ -143,19 +146,19 @@ gp_http_client_new(const char *base_url, const char *token,
     const char *ca_file)
 {
 	struct gp_http_client *c;
-	size_t n;
+	char err[256];
 
 	gp_http_global_init();
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return NULL;
 	c->curl = curl_easy_init();
-	c->base_url = strdup(base_url);
-	if (c->curl == NULL || c->base_url == NULL)
+	if (c->curl == NULL)
 		goto fail;
-	n = strlen(c->base_url);
-	while (n > 0 && c->base_url[n - 1] == '/')
-		c->base_url[--n] = '\0';
+	if (gp_coord_urls_parse(base_url, &c->urls, err, sizeof(err)) != 0) {
+		gp_warn("%s", err);
+		goto fail;
+	}
 	if (token != NULL) {
 		size_t len = strlen(token) + 32;
 		char bearer[256];
@@ -187,7 +190,6 @@ gp_http_client_free(struct gp_http_client *c)
 		return;
 	if (c->curl != NULL)
 		curl_easy_cleanup(c->curl);
-	free(c->base_url);
 	if (c->auth_header != NULL) {
 		/* The header holds a secret: clear it before freeing. */
 		memset(c->auth_header, 0, strlen(c->auth_header));
@@ -233,6 +235,10 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 		gp_strlcpy(resp->job_state, value, sizeof(resp->job_state));
 	else if (strcasecmp(line, "X-Gpupool-Done") == 0)
 		resp->log_done = atoi(value);
+	else if (strcasecmp(line, "X-Gpupool-Role") == 0)
+		resp->not_leader = strcmp(value, "leader") != 0;
+	else if (strcasecmp(line, "X-Gpupool-Leader") == 0)
+		gp_strlcpy(resp->leader, value, sizeof(resp->leader));
 	return size * nmemb;
 }
 
@@ -300,7 +306,7 @@ request(struct gp_http_client *c, const char *method, const char *path,
 
 	memset(resp, 0, sizeof(*resp));
 	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
 	curl_easy_reset(c->curl);
@@ -371,12 +377,44 @@ request(struct gp_http_client *c, const char *method, const char *path,
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
 			resp->refused = oserr == ECONNREFUSED;
 		}
+		resp->no_connect = rc == CURLE_COULDNT_CONNECT ||
+		    rc == CURLE_COULDNT_RESOLVE_HOST;
 		return ret;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	resp->not_leader = resp->status == 503 && resp->not_leader;
 	if (sink->data == NULL && gp_buf_append(sink, "", 0) != 0)
 		return GP_ENOMEM;
 	return 0;
+}
+
+/*
+ * After one try of a call: where the client goes next among several
+ * coordinators (coord_urls.h), and whether the call tries again there
+ * (after the pause, done here). One coordinator: never.
+ */
+static int
+follow(struct gp_http_client *c, int ret, const struct gp_http_response *resp,
+    int may_retry)
+{
+	enum gp_coord_try outcome;
+	int again;
+
+	if (c->urls.n < 2)
+		return 0;
+	if (ret == 0)
+		outcome = resp->not_leader ? GP_COORD_NOT_LEADER :
+					     GP_COORD_ANSWERED;
+	else
+		outcome = resp->no_connect ? GP_COORD_NO_CONNECT :
+					     GP_COORD_LOST;
+	again = gp_coord_urls_after(&c->urls, outcome,
+	    ret == 0 ? resp->leader : NULL);
+	if (!again || !may_retry)
+		return 0;
+	if (gp_coord_urls_pause_ms(&c->urls) > 0)
+		usleep((useconds_t)gp_coord_urls_pause_ms(&c->urls) * 1000);
+	return 1;
 }
 
 int
@@ -387,8 +425,14 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	struct gp_buf buf = {0};
 	int ret;
 
-	ret = request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, &buf, NULL);
+	gp_coord_urls_begin(&c->urls);
+	for (;;) {
+		buf.len = 0;
+		ret = request(c, method, path, body, body_len, content_type,
+		    timeout_ms, resp, &buf, NULL);
+		if (!follow(c, ret, resp, 1))
+			break;
+	}
 	if (ret != 0) {
 		gp_buf_free(&buf);
 		return ret;
@@ -404,11 +448,23 @@ gp_http_request_into(struct gp_http_client *c, const char *method,
     const char *content_type, long timeout_ms, struct gp_http_response *resp,
     struct gp_buf *sink)
 {
-	sink->len = 0;
-	return request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, sink, NULL);
+	int ret;
+
+	gp_coord_urls_begin(&c->urls);
+	for (;;) {
+		sink->len = 0;
+		ret = request(c, method, path, body, body_len, content_type,
+		    timeout_ms, resp, sink, NULL);
+		if (!follow(c, ret, resp, 1))
+			return ret;
+	}
 }
 
+/*
+ * A streamed body cannot be sent twice here: only a try that sent
+ * nothing (no connection) is made again; after a standby's answer the
+ * next call goes to the leader.
+ */
 int
 gp_http_request_stream(struct gp_http_client *c, const char *method,
     const char *path, const char *content_type, long timeout_ms,
@@ -417,8 +473,14 @@ gp_http_request_stream(struct gp_http_client *c, const char *method,
 	struct gp_buf other = {0};
 	int ret;
 
-	ret = request(c, method, path, NULL, 0, content_type, timeout_ms, resp,
-	    &other, stream);
+	gp_coord_urls_begin(&c->urls);
+	for (;;) {
+		other.len = 0;
+		ret = request(c, method, path, NULL, 0, content_type,
+		    timeout_ms, resp, &other, stream);
+		if (!follow(c, ret, resp, ret != 0 && resp->no_connect))
+			break;
+	}
 	if (ret != 0 || other.len == 0) {
 		gp_buf_free(&other);
 		return ret;
@@ -471,9 +533,12 @@ finish(struct gp_http_client *c, CURLcode rc, const char *url,
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
 			resp->refused = oserr == ECONNREFUSED;
 		}
+		resp->no_connect = rc == CURLE_COULDNT_CONNECT ||
+		    rc == CURLE_COULDNT_RESOLVE_HOST;
 		return rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	resp->not_leader = resp->status == 503 && resp->not_leader;
 	return 0;
 }
 
@@ -511,7 +576,7 @@ gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
 
 	memset(resp, 0, sizeof(*resp));
 	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
 	base_setup(c, url, resp);
@@ -531,6 +596,8 @@ gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
 	rc = curl_easy_perform(c->curl);
 	curl_slist_free_all(headers);
 	ret = finish(c, rc, url, resp);
+	gp_coord_urls_begin(&c->urls);
+	follow(c, ret, resp, 0);
 	if (ret != 0 && src.failed) {
 		snprintf(resp->error, sizeof(resp->error), "reading the data "
 		    "to send failed");
@@ -596,7 +663,7 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	memset(resp, 0, sizeof(*resp));
 	memset(&d, 0, sizeof(d));
 	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
 	base_setup(c, url, resp);
@@ -611,6 +678,8 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	rc = curl_easy_perform(c->curl);
 	curl_slist_free_all(headers);
 	ret = finish(c, rc, url, resp);
+	gp_coord_urls_begin(&c->urls);
+	follow(c, ret, resp, 0);
 	if (ret != 0 && d.toolong) {
 		snprintf(resp->error, sizeof(resp->error), "%.160s: the answer "
 		    "is longer than %lld bytes", url, (long long)max_bytes);

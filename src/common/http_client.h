@@ -22,13 +22,21 @@ struct gp_http_response {
 	char error[256];    /* transport error text when status == 0 */
 	int refused;	    /* no answer: the connection was refused (the
 			       host is up, no server listens) */
+	int no_connect;	    /* no answer: no connection was made, nothing
+			       was sent (refused, unreachable, unresolved) */
+	/* A standby's 503 (X-Gpupool-Role: standby): the leader it named
+	 * (X-Gpupool-Leader), "" when it knows none. */
+	int not_leader;
+	char leader[512];
 };
 
 /* Calls curl_global_init once; call from main before threads start. */
 void gp_http_global_init(void);
 
 /*
- * IN: base_url ("http://127.0.0.1:7070"), token (may be NULL), ca_file
+ * IN: base_url ("http://127.0.0.1:7070", or several coordinators'
+ * URLs separated by commas: the client follows the leader among them,
+ * common/coord_urls.h), token (may be NULL), ca_file
  * (PEM file to verify the server with, or NULL for the system store).
  * The strings are copied. Returns NULL on allocation failure.
  */
