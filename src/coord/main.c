@@ -406,6 +406,8 @@ gp_coord_main(int argc, char **argv)
 	int64_t v;
 	int c;
 
+	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+		return gp_coord_migrate_main(argc - 1, argv + 1);
 	memset(&cfg, 0, sizeof(cfg));
 	gp_strlcpy(cfg.listen_addr, "127.0.0.1", sizeof(cfg.listen_addr));
 	cfg.port = 7070;

@@ -210,8 +210,13 @@ pg_sqlstate_error(const char *sqlstate)
 {
 	if (sqlstate == NULL || strlen(sqlstate) != 5)
 		return GP_EIO;
-	/* Class 08: connection exceptions; 57P01-57P03: shut down, starting. */
-	if (strncmp(sqlstate, "08", 2) == 0 ||
+	/*
+	 * Class 08, connection exceptions (but 08P01, a protocol violation:
+	 * our own error, which no retry cures); 57P01-57P03: the server
+	 * shut down or is starting.
+	 */
+	if ((strncmp(sqlstate, "08", 2) == 0 &&
+		strcmp(sqlstate, "08P01") != 0) ||
 	    strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
 	    strcmp(sqlstate, "57P03") == 0)
 		return GP_ECONN;
@@ -366,14 +371,29 @@ int
 pg_connect(const char *url, int64_t wait_ms, struct pg_conn **out)
 {
 	struct pg_conn *c = calloc(1, sizeof(*c));
+	PQconninfoOption *opts;
+	char *why = NULL, msg[400];
 
+	*out = NULL;
 	if (c == NULL || (c->url = strdup(url)) == NULL) {
 		free(c);
 		return GP_ENOMEM;
 	}
 	pg_url_redact(url, c->where, sizeof(c->where));
+	/* A connection string libpq cannot read: no retry cures that. */
+	opts = PQconninfoParse(url, &why);
+	if (opts == NULL) {
+		one_line(why != NULL ? why : "out of memory", msg, sizeof(msg));
+		set_error(c, "bad connection string %s: %s", c->where, msg);
+		gp_error("postgresql bad connection string db=%s error=\"%s\"",
+		    c->where, msg);
+		PQfreemem(why);
+		*out = c; /* for its error; the caller closes it */
+		return GP_EINVAL;
+	}
+	PQconninfoFree(opts);
 	if (connect_loop(c, wait_ms) != 0) {
-		pg_close(c);
+		*out = c; /* for its error; the caller closes it */
 		return GP_ECONN;
 	}
 	*out = c;

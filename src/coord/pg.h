@@ -44,7 +44,9 @@ struct pg_conn {
  * retrying with back-off (pg_backoff_ms) for at most wait_ms (0: one
  * try); each try gives up after connect_timeout (5 s unless the URL says).
  * OUT: *out, freed by pg_close. 0, GP_ECONN (logged, with libpq's reason),
- * GP_ENOMEM.
+ * GP_ENOMEM, or GP_EINVAL for a string libpq cannot read (at once, no
+ * retry). On GP_ECONN and GP_EINVAL *out is set too, for its error
+ * (c->error): the caller closes it either way.
  */
 int pg_connect(const char *url, int64_t wait_ms, struct pg_conn **out);
 void pg_close(struct pg_conn *c);

@@ -61,6 +61,7 @@ TEST(sqlstate)
 {
 	CHECK_EQ(pg_sqlstate_error("08006"), GP_ECONN);
 	CHECK_EQ(pg_sqlstate_error("08001"), GP_ECONN);
+	CHECK_EQ(pg_sqlstate_error("08P01"), GP_EIO);
 	CHECK_EQ(pg_sqlstate_error("57P01"), GP_ECONN);
 	CHECK_EQ(pg_sqlstate_error("57P03"), GP_ECONN);
 	CHECK_EQ(pg_sqlstate_error("25006"), GP_EPERM);
