@@ -337,6 +337,8 @@ heartbeat_main(void *arg)
 		/* Short: a hung request must not hide a partition. */
 		ret = post(http, path, body, ag->lease_ms > 2000 ?
 		    ag->lease_ms / 2 : 1000, &resp);
+		/* Where the leader is: the agent's other clients follow. */
+		atomic_store(&ag->coord_at, gp_http_client_current(http));
 		if ((ret == 0 && resp.status == 200) ||
 		    (ret != 0 && resp.refused))
 			atomic_store(&ag->last_contact_mono,
@@ -452,6 +454,7 @@ poll_main(void *arg)
 		gp_error("poll: cannot create an HTTP client");
 		return NULL;
 	}
+	gp_http_client_follow(http, &ag->coord_at);
 	while (!atomic_load(&ag->stop)) {
 		int64_t node_id = gp_link_node_id(ag);
 		int ret;
