@@ -687,9 +687,10 @@ gp_coord_main(int argc, char **argv)
 		 * naming the leader), and load the state only once this one
 		 * has won the lock and raised the epoch.
 		 */
-		start_http(&cfg, &addr, cert, key);
+		/* Standby before the first request can arrive. */
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
+		start_http(&cfg, &addr, cert, key);
 		gp_info("standby: waiting for the leader's lock url=%s",
 		    lcfg.advertise_url);
 		while (!stop_requested && leader_epoch() == 0)

@@ -8,7 +8,9 @@
 # again as a standby (the supervisor's part). Then: every id a submitter
 # printed exists exactly once and no submission failed; every job ends
 # with its own exit code and its own log line, once; no job has two
-# attempts or was started twice by the agents.
+# attempts or was started twice by the agents; a job running through all
+# the failovers keeps its one attempt, and `logs -f` and `wait` started
+# before the first kill resume and end with its whole log and exit code.
 #
 # FAILOVER_TIMES (a file): one line per failover, "ELECTED_MS STARTED_MS":
 # from the kill to the new leader's lock, and to the first job an agent
@@ -101,26 +103,41 @@ wait_node_up n1
 wait_node_up n2
 
 log "four submitters: a job every ~0.3 s each, exit codes 0..3"
-: >"$T/stop-submitting"
-rm -f "$T/stop-submitting"
+# In sessions of their own (spawn): the test's cleanup ends them.
+cat >"$T/submitter.sh" <<'EOS'
+w=$1 i=0
+while [ ! -e "$T/stop-submitting" ] && [ $i -lt 2000 ]; do
+	i=$((i + 1))
+	code=$(( (w + i) % 4 ))
+	if out=$("$GP" submit --gpus 1 --name "s$w-$i" -- sh -c \
+	    'echo "ran $0"; sleep 0.$1; exit $2' "s$w-$i" \
+	    $((RANDOM % 8)) "$code" 2>>"$T/submit-$w.err"); then
+		echo "$out s$w-$i $code"
+	else
+		echo "FAILED s$w-$i"
+	fi
+	sleep 0.3
+done >"$T/ids-$w"
+EOS
 submitters=()
 for w in 1 2 3 4; do
-	(
-		i=0
-		while [ ! -e "$T/stop-submitting" ] && [ $i -lt 2000 ]; do
-			i=$((i + 1))
-			code=$(( (w + i) % 4 ))
-			if out=$("$GP" submit --gpus 1 --name "s$w-$i" -- sh -c \
-			    'echo "ran $0"; sleep 0.$1; exit $2' "s$w-$i" \
-			    $((RANDOM % 8)) "$code" 2>>"$T/submit-$w.err"); then
-				echo "$out s$w-$i $code"
-			else
-				echo "FAILED s$w-$i"
-			fi
-			sleep 0.3
-		done >"$T/ids-$w"
-	) &
-	submitters+=($!)
+	spawn "$T/submitter-$w.log" env T="$T" GP="$GP" bash "$T/submitter.sh" "$w"
+	submitters+=("$SPAWNED_PID")
+done
+
+log "a job that lives through the failovers, followed by logs -f and wait"
+submit --gpus 1 --name follow -- sh -c "echo first; $(gated_job_cmd); echo last; exit 5"
+follow=$JOB
+COORD_PORT=${PORT[a]}
+wait_state "$follow" running
+spawn "$T/logs-f.err" sh -c '"$0" logs -f "$1" >"$2"' "$GP" "$follow" "$T/logs-f.out"
+logs_pid=$SPAWNED_PID
+spawn "$T/wait.log" "$GP" wait "$follow"
+wait_pid=$SPAWNED_PID
+deadline=$((SECONDS + WAIT_S))
+until grep -q first "$T/logs-f.out" 2>/dev/null; do
+	[ $SECONDS -ge $deadline ] && fail "logs -f showed nothing of job $follow"
+	sleep 0.1
 done
 
 : >"$T/failover-times"
@@ -144,13 +161,15 @@ for k in $(seq 1 "$FAILOVERS"); do
 	t0=$(now_ms)
 	kill -KILL "${PID[$leader]}"
 	wait_exit "${PID[$leader]}" || fail "$leader survived SIGKILL"
-	start_coord "$leader" # the supervisor: back as a standby
 	deadline=$((SECONDS + WAIT_S))
 	until [ "$(epoch_now)" -gt "$epoch" ] 2>/dev/null; do
 		[ $SECONDS -ge $deadline ] && fail "failover $k: no new leader within ${WAIT_S}s"
 		sleep 0.05
 	done
 	t_elected=$(now_ms)
+	# The supervisor starts the dead one again (systemd: RestartSec=2s,
+	# so after the standby took over): back as a standby.
+	start_coord "$leader"
 	leader=$(leader_now)
 	[ "$leader" = "$standby" ] || fail "failover $k: $leader leads, not the standby $standby"
 	until [ -n "$(started_after "$t_elected")" ]; do
@@ -163,6 +182,15 @@ for k in $(seq 1 "$FAILOVERS"); do
 done
 [ -n "${FAILOVER_TIMES:-}" ] && cp "$T/failover-times" "$FAILOVER_TIMES"
 
+log "logs -f and wait resumed through the failovers"
+release_job "$(job_get "$follow" 'd["node"]')" "$follow"
+wait_exit "$wait_pid" || fail "gpupool wait $follow did not end"
+wait "$wait_pid"
+assert_eq 5 "$?" "gpupool wait's exit status (the job's)"
+wait_exit "$logs_pid" || fail "gpupool logs -f $follow did not end"
+assert_eq "$(printf 'first\nlast')" "$(cat "$T/logs-f.out")" "what logs -f printed through $FAILOVERS failovers ($(cat "$T/logs-f.err"))"
+assert_eq 1 "$(job_get "$follow" 'd["attempts"]')" "attempts of the job that lived through the failovers"
+
 log "stop the submitters; every job ends"
 touch "$T/stop-submitting"
 wait "${submitters[@]}"
@@ -174,9 +202,9 @@ dups=$(cut -d' ' -f1 "$T/ids" | sort | uniq -d)
 [ -z "$dups" ] || fail "a job id printed twice: $dups"
 
 # One process checks them all through the API (bounded).
-GPUPOOL_URL="$(url_of "$leader")" $PY - "$T/ids" "$ADMIN" "$WAIT_S" "$T"/agent-n*.log <<'EOF' || fail "the jobs after $FAILOVERS failovers (above)"
+GPUPOOL_URL="$(url_of "$leader")" $PY - "$T/ids" "$ADMIN" "$WAIT_S" "$follow" "$T"/agent-n*.log <<'EOF' || fail "the jobs after $FAILOVERS failovers (above)"
 import json, os, sys, time, urllib.request
-ids_file, token, wait_s = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ids_file, token, wait_s, follow = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 base = os.environ["GPUPOOL_URL"]
 def get(path):
     req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})
@@ -205,7 +233,7 @@ for jid, (name, code) in sorted(want.items()):
         bad.append("job %d (%s): log %r" % (jid, name, log[:200]))
 # started by the agents once each
 starts = {}
-for f in sys.argv[4:]:
+for f in sys.argv[5:]:
     for line in open(f, errors="replace"):
         if "job started job=" in line:
             jid = int(line.split("job started job=")[1].split()[0])
@@ -216,7 +244,7 @@ for jid in want:
 # no job the submitters did not print (a repeat made a second one)
 alljobs = json.loads(get("/v1/jobs?all=1&limit=100000"))
 jobs = alljobs["jobs"] if isinstance(alljobs, dict) else alljobs
-extra = [j["id"] for j in jobs if j["id"] not in want]
+extra = [j["id"] for j in jobs if j["id"] not in want and j["id"] != follow]
 if extra:
     bad.append("jobs no submitter printed: %s" % extra[:20])
 for b in bad[:40]:
