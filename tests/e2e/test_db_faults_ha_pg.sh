@@ -75,30 +75,37 @@ done
 wait_node_up n1
 wait_node_up n2
 
+# In sessions of their own (spawn): the test's cleanup ends them.
+cat >"$T/submitter.sh" <<'EOS'
+w=$1 i=0
+while [ ! -e "$T/stop-submitting" ] && [ $i -lt 1000 ]; do
+	i=$((i + 1))
+	code=$(( (w + i) % 3 ))
+	if out=$("$GP" submit --gpus 1 --name "d$w-$i" -- sh -c \
+	    'echo "ran $0"; exit $1' "d$w-$i" "$code" \
+	    2>>"$T/submit-$w.err"); then
+		echo "$out d$w-$i $code"
+	else
+		echo "FAILED d$w-$i"
+	fi
+	sleep 0.3
+done >"$T/ids-$w"
+EOS
 submitters=()
 for w in 1 2; do
-	(
-		i=0
-		while [ ! -e "$T/stop-submitting" ] && [ $i -lt 500 ]; do
-			i=$((i + 1))
-			code=$(( (w + i) % 3 ))
-			if out=$("$GP" submit --gpus 1 --name "d$w-$i" -- sh -c \
-			    'echo "ran $0"; exit $1' "d$w-$i" "$code" \
-			    2>>"$T/submit-$w.err"); then
-				echo "$out d$w-$i $code"
-			else
-				echo "FAILED d$w-$i"
-			fi
-			sleep 0.3
-		done >"$T/ids-$w"
-	) &
-	submitters+=($!)
+	spawn "$T/submitter-$w.log" env T="$T" GP="$GP" bash "$T/submitter.sh" "$w"
+	submitters+=("$SPAWNED_PID")
 done
-deadline=$((SECONDS + WAIT_S))
-until [ "$(cat "$T"/ids-? 2>/dev/null | wc -l)" -ge 4 ]; do
-	[ $SECONDS -ge $deadline ] && fail "the submitters made no jobs"
-	sleep 0.1
-done
+# more_jobs N: N more acknowledged submissions than now (bounded).
+more_jobs() {
+	local want deadline=$((SECONDS + WAIT_S))
+	want=$(($(cat "$T"/ids-? 2>/dev/null | wc -l) + $1))
+	until [ "$(cat "$T"/ids-? 2>/dev/null | wc -l)" -ge "$want" ]; do
+		[ $SECONDS -ge $deadline ] && fail "the submitters made no more jobs"
+		sleep 0.1
+	done
+}
+more_jobs 10
 
 log "PostgreSQL restarted under load"
 e=$(epoch_now)
@@ -106,14 +113,18 @@ pg_restart
 wait_new_leader "$e"
 grep -q 'stepping down' "$T"/coord-?.log || fail "no coordinator stepped down when the database restarted"
 
+more_jobs 10
 log "PostgreSQL unreachable for 30 s (SIGSTOP)"
 e=$(epoch_now)
-pids=$(pgrep -g "$(ps -o pgid= -p "$PG_PID" | tr -d ' ')")
+# The postmaster and its children (each backend is in a session of its
+# own: the postmaster's process group is the postmaster alone).
+pids="$PG_PID $(pgrep -P "$PG_PID" | tr '\n' ' ')"
 [ -n "$pids" ] || fail "no PostgreSQL processes to stop"
 kill -STOP $pids
 sleep 30 # the fault's length, not a wait for a condition
 kill -CONT $pids
 wait_new_leader "$e"
+more_jobs 10
 
 touch "$T/stop-submitting"
 wait "${submitters[@]}"
