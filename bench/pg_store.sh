@@ -11,7 +11,7 @@
 # the API: each one is answered only after its batch committed). Prints
 # "STORE metric value unit" lines, the load average before and after each
 # run, and the machine. SCALE=1 then runs bench/bench_scale.sh (10,000
-# simulated agents) on PostgreSQL, SCALE_ARGS passed to it.
+# simulated agents) on SQLite, then on PostgreSQL, SCALE_ARGS passed to it.
 #
 # Usage: BUILD=build bench/pg_store.sh
 set -u
@@ -65,9 +65,12 @@ for store in ${STORES:-sqlite postgresql sqlite postgresql}; do
 done
 
 if [ "${SCALE:-0}" = 1 ]; then
+	# shellcheck disable=SC2086
+	BUILD=$BUILD bench/bench_scale.sh ${SCALE_ARGS:-} 2>&1 |
+	    sed 's/^/sqlite scale /' || status=1
 	pg_createdb scale
 	# shellcheck disable=SC2086
 	COORD_ARGS="--db $(pg_url scale)" BUILD=$BUILD bench/bench_scale.sh \
-	    ${SCALE_ARGS:-} | sed 's/^/postgresql /' || status=1
+	    ${SCALE_ARGS:-} 2>&1 | sed 's/^/postgresql scale /' || status=1
 fi
 exit $status

@@ -608,6 +608,21 @@ gp_coord_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/*
+	 * The state in PostgreSQL: the leader is elected in the same
+	 * database (its fencing epoch is checked by the store's every
+	 * write) once --advertise-url says where clients find this one;
+	 * without it, a lone coordinator takes the lead when it opens the
+	 * store (store_pg.c).
+	 */
+	if (strncmp(cfg.db, "postgresql://", 13) == 0 ||
+	    strncmp(cfg.db, "postgres://", 11) == 0) {
+		if (lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
+			gp_fatalx("--leader-db: with the state in PostgreSQL "
+			    "the leader is elected in --db's database");
+		if (lcfg.advertise_url != NULL)
+			lcfg.conninfo = cfg.db;
+	}
 	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
 		gp_fatalx("--leader-db needs --advertise-url: standbys tell "
 		    "clients where the leader is");
