@@ -11,6 +11,7 @@
 #include <openssl/x509.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ struct gp_http_client {
 	char *auth_header;
 	char *ca_file;
 	char pin[GP_TOKEN_PIN_HEX + 1];	/* the token's CA hash, or "" */
+	const _Atomic int *follow;	/* see gp_http_client_follow */
+	int follow_seen;		/* *follow when the request began */
 };
 
 #define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
@@ -183,6 +186,49 @@ fail:
 	return NULL;
 }
 
+int
+gp_http_client_current(const struct gp_http_client *c)
+{
+	return c->urls.cur;
+}
+
+void
+gp_http_client_follow(struct gp_http_client *c, const _Atomic int *index)
+{
+	c->follow = index;
+}
+
+/* libcurl's progress callback: non-zero ends the transfer. */
+static int
+on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+    curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct gp_http_client *c = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return atomic_load(c->follow) != c->follow_seen;
+}
+
+/*
+ * A call about to be made by a client that follows another: from the
+ * URL that one uses (request() then gives it up when that one moves).
+ */
+static void
+arm_follow(struct gp_http_client *c)
+{
+	int i;
+
+	if (c->follow == NULL)
+		return;
+	i = atomic_load(c->follow);
+	if (i >= 0 && i < c->urls.n)
+		c->urls.cur = i;
+	c->follow_seen = i;
+}
+
 void
 gp_http_client_free(struct gp_http_client *c)
 {
@@ -306,16 +352,24 @@ request(struct gp_http_client *c, const char *method, const char *path,
 
 	memset(resp, 0, sizeof(*resp));
 	resp->log_offset = -1;
+	curl_easy_reset(c->curl);
+	if (c->urls.fails == 0 && c->urls.hops == 0)
+		arm_follow(c); /* a call's first try */
 	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
-	curl_easy_reset(c->curl);
 	curl_easy_setopt(c->curl, CURLOPT_URL, url);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
 	    timeout_ms > 0 ? timeout_ms : 30000L);
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
+	if (c->follow != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION,
+		    on_progress);
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+	}
 	if (stream != NULL) {
 		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION,
 		    on_stream_body);

@@ -51,6 +51,22 @@ struct gp_http_client *gp_http_client_new(const char *base_url,
 void gp_http_client_free(struct gp_http_client *client);
 
 /*
+ * Several coordinators: the index, in the client's list, of the one it
+ * talks to now (0 with one URL).
+ */
+int gp_http_client_current(const struct gp_http_client *client);
+/*
+ * Several coordinators: each request of client begins at the URL whose
+ * index *index holds (another client's gp_http_client_current, kept
+ * there by the thread that finds the leader: the agent's heartbeat), and
+ * ends (GP_ECONN) as soon as *index changes: a long poll or a report held
+ * by a coordinator that froze is let go once the leader moved. NULL:
+ * neither (the default). libcurl's client only.
+ */
+void gp_http_client_follow(struct gp_http_client *client,
+    const _Atomic int *index);
+
+/*
  * Sends one request. IN: method ("GET", "POST"), path ("/v1/jobs?all=1"),
  * body/body_len (may be NULL/0), content_type (NULL means JSON),
  * timeout_ms (0 means 30 s). OUT: *resp, to be released with

@@ -74,8 +74,8 @@ usage(FILE *out)
 	    "                           [--fairshare-half-life DURATION] "
 	    "[--budget-untimed DURATION]\n"
 	    "                           [--min-job-age SECONDS]\n"
-	    "                           [--leader-db CONNINFO "
-	    "--advertise-url URL]\n"
+	    "                           [--advertise-url URL] "
+	    "[--leader-db CONNINFO]\n"
 	    "                           [--leader-lease-ms N]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
@@ -162,18 +162,19 @@ usage(FILE *out)
 	    "                      ended, answered from DIR/state.db from then "
 	    "on\n"
 	    "                      (default 300; 0: kept in memory for ever)\n"
+	    "  --advertise-url URL several coordinators, one leader: this "
+	    "one's URL as\n"
+	    "                      clients reach it; with --db postgresql://..."
+	    " the\n"
+	    "                      database's advisory lock and gp_leader elect "
+	    "the\n"
+	    "                      leader, a standby loads nothing and answers "
+	    "503\n"
+	    "                      naming it\n"
 	    "  --leader-db CONNINFO\n"
-	    "                      several coordinators, one leader: the "
-	    "PostgreSQL\n"
-	    "                      database (libpq connection string) whose "
-	    "advisory\n"
-	    "                      lock and gp_leader table elect the leader; "
-	    "a\n"
-	    "                      standby loads nothing and answers 503 "
-	    "naming it\n"
-	    "  --advertise-url URL this coordinator's URL as clients reach it "
-	    "(told\n"
-	    "                      to them by standbys when it leads)\n"
+	    "                      the election's database when the state is "
+	    "not in\n"
+	    "                      PostgreSQL (tests; default: --db)\n"
 	    "  --leader-lease-ms N a leader that cannot reach the database "
 	    "this long\n"
 	    "                      loses the lock to a standby (default "
@@ -609,23 +610,26 @@ gp_coord_main(int argc, char **argv)
 		return 2;
 	}
 	/*
-	 * The state in PostgreSQL: the leader is elected in the same
-	 * database (its fencing epoch is checked by the store's every
-	 * write) once --advertise-url says where clients find this one;
-	 * without it, a lone coordinator takes the lead when it opens the
-	 * store (store_pg.c).
+	 * Several coordinators: an --advertise-url with the state in
+	 * PostgreSQL elects the leader in that database. The store's
+	 * fence reads gp_leader in its own database: an election held in
+	 * another could never pass it.
 	 */
-	if (strncmp(cfg.db, "postgresql://", 13) == 0 ||
-	    strncmp(cfg.db, "postgres://", 11) == 0) {
-		if (lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
-			gp_fatalx("--leader-db: with the state in PostgreSQL "
-			    "the leader is elected in --db's database");
-		if (lcfg.advertise_url != NULL)
-			lcfg.conninfo = cfg.db;
-	}
+	if ((strncmp(cfg.db, "postgresql://", 13) == 0 ||
+		strncmp(cfg.db, "postgres://", 11) == 0) &&
+	    lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
+		gp_fatalx("--leader-db: with the state in PostgreSQL the "
+		    "leader is elected in --db's database");
+	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
+	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
+	    strncmp(cfg.db, "postgres://", 11) == 0))
+		lcfg.conninfo = cfg.db;
 	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
-		gp_fatalx("--leader-db needs --advertise-url: standbys tell "
-		    "clients where the leader is");
+		gp_fatalx("several coordinators need --advertise-url: "
+		    "standbys tell clients where the leader is");
+	if (lcfg.advertise_url != NULL && lcfg.conninfo == NULL)
+		gp_fatalx("--advertise-url is for several coordinators over "
+		    "one PostgreSQL database (--db postgresql://...)");
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
 	if (cfg.heartbeat_ms * 2 > cfg.lease_ms)
@@ -690,9 +694,10 @@ gp_coord_main(int argc, char **argv)
 		 * naming the leader), and load the state only once this one
 		 * has won the lock and raised the epoch.
 		 */
-		start_http(&cfg, &addr, cert, key);
+		/* Standby before the first request can arrive. */
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
+		start_http(&cfg, &addr, cert, key);
 		gp_info("standby: waiting for the leader's lock url=%s",
 		    lcfg.advertise_url);
 		while (!stop_requested && leader_epoch() == 0)
