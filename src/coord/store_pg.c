@@ -1629,8 +1629,10 @@ pg_ledger_usage(struct gp_store *gs, const struct ledger_filter *f,
 		u.amount = col_int(r, i, 3);
 		u.gpu_ms = col_int(r, i, 4);
 		u.postings = col_int(r, i, 5);
-		if (row(arg, &u) != 0)
-			break;
+		if ((rc = row(arg, &u)) != 0) {
+			snprintf(err, errlen, "query failed");
+			rc = rc < 0 ? rc : GP_EIO;
+		}
 	}
 	PQclear(r);
 	pthread_mutex_unlock(&s->rlock);
@@ -1669,8 +1671,10 @@ pg_ledger_postings(struct gp_store *gs, const struct ledger_filter *f,
 		p.provider = PQgetvalue(r, i, 13);
 		p.provider_group = PQgetvalue(r, i, 14);
 		p.part = (int)col_int(r, i, 15);
-		if (row(arg, &p) != 0)
-			break;
+		if ((rc = row(arg, &p)) != 0) {
+			snprintf(err, errlen, "query failed");
+			rc = rc < 0 ? rc : GP_EIO;
+		}
 	}
 	PQclear(r);
 	pthread_mutex_unlock(&s->rlock);
