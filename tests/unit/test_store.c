@@ -312,7 +312,7 @@ TEST(job_round_trip)
 }
 
 /*
- * --db: a path, sqlite:PATH, postgresql:// (refused: not built in); the
+ * --db: a path, sqlite:PATH, postgresql:// (a bad one refused at once); the
  * pool id: made once, kept in the data dir, another pool's store
  * refused; a store from a newer schema refused.
  */
