@@ -24,7 +24,9 @@ FAILOVERS=$FAILOVERS FAILOVER_TIMES=$out E2E_WAIT_S=${E2E_WAIT_S:-60} \
     BUILD=$BUILD tests/run.sh test_failover_pg || exit 1
 python3 - "$out" <<'PY'
 import math, sys
-rows = [tuple(map(int, l.split())) for l in open(sys.argv[1]) if l.strip()]
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+rows = [tuple(map(int, l.split())) for l in lines if not l.startswith("#")]
+jobs = [l.split()[2] for l in lines if l.startswith("# jobs")]
 def pct(v, p):
     v = sorted(v)
     return v[max(0, math.ceil(p / 100 * len(v)) - 1)]
@@ -34,4 +36,6 @@ for i, name in enumerate(("failover_elected_ms", "failover_started_ms")):
     print("%s_p99 %d ms" % (name, pct(v, 99)))
     print("%s_max %d ms" % (name, max(v)))
 print("failovers %d" % len(rows))
+if jobs:
+    print("jobs_checked %s" % jobs[0])
 PY

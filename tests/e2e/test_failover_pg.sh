@@ -252,4 +252,5 @@ for b in bad[:40]:
 print("%d jobs checked, %d problems" % (len(want), len(bad)), file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
+[ -n "${FAILOVER_TIMES:-}" ] && echo "# jobs $n" >>"$FAILOVER_TIMES"
 log "ok: $n jobs through $FAILOVERS failovers"
