@@ -49,6 +49,11 @@ void live_array_running(const struct job *job, int delta);
 /* A job entered (+1) or left (-1) the queue: its user's queued count. */
 void live_queued(const struct job *job, int delta);
 /*
+ * Forgets everything the scheduler's glue keeps (the engine, users,
+ * counts, caches): the model is about to be loaded again (state_fini).
+ */
+void live_fini(void);
+/*
  * 1 when some node the pool knows (up or down) could ever run spec; 0
  * with why; GP_ENOMEM. Cached per shape until a node registers.
  */

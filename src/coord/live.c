@@ -1225,3 +1225,32 @@ live_nodes_registered(void)
 {
 	nodes_gen++;
 }
+
+void
+live_fini(void)
+{
+	if (eng != NULL)
+		gp_sched_engine_free(eng);
+	eng = NULL;
+	eng_failed = 0;
+	ndirty = 0;
+	prices_gen_seen = 0;
+	mix_built_mono = 0;
+	deep_pass_mono = 0;
+	if (ucount != NULL)
+		memset(ucount, 0, capucount * sizeof(*ucount));
+	if (uqueued != NULL)
+		memset(uqueued, 0, capuqueued * sizeof(*uqueued));
+	nusers_queued = 0;
+	uqueued_lost = 0;
+	free(users);
+	users = NULL;
+	users_cap = nusers_known = 0;
+	if (ustamp != NULL)
+		memset(ustamp, 0, capustamp * sizeof(*ustamp));
+	nacounts = 0;
+	limit_array = 0;
+	limit_left = 0;
+	nodes_gen++; /* the hardware view is rebuilt */
+	nfit = 0;
+}

@@ -611,8 +611,15 @@ gp_coord_main(int argc, char **argv)
 	}
 	/*
 	 * Several coordinators: an --advertise-url with the state in
-	 * PostgreSQL elects the leader in that database.
+	 * PostgreSQL elects the leader in that database. The store's
+	 * fence reads gp_leader in its own database: an election held in
+	 * another could never pass it.
 	 */
+	if ((strncmp(cfg.db, "postgresql://", 13) == 0 ||
+		strncmp(cfg.db, "postgres://", 11) == 0) &&
+	    lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
+		gp_fatalx("--leader-db: with the state in PostgreSQL the "
+		    "leader is elected in --db's database");
 	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
 	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
 	    strncmp(cfg.db, "postgres://", 11) == 0))

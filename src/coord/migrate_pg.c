@@ -391,8 +391,10 @@ migrate(const char *data_dir, const char *url)
 		if ((rc = copy_table(db, c, &tables[i], &mine, &rows)) != 0 ||
 		    (rc = hash_pg_table(c, &tables[i], &theirs)) != 0)
 			goto fail;
-		qsort(mine.h, mine.n, HASH_LEN, cmp_hash);
-		qsort(theirs.h, theirs.n, HASH_LEN, cmp_hash);
+		if (mine.n > 1)
+			qsort(mine.h, mine.n, HASH_LEN, cmp_hash);
+		if (theirs.n > 1)
+			qsort(theirs.h, theirs.n, HASH_LEN, cmp_hash);
 		if (mine.n != theirs.n ||
 		    (mine.n > 0 && memcmp(mine.h, theirs.h,
 				       mine.n * HASH_LEN) != 0)) {

@@ -611,6 +611,45 @@ state_init(const struct coord_config *cfg)
 	return 0;
 }
 
+/* A node and what hangs off it (state_fini). */
+static void
+node_free(struct node *n)
+{
+	free(n->gpus);
+	free(n->jobs);
+	json_decref(n->outbox_assign);
+	json_decref(n->outbox_cancel);
+	json_decref(n->outbox_checkpoint);
+	json_decref(n->outbox_stop);
+	free(n);
+}
+
+void
+state_fini(void)
+{
+	int64_t i;
+	size_t k;
+
+	for (i = 1; i < state.next_job_id && state.jobs != NULL; i++)
+		if (state.jobs[i] != NULL)
+			job_free(state.jobs[i]);
+	free(state.jobs);
+	for (i = 0; i < state.nnodes && state.nodes != NULL; i++)
+		if (state.nodes[i] != NULL)
+			node_free(state.nodes[i]);
+	free(state.nodes);
+	for (k = 0; k < state.tokens_cap && state.tokens != NULL; k++)
+		free(state.tokens[k]);
+	free(state.tokens);
+	free(state.queue);
+	done_reset();
+	live_fini();
+	ledger_close(&ledger);
+	gp_store_close(state.store);
+	pthread_rwlock_destroy(&state.lock);
+	memset(&state, 0, sizeof(state));
+}
+
 int
 state_create_admin_token_if_none(void)
 {

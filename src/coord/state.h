@@ -158,6 +158,12 @@ extern volatile int coord_stopping; /* answer long polls at once */
 
 /* state.c */
 int state_init(const struct coord_config *cfg);
+/*
+ * Frees the model and closes the ledger and the store, so that
+ * state_init may load it again (a restart in-process: the unit tests).
+ * Not with the state thread running.
+ */
+void state_fini(void);
 int state_start_thread(void);
 void state_stop_thread(void);
 /* Queues op; the state thread resumes op->conn when done. */

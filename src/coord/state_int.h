@@ -97,6 +97,8 @@ void set_error(struct op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void done_push(int64_t id);
 void done_sort(void);
+/* Forgets the finished jobs waiting for purge (state_fini). */
+void done_reset(void);
 int loop_init(void);
 /* What the loop keeps from one batch to the next. */
 struct state_batch_clock {

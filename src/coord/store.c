@@ -217,6 +217,8 @@ store_job_encode(const struct job *job, struct store_job_text *out)
 		gpus = json_array();
 		hist = json_array();
 	}
+	for (i = 0; i < job->ngpus; i++)
+		json_array_append_new(gpus, json_integer(job->gpus[i]));
 	for (i = 0; i < job->nhistory; i++) {
 		const struct attempt_record *a = &job->history[i];
 		json_t *h;

@@ -93,6 +93,7 @@ struct pg_store {
 	int elected;	   /* leader.c leads: its epoch, read per transaction */
 	int in_tx;	   /* between begin and commit/rollback */
 	int sent;	   /* BEGIN and the fence sent on w */
+	size_t nsent;	   /* log[0, nsent) ran on the server */
 	int64_t batch_seq; /* the last batch committed (gp_batch) */
 	struct logged *log;
 	size_t nlog, caplog;
@@ -285,13 +286,19 @@ recover(struct pg_store *s, int rc)
 		    "PostgreSQL at %s failed for %d s: %s", s->w->where,
 		    PG_STORE_RETRY_MS / 1000, s->w->error);
 	sleep_ms(pg_backoff_ms(s->tries++));
+	if (PQpipelineStatus(s->w->conn) != PQ_PIPELINE_OFF)
+		PQexitPipelineMode(s->w->conn);
 	if (PQstatus(s->w->conn) != CONNECTION_OK) {
-		if (pg_reconnect(s->w, 0) == 0)
-			s->wgen++;
-	} else if (PQtransactionStatus(s->w->conn) != PQTRANS_IDLE) {
-		PQclear(PQexec(s->w->conn, "ROLLBACK"));
+		pg_reconnect(s->w, 0);
+	} else {
+		if (PQtransactionStatus(s->w->conn) != PQTRANS_IDLE)
+			PQclear(PQexec(s->w->conn, "ROLLBACK"));
+		/* A pipeline cut short may have left some unprepared. */
+		PQclear(PQexec(s->w->conn, "DEALLOCATE ALL"));
 	}
+	s->wgen++;
 	s->sent = 0;
+	s->nsent = 0;
 	return 0;
 }
 
@@ -311,55 +318,196 @@ tx_failed(struct pg_store *s, int rc)
 		    (long long)s->epoch, s->w->error);
 	else if (rc != GP_ETIMEDOUT)
 		gp_store_fail(&s->base, rc, "%s", s->w->error);
+	if (PQpipelineStatus(s->w->conn) != PQ_PIPELINE_OFF)
+		PQexitPipelineMode(s->w->conn);
 	if (PQstatus(s->w->conn) == CONNECTION_OK &&
 	    PQtransactionStatus(s->w->conn) != PQTRANS_IDLE)
 		PQclear(PQexec(s->w->conn, "ROLLBACK"));
 	s->sent = 0;
+	s->nsent = 0;
+	if (rc == GP_EFENCED) {
+		/*
+		 * Another coordinator leads: this one must never commit
+		 * again, and its memory is ahead of the store. Step down
+		 * as leader.c does (the service manager may restart it as
+		 * a standby).
+		 */
+		gp_error("postgresql fenced db=%s epoch=%lld: stepping down "
+			 "error=\"%s\"",
+		    s->w->where, (long long)s->epoch, s->w->error);
+		_exit(LEADER_EXIT_STEPPED_DOWN);
+	}
 	return rc;
 }
 
-/* BEGIN, the fence, and the statements kept so far (a replay). */
+/*
+ * A pipeline (libpq's pipeline mode): statements sent without waiting for
+ * their answers, read back in order; at most PIPE_AHEAD unread, so that
+ * neither side's socket buffer fills (the server waiting for us to read
+ * while we wait for it to read).
+ */
+#define PIPE_AHEAD 256
+
+struct pipe {
+	struct pg_store *s;
+	int ahead; /* sent, answer unread */
+	int rc;	   /* the first failure */
+};
+
+/* Reads answers until at most upto are unread. */
+static void
+pipe_drain(struct pipe *p, int upto)
+{
+	PGconn *conn = p->s->w->conn;
+	PGresult *r;
+	int st;
+
+	while (p->ahead > upto) {
+		r = PQgetResult(conn);
+		if (r == NULL) {
+			if (p->rc == 0)
+				p->rc = pg_result_error(p->s->w, NULL,
+				    "pipeline");
+			if (PQstatus(conn) != CONNECTION_OK) {
+				p->ahead = 0;
+				return;
+			}
+			continue;
+		}
+		st = PQresultStatus(r);
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
+		    st != PGRES_PIPELINE_ABORTED && p->rc == 0)
+			p->rc = pg_result_error(p->s->w, r, "statement");
+		PQclear(r);
+		/* Each statement's answers end with a NULL. */
+		while ((r = PQgetResult(conn)) != NULL)
+			PQclear(r);
+		p->ahead--;
+	}
+}
+
+/* Queues one statement, prepared on this connection once. */
+static void
+pipe_send(struct pipe *p, const char *sql, int n, const char *const *vals)
+{
+	struct pg_store *s = p->s;
+	PGconn *conn = s->w->conn;
+	char name[16];
+	int i, ok;
+
+	if (p->rc != 0)
+		return;
+	for (i = 0; i < s->nwprep && s->wprep[i].sql != sql; i++)
+		;
+	if (i == s->nwprep && s->nwprep == MAX_PREPARED) {
+		ok = PQsendQueryParams(conn, sql, n, NULL, vals, NULL, NULL, 0);
+	} else {
+		snprintf(name, sizeof(name), "gp%d", i);
+		ok = 1;
+		if (i == s->nwprep || s->wprep[i].gen != s->wgen) {
+			ok = PQsendPrepare(conn, name, sql, 0, NULL);
+			if (ok) {
+				p->ahead++;
+				s->wprep[i].sql = sql;
+				s->wprep[i].gen = s->wgen;
+				if (i == s->nwprep)
+					s->nwprep++;
+			}
+		}
+		ok = ok && PQsendQueryPrepared(conn, name, n, vals, NULL, NULL,
+			       0);
+	}
+	if (!ok) {
+		p->rc = pg_result_error(s->w, NULL, "pipeline send");
+		return;
+	}
+	p->ahead++;
+	if (p->ahead >= PIPE_AHEAD) {
+		if (PQsendFlushRequest(conn) != 1 || PQflush(conn) != 0) {
+			p->rc = pg_result_error(s->w, NULL, "pipeline flush");
+			return;
+		}
+		pipe_drain(p, 0);
+	}
+}
+
+/*
+ * Sends what the server has not run yet, in one round trip: BEGIN and
+ * the fence when the transaction is not begun on this connection (after
+ * a failure: a replay of every statement kept), then the statements kept
+ * since; commit: then the batch's number and COMMIT.
+ */
 static int
-send_begin(struct pg_store *s)
+sync_pending(struct pg_store *s, int commit, int64_t seq)
 {
 	static const char fence_sql[] = "SELECT gp_fence($1::bigint)";
-	char epoch[32];
-	const char *v[1] = {epoch};
+	static const char seq_sql[] =
+	    "UPDATE gp_batch SET seq = $1::bigint WHERE id = 1";
+	struct pipe p = {s, 0, 0};
+	char epoch[32], seqtext[32];
+	const char *v[1];
+	PGconn *conn = s->w->conn;
 	PGresult *r;
-	size_t i;
-	int rc;
+	size_t i, from = s->sent ? s->nsent : 0;
 
-	if (s->elected)
-		s->epoch = leader_epoch();
-	if (s->epoch <= 0) {
-		snprintf(s->w->error, sizeof(s->w->error),
-		    "this coordinator does not lead (any more)");
-		return GP_EFENCED;
+	if (s->sent && from == s->nlog && !commit)
+		return 0;
+	if (!s->sent) {
+		if (s->elected)
+			s->epoch = leader_epoch();
+		if (s->epoch <= 0) {
+			snprintf(s->w->error, sizeof(s->w->error),
+			    "this coordinator does not lead (any more)");
+			return GP_EFENCED;
+		}
 	}
-	if ((rc = pg_exec(s->w, "BEGIN", "begin")) != 0)
-		return rc;
-	snprintf(epoch, sizeof(epoch), "%lld", (long long)s->epoch);
-	if ((rc = run_w(s, fence_sql, 1, v, &r)) != 0)
-		return rc;
-	PQclear(r);
-	for (i = 0; i < s->nlog; i++) {
-		rc = run_w(s, s->log[i].sql, s->log[i].n,
-		    (const char *const *)s->log[i].vals, &r);
-		if (rc != 0)
-			return rc;
-		PQclear(r);
+	if (PQenterPipelineMode(conn) != 1)
+		return pg_result_error(s->w, NULL, "pipeline");
+	if (!s->sent) {
+		pipe_send(&p, "BEGIN", 0, NULL);
+		snprintf(epoch, sizeof(epoch), "%lld", (long long)s->epoch);
+		v[0] = epoch;
+		pipe_send(&p, fence_sql, 1, v);
 	}
-	if (s->nlog > 0)
+	for (i = from; i < s->nlog; i++)
+		pipe_send(&p, s->log[i].sql, s->log[i].n,
+		    (const char *const *)s->log[i].vals);
+	if (commit) {
+		snprintf(seqtext, sizeof(seqtext), "%lld", (long long)seq);
+		v[0] = seqtext;
+		pipe_send(&p, seq_sql, 1, v);
+		pipe_send(&p, "COMMIT", 0, NULL);
+	}
+	if (PQpipelineSync(conn) != 1 && p.rc == 0)
+		p.rc = pg_result_error(s->w, NULL, "pipeline sync");
+	pipe_drain(&p, 0);
+	if (PQstatus(conn) == CONNECTION_OK) {
+		/* The sync's own answer. */
+		while ((r = PQgetResult(conn)) != NULL) {
+			int st = PQresultStatus(r);
+
+			PQclear(r);
+			if (st == PGRES_PIPELINE_SYNC)
+				break;
+		}
+		PQexitPipelineMode(conn);
+	}
+	if (p.rc == 0 && PQstatus(conn) != CONNECTION_OK)
+		p.rc = pg_result_error(s->w, NULL, "pipeline");
+	if (p.rc != 0)
+		return p.rc;
+	if (!s->sent && s->nlog > 0 && s->failing_since != 0)
 		gp_info("postgresql transaction replayed db=%s statements=%zu",
 		    s->w->where, s->nlog);
 	s->sent = 1;
+	s->nsent = s->nlog;
 	return 0;
 }
 
 /*
- * Runs one statement inside the transaction (begun, fenced and replayed
- * as needed), retrying what a retry can cure. keep: a write, kept for a
- * replay. *out: its result (the caller clears it), or NULL.
+ * Runs one statement at once inside the transaction (after what is
+ * pending), retrying what a retry can cure. keep: a write, kept for a
+ * replay. *out: its result (the caller clears it).
  */
 static int
 tx_run(struct pg_store *s, int keep, const char *sql, const struct params *p,
@@ -373,7 +521,7 @@ tx_run(struct pg_store *s, int keep, const char *sql, const struct params *p,
 		return gp_store_fail(&s->base, GP_EINVAL,
 		    "a write outside a transaction");
 	for (;;) {
-		rc = s->sent ? 0 : send_begin(s);
+		rc = sync_pending(s, 0, 0);
 		if (rc == 0)
 			rc = run_w(s, sql, p->n, p->v, &r);
 		if (rc == 0)
@@ -381,18 +529,23 @@ tx_run(struct pg_store *s, int keep, const char *sql, const struct params *p,
 		if (!retryable(rc) || (rc = recover(s, rc)) != 0)
 			return tx_failed(s, rc);
 	}
-	if (keep && (rc = log_add(s, sql, p)) != 0) {
-		PQclear(r);
-		return tx_failed(s, gp_store_fail(&s->base, rc,
-				      "out of memory"));
+	if (keep) {
+		if ((rc = log_add(s, sql, p)) != 0) {
+			PQclear(r);
+			return tx_failed(s, gp_store_fail(&s->base, rc,
+					      "out of memory"));
+		}
+		s->nsent = s->nlog;
 	}
 	*out = r;
 	return 0;
 }
 
 /*
- * A write: sql with fmt's parameters. OUT (may be NULL): the rows it
- * changed (or returned, for a SELECT).
+ * A write: sql with fmt's parameters. changed NULL: kept, and sent with
+ * the rest of the transaction at the next read or at the commit (one
+ * round trip for the batch, outside the state's write lock). changed
+ * non-NULL: run at once, *changed the rows it changed (or returned).
  */
 static int
 pg_store_run(struct gp_store *gs, int64_t *changed, const char *sql,
@@ -407,10 +560,17 @@ pg_store_run(struct gp_store *gs, int64_t *changed, const char *sql,
 	va_start(ap, fmt);
 	params_vfill(&p, fmt, ap);
 	va_end(ap);
+	if (changed == NULL) {
+		if (!s->in_tx)
+			return gp_store_fail(gs, GP_EINVAL,
+			    "a write outside a transaction");
+		if ((rc = log_add(s, sql, &p)) != 0)
+			return gp_store_fail(gs, rc, "out of memory");
+		return 0;
+	}
 	if ((rc = tx_run(s, 1, sql, &p, &r)) != 0)
 		return rc;
-	if (changed != NULL)
-		*changed = strtoll(PQcmdTuples(r), NULL, 10);
+	*changed = strtoll(PQcmdTuples(r), NULL, 10);
 	PQclear(r);
 	return 0;
 }
@@ -563,6 +723,7 @@ store_begin(struct gp_store *gs)
 		return gp_store_fail(gs, GP_EINVAL, "transactions do not nest");
 	s->in_tx = 1;
 	s->sent = 0;
+	s->nsent = 0;
 	log_clear(s);
 	return 0;
 }
@@ -594,12 +755,8 @@ committed(struct pg_store *s, int64_t seq)
 static int
 store_commit(struct gp_store *gs)
 {
-	static const char seq_sql[] =
-	    "UPDATE gp_batch SET seq = $1::bigint WHERE id = 1";
 	struct pg_store *s = pg_store_of(gs);
 	int64_t seq = s->batch_seq + 1;
-	struct params p;
-	PGresult *r;
 	int rc;
 
 	if (!s->in_tx)
@@ -608,21 +765,10 @@ store_commit(struct gp_store *gs)
 		s->in_tx = 0;
 		return 0;
 	}
-	p.n = 1;
-	snprintf(p.num[0], sizeof(p.num[0]), "%lld", (long long)seq);
-	p.v[0] = p.num[0];
 	for (;;) {
-		if ((rc = tx_run(s, 0, seq_sql, &p, &r)) != 0)
-			goto out;
-		PQclear(r);
-		r = PQexec(s->w->conn, "COMMIT");
-		if (r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK) {
-			PQclear(r);
+		rc = sync_pending(s, 1, seq);
+		if (rc == 0)
 			break;
-		}
-		rc = pg_result_error(s->w, r, "commit");
-		PQclear(r);
-		s->sent = 0;
 		if (rc == GP_ECONN) {
 			/* The answer was lost: the commit may have happened. */
 			rc = committed(s, seq);
@@ -648,6 +794,7 @@ store_commit(struct gp_store *gs)
 out:
 	s->in_tx = 0;
 	s->sent = 0;
+	s->nsent = 0;
 	log_clear(s);
 	return rc;
 }
@@ -663,6 +810,7 @@ store_rollback(struct gp_store *gs)
 		PQclear(PQexec(s->w->conn, "ROLLBACK"));
 	s->in_tx = 0;
 	s->sent = 0;
+	s->nsent = 0;
 	log_clear(s);
 	return 0;
 }
@@ -1190,16 +1338,18 @@ pg_ledger_put_decay(struct gp_store *s, const char *kind, const char *name,
  * The posting, its two entries and both running totals in one statement,
  * so that a replay makes them again together (a posting's id comes from
  * a sequence, which a rolled-back transaction does not give back); a
- * posting that exists changes nothing (GP_ECONFLICT), and no unique
- * violation aborts the transaction.
+ * posting that exists changes nothing, and no unique violation aborts
+ * the transaction. Sent with the batch, not at once: every finished
+ * attempt posts, and a round trip each under the state's write lock cost
+ * the dispatch dearly. So a second posting of one (job, attempt, seq) is
+ * not answered GP_ECONFLICT as the contract says, but left out of the
+ * books silently (never posted twice either way; ledger.c never asks for
+ * one: it numbers an attempt's postings itself).
  */
 static int
 pg_ledger_post(struct gp_store *s, const struct acct_posting *p)
 {
-	int64_t changed = 0;
-	int rc;
-
-	rc = pg_store_run(s, &changed,
+	return pg_store_run(s, NULL,
 	    "WITH p AS (INSERT INTO gp_postings(job_id, attempt, seq, final,"
 	    " at_ms, from_ms, to_ms, node_id, amount, gpu_ms, part)"
 	    " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"
@@ -1222,11 +1372,6 @@ pg_ledger_post(struct gp_store *s, const struct acct_posting *p)
 	    "IiiiIIIIIIisIsI", p->job_id, p->attempt, p->seq, p->final,
 	    p->at_ms, p->from_ms, p->to_ms, p->node_id, p->amount, p->gpu_ms,
 	    p->part, p->user, p->user_group, p->provider, p->provider_group);
-	if (rc == 0 && changed == 0)
-		return gp_store_fail(s, GP_ECONFLICT, "job %lld attempt %d "
-		    "seq %d was posted already", (long long)p->job_id,
-		    p->attempt, p->seq);
-	return rc;
 }
 
 /* ---- the ledger's reads (the state thread's) ---- */
@@ -1481,8 +1626,10 @@ pg_ledger_usage(struct gp_store *gs, const struct ledger_filter *f,
 		u.amount = col_int(r, i, 3);
 		u.gpu_ms = col_int(r, i, 4);
 		u.postings = col_int(r, i, 5);
-		if (row(arg, &u) != 0)
-			break;
+		if ((rc = row(arg, &u)) != 0) {
+			snprintf(err, errlen, "query failed");
+			rc = rc < 0 ? rc : GP_EIO;
+		}
 	}
 	PQclear(r);
 	pthread_mutex_unlock(&s->rlock);
@@ -1521,8 +1668,10 @@ pg_ledger_postings(struct gp_store *gs, const struct ledger_filter *f,
 		p.provider = PQgetvalue(r, i, 13);
 		p.provider_group = PQgetvalue(r, i, 14);
 		p.part = (int)col_int(r, i, 15);
-		if (row(arg, &p) != 0)
-			break;
+		if ((rc = row(arg, &p)) != 0) {
+			snprintf(err, errlen, "query failed");
+			rc = rc < 0 ? rc : GP_EIO;
+		}
 	}
 	PQclear(r);
 	pthread_mutex_unlock(&s->rlock);

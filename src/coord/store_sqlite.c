@@ -101,19 +101,35 @@ migrate(struct sqlite_store *s)
 	return sqlite_ledger_migrate(s);
 }
 
-/* The schema version and pool id: checked, or written when new. */
-static int
-identity(struct sqlite_store *s, char *err, size_t errlen)
+/*
+ * The fingerprint of this build's schema text (FNV-1a of the tables'
+ * statements, both files'): a store whose meta holds it was made or
+ * migrated by this very schema, and opens without running it again.
+ */
+static void
+schema_hash(char out[17])
 {
-	char id[GP_STORE_POOL_ID_LEN + 1];
-	sqlite3_stmt *st;
+	const char *parts[] = {schema, sqlite_ledger_schema, NULL};
+	uint64_t h = 1469598103934665603ULL;
+	const char *c;
+	int i;
+
+	for (i = 0; parts[i] != NULL; i++)
+		for (c = parts[i]; *c != '\0'; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+/* The schema version, refused when newer than this build's. */
+static int
+check_version(struct sqlite_store *s, char *err, size_t errlen)
+{
 	int64_t version = 0;
-	int rc;
 
 	if (gp_sqlite_query_int(&s->w,
-	        "SELECT CAST(value AS INTEGER) FROM"
-	        " meta WHERE key = 'schema_version'",
-	        &version, NULL) < 0)
+		"SELECT CAST(value AS INTEGER) FROM"
+		" meta WHERE key = 'schema_version'",
+		&version, NULL) < 0)
 		return GP_EIO;
 	if (version > GP_STORE_SCHEMA) {
 		snprintf(err, errlen,
@@ -122,17 +138,18 @@ identity(struct sqlite_store *s, char *err, size_t errlen)
 		    s->base.target, (long long)version, GP_STORE_SCHEMA);
 		return GP_EPROTO;
 	}
-	gp_store_new_pool_id(id);
-	if (sqlite_store_run(&s->base,
-	        "INSERT OR REPLACE INTO meta"
-	        " VALUES('schema_version', ?)",
-	        "i", GP_STORE_SCHEMA) != 0 ||
-	    sqlite_store_run(&s->base,
-	        "INSERT OR IGNORE INTO meta VALUES('pool_id', ?)", "s",
-	        id) != 0)
-		return GP_EIO;
+	return 0;
+}
+
+/* Reads the pool id into s->base. */
+static int
+read_pool_id(struct sqlite_store *s)
+{
+	sqlite3_stmt *st;
+	int rc;
+
 	if ((st = gp_sqlite_stmt(&s->w,
-	         "SELECT value FROM meta WHERE key = 'pool_id'")) == NULL)
+		 "SELECT value FROM meta WHERE key = 'pool_id'")) == NULL)
 		return GP_EIO;
 	if ((rc = gp_sqlite_step(&s->w, st)) == 1)
 		gp_strlcpy(s->base.pool_id, gp_sqlite_text(st, 0),
@@ -142,12 +159,61 @@ identity(struct sqlite_store *s, char *err, size_t errlen)
 	return rc == 1 ? 0 : GP_EIO;
 }
 
+/* 1 when the store was made by this build's schema (schema_hash). */
+static int
+schema_current(struct sqlite_store *s, const char *hash)
+{
+	sqlite3_stmt *st;
+	int same = 0;
+
+	if (!gp_sqlite_has(&s->w, "meta", NULL) ||
+	    (st = gp_sqlite_stmt(&s->w,
+		 "SELECT value FROM meta WHERE key = 'schema_hash'")) == NULL)
+		return 0;
+	if (gp_sqlite_step(&s->w, st) == 1)
+		same = strcmp(gp_sqlite_text(st, 0), hash) == 0;
+	gp_sqlite_done(st);
+	return same;
+}
+
+/*
+ * The schema made or brought up to date (in the caller's transaction),
+ * the version checked and written, a pool id made when there is none.
+ */
+static int
+make_schema(struct sqlite_store *s, const char *hash, char *err,
+    size_t errlen)
+{
+	char id[GP_STORE_POOL_ID_LEN + 1];
+	int rc;
+
+	if (gp_sqlite_exec(&s->w, schema) != 0 ||
+	    gp_sqlite_exec(&s->w, sqlite_ledger_schema) != 0 ||
+	    migrate(s) != 0)
+		return GP_EIO;
+	if ((rc = check_version(s, err, errlen)) != 0)
+		return rc;
+	gp_store_new_pool_id(id);
+	if (sqlite_store_run(&s->base,
+		"INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", "i",
+		GP_STORE_SCHEMA) != 0 ||
+	    sqlite_store_run(&s->base,
+		"INSERT OR REPLACE INTO meta VALUES('schema_hash', ?)", "s",
+		hash) != 0 ||
+	    sqlite_store_run(&s->base,
+		"INSERT OR IGNORE INTO meta VALUES('pool_id', ?)", "s",
+		id) != 0)
+		return GP_EIO;
+	return 0;
+}
+
 static void store_close(struct gp_store *gs);
 
 static int
 store_open(const char *path, struct gp_store **out, char *err, size_t errlen)
 {
 	struct sqlite_store *s = calloc(1, sizeof(*s));
+	char hash[17];
 	int rc = GP_EIO;
 
 	*out = NULL;
@@ -161,12 +227,19 @@ store_open(const char *path, struct gp_store **out, char *err, size_t errlen)
 		    gp_sqlite_errmsg(&s->w));
 		goto fail;
 	}
-	/* One transaction: a half-made schema never stays. */
-	if (gp_sqlite_exec(&s->w, "PRAGMA cache_size=-4000;") != 0 ||
-	    gp_sqlite_begin(&s->w) != 0 || gp_sqlite_exec(&s->w, schema) != 0 ||
-	    gp_sqlite_exec(&s->w, sqlite_ledger_schema) != 0 ||
-	    migrate(s) != 0 || (rc = identity(s, err, errlen)) != 0 ||
-	    gp_sqlite_commit(&s->w) != 0) {
+	schema_hash(hash);
+	if (gp_sqlite_exec(&s->w, "PRAGMA cache_size=-4000;") != 0)
+		goto fail_text;
+	if (schema_current(s, hash)) {
+		/* Made by this schema: only who it is. */
+		if ((rc = check_version(s, err, errlen)) != 0)
+			goto fail;
+		if ((rc = read_pool_id(s)) != 0)
+			goto fail_text;
+	} else if (gp_sqlite_begin(&s->w) != 0 ||
+	    (rc = make_schema(s, hash, err, errlen)) != 0 ||
+	    (rc = read_pool_id(s)) != 0 || gp_sqlite_commit(&s->w) != 0) {
+		/* One transaction: a half-made schema never stays. */
 		if (rc == GP_EIO || rc == 0) {
 			rc = GP_EIO;
 			snprintf(err, errlen, "%s: %s", path,
@@ -184,6 +257,9 @@ store_open(const char *path, struct gp_store **out, char *err, size_t errlen)
 	}
 	*out = &s->base;
 	return 0;
+fail_text:
+	rc = GP_EIO;
+	snprintf(err, errlen, "%s: %s", path, gp_sqlite_errmsg(&s->w));
 fail:
 	store_close(&s->base);
 	return rc;

@@ -422,13 +422,20 @@ assert_error_body() { # WHAT
 # coord_db_args: the store the coordinator is started on, by GP_TEST_DB:
 # unset or "sqlite", the default (DATA/state.db); "postgresql", a
 # PostgreSQL of the test's own (tests/e2e/pg_lib.sh), started with the
-# first coordinator and stopped by the test's cleanup. Sets COORD_DB_ARGS.
+# first coordinator and stopped by the test's cleanup, or the database
+# GP_TEST_PG_URL names. Sets COORD_DB_ARGS.
 COORD_DB_ARGS=()
 coord_db_args() {
 	case ${GP_TEST_DB:-sqlite} in
 	sqlite)
 		COORD_DB_ARGS=() ;;
 	postgresql)
+		# GP_TEST_PG_URL: a database made for this test on a server
+		# that outlives it (test_pg_suite.sh: one server for many).
+		if [ -n "${GP_TEST_PG_URL:-}" ]; then
+			COORD_DB_ARGS=(--db "$GP_TEST_PG_URL")
+			return
+		fi
 		[ -n "${PG_LIB_LOADED:-}" ] ||
 		    . "$(dirname "${BASH_SOURCE[0]}")/pg_lib.sh"
 		pg_running || pg_start

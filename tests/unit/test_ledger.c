@@ -590,7 +590,9 @@ one_run(uint64_t seed)
 			if (rnd() % 16 == 0) { /* a clean restart */
 				/* now and then from before account_totals */
 				if (rnd() % 2 == 0)
-					sql("DROP TABLE account_totals;");
+					sql("DROP TABLE account_totals;"
+					    "DELETE FROM meta WHERE key ="
+					    " 'schema_hash';");
 				close_books();
 				CHECK_EQ(open_books(now), 0);
 				reload_attempts();

@@ -241,7 +241,78 @@ TEST(submit_keys)
 }
 
 /*
- * --db: a path, sqlite:PATH, postgresql:// (refused: not built in); the
+ * A running job's row back as it went in: its GPUs, message, its history
+ * record with a meter, its parts (the codec every store shares).
+ */
+TEST(job_round_trip)
+{
+	struct attempt_record hist[1];
+	struct job j, *back = NULL;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	CHECK_EQ(open_store(), 0);
+	memset(&j, 0, sizeof(j));
+	memset(hist, 0, sizeof(hist));
+	CHECK_EQ(make_spec(&j.spec), 0);
+	j.id = 9;
+	gp_strlcpy(j.user, "bob", sizeof(j.user));
+	j.state = JOB_RUNNING;
+	j.attempts = 1;
+	j.node_id = 2;
+	j.ngpus = 2;
+	j.gpus[0] = 1;
+	j.gpus[1] = 3;
+	j.submitted_ms = 100;
+	j.started_ms = 200;
+	j.message = (char *)"hello";
+	j.log_base = 77;
+	hist[0].attempt = 1;
+	hist[0].node_id = 2;
+	hist[0].started_ms = 200;
+	hist[0].meter.from_ms = 200;
+	hist[0].meter.rate = 1000;
+	hist[0].meter.amount = 5;
+	hist[0].provider_group = 4;
+	gp_strlcpy(hist[0].reason, "", sizeof(hist[0].reason));
+	j.history = hist;
+	j.nhistory = 1;
+	CHECK_EQ(store->ops->begin(store), 0);
+	CHECK_EQ(store->ops->put_job(store, &j), 0);
+	CHECK_EQ(store->ops->commit(store), 0);
+	CHECK_EQ(store->ops->read_job(store, 9, &back), 0);
+	CHECK(back != NULL);
+	if (back != NULL) {
+		CHECK_STR(back->user, "bob");
+		CHECK_EQ(back->state, JOB_RUNNING);
+		CHECK_EQ(back->ngpus, 2);
+		CHECK_EQ(back->gpus[0], 1);
+		CHECK_EQ(back->gpus[1], 3);
+		CHECK_EQ(back->node_id, 2);
+		CHECK_EQ(back->started_ms, 200);
+		CHECK(back->message != NULL &&
+		    strcmp(back->message, "hello") == 0);
+		CHECK_EQ(back->log_base, 77);
+		CHECK_EQ(back->nhistory, 1);
+		CHECK_EQ(back->history[0].meter.rate, 1000);
+		CHECK_EQ(back->history[0].meter.amount, 5);
+		CHECK_EQ(back->history[0].provider_group, 4);
+		CHECK_EQ(back->nparts, 1);
+		CHECK_EQ(back->parts[0].ngpus, 2);
+		CHECK_EQ(back->parts[0].node_id, 2);
+		state_job_stored_free(back);
+	}
+	j.message = NULL;
+	gp_jobspec_fini(&j.spec);
+	gp_store_close(store);
+	store = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
+/*
+ * --db: a path, sqlite:PATH, postgresql:// (a bad one refused at once); the
  * pool id: made once, kept in the data dir, another pool's store
  * refused; a store from a newer schema refused.
  */
@@ -307,5 +378,6 @@ main(void)
 	RUN(finished_jobs_stay_on_disk);
 	RUN(submit_keys);
 	RUN(selection_and_identity);
+	RUN(job_round_trip);
 	return unit_report();
 }
