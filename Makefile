@@ -18,12 +18,13 @@ endif
 
 CC ?= cc
 # libcrypto, libssl: a coordinator's own CA, verified by its hash (tokens)
+# libpq: the coordinator's state in PostgreSQL (--db postgresql://...)
 PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1 libarchive \
-       libcrypto libssl libmnl
+       libcrypto libssl libmnl libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
 	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml -larchive \
-	-lcrypto -lssl -lmnl)
+	-lcrypto -lssl -lmnl -lpq)
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wformat=2 -Wno-format-nonliteral
 ifeq ($(WERROR),1)

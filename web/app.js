@@ -59,6 +59,22 @@
     return sessionStorage.getItem(TOKEN_KEY);
   }
 
+  // Several coordinators, one leader (docs/operations.md): a standby
+  // answers 503 with X-Gpupool-Role: standby and the leader's URL in
+  // X-Gpupool-Leader. The dashboard then goes to the leader's own
+  // dashboard (the token stays in this origin's session: sign in there);
+  // a leader naming itself is still loading: the next refresh retries.
+  let goingToLeader = false;
+  function followLeader(leader) {
+    let u;
+    try { u = new URL(leader); } catch (e) { return; }
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') ||
+        u.origin === location.origin || goingToLeader) return;
+    goingToLeader = true;
+    setStatus('This coordinator is a standby: going to the leader at ' + u.origin, true);
+    setTimeout(() => location.assign(u.origin + location.pathname + location.hash), 1500);
+  }
+
   // One API call with the session's token. opts: method, body (JSON),
   // raw (return the Response), signal.
   async function api(path, opts = {}) {
@@ -72,6 +88,12 @@
       method: opts.method || 'GET', headers, body, signal: opts.signal,
       cache: 'no-store', credentials: 'omit', redirect: 'error',
     });
+    if (r.status === 503 && r.headers.get('X-Gpupool-Role') === 'standby') {
+      const leader = r.headers.get('X-Gpupool-Leader');
+      if (leader) followLeader(leader);
+      throw new ApiError(503, leader ? 'not the leader: the leader is ' + leader
+        : 'no coordinator leads yet; retrying');
+    }
     if (r.status === 401 && !opts.token) {
       signOut('Your token was not accepted (revoked?). Sign in again.');
       throw new ApiError(401, 'not signed in');

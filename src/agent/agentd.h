@@ -89,6 +89,13 @@ struct gp_agent {
 	 * net_refused: it refused them once (400); never again.
 	 */
 	atomic_int coord_net, net_refused;
+	/*
+	 * Several coordinators: the index (in url's list) of the one the
+	 * heartbeat thread reaches; every other client of the agent begins
+	 * its requests there and lets go of one held by a coordinator that
+	 * froze when it changes (gp_http_client_follow).
+	 */
+	atomic_int coord_at;
 };
 
 /* report.c */

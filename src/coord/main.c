@@ -29,6 +29,7 @@
 #include "state.h"
 #include "store.h"
 #include "gp.h"
+#include "leader.h"
 #include "ledger.h"
 #include "log.h"
 #include "sched.h"
@@ -80,6 +81,9 @@ usage(FILE *out)
 	    "[--interactive-time-max DURATION]\n"
 	    "                           [--proxy-listen ADDR:PORT] "
 	    "[--proxy-domain DOMAIN]\n"
+	    "                           [--advertise-url URL] "
+	    "[--leader-db CONNINFO]\n"
+	    "                           [--leader-lease-ms N]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -187,6 +191,23 @@ usage(FILE *out)
 	    "                      the parent of those names: a wildcard DNS "
 	    "name\n"
 	    "                      for the proxy's address (default localhost)\n"
+	    "  --advertise-url URL several coordinators, one leader: this "
+	    "one's URL as\n"
+	    "                      clients reach it; with --db postgresql://..."
+	    " the\n"
+	    "                      database's advisory lock and gp_leader elect "
+	    "the\n"
+	    "                      leader, a standby loads nothing and answers "
+	    "503\n"
+	    "                      naming it\n"
+	    "  --leader-db CONNINFO\n"
+	    "                      the election's database when the state is "
+	    "not in\n"
+	    "                      PostgreSQL (tests; default: --db)\n"
+	    "  --leader-lease-ms N a leader that cannot reach the database "
+	    "this long\n"
+	    "                      loses the lock to a standby (default "
+	    "5000)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -334,6 +355,43 @@ secure_data_dir(const char *dir)
 	closedir(d);
 }
 
+/*
+ * Starts libmicrohttpd on addr with api_handle (coord_daemon); fatal
+ * when it cannot listen.
+ */
+static void
+start_http(const struct coord_config *cfg, const struct sockaddr_in *addr,
+    char *cert, char *key)
+{
+	unsigned int flags;
+
+	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
+	if (cert != NULL)
+		flags |= MHD_USE_TLS;
+	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->conn_memory,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
+	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+	    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+	if (coord_daemon == NULL)
+		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
+		    cfg->listen_addr, cfg->port);
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
+	    cfg->listen_addr, cfg->port, cert != NULL ? "yes" : "no",
+	    cfg->data_dir, (long long)cfg->lease_ms,
+	    gp_sched_policy_name(cfg->placement));
+}
+
 int
 gp_coord_main(int argc, char **argv)
 {
@@ -371,20 +429,25 @@ gp_coord_main(int argc, char **argv)
 	    {"streams-per-job", required_argument, NULL, 1002},
 	    {"streams-per-user", required_argument, NULL, 1003},
 	    {"streams-max", required_argument, NULL, 1004},
+	    {"leader-db", required_argument, NULL, 'G'},
+	    {"advertise-url", required_argument, NULL, 'a'},
+	    {"leader-lease-ms", required_argument, NULL, 'e'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	struct leader_config lcfg = {NULL, NULL, 5000, 250, NULL};
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
 	struct proxy_config proxy_cfg;
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
-	unsigned int flags;
 	int64_t v;
 	int c;
 
+	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+		return gp_coord_migrate_main(argc - 1, argv + 1);
 	memset(&cfg, 0, sizeof(cfg));
 	gp_strlcpy(cfg.listen_addr, "127.0.0.1", sizeof(cfg.listen_addr));
 	cfg.port = 7070;
@@ -597,6 +660,21 @@ gp_coord_main(int argc, char **argv)
 			else
 				relay_cfg.total_max = (int)v;
 			break;
+		case 'G':
+			lcfg.conninfo = optarg;
+			break;
+		case 'a':
+			if (strncmp(optarg, "http://", 7) != 0 &&
+			    strncmp(optarg, "https://", 8) != 0)
+				gp_fatalx("--advertise-url: an http:// or "
+				    "https:// URL");
+			lcfg.advertise_url = optarg;
+			break;
+		case 'e':
+			if (gp_parse_int(optarg, 500, 600000, &v) != 0)
+				gp_fatalx("--leader-lease-ms: 500 to 600000");
+			lcfg.lease_ms = v;
+			break;
 		case 'X':
 			cfg.insecure = 1;
 			break;
@@ -626,6 +704,27 @@ gp_coord_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/*
+	 * Several coordinators: an --advertise-url with the state in
+	 * PostgreSQL elects the leader in that database. The store's
+	 * fence reads gp_leader in its own database: an election held in
+	 * another could never pass it.
+	 */
+	if ((strncmp(cfg.db, "postgresql://", 13) == 0 ||
+		strncmp(cfg.db, "postgres://", 11) == 0) &&
+	    lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
+		gp_fatalx("--leader-db: with the state in PostgreSQL the "
+		    "leader is elected in --db's database");
+	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
+	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
+	    strncmp(cfg.db, "postgres://", 11) == 0))
+		lcfg.conninfo = cfg.db;
+	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
+		gp_fatalx("several coordinators need --advertise-url: "
+		    "standbys tell clients where the leader is");
+	if (lcfg.advertise_url != NULL && lcfg.conninfo == NULL)
+		gp_fatalx("--advertise-url is for several coordinators over "
+		    "one PostgreSQL database (--db postgresql://...)");
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
 	if (cfg.interactive_time_s > cfg.interactive_time_max_s)
@@ -685,6 +784,31 @@ gp_coord_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (metrics_init() != 0)
 		gp_fatalx("cannot set up the metrics");
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (lcfg.conninfo != NULL) {
+		/*
+		 * Several coordinators: serve at once, as a standby (503
+		 * naming the leader), and load the state only once this one
+		 * has won the lock and raised the epoch.
+		 */
+		/* Standby before the first request can arrive. */
+		if (leader_start(&lcfg) != 0)
+			gp_fatalx("cannot start the leader election");
+		start_http(&cfg, &addr, cert, key);
+		gp_info("standby: waiting for the leader's lock url=%s",
+		    lcfg.advertise_url);
+		while (!stop_requested && leader_epoch() == 0)
+			usleep(20 * 1000);
+		if (stop_requested) {
+			gp_info("stopping (standby)");
+			MHD_stop_daemon(coord_daemon);
+			leader_stop();
+			return 0;
+		}
+		gp_info("loading the state to lead epoch=%lld",
+		    (long long)leader_epoch());
+	}
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
 	if (blob_init(&cfg) != 0)
@@ -709,34 +833,11 @@ gp_coord_main(int argc, char **argv)
 	if (proxy_start(&proxy_cfg) != 0)
 		gp_fatalx("--proxy-listen: cannot listen on %s:%d",
 		    proxy_cfg.addr, proxy_cfg.port);
-	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
-	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
-	if (cert != NULL)
-		flags |= MHD_USE_TLS;
-	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg.threads,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg.conn_memory,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
-	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-	    cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
-	    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
-	if (coord_daemon == NULL)
-		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
-		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
-		"placement=%s",
-	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms,
-	    gp_sched_policy_name(cfg.placement));
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	if (lcfg.conninfo != NULL)
+		leader_set_serving();
+	else
+		start_http(&cfg, &addr, cert, key);
 	while (!stop_requested)
 		pause();
 	gp_info("stopping");
@@ -756,6 +857,7 @@ gp_coord_main(int argc, char **argv)
 	ledger_close(&ledger);
 	gp_store_close(state.store);
 	state.store = NULL;
+	leader_stop(); /* the lock last: after the last commit */
 	free(cert);
 	free(key);
 	return 0;

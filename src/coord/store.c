@@ -35,13 +35,8 @@ gp_store_open(const char *db, const char *data_dir, struct gp_store **out,
 		return gp_store_sqlite_ops.open(path, out, err, errlen);
 	}
 	if (strncmp(db, "postgresql://", 13) == 0 ||
-	    strncmp(db, "postgres://", 11) == 0) {
-		snprintf(err, errlen,
-		    "--db %.*s: PostgreSQL is not built in yet "
-		    "(this build has the SQLite store only)",
-		    11, db);
-		return GP_EINVAL;
-	}
+	    strncmp(db, "postgres://", 11) == 0)
+		return gp_store_pg_ops.open(db, out, err, errlen);
 	if (strncmp(db, "sqlite:", 7) == 0)
 		db += 7;
 	if (db[0] == '\0' || strstr(db, "://") != NULL) {

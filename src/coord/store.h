@@ -8,7 +8,7 @@
  *
  * Choosing one (gp_store_open): `--db` takes
  *   PATH or sqlite:PATH       a SQLite file;
- *   postgresql://... postgres://...   PostgreSQL (when built in);
+ *   postgresql://... postgres://...   PostgreSQL (store_pg.c);
  *   nothing                   DATA_DIR/state.db (the default).
  *
  * THE CONTRACT
@@ -371,5 +371,7 @@ void store_arrays_free(struct store_arrays *a);
 
 /* The SQLite store (store_sqlite.c). */
 extern const struct gp_store_ops gp_store_sqlite_ops;
+/* The PostgreSQL store (store_pg.c). */
+extern const struct gp_store_ops gp_store_pg_ops;
 
 #endif
