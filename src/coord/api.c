@@ -523,6 +523,11 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		}
 		return req->route->stream->end(conn, req);
 	}
+	if (*upload_data_size > 0 && req->route == &not_leader_route) {
+		/* A standby reads no body: whatever its size, 503. */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
 	if (*upload_data_size > 0) {
 		if (!req->too_big &&
 		    req->body.len + *upload_data_size > req->body_limit)

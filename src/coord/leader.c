@@ -56,6 +56,7 @@ static struct {
 	void (*on_lost)(const char *why);
 	char url[512];	    /* under mu: the leader's URL */
 	PGconn *conn;	    /* the leader thread's alone */
+	int connect_failures; /* in a row */
 } L = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
@@ -264,12 +265,19 @@ connect_db(void)
 
 	L.conn = PQconnectdbParams(keys, values, 1);
 	if (L.conn == NULL || PQstatus(L.conn) != CONNECTION_OK) {
-		gp_warn("leader: cannot connect to the database error=\"%s\"",
-		    one_line(L.conn != NULL ? PQerrorMessage(L.conn) :
-			"out of memory", text, sizeof(text)));
+		/* Once per outage at warn; every retry at debug. */
+		gp_log(L.connect_failures++ == 0 ? GP_LOG_WARN : GP_LOG_DEBUG,
+		    "leader: cannot connect to the database, retrying "
+		    "error=\"%s\"", one_line(L.conn != NULL ?
+		    PQerrorMessage(L.conn) : "out of memory", text,
+		    sizeof(text)));
 		drop_connection();
 		return GP_EIO;
 	}
+	if (L.connect_failures > 0)
+		gp_info("leader: database reachable again after %d failed "
+		    "connection attempts", L.connect_failures);
+	L.connect_failures = 0;
 	PQsetNoticeProcessor(L.conn, quiet, NULL);
 	snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%lld)",
 	    (long long)PG_MIGRATE_LOCK);

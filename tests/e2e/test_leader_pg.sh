@@ -71,6 +71,10 @@ expect_standby() {
 	# A change is refused alike, before any token check or body read.
 	api "${TOKEN_OF[$2]:-x}" POST /v1/jobs '{"command":["true"]}'
 	assert_eq 503 "$API_STATUS" "$1 (a standby) answering a submission"
+	# An upload larger than any JSON body: 503 too, never 413.
+	head -c 300000 /dev/zero >"$T/big.bin"
+	api - PUT /v1/data/x/chunks/y "@$T/big.bin"
+	assert_eq 503 "$API_STATUS" "$1 (a standby) answering a 300 KB upload"
 }
 
 epoch_row() { pg_psql "SELECT epoch || ' ' || addr FROM gp_leader WHERE id = 1"; }
