@@ -7,7 +7,7 @@
 #     cannot commit, then is (201), and its job survives a kill -9 of the
 #     coordinator: nothing answered before its commit;
 #   - lost mid-run (stopped, then started again): the same, the batch
-#     replayed on a new connection;
+#     replayed on a new connection (PG_DOWN_S=30 keeps each outage 30 s);
 #   - restarted and crashed (SIGKILL) under a stream of submissions: every
 #     id a submitter was given exists exactly once after a kill -9 of the
 #     coordinator, ids are consecutive, none given twice.
@@ -40,7 +40,8 @@ wait_node_up a
 # post_bg NAME: POST a job in the background (curl, 60 s at most); its
 # status goes to $T/NAME.status, its body to $T/NAME.body.
 post_bg() {
-	curl -sS -o "$T/$1.body" -w '%{http_code}' --max-time 60 -X POST \
+	curl -sS -o "$T/$1.body" -w '%{http_code}' \
+	    --max-time $((60 + ${PG_DOWN_S:-0})) -X POST \
 	    -H "Authorization: Bearer $ADMIN_TOKEN" \
 	    -H 'Content-Type: application/json' \
 	    --data-binary '{"command":["true"],"gpus":1}' \
@@ -60,8 +61,16 @@ held_until_healed() {
 		[ $SECONDS -ge $deadline ] && fail "$what: no failed write logged"
 		sleep 0.1
 	done
-	alive "$POST_PID" || fail "$what: the submission was answered ($(cat "$T/$what.status")) before its commit"
-	alive "$COORD_PID" || fail "$what: the coordinator exited"
+	# PG_DOWN_S (default 0): keep the database failing that long, the
+	# submission unanswered and the coordinator up all along (the
+	# issue's "unreachable for 30 s": PG_DOWN_S=30).
+	hold_until=$((SECONDS + ${PG_DOWN_S:-0}))
+	while :; do
+		alive "$POST_PID" || fail "$what: the submission was answered ($(cat "$T/$what.status")) before its commit"
+		alive "$COORD_PID" || fail "$what: the coordinator exited"
+		[ $SECONDS -ge $hold_until ] && break
+		sleep 0.5
+	done
 	$heal
 	wait "$POST_PID"
 	assert_eq 201 "$(cat "$T/$what.status")" "$what: the held submission's answer"
