@@ -516,9 +516,14 @@ start_agent() {
 		mk_token provider "prov-$name"
 		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$name.token")
 	fi
-	local ca=()
+	local ca=() coord=(--coordinator "$(coord_url)") a
 	[ "$COORD_SCHEME" = https ] && ca=(--ca "$CA_CERT")
-	spawn "$T/agent-$name.log" "$GP" agent --coordinator "$(coord_url)" \
+	# A --coordinator of the caller's replaces this pool's (a repeated
+	# --coordinator adds a URL to follow: it would be tried first).
+	for a in "$@"; do
+		[ "$a" = --coordinator ] && coord=()
+	done
+	spawn "$T/agent-$name.log" "$GP" agent "${coord[@]+"${coord[@]}"}" \
 	    --token-file "$T/$name.token" --name "$name" \
 	    --work "$T/agents/$name" --fake-gpus "$gpus" --run-as nobody \
 	    "${ca[@]+"${ca[@]}"}" -v "$@"

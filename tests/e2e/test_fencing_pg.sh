@@ -32,7 +32,7 @@ COORD_DATA=$DATA COORD_PID=${PID[a]} COORD_PORT=${PORT[a]}
 wait_ready
 start_coord b
 export GPUPOOL_URL="$(url_of a),$(url_of b)"
-start_agent n1 2 --coordinator "$(url_of b)"
+start_agent n1 2 --coordinator "$(url_of a)" --coordinator "$(url_of b)"
 wait_node_up n1
 submit --gpus 1 --name before -- echo before
 wait_final "$JOB"
