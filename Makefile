@@ -18,12 +18,13 @@ endif
 
 CC ?= cc
 # libcrypto, libssl: a coordinator's own CA, verified by its hash (tokens)
+# libpq: the coordinator's state in PostgreSQL (--db postgresql://...)
 PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1 libarchive \
-       libcrypto libssl libmnl
+       libcrypto libssl libmnl libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
 	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml -larchive \
-	-lcrypto -lssl -lmnl)
+	-lcrypto -lssl -lmnl -lpq)
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wformat=2 -Wno-format-nonliteral
 ifeq ($(WERROR),1)
@@ -33,7 +34,8 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -fPIC \
 	  -Isrc -Isrc/common $(PKG_CFLAGS) -MMD -MP
 LDFLAGS += $(SANFLAGS)
 # http-parser (the CLI's client, http_lite.c) ships no pkg-config file.
-LDLIBS = $(PKG_LIBS) -lcsv -lhttp_parser -lpthread -ldl -lm
+# libwslay: the dashboard terminal's WebSocket framing (src/coord/terminal.c).
+LDLIBS = $(PKG_LIBS) -lcsv -lhttp_parser -lwslay -lpthread -ldl -lm
 # The `gpupool` executable links only what its own commands need
 # (src/main.c, src/lite/): see libgpupool.so below. jansson, libsodium,
 # http-parser and libm go in statically (their .a come with the -dev
@@ -79,7 +81,7 @@ $(BUILD)/%.o: %.c $(FPIC_STAMP)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The dashboard's files are embedded with .incbin (src/coord/web.c).
-$(BUILD)/src/coord/web.o: $(wildcard web/*)
+$(BUILD)/src/coord/web.o: $(wildcard web/*) $(wildcard web/vendor/*)
 
 $(BUILD)/libgpupool.a: $(LIB_OBJ)
 	@rm -f $@

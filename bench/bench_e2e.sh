@@ -101,6 +101,11 @@ cpu1=$(agent_cpu)
 coord1=$(cpu_of "$COORD_PID")
 done_jobs=$(api GET '/v1/jobs?all=1' |
 	grep -o '"state": *"succeeded"' | wc -l)
+if [ "$done_jobs" -ne "$N" ]; then
+	# Why the others did not succeed (their distinct messages).
+	api GET '/v1/jobs?all=1' | grep -o '"message": *"[^"]*"' |
+		sort | uniq -c | sort -rn | head -n 5 >&2
+fi
 echo "e2e_jobs $N jobs"
 echo "e2e_succeeded $done_jobs jobs"
 echo "e2e_elapsed $(echo "$end - $start" | bc -l | xargs printf '%.3f') s"

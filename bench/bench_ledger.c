@@ -32,6 +32,7 @@ main(int argc, char **argv)
 	long postings = 200000, batch = 1000, nusers = 200, i;
 	char dir[] = "/tmp/gp-bench-ledger.XXXXXX", path[128], cmd[160];
 	char err[256], user[32], (*names)[32];
+	struct gp_store *store = NULL;
 	struct ledger_filter f;
 	struct acct_decay d;
 	int64_t now = 1700000000000LL, t0, groups[8];
@@ -60,10 +61,10 @@ main(int argc, char **argv)
 	if (mkdtemp(dir) == NULL)
 		return 1;
 	snprintf(path, sizeof(path), "%s/state.db", dir);
-	if (store_open(path) != 0 ||
-	    ledger_open(&ledger, store_db(), path, 7 * 86400000LL, now) != 0)
+	if (gp_store_sqlite_ops.open(path, &store, err, sizeof(err)) != 0 ||
+	    ledger_open(&ledger, store, 7 * 86400000LL, now) != 0)
 		return 1;
-	store_begin();
+	store->ops->begin(store);
 	for (g = 0; g < 8; g++) {
 		char name[16];
 		snprintf(name, sizeof(name), "lab-%d", g);
@@ -73,7 +74,7 @@ main(int argc, char **argv)
 	    ACCT_PERIOD_MONTH, now);
 	ledger_budget_set(&ledger, LEDGER_GROUP, "lab-1", groups[1],
 	    GP_MICRO * 1000, ACCT_PERIOD_MONTH, now);
-	store_commit();
+	store->ops->commit(store);
 
 	t0 = gp_mono_us();
 	for (i = 0; i < postings; i++) {
@@ -81,7 +82,7 @@ main(int argc, char **argv)
 		    30000, 30000};
 		struct acct_posting p;
 		long u = i % nusers;
-		if (i % batch == 0 && store_begin() != 0)
+		if (i % batch == 0 && store->ops->begin(store) != 0)
 			return 1;
 		snprintf(user, sizeof(user), "user-%ld", u);
 		acct_posting_fill(&p, 1 + i % 1000, 1, &dl, 0, now, 1 + u % 16,
@@ -89,7 +90,7 @@ main(int argc, char **argv)
 		if (ledger_post(&ledger, &p) != 0)
 			return 1;
 		if ((i + 1) % batch == 0 || i + 1 == postings) {
-			if (store_commit() != 0)
+			if (store->ops->commit(store) != 0)
 				return 1;
 			now += 30000;
 		}
@@ -141,7 +142,7 @@ main(int argc, char **argv)
 	if (sink < 0)
 		printf("(%f)\n", sink);
 	ledger_close(&ledger);
-	store_close();
+	gp_store_close(store);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) == 0 ? 0 : 1;
 }

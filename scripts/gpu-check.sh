@@ -23,7 +23,12 @@
 #   4. two jobs at 0.25 and 0.75 at once: each one's share of their summed
 #      kernel throughput against what it asked (within 10 % of the share);
 #   5. a container job sees exactly its GPU's device node (needs crun or
-#      runc, python3 and /bin/busybox from busybox-static; else SKIP).
+#      runc, python3 and /bin/busybox from busybox-static; else SKIP);
+#   6. (run before 5) a launch-bound kernel alone on the GPU, unwrapped and
+#      through the library: the rate lost (target: within 3 %).
+# The jobs run on a second agent of the script's own (its policy lends the
+# script's directory to plain jobs and runs unsigned images); the pool's
+# own agent is paused.
 # Usage: scripts/gpu-check.sh [--keep]  (--keep: leave the temp dir)
 #
 # GPU_CHECK_DRY_RUN=1 runs it on the fake driver of the build
@@ -105,6 +110,40 @@ else
 	verdict FAIL "gpupool up did not report $name/$mem/$uuid: $nodes"
 fi
 
+# The jobs run on a second agent on the same GPU, with a policy of this
+# script's: plain jobs see only a minimal root (/usr, /bin, /lib...), so
+# the check's directory (cudaprog; the fake driver in a dry run) is lent
+# to them read-only, and the pool's own agent trusts signed images only,
+# while the container check imports an unsigned one.
+{
+	printf 'images = any\nexpose = %s ro\n' "$T"
+	[ "$dry" = 1 ] && printf 'expose = %s ro\n' "$PWD/$BUILD/fakecuda"
+} >"$T/policy"
+(umask 077 && timeout 30 "$GP" token create --role provider --name gpu-check >"$T/prov.token" 2>"$T/token.err")
+# The pool's own agent takes no more jobs (up's config names its socket).
+if ! timeout 30 "$GP" provider pause >"$T/pause.out" 2>&1; then
+	verdict FAIL "provider pause of the pool's own agent: $(cat "$T/pause.out")"
+	exit 1
+fi
+url=$(sed -n 's/^url *= *//p' "$XDG_CONFIG_HOME/gpupool/config")
+mkdir -p "$T/agent2" && chmod 755 "$T/agent2"
+"$GP" agent --coordinator "$url" --token-file "$T/prov.token" --name gpu-check \
+    --work "$T/agent2" --policy "$T/policy" >"$T/agent2.log" 2>&1 &
+AGENT2=$!
+ready() {	# the check's agent up, the pool's own one paused
+	timeout 10 "$GP" nodes >"$T/nodes.out" 2>&1 &&
+	    grep -q '^gpu-check .* up ' "$T/nodes.out" &&
+	    ! grep -v '^gpu-check ' "$T/nodes.out" | grep -q ' up '
+}
+for _ in $(seq 1 150); do	# at most 30 s or so
+	ready && break
+	sleep 0.2
+done
+if ! ready; then
+	verdict FAIL "the check's agent did not come up: $(tail -3 "$T/agent2.log" | tr '\n' ' ') $(cat "$T/token.err")"
+	exit 1
+fi
+
 # run OUT ARGS...: submits, waits (bounded), leaves the job's log in OUT.
 run() {
 	local out=$1 id
@@ -174,6 +213,28 @@ else
 	verdict FAIL "throughput jobs printed no rate: $(timeout 30 "$GP" logs "$q" | tail -2 | tr '\n' ' ')"
 fi
 
+# 6. launch-bound: a one-iteration kernel launched for 10 s, alone on
+# the GPU, without the library (a whole GPU) and with it (a half, which
+# may use the idle rest under the default elastic policy): the library's
+# cost per launch, as a share of the rate (target: within 3 %)
+w=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpus 1 -- "$PROG" procaddr spin:10:1)
+timeout 120 "$GP" wait "$w" >/dev/null 2>&1
+f=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 -- "$PROG" procaddr spin:10:1)
+timeout 120 "$GP" wait "$f" >/dev/null 2>&1
+rw=$(timeout 30 "$GP" logs "$w" | sed -n 's/^spin .*rate=//p')
+rf=$(timeout 30 "$GP" logs "$f" | sed -n 's/^spin .*rate=//p')
+if [ -n "$rw" ] && [ -n "$rf" ]; then
+	loss=$(awk "BEGIN{printf \"%.2f\", 100 * (1 - $rf / $rw)}")
+	msg="launch-bound kernels/s: unwrapped $rw, through the library $rf ($loss % slower)"
+	if awk "BEGIN{exit !($loss <= 3)}"; then
+		verdict PASS "$msg (within 3 %)"
+	else
+		verdict FAIL "$msg (target: within 3 %)"
+	fi
+else
+	verdict FAIL "launch-bound jobs printed no rate: $(timeout 30 "$GP" logs "$w" | tail -2 | tr '\n' ' ') / $(timeout 30 "$GP" logs "$f" | tail -2 | tr '\n' ' ')"
+fi
+
 # 5. a container job sees exactly its GPU
 rt=$(command -v crun || command -v runc)
 if [ -z "$rt" ] || [ ! -x /bin/busybox ] || ! command -v python3 >/dev/null; then
@@ -182,20 +243,6 @@ else
 	python3 tests/e2e/images.py layer "$T/l1.tgz" --marker gpu-check >/dev/null &&
 	    python3 tests/e2e/images.py oci "$T/bb.tar" --name busybox:gpu-check "$T/l1.tgz" >/dev/null &&
 	    timeout 60 "$GP" image import "$T/bb.tar" --name busybox:gpu-check >/dev/null 2>&1
-	# The pool's own agent trusts signed images only: a second agent
-	# on the same GPU, with a policy that runs any image, takes over.
-	printf 'images = any\n' >"$T/policy"
-	timeout 30 "$GP" token create --role provider --name gpu-check >"$T/prov.token" 2>/dev/null
-	timeout 30 "$GP" provider pause >/dev/null 2>&1
-	url=$(sed -n 's/^url *= *//p' "$XDG_CONFIG_HOME/gpupool/config")
-	mkdir -p "$T/agent2" && chmod 755 "$T/agent2"
-	"$GP" agent --coordinator "$url" --token-file "$T/prov.token" --name gpu-check \
-	    --work "$T/agent2" --policy "$T/policy" >"$T/agent2.log" 2>&1 &
-	AGENT2=$!
-	for _ in $(seq 1 150); do	# its registration, at most 30 s
-		timeout 10 "$GP" nodes 2>/dev/null | grep -q '^gpu-check .* up' && break
-		sleep 0.2
-	done
 	run "$T/ctr.out" --gpus 1 --image busybox:gpu-check -- sh -c 'ls /dev | grep "^nvidia"'
 	gpu_nodes=$(grep -c '^nvidia[0-9][0-9]*$' "$T/ctr.out")
 	if [ "$gpu_nodes" = 1 ]; then

@@ -30,9 +30,15 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       # issue 14: the gang overlay between agents behind different NATs
       # (no WireGuard kernel module on every provider: the userspace one)
       wireguard-go
+      # issue 14: the agent relays jobs' DNS to a resolver on the host's
+      # loopback (systemd-resolved's 127.0.0.53) with dnsmasq
+      dnsmasq-base
       # issue 17: interactive sessions tested with real clients (OpenSSH's
       # ssh into an sshd a job runs, Debian's Jupyter server in a job)
       openssh-client openssh-server python3-notebook
+      # issue 17 B: the dashboard terminal's WebSocket framing
+      # (src/coord/terminal.c)
+      libwslay-dev
       # issue 17: the sshd a test job runs as `nobody` (whose shell is
       # nologin) sees a passwd entry with a shell through nss_wrapper
       libnss-wrapper

@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd.h"
+#include "coord_urls.h"
 #include "gp.h"
 #include "lite/lite.h"
 
@@ -34,10 +35,10 @@ needs_full_client(void)
 
 	/* GPUPOOL_URL overrides the file's: no need to read it twice. */
 	if (url != NULL && url[0] != '\0')
-		return strncasecmp(url, "http://", 7) != 0;
+		return !gp_coord_urls_all_start(url, "http://");
 	if (gp_cli_config_load(&cfg, err, sizeof(err)) != 0)
 		return 0; /* the command says what is wrong */
-	full = strncasecmp(cfg.url, "http://", 7) != 0;
+	full = !gp_coord_urls_all_start(cfg.url, "http://");
 	memset(cfg.token, 0, sizeof(cfg.token)); /* a secret */
 	return full;
 }

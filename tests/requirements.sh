@@ -10,7 +10,7 @@
 # and tests/e2e/lib.sh; no side effects.
 
 # The words (requirement_present says what each one means).
-REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces sshd tmux"
+REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces dnsmasq sshd tmux postgresql"
 
 # requirement_present WORD: 0 when this machine has it, 1 when not, 2 for
 # a word that is not one of REQUIREMENTS.
@@ -44,6 +44,8 @@ requirement_present() {
 			grep -qE 'libasan|libubsan' ;;
 	cuda-headers) # the fake CUDA driver (tests/fakecuda) is built with them
 		[ -f "${CUDA_INC:-/usr/local/cuda/include}/cuda.h" ] ;;
+	dnsmasq) # Debian's dnsmasq-base: the agent's DNS relay for jobs
+		[ -x /usr/sbin/dnsmasq ] ;;
 	unshare | python3 | openssl | nft) # commands the tests run themselves
 		command -v "$1" >/dev/null 2>&1 ;;
 	sshd) # OpenSSH's server and client, and nss_wrapper (a job's sshd
@@ -58,6 +60,11 @@ requirement_present() {
 		"$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)" \
 			-c 'import torch.distributed as d
 assert d.is_gloo_available()' >/dev/null 2>&1 ;;
+	postgresql) # Debian's PostgreSQL 15 server (tests/e2e/pg_lib.sh runs it as
+		# nobody through setpriv when the tests run as root)
+		[ -x "${GP_PG_BIN:-/usr/lib/postgresql/15/bin}/postgres" ] &&
+			[ -x "${GP_PG_BIN:-/usr/lib/postgresql/15/bin}/initdb" ] &&
+			{ [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null 2>&1; } ;;
 	traces) # the public cluster traces in ../shared/data/traces
 		[ -r "${GPUPOOL_TRACES:-../shared/data/traces}/openb_pod_list_default.csv" ] &&
 			[ -r "${GPUPOOL_TRACES:-../shared/data/traces}/philly_runtime.csv" ] ;;

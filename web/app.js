@@ -59,6 +59,22 @@
     return sessionStorage.getItem(TOKEN_KEY);
   }
 
+  // Several coordinators, one leader (docs/operations.md): a standby
+  // answers 503 with X-Gpupool-Role: standby and the leader's URL in
+  // X-Gpupool-Leader. The dashboard then goes to the leader's own
+  // dashboard (the token stays in this origin's session: sign in there);
+  // a leader naming itself is still loading: the next refresh retries.
+  let goingToLeader = false;
+  function followLeader(leader) {
+    let u;
+    try { u = new URL(leader); } catch (e) { return; }
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') ||
+        u.origin === location.origin || goingToLeader) return;
+    goingToLeader = true;
+    setStatus('This coordinator is a standby: going to the leader at ' + u.origin, true);
+    setTimeout(() => location.assign(u.origin + location.pathname + location.hash), 1500);
+  }
+
   // One API call with the session's token. opts: method, body (JSON),
   // raw (return the Response), signal.
   async function api(path, opts = {}) {
@@ -72,6 +88,12 @@
       method: opts.method || 'GET', headers, body, signal: opts.signal,
       cache: 'no-store', credentials: 'omit', redirect: 'error',
     });
+    if (r.status === 503 && r.headers.get('X-Gpupool-Role') === 'standby') {
+      const leader = r.headers.get('X-Gpupool-Leader');
+      if (leader) followLeader(leader);
+      throw new ApiError(503, leader ? 'not the leader: the leader is ' + leader
+        : 'no coordinator leads yet; retrying');
+    }
     if (r.status === 401 && !opts.token) {
       signOut('Your token was not accepted (revoked?). Sign in again.');
       throw new ApiError(401, 'not signed in');
@@ -98,6 +120,15 @@
     if (mib >= 1024 * 1024) return (mib / 1048576).toFixed(1).replace(/\.0$/, '') + 'T';
     if (mib >= 1024) return (mib / 1024).toFixed(1).replace(/\.0$/, '') + 'G';
     return mib + 'M';
+  }
+
+  // Bytes in binary units: "0 B", "10.5 KiB", "3.2 GiB".
+  function fmtBytes(n) {
+    if (typeof n !== 'number') return '-';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i === 0 ? String(n) : n.toFixed(1).replace(/\.0$/, '')) + ' ' + units[i];
   }
 
   function fmtDuration(ms) {
@@ -475,6 +506,42 @@
     return [el('dt', {}, label), el('dd', {}, value === null || value === undefined || value === '' ? '-' : value)];
   }
 
+  // A shell in the job, in the page (xterm.js, embedded: web/vendor/):
+  // a one-time ticket with the token, then a WebSocket on this origin
+  // whose first message is the ticket (docs/interactive.md).
+  let terminal = null;
+  async function openTerminal(jobId) {
+    if (terminal) terminal.close();
+    const box = document.getElementById('terminal-box');
+    if (!box || typeof Terminal === 'undefined') return;
+    box.hidden = false;
+    box.replaceChildren();
+    const term = new Terminal({ rows: 24, cols: 100, convertEol: false });
+    term.open(box);
+    let t;
+    try {
+      t = await api(`/v1/jobs/${jobId}/terminal`, { method: 'POST' });
+    } catch (e) { setStatus(e.message, true); return; }
+    const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/jobs/${jobId}/terminal`);
+    ws.binaryType = 'arraybuffer';
+    const enc = new TextEncoder();
+    ws.onopen = () => {
+      ws.send(JSON.stringify({ ticket: t.ticket, rows: term.rows, cols: term.cols }));
+      term.focus();
+    };
+    ws.onmessage = (ev) => {
+      if (typeof ev.data !== 'string') { term.write(new Uint8Array(ev.data)); return; }
+      const m = JSON.parse(ev.data);
+      if (m.exit !== undefined) term.write(`\r\n[exited ${m.exit}]\r\n`);
+      if (m.error) term.write(`\r\n[${m.error}]\r\n`);
+      if (m.notice) term.write(`\r\n[${m.notice}]\r\n`);
+    };
+    ws.onclose = () => term.write('\r\n[closed]\r\n');
+    term.onData((d) => { if (ws.readyState === 1) ws.send(enc.encode(d)); });
+    term.onResize((s) => { if (ws.readyState === 1) ws.send(JSON.stringify({ resize: [s.rows, s.cols] })); });
+    terminal = { close: () => { ws.close(); term.dispose(); } };
+  }
+
   function viewJob(id) {
     const ctx = newContext();
     const title = el('h1', {}, 'Job ' + id);
@@ -484,7 +551,9 @@
     const gpus = el('div', { class: 'card' }, el('p', { class: 'muted' }, 'Loading…'));
     const log = el('pre', { class: 'log', id: 'log', tabindex: 0 });
     const logState = el('span', { class: 'muted', id: 'log-state' }, 'following…');
+    if (terminal) { terminal.close(); terminal = null; }
     main.replaceChildren(el('p', {}, el('a', { href: '#/jobs' }, '← Jobs')), title, actions,
+      el('div', { id: 'terminal-box', class: 'card terminal', hidden: true }),
       el('div', { class: 'job-grid' }, facts, el('div', {},
         el('h2', {}, 'Attempts'), tl, el('h2', {}, 'GPU use'), gpus)),
       el('h2', {}, 'Output ', logState), log);
@@ -498,7 +567,20 @@
         type: 'button', class: 'danger', id: 'cancel', onclick: async () => {
           try { await api(`/v1/jobs/${job.id}/cancel`, { method: 'POST' }); refresh(); } catch (e) { setStatus(e.message, true); }
         },
-      }, 'Cancel'));
+      }, 'Cancel'), ...(job.state === 'running' ? (job.expose || []).map((port) => el('button', {
+        // A port the job declares (submit --expose), through the
+        // coordinator's proxy: its own origin, signed in with a one-time
+        // code (docs/interactive.md). noopener: the page gets no handle
+        // on this one.
+        type: 'button', class: 'open-port', 'data-port': String(port), onclick: async () => {
+          try {
+            const g = await api(`/v1/jobs/${job.id}/proxy`, { method: 'POST', body: { port } });
+            window.open(g.url, '_blank', 'noopener,noreferrer');
+          } catch (e) { setStatus(e.message, true); }
+        },
+      }, 'Open port ' + port)) : []), job.state === 'running' ? el('button', {
+        type: 'button', id: 'open-terminal', onclick: () => openTerminal(job.id),
+      }, 'Terminal') : '');
       const req = job.request || {};
       facts.replaceChildren(...[
         detail('User', job.user), detail('State', job.state),
@@ -512,6 +594,10 @@
         })()) : [],
         detail('Reason', job.reason), detail('Message', job.message),
         detail('Attempts', String(job.attempts)),
+        // Over the job's own network (its veth pair), every attempt and part.
+        typeof job.net_sent_bytes === 'number' ? detail('Network',
+          `${fmtBytes(job.net_sent_bytes)} sent · ${fmtBytes(job.net_received_bytes)} received` +
+          (job.state === 'running' ? ' (as of the last heartbeat)' : '')) : [],
         // A fraction's use, as the enforcement layer (libgpupool-cuda.so) measured it.
         ((job.parts || [])[0] || {}).gpu_use ? detail('GPU share in use', (() => {
           const u = job.parts[0].gpu_use;

@@ -89,6 +89,13 @@ struct gp_agent {
 	 * net_refused: it refused them once (400); never again.
 	 */
 	atomic_int coord_net, net_refused;
+	/*
+	 * Several coordinators: the index (in url's list) of the one the
+	 * heartbeat thread reaches; every other client of the agent begins
+	 * its requests there and lets go of one held by a coordinator that
+	 * froze when it changes (gp_http_client_follow).
+	 */
+	atomic_int coord_at;
 };
 
 /* report.c */
@@ -118,6 +125,15 @@ int gp_reports_wait_empty(struct gp_reports *r, int64_t timeout_ms);
 /* attach.c: dials the coordinator for stream r and serves it (a thread). */
 struct gp_stream_request;
 void gp_attach_stream(struct gp_agent *ag, const struct gp_stream_request *r);
+/*
+ * The provider's reclaim hook (gp_provider_set_reclaim_hook): a NOTICE
+ * to every stream of the attempt, sent by its own thread within a second
+ * ("gpupool: the owner takes this machine back (reclaimed): job 12 ends
+ * in 30 s"). Does not block.
+ */
+struct gp_attempt_id;
+void gp_attach_reclaim_notice(void *arg, const struct gp_attempt_id *id,
+    const char *reason, int64_t grace_s);
 
 struct gp_provider *gp_provider_new(struct gp_agent *agent, char *err,
     size_t errlen);
@@ -158,6 +174,22 @@ void gp_provider_net_policy(struct gp_provider *p, enum gp_net_policy *net,
     int64_t *rate_bps);
 /* The GPUs a running job holds now (bit i: GPU i). */
 uint64_t gp_provider_busy_gpus(struct gp_provider *p);
+/*
+ * Interactive jobs (docs/interactive.md): the owner ends one (a reclaim,
+ * a closing window, presence, leaving) with no checkpoint signal; it is
+ * killed after the grace (grace_s, 0: now) and not moved elsewhere. The
+ * hook is how the warning reaches the job's terminals: the interactive
+ * relay (issue 17 part A) registers it and writes, for example, "gpupool:
+ * the owner reclaims this machine: this session ends in 30 s" to every
+ * stream attached to the attempt. Called once per attempt, with the
+ * provider's lock held: it must not block or call back into the provider
+ * (queue the message and return). reason: "reclaimed", "owner_present",
+ * "window_closed", "provider_left", ... A NULL fn removes the hook.
+ */
+typedef void (*gp_provider_reclaim_fn)(void *arg,
+    const struct gp_attempt_id *id, const char *reason, int64_t grace_s);
+void gp_provider_set_reclaim_hook(struct gp_provider *p,
+    gp_provider_reclaim_fn fn, void *arg);
 /*
  * What the fractional jobs use, from libgpupool-cuda.so's regions (read
  * once a second): [{job_id, attempt, gpu, mem_used_mib, mem_limit_mib,

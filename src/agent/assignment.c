@@ -332,6 +332,11 @@ decode_assignment(json_t *obj, struct gp_assignment *a, char *err,
 	    "network")), &a->network) != 0))
 		return bad(err, errlen, "field %s: not none, internet or lan",
 		    "network");
+	if (json_object_get(obj, "interactive") != NULL &&
+	    !json_is_boolean(json_object_get(obj, "interactive")))
+		return bad(err, errlen, "field %s: not true or false",
+		    "interactive");
+	a->interactive = json_is_true(json_object_get(obj, "interactive"));
 	return decode_share_gang(obj, a, err, errlen);
 }
 

@@ -87,6 +87,12 @@ struct gp_assignment {
 	 * node allows; else 1 + the level (1 none, 2 internet, 3 lan).
 	 */
 	int network;
+	/*
+	 * An interactive job (docs/interactive.md): on a reclaim it gets no
+	 * checkpoint signal, the relay's terminals are warned (the
+	 * provider's reclaim hook) and it is ended after the grace.
+	 */
+	int interactive;
 	/* Filled by the agent, not the coordinator. */
 	char *restore_dir;	/* restored checkpoint to move in, or NULL */
 	int64_t restored_version;

@@ -75,7 +75,22 @@ struct pump {
 	pid_t pid;		/* exec, pty: nsenter's pid (its group's) */
 	int exited, status;
 	int broken;		/* the coordinator's leg is gone */
+	/* The owner's reclaim: a notice to send (under notice_lock). */
+	char notice[256];
+	int has_notice;
 };
+
+/*
+ * The attempts' live streams, for the owner's reclaim notice (issue 17
+ * B: gp_attach_reclaim_notice, the provider's reclaim hook).
+ */
+struct live_stream {
+	struct pump *p;
+	struct gp_attempt_id id;
+	struct live_stream *next;
+};
+static pthread_mutex_t notice_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct live_stream *live_streams;
 
 /* ---- sending frames to the coordinator ---- */
 
@@ -496,6 +511,11 @@ pump_loop(struct pump *p)
 		flush_out(p);
 		if (p->broken)
 			return;
+		pthread_mutex_lock(&notice_lock);
+		if (p->has_notice && queue_frame(p, GP_FRAME_NOTICE, p->notice,
+		    strlen(p->notice)) == 0)
+			p->has_notice = 0;
+		pthread_mutex_unlock(&notice_lock);
 		out_open = p->from_fd[0] >= 0 || p->from_fd[1] >= 0;
 		if (p->kind == GP_STREAM_TCP) {
 			if (p->from_fd[0] == -2 && p->in_eof == 2)
@@ -602,6 +622,7 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	struct gp_http_response resp;
 	struct gp_stream_open open;
 	struct gp_exec_enter e;
+	struct live_stream live, **lp;
 	struct pump *p;
 	char path[96], header[96], err[512];
 	int have_enter = 0, ret;
@@ -665,7 +686,20 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	    (long long)r->job.attempt, gp_stream_kind_name(open.kind),
 	    open.tty, open.port);
 	queue_frame(p, GP_FRAME_READY, NULL, 0);
+	live.p = p;
+	live.id = r->job;
+	pthread_mutex_lock(&notice_lock);
+	live.next = live_streams;
+	live_streams = &live;
+	pthread_mutex_unlock(&notice_lock);
 	pump_loop(p);
+	pthread_mutex_lock(&notice_lock);
+	for (lp = &live_streams; *lp != NULL; lp = &(*lp)->next)
+		if (*lp == &live) {
+			*lp = live.next;
+			break;
+		}
+	pthread_mutex_unlock(&notice_lock);
 	if (p->kind != GP_STREAM_TCP) {
 		if (p->broken && !p->exited && p->pid > 0) {
 			/* The client left: end what it started. */
@@ -699,6 +733,26 @@ out:
 	gp_http_upgraded_free(p->up);
 	gp_http_client_free(http);
 	free(p);
+}
+
+void
+gp_attach_reclaim_notice(void *arg, const struct gp_attempt_id *id,
+    const char *reason, int64_t grace_s)
+{
+	struct live_stream *l;
+
+	(void)arg;
+	pthread_mutex_lock(&notice_lock);
+	for (l = live_streams; l != NULL; l = l->next) {
+		if (l->id.job_id != id->job_id || l->id.attempt != id->attempt)
+			continue;
+		snprintf(l->p->notice, sizeof(l->p->notice),
+		    "\r\ngpupool: the owner takes this machine back (%s): job "
+		    "%lld ends in %lld s\r\n", reason, (long long)id->job_id,
+		    (long long)grace_s);
+		l->p->has_notice = 1;
+	}
+	pthread_mutex_unlock(&notice_lock);
 }
 
 static void *

@@ -336,12 +336,17 @@ mount_point(int root_fd, const char *target, const char *source, char *err,
 	    errlen);
 }
 
-/* The host's /etc/resolv.conf and /etc/hosts (the host's network). */
+/*
+ * The host's /etc/resolv.conf (or the agent's DNS relay's, netns.h) and
+ * /etc/hosts.
+ */
 static int
-add_host_files(struct gp_containers *c, struct cjob *cj, char *err,
-    size_t errlen)
+add_host_files(struct gp_containers *c, struct cjob *cj,
+    const struct gp_exec_job *x, char *err, size_t errlen)
 {
 	static const char *files[] = {"/etc/resolv.conf", "/etc/hosts"};
+	const char *relay = x->cfg->net != NULL ?
+	    gp_net_resolv_conf(x->cfg->net) : NULL;
 	struct gp_oci_edits one;
 	struct gp_oci_mount m;
 	int fd, ret;
@@ -359,7 +364,8 @@ add_host_files(struct gp_containers *c, struct cjob *cj, char *err,
 		close(fd);
 		memset(&one, 0, sizeof(one));
 		memset(&m, 0, sizeof(m));
-		m.host_path = (char *)files[i];
+		m.host_path = (char *)(i == 0 && relay != NULL ? relay :
+		    files[i]);
 		m.container_path = (char *)files[i];
 		one.mounts = &m;
 		one.nmounts = 1;
@@ -445,7 +451,7 @@ container_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 				return GP_ENOMEM;
 			}
 	}
-	if ((ret = add_host_files(c, cj, err, errlen)) != 0)
+	if ((ret = add_host_files(c, cj, x, err, errlen)) != 0)
 		return ret;
 	x->gpus_renumbered = 1;
 	x->runtime_cgroups = 1;

@@ -693,6 +693,8 @@ make_warm(struct gp_executor *ex)
 		ex->warm_retry_ms = now + 10000;
 		return;
 	}
+	/* Its mount namespace holds the root template of now. */
+	ex->warm.root_gen = gp_sandbox_template_gen(cfg->root_template);
 	ex->have_warm = 1;
 }
 

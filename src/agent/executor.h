@@ -100,6 +100,11 @@ struct gp_exec_config {
 	 * the executor's thread clones them, copying the agent.
 	 */
 	struct gp_spawner *spawner;
+	/*
+	 * Plain jobs' minimal root, bound once and copied by each job
+	 * (sandbox.h); NULL: each job's init binds its root path by path.
+	 */
+	struct gp_sandbox_template *root_template;
 };
 
 /* One job as the executor and its implementation see it. */

@@ -24,6 +24,7 @@
 #define POLL_WAIT_MS	25000
 #define POLL_TIMEOUT_MS (POLL_WAIT_MS + 10000)
 #define RETRY_MAX_MS	5000
+#define STANDBY_RETRY_MS 200 /* a standby's 503: the leader comes soon */
 
 static pthread_t heartbeat_thread, poll_thread;
 
@@ -336,6 +337,8 @@ heartbeat_main(void *arg)
 		/* Short: a hung request must not hide a partition. */
 		ret = post(http, path, body, ag->lease_ms > 2000 ?
 		    ag->lease_ms / 2 : 1000, &resp);
+		/* Where the leader is: the agent's other clients follow. */
+		atomic_store(&ag->coord_at, gp_http_client_current(http));
 		if ((ret == 0 && resp.status == 200) ||
 		    (ret != 0 && resp.refused))
 			atomic_store(&ag->last_contact_mono,
@@ -458,6 +461,7 @@ poll_main(void *arg)
 		gp_error("poll: cannot create an HTTP client");
 		return NULL;
 	}
+	gp_http_client_follow(http, &ag->coord_at);
 	while (!atomic_load(&ag->stop)) {
 		int64_t node_id = gp_link_node_id(ag);
 		int ret;
@@ -486,6 +490,16 @@ poll_main(void *arg)
 		}
 		/* 404: the heartbeat thread registers again; wait for it. */
 		gp_debug("poll failed status=%ld", resp.status);
+		/*
+		 * Several coordinators, none leading yet (an election after
+		 * the leader died): short naps, no growing back-off, so that
+		 * the first assignment of the new leader comes at once.
+		 */
+		if (ret == 0 && resp.not_leader) {
+			gp_http_response_fini(&resp);
+			nap(ag, STANDBY_RETRY_MS);
+			continue;
+		}
 		gp_http_response_fini(&resp);
 		nap(ag, backoff);
 		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :

@@ -23,6 +23,7 @@
 #include "agent/image.h"
 #include "agent/metrics.h"
 #include "agent/spawner.h"
+#include "coord_urls.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -48,7 +49,9 @@ static const char usage_text[] =
 "assigns, each in a sandbox (namespaces, read-only root, own cgroup), or\n"
 "for a job with an image in an OCI container (crun or runc).\n"
 "\n"
-"  --coordinator URL  coordinator base URL (or $GPUPOOL_URL)\n"
+"  --coordinator URL  coordinator base URL (or $GPUPOOL_URL); given again\n"
+"                     (or URLs separated by commas): several coordinators,\n"
+"                     the agent follows the one that leads\n"
 "  --token TOKEN      provider token (or $GPUPOOL_TOKEN, or --token-file)\n"
 "  --token-file F     read the token from file F\n"
 "  --name NAME        node name (default: the hostname)\n"
@@ -317,7 +320,8 @@ gp_agent_main(int argc, char **argv)
 	const char *advertise = NULL;
 	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
-	char *metrics_token = NULL;
+	char *metrics_token = NULL, urls[GP_COORD_URLS_MAX *
+	    GP_COORD_URLS_LEN];
 	struct gp_agent_metrics *metrics = NULL;
 	struct sockaddr_in metrics_addr;
 	char work_default[PATH_MAX], cache_dir[PATH_MAX];
@@ -334,7 +338,22 @@ gp_agent_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
 		switch (c) {
-		case 'c': url = optarg; break;
+		case 'c':
+			/* Repeated: several coordinators, one list. */
+			if (url == urls) {
+				size_t used = strlen(urls);
+
+				if ((size_t)snprintf(urls + used,
+				    sizeof(urls) - used, ",%s", optarg) >=
+				    sizeof(urls) - used) {
+					fprintf(stderr, "gpupool agent: too "
+					    "many --coordinator URLs\n");
+					return 2;
+				}
+			} else
+				gp_strlcpy(urls, optarg, sizeof(urls));
+			url = urls;
+			break;
 		case 't': token = optarg; break;
 		case 'T': token_file = optarg; break;
 		case 'n': name = optarg; break;
@@ -627,6 +646,17 @@ gp_agent_main(int argc, char **argv)
 			    "from the agent", err);
 		ag->exec_cfg.spawner = ag->spawner;
 	}
+	/*
+	 * Plain jobs' minimal root, bound once for many jobs (sandbox.h);
+	 * GPUPOOL_AGENT_ROOT_TEMPLATE=off (benches): each job binds its own.
+	 */
+	spawn_mode = getenv("GPUPOOL_AGENT_ROOT_TEMPLATE");
+	if (!ag->user.userns && (spawn_mode == NULL ||
+	    strcmp(spawn_mode, "off") != 0) &&
+	    gp_sandbox_template_new(&ag->exec_cfg.root_template, ag->work,
+	    err, sizeof(err)) != 0)
+		gp_warn("no root template why=\"%s\": each job binds its "
+		    "root path by path", err);
 	bench_bloat(getenv("GPUPOOL_AGENT_BLOAT"));
 	gp_http_global_init();
 
@@ -652,6 +682,9 @@ gp_agent_main(int argc, char **argv)
 		fprintf(stderr, "gpupool agent: %s\n", err);
 		goto out;
 	}
+	/* The owner's reclaim of an interactive job: its terminals hear. */
+	gp_provider_set_reclaim_hook(ag->provider, gp_attach_reclaim_notice,
+	    NULL);
 	{
 		enum gp_net_policy net;
 		int64_t rate;
@@ -707,6 +740,8 @@ gp_agent_main(int argc, char **argv)
 	ag->executor = NULL;
 	gp_spawner_free(ag->spawner);
 	ag->spawner = NULL;
+	gp_sandbox_template_free(ag->exec_cfg.root_template);
+	ag->exec_cfg.root_template = NULL;
 	gp_net_free(ag->net);
 	ag->net = NULL;
 	gp_provider_free(ag->provider);
@@ -729,6 +764,8 @@ out:
 			gp_executor_free(ag->executor);
 		gp_spawner_free(ag->spawner);
 		ag->spawner = NULL;
+		gp_sandbox_template_free(ag->exec_cfg.root_template);
+		ag->exec_cfg.root_template = NULL;
 		gp_net_free(ag->net);
 		ag->net = NULL;
 		if (ag->provider != NULL)

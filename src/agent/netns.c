@@ -65,6 +65,14 @@ struct gp_net {
 	struct gp_net_job pool[3][NET_POOL];
 	int npool[3];
 	int closing;		/* gp_net_free: pool nothing more */
+	/*
+	 * The DNS relay, when the host's resolver is on its loopback:
+	 * dnsmasq on 169.254.53.<block> (an address on the agent's lo),
+	 * and the resolv.conf jobs get instead of the host's.
+	 */
+	pid_t dns_pid;
+	char dns_addr[20];
+	char resolv_conf[64];
 };
 
 const char *
@@ -341,20 +349,47 @@ link_stats_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-/* A link's counters, by name (in nl's namespace, whatever /sys shows). */
+static int
+link_stats64_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct rtnl_link_stats64 *st = data;
+	struct nlattr *a;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct if_stats_msg))
+		if (mnl_attr_get_type(a) == IFLA_STATS_LINK_64 &&
+		    mnl_attr_get_payload_len(a) >= sizeof(*st))
+			memcpy(st, mnl_attr_get_payload(a), sizeof(*st));
+	return MNL_CB_OK;
+}
+
+/*
+ * A link's counters (in nl's namespace, whatever /sys shows): by index
+ * when known, with RTM_GETSTATS asking for the 64-bit counters alone
+ * (RTM_GETLINK fills every attribute of the link, IPv6's settings
+ * included: most of what reading a job's bytes cost), else by name.
+ */
 static int
 link_stats(struct mnl_socket *nl, unsigned int *seq, const char *name,
-    struct rtnl_link_stats64 *st)
+    int ifindex, struct rtnl_link_stats64 *st)
 {
 	char buf[512];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct if_stats_msg *ism;
 	struct ifinfomsg *ifm;
 
+	memset(st, 0, sizeof(*st));
+	if (ifindex > 0) {
+		nlh->nlmsg_type = RTM_GETSTATS;
+		ism = mnl_nlmsg_put_extra_header(nlh, sizeof(*ism));
+		ism->family = AF_UNSPEC;
+		ism->ifindex = (uint32_t)ifindex;
+		ism->filter_mask = IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64);
+		return nl_ask(nl, seq, nlh, link_stats64_cb, st);
+	}
 	nlh->nlmsg_type = RTM_GETLINK;
 	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	memset(st, 0, sizeof(*st));
 	return nl_ask(nl, seq, nlh, link_stats_cb, st);
 }
 
@@ -570,13 +605,209 @@ done:
 	*loopback_only = loop && !any;
 }
 
+/* ---- the DNS relay (a resolver on the host's loopback) ---- */
+
+#define NET_DNS_NET "169.254.53."	/* + the block: the relay's address */
+#define NET_DNS_PID_FMT NET_RUN_DIR "/%02x.dns.pid"
+#define NET_RESOLV_FMT NET_RUN_DIR "/%02x.resolv.conf"
+
+/* Stops a relay a killed agent of block b left (its pid file). */
+static void
+dns_sweep(int b, const char *lo_addrs)
+{
+	char path[64], comm[32], addr[32], *text = NULL;
+	size_t n;
+	long pid;
+	int fd;
+
+	snprintf(path, sizeof(path), NET_DNS_PID_FMT, b);
+	if (gp_read_file(path, 64, &text, &n) == 0 &&
+	    (pid = strtol(text, NULL, 10)) > 1) {
+		char proc[64];
+
+		snprintf(proc, sizeof(proc), "/proc/%ld/comm", pid);
+		if ((fd = open(proc, O_RDONLY | O_CLOEXEC)) >= 0) {
+			ssize_t k = read(fd, comm, sizeof(comm) - 1);
+
+			close(fd);
+			comm[k > 0 ? k : 0] = '\0';
+			if (strcmp(comm, "dnsmasq\n") == 0 &&
+			    kill((pid_t)pid, SIGTERM) == 0)
+				gp_info("job networks: stopped a stale DNS "
+				    "relay block=%d pid=%ld", b, pid);
+		}
+	}
+	free(text);
+	unlink(path);
+	snprintf(addr, sizeof(addr), NET_DNS_NET "%d/32", b);
+	if (lo_addrs != NULL && strstr(lo_addrs, addr) != NULL) {
+		char *argv[] = {"ip", "addr", "del", addr, "dev", "lo", NULL};
+
+		(void)run(argv, NULL, -1, NULL, 0);
+	}
+}
+
+/*
+ * The host's resolver is on its loopback, where jobs cannot reach it:
+ * dnsmasq (Debian's dnsmasq-base) relays to it from 169.254.53.<block>,
+ * an address put on the agent's lo, and jobs get a resolv.conf naming
+ * that address (with the host's search and options lines). 0, or -1
+ * with why set (jobs then get no DNS).
+ */
+static int
+dns_relay_start(struct gp_net *n, char *why, size_t whylen)
+{
+	static const char dnsmasq[] = "/usr/sbin/dnsmasq";
+	char *text = NULL, *line, *save = NULL, addr[32], pidfile[64];
+	char *argv[24], servers[8][80], listen[48];
+	struct gp_buf conf;
+	struct in_addr a;
+	int nservers = 0, argc = 0, i, fd;
+	size_t len;
+	pid_t pid;
+
+	if (access(dnsmasq, X_OK) != 0) {
+		snprintf(why, whylen, "%s is not installed (Debian's "
+		    "dnsmasq-base relays DNS to it)", dnsmasq);
+		return -1;
+	}
+	memset(&conf, 0, sizeof(conf));
+	gp_buf_printf(&conf, "# gpupool agent: the host's resolver relayed "
+	    "(docs/agent.md, \"Job networks\")\nnameserver " NET_DNS_NET
+	    "%d\n", n->block);
+	if (gp_read_file("/etc/resolv.conf", 65536, &text, &len) == 0)
+		for (line = strtok_r(text, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save)) {
+			char word[16], ip[64];
+
+			if (sscanf(line, " %15s %63s", word, ip) != 2)
+				continue;
+			if (strcmp(word, "search") == 0 ||
+			    strcmp(word, "domain") == 0 ||
+			    strcmp(word, "options") == 0)
+				gp_buf_printf(&conf, "%s\n", line);
+			else if (strcmp(word, "nameserver") == 0 &&
+			    inet_pton(AF_INET, ip, &a) == 1 &&
+			    (ntohl(a.s_addr) >> 24) == 127 && nservers < 8)
+				snprintf(servers[nservers++],
+				    sizeof(servers[0]), "--server=%s", ip);
+		}
+	free(text);
+	if (nservers == 0 || conf.data == NULL) {
+		snprintf(why, whylen, "no IPv4 loopback name server in "
+		    "/etc/resolv.conf");
+		gp_buf_free(&conf);
+		return -1;
+	}
+	snprintf(n->resolv_conf, sizeof(n->resolv_conf), NET_RESOLV_FMT,
+	    n->block);
+	fd = open(n->resolv_conf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0644);
+	if (fd < 0 || gp_write_all(fd, conf.data, strlen(conf.data)) != 0 ||
+	    fchmod(fd, 0644) != 0) {
+		snprintf(why, whylen, "%s: %s", n->resolv_conf,
+		    strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		gp_buf_free(&conf);
+		n->resolv_conf[0] = '\0';
+		return -1;
+	}
+	close(fd);
+	gp_buf_free(&conf);
+	snprintf(n->dns_addr, sizeof(n->dns_addr), NET_DNS_NET "%d",
+	    n->block);
+	snprintf(addr, sizeof(addr), "%s/32", n->dns_addr);
+	{
+		char *ip[] = {"ip", "addr", "replace", addr, "dev", "lo",
+		    NULL};
+
+		if (run(ip, NULL, -1, why, whylen) != 0)
+			goto fail;
+	}
+	snprintf(listen, sizeof(listen), "--listen-address=%s", n->dns_addr);
+	snprintf(pidfile, sizeof(pidfile), "--pid-file=" NET_DNS_PID_FMT,
+	    n->block);
+	argv[argc++] = (char *)dnsmasq;
+	argv[argc++] = "--keep-in-foreground";
+	argv[argc++] = "--conf-file=/dev/null";
+	argv[argc++] = "--no-resolv";
+	argv[argc++] = "--no-hosts";
+	argv[argc++] = "--no-poll";
+	argv[argc++] = "--bind-interfaces";
+	argv[argc++] = listen;
+	argv[argc++] = "--user=nobody";
+	argv[argc++] = "--group=nogroup";
+	argv[argc++] = "--log-facility=-";
+	argv[argc++] = pidfile;
+	for (i = 0; i < nservers; i++)
+		argv[argc++] = servers[i];
+	argv[argc] = NULL;
+	if ((pid = fork()) < 0) {
+		snprintf(why, whylen, "fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* Its stdout, stderr: the agent's log. */
+		execv(dnsmasq, argv);
+		_exit(127);
+	}
+	n->dns_pid = pid;
+	gp_info("job networks: the host's resolver is on its loopback: "
+	    "jobs' DNS relayed by dnsmasq addr=%s pid=%d servers=%d",
+	    n->dns_addr, (int)pid, nservers);
+	return 0;
+fail:
+	unlink(n->resolv_conf);
+	n->resolv_conf[0] = '\0';
+	n->dns_addr[0] = '\0';
+	return -1;
+}
+
+static void
+dns_relay_stop(struct gp_net *n)
+{
+	char addr[32], pidfile[64];
+
+	if (n->dns_pid > 0) {
+		kill(n->dns_pid, SIGTERM);
+		while (waitpid(n->dns_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		n->dns_pid = 0;
+		snprintf(pidfile, sizeof(pidfile), NET_DNS_PID_FMT, n->block);
+		unlink(pidfile);
+	}
+	if (n->dns_addr[0] != '\0') {
+		char *argv[] = {"ip", "addr", "del", addr, "dev", "lo", NULL};
+
+		snprintf(addr, sizeof(addr), "%s/32", n->dns_addr);
+		(void)run(argv, NULL, -1, NULL, 0);
+		n->dns_addr[0] = '\0';
+	}
+	if (n->resolv_conf[0] != '\0') {
+		unlink(n->resolv_conf);
+		n->resolv_conf[0] = '\0';
+	}
+}
+
+const char *
+gp_net_resolv_conf(const struct gp_net *n)
+{
+	return n != NULL && n->resolv_conf[0] != '\0' ? n->resolv_conf :
+	    NULL;
+}
+
 /*
  * The agent's table: what a job may reach, by its source address. The
  * host itself (input) is closed to jobs but for DNS to the resolvers;
  * nothing new enters a job from outside (forward).
  */
 static int
-table_text(const struct gp_net *n, struct gp_buf *b)
+table_text(struct gp_net *n, struct gp_buf *b)
 {
 	uint32_t base = NET_BASE + (uint32_t)n->block * 1024;
 	char blk[20], inet[20], lan[20], ifs[16], dns[512];
@@ -587,9 +818,16 @@ table_text(const struct gp_net *n, struct gp_buf *b)
 	ip_text(base + 512, lan, sizeof(lan));
 	snprintf(ifs, sizeof(ifs), "gp%02x.*", n->block);
 	resolvers(dns, sizeof(dns), &loop);
-	if (loop)
-		gp_warn("job networks: the host's resolver is on its "
-		    "loopback, which jobs cannot reach: jobs get no DNS");
+	if (loop) {
+		char why[256] = "";
+
+		if (dns_relay_start(n, why, sizeof(why)) == 0)
+			gp_strlcpy(dns, n->dns_addr, sizeof(dns));
+		else
+			gp_warn("job networks: the host's resolver is on its "
+			    "loopback, which jobs cannot reach, and cannot be "
+			    "relayed (%s): jobs get no DNS", why);
+	}
 	gp_buf_printf(b,
 	    "table inet %s {\n"
 	    "  set not_internet { type ipv4_addr; flags interval;\n"
@@ -707,9 +945,9 @@ sweep_routes(struct gp_net *n, int b)
 	free(l);
 }
 
-/* Deletes block b's table (when there) and its veth pairs. */
+/* Deletes block b's table (when there), its veth pairs, its DNS relay. */
 static void
-sweep_block(struct gp_net *n, int b, const char *tables)
+sweep_block(struct gp_net *n, int b, const char *tables, const char *lo_addrs)
 {
 	char name[32], pattern[16], needle[48];
 	struct link_list l;
@@ -728,6 +966,7 @@ sweep_block(struct gp_net *n, int b, const char *tables)
 			    name);
 	}
 	sweep_routes(n, b);
+	dns_sweep(b, lo_addrs);
 	snprintf(pattern, sizeof(pattern), "gp%02x.", b);
 	l.prefix = pattern;
 	for (tries = 0; tries < 4; tries++)
@@ -747,7 +986,7 @@ sweep_block(struct gp_net *n, int b, const char *tables)
 static int
 take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 {
-	char path[64], tables[16384] = "";
+	char path[64], tables[16384] = "", lo_addrs[8192] = "";
 	char *argv[] = {"nft", "list", "tables", NULL};
 	uint32_t h = 2166136261u;
 	const char *p;
@@ -784,8 +1023,16 @@ take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 		    "nftables installed?)", tables);
 		return GP_EIO;
 	}
+	/* The relays' addresses on lo (dns_sweep). */
+	{
+		char *ip[] = {"ip", "-o", "-4", "addr", "show", "dev", "lo",
+		    NULL};
+
+		if (run(ip, NULL, -1, lo_addrs, sizeof(lo_addrs)) != 0)
+			lo_addrs[0] = '\0';
+	}
 	/* Ours, and those whose agent is gone (their lock is free). */
-	sweep_block(n, n->block, tables);
+	sweep_block(n, n->block, tables, lo_addrs);
 	for (b = 0; b < NET_BLOCKS; b++) {
 		if (b == n->block)
 			continue;
@@ -793,7 +1040,7 @@ take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 		if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
 			continue;
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			sweep_block(n, b, tables);
+			sweep_block(n, b, tables, lo_addrs);
 		close(fd);
 	}
 	return 0;
@@ -911,6 +1158,7 @@ gp_net_free(struct gp_net *n)
 
 		(void)run(argv, NULL, -1, NULL, 0);
 	}
+	dns_relay_stop(n);
 	if (n->nl != NULL)
 		mnl_socket_close(n->nl);
 	if (n->lock_fd >= 0)
@@ -1246,6 +1494,7 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	ip_text(job, r.address, sizeof(r.address));
 	r.slot = s;
 	hidx = (int)if_nametoindex(r.host_if);
+	r.host_ifindex = hidx;
 	/* In a namespace of lo and eth0 only, eth0 is the second link. */
 	jidx = 2;
 	if (r.gang) {
@@ -1303,7 +1552,7 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 	if (j->slot < 0 || (nl = nl_open()) == NULL)
 		return;
 	/* The host's end receives what the job sends. */
-	if (link_stats(nl, &seq, j->host_if, &st) == 0) {
+	if (link_stats(nl, &seq, j->host_if, j->host_ifindex, &st) == 0) {
 		*sent = (int64_t)st.rx_bytes - j->base_sent;
 		*received = (int64_t)st.tx_bytes - j->base_received;
 	}

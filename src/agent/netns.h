@@ -62,6 +62,12 @@ void gp_net_free(struct gp_net *n);
 enum gp_net_policy gp_net_offer(const struct gp_net *n);
 /* Why the offer is less than the policy, or NULL. */
 const char *gp_net_offer_why(const struct gp_net *n);
+/*
+ * The resolv.conf jobs get instead of the host's, or NULL (the host's):
+ * set when the host's resolver is on its loopback and the agent relays
+ * DNS to it (dnsmasq on 169.254.53.<block>; docs/agent.md).
+ */
+const char *gp_net_resolv_conf(const struct gp_net *n);
 int64_t gp_net_rate(const struct gp_net *n);
 
 /* One job's network. */
@@ -74,6 +80,7 @@ struct gp_net_job {
 	enum gp_net_policy policy;
 	int slot;		/* -1: no veth pair */
 	char host_if[16];	/* the host's end, "gpXX.N" */
+	int host_ifindex;	/* its index (0: not known) */
 	char ns_path[64];	/* /proc/<agent>/fd/<ns_fd>, for runtimes */
 	char address[16];	/* the job's IPv4 address, or "" */
 	int64_t base_sent;	/* the pair's counters when the job got it */

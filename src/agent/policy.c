@@ -44,7 +44,7 @@ struct parse {
 	int line;
 	char *err;
 	size_t errlen;
-	int seen_line[16];	/* line of each single-valued key, 0: unseen */
+	int seen_line[24];	/* line of each single-valued key, 0: unseen */
 };
 
 static int
@@ -270,12 +270,16 @@ enum key {
 	KEY_GPU_SHARE,
 	KEY_NETWORK,
 	KEY_NET_RATE,
+	KEY_INTERACTIVE,
+	KEY_INTERACTIVE_GPUS,
 };
 
 static const char *const key_names[] = {"gpus", "cpus", "memory",
     "max-job-time", "checkpoint-grace", "owner-presence", "window",
     "images", "plain-jobs", "trust-key", "expose", "scratch-max",
-    "gpu-share", "network", "net-rate"};
+    "gpu-share", "network", "net-rate", "interactive", "interactive-gpus"};
+_Static_assert(GP_ARRAY_LEN(key_names) <= 24,
+    "struct parse's seen_line has a row per key");
 
 /* "ed25519:BASE64 [NAME]". */
 static int
@@ -412,7 +416,8 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		return fail(ps, "unknown key '%.64s' (expected gpus, cpus, "
 		    "memory, max-job-time, checkpoint-grace, window, "
 		    "owner-presence, images, plain-jobs, trust-key, expose, "
-		    "scratch-max, gpu-share, network or net-rate)", key);
+		    "scratch-max, gpu-share, network, net-rate, interactive "
+		    "or interactive-gpus)", key);
 	if (*value == '\0')
 		return fail(ps, "%s: missing value", key);
 	if (k != KEY_WINDOW && k != KEY_TRUST_KEY && k != KEY_EXPOSE) {
@@ -495,6 +500,21 @@ parse_line(struct parse *ps, char *key, char *value, struct gp_policy *p)
 		else
 			return fail(ps, "plain-jobs: '%.64s' is not allow or "
 			    "refuse", value);
+		return 0;
+	case KEY_INTERACTIVE:
+		if (strcmp(value, "allow") == 0)
+			p->refuse_interactive = 0;
+		else if (strcmp(value, "refuse") == 0)
+			p->refuse_interactive = 1;
+		else
+			return fail(ps, "interactive: '%.64s' is not allow or "
+			    "refuse", value);
+		return 0;
+	case KEY_INTERACTIVE_GPUS:
+		if (gp_parse_int(value, 0, 64, &v) != 0)
+			return fail(ps, "interactive-gpus: '%.64s' is not a "
+			    "number of GPUs (0..64)", value);
+		p->interactive_gpus = (int)v;
 		return 0;
 	case KEY_TRUST_KEY:
 		return parse_trust_key(ps, value, p);
@@ -801,6 +821,10 @@ gp_policy_to_json(const struct gp_policy *p)
 	    p->images)));
 	json_object_set_new(o, "plain_jobs", json_string(p->refuse_plain ?
 	    "refuse" : "allow"));
+	json_object_set_new(o, "interactive", json_string(
+	    p->refuse_interactive ? "refuse" : "allow"));
+	json_object_set_new(o, "interactive_gpus",
+	    json_integer(p->interactive_gpus));
 	windows = json_array();
 	for (i = 0; i < p->nkeys && i < GP_POLICY_KEYS_MAX; i++)
 		json_array_append_new(windows, json_pack("{s:s,s:s}", "key",
@@ -865,6 +889,10 @@ gp_policy_describe(const struct gp_policy *p, char *out, size_t len)
 		    p->nkeys == 1 ? "" : "s");
 	if (p->refuse_plain)
 		gp_buf_printf(&b, ", plain-jobs refuse");
+	if (p->refuse_interactive)
+		gp_buf_printf(&b, ", interactive refuse");
+	if (p->interactive_gpus > 0)
+		gp_buf_printf(&b, ", interactive-gpus %d", p->interactive_gpus);
 	if (p->scratch_max_mib > 0)
 		gp_buf_printf(&b, ", scratch-max %lldM",
 		    (long long)p->scratch_max_mib);

@@ -81,6 +81,13 @@ struct gp_policy {
 	/* What plain jobs see besides the minimal root (docs/agent.md). */
 	int nexpose;
 	struct gp_policy_expose expose[GP_POLICY_EXPOSE_MAX];
+	/*
+	 * Interactive jobs (docs/interactive.md): refused (interactive =
+	 * refuse), and how many lent GPUs are kept for them alone
+	 * (interactive-gpus = N; the coordinator keeps the last N lent).
+	 */
+	int refuse_interactive;
+	int interactive_gpus;
 };
 
 /*

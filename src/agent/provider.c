@@ -103,6 +103,7 @@ struct pjob {
 	int share_milli;	/* a fraction's (0: a whole GPU or none) */
 	/* Ending it on the owner's behalf. */
 	const char *end_reason;		/* "reclaimed", ... or NULL */
+	int interactive;		/* no checkpoint signal; the hook */
 	int64_t end_mono;		/* when it was asked to end */
 	int64_t kill_at_mono;		/* graceful: SIGKILL after this */
 	int killed;
@@ -158,6 +159,9 @@ struct gp_provider {
 	_Atomic int64_t uploads, upload_failures, upload_bytes;
 	_Atomic int64_t restores, restore_failures;
 	int64_t owner_ends[GP_PROVIDER_END_REASONS]; /* under lock */
+	/* Interactive jobs ended by the owner: their terminals are told. */
+	gp_provider_reclaim_fn reclaim_hook;
+	void *reclaim_arg;
 };
 
 /* The reasons end_job is given, in gp_provider_snapshot's order. */
@@ -264,7 +268,7 @@ takes_images(const struct gp_provider *p)
 static json_t *
 offer_json_locked(struct gp_provider *p)
 {
-	json_t *lent = json_array(), *keys = json_array();
+	json_t *lent = json_array(), *keys = json_array(), *o;
 	int i;
 
 	for (i = 0; i < p->ag->gpus.n && i < 64; i++)
@@ -273,7 +277,7 @@ offer_json_locked(struct gp_provider *p)
 	/* The coordinator places only what the owner would accept. */
 	for (i = 0; i < p->policy.nkeys && i < GP_POLICY_KEYS_MAX; i++)
 		json_array_append_new(keys, json_string(p->policy.keys[i].key));
-	return json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
+	o = json_pack("{sI so sb si sI sI ss sb so s:s*}", "seq",
 	    (json_int_t)p->offer_seq, "lent", lent, "accepting",
 	    p->offer_accepting, "cpus", policy_cpus(p), "mem_mib",
 	    (json_int_t)policy_mem(p), "max_job_s",
@@ -283,6 +287,24 @@ offer_json_locked(struct gp_provider *p)
 	    !p->policy.refuse_plain, "trusted_keys", keys, "network",
 	    p->ag->net != NULL ? gp_net_policy_name(gp_net_offer(p->ag->net)) :
 	    NULL);
+	/* Only when said: a coordinator before interactive jobs knows
+	 * neither field and would refuse the offer. */
+	if (o != NULL && p->policy.refuse_interactive)
+		json_object_set_new(o, "interactive", json_false());
+	if (o != NULL && p->policy.interactive_gpus > 0)
+		json_object_set_new(o, "interactive_gpus",
+		    json_integer(p->policy.interactive_gpus));
+	return o;
+}
+
+void
+gp_provider_set_reclaim_hook(struct gp_provider *p, gp_provider_reclaim_fn fn,
+    void *arg)
+{
+	pthread_mutex_lock(&p->lock);
+	p->reclaim_hook = fn;
+	p->reclaim_arg = arg;
+	pthread_mutex_unlock(&p->lock);
 }
 
 json_t *
@@ -348,6 +370,25 @@ end_job(struct gp_provider *p, struct pjob *j, const char *reason,
 		/* Not started: the worker ends it once its download is over. */
 		pthread_cond_broadcast(&p->cond);
 		return;
+	}
+	if (j->interactive && j->kill_at_mono == 0 && !j->killed) {
+		/*
+		 * A person is at its terminal: no checkpoint signal (a shell
+		 * dies of SIGUSR1), a warning through the relay, and the end
+		 * after the grace; the coordinator does not move it.
+		 */
+		int64_t grace_s = graceful ? p->policy.grace_s : 0;
+		gp_info("interactive job ends on the owner's behalf job=%lld "
+		    "attempt=%lld reason=%s grace_s=%lld",
+		    (long long)j->id.job_id, (long long)j->id.attempt, reason,
+		    (long long)grace_s);
+		if (p->reclaim_hook != NULL)
+			p->reclaim_hook(p->reclaim_arg, &j->id, reason,
+			    grace_s);
+		if (grace_s > 0) {
+			j->kill_at_mono = now + grace_s * 1000;
+			return;
+		}
 	}
 	if (graceful && p->policy.grace_s > 0 && !j->killed) {
 		if (j->kill_at_mono == 0) {
@@ -656,6 +697,7 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 	gp_strlcpy(j->name, a->name, sizeof(j->name));
 	memcpy(j->gpus, a->gpus, sizeof(j->gpus));
 	j->ngpus = a->ngpus;
+	j->interactive = a->interactive;
 	if ((a->gpu_milli > 0 || a->gpu_mem_mib > 0) && a->ngpus == 1 &&
 	    a->gpus[0] >= 0 && a->gpus[0] < p->ag->gpus.n)
 		j->share_milli = gp_gpushare_share_milli(a->gpu_milli,

@@ -615,6 +615,7 @@ sender(void *arg)
 		gp_error("reports: cannot create an HTTP client");
 		return NULL;
 	}
+	gp_http_client_follow(http, &r->agent->coord_at);
 	pthread_mutex_lock(&r->lock);
 	while (!r->stopping) {
 		now = gp_mono_ms();

@@ -80,6 +80,8 @@ enum stage {
 	STAGE_ROOT,
 	STAGE_EXPOSE_RW,
 	STAGE_NETWORK,
+	STAGE_ROOT_DEV,
+	STAGE_ROOT_SWITCH,
 };
 
 static const char *stage_names[] = {
@@ -105,6 +107,8 @@ static const char *stage_names[] = {
 	[STAGE_ROOT] = "build the minimal root",
 	[STAGE_EXPOSE_RW] = "make an exposed path writable",
 	[STAGE_NETWORK] = "join the job's network namespace",
+	[STAGE_ROOT_DEV] = "give the root template a /dev of the job's",
+	[STAGE_ROOT_SWITCH] = "switch to the root template",
 };
 
 const char *
@@ -435,13 +439,14 @@ out:
 #define ROOT_STAGING "/tmp"
 
 /*
- * Puts the host's path (absolute) at the same place in the staging root:
- * a symbolic link as a copy of the link, a directory or any other file as
- * a bind of it with its submounts; the directories above it are made. A
- * path the host lacks is left out. 0 or -1.
+ * Puts the host's path (absolute) at target (absolute, the same place
+ * for root_put) under staging: a symbolic link as a copy of the link, a
+ * directory or any other file as a bind of it with its submounts; the
+ * directories above it are made. A path the host lacks is left out.
+ * 0 or -1.
  */
 static int
-root_put(const char *path)
+root_put_as(const char *staging, const char *path, const char *target)
 {
 	char dst[4096], link[4096];
 	struct stat st;
@@ -451,7 +456,7 @@ root_put(const char *path)
 
 	if (lstat(path, &st) != 0)
 		return errno == ENOENT ? 0 : -1;
-	if (join(dst, sizeof(dst), ROOT_STAGING, path + 1) != 0)
+	if (join(dst, sizeof(dst), staging, target + 1) != 0)
 		return -1;
 	slash = strrchr(dst, '/');
 	*slash = '\0';
@@ -477,6 +482,89 @@ root_put(const char *path)
 	return ret;
 }
 
+static int
+root_put(const char *staging, const char *path)
+{
+	return root_put_as(staging, path, path);
+}
+
+/* 1 when the host's path is in /dev (its own in each job's root). */
+static int
+in_dev(const char *path)
+{
+	return strncmp(path, "/dev/", 5) == 0;
+}
+
+/*
+ * The staging root's /dev, made a directory already: shm (for its own
+ * mount later), the links fd, stdin, stdout and stderr, and the /dev
+ * entries of root_binds. 0 or -1.
+ */
+static int
+root_dev_fill(const char *staging, const struct gp_sandbox_spec *s)
+{
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+	    {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+	    {"stderr", "/proc/self/fd/2"}};
+	char dev[4096], path[4096];
+	size_t i;
+
+	if (join(dev, sizeof(dev), staging, "dev") != 0 ||
+	    join(path, sizeof(path), dev, "shm") != 0 ||
+	    mkdir(path, 0755) != 0)
+		return -1;
+	for (i = 0; i < GP_ARRAY_LEN(links); i++)
+		if (join(path, sizeof(path), dev, links[i][0]) != 0 ||
+		    symlink(links[i][1], path) != 0)
+			return -1;
+	for (char *const *p = s->root_binds; *p != NULL; p++)
+		if (in_dev(*p) && root_put(staging, *p) != 0)
+			return -1;
+	return 0;
+}
+
+/* Switches to the root built at staging (a mount), as switch_root does. */
+static int
+root_switch(const char *staging)
+{
+	if (chdir(staging) != 0 || mount(staging, "/", NULL, MS_MOVE,
+	    NULL) != 0 || chroot(".") != 0 || chdir("/") != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Fills dir, a fresh tmpfs, with what a job's root holds of the host but
+ * /dev's entries: empty proc, tmp and dev, the root_binds not under /dev,
+ * the owner's exposures, and the path of the agent's work directory for
+ * hide() to cover. Nothing else of the host's tree. 0 or -1.
+ */
+static int
+root_fill(const char *dir, char *const *root_binds, char *const *expose_ro,
+    char *const *expose_rw, const char *agent_work, const char *resolv_conf)
+{
+	static const char *const dirs[] = {"proc", "tmp", "dev"};
+	char *const *lists[] = {root_binds, expose_ro, expose_rw};
+	char path[4096];
+	size_t i;
+
+	for (i = 0; i < GP_ARRAY_LEN(dirs); i++)
+		if (join(path, sizeof(path), dir, dirs[i]) != 0 ||
+		    mkdir(path, 0755) != 0)
+			return -1;
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			if (!in_dev(*p) && (resolv_conf != NULL && i == 0 &&
+			    strcmp(*p, "/etc/resolv.conf") == 0 ?
+			    root_put_as(dir, resolv_conf, *p) :
+			    root_put(dir, *p)) != 0)
+				return -1;
+	if (join(path, sizeof(path), dir, agent_work + 1) != 0 ||
+	    mkdir_p(path) != 0)
+		return -1;
+	return 0;
+}
+
 /*
  * Builds the job's root on a fresh tmpfs and switches to it (as
  * switch_root does): the root_binds (system directories, a few files of
@@ -487,37 +575,33 @@ root_put(const char *path)
 static int
 build_root(const struct gp_sandbox_spec *s)
 {
-	static const char *const dirs[] = {"proc", "tmp", "dev", "dev/shm"};
-	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
-	    {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
-	    {"stderr", "/proc/self/fd/2"}};
-	char *const *lists[] = {s->root_binds, s->expose_ro, s->expose_rw};
-	char path[4096];
-	size_t i;
-
 	if (mount("tmpfs", ROOT_STAGING, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0 ||
+	    root_fill(ROOT_STAGING, s->root_binds, s->expose_ro,
+	    s->expose_rw, s->agent_work, s->resolv_conf) != 0 ||
+	    root_dev_fill(ROOT_STAGING, s) != 0)
+		return -1;
+	return root_switch(ROOT_STAGING);
+}
+
+/*
+ * The same root from the template (this mount namespace's copy of it):
+ * a /dev of the job's own on it, then the switch. The template's tmpfs
+ * is every job's: nothing is written to it, only mounted on.
+ */
+static void
+root_from_template(const struct gp_sandbox_spec *s)
+{
+	char dev[4096];
+
+	if (join(dev, sizeof(dev), s->root_template, "dev") != 0 ||
+	    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NODEV,
 	    "mode=0755,size=1m") != 0)
-		return -1;
-	for (i = 0; i < GP_ARRAY_LEN(dirs); i++)
-		if (join(path, sizeof(path), ROOT_STAGING, dirs[i]) != 0 ||
-		    mkdir(path, 0755) != 0)
-			return -1;
-	for (i = 0; i < GP_ARRAY_LEN(links); i++)
-		if (join(path, sizeof(path), ROOT_STAGING "/dev",
-		    links[i][0]) != 0 || symlink(links[i][1], path) != 0)
-			return -1;
-	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
-		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
-			if (root_put(*p) != 0)
-				return -1;
-	if (join(path, sizeof(path), ROOT_STAGING, s->agent_work + 1) != 0 ||
-	    mkdir_p(path) != 0)
-		return -1;
-	if (chdir(ROOT_STAGING) != 0 ||
-	    mount(ROOT_STAGING, "/", NULL, MS_MOVE, NULL) != 0 ||
-	    chroot(".") != 0 || chdir("/") != 0)
-		return -1;
-	return 0;
+		fail(s->status_fd, STAGE_ROOT_DEV);
+	if (root_dev_fill(s->root_template, s) != 0)
+		fail(s->status_fd, STAGE_ROOT);
+	if (root_switch(s->root_template) != 0)
+		fail(s->status_fd, STAGE_ROOT_SWITCH);
 }
 
 /* After / was made read-only: the exposures the owner lends writable. */
@@ -620,7 +704,9 @@ setup(const struct gp_sandbox_spec *s)
 		    AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) != 0)
 			fail(fd, STAGE_CLONE);
 	}
-	if (s->root_binds != NULL && build_root(s) != 0)
+	if (s->root_binds != NULL && s->root_template != NULL)
+		root_from_template(s);
+	else if (s->root_binds != NULL && build_root(s) != 0)
 		fail(fd, STAGE_ROOT);
 	/* Room for mount points that the host does not have. */
 	for (i = 0; s->shadows != NULL && s->shadows[i] != NULL; i++)
@@ -756,6 +842,80 @@ fail:
 	_exit(127);
 }
 
+/* What the command needs before its exec (on init's stack, shared). */
+struct command_start {
+	const struct gp_sandbox_spec *s;
+	int exec_fd, null_fd;
+};
+
+static int
+command_main(void *arg)
+{
+	const struct command_start *c = arg;
+
+	run_command(c->s, c->exec_fd, c->null_fd);
+}
+
+/*
+ * Starts the job's command as posix_spawn does: a clone that shares
+ * init's memory (CLONE_VM) on a stack of its own, init suspended
+ * (CLONE_VFORK) until the command has exec'd or failed, so that init's
+ * address space (a copy of the spawn helper's, or the agent's) is not
+ * copied a second time only to be thrown away by the exec: that copy
+ * and its teardown were a fifth of a `true` job's CPU time. Every signal
+ * is blocked around the clone: the command runs no handler of init's
+ * before run_command resets them. Not glibc's fork(), which takes locks
+ * (malloc, stdio) another agent thread may have held at init's clone.
+ * Returns the command's pid, or -1.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define COMMAND_SHARES_MEMORY 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COMMAND_SHARES_MEMORY 0
+#endif
+#endif
+#ifndef COMMAND_SHARES_MEMORY
+#define COMMAND_SHARES_MEMORY 1
+#endif
+
+static pid_t
+start_command(const struct gp_sandbox_spec *s, int exec_fd, int null_fd)
+{
+	struct command_start c = {s, exec_fd, null_fd};
+	size_t argc = 0, len;
+	sigset_t all, old;
+	char *stack;
+	pid_t pid;
+
+	if (!COMMAND_SHARES_MEMORY) {
+		/*
+		 * ASan's one shadow of the shared memory takes a CLONE_VM
+		 * child's frames for overflows: under it, a copy as before.
+		 */
+		pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+		if (pid == 0)
+			command_main(&c);
+		return pid;
+	}
+	/* execvp may put argv on the stack again (a script's interpreter). */
+	while (s->argv[argc] != NULL)
+		argc++;
+	len = ((size_t)256 << 10) + (argc + 2) * sizeof(char *);
+	len = (len + 4095) & ~(size_t)4095;
+	stack = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid = clone(command_main, stack + len, CLONE_VM | CLONE_VFORK |
+	    SIGCHLD, &c);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	munmap(stack, len);
+	return pid;
+}
+
 /*
  * Init is a copy of the agent: the command line and environment it shows
  * as /proc/1/cmdline and /proc/1/environ are the agent's ("--token ..."
@@ -843,16 +1003,8 @@ init_main(const struct gp_sandbox_spec *s)
 	if ((null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
 	    pipe2(exec_pipe, O_CLOEXEC) != 0)
 		fail(s->status_fd, STAGE_FORK);
-	/*
-	 * Not fork(): glibc's fork takes locks (malloc, stdio) that another
-	 * agent thread may have held when init was cloned. A raw clone
-	 * copies nothing but the process.
-	 */
-	child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
-	if (child < 0)
+	if ((child = start_command(s, exec_pipe[1], null_fd)) < 0)
 		fail(s->status_fd, STAGE_FORK);
-	if (child == 0)
-		run_command(s, exec_pipe[1], null_fd);
 	command_pid = child;
 	if (pending_signal != 0)
 		syscall(SYS_kill, child, (int)pending_signal);
@@ -1139,6 +1291,8 @@ arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 	s->shadows = arena_strv(&a, spec->shadows);
 	s->tmp_options = arena_str(&a, spec->tmp_options);
 	s->root_binds = arena_strv(&a, spec->root_binds);
+	s->root_template = arena_str(&a, spec->root_template);
+	s->resolv_conf = arena_str(&a, spec->resolv_conf);
 	s->expose_ro = arena_strv(&a, spec->expose_ro);
 	s->expose_rw = arena_strv(&a, spec->expose_rw);
 	if (spec->nmounts > 0 &&
@@ -1398,6 +1552,8 @@ struct sjob {
 	char *strings[3 * GP_SANDBOX_MOUNTS_MAX];
 	int nmounts, nstrings;
 	int agent_work_hidden;
+	int writes_root;	/* a mount point made in the root itself */
+	const char *resolv_conf; /* instead of the host's (netns.h), or NULL */
 };
 
 static int
@@ -1640,6 +1796,7 @@ plan_mount(struct sjob *sj, const struct gp_exec_job *x,
 	/* Outside what the minimal root binds: made in its own tmpfs. */
 	if (!in_view(sj, t)) {
 		sm->make = 1;
+		sj->writes_root = 1;
 		return 0;
 	}
 	/* Walk the target on the host: the deepest part that exists. */
@@ -1738,6 +1895,8 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 	else
 		gp_strlcpy(sj->tmp_options, "mode=1777",
 		    sizeof(sj->tmp_options));
+	sj->resolv_conf = x->cfg->net != NULL ?
+	    gp_net_resolv_conf(x->cfg->net) : NULL;
 	if (plan_root(sj, x) != 0 || plan_hiding(sj, x->cfg) != 0) {
 		snprintf(err, errlen, "agent out of memory");
 		return GP_ENOMEM;
@@ -1749,6 +1908,251 @@ sandbox_prepare(struct gp_exec_job *x, char *err, size_t errlen)
 			return ret;
 		}
 	return 0;
+}
+
+/* ---- the minimal root's template (sandbox.h) ---- */
+
+struct gp_sandbox_template {
+	char dir[PATH_MAX];	/* <work>/roots, a private mount */
+	char path[PATH_MAX];	/* <dir>/<gen>: the current one, or "" */
+	unsigned int gen;
+	int64_t built_ms;	/* gp_mono_ms() */
+	int64_t retry_ms;	/* after a failed build: not before */
+	char *key;		/* the lists it holds, as template_key */
+	unsigned long builds;
+	/*
+	 * The one before, when this one was built only for its age (the
+	 * same lists): a warm init cloned with it still has its copy.
+	 */
+	char prev_path[PATH_MAX];
+	unsigned int prev_gen;
+	int64_t prev_built_ms;
+};
+
+/*
+ * The lists a template holds, as one string: root_binds not under /dev,
+ * then the exposures, read-only and writable apart. NULL: no memory.
+ */
+static char *
+template_key(const struct sjob *sj)
+{
+	char *const *lists[] = {sj->root_binds, sj->expose_ro, sj->expose_rw};
+	size_t n = 1, i;
+	char *key, *at;
+
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++)
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++)
+			n += strlen(*p) + 1;
+	n += GP_ARRAY_LEN(lists);
+	if ((key = malloc(n)) == NULL)
+		return NULL;
+	at = key;
+	for (i = 0; i < GP_ARRAY_LEN(lists); i++) {
+		for (char *const *p = lists[i]; p != NULL && *p != NULL; p++) {
+			if (i == 0 && in_dev(*p))
+				continue;
+			at += sprintf(at, "%s\n", *p);
+		}
+		*at++ = '|';
+	}
+	*at = '\0';
+	if (sj->resolv_conf != NULL) {
+		char *k2 = malloc(strlen(key) + strlen(sj->resolv_conf) + 2);
+
+		if (k2 != NULL)
+			sprintf(k2, "%s%s|", key, sj->resolv_conf);
+		free(key);
+		key = k2;
+	}
+	return key;
+}
+
+/*
+ * Unmounts the template at path here; each job cloned with it keeps its
+ * copy. The directory stays: removing it would detach the mounts on it
+ * in every namespace (Linux does so for a removed mount point), those of
+ * inits that have not yet moved their copy to / included.
+ */
+static void
+template_drop(const char *path)
+{
+	if (path[0] != '\0' && umount2(path, MNT_DETACH) != 0 &&
+	    errno != EINVAL)
+		gp_warn("cannot unmount a root template dir=%s error=\"%s\"",
+		    path, strerror(errno));
+}
+
+/*
+ * Unmounts dir while it is a mount, then removes its (empty) entries:
+ * at the agent's start and stop only (template_drop says why).
+ */
+static void
+template_sweep(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int i;
+
+	for (i = 0; i < 64 && umount2(dir, MNT_DETACH) == 0; i++)
+		;
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (join(path, sizeof(path), dir, de->d_name) == 0 &&
+		    rmdir(path) != 0)
+			gp_warn("cannot remove a root template dir=%s "
+			    "error=\"%s\"", path, strerror(errno));
+	}
+	closedir(d);
+}
+
+int
+gp_sandbox_template_new(struct gp_sandbox_template **out,
+    const char *work_dir, char *err, size_t errlen)
+{
+	struct gp_sandbox_template *t;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	if (join(t->dir, sizeof(t->dir), work_dir, "roots") != 0) {
+		snprintf(err, errlen, "work directory path too long");
+		free(t);
+		return GP_EINVAL;
+	}
+	template_sweep(t->dir);
+	if ((mkdir(t->dir, 0700) != 0 && errno != EEXIST) ||
+	    mount(t->dir, t->dir, NULL, MS_BIND, NULL) != 0 ||
+	    mount(NULL, t->dir, NULL, MS_PRIVATE, NULL) != 0) {
+		snprintf(err, errlen, "%s: %s", t->dir, strerror(errno));
+		umount2(t->dir, MNT_DETACH);
+		free(t);
+		return GP_EIO;
+	}
+	*out = t;
+	return 0;
+}
+
+void
+gp_sandbox_template_free(struct gp_sandbox_template *t)
+{
+	if (t == NULL)
+		return;
+	template_drop(t->path);
+	template_sweep(t->dir);
+	free(t->key);
+	free(t);
+}
+
+unsigned int
+gp_sandbox_template_gen(const struct gp_sandbox_template *t)
+{
+	return t != NULL ? t->gen : 0;
+}
+
+unsigned long
+gp_sandbox_template_builds(const struct gp_sandbox_template *t)
+{
+	return t != NULL ? t->builds : 0;
+}
+
+/*
+ * Builds the next generation of the template holding sj's lists (key,
+ * taken) and drops the one before. 0, or -1 (logged; no template then,
+ * and none tried again for 10 s).
+ */
+static int
+template_build(struct gp_sandbox_template *t, const struct sjob *sj,
+    const char *agent_work, char *key)
+{
+	char path[PATH_MAX];
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY |
+	    MOUNT_ATTR_NOSUID};
+	unsigned int gen = t->gen + 1;
+	int64_t t0 = gp_mono_ms();
+
+	/* Two directories in turn, never removed while the agent runs. */
+	snprintf(path, sizeof(path), "%.4000s/%u", t->dir, gen % 2);
+	if (mkdir(path, 0700) != 0 && errno != EEXIST)
+		goto fail;
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m") != 0)
+		goto fail;
+	/*
+	 * Read-only, the binds with it: whatever walks the agent's work
+	 * directory (a removal after a kill -9, before the next start's
+	 * sweep) cannot change the host through them. A job's writable
+	 * exposures are made writable again in its own copy.
+	 */
+	if (root_fill(path, sj->root_binds, sj->expose_ro, sj->expose_rw,
+	    agent_work, sj->resolv_conf) != 0 || mount_setattr(AT_FDCWD, path, AT_RECURSIVE,
+	    &ro, sizeof(ro)) != 0) {
+		int saved = errno;
+
+		template_drop(path);
+		errno = saved;
+		goto fail;
+	}
+	template_drop(t->path);
+	t->prev_gen = 0;
+	if (t->key != NULL && strcmp(t->key, key) == 0) {
+		t->prev_gen = t->gen;
+		t->prev_built_ms = t->built_ms;
+		gp_strlcpy(t->prev_path, t->path, sizeof(t->prev_path));
+	}
+	gp_strlcpy(t->path, path, sizeof(t->path));
+	free(t->key);
+	t->key = key;
+	t->gen = gen;
+	t->built_ms = gp_mono_ms();
+	t->builds++;
+	gp_debug("root template built gen=%u ms=%lld", gen,
+	    (long long)(t->built_ms - t0));
+	return 0;
+fail:
+	gp_warn("cannot build the root template dir=%s error=\"%s\": jobs "
+	    "build their roots themselves for 10 s", path, strerror(errno));
+	free(key);
+	t->retry_ms = t0 + 10000;
+	return -1;
+}
+
+/*
+ * The template a job may start from (a path in its init's mount
+ * namespace), built again when missing, older than the maximum age or
+ * holding other lists; NULL when the job builds its own root: no
+ * template, a job making a mount point in its root, or a warm init
+ * cloned with a generation neither current nor the one before it with
+ * the same lists (younger than twice the maximum age).
+ */
+static const char *
+template_for(struct gp_sandbox_template *t, const struct sjob *sj,
+    const struct gp_exec_job *x)
+{
+	int64_t now = gp_mono_ms();
+	char *key;
+
+	if (t == NULL || sj->writes_root || sj->root_binds == NULL ||
+	    now < t->retry_ms || (key = template_key(sj)) == NULL)
+		return NULL;
+	if (t->gen == 0 || strcmp(key, t->key) != 0 ||
+	    now - t->built_ms > GP_SANDBOX_TEMPLATE_MAX_AGE_MS) {
+		if (template_build(t, sj, x->cfg->work_dir, key) != 0)
+			return NULL;
+	} else
+		free(key);
+	if (x->warm == NULL || x->warm->root_gen == t->gen)
+		return t->path;
+	/* A warm init's copy: the template before, younger than twice. */
+	if (x->warm->root_gen == t->prev_gen && t->prev_gen != 0 &&
+	    now - t->prev_built_ms <= 2 * GP_SANDBOX_TEMPLATE_MAX_AGE_MS)
+		return t->prev_path;
+	return NULL;
 }
 
 static int
@@ -1768,6 +2172,8 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.shadows = sj->shadows;
 	spec.tmp_options = sj->tmp_options;
 	spec.root_binds = sj->root_binds;
+	spec.root_template = template_for(x->cfg->root_template, sj, x);
+	spec.resolv_conf = sj->resolv_conf;
 	spec.expose_ro = sj->expose_ro;
 	spec.expose_rw = sj->expose_rw;
 	spec.mounts = sj->mounts;

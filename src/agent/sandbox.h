@@ -82,6 +82,22 @@ struct gp_sandbox_spec {
 	/* The job's /tmp and /dev/shm tmpfs options ("mode=1777,size=..."). */
 	const char *tmp_options;
 	char *const *root_binds;
+	/*
+	 * The minimal root's template (below), or NULL: a directory of
+	 * init's mount namespace holding the root_binds not under /dev,
+	 * the exposures and the agent's work directory's path, already
+	 * bound. init moves it to / instead of binding each path, after
+	 * giving it a /dev of the job's own (a tmpfs with the /dev
+	 * entries of root_binds). Only for a job that makes no mount point
+	 * in the root itself: the template's tmpfs is shared by every job
+	 * started from it.
+	 */
+	const char *root_template;
+	/*
+	 * Shown at /etc/resolv.conf instead of the host's, or NULL: the
+	 * agent's DNS relay (netns.h, gp_net_resolv_conf).
+	 */
+	const char *resolv_conf;
 	char *const *expose_ro;
 	char *const *expose_rw;
 	char *const *argv;	/* NULL-terminated */
@@ -161,6 +177,8 @@ struct gp_sandbox_warm {
 	struct gp_cgroup_job cgroup;	/* no descriptors left open */
 	void *arena;		/* shared with init: the spec goes here */
 	size_t arena_len;
+	/* The root template's generation in init's mount namespace. */
+	unsigned int root_gen;
 };
 
 /*
@@ -187,5 +205,33 @@ int gp_sandbox_warm_use(struct gp_sandbox_warm *w,
 void gp_sandbox_warm_forget(struct gp_sandbox_warm *w);
 /* Kills and reaps an unused warm init, closes all, removes its cgroup. */
 void gp_sandbox_warm_discard(struct gp_sandbox_warm *w);
+
+/*
+ * The minimal root's template: what every plain job's root holds of the
+ * host but /dev (system directories, files of /etc, the owner's
+ * exposures), bound once under <work>/roots/{0,1} (in turn) in the agent's
+ * mount namespace instead of path by path in each job's (docs/agent.md,
+ * "What a job can see and do"). Each job's init gets a copy with its
+ * mount namespace and moves it to /. The agent's executor thread owns
+ * it; a template older than GP_SANDBOX_TEMPLATE_MAX_AGE_MS is built
+ * again before a job uses it, so that a host file replaced (by rename,
+ * as useradd and resolvers do) reaches jobs within that time.
+ */
+#define GP_SANDBOX_TEMPLATE_MAX_AGE_MS 2000
+struct gp_sandbox_template;
+/*
+ * Sweeps <work_dir>/roots (what a killed agent left), then makes it a
+ * private mount of its own (nothing under it propagates to the host's
+ * other namespaces). OUT: *t (free with _free). Returns 0 or GP_E* with
+ * err set (jobs then build their roots themselves).
+ */
+int gp_sandbox_template_new(struct gp_sandbox_template **t,
+    const char *work_dir, char *err, size_t errlen);
+/* Unmounts and removes every template; NULL is fine. */
+void gp_sandbox_template_free(struct gp_sandbox_template *t);
+/* The current template's generation (0: none yet, or t NULL). */
+unsigned int gp_sandbox_template_gen(const struct gp_sandbox_template *t);
+/* How many templates were built so far (benches, tests). */
+unsigned long gp_sandbox_template_builds(const struct gp_sandbox_template *t);
 
 #endif

@@ -109,9 +109,12 @@ int gp_cli_config_parse(const char *text, struct gp_cli_config *cfg, char *err,
  * GP_EINVAL (a bad file) with err saying what to do.
  */
 int gp_cli_config_load(struct gp_cli_config *cfg, char *err, size_t errlen);
-/* Writes a config file (mode 0600) with url, token and admin_token_file. */
+/*
+ * Writes a config file (mode 0600) with url, token, and admin_token_file
+ * and agent_socket when not NULL.
+ */
 int gp_cli_config_write(const char *path, const char *url, const char *token,
-    const char *admin_token_file);
+    const char *admin_token_file, const char *agent_socket);
 
 /* A connection to the coordinator. */
 struct gp_cli_conn {
@@ -205,6 +208,8 @@ int gp_cli_cmd_wait(const struct gp_cli_args *args);
 int gp_cli_cmd_shell(const struct gp_cli_args *args);
 int gp_cli_cmd_exec(const struct gp_cli_args *args);
 int gp_cli_cmd_port_forward(const struct gp_cli_args *args);
+/* jupyter.c */
+int gp_cli_cmd_jupyter(const struct gp_cli_args *args);
 int gp_cli_cmd_connect(const struct gp_cli_args *args);
 int gp_cli_cmd_ssh_config(const struct gp_cli_args *args);
 

@@ -182,7 +182,7 @@ gp_cli_config_load(struct gp_cli_config *cfg, char *err, size_t errlen)
 
 int
 gp_cli_config_write(const char *path, const char *url, const char *token,
-    const char *admin_token_file)
+    const char *admin_token_file, const char *agent_socket)
 {
 	struct gp_buf buf = {0};
 	char dir[1024], *slash;
@@ -204,6 +204,11 @@ gp_cli_config_write(const char *path, const char *url, const char *token,
 	if (admin_token_file != NULL &&
 	    gp_buf_printf(&buf, "admin_token_file = %s\n", admin_token_file) !=
 	        0) {
+		gp_buf_free(&buf);
+		return GP_ENOMEM;
+	}
+	if (agent_socket != NULL &&
+	    gp_buf_printf(&buf, "agent_socket = %s\n", agent_socket) != 0) {
 		gp_buf_free(&buf);
 		return GP_ENOMEM;
 	}

@@ -143,6 +143,21 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				return fail(err, errlen,
 				    "--network: '%s' is not none, internet or "
 				    "lan", v);
+		} else if (strcmp(o->name, "interactive") == 0) {
+			spec->interactive = 1;
+		} else if (strcmp(o->name, "expose") == 0) {
+			if (gp_parse_int(v, 1, 65535, &n) != 0)
+				return fail(err, errlen,
+				    "--expose: '%s' is not a port from 1 to "
+				    "65535", v);
+			if (gp_jobspec_exposes(spec, (int)n))
+				return fail(err, errlen,
+				    "--expose: port %d given twice", (int)n);
+			if (spec->n_expose == GP_EXPOSE_MAX)
+				return fail(err, errlen,
+				    "--expose: at most %d ports",
+				    GP_EXPOSE_MAX);
+			spec->expose[spec->n_expose++] = (uint16_t)n;
 		} else if (strcmp(o->name, "gpu-model") == 0) {
 			if (strlen(v) > GP_NAME_MAX)
 				return fail(err, errlen,
@@ -518,6 +533,16 @@ display_state(json_t *job)
 	return state;
 }
 
+/* ps's STATE: the state, "(i)" after it for an interactive job. */
+static const char *
+state_cell(json_t *job, char *buf, size_t len)
+{
+	if (!json_is_true(json_object_get(job, "interactive")))
+		return display_state(job);
+	snprintf(buf, len, "%s (i)", display_state(job));
+	return buf;
+}
+
 /*
  * A request's GPUs as ps shows them: "2", a share "0.5", a gang "3x2".
  */
@@ -567,7 +592,7 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 	    "STATE", "NODE", "GPUS", "ELAPSED", "WAIT"};
 	struct gp_table t;
 	json_t *jobs, *job, *req;
-	char id[32], gpus[16], elapsed[32], wait[128];
+	char id[32], gpus[16], elapsed[32], wait[128], state[32];
 	const char *row[9];
 	int64_t ms;
 	size_t i;
@@ -594,7 +619,7 @@ gp_cli_render_jobs(json_t *reply, int64_t now_ms, struct gp_buf *out)
 		row[1] = gp_cli_json_str(job, "name");
 		row[2] = gp_cli_json_str(job, "user");
 		row[3] = gp_cli_json_str(job, "group");
-		row[4] = display_state(job);
+		row[4] = state_cell(job, state, sizeof(state));
 		row[5] = gp_cli_json_str(job, "node");
 		row[6] = json_is_object(req) ? gpus : NULL;
 		row[7] = elapsed;
@@ -894,6 +919,13 @@ print_job(json_t *job)
 	}
 	if (gp_cli_json_str(job, "image") != NULL)
 		print_field("image", gp_cli_json_str(job, "image"));
+	if (json_is_true(json_object_get(job, "interactive")))
+		print_field("interactive", "yes");
+	if (json_array_size(json_object_get(job, "expose")) > 0) {
+		join_array(json_object_get(job, "expose"), ",", 0, &b);
+		print_field("expose", b.data);
+		gp_buf_free(&b);
+	}
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
 	gp_buf_free(&b);

@@ -131,6 +131,12 @@ static const struct gp_cli_option submit_options[] = {
         "and only on nodes that allow it"},
     {"compute-capability", 0, "X.Y",
         "each GPU's compute capability is at least X.Y (\"8.0\")"},
+    {"interactive", 0, NULL,
+        "an interactive job: the pool's interactive time limits, ahead of "
+        "batch work in its share, on GPUs kept for interactive work"},
+    {"expose", 0, "PORT",
+        "declare a port of the job's own loopback; the dashboard opens it "
+        "through the coordinator's proxy (repeatable, at most 8)"},
     {"nodes", 'N', "N",
         "a gang of N parts on N nodes, started together (default 1)"},
     {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
@@ -170,6 +176,34 @@ static const struct gp_cli_option submit_options[] = {
 	"\"1,5,7\"; at most 10000; \"0-999%10\": at most 10 running at "
 	"once), made in one request; the job sees GPUPOOL_ARRAY_JOB_ID and "
 	"GPUPOOL_ARRAY_TASK_ID; prints FIRST-LAST"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct gp_cli_option jupyter_options[] = {
+    {"gpus", 'g', "N",
+        "GPUs the job needs, per node (default 1; 0 for none)"},
+    {"gpu-share", 0, "F",
+        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
+    {"gpu-mem", 0, "MIB",
+        "a fraction of one GPU: this much of its memory "
+        "(\"8G\", \"4096\")"},
+    {"min-gpu-mem", 0, "MIB",
+        "each GPU has at least this much memory (\"40G\")"},
+    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
+    {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
+    {"mem", 'm', "MIB", "memory limit (\"8G\")"},
+    {"time", 't', "DURATION",
+        "time limit (default: the pool's for interactive jobs)"},
+    {"name", 'n', "NAME", "job name (default jupyter)"},
+    {"env", 'e', "K=V", "set an environment variable (repeatable)"},
+    {"group", 0, "GROUP", "run for GROUP, one of yours"},
+    {"data", 0, "[OWNER/]NAME[@V]:/PATH",
+	"mount a data set read-only at PATH (repeatable)"},
+    {"image", 'i', "REF",
+	"run the image's Jupyter (default: the provider's, for a plain job)"},
+    {"port", 0, "PORT", "Jupyter's port inside the job (default 8888)"},
+    {"local-port", 0, "PORT",
+	"this machine's port for it (default: a free one)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -401,6 +435,15 @@ static const struct gp_cli_command commands[] = {
         "its\nGPUs. stdin, stdout and stderr pass through; -t gives it a "
         "terminal.",
         gp_cli_cmd_exec},
+    {"jupyter", "",
+        "Jupyter on new GPUs (an interactive job), forwarded here",
+        jupyter_options, 0, 0, 0,
+        "Submits an interactive job running Jupyter (the image's, or the "
+        "provider's\nfor a plain job) on the job's own loopback with a "
+        "token of its own,\ndeclares its port (the dashboard's Open link "
+        "reaches it too), waits\nuntil it runs, forwards it to "
+        "127.0.0.1 here and prints the URL.\nCtrl-C ends the job.",
+        gp_cli_cmd_jupyter},
     {"port-forward", "JOB [LOCAL:]PORT...",
         "forward local ports to a running job's own loopback ports",
         no_options, 2, 33, 0,

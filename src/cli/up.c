@@ -669,6 +669,7 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	char host[256], port[16], why[320], path[PATH_MAX], config[PATH_MAX];
 	char admin[256], provider[256], user_token[256], hostname[256];
 	char coord_data[PATH_MAX], agent_work[PATH_MAX], token_file[PATH_MAX];
+	char agent_sock[PATH_MAX];
 	char admin_file[PATH_MAX], pidtext[128];
 	char *coord_argv[8], *agent_argv[16];
 	struct gp_cli_config old;
@@ -725,6 +726,8 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 	}
 	if (data_path(&p, "coord", coord_data, sizeof(coord_data)) != 0 ||
 	    data_path(&p, "agent", agent_work, sizeof(agent_work)) != 0 ||
+	    data_path(&p, "agent/agent.sock", agent_sock, sizeof(agent_sock)) !=
+	        0 ||
 	    data_path(&p, "provider.token", token_file, sizeof(token_file)) !=
 	        0 ||
 	    data_path(&p, "coord/admin.token", admin_file,
@@ -893,7 +896,9 @@ gp_cli_cmd_up(const struct gp_cli_args *args)
 			free(text);
 		}
 	}
-	if (gp_cli_config_write(config, p.url, user_token, admin_file) != 0) {
+	/* `gpupool provider pause` and the rest reach this pool's agent. */
+	if (gp_cli_config_write(config, p.url, user_token, admin_file,
+	        agent_sock) != 0) {
 		gp_cli_error("cannot write %s: %s", config, strerror(errno));
 		rc = -1;
 		goto fail;

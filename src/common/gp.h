@@ -25,6 +25,7 @@ enum {
 	GP_ECONFLICT = -9, /* conflicts with the current state */
 	GP_ETOOBIG = -10,  /* too large */
 	GP_EAUTH = -11,	   /* authentication failed */
+	GP_EFENCED = -12,  /* another coordinator leads now (fencing epoch) */
 };
 
 const char *gp_strerror(int err);

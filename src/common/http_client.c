@@ -12,21 +12,27 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "coord_urls.h"
 #include "gp.h"
+#include "log.h"
 #include "util.h"
 #include "stream.h"
 
 struct gp_http_client {
 	CURL *curl;
-	char *base_url;
+	struct gp_coord_urls urls; /* the coordinators; url[cur] in use */
 	char *auth_header;
 	char *ca_file;
 	char pin[GP_TOKEN_PIN_HEX + 1];	/* the token's CA hash, or "" */
+	const _Atomic int *follow;	/* see gp_http_client_follow */
+	int follow_seen;		/* *follow when the request began */
 };
 
 #define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
@@ -145,19 +151,19 @@ gp_http_client_new(const char *base_url, const char *token,
     const char *ca_file)
 {
 	struct gp_http_client *c;
-	size_t n;
+	char err[256];
 
 	gp_http_global_init();
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return NULL;
 	c->curl = curl_easy_init();
-	c->base_url = strdup(base_url);
-	if (c->curl == NULL || c->base_url == NULL)
+	if (c->curl == NULL)
 		goto fail;
-	n = strlen(c->base_url);
-	while (n > 0 && c->base_url[n - 1] == '/')
-		c->base_url[--n] = '\0';
+	if (gp_coord_urls_parse(base_url, &c->urls, err, sizeof(err)) != 0) {
+		gp_warn("%s", err);
+		goto fail;
+	}
 	if (token != NULL) {
 		size_t len = strlen(token) + 32;
 		char bearer[256];
@@ -182,6 +188,49 @@ fail:
 	return NULL;
 }
 
+int
+gp_http_client_current(const struct gp_http_client *c)
+{
+	return c->urls.cur;
+}
+
+void
+gp_http_client_follow(struct gp_http_client *c, const _Atomic int *index)
+{
+	c->follow = index;
+}
+
+/* libcurl's progress callback: non-zero ends the transfer. */
+static int
+on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+    curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct gp_http_client *c = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return atomic_load(c->follow) != c->follow_seen;
+}
+
+/*
+ * A call about to be made by a client that follows another: from the
+ * URL that one uses (request() then gives it up when that one moves).
+ */
+static void
+arm_follow(struct gp_http_client *c)
+{
+	int i;
+
+	if (c->follow == NULL)
+		return;
+	i = atomic_load(c->follow);
+	if (i >= 0 && i < c->urls.n)
+		c->urls.cur = i;
+	c->follow_seen = i;
+}
+
 void
 gp_http_client_free(struct gp_http_client *c)
 {
@@ -189,7 +238,6 @@ gp_http_client_free(struct gp_http_client *c)
 		return;
 	if (c->curl != NULL)
 		curl_easy_cleanup(c->curl);
-	free(c->base_url);
 	if (c->auth_header != NULL) {
 		/* The header holds a secret: clear it before freeing. */
 		memset(c->auth_header, 0, strlen(c->auth_header));
@@ -235,6 +283,10 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 		gp_strlcpy(resp->job_state, value, sizeof(resp->job_state));
 	else if (strcasecmp(line, "X-Gpupool-Done") == 0)
 		resp->log_done = atoi(value);
+	else if (strcasecmp(line, "X-Gpupool-Role") == 0)
+		resp->not_leader = strcmp(value, "leader") != 0;
+	else if (strcasecmp(line, "X-Gpupool-Leader") == 0)
+		gp_strlcpy(resp->leader, value, sizeof(resp->leader));
 	return size * nmemb;
 }
 
@@ -302,16 +354,24 @@ request(struct gp_http_client *c, const char *method, const char *path,
 
 	memset(resp, 0, sizeof(*resp));
 	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	curl_easy_reset(c->curl);
+	if (c->urls.fails == 0 && c->urls.hops == 0)
+		arm_follow(c); /* a call's first try */
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
-	curl_easy_reset(c->curl);
 	curl_easy_setopt(c->curl, CURLOPT_URL, url);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
 	    timeout_ms > 0 ? timeout_ms : 30000L);
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
+	if (c->follow != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION,
+		    on_progress);
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+	}
 	if (stream != NULL) {
 		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION,
 		    on_stream_body);
@@ -373,12 +433,44 @@ request(struct gp_http_client *c, const char *method, const char *path,
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
 			resp->refused = oserr == ECONNREFUSED;
 		}
+		resp->no_connect = rc == CURLE_COULDNT_CONNECT ||
+		    rc == CURLE_COULDNT_RESOLVE_HOST;
 		return ret;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	resp->not_leader = resp->status == 503 && resp->not_leader;
 	if (sink->data == NULL && gp_buf_append(sink, "", 0) != 0)
 		return GP_ENOMEM;
 	return 0;
+}
+
+/*
+ * After one try of a call: where the client goes next among several
+ * coordinators (coord_urls.h), and whether the call tries again there
+ * (after the pause, done here). One coordinator: never.
+ */
+static int
+follow(struct gp_http_client *c, int ret, const struct gp_http_response *resp,
+    int may_retry)
+{
+	enum gp_coord_try outcome;
+	int again;
+
+	if (c->urls.n < 2)
+		return 0;
+	if (ret == 0)
+		outcome = resp->not_leader ? GP_COORD_NOT_LEADER :
+					     GP_COORD_ANSWERED;
+	else
+		outcome = resp->no_connect ? GP_COORD_NO_CONNECT :
+					     GP_COORD_LOST;
+	again = gp_coord_urls_after(&c->urls, outcome,
+	    ret == 0 ? resp->leader : NULL);
+	if (!again || !may_retry)
+		return 0;
+	if (gp_coord_urls_pause_ms(&c->urls) > 0)
+		usleep((useconds_t)gp_coord_urls_pause_ms(&c->urls) * 1000);
+	return 1;
 }
 
 int
@@ -389,8 +481,14 @@ gp_http_request(struct gp_http_client *c, const char *method,
 	struct gp_buf buf = {0};
 	int ret;
 
-	ret = request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, &buf, NULL);
+	gp_coord_urls_begin(&c->urls);
+	for (;;) {
+		buf.len = 0;
+		ret = request(c, method, path, body, body_len, content_type,
+		    timeout_ms, resp, &buf, NULL);
+		if (!follow(c, ret, resp, 1))
+			break;
+	}
 	if (ret != 0) {
 		gp_buf_free(&buf);
 		return ret;
@@ -406,11 +504,23 @@ gp_http_request_into(struct gp_http_client *c, const char *method,
     const char *content_type, long timeout_ms, struct gp_http_response *resp,
     struct gp_buf *sink)
 {
-	sink->len = 0;
-	return request(c, method, path, body, body_len, content_type,
-	    timeout_ms, resp, sink, NULL);
+	int ret;
+
+	gp_coord_urls_begin(&c->urls);
+	for (;;) {
+		sink->len = 0;
+		ret = request(c, method, path, body, body_len, content_type,
+		    timeout_ms, resp, sink, NULL);
+		if (!follow(c, ret, resp, 1))
+			return ret;
+	}
 }
 
+/*
+ * A streamed body cannot be sent twice here: only a try that sent
+ * nothing (no connection) is made again; after a standby's answer the
+ * next call goes to the leader.
+ */
 int
 gp_http_request_stream(struct gp_http_client *c, const char *method,
     const char *path, const char *content_type, long timeout_ms,
@@ -419,8 +529,14 @@ gp_http_request_stream(struct gp_http_client *c, const char *method,
 	struct gp_buf other = {0};
 	int ret;
 
-	ret = request(c, method, path, NULL, 0, content_type, timeout_ms, resp,
-	    &other, stream);
+	gp_coord_urls_begin(&c->urls);
+	for (;;) {
+		other.len = 0;
+		ret = request(c, method, path, NULL, 0, content_type,
+		    timeout_ms, resp, &other, stream);
+		if (!follow(c, ret, resp, ret != 0 && resp->no_connect))
+			break;
+	}
 	if (ret != 0 || other.len == 0) {
 		gp_buf_free(&other);
 		return ret;
@@ -473,9 +589,12 @@ finish(struct gp_http_client *c, CURLcode rc, const char *url,
 			curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &oserr);
 			resp->refused = oserr == ECONNREFUSED;
 		}
+		resp->no_connect = rc == CURLE_COULDNT_CONNECT ||
+		    rc == CURLE_COULDNT_RESOLVE_HOST;
 		return rc == CURLE_OPERATION_TIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+	resp->not_leader = resp->status == 503 && resp->not_leader;
 	return 0;
 }
 
@@ -513,7 +632,7 @@ gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
 
 	memset(resp, 0, sizeof(*resp));
 	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
 	base_setup(c, url, resp);
@@ -533,6 +652,8 @@ gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
 	rc = curl_easy_perform(c->curl);
 	curl_slist_free_all(headers);
 	ret = finish(c, rc, url, resp);
+	gp_coord_urls_begin(&c->urls);
+	follow(c, ret, resp, 0);
 	if (ret != 0 && src.failed) {
 		snprintf(resp->error, sizeof(resp->error), "reading the data "
 		    "to send failed");
@@ -598,7 +719,7 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	memset(resp, 0, sizeof(*resp));
 	memset(&d, 0, sizeof(d));
 	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
 	base_setup(c, url, resp);
@@ -613,6 +734,8 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	rc = curl_easy_perform(c->curl);
 	curl_slist_free_all(headers);
 	ret = finish(c, rc, url, resp);
+	gp_coord_urls_begin(&c->urls);
+	follow(c, ret, resp, 0);
 	if (ret != 0 && d.toolong) {
 		snprintf(resp->error, sizeof(resp->error), "%.160s: the answer "
 		    "is longer than %lld bytes", url, (long long)max_bytes);
@@ -686,7 +809,7 @@ gp_http_upgrade(struct gp_http_client *c, const char *path,
 	if (timeout_ms <= 0)
 		timeout_ms = 30000;
 	deadline = gp_mono_ms() + timeout_ms;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->base_url, path) >=
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
 	    sizeof(url))
 		return GP_EINVAL;
 	u = calloc(1, sizeof(*u));
@@ -722,7 +845,7 @@ gp_http_upgrade(struct gp_http_client *c, const char *path,
 	    CURLE_OK || sock == CURL_SOCKET_BAD)
 		goto fail;
 	u->fd = (int)sock;
-	url_host(c->base_url, host, sizeof(host));
+	url_host(c->urls.url[c->urls.cur], host, sizeof(host));
 	if (extra_header == NULL)
 		extra_header = "";
 	reqlen = strlen(path) + strlen(host) + 256 + strlen(extra_header) +

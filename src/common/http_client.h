@@ -22,13 +22,21 @@ struct gp_http_response {
 	char error[256];    /* transport error text when status == 0 */
 	int refused;	    /* no answer: the connection was refused (the
 			       host is up, no server listens) */
+	int no_connect;	    /* no answer: no connection was made, nothing
+			       was sent (refused, unreachable, unresolved) */
+	/* A standby's 503 (X-Gpupool-Role: standby): the leader it named
+	 * (X-Gpupool-Leader), "" when it knows none. */
+	int not_leader;
+	char leader[512];
 };
 
 /* Calls curl_global_init once; call from main before threads start. */
 void gp_http_global_init(void);
 
 /*
- * IN: base_url ("http://127.0.0.1:7070"), token (may be NULL), ca_file
+ * IN: base_url ("http://127.0.0.1:7070", or several coordinators'
+ * URLs separated by commas: the client follows the leader among them,
+ * common/coord_urls.h), token (may be NULL), ca_file
  * (PEM file to verify the server with, or NULL for the system store).
  * The strings are copied. Returns NULL on allocation failure.
  */
@@ -41,6 +49,22 @@ int gp_tls_pin_of_file(const char *pem_path, char *hex);
 struct gp_http_client *gp_http_client_new(const char *base_url,
     const char *token, const char *ca_file);
 void gp_http_client_free(struct gp_http_client *client);
+
+/*
+ * Several coordinators: the index, in the client's list, of the one it
+ * talks to now (0 with one URL).
+ */
+int gp_http_client_current(const struct gp_http_client *client);
+/*
+ * Several coordinators: each request of client begins at the URL whose
+ * index *index holds (another client's gp_http_client_current, kept
+ * there by the thread that finds the leader: the agent's heartbeat), and
+ * ends (GP_ECONN) as soon as *index changes: a long poll or a report held
+ * by a coordinator that froze is let go once the leader moved. NULL:
+ * neither (the default). libcurl's client only.
+ */
+void gp_http_client_follow(struct gp_http_client *client,
+    const _Atomic int *index);
 
 /*
  * Sends one request. IN: method ("GET", "POST"), path ("/v1/jobs?all=1"),

@@ -42,6 +42,8 @@ struct gp_http_answer {
 	int64_t log_offset;
 	char job_state[32];
 	int log_done;
+	int not_leader;
+	char leader[VALUE_MAX + 1];
 	/* The header being read: http-parser may hand it over in pieces. */
 	char field[FIELD_MAX + 1];
 	size_t field_len;
@@ -80,6 +82,10 @@ header_done(struct gp_http_answer *a)
 		gp_strlcpy(a->job_state, a->value, sizeof(a->job_state));
 	else if (strcasecmp(a->field, "X-Gpupool-Done") == 0)
 		a->log_done = atoi(a->value);
+	else if (strcasecmp(a->field, "X-Gpupool-Role") == 0)
+		a->not_leader = strcmp(a->value, "leader") != 0;
+	else if (strcasecmp(a->field, "X-Gpupool-Leader") == 0)
+		gp_strlcpy(a->leader, a->value, sizeof(a->leader));
 	a->field_len = a->value_len = 0;
 	a->in_value = 0;
 }
@@ -155,6 +161,8 @@ on_message_complete(http_parser *p)
 		a->log_offset = -1;
 		a->job_state[0] = '\0';
 		a->log_done = 0;
+		a->not_leader = 0;
+		a->leader[0] = '\0';
 		return 0;
 	}
 	a->status = p->status_code;
@@ -251,6 +259,8 @@ gp_http_answer_take(struct gp_http_answer *a, struct gp_http_response *resp,
 	resp->log_offset = a->log_offset;
 	gp_strlcpy(resp->job_state, a->job_state, sizeof(resp->job_state));
 	resp->log_done = a->log_done;
+	resp->not_leader = a->status == 503 && a->not_leader;
+	gp_strlcpy(resp->leader, a->leader, sizeof(resp->leader));
 	memset(&a->body, 0, sizeof(a->body));
 	*keep_alive = a->keep_alive;
 	return 0;
@@ -432,6 +442,7 @@ open_connection(struct gp_http_lite *c, int64_t deadline,
 	if (rc != 0) {
 		snprintf(resp->error, sizeof(resp->error),
 		    "%.160s: could not resolve host %.60s", c->url, c->host);
+		resp->no_connect = 1;
 		return GP_ECONN;
 	}
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
@@ -445,6 +456,7 @@ open_connection(struct gp_http_lite *c, int64_t deadline,
 		    c->url,
 		    fd == -ETIMEDOUT ? "connection timed out" : strerror(-fd));
 		resp->refused = fd == -ECONNREFUSED;
+		resp->no_connect = 1;
 		return fd == -ETIMEDOUT ? GP_ETIMEDOUT : GP_ECONN;
 	}
 	c->fd = fd;

@@ -582,6 +582,40 @@ default_name(struct gp_jobspec *spec)
 		gp_strlcpy(spec->name, "job", sizeof(spec->name));
 }
 
+/* "expose": an array of at most GP_EXPOSE_MAX distinct ports. */
+static int
+decode_expose(json_t *v, struct gp_jobspec *spec, char *err, size_t errlen)
+{
+	json_t *port;
+	size_t i;
+
+	if (!json_is_array(v) || json_array_size(v) > GP_EXPOSE_MAX)
+		return fail(err, errlen, "expose: must be an array of at most "
+		    "%d ports", GP_EXPOSE_MAX);
+	spec->n_expose = 0;
+	json_array_foreach(v, i, port)
+	{
+		json_int_t p = json_integer_value(port);
+		if (!json_is_integer(port) || p < 1 || p > 65535)
+			return fail(err, errlen, "expose[%zu]: a port from 1 "
+			    "to 65535", i);
+		if (gp_jobspec_exposes(spec, (int)p))
+			return fail(err, errlen, "expose: port %d given twice",
+			    (int)p);
+		spec->expose[spec->n_expose++] = (uint16_t)p;
+	}
+	return 0;
+}
+
+int
+gp_jobspec_exposes(const struct gp_jobspec *spec, int port)
+{
+	for (int i = 0; i < spec->n_expose; i++)
+		if (spec->expose[i] == port)
+			return 1;
+	return 0;
+}
+
 int
 gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
     char *err, size_t errlen)
@@ -786,6 +820,16 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 						  "internet or lan");
 				goto out;
 			}
+		} else if (strcmp(key, "interactive") == 0) {
+			if (!json_is_boolean(v)) {
+				fail(err, errlen, "interactive: must be true "
+						  "or false");
+				goto out;
+			}
+			spec->interactive = json_is_true(v);
+		} else if (strcmp(key, "expose") == 0) {
+			if (decode_expose(v, spec, err, errlen) != 0)
+				goto out;
 		} else if (strcmp(key, "array_limit") == 0) {
 			if (get_int(v, key, 1, GP_ARRAY_MAX, &n, err, errlen))
 				goto out;
@@ -898,6 +942,15 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 	if (o != NULL && spec->idempotency_key[0] != '\0')
 		json_object_set_new(o, "idempotency_key",
 		    json_string(spec->idempotency_key));
+	if (o != NULL && spec->interactive)
+		json_object_set_new(o, "interactive", json_true());
+	if (o != NULL && spec->n_expose > 0) {
+		json_t *ports = json_array();
+		for (int i = 0; i < spec->n_expose; i++)
+			json_array_append_new(ports,
+			    json_integer(spec->expose[i]));
+		json_object_set_new(o, "expose", ports);
+	}
 	if (o != NULL && spec->array_job_id > 0) {
 		json_object_set_new(o, "array_job_id",
 		    json_integer(spec->array_job_id));

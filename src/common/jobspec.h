@@ -29,6 +29,7 @@
 #define GP_CAPABILITY_MAX  999 /* compute capability x 10: 99.9 */
 #define GP_ARRAY_MAX	   10000  /* tasks in one job array */
 #define GP_ARRAY_TASK_MAX  999999 /* the largest task index */
+#define GP_EXPOSE_MAX	   8 /* ports one job declares (submit --expose) */
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when not a signal a job may get. */
 int gp_signal_parse(const char *text);
@@ -107,6 +108,21 @@ struct gp_jobspec {
 	 * owner allows at least that much.
 	 */
 	int network;
+	/*
+	 * An interactive job (docs/interactive.md): a person is waiting at
+	 * a terminal or a browser. 1 when the body says "interactive": true;
+	 * the scheduler gives it its own time limits and queue position, and
+	 * owners may keep GPUs for it or refuse it (docs/scheduling.md).
+	 */
+	int interactive;
+	/*
+	 * The ports of the job's own loopback it declares ("expose": [8888]):
+	 * the dashboard offers an Open link to each, proxied by the
+	 * coordinator for the owner only. 1..65535, distinct, in the order
+	 * given; n_expose of them.
+	 */
+	int n_expose;
+	uint16_t expose[GP_EXPOSE_MAX];
 };
 
 /* 1 when key is a valid idempotency key (16..64 of A-Z a-z 0-9 _ -). */
@@ -184,6 +200,9 @@ int gp_data_spec_parse(const char *text, json_t **out, char *err,
  */
 int gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
     size_t errlen);
+
+/* 1 when the spec declares port (submit --expose). */
+int gp_jobspec_exposes(const struct gp_jobspec *spec, int port);
 
 /* 1 when the spec asks for a fraction of one GPU. */
 int gp_jobspec_is_fraction(const struct gp_jobspec *spec);

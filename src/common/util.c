@@ -46,6 +46,8 @@ gp_strerror(int err)
 		return "too large";
 	case GP_EAUTH:
 		return "authentication failed";
+	case GP_EFENCED:
+		return "fenced: another coordinator leads";
 	}
 	return "unknown error";
 }

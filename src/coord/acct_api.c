@@ -154,7 +154,8 @@ provider_move(const char *name, const struct ledger_group *g)
 			continue;
 		found = 1;
 		t->group_id = g->id;
-		if (store_set_token_group(t->id, g->id) != 0)
+		if (state.store->ops->set_token_group(state.store, t->id,
+			g->id) != 0)
 			gp_fatalx("cannot store a token's group");
 		id = 0;
 		while ((nd = state_node_next(&id)) != NULL)

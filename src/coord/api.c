@@ -19,6 +19,7 @@
 #include "notify.h"
 #include "state.h"
 #include "gp.h"
+#include "leader.h"
 #include "ledger.h"
 #include "log.h"
 #include "prom.h"
@@ -427,7 +428,60 @@ const struct api_route user_routes[] = {
 /* In the order the chain asked them before the table: the first wins. */
 const struct api_route *const api_tables[] = {web_routes, metrics_routes,
     image_routes, ckpt_routes, data_routes, acct_routes, user_routes,
-    relay_routes, jobs_routes, agent_routes, NULL};
+    relay_routes, proxy_routes, terminal_routes, jobs_routes, agent_routes,
+    NULL};
+
+/*
+ * A standby's answer to every API request (several coordinators, one
+ * leader: leader.c): 503, the leader's URL in X-Gpupool-Leader and in the
+ * body's "leader" (null while none is known), Retry-After: 1. A leader
+ * still loading its state names itself. docs/protocol.md.
+ */
+static enum MHD_Result
+reply_not_leader(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char leader[512];
+	json_t *body;
+	char *text;
+
+	(void)req;
+	(void)url;
+	(void)method;
+	leader_url(leader, sizeof(leader));
+	if (leader[0] == '\0')
+		body = json_pack("{s:s, s:n}", "error",
+		    "not the leader: this coordinator is a standby and no "
+		    "leader is known yet; retry", "leader");
+	else if (leader_epoch() != 0)
+		body = json_pack("{s:s, s:s}", "error",
+		    "not ready: this coordinator leads and is loading the "
+		    "pool's state; retry", "leader", leader);
+	else
+		body = json_pack("{s:s, s:s}", "error",
+		    "not the leader: this coordinator is a standby",
+		    "leader", leader);
+	text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 503, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
+	if (leader[0] != '\0')
+		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
+	MHD_add_response_header(resp, "Retry-After", "1");
+	rc = MHD_queue_response(conn, 503, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* The route every request of a standby takes but the dashboard's files. */
+static const struct api_route not_leader_route = {"/**", API_ANY, 0, NULL,
+    0, API_PUBLIC, reply_not_leader, NULL};
 
 enum MHD_Result
 api_handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -449,6 +503,9 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 			return MHD_NO;
 		found = api_route_find(api_tables, url, method, &route, &allow);
 		req->route = found == 200 ? route : NULL;
+		if (leader_standby() && (req->route == NULL ||
+		    (req->route->flags & API_PUBLIC) == 0))
+			req->route = &not_leader_route;
 		req->body_limit = api_route_body_limit(req->route);
 		*con_cls = req;
 		/* An upload: checked now, its body streamed to its owner. */
@@ -466,6 +523,11 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 			return MHD_YES;
 		}
 		return req->route->stream->end(conn, req);
+	}
+	if (*upload_data_size > 0 && req->route == &not_leader_route) {
+		/* A standby reads no body: whatever its size, 503. */
+		*upload_data_size = 0;
+		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
 		if (!req->too_big &&

@@ -528,13 +528,22 @@ handle_poll(struct MHD_Connection *conn, struct request *req)
 	if (bad)
 		return reply_error(conn, 400, "wait_ms: 0 to %d",
 		    API_WAIT_MS_MAX);
-	if (req->superseded)
-		left = 0;
 	pthread_rwlock_rdlock(&state.lock);
 	node = own_node(conn, req, node_id, &rc);
 	if (node == NULL) {
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
+	}
+	/*
+	 * A newer poll, or a new registration of the node, took over: this
+	 * one's agent may be gone (killed with the poll suspended here), so
+	 * it leaves the outbox to the newer one.
+	 */
+	if (req->superseded) {
+		pthread_rwlock_unlock(&state.lock);
+		return api_reply_const(conn,
+		    "{\"assignments\":[],\"cancels\":[],\"checkpoints\":[],"
+		    "\"stops\":[]}");
 	}
 	pthread_mutex_lock(&notify_lock);
 	if (json_array_size(node->outbox_assign) == 0 &&

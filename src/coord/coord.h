@@ -7,5 +7,7 @@
 
 /* argv[0] is "coordinator". Returns the process exit code. */
 int gp_coord_main(int argc, char **argv);
+/* migrate_pg.c: `coordinator migrate --from DATA_DIR --to URL`. */
+int gp_coord_migrate_main(int argc, char **argv);
 
 #endif

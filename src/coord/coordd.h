@@ -6,10 +6,10 @@
  * per batch; state_int.h lists its files), store.c (SQLite), api.c (HTTP: the
  * route table of route.c, auth; handlers in api_jobs.c, api_agent.c),
  * notify.c (long polls: suspended connections and who wakes them),
- * joblog.c (job output files), sched.c (pure scheduling), ckpt.c (the
- * checkpoint store: its own SQLite database and chunk files), data.c
- * (data sets, job outputs and quotas, over ckpt.c's chunk store), image.c
- * (the image store: its own SQLite database and content-addressed blobs).
+ * joblog.c (job output files), sched.c (pure scheduling), blob.c (the
+ * blob store: content-addressed files, uploads, GC), ckpt.c (checkpoint
+ * versions over its chunks), data*.c (data sets, job outputs and quotas,
+ * over the same chunks), image.c (images over its image blobs).
  *
  * Locking: `state.lock` (rwlock) guards the model. The state thread takes
  * it for writing while it applies a batch; HTTP handlers take it for
@@ -29,6 +29,7 @@
 #include "store.h"
 #include "notify.h"
 #include "joblog.h"
+#include "blob.h"
 #include "ckpt_store.h"
 #include "datasets.h"
 #include "image_store.h"

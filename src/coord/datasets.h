@@ -7,8 +7,13 @@
 #include "state.h"
 
 /* data.c */
-/* Creates data.c's tables in ckpt_db (after ckpt_init). */
+/*
+ * Opens data.c's tables (in DATA/checkpoints.db, a connection of its
+ * own) and adds data sets and outputs to the chunk store's users (after
+ * blob_init, before blob_start). data_stop closes them (after blob_stop).
+ */
 int data_init(const struct coord_config *cfg);
+void data_stop(void);
 /* The routes (data_routes, route.h) are answered by data_handle. */
 enum MHD_Result data_handle(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method);
@@ -22,10 +27,6 @@ void data_upload_begin(struct request *req, const char *url);
  */
 int data_pin(const struct token_entry *who, struct gp_jobspec *spec,
     char *err, size_t errlen);
-/* Adds the chunks user's data sets, outputs and uploads use (ckpt_lock). */
-int data_collect_refs(const char *user, json_t *refs);
-/* Drops expired uploads and outputs (the GC thread). */
-void data_gc_expire(void);
 
 /*
  * live.c: the live scheduler. One engine (sched.h) for the coordinator's
@@ -48,6 +49,11 @@ void live_job_saved(const struct job *job, int64_t ms);
 void live_array_running(const struct job *job, int delta);
 /* A job entered (+1) or left (-1) the queue: its user's queued count. */
 void live_queued(const struct job *job, int delta);
+/*
+ * Forgets everything the scheduler's glue keeps (the engine, users,
+ * counts, caches): the model is about to be loaded again (state_fini).
+ */
+void live_fini(void);
 /*
  * 1 when some node the pool knows (up or down) could ever run spec; 0
  * with why; GP_ENOMEM. Cached per shape until a node registers.

@@ -5,9 +5,9 @@
  * Layout under DATA:
  *   images.db                  manifests, names, signatures (SQLite, WAL),
  *                              its own connection, guarded by image_lock
- *   images/blobs/ab/<hex>      blobs (manifests, configs, layers), named
- *                              by the hex of their sha256 digest
- *   images/tmp/                blobs being received
+ *   images/blobs/ab/<hex>      blobs (manifests, configs, layers): the blob
+ *                              store's image store (blob.h, blob_images),
+ *                              named by the hex of their sha256 digest
  *
  * Who may do what (a pool-wide registry, as in a cluster): every
  * authenticated caller may list images and any user may run any image;
@@ -18,20 +18,21 @@
  * itself). Agents read the manifest, config and layers of the image of a
  * job they run, and nothing else.
  *
- * Durability: a blob is fsynced, renamed into place and its directory
- * fsynced before its PUT is answered, so a blob that exists is whole and
- * verified; a commit checks that every blob the manifest lists exists
- * with the size the manifest gives.
+ * Durability: the image store flushes, renames and syncs a blob's
+ * directory before its PUT is answered (blob.c), so a blob that exists is
+ * whole and verified; a commit checks that every blob the manifest lists
+ * exists with the size the manifest gives.
  *
- * Garbage: a manifest with no name and no unfinished job pinned to it is
- * dropped; then every blob no kept manifest lists is removed, except
- * blobs written or asked about in the last hour (an import in progress).
- * The GC runs every minute and after each removal, under image_lock,
- * which commits also hold, so no blob goes between a commit's check and
- * its insert.
+ * Garbage: the image store's GC (a pass every minute and after each
+ * removal) asks this file (a blob_user): first a manifest with no name
+ * and no unfinished job pinned to it is dropped (gc_expire); then every
+ * blob no kept manifest lists is garbage (gc_collect), removed unless it
+ * was written or asked about in the last hour (an import in progress). A
+ * commit checks and records under blob_lock, which the GC holds from
+ * collecting to removing, so no blob goes between the two.
  *
- * Locking: image_lock, then state.lock for reading (briefly); never the
- * other way round.
+ * Locking: blob_lock (blob_images), then image_lock, then state.lock for
+ * reading (briefly); never the other way round.
  */
 #include <sys/stat.h>
 
@@ -47,66 +48,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blob.h"
 #include "datasets.h"
+#include "gp.h"
 #include "image_store.h"
 #include "joblog.h"
-#include "route.h"
-#include "state.h"
-#include "gp.h"
 #include "log.h"
 #include "oci.h"
+#include "route.h"
 #include "sign.h"
+#include "sqlite_util.h"
+#include "state.h"
 
 #define IMAGE_JSON_BODY_MAX (1u << 20)
 #define MISSING_MAX         1000
-#define BLOB_GRACE_MS       (3600 * 1000LL)
-#define GC_PERIOD_MS        60000
 #define AGENT_PREFIX        "/v1/agent/jobs/"
 
-static sqlite3 *db;
+static struct gp_sqlite db; /* guarded by its lock */
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
-static char root[1100]; /* DATA/images */
-static int64_t blob_grace_ms = BLOB_GRACE_MS;
-static int64_t gc_period_ms = GC_PERIOD_MS;
 static int64_t blob_max = 64LL << 30;
-
-static pthread_t gc_thread;
-static int gc_started, gc_stopping, gc_wanted;
-static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gc_cond;	/* monotonic: gp_cond_init_monotonic */
-
-/* A blob PUT being received (the request's stream). */
-struct image_upload {
-	int status; /* 0, or the HTTP error to answer */
-	char error[200];
-	int exists; /* already stored: the body is read and dropped */
-	int fd;
-	int64_t len;
-	char digest[GP_OCI_DIGEST_SIZE];
-	char tmp[1400], final[1400], dir[1400];
-	crypto_hash_sha256_state hash;
-};
 
 /* ---- paths ---- */
 
-static void
-blob_path(const char *digest, char *out, size_t len)
-{
-	snprintf(out, len, "%s/blobs/%.2s/%s", root, digest + 7, digest + 7);
-}
-
-static int
-fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return GP_EIO;
-	if (fsync(fd) != 0)
-		ret = GP_EIO;
-	close(fd);
-	return ret;
-}
+/* The store's name of a blob: the hex of "sha256:<hex>". */
+#define HEX(digest) ((digest) + 7)
 
 /* The size of a stored blob, or -1. */
 static int64_t
@@ -115,7 +80,7 @@ blob_size(const char *digest)
 	char path[1400];
 	struct stat st;
 
-	blob_path(digest, path, sizeof(path));
+	blob_path(blob_images, NULL, HEX(digest), path, sizeof(path));
 	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return -1;
 	return (int64_t)st.st_size;
@@ -141,33 +106,6 @@ static const char schema[] =
     " digest TEXT NOT NULL, key TEXT NOT NULL, signature TEXT NOT NULL,"
     " signer TEXT NOT NULL, created_ms INTEGER NOT NULL,"
     " PRIMARY KEY(digest, key));";
-
-static int
-exec(const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		gp_error("image database error=\"%s\"",
-		    msg != NULL ? msg : "?");
-		sqlite3_free(msg);
-		return GP_EIO;
-	}
-	return 0;
-}
-
-static sqlite3_stmt *
-prepare(const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		gp_error("image database prepare error=\"%s\"",
-		    sqlite3_errmsg(db));
-		return NULL;
-	}
-	return st;
-}
 
 /* ---- garbage collection ---- */
 
@@ -199,15 +137,17 @@ gc_manifests(json_t *pinned)
 	const char *d;
 	size_t i;
 
-	st = prepare("SELECT digest FROM manifests WHERE digest NOT IN "
-	             "(SELECT digest FROM names)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT digest FROM manifests WHERE digest NOT IN "
+	    "(SELECT digest FROM names)");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		d = (const char *)sqlite3_column_text(st, 0);
 		if (json_object_get(pinned, d) == NULL)
 			json_array_append_new(drop, json_string(d));
 	}
 	sqlite3_finalize(st);
-	if (json_array_size(drop) == 0 || exec("BEGIN IMMEDIATE") != 0) {
+	if (json_array_size(drop) == 0 ||
+	    gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0) {
 		json_decref(drop);
 		return;
 	}
@@ -219,7 +159,7 @@ gc_manifests(json_t *pinned)
 		        "DELETE FROM signatures WHERE digest = ?"};
 		size_t k;
 		for (k = 0; k < GP_ARRAY_LEN(sql); k++) {
-			if ((del = prepare(sql[k])) == NULL)
+			if ((del = gp_sqlite_prepare(&db, sql[k])) == NULL)
 				continue;
 			sqlite3_bind_text(del, 1, json_string_value(v), -1,
 			    SQLITE_STATIC);
@@ -228,211 +168,84 @@ gc_manifests(json_t *pinned)
 		}
 		gp_info("image dropped digest=%s", json_string_value(v));
 	}
-	exec("COMMIT");
+	gp_sqlite_exec(&db, "COMMIT");
 	json_decref(drop);
 }
 
-/* Removes blob files older than cutoff and not in keep (NULL: none). */
-static int64_t
-sweep_dir(const char *dir, json_t *keep, int64_t cutoff_ms)
-{
-	char path[2048], digest[GP_OCI_DIGEST_SIZE + 8];
-	struct dirent *d;
-	struct stat st;
-	int64_t removed = 0;
-	DIR *dh;
-
-	if ((dh = opendir(dir)) == NULL)
-		return 0;
-	while ((d = readdir(dh)) != NULL) {
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(digest, sizeof(digest), "sha256:%.64s", d->d_name);
-		if (keep != NULL && json_object_get(keep, digest) != NULL)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
-		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
-			continue;
-		if ((int64_t)st.st_mtim.tv_sec * 1000 >= cutoff_ms)
-			continue;
-		if (unlink(path) == 0)
-			removed++;
-	}
-	closedir(dh);
-	return removed;
-}
-
+/*
+ * The image store's GC, before each pass (a blob_user's expire): drops
+ * the manifests nothing names or pins, and has the store looked at.
+ */
 static void
-gc_pass(void)
+gc_expire(void)
 {
-	int64_t cutoff = gp_now_ms() - blob_grace_ms, removed = 0;
-	json_t *pinned = pinned_digests(), *keep = json_object();
-	char dir[1200], fan[1500];
-	struct dirent *d;
-	sqlite3_stmt *st;
-	DIR *dh;
-	int ok = 1;
+	json_t *pinned = pinned_digests();
 
 	pthread_mutex_lock(&image_lock);
-	if (db == NULL || pinned == NULL || keep == NULL)
-		goto out;
-	gc_manifests(pinned);
-	st = prepare("SELECT DISTINCT blob FROM manifest_blobs");
-	if (st == NULL)
-		ok = 0;
-	while (st != NULL && sqlite3_step(st) == SQLITE_ROW)
-		json_object_set_new(keep,
-		    (const char *)sqlite3_column_text(st, 0), json_true());
-	sqlite3_finalize(st);
-	if (!ok)
-		goto out;
-	snprintf(dir, sizeof(dir), "%s/blobs", root);
-	if ((dh = opendir(dir)) != NULL) {
-		while ((d = readdir(dh)) != NULL) {
-			if (d->d_name[0] == '.')
-				continue;
-			snprintf(fan, sizeof(fan), "%s/%s", dir, d->d_name);
-			removed += sweep_dir(fan, keep, cutoff);
-		}
-		closedir(dh);
-	}
-	/* Uploads abandoned long ago. */
-	snprintf(dir, sizeof(dir), "%s/tmp", root);
-	sweep_dir(dir, NULL, cutoff);
-	if (removed > 0)
-		gp_info("image gc blobs_removed=%lld", (long long)removed);
-out:
+	if (db.db != NULL && pinned != NULL)
+		gc_manifests(pinned);
 	pthread_mutex_unlock(&image_lock);
 	json_decref(pinned);
-	json_decref(keep);
+	blob_gc_mark(blob_images, "");
 }
 
-static void
-gc_kick(void)
+/* The blobs kept manifests list (a blob_user's collect; blob_lock held). */
+static int
+gc_collect(const char *owner, json_t *refs)
 {
-	pthread_mutex_lock(&gc_lock);
-	gc_wanted = 1;
-	pthread_cond_signal(&gc_cond);
-	pthread_mutex_unlock(&gc_lock);
-}
+	sqlite3_stmt *st;
+	const char *d;
+	int rc = SQLITE_ERROR;
 
-static void *
-gc_main(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		pthread_mutex_lock(&gc_lock);
-		if (!gc_wanted && !gc_stopping) {
-			gp_cond_wait_ms(&gc_cond, &gc_lock, gc_period_ms);
-		}
-		gc_wanted = 0;
-		if (gc_stopping) {
-			pthread_mutex_unlock(&gc_lock);
-			break;
-		}
-		pthread_mutex_unlock(&gc_lock);
-		gc_pass();
+	(void)owner;
+	pthread_mutex_lock(&image_lock);
+	st = db.db != NULL
+	    ? gp_sqlite_prepare(&db, "SELECT DISTINCT blob FROM manifest_blobs")
+	    : NULL;
+	while (st != NULL && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		d = (const char *)sqlite3_column_text(st, 0);
+		if (gp_oci_digest_valid(d))
+			json_object_set_new(refs, HEX(d), json_true());
 	}
-	return NULL;
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&image_lock);
+	return rc == SQLITE_DONE ? 0 : GP_EIO;
 }
+
+static const struct blob_user image_blob_user = {"images", gc_expire,
+    gc_collect};
 
 int
 image_init(const struct coord_config *cfg)
 {
 	char path[1200];
-	const char *test_gc = getenv("GPUPOOL_TEST_IMAGE_GC_MS");
-	int64_t v;
 
-	/*
-	 * Tests only (tests/e2e/test_image_store.sh): GC every N ms, and
-	 * blobs are collectable after N ms instead of an hour.
-	 */
-	if (test_gc != NULL && gp_parse_int(test_gc, 10, 3600000, &v) == 0) {
-		gc_period_ms = v;
-		blob_grace_ms = v;
-		gp_warn("image gc test mode gc_ms=%lld", (long long)v);
-	}
-	if (gp_cond_init_monotonic(&gc_cond) != 0)
-		return GP_ENOMEM;
 	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max : 64LL << 30;
-	snprintf(root, sizeof(root), "%s/images", cfg->data_dir);
-	snprintf(path, sizeof(path), "%s/tmp", root);
-	if (gp_mkdir_p(path, 0700) != 0) {
-		gp_error("cannot create %s: %s", path, strerror(errno));
-		return GP_EIO;
-	}
-	snprintf(path, sizeof(path), "%s/blobs", root);
-	if (gp_mkdir_p(path, 0700) != 0) {
-		gp_error("cannot create %s: %s", path, strerror(errno));
-		return GP_EIO;
-	}
 	snprintf(path, sizeof(path), "%s/images.db", cfg->data_dir);
-	if (sqlite3_open_v2(path, &db,
-	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-	            SQLITE_OPEN_FULLMUTEX,
-	        NULL) != SQLITE_OK) {
-		gp_error("cannot open database path=%s", path);
+	/* WAL, synchronous=FULL: gp_sqlite_open's. */
+	if (gp_sqlite_open(&db, path, GP_SQLITE_SERIALIZED, "images") != 0 ||
+	    gp_sqlite_exec(&db, schema) != 0)
 		return GP_EIO;
-	}
-	if (exec("PRAGMA journal_mode=WAL;") != 0 ||
-	    exec("PRAGMA synchronous=FULL;") != 0 || exec(schema) != 0)
-		return GP_EIO;
-	if (pthread_create(&gc_thread, NULL, gc_main, NULL) != 0)
-		return GP_ENOMEM;
-	gc_started = 1;
-	gp_info("image store root=%s blob_max=%lld", root, (long long)blob_max);
+	if (blob_add_user(blob_images, &image_blob_user) != 0)
+		return GP_EINVAL;
+	gp_info("image store blob_max=%lld", (long long)blob_max);
 	return 0;
 }
 
+/* After blob_stop: the GC no longer asks. */
 void
 image_stop(void)
 {
-	if (gc_started) {
-		pthread_mutex_lock(&gc_lock);
-		gc_stopping = 1;
-		pthread_cond_signal(&gc_cond);
-		pthread_mutex_unlock(&gc_lock);
-		pthread_join(gc_thread, NULL);
-		gc_started = 0;
-	}
 	pthread_mutex_lock(&image_lock);
-	if (db != NULL)
-		sqlite3_close(db);
-	db = NULL;
+	gp_sqlite_close(&db);
 	pthread_mutex_unlock(&image_lock);
 }
-
-/* ---- replies ---- */
 
 /* Sends a stored blob's bytes. */
 static enum MHD_Result
 reply_blob(struct MHD_Connection *conn, const char *digest)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
-	char path[1400];
-	struct stat st;
-	int fd;
-
-	blob_path(digest, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return reply_error(conn, 404, "blob %s is not stored", digest);
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return reply_error(conn, 500, "cannot read blob");
-	}
-	resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
-	if (resp == NULL) {
-		close(fd);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type",
-	    "application/octet-stream");
-	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
-	rc = MHD_queue_response(conn, 200, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return blob_reply(conn, blob_images, NULL, HEX(digest));
 }
 
 /* ---- lookups (image_lock held) ---- */
@@ -458,7 +271,8 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	    (at != NULL && gp_oci_digest_valid(at + 1))) {
 		gp_strlcpy(digest, at != NULL ? at + 1 : ref,
 		    GP_OCI_DIGEST_SIZE);
-		st = prepare("SELECT 1 FROM manifests WHERE digest = ?");
+		st = gp_sqlite_prepare(&db,
+		    "SELECT 1 FROM manifests WHERE digest = ?");
 		if (st == NULL) {
 			snprintf(err, errlen, "image database error");
 			return GP_EIO;
@@ -482,7 +296,7 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	}
 	if (gp_image_name_normalize(ref, norm, sizeof(norm), err, errlen) != 0)
 		return GP_EINVAL;
-	st = prepare("SELECT digest FROM names WHERE name = ?");
+	st = gp_sqlite_prepare(&db, "SELECT digest FROM names WHERE name = ?");
 	if (st == NULL) {
 		snprintf(err, errlen, "image database error");
 		return GP_EIO;
@@ -512,8 +326,9 @@ signers_of(const char *digest, int with_signatures)
 	sqlite3_stmt *st;
 	char tm[40];
 
-	st = prepare("SELECT key, signature, signer, created_ms FROM "
-	             "signatures WHERE digest = ? ORDER BY created_ms, key");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT key, signature, signer, created_ms FROM "
+	    "signatures WHERE digest = ? ORDER BY created_ms, key");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
@@ -544,7 +359,7 @@ image_signers(const char *digest)
 	json_t *list;
 
 	pthread_mutex_lock(&image_lock);
-	list = db != NULL ? signers_of(digest, 0) : json_array();
+	list = db.db != NULL ? signers_of(digest, 0) : json_array();
 	pthread_mutex_unlock(&image_lock);
 	return list;
 }
@@ -578,7 +393,7 @@ image_resolve(const char *ref, char *pinned, size_t len, json_t **signers,
 
 	*signers = NULL;
 	pthread_mutex_lock(&image_lock);
-	if (db == NULL) {
+	if (db.db == NULL) {
 		pthread_mutex_unlock(&image_lock);
 		snprintf(err, errlen, "the image store is not open");
 		return GP_EIO;
@@ -699,155 +514,79 @@ parse_agent_url(const char *url, int64_t *id, int64_t *attempt,
 	return 1;
 }
 
-/* ---- the streamed blob PUT ---- */
-
-static void
-upload_refuse(struct image_upload *u, int status, const char *msg)
-{
-	if (u->status == 0) {
-		u->status = status;
-		gp_strlcpy(u->error, msg, sizeof(u->error));
-	}
-	if (u->fd >= 0) {
-		close(u->fd);
-		u->fd = -1;
-		unlink(u->tmp);
-	}
-}
+/* ---- the streamed blob PUT: the image store's (blob.h) ---- */
 
 void
 image_upload_begin(struct request *req, const char *url)
 {
-	struct image_upload *u;
+	struct blob_upload *u;
 	/* The route is /v1/images/blobs/DIGEST (image_routes). */
 	const char *digest = url + strlen("/v1/images/blobs/");
+	char too_big[100];
 
-	if ((u = calloc(1, sizeof(*u))) == NULL)
+	if ((u = blob_upload_new()) == NULL)
 		return; /* _end answers 503 when req->stream is NULL */
-	u->fd = -1;
 	req->stream = u;
 	if (req->auth == NULL) {
-		upload_refuse(u, 401,
+		blob_upload_refuse(u, 401,
 		    "missing or unknown token (Authorization: Bearer ...)");
 		return;
 	}
 	if (!may_write(req->auth)) {
-		upload_refuse(u, 403, "only users and admins upload images");
+		blob_upload_refuse(u, 403, "only users and admins upload images");
 		return;
 	}
 	if (!gp_oci_digest_valid(digest)) {
-		upload_refuse(u, 404,
+		blob_upload_refuse(u, 404,
 		    "blobs are named sha256:<64 lowercase "
 		    "hex digits>");
 		return;
 	}
-	gp_strlcpy(u->digest, digest, sizeof(u->digest));
-	blob_path(digest, u->final, sizeof(u->final));
-	/* Stored already: young again (see GC), and the body is dropped. */
-	pthread_mutex_lock(&image_lock);
-	if (utimensat(AT_FDCWD, u->final, NULL, AT_SYMLINK_NOFOLLOW) == 0) {
-		u->exists = 1;
-		pthread_mutex_unlock(&image_lock);
-		return;
-	}
-	pthread_mutex_unlock(&image_lock);
-	snprintf(u->dir, sizeof(u->dir), "%s/blobs/%.2s", root, digest + 7);
-	if (gp_mkdir_p(u->dir, 0700) != 0) {
-		upload_refuse(u, 500, "cannot create the blob directory");
-		return;
-	}
-	snprintf(u->tmp, sizeof(u->tmp), "%s/tmp/%.16s.XXXXXX", root,
-	    digest + 7);
-	u->fd = mkostemp(u->tmp, O_CLOEXEC);
-	if (u->fd < 0) {
-		upload_refuse(u, 500, "cannot create a temporary file");
-		return;
-	}
-	crypto_hash_sha256_init(&u->hash);
+	snprintf(too_big, sizeof(too_big),
+	    "a blob is at most %lld bytes (--image-blob-max)",
+	    (long long)blob_max);
+	blob_upload_open(u, blob_images, NULL, HEX(digest), blob_max, too_big);
 }
 
 void
 image_upload_data(struct request *req, const char *data, size_t len)
 {
-	struct image_upload *u = req->stream;
-	char msg[100];
-
-	if (u == NULL || u->status != 0 || u->exists)
-		return; /* read and dropped */
-	if (u->len + (int64_t)len > blob_max) {
-		snprintf(msg, sizeof(msg),
-		    "a blob is at most %lld bytes "
-		    "(--image-blob-max)",
-		    (long long)blob_max);
-		upload_refuse(u, 413, msg);
-		return;
-	}
-	if (gp_write_all(u->fd, data, len) != 0) {
-		upload_refuse(u, 500, "cannot write the blob");
-		return;
-	}
-	crypto_hash_sha256_update(&u->hash, (const unsigned char *)data, len);
-	u->len += (int64_t)len;
+	blob_upload_data(req->stream, data, len);
 }
 
 enum MHD_Result
 image_upload_end(struct MHD_Connection *conn, struct request *req)
 {
-	struct image_upload *u = req->stream;
-	unsigned char hash[32];
-	char got[GP_OCI_DIGEST_SIZE];
+	struct blob_upload *u = req->stream;
+	char got[BLOB_HEX_LEN + 1], digest[GP_OCI_DIGEST_SIZE];
+	const char *msg;
+	int status;
 
 	if (u == NULL)
 		return reply_error(conn, 503, "out of memory");
-	if (u->status != 0)
-		return reply_error(conn, u->status, "%s", u->error);
-	if (u->exists)
+	snprintf(digest, sizeof(digest), "sha256:%s", blob_upload_name(u));
+	switch (blob_upload_end(u, got)) {
+	case BLOB_STORED:
+		return reply_json(conn, 201,
+		    json_pack("{s:b,s:s,s:I}", "stored", 1, "digest", digest,
+		        "bytes", (json_int_t)blob_upload_len(u)));
+	case BLOB_EXISTED:
 		return reply_json(conn, 200,
-		    json_pack("{s:b,s:s}", "stored", 0, "digest", u->digest));
-	crypto_hash_sha256_final(&u->hash, hash);
-	gp_oci_digest_format(hash, got);
-	if (strcmp(got, u->digest) != 0) {
-		upload_refuse(u, 400, "");
-		gp_warn("image blob refused: content does not match its digest "
-		        "digest=%s got=%s bytes=%lld",
-		    u->digest, got, (long long)u->len);
+		    json_pack("{s:b,s:s}", "stored", 0, "digest", digest));
+	case BLOB_MISMATCH:
 		return reply_error(conn, 400,
-		    "blob content hashes to %s, not "
-		    "%s: nothing stored",
-		    got, u->digest);
-	}
-	if (fsync(u->fd) != 0 || close(u->fd) != 0) {
-		u->fd = -1;
-		unlink(u->tmp);
+		    "blob content hashes to sha256:%s, not %s: nothing "
+		    "stored", got, digest);
+	case BLOB_WRITE_FAILED:
 		return reply_error(conn, 500, "cannot write the blob");
-	}
-	u->fd = -1;
-	pthread_mutex_lock(&image_lock);
-	if (rename(u->tmp, u->final) != 0 || fsync_dir(u->dir) != 0) {
-		pthread_mutex_unlock(&image_lock);
-		unlink(u->tmp);
+	case BLOB_STORE_FAILED:
 		return reply_error(conn, 500, "cannot store the blob");
+	case BLOB_REFUSED:
+		break;
 	}
-	pthread_mutex_unlock(&image_lock);
-	gp_debug("image blob stored digest=%s bytes=%lld", u->digest,
-	    (long long)u->len);
-	return reply_json(conn, 201,
-	    json_pack("{s:b,s:s,s:I}", "stored", 1, "digest", u->digest,
-	        "bytes", (json_int_t)u->len));
-}
-
-static void
-upload_release(void *stream)
-{
-	struct image_upload *u = stream;
-
-	if (u == NULL)
-		return;
-	if (u->fd >= 0) {
-		close(u->fd);
-		unlink(u->tmp);
-	}
-	free(u);
+	/* (msg is set by the call: not in one expression with its use.) */
+	status = blob_upload_refused(u, &msg);
+	return reply_error(conn, status, "%s", msg);
 }
 
 /* ---- handlers ---- */
@@ -869,7 +608,6 @@ static enum MHD_Result
 handle_missing(struct MHD_Connection *conn, struct request *req)
 {
 	json_t *body = body_json(req), *list, *missing, *c;
-	char path[1400];
 	size_t i;
 
 	list = json_object_get(body, "digests");
@@ -891,16 +629,7 @@ handle_missing(struct MHD_Connection *conn, struct request *req)
 			    i);
 		}
 	}
-	missing = json_array();
-	pthread_mutex_lock(&image_lock);
-	json_array_foreach(list, i, c)
-	{
-		blob_path(json_string_value(c), path, sizeof(path));
-		/* Present: young again, so GC leaves it to the commit. */
-		if (utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) != 0)
-			json_array_append(missing, c);
-	}
-	pthread_mutex_unlock(&image_lock);
+	missing = blob_missing(blob_images, NULL, list, strlen("sha256:"));
 	json_decref(body);
 	return reply_json(conn, 200, json_pack("{s:o}", "missing", missing));
 }
@@ -909,10 +638,7 @@ handle_missing(struct MHD_Connection *conn, struct request *req)
 static int
 read_blob(const char *digest, size_t max, char **data, size_t *len)
 {
-	char path[1400];
-
-	blob_path(digest, path, sizeof(path));
-	return gp_read_file(path, max, data, len);
+	return blob_read(blob_images, NULL, HEX(digest), max, data, len);
 }
 
 /* Checks that a descriptor's blob is stored with its size; 0 or err. */
@@ -940,7 +666,7 @@ check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
 static int
 insert_text2(const char *sql, const char *a, const char *b)
 {
-	sqlite3_stmt *st = prepare(sql);
+	sqlite3_stmt *st = gp_sqlite_prepare(&db, sql);
 	int rc;
 
 	if (st == NULL)
@@ -986,6 +712,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		json_decref(body);
 		return reply_error(conn, 400, "%s", err);
 	}
+	/* No blob goes between the checks and the insert (blob.h). */
+	blob_lock(blob_images);
 	pthread_mutex_lock(&image_lock);
 	ret = read_blob(digest, GP_OCI_JSON_MAX, &text, &len);
 	if (ret != 0) {
@@ -1034,7 +762,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	}
 	gp_oci_config_fini(&cfg);
 	/* The name: new, or the caller's own (admins may take any). */
-	st = prepare("SELECT digest, user FROM names WHERE name = ?");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT digest, user FROM names WHERE name = ?");
 	if (st == NULL)
 		goto fail500;
 	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
@@ -1055,9 +784,10 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		    norm, owner);
 		goto out;
 	}
-	if (exec("BEGIN IMMEDIATE") != 0)
+	if (gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0)
 		goto fail500;
-	st = prepare("INSERT OR IGNORE INTO manifests VALUES(?,?,?,?,?,?)");
+	st = gp_sqlite_prepare(&db,
+	    "INSERT OR IGNORE INTO manifests VALUES(?,?,?,?,?,?)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
@@ -1080,7 +810,8 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		                 "VALUES(?,?)",
 		        digest, m.layers[i].digest) != 0)
 			goto rollback;
-	st = prepare("INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
+	st = gp_sqlite_prepare(&db,
+	    "INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
 	if (st == NULL)
 		goto rollback;
 	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
@@ -1092,9 +823,9 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		goto rollback;
 	sqlite3_finalize(st);
 	st = NULL;
-	if (exec("COMMIT") != 0)
+	if (gp_sqlite_exec(&db, "COMMIT") != 0)
 		goto rollback;
-	st = prepare(IMAGE_SELECT "WHERE n.name = ?");
+	st = gp_sqlite_prepare(&db, IMAGE_SELECT "WHERE n.name = ?");
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) == SQLITE_ROW)
@@ -1113,17 +844,18 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 rollback:
 	sqlite3_finalize(st);
 	st = NULL;
-	exec("ROLLBACK");
+	gp_sqlite_exec(&db, "ROLLBACK");
 fail500:
 	status = 500;
 	snprintf(err, sizeof(err), "cannot record the image");
 out:
 	pthread_mutex_unlock(&image_lock);
+	blob_unlock(blob_images);
 	free(text);
 	gp_oci_manifest_fini(&m);
 	/* (digest points into body: done with it before body goes.) */
 	if (status < 300 && previous[0] != '\0' && strcmp(previous, digest) != 0)
-		gc_kick();
+		blob_gc_kick(blob_images);
 	json_decref(body);
 	if (status >= 300) {
 		gp_warn("image refused name=%s status=%d error=\"%s\"", norm,
@@ -1150,14 +882,15 @@ handle_list(struct MHD_Connection *conn, const char *ref)
 			return reply_error(conn, ret == GP_EINVAL ? 400 : 404,
 			    "%s", err);
 		}
-		st = prepare(IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
-		                          "OR n.name = ?2) ORDER BY n.name");
+		st = gp_sqlite_prepare(&db,
+		    IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
+		                 "OR n.name = ?2) ORDER BY n.name");
 		if (st != NULL) {
 			sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		}
 	} else
-		st = prepare(IMAGE_SELECT "ORDER BY n.name");
+		st = gp_sqlite_prepare(&db, IMAGE_SELECT "ORDER BY n.name");
 	while (st != NULL && sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(list, image_json(st));
 	sqlite3_finalize(st);
@@ -1198,8 +931,9 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 		    err);
 	}
 	/* By name: that name; by digest: every name of the image. */
-	st = prepare("SELECT name, user FROM names WHERE digest = ?1 AND "
-	             "(?2 = '' OR name = ?2)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT name, user FROM names WHERE digest = ?1 AND "
+	    "(?2 = '' OR name = ?2)");
 	if (st == NULL) {
 		status = 500;
 		snprintf(err, sizeof(err), "image database error");
@@ -1223,8 +957,9 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 	}
 	sqlite3_finalize(st);
 	if (status == 200 && json_array_size(removed) > 0) {
-		st = prepare("DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
-		             "OR name = ?2)");
+		st = gp_sqlite_prepare(&db,
+		    "DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
+		    "OR name = ?2)");
 		if (st == NULL ||
 		    (sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC),
 		        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC),
@@ -1242,7 +977,7 @@ out:
 	}
 	gp_info("image removed digest=%s names=%zu user=%s", digest,
 	    json_array_size(removed), req->auth->name);
-	gc_kick();
+	blob_gc_kick(blob_images);
 	return reply_json(conn, 200,
 	    json_pack("{s:o,s:s}", "removed", removed, "digest", digest));
 }
@@ -1287,9 +1022,10 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		    "or signature (base64 of 64 bytes) is malformed");
 	}
 	pthread_mutex_lock(&image_lock);
-	st = prepare("SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
-	             "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
-	             "AND key = ?2)");
+	st = gp_sqlite_prepare(&db,
+	    "SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
+	    "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
+	    "AND key = ?2)");
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
@@ -1300,8 +1036,9 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		sqlite3_finalize(st);
 	}
 	if (exists &&
-	    (st = prepare("INSERT OR REPLACE INTO signatures "
-	                  "VALUES(?,?,?,?,?)")) != NULL) {
+	    (st = gp_sqlite_prepare(&db,
+	         "INSERT OR REPLACE INTO signatures "
+	         "VALUES(?,?,?,?,?)")) != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, sig, -1, SQLITE_STATIC);
@@ -1356,7 +1093,7 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 		return reply_error(conn, status, "%s", err);
 	if (rest[0] == '\0') {
 		pthread_mutex_lock(&image_lock);
-		sigs = db != NULL ? signers_of(digest, 1) : json_array();
+		sigs = db.db != NULL ? signers_of(digest, 1) : json_array();
 		pthread_mutex_unlock(&image_lock);
 		return reply_json(conn, 200,
 		    json_pack("{s:s,s:o}", "digest", digest, "signatures",
@@ -1366,9 +1103,10 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 	    !gp_oci_digest_valid(blob = rest + 6))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	pthread_mutex_lock(&image_lock);
-	st = db != NULL ? prepare("SELECT 1 FROM manifest_blobs WHERE manifest "
-	                          "= ? AND blob = ?")
-	                : NULL;
+	st = db.db != NULL ? gp_sqlite_prepare(&db,
+	                         "SELECT 1 FROM manifest_blobs WHERE manifest "
+	                         "= ? AND blob = ?")
+	                   : NULL;
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, blob, -1, SQLITE_STATIC);
@@ -1424,7 +1162,7 @@ image_handle(struct MHD_Connection *conn, struct request *req, const char *url,
 }
 
 static const struct api_stream blob_stream = {image_upload_begin,
-    image_upload_data, image_upload_end, upload_release};
+    image_upload_data, image_upload_end, blob_upload_release};
 
 /* Images: import, list, sign, remove; the agents' pulls. */
 const struct api_route image_routes[] = {

@@ -1,27 +1,29 @@
 /*
  * ledger.h: the coordinator's books (docs/accounting.md): groups and who
- * belongs to them, the price table, budgets, the double-entry ledger in
- * SQLite, the decayed usage per group and per user that is kept up to
+ * belongs to them, the price table, budgets, the double-entry ledger, the
+ * decayed usage per group and per user that is kept up to
  * date as postings are made (for fair share), and the running totals per
  * account and group (for /metrics).
  *
- * The ledger lives in state.db and is written through the state thread's
- * connection, inside the state thread's transaction: a posting and the
- * change that caused it commit together or not at all. The in-memory
- * tables below are part of the model: the state thread changes them under
- * state.lock (write), HTTP handlers read them under state.lock (read).
- * Usage and ledger queries go through a read connection of their own
- * (ledger.read_lock), so a long report never holds the state thread up.
+ * The ledger lives in the coordinator's store (store.h: state.db, or
+ * PostgreSQL) and is written through the storage interface, inside the
+ * state thread's transaction: a posting and the change that caused it
+ * commit together or not at all. The in-memory tables below are part of
+ * the model: the state thread changes them under state.lock (write),
+ * HTTP handlers read them under state.lock (read). Usage and ledger
+ * queries are the store's any-thread reads (ledger_usage,
+ * ledger_postings), so a long report never holds the state thread up.
  */
 #ifndef GP_LEDGER_H
 #define GP_LEDGER_H
 
 #include <jansson.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdint.h>
 
 #include "acct.h"
+
+struct gp_store;
 
 enum ledger_kind { LEDGER_USER, LEDGER_GROUP };
 
@@ -79,32 +81,8 @@ struct ledger_totals {
 	size_t n, cap;
 };
 
-enum {
-	LS_INS_POSTING,
-	LS_INS_ENTRY,
-	LS_PUT_DECAY,
-	LS_PUT_GROUP,
-	LS_PUT_MEMBER,
-	LS_DEL_MEMBER,
-	LS_DEL_MEMBERS,
-	LS_PUT_PRICE,
-	LS_DEL_PRICE,
-	LS_DEL_PRICES,
-	LS_PUT_BUDGET,
-	LS_DEL_BUDGET,
-	LS_SPENT_USER,
-	LS_SPENT_GROUP,
-	LS_RESTORE,
-	LS_NEXT_SEQ,
-	LS_PUT_TOTAL,
-	LS_COUNT
-};
-
 struct ledger {
-	sqlite3 *db;	 /* the state thread's connection (store.c) */
-	sqlite3 *reader; /* for queries, under read_lock; may be NULL */
-	pthread_mutex_t read_lock;
-	sqlite3_stmt *stmt[LS_COUNT];
+	struct gp_store *store; /* where the books are kept (store.h) */
 	int64_t half_life_ms; /* of decayed usage; 0: no decay */
 	struct ledger_group *groups; /* in id order */
 	size_t ngroups, capgroups;
@@ -128,13 +106,13 @@ struct ledger {
 extern struct ledger ledger;
 
 /*
- * Creates the ledger's tables in db if missing, loads groups, members,
- * prices, budgets (with what was spent in their current period) and
- * decayed usage. A new database gets the group "default" and the price
- * "default 1" (one credit per GPU-hour). path (may be NULL) is the
- * database file, opened again read-only for queries. Returns 0 or GP_EIO.
+ * Loads groups, members, prices, budgets (with what was spent in their
+ * current period) and decayed usage from store (which l borrows until
+ * ledger_close). A new store gets the group "default" and the price
+ * "default 1" (one credit per GPU-hour), in a transaction of their own.
+ * Returns 0 or GP_EIO.
  */
-int ledger_open(struct ledger *l, sqlite3 *db, const char *path,
+int ledger_open(struct ledger *l, struct gp_store *store,
     int64_t half_life_ms, int64_t now_ms);
 void ledger_close(struct ledger *l);
 

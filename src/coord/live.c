@@ -66,6 +66,11 @@ static size_t capucount;
 static int *uqueued;
 static size_t capuqueued;
 static int nusers_queued, uqueued_lost;
+/*
+ * Interactive jobs queued: each pass looks at them all, past the depth
+ * per user (a person is waiting; docs/scheduling.md).
+ */
+static int64_t interactive_queued;
 
 /* Per pass: the queue as the engine takes it, and shares. */
 static const struct gp_sched_job **qptrs;
@@ -157,6 +162,8 @@ live_queued(const struct job *job, int delta)
 {
 	size_t u = job->user_id > 0 ? (size_t)job->user_id : 0;
 
+	if (job->spec.interactive)
+		interactive_queued += delta;
 	if (u >= capuqueued) {
 		size_t cap = u * 2 + 16;
 		int *c = realloc(uqueued, cap * sizeof(*c));
@@ -205,6 +212,7 @@ live_sched_job(const struct job *j, const struct gp_jobspec *spec,
 	out->time_limit_s = spec->time_limit_s;
 	out->max_price = spec->max_price_micro;
 	out->parts = spec->nodes > 1 ? spec->nodes : 1;
+	out->interactive = spec->interactive;
 	if (j != NULL) {
 		out->group = lab_of(j->group_id);
 		out->user = j->user_id;
@@ -216,7 +224,7 @@ static void
 node_view(struct node *node, struct gp_sched_node *sn, struct gp_sched_gpu *sg,
     int offered)
 {
-	int g;
+	int g, kept;
 
 	memset(sn, 0, sizeof(*sn));
 	sn->id = node->id;
@@ -246,6 +254,17 @@ node_view(struct node *node, struct gp_sched_node *sn, struct gp_sched_gpu *sg,
 		if (offered && (g >= 64 || !((node->lent >> g) & 1)))
 			sg[g].job_id = -1;
 	}
+	/*
+	 * The owner keeps interactive_gpus of the lent GPUs for interactive
+	 * jobs (interactive-gpus in the policy): the last ones lent, so that
+	 * batch work packs from the first.
+	 */
+	for (g = node->ngpus - 1, kept = 0; offered && g >= 0 &&
+	    kept < node->interactive_gpus; g--)
+		if (sg[g].job_id == 0) {
+			sg[g].interactive_only = 1;
+			kept++;
+		}
 }
 
 /* Tells the engine about node now. */
@@ -298,7 +317,7 @@ engine_run(const struct job *j, int k)
 	r.mem_mib = j->spec.mem_mib;
 	r.end_ms = job_end_ms(j);
 	r.group = lab_of(j->group_id);
-	r.preemptible = 1;
+	r.preemptible = !j->spec.interactive; /* never moved */
 	r.saved_ms = job_saved_ms(j);
 	r.preempt_for = j->preempt_for;
 	if (p->gpu_milli > 0 && p->gpu_milli < GP_SCHED_MILLI &&
@@ -400,7 +419,8 @@ void
 live_job_saved(const struct job *job, int64_t ms)
 {
 	if (eng != NULL)
-		gp_sched_engine_run_set(eng, job->id, 1, ms, job->preempt_for);
+		gp_sched_engine_run_set(eng, job->id, !job->spec.interactive,
+		    ms, job->preempt_for);
 }
 
 /* Tells the engine what changed since the last pass. */
@@ -606,7 +626,8 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 			continue;
 		}
 		state_job_assign(j, as);
-		gp_sched_engine_run_set(eng, j->id, 1, now, 0);
+		gp_sched_engine_run_set(eng, j->id, !j->spec.interactive, now,
+		    0);
 	}
 	for (i = 0; i < res->npreemptions; i++) {
 		struct job *v = state_job(res->preemptions[i].job_id);
@@ -769,7 +790,7 @@ live_schedule(void)
 		struct job *j = state.queue[i];
 		if (j == NULL)
 			continue;
-		if (depth > 0) {
+		if (depth > 0 && !j->spec.interactive) {
 			size_t u = j->user_id > 0 &&
 			        (size_t)j->user_id < capucount
 			    ? (size_t)j->user_id
@@ -783,12 +804,13 @@ live_schedule(void)
 			 * rest would all be skipped (after this one).
 			 */
 			if (++ucount[u] == depth && ++nfull == nusers_queued &&
-			    !uqueued_lost) {
+			    !uqueued_lost && interactive_queued == 0) {
 				all_full = 1;
 				skipped += (size_t)(state.nqueue - i - 1);
 			}
 		}
-		choosy |= j->spec.image[0] != '\0';
+		choosy |= j->spec.image[0] != '\0' ||
+		    (j->spec.interactive && state.nrefuse_interactive > 0);
 		held = j->wait->hold_reason != NULL &&
 		    j->wait->hold_reason[0] != '\0';
 		j->sj.hold = held ? GP_SCHED_HOLD_BUDGET : GP_SCHED_HOLD_NONE;
@@ -1224,4 +1246,33 @@ void
 live_nodes_registered(void)
 {
 	nodes_gen++;
+}
+
+void
+live_fini(void)
+{
+	if (eng != NULL)
+		gp_sched_engine_free(eng);
+	eng = NULL;
+	eng_failed = 0;
+	ndirty = 0;
+	prices_gen_seen = 0;
+	mix_built_mono = 0;
+	deep_pass_mono = 0;
+	if (ucount != NULL)
+		memset(ucount, 0, capucount * sizeof(*ucount));
+	if (uqueued != NULL)
+		memset(uqueued, 0, capuqueued * sizeof(*uqueued));
+	nusers_queued = 0;
+	uqueued_lost = 0;
+	free(users);
+	users = NULL;
+	users_cap = nusers_known = 0;
+	if (ustamp != NULL)
+		memset(ustamp, 0, capustamp * sizeof(*ustamp));
+	nacounts = 0;
+	limit_array = 0;
+	limit_left = 0;
+	nodes_gen++; /* the hardware view is rebuilt */
+	nfit = 0;
 }

@@ -16,9 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "relay.h"
 #include "coord/coord.h"
 #include "api.h"
+#include "blob.h"
 #include "ckpt_store.h"
 #include "coord_metrics.h"
 #include "datasets.h"
@@ -27,6 +29,7 @@
 #include "state.h"
 #include "store.h"
 #include "gp.h"
+#include "leader.h"
 #include "ledger.h"
 #include "log.h"
 #include "sched.h"
@@ -52,6 +55,8 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: gpupool coordinator --listen ADDR:PORT --data DIR\n"
+	    "                           "
+	    "[--db PATH|sqlite:PATH|postgresql://...]\n"
 	    "                           [--tls-cert FILE --tls-key FILE]"
 	    " [--insecure]\n"
 	    "                           [--lease-ms N] [--heartbeat-ms N]\n"
@@ -72,6 +77,13 @@ usage(FILE *out)
 	    "                           [--fairshare-half-life DURATION] "
 	    "[--budget-untimed DURATION]\n"
 	    "                           [--min-job-age SECONDS]\n"
+	    "                           [--interactive-time DURATION] "
+	    "[--interactive-time-max DURATION]\n"
+	    "                           [--proxy-listen ADDR:PORT] "
+	    "[--proxy-domain DOMAIN]\n"
+	    "                           [--advertise-url URL] "
+	    "[--leader-db CONNINFO]\n"
+	    "                           [--leader-lease-ms N]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -80,6 +92,14 @@ usage(FILE *out)
 	    "\n"
 	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
 	    "  --data DIR          state directory (created if missing)\n"
+	    "  --db STORE          where the pool's state is kept: a SQLite "
+	    "file\n"
+	    "                      (PATH or sqlite:PATH) or postgresql://... "
+	    "(not\n"
+	    "                      built in yet); default DIR/state.db. DIR "
+	    "keeps\n"
+	    "                      the store's pool id (DIR/pool_id): another\n"
+	    "                      pool's store is refused\n"
 	    "  --tls-cert FILE     PEM certificate: serve HTTPS\n"
 	    "  --tls-key FILE      PEM private key for --tls-cert\n"
 	    "                      (beyond loopback without them: its own CA\n"
@@ -154,6 +174,40 @@ usage(FILE *out)
 	    "                      ended, answered from DIR/state.db from then "
 	    "on\n"
 	    "                      (default 300; 0: kept in memory for ever)\n"
+	    "  --interactive-time DURATION\n"
+	    "                      time limit of an interactive job that asks "
+	    "for none\n"
+	    "                      (default 2h)\n"
+	    "  --interactive-time-max DURATION\n"
+	    "                      the longest time limit an interactive job "
+	    "may ask\n"
+	    "                      for (default 12h)\n"
+	    "  --proxy-listen ADDR:PORT\n"
+	    "                      serve jobs' declared ports (submit --expose) "
+	    "to\n"
+	    "                      their owners' browsers here, each at its own\n"
+	    "                      origin jJOB-pPORT.DOMAIN (default: no proxy)\n"
+	    "  --proxy-domain DOMAIN\n"
+	    "                      the parent of those names: a wildcard DNS "
+	    "name\n"
+	    "                      for the proxy's address (default localhost)\n"
+	    "  --advertise-url URL several coordinators, one leader: this "
+	    "one's URL as\n"
+	    "                      clients reach it; with --db postgresql://..."
+	    " the\n"
+	    "                      database's advisory lock and gp_leader elect "
+	    "the\n"
+	    "                      leader, a standby loads nothing and answers "
+	    "503\n"
+	    "                      naming it\n"
+	    "  --leader-db CONNINFO\n"
+	    "                      the election's database when the state is "
+	    "not in\n"
+	    "                      PostgreSQL (tests; default: --db)\n"
+	    "  --leader-lease-ms N a leader that cannot reach the database "
+	    "this long\n"
+	    "                      loses the lock to a standby (default "
+	    "5000)\n"
 	    "  -v, --verbose       debug logging;  -q, --quiet  warnings only\n");
 }
 
@@ -301,12 +355,50 @@ secure_data_dir(const char *dir)
 	closedir(d);
 }
 
+/*
+ * Starts libmicrohttpd on addr with api_handle (coord_daemon); fatal
+ * when it cannot listen.
+ */
+static void
+start_http(const struct coord_config *cfg, const struct sockaddr_in *addr,
+    char *cert, char *key)
+{
+	unsigned int flags;
+
+	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
+	if (cert != NULL)
+		flags |= MHD_USE_TLS;
+	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->conn_memory,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
+	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+	    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+	if (coord_daemon == NULL)
+		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
+		    cfg->listen_addr, cfg->port);
+	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
+		"placement=%s",
+	    cfg->listen_addr, cfg->port, cert != NULL ? "yes" : "no",
+	    cfg->data_dir, (long long)cfg->lease_ms,
+	    gp_sched_policy_name(cfg->placement));
+}
+
 int
 gp_coord_main(int argc, char **argv)
 {
 	static const struct option options[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"data", required_argument, NULL, 'd'},
+	    {"db", required_argument, NULL, 'E'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"insecure", no_argument, NULL, 'X'},
@@ -329,23 +421,33 @@ gp_coord_main(int argc, char **argv)
 	    {"fairshare-half-life", required_argument, NULL, 'F'},
 	    {"budget-untimed", required_argument, NULL, 'U'},
 	    {"min-job-age", required_argument, NULL, 'j'},
+	    {"interactive-time", required_argument, NULL, 'i'},
+	    {"interactive-time-max", required_argument, NULL, 'J'},
+	    {"proxy-listen", required_argument, NULL, 1101},
+	    {"proxy-domain", required_argument, NULL, 1102},
 	    {"stream-idle-max", required_argument, NULL, 1001},
 	    {"streams-per-job", required_argument, NULL, 1002},
 	    {"streams-per-user", required_argument, NULL, 1003},
 	    {"streams-max", required_argument, NULL, 1004},
+	    {"leader-db", required_argument, NULL, 'G'},
+	    {"advertise-url", required_argument, NULL, 'a'},
+	    {"leader-lease-ms", required_argument, NULL, 'e'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	struct leader_config lcfg = {NULL, NULL, 5000, 250, NULL};
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
+	struct proxy_config proxy_cfg;
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
-	unsigned int flags;
 	int64_t v;
 	int c;
 
+	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+		return gp_coord_migrate_main(argc - 1, argv + 1);
 	memset(&cfg, 0, sizeof(cfg));
 	gp_strlcpy(cfg.listen_addr, "127.0.0.1", sizeof(cfg.listen_addr));
 	cfg.port = 7070;
@@ -366,6 +468,10 @@ gp_coord_main(int argc, char **argv)
 	cfg.half_life_ms = 7 * 86400 * 1000LL;
 	cfg.budget_untimed_s = 3600;
 	cfg.min_job_age_ms = 300 * 1000; /* as Slurm's MinJobAge */
+	cfg.interactive_time_s = 2 * 3600;
+	cfg.interactive_time_max_s = 12 * 3600;
+	memset(&proxy_cfg, 0, sizeof(proxy_cfg));
+	gp_strlcpy(proxy_cfg.domain, "localhost", sizeof(proxy_cfg.domain));
 	relay_config_default(&relay_cfg);
 	gp_log_init("coordinator", GP_LOG_INFO);
 	optind = 1;
@@ -381,6 +487,11 @@ gp_coord_main(int argc, char **argv)
 			if (gp_strlcpy(cfg.data_dir, optarg,
 				sizeof(cfg.data_dir)) >= sizeof(cfg.data_dir))
 				gp_fatalx("--data: path too long");
+			break;
+		case 'E':
+			if (gp_strlcpy(cfg.db, optarg, sizeof(cfg.db)) >=
+			    sizeof(cfg.db))
+				gp_fatalx("--db: too long");
 			break;
 		case 'c':
 			gp_strlcpy(cfg.tls_cert, optarg, sizeof(cfg.tls_cert));
@@ -499,6 +610,37 @@ gp_coord_main(int argc, char **argv)
 					  "duration like 5m; 0: for ever)");
 			cfg.min_job_age_ms = v * 1000;
 			break;
+		case 'i':
+		case 'J':
+			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
+			    v > GP_TIME_LIMIT_MAX)
+				gp_fatalx("--%s: a duration like 2h",
+				    c == 'i' ? "interactive-time"
+				             : "interactive-time-max");
+			*(c == 'i' ? &cfg.interactive_time_s
+			           : &cfg.interactive_time_max_s) = v;
+			break;
+		case 1101: {
+			struct coord_config tmp;
+			if (parse_listen(optarg, &tmp) != 0)
+				gp_fatalx("--proxy-listen: expected ADDR:PORT, "
+				    "got '%s'", optarg);
+			gp_strlcpy(proxy_cfg.addr, tmp.listen_addr,
+			    sizeof(proxy_cfg.addr));
+			proxy_cfg.port = tmp.port;
+			break;
+		}
+		case 1102:
+			if (optarg[0] == '\0' || optarg[0] == '.' ||
+			    strlen(optarg) >= sizeof(proxy_cfg.domain) ||
+			    strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+			    strlen(optarg))
+				gp_fatalx("--proxy-domain: a DNS name like "
+				    "jobs.example.org");
+			gp_strlcpy(proxy_cfg.domain, optarg,
+			    sizeof(proxy_cfg.domain));
+			break;
 		case 1001:
 			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
 			    v > 366LL * 86400)
@@ -517,6 +659,21 @@ gp_coord_main(int argc, char **argv)
 				relay_cfg.per_user_max = (int)v;
 			else
 				relay_cfg.total_max = (int)v;
+			break;
+		case 'G':
+			lcfg.conninfo = optarg;
+			break;
+		case 'a':
+			if (strncmp(optarg, "http://", 7) != 0 &&
+			    strncmp(optarg, "https://", 8) != 0)
+				gp_fatalx("--advertise-url: an http:// or "
+				    "https:// URL");
+			lcfg.advertise_url = optarg;
+			break;
+		case 'e':
+			if (gp_parse_int(optarg, 500, 600000, &v) != 0)
+				gp_fatalx("--leader-lease-ms: 500 to 600000");
+			lcfg.lease_ms = v;
 			break;
 		case 'X':
 			cfg.insecure = 1;
@@ -547,8 +704,32 @@ gp_coord_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/*
+	 * Several coordinators: an --advertise-url with the state in
+	 * PostgreSQL elects the leader in that database. The store's
+	 * fence reads gp_leader in its own database: an election held in
+	 * another could never pass it.
+	 */
+	if ((strncmp(cfg.db, "postgresql://", 13) == 0 ||
+		strncmp(cfg.db, "postgres://", 11) == 0) &&
+	    lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
+		gp_fatalx("--leader-db: with the state in PostgreSQL the "
+		    "leader is elected in --db's database");
+	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
+	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
+	    strncmp(cfg.db, "postgres://", 11) == 0))
+		lcfg.conninfo = cfg.db;
+	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
+		gp_fatalx("several coordinators need --advertise-url: "
+		    "standbys tell clients where the leader is");
+	if (lcfg.advertise_url != NULL && lcfg.conninfo == NULL)
+		gp_fatalx("--advertise-url is for several coordinators over "
+		    "one PostgreSQL database (--db postgresql://...)");
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
+	if (cfg.interactive_time_s > cfg.interactive_time_max_s)
+		gp_fatalx("--interactive-time is longer than "
+		    "--interactive-time-max");
 	if (cfg.heartbeat_ms * 2 > cfg.lease_ms)
 		gp_warn("heartbeat period is more than half the lease: nodes "
 			"may be declared lost while alive heartbeat_ms=%lld "
@@ -603,8 +784,35 @@ gp_coord_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (metrics_init() != 0)
 		gp_fatalx("cannot set up the metrics");
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (lcfg.conninfo != NULL) {
+		/*
+		 * Several coordinators: serve at once, as a standby (503
+		 * naming the leader), and load the state only once this one
+		 * has won the lock and raised the epoch.
+		 */
+		/* Standby before the first request can arrive. */
+		if (leader_start(&lcfg) != 0)
+			gp_fatalx("cannot start the leader election");
+		start_http(&cfg, &addr, cert, key);
+		gp_info("standby: waiting for the leader's lock url=%s",
+		    lcfg.advertise_url);
+		while (!stop_requested && leader_epoch() == 0)
+			usleep(20 * 1000);
+		if (stop_requested) {
+			gp_info("stopping (standby)");
+			MHD_stop_daemon(coord_daemon);
+			leader_stop();
+			return 0;
+		}
+		gp_info("loading the state to lead epoch=%lld",
+		    (long long)leader_epoch());
+	}
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	if (blob_init(&cfg) != 0)
+		gp_fatalx("cannot open the blob store in %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)
 		gp_fatalx("cannot open the checkpoint store in %s",
 		    cfg.data_dir);
@@ -612,6 +820,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("cannot open the data store in %s", cfg.data_dir);
 	if (image_init(&cfg) != 0)
 		gp_fatalx("cannot open the image store in %s", cfg.data_dir);
+	if (blob_start() != 0)
+		gp_fatalx("cannot start the blob store's threads");
 	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
@@ -620,50 +830,34 @@ gp_coord_main(int argc, char **argv)
 
 	if (relay_start(&relay_cfg) != 0)
 		gp_fatalx("cannot start the stream relay");
-	/* MHD_ALLOW_UPGRADE: the interactive streams' legs (relay.c). */
-	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-	    MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
-	if (cert != NULL)
-		flags |= MHD_USE_TLS;
-	coord_daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, NULL,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg.threads,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)60000,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg.conn_memory,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-	    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
-	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-	    cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
-	    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
-	if (coord_daemon == NULL)
-		gp_fatalx("cannot listen on %s:%d (in use, or bad TLS files?)",
-		    cfg.listen_addr, cfg.port);
-	gp_info("listening addr=%s:%d tls=%s data=%s lease_ms=%lld "
-		"placement=%s",
-	    cfg.listen_addr, cfg.port, cert != NULL ? "yes" : "no",
-	    cfg.data_dir, (long long)cfg.lease_ms,
-	    gp_sched_policy_name(cfg.placement));
+	if (proxy_start(&proxy_cfg) != 0)
+		gp_fatalx("--proxy-listen: cannot listen on %s:%d",
+		    proxy_cfg.addr, proxy_cfg.port);
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	if (lcfg.conninfo != NULL)
+		leader_set_serving();
+	else
+		start_http(&cfg, &addr, cert, key);
 	while (!stop_requested)
 		pause();
 	gp_info("stopping");
 	/* Answer every held long poll, finish queued changes, then stop. */
 	coord_stopping = 1;
 	MHD_quiesce_daemon(coord_daemon);
+	proxy_stop();
 	relay_stop();
 	state_stop_thread();
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
+	blob_stop();
 	ckpt_stop();
+	data_stop();
 	image_stop();
 	ledger_close(&ledger);
-	submit_key_close();
-	store_close();
+	gp_store_close(state.store);
+	state.store = NULL;
+	leader_stop(); /* the lock last: after the last commit */
 	free(cert);
 	free(key);
 	return 0;

@@ -21,6 +21,7 @@
 #include "state.h"
 #include "gp.h"
 #include "ledger.h"
+#include "notify.h"
 #include "prom.h"
 
 static const double wait_bounds[] = {0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300,
@@ -845,6 +846,9 @@ events(struct gp_buf *out)
 		rc |= gp_prom_sample(out, "gpupool_job_requeues_total", l,
 		    (double)get(&m.requeues[i]));
 	}
+	rc |= single(out, "gpupool_agent_polls_waiting", "gauge",
+	    "Agents' long polls for work held open at the coordinator",
+	    (double)notify_polls_waiting());
 	rc |= single(out, "gpupool_job_restores_total", "counter",
 	    "Attempts that started from a checkpoint (a job resumed after "
 	    "moving)",

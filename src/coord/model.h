@@ -208,6 +208,8 @@ struct node {
 	/* What the owner's policy accepts (docs/images.md). */
 	int images;			/* GP_SCHED_IMAGES_* */
 	int refuse_plain;		/* no plain-command jobs */
+	int refuse_interactive;		/* no interactive jobs */
+	int interactive_gpus;		/* lent GPUs kept for interactive jobs */
 	int network;			/* 1 + the most its jobs get; 0: ? */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
@@ -240,6 +242,11 @@ struct coord_config {
 	char listen_addr[128];
 	int port;
 	char data_dir[1024];
+	/*
+	 * Where the durable state is (--db: PATH, sqlite:PATH,
+	 * postgresql://...; "": data_dir/state.db); see store.h.
+	 */
+	char db[1024];
 	char tls_cert[1024];
 	char tls_key[1024];
 	/*
@@ -281,14 +288,24 @@ struct coord_config {
 	 * state.db answers for it from then on); 0: kept for ever.
 	 */
 	int64_t min_job_age_ms;
+	/*
+	 * Interactive jobs (docs/scheduling.md): the time limit of one that
+	 * asks for none, and the longest one may ask for.
+	 */
+	int64_t interactive_time_s;
+	int64_t interactive_time_max_s;
 };
 
 /* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
 int tls_auto_setup(struct coord_config *cfg);
 
+struct gp_store;
+
 struct state {
 	pthread_rwlock_t lock;
 	struct coord_config cfg;
+	/* The durable state (store.h): the state thread's handle. */
+	struct gp_store *store;
 	/* Jobs by id: ids are dense, jobs[id] (jobs[0] unused). */
 	struct job **jobs;
 	int64_t njobs_cap;
@@ -319,6 +336,8 @@ struct state {
 	int sched_more;
 	/* Nodes whose owner takes no plain-command job (offer_apply). */
 	int nrefuse_plain;
+	/* Nodes whose owner takes no interactive job (offer_apply). */
+	int nrefuse_interactive;
 	/*
 	 * Finished jobs that left memory (min-job-age), by state, since the
 	 * store was created as far as start-up can tell (those it left on

@@ -12,6 +12,7 @@
  * arrive in order (the same wait_ms, later), so an insertion searches from
  * the tail and usually stops at once.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "notify.h"
@@ -21,6 +22,8 @@
 pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Every waiter, earliest deadline first. */
 static struct waiter *all_waiters, *last_waiter;
+/* Nodes with a poll waiting (changed under notify_lock, read without). */
+static _Atomic int64_t polls_waiting;
 
 static void
 unlink_all(struct waiter *w)
@@ -66,8 +69,10 @@ unlink_key(struct waiter *w)
 
 	if (w->kind == WAIT_POLL) {
 		node = state_node(w->key);
-		if (node != NULL && node->poller == w)
+		if (node != NULL && node->poller == w) {
 			node->poller = NULL;
+			atomic_fetch_sub(&polls_waiting, 1);
+		}
 		return;
 	}
 	job = state_job(w->key);
@@ -130,11 +135,9 @@ notify_wait(struct MHD_Connection *conn, struct request *req, int kind,
 	if (kind == WAIT_POLL) {
 		node = state_node(key);
 		/* A newer poll from the same node replaces the old one. */
-		if (node->poller != NULL) {
-			node->poller->req->superseded = 1;
-			fire(node->poller);
-		}
+		notify_supersede_node(node);
 		node->poller = w;
+		atomic_fetch_add(&polls_waiting, 1);
 	} else {
 		job = state_job(key);
 		w->next_on_key = job->waiters;
@@ -152,6 +155,21 @@ notify_wake_node(struct node *node)
 {
 	if (node->poller != NULL)
 		fire(node->poller);
+}
+
+int64_t
+notify_polls_waiting(void)
+{
+	return atomic_load(&polls_waiting);
+}
+
+void
+notify_supersede_node(struct node *node)
+{
+	if (node->poller != NULL) {
+		node->poller->req->superseded = 1;
+		fire(node->poller);
+	}
 }
 
 void

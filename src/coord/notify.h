@@ -24,6 +24,15 @@ void notify_wait(struct MHD_Connection *conn, struct request *req, int kind,
 /* Wakes the node's poller / the job's waiters. Take notify_lock first. */
 void notify_wake_node(struct node *node);
 void notify_wake_job(struct job *job);
+/*
+ * Ends the node's waiting poll, if any, with an empty answer: it belongs to
+ * an agent process that a new registration replaced (one killed with its
+ * poll still suspended here), and must not carry away assignments meant for
+ * the new one. Take notify_lock first.
+ */
+void notify_supersede_node(struct node *node);
+/* Agents' polls held open now (the gauge gpupool_agent_polls_waiting). */
+int64_t notify_polls_waiting(void);
 /* Resumes every waiter whose deadline passed (called by the ticker). */
 void notify_expire(int64_t now_mono);
 /* Called when a request finishes, to unlink a waiter still listed. */

@@ -88,6 +88,8 @@ extern const struct api_route user_routes[];	/* api.c */
 extern const struct api_route jobs_routes[];	/* api_jobs.c */
 extern const struct api_route agent_routes[];	/* api_agent.c */
 extern const struct api_route relay_routes[];	/* relay.c */
+extern const struct api_route proxy_routes[];	/* proxy.c */
+extern const struct api_route terminal_routes[]; /* terminal.c */
 
 /* Every table, in the order they are asked; NULL-terminated. */
 extern const struct api_route *const api_tables[];

@@ -173,6 +173,8 @@ gp_sched_gpu_matches(const struct gp_sched_gpu *gpu,
 		return 0;
 	if (job->max_price > 0 && gpu->price > job->max_price)
 		return 0;
+	if (gpu->interactive_only && !job->interactive)
+		return 0;
 	return gp_sched_model_matches(gpu->model, job->gpu_model);
 }
 
@@ -216,12 +218,19 @@ int
 eng_pick_whole(struct engine *e, const struct eng_node *n,
     const struct part_req *r, struct choice *c)
 {
-	int i, k, cnt = 0;
+	int i, k, cnt = 0, kept_pass;
 
+	/*
+	 * An interactive part takes the GPUs kept for interactive work
+	 * first (a first pass over them alone), leaving the others to batch.
+	 */
+	kept_pass = r->job->interactive;
+again:
 	for (i = 0; i < n->ngpus; i++) {
 		int64_t mem = n->gpus[i].mem_total;
 
-		if (!eng_gpu_usable(e, n, i, r))
+		if (!eng_gpu_usable(e, n, i, r) ||
+		    (kept_pass && !n->gpus[i].interactive))
 			continue;
 		if (n->same_mem) {
 			/* Any will do: the first ones, by position. */
@@ -238,6 +247,11 @@ eng_pick_whole(struct engine *e, const struct eng_node *n,
 			k--;
 		}
 		c->pos[k] = i;
+	}
+	if (kept_pass && cnt < r->gpus) {
+		kept_pass = 0;
+		cnt = 0;
+		goto again;
 	}
 	c->ngpus = cnt;
 	return cnt == r->gpus ? 0 : -1;
@@ -284,6 +298,7 @@ node_sig(const struct eng_node *n)
 		                             : 0) |
 		        (uint64_t)g->nshared << 2 |
 		        (uint64_t)g->reserved << 20 |
+		        (uint64_t)g->interactive << 22 |
 		        (uint64_t)(g->model + 1) << 24 |
 		        (uint64_t)g->milli_free << 40);
 		h = mix64(h, (uint64_t)g->mem_free);
@@ -313,7 +328,8 @@ same_state(const struct eng_node *a, const struct eng_node *b)
 		    x->model != y->model || x->milli_free != y->milli_free ||
 		    x->mem_free != y->mem_free ||
 		    x->mem_total != y->mem_total ||
-		    x->capability != y->capability || x->price != y->price)
+		    x->capability != y->capability || x->price != y->price ||
+		    x->interactive != y->interactive)
 			return 0;
 	}
 	return 1;
@@ -918,6 +934,7 @@ engine_init(struct gp_sched_engine *s, const struct gp_sched_node *nodes,
 				g->nshared = 1;
 			g->capability = sg->capability;
 			g->price = sg->price;
+			g->interactive = sg->interactive_only != 0;
 			g->end_ms = sg->job_id != 0 ? END_NEVER : 0;
 			m = intern_model(e, sg->model);
 			if (m == -2)
@@ -1101,6 +1118,7 @@ shape_equal(const struct shape_key *a, const struct shape_key *b)
 	    a->max_price == b->max_price && a->gpus == b->gpus &&
 	    a->milli == b->milli && a->shared == b->shared &&
 	    a->min_capability == b->min_capability &&
+	    a->interactive == b->interactive &&
 	    strcasecmp(a->model, b->model) == 0;
 }
 
@@ -1121,11 +1139,13 @@ intern_shape(struct engine *e, const struct part_req *r)
 	k.milli = r->milli;
 	k.shared = r->shared;
 	k.min_capability = r->job->min_capability;
+	k.interactive = r->job->interactive != 0;
 	k.model = r->job->gpu_model != NULL ? r->job->gpu_model : "";
 	k.hash = (uint64_t)k.cpu * 31 + (uint64_t)k.mem;
 	k.hash = k.hash * 31 + (uint64_t)k.gpu_mem;
 	k.hash = k.hash * 31 + (uint64_t)k.gpus * 1009 + (uint64_t)k.milli;
-	k.hash = k.hash * 31 + (uint64_t)k.shared + (uint64_t)k.max_price;
+	k.hash = k.hash * 31 + (uint64_t)k.shared + (uint64_t)k.max_price +
+	    (uint64_t)k.interactive * 7919;
 	k.hash =
 	    k.hash * 31 + (uint64_t)k.min_gpu_mem + (uint64_t)k.min_capability;
 	for (h = 0; k.model[h] != '\0'; h++)
@@ -1367,7 +1387,9 @@ take(struct gp_sched_engine *s, struct eng_node *n, const struct part_req *r,
 	rec.end_ms = end_ms;
 	rec.group = r->job->group;
 	rec.user = r->job->user;
-	rec.preemptible = 1;
+	/* An interactive job is never checkpointed and moved: a person
+	 * is at its terminal (docs/scheduling.md). */
+	rec.preemptible = !r->job->interactive;
 	rec.alive = 1;
 	rec.pass_no = s->pass_no;
 	rec.owner = owner;
@@ -1696,6 +1718,8 @@ gpu_could(struct engine *e, const struct eng_gpu *g, const struct part_req *r)
 	if (job->min_capability > 0 && g->capability < job->min_capability)
 		return 0;
 	if (job->max_price > 0 && g->price > job->max_price)
+		return 0;
+	if (g->interactive && !job->interactive)
 		return 0;
 	return eng_model_matches(e, g->model, job->gpu_model);
 }
@@ -2371,13 +2395,19 @@ fair_init(struct gp_sched_engine *s, struct fair *f,
 		f->users[j].njobs = 0;
 		f->users[j].taken = g; /* its group, kept here */
 	}
-	for (i = 0; i < nqueue; i++) {
-		struct fs_user *u;
-		if (!todo[i])
-			continue;
-		u = &f->users[user_of[i]];
-		f->order[u->first + u->njobs++] = i;
-	}
+	/*
+	 * Interactive jobs first, then batch ones, each in queue order: a
+	 * person waiting goes ahead of the user's own batch work, while fair
+	 * share still decides which group and user goes next.
+	 */
+	for (int batch = 0; batch < 2; batch++)
+		for (i = 0; i < nqueue; i++) {
+			struct fs_user *u;
+			if (!todo[i] || (queue[i]->interactive != 0) == batch)
+				continue;
+			u = &f->users[user_of[i]];
+			f->order[u->first + u->njobs++] = i;
+		}
 	free(user_of);
 	return 0;
 }
@@ -2518,6 +2548,8 @@ gpu_could_serve(struct engine *e, const struct eng_gpu *g,
 		return 0;
 	if (job->max_price > 0 && g->price > job->max_price)
 		return 0;
+	if (g->interactive && !job->interactive)
+		return 0;
 	return eng_model_matches(e, g->model, job->gpu_model);
 }
 
@@ -2542,15 +2574,20 @@ short_resource(struct gp_sched_engine *s, const struct gp_sched_job *job,
     char *why, size_t len)
 {
 	struct engine *e = &s->e;
-	struct part_req r;
+	struct part_req r, twin_r;
+	struct gp_sched_job twin = *job;
 	int64_t most_cpu = -1, most_mem = -1;
 	int most_gpus = -1, nshort_cpu = 0, nshort_mem = 0, nshort_gpu = 0;
-	int nkinds, g, could, now;
+	int nkinds, g, could, now, kept = 0;
 	char items[3][96], buf[32], out[512];
 	size_t i, k = 0;
 
 	why[0] = '\0';
 	part_init(e, job, &r);
+	/* The same job were it interactive: what owners keep from it. */
+	twin.interactive = 1;
+	twin_r = r;
+	twin_r.job = &twin;
 	for (i = 0; i < e->nnodes; i++) {
 		const struct eng_node *n = &e->nodes[i];
 		int cpu_short, mem_short, gpu_short;
@@ -2563,8 +2600,11 @@ short_resource(struct gp_sched_engine *s, const struct gp_sched_job *job,
 			continue;
 		for (g = 0, could = 0, now = 0; g < n->ngpus && r.gpus > 0;
 		     g++) {
-			if (!gpu_could_serve(e, &n->gpus[g], &r))
+			if (!gpu_could_serve(e, &n->gpus[g], &r)) {
+				kept += !job->interactive &&
+				    gpu_could_serve(e, &n->gpus[g], &twin_r);
 				continue;
+			}
 			could++;
 			now += eng_gpu_usable(e, n, g, &r);
 		}
@@ -2608,8 +2648,13 @@ short_resource(struct gp_sched_engine *s, const struct gp_sched_job *job,
 		k++;
 	}
 	nkinds = (int)k;
-	if (nkinds == 0)
+	if (nkinds == 0) {
+		if (kept > 0)
+			snprintf(why, len, "%d GPU%s that could hold it %s "
+			    "kept for interactive jobs (interactive-gpus)", kept,
+			    kept == 1 ? "" : "s", kept == 1 ? "is" : "are");
 		return;
+	}
 	if (nkinds == 1) {
 		char most[64];
 		if (nshort_cpu > 0)
@@ -2623,8 +2668,9 @@ short_resource(struct gp_sched_engine *s, const struct gp_sched_job *job,
 			    most_gpus == 1 ? "" : "s");
 		snprintf(out, sizeof(out),
 		    "no node has %s free now (at most %s free on a node that "
-		    "could hold it)",
-		    items[0], most);
+		    "could hold it%s)",
+		    items[0], most, kept > 0 ? "; more are kept for "
+		    "interactive jobs" : "");
 	} else {
 		snprintf(out, sizeof(out),
 		    "no node has %s%s%s%s%s free at once", items[0],
@@ -2710,6 +2756,7 @@ same_request(const struct gp_sched_job *a, const struct gp_sched_job *b)
 	    a->min_gpu_mem_mib == b->min_gpu_mem_mib &&
 	    a->min_capability == b->min_capability &&
 	    a->max_price == b->max_price && a->cpu_milli == b->cpu_milli &&
+	    a->interactive == b->interactive &&
 	    a->mem_mib == b->mem_mib && a->time_limit_s == b->time_limit_s &&
 	    job_parts(a) == job_parts(b) && same_text(a->gpu_model, b->gpu_model);
 }
@@ -2884,9 +2931,16 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 				goto out;
 			}
 			if (!ever) {
+				char why[160] = "";
 				never = job;
+				/* Owners may keep what it needs for interactive
+				 * jobs: say so rather than "never". */
+				if (!job->interactive)
+					short_resource(s, job, why, sizeof(why));
 				if ((rc = result_wait(s, job,
-				         GP_SCHED_WAIT_NEVER, NULL)) != 0)
+				         GP_SCHED_WAIT_NEVER, strstr(why,
+				         "interactive") != NULL ? why : NULL)) !=
+				    0)
 					goto out;
 				continue;
 			}
@@ -3317,6 +3371,7 @@ gp_sched_engine_node_set(struct gp_sched_engine *s,
 		g->lent = src->gpus[j].job_id >= 0;
 		g->capability = src->gpus[j].capability;
 		g->price = src->gpus[j].price;
+		g->interactive = src->gpus[j].interactive_only != 0;
 		/* Not held whole: lent or not, as the offer says now. */
 		if (g->holder <= 0) {
 			g->holder = g->lent ? 0 : -1;
@@ -3493,7 +3548,8 @@ gp_sched_engine_frag(struct gp_sched_engine *s)
 		for (g = 0; g < n->ngpus; g++)
 			fr[g] =
 			    n->gpus[g].holder != 0 ? 0 : n->gpus[g].milli_free;
-		frag += eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, 0, 0);
+		frag += eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, 0, 0,
+		    0);
 	}
 	return frag;
 }

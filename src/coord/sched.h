@@ -53,6 +53,8 @@ struct gp_sched_gpu {
 	int nshared;
 	int capability; /* compute capability x 10 (86 for 8.6); 0: unknown */
 	int64_t price;  /* per GPU-hour (the price table's unit); 0: free */
+	/* 1: the owner keeps it for interactive jobs (interactive-gpus). */
+	int interactive_only;
 };
 
 struct gp_sched_node {
@@ -91,6 +93,12 @@ struct gp_sched_job {
 	int64_t group, user;     /* 0: none */
 	int hold;                /* enum gp_sched_hold */
 	const char *hold_reason; /* for GP_SCHED_HOLD_OTHER, or NULL */
+	/*
+	 * 1: an interactive job (docs/interactive.md): it goes ahead of its
+	 * user's batch jobs in fair share, and only it may take GPUs kept
+	 * for interactive work (interactive_only).
+	 */
+	int interactive;
 };
 
 /*
@@ -264,12 +272,14 @@ struct gp_sched_owner {
 	int ntrusted;
 	int network;		     /* 1 + the most its jobs reach (none 1,
 					internet 2, lan 3); 0: not said */
+	int refuse_interactive;	     /* 1: no interactive jobs */
 };
 struct gp_sched_image {
 	int image;		     /* 0: a plain command */
 	const char *const *signers;  /* the keys that signed the image */
 	int nsigners;
 	int network;		     /* 1 + the network it asks for; 0 */
+	int interactive;	     /* 1: an interactive job */
 };
 /*
  * 1 when the owner would accept the job: a plain command where plain jobs

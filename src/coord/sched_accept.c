@@ -45,6 +45,11 @@ gp_sched_why_refused(const struct gp_sched_owner *owner,
 		    network_name(job->network));
 		return 0;
 	}
+	if (job->interactive && owner->refuse_interactive) {
+		snprintf(why, whylen, "takes no interactive jobs "
+		    "(interactive = refuse)");
+		return 0;
+	}
 	if (!job->image) {
 		if (!owner->refuse_plain)
 			return 1;

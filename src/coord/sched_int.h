@@ -28,6 +28,7 @@ struct eng_gpu {
 	int64_t end_ms;         /* when it is wholly free (now_ms if it is) */
 	unsigned char reserved; /* held for the reservation */
 	unsigned char lent;     /* 0: not lent (holder -1 unless held) */
+	unsigned char interactive; /* kept for interactive jobs only */
 };
 
 struct eng_node {
@@ -134,7 +135,7 @@ struct mix_entry {
 
 struct shape_key {
 	int64_t cpu, mem, gpu_mem, min_gpu_mem, max_price;
-	int gpus, milli, shared, min_capability;
+	int gpus, milli, shared, min_capability, interactive;
 	const char *model;
 	uint64_t hash;
 };
@@ -174,6 +175,8 @@ struct engine {
 	double *node_rho; /* per node: the contention of multi-GPU requests
 	                     for it (sched_policy.c: mix_node_contention) */
 	size_t nnode_rho;
+	double mix_cpu_per_milli; /* the CPUs (milli) the mix's GPU requests
+	                             ask per GPU milli: 0 without any */
 	double *node_frag; /* per node: its fragmentation, valid when */
 	unsigned *node_frag_version; /* equal to version + 1 */
 	/* Interned shapes and the per (node, shape) score cache. */
@@ -204,7 +207,7 @@ uint64_t eng_random(struct engine *e);
 /* sched_policy.c */
 double eng_node_frag(struct engine *e, const struct eng_node *n,
     const int *milli_free, int64_t cpu_free, int64_t mem_free, int use_mem,
-    double fill);
+    double fill, double unfed);
 int eng_mix_build(struct engine *e, const struct gp_sched_mix *mix);
 void eng_mix_free(struct engine *e);
 
@@ -255,6 +258,8 @@ eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
 	if (job->min_capability > 0 && g->capability < job->min_capability)
 		return 0;
 	if (job->max_price > 0 && g->price > job->max_price)
+		return 0;
+	if (g->interactive && !job->interactive)
 		return 0;
 	return eng_model_matches(e, g->model, job->gpu_model);
 }

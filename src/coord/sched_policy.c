@@ -13,7 +13,10 @@
  *              grows least (Fragmentation Gradient Descent, Weng et al.,
  *              USENIX ATC '23), scored exactly, counting memory, ties
  *              broken by best fit; on a node, the GPU whose use adds the
- *              least fragmentation, then the fullest one. Plus a
+ *              least fragmentation, then the fullest one. F also counts
+ *              what one request's copies would leave (whole GPUs) and
+ *              the free share the node's CPUs cannot feed at the mix's
+ *              CPUs per GPU share (eng_node_frag). Plus a
  *              contention term: what the GPUs taken are worth to the
  *              requests of the mix that can only use their model, or
  *              (multi-GPU requests) only nodes as large as this one.
@@ -172,6 +175,29 @@ mix_contention(struct engine *e)
 	return 0;
 }
 
+/*
+ * The CPUs the mix's GPU requests ask per GPU milli they ask, each shape
+ * by its weight: how many CPUs a node needs beside its free GPU share for
+ * the requests to come to use it. CPU-only requests are left out (they
+ * may go to nodes without GPUs; counting them sent GPU requests away
+ * from nodes whose CPUs they would have used: docs/scheduling.md).
+ */
+static double
+mix_cpu_per_milli(const struct engine *e)
+{
+	double cpu = 0, milli = 0;
+	size_t k;
+
+	for (k = 0; k < e->nmix; k++) {
+		const struct mix_entry *m = &e->mix[k];
+		if (m->gpus == 0)
+			continue;
+		cpu += m->weight * (double)m->cpu;
+		milli += m->weight * (double)m->gpus * (double)m->milli;
+	}
+	return milli > 0 ? cpu / milli : 0;
+}
+
 int
 eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 {
@@ -233,6 +259,7 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
 	e->mix_nmodels = e->nmodels;
 	for (i = 0; i < n; i++)
 		e->mix[i].weight /= total;
+	e->mix_cpu_per_milli = mix_cpu_per_milli(e);
 	if (mix_contention(e) != 0 || mix_node_contention(e) != 0)
 		return GP_ENOMEM;
 	free(e->node_frag);
@@ -256,11 +283,21 @@ eng_mix_build(struct engine *e, const struct gp_sched_mix *mix)
  * further: the free share left over once the node is filled with copies
  * of m alone, as many as its GPUs, CPUs and memory allow; it sees a node
  * whose CPUs run out before its GPUs do, which FGD's measure only sees
- * when the last CPUs are gone.
+ * when the last CPUs are gone. It counts for whole-GPU requests only: a
+ * share's copies leave what one size leaves (1000 mod 470), where a GPU
+ * takes shares of every size (docs/scheduling.md).
+ *
+ * The unfed measure (weight unfed; 0 leaves it out) sees the mix as a
+ * whole, where the fill measure sees one request at a time: the free
+ * share beyond what the node's free CPUs can feed at the mix's CPUs per
+ * GPU share (mix_cpu_per_milli). A node whose CPUs go faster than its
+ * GPUs, whatever takes them (a CPU-heavy request, several shares on one
+ * GPU, a CPU-only request), leaves GPUs that the requests to come, on
+ * average, cannot use.
  */
 double
 eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
-    int64_t cpu_free, int64_t mem_free, int use_mem, double fill)
+    int64_t cpu_free, int64_t mem_free, int use_mem, double fill, double unfed)
 {
 	int64_t total = 0;
 	double frag = 0;
@@ -274,6 +311,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 	for (k = 0; k < e->nmix; k++) {
 		const struct mix_entry *m = &e->mix[k];
 		int64_t stranded = 0;
+		double fw;
 		int fit = 0;
 
 		if (m->gpus == 0) {
@@ -285,7 +323,11 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			frag += m->weight * (double)total;
 			continue;
 		}
-		if (fill > 0) {
+		/* Shares: FGD's measure alone (what a GPU's copies of one
+		 * share leave says little where shares of every size meet on
+		 * a GPU; their CPUs are the unfed measure's). */
+		fw = m->milli < GP_SCHED_MILLI ? 0 : fill;
+		if (fw > 0) {
 			/* Fill the node with m alone: what is left over. */
 			int64_t copies = 0, most;
 			for (g = 0; g < n->ngpus; g++) {
@@ -303,7 +345,7 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			if (use_mem && m->mem > 0 &&
 			    (most = mem_free / m->mem) < copies)
 				copies = most;
-			frag += fill * m->weight *
+			frag += fw * m->weight *
 			    (double)(total - copies * m->gpus * m->milli);
 		}
 		for (g = 0; g < n->ngpus; g++) {
@@ -316,11 +358,30 @@ eng_node_frag(struct engine *e, const struct eng_node *n, const int *milli_free,
 			else
 				stranded += milli_free[g];
 		}
-		frag += (1 - fill) * m->weight *
+		frag += (1 - fw) * m->weight *
 		    (double)(fit >= m->gpus ? stranded : total);
+	}
+	if (unfed > 0 && e->mix_cpu_per_milli > 0) {
+		/* The free share the node's CPUs cannot feed at the mix's
+		 * CPUs per GPU share. */
+		double fed = (double)cpu_free / e->mix_cpu_per_milli;
+		if ((double)total > fed)
+			frag += unfed * ((double)total - fed);
 	}
 	return frag;
 }
+
+/* The fill measure's weight in frag's (docs/scheduling.md: chosen on the
+ * four Alibaba traces, 0.5 to 0.6 equally good). */
+#define FRAG_FILL 0.5
+
+/*
+ * The unfed measure's weight in frag's: 1, the free share the CPUs cannot
+ * feed counts as fragmented as FGD's and the fill measure's together
+ * (docs/scheduling.md: 0.5 to 20 all meet the target on the ten traces;
+ * 1 and 2 measured alike).
+ */
+#define FRAG_UNFED 1.0
 
 /* The free shares of n's GPUs now (0 for those held whole). */
 static void
@@ -333,7 +394,8 @@ free_shares(const struct eng_node *n, int *out)
 }
 
 static double
-frag_now(struct engine *e, const struct eng_node *n, int use_mem, double fill)
+frag_now(struct engine *e, const struct eng_node *n, int use_mem, double fill,
+    double unfed)
 {
 	size_t i = (size_t)(n - e->nodes);
 	int fr[GP_SCHED_GPUS_MAX];
@@ -341,8 +403,8 @@ frag_now(struct engine *e, const struct eng_node *n, int use_mem, double fill)
 	if (e->node_frag_version[i] == n->version + 1)
 		return e->node_frag[i];
 	free_shares(n, fr);
-	e->node_frag[i] =
-	    eng_node_frag(e, n, fr, n->cpu_free, n->mem_free, use_mem, fill);
+	e->node_frag[i] = eng_node_frag(e, n, fr, n->cpu_free, n->mem_free,
+	    use_mem, fill, unfed);
 	e->node_frag_version[i] = n->version + 1;
 	return e->node_frag[i];
 }
@@ -350,7 +412,7 @@ frag_now(struct engine *e, const struct eng_node *n, int use_mem, double fill)
 /* F(n) once c is taken for r, minus F(n) now. */
 static double
 frag_delta(struct engine *e, const struct eng_node *n, const struct part_req *r,
-    const struct choice *c, int use_mem, double fill)
+    const struct choice *c, int use_mem, double fill, double unfed)
 {
 	int fr[GP_SCHED_GPUS_MAX], i;
 	int64_t mem = n->mem_free;
@@ -361,8 +423,8 @@ frag_delta(struct engine *e, const struct eng_node *n, const struct part_req *r,
 	if (n->mem_total != INT64_MAX)
 		mem -= r->mem;
 	return eng_node_frag(e, n, fr, n->cpu_free - r->cpu, mem, use_mem,
-	           fill) -
-	    frag_now(e, n, use_mem, fill);
+	           fill, unfed) -
+	    frag_now(e, n, use_mem, fill, unfed);
 }
 
 /* The GPU memory c would use on n. */
@@ -431,9 +493,6 @@ pick_best(struct engine *e, const struct eng_node *n, const struct part_req *r,
 
 /* ---- frag: gpupool's default ---- */
 
-/* The fill measure's weight in frag's (docs/scheduling.md: chosen on the
- * four Alibaba traces, 0.5 to 0.6 equally good). */
-#define FRAG_FILL 0.5
 
 /*
  * The contention term's weight: what taking a GPU whose model's rho is 1
@@ -489,7 +548,7 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 		/* CPUs and memory taken may strand GPUs too. */
 		c->ngpus = 0;
 		c->score =
-		    e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL) : 0;
+		    e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL, FRAG_UNFED) : 0;
 		c->tie = (double)n->milli_free;
 		return 0;
 	}
@@ -512,7 +571,7 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 		if (eng_pick_whole(e, n, r, c) != 0)
 			goto none;
 		c->score =
-		    e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL) : 0;
+		    e->nmix > 0 ? frag_delta(e, n, r, c, 1, FRAG_FILL, FRAG_UNFED) : 0;
 		/* Best fit, then the smallest GPUs (keep large ones). */
 		c->tie = (double)left_after(n, r, c) * 1e7 + mem_used(n, c);
 		found = 1;
@@ -533,7 +592,8 @@ score_frag(struct engine *e, struct eng_node *n, const struct part_req *r,
 			if (dup)
 				continue;
 			t.pos[0] = g;
-			d = e->nmix > 0 ? frag_delta(e, n, r, &t, 1, FRAG_FILL)
+			d = e->nmix > 0 ? frag_delta(e, n, r, &t, 1, FRAG_FILL,
+			                      FRAG_UNFED)
 			                : 0;
 			/* Then the fullest GPU: the best fit. */
 			if (!found || d < best - 1e-9 ||
@@ -601,7 +661,7 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 	if (r->gpus == 0) {
 		c->ngpus = 0;
 		c->score =
-		    -(double)(int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0) /
+		    -(double)(int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0, 0) /
 		                           1000.0) *
 		        100.0);
 		c->tie = uniform(e);
@@ -616,7 +676,7 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 		if (c->ngpus < r->gpus)
 			goto none;
 		best =
-		    (int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0) / 1000.0) *
+		    (int64_t)(sigmoid(-frag_delta(e, n, r, c, 0, 0, 0) / 1000.0) *
 		        100.0);
 	} else {
 		memset(&t, 0, sizeof(t));
@@ -625,7 +685,7 @@ score_fgd(struct engine *e, struct eng_node *n, const struct part_req *r,
 			if (!eng_gpu_usable(e, n, g, r))
 				continue;
 			t.pos[0] = g;
-			s = (int64_t)(sigmoid(-frag_delta(e, n, r, &t, 0, 0) /
+			s = (int64_t)(sigmoid(-frag_delta(e, n, r, &t, 0, 0, 0) /
 			                  1000.0) *
 			    100.0);
 			if (!found || s > best) {

@@ -394,15 +394,17 @@ job_parts_alloc(struct job *job)
 /* ---- loading ---- */
 
 static void
-load_token(struct token_entry *t)
+load_token(void *arg, struct token_entry *t)
 {
+	(void)arg;
 	if (token_insert(t) != 0)
 		gp_fatalx("out of memory loading tokens");
 }
 
 static void
-load_node(struct node *n)
+load_node(void *arg, struct node *n)
 {
+	(void)arg;
 	/*
 	 * Unknown until the agent comes back. Agents retry with a backoff
 	 * of up to a few seconds while we are down, so the first lease after
@@ -442,11 +444,12 @@ job_from_disk(struct job *j)
 }
 
 static void
-load_job(struct job *j)
+load_job(void *arg, struct job *j)
 {
 	struct node *node;
 	int k;
 
+	(void)arg;
 	if (job_insert(j) != 0 || job_parts_alloc(j) != 0)
 		gp_fatalx("out of memory loading jobs");
 	job_from_disk(j);
@@ -523,8 +526,13 @@ load_prices(const char *path)
 		gp_error("bad price file path=%s error=\"%s\"", path, err);
 		return GP_EINVAL;
 	}
-	if (store_begin() != 0 || ledger_prices_replace(&ledger, table, n) != 0 ||
-	    store_commit() != 0)
+	if (state.store->ops->begin(state.store) != 0)
+		return GP_EIO;
+	if (ledger_prices_replace(&ledger, table, n) != 0) {
+		state.store->ops->rollback(state.store);
+		return GP_EIO;
+	}
+	if (state.store->ops->commit(state.store) != 0)
 		return GP_EIO;
 	gp_info("prices loaded path=%s classes=%zu", path, n);
 	return 0;
@@ -533,29 +541,45 @@ load_prices(const char *path)
 int
 state_init(const struct coord_config *cfg)
 {
-	char path[1200];
+	const struct store_loader loader = {NULL, load_token, load_node,
+	    load_job};
+	char err[512];
 	int64_t i, queued = 0, running = 0;
+	int rc;
 
 	pthread_rwlock_init(&state.lock, NULL);
 	if (loop_init() != 0)
 		return GP_ENOMEM;
 	state.cfg = *cfg;
 	state.next_job_id = state.next_node_id = state.next_token_id = 1;
-	snprintf(path, sizeof(path), "%s/state.db", cfg->data_dir);
-	if (store_open(path) != 0)
-		return GP_EIO;
+	if ((rc = gp_store_open(cfg->db, cfg->data_dir, &state.store, err,
+		 sizeof(err))) != 0) {
+		gp_error("cannot open the store error=\"%s\"", err);
+		return rc;
+	}
+	if ((rc = gp_store_check_pool(state.store, cfg->data_dir, err,
+		 sizeof(err))) != 0) {
+		gp_error("refusing the store error=\"%s\"", err);
+		return rc;
+	}
+	gp_info("store open kind=%s target=%s pool=%s schema=%d",
+	    state.store->ops->name, state.store->target, state.store->pool_id,
+	    state.store->schema_version);
 	if (joblog_init(cfg->data_dir) != 0)
 		return GP_EIO;
-	if (ledger_open(&ledger, store_db(), path, cfg->half_life_ms,
+	if (ledger_open(&ledger, state.store, cfg->half_life_ms,
 		gp_now_ms()) != 0)
 		return GP_EIO;
 	if (cfg->prices_file[0] != '\0' && load_prices(cfg->prices_file) != 0)
 		return GP_EIO;
-	if (store_load(load_token, load_node, load_job,
+	if (state.store->ops->load(state.store, &loader,
 	        cfg->min_job_age_ms > 0 ? gp_now_ms() - cfg->min_job_age_ms
 	                                : 0,
-	        state.purged, &i) != 0)
+	        state.purged, &i) != 0) {
+		gp_error("cannot load the state error=\"%s\"",
+		    gp_store_error(state.store));
 		return GP_EIO;
+	}
 	/*
 	 * Ids are never given twice: not those of jobs left on disk. Every
 	 * id below next_job_id has its slot (NULL when on disk only).
@@ -567,7 +591,7 @@ state_init(const struct coord_config *cfg)
 		return GP_ENOMEM;
 	done_sort();
 	/* Revoked tokens' ids are never given again. */
-	if (store_token_id_floor(&i) != 0)
+	if (state.store->ops->token_id_floor(state.store, &i) != 0)
 		return GP_EIO;
 	if (i > state.next_token_id)
 		state.next_token_id = i;
@@ -585,6 +609,45 @@ state_init(const struct coord_config *cfg)
 	    state.ntokens);
 	state.sched_dirty = 1;
 	return 0;
+}
+
+/* A node and what hangs off it (state_fini). */
+static void
+node_free(struct node *n)
+{
+	free(n->gpus);
+	free(n->jobs);
+	json_decref(n->outbox_assign);
+	json_decref(n->outbox_cancel);
+	json_decref(n->outbox_checkpoint);
+	json_decref(n->outbox_stop);
+	free(n);
+}
+
+void
+state_fini(void)
+{
+	int64_t i;
+	size_t k;
+
+	for (i = 1; i < state.next_job_id && state.jobs != NULL; i++)
+		if (state.jobs[i] != NULL)
+			job_free(state.jobs[i]);
+	free(state.jobs);
+	for (i = 0; i < state.nnodes && state.nodes != NULL; i++)
+		if (state.nodes[i] != NULL)
+			node_free(state.nodes[i]);
+	free(state.nodes);
+	for (k = 0; k < state.tokens_cap && state.tokens != NULL; k++)
+		free(state.tokens[k]);
+	free(state.tokens);
+	free(state.queue);
+	done_reset();
+	live_fini();
+	ledger_close(&ledger);
+	gp_store_close(state.store);
+	pthread_rwlock_destroy(&state.lock);
+	memset(&state, 0, sizeof(state));
 }
 
 int
@@ -609,8 +672,13 @@ state_create_admin_token_if_none(void)
 	gp_strlcpy(t->name, "admin", sizeof(t->name));
 	if (ledger_user_groups(&ledger, t->name, &t->group_id, 1) != 1)
 		t->group_id = 1;
-	if (store_begin() != 0 || store_put_token(t, t->created_ms) != 0 ||
-	    store_commit() != 0) {
+	if (state.store->ops->begin(state.store) != 0) {
+		free(t);
+		return GP_EIO;
+	}
+	if (state.store->ops->put_token(state.store, t, t->created_ms) != 0 ||
+	    state.store->ops->commit(state.store) != 0) {
+		state.store->ops->rollback(state.store);
 		free(t);
 		return GP_EIO;
 	}
@@ -660,7 +728,8 @@ apply_token_create(struct op *op)
 	gp_strlcpy(t->name, op->acct.name, sizeof(t->name));
 	t->group_id = g->id;
 	t->created_ms = gp_now_ms();
-	if (token_insert(t) != 0 || store_put_token(t, t->created_ms) != 0)
+	if (token_insert(t) != 0 ||
+	    state.store->ops->put_token(state.store, t, t->created_ms) != 0)
 		gp_fatalx("cannot store token");
 	/* A user token makes its user a member of its group. */
 	if (t->role == GP_ROLE_USER &&
@@ -702,7 +771,7 @@ apply_token_revoke(struct op *op)
 		    (long long)t->id);
 		return;
 	}
-	if (store_delete_token(t->id) != 0)
+	if (state.store->ops->delete_token(state.store, t->id) != 0)
 		gp_fatalx("cannot delete token %lld", (long long)t->id);
 	token_remove(t);
 	op->status = 200;

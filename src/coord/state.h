@@ -158,6 +158,12 @@ extern volatile int coord_stopping; /* answer long polls at once */
 
 /* state.c */
 int state_init(const struct coord_config *cfg);
+/*
+ * Frees the model and closes the ledger and the store, so that
+ * state_init may load it again (a restart in-process: the unit tests).
+ * Not with the state thread running.
+ */
+void state_fini(void);
 int state_start_thread(void);
 void state_stop_thread(void);
 /* Queues op; the state thread resumes op->conn when done. */
@@ -223,6 +229,11 @@ void state_queue_compact(void);
 int state_owner_accepts(void *arg, const struct gp_sched_node *n,
     const struct gp_sched_job *j);
 int state_any_refuses_plain(void);
+/*
+ * 1 when some node's owner may refuse a job like spec for what it is (a
+ * plain command, an interactive job), its image and network aside.
+ */
+int state_refuses_job(const struct gp_jobspec *spec);
 /* 1 when the caller may see the job. */
 int job_visible_to(const struct job *job, const struct token_entry *who);
 /* Heartbeat reconciliation: fills kill with attempts to kill. */
@@ -258,6 +269,8 @@ struct offer {
 	int images;
 	int refuse_plain;
 	int network;		/* 1 + the most jobs get; 0: not said */
+	int refuse_interactive;	/* "interactive": false */
+	int interactive_gpus;	/* "interactive_gpus": kept for them */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];
 };

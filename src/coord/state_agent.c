@@ -122,7 +122,9 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		    strcmp(key, "accepting") && strcmp(key, "cpus") &&
 		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s") &&
 		    strcmp(key, "images") && strcmp(key, "plain_jobs") &&
-		    strcmp(key, "trusted_keys") && strcmp(key, "network")) {
+		    strcmp(key, "trusted_keys") && strcmp(key, "network") &&
+		    strcmp(key, "interactive") &&
+		    strcmp(key, "interactive_gpus")) {
 			snprintf(err, errlen, "offer: unknown field '%.64s'",
 			    key);
 			return GP_EINVAL;
@@ -207,6 +209,21 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		snprintf(err, errlen, "offer.network: none, internet or lan");
 		return GP_EINVAL;
 	}
+	/* Interactive jobs (docs/interactive.md); absent: taken, none kept. */
+	v = json_object_get(o, "interactive");
+	if (v != NULL && !json_is_boolean(v)) {
+		snprintf(err, errlen, "offer.interactive: true or false");
+		return GP_EINVAL;
+	}
+	out->refuse_interactive = json_is_false(v);
+	v = json_object_get(o, "interactive_gpus");
+	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 64)) {
+		snprintf(err, errlen, "offer.interactive_gpus: an integer from "
+		    "0 to 64");
+		return GP_EINVAL;
+	}
+	out->interactive_gpus = (int)json_integer_value(v);
 	v = json_object_get(o, "trusted_keys");
 	if (v != NULL && (!json_is_array(v) ||
 	    json_array_size(v) > GP_TRUST_KEYS_MAX)) {
@@ -244,6 +261,10 @@ offer_apply(struct node *node, const struct offer *o, int force)
 	state.nrefuse_plain += (o->refuse_plain != 0) - (node->refuse_plain != 0);
 	node->refuse_plain = o->refuse_plain;
 	node->network = o->network;
+	state.nrefuse_interactive += (o->refuse_interactive != 0) -
+	    (node->refuse_interactive != 0);
+	node->refuse_interactive = o->refuse_interactive;
+	node->interactive_gpus = o->interactive_gpus;
 	node->ntrusted = o->ntrusted;
 	for (int i = 0; i < o->ntrusted && i < GP_TRUST_KEYS_MAX; i++) {
 		gp_strlcpy(node->trusted[i], o->trusted[i],
@@ -513,7 +534,7 @@ apply_register(struct op *op)
 	}
 	atomic_store(&node->last_seen_mono, gp_mono_ms());
 	node->last_seen_ms = gp_now_ms();
-	if (store_put_node(node) != 0)
+	if (state.store->ops->put_node(state.store, node) != 0)
 		gp_fatalx("cannot store node");
 	/*
 	 * Reconcile: what it runs that we do not want dies; what we placed
@@ -523,6 +544,7 @@ apply_register(struct op *op)
 	kill = json_array();
 	pthread_mutex_lock(&notify_lock);
 	json_array_clear(node->outbox_assign);
+	notify_supersede_node(node);
 	pthread_mutex_unlock(&notify_lock);
 	for (k = 0; k < node->njobs; k++) {
 		struct job *j = state_job(node->jobs[k]);
@@ -749,7 +771,12 @@ apply_finished(struct op *op)
 	}
 	op->status = 200;
 	op->result = json_object();
-	if (reason_requeues(reason) && !job->cancel_requested) {
+	/*
+	 * An interactive job is not moved elsewhere: the owner's reclaim
+	 * (or window, or leaving) ends it (docs/scheduling.md).
+	 */
+	if (reason_requeues(reason) && !job->cancel_requested &&
+	    !job->spec.interactive) {
 		/* Saved and stopped as asked, or its GPU was taken back. */
 		job_part_lost(job, part, reason);
 		return;

@@ -97,6 +97,8 @@ void set_error(struct op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void done_push(int64_t id);
 void done_sort(void);
+/* Forgets the finished jobs waiting for purge (state_fini). */
+void done_reset(void);
 int loop_init(void);
 /* What the loop keeps from one batch to the next. */
 struct state_batch_clock {
@@ -115,5 +117,16 @@ struct state_batch_clock {
  */
 void state_batch_run(struct op *batch, int64_t now,
     struct state_batch_clock *clk);
+
+/*
+ * submit_key.c: idempotency keys (state thread, in its transaction),
+ * kept for a day. 1, *job_id and *count when user's key made a job in
+ * the last day (count 0: one job; n: a job array of n tasks, job_id its
+ * first); 0; a GP_E* code.
+ */
+int submit_key_find(const char *user, const char *key, int64_t now_ms,
+    int64_t *job_id, int64_t *count);
+int submit_key_put(const char *user, const char *key, int64_t job_id,
+    int64_t count, int64_t now_ms);
 
 #endif

@@ -63,9 +63,9 @@ wake_job_later(struct job *job)
 void
 persist_job(const struct job *job)
 {
-	if (store_put_job(job) != 0)
-		gp_fatalx("cannot write job %lld to the database",
-		    (long long)job->id);
+	if (state.store->ops->put_job(state.store, job) != 0)
+		gp_fatalx("cannot write job %lld to the store: %s",
+		    (long long)job->id, gp_store_error(state.store));
 }
 
 static json_t *
@@ -422,6 +422,7 @@ owner_of(const struct node *node, struct gp_sched_owner *o)
 	o->images = node->images;
 	o->refuse_plain = node->refuse_plain;
 	o->network = node->network;
+	o->refuse_interactive = node->refuse_interactive;
 	o->trusted = node->trusted_keys;
 	o->ntrusted = node->ntrusted;
 }
@@ -434,6 +435,7 @@ image_of(const struct job *job, struct gp_sched_image *im)
 	im->signers = job->signer_keys;
 	im->nsigners = job->nsigners;
 	im->network = job->spec.network;
+	im->interactive = job->spec.interactive;
 }
 
 /* A count kept by offer_apply: this was a walk over every node, 7 % of
@@ -442,6 +444,13 @@ int
 state_any_refuses_plain(void)
 {
 	return state.nrefuse_plain > 0;
+}
+
+int
+state_refuses_job(const struct gp_jobspec *spec)
+{
+	return (spec->image[0] == '\0' && state.nrefuse_plain > 0) ||
+	    (spec->interactive && state.nrefuse_interactive > 0);
 }
 
 /* The planner's acceptance predicate: the node's owner and the job. */
@@ -529,16 +538,9 @@ job_acceptance(const struct job *job, char *why, size_t len)
 	size_t nn;
 
 	why[0] = '\0';
-	if (job->spec.image[0] == '\0' && job->spec.network <= 1) {
-		/* Cheap: only owners who refuse plain commands matter. */
-		int64_t id;
-		int any = 0;
-		for (id = 1; id < state.nnodes && !any; id++)
-			any = state.nodes[id] != NULL &&
-			    state.nodes[id]->refuse_plain;
-		if (!any)
-			return;
-	}
+	if (job->spec.image[0] == '\0' && job->spec.network <= 1 &&
+	    !state_refuses_job(&job->spec))
+		return; /* cheap: no owner refuses what it is */
 	if (live_hw_nodes(&snodes, &nn) != 0)
 		return;
 	image_of(job, &im);
@@ -595,6 +597,32 @@ state_note_image_signed(const char *digest, const char *key)
 }
 
 /*
+ * An interactive job's time limit (docs/scheduling.md): the pool's
+ * default when it asks for none, refused beyond the pool's maximum (0:
+ * none configured). Returns 0, or GP_EINVAL with the op's error set.
+ */
+static int
+interactive_time(struct op *op)
+{
+	const struct coord_config *cfg = &state.cfg;
+	char most[32];
+
+	if (!op->spec.interactive)
+		return 0;
+	if (op->spec.time_limit_s == 0)
+		op->spec.time_limit_s = cfg->interactive_time_s;
+	if (cfg->interactive_time_max_s > 0 &&
+	    op->spec.time_limit_s > cfg->interactive_time_max_s) {
+		gp_format_duration(cfg->interactive_time_max_s, most,
+		    sizeof(most));
+		set_error(op, 400, "time_limit_s: an interactive job runs at "
+		    "most %s in this pool (--interactive-time-max)", most);
+		return GP_EINVAL;
+	}
+	return 0;
+}
+
+/*
  * A submission's checks, on op->spec: its group (op->spec.group becomes
  * the group's name) and whether any node could ever run it. Returns 0
  * with *group_id, or with the op's error set GP_EPERM (not a member),
@@ -625,12 +653,14 @@ submit_check(struct op *op, int64_t *group_id)
 	}
 	gp_strlcpy(op->spec.group, ledger_group_name(&ledger, *group_id),
 	    sizeof(op->spec.group));
+	if (interactive_time(op) != 0)
+		return GP_EINVAL;
 	/*
 	 * Can any node we know, up or down, ever run it? When an owner
 	 * picks what it runs (images, no plain commands, networks), only
 	 * among the nodes whose owners would accept it.
 	 */
-	if (op->spec.image[0] == '\0' && !state_any_refuses_plain() &&
+	if (op->spec.image[0] == '\0' && !state_refuses_job(&op->spec) &&
 	    op->spec.network <= 1) {
 		fits = live_can_ever_fit(&op->spec, why, sizeof(why));
 	} else {
@@ -881,7 +911,7 @@ apply_submit(struct op *op)
  * A job array: one job per task, ids consecutive from the first (the
  * array's id), all or none. The checks are the same for every task, so
  * they are made once; a later failure (memory) cancels the tasks already
- * made, so that none runs. Stored as one row (store_put_array): a task
+ * made, so that none runs. Stored as one row (put_array, store.h): a task
  * gets a row of its own when it changes.
  */
 void
@@ -922,8 +952,9 @@ apply_submit_array(struct op *op)
 		job->submitted_ms = now; /* as the array's row has it */
 	}
 	if (i == op->ntasks) {
-		if (store_put_array(first, op->caller.name, &op->spec,
-		        op->tasks, op->ntasks, now) != 0)
+		if (state.store->ops->put_array(state.store, first,
+			op->caller.name, &op->spec, op->tasks, op->ntasks,
+			now) != 0)
 			gp_fatalx("cannot write job array %lld to the database",
 			    (long long)first);
 		/* In this batch's transaction, as the array's row. */

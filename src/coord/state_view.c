@@ -102,6 +102,16 @@ job_to_json(const struct job *job, int with_history)
 	    job->spec.command, "env", job->spec.env);
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
+	/* Interactive jobs and their declared ports (docs/interactive.md). */
+	if (o != NULL && job->spec.interactive)
+		json_object_set_new(o, "interactive", json_true());
+	if (o != NULL && job->spec.n_expose > 0) {
+		json_t *ports = json_array();
+		for (i = 0; i < job->spec.n_expose; i++)
+			json_array_append_new(ports,
+			    json_integer(job->spec.expose[i]));
+		json_object_set_new(o, "expose", ports);
+	}
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_object_set_new(o, "array_job_id",
 		    json_integer(job->spec.array_job_id));
@@ -301,6 +311,9 @@ assignment_to_json(const struct job *job, int part)
 	if (o != NULL && gp_jobspec_network_name(job->spec.network) != NULL)
 		json_object_set_new(o, "network", json_string(
 		    gp_jobspec_network_name(job->spec.network)));
+	/* The agent ends it on a reclaim without the checkpoint signal. */
+	if (o != NULL && job->spec.interactive)
+		json_object_set_new(o, "interactive", json_true());
 	live_assignment_json(job, part, o);
 	return o;
 }

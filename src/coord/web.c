@@ -30,6 +30,8 @@ __asm__(".pushsection .rodata\n"
 	EMBED(gp_web_app_js, "web/app.js")
 	EMBED(gp_web_style_css, "web/style.css")
 	EMBED(gp_web_icon_svg, "web/icon.svg")
+	EMBED(gp_web_xterm_js, "web/vendor/xterm.js")
+	EMBED(gp_web_xterm_css, "web/vendor/xterm.css")
 	".popsection\n");
 /* clang-format on */
 
@@ -37,6 +39,8 @@ extern const char gp_web_index_html[], gp_web_index_html_end[];
 extern const char gp_web_app_js[], gp_web_app_js_end[];
 extern const char gp_web_style_css[], gp_web_style_css_end[];
 extern const char gp_web_icon_svg[], gp_web_icon_svg_end[];
+extern const char gp_web_xterm_js[], gp_web_xterm_js_end[];
+extern const char gp_web_xterm_css[], gp_web_xterm_css_end[];
 
 static const struct asset {
 	const char *url;
@@ -49,6 +53,11 @@ static const struct asset {
     {"/ui/style.css", "text/css; charset=utf-8", gp_web_style_css,
         gp_web_style_css_end},
     {"/ui/icon.svg", "image/svg+xml", gp_web_icon_svg, gp_web_icon_svg_end},
+    /* The terminal's emulator, from npm (web/vendor/, scripts/update-xterm.sh). */
+    {"/ui/xterm.js", "text/javascript; charset=utf-8", gp_web_xterm_js,
+        gp_web_xterm_js_end},
+    {"/ui/xterm.css", "text/css; charset=utf-8", gp_web_xterm_css,
+        gp_web_xterm_css_end},
 };
 
 #define CSP                                                                    \

@@ -51,6 +51,7 @@ FORWARD(gp_cli_cmd_down)
 FORWARD(gp_cli_cmd_shell)
 FORWARD(gp_cli_cmd_exec)
 FORWARD(gp_cli_cmd_port_forward)
+FORWARD(gp_cli_cmd_jupyter) /* jupyter.c: forks port-forward */
 FORWARD(gp_cli_cmd_connect)
 FORWARD(gp_cli_cmd_ssh_config)
 /* sim.c: the scheduler simulator (the coordinator's scheduler) */

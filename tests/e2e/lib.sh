@@ -5,7 +5,8 @@
 # whose command line or working directory points into the test's temp dir or
 # carries one of its markers), then removes the temp dir.
 #
-# Knobs: E2E_WAIT_S (the bound of every wait, default 30), E2E_TMPDIR (where
+# Knobs: GP_TEST_DB (sqlite, the default, or postgresql: see coord_db_args),
+# E2E_WAIT_S (the bound of every wait, default 30), E2E_TMPDIR (where
 # the per-test dirs go, default /var/tmp: not /tmp, see below), E2E_KEEP=1
 # (keep the test's dir, with every daemon's log, for a post-mortem). Under a
 # SANITIZE=1 build, any sanitizer report in a daemon's log fails the test.
@@ -260,6 +261,14 @@ cleanup() {
 			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac
 		fi
 	done
+	# What an agent killed by a signal left mounted under $T (its root
+	# templates, read-only binds of the host): unmounted, deepest first,
+	# before anything is removed.
+	local m
+	for m in $(awk -v t="$T/" 'index($5, t) == 1 {print $5}' \
+	    /proc/self/mountinfo 2>/dev/null | sort -r); do
+		umount -l "$m" 2>/dev/null
+	done
 	if [ -n "${E2E_KEEP:-}" ]; then
 		echo "kept $T" >&2
 	else
@@ -418,6 +427,32 @@ assert_error_body() { # WHAT
 
 # ---------------------------------------------------------------- coordinator
 
+# coord_db_args: the store the coordinator is started on, by GP_TEST_DB:
+# unset or "sqlite", the default (DATA/state.db); "postgresql", a
+# PostgreSQL of the test's own (tests/e2e/pg_lib.sh), started with the
+# first coordinator and stopped by the test's cleanup, or the database
+# GP_TEST_PG_URL names. Sets COORD_DB_ARGS.
+COORD_DB_ARGS=()
+coord_db_args() {
+	case ${GP_TEST_DB:-sqlite} in
+	sqlite)
+		COORD_DB_ARGS=() ;;
+	postgresql)
+		# GP_TEST_PG_URL: a database made for this test on a server
+		# that outlives it (test_pg_suite.sh: one server for many).
+		if [ -n "${GP_TEST_PG_URL:-}" ]; then
+			COORD_DB_ARGS=(--db "$GP_TEST_PG_URL")
+			return
+		fi
+		[ -n "${PG_LIB_LOADED:-}" ] ||
+		    . "$(dirname "${BASH_SOURCE[0]}")/pg_lib.sh"
+		pg_running || pg_start
+		COORD_DB_ARGS=(--db "$(pg_url)") ;;
+	*)
+		fail "GP_TEST_DB=$GP_TEST_DB: not sqlite or postgresql" ;;
+	esac
+}
+
 # start_coordinator [extra flags]: starts (or restarts, on the same port and
 # data dir) the coordinator and waits until it serves. Sets ADMIN_TOKEN and
 # exports GPUPOOL_URL / GPUPOOL_TOKEN (admin) for the CLI.
@@ -425,8 +460,10 @@ start_coordinator() {
 	[ $# -gt 0 ] && COORD_EXTRA_ARGS=("$@")
 	[ -n "$COORD_PORT" ] || COORD_PORT=$(free_port)
 	mkdir -p "$COORD_DATA"
+	coord_db_args
 	spawn "$COORD_LOG" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
 	    --data "$COORD_DATA" --lease-ms 2000 --heartbeat-ms 300 \
+	    "${COORD_DB_ARGS[@]+"${COORD_DB_ARGS[@]}"}" \
 	    "${COORD_TLS_ARGS[@]+"${COORD_TLS_ARGS[@]}"}" \
 	    "${COORD_EXTRA_ARGS[@]+"${COORD_EXTRA_ARGS[@]}"}" -v
 	COORD_PID=$SPAWNED_PID

@@ -71,8 +71,10 @@ carol_id=$(printf '%s' "$API_BODY" | json 'd["id"]')
 api_expect 200 "$OPS" POST "/v1/tokens/$carol_id/revoke"
 kill -TERM "$COORD_PID"
 wait_exit "$COORD_PID" || fail "coordinator did not stop"
+# (on the store start_coordinator chose: GP_TEST_DB)
 spawn "$COORD_LOG" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
-    --data "$COORD_DATA" --lease-ms 2000 --heartbeat-ms 300 -v
+    --data "$COORD_DATA" "${COORD_DB_ARGS[@]+"${COORD_DB_ARGS[@]}"}" \
+    --lease-ms 2000 --heartbeat-ms 300 -v
 COORD_PID=$SPAWNED_PID
 deadline=$((SECONDS + WAIT_S))
 until api "$OPS" GET /v1/whoami && [ "$API_STATUS" = 200 ]; do

@@ -26,6 +26,25 @@ cli nodes
 assert_eq 0 "$CLI_RC" "plain nodes"
 cli whoami
 assert_eq 0 "$CLI_RC" "whoami through the config ($CLI_ERR)"
+# The owner's commands reach up's agent through the config too.
+node_states() {
+	cli nodes --json
+	printf '%s' "$CLI_OUT" | json '" ".join(x["state"] for x in (d["nodes"] if isinstance(d, dict) else d))'
+}
+cli provider pause
+assert_eq 0 "$CLI_RC" "provider pause through the config ($CLI_ERR)"
+deadline=$((SECONDS + WAIT_S))
+until [ "$(node_states)" = paused ]; do
+	[ $SECONDS -ge $deadline ] && fail "the node never showed paused: $(node_states)"
+	sleep 0.2
+done
+cli provider resume
+assert_eq 0 "$CLI_RC" "provider resume through the config ($CLI_ERR)"
+deadline=$((SECONDS + WAIT_S))
+until [ "$(node_states)" = up ]; do
+	[ $SECONDS -ge $deadline ] && fail "the node never showed up again: $(node_states)"
+	sleep 0.2
+done
 
 submit --gpus 2 -- sh -c 'echo "from-up $CUDA_VISIBLE_DEVICES"; exit 4'
 cli wait "$JOB"

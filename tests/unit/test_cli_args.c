@@ -236,6 +236,36 @@ TEST(submit_fractions_gangs_capability)
 	gp_jobspec_fini(&spec);
 }
 
+TEST(submit_interactive_expose)
+{
+	char *ok[] = {"submit", "--interactive", "--expose", "8888",
+	    "--expose", "22", "sleep", "60", NULL};
+	char *twice[] = {"submit", "--expose", "80", "--expose", "80", "x",
+	    NULL};
+	char *bad[] = {"submit", "--expose", "0", "x", NULL};
+	char *word[] = {"submit", "--expose", "http", "x", NULL};
+	struct gp_jobspec spec;
+	char err[256];
+
+	CHECK_EQ(build(ok, &spec, err, sizeof(err)), 0);
+	CHECK_EQ(spec.interactive, 1);
+	CHECK_EQ(spec.n_expose, 2);
+	CHECK_EQ(spec.expose[0], 8888);
+	CHECK_EQ(spec.expose[1], 22);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(twice, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "twice") != NULL);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(bad, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "--expose") != NULL);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(word, &spec, err, sizeof(err)), GP_EINVAL);
+	gp_jobspec_fini(&spec);
+	/* Without them: a batch job declaring nothing. */
+	CHECK_EQ(build(bad + 3, &spec, err, sizeof(err)), GP_EINVAL);
+	gp_jobspec_fini(&spec);
+}
+
 TEST(submit_body_decodes_on_the_server_side)
 {
 	/* What the CLI encodes, the coordinator's decoder accepts. */
@@ -333,6 +363,7 @@ main(void)
 	RUN(submit_without_dashdash_stops_at_command);
 	RUN(submit_bad_input);
 	RUN(submit_fractions_gangs_capability);
+	RUN(submit_interactive_expose);
 	RUN(submit_body_decodes_on_the_server_side);
 	RUN(job_ids);
 	RUN(wait_exit_codes);

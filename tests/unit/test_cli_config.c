@@ -133,7 +133,7 @@ TEST(write_then_load)
 	clear_env();
 	snprintf(path, sizeof(path), "%s/sub/dir/config", dir);
 	CHECK_EQ(gp_cli_config_write(path, "http://127.0.0.1:7070", "gpt_u",
-	             "/d/coord/admin.token"),
+	             "/d/coord/admin.token", "/d/agent/agent.sock"),
 	    0);
 	CHECK_EQ(access(path, R_OK), 0);
 	setenv("GPUPOOL_CONFIG", path, 1);
@@ -141,6 +141,7 @@ TEST(write_then_load)
 	CHECK_STR(cfg.url, "http://127.0.0.1:7070");
 	CHECK_STR(cfg.token, "gpt_u");
 	CHECK_STR(cfg.admin_token_file, "/d/coord/admin.token");
+	CHECK_STR(cfg.agent_socket, "/d/agent/agent.sock");
 	clear_env();
 }
 

@@ -87,6 +87,7 @@ TEST(ps_table)
 	    " \"wait\": {\"reason\": \"held\", \"why\": \"budget\","
 	    " \"position\": 1, \"expected_start\": null}},"
 	    "{\"id\": 5, \"name\": \"x\", \"user\": \"bob\","
+	    " \"interactive\": true,"
 	    " \"state\": \"running\", \"node\": \"b\","
 	    " \"started_at\": \"2026-11-22T20:00:00.000Z\","
 	    " \"cancel_requested\": true, \"request\": {\"gpus\": 0}},"
@@ -106,11 +107,15 @@ TEST(ps_table)
 	CHECK_EQ(gp_cli_render_jobs(reply, now, &out), 0);
 	CHECK_EQ(gp_buf_append(&out, "", 1), 0);
 	CHECK_STR(out.data,
-	    "ID  NAME   USER   GROUP  STATE       NODE   GPUS  ELAPSED  WAIT\n"
-	    "42  train  alice  lab-a  running     lab-a     2     5:03  -\n"
-	    "43  eval   bob    lab-b  held        -         1        -  held\n"
-	    " 5  x      bob    -      cancelling  b         0  1:05:03  -\n"
-	    "44  cpu    bob    lab-b  queued      -         0        -  "
+	    "ID  NAME   USER   GROUP  STATE           NODE   GPUS  ELAPSED  "
+	    "WAIT\n"
+	    "42  train  alice  lab-a  running         lab-a     2     5:03  "
+	    "-\n"
+	    "43  eval   bob    lab-b  held            -         1        -  "
+	    "held\n"
+	    " 5  x      bob    -      cancelling (i)  b         0  1:05:03  "
+	    "-\n"
+	    "44  cpu    bob    lab-b  queued          -         0        -  "
 	    "resources: 4 CPUs\n");
 	gp_buf_free(&out);
 	json_decref(reply);

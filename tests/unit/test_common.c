@@ -368,6 +368,60 @@ refused(const char *text, const char *what)
 	return 1;
 }
 
+/* "interactive" and "expose": decoded, checked, encoded back. */
+TEST(jobspec_interactive_expose)
+{
+	struct gp_jobspec spec, back;
+	char err[256];
+	char *text;
+	json_t *enc;
+
+	CHECK_EQ(decode("{\"command\":[\"sleep\",\"9\"],\"interactive\":"
+			"true,\"expose\":[8888,6006]}", &spec, err,
+		     sizeof(err)), 0);
+	CHECK_EQ(spec.interactive, 1);
+	CHECK_EQ(spec.n_expose, 2);
+	CHECK_EQ(spec.expose[0], 8888);
+	CHECK_EQ(spec.expose[1], 6006);
+	CHECK(gp_jobspec_exposes(&spec, 6006));
+	CHECK(!gp_jobspec_exposes(&spec, 22));
+	enc = gp_jobspec_encode(&spec);
+	CHECK(json_is_true(json_object_get(enc, "interactive")));
+	CHECK_EQ(json_array_size(json_object_get(enc, "expose")), 2);
+	text = json_dumps(enc, 0);
+	json_decref(enc);
+	CHECK_EQ(decode(text, &back, err, sizeof(err)), 0);
+	free(text);
+	CHECK_EQ(back.interactive, 1);
+	CHECK_EQ(back.n_expose, 2);
+	CHECK_EQ(back.expose[1], 6006);
+	gp_jobspec_fini(&back);
+	gp_jobspec_fini(&spec);
+
+	/* Batch jobs say nothing of either: older readers never see them. */
+	CHECK_EQ(decode("{\"command\":[\"true\"],\"interactive\":false,"
+			"\"expose\":[]}", &spec, err, sizeof(err)), 0);
+	CHECK_EQ(spec.interactive, 0);
+	enc = gp_jobspec_encode(&spec);
+	CHECK(json_object_get(enc, "interactive") == NULL);
+	CHECK(json_object_get(enc, "expose") == NULL);
+	json_decref(enc);
+	gp_jobspec_fini(&spec);
+
+	CHECK(refused("{\"command\":[\"x\"],\"interactive\":1}",
+	    "interactive"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":8888}", "expose"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[0]}", "expose[0]"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[1,65536]}",
+	    "expose[1]"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[\"80\"]}",
+	    "expose[0]"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[80,80]}",
+	    "twice"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[1,2,3,4,5,6,7,8,"
+		      "9]}", "at most 8"));
+}
+
 TEST(jobspec_good)
 {
 	struct gp_jobspec spec;
@@ -686,6 +740,7 @@ main(void)
 	RUN(tokens);
 	RUN(token_pins);
 	RUN(jobspec_good);
+	RUN(jobspec_interactive_expose);
 	RUN(jobspec_bad);
 	RUN(jobspec_round_trip);
 	RUN(share_and_capability_parse);

@@ -6,6 +6,9 @@
  * prepared work directory's region read back and steered, and the
  * reaping of a dead process's bytes.
  */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +95,109 @@ TEST(prepare_and_steer)
 	rmdir(dir);
 }
 
+/*
+ * The region is writable by the job: a job that truncates it, or fills it
+ * with anything, must get the agent an error, never a SIGBUS (the agent
+ * once read it through a mapping; a read past the end of a truncated
+ * file's mapping kills the reader).
+ */
+TEST(truncated_or_garbled_region)
+{
+	char dir[] = "/tmp/test_gpushare.XXXXXX", lib[4096], region[4096];
+	char src[4200], junk[4096];
+	struct gp_gpushare_usage u;
+	FILE *f;
+	int fd;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/lib.so", dir);
+	CHECK((f = fopen(src, "w")) != NULL);
+	fputs("not really a library", f);
+	fclose(f);
+	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, lib,
+	    sizeof(lib), region, sizeof(region)), 0);
+	CHECK_EQ(gp_gpushare_steer(dir, -1, -1, &u), 0);
+	CHECK_EQ(truncate(region, 0), 0);
+	CHECK_EQ(gp_gpushare_steer(dir, -1, -1, &u), GP_EIO);
+	CHECK_EQ(gp_gpushare_steer(dir, 700, 10, NULL), GP_EIO);
+	CHECK_EQ(truncate(region, 100), 0);
+	CHECK_EQ(gp_gpushare_steer(dir, -1, -1, &u), GP_EIO);
+	/* Full size, but not a region. */
+	memset(junk, 0x5a, sizeof(junk));
+	CHECK((fd = open(region, O_WRONLY | O_TRUNC)) >= 0);
+	for (size_t n = 0; n < sizeof(struct gp_region); n += sizeof(junk))
+		CHECK_EQ(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	CHECK(gp_gpushare_steer(dir, -1, -1, &u) != 0);
+	unlink(lib);
+	unlink(region);
+	unlink(src);
+	rmdir(dir);
+}
+
+struct truncater {
+	const char *path;
+	_Atomic int stop;
+	long rounds;
+};
+
+static void *
+truncate_loop(void *arg)
+{
+	struct truncater *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		if (truncate(t->path, 0) != 0 ||
+		    truncate(t->path, sizeof(struct gp_region)) != 0)
+			break;
+		t->rounds++;
+	}
+	return NULL;
+}
+
+/*
+ * The race itself: a job truncating its region again and again while the
+ * agent steers it. Each steer answers 0 or GP_EIO and the agent lives on
+ * (checking the size first and then mapping left a window in which the
+ * truncation turned the agent's next read into a SIGBUS).
+ */
+TEST(region_truncated_while_steered)
+{
+	char dir[] = "/tmp/test_gpushare.XXXXXX", lib[4096], region[4096];
+	char src[4200];
+	struct gp_gpushare_usage u;
+	struct truncater t = {.path = region};
+	pthread_t th;
+	FILE *f;
+	int i, rc, ok = 0, eio = 0;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/lib.so", dir);
+	CHECK((f = fopen(src, "w")) != NULL);
+	fputs("not really a library", f);
+	fclose(f);
+	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, lib,
+	    sizeof(lib), region, sizeof(region)), 0);
+	CHECK_EQ(pthread_create(&th, NULL, truncate_loop, &t), 0);
+	for (i = 0; i < 20000; i++) {
+		rc = gp_gpushare_steer(dir, 700, 10, &u);
+		if (rc == 0)
+			ok++;
+		else if (rc == GP_EIO)
+			eio++;
+		else
+			break;
+	}
+	atomic_store(&t.stop, 1);
+	pthread_join(th, NULL);
+	CHECK_EQ(ok + eio, 20000);
+	CHECK(t.rounds > 0);
+	unlink(lib);
+	unlink(region);
+	unlink(src);
+	rmdir(dir);
+}
+
 TEST(reap_dead_process)
 {
 	struct gp_region *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
@@ -136,6 +242,8 @@ main(void)
 	RUN(share_milli);
 	RUN(cgroup_job);
 	RUN(prepare_and_steer);
+	RUN(truncated_or_garbled_region);
+	RUN(region_truncated_while_steered);
 	RUN(reap_dead_process);
 	return unit_report();
 }

@@ -406,21 +406,24 @@ TEST(acceptance)
 	static const char *const k1[] = {"ed25519:k1"};
 	static const char *const k12[] = {"ed25519:k2", "ed25519:k1"};
 	static const char *const k3[] = {"ed25519:k3"};
-	struct gp_sched_owner any = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 0};
-	struct gp_sched_owner none = {GP_SCHED_IMAGES_NONE, 0, NULL, 0, 0};
-	struct gp_sched_owner trusts1 = {GP_SCHED_IMAGES_SIGNED, 0, k1, 1, 0};
-	struct gp_sched_owner picky = {GP_SCHED_IMAGES_SIGNED, 1, k12, 2, 0};
-	struct gp_sched_owner inet = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 2};
-	struct gp_sched_owner lan = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 3};
-	struct gp_sched_owner offline = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 1};
-	struct gp_sched_image plain = {0, NULL, 0, 0};
-	struct gp_sched_image unsigned_img = {1, NULL, 0, 0};
-	struct gp_sched_image by1 = {1, k1, 1, 0};
-	struct gp_sched_image by3 = {1, k3, 1, 0};
-	struct gp_sched_image by21 = {1, k12, 2, 0};
-	struct gp_sched_image wants_none = {0, NULL, 0, 1};
-	struct gp_sched_image wants_inet = {0, NULL, 0, 2};
-	struct gp_sched_image wants_lan = {0, NULL, 0, 3};
+	struct gp_sched_owner any = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 0, 0};
+	struct gp_sched_owner none = {GP_SCHED_IMAGES_NONE, 0, NULL, 0, 0, 0};
+	struct gp_sched_owner trusts1 = {GP_SCHED_IMAGES_SIGNED, 0, k1, 1, 0, 0};
+	struct gp_sched_owner picky = {GP_SCHED_IMAGES_SIGNED, 1, k12, 2, 0, 0};
+	struct gp_sched_owner inet = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 2, 0};
+	struct gp_sched_owner lan = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 3, 0};
+	struct gp_sched_owner offline = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 1, 0};
+	struct gp_sched_image plain = {0, NULL, 0, 0, 0};
+	struct gp_sched_image unsigned_img = {1, NULL, 0, 0, 0};
+	struct gp_sched_image by1 = {1, k1, 1, 0, 0};
+	struct gp_sched_image by3 = {1, k3, 1, 0, 0};
+	struct gp_sched_image by21 = {1, k12, 2, 0, 0};
+	struct gp_sched_image wants_none = {0, NULL, 0, 1, 0};
+	struct gp_sched_image wants_inet = {0, NULL, 0, 2, 0};
+	struct gp_sched_image wants_lan = {0, NULL, 0, 3, 0};
+	struct gp_sched_owner no_shells = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 0,
+	    1};
+	struct gp_sched_image shell = {0, NULL, 0, 0, 1};
 	char why[160];
 
 	CHECK(gp_sched_owner_accepts(&any, &plain));
@@ -448,6 +451,11 @@ TEST(acceptance)
 	CHECK(!gp_sched_why_refused(&inet, &wants_lan, why, sizeof(why)));
 	CHECK_STR(why, "lets jobs reach only network internet (the job asks "
 	    "for lan)");
+	/* Interactive jobs: an owner may refuse them, batch work aside. */
+	CHECK(gp_sched_owner_accepts(&any, &shell));
+	CHECK(gp_sched_owner_accepts(&no_shells, &plain));
+	CHECK(!gp_sched_why_refused(&no_shells, &shell, why, sizeof(why)));
+	CHECK_STR(why, "takes no interactive jobs (interactive = refuse)");
 	CHECK(!gp_sched_why_refused(&offline, &wants_inet, why, sizeof(why)));
 	CHECK_STR(why, "lets jobs reach only network none (the job asks "
 	    "for internet)");

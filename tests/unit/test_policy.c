@@ -385,6 +385,7 @@ TEST(to_json)
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	CHECK_STR(text, "{\"checkpoint_grace_s\":30,\"cpus\":null,\"expose\":[],"
 	    "\"gpu_share\":\"elastic\",\"gpus\":\"all\",\"images\":\"signed\","
+	    "\"interactive\":\"allow\",\"interactive_gpus\":0,"
 	    "\"max_job_time_s\":null,"
 	    "\"memory_mib\":null,\"net_rate_bps\":null,\"network\":\"internet\",\"owner_presence\":\"reclaim\","
 	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
@@ -401,6 +402,7 @@ TEST(to_json)
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	CHECK_STR(text, "{\"checkpoint_grace_s\":0,\"cpus\":4,\"expose\":[],"
 	    "\"gpu_share\":\"elastic\",\"gpus\":[1,3],\"images\":\"signed\","
+	    "\"interactive\":\"allow\",\"interactive_gpus\":0,"
 	    "\"max_job_time_s\":7200,"
 	    "\"memory_mib\":8192,\"net_rate_bps\":null,\"network\":\"internet\",\"owner_presence\":\"ignore\","
 	    "\"plain_jobs\":\"allow\",\"scratch_max_mib\":null,"
@@ -498,6 +500,37 @@ TEST(network_keys)
 	expect_error("net-rate = 99999999999999999999\n", 1, "net-rate:");
 	expect_error("net-rate = 200M\nnet-rate = 1G\n", 2,
 	    "net-rate: given twice");
+}
+
+TEST(interactive_keys)
+{
+	struct gp_policy p;
+	char err[256], text[400];
+	int line;
+	json_t *o;
+
+	gp_policy_default(&p);
+	CHECK_EQ(p.refuse_interactive, 0);
+	CHECK_EQ(p.interactive_gpus, 0);
+	CHECK_EQ(parse("interactive = refuse\n", &p, &line, err), 0);
+	CHECK_EQ(p.refuse_interactive, 1);
+	CHECK_EQ(parse("gpus = all\ninteractive-gpus = 2\n", &p, &line,
+	    err), 0);
+	CHECK_EQ(p.refuse_interactive, 0);
+	CHECK_EQ(p.interactive_gpus, 2);
+	gp_policy_describe(&p, text, sizeof(text));
+	CHECK(strstr(text, ", interactive-gpus 2") != NULL);
+	o = gp_policy_to_json(&p);
+	CHECK_EQ(json_integer_value(json_object_get(o, "interactive_gpus")), 2);
+	CHECK_STR(json_string_value(json_object_get(o, "interactive")),
+	    "allow");
+	json_decref(o);
+	expect_error("interactive = maybe\n", 1,
+	    "interactive: 'maybe' is not allow or refuse");
+	expect_error("interactive-gpus = 65\n", 1, "interactive-gpus: '65'");
+	expect_error("interactive-gpus = -1\n", 1, "interactive-gpus:");
+	expect_error("interactive-gpus = 1\ninteractive-gpus = 2\n", 2,
+	    "interactive-gpus: given twice");
 }
 
 TEST(images_and_keys)
@@ -606,5 +639,6 @@ main(void)
 	RUN(describe);
 	RUN(images_and_keys);
 	RUN(network_keys);
+	RUN(interactive_keys);
 	return unit_report();
 }

@@ -1394,6 +1394,128 @@ TEST(wait_reason_names_the_short_resource)
 	world_fini(&w);
 }
 
+/*
+ * Interactive jobs (docs/scheduling.md): GPUs an owner keeps for them
+ * (interactive_only) take no batch job, whose wait reason says so; an
+ * interactive job takes them.
+ */
+TEST(interactive_gpus_are_kept)
+{
+	const struct gp_sched_waiting *wt;
+	struct gp_sched_node *n;
+	struct gp_sched_job *j;
+	struct world w;
+
+	world_init(&w);
+	n = add_node(&w, 1, 8, 0, 2, A100, 40960);
+	n->gpus[1].interactive_only = 1;
+	add_job(&w, 10, 1, 60);
+	add_job(&w, 11, 1, 60);
+	j = add_job(&w, 12, 1, 60);
+	j->interactive = 1;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 10), 1);
+	if (find(&w, 10) != NULL)
+		CHECK_EQ(find(&w, 10)->gpus[0], 0);
+	CHECK_EQ(node_of(&w, 11), 0);
+	CHECK_EQ(node_of(&w, 12), 1);
+	if (find(&w, 12) != NULL)
+		CHECK_EQ(find(&w, 12)->gpus[0], 1);
+	/* Job 10 took the one GPU batch work may have. */
+	CHECK(wt = wait_of(&w, 11));
+	if (wt != NULL)
+		CHECK_EQ(wt->reason, GP_SCHED_WAIT_PRIORITY);
+	world_fini(&w);
+
+	/* A batch job holds the other GPU: the kept one is named. */
+	world_init(&w);
+	n = add_node(&w, 1, 8, 0, 2, A100, 40960);
+	n->gpus[1].interactive_only = 1;
+	add_running(&w, n, 100, 1, 0, NOW + HOUR, 0, 1);
+	add_job(&w, 11, 1, 60);
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 11), 0);
+	CHECK(wt = wait_of(&w, 11));
+	if (wt != NULL)
+		CHECK(strstr(wt->why, "more are kept for interactive jobs") !=
+		    NULL);
+	world_fini(&w);
+
+	/* Nothing interactive queued: the kept GPU stays free. */
+	world_init(&w);
+	n = add_node(&w, 1, 8, 0, 1, A100, 40960);
+	n->gpus[0].interactive_only = 1;
+	add_job(&w, 10, 1, 60);
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(w.nout, 0);
+	CHECK(wt = wait_of(&w, 10));
+	if (wt != NULL)
+		CHECK(strstr(wt->why, "interactive") != NULL);
+	world_fini(&w);
+
+	/* can_ever_fit: a pool whose GPUs are all kept never runs it. */
+	{
+		struct gp_sched_gpu g = {.model = A100, .mem_mib = 40960,
+		    .interactive_only = 1};
+		struct gp_sched_job b = {.gpus = 1}, i = {.gpus = 1,
+		    .interactive = 1};
+		CHECK(!gp_sched_gpu_matches(&g, &b));
+		CHECK(gp_sched_gpu_matches(&g, &i));
+	}
+}
+
+/*
+ * An interactive job goes ahead of its own user's batch jobs, but fair
+ * share still decides between users.
+ */
+TEST(interactive_goes_first_within_fair_share)
+{
+	struct gp_sched_share users[2] = {{.id = 5, .weight = 1, .usage = 1e6},
+	    {.id = 6, .weight = 1, .usage = 0}};
+	struct gp_sched_job *j;
+	struct world w;
+	struct gp_sched_input in;
+
+	/* One GPU; user 5's batch job came first, its interactive one next:
+	 * the interactive one starts. */
+	world_init(&w);
+	add_node(&w, 1, 8, 0, 1, A100, 40960);
+	j = add_job(&w, 20, 1, 600);
+	j->user = 5;
+	j = add_job(&w, 21, 1, 600);
+	j->user = 5;
+	j->interactive = 1;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 21), 1);
+	CHECK_EQ(node_of(&w, 20), 0);
+	world_fini(&w);
+
+	/* User 6 has used less: its batch job goes before user 5's
+	 * interactive one (fair share first). */
+	world_init(&w);
+	add_node(&w, 1, 8, 0, 1, A100, 40960);
+	j = add_job(&w, 30, 1, 600);
+	j->user = 5;
+	j->interactive = 1;
+	j = add_job(&w, 31, 1, 600);
+	j->user = 6;
+	memset(&in, 0, sizeof(in));
+	in.now_ms = NOW;
+	in.nodes = w.nodes;
+	in.nnodes = w.nnodes;
+	in.queue = w.queue;
+	in.nqueue = w.nqueue;
+	in.users = users;
+	in.nusers = 2;
+	in.policy = gp_sched_policy_find(w.policy);
+	CHECK_EQ(gp_sched_plan(&in, &w.res), 0);
+	w.out = w.res.assignments;
+	w.nout = w.res.nassignments;
+	CHECK_EQ(node_of(&w, 31), 1);
+	CHECK_EQ(node_of(&w, 30), 0);
+	world_fini(&w);
+}
+
 int
 main(void)
 {
@@ -1422,6 +1544,8 @@ main(void)
 	RUN(memory_limits);
 	RUN(cpu_only_jobs);
 	RUN(wait_reason_names_the_short_resource);
+	RUN(interactive_gpus_are_kept);
+	RUN(interactive_goes_first_within_fair_share);
 	RUN(can_ever_fit);
 	RUN(many_nodes);
 	RUN(property_random_worlds);

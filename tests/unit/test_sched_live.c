@@ -297,6 +297,35 @@ TEST(deferred_preemption)
 	gp_sched_engine_free(e);
 }
 
+/*
+ * An interactive job on a lab's GPU is never preempted for the lab's own
+ * work (docs/scheduling.md: interactive jobs are not moved): provider
+ * first finds no victim, the lab's job waits for the GPU.
+ */
+TEST(interactive_jobs_are_not_preempted)
+{
+	struct gp_sched_engine *e = NULL;
+	struct gp_sched_result res;
+	struct lnode lab;
+	struct gp_sched_job shell, own;
+
+	CHECK_EQ(gp_sched_engine_new(NULL, 0, NULL, NULL, 1, &e), 0);
+	lnode_init(&lab, 1, 1, 8, 7);
+	CHECK_EQ(gp_sched_engine_node_set(e, &lab.n), 0);
+	shell = job1(1, 1, 0, 3);
+	shell.interactive = 1;
+	CHECK_EQ(run(e, &shell, 1, &res), 0);
+	CHECK_EQ(node_of(&res, 1), 1);
+	gp_sched_result_fini(&res);
+	own = job1(2, 1, 0, 7);
+	CHECK_EQ(run(e, &own, 1, &res), 0);
+	CHECK_EQ(res.nassignments, 0);
+	CHECK_EQ(res.npreemptions, 0);
+	CHECK(reason_of(&res, 2) != GP_SCHED_WAIT_PREEMPTING);
+	gp_sched_result_fini(&res);
+	gp_sched_engine_free(e);
+}
+
 TEST(records_are_reused)
 {
 	struct gp_sched_engine *e = NULL;
@@ -548,6 +577,7 @@ main(void)
 	RUN(fractions_share_a_gpu_and_restart);
 	RUN(gang_parts_end_one_by_one);
 	RUN(deferred_preemption);
+	RUN(interactive_jobs_are_not_preempted);
 	RUN(records_are_reused);
 	RUN(property_same_as_a_fresh_plan);
 	return unit_report();

@@ -1,12 +1,13 @@
 /*
- * test_store.c: what store.c does for finished jobs that left the
- * coordinator's memory (--min-job-age). store_load leaves on disk the
+ * test_store.c: the SQLite store through the storage interface (store.h):
+ * finished jobs that left the coordinator's memory (--min-job-age): load
+ * leaves on disk the
  * jobs that finished before the cutoff, counts them by state, and still
  * reports the highest id the store holds (ids are never given twice);
  * an array task whose row stays on disk does not come back as a queued
- * task, while a task without a row does; store_read_job and
- * store_read_job_brief read a row back through their own connection,
- * and answer GP_ENOENT where there is none.
+ * task, while a task without a row does; read_job and read_job_brief
+ * read a row back through their own connection, and answer GP_ENOENT
+ * where there is none.
  */
 #include <stdint.h>
 #include <sqlite3.h>
@@ -27,27 +28,45 @@ static int loaded_state[16];
 static int nloaded;
 
 static void
-on_token(struct token_entry *t)
+on_token(void *arg, struct token_entry *t)
 {
+	(void)arg;
 	free(t);
 }
 
 static void
-on_node(struct node *n)
+on_node(void *arg, struct node *n)
 {
+	(void)arg;
 	free(n->gpus);
 	free(n);
 }
 
 static void
-on_job(struct job *j)
+on_job(void *arg, struct job *j)
 {
+	(void)arg;
 	if (nloaded < 16) {
 		loaded[nloaded] = j->id;
 		loaded_state[nloaded] = (int)j->state;
 		nloaded++;
 	}
 	state_job_stored_free(j);
+}
+
+static struct gp_store *store;
+static const struct store_loader loader = {NULL, on_token, on_node, on_job};
+
+/* Opens the SQLite store at path, through the interface. */
+static int
+open_store(void)
+{
+	char err[512];
+	int rc = gp_store_open(path, dir, &store, err, sizeof(err));
+
+	if (rc != 0)
+		fprintf(stderr, "open: %s\n", err);
+	return rc;
 }
 
 static int
@@ -79,7 +98,7 @@ put(int64_t id, enum job_state st, int64_t finished_ms, int task)
 		j.spec.array_job_id = 4;
 		j.spec.array_task_id = task;
 	}
-	rc = store_put_job(&j);
+	rc = store->ops->put_job(store, &j);
 	gp_jobspec_fini(&j.spec);
 	return rc;
 }
@@ -107,8 +126,8 @@ TEST(finished_jobs_stay_on_disk)
 	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
 	CHECK(mkdtemp(dir) != NULL);
 	snprintf(path, sizeof(path), "%s/state.db", dir);
-	CHECK_EQ(store_open(path), 0);
-	CHECK_EQ(store_begin(), 0);
+	CHECK_EQ(open_store(), 0);
+	CHECK_EQ(store->ops->begin(store), 0);
 	/* 1: old, 2: finished lately, 3: running; 4-6 an array whose
 	 * tasks 4 and 6 ended long ago (rows) and 5 never ran (no row). */
 	CHECK_EQ(put(1, JOB_SUCCEEDED, 1000, -1), 0);
@@ -116,15 +135,17 @@ TEST(finished_jobs_stay_on_disk)
 	CHECK_EQ(put(3, JOB_RUNNING, 0, -1), 0);
 	CHECK_EQ(make_spec(&spec), 0);
 	spec.array_job_id = 4;
-	CHECK_EQ(store_put_array(4, "alice", &spec, tasks, 3, 500), 0);
+	CHECK_EQ(store->ops->put_array(store, 4, "alice", &spec, tasks, 3,
+		     500),
+	    0);
 	gp_jobspec_fini(&spec);
 	CHECK_EQ(put(4, JOB_SUCCEEDED, 1000, 0), 0);
 	CHECK_EQ(put(6, JOB_CANCELLED, 1000, 2), 0);
-	CHECK_EQ(store_commit(), 0);
+	CHECK_EQ(store->ops->commit(store), 0);
 
 	/* min-job-age: what finished before 3000 stays on disk */
 	nloaded = 0;
-	CHECK_EQ(store_load(on_token, on_node, on_job, 3000, skipped, &max_id),
+	CHECK_EQ(store->ops->load(store, &loader, 3000, skipped, &max_id),
 	    0);
 	CHECK_EQ(nloaded, 3);
 	CHECK_EQ(was_loaded(1), -1);
@@ -141,14 +162,14 @@ TEST(finished_jobs_stay_on_disk)
 	/* 0: every job, as before min-job-age */
 	memset(skipped, 0, sizeof(skipped));
 	nloaded = 0;
-	CHECK_EQ(store_load(on_token, on_node, on_job, 0, skipped, &max_id),
+	CHECK_EQ(store->ops->load(store, &loader, 0, skipped, &max_id),
 	    0);
 	CHECK_EQ(nloaded, 6);
 	CHECK_EQ(was_loaded(4), JOB_SUCCEEDED);
 	CHECK_EQ(skipped[JOB_SUCCEEDED], 0);
 
 	/* read back, row by row */
-	CHECK_EQ(store_read_job(4, &j), 0);
+	CHECK_EQ(store->ops->read_job(store, 4, &j), 0);
 	CHECK(j != NULL);
 	if (j != NULL) {
 		CHECK_EQ(j->state, JOB_SUCCEEDED);
@@ -160,18 +181,17 @@ TEST(finished_jobs_stay_on_disk)
 		state_job_stored_free(j);
 	}
 	j = NULL;
-	CHECK_EQ(store_read_job(5, &j), GP_ENOENT);
+	CHECK_EQ(store->ops->read_job(store, 5, &j), GP_ENOENT);
 	CHECK(j == NULL);
-	CHECK_EQ(store_read_job(99, &j), GP_ENOENT);
-	CHECK_EQ(store_read_job_brief(6, user, &st, &fin), 0);
+	CHECK_EQ(store->ops->read_job(store, 99, &j), GP_ENOENT);
+	CHECK_EQ(store->ops->read_job_brief(store, 6, user, &st, &fin), 0);
 	CHECK_STR(user, "alice");
 	CHECK_EQ(st, JOB_CANCELLED);
 	CHECK_EQ(fin, 1000);
-	CHECK_EQ(store_read_job_brief(5, user, &st, &fin), GP_ENOENT);
-
-	store_close();
-	/* closed: the reads fail cleanly */
-	CHECK_EQ(store_read_job(4, &j), GP_EIO);
+	CHECK_EQ(store->ops->read_job_brief(store, 5, user, &st, &fin),
+	    GP_ENOENT);
+	gp_store_close(store);
+	store = NULL;
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	CHECK_EQ(system(cmd), 0);
 }
@@ -197,25 +217,156 @@ TEST(submit_keys)
 	    "INSERT INTO submit_keys VALUES('alice','old-key-0123456789',7,"
 	    "1000);", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
-	CHECK_EQ(store_open(path), 0);
-	CHECK_EQ(store_begin(), 0);
-	CHECK_EQ(submit_key_find("alice", "old-key-0123456789", 2000, &id,
-	    &count), 1);
+	CHECK_EQ(open_store(), 0);
+	CHECK_EQ(store->ops->begin(store), 0);
+	CHECK_EQ(store->ops->submit_key_find(store, "alice",
+	    "old-key-0123456789", 2000 - day, &id, &count), 1);
 	CHECK_EQ(id, 7);
 	CHECK_EQ(count, 0);
-	CHECK_EQ(submit_key_put("alice", "array-key-0123456789", 40, 1000,
-	    3000), 0);
-	CHECK_EQ(submit_key_find("alice", "array-key-0123456789", 4000, &id,
-	    &count), 1);
+	CHECK_EQ(store->ops->submit_key_put(store, "alice",
+	    "array-key-0123456789", 40, 1000, 3000, 0), 0);
+	CHECK_EQ(store->ops->submit_key_find(store, "alice",
+	    "array-key-0123456789", 4000 - day, &id, &count), 1);
 	CHECK_EQ(id, 40);
 	CHECK_EQ(count, 1000);
-	CHECK_EQ(submit_key_find("bob", "array-key-0123456789", 4000, &id,
-	    &count), 0);
-	CHECK_EQ(submit_key_find("alice", "array-key-0123456789",
-	    3000 + day + 1, &id, &count), 0);
-	CHECK_EQ(store_commit(), 0);
-	submit_key_close();
-	store_close();
+	CHECK_EQ(store->ops->submit_key_find(store, "bob",
+	    "array-key-0123456789", 4000 - day, &id, &count), 0);
+	CHECK_EQ(store->ops->submit_key_find(store, "alice",
+	    "array-key-0123456789", 3000 + 1, &id, &count), 0);
+	CHECK_EQ(store->ops->commit(store), 0);
+	gp_store_close(store);
+	store = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
+/*
+ * A running job's row back as it went in: its GPUs, message, its history
+ * record with a meter, its parts (the codec every store shares).
+ */
+TEST(job_round_trip)
+{
+	struct attempt_record hist[1];
+	struct job j, *back = NULL;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	CHECK_EQ(open_store(), 0);
+	memset(&j, 0, sizeof(j));
+	memset(hist, 0, sizeof(hist));
+	CHECK_EQ(make_spec(&j.spec), 0);
+	j.id = 9;
+	gp_strlcpy(j.user, "bob", sizeof(j.user));
+	j.state = JOB_RUNNING;
+	j.attempts = 1;
+	j.node_id = 2;
+	j.ngpus = 2;
+	j.gpus[0] = 1;
+	j.gpus[1] = 3;
+	j.submitted_ms = 100;
+	j.started_ms = 200;
+	j.message = (char *)"hello";
+	j.log_base = 77;
+	hist[0].attempt = 1;
+	hist[0].node_id = 2;
+	hist[0].started_ms = 200;
+	hist[0].meter.from_ms = 200;
+	hist[0].meter.rate = 1000;
+	hist[0].meter.amount = 5;
+	hist[0].provider_group = 4;
+	gp_strlcpy(hist[0].reason, "", sizeof(hist[0].reason));
+	j.history = hist;
+	j.nhistory = 1;
+	CHECK_EQ(store->ops->begin(store), 0);
+	CHECK_EQ(store->ops->put_job(store, &j), 0);
+	CHECK_EQ(store->ops->commit(store), 0);
+	CHECK_EQ(store->ops->read_job(store, 9, &back), 0);
+	CHECK(back != NULL);
+	if (back != NULL) {
+		CHECK_STR(back->user, "bob");
+		CHECK_EQ(back->state, JOB_RUNNING);
+		CHECK_EQ(back->ngpus, 2);
+		CHECK_EQ(back->gpus[0], 1);
+		CHECK_EQ(back->gpus[1], 3);
+		CHECK_EQ(back->node_id, 2);
+		CHECK_EQ(back->started_ms, 200);
+		CHECK(back->message != NULL &&
+		    strcmp(back->message, "hello") == 0);
+		CHECK_EQ(back->log_base, 77);
+		CHECK_EQ(back->nhistory, 1);
+		CHECK_EQ(back->history[0].meter.rate, 1000);
+		CHECK_EQ(back->history[0].meter.amount, 5);
+		CHECK_EQ(back->history[0].provider_group, 4);
+		CHECK_EQ(back->nparts, 1);
+		CHECK_EQ(back->parts[0].ngpus, 2);
+		CHECK_EQ(back->parts[0].node_id, 2);
+		state_job_stored_free(back);
+	}
+	j.message = NULL;
+	gp_jobspec_fini(&j.spec);
+	gp_store_close(store);
+	store = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
+/*
+ * --db: a path, sqlite:PATH, postgresql:// (a bad one refused at once); the
+ * pool id: made once, kept in the data dir, another pool's store
+ * refused; a store from a newer schema refused.
+ */
+TEST(selection_and_identity)
+{
+	char err[512], other[1200], target[1300], id[GP_STORE_POOL_ID_LEN + 1];
+	struct gp_store *b = NULL;
+	sqlite3 *db;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	err[0] = '\0';
+	/* postgresql:// is the PostgreSQL store's: a bad URL fails at once */
+	CHECK_EQ(gp_store_open("postgresql://u@db/pool?no_such_option=1", dir,
+		     &b, err, sizeof(err)),
+	    GP_EINVAL);
+	CHECK(b == NULL);
+	CHECK(strstr(err, "no_such_option") != NULL);
+	CHECK_EQ(gp_store_open("ftp://x", dir, &b, err, sizeof(err)),
+	    GP_EINVAL);
+	/* the default: DIR/state.db */
+	CHECK_EQ(gp_store_open(NULL, dir, &store, err, sizeof(err)), 0);
+	CHECK_STR(store->ops->name, "sqlite");
+	CHECK_EQ((int)strlen(store->pool_id), GP_STORE_POOL_ID_LEN);
+	CHECK_EQ(store->schema_version, GP_STORE_SCHEMA);
+	gp_strlcpy(id, store->pool_id, sizeof(id));
+	CHECK_EQ(gp_store_check_pool(store, dir, err, sizeof(err)), 0);
+	CHECK_EQ(gp_store_check_pool(store, dir, err, sizeof(err)), 0);
+	gp_store_close(store);
+	/* opened again (sqlite:PATH): the same pool */
+	snprintf(target, sizeof(target), "sqlite:%s/state.db", dir);
+	CHECK_EQ(gp_store_open(target, dir, &store, err, sizeof(err)), 0);
+	CHECK_STR(store->pool_id, id);
+	gp_store_close(store);
+	/* another pool's store, pointed at from this data dir: refused */
+	snprintf(other, sizeof(other), "%s/other.db", dir);
+	CHECK_EQ(gp_store_open(other, dir, &b, err, sizeof(err)), 0);
+	CHECK(strcmp(b->pool_id, id) != 0);
+	CHECK_EQ(gp_store_check_pool(b, dir, err, sizeof(err)), GP_ECONFLICT);
+	CHECK(strstr(err, "another pool") != NULL);
+	gp_store_close(b);
+	/* a store written by a newer coordinator: refused */
+	CHECK_EQ(sqlite3_open(other, &db), SQLITE_OK);
+	CHECK_EQ(sqlite3_exec(db,
+		     "UPDATE meta SET value = '999' WHERE key ="
+		     " 'schema_version'",
+		     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	b = NULL;
+	CHECK_EQ(gp_store_open(other, dir, &b, err, sizeof(err)), GP_EPROTO);
+	CHECK(b == NULL);
+	CHECK(strstr(err, "newer") != NULL);
+	store = NULL;
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	CHECK_EQ(system(cmd), 0);
 }
@@ -226,5 +377,7 @@ main(void)
 	gp_log_init("test", GP_LOG_ERROR);
 	RUN(finished_jobs_stay_on_disk);
 	RUN(submit_keys);
+	RUN(selection_and_identity);
+	RUN(job_round_trip);
 	return unit_report();
 }

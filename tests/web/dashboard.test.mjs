@@ -139,6 +139,11 @@ try {
   const job = await api(process.env.GP_ALICE, 'GET', '/v1/jobs/' + jobId);
   check(job.state === 'succeeded' && job.user === 'alice' && job.request.time_limit_s === 600,
     'the API agrees: alice\'s job, succeeded, 10m limit');
+  // Its network bytes, as the API has them (issue 14).
+  const facts = await page.textContent('.facts');
+  check(typeof job.net_sent_bytes === 'number' &&
+    facts.includes('Network') && / sent · .* received/.test(facts),
+    'the job page shows the bytes its network sent and received');
   await page.screenshot({ path: `${SHOTS}/dashboard-job.png`, fullPage: true });
 
   // A job with markup in its command and output: shown as text.

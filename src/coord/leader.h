@@ -1,0 +1,73 @@
+/*
+ * leader.h: which of several coordinators sharing one PostgreSQL database
+ * leads (leader.c). Exactly one holds a PostgreSQL advisory lock on a
+ * connection of its own; on winning it raises the fencing epoch in
+ * gp_leader, and every write transaction of the store checks that epoch
+ * (SELECT epoch FROM gp_leader WHERE id = 1 FOR SHARE; GP_EFENCED when it
+ * is not leader_epoch()), so a leader that was paused or cut off and comes
+ * back can never commit. The others are standbys: they load no state and
+ * answer every API request with "not the leader" and the leader's URL.
+ */
+#ifndef GP_COORD_LEADER_H
+#define GP_COORD_LEADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The exit status of a coordinator that stepped down (see leader_start). */
+#define LEADER_EXIT_STEPPED_DOWN 75
+
+/* The advisory lock's key: one pool per database. */
+#define LEADER_LOCK_KEY 0x67707570006c6561LL
+
+struct leader_config {
+	const char *conninfo;	   /* libpq connection string (copied) */
+	const char *advertise_url; /* what clients are told (copied) */
+	int64_t lease_ms;	   /* a leader silent this long loses */
+	int64_t poll_ms;	   /* how often a standby tries the lock */
+	/*
+	 * Called, on the leader thread, when leadership is lost (the lock's
+	 * connection gone, the epoch moved on, the lease missed), after
+	 * leader_epoch() went to 0. The coordinator's exits (see leader.c);
+	 * NULL: the same, _exit(LEADER_EXIT_STEPPED_DOWN).
+	 */
+	void (*on_lost)(const char *why);
+};
+
+/*
+ * Creates gp_leader if missing and starts the leader thread, which
+ * connects (retrying with back-off while the database is down) and tries
+ * the lock every poll_ms. 0, or GP_EINVAL (bad config) / GP_ENOMEM.
+ */
+int leader_start(const struct leader_config *cfg);
+
+/* Blocks until this process leads. 0, or GP_ECONFLICT after leader_stop. */
+int leader_wait(void);
+
+/*
+ * The fencing epoch this process committed on winning the lock; 0 when
+ * it does not lead (a standby, or after stepping down). Any thread.
+ */
+int64_t leader_epoch(void);
+
+/*
+ * 1 while this process must not serve the API: it is a standby, or it
+ * leads but has not finished loading its state (leader_set_serving).
+ * Always 0 when leader_start was never called (one coordinator, SQLite).
+ */
+int leader_standby(void);
+
+/* The state is loaded: the leader serves the API from now on. */
+void leader_set_serving(void);
+
+/*
+ * The URL of the coordinator that leads, as gp_leader last said (this
+ * one's own when it leads), into out; "" when unknown (no leader yet,
+ * or the database unreachable).
+ */
+void leader_url(char *out, size_t len);
+
+/* Stops the leader thread and closes its connection (the lock goes). */
+void leader_stop(void);
+
+#endif

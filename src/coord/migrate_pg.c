@@ -1,0 +1,494 @@
+/*
+ * migrate_pg.c: `gpupool coordinator migrate --from DATA_DIR --to
+ * postgresql://...`: moves a pool's state from SQLite (DATA_DIR/state.db)
+ * into an empty PostgreSQL database, and checks it row for row.
+ *
+ * The SQLite store is opened through the store interface first, so that
+ * an older state.db is brought up to the current columns; its tables are
+ * then read with a read-only connection and written with COPY, all in one
+ * PostgreSQL transaction, which also carries the pool id over (the data
+ * directory's pool_id stays true). Before the commit, every table is read
+ * back from PostgreSQL and compared with SQLite's: the BLAKE2b hashes of
+ * the rows (each value in one canonical text), sorted, must be equal on
+ * both sides, and the counts too. Anything else rolls the whole
+ * migration back: the database is left empty, state.db untouched.
+ *
+ * The coordinator must be stopped while it runs (state.db is read as it
+ * is); afterwards it is started with --data DATA_DIR --db URL. Logs,
+ * checkpoints, images and data sets stay in DATA_DIR.
+ */
+#include <getopt.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "coord.h"
+#include "gp.h"
+#include "log.h"
+#include "pg.h"
+#include "store.h"
+#include "util.h"
+
+#define HASH_LEN 16
+
+/* A table of state.db, gp_<name> in PostgreSQL, with the same columns. */
+struct table {
+	const char *name;
+	const char *columns;
+	/* The columns that hold doubles (compared as numbers), or "". */
+	const char *reals;
+	/* Rows left out (meta's identity, written by the store itself). */
+	const char *where;
+};
+
+static const struct table tables[] = {
+    {"meta", "key, value", "",
+	"key NOT IN ('schema_version', 'pool_id')"},
+    {"tokens", "id, name, role, hash, created_ms, group_id", "", NULL},
+    {"nodes", "id, name, owner_token, owner_name, cpus, mem_mib, gpus", "",
+	NULL},
+    {"jobs",
+	"id, \"user\", spec, state, cancel_requested, attempts, node_id,"
+	" gpus, submitted_ms, started_ms, finished_ms, has_exit, exit_code,"
+	" signal, reason, message, history, log_base, log_truncated",
+	"", NULL},
+    {"arrays", "id, \"user\", spec, tasks, submitted_ms", "", NULL},
+    {"submit_keys", "\"user\", key, job_id, created_ms, count", "", NULL},
+    {"groups", "id, name, weight, created_ms", "", NULL},
+    {"members", "\"user\", group_id, pos", "", NULL},
+    {"prices", "class, micro", "", NULL},
+    {"budgets", "kind, name, amount, period", "", NULL},
+    {"postings",
+	"id, job_id, attempt, seq, final, at_ms, from_ms, to_ms, node_id,"
+	" amount, gpu_ms, part",
+	"", NULL},
+    {"entries", "posting, account, name, group_id, amount, gpu_ms, at_ms", "",
+	NULL},
+    {"usage_decay", "kind, name, gpu_s, credits, as_of_ms", "2,3", NULL},
+    {"account_totals", "account, name, group_id, amount, gpu_ms, postings",
+	"", NULL},
+};
+
+/* Is column i (from 0) one of t's doubles? */
+static int
+is_real(const struct table *t, int i)
+{
+	char want[16];
+	const char *p = t->reals;
+	size_t n;
+
+	snprintf(want, sizeof(want), "%d", i);
+	n = strlen(want);
+	while (*p != '\0') {
+		if (strncmp(p, want, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/* The hashes of a table's rows on one side. */
+struct hashes {
+	unsigned char *h;
+	size_t n, cap;
+};
+
+/* Row hashing: each value tagged (NULL or not) and length-prefixed. */
+static void
+hash_value(crypto_generichash_state *st, const char *v, size_t len, int null)
+{
+	unsigned char tag[9];
+	size_t k;
+
+	tag[0] = null ? 0 : 1;
+	for (k = 0; k < 8; k++)
+		tag[k + 1] = (unsigned char)(len >> (8 * k));
+	crypto_generichash_update(st, tag, sizeof(tag));
+	if (!null)
+		crypto_generichash_update(st, (const unsigned char *)v, len);
+}
+
+static int
+hashes_add(struct hashes *hs, crypto_generichash_state *st)
+{
+	if (hs->n == hs->cap) {
+		size_t cap = hs->cap ? hs->cap * 2 : 1024;
+		unsigned char *nh = realloc(hs->h, cap * HASH_LEN);
+
+		if (nh == NULL)
+			return GP_ENOMEM;
+		hs->h = nh;
+		hs->cap = cap;
+	}
+	crypto_generichash_final(st, hs->h + hs->n * HASH_LEN, HASH_LEN);
+	hs->n++;
+	return 0;
+}
+
+static int
+cmp_hash(const void *a, const void *b)
+{
+	return memcmp(a, b, HASH_LEN);
+}
+
+/* A double in one text, whichever side printed it. */
+static void
+canonical_real(double d, char *out, size_t n)
+{
+	snprintf(out, n, "%.17g", d);
+}
+
+/* COPY's text format: backslash, tab, newline and CR escaped. */
+static int
+copy_escaped(struct gp_buf *b, const char *v, size_t len)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < len && rc == 0; i++) {
+		switch (v[i]) {
+		case '\\':
+			rc = gp_buf_append(b, "\\\\", 2);
+			break;
+		case '\t':
+			rc = gp_buf_append(b, "\\t", 2);
+			break;
+		case '\n':
+			rc = gp_buf_append(b, "\\n", 2);
+			break;
+		case '\r':
+			rc = gp_buf_append(b, "\\r", 2);
+			break;
+		default:
+			rc = gp_buf_append(b, &v[i], 1);
+		}
+	}
+	return rc;
+}
+
+/*
+ * Copies table t from db into PostgreSQL (COPY, inside c's transaction)
+ * and hashes its rows into hs. OUT: *rows.
+ */
+static int
+copy_table(sqlite3 *db, struct pg_conn *c, const struct table *t,
+    struct hashes *hs, int64_t *rows)
+{
+	char sql[1024], num[64];
+	struct gp_buf line = {0};
+	crypto_generichash_state st;
+	sqlite3_stmt *s = NULL;
+	PGresult *r;
+	int i, n, rc = 0, step;
+
+	*rows = 0;
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s%s", t->columns,
+	    t->name, t->where != NULL ? " WHERE " : "",
+	    t->where != NULL ? t->where : "");
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
+		fprintf(stderr, "gpupool: migrate: state.db: %s: %s\n", t->name,
+		    sqlite3_errmsg(db));
+		return GP_EIO;
+	}
+	snprintf(sql, sizeof(sql), "COPY gp_%s (%s) FROM STDIN", t->name,
+	    t->columns);
+	r = PQexec(c->conn, sql);
+	if (r == NULL || PQresultStatus(r) != PGRES_COPY_IN) {
+		rc = pg_result_error(c, r, "copy");
+		PQclear(r);
+		sqlite3_finalize(s);
+		return rc;
+	}
+	PQclear(r);
+	n = sqlite3_column_count(s);
+	while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+		line.len = 0;
+		crypto_generichash_init(&st, NULL, 0, HASH_LEN);
+		for (i = 0; i < n && rc == 0; i++) {
+			const char *v;
+			size_t len;
+
+			if (i > 0)
+				rc = gp_buf_append(&line, "\t", 1);
+			if (sqlite3_column_type(s, i) == SQLITE_NULL) {
+				hash_value(&st, NULL, 0, 1);
+				rc = rc ? rc : gp_buf_append(&line, "\\N", 2);
+				continue;
+			}
+			if (is_real(t, i)) {
+				canonical_real(sqlite3_column_double(s, i), num,
+				    sizeof(num));
+				v = num;
+				len = strlen(num);
+			} else {
+				v = (const char *)sqlite3_column_text(s, i);
+				len = (size_t)sqlite3_column_bytes(s, i);
+			}
+			hash_value(&st, v, len, 0);
+			rc = rc ? rc : copy_escaped(&line, v, len);
+		}
+		if (rc == 0)
+			rc = gp_buf_append(&line, "\n", 1);
+		if (rc == 0)
+			rc = hashes_add(hs, &st);
+		if (rc != 0)
+			break;
+		if (PQputCopyData(c->conn, line.data, (int)line.len) != 1) {
+			rc = GP_ECONN;
+			break;
+		}
+		(*rows)++;
+	}
+	gp_buf_free(&line);
+	if (rc == 0 && step != SQLITE_DONE) {
+		fprintf(stderr, "gpupool: migrate: state.db: %s: %s\n", t->name,
+		    sqlite3_errmsg(db));
+		rc = GP_EIO;
+	}
+	sqlite3_finalize(s);
+	if (PQputCopyEnd(c->conn, rc == 0 ? NULL : "migration failed") != 1)
+		rc = rc ? rc : GP_ECONN;
+	r = PQgetResult(c->conn);
+	if (rc == 0 && (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK))
+		rc = pg_result_error(c, r, "copy");
+	PQclear(r);
+	while ((r = PQgetResult(c->conn)) != NULL)
+		PQclear(r);
+	return rc;
+}
+
+/* Reads table t back from PostgreSQL and hashes its rows as copy_table. */
+static int
+hash_pg_table(struct pg_conn *c, const struct table *t, struct hashes *hs)
+{
+	char sql[1024], num[64];
+	crypto_generichash_state st;
+	PGresult *r;
+	int i, k, n, rc = 0;
+
+	snprintf(sql, sizeof(sql), "SELECT %s FROM gp_%s%s%s", t->columns,
+	    t->name, t->where != NULL ? " WHERE " : "",
+	    t->where != NULL ? t->where : "");
+	r = PQexec(c->conn, sql);
+	if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = pg_result_error(c, r, "read back");
+		PQclear(r);
+		return rc;
+	}
+	n = PQnfields(r);
+	for (k = 0; k < PQntuples(r) && rc == 0; k++) {
+		crypto_generichash_init(&st, NULL, 0, HASH_LEN);
+		for (i = 0; i < n; i++) {
+			const char *v = PQgetvalue(r, k, i);
+
+			if (PQgetisnull(r, k, i)) {
+				hash_value(&st, NULL, 0, 1);
+				continue;
+			}
+			if (is_real(t, i)) {
+				canonical_real(strtod(v, NULL), num, sizeof(num));
+				v = num;
+			}
+			hash_value(&st, v, strlen(v), 0);
+		}
+		rc = hashes_add(hs, &st);
+	}
+	PQclear(r);
+	return rc;
+}
+
+/* The database must hold no pool's rows yet. 0, GP_ECONFLICT or other. */
+static int
+check_empty(struct pg_conn *c)
+{
+	char sql[256];
+	PGresult *r;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < GP_ARRAY_LEN(tables) && rc == 0; i++) {
+		snprintf(sql, sizeof(sql), "SELECT 1 FROM gp_%s%s%s LIMIT 1",
+		    tables[i].name, tables[i].where != NULL ? " WHERE " : "",
+		    tables[i].where != NULL ? tables[i].where : "");
+		r = PQexec(c->conn, sql);
+		if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK)
+			rc = pg_result_error(c, r, "check empty");
+		else if (PQntuples(r) > 0) {
+			fprintf(stderr, "gpupool: migrate: %s: table gp_%s "
+			    "has rows already: migrate into an empty "
+			    "database\n", c->where, tables[i].name);
+			rc = GP_ECONFLICT;
+		}
+		PQclear(r);
+	}
+	return rc;
+}
+
+static int
+migrate(const char *data_dir, const char *url)
+{
+	struct hashes mine = {0}, theirs = {0};
+	char path[1200], pool[PG_POOL_ID_LEN], err[512];
+	struct gp_store *store = NULL;
+	struct pg_conn *c = NULL;
+	sqlite3 *db = NULL;
+	int64_t rows, total = 0;
+	size_t i;
+	int rc;
+
+	/* The current columns, and the pool id of the SQLite store. */
+	snprintf(path, sizeof(path), "%s/state.db", data_dir);
+	if (access(path, R_OK) != 0) {
+		fprintf(stderr, "gpupool: migrate: no %s\n", path);
+		return GP_ENOENT;
+	}
+	if ((rc = gp_store_open(NULL, data_dir, &store, err, sizeof(err))) !=
+	    0) {
+		fprintf(stderr, "gpupool: migrate: %s\n", err);
+		return rc;
+	}
+	if ((rc = gp_store_check_pool(store, data_dir, err, sizeof(err))) !=
+	    0) {
+		fprintf(stderr, "gpupool: migrate: %s\n", err);
+		gp_store_close(store);
+		return rc;
+	}
+	memcpy(pool, store->pool_id, sizeof(pool));
+	gp_store_close(store);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) !=
+	    SQLITE_OK) {
+		fprintf(stderr, "gpupool: migrate: cannot open %s: %s\n", path,
+		    db != NULL ? sqlite3_errmsg(db) : "out of memory");
+		rc = GP_EIO;
+		goto out;
+	}
+	/* One read transaction: every table as of one moment. */
+	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	if ((rc = pg_connect(url, 10000, &c)) != 0) {
+		fprintf(stderr, "gpupool: migrate: %s\n",
+		    c != NULL ? c->error : "cannot connect to PostgreSQL");
+		goto out;
+	}
+	{
+		char have[PG_POOL_ID_LEN];
+
+		if ((rc = pg_schema_open(c, pool, have)) != 0) {
+			fprintf(stderr, "gpupool: migrate: %s\n", c->error);
+			goto out;
+		}
+	}
+	if ((rc = pg_exec(c, "BEGIN", "begin")) != 0 ||
+	    (rc = check_empty(c)) != 0)
+		goto fail;
+	for (i = 0; i < GP_ARRAY_LEN(tables); i++) {
+		mine.n = theirs.n = 0;
+		if ((rc = copy_table(db, c, &tables[i], &mine, &rows)) != 0 ||
+		    (rc = hash_pg_table(c, &tables[i], &theirs)) != 0)
+			goto fail;
+		if (mine.n > 1)
+			qsort(mine.h, mine.n, HASH_LEN, cmp_hash);
+		if (theirs.n > 1)
+			qsort(theirs.h, theirs.n, HASH_LEN, cmp_hash);
+		if (mine.n != theirs.n ||
+		    (mine.n > 0 && memcmp(mine.h, theirs.h,
+				       mine.n * HASH_LEN) != 0)) {
+			fprintf(stderr, "gpupool: migrate: table %s differs "
+			    "after the copy (state.db %zu rows, PostgreSQL "
+			    "%zu): nothing migrated\n",
+			    tables[i].name, mine.n, theirs.n);
+			rc = GP_EIO;
+			goto fail;
+		}
+		printf("%-15s %10lld rows copied, checked row for row\n",
+		    tables[i].name, (long long)rows);
+		total += rows;
+	}
+	/* New postings are numbered after the copied ones. */
+	if ((rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
+			     "'gp_postings', 'id'), coalesce(max(id), 0) + 1,"
+			     " false) FROM gp_postings",
+		 "postings sequence")) != 0 ||
+	    (rc = pg_exec(c, "COMMIT", "commit")) != 0)
+		goto fail;
+	printf("migrated pool %s: %lld rows from %s to %s\n"
+	       "start the coordinator with --data %s --db URL\n",
+	    pool, (long long)total, path, c->where, data_dir);
+	rc = 0;
+	goto out;
+fail:
+	if (PQstatus(c->conn) == CONNECTION_OK)
+		PQclear(PQexec(c->conn, "ROLLBACK"));
+	if (c->error[0] != '\0' && rc != GP_ECONFLICT)
+		fprintf(stderr, "gpupool: migrate: %s\n", c->error);
+	fprintf(stderr, "gpupool: migrate: failed (%s); the database was "
+	    "left as it was\n", gp_strerror(rc));
+out:
+	free(mine.h);
+	free(theirs.h);
+	if (db != NULL)
+		sqlite3_close(db);
+	pg_close(c);
+	return rc;
+}
+
+static void
+migrate_usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: gpupool coordinator migrate --from DATA_DIR "
+	    "--to postgresql://...\n"
+	    "  Moves a pool's state from DATA_DIR/state.db (SQLite) into an\n"
+	    "  empty PostgreSQL database, checked row for row, in one\n"
+	    "  transaction. Stop the coordinator first; then start it with\n"
+	    "  --data DATA_DIR --db postgresql://...\n");
+}
+
+int
+gp_coord_migrate_main(int argc, char **argv)
+{
+	static const struct option options[] = {
+	    {"from", required_argument, NULL, 'f'},
+	    {"to", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *from = NULL, *to = NULL;
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+		switch (ch) {
+		case 'f':
+			from = optarg;
+			break;
+		case 't':
+			to = optarg;
+			break;
+		case 'h':
+			migrate_usage(stdout);
+			return 0;
+		default:
+			migrate_usage(stderr);
+			return 2;
+		}
+	}
+	if (from == NULL || to == NULL || optind != argc) {
+		migrate_usage(stderr);
+		return 2;
+	}
+	if (strncmp(to, "postgresql://", 13) != 0 &&
+	    strncmp(to, "postgres://", 11) != 0) {
+		fprintf(stderr, "gpupool: migrate: --to must be a "
+				"postgresql:// URL\n");
+		return 2;
+	}
+	if (sodium_init() < 0)
+		return 1;
+	return migrate(from, to) == 0 ? 0 : 1;
+}

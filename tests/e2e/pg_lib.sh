@@ -1,0 +1,209 @@
+# tests/e2e/pg_lib.sh: a real PostgreSQL 15 (Debian's postgresql-15) for
+# the end-to-end tests, sourced after lib.sh. The server runs as an
+# unprivileged user (`nobody` when the test runs as root, else the test's
+# own user), from a cluster made by initdb in $T/pg, listening on a Unix
+# socket in $T/pg/sock and on 127.0.0.1 at a free port; the test's cleanup
+# stops it (a fast shutdown, then the process group is killed as every
+# other daemon of the test), and its log is $T/pg.log (shown by `fail`).
+# Every wait is bounded by E2E_WAIT_S. Authentication is `trust` for the
+# local socket and 127.0.0.1 only: the cluster is private to the test.
+#
+# The functions (stable: other tests build on them):
+#
+#   pg_require          skips the test (word `postgresql`) unless this
+#                       machine can run the server (pg_start calls it)
+#   pg_start            makes the cluster on first use and starts the
+#                       server; waits until it accepts connections. Sets
+#                       PG_PID, PG_PORT, PG_DIR, PG_SOCK. Makes the role
+#                       `gpupool` (superuser, no password) and the database
+#                       `gpupool` on first use
+#   pg_url [DB]         prints the TCP connection string of database DB
+#                       (default gpupool): postgresql://gpupool@127.0.0.1:PORT/DB
+#   pg_url_socket [DB]  the same through the Unix socket
+#   pg_createdb DB      makes another database (e.g. a second pool's)
+#   pg_psql SQL [DB]    runs SQL with psql as `gpupool` (-X -A -t -q,
+#                       ON_ERROR_STOP); prints the rows; PG_RC is its status
+#   pg_stop             fast shutdown (SIGINT), bounded wait; SIGKILL of its
+#                       process group when it does not end
+#   pg_kill9            SIGKILL of the server and every backend (a crash)
+#   pg_restart          pg_stop then pg_start (same port and cluster)
+#   pg_read_only on|off the cluster refuses (on) or accepts (off) writes:
+#                       default_transaction_read_only, reloaded, existing
+#                       sessions ended so that they take it
+#   pg_running          status 0 when the server accepts connections
+#
+# Knobs: GP_PG_BIN (default /usr/lib/postgresql/15/bin), PG_RUN_AS (the
+# user the server runs as when the test is root; default nobody).
+
+PG_LIB_LOADED=1
+PG_BIN=${GP_PG_BIN:-/usr/lib/postgresql/15/bin}
+PG_RUN_AS=${PG_RUN_AS:-nobody}
+PG_DIR="$T/pg"
+PG_SOCK="$PG_DIR/sock"
+PG_LOG="$T/pg.log"
+PG_PID=
+PG_PORT=
+PG_RC=0
+
+# pg_as CMD...: runs CMD as the server's user (root: PG_RUN_AS through
+# setpriv, with a clean environment; else as we are).
+pg_as() {
+	if [ "$(id -u)" = 0 ]; then
+		local uid gid
+		uid=$(id -u "$PG_RUN_AS") && gid=$(id -g "$PG_RUN_AS") || return 1
+		env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$PG_DIR" \
+		    setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"
+	else
+		"$@"
+	fi
+}
+
+pg_require() {
+	requirement_present postgresql ||
+	    skip postgresql "no PostgreSQL 15 server in $PG_BIN (Debian's postgresql-15) or no setpriv"
+}
+
+# pg_running: the server accepts connections (pg_isready, 2 s bound).
+pg_running() {
+	[ -n "$PG_PORT" ] || return 1
+	"$PG_BIN/pg_isready" -q -t 2 -h "$PG_SOCK" -p "$PG_PORT" -U gpupool \
+	    -d postgres >/dev/null 2>&1
+}
+
+pg_url() {
+	echo "postgresql://gpupool@127.0.0.1:$PG_PORT/${1:-gpupool}"
+}
+
+pg_url_socket() {
+	echo "postgresql:///${1:-gpupool}?host=$PG_SOCK&port=$PG_PORT&user=gpupool"
+}
+
+pg_psql() { # SQL [DB]
+	local out
+	out=$("$PG_BIN/psql" -X -A -t -q -v ON_ERROR_STOP=1 -h "$PG_SOCK" \
+	    -p "$PG_PORT" -U gpupool -d "${2:-gpupool}" -c "$1" 2>>"$PG_LOG")
+	PG_RC=$?
+	[ -n "$out" ] && printf '%s\n' "$out"
+	return $PG_RC
+}
+
+pg_createdb() { # DB
+	pg_psql "CREATE DATABASE \"$1\"" postgres >/dev/null ||
+	    fail "pg_createdb $1 failed (see pg.log)"
+}
+
+# pg_init: the cluster, once (initdb without fsync: a test's scratch).
+pg_init() {
+	[ -s "$PG_DIR/data/PG_VERSION" ] && return 0
+	mkdir -p "$PG_DIR/data" "$PG_SOCK" || fail "pg_init: cannot make $PG_DIR"
+	if [ "$(id -u)" = 0 ]; then
+		chown -R "$PG_RUN_AS:" "$PG_DIR" || fail "pg_init: chown $PG_DIR"
+	fi
+	chmod 700 "$PG_DIR/data"
+	pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -U gpupool --auth=trust \
+	    -E UTF8 --locale=C.UTF-8 --no-sync >>"$PG_LOG" 2>&1 ||
+	    fail "initdb failed (see pg.log)"
+	# Small, private, durable: fsync stays on (the default), so that the
+	# commits the coordinator waits for are real ones.
+	cat >>"$PG_DIR/data/postgresql.conf" <<EOF || fail "pg_init: postgresql.conf"
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$PG_SOCK'
+unix_socket_permissions = 0777
+max_connections = 60
+shared_buffers = 32MB
+dynamic_shared_memory_type = mmap
+logging_collector = off
+log_min_messages = warning
+log_line_prefix = '%m [%p] '
+EOF
+}
+
+# pg_start: see the top. On first start, the role's database.
+pg_start() {
+	pg_require
+	pg_init
+	local try deadline
+	for try in 1 2 3; do
+		[ -n "$PG_PORT" ] || PG_PORT=$(free_port)
+		if [ "$(id -u)" = 0 ]; then
+			spawn "$PG_LOG" env -i PATH=/usr/bin:/bin LANG=C.UTF-8 \
+			    setpriv --reuid="$(id -u "$PG_RUN_AS")" \
+			    --regid="$(id -g "$PG_RUN_AS")" --clear-groups -- \
+			    "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT"
+		else
+			spawn "$PG_LOG" "$PG_BIN/postgres" -D "$PG_DIR/data" \
+			    -p "$PG_PORT"
+		fi
+		PG_PID=$SPAWNED_PID
+		deadline=$((SECONDS + WAIT_S))
+		until pg_running; do
+			alive "$PG_PID" && [ $SECONDS -lt $deadline ] || break
+			sleep 0.1
+		done
+		pg_running && break
+		# The port was taken meanwhile, or the server failed: another
+		# port, at most three tries.
+		kill -KILL -- "-$PG_PID" 2>/dev/null
+		wait_exit "$PG_PID" 10
+		[ $SECONDS -ge $deadline ] && fail "PostgreSQL not ready after ${WAIT_S}s (see pg.log)"
+		grep -q 'could not bind' "$PG_LOG" 2>/dev/null && PG_PORT=
+	done
+	pg_running || fail "PostgreSQL did not start (see pg.log)"
+	if [ -z "$(pg_psql "SELECT 1 FROM pg_database WHERE datname = 'gpupool'" postgres)" ]; then
+		pg_createdb gpupool
+	fi
+}
+
+pg_stop() {
+	[ -n "$PG_PID" ] || return 0
+	kill -INT "$PG_PID" 2>/dev/null
+	if ! wait_exit "$PG_PID" "$WAIT_S"; then
+		kill -KILL -- "-$PG_PID" 2>/dev/null
+		wait_exit "$PG_PID" 10 || fail "PostgreSQL $PG_PID survived SIGKILL"
+	fi
+	PG_PID=
+}
+
+pg_kill9() {
+	[ -n "$PG_PID" ] || return 0
+	kill -KILL -- "-$PG_PID" 2>/dev/null
+	kill -KILL "$PG_PID" 2>/dev/null
+	wait_exit "$PG_PID" 10 || fail "PostgreSQL $PG_PID survived SIGKILL"
+	# Its backends are in its process group; wait until they are gone,
+	# or the next start finds its shared memory still attached.
+	local deadline=$((SECONDS + WAIT_S))
+	while pgrep -g "$PG_PID" >/dev/null 2>&1; do
+		[ $SECONDS -ge $deadline ] && fail "PostgreSQL backends survived SIGKILL"
+		sleep 0.1
+	done
+	PG_PID=
+}
+
+pg_restart() {
+	pg_stop
+	pg_start
+}
+
+pg_read_only() { # on|off
+	local v=off
+	[ "$1" = on ] && v=on
+	pg_psql "ALTER SYSTEM SET default_transaction_read_only = $v" postgres >/dev/null &&
+	    pg_psql "SELECT pg_reload_conf()" postgres >/dev/null &&
+	    pg_psql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	        WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'" postgres >/dev/null ||
+	    fail "pg_read_only $1 failed (see pg.log)"
+}
+
+# The test's cleanup stops the server first (a fast shutdown: its backends
+# end and nothing is left in shared memory), then lib.sh's cleanup runs.
+pg_on_exit() {
+	local rc=$?
+	trap - EXIT
+	if [ -n "$PG_PID" ] && alive "$PG_PID"; then
+		kill -INT "$PG_PID" 2>/dev/null
+		wait_exit "$PG_PID" 15 || kill -KILL -- "-$PG_PID" 2>/dev/null
+	fi
+	(exit "$rc")
+	cleanup
+}
+trap pg_on_exit EXIT

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# test_pg_migrate: `gpupool coordinator migrate --from DATA_DIR --to URL`
+# moves a SQLite pool into PostgreSQL, checked row for row, and the
+# coordinator started on it serves the same pool (issue 19): the same
+# jobs with their states, exit codes and logs, the same tokens, every
+# table's rows, ids going on after the old ones.
+# Then what must be refused: migrating into a database that has rows; a
+# coordinator whose data directory belongs to another pool (pool id); a
+# database whose schema is newer than this coordinator's; and a
+# coordinator that no longer leads (another one opened the store since,
+# raising the epoch): its next write is fenced, it exits 75 and answers
+# nothing.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/pg_lib.sh"
+pg_start
+
+log "a SQLite pool with finished, failed and queued jobs"
+start_coordinator
+start_agent a 1
+wait_node_up a
+mk_token user alice
+ALICE=$TOKEN
+submit --name ok -- sh -c 'echo "hello from the old store"'
+OK_JOB=$JOB
+submit --name bad -- sh -c 'echo "tab	and \\ backslash"; exit 7'
+BAD_JOB=$JOB
+wait_final "$OK_JOB"
+wait_final "$BAD_JOB"
+api "$ADMIN_TOKEN" POST /v1/groups '{"name":"physics","weight":2}'
+log "group physics: HTTP $API_STATUS"
+before_ok=$(job_get "$OK_JOB" 'd["state"], d.get("exit_code")')
+before_bad=$(job_get "$BAD_JOB" 'd["state"], d.get("exit_code")')
+kill -TERM "$COORD_PID"
+wait_exit "$COORD_PID" || fail "the coordinator did not stop"
+kill -TERM "${AGENT_PID[a]}"
+wait_exit "${AGENT_PID[a]}" || fail "the agent did not stop"
+
+log "migrate"
+"$GP" coordinator migrate --from "$COORD_DATA" --to "$(pg_url)" \
+    >"$T/migrate.out" 2>"$T/migrate.err" ||
+    fail "migrate failed: $(cat "$T/migrate.err")"
+cat "$T/migrate.out" >&2
+assert_contains "$(cat "$T/migrate.out")" "checked row for row" "migrate's report"
+jobs_copied=$(awk '$1 == "jobs" {print $2}' "$T/migrate.out")
+sqlite_count() { # TABLE
+	"$PY" -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM " + sys.argv[2]).fetchone()[0])' \
+	    "$COORD_DATA/state.db" "$1"
+}
+assert_eq "$(sqlite_count jobs)" "$jobs_copied" "jobs copied"
+for t in tokens nodes groups members postings entries account_totals; do
+	assert_eq "$(sqlite_count "$t")" "$(pg_psql "SELECT count(*) FROM gp_$t")" "rows of $t in PostgreSQL"
+done
+assert_eq "$(pg_psql 'SELECT count(*) FROM gp_jobs')" "$jobs_copied" "jobs in PostgreSQL"
+assert_eq "$(pg_psql 'SELECT count(*) FROM gp_tokens')" \
+    "$(awk '$1 == "tokens" {print $2}' "$T/migrate.out")" "tokens in PostgreSQL"
+assert_eq "$(tr -d '\n' <"$COORD_DATA/pool_id")" \
+    "$(pg_psql 'SELECT pool_id FROM gp_pool')" "the pool id carried over"
+
+log "a second migrate into the same database is refused"
+"$GP" coordinator migrate --from "$COORD_DATA" --to "$(pg_url)" \
+    >"$T/migrate2.out" 2>"$T/migrate2.err" && fail "a migrate into a database with rows succeeded"
+assert_contains "$(cat "$T/migrate2.err")" "has rows already" "the refusal"
+
+log "the coordinator on PostgreSQL serves the same pool"
+GP_TEST_DB=postgresql start_coordinator
+assert_eq "$before_ok" "$(job_get "$OK_JOB" 'd["state"], d.get("exit_code")')" "job $OK_JOB after the migration"
+assert_eq "$before_bad" "$(job_get "$BAD_JOB" 'd["state"], d.get("exit_code")')" "job $BAD_JOB after the migration"
+job_log "$OK_JOB"
+assert_contains "$LOG" "hello from the old store" "job $OK_JOB's log"
+api_expect 200 "$ALICE" GET /v1/whoami
+start_agent a 1
+wait_node_up a
+submit -- true
+[ "$JOB" -gt "$BAD_JOB" ] || fail "a new job took id $JOB, not after the migrated ones"
+wait_final "$JOB"
+assert_eq 1 "$(pg_psql "SELECT count(*) FROM gp_jobs WHERE id = $JOB")" "the new job's row"
+
+log "a coordinator of another pool is refused"
+OTHER="$T/other"
+mkdir -p "$OTHER"
+printf '0123456789abcdef0123456789abcdef\n' >"$OTHER/pool_id"
+chmod 600 "$OTHER/pool_id"
+timeout 60 "$GP" coordinator --listen "127.0.0.1:$(free_port)" --data "$OTHER" \
+    --db "$(pg_url)" >"$T/other.log" 2>&1
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || fail "a coordinator of another pool started (exit $rc)"
+assert_contains "$(cat "$T/other.log")" "another pool" "the refusal's reason"
+[ -s "$OTHER/admin.token" ] && fail "the refused coordinator made an admin token"
+
+log "a database of a newer schema is refused"
+pg_createdb newer
+pg_psql "CREATE TABLE gp_schema_version(version integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now(), gpupool text NOT NULL);
+    INSERT INTO gp_schema_version VALUES (999, now(), '99.0')" newer >/dev/null
+mkdir -p "$T/newer"
+timeout 60 "$GP" coordinator --listen "127.0.0.1:$(free_port)" --data "$T/newer" \
+    --db "$(pg_url newer)" >"$T/newer.log" 2>&1
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || fail "a coordinator started on a newer schema (exit $rc)"
+assert_contains "$(cat "$T/newer.log")" "newer than this coordinator" "the refusal's reason"
+
+log "fencing: a second coordinator on the same store takes the lead"
+epoch=$(pg_psql "SELECT epoch FROM gp_leader")
+SECOND="$T/second"
+mkdir -p "$SECOND"
+cp "$COORD_DATA/pool_id" "$SECOND/pool_id"
+SECOND_PORT=$(free_port)
+spawn "$T/second.log" "$GP" coordinator --listen "127.0.0.1:$SECOND_PORT" \
+    --data "$SECOND" --db "$(pg_url)" -v
+deadline=$((SECONDS + WAIT_S))
+until [ "$(pg_psql "SELECT epoch FROM gp_leader")" -gt "$epoch" ]; do
+	[ $SECONDS -ge $deadline ] && fail "the second coordinator did not raise the epoch"
+	sleep 0.1
+done
+jobs_before=$(pg_psql "SELECT count(*) FROM gp_jobs")
+api "$ADMIN_TOKEN" POST /v1/jobs '{"command":["true"]}'
+[ "$API_STATUS" = 201 ] && fail "the fenced coordinator answered a submission 201: $API_BODY"
+wait_exit "$COORD_PID" || fail "the fenced coordinator is still running"
+wait "$COORD_PID"
+assert_eq 75 "$?" "the fenced coordinator's exit status"
+assert_contains "$(cat "$COORD_LOG")" "fenced" "the fenced coordinator's log"
+assert_eq "$jobs_before" "$(pg_psql "SELECT count(*) FROM gp_jobs")" "jobs after the fenced write"
