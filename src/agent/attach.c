@@ -50,6 +50,7 @@
 #define NSENTER "/usr/bin/nsenter"
 #define LOCAL_BUF (16 * 1024)
 #define OPEN_WAIT_MS 15000
+#define ENTER_WAIT_MS 20000 /* a job being started (image pulls aside) */
 
 struct attach {
 	struct gp_agent *ag;
@@ -654,9 +655,18 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	}
 	p->kind = open.kind;
 	p->tty = open.tty;
-	if (gp_executor_enter_info(ag->executor, &r->job, &e) != 0) {
-		send_error(p, "%s", "the job's attempt does not run here");
-		goto out;
+	/*
+	 * The coordinator counts a job running from its assignment: its
+	 * init may still be starting here. Wait for it, a while.
+	 */
+	for (ret = 0; gp_executor_enter_info(ag->executor, &r->job, &e) != 0;
+	    ret++) {
+		if (ret >= ENTER_WAIT_MS / 50) {
+			send_error(p, "%s", "the job's attempt does not run "
+					    "here");
+			goto out;
+		}
+		usleep(50 * 1000);
 	}
 	have_enter = 1;
 	if (open.kind == GP_STREAM_TCP) {

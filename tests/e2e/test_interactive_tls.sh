@@ -1,0 +1,69 @@
+# Interactive streams over TLS on both legs: with a coordinator that
+# serves only HTTPS, `gpupool exec` (the client's leg) and the agent's
+# dialled leg are both TLS (libmicrohttpd carries TLS for the upgraded
+# connections); stdin, output and the exit code pass, a 4 MiB transfer
+# through `connect` comes back whole, and a client that does not trust
+# the coordinator's CA gets no stream.
+. "$(dirname "$0")/lib.sh"
+require netns openssl
+
+pki="$T/pki"
+mkdir -p "$pki"
+(
+	cd "$pki" &&
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=gpupool e2e CA' \
+	    -keyout ca.key -out ca.crt &&
+	openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' -keyout server.key -out server.csr &&
+	printf 'subjectAltName=IP:127.0.0.1\n' >san.ext &&
+	openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+	    -days 2 -extfile san.ext -out server.crt &&
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=unrelated CA' \
+	    -keyout other.key -out other.crt
+) >"$T/openssl.out" 2>&1 || { cat "$T/openssl.out"; fail "openssl could not make the test PKI"; }
+CA_CERT=$pki/ca.crt
+COORD_SCHEME=https
+COORD_TLS_ARGS=(--tls-cert "$pki/server.crt" --tls-key "$pki/server.key")
+CURL_TLS=(--cacert "$CA_CERT")
+export GPUPOOL_CA=$CA_CERT
+
+start_coordinator
+start_agent alpha 1
+wait_node_up alpha
+mk_token user alice
+export GPUPOOL_TOKEN=$TOKEN
+
+submit --gpus 1 -- python3 -c '
+import socket, os
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 9000)); s.listen(4)
+open("ready", "w").close()
+while True:
+    c, _ = s.accept()
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+    c.close()'
+j=$JOB
+wait_state "$j" running
+out=$(printf 'over tls\n' | "$GP" exec "$j" -- sh -c 'cat; echo err >&2; exit 4' 2>"$T/e.err")
+assert_eq 4 "$?" "exec's exit code over TLS ($(cat "$T/e.err"))"
+assert_eq "over tls" "$out" "stdin and stdout over TLS"
+assert_eq err "$(cat "$T/e.err")" "stderr over TLS"
+
+dir="$T/agents/alpha/jobs/$j-1"
+deadline=$((SECONDS + WAIT_S))
+until [ -e "$dir/ready" ]; do
+	[ $SECONDS -ge $deadline ] && fail "the job's echo server never started"
+	sleep 0.1
+done
+head -c 4000000 /dev/urandom >"$T/in.bin"
+"$GP" connect "$j" 9000 <"$T/in.bin" >"$T/out.bin" 2>"$T/c.err" ||
+    fail "connect over TLS exited $?: $(cat "$T/c.err")"
+cmp -s "$T/in.bin" "$T/out.bin" || fail "connect over TLS: the echo differs"
+
+# a CA that is not the coordinator's: no stream
+GPUPOOL_CA=$pki/other.crt cli exec "$j" -- true
+[ "$CLI_RC" != 0 ] || fail "a stream over TLS with an untrusted coordinator"
+echo "ok $TEST_NAME"
