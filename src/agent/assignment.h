@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "jobspec.h"
+#include "agent/overlay.h"
 
 /* One attempt of one job: the key of everything the agent tracks. */
 struct gp_attempt_id {
@@ -112,6 +113,13 @@ struct gp_assignment {
 	int master_port;
 	/* Each part's node address (--advertise-addr; "" unknown). */
 	char part_addrs[GP_NODES_MAX][64];
+	/*
+	 * The gang's overlay (gang.overlay; docs/agent.md, "Gangs behind
+	 * NATs"): each part's public key and endpoint, when the coordinator
+	 * sends them (overlay 1). Decoded and checked; not used yet.
+	 */
+	int overlay;
+	struct gp_overlay_peer overlay_peers[GP_NODES_MAX];
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */
