@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "jobspec.h"
-#include "agent/overlay.h"
+#include "wg.h"
 
 /* One attempt of one job: the key of everything the agent tracks. */
 struct gp_attempt_id {

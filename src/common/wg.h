@@ -1,5 +1,5 @@
 /*
- * overlay.h: a gang's WireGuard overlay, for parts whose agents sit behind
+ * wg.h: a gang's WireGuard overlay, for parts whose agents sit behind
  * different NATs (issue 14; docs/agent.md, "Gangs behind NATs").
  *
  * What is here so far: the agent's key pair (X25519 through libsodium,
@@ -8,8 +8,8 @@
  * public keys and endpoints, in the assignment's gang.overlay). Running
  * wireguard-go for a gang is not done yet.
  */
-#ifndef GP_AGENT_OVERLAY_H
-#define GP_AGENT_OVERLAY_H
+#ifndef GP_WG_H
+#define GP_WG_H
 
 #include <stddef.h>
 
@@ -19,7 +19,7 @@
 /* One part's peer in a gang's overlay, as the coordinator sends it. */
 struct gp_overlay_peer {
 	char key[GP_WG_KEY_LEN]; /* its public key ("": no overlay) */
-	char endpoint[64];	 /* host:port its agent listens on */
+	char endpoint[264];	 /* host:port its agent listens on */
 };
 
 /*
@@ -32,7 +32,10 @@ int gp_wg_keypair(char priv[GP_WG_KEY_LEN], char pub[GP_WG_KEY_LEN]);
 int gp_wg_pubkey(const char *priv, char pub[GP_WG_KEY_LEN]);
 /* 1 when s is a base64 WireGuard key (44 characters, 32 bytes). */
 int gp_wg_key_valid(const char *s);
-/* 1 when s is host:port (letters, digits, '.', '-', '_'; port 1..65535). */
+/*
+ * 1 when s is host:port: a host of 1 to 253 letters, digits, '.', '-',
+ * '_' (no IPv6 yet) and a port 1..65535.
+ */
 int gp_overlay_endpoint_valid(const char *s);
 
 #endif

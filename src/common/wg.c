@@ -1,8 +1,8 @@
 /*
- * overlay.c: WireGuard keys and the checks on a gang's overlay peers
- * (overlay.h).
+ * wg.c: WireGuard keys and the checks on a gang's overlay peers
+ * (wg.h).
  */
-#include "agent/overlay.h"
+#include "wg.h"
 
 #include <sodium.h>
 #include <stdlib.h>
@@ -84,7 +84,7 @@ gp_overlay_endpoint_valid(const char *s)
 	long port;
 
 	if (s == NULL || (colon = strrchr(s, ':')) == NULL || colon == s ||
-	    (size_t)(colon - s) >= 64)
+	    (size_t)(colon - s) > 253)
 		return 0;
 	for (i = 0; s + i < colon; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') ||
