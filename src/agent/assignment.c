@@ -381,6 +381,7 @@ decode_part_addrs(json_t *v, struct gp_assignment *a, char *err,
 static int
 decode_overlay(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
 {
+	struct gp_overlay_peer *peers;
 	json_t *e;
 	size_t i;
 
@@ -389,8 +390,12 @@ decode_overlay(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
 	if (!json_is_array(v) || json_array_size(v) != (size_t)a->parts)
 		return bad(err, errlen, "field %s: not one peer per part",
 		    "gang.overlay");
+	if ((peers = calloc((size_t)a->parts, sizeof(*peers))) == NULL)
+		return GP_ENOMEM;
+	/* kept before the checks: gp_assignment_fini frees it either way */
+	a->overlay_peers = peers;
 	json_array_foreach(v, i, e) {
-		struct gp_overlay_peer *p = &a->overlay_peers[i];
+		struct gp_overlay_peer *p = &peers[i];
 		const char *key, *endpoint;
 
 		if (json_is_null(e))
@@ -407,7 +412,6 @@ decode_overlay(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
 		gp_strlcpy(p->key, key, sizeof(p->key));
 		gp_strlcpy(p->endpoint, endpoint, sizeof(p->endpoint));
 	}
-	a->overlay = 1;
 	return 0;
 }
 
@@ -554,6 +558,8 @@ gp_assignment_fini(struct gp_assignment *a)
 		free(a->data[i].path);
 	free(a->data);
 	a->data = NULL;
+	free(a->overlay_peers);
+	a->overlay_peers = NULL;
 	a->ndata = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;

@@ -115,11 +115,11 @@ struct gp_assignment {
 	char part_addrs[GP_NODES_MAX][64];
 	/*
 	 * The gang's overlay (gang.overlay; docs/agent.md, "Gangs behind
-	 * NATs"): each part's public key and endpoint, when the coordinator
-	 * sends them (overlay 1). Decoded and checked; not used yet.
+	 * NATs"): parts entries, each part's public key and endpoint, when
+	 * the coordinator sends them (else NULL; freed by
+	 * gp_assignment_fini). Decoded and checked; not used yet.
 	 */
-	int overlay;
-	struct gp_overlay_peer overlay_peers[GP_NODES_MAX];
+	struct gp_overlay_peer *overlay_peers;
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

@@ -197,7 +197,7 @@ TEST(assignment_overlay)
 	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":4,\"attempt\":1,"
 	    "\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
 	    "\"master_addr\":\"h\",\"master_port\":1}}]}", &a), 0);
-	CHECK_EQ(a.assignments[0].overlay, 0);
+	CHECK(a.assignments[0].overlay_peers == NULL);
 	gp_poll_answer_fini(&a);
 	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":4,\"attempt\":1,"
 	    "\"command\":[\"x\"],\"gang\":{\"part\":1,\"parts\":3,"
@@ -206,7 +206,7 @@ TEST(assignment_overlay)
 	    "null,{\"key\":\"uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc=\",\"endpoint\":\"203.0.113.2:51821\","
 	    "\"later\":1}]}}]}", &a), 0);
 	CHECK_EQ(a.nassignments, 1);
-	CHECK_EQ(a.assignments[0].overlay, 1);
+	CHECK(a.assignments[0].overlay_peers != NULL);
 	CHECK_STR(a.assignments[0].overlay_peers[0].key, "9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=");
 	CHECK_STR(a.assignments[0].overlay_peers[0].endpoint,
 	    "198.51.100.2:51820");
