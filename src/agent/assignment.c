@@ -380,6 +380,47 @@ decode_part_addrs(json_t *v, struct gp_assignment *a, char *err,
 	return 0;
 }
 
+/*
+ * gang.overlay: one peer per part, {"key": base64 public key, "endpoint":
+ * "host:port"}, or null for a part outside the overlay; may be absent.
+ */
+static int
+decode_overlay(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
+{
+	struct gp_overlay_peer *peers;
+	json_t *e;
+	size_t i;
+
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) != (size_t)a->parts)
+		return bad(err, errlen, "field %s: not one peer per part",
+		    "gang.overlay");
+	if ((peers = calloc((size_t)a->parts, sizeof(*peers))) == NULL)
+		return GP_ENOMEM;
+	/* kept before the checks: gp_assignment_fini frees it either way */
+	a->overlay_peers = peers;
+	json_array_foreach(v, i, e) {
+		struct gp_overlay_peer *p = &peers[i];
+		const char *key, *endpoint;
+
+		if (json_is_null(e))
+			continue;
+		key = json_string_value(json_object_get(e, "key"));
+		endpoint = json_string_value(json_object_get(e, "endpoint"));
+		if (!json_is_object(e) || !gp_wg_key_valid(key))
+			return bad(err, errlen, "field %s: not a WireGuard "
+			    "public key", "gang.overlay.key");
+		if (!gp_overlay_endpoint_valid(endpoint) ||
+		    strlen(endpoint) >= sizeof(p->endpoint))
+			return bad(err, errlen, "field %s: not host:port",
+			    "gang.overlay.endpoint");
+		gp_strlcpy(p->key, key, sizeof(p->key));
+		gp_strlcpy(p->endpoint, endpoint, sizeof(p->endpoint));
+	}
+	return 0;
+}
+
 /* The share of one GPU and a gang's part, when the assignment has them. */
 static int
 decode_share_gang(json_t *obj, struct gp_assignment *a, char *err,
@@ -425,7 +466,10 @@ decode_share_gang(json_t *obj, struct gp_assignment *a, char *err,
 	if (!host_valid(a->master_addr))
 		return bad(err, errlen, "field %s: not a host or address",
 		    "master_addr");
-	return decode_part_addrs(json_object_get(g, "addrs"), a, err, errlen);
+	if ((ret = decode_part_addrs(json_object_get(g, "addrs"), a, err,
+	         errlen)) != 0)
+		return ret;
+	return decode_overlay(json_object_get(g, "overlay"), a, err, errlen);
 }
 
 /* The stop list: [{"job_id": 9, "attempt": 2, "reason": "preempted"}]. */
@@ -520,6 +564,8 @@ gp_assignment_fini(struct gp_assignment *a)
 		free(a->data[i].path);
 	free(a->data);
 	a->data = NULL;
+	free(a->overlay_peers);
+	a->overlay_peers = NULL;
 	a->ndata = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;

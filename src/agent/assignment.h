@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "jobspec.h"
+#include "wg.h"
 
 /* One attempt of one job: the key of everything the agent tracks. */
 struct gp_attempt_id {
@@ -118,6 +119,13 @@ struct gp_assignment {
 	int master_port;
 	/* Each part's node address (--advertise-addr; "" unknown). */
 	char part_addrs[GP_NODES_MAX][64];
+	/*
+	 * The gang's overlay (gang.overlay; docs/agent.md, "Gangs behind
+	 * NATs"): parts entries, each part's public key and endpoint, when
+	 * the coordinator sends them (else NULL; freed by
+	 * gp_assignment_fini). Decoded and checked; not used yet.
+	 */
+	struct gp_overlay_peer *overlay_peers;
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

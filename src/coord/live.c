@@ -1140,6 +1140,36 @@ part_addrs(const struct job *job)
 	return a;
 }
 
+/*
+ * The gang's overlay, when every part's node joins one (register's
+ * "overlay"): each part's public key and endpoint, its node's address
+ * (what it said, else what the coordinator saw) and UDP port. NULL when
+ * a node has none: the parts are then linked directly.
+ */
+static json_t *
+part_overlay(const struct job *job)
+{
+	json_t *a = json_array();
+	char endpoint[320];
+	int k;
+
+	for (k = 0; k < job->nparts; k++) {
+		const struct node *n = state_node(job->parts[k].node_id);
+
+		/* (an IPv6 address is not an overlay endpoint yet) */
+		if (n == NULL || n->overlay_key[0] == '\0' ||
+		    n->addr[0] == '\0' || strchr(n->addr, ':') != NULL) {
+			json_decref(a);
+			return NULL;
+		}
+		snprintf(endpoint, sizeof(endpoint), "%s:%d", n->addr,
+		    n->overlay_port);
+		json_array_append_new(a, json_pack("{s:s,s:s}", "key",
+		    n->overlay_key, "endpoint", endpoint));
+	}
+	return a;
+}
+
 void
 live_assignment_json(const struct job *job, int part, json_t *o)
 {
@@ -1161,6 +1191,13 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 	        job->nparts, "gpus_per_node", job->spec.gpus, "master_addr",
 	        n0 != NULL && n0->addr[0] != '\0' ? n0->addr : "127.0.0.1",
 	        "master_port", job->master_port, "addrs", part_addrs(job)));
+	{
+		json_t *overlay = part_overlay(job);
+
+		if (overlay != NULL)
+			json_object_set_new(json_object_get(o, "gang"),
+			    "overlay", overlay);
+	}
 }
 
 static int

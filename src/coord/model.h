@@ -192,6 +192,9 @@ struct node {
 	char owner_name[GP_NAME_MAX + 1];
 	int64_t group_id;		/* the owner token's group: the lab */
 	char addr[256];			/* where other nodes reach it */
+	/* Its gang overlay (register's "overlay"; "" none): docs/agent.md */
+	char overlay_key[48];		/* WireGuard public key, base64 */
+	int overlay_port;		/* the UDP port it listens on */
 	int cpus;
 	int64_t mem_mib;
 	int ngpus;

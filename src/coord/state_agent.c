@@ -18,6 +18,7 @@
 #include "ledger.h"
 #include "log.h"
 #include "sched.h"
+#include "wg.h"
 
 /* Is (job, attempt) in the agent's list? */
 static int
@@ -297,6 +298,35 @@ addr_valid(const char *a)
 	return 1;
 }
 
+/*
+ * register's "overlay": {"key": its WireGuard public key, "port": the UDP
+ * port it listens on}, from an agent that joins gangs through an overlay
+ * (docs/agent.md, "Gangs behind NATs"); may be absent.
+ */
+static int
+overlay_decode(json_t *v, struct node *tmp, char *err, size_t errlen)
+{
+	json_t *port;
+
+	tmp->overlay_key[0] = '\0';
+	tmp->overlay_port = 0;
+	if (v == NULL)
+		return 0;
+	port = json_object_get(v, "port");
+	if (!json_is_object(v) || json_object_size(v) != 2 ||
+	    !gp_wg_key_valid(json_string_value(json_object_get(v, "key"))) ||
+	    !json_is_integer(port) || json_integer_value(port) < 1 ||
+	    json_integer_value(port) > 65535) {
+		snprintf(err, errlen, "overlay: {\"key\": a WireGuard public "
+		    "key, \"port\": 1 to 65535}");
+		return GP_EINVAL;
+	}
+	gp_strlcpy(tmp->overlay_key, json_string_value(json_object_get(v,
+	    "key")), sizeof(tmp->overlay_key));
+	tmp->overlay_port = (int)json_integer_value(port);
+	return 0;
+}
+
 int
 register_decode(json_t *body, struct node *tmp, json_t **running,
     char *err, size_t errlen)
@@ -311,7 +341,7 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		    strcmp(key, "cpus") && strcmp(key, "mem_mib") &&
 		    strcmp(key, "gpus") && strcmp(key, "running") &&
 		    strcmp(key, "version") && strcmp(key, "offer") &&
-		    strcmp(key, "addr")) {
+		    strcmp(key, "addr") && strcmp(key, "overlay")) {
 			snprintf(err, errlen, "unknown field '%.64s'", key);
 			return GP_EINVAL;
 		}
@@ -341,6 +371,9 @@ register_decode(json_t *body, struct node *tmp, json_t **running,
 		}
 		gp_strlcpy(tmp->addr, json_string_value(v), sizeof(tmp->addr));
 	}
+	if (overlay_decode(json_object_get(body, "overlay"), tmp, err,
+	        errlen) != 0)
+		return GP_EINVAL;
 	v = json_object_get(body, "cpus");
 	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 	    json_integer_value(v) > 100000) {
@@ -492,6 +525,9 @@ apply_register(struct op *op)
 	/* Where other nodes reach it: what it says, else what we see. */
 	gp_strlcpy(node->addr, tmp.addr[0] != '\0' ? tmp.addr : op->peer,
 	    sizeof(node->addr));
+	gp_strlcpy(node->overlay_key, tmp.overlay_key,
+	    sizeof(node->overlay_key));
+	node->overlay_port = tmp.overlay_port;
 	/* Parts on GPUs it no longer has are lost. */
 	for (k = 0; k < node->njobs; k++) {
 		struct job *j = state_job(node->jobs[k]);

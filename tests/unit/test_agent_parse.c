@@ -159,6 +159,63 @@ TEST(assignment_share_gang_stops)
 	gp_poll_answer_fini(&a);
 }
 
+TEST(wg_keys)
+{
+	char priv[GP_WG_KEY_LEN], pub[GP_WG_KEY_LEN], again[GP_WG_KEY_LEN];
+
+	/* a pair made by `wg genkey | tee /dev/stderr | wg pubkey` */
+	CHECK_EQ(gp_wg_pubkey("uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc=", pub), 0);
+	CHECK_STR(pub, "9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=");
+	CHECK_EQ(gp_wg_keypair(priv, pub), 0);
+	CHECK(gp_wg_key_valid(priv));
+	CHECK(gp_wg_key_valid(pub));
+	CHECK(strcmp(priv, pub) != 0);
+	CHECK_EQ(gp_wg_pubkey(priv, again), 0);
+	CHECK_STR(again, pub);
+	CHECK(!gp_wg_key_valid(NULL));
+	CHECK(!gp_wg_key_valid(""));
+	CHECK(!gp_wg_key_valid("uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc"));   /* 43 characters */
+	CHECK(!gp_wg_key_valid("uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc==")); /* 45 */
+	CHECK(!gp_wg_key_valid("uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc*"));  /* not base64 */
+	CHECK_EQ(gp_wg_pubkey("nope", pub), GP_EINVAL);
+	CHECK(gp_overlay_endpoint_valid("203.0.113.2:51821"));
+	CHECK(gp_overlay_endpoint_valid("gpu-7.lab:1"));
+	CHECK(!gp_overlay_endpoint_valid("203.0.113.2"));
+	CHECK(!gp_overlay_endpoint_valid("203.0.113.2:0"));
+	CHECK(!gp_overlay_endpoint_valid("203.0.113.2:65536"));
+	CHECK(!gp_overlay_endpoint_valid("203.0.113.2:5x"));
+	CHECK(!gp_overlay_endpoint_valid(":51820"));
+	CHECK(!gp_overlay_endpoint_valid("h;rm:1"));
+	CHECK(!gp_overlay_endpoint_valid("203.0.113.2:"));
+}
+
+TEST(assignment_overlay)
+{
+	struct gp_poll_answer a;
+
+	/* an assignment without gang.overlay: none (as older coordinators) */
+	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":4,\"attempt\":1,"
+	    "\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+	    "\"master_addr\":\"h\",\"master_port\":1}}]}", &a), 0);
+	CHECK(a.assignments[0].overlay_peers == NULL);
+	gp_poll_answer_fini(&a);
+	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":4,\"attempt\":1,"
+	    "\"command\":[\"x\"],\"gang\":{\"part\":1,\"parts\":3,"
+	    "\"master_addr\":\"h\",\"master_port\":1,\"overlay\":["
+	    "{\"key\":\"9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=\",\"endpoint\":\"198.51.100.2:51820\"},"
+	    "null,{\"key\":\"uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc=\",\"endpoint\":\"203.0.113.2:51821\","
+	    "\"later\":1}]}}]}", &a), 0);
+	CHECK_EQ(a.nassignments, 1);
+	CHECK(a.assignments[0].overlay_peers != NULL);
+	CHECK_STR(a.assignments[0].overlay_peers[0].key, "9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=");
+	CHECK_STR(a.assignments[0].overlay_peers[0].endpoint,
+	    "198.51.100.2:51820");
+	CHECK_STR(a.assignments[0].overlay_peers[1].key, "");
+	CHECK_STR(a.assignments[0].overlay_peers[2].endpoint,
+	    "203.0.113.2:51821");
+	gp_poll_answer_fini(&a);
+}
+
 TEST(assignment_bad)
 {
 	static const char *bad[] = {
@@ -205,6 +262,23 @@ TEST(assignment_bad)
 		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
 		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
 		"\"master_addr\":\"h\",\"master_port\":70000}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+		"\"master_addr\":\"h\",\"master_port\":1,"
+		"\"overlay\":[null]}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+		"\"master_addr\":\"h\",\"master_port\":1,"
+		"\"overlay\":[null,{\"key\":\"x\",\"endpoint\":\"h:1\"}]}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+		"\"master_addr\":\"h\",\"master_port\":1,"
+		"\"overlay\":[null,{\"key\":\"9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=\","
+		"\"endpoint\":\"h\"}]}}]}",
+		"{\"assignments\":[{\"job_id\":1,\"attempt\":1,"
+		"\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":2,"
+		"\"master_addr\":\"h\",\"master_port\":1,"
+		"\"overlay\":[7,null]}}]}",
 		"{\"stops\":[{\"job_id\":1,\"attempt\":1}]}",
 		"{\"stops\":[{\"job_id\":1,\"attempt\":1,\"reason\":\"x\"}]}",
 		"{\"stops\":{}}",
@@ -230,6 +304,8 @@ main(void)
 	RUN(discover);
 	RUN(assignment_good);
 	RUN(assignment_share_gang_stops);
+	RUN(wg_keys);
+	RUN(assignment_overlay);
 	RUN(assignment_bad);
 	return unit_report();
 }
