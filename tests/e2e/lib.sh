@@ -124,7 +124,8 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 stray_pids() {
 	E2E_T="$T" E2E_MARKERS="$(printf '%s\n' "${MARKERS[@]+"${MARKERS[@]}"}")" \
 	    E2E_SELF="$$ ${BASHPID:-}" \
-	    E2E_ROOTS="${STARTED_PIDS[*]+"${STARTED_PIDS[*]}"}" "$PY" - <<'EOF'
+	    E2E_ROOTS="$(for r in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
+		printf '%s:%s ' "$r" "${PID_START[$r]:-}"; done)" "$PY" - <<'EOF'
 import os
 t = os.environ["E2E_T"]
 marks = [m for m in os.environ["E2E_MARKERS"].split("\n") if m]
@@ -137,7 +138,19 @@ for p in os.listdir("/proc"):
                 parent[p] = f.read().rsplit(b")", 1)[1].split()[1].decode()
         except (OSError, IndexError):
             pass
-roots = set(os.environ["E2E_ROOTS"].split())
+# A root counts only while its pid is still the process this test started
+# (same start time): once it is gone, its number may be another test's.
+def start_of(p):
+    try:
+        with open("/proc/%s/stat" % p, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+roots = set()
+for r in os.environ["E2E_ROOTS"].split():
+    pid, _, start = r.partition(":")
+    if start and start_of(pid) == start:
+        roots.add(pid)
 def descends(p):
     seen = set()
     while p in parent and p not in seen and p not in ("0", "1"):
