@@ -123,7 +123,7 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 # from a process we started.
 stray_pids() {
 	E2E_T="$T" E2E_MARKERS="$(printf '%s\n' "${MARKERS[@]+"${MARKERS[@]}"}")" \
-	    E2E_SELF="$$ ${BASHPID:-}" \
+	    E2E_SELF="$$ ${BASHPID:-}" E2E_SHELL="$$" \
 	    E2E_ROOTS="$(for r in "${STARTED_PIDS[@]+"${STARTED_PIDS[@]}"}"; do
 		printf '%s:%s ' "$r" "${PID_START[$r]:-}"; done)" "$PY" - <<'EOF'
 import os
@@ -151,6 +151,8 @@ for r in os.environ["E2E_ROOTS"].split():
     pid, _, start = r.partition(":")
     if start and start_of(pid) == start:
         roots.add(pid)
+    elif not start and parent.get(pid) == os.environ["E2E_SHELL"]:
+        roots.add(pid)  # a child of the test's shell, started with &
 def descends(p):
     seen = set()
     while p in parent and p not in seen and p not in ("0", "1"):
