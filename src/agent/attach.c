@@ -363,6 +363,33 @@ enter_container(struct gp_exec_enter *e)
 	return 0;
 }
 
+/*
+ * A pseudo-terminal of the container's own devpts (its /dev/ptmx through
+ * the init's root): a host one would have no name inside (tty(1): "not a
+ * tty"). The peer is opened from the master (TIOCGPTPEER), never by a
+ * path the container controls. 0, or -1 with errno.
+ */
+static int
+container_pty(pid_t init, int *master, int *slave, const struct winsize *ws)
+{
+	char path[64];
+	int m, s;
+
+	snprintf(path, sizeof(path), "/proc/%d/root/dev/ptmx", (int)init);
+	if ((m = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+		return -1;
+	if (unlockpt(m) != 0 || (s = ioctl(m, TIOCGPTPEER, O_RDWR |
+	    O_NOCTTY)) < 0) {
+		close(m);
+		return -1;
+	}
+	if (ws != NULL)
+		ioctl(s, TIOCSWINSZ, ws);
+	*master = m;
+	*slave = s;
+	return 0;
+}
+
 /* envp: the job's environment, TERM set (or replaced) when term is. */
 static char **
 make_env(char **env, const char *term)
@@ -443,7 +470,14 @@ start_process(struct pump *p, const struct gp_exec_enter *e,
 	}
 	if (e->cgroup_procs[0] != '\0')
 		cg = open(e->cgroup_procs, O_WRONLY | O_CLOEXEC);
-	if (what->tty) {
+	if (what->tty && e->container) {
+		if (container_pty(e->pid, &master, &slave,
+		    ws.ws_row > 0 ? &ws : NULL) != 0) {
+			snprintf(err, errlen, "the container's pty: %s",
+			    strerror(errno));
+			goto fail;
+		}
+	} else if (what->tty) {
 		if (openpty(&master, &slave, NULL, NULL,
 		    ws.ws_row > 0 ? &ws : NULL) != 0) {
 			snprintf(err, errlen, "openpty: %s", strerror(errno));
