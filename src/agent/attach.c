@@ -216,9 +216,9 @@ out:
 
 /* ---- a container job: its init, its user, its cgroup ---- */
 
-/* 1 when a and b (paths of /proc/PID/ns/NAME) are the same namespace. */
+/* 1 when paths a and b name the same file (a namespace, an executable). */
 static int
-same_ns(const char *a, const char *b)
+same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
 
@@ -229,7 +229,9 @@ same_ns(const char *a, const char *b)
 /*
  * The container's init: the child of the runtime's process rt in a pid
  * namespace other than rt's (a runtime's helper shares rt's). 0 with
- * *init, or GP_ENOENT while the runtime has not started it yet.
+ * *init, or GP_ENOENT while the runtime has not started it yet (or it is
+ * still the runtime's own code, setting the container up: its exec has
+ * not come).
  */
 static int
 container_init(pid_t rt, pid_t *init)
@@ -256,7 +258,7 @@ container_init(pid_t rt, pid_t *init)
 		    1 && ppid == (long)rt) {
 			snprintf(path, sizeof(path), "/proc/%s/ns/pid",
 			    d->d_name);
-			if (!same_ns(path, own)) {
+			if (!same_file(path, own)) {
 				*init = (pid_t)atol(d->d_name);
 				ret = 0;
 			}
@@ -344,12 +346,17 @@ container_cgroup(pid_t pid, char *out, size_t outlen)
 static int
 enter_container(struct gp_exec_enter *e)
 {
+	char exe[64], rt_exe[64];
 	pid_t init;
 	unsigned uid, gid;
 	int ret;
 
 	if ((ret = container_init(e->pid, &init)) != 0)
 		return ret;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)init);
+	snprintf(rt_exe, sizeof(rt_exe), "/proc/%d/exe", (int)e->pid);
+	if (same_file(exe, rt_exe))
+		return GP_ENOENT;
 	if (container_id(init, "Uid:", "uid_map", &uid) != 0 ||
 	    container_id(init, "Gid:", "gid_map", &gid) != 0)
 		return GP_ENOENT;
