@@ -16,11 +16,19 @@
  *  - tcp: connects to 127.0.0.1:PORT in the job's network namespace (the
  *    job's loopback, never the provider's).
  *
+ * A container job's recorded pid is its runtime's (crun or runc run, in a
+ * pid and mount namespace of the agent's making): the stream enters the
+ * container's init instead, its child in namespaces of its own
+ * (container_init), as the container's user (read from the init's
+ * credentials through its user namespace's map) in the init's cgroup,
+ * with the container's root and working directory.
+ *
  * It pumps frames both ways with bounded buffers (a slow side stops the
  * other) and ends with the exit code (EXIT), or ERROR. The coordinator's
  * leg closing kills what the stream started.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -35,6 +43,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -205,6 +214,189 @@ out:
 	return fd;
 }
 
+/* ---- a container job: its init, its user, its cgroup ---- */
+
+/* 1 when paths a and b name the same file (a namespace, an executable). */
+static int
+same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	    sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/*
+ * The container's init: the child of the runtime's process rt in a pid
+ * namespace other than rt's (a runtime's helper shares rt's). 0 with
+ * *init, or GP_ENOENT while the runtime has not started it yet (or it is
+ * still the runtime's own code, setting the container up: its exec has
+ * not come).
+ */
+static int
+container_init(pid_t rt, pid_t *init)
+{
+	char path[300], own[64], *text = NULL, *paren;
+	struct dirent *d;
+	DIR *dir;
+	size_t len;
+	long ppid;
+	int ret = GP_ENOENT;
+
+	if ((dir = opendir("/proc")) == NULL)
+		return GP_EIO;
+	snprintf(own, sizeof(own), "/proc/%d/ns/pid", (int)rt);
+	while (ret != 0 && (d = readdir(dir)) != NULL) {
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
+		if (gp_read_file(path, 4096, &text, &len) != 0)
+			continue;
+		/* pid (comm) state ppid: comm may hold anything but ')'. */
+		paren = strrchr(text, ')');
+		if (paren != NULL && sscanf(paren + 1, " %*c %ld", &ppid) ==
+		    1 && ppid == (long)rt) {
+			snprintf(path, sizeof(path), "/proc/%s/ns/pid",
+			    d->d_name);
+			if (!same_file(path, own)) {
+				*init = (pid_t)atol(d->d_name);
+				ret = 0;
+			}
+		}
+		free(text);
+		text = NULL;
+	}
+	closedir(dir);
+	return ret;
+}
+
+/*
+ * Maps the host id of KEY ("Uid:" or "Gid:", the effective one) of pid
+ * through its user namespace's map (MAP: "uid_map" or "gid_map") into
+ * the id the container knows. 0, or GP_ENOENT.
+ */
+static int
+container_id(pid_t pid, const char *key, const char *map, unsigned *out)
+{
+	char path[64], *text = NULL, *line;
+	unsigned long real, eff, inside, outside, count;
+	size_t len;
+	int ret = GP_ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (gp_read_file(path, 65536, &text, &len) != 0)
+		return GP_ENOENT;
+	line = strstr(text, key);
+	if (line == NULL || sscanf(line + strlen(key), "%lu %lu", &real,
+	    &eff) != 2) {
+		free(text);
+		return GP_ENOENT;
+	}
+	free(text);
+	text = NULL;
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, map);
+	if (gp_read_file(path, 65536, &text, &len) != 0)
+		return GP_ENOENT;
+	for (line = text; line != NULL && *line != '\0';) {
+		if (sscanf(line, "%lu %lu %lu", &inside, &outside, &count) ==
+		    3 && eff >= outside && eff - outside < count) {
+			*out = (unsigned)(inside + (eff - outside));
+			ret = 0;
+			break;
+		}
+		if ((line = strchr(line, '\n')) != NULL)
+			line++;
+	}
+	free(text);
+	return ret;
+}
+
+/* The cgroup.procs of pid's cgroup (v2: its "0::" line), or GP_ENOENT. */
+static int
+container_cgroup(pid_t pid, char *out, size_t outlen)
+{
+	char path[64], *text = NULL, *line, *end;
+	size_t len;
+	int ret = GP_ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if (gp_read_file(path, 65536, &text, &len) != 0)
+		return GP_ENOENT;
+	for (line = text; line != NULL && *line != '\0';) {
+		if (strncmp(line, "0::/", 4) == 0) {
+			if ((end = strchr(line, '\n')) != NULL)
+				*end = '\0';
+			if ((size_t)snprintf(out, outlen,
+			    "/sys/fs/cgroup%s/cgroup.procs", line + 3) < outlen)
+				ret = 0;
+			break;
+		}
+		if ((line = strchr(line, '\n')) != NULL)
+			line++;
+	}
+	free(text);
+	return ret;
+}
+
+/*
+ * Turns e (a container job's: its runtime's pid) into its container's:
+ * the init's pid, user and cgroup. 0, or GP_ENOENT while the container
+ * is not started yet.
+ */
+static int
+enter_container(struct gp_exec_enter *e)
+{
+	char exe[64], rt_exe[64];
+	pid_t init;
+	unsigned uid, gid;
+	int ret;
+
+	if ((ret = container_init(e->pid, &init)) != 0)
+		return ret;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)init);
+	snprintf(rt_exe, sizeof(rt_exe), "/proc/%d/exe", (int)e->pid);
+	if (same_file(exe, rt_exe))
+		return GP_ENOENT;
+	if (container_id(init, "Uid:", "uid_map", &uid) != 0 ||
+	    container_id(init, "Gid:", "gid_map", &gid) != 0)
+		return GP_ENOENT;
+	e->pid = init;
+	e->uid = (uid_t)uid;
+	e->gid = (gid_t)gid;
+	e->userns = 1;
+	if (container_cgroup(init, e->cgroup_procs,
+	    sizeof(e->cgroup_procs)) != 0)
+		e->cgroup_procs[0] = '\0';
+	return 0;
+}
+
+/*
+ * A pseudo-terminal of the container's own devpts (its /dev/ptmx through
+ * the init's root): a host one would have no name inside (tty(1): "not a
+ * tty"). The peer is opened from the master (TIOCGPTPEER), never by a
+ * path the container controls. 0, or -1 with errno.
+ */
+static int
+container_pty(pid_t init, int *master, int *slave, const struct winsize *ws)
+{
+	char path[64];
+	int m, s;
+
+	snprintf(path, sizeof(path), "/proc/%d/root/dev/ptmx", (int)init);
+	if ((m = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+		return -1;
+	if (unlockpt(m) != 0 || (s = ioctl(m, TIOCGPTPEER, O_RDWR |
+	    O_NOCTTY)) < 0) {
+		close(m);
+		return -1;
+	}
+	if (ws != NULL)
+		ioctl(s, TIOCSWINSZ, ws);
+	*master = m;
+	*slave = s;
+	return 0;
+}
+
 /* envp: the job's environment, TERM set (or replaced) when term is. */
 static char **
 make_env(char **env, const char *term)
@@ -258,6 +450,8 @@ start_process(struct pump *p, const struct gp_exec_enter *e,
 	argv[k++] = "--net";
 	argv[k++] = "--pid";
 	argv[k++] = "--cgroup";
+	if (e->container)
+		argv[k++] = "--root"; /* the image's, as the init's */
 	argv[k++] = "--wd";
 	if (e->uid != (uid_t)-1) {
 		argv[k++] = "--setuid";
@@ -283,7 +477,14 @@ start_process(struct pump *p, const struct gp_exec_enter *e,
 	}
 	if (e->cgroup_procs[0] != '\0')
 		cg = open(e->cgroup_procs, O_WRONLY | O_CLOEXEC);
-	if (what->tty) {
+	if (what->tty && e->container) {
+		if (container_pty(e->pid, &master, &slave,
+		    ws.ws_row > 0 ? &ws : NULL) != 0) {
+			snprintf(err, errlen, "the container's pty: %s",
+			    strerror(errno));
+			goto fail;
+		}
+	} else if (what->tty) {
 		if (openpty(&master, &slave, NULL, NULL,
 		    ws.ws_row > 0 ? &ws : NULL) != 0) {
 			snprintf(err, errlen, "openpty: %s", strerror(errno));
@@ -659,8 +860,12 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	 * The coordinator counts a job running from its assignment: its
 	 * init may still be starting here. Wait for it, a while.
 	 */
-	for (ret = 0; gp_executor_enter_info(ag->executor, &r->job, &e) != 0;
-	    ret++) {
+	for (ret = 0; ; ret++) {
+		if (gp_executor_enter_info(ag->executor, &r->job, &e) == 0) {
+			if (!e.container || enter_container(&e) == 0)
+				break;
+			gp_exec_enter_fini(&e);
+		}
 		if (ret >= ENTER_WAIT_MS / 50) {
 			send_error(p, "%s", "the job's attempt does not run "
 					    "here");

@@ -40,7 +40,9 @@ import urllib.request
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "echo", "cat", "ls", "true", "false", "sleep", "id", "env",
-           "test", "stat", "mkdir", "touch", "pwd", "head"]
+           "test", "stat", "mkdir", "touch", "pwd", "head",
+           # test_interactive_container: exec, a terminal, a listener
+           "hostname", "tty", "nc", "grep"]
 
 
 def sha(data):
