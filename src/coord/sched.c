@@ -70,12 +70,6 @@ gp_sched_model_matches(const char *model, const char *want)
 }
 
 int
-job_is_shared(const struct gp_sched_job *job)
-{
-	return job->shared || (job->gpu_milli > 0 && job->gpu_milli < 1000);
-}
-
-int
 gp_sched_gpu_matches(const struct gp_sched_gpu *gpu,
     const struct gp_sched_job *job)
 {
@@ -1009,21 +1003,6 @@ engine_add_running(struct gp_sched_engine *s,
 
 /* ---- requests ---- */
 
-int64_t
-job_end(int64_t now_ms, const struct gp_sched_job *job)
-{
-	if (job->time_limit_s <= 0 ||
-	    job->time_limit_s > (END_NEVER - now_ms) / 1000)
-		return END_NEVER;
-	return now_ms + job->time_limit_s * 1000;
-}
-
-int
-job_parts(const struct gp_sched_job *job)
-{
-	return job->parts > 1 ? job->parts : 1;
-}
-
 static int
 shape_equal(const struct shape_key *a, const struct shape_key *b)
 {
@@ -1149,35 +1128,4 @@ part_init(struct engine *e, const struct gp_sched_job *job, struct part_req *r)
 	r->cpu = job->cpu_milli > 0 ? job->cpu_milli : 0;
 	r->mem = job->mem_mib > 0 ? job->mem_mib : 0;
 	r->shape = intern_shape(e, r);
-}
-
-int
-time_allowed(const struct eng_node *n, const struct gp_sched_job *job)
-{
-	return n->max_time_s <= 0 ||
-	    (job->time_limit_s > 0 && job->time_limit_s <= n->max_time_s);
-}
-
-/* Cheap checks of n for r: CPU, memory, counts, model, limits. */
-int
-node_may_fit(struct engine *e, const struct eng_node *n,
-    const struct part_req *r)
-{
-	const struct gp_sched_job *job = r->job;
-
-	if (!n->up || n->cpu_free < r->cpu || !time_allowed(n, job))
-		return 0;
-	if (r->mem > 0 && n->mem_total != INT64_MAX && n->mem_free < r->mem)
-		return 0;
-	if (r->gpus == 0)
-		return 1;
-	if (!r->shared ? n->nfree < r->gpus : n->milli_free < r->milli)
-		return 0;
-	if ((r->gpu_mem > 0 || job->min_gpu_mem_mib > 0) &&
-	    (n->max_gpu_mem < r->gpu_mem ||
-	        n->max_gpu_mem < job->min_gpu_mem_mib))
-		return 0;
-	if (n->model >= 0 && !eng_model_matches(e, n->model, job->gpu_model))
-		return 0;
-	return 1;
 }

@@ -326,7 +326,6 @@ struct fair {
 int eng_pick_whole(struct engine *e, const struct eng_node *n,
     const struct part_req *r, struct choice *c);
 uint64_t eng_random(struct engine *e);
-int job_is_shared(const struct gp_sched_job *job);
 int intern_model(struct engine *e, const char *model);
 void class_leave(struct engine *e, struct eng_node *n);
 struct eng_node *class_rep(struct engine *e, struct node_class *c);
@@ -346,13 +345,8 @@ void engine_fini(struct gp_sched_engine *s);
 struct eng_node *node_by_id(struct gp_sched_engine *s, int64_t id);
 int engine_add_running(struct gp_sched_engine *s,
     const struct gp_sched_running *running, size_t nrunning);
-int64_t job_end(int64_t now_ms, const struct gp_sched_job *job);
-int job_parts(const struct gp_sched_job *job);
 void part_init(struct engine *e, const struct gp_sched_job *job,
     struct part_req *r);
-int time_allowed(const struct eng_node *n, const struct gp_sched_job *job);
-int node_may_fit(struct engine *e, const struct eng_node *n,
-    const struct part_req *r);
 
 /* sched_place.c */
 int result_preempt(struct gp_sched_engine *s, int64_t job_id, int64_t for_job,
@@ -403,7 +397,10 @@ double eng_node_frag(struct engine *e, const struct eng_node *n,
 int eng_mix_build(struct engine *e, const struct gp_sched_mix *mix);
 void eng_mix_free(struct engine *e);
 
-/* Inline: the placement loops ask these for every GPU they look at. */
+/*
+ * Inline: the placement loops ask these for every GPU and node they look
+ * at, from several files.
+ */
 /* 1 when interned model m matches want; answers kept per want string. */
 static inline int
 eng_model_matches(struct engine *e, int m, const char *want)
@@ -454,6 +451,58 @@ eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
 	if (g->interactive && !job->interactive)
 		return 0;
 	return eng_model_matches(e, g->model, job->gpu_model);
+}
+
+static inline int
+job_is_shared(const struct gp_sched_job *job)
+{
+	return job->shared || (job->gpu_milli > 0 && job->gpu_milli < 1000);
+}
+
+static inline int64_t
+job_end(int64_t now_ms, const struct gp_sched_job *job)
+{
+	if (job->time_limit_s <= 0 ||
+	    job->time_limit_s > (END_NEVER - now_ms) / 1000)
+		return END_NEVER;
+	return now_ms + job->time_limit_s * 1000;
+}
+
+static inline int
+job_parts(const struct gp_sched_job *job)
+{
+	return job->parts > 1 ? job->parts : 1;
+}
+
+static inline int
+time_allowed(const struct eng_node *n, const struct gp_sched_job *job)
+{
+	return n->max_time_s <= 0 ||
+	    (job->time_limit_s > 0 && job->time_limit_s <= n->max_time_s);
+}
+
+/* Cheap checks of n for r: CPU, memory, counts, model, limits. */
+static inline int
+node_may_fit(struct engine *e, const struct eng_node *n,
+    const struct part_req *r)
+{
+	const struct gp_sched_job *job = r->job;
+
+	if (!n->up || n->cpu_free < r->cpu || !time_allowed(n, job))
+		return 0;
+	if (r->mem > 0 && n->mem_total != INT64_MAX && n->mem_free < r->mem)
+		return 0;
+	if (r->gpus == 0)
+		return 1;
+	if (!r->shared ? n->nfree < r->gpus : n->milli_free < r->milli)
+		return 0;
+	if ((r->gpu_mem > 0 || job->min_gpu_mem_mib > 0) &&
+	    (n->max_gpu_mem < r->gpu_mem ||
+	        n->max_gpu_mem < job->min_gpu_mem_mib))
+		return 0;
+	if (n->model >= 0 && !eng_model_matches(e, n->model, job->gpu_model))
+		return 0;
+	return 1;
 }
 
 #endif
