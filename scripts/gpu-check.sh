@@ -74,10 +74,13 @@ mkdir -p "$HOME" "$XDG_DATA_HOME"
 AGENT2=
 cleanup() {
 	[ -n "$AGENT2" ] && kill "$AGENT2" 2>/dev/null && wait "$AGENT2" 2>/dev/null
-	timeout 30 "$GP" down >/dev/null 2>&1
+	timeout 30 "$GP" down --data "$T/pool" >/dev/null 2>&1
 	[ "$keep" = 1 ] && echo "kept $T" || rm -rf "$T"
 }
 trap cleanup EXIT
+# Stopped by a signal (a timeout, Ctrl-C): the pool goes down too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # Jobs run as nobody when the pool runs as root: they must reach cudaprog.
 cp "$PROG" "$T/cudaprog" && chmod 755 "$T/cudaprog"
 PROG="$T/cudaprog"
