@@ -85,7 +85,9 @@ fi
 log "a restarted stands by and names b"
 start_coord a
 deadline=$((SECONDS + WAIT_S))
-until COORD_PORT=${PORT[a]} && api - GET /v1/whoami && [ "$API_STATUS" = 503 ]; do
+# (a standby that has not read gp_leader yet answers 503 naming no leader)
+until COORD_PORT=${PORT[a]} && api - GET /v1/whoami && [ "$API_STATUS" = 503 ] &&
+    [ "$(printf '%s' "$API_BODY" | json 'd.get("leader") or ""')" != "" ]; do
 	alive "${PID[a]}" || fail "a exited as a standby"
 	[ $SECONDS -ge $deadline ] && fail "a does not stand by (HTTP $API_STATUS)"
 	sleep 0.1

@@ -59,7 +59,13 @@ expect_standby() {
 	local want
 	want=$(url_of "$2")
 	at "$1"
-	api - GET /v1/whoami
+	# (until a new standby has read gp_leader once, it names no leader)
+	local deadline=$((SECONDS + WAIT_S))
+	while api - GET /v1/whoami && [ "$API_STATUS" = 503 ] &&
+	    [ "$(printf '%s' "$API_BODY" | json 'd.get("leader") or ""')" = "" ] &&
+	    [ $SECONDS -lt $deadline ]; do
+		sleep 0.1
+	done
 	assert_eq 503 "$API_STATUS" "$1 (a standby) answering /v1/whoami"
 	assert_error_body "$1's not-the-leader answer"
 	assert_eq "$want" "$(printf '%s' "$API_BODY" | json 'd["leader"]')" \
