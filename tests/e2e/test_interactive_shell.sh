@@ -67,7 +67,10 @@ tm send-keys -t shell 'echo Z-1; sleep 300' Enter
 wait_pane '^Z-1' "before Ctrl-Z"
 tm send-keys -t shell C-z
 wait_pane 'Stopped' "Ctrl-Z stopped the job's sleep"
-tm send-keys -t shell 'kill -9 %1' Enter
+# (wait reaps it: bash refuses the first exit while it still lists a
+# stopped job, and on a loaded machine the kill may not be seen yet)
+tm send-keys -t shell 'kill -9 %1; wait; echo KILLED-1' Enter
+wait_pane '^KILLED-1' "the stopped sleep killed and reaped"
 
 # the shell's exit code is the CLI's; leaving ends the job
 tm send-keys -t shell 'exit 3' Enter
