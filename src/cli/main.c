@@ -116,55 +116,65 @@ static const struct gp_cli_option token_revoke_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
-static const struct gp_cli_option submit_options[] = {
-    {"gpus", 'g', "N",
-        "GPUs the job needs, per node (default 1; 0 for none)"},
-    {"gpu-share", 0, "F",
-        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
-    {"gpu-mem", 0, "MIB",
-        "a fraction of one GPU: this much of its memory "
-        "(\"8G\", \"4096\")"},
-    {"min-gpu-mem", 0, "MIB",
-        "each GPU has at least this much memory (\"40G\")"},
-    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
-    {"network", 0, "MODE", "none, internet or lan: at most this network, "
-        "and only on nodes that allow it"},
-    {"compute-capability", 0, "X.Y",
+/*
+ * The job request's options, shared by submit and shell (a gang, its
+ * GPUs, fractions, constraints; then its size, time, data and image).
+ */
+#define JOB_REQUEST_OPTIONS_GPUS \
+    {"gpus", 'g', "N", \
+        "GPUs the job needs, per node (default 1; 0 for none)"}, \
+    {"gpu-share", 0, "F", \
+        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"}, \
+    {"gpu-mem", 0, "MIB", \
+        "a fraction of one GPU: this much of its memory " \
+        "(\"8G\", \"4096\")"}, \
+    {"min-gpu-mem", 0, "MIB", \
+        "each GPU has at least this much memory (\"40G\")"}, \
+    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"}, \
+    {"network", 0, "MODE", "none, internet or lan: at most this network, " \
+        "and only on nodes that allow it"}, \
+    {"compute-capability", 0, "X.Y", \
         "each GPU's compute capability is at least X.Y (\"8.0\")"},
+
+#define JOB_REQUEST_OPTIONS_REST \
+    {"nodes", 'N', "N", \
+        "a gang of N parts on N nodes, started together (default 1)"}, \
+    {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"}, \
+    {"cpus", 'c', "N", "CPUs the job needs (default 1)"}, \
+    {"mem", 'm', "MIB", \
+        "memory limit (\"8G\"; default: its share of what the node lends)"}, \
+    {"disk", 0, "MIB", \
+        "the most its work directory may hold (\"20G\"; the node's " \
+        "scratch-max caps it)"}, \
+    {"time", 't', "DURATION", \
+        "time limit (\"90m\", \"2:00:00\", " \
+        "\"1-12:00:00\"; default none)"}, \
+    {"name", 'n', "NAME", "job name (default: the command's basename)"}, \
+    {"checkpoint-every", 0, "DURATION", \
+    "upload the job's checkpoint at most this often (default 5m)"}, \
+    {"checkpoint-signal", 0, "SIG", \
+    "signal meaning \"save now and exit\" (default USR1)"}, \
+    {"env", 'e', "K=V", "set an environment variable (repeatable)"}, \
+    {"group", 0, "GROUP", \
+        "run for GROUP, one of yours (default: your first group)"}, \
+    {"max-price", 0, "CREDITS", \
+        "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"}, \
+    {"data", 0, "[OWNER/]NAME[@V]:/PATH", \
+    "mount a data set read-only at PATH (repeatable; the version " \
+    "current at submit unless @V)"}, \
+    {"image", 'i', "REF", \
+    "run in this container image of the pool's store (NAME[:TAG] or " \
+    "NAME@sha256:...); COMMAND then replaces the image's Cmd"},
+
+static const struct gp_cli_option submit_options[] = {
+    JOB_REQUEST_OPTIONS_GPUS
     {"interactive", 0, NULL,
         "an interactive job: the pool's interactive time limits, ahead of "
         "batch work in its share, on GPUs kept for interactive work"},
     {"expose", 0, "PORT",
         "declare a port of the job's own loopback; the dashboard opens it "
         "through the coordinator's proxy (repeatable, at most 8)"},
-    {"nodes", 'N', "N",
-        "a gang of N parts on N nodes, started together (default 1)"},
-    {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
-    {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
-    {"mem", 'm', "MIB",
-        "memory limit (\"8G\"; default: its share of what the node lends)"},
-    {"disk", 0, "MIB",
-        "the most its work directory may hold (\"20G\"; the node's "
-        "scratch-max caps it)"},
-    {"time", 't', "DURATION",
-        "time limit (\"90m\", \"2:00:00\", "
-        "\"1-12:00:00\"; default none)"},
-    {"name", 'n', "NAME", "job name (default: the command's basename)"},
-    {"checkpoint-every", 0, "DURATION",
-	"upload the job's checkpoint at most this often (default 5m)"},
-    {"checkpoint-signal", 0, "SIG",
-	"signal meaning \"save now and exit\" (default USR1)"},
-    {"env", 'e', "K=V", "set an environment variable (repeatable)"},
-    {"group", 0, "GROUP",
-        "run for GROUP, one of yours (default: your first group)"},
-    {"max-price", 0, "CREDITS",
-        "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"},
-    {"data", 0, "[OWNER/]NAME[@V]:/PATH",
-	"mount a data set read-only at PATH (repeatable; the version "
-	"current at submit unless @V)"},
-    {"image", 'i', "REF",
-	"run in this container image of the pool's store (NAME[:TAG] or "
-	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
+    JOB_REQUEST_OPTIONS_REST
     {"wait", 'w', NULL,
 	"print the id, wait for the job to finish, exit with its exit code"},
     {"key", 0, "KEY",
@@ -208,48 +218,8 @@ static const struct gp_cli_option jupyter_options[] = {
 };
 
 static const struct gp_cli_option shell_options[] = {
-    {"gpus", 'g', "N",
-        "GPUs the job needs, per node (default 1; 0 for none)"},
-    {"gpu-share", 0, "F",
-        "a fraction of one GPU: this share of it (0 < F < 1, \"0.5\")"},
-    {"gpu-mem", 0, "MIB",
-        "a fraction of one GPU: this much of its memory "
-        "(\"8G\", \"4096\")"},
-    {"min-gpu-mem", 0, "MIB",
-        "each GPU has at least this much memory (\"40G\")"},
-    {"gpu-model", 0, "TEXT", "the GPU model contains TEXT (\"A100\")"},
-    {"network", 0, "MODE", "none, internet or lan: at most this network, "
-        "and only on nodes that allow it"},
-    {"compute-capability", 0, "X.Y",
-        "each GPU's compute capability is at least X.Y (\"8.0\")"},
-    {"nodes", 'N', "N",
-        "a gang of N parts on N nodes, started together (default 1)"},
-    {"gpus-per-node", 0, "G", "the same as --gpus, for gangs"},
-    {"cpus", 'c', "N", "CPUs the job needs (default 1)"},
-    {"mem", 'm', "MIB",
-        "memory limit (\"8G\"; default: its share of what the node lends)"},
-    {"disk", 0, "MIB",
-        "the most its work directory may hold (\"20G\"; the node's "
-        "scratch-max caps it)"},
-    {"time", 't', "DURATION",
-        "time limit (\"90m\", \"2:00:00\", "
-        "\"1-12:00:00\"; default none)"},
-    {"name", 'n', "NAME", "job name (default: the command's basename)"},
-    {"checkpoint-every", 0, "DURATION",
-	"upload the job's checkpoint at most this often (default 5m)"},
-    {"checkpoint-signal", 0, "SIG",
-	"signal meaning \"save now and exit\" (default USR1)"},
-    {"env", 'e', "K=V", "set an environment variable (repeatable)"},
-    {"group", 0, "GROUP",
-        "run for GROUP, one of yours (default: your first group)"},
-    {"max-price", 0, "CREDITS",
-        "only GPUs priced at most CREDITS per GPU-hour (\"2.5\")"},
-    {"data", 0, "[OWNER/]NAME[@V]:/PATH",
-	"mount a data set read-only at PATH (repeatable; the version "
-	"current at submit unless @V)"},
-    {"image", 'i', "REF",
-	"run in this container image of the pool's store (NAME[:TAG] or "
-	"NAME@sha256:...); COMMAND then replaces the image's Cmd"},
+    JOB_REQUEST_OPTIONS_GPUS
+    JOB_REQUEST_OPTIONS_REST
     {"idle", 0, "DURATION",
 	"end the session's job after this long without input (default "
 	"1h; the pool may cap it); with JOB: no idle end unless given"},
