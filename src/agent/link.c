@@ -16,6 +16,7 @@
 #include "agent/agentd.h"
 #include "agent/executor.h"
 #include "agent/netns.h"
+#include "agent/overlay.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -231,6 +232,17 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 		if (body != NULL && ag->advertise_addr[0] != '\0')
 			json_object_set_new(body, "addr",
 			    json_string(ag->advertise_addr));
+		/* The gang overlay's key and port (overlay.h). */
+		if (body != NULL && ag->overlay != NULL) {
+			json_t *ov = json_pack("{ss si}", "key",
+			    gp_overlay_public_key(ag->overlay), "port",
+			    gp_overlay_port(ag->overlay));
+
+			if (ov != NULL && gp_overlay_mode(ag->overlay) ==
+			    GP_OVERLAY_ALWAYS)
+				json_object_set_new(ov, "always", json_true());
+			json_object_set_new(body, "overlay", ov);
+		}
 		ret = post(http, "/v1/agent/register", body, 0, &resp);
 
 		if (ret != 0 && resp.refused)

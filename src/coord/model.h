@@ -195,6 +195,12 @@ struct node {
 	/* Its gang overlay (register's "overlay"; "" none): docs/agent.md */
 	char overlay_key[48];		/* WireGuard public key, base64 */
 	int overlay_port;		/* the UDP port it listens on */
+	/*
+	 * 1 when its gangs need the overlay: it gave no --advertise-addr
+	 * (nothing says other nodes route to it) or its agent asked for the
+	 * overlay always (register's overlay.always).
+	 */
+	int overlay_needed;
 	int cpus;
 	int64_t mem_mib;
 	int ngpus;
