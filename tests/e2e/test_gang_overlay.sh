@@ -18,6 +18,9 @@
 #     start sweeps what was left.
 # GPOV_OVERLAY=off runs the agents with --gang-overlay off: the test must
 # then fail (no rendezvous), which shows that it needs the overlay.
+# GPOV_BREAK=rules opens both machines' forward hooks (the overlay's
+# table and the agent's own) before the intruder tries: the test must then
+# fail (the intruder gets in), which shows that the rules are what stops it.
 # Needs root, network namespaces, wireguard-go and torch (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -166,6 +169,15 @@ for a in sys.argv[1:3]:
     except Exception as e:
         print("intruder %s=%s" % (a, type(e).__name__), flush=True)
 '
+if [ "${GPOV_BREAK:-}" = rules ]; then
+	for ns in "$GPOV_HA" "$GPOV_HB"; do
+		for t in $(nsenter --net="/run/netns/$ns" nft list tables |
+		    awk '/gpupool_/ {print $3}'); do
+			nsenter --net="/run/netns/$ns" nft insert rule inet "$t" \
+			    forward accept
+		done
+	done
+fi
 submit --nodes 2 --gpus-per-node 1 --time 2m -- "$PY" -c "$intruder" \
     "$maddr" "$p1addr" "$((mport + 1))"
 ijob=$JOB
