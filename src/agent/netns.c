@@ -1271,13 +1271,33 @@ gang_link(struct gp_net *n, const struct gp_net_gang *g,
 		return GP_ENOMEM;
 	}
 	if (g->overlay != NULL && n->overlay != NULL) {
+		struct gp_overlay_peer *ov;
 		uint32_t addrs[64];
 
-		for (p = 0; p < g->parts; p++)
+		if ((ov = calloc((size_t)g->parts, sizeof(*ov))) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return GP_ENOMEM;
+		}
+		for (p = 0; p < g->parts; p++) {
+			char host[264], *colon;
+
 			addrs[p] = gang_addr(g->job_id, p);
-		if ((ret = gp_overlay_link(n->overlay, g->job_id, g->part,
-		    g->parts, g->overlay, addrs, r->gang_addr, err, errlen)) !=
-		    0)
+			ov[p] = g->overlay[p];
+			/*
+			 * A part on this machine (its endpoint one of our
+			 * addresses): its own agent routes it, as above.
+			 */
+			gp_strlcpy(host, ov[p].endpoint, sizeof(host));
+			if ((colon = strrchr(host, ':')) != NULL)
+				*colon = '\0';
+			if (inet_pton(AF_INET, host, &via) == 1 &&
+			    is_local(ntohl(via.s_addr)))
+				ov[p].key[0] = '\0';
+		}
+		ret = gp_overlay_link(n->overlay, g->job_id, g->part, g->parts,
+		    ov, addrs, r->gang_addr, err, errlen);
+		free(ov);
+		if (ret != 0)
 			return ret;
 		r->overlay = 1;
 	} else if (g->overlay != NULL)
