@@ -1164,7 +1164,7 @@ check_disk(struct job *j, int64_t now)
 static int
 next_timeout(struct gp_executor *ex)
 {
-	int64_t now = gp_mono_ms(), soonest = -1;
+	int64_t now = gp_mono_ms(), soonest = -1, t;
 	struct job *j;
 
 	for (j = ex->jobs; j != NULL; j = j->next) {
@@ -1183,6 +1183,10 @@ next_timeout(struct gp_executor *ex)
 		if (soonest < 0 || j->deadline - now < soonest)
 			soonest = j->deadline - now;
 	}
+	/* The gang overlay's stalled handshakes (agent/overlay.c). */
+	if ((t = gp_net_tick(ex->cfg->net, now)) >= 0 &&
+	    (soonest < 0 || t < soonest))
+		soonest = t;
 	return soonest > INT_MAX ? INT_MAX : (int)soonest;
 }
 

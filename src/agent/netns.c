@@ -1206,6 +1206,12 @@ gp_net_set_overlay(struct gp_net *n, struct gp_overlay *o)
 	n->overlay = o;
 }
 
+int64_t
+gp_net_tick(struct gp_net *n, int64_t now)
+{
+	return n != NULL ? gp_overlay_tick(n->overlay, now) : -1;
+}
+
 /* ---- one job ---- */
 
 /* 1 when addr (host order) is one of this host's own (it can bind it). */

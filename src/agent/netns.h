@@ -79,6 +79,11 @@ int gp_net_block(const struct gp_net *n);
  */
 void gp_net_set_overlay(struct gp_net *n, struct gp_overlay *o);
 /*
+ * Timed work of the networks (the overlay's, gp_overlay_tick): the ms
+ * until the next, or -1. Executor thread; NULL is fine.
+ */
+int64_t gp_net_tick(struct gp_net *n, int64_t now);
+/*
  * Runs argv (an absolute path or a name on PATH) with stdin_text on its
  * standard input (NULL: none), in network namespace ns_fd (-1: the
  * agent's); its output into out (may be NULL). 0 when it exits 0.

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -44,6 +45,9 @@
 /* wireguard-go's socket, at most (it took 2.5 s at a load of 23 here) */
 #define OV_START_MS 15000
 #define OV_PARTS 64		/* netns.c's gangs: parts <= 64 */
+/* A first handshake not seen after this long is nudged (gp_overlay_tick). */
+#define OV_NUDGE_MS 1500
+#define OV_NUDGES 3
 
 struct ov_link {
 	int64_t job;
@@ -53,6 +57,17 @@ struct ov_link {
 	uint32_t remote[OV_PARTS];
 	char key[OV_PARTS][GP_WG_KEY_LEN];
 	char endpoint[OV_PARTS][264];
+};
+
+/*
+ * A peer the device has, and whether its first handshake is still to be
+ * seen (a nudge may be due: gp_overlay_tick).
+ */
+struct ov_peer {
+	char key[GP_WG_KEY_LEN];
+	char endpoint[264];
+	int64_t added;		/* gp_mono_ms() when configured */
+	int nudges;		/* re-made so far; -1: handshake seen */
 };
 
 struct gp_overlay {
@@ -65,8 +80,8 @@ struct gp_overlay {
 	pid_t pid;			/* 0: not running */
 	struct ov_link **links;
 	int nlinks, cap;
-	/* The peers the device has now (their keys). */
-	char (*peers)[GP_WG_KEY_LEN];
+	/* The peers the device has now. */
+	struct ov_peer *peers;
 	int npeers;
 };
 
@@ -259,6 +274,27 @@ daemon_stop(struct gp_overlay *o)
 }
 
 /*
+ * 1 when wireguard-go answers on its control socket: the file appears
+ * (bind) before it listens, and `wg` that cannot connect takes the device
+ * for a kernel one ("Protocol not supported").
+ */
+static int
+sock_ready(const char *path)
+{
+	struct sockaddr_un sun;
+	int fd, ok;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	gp_strlcpy(sun.sun_path, path, sizeof(sun.sun_path));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	ok = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
  * Starts wireguard-go in the foreground (a child of the agent's executor
  * thread, dying with it: PR_SET_PDEATHSIG), waits for its control socket,
  * gives it the key and port, brings the device up and writes the table.
@@ -276,7 +312,6 @@ daemon_start(struct gp_overlay *o, char *err, size_t errlen)
 	char *argv[] = {o->daemon, "-f", o->dev, NULL};
 	pid_t parent = getpid();
 	int64_t t0 = gp_mono_ms();
-	struct stat st;
 	int fd, i, ret;
 
 	snprintf(sock, sizeof(sock), OV_SOCK_FMT, o->dev);
@@ -312,7 +347,7 @@ daemon_start(struct gp_overlay *o, char *err, size_t errlen)
 	for (i = 0; ; i++) {
 		int status;
 
-		if (stat(sock, &st) == 0 && if_nametoindex(o->dev) > 0)
+		if (sock_ready(sock) && if_nametoindex(o->dev) > 0)
 			break;
 		if (waitpid(o->pid, &status, WNOHANG) == o->pid) {
 			o->pid = 0;
@@ -382,7 +417,7 @@ peer_known(const struct gp_overlay *o, const char *key)
 	int i;
 
 	for (i = 0; i < o->npeers; i++)
-		if (strcmp(o->peers[i], key) == 0)
+		if (strcmp(o->peers[i].key, key) == 0)
 			return i;
 	return -1;
 }
@@ -428,6 +463,33 @@ key_used(const struct gp_overlay *o, const char *key)
 }
 
 /*
+ * The allowed IPs of the peer of key: the remote parts' /32s that the
+ * links held name with it ("a/32,b/32"). Returns the length (0: none).
+ */
+static size_t
+peer_allowed(const struct gp_overlay *o, const char *key, char *out,
+    size_t len)
+{
+	size_t used = 0;
+	int i, m;
+
+	out[0] = '\0';
+	for (i = 0; i < o->nlinks; i++)
+		for (m = 0; m < o->links[i]->n; m++) {
+			char a[20];
+
+			if (strcmp(o->links[i]->key[m], key) != 0)
+				continue;
+			ip_text(o->links[i]->remote[m], a, sizeof(a));
+			if (list_has(out, a) || used + strlen(a) + 5 >= len)
+				continue;
+			used += (size_t)snprintf(out + used, len - used,
+			    "%s%s/32", used ? "," : "", a);
+		}
+	return used;
+}
+
+/*
  * Rewrites the device's peers whose keys link l names: each one's
  * allowed IPs become what every link held now says of it (a peer no
  * link names any more is removed). One `wg set`.
@@ -439,7 +501,7 @@ peers_update(struct gp_overlay *o, const struct ov_link *l, char *err,
 	char *argv[3 + OV_PARTS * 8 + 1];
 	char (*ips)[OV_PARTS * 20];
 	char (*done)[GP_WG_KEY_LEN];
-	int argc = 0, ndone = 0, k, d, i, m, ret = 0;
+	int argc = 0, ndone = 0, k, d, ret = 0;
 	char why[512];
 
 	ips = calloc(OV_PARTS, sizeof(*ips));
@@ -462,20 +524,7 @@ peers_update(struct gp_overlay *o, const struct ov_link *l, char *err,
 		if (d < ndone)
 			continue;
 		gp_strlcpy(done[ndone], key, sizeof(done[0]));
-		/* The union over the links held. */
-		for (i = 0; i < o->nlinks; i++)
-			for (m = 0; m < o->links[i]->n; m++) {
-				char a[20];
-
-				if (strcmp(o->links[i]->key[m], key) != 0)
-					continue;
-				ip_text(o->links[i]->remote[m], a, sizeof(a));
-				if (list_has(ips[ndone], a))
-					continue;
-				used += (size_t)snprintf(ips[ndone] + used,
-				    sizeof(ips[0]) - used, "%s%s/32",
-				    used ? "," : "", a);
-			}
+		used = peer_allowed(o, key, ips[ndone], sizeof(ips[0]));
 		argv[argc++] = "peer";
 		argv[argc++] = done[ndone];
 		if (used == 0)
@@ -510,10 +559,18 @@ peers_update(struct gp_overlay *o, const struct ov_link *l, char *err,
 			if (p == NULL)
 				continue;
 			o->peers = p;
-			gp_strlcpy(o->peers[o->npeers++], done[d],
-			    sizeof(o->peers[0]));
+			at = o->npeers++;
+			memset(&o->peers[at], 0, sizeof(o->peers[at]));
+			gp_strlcpy(o->peers[at].key, done[d],
+			    sizeof(o->peers[at].key));
+			for (k = 0; k < l->n; k++)
+				if (strcmp(l->key[k], done[d]) == 0)
+					gp_strlcpy(o->peers[at].endpoint,
+					    l->endpoint[k],
+					    sizeof(o->peers[at].endpoint));
+			o->peers[at].added = gp_mono_ms();
 		} else if (!used && at >= 0) {
-			memmove(o->peers[at], o->peers[at + 1],
+			memmove(&o->peers[at], &o->peers[at + 1],
 			    (size_t)(o->npeers - at - 1) * sizeof(*o->peers));
 			o->npeers--;
 		}
@@ -676,6 +733,91 @@ gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part)
 	}
 	if (o->nlinks == 0 && o->pid > 0)
 		daemon_stop(o);
+}
+
+/*
+ * Each peer's latest handshake (`wg show DEV latest-handshakes`: "KEY\tT"
+ * lines, T 0 for none) into the peers' nudges: -1 once seen.
+ */
+static void
+handshakes_read(struct gp_overlay *o)
+{
+	char *argv[] = {"wg", "show", o->dev, "latest-handshakes", NULL};
+	char out[8192], *line, *save = NULL;
+	int i;
+
+	if (gp_net_run(argv, NULL, -1, out, sizeof(out)) != 0)
+		return;
+	for (line = strtok_r(out, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		char key[GP_WG_KEY_LEN];
+		long long t;
+
+		if (sscanf(line, "%44s %lld", key, &t) != 2 || t <= 0)
+			continue;
+		if ((i = peer_known(o, key)) >= 0)
+			o->peers[i].nudges = -1;
+	}
+}
+
+/*
+ * The first handshake can stall for WireGuard's 5 s: when both agents
+ * configure each other within a round trip, both initiations cross, each
+ * side answers the other's and waits, as the responder, for data the
+ * other (a responder too) never sends until its retry 5 s later. So the
+ * agent of the larger public key (one side only: two nudging sides could
+ * cross again) re-makes a peer whose first handshake it has not seen
+ * OV_NUDGE_MS after configuring it (a new peer sends a new initiation at
+ * once), up to OV_NUDGES times.
+ */
+int64_t
+gp_overlay_tick(struct gp_overlay *o, int64_t now)
+{
+	int64_t next = -1, due;
+	int i, read = 0;
+
+	if (o == NULL || o->pid == 0)
+		return -1;
+	for (i = 0; i < o->npeers; i++) {
+		struct ov_peer *p = &o->peers[i];
+		char ips[OV_PARTS * 20], why[256];
+		char *rm[] = {"wg", "set", o->dev, "peer", p->key, "remove",
+		    NULL};
+		char *add[] = {"wg", "set", o->dev, "peer", p->key, "endpoint",
+		    p->endpoint, "persistent-keepalive", OV_KEEPALIVE,
+		    "allowed-ips", ips, NULL};
+
+		if (p->nudges < 0 || p->nudges >= OV_NUDGES ||
+		    strcmp(o->pub, p->key) < 0)
+			continue;
+		due = p->added + (int64_t)OV_NUDGE_MS * (p->nudges + 1);
+		if (due > now) {
+			if (next < 0 || due - now < next)
+				next = due - now;
+			continue;
+		}
+		if (!read++)
+			handshakes_read(o);
+		if (p->nudges < 0)
+			continue;
+		p->nudges++;
+		if (peer_allowed(o, p->key, ips, sizeof(ips)) == 0 ||
+		    gp_net_run(rm, NULL, -1, why, sizeof(why)) != 0 ||
+		    gp_net_run(add, NULL, -1, why, sizeof(why)) != 0) {
+			gp_warn("gang overlay: cannot re-make peer key=%.8s: "
+			    "%s", p->key, why);
+			continue;
+		}
+		gp_info("gang overlay: no handshake with peer key=%.8s after "
+		    "%lld ms: peer re-made (nudge %d)", p->key,
+		    (long long)(now - p->added), p->nudges);
+		if (p->nudges < OV_NUDGES) {
+			due = p->added + (int64_t)OV_NUDGE_MS * (p->nudges + 1);
+			if (next < 0 || due - now < next)
+				next = due > now ? due - now : 0;
+		}
+	}
+	return next;
 }
 
 void

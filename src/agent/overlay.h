@@ -67,6 +67,12 @@ int gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
     uint32_t local_addr, char *err, size_t errlen);
 /* Undoes gp_overlay_link; the last part's end stops wireguard-go. */
 void gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part);
+/*
+ * Nudges peers whose first handshake stalls (crossed initiations; see
+ * overlay.c). now: gp_mono_ms(). Returns the ms until it wants to be
+ * called again, -1 for no need. Executor thread only; NULL is fine.
+ */
+int64_t gp_overlay_tick(struct gp_overlay *o, int64_t now);
 
 /*
  * What a killed agent of block b left: its wireguard-go (found by its
