@@ -282,8 +282,8 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 		    send_overlay) {
 			gp_warn("coordinator refused the gang overlay in the "
 			    "registration (older than overlays?): registering "
-			    "without it; gangs are linked directly error=\"%s\"",
-			    text);
+			    "without it; gangs are linked directly "
+			    "error=\"%s\"", text);
 			send_overlay = 0;
 			gp_http_response_fini(&resp);
 			continue;

@@ -422,7 +422,8 @@ gp_agent_main(int argc, char **argv)
 			}
 			break;
 		case 1002:
-			if (gp_parse_int(optarg, 1, 65535, &overlay_port) != 0) {
+			if (gp_parse_int(optarg, 1, 65535,
+			    &overlay_port) != 0) {
 				fprintf(stderr, "gpupool agent: bad "
 				    "--gang-overlay-port %s: 1 to 65535\n",
 				    optarg);

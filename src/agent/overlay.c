@@ -163,7 +163,8 @@ gp_overlay_new(struct gp_overlay **out, enum gp_overlay_mode mode,
 	snprintf(o->dev, sizeof(o->dev), OV_DEV_FMT, block);
 	snprintf(o->table, sizeof(o->table), OV_TABLE_FMT, block);
 	if (find_program("wireguard-go", o->daemon, sizeof(o->daemon)) != 0) {
-		snprintf(err, errlen, "no wireguard-go (Debian's wireguard-go)");
+		snprintf(err, errlen, "no wireguard-go (Debian's "
+		    "wireguard-go)");
 		goto fail;
 	}
 	if (find_program("wg", path, sizeof(path)) != 0) {
@@ -424,7 +425,8 @@ peer_known(const struct gp_overlay *o, const char *key)
 
 /* 1 when some link other than skip names remote address a. */
 static int
-remote_used(const struct gp_overlay *o, uint32_t a, const struct ov_link *skip)
+remote_used(const struct gp_overlay *o, uint32_t a,
+    const struct ov_link *skip)
 {
 	int i, k;
 
