@@ -73,7 +73,8 @@ struct relay_stream {
 	char secret[SECRET_HEX];
 	int64_t job_id;
 	int attempt;
-	int64_t node_id;
+	int part;	/* a gang's part (0: rank 0, or the only one) */
+	int64_t node_id; /* the part's node */
 	char user[GP_NAME_MAX + 1];
 	int kind;
 	int64_t created_mono;
@@ -245,21 +246,39 @@ idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
 }
 
 /*
- * Checks a new stream and lists it for its node; wakes the node's poll.
- * Call with the state's read lock held (not notify_lock, not
- * relay_lock). OUT: *out, the stream's id (the stream is the list's:
- * find it again under relay_lock), err. Returns 0, or an HTTP
- * status with err.
+ * The node that runs part of job's current attempt, or 0 (not running
+ * there, or not at all). Call with the state's read lock.
+ */
+static int64_t
+part_node(const struct job *job, int part)
+{
+	if (job->state != JOB_RUNNING)
+		return 0;
+	if (part == 0 && job->nparts <= 1)
+		return job->node_id;
+	if (part >= job->nparts || job->parts == NULL ||
+	    job->parts[part].ended)
+		return 0;
+	return job->parts[part].node_id;
+}
+
+/*
+ * Checks a new stream into part of job and lists it for that part's
+ * node; wakes the node's poll. Call with the state's read lock held (not
+ * notify_lock, not relay_lock). OUT: *out, the stream's id (the stream
+ * is the list's: find it again under relay_lock), err. Returns 0, or an
+ * HTTP status with err.
  */
 static int
-stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
-    int64_t *out, char *err, size_t errlen)
+stream_create(int64_t job_id, int part, const char *user, int kind,
+    int64_t idle_ms, int64_t *out, char *err, size_t errlen)
 {
 	struct relay_stream *s;
 	struct job *job = state_job(job_id);
-	struct node *node;
+	struct node *node = NULL;
 	unsigned char raw[16];
-	int per_job, per_user, total;
+	int per_job, per_user, total, nparts;
+	int64_t node_id;
 
 	if (job == NULL || strcmp(job->user, user) != 0) {
 		/* Admins too: they may cancel a job, not enter it. */
@@ -267,10 +286,24 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 		    "may open a stream into a job)", (long long)job_id);
 		return 404;
 	}
-	if (job->state != JOB_RUNNING || job->node_id == 0 ||
-	    (node = state_node(job->node_id)) == NULL) {
-		snprintf(err, errlen, "job %lld is not running",
-		    (long long)job_id);
+	nparts = job->spec.nodes > 1 ? job->spec.nodes : 1;
+	if (part < 0 || part >= nparts) {
+		if (nparts == 1)
+			snprintf(err, errlen, "job %lld is not a gang: it has "
+			    "only part 0", (long long)job_id);
+		else
+			snprintf(err, errlen, "job %lld has %d parts: part 0 "
+			    "to %d", (long long)job_id, nparts, nparts - 1);
+		return 400;
+	}
+	node_id = part_node(job, part);
+	if (node_id == 0 || (node = state_node(node_id)) == NULL) {
+		if (nparts > 1 && job->state == JOB_RUNNING)
+			snprintf(err, errlen, "job %lld's part %d is not "
+			    "running", (long long)job_id, part);
+		else
+			snprintf(err, errlen, "job %lld is not running",
+			    (long long)job_id);
 		return 409;
 	}
 	if (idle_ms > cfg.idle_max_ms)
@@ -285,7 +318,8 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	s->client.fd = s->agent.fd = -1;
 	s->job_id = job_id;
 	s->attempt = job->attempts;
-	s->node_id = job->node_id;
+	s->part = part;
+	s->node_id = node_id;
 	gp_strlcpy(s->user, user, sizeof(s->user));
 	s->kind = kind;
 	s->created_mono = gp_mono_ms();
@@ -319,10 +353,10 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	pthread_mutex_unlock(&relay_lock);
 	notify_wake_node(node);
 	pthread_mutex_unlock(&notify_lock);
-	gp_info("stream opened id=%lld job=%lld attempt=%d node=%lld kind=%s "
-	    "user=%s idle_ms=%lld", (long long)*out, (long long)job_id,
-	    job->attempts, (long long)job->node_id, gp_stream_kind_name(kind),
-	    user, (long long)idle_ms);
+	gp_info("stream opened id=%lld job=%lld attempt=%d part=%d node=%lld "
+	    "kind=%s user=%s idle_ms=%lld", (long long)*out, (long long)job_id,
+	    job->attempts, part, (long long)node_id,
+	    gp_stream_kind_name(kind), user, (long long)idle_ms);
 	return 0;
 }
 
@@ -631,7 +665,8 @@ tick(int64_t now)
 		if (s->dead || s->closing)
 			continue;
 		if (job == NULL || job->state != JOB_RUNNING ||
-		    job->attempts != s->attempt) {
+		    job->attempts != s->attempt ||
+		    part_node(job, s->part) != s->node_id) {
 			snprintf(text, sizeof(text), "job %lld's attempt %d "
 			    "ended", (long long)s->job_id, s->attempt);
 			end_stream(s, text);
@@ -844,7 +879,7 @@ relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	pthread_rwlock_rdlock(&state.lock);
-	status = stream_create(job_id, user, kind, idle_ms, &id, err,
+	status = stream_create(job_id, 0, user, kind, idle_ms, &id, err,
 	    sizeof(err));
 	pthread_rwlock_unlock(&state.lock);
 	if (status != 0) {
@@ -1025,13 +1060,13 @@ wants_upgrade(struct MHD_Connection *conn)
 	return up != NULL && strcmp(up, GP_STREAM_PROTOCOL) == 0;
 }
 
-/* GET /v1/jobs/{id}/stream?kind=pty&idle=SECONDS, Upgrade. */
+/* GET /v1/jobs/{id}/stream?kind=pty&idle=SECONDS&part=K, Upgrade. */
 static enum MHD_Result
 route_client(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
 	API_PATH_PARTS(url, p, n);
-	int64_t job_id, idle_s, id;
+	int64_t job_id, idle_s, id, part;
 	const char *kind_name;
 	char err[256];
 	int kind, status;
@@ -1047,9 +1082,12 @@ route_client(struct MHD_Connection *conn, struct request *req,
 		return reply_error(conn, 400, "kind: exec, pty or tcp");
 	if (api_query_int(conn, "idle", 0, 0, 366 * 86400, &idle_s) != 0)
 		return reply_error(conn, 400, "idle: seconds, 0 to 31622400");
+	if (api_query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
+		return reply_error(conn, 400, "part: a gang's part, 0 to %d",
+		    GP_NODES_MAX - 1);
 	pthread_rwlock_rdlock(&state.lock);
-	status = stream_create(job_id, req->auth->name, kind, idle_s * 1000,
-	    &id, err, sizeof(err));
+	status = stream_create(job_id, (int)part, req->auth->name, kind,
+	    idle_s * 1000, &id, err, sizeof(err));
 	pthread_rwlock_unlock(&state.lock);
 	if (status != 0)
 		return reply_error(conn, status, "%s", err);
