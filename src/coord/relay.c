@@ -58,13 +58,19 @@ struct leg {
 	unsigned events;
 };
 
-/* The idle clock of a job with an idle limit (shared by its streams). */
+/*
+ * The idle clock of a job with an idle limit (shared by its streams).
+ * Kept in the attempt's record too (state_note_idle), at IDLE_GRAIN, so
+ * that a restarted coordinator goes on with it (idle_rebuild).
+ */
 struct idle_job {
 	int64_t job_id;
 	int attempt;
 	int64_t idle_ms;
 	int64_t last_mono;
 	int warned;
+	int64_t saved_mono;	/* the last_mono the store has */
+	int64_t saved_limit;	/* the idle_ms it has (0: none yet) */
 	struct idle_job *next;
 };
 
@@ -222,6 +228,32 @@ find_stream(int64_t id)
 	return NULL;
 }
 
+/*
+ * How stale the stored clock may get: an eighth of the limit, 1 s to
+ * 5 min (a 1 h limit: one write per 5 min of typing). A rebuilt clock
+ * assumes traffic up to a grain after the stored time, so that a
+ * restart never ends an active session early; an idle one ends at most
+ * a grain late.
+ */
+static int64_t
+idle_grain_ms(int64_t idle_ms)
+{
+	int64_t g = idle_ms / 8;
+
+	return g < 1000 ? 1000 : g > 300000 ? 300000 : g;
+}
+
+static struct idle_job *
+idle_job_find(int64_t job_id, int attempt)
+{
+	struct idle_job *j;
+
+	for (j = idle_jobs; j != NULL; j = j->next)
+		if (j->job_id == job_id && j->attempt == attempt)
+			return j;
+	return NULL;
+}
+
 static struct idle_job *
 idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
 {
@@ -344,6 +376,11 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
 	}
 	if (idle_ms > 0)
 		s->idle = idle_job_get(job_id, s->attempt, idle_ms);
+	else if ((s->idle = idle_job_find(job_id, s->attempt)) != NULL) {
+		/* Any session's traffic keeps a job with a clock alive. */
+		s->idle->last_mono = gp_mono_ms();
+		s->idle->warned = 0;
+	}
 	s->id = next_id++;
 	*out = s->id;
 	s->next = streams;
@@ -655,7 +692,8 @@ tick(int64_t now)
 	struct idle_job **pj, *j;
 	char text[256];
 	int64_t cancel[64];
-	int ncancel = 0, i;
+	struct idle_job save[64];
+	int ncancel = 0, nsave = 0, i;
 
 	pthread_rwlock_rdlock(&state.lock);
 	pthread_mutex_lock(&relay_lock);
@@ -725,6 +763,13 @@ tick(int64_t now)
 			free(j);
 			continue;
 		}
+		if ((j->idle_ms != j->saved_limit || j->last_mono -
+		    j->saved_mono >= idle_grain_ms(j->idle_ms)) &&
+		    nsave < (int)GP_ARRAY_LEN(save)) {
+			j->saved_mono = j->last_mono;
+			j->saved_limit = j->idle_ms;
+			save[nsave++] = *j;
+		}
 		pj = &j->next;
 	}
 	for (s = streams; s != NULL; s = s->next)
@@ -734,6 +779,57 @@ tick(int64_t now)
 	pthread_rwlock_unlock(&state.lock);
 	for (i = 0; i < ncancel; i++)
 		cancel_for_idle(cancel[i]);
+	for (i = 0; i < nsave; i++)
+		state_note_idle(save[i].job_id, save[i].attempt,
+		    save[i].idle_ms, gp_now_ms() - (now - save[i].last_mono));
+}
+
+/*
+ * The idle clocks the store kept (state_note_idle), after a restart:
+ * each running attempt with a limit gets its clock back, its last
+ * traffic taken a grain after the stored time (the store may be up to
+ * a grain behind) and never later than now. Call before the thread.
+ */
+static void
+idle_rebuild(void)
+{
+	int64_t cursor = 0, now_wall = gp_now_ms(), now = gp_mono_ms(), seen;
+	struct attempt_record *a;
+	struct idle_job *j;
+	struct job *job;
+	int n = 0;
+
+	pthread_rwlock_rdlock(&state.lock);
+	pthread_mutex_lock(&relay_lock);
+	while ((job = state_job_next(&cursor)) != NULL) {
+		if (job->state != JOB_RUNNING || job->nhistory == 0)
+			continue;
+		a = &job->history[job->nhistory - 1];
+		if (a->attempt != job->attempts || a->idle_limit_ms <= 0 ||
+		    (j = calloc(1, sizeof(*j))) == NULL)
+			continue;
+		j->job_id = job->id;
+		j->attempt = a->attempt;
+		j->idle_ms = a->idle_limit_ms < cfg.idle_max_ms ?
+		    a->idle_limit_ms : cfg.idle_max_ms;
+		seen = a->idle_seen_ms + idle_grain_ms(a->idle_limit_ms);
+		if (seen > now_wall)
+			seen = now_wall;
+		j->last_mono = now - (now_wall - seen);
+		/* What the store has: nothing to write until traffic. */
+		j->saved_mono = j->last_mono;
+		j->saved_limit = j->idle_ms;
+		j->next = idle_jobs;
+		idle_jobs = j;
+		n++;
+		gp_info("idle clock kept job=%lld attempt=%d limit_ms=%lld "
+		    "idle_ms=%lld", (long long)j->job_id, j->attempt,
+		    (long long)j->idle_ms, (long long)(now - j->last_mono));
+	}
+	pthread_mutex_unlock(&relay_lock);
+	pthread_rwlock_unlock(&state.lock);
+	if (n > 0)
+		gp_info("relay: %d idle clocks kept across the restart", n);
 }
 
 static void *
@@ -822,6 +918,7 @@ relay_start(const struct relay_config *c)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 
 	cfg = *c;
+	idle_rebuild();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (epfd < 0 || wakefd < 0 ||
