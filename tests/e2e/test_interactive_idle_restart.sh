@@ -6,6 +6,9 @@
 # the limit after the last keystroke (an active session is never ended
 # early), and before the limit after the restart (the clock was kept, not
 # started afresh). The old coordinator forgot the clock: the job ran on.
+# A second job, typed into the same way, gets a new session after the
+# restart (`shell JOB`, no --idle): its traffic keeps the kept clock
+# from ending that job.
 . "$(dirname "$0")/lib.sh"
 require netns
 
@@ -27,31 +30,48 @@ print(int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000))' "$1"
 
 submit --gpus 1 -- sh -c "$(gated_job_cmd)"
 j=$JOB
+submit --gpus 0 -- sh -c "$(gated_job_cmd)"
+k=$JOB
 wait_state "$j" running
+wait_state "$k" running
 
-# A shell into the job with an idle limit, its input a FIFO we hold open.
-mkfifo "$T/in"
-"$GP" shell --idle "${LIMIT_S}s" "$j" <"$T/in" >"$T/sh.out" 2>"$T/sh.err" &
-sh_cli=$!
-STARTED_PIDS+=("$sh_cli")
-exec 7>"$T/in"
-# type LINE: sends a command and waits (bounded) for its output.
+# open_shell NAME FD JOB [--idle LIMIT]: a shell into JOB, its input a FIFO
+# held open on FD, its output in $T/NAME.out; sets SHELL_PID.
+open_shell() {
+	local name=$1 fd=$2 job=$3
+	shift 3
+	mkfifo "$T/$name.in"
+	"$GP" shell "$@" "$job" <"$T/$name.in" >"$T/$name.out" 2>"$T/$name.err" &
+	SHELL_PID=$!
+	STARTED_PIDS+=("$SHELL_PID")
+	eval "exec $fd>\"\$T/\$name.in\""
+}
+# type_line NAME FD PID LINE: sends a command, waits (bounded) for its output.
+# (A write to a shell that ended fails: EPIPE, not the test's death.)
+trap '' PIPE
 type_line() {
-	echo "echo $1" >&7
+	echo "echo $4" >&"$2" 2>/dev/null ||
+	    fail "shell $1 ended before '$4': $(cat "$T/$1.err")"
 	local deadline=$((SECONDS + WAIT_S))
-	until grep -q "$1" "$T/sh.out"; do
-		alive "$sh_cli" || fail "the shell ended: $(cat "$T/sh.err")"
-		[ $SECONDS -ge $deadline ] && fail "no '$1' from the shell: $(cat "$T/sh.err")"
+	until grep -q "$4" "$T/$1.out"; do
+		alive "$3" || fail "shell $1 ended: $(cat "$T/$1.err")"
+		[ $SECONDS -ge $deadline ] && fail "no '$4' from shell $1: $(cat "$T/$1.err")"
 		sleep 0.1
 	done
 }
-type_line tick-0
+open_shell sj 7 "$j" --idle "${LIMIT_S}s"
+sj=$SHELL_PID
+open_shell sk 8 "$k" --idle "${LIMIT_S}s"
+sk=$SHELL_PID
+type_line sj 7 "$sj" tick-0
+type_line sk 8 "$sk" kick-0
 # Active: a keystroke every 0.3 s for 3 s (the stored clock is written
 # at a coarse grain meanwhile, never per keystroke).
 for i in $(seq 1 10); do
 	sleep 0.3
 	last_ms=$(now_ms)
-	type_line "tick-$i"
+	type_line sj 7 "$sj" "tick-$i"
+	type_line sk 8 "$sk" "kick-$i"
 done
 # Then quiet, half the limit, and the coordinator dies.
 while [ $(($(now_ms) - last_ms)) -lt $((LIMIT_S * 1000 / 2)) ]; do
@@ -65,8 +85,22 @@ wait_node_up alpha
 grep -q "idle clock kept job=$j " "$COORD_LOG" ||
     fail "the restarted coordinator did not take the idle clock back"
 
-# No new session: the kept clock ends the job.
-wait_final "$j" $((WAIT_S + LIMIT_S * 2))
+# Job k: a new session without --idle, typing: its traffic keeps k's kept
+# clock from ending it. Job j: no new session: the kept clock ends it.
+open_shell sk2 9 "$k"
+sk2=$SHELL_PID
+n=0
+deadline=$((SECONDS + WAIT_S + LIMIT_S * 2))
+while :; do
+	n=$((n + 1))
+	type_line sk2 9 "$sk2" "again-$n"
+	case $(job_state "$j") in
+	succeeded | failed | cancelled | timeout) break ;;
+	esac
+	[ $SECONDS -ge $deadline ] && fail "job $j not ended by its kept idle clock"
+	sleep 0.3
+done
+wait_final "$j"
 assert_eq cancelled "$FINAL_STATE" "the idle job after the restart"
 fin_ms=$(iso_ms "$(job_get "$j" 'd["finished_at"]')")
 log "ended $((fin_ms - last_ms)) ms after the last keystroke, $((fin_ms - kill_ms)) ms after the kill (limit ${LIMIT_S}s)"
@@ -75,5 +109,14 @@ log "ended $((fin_ms - last_ms)) ms after the last keystroke, $((fin_ms - kill_m
 [ "$fin_ms" -lt $((kill_ms + LIMIT_S * 1000)) ] ||
     fail "ended $((fin_ms - kill_ms)) ms after the restart: the clock started afresh"
 grep -q "idle end job=$j " "$COORD_LOG" || fail "no idle end logged"
-exec 7>&-
+# k's kept clock (the same as j's) is past; its new session kept it.
+while [ "$(now_ms)" -lt $((fin_ms + 2000)) ]; do
+	n=$((n + 1))
+	type_line sk2 9 "$sk2" "again-$n"
+	sleep 0.3
+done
+assert_eq running "$(job_state "$k")" "job $k, typed into after the restart"
+exec 7>&- 8>&- 9>&-
+cli cancel "$k"
+wait_final "$k"
 echo "ok $TEST_NAME"
