@@ -58,7 +58,8 @@ struct attempt_record {
 	 * Its interactive idle clock (relay.c), kept so that a coordinator
 	 * restart does not forget it: the session's idle limit (0: none)
 	 * and when its streams last moved a byte (wall clock, ms), written
-	 * at the relay's coarse grain (relay_idle_grain_ms), never per byte.
+	 * at the relay's coarse grain (relay.c's idle_grain_ms), never per
+	 * byte.
 	 */
 	int64_t idle_limit_ms, idle_seen_ms;
 };

@@ -60,8 +60,8 @@ struct leg {
 
 /*
  * The idle clock of a job with an idle limit (shared by its streams).
- * Kept in the attempt's record too (state_note_idle), at IDLE_GRAIN, so
- * that a restarted coordinator goes on with it (idle_rebuild).
+ * Kept in the attempt's record too (state_note_idle), at idle_grain_ms,
+ * so that a restarted coordinator goes on with it (idle_rebuild).
  */
 struct idle_job {
 	int64_t job_id;
@@ -257,11 +257,8 @@ idle_job_find(int64_t job_id, int attempt)
 static struct idle_job *
 idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
 {
-	struct idle_job *j;
+	struct idle_job *j = idle_job_find(job_id, attempt);
 
-	for (j = idle_jobs; j != NULL; j = j->next)
-		if (j->job_id == job_id && j->attempt == attempt)
-			break;
 	if (j == NULL) {
 		if ((j = calloc(1, sizeof(*j))) == NULL)
 			return NULL;
