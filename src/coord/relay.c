@@ -776,9 +776,13 @@ tick(int64_t now)
 	pthread_rwlock_unlock(&state.lock);
 	for (i = 0; i < ncancel; i++)
 		cancel_for_idle(cancel[i]);
-	for (i = 0; i < nsave; i++)
+	for (i = 0; i < nsave; i++) {
 		state_note_idle(save[i].job_id, save[i].attempt,
 		    save[i].idle_ms, gp_now_ms() - (now - save[i].last_mono));
+		gp_debug("idle clock saved job=%lld attempt=%d limit_ms=%lld",
+		    (long long)save[i].job_id, save[i].attempt,
+		    (long long)save[i].idle_ms);
+	}
 }
 
 /*

@@ -65,6 +65,7 @@ open_shell sk 8 "$k" --idle "${LIMIT_S}s"
 sk=$SHELL_PID
 type_line sj 7 "$sj" tick-0
 type_line sk 8 "$sk" kick-0
+typing_from=$(now_ms)
 # Active: a keystroke every 0.3 s for 3 s (the stored clock is written
 # at a coarse grain meanwhile, never per keystroke).
 for i in $(seq 1 10); do
@@ -73,6 +74,14 @@ for i in $(seq 1 10); do
 	type_line sj 7 "$sj" "tick-$i"
 	type_line sk 8 "$sk" "kick-$i"
 done
+# The store's copy of the clock: written when it was made and then at
+# most once a grain (limit/8) of typing, never per keystroke.
+typed_ms=$(($(now_ms) - typing_from))
+saves=$(grep -c "idle clock saved job=$j " "$COORD_LOG")
+log "job $j: $saves writes of its idle clock for 11 keystrokes in $typed_ms ms"
+[ "$saves" -ge 1 ] || fail "the idle clock was never written to the store"
+[ "$saves" -le $((2 + typed_ms / (LIMIT_S * 1000 / 8))) ] ||
+    fail "$saves writes of the idle clock in $typed_ms ms: more than one a grain"
 # Then quiet, half the limit, and the coordinator dies.
 while [ $(($(now_ms) - last_ms)) -lt $((LIMIT_S * 1000 / 2)) ]; do
 	sleep 0.2
