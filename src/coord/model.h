@@ -54,6 +54,14 @@ struct attempt_record {
 	int64_t preempt_for;	  /* being stopped for this job; 0: none */
 	/* Bytes over its network, all parts added up, once it ended. */
 	int64_t net_sent, net_received;
+	/*
+	 * Its interactive idle clock (relay.c), kept so that a coordinator
+	 * restart does not forget it: the session's idle limit (0: none)
+	 * and when its streams last moved a byte (wall clock, ms), written
+	 * at the relay's coarse grain (relay.c's idle_grain_ms), never per
+	 * byte.
+	 */
+	int64_t idle_limit_ms, idle_seen_ms;
 };
 
 /* A gang part's meter in an attempt (parts 1.. ; part 0: the record's). */

@@ -44,6 +44,7 @@ enum op_type {
 	OP_ACCT,       /* groups, members, prices, budgets (acct_api.c) */
 	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
 	OP_REPORTS,	 /* an agent's batch of started/finished reports */
+	OP_IDLE,	 /* an attempt's interactive idle clock (relay.c) */
 };
 
 struct op {
@@ -59,6 +60,7 @@ struct op {
 	int64_t node_id;
 	json_t *body;
 	int64_t version, bytes; /* OP_CHECKPOINT */
+	int64_t idle_limit_ms, idle_seen_ms; /* OP_IDLE */
 	char peer[64];		/* OP_REGISTER: the caller's IP address */
 	struct acct_request acct; /* OP_ACCT, OP_TOKEN_CREATE */
 	int *tasks;		  /* OP_SUBMIT_ARRAY: indices, owned */
@@ -257,6 +259,15 @@ int state_job_group(const struct token_entry *caller, const char *group,
  */
 void state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
     int64_t bytes, const char *label);
+/*
+ * Keeps (job_id, attempt)'s interactive idle clock in its attempt record
+ * (the store's): its limit and when it last saw traffic (wall clock,
+ * ms), for the relay to rebuild after a restart. Queued to the state
+ * thread; safe from any thread, without state.lock. The relay calls it
+ * at a coarse grain, never per byte.
+ */
+void state_note_idle(int64_t job_id, int attempt, int64_t limit_ms,
+    int64_t seen_ms);
 /* An agent's offer (what its owner lends now), decoded. */
 struct offer {
 	int64_t seq;
