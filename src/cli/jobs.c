@@ -1037,7 +1037,8 @@ print_job(json_t *job)
 		const char *key;
 		json_object_foreach(json_object_get(job, "env"), key, v)
 		    gp_buf_printf(&b, "%s%s=%s", b.len > 0 ? " " : "", key,
-		        json_string_value(v) ? json_string_value(v) : "");
+		        json_is_null(v) ? "(hidden)" /* not the owner */
+		        : json_string_value(v) ? json_string_value(v) : "");
 		print_field("env", b.data);
 		gp_buf_free(&b);
 	}

@@ -29,9 +29,35 @@
  * token from JUPYTER_TOKEN (never on the command line), its files in the
  * job's work directory. allow_remote_access: the coordinator's proxy
  * reaches it under a host name of its own (jJOB-pPORT.DOMAIN).
+ *
+ * The job's output is its log, which the pool's admins may read; Jupyter
+ * logs the URIs of redirects and failed requests, "?token=" included (the
+ * local URL's first load is a redirect). A config file of ours, in a
+ * directory of JUPYTER_CONFIG_PATH that the notebook and the server both
+ * read, makes every log record that would carry the token's value carry
+ * "[hidden]" instead.
  */
 static const char jupyter_script[] =
     "export HOME=\"$PWD\" JUPYTER_RUNTIME_DIR=\"$PWD/.jupyter-run\"\n"
+    "cfg=\"$PWD/.jupyter-gpupool\"\n"
+    "mkdir -p \"$cfg\" && cat >\"$cfg/jupyter_notebook_config.py\" <<'EOF'\n"
+    "import logging, os\n"
+    "_gp_secret = os.environ.get('JUPYTER_TOKEN', '')\n"
+    "_gp_factory = logging.getLogRecordFactory()\n"
+    "def _gp_record(*args, **kwargs):\n"
+    "    record = _gp_factory(*args, **kwargs)\n"
+    "    try:\n"
+    "        text = record.getMessage()\n"
+    "    except Exception:\n"
+    "        return record\n"
+    "    if _gp_secret and _gp_secret in text:\n"
+    "        record.msg = text.replace(_gp_secret, '[hidden]')\n"
+    "        record.args = None\n"
+    "    return record\n"
+    "logging.setLogRecordFactory(_gp_record)\n"
+    "EOF\n"
+    "cp \"$cfg/jupyter_notebook_config.py\" \"$cfg/jupyter_server_config.py\"\n"
+    "export JUPYTER_CONFIG_PATH=\"$cfg${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}\"\n"
     "set -- --no-browser --ip=127.0.0.1 --port=\"$JUPYTER_PORT\" "
     "--notebook-dir=\"$PWD\" --NotebookApp.allow_remote_access=True "
     "--ServerApp.allow_remote_access=True\n"
