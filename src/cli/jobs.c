@@ -926,6 +926,12 @@ print_job(json_t *job)
 		print_field("expose", b.data);
 		gp_buf_free(&b);
 	}
+	/* Where the coordinator's proxy serves them (sign in: dashboard). */
+	if (json_array_size(json_object_get(job, "proxy_urls")) > 0) {
+		join_array(json_object_get(job, "proxy_urls"), " ", 0, &b);
+		print_field("proxy", b.data);
+		gp_buf_free(&b);
+	}
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
 	gp_buf_free(&b);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "proxy.h"
 #include "relay.h"
 #include "state.h"
 #include "state_int.h"
@@ -135,10 +136,21 @@ job_to_json(const struct job *job, int with_history,
 		json_object_set_new(o, "interactive", json_true());
 	if (o != NULL && job->spec.n_expose > 0) {
 		json_t *ports = json_array();
-		for (i = 0; i < job->spec.n_expose; i++)
+		/* Where the proxy serves them (its origins hold no secret). */
+		json_t *urls = proxy_running() ? json_array() : NULL;
+		for (i = 0; i < job->spec.n_expose; i++) {
+			char url[400];
 			json_array_append_new(ports,
 			    json_integer(job->spec.expose[i]));
+			proxy_origin(job->id, job->spec.expose[i], url,
+			    sizeof(url) - 1);
+			strcat(url, "/");
+			if (urls != NULL)
+				json_array_append_new(urls, json_string(url));
+		}
 		json_object_set_new(o, "expose", ports);
+		if (urls != NULL)
+			json_object_set_new(o, "proxy_urls", urls);
 	}
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_object_set_new(o, "array_job_id",

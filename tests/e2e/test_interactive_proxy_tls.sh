@@ -6,7 +6,8 @@
 # by SHA-256; a WebSocket client (Debian's python3-tornado, wss://) echoes
 # 20 messages and 1 MiB through it; a client that does not trust the CA
 # gets nothing; plain HTTP to the proxy is redirected to https:// and
-# never proxied, cookie or not, and a sign-in there sets no cookie. A
+# never proxied, cookie or not, and a sign-in there sets no cookie;
+# `show` and `gpupool jupyter` print the https:// origins. A
 # coordinator whose certificate does not name the job hosts refuses to
 # start (with why); one that made its own CA (listening beyond loopback)
 # signs the proxy's certificate with it.
@@ -15,6 +16,8 @@ require netns openssl
 
 /usr/bin/python3 -c 'import tornado.websocket' 2>/dev/null ||
 	fail "Debian's python3-tornado is missing (python3-notebook brings it)"
+/usr/bin/python3 -c 'import notebook' 2>/dev/null ||
+	fail "Debian's python3-notebook is missing (scripts/install-deps.sh)"
 DOMAIN=jobs.localhost
 pki="$T/pki"
 mkdir -p "$pki"
@@ -180,6 +183,23 @@ out=$(timeout 120 /usr/bin/python3 "$T/ws.py" "$host" "$PPORT" "$pki/other.crt" 
 	fail "a WebSocket with another CA: $out"
 assert_contains "$out" "CERTIFICATE_VERIFY_FAILED" "a WebSocket with another CA"
 grep -q "$sid" "$COORD_LOG" && fail "the session cookie is in the coordinator's log"
+
+# The links shown: `show` and `gpupool jupyter` name the https origins.
+out=$(GPUPOOL_TOKEN=$ALICE "$GP" show "$job")
+assert_contains "$out" "proxy: https://$host:$PPORT/" "show"
+GPUPOOL_TOKEN=$ALICE spawn "$T/jupyter.out" "$GP" jupyter --gpus 0 --time 30m
+jup_pid=$SPAWNED_PID
+deadline=$((SECONDS + WAIT_S))
+until grep -q '^In a browser elsewhere' "$T/jupyter.out"; do
+	alive "$jup_pid" || fail "gpupool jupyter exited: $(cat "$T/jupyter.out")"
+	[ $SECONDS -ge $deadline ] && fail "gpupool jupyter printed no proxy link: $(cat "$T/jupyter.out")"
+	sleep 0.2
+done
+jjob=$(sed -nE 's/^Jupyter in job ([0-9]+):.*/\1/p' "$T/jupyter.out")
+assert_contains "$(cat "$T/jupyter.out")" "In a browser elsewhere: https://j$jjob-p8888.$DOMAIN:$PPORT/ " \
+    "gpupool jupyter's proxy link"
+kill -INT "$jup_pid"
+wait_exit "$jup_pid" || fail "gpupool jupyter did not exit on SIGINT"
 grep -q "$code" "$COORD_LOG" && fail "a sign-in code is in the coordinator's log"
 
 # A coordinator with its own CA (beyond loopback) signs the proxy's
