@@ -13,7 +13,8 @@
 #    new connection (TCP, the TLS handshake, the cookie's check, a relay
 #    stream to the job) from one curl process.
 # Prints "metric value unit".
-# Usage: BUILD=build [RUNS=5] [SIZE_MIB=1024] bench/proxy_tls.sh
+# Usage: BUILD=build [RUNS=5] [SIZE_MIB=1024] [MODES="plain proxytls tls"]
+#        [COORD_ARGS="--conn-memory 64K"] bench/proxy_tls.sh
 set -u
 cd "$(dirname "$0")/.."
 export GPUPOOL_BIN="$PWD/${BUILD:-build}/gpupool"
@@ -56,19 +57,26 @@ while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()'
 
-# pool NAME: a coordinator (TLS when NAME is tls), an agent, a signed-in
-# job; sets HOST_<NAME>, ORIGIN_<NAME>, JAR_<NAME>.
+# pool NAME: a coordinator, an agent, a signed-in job; NAME plain (no
+# TLS), proxytls (the API plain, the proxy HTTPS: --proxy-tls-cert) or
+# tls (both HTTPS, the agent's leg too); sets HOST_<NAME>, ORIGIN_<NAME>.
 pool() {
-	local name=$1 pport scheme=http job host code
+	local name=$1 pport scheme=http job host code extra=()
 	pport=$(free_port)
 	COORD_PORT= COORD_DATA="$T/coord-$name" COORD_LOG="$T/coord-$name.log"
+	if [ "$name" = proxytls ]; then
+		scheme=https
+		extra=(--proxy-tls-cert "$pki/server.crt" --proxy-tls-key "$pki/server.key")
+	fi
 	if [ "$name" = tls ]; then
 		scheme=https COORD_SCHEME=https CA_CERT=$pki/ca.crt
 		COORD_TLS_ARGS=(--tls-cert "$pki/server.crt" --tls-key "$pki/server.key")
 		CURL_TLS=(--cacert "$CA_CERT")
 		export GPUPOOL_CA=$CA_CERT
 	fi
-	start_coordinator --proxy-listen "127.0.0.1:$pport" --proxy-domain "$DOMAIN"
+	# shellcheck disable=SC2086 # COORD_ARGS: more coordinator flags
+	start_coordinator --proxy-listen "127.0.0.1:$pport" --proxy-domain "$DOMAIN" \
+	    "${extra[@]+"${extra[@]}"}" ${COORD_ARGS:-}
 	start_agent "a$name" 1
 	wait_node_up "a$name"
 	mk_token user "bench$name"
@@ -87,8 +95,10 @@ pool() {
 	printf -v "ORIGIN_$name" '%s' "$scheme://$host:$pport"
 	save_pool "$name"
 }
-pool plain
-pool tls
+MODES=${MODES:-plain proxytls tls}
+for name in $MODES; do
+	pool "$name"
+done
 
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 pcurl() { # NAME ARGS...
@@ -97,21 +107,21 @@ pcurl() { # NAME ARGS...
 	curl -s --cacert "$pki/ca.crt" --resolve "${!hp}:127.0.0.1" -b "$T/jar-$name" "$@"
 }
 for i in $(seq "$RUNS"); do
-	for name in plain tls; do
+	for name in $MODES; do
 		o=ORIGIN_$name
 		printf '%s ' "$name"
 		pcurl "$name" -o /dev/null -w '%{speed_download}\n' "${!o}/big"
 	done
 done >"$T/big"
-for name in plain tls; do
+for name in $MODES; do
 	grep "^$name " "$T/big" | awk '{printf "%.1f\n", $2 / 1e6}' | median |
 	    sed "s/^/proxy_${name}_mb_s /; s/\$/ MB\/s/"
 done
-for name in plain tls; do
+for name in $MODES; do
 	o=ORIGIN_$name
 	urls=()
-	for i in $(seq 50); do urls+=("${!o}/small"); done
-	pcurl "$name" -o /dev/null -w '%{time_total}\n' "${urls[@]}" |
+	for i in $(seq 50); do urls+=(-o /dev/null "${!o}/small"); done
+	pcurl "$name" -w '%{time_total}\n' "${urls[@]}" |
 	    awk '{printf "%.2f\n", $1 * 1000}' | sort -n >"$T/small-$name"
 	printf 'proxy_%s_request_ms_p50 %s ms\n' "$name" "$(awk 'NR==25' "$T/small-$name")"
 	printf 'proxy_%s_request_ms_p90 %s ms\n' "$name" "$(awk 'NR==45' "$T/small-$name")"

@@ -142,11 +142,12 @@ job_to_json(const struct job *job, int with_history,
 			char url[400];
 			json_array_append_new(ports,
 			    json_integer(job->spec.expose[i]));
+			if (urls == NULL)
+				continue;
 			proxy_origin(job->id, job->spec.expose[i], url,
 			    sizeof(url) - 1);
 			strcat(url, "/");
-			if (urls != NULL)
-				json_array_append_new(urls, json_string(url));
+			json_array_append_new(urls, json_string(url));
 		}
 		json_object_set_new(o, "expose", ports);
 		if (urls != NULL)
