@@ -4,7 +4,9 @@
 # is https://, its cookie Secure (and HttpOnly, host-only); curl, given
 # only the pool's CA, signs in and gets the job's page and 8 MiB compared
 # by SHA-256; a WebSocket client (Debian's python3-tornado, wss://) echoes
-# 20 messages and 1 MiB through it; a client that does not trust the CA
+# 20 messages and 1 MiB through it; Chromium (Playwright, the CA in its
+# NSS database) signs in from the link, gets the page, a Secure cookie and
+# a wss:// echo (tests/web/proxy_tls.test.mjs); a client that does not trust the CA
 # gets nothing; plain HTTP to the proxy is redirected to https:// and
 # never proxied, cookie or not, and a sign-in there sets no cookie;
 # `show` and `gpupool jupyter` print the https:// origins. A
@@ -18,6 +20,15 @@ require netns openssl
 	fail "Debian's python3-tornado is missing (python3-notebook brings it)"
 /usr/bin/python3 -c 'import notebook' 2>/dev/null ||
 	fail "Debian's python3-notebook is missing (scripts/install-deps.sh)"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+command -v node >/dev/null || fail "node is missing (Node.js 20 or newer)"
+[ -x /usr/bin/chromium ] || fail "chromium is missing (scripts/install-deps.sh)"
+command -v certutil >/dev/null || fail "certutil is missing (libnss3-tools: scripts/install-deps.sh)"
+if [ ! -f "$ROOT/tests/web/node_modules/playwright-core/package.json" ] ||
+    [ "$ROOT/tests/web/package-lock.json" -nt "$ROOT/tests/web/node_modules/.package-lock.json" ]; then
+	(cd "$ROOT/tests/web" && npm ci --no-audit --no-fund >"$T/npm.log" 2>&1) ||
+	    fail "npm ci in tests/web failed: $(tail -5 "$T/npm.log")"
+fi
 DOMAIN=jobs.localhost
 pki="$T/pki"
 mkdir -p "$pki"
@@ -183,6 +194,21 @@ out=$(timeout 120 /usr/bin/python3 "$T/ws.py" "$host" "$PPORT" "$pki/other.crt" 
 	fail "a WebSocket with another CA: $out"
 assert_contains "$out" "CERTIFICATE_VERIFY_FAILED" "a WebSocket with another CA"
 grep -q "$sid" "$COORD_LOG" && fail "the session cookie is in the coordinator's log"
+
+# Chromium (Playwright) through the TLS proxy: the pool's CA trusted in
+# $HOME's NSS database, as a user would add it; the sign-in link, the
+# page, a Secure cookie and a wss:// WebSocket.
+certutil -d "sql:$HOME/.pki/nssdb" -N --empty-password 2>/dev/null ||
+	{ mkdir -p "$HOME/.pki/nssdb" && certutil -d "sql:$HOME/.pki/nssdb" -N --empty-password; } ||
+	fail "certutil cannot make an NSS database"
+certutil -d "sql:$HOME/.pki/nssdb" -A -t "C,," -n gpupool-e2e-ca -i "$CA_CERT" ||
+	fail "certutil cannot add the pool's CA"
+grant
+GP_LINK=$url GP_PAGE="hello over the proxy" node "$ROOT/tests/web/proxy_tls.test.mjs" >"$T/browser.log" 2>&1
+rc=$?
+cat "$T/browser.log" >&2
+[ $rc = 0 ] || fail "the browser over the TLS proxy failed (see above)"
+grep -q '^all checks passed$' "$T/browser.log" || fail "the browser test did not finish"
 
 # The links shown: `show` and `gpupool jupyter` name the https origins.
 out=$(GPUPOOL_TOKEN=$ALICE "$GP" show "$job")
