@@ -81,6 +81,8 @@ usage(FILE *out)
 	    "[--interactive-time-max DURATION]\n"
 	    "                           [--proxy-listen ADDR:PORT] "
 	    "[--proxy-domain DOMAIN]\n"
+	    "                           [--proxy-tls-cert FILE "
+	    "--proxy-tls-key FILE]\n"
 	    "                           [--advertise-url URL] "
 	    "[--leader-db CONNINFO]\n"
 	    "                           [--leader-lease-ms N]\n"
@@ -191,6 +193,10 @@ usage(FILE *out)
 	    "                      the parent of those names: a wildcard DNS "
 	    "name\n"
 	    "                      for the proxy's address (default localhost)\n"
+	    "  --proxy-tls-cert FILE, --proxy-tls-key FILE\n"
+	    "                      the proxy's certificate for *.DOMAIN (default,\n"
+	    "                      when the coordinator has TLS: one its own CA\n"
+	    "                      signs, or --tls-cert's if it names *.DOMAIN)\n"
 	    "  --advertise-url URL several coordinators, one leader: this "
 	    "one's URL as\n"
 	    "                      clients reach it; with --db postgresql://..."
@@ -425,6 +431,8 @@ gp_coord_main(int argc, char **argv)
 	    {"interactive-time-max", required_argument, NULL, 'J'},
 	    {"proxy-listen", required_argument, NULL, 1101},
 	    {"proxy-domain", required_argument, NULL, 1102},
+	    {"proxy-tls-cert", required_argument, NULL, 1103},
+	    {"proxy-tls-key", required_argument, NULL, 1104},
 	    {"stream-idle-max", required_argument, NULL, 1001},
 	    {"streams-per-job", required_argument, NULL, 1002},
 	    {"streams-per-user", required_argument, NULL, 1003},
@@ -441,6 +449,7 @@ gp_coord_main(int argc, char **argv)
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
 	struct proxy_config proxy_cfg;
+	int own_ca = 0; /* tls_auto_setup made the coordinator's own CA */
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	int64_t v;
@@ -641,6 +650,14 @@ gp_coord_main(int argc, char **argv)
 			gp_strlcpy(proxy_cfg.domain, optarg,
 			    sizeof(proxy_cfg.domain));
 			break;
+		case 1103:
+			gp_strlcpy(proxy_cfg.tls_cert, optarg,
+			    sizeof(proxy_cfg.tls_cert));
+			break;
+		case 1104:
+			gp_strlcpy(proxy_cfg.tls_key, optarg,
+			    sizeof(proxy_cfg.tls_key));
+			break;
 		case 1001:
 			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
 			    v > 366LL * 86400)
@@ -727,6 +744,10 @@ gp_coord_main(int argc, char **argv)
 		    "one PostgreSQL database (--db postgresql://...)");
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
+	if ((proxy_cfg.tls_cert[0] != '\0') != (proxy_cfg.tls_key[0] != '\0'))
+		gp_fatalx("--proxy-tls-cert and --proxy-tls-key go together");
+	if (proxy_cfg.tls_cert[0] != '\0' && proxy_cfg.addr[0] == '\0')
+		gp_fatalx("--proxy-tls-cert is for --proxy-listen");
 	if (cfg.interactive_time_s > cfg.interactive_time_max_s)
 		gp_fatalx("--interactive-time is longer than "
 		    "--interactive-time-max");
@@ -761,8 +782,25 @@ gp_coord_main(int argc, char **argv)
 			gp_fatalx("cannot make the coordinator's own "
 			    "certificate (give --tls-cert and --tls-key, or "
 			    "--insecure)");
+		else
+			own_ca = 1;
 	} else
 		cfg.insecure = 0;
+	/* The proxy has TLS when the coordinator has (proxy_tls.c). */
+	if (proxy_cfg.addr[0] != '\0' &&
+	    proxy_tls_choose(&proxy_cfg, &cfg, own_ca) != 0)
+		gp_fatalx("cannot make the job port proxy's certificate (give "
+		    "--proxy-tls-cert and --proxy-tls-key)");
+	if (proxy_cfg.tls_key[0] != '\0' &&
+	    strcmp(proxy_cfg.tls_key, cfg.tls_key) != 0) {
+		char why[PATH_MAX + 160];
+
+		if (gp_secret_check("--proxy-tls-key", proxy_cfg.tls_key, why,
+		    sizeof(why)) != 0) {
+			fprintf(stderr, "gpupool coordinator: %s\n", why);
+			return 1;
+		}
+	}
 	if (cfg.tls_key[0] != '\0') {
 		char why[PATH_MAX + 160];
 
@@ -830,9 +868,12 @@ gp_coord_main(int argc, char **argv)
 
 	if (relay_start(&relay_cfg) != 0)
 		gp_fatalx("cannot start the stream relay");
-	if (proxy_start(&proxy_cfg) != 0)
-		gp_fatalx("--proxy-listen: cannot listen on %s:%d",
-		    proxy_cfg.addr, proxy_cfg.port);
+	{
+		char why[2600];
+
+		if (proxy_start(&proxy_cfg, why, sizeof(why)) != 0)
+			gp_fatalx("--proxy-listen: %s", why);
+	}
 
 	if (lcfg.conninfo != NULL)
 		leader_set_serving();

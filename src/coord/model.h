@@ -315,6 +315,14 @@ struct coord_config {
 
 /* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
 int tls_auto_setup(struct coord_config *cfg);
+/*
+ * The job port proxy's certificate, for "*.domain", signed by the CA
+ * tls_auto_setup made (DATA/tls/proxy-DOMAIN.key and -chain.pem, made
+ * once per domain): their paths in cert and key (each PATH_MAX bytes).
+ * 0 or GP_EIO.
+ */
+int tls_auto_proxy_cert(const struct coord_config *cfg, const char *domain,
+    char *cert, char *key);
 
 struct gp_store;
 

@@ -196,8 +196,18 @@ const struct token_entry *state_token_lookup(const char *hash);
 void state_heartbeat_ms(int64_t *heartbeat_ms, int64_t *lease_ms);
 const char *job_state_name(enum job_state s);
 int job_finished(const struct job *job);
-/* JSON views; call with state.lock held. */
-json_t *job_to_json(const struct job *job, int with_history);
+/*
+ * JSON views; call with state.lock held. job_to_json shows the job to
+ * viewer (borrowed, never NULL): the values of its environment, which
+ * may hold secrets (gpupool jupyter's JUPYTER_TOKEN, a user's API keys),
+ * only to its owner; anyone else (an admin, the provider of its node)
+ * gets each key with a null value. The agent's assignment
+ * (assignment_to_json) carries them whole.
+ */
+json_t *job_to_json(const struct job *job, int with_history,
+    const struct token_entry *viewer);
+/* 1 when who is the job's owner (a user's or admin's token of its name). */
+int job_owned_by(const struct job *job, const struct token_entry *who);
 json_t *node_to_json(const struct node *node);
 /* The assignment of part part of job's current attempt. */
 json_t *assignment_to_json(const struct job *job, int part);

@@ -1037,5 +1037,5 @@ apply_cancel(struct op *op)
 		job_cancel_parts(job);
 	}
 	op->status = 200;
-	op->result = job_to_json(job, 0);
+	op->result = job_to_json(job, 0, &op->caller);
 }
