@@ -12,11 +12,16 @@
  *   idle_session_timeout = lease_ms: a leader that stops asking (paused,
  *   SIGSTOPped, its machine frozen) is cut off by the server itself,
  *   which drops the lock, and a standby takes it and raises the epoch.
- *   A leader whose ping fails (connection lost, deadline passed) or reads
- *   another epoch steps down at once: leader_epoch() goes to 0 first (no
- *   write transaction can pass the store's check from then on; the epoch
- *   in the database fences the commits that were already on their way),
- *   then on_lost runs.
+ *   A leader whose ping reads another epoch steps down at once:
+ *   leader_epoch() goes to 0 first (no write transaction can pass the
+ *   store's check from then on; the epoch in the database fences the
+ *   commits that were already on their way), then on_lost runs. One
+ *   whose ping fails (connection lost, deadline passed) tries to regain
+ *   the lock (regain()): with its epoch unchanged it leads on (a database
+ *   restart does not restart a lone coordinator), else it steps down.
+ * - every coordinator also holds an advisory lock keyed on its advertised
+ *   URL (url_lock_sql) for as long as its session lives: a second live
+ *   one advertising the same URL exits (LEADER_EXIT_URL_TAKEN).
  *
  * Stepping down ends the process (LEADER_EXIT_STEPPED_DOWN) rather than
  * turning it back into a standby in-process: its model, suspended
@@ -63,6 +68,8 @@ static struct {
 };
 
 static _Atomic int64_t epoch_now;   /* 0 unless leading */
+/* gp_mono_ms() when the leader lost its lock's connection; 0 else. */
+static _Atomic int64_t regaining_since;
 static atomic_int active;	    /* leader_start was called */
 static atomic_int serving;	    /* the leader serves the API */
 
@@ -75,7 +82,15 @@ leader_epoch(void)
 int
 leader_standby(void)
 {
-	return atomic_load(&active) && !atomic_load(&serving);
+	int64_t since;
+
+	if (!atomic_load(&active))
+		return 0;
+	if (!atomic_load(&serving))
+		return 1;
+	/* A leader regaining its lock past the lease: see regain(). */
+	since = atomic_load(&regaining_since);
+	return since != 0 && gp_mono_ms() - since > L.lease_ms;
 }
 
 void
@@ -238,6 +253,19 @@ exec(const char *sql, int64_t deadline_ms)
 	return rc;
 }
 
+/*
+ * The advertised URL's own advisory lock (the two-key space, apart from
+ * the one-key locks of the election and the migrations), keyed on 64
+ * bits of its MD5: held by every coordinator, leader or standby, for as
+ * long as its session lives, so that a second live coordinator
+ * advertising the same URL cannot run (clients sent to "the leader"
+ * would reach either).
+ */
+static const char url_lock_sql[] =
+    "SELECT pg_try_advisory_lock(('x' || substr(h, 1, 8))::bit(32)::int,"
+    " ('x' || substr(h, 9, 8))::bit(32)::int)"
+    " FROM (SELECT md5(lower(rtrim($1, '/'))) AS h) AS u";
+
 static const char create_sql[] =
     "CREATE TABLE IF NOT EXISTS gp_leader ("
     " id int PRIMARY KEY CHECK (id = 1),"
@@ -249,7 +277,9 @@ static const char create_sql[] =
  * Connects, sets the session's lease and makes sure gp_leader has its
  * one row. The table is made under the migrations' transaction-level
  * advisory lock (pg.c: it makes gp_leader too), so that two coordinators
- * starting together do not both try to create it. 0 or GP_EIO.
+ * starting together do not both try to create it. Then claims the
+ * advertised URL (url_lock_sql). 0, GP_EIO, or GP_ECONFLICT when another
+ * session holds the URL (the connection is then dropped).
  */
 static int
 connect_db(void)
@@ -260,8 +290,11 @@ connect_db(void)
 	    "application_name", "dbname", NULL};
 	const char *values[] = {"5", "1", "5", "2", "3", "gpupool-leader",
 	    L.conninfo, NULL};
+	const char *params[1] = {L.advertise};
 	char sql[128], lock[96], text[256];
 	int64_t t = L.lease_ms;
+	PGresult *res;
+	int claimed;
 
 	L.conn = PQconnectdbParams(keys, values, 1);
 	if (L.conn == NULL || PQstatus(L.conn) != CONNECTION_OK) {
@@ -289,11 +322,58 @@ connect_db(void)
 	    exec(create_sql, t) != 0 ||
 	    exec("INSERT INTO gp_leader (id, epoch, addr) VALUES (1, 0, '') "
 		 "ON CONFLICT (id) DO NOTHING", t) != 0 ||
-	    exec("COMMIT", t) != 0) {
+	    exec("COMMIT", t) != 0 ||
+	    query(url_lock_sql, 1, params, t, &res) != 0) {
 		drop_connection();
 		return GP_EIO;
 	}
+	claimed = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!claimed) {
+		drop_connection();
+		return GP_ECONFLICT;
+	}
 	return 0;
+}
+
+/*
+ * connect_db, and what to do when the URL is taken: another session may
+ * hold it only for a while (a coordinator killed just now, whose session
+ * the server has not ended yet; one frozen, cut off after its lease by
+ * idle_session_timeout), so the claim is retried for twice the lease
+ * from the first refusal (*taken_since, 0 before it); past that another
+ * live coordinator advertises this URL and this one exits with
+ * LEADER_EXIT_URL_TAKEN (a mistake of configuration: starting it again
+ * cannot help). 0 connected, else GP_EIO (retry later).
+ */
+static int
+connect_claimed(int64_t *taken_since)
+{
+	int64_t now;
+	int rc = connect_db();
+
+	if (rc != GP_ECONFLICT) {
+		if (rc == 0)
+			*taken_since = 0;
+		return rc;
+	}
+	now = gp_mono_ms();
+	if (*taken_since == 0) {
+		*taken_since = now;
+		gp_warn("leader: another database session holds this "
+			"coordinator's url=%s; waiting up to %lld ms for it to "
+			"end",
+		    L.advertise, (long long)(2 * L.lease_ms));
+	} else if (now - *taken_since > 2 * L.lease_ms) {
+		gp_error("refusing to run: another live coordinator on this "
+			 "database advertises the same url=%s (each "
+			 "coordinator needs its own --advertise-url, the URL "
+			 "clients reach it by; docs/operations.md, \"Several "
+			 "coordinators\"); exiting with status %d",
+		    L.advertise, LEADER_EXIT_URL_TAKEN);
+		_exit(LEADER_EXIT_URL_TAKEN);
+	}
+	return GP_EIO;
 }
 
 /*
@@ -329,7 +409,11 @@ try_lock(int64_t *epoch)
 	return 1;
 }
 
-/* The leader's ping. 0 while it still leads, else why not into why. */
+/*
+ * The leader's ping. 0 while it still leads; GP_EIO when the lock's
+ * connection was lost (or did not answer in time: it is dropped); else
+ * GP_EFENCED (the epoch moved on), why not into why.
+ */
 static int
 still_leading(int64_t mine, char *why, size_t len)
 {
@@ -339,16 +423,80 @@ still_leading(int64_t mine, char *why, size_t len)
 	if (query("SELECT epoch FROM gp_leader WHERE id = 1", 0, NULL,
 	    L.lease_ms / 2, &res) != 0) {
 		snprintf(why, len, "the lock's database connection was lost");
-		return -1;
+		return GP_EIO;
 	}
 	now = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	if (now != mine) {
 		snprintf(why, len, "the epoch moved on to %lld",
 		    (long long)now);
-		return -1;
+		return GP_EFENCED;
 	}
 	return 0;
+}
+
+/*
+ * The leader lost its lock's connection (the database restarted, a
+ * network blip, a ping past its deadline): reconnects with back-off and
+ * tries the lock again. Won with the epoch still ours: nobody led in
+ * between (whoever wins the lock raises the epoch first), so the state
+ * in memory is still the pool's and this one leads on. Meanwhile the
+ * store's writes stay safe without the lock: each checks the epoch in
+ * the database, which a new leader raises before it loads anything.
+ * Past the lease this one answers 503 like a standby (leader_standby),
+ * so that clients that can reach a new leader go there. Not won while
+ * the epoch is ours: our own old session may still hold the lock (it
+ * ends at the latest after the lease), so it is tried again for the
+ * lease; past that, or once the epoch moved on: -1, why into why.
+ * 1 when leader_stop was called.
+ */
+static int
+regain(int64_t mine, char *why, size_t len)
+{
+	int64_t backoff = 100, taken_since = 0, lost_at = gp_mono_ms(), now;
+	PGresult *res;
+	char sql[160];
+	int won;
+
+	atomic_store(&regaining_since, lost_at);
+	set_url(""); /* a 503 past the lease names no leader */
+	gp_warn("leader: the lock's database connection was lost; regaining "
+		"the lock epoch=%lld",
+	    (long long)mine);
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld), "
+	    "(SELECT epoch FROM gp_leader WHERE id = 1)",
+	    (long long)LEADER_LOCK_KEY);
+	while (!stopping()) {
+		if ((L.conn == NULL && connect_claimed(&taken_since) != 0) ||
+		    query(sql, 0, NULL, L.lease_ms, &res) != 0) {
+			nap(backoff);
+			backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+			continue;
+		}
+		won = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		now = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		PQclear(res);
+		if (now != mine) {
+			snprintf(why, len, "the epoch moved on to %lld while "
+			    "the lock's connection was lost", (long long)now);
+			return -1;
+		}
+		if (won) {
+			set_url(L.advertise);
+			atomic_store(&regaining_since, 0);
+			gp_info("leader: lock regained, leading on epoch=%lld "
+				"after %lld ms",
+			    (long long)mine, (long long)(gp_mono_ms() - lost_at));
+			return 0;
+		}
+		if (gp_mono_ms() - lost_at > 2 * L.lease_ms) {
+			snprintf(why, len, "the lock's connection was lost and "
+			    "another session holds the lock");
+			return -1;
+		}
+		nap(L.poll_ms);
+	}
+	return 1;
 }
 
 static void
@@ -363,13 +511,13 @@ default_on_lost(const char *why)
 static void *
 leader_thread(void *arg)
 {
-	int64_t backoff = 100, mine = 0;
+	int64_t backoff = 100, mine = 0, taken_since = 0;
 	char why[128];
 	int rc;
 
 	(void)arg;
 	while (!stopping()) {
-		if (L.conn == NULL && connect_db() != 0) {
+		if (L.conn == NULL && connect_claimed(&taken_since) != 0) {
 			set_url("");
 			nap(backoff);
 			backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
@@ -394,7 +542,12 @@ leader_thread(void *arg)
 		nap(L.lease_ms / 4);
 		if (stopping())
 			return NULL;
-		if (still_leading(mine, why, sizeof(why)) != 0)
+		rc = still_leading(mine, why, sizeof(why));
+		if (rc == GP_EIO)
+			rc = regain(mine, why, sizeof(why));
+		if (rc == 1 || stopping())
+			return NULL;
+		if (rc != 0)
 			break;
 	}
 	atomic_store(&epoch_now, 0);

@@ -17,6 +17,13 @@
 /* The exit status of a coordinator that stepped down (see leader_start). */
 #define LEADER_EXIT_STEPPED_DOWN 75
 
+/*
+ * The exit status of a coordinator that found another live coordinator
+ * on its database advertising the same URL (EX_CONFIG: starting it again
+ * cannot help; the packaged unit does not).
+ */
+#define LEADER_EXIT_URL_TAKEN 78
+
 /* The advisory lock's key: one pool per database. */
 #define LEADER_LOCK_KEY 0x67707570006c6561LL
 
@@ -51,8 +58,9 @@ int leader_wait(void);
 int64_t leader_epoch(void);
 
 /*
- * 1 while this process must not serve the API: it is a standby, or it
- * leads but has not finished loading its state (leader_set_serving).
+ * 1 while this process must not serve the API: it is a standby, it
+ * leads but has not finished loading its state (leader_set_serving), or
+ * it has been trying to regain its lost lock for longer than the lease.
  * Always 0 when leader_start was never called (one coordinator, SQLite).
  */
 int leader_standby(void);
@@ -63,7 +71,7 @@ void leader_set_serving(void);
 /*
  * The URL of the coordinator that leads, as gp_leader last said (this
  * one's own when it leads), into out; "" when unknown (no leader yet,
- * or the database unreachable).
+ * the database unreachable, or this one regaining its lock).
  */
 void leader_url(char *out, size_t len);
 

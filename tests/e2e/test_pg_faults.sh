@@ -26,7 +26,7 @@ spawn "$COORD_LOG" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
     --heartbeat-ms 300 -v
 COORD_PID=$SPAWNED_PID
 deadline=$((SECONDS + WAIT_S))
-until grep -q "postgresql connection failed" "$COORD_LOG"; do
+until grep -q "postgresql connection failed\|leader: cannot connect to the database" "$COORD_LOG"; do
 	alive "$COORD_PID" || fail "the coordinator exited while the database was down"
 	[ $SECONDS -ge $deadline ] && fail "no retry logged while the database was down"
 	sleep 0.1
