@@ -15,10 +15,12 @@
  *   A leader whose ping reads another epoch steps down at once:
  *   leader_epoch() goes to 0 first (no write transaction can pass the
  *   store's check from then on; the epoch in the database fences the
- *   commits that were already on their way), then on_lost runs. One
- *   whose ping fails (connection lost, deadline passed) tries to regain
- *   the lock (regain()): with its epoch unchanged it leads on (a database
- *   restart does not restart a lone coordinator), else it steps down.
+ *   commits that were already on their way), then on_lost runs. So does
+ *   one whose ping fails (connection lost, deadline passed) while other
+ *   coordinators are connected (a standby takes over); a lone one tries
+ *   to regain the lock instead (regain()): with its epoch unchanged it
+ *   leads on (a database restart does not restart a lone coordinator),
+ *   else it steps down.
  * - every coordinator also holds an advisory lock keyed on its advertised
  *   URL (url_lock_sql) for as long as its session lives: a second live
  *   one advertising the same URL exits (LEADER_EXIT_URL_TAKEN).
@@ -62,14 +64,13 @@ static struct {
 	char url[512];	    /* under mu: the leader's URL */
 	PGconn *conn;	    /* the leader thread's alone */
 	int connect_failures; /* in a row */
+	int64_t standbys;   /* the leader's last ping: other coordinators */
 } L = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 };
 
 static _Atomic int64_t epoch_now;   /* 0 unless leading */
-/* gp_mono_ms() when the leader lost its lock's connection; 0 else. */
-static _Atomic int64_t regaining_since;
 static atomic_int active;	    /* leader_start was called */
 static atomic_int serving;	    /* the leader serves the API */
 
@@ -82,15 +83,7 @@ leader_epoch(void)
 int
 leader_standby(void)
 {
-	int64_t since;
-
-	if (!atomic_load(&active))
-		return 0;
-	if (!atomic_load(&serving))
-		return 1;
-	/* A leader regaining its lock past the lease: see regain(). */
-	since = atomic_load(&regaining_since);
-	return since != 0 && gp_mono_ms() - since > L.lease_ms;
+	return atomic_load(&active) && !atomic_load(&serving);
 }
 
 void
@@ -410,9 +403,12 @@ try_lock(int64_t *epoch)
 }
 
 /*
- * The leader's ping. 0 while it still leads; GP_EIO when the lock's
- * connection was lost (or did not answer in time: it is dropped); else
- * GP_EFENCED (the epoch moved on), why not into why.
+ * The leader's ping: the epoch, and how many other coordinators are
+ * connected (the sessions holding a URL lock, url_lock_sql: the only
+ * two-key advisory locks there are) into L.standbys. 0 while it still
+ * leads; GP_EIO when the lock's connection was lost (or did not answer
+ * in time: it is dropped); else GP_EFENCED (the epoch moved on), why not
+ * into why.
  */
 static int
 still_leading(int64_t mine, char *why, size_t len)
@@ -420,12 +416,17 @@ still_leading(int64_t mine, char *why, size_t len)
 	PGresult *res;
 	int64_t now;
 
-	if (query("SELECT epoch FROM gp_leader WHERE id = 1", 0, NULL,
+	if (query("SELECT epoch, (SELECT count(*) FROM pg_locks WHERE "
+		  "locktype = 'advisory' AND objsubid = 2 AND granted AND "
+		  "pid <> pg_backend_pid() AND database = (SELECT oid FROM "
+		  "pg_database WHERE datname = current_database())) "
+		  "FROM gp_leader WHERE id = 1", 0, NULL,
 	    L.lease_ms / 2, &res) != 0) {
 		snprintf(why, len, "the lock's database connection was lost");
 		return GP_EIO;
 	}
 	now = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	L.standbys = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 	PQclear(res);
 	if (now != mine) {
 		snprintf(why, len, "the epoch moved on to %lld",
@@ -436,19 +437,22 @@ still_leading(int64_t mine, char *why, size_t len)
 }
 
 /*
- * The leader lost its lock's connection (the database restarted, a
- * network blip, a ping past its deadline): reconnects with back-off and
+ * A lone leader (no other coordinator at its last ping) lost its lock's
+ * connection (the database restarted, a network blip, a ping past its
+ * deadline): reconnects with back-off, for as long as it takes, and
  * tries the lock again. Won with the epoch still ours: nobody led in
  * between (whoever wins the lock raises the epoch first), so the state
- * in memory is still the pool's and this one leads on. Meanwhile the
+ * in memory is still the pool's and this one leads on, as a coordinator
+ * with no standby did before it took part in elections. Meanwhile the
  * store's writes stay safe without the lock: each checks the epoch in
- * the database, which a new leader raises before it loads anything.
- * Past the lease this one answers 503 like a standby (leader_standby),
- * so that clients that can reach a new leader go there. Not won while
- * the epoch is ours: our own old session may still hold the lock (it
- * ends at the latest after the lease), so it is tried again for the
- * lease; past that, or once the epoch moved on: -1, why into why.
- * 1 when leader_stop was called.
+ * the database, which a new leader raises before it loads anything (and
+ * the store's own retries end the process after PG_STORE_RETRY_MS). Not
+ * won while the epoch is ours: our own old session may still hold the
+ * lock (it ends at the latest after the lease), so it is tried again for
+ * twice the lease; past that, or once the epoch moved on: -1, why into
+ * why. 1 when leader_stop was called. (A leader with standbys steps
+ * down at once instead: one of them takes over within the lease, and
+ * clients go there.)
  */
 static int
 regain(int64_t mine, char *why, size_t len)
@@ -458,8 +462,6 @@ regain(int64_t mine, char *why, size_t len)
 	char sql[160];
 	int won;
 
-	atomic_store(&regaining_since, lost_at);
-	set_url(""); /* a 503 past the lease names no leader */
 	gp_warn("leader: the lock's database connection was lost; regaining "
 		"the lock epoch=%lld",
 	    (long long)mine);
@@ -482,8 +484,6 @@ regain(int64_t mine, char *why, size_t len)
 			return -1;
 		}
 		if (won) {
-			set_url(L.advertise);
-			atomic_store(&regaining_since, 0);
 			gp_info("leader: lock regained, leading on epoch=%lld "
 				"after %lld ms",
 			    (long long)mine, (long long)(gp_mono_ms() - lost_at));
@@ -543,7 +543,7 @@ leader_thread(void *arg)
 		if (stopping())
 			return NULL;
 		rc = still_leading(mine, why, sizeof(why));
-		if (rc == GP_EIO)
+		if (rc == GP_EIO && L.standbys == 0)
 			rc = regain(mine, why, sizeof(why));
 		if (rc == 1 || stopping())
 			return NULL;

@@ -58,9 +58,8 @@ int leader_wait(void);
 int64_t leader_epoch(void);
 
 /*
- * 1 while this process must not serve the API: it is a standby, it
- * leads but has not finished loading its state (leader_set_serving), or
- * it has been trying to regain its lost lock for longer than the lease.
+ * 1 while this process must not serve the API: it is a standby, or it
+ * leads but has not finished loading its state (leader_set_serving).
  * Always 0 when leader_start was never called (one coordinator, SQLite).
  */
 int leader_standby(void);
@@ -71,7 +70,7 @@ void leader_set_serving(void);
 /*
  * The URL of the coordinator that leads, as gp_leader last said (this
  * one's own when it leads), into out; "" when unknown (no leader yet,
- * the database unreachable, or this one regaining its lock).
+ * or the database unreachable).
  */
 void leader_url(char *out, size_t len);
 
