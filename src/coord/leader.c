@@ -23,7 +23,7 @@
  *   else it steps down.
  * - every coordinator also holds an advisory lock keyed on its advertised
  *   URL (url_lock_sql) for as long as its session lives: a second live
- *   one advertising the same URL exits (LEADER_EXIT_URL_TAKEN).
+ *   one advertising the same URL exits (LEADER_EXIT_CONFIG).
  *
  * Stepping down ends the process (LEADER_EXIT_STEPPED_DOWN) rather than
  * turning it back into a standby in-process: its model, suspended
@@ -34,6 +34,7 @@
  * tests, and it comes back a standby that loads nothing until it wins.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
@@ -59,6 +60,7 @@ static struct {
 	int leading;	    /* under mu */
 	char *conninfo;
 	char *advertise;
+	char *data_dir;	    /* NULL: no pool to check */
 	int64_t lease_ms, poll_ms;
 	void (*on_lost)(const char *why);
 	char url[512];	    /* under mu: the leader's URL */
@@ -267,6 +269,62 @@ static const char create_sql[] =
     " since timestamptz)";
 
 /*
+ * The data directory's pool (DATA/pool_id, written by the store when it
+ * first opened there) against the database's (gp_pool, pg.c): a
+ * coordinator pointed at another pool's database would stand by for
+ * ever, or lead it, so it exits (LEADER_EXIT_CONFIG), as the store's own
+ * check (gp_store_check_pool) made it when it took the lead at start.
+ * 0 when they agree or either has none yet; GP_EIO when the database
+ * could not be asked (the connection is dropped).
+ */
+static int
+check_pool(void)
+{
+	char path[1200], have[80], text[96];
+	const char *theirs;
+	PGresult *res;
+	ssize_t n;
+	int fd, rc = 0;
+
+	if (L.data_dir == NULL)
+		return 0;
+	snprintf(path, sizeof(path), "%s/pool_id", L.data_dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0; /* a fresh directory: the store writes it */
+	n = read(fd, have, sizeof(have) - 1);
+	close(fd);
+	have[n > 0 ? n : 0] = '\0';
+	have[strcspn(have, "\n")] = '\0';
+	if (have[0] == '\0')
+		return 0;
+	if (query("SELECT to_regclass('gp_pool') IS NOT NULL", 0, NULL,
+	    L.lease_ms, &res) != 0) {
+		drop_connection();
+		return GP_EIO;
+	}
+	rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!rc)
+		return 0; /* a fresh database: the store makes gp_pool */
+	if (query("SELECT pool_id FROM gp_pool WHERE id = 1", 0, NULL,
+	    L.lease_ms, &res) != 0) {
+		drop_connection();
+		return GP_EIO;
+	}
+	theirs = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+	if (theirs[0] != '\0' && strcmp(theirs, have) != 0) {
+		gp_error("refusing to run: the database belongs to another "
+			 "pool (%s) than this data directory (%s: pool %s); "
+			 "exiting with status %d",
+		    one_line(theirs, text, sizeof(text)), L.data_dir, have,
+		    LEADER_EXIT_CONFIG);
+		_exit(LEADER_EXIT_CONFIG);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/*
  * Connects, sets the session's lease and makes sure gp_leader has its
  * one row. The table is made under the migrations' transaction-level
  * advisory lock (pg.c: it makes gp_leader too), so that two coordinators
@@ -326,7 +384,7 @@ connect_db(void)
 		drop_connection();
 		return GP_ECONFLICT;
 	}
-	return 0;
+	return check_pool();
 }
 
 /*
@@ -336,7 +394,7 @@ connect_db(void)
  * idle_session_timeout), so the claim is retried for twice the lease
  * from the first refusal (*taken_since, 0 before it); past that another
  * live coordinator advertises this URL and this one exits with
- * LEADER_EXIT_URL_TAKEN (a mistake of configuration: starting it again
+ * LEADER_EXIT_CONFIG (a mistake of configuration: starting it again
  * cannot help). 0 connected, else GP_EIO (retry later).
  */
 static int
@@ -363,8 +421,8 @@ connect_claimed(int64_t *taken_since)
 			 "coordinator needs its own --advertise-url, the URL "
 			 "clients reach it by; docs/operations.md, \"Several "
 			 "coordinators\"); exiting with status %d",
-		    L.advertise, LEADER_EXIT_URL_TAKEN);
-		_exit(LEADER_EXIT_URL_TAKEN);
+		    L.advertise, LEADER_EXIT_CONFIG);
+		_exit(LEADER_EXIT_CONFIG);
 	}
 	return GP_EIO;
 }
@@ -561,13 +619,28 @@ leader_thread(void *arg)
 int
 leader_start(const struct leader_config *cfg)
 {
+	PQconninfoOption *opts;
+	char *why = NULL, where[256], text[256];
+
 	if (cfg->conninfo == NULL || cfg->advertise_url == NULL ||
 	    cfg->advertise_url[0] == '\0' || cfg->lease_ms < 100 ||
 	    cfg->poll_ms < 10 || strlen(cfg->advertise_url) >= sizeof(L.url))
 		return GP_EINVAL;
+	/* A connection string libpq cannot read: no retry cures that. */
+	if ((opts = PQconninfoParse(cfg->conninfo, &why)) == NULL) {
+		pg_url_redact(cfg->conninfo, where, sizeof(where));
+		gp_error("leader: bad connection string db=%s error=\"%s\"",
+		    where, one_line(why != NULL ? why : "out of memory", text,
+		    sizeof(text)));
+		PQfreemem(why);
+		return GP_EINVAL;
+	}
+	PQconninfoFree(opts);
 	L.conninfo = strdup(cfg->conninfo);
 	L.advertise = strdup(cfg->advertise_url);
-	if (L.conninfo == NULL || L.advertise == NULL)
+	L.data_dir = cfg->data_dir != NULL ? strdup(cfg->data_dir) : NULL;
+	if (L.conninfo == NULL || L.advertise == NULL ||
+	    (cfg->data_dir != NULL && L.data_dir == NULL))
 		goto nomem;
 	L.lease_ms = cfg->lease_ms;
 	L.poll_ms = cfg->poll_ms;
@@ -583,7 +656,8 @@ leader_start(const struct leader_config *cfg)
 nomem:
 	free(L.conninfo);
 	free(L.advertise);
-	L.conninfo = L.advertise = NULL;
+	free(L.data_dir);
+	L.conninfo = L.advertise = L.data_dir = NULL;
 	atomic_store(&active, 0);
 	return GP_ENOMEM;
 }
@@ -616,5 +690,6 @@ leader_stop(void)
 	drop_connection();
 	free(L.conninfo);
 	free(L.advertise);
-	L.conninfo = L.advertise = NULL;
+	free(L.data_dir);
+	L.conninfo = L.advertise = L.data_dir = NULL;
 }

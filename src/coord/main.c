@@ -441,7 +441,7 @@ gp_coord_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct leader_config lcfg = {NULL, NULL, 5000, 250, NULL};
+	struct leader_config lcfg = {NULL, NULL, NULL, 5000, 250, NULL};
 	char advertised[160]; /* http[s]:// listen_addr (128) :port */
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
@@ -818,6 +818,9 @@ gp_coord_main(int argc, char **argv)
 		 * has won the lock and raised the epoch.
 		 */
 		/* Standby before the first request can arrive. */
+		/* The pool to check: only where the state is, this database. */
+		if (strcmp(lcfg.conninfo, cfg.db) == 0)
+			lcfg.data_dir = cfg.data_dir;
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
 		start_http(&cfg, &addr, cert, key);
