@@ -205,7 +205,11 @@ usage(FILE *out)
 	    "the\n"
 	    "                      leader, a standby loads nothing and answers "
 	    "503\n"
-	    "                      naming it\n"
+	    "                      naming it (default: http[s]://ADDR:PORT of "
+	    "--listen;\n"
+	    "                      required with --listen 0.0.0.0; unique "
+	    "among the\n"
+	    "                      live coordinators: a second one exits 78)\n"
 	    "  --leader-db CONNINFO\n"
 	    "                      the election's database when the state is "
 	    "not in\n"
@@ -445,7 +449,8 @@ gp_coord_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct leader_config lcfg = {NULL, NULL, 5000, 250, NULL};
+	struct leader_config lcfg = {NULL, NULL, NULL, 5000, 250, NULL};
+	char advertised[160]; /* http[s]:// listen_addr (128) :port */
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
 	struct proxy_config proxy_cfg;
@@ -732,13 +737,16 @@ gp_coord_main(int argc, char **argv)
 	    lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
 		gp_fatalx("--leader-db: with the state in PostgreSQL the "
 		    "leader is elected in --db's database");
-	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
+	/*
+	 * Every coordinator on PostgreSQL takes part in the election, so
+	 * that a second one on the same database stands by instead of
+	 * fencing the first off in turn; its advertised URL is derived
+	 * below when --listen names one address.
+	 */
+	if (lcfg.conninfo == NULL &&
 	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
 	    strncmp(cfg.db, "postgres://", 11) == 0))
 		lcfg.conninfo = cfg.db;
-	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
-		gp_fatalx("several coordinators need --advertise-url: "
-		    "standbys tell clients where the leader is");
 	if (lcfg.advertise_url != NULL && lcfg.conninfo == NULL)
 		gp_fatalx("--advertise-url is for several coordinators over "
 		    "one PostgreSQL database (--db postgresql://...)");
@@ -762,6 +770,13 @@ gp_coord_main(int argc, char **argv)
 	if (inet_pton(AF_INET, cfg.listen_addr, &addr.sin_addr) != 1)
 		gp_fatalx("--listen: '%s' is not an IPv4 address",
 		    cfg.listen_addr);
+	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL &&
+	    addr.sin_addr.s_addr == htonl(INADDR_ANY))
+		gp_fatalx("--db postgresql://... with --listen %s:%d needs "
+		    "--advertise-url URL: the URL clients reach this "
+		    "coordinator by, where standbys send them while it leads "
+		    "(a wildcard address does not say which)",
+		    cfg.listen_addr, cfg.port);
 	/* Every file and directory it makes: the coordinator's alone. */
 	umask(077);
 	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
@@ -801,6 +816,16 @@ gp_coord_main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL) {
+		/* The one address it answers on, by the scheme it serves. */
+		snprintf(advertised, sizeof(advertised), "%s://%s:%d",
+		    cfg.tls_cert[0] != '\0' ? "https" : "http",
+		    cfg.listen_addr, cfg.port);
+		lcfg.advertise_url = advertised;
+		gp_info("advertise url=%s (from --listen; --advertise-url "
+			"gives another)",
+		    advertised);
+	}
 	if (cfg.tls_key[0] != '\0') {
 		char why[PATH_MAX + 160];
 
@@ -831,6 +856,9 @@ gp_coord_main(int argc, char **argv)
 		 * has won the lock and raised the epoch.
 		 */
 		/* Standby before the first request can arrive. */
+		/* The pool to check: only where the state is, this database. */
+		if (strcmp(lcfg.conninfo, cfg.db) == 0)
+			lcfg.data_dir = cfg.data_dir;
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
 		start_http(&cfg, &addr, cert, key);
