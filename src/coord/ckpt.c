@@ -107,6 +107,9 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	gp_meta_done(st);
+	/* Nothing is removed unless this coordinator still leads. */
+	if (rc == 0)
+		rc = gp_meta_fence(db);
 	pthread_mutex_unlock(&ckpt_lock);
 	return rc == 0 ? 0 : GP_EIO;
 }

@@ -182,7 +182,7 @@ data_usage(const char *user, const char *kind, int64_t skip)
 	    "SELECT COALESCE(SUM(size), 0) FROM (SELECT oc.chunk, "
 	    "MAX(oc.size) AS size FROM gp_data_object_chunks oc JOIN gp_data_objects o ON "
 	    "o.id = oc.object WHERE o.user = ?1 AND o.id != ?2 AND "
-	    "(?3 = '' OR o.kind = ?3) GROUP BY oc.chunk)",
+	    "(?3 = '' OR o.kind = ?3) GROUP BY oc.chunk) AS chunks",
 	    "sis", user, skip, kind != NULL ? kind : "");
 }
 
@@ -593,6 +593,9 @@ collect_refs(const char *user, json_t *refs)
 	while ((rc = gp_meta_next(st)) == 1)
 		json_object_set(refs, gp_meta_text(st, 0), json_true());
 	gp_meta_done(st);
+	/* Nothing is removed unless this coordinator still leads. */
+	if (rc == 0)
+		rc = gp_meta_fence(data_db);
 	pthread_mutex_unlock(&data_lock);
 	return rc == 0 ? 0 : GP_EIO;
 }

@@ -190,6 +190,9 @@ gc_collect(const char *owner, json_t *refs)
 				json_object_set_new(refs, HEX(d), json_true());
 		}
 		gp_meta_done(st);
+		/* Nothing is removed unless this coordinator leads. */
+		if (rc == 0)
+			rc = gp_meta_fence(db);
 	}
 	pthread_mutex_unlock(&image_lock);
 	return rc == 0 ? 0 : GP_EIO;

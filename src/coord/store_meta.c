@@ -140,6 +140,12 @@ gp_meta_query_int(struct gp_meta *m, const char *sql, int64_t *out,
 	return rc;
 }
 
+int
+gp_meta_fence(struct gp_meta *m)
+{
+	return m->ops->fence(m);
+}
+
 const char *
 gp_meta_error(const struct gp_meta *m)
 {

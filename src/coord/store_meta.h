@@ -71,6 +71,8 @@ struct gp_meta_ops {
 	double (*real)(struct gp_meta_rows *r, int col);
 	const char *(*text)(struct gp_meta_rows *r, int col); /* never NULL */
 	void (*done)(struct gp_meta_rows *r);
+	/* 0 while this coordinator may write (see gp_meta_fence). */
+	int (*fence)(struct gp_meta *m);
 };
 
 /* The part every implementation's connection has (its first member). */
@@ -124,6 +126,15 @@ int gp_meta_query_int(struct gp_meta *m, const char *sql, int64_t *out,
     const char *fmt, ...);
 /* The last failure's reason (never NULL). */
 const char *gp_meta_error(const struct gp_meta *m);
+/*
+ * 0 when this coordinator still leads the pool: PostgreSQL runs an empty
+ * fenced transaction (a coordinator that another one fenced off steps
+ * down there and then, as on any fenced write); SQLite has one
+ * coordinator, always 0. The blob users call it after collecting their
+ * references, so that a GC pass removes nothing on a coordinator that no
+ * longer leads (a paused leader that comes back).
+ */
+int gp_meta_fence(struct gp_meta *m);
 
 /*
  * For implementations and `coordinator migrate`: where SQLite keeps an

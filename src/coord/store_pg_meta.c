@@ -398,6 +398,23 @@ rows_done(struct gp_meta_rows *gr)
 	free(gr);
 }
 
+/* An empty fenced transaction (fail steps down when fenced off). */
+static int
+meta_fence(struct gp_meta *gm)
+{
+	struct pg_meta *m = meta_of(gm);
+	int rc;
+
+	if (m->in_tx)
+		return GP_EINVAL;
+	if ((rc = send_begin(m)) != 0)
+		return rc;
+	m->sent = 0;
+	if ((rc = pg_exec(m->c, "COMMIT", "commit")) != 0)
+		return fail(m, rc);
+	return 0;
+}
+
 static const struct gp_meta_ops pg_meta_ops = {
     .close = meta_close,
     .begin = meta_begin,
@@ -411,6 +428,7 @@ static const struct gp_meta_ops pg_meta_ops = {
     .real = rows_real,
     .text = rows_text,
     .done = rows_done,
+    .fence = meta_fence,
 };
 
 static const char *const area_names[] = {

@@ -303,6 +303,14 @@ rows_done(struct gp_meta_rows *r)
 	free(r);
 }
 
+/* One coordinator on SQLite: it always leads. */
+static int
+meta_fence(struct gp_meta *m)
+{
+	(void)m;
+	return 0;
+}
+
 static const struct gp_meta_ops sqlite_meta_ops = {
     .close = meta_close,
     .begin = meta_begin,
@@ -316,6 +324,7 @@ static const struct gp_meta_ops sqlite_meta_ops = {
     .real = rows_real,
     .text = rows_text,
     .done = rows_done,
+    .fence = meta_fence,
 };
 
 void
