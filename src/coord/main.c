@@ -827,6 +827,13 @@ gp_coord_main(int argc, char **argv)
 	}
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	{
+		char why[1600];
+
+		if (gp_coord_records_stranded(state.store, cfg.data_dir, why,
+			sizeof(why)) != 0)
+			gp_fatalx("%s", why);
+	}
 	if (blob_init(&cfg) != 0)
 		gp_fatalx("cannot open the blob store in %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)

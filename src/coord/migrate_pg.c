@@ -356,9 +356,12 @@ hash_pg_table(struct pg_conn *c, const struct table *t, struct hashes *hs)
 	return rc;
 }
 
-/* The database must hold no pool's rows yet. 0, GP_ECONFLICT or other. */
+/*
+ * The database must hold no pool's rows yet (records_only: none of the
+ * blob users'). 0, GP_ECONFLICT or other.
+ */
 static int
-check_empty(struct pg_conn *c)
+check_empty(struct pg_conn *c, int records_only)
 {
 	char sql[256], pgname[64];
 	const char *pn;
@@ -367,6 +370,8 @@ check_empty(struct pg_conn *c)
 	int rc = 0;
 
 	for (i = 0; i < GP_ARRAY_LEN(tables) && rc == 0; i++) {
+		if (records_only && tables[i].area == 0)
+			continue;
 		pn = pg_table(&tables[i], pgname, sizeof(pgname));
 		snprintf(sql, sizeof(sql), "SELECT 1 FROM %s%s%s LIMIT 1", pn,
 		    tables[i].where != NULL ? " WHERE " : "",
@@ -385,8 +390,14 @@ check_empty(struct pg_conn *c)
 	return rc;
 }
 
+/*
+ * records_only: the blob users' tables alone (a pool already on
+ * PostgreSQL from before they moved there: `migrate --records-only`);
+ * the database must have none of their rows, and the data directory's
+ * pool_id must be the database's.
+ */
 static int
-migrate(const char *data_dir, const char *url)
+migrate(const char *data_dir, const char *url, int records_only)
 {
 	struct hashes mine = {0}, theirs = {0};
 	char path[1200], pool[PG_POOL_ID_LEN], err[512];
@@ -400,6 +411,19 @@ migrate(const char *data_dir, const char *url)
 
 	/* The current columns, and the pool id of the SQLite store. */
 	snprintf(path, sizeof(path), "%s/state.db", data_dir);
+	if (records_only) {
+		char *id = NULL;
+
+		snprintf(path, sizeof(path), "%s/pool_id", data_dir);
+		if (gp_read_file(path, 64, &id, NULL) != 0) {
+			fprintf(stderr, "gpupool: migrate: no %s\n", path);
+			return GP_ENOENT;
+		}
+		id[strcspn(id, " \r\n")] = '\0';
+		gp_strlcpy(pool, id, sizeof(pool));
+		free(id);
+		goto records;
+	}
 	if (access(path, R_OK) != 0) {
 		fprintf(stderr, "gpupool: migrate: no %s\n", path);
 		return GP_ENOENT;
@@ -426,6 +450,7 @@ migrate(const char *data_dir, const char *url)
 	}
 	/* One read transaction: every table as of one moment. */
 	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+records:
 	/*
 	 * The blob users' files, their tables brought up to the gp_* names
 	 * (an empty one made where a pool never had it), then read the same
@@ -464,11 +489,20 @@ migrate(const char *data_dir, const char *url)
 			fprintf(stderr, "gpupool: migrate: %s\n", c->error);
 			goto out;
 		}
+		if (records_only && strcmp(have, pool) != 0) {
+			fprintf(stderr, "gpupool: migrate: %s is the database of "
+			    "pool %s, %s belongs to pool %s\n", c->where, have,
+			    data_dir, pool);
+			rc = GP_ECONFLICT;
+			goto out;
+		}
 	}
 	if ((rc = pg_exec(c, "BEGIN", "begin")) != 0 ||
-	    (rc = check_empty(c)) != 0)
+	    (rc = check_empty(c, records_only)) != 0)
 		goto fail;
 	for (i = 0; i < GP_ARRAY_LEN(tables); i++) {
+		if (records_only && tables[i].area == 0)
+			continue;
 		mine.n = theirs.n = 0;
 		from = tables[i].area == 0 ? db : areas[tables[i].area - 1];
 		if ((rc = copy_table(from, c, &tables[i], &mine, &rows)) != 0 ||
@@ -492,11 +526,12 @@ migrate(const char *data_dir, const char *url)
 		    tables[i].name, (long long)rows);
 		total += rows;
 	}
-	/* New postings are numbered after the copied ones. */
-	if ((rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
-			     "'gp_postings', 'id'), coalesce(max(id), 0) + 1,"
-			     " false) FROM gp_postings",
-		 "postings sequence")) != 0 ||
+	/* New postings, objects, uploads numbered after the copied ones. */
+	if ((!records_only &&
+		(rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
+				 "'gp_postings', 'id'), coalesce(max(id), 0) + 1,"
+				 " false) FROM gp_postings",
+		     "postings sequence")) != 0) ||
 	    (rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
 			     "'gp_data_objects', 'id'), coalesce(max(id), 0) + 1,"
 			     " false) FROM gp_data_objects",
@@ -535,14 +570,17 @@ static void
 migrate_usage(FILE *out)
 {
 	fprintf(out,
-	    "usage: gpupool coordinator migrate --from DATA_DIR "
-	    "--to postgresql://...\n"
+	    "usage: gpupool coordinator migrate [--records-only] --from "
+	    "DATA_DIR --to postgresql://...\n"
 	    "  Moves a pool's state from DATA_DIR/state.db (SQLite), and its\n"
 	    "  checkpoints', data sets' and images' records (checkpoints.db,\n"
 	    "  images.db), into an empty PostgreSQL database, checked row for\n"
 	    "  row, in one transaction. Stop the coordinator first; then start\n"
 	    "  it with\n"
-	    "  --data DATA_DIR --db postgresql://...\n");
+	    "  --data DATA_DIR --db postgresql://...\n"
+	    "  --records-only: only the checkpoints', data sets' and images'\n"
+	    "  records, into a pool already on PostgreSQL that has none (a\n"
+	    "  pool that moved before they did: the coordinator says so)\n");
 }
 
 int
@@ -551,11 +589,12 @@ gp_coord_migrate_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"from", required_argument, NULL, 'f'},
 	    {"to", required_argument, NULL, 't'},
+	    {"records-only", no_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *from = NULL, *to = NULL;
-	int ch;
+	int ch, records_only = 0;
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -565,6 +604,9 @@ gp_coord_migrate_main(int argc, char **argv)
 			break;
 		case 't':
 			to = optarg;
+			break;
+		case 'r':
+			records_only = 1;
 			break;
 		case 'h':
 			migrate_usage(stdout);
@@ -586,5 +628,62 @@ gp_coord_migrate_main(int argc, char **argv)
 	}
 	if (sodium_init() < 0)
 		return 1;
-	return migrate(from, to) == 0 ? 0 : 1;
+	return migrate(from, to, records_only) == 0 ? 0 : 1;
+}
+
+/*
+ * At start, on PostgreSQL: the blob users' records still in DATA's SQLite
+ * files while the database has none (a pool moved to PostgreSQL before
+ * they moved there, issue 19). Starting then would hide every checkpoint,
+ * data set and image, and the GC would take their blobs: GP_ECONFLICT
+ * with err saying what to run. 0 when the records are where they belong.
+ */
+int
+gp_coord_records_stranded(struct gp_store *store, const char *data_dir,
+    char *err, size_t errlen)
+{
+	static const char *const count_sql[] = {
+	    "SELECT count(*) FROM gp_ckpt_versions",
+	    "SELECT count(*) FROM gp_data_objects",
+	    "SELECT count(*) FROM gp_image_manifests",
+	};
+	char path[1200];
+	struct gp_meta *m;
+	int64_t n = 0, total = 0;
+	int a, rc;
+
+	if (store == NULL || store->ops != &gp_store_pg_ops)
+		return 0;
+	if ((rc = store->ops->meta_open(store, GP_META_CHECKPOINTS, data_dir,
+		 &m)) != 0)
+		return rc;
+	for (a = 0; a < 3 && total == 0; a++)
+		if (gp_meta_query_int(m, count_sql[a], &n, "") == 1)
+			total += n;
+	gp_meta_close(m);
+	if (total > 0)
+		return 0;
+	for (a = 0; a < 3; a++) {
+		gp_meta_sqlite_path((enum gp_meta_area)a, data_dir, path,
+		    sizeof(path));
+		if (access(path, F_OK) != 0)
+			continue;
+		if (gp_meta_sqlite_open((enum gp_meta_area)a, path, &m) != 0)
+			continue;
+		n = 0;
+		if (gp_meta_query_int(m, count_sql[a], &n, "") == 1 && n > 0) {
+			gp_meta_close(m);
+			snprintf(err, errlen, "%s holds %lld records of %s that "
+			    "the database has not: stop every coordinator and "
+			    "run `gpupool coordinator migrate --records-only "
+			    "--from %s --to URL` first (docs/operations.md, "
+			    "\"Upgrades\")", path, (long long)n,
+			    a == GP_META_IMAGES ? "images"
+			    : a == GP_META_DATA ? "data sets" : "checkpoints",
+			    data_dir);
+			return GP_ECONFLICT;
+		}
+		gp_meta_close(m);
+	}
+	return 0;
 }

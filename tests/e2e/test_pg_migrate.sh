@@ -180,3 +180,34 @@ wait "$COORD_PID"
 assert_eq 75 "$?" "the fenced coordinator's exit status"
 assert_contains "$(cat "$COORD_LOG")" "fenced" "the fenced coordinator's log"
 assert_eq "$jobs_before" "$(pg_psql "SELECT count(*) FROM gp_jobs")" "jobs after the fenced write"
+
+log "a pool on PostgreSQL whose records stayed in its SQLite files"
+# A database migrated with every table, then its blob users' records
+# dropped: what a pool that moved before issue 19 looks like.
+kill -TERM "$SPAWNED_PID" 2>/dev/null
+wait_exit "$SPAWNED_PID" || fail "the second coordinator did not stop"
+pg_createdb early
+"$GP" coordinator migrate --from "$COORD_DATA" --to "$(pg_url early)" \
+    >"$T/early.out" 2>&1 || fail "migrate into early: $(cat "$T/early.out")"
+pg_psql "TRUNCATE gp_ckpt_versions, gp_ckpt_next_version, gp_data_objects,
+    gp_data_object_chunks, gp_data_uploads, gp_data_upload_chunks,
+    gp_data_next, gp_data_shares, gp_data_quotas, gp_image_manifests,
+    gp_image_manifest_blobs, gp_image_names, gp_image_signatures" early >/dev/null
+timeout 60 "$GP" coordinator --listen "127.0.0.1:$(free_port)" --data "$COORD_DATA" \
+    --db "$(pg_url early)" >"$T/early.log" 2>&1
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || fail "a coordinator started with its records stranded in SQLite (exit $rc)"
+assert_contains "$(cat "$T/early.log")" "migrate --records-only" "the refusal's advice"
+"$GP" coordinator migrate --records-only --from "$COORD_DATA" \
+    --to "$(pg_url early)" >"$T/records.out" 2>"$T/records.err" ||
+    fail "migrate --records-only: $(cat "$T/records.err")"
+assert_not_contains "$(cat "$T/records.out")" "jobs " "--records-only copies no state table"
+assert_eq "$(meta_count checkpoints.db gp_ckpt_versions)" \
+    "$(pg_psql "SELECT count(*) FROM gp_ckpt_versions" early)" "checkpoint versions moved by --records-only"
+assert_eq "$(meta_count images.db gp_image_names)" \
+    "$(pg_psql "SELECT count(*) FROM gp_image_names" early)" "image names moved by --records-only"
+"$GP" coordinator migrate --records-only --from "$COORD_DATA" \
+    --to "$(pg_url early)" >/dev/null 2>"$T/records2.err" &&
+    fail "a second --records-only into a database with records succeeded"
+assert_contains "$(cat "$T/records2.err")" "has rows already" "the second --records-only's refusal"
+echo ok
