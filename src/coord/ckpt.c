@@ -5,8 +5,10 @@
  * the blob store's chunk store (blob.h: DATA/checkpoints/<user>/chunks/,
  * BLAKE2b-256, per user, so deduplication never crosses users and nobody
  * can probe for another user's data). This file keeps the versions:
- *   checkpoints.db   versions, next_version (SQLite, WAL), its own
- *                    connection, guarded by ckpt_lock
+ *   gp_ckpt_versions, gp_ckpt_next_version   behind the storage
+ *                    interface (store_meta.h: DATA/checkpoints.db or the
+ *                    pool's PostgreSQL), its own connection, guarded by
+ *                    ckpt_lock
  * and answers the checkpoint routes; the chunk PUT it answers is the
  * chunk store's streamed upload (blob_upload_*), shared with data uploads.
  *

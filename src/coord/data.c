@@ -7,16 +7,17 @@
  * checkpoints (a chunk that a user's checkpoints, data sets and outputs
  * share is stored once), the same streamed chunk PUT, one GC, which asks
  * these files (a blob_user: collect_refs, gc_expire) what they keep. The
- * tables sit in checkpoints.db, where pools made before the blob store
- * keep them, behind a connection and a lock of data.c's own (data_db,
- * data_lock; data_int.h):
+ * tables are behind the storage interface (store_meta.h: DATA/
+ * checkpoints.db, where pools made before the blob store keep them, or
+ * the pool's PostgreSQL), through a connection and a lock of data.c's own
+ * (data_db, data_lock; data_int.h), each named gp_data_*:
  *   objects        a data set version (kind 'data': user, name, version)
  *                  or a job's output (kind 'output': job_id, attempt),
  *                  with its manifest
  *   object_chunks  the chunks each object references, with their sizes:
  *                  what the quota counts and the GC keeps
  *   uploads, upload_chunks   uploads in progress
- *   data_next      the next version number of each data set (never reused)
+ *   next           the next version number of each data set (never reused)
  *   shares         who may read a user's data set besides its owner
  *   quotas         per-user limits set by an admin
  *
