@@ -92,8 +92,8 @@ ready(struct pg_meta *m)
  * sql with its `?` and `?N` parameters as $N (quoted text left alone).
  * malloc'd, or NULL.
  */
-static char *
-translate(const char *sql)
+char *
+pg_meta_translate(const char *sql)
 {
 	size_t n = strlen(sql), o = 0;
 	char *out = malloc(n * 3 + 1);
@@ -201,7 +201,7 @@ exec_one(struct pg_meta *m, const char *sql, const char *fmt, va_list ap,
 
 	if ((rc = params_bind(&p, fmt, ap)) != 0)
 		return rc;
-	if ((text = translate(sql)) == NULL)
+	if ((text = pg_meta_translate(sql)) == NULL)
 		return GP_ENOMEM;
 	r = PQexecParams(m->c->conn, text, p.n, NULL, p.v, NULL, NULL, 0);
 	free(text);
