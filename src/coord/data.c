@@ -613,10 +613,14 @@ gc_expire(void)
 	int expired, rc;
 
 	pthread_mutex_lock(&data_lock);
-	/* Uploads abandoned long ago, one at a time. */
+	/*
+	 * Uploads abandoned long ago, one at a time, in id order (one whose
+	 * delete failed is not asked about again in this pass).
+	 */
+	id = 0;
 	while (gp_meta_query(data_db, &st, "SELECT id, \"user\" FROM "
-	    "gp_data_uploads WHERE created_ms < ? LIMIT 1", "I",
-	    now - UPLOAD_TTL_MS) == 0) {
+	    "gp_data_uploads WHERE created_ms < ? AND id > ? ORDER BY id "
+	    "LIMIT 1", "II", now - UPLOAD_TTL_MS, id) == 0) {
 		if (gp_meta_next(st) != 1) {
 			gp_meta_done(st);
 			break;
