@@ -26,7 +26,7 @@
  *   one advertising the same URL exits (LEADER_EXIT_CONFIG). It writes
  *   that URL into gp_coordinators with its session's pid; the leader's
  *   ping reads back the URLs whose session still holds a URL lock
- *   (live_sql): the pool's coordinators, which the API lists
+ *   (LIVE_SQL): the pool's coordinators, which the API lists
  *   (leader_coordinators, GET /v1/coordinators) so that the dashboard
  *   moves only to a coordinator the pool vouches for.
  *
@@ -73,7 +73,7 @@ static struct {
 	PGconn *conn;	    /* the leader thread's alone */
 	int connect_failures; /* in a row */
 	int64_t standbys;   /* the leader's last ping: other coordinators */
-	char *coordinators; /* under mu: live_sql's JSON array; NULL: none */
+	char *coordinators; /* under mu: LIVE_SQL's JSON array; NULL: none */
 } L = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
