@@ -112,7 +112,7 @@
   // Asks the coordinator for the pool's coordinators (signed in).
   let coordsAsked = 0;
   async function askCoordinators() {
-    if (!token() || Date.now() - coordsAsked < COORDS_MS) return;
+    if (!token() || Date.now() - coordsAsked < COORDS_MS / 2) return;
     coordsAsked = Date.now();
     try {
       const r = await api('/v1/coordinators');

@@ -735,7 +735,7 @@ leader_coordinators(void)
 	pthread_mutex_lock(&L.mu);
 	if (L.coordinators != NULL)
 		text = strdup(L.coordinators);
-	else if (L.leading) {
+	else if (L.leading && L.advertise != NULL) {
 		/* Not pinged yet: itself, the one it knows. */
 		urls = json_pack("[s]", L.advertise);
 		text = urls != NULL ? json_dumps(urls, JSON_COMPACT) : NULL;
