@@ -13,8 +13,9 @@
 // leader by a crafted link (?peers= naming a listener of this test's, as
 // a phisher would name a site of theirs), goes to the real new leader
 // too and never contacts the listener: the dashboard moves only to the
-// coordinators the pool lists (GET /v1/coordinators). Prints "ok: ..."
-// per check; any failure throws (exit status 1).
+// coordinators the pool lists (GET /v1/coordinators), from which the
+// dead leader drops out. Prints "ok: ..." per check; any failure throws
+// (exit status 1).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -130,6 +131,10 @@ try {
   ok('the tab opened by the crafted link went to ' + B + ' too, never to ' + EVIL);
   await ctx2.close();
   await signIn(page, B);
+  // The dead one drops out of the list (its session, and URL lock, ended).
+  const after = await (await fetch(B + '/v1/coordinators', { headers: { Authorization: 'Bearer ' + ADMIN } })).json();
+  check(JSON.stringify(after.coordinators) === JSON.stringify([{ url: B, leader: true }]),
+    'GET /v1/coordinators at the new leader lists it alone: ' + JSON.stringify(after.coordinators));
 
   // It works there: a job submitted from the page runs to its end.
   await page.click('a[href="#/jobs"]');
