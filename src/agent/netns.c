@@ -33,6 +33,7 @@
 
 #include "agent/netns.h"
 #include "agent/overlay.h"
+#include "agent/netns_pasta.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -75,6 +76,9 @@ struct gp_net {
 	char dns_addr[20];
 	char resolv_conf[64];
 	struct gp_overlay *overlay;	/* gangs across NATs; not owned */
+	/* A non-root agent's: pasta for its jobs (NULL: loopback only). */
+	struct gp_pasta *pasta;
+	char pasta_why[512];
 };
 
 const char *
@@ -806,6 +810,8 @@ dns_relay_stop(struct gp_net *n)
 const char *
 gp_net_resolv_conf(const struct gp_net *n)
 {
+	if (n != NULL && n->pasta != NULL)
+		return gp_pasta_resolv_conf(n->pasta);
 	return n != NULL && n->resolv_conf[0] != '\0' ? n->resolv_conf :
 	    NULL;
 }
@@ -1104,13 +1110,21 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 	n->next[1] = NET_HALF;
 	n->root = geteuid() == 0;
 	if (!n->root) {
-		if (policy != GP_NET_NONE) {
+		if (policy != GP_NET_NONE &&
+		    gp_pasta_new(&n->pasta, rate_bps, work_dir, why,
+		    sizeof(why)) != 0) {
 			n->offer = GP_NET_NONE;
-			n->offer_why = "the agent is not root: jobs get "
-			    "loopback only";
-			gp_warn("job networks: network=%s needs a root agent "
-			    "(veth pairs); jobs get network=none",
-			    gp_net_policy_name(policy));
+			snprintf(n->pasta_why, sizeof(n->pasta_why), "the "
+			    "agent is not root and pasta cannot work here "
+			    "(%.400s): jobs get loopback only", why);
+			n->offer_why = n->pasta_why;
+			gp_warn("job networks: network=%s: %s",
+			    gp_net_policy_name(policy), n->pasta_why);
+		} else if (policy != GP_NET_NONE) {
+			gp_info("job networks ready policy=%s stack=pasta "
+			    "(the agent is not root)%s",
+			    gp_net_policy_name(policy), rate_bps > 0 ?
+			    ": net-rate caps what jobs send only" : "");
 		}
 		*out = n;
 		return 0;
@@ -1169,6 +1183,7 @@ gp_net_free(struct gp_net *n)
 		(void)run(argv, NULL, -1, NULL, 0);
 	}
 	dns_relay_stop(n);
+	gp_pasta_free(n->pasta);
 	if (n->nl != NULL)
 		mnl_socket_close(n->nl);
 	if (n->lock_fd >= 0)
@@ -1480,7 +1495,9 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	gp_net_job_init(&r);
 	r.policy = want < n->offer ? want : n->offer;
 	if (!n->root) {
-		*j = r;		/* the job's own clone makes its namespace */
+		/* The job's own clone makes its namespace; pasta then. */
+		r.pasta_wanted = r.policy != GP_NET_NONE && n->pasta != NULL;
+		*j = r;
 		return 0;
 	}
 	if (gang != NULL && gp_net_gangs(n) && gang->parts > 1 &&
@@ -1618,6 +1635,10 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 	unsigned int seq = 0;
 
 	*sent = *received = 0;
+	if (j->pasta > 0 && j->pasta_net != NULL) {
+		gp_pasta_job_bytes(j->pasta_net, j->pasta, sent, received);
+		return;
+	}
 	if (j->slot < 0 || (nl = nl_open()) == NULL)
 		return;
 	/* The host's end receives what the job sends. */
@@ -1646,6 +1667,10 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 {
 	int gang = j->gang;
 
+	if (j->pasta > 0 && n->pasta != NULL) {
+		gp_pasta_job_stop(n->pasta, j->pasta);
+		j->pasta = 0;
+	}
 	if (gang)
 		gang_unlink(n, j);
 	/*
@@ -1662,4 +1687,23 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 		return;
 	}
 	close_now(n, j);
+}
+
+int
+gp_net_job_attach(struct gp_net *n, struct gp_net_job *j, pid_t pid,
+    char *err, size_t errlen)
+{
+	int ret;
+
+	if (!j->pasta_wanted || j->pasta > 0)
+		return 0;
+	if (n->pasta == NULL) {
+		snprintf(err, errlen, "no pasta for this agent's jobs");
+		return GP_EIO;
+	}
+	if ((ret = gp_pasta_job_start(n->pasta, j->policy, pid, &j->pasta,
+	    err, errlen)) != 0)
+		return ret;
+	j->pasta_net = n->pasta;
+	return 0;
 }
