@@ -101,6 +101,9 @@ d=$(mktemp -d /tmp/gpnetp-tun.XXXXXX) || exit 90
 mount -t tmpfs -o mode=0755,size=64k gpnetp-tun "$d" || exit 90
 mknod -m 0666 "$d/tun" c 10 200 || exit 90
 mount --bind "$d/tun" /dev/net/tun || exit 90
+# The provider'"'"'s resolver on its loopback (the test'"'"'s, below).
+printf "nameserver 127.0.0.1\noptions timeout:2 attempts:2\n" >"$d/resolv.conf"
+mount --bind "$d/resolv.conf" /etc/resolv.conf || exit 90
 bash "$1"
 ' gpnetp "$here/$(basename "$0")"
 	rc=$?
@@ -136,6 +139,41 @@ deadline=$((SECONDS + WAIT_S))
 until grep -q serving "$T/host-servers.log"; do
 	alive "$host_srv" || fail "host servers exited: $(cat "$T/host-servers.log")"
 	[ $SECONDS -ge $deadline ] && fail "host servers not up"
+	sleep 0.1
+done
+
+# The provider's resolver, on its loopback only (pasta forwards jobs'
+# queries to it from the host).
+spawn "$T/resolver.log" "$PY" -c '
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+print("serving", flush=True)
+while True:
+    q, peer = s.recvfrom(512)
+    if len(q) < 12:
+        continue
+    qid = struct.unpack(">H", q[:2])[0]
+    i, labels = 12, []
+    while i < len(q) and q[i] != 0:
+        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
+        i += 1 + q[i]
+    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
+    question = q[12:i + 5]
+    name = ".".join(labels).lower()
+    print("query", name, qtype, flush=True)
+    known = name == "svc.gpupool.test"
+    answers = b""
+    if known and qtype == 1:
+        answers = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) +
+                   socket.inet_aton("198.51.100.7"))
+    head = struct.pack(">HHHHHH", qid, 0x8180 | (0 if known else 3), 1,
+                       1 if answers else 0, 0, 0)
+    s.sendto(head + question + answers, peer)
+'
+deadline=$((SECONDS + WAIT_S))
+until grep -q serving "$T/resolver.log"; do
+	[ $SECONDS -ge $deadline ] && fail "the test's resolver did not start: $(cat "$T/resolver.log")"
 	sleep 0.1
 done
 
@@ -246,6 +284,15 @@ read -r sent received <<<"$(printf '%s' "$CLI_OUT" |
 [ "${sent:-0}" -gt 0 ] && [ "${received:-0}" -gt 0 ] ||
     fail "lan probe's bytes: sent ${sent:-?} received ${received:-?}"
 log "lan probe: net_sent=$sent net_received=$received"
+
+# DNS: through pasta's forwarder to the provider's loopback resolver.
+submit --gpus 1 --time 2m --network internet -- sh -c \
+    'cat /etc/resolv.conf; getent ahostsv4 svc.gpupool.test | head -n 1; echo probed'
+wait_final "$JOB" 90
+job_log "$JOB"
+log "dns probe: $(printf '%s' "$LOG" | tr '\n' ' ')"
+assert_contains "$LOG" "nameserver 169.254.53.53" "the job's resolv.conf"
+assert_contains "$LOG" "198.51.100.7" "a job resolves through pasta"
 
 run_probe --network internet
 assert_contains "$LOG" "public=public" "internet job: the public server"
