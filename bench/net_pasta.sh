@@ -103,8 +103,12 @@ as() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
 as "$BUILD/bench/bench_pasta" "$1" internet "$2"
 echo "== pasta: throughput (the agent'"'"'s flags)"
 as unshare -Urn sleep 600 &
-p=$!
-sleep 0.5
+holder=$!
+# $! is the subshell running the function: the sleep is its child.
+for i in $(seq 100); do
+	p=$(pgrep -P "$holder" -x sleep) && break
+	sleep 0.05
+done
 as pasta --foreground --quiet --config-net --no-map-gw -t none -u none \
     -T none -U none --ns-ifname eth0 --dns-forward 169.254.53.53 \
     --pid "$2/pasta.pid" "$p" &
@@ -113,7 +117,7 @@ for i in $(seq 200); do [ -s "$2/pasta.pid" ] && break; sleep 0.05; done
 as nsenter -U -n -t "$p" --preserve-credentials \
     iperf3 -c 198.51.100.1 -t "$3" -f g | awk "/receiver/ {print \"throughput\", \$7, \$8}"
 kill "$pasta" 2>/dev/null || true
-kill "$p" 2>/dev/null || true
+kill "$p" "$holder" 2>/dev/null || true
 wait 2>/dev/null || true
 umount /dev/net/tun || true
 umount "$d" && rmdir "$d" || true
