@@ -335,4 +335,29 @@ for p in $pastas; do
 		sleep 0.1
 	done
 done
+
+# Where pasta cannot work (the machine's own /dev/net/tun, 0600 here),
+# the agent offers none and says why, never more than it can enforce.
+if [ "$(nsenter --mount=/proc/1/ns/mnt stat -c %a /dev/net/tun)" = 600 ]; then
+	mk_token provider prov-notun
+	(umask 077 && printf '%s\n' "$TOKEN" >"$T/nobody/notun.token")
+	mkdir -p "$T/nobody/notun"
+	chown -R nobody:nogroup "$T/nobody"
+	spawn "$T/agent-notun.log" nsenter --mount=/proc/1/ns/mnt \
+	    setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+	    "$GP" agent --coordinator "$(coord_url)" \
+	    --token-file "$T/nobody/notun.token" --name notun \
+	    --work "$T/nobody/notun" --fake-gpus 1:T4:16384 \
+	    --policy "$T/nobody/lan.policy" -v
+	AGENT_PID[notun]=$SPAWNED_PID
+	wait_node_up notun
+	assert_contains "$(cat "$T/agent-notun.log")" \
+	    "pasta cannot work here (pasta needs /dev/net/tun" \
+	    "the agent without a usable /dev/net/tun: why"
+	GPUPOOL_AGENT_SOCKET="$T/nobody/notun/agent.sock" cli provider status
+	assert_contains "$CLI_OUT" "network:  jobs get none" \
+	    "provider status without a usable /dev/net/tun"
+else
+	log "SKIP part: /dev/net/tun is open to users here (no refusal to see)"
+fi
 echo ok
