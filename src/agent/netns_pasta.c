@@ -98,34 +98,58 @@ gp_pasta_rules(struct gp_buf *b, enum gp_net_policy policy,
 	return b->data != NULL ? 0 : GP_ENOMEM;
 }
 
-/* The host's own addresses, comma-separated, per family. */
-static void
-host_addresses(char *v4, size_t len4, char *v6, size_t len6)
+/* 1 when item is one of the comma-separated list's. */
+static int
+listed(const char *list, const char *item)
+{
+	size_t n = strlen(item);
+	const char *p;
+
+	for (p = list; p != NULL && (p = strstr(p, item)) != NULL; p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ',' ||
+		    p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+/*
+ * The host's own addresses, comma-separated, per family, into v4 and v6
+ * (empty buffers). 0, or GP_ENOMEM or GP_EIO.
+ */
+static int
+host_addresses(struct gp_buf *v4, struct gp_buf *v6)
 {
 	struct ifaddrs *ifa, *i;
-	size_t u4 = 0, u6 = 0;
 	char text[INET6_ADDRSTRLEN];
+	struct gp_buf *b;
+	const void *a;
 
-	v4[0] = v6[0] = '\0';
 	if (getifaddrs(&ifa) != 0)
-		return;
+		return GP_EIO;
 	for (i = ifa; i != NULL; i = i->ifa_next) {
 		if (i->ifa_addr == NULL)
 			continue;
-		if (i->ifa_addr->sa_family == AF_INET &&
-		    inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)
-		    i->ifa_addr)->sin_addr, text, sizeof(text)) != NULL &&
-		    strstr(v4, text) == NULL && u4 + strlen(text) + 3 < len4)
-			u4 += (size_t)snprintf(v4 + u4, len4 - u4, "%s%s",
-			    u4 ? ", " : "", text);
-		else if (i->ifa_addr->sa_family == AF_INET6 &&
-		    inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)
-		    i->ifa_addr)->sin6_addr, text, sizeof(text)) != NULL &&
-		    strstr(v6, text) == NULL && u6 + strlen(text) + 3 < len6)
-			u6 += (size_t)snprintf(v6 + u6, len6 - u6, "%s%s",
-			    u6 ? ", " : "", text);
+		if (i->ifa_addr->sa_family == AF_INET) {
+			b = v4;
+			a = &((struct sockaddr_in *)(void *)i->ifa_addr)->
+			    sin_addr;
+		} else if (i->ifa_addr->sa_family == AF_INET6) {
+			b = v6;
+			a = &((struct sockaddr_in6 *)(void *)i->ifa_addr)->
+			    sin6_addr;
+		} else
+			continue;
+		if (inet_ntop(i->ifa_addr->sa_family, a, text,
+		    sizeof(text)) == NULL || listed(b->data, text))
+			continue;
+		if (gp_buf_printf(b, "%s%s", b->data != NULL &&
+		    b->data[0] != '\0' ? ", " : "", text) < 0) {
+			freeifaddrs(ifa);
+			return GP_ENOMEM;
+		}
 	}
 	freeifaddrs(ifa);
+	return 0;
 }
 
 /*
@@ -568,12 +592,12 @@ int
 gp_pasta_job_start(struct gp_pasta *p, enum gp_net_policy policy, pid_t pid,
     int *id, char *err, size_t errlen)
 {
-	char *nft[] = {"nft", "-f", "-", NULL}, v4[2048], v6[4096], out[512];
+	char *nft[] = {"nft", "-f", "-", NULL}, out[512];
 	char rate[32], burst[32];
 	char *tc[] = {"tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
 	    "rate", rate, "burst", burst, "latency", "50ms", NULL};
 	struct pasta_job j = {.dev_fd = -1};
-	struct gp_buf rules;
+	struct gp_buf rules, v4, v6;
 	int i, slot = -1, ret;
 
 	pthread_mutex_lock(&p->lock);
@@ -593,13 +617,21 @@ gp_pasta_job_start(struct gp_pasta *p, enum gp_net_policy policy, pid_t pid,
 		return GP_ECONFLICT;
 	}
 	/* The rules first: the tap never carries a packet without them. */
-	host_addresses(v4, sizeof(v4), v6, sizeof(v6));
 	memset(&rules, 0, sizeof(rules));
-	if (gp_pasta_rules(&rules, policy, v4, v6) != 0) {
-		snprintf(err, errlen, "out of memory");
-		ret = GP_ENOMEM;
+	memset(&v4, 0, sizeof(v4));
+	memset(&v6, 0, sizeof(v6));
+	if ((ret = host_addresses(&v4, &v6)) != 0 ||
+	    (ret = gp_pasta_rules(&rules, policy, v4.data ? v4.data : "",
+	    v6.data ? v6.data : "")) != 0) {
+		snprintf(err, errlen, "the host's addresses: %s",
+		    gp_strerror(ret));
+		gp_buf_free(&v4);
+		gp_buf_free(&v6);
+		gp_buf_free(&rules);
 		goto fail;
 	}
+	gp_buf_free(&v4);
+	gp_buf_free(&v6);
 	ret = run_in(pid, nft, rules.data, out, sizeof(out));
 	gp_buf_free(&rules);
 	if (ret != 0) {
