@@ -392,12 +392,15 @@ job_stop(struct gp_pasta *p, struct pasta_job *j)
 {
 	char path[4200];
 
+	/* Nothing of pasta's to save: the tap goes with the namespace. */
 	if (j->pid > 0) {
-		kill(j->pid, SIGTERM);
+		kill(j->pid, SIGKILL);
 		while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
 	snprintf(path, sizeof(path), "%s/pasta-%d.pid", p->work_dir, j->id);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/pasta-%d.log", p->work_dir, j->id);
 	unlink(path);
 	if (j->dev_fd >= 0)
 		close(j->dev_fd);
@@ -490,17 +493,14 @@ open_dev_stats(pid_t target)
 	return fd;
 }
 
-/* Starts pasta for the namespace of target; waits for its pid file. */
+/* Starts pasta for the namespace of target (pasta_ready waits for it). */
 static int
 pasta_spawn(struct gp_pasta *p, int id, pid_t target, pid_t *out,
     char *err, size_t errlen)
 {
-	char pidfile[4200], logfile[4200], target_text[16], *log = NULL;
+	char pidfile[4200], logfile[4200], target_text[16];
 	char *argv[32];
-	int argc = 0, status, fd;
-	int64_t deadline;
-	size_t len;
-	struct stat st;
+	int argc = 0, fd;
 	pid_t pid;
 
 	snprintf(pidfile, sizeof(pidfile), "%s/pasta-%d.pid", p->work_dir, id);
@@ -556,13 +556,34 @@ pasta_spawn(struct gp_pasta *p, int id, pid_t target, pid_t *out,
 		execv(PASTA_BIN, argv);
 		_exit(127);
 	}
+	*out = pid;
+	return 0;
+}
+
+/*
+ * Waits for pasta id (*pid) to write its pid file: the namespace is set.
+ * A pasta that exited is reaped (*pid 0).
+ */
+static int
+pasta_ready(struct gp_pasta *p, int id, pid_t *pid, char *err,
+    size_t errlen)
+{
+	char pidfile[4200], logfile[4200], *log = NULL;
+	int64_t deadline;
+	struct stat st;
+	size_t len;
+	int status;
+
+	snprintf(pidfile, sizeof(pidfile), "%s/pasta-%d.pid", p->work_dir, id);
+	snprintf(logfile, sizeof(logfile), "%s/pasta-%d.log", p->work_dir, id);
 	deadline = gp_mono_ms() + PASTA_READY_MS;
 	for (;;) {
 		struct timespec ms = {0, 500 * 1000};
 
 		if (stat(pidfile, &st) == 0 && st.st_size > 0)
 			break;
-		if (waitpid(pid, &status, WNOHANG) == pid) {
+		if (waitpid(*pid, &status, WNOHANG) == *pid) {
+			*pid = 0;
 			if (gp_read_file(logfile, 2048, &log, &len) != 0)
 				log = NULL;
 			snprintf(err, errlen, "pasta exited %d: %.400s",
@@ -573,9 +594,6 @@ pasta_spawn(struct gp_pasta *p, int id, pid_t target, pid_t *out,
 			return GP_EIO;
 		}
 		if (gp_mono_ms() > deadline) {
-			kill(pid, SIGKILL);
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
 			snprintf(err, errlen, "pasta not ready in %d ms",
 			    PASTA_READY_MS);
 			unlink(logfile);
@@ -584,7 +602,6 @@ pasta_spawn(struct gp_pasta *p, int id, pid_t target, pid_t *out,
 		nanosleep(&ms, NULL);
 	}
 	unlink(logfile);
-	*out = pid;
 	return 0;
 }
 
@@ -616,7 +633,13 @@ gp_pasta_job_start(struct gp_pasta *p, enum gp_net_policy policy, pid_t pid,
 		    PASTA_JOBS);
 		return GP_ECONFLICT;
 	}
-	/* The rules first: the tap never carries a packet without them. */
+	/*
+	 * pasta sets itself up (most of the time this takes) while the
+	 * rules are written: the job sends nothing before both are done
+	 * (its init waits for the go byte).
+	 */
+	if ((ret = pasta_spawn(p, j.id, pid, &j.pid, err, errlen)) != 0)
+		goto fail;
 	memset(&rules, 0, sizeof(rules));
 	memset(&v4, 0, sizeof(v4));
 	memset(&v6, 0, sizeof(v6));
@@ -639,7 +662,9 @@ gp_pasta_job_start(struct gp_pasta *p, enum gp_net_policy policy, pid_t pid,
 		    out);
 		goto fail;
 	}
-	if ((ret = pasta_spawn(p, j.id, pid, &j.pid, err, errlen)) != 0)
+	if ((j.dev_fd = open_dev_stats(pid)) < 0)
+		gp_warn("job network: no byte counts for pasta id=%d", j.id);
+	if ((ret = pasta_ready(p, j.id, &j.pid, err, errlen)) != 0)
 		goto fail;
 	/*
 	 * What the job sends (its tap's egress). What it receives cannot
@@ -661,8 +686,6 @@ gp_pasta_job_start(struct gp_pasta *p, enum gp_net_policy policy, pid_t pid,
 			goto fail;
 		}
 	}
-	if ((j.dev_fd = open_dev_stats(pid)) < 0)
-		gp_warn("job network: no byte counts for pasta id=%d", j.id);
 	pthread_mutex_lock(&p->lock);
 	p->jobs[slot] = j;
 	pthread_mutex_unlock(&p->lock);
