@@ -47,7 +47,7 @@ if [ -z "${NET_PASTA_INSIDE:-}" ]; then
 	ip -n "$world" link set down0 up
 	ip -n "$prov" route add default via 192.168.77.1
 	ip netns exec "$world" iperf3 -s >/dev/null 2>&1 &
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		ip netns exec "$world" ss -ltn | grep -q ':5201 ' && break
 		sleep 0.05
 	done

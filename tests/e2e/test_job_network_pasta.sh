@@ -197,7 +197,7 @@ start_pasta_agent() {
 	    --token-file "$T/nobody/pasta.token" --name pasta \
 	    --work "$T/nobody/work" --fake-gpus 2:T4:16384 \
 	    --policy "$T/nobody/lan.policy" -v
-	AGENT_PID[pasta]=$SPAWNED_PID
+	AGENT_PID["pasta"]=$SPAWNED_PID
 }
 start_pasta_agent
 wait_node_up pasta
@@ -356,7 +356,7 @@ if [ "$(host_tun stat -c %a /dev/net/tun)" = 600 ]; then
 	    --token-file "$T/nobody/notun.token" --name notun \
 	    --work "$T/nobody/notun" --fake-gpus 1:T4:16384 \
 	    --policy "$T/nobody/lan.policy" -v
-	AGENT_PID[notun]=$SPAWNED_PID
+	AGENT_PID["notun"]=$SPAWNED_PID
 	wait_node_up notun
 	assert_contains "$(cat "$T/agent-notun.log")" \
 	    "pasta cannot work here (pasta needs /dev/net/tun" \
