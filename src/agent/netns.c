@@ -670,7 +670,25 @@ done:
 #define NET_DNS_PID_FMT NET_RUN_DIR "/%02x.dns.pid"
 #define NET_RESOLV_FMT NET_RUN_DIR "/%02x.resolv.conf"
 
-/* Stops a relay a killed agent of block b left (its pid file). */
+/* 1 when process pid is in the caller's network namespace. */
+static int
+same_net(long pid)
+{
+	char mine[64], theirs[64], path[64];
+	ssize_t a, t;
+
+	snprintf(path, sizeof(path), "/proc/%ld/ns/net", pid);
+	a = readlink("/proc/thread-self/ns/net", mine, sizeof(mine));
+	t = readlink(path, theirs, sizeof(theirs));
+	return a > 0 && t == a && memcmp(mine, theirs, (size_t)a) == 0;
+}
+
+/*
+ * Stops a relay a killed agent of block b left (its pid file). A relay
+ * in another network namespace (the blocks' locks are the machine's,
+ * tests run agents in namespaces of their own) is that one's agents' to
+ * sweep: left alone, its pid file too.
+ */
 static void
 dns_sweep(int b, const char *lo_addrs)
 {
@@ -690,6 +708,10 @@ dns_sweep(int b, const char *lo_addrs)
 
 			close(fd);
 			comm[k > 0 ? k : 0] = '\0';
+			if (strcmp(comm, "dnsmasq\n") == 0 && !same_net(pid)) {
+				free(text);
+				return;
+			}
 			if (strcmp(comm, "dnsmasq\n") == 0 &&
 			    kill((pid_t)pid, SIGTERM) == 0)
 				gp_info("job networks: stopped a stale DNS "
