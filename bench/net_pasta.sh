@@ -95,7 +95,8 @@ chown nobody:nogroup "$work"
 # shellcheck disable=SC2016 # expanded by the inner shell
 unshare -m --propagation private bash -c '
 set -eu
-d=$(mktemp -d /tmp/gpbp-tun.XXXXXX)
+# Under the work directory: removed with it once this namespace is gone.
+d=$(mktemp -d "$2/tun.XXXXXX")
 mount -t tmpfs -o mode=0755,size=64k gpbp-tun "$d"
 mknod -m 0666 "$d/tun" c 10 200
 mount --bind "$d/tun" /dev/net/tun
