@@ -215,6 +215,14 @@ print(round((f(d["started_at"]) - f(d["submitted_at"])).total_seconds() * 1000))
 	echo "$(printf '%s\n' "${ms[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') $(printf '%s\n' "${st[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[int(NR*0.9)]}') $where"
 	echo "raw harness ${ms[*]} started ${st[*]}" >&2
 }
+# What one look of the harness costs by itself (curl and python3 start).
+look=()
+for i in $(seq 10); do
+	t0=$(date +%s%N)
+	job_state "$sj" >/dev/null
+	look+=($((($(date +%s%N) - t0) / 1000000)))
+done
+echo "harness_one_state_look_ms_p50 $(printf '%s\n' "${look[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') ms"
 LABEL=0_sessions quiet_window
 d_idle=$(dispatch)
 rss0=$(awk '/^VmRSS:/ {print $2}' /proc/$COORD_PID/status)
@@ -241,6 +249,15 @@ echo "agent_rss_kib_per_session $(( (arss1 - arss0) / ${SESSIONS:-200} )) KiB"
 echo "agent_threads $(ls /proc/${AGENT_PID[alpha]}/task | wc -l)"
 LABEL=${SESSIONS:-200}_sessions quiet_window
 d_busy=$(dispatch)
+# Then without them again: the order (idle first) is not the cause.
+kill "${STARTED_PIDS[@]: -${SESSIONS:-200}}" 2>/dev/null
+deadline=$((SECONDS + 60))
+until [ "$(job_get "$sj" 'd.get("sessions", 0)')" = 0 ]; do
+	[ $SECONDS -ge $deadline ] && break
+	sleep 0.2
+done
+d_after=$(dispatch)
 echo "dispatch_ms_p50_idle $d_idle (harness p50, started p50 p90, nodes)"
 echo "dispatch_ms_p50_200_sessions $d_busy (harness p50, started p50 p90, nodes)"
+echo "dispatch_ms_p50_idle_after $d_after (harness p50, started p50 p90, nodes)"
 echo "load $(cut -d' ' -f1-3 /proc/loadavg)"
