@@ -165,6 +165,7 @@ sj_node=$(job_get "$sj" 'd.get("node")')
 # CPU seconds (user+system, all threads) and context switches of a process.
 cpu_of() { # PID: "ticks switches"
 	local t=0 c=0 f
+	[ -n "$1" ] && [ -d "/proc/$1" ] || { echo "0 0"; return; }
 	t=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0)
 	for f in /proc/"$1"/task/*/status; do
 		c=$((c + $(awk '/ctxt_switches/ {s += $2} END {print s + 0}' "$f" 2>/dev/null || echo 0)))
@@ -173,10 +174,10 @@ cpu_of() { # PID: "ticks switches"
 }
 quiet_window() { # LABEL: what the coordinator and the agents do, 5 s idle
 	local a0 b0 c0 a1 b1 c1
-	a0=$(cpu_of "${AGENT_PID[alpha]}") b0=$(cpu_of "${AGENT_PID[beta]}")
+	a0=$(cpu_of "${AGENT_PID[alpha]}") b0=$(cpu_of "${AGENT_PID[beta]:-}")
 	c0=$(cpu_of "$COORD_PID")
 	sleep 5
-	a1=$(cpu_of "${AGENT_PID[alpha]}") b1=$(cpu_of "${AGENT_PID[beta]}")
+	a1=$(cpu_of "${AGENT_PID[alpha]}") b1=$(cpu_of "${AGENT_PID[beta]:-}")
 	c1=$(cpu_of "$COORD_PID")
 	set -- $a0 $a1 $b0 $b1 $c0 $c1
 	echo "idle_5s_$LABEL agent_alpha_cpu_ms $((($3 - $1) * 10)) switches $(($4 - $2)) agent_beta_cpu_ms $((($7 - $5) * 10)) switches $(($8 - $6)) coordinator_cpu_ms $(((${11} - $9) * 10)) switches $((${12} - ${10}))"

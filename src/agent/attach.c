@@ -799,6 +799,16 @@ pump_loop(struct pump *p)
 		rc = poll(pf, n, timeout);
 		if (rc < 0 && errno != EINTR)
 			return;
+		/*
+		 * The coordinator's leg reset while the job's input is full
+		 * (its socket is not read then): it would report the reset at
+		 * once forever; the stream is over.
+		 */
+		if ((pf[idx[PF_UP]].revents & (POLLERR | POLLHUP)) != 0 &&
+		    p->in_start < p->in_end) {
+			p->broken = 1;
+			return;
+		}
 		if (idx[PF_NOTICE] >= 0 && pf[idx[PF_NOTICE]].revents != 0) {
 			uint64_t v;
 			if (read(p->notice_fd, &v, sizeof(v)) < 0)
