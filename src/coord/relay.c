@@ -83,7 +83,7 @@ struct relay_stream {
 	int kind;
 	int64_t created_mono;
 	int announced;	/* the node's poll took it */
-	int counted;	/* in its job's count (open: not closing, not dead) */
+	int counted;	/* in its job's count (not closing, not dead) */
 	int spliced;
 	int closing;	/* flush to_client, then close */
 	int64_t closing_mono;
