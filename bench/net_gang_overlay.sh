@@ -1,8 +1,10 @@
 #!/bin/bash
 # bench/net_gang_overlay.sh: two "provider machines" each behind its own
 # NAT (a home router namespace masquerading onto "the internet"), joined
-# by a wireguard-go overlay; iperf3 across the overlay (issue 14, gangs
-# across NATs). All in test namespaces: nothing leaves this machine.
+# by a wireguard-go overlay made by hand (what the agent automates:
+# src/agent/overlay.c, bench/net_gang_overlay_agent.sh); iperf3 across
+# the overlay (issue 14, gangs across NATs). All in test namespaces
+# (tests/e2e/nat_lib.sh): nothing leaves this machine.
 #
 #   hA 192.168.1.2 -- rA (masq) 198.51.100.2 -- inet -- 203.0.113.2 (masq) rB -- hB 192.168.2.2
 #
@@ -23,72 +25,23 @@ for c in ip nft wireguard-go wg iperf3; do
 done
 [ -c /dev/net/tun ] || { echo "SKIP: no /dev/net/tun"; exit 77; }
 
+. "$(dirname "$0")/../tests/e2e/nat_lib.sh"
 p=gpov$$
-NS="${p}i ${p}ra ${p}rb ${p}ha ${p}hb"
 # wireguard-go's control socket is /var/run/wireguard/NAME.sock, shared
 # by every namespace: the interface names must be unique on the machine.
 wa=${p}a
 wb=${p}b
 tmp=$(mktemp -d)
 cleanup() {
-	local n q
-	for n in $NS; do
-		for q in $(ip netns pids "$n" 2>/dev/null); do
-			kill -KILL "$q" 2>/dev/null
-		done
-		ip netns del "$n" 2>/dev/null
-	done
+	nat_delete
 	rm -f "/var/run/wireguard/$wa.sock" "/var/run/wireguard/$wb.sock"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 die() { echo "FAIL: $*"; exit 1; }
 
-for n in $NS; do
-	ip netns add "$n" || die "netns $n"
-	ip -n "$n" link set lo up
-done
-# the internet: routes between the two routers' WAN links
-ip -n ${p}i link add wa type veth peer name wan netns ${p}ra || die veth
-ip -n ${p}i link add wb type veth peer name wan netns ${p}rb || die veth
-ip -n ${p}i addr add 198.51.100.1/24 dev wa
-ip -n ${p}i addr add 203.0.113.1/24 dev wb
-ip -n ${p}i link set wa up
-ip -n ${p}i link set wb up
-ip netns exec ${p}i sysctl -qw net.ipv4.ip_forward=1
-for s in a b; do
-	r=${p}r$s
-	h=${p}h$s
-	if [ $s = a ]; then
-		wan=198.51.100.2 gw=198.51.100.1 lan=192.168.1
-	else
-		wan=203.0.113.2 gw=203.0.113.1 lan=192.168.2
-	fi
-	ip -n $r addr add $wan/24 dev wan
-	ip -n $r link set wan up
-	ip -n $r route add default via $gw
-	ip -n $r link add lan type veth peer name eth0 netns $h || die veth
-	ip -n $r addr add $lan.1/24 dev lan
-	ip -n $r link set lan up
-	ip -n $h addr add $lan.2/24 dev eth0
-	ip -n $h link set eth0 up
-	ip -n $h route add default via $lan.1
-	ip netns exec $r sysctl -qw net.ipv4.ip_forward=1
-	ip netns exec $r nft -f - <<-EOF || die "nft on router $s"
-	table ip nat {
-		chain post { type nat hook postrouting priority 100;
-			oifname "wan" masquerade; }
-	}
-	table ip filter {
-		chain c_in { type filter hook input priority 0; policy accept;
-			iifname "wan" ct state established,related accept;
-			iifname "wan" drop; }
-		chain c_fwd { type filter hook forward priority 0; policy accept;
-			iifname "wan" ct state established,related accept;
-			iifname "wan" drop; }
-	}
-	EOF
-done
+# the topology (tests/e2e/nat_lib.sh): hA and hB behind two NATs
+nat_make "$p" || die "the test namespaces"
 
 # the direct route cannot work: hB's address is private behind rB
 if ip netns exec ${p}ha timeout 3 bash -c \

@@ -19,6 +19,9 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       # tests of issue 7: the metrics parser, the dashboard's browser,
       # shell completion, the packages' Debian root and unit checks
       python3-prometheus-client chromium zsh tmux debootstrap systemd
+      # issue 17: certutil puts a pool's CA into the NSS database that
+      # Chromium trusts, for the job port proxy's HTTPS in a browser test
+      libnss3-tools
       # issue 14: each job in a network namespace of its own (pasta, nftables
       # rules, WireGuard overlays for gangs behind NAT) and a real
       # distributed client (PyTorch on CPU, Gloo)

@@ -10,7 +10,7 @@
 # and tests/e2e/lib.sh; no side effects.
 
 # The words (requirement_present says what each one means).
-REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft torch traces dnsmasq sshd tmux postgresql"
+REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft wireguard torch traces dnsmasq sshd tmux postgresql"
 
 # requirement_present WORD: 0 when this machine has it, 1 when not, 2 for
 # a word that is not one of REQUIREMENTS.
@@ -55,6 +55,10 @@ requirement_present() {
 			[ -e /usr/lib/x86_64-linux-gnu/libnss_wrapper.so ] ;;
 	tmux) # a terminal the tests drive (the interactive shell's)
 		command -v tmux >/dev/null 2>&1 ;;
+	wireguard) # the gang overlay: Debian's wireguard-go, wg
+		# (wireguard-tools) and a TUN device root can open
+		[ "$(id -u)" = 0 ] && command -v wireguard-go >/dev/null 2>&1 &&
+			command -v wg >/dev/null 2>&1 && [ -c /dev/net/tun ] ;;
 	torch) # Debian's python3-torch with Gloo, for the Python the e2e tests
 		# run (tests/e2e/lib.sh: Debian's /usr/bin/python3 first)
 		"$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)" \

@@ -64,15 +64,87 @@
   // X-Gpupool-Leader. The dashboard then goes to the leader's own
   // dashboard (the token stays in this origin's session: sign in there);
   // a leader naming itself is still loading: the next refresh retries.
+  // Each coordinator it went through is carried along (?peers=, origins
+  // only, never a token) and kept in this tab's session: when the one it
+  // shows stops answering (the leader died), it goes to one of those,
+  // saying which one was down (?down=), so that one is not followed back
+  // to while the others still name it.
+  const PEERS_KEY = 'gpupool.peers', DOWN_KEY = 'gpupool.down';
+  const DOWN_MS = 60000;    // how long a coordinator that died is not followed
+  const UNREACHABLE = 2;    // failed calls in a row before going elsewhere
   let goingToLeader = false;
-  function followLeader(leader) {
-    let u;
-    try { u = new URL(leader); } catch (e) { return; }
-    if ((u.protocol !== 'http:' && u.protocol !== 'https:') ||
-        u.origin === location.origin || goingToLeader) return;
+  let unreachable = 0;
+
+  function httpOrigin(text) {
+    try {
+      const u = new URL(text);
+      return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : null;
+    } catch (e) { return null; }
+  }
+  function peers() {
+    try {
+      const p = JSON.parse(sessionStorage.getItem(PEERS_KEY) || '[]');
+      return Array.isArray(p) ? p.filter((o) => httpOrigin(o) === o && o !== location.origin) : [];
+    } catch (e) { return []; }
+  }
+  function downOrigin() {
+    try {
+      const d = JSON.parse(sessionStorage.getItem(DOWN_KEY) || 'null');
+      return d && typeof d.origin === 'string' && d.until > Date.now() ? d.origin : null;
+    } catch (e) { return null; }
+  }
+  // What the coordinator that sent us here said (then dropped from the URL).
+  (() => {
+    const q = new URLSearchParams(location.search);
+    if (!q.has('peers') && !q.has('down')) return;
+    const known = new Set(peers());
+    for (const p of (q.get('peers') || '').split(',')) {
+      const o = httpOrigin(p);
+      if (o && o !== location.origin) known.add(o);
+    }
+    sessionStorage.setItem(PEERS_KEY, JSON.stringify([...known]));
+    const down = httpOrigin(q.get('down') || '');
+    if (down) sessionStorage.setItem(DOWN_KEY, JSON.stringify({ origin: down, until: Date.now() + DOWN_MS }));
+    history.replaceState(null, '', location.pathname + location.hash);
+  })();
+
+  // Goes to ORIGIN's dashboard, the same page, telling it the peers.
+  function goTo(origin, why, down) {
     goingToLeader = true;
-    setStatus('This coordinator is a standby: going to the leader at ' + u.origin, true);
-    setTimeout(() => location.assign(u.origin + location.pathname + location.hash), 1500);
+    setStatus(why, true);
+    const q = new URLSearchParams({ peers: [location.origin, ...peers()].join(',') });
+    if (down) q.set('down', down);
+    setTimeout(() => location.assign(origin + location.pathname + '?' + q + location.hash), 1500);
+  }
+
+  function followLeader(leader) {
+    const o = httpOrigin(leader);
+    if (!o || o === location.origin || goingToLeader) return;
+    if (o === downOrigin()) {
+      setStatus('The leader ' + o + ' stopped answering; waiting for another to lead', true);
+      return;
+    }
+    goTo(o, 'This coordinator is a standby: going to the leader at ' + o);
+  }
+
+  // This coordinator did not answer (a network error): after UNREACHABLE
+  // in a row, to another one this tab has seen.
+  function unreachableNow() {
+    const next = peers().find((o) => o !== downOrigin());
+    if (++unreachable < UNREACHABLE || !next || goingToLeader) return;
+    goTo(next, 'This coordinator stopped answering: going to ' + next, location.origin);
+  }
+
+  // Before signing in: is this one a standby? (No token is sent: a
+  // standby answers 503 naming the leader, a leader 401.)
+  async function probeLeader() {
+    try {
+      const r = await fetch('/v1/whoami', { cache: 'no-store', credentials: 'omit', redirect: 'error' });
+      const leader = r.headers.get('X-Gpupool-Leader');
+      if (r.status === 503 && r.headers.get('X-Gpupool-Role') === 'standby' && leader) followLeader(leader);
+    } catch (e) {
+      unreachableNow();
+    }
   }
 
   // One API call with the session's token. opts: method, body (JSON),
@@ -84,10 +156,17 @@
       headers['Content-Type'] = 'application/json';
       body = JSON.stringify(opts.body);
     }
-    const r = await fetch(path, {
-      method: opts.method || 'GET', headers, body, signal: opts.signal,
-      cache: 'no-store', credentials: 'omit', redirect: 'error',
-    });
+    let r;
+    try {
+      r = await fetch(path, {
+        method: opts.method || 'GET', headers, body, signal: opts.signal,
+        cache: 'no-store', credentials: 'omit', redirect: 'error',
+      });
+    } catch (e) {
+      if (e.name !== 'AbortError') unreachableNow();
+      throw e;
+    }
+    unreachable = 0;
     if (r.status === 503 && r.headers.get('X-Gpupool-Role') === 'standby') {
       const leader = r.headers.get('X-Gpupool-Leader');
       if (leader) followLeader(leader);
@@ -220,7 +299,7 @@
         await fn();
         if (!ctx.stopped) updated();
       } catch (e) {
-        if (!ctx.stopped && e.name !== 'AbortError') setStatus(String(e.message || e), true);
+        if (!ctx.stopped && e.name !== 'AbortError' && !goingToLeader) setStatus(String(e.message || e), true);
       }
       if (!ctx.stopped) timer = setTimeout(tick, msInterval);
     };
@@ -267,7 +346,11 @@
       try {
         me = await api('/v1/whoami', { token: t });
         sessionStorage.setItem(TOKEN_KEY, t);
-        location.hash = '#/pool';
+        // The page the URL names (one that sent us here from another
+        // coordinator kept it), else the pool; the same hash is no
+        // hashchange, so route() is called for it.
+        if (location.hash && location.hash !== '#/login') route();
+        else location.hash = '#/pool';
       } catch (e) {
         err.textContent = e.status === 401 ? 'This token is not known to the pool.'
           : 'Cannot sign in: ' + e.message;
@@ -819,6 +902,7 @@
       nav.hidden = true;
       who.hidden = true;
       view = viewLogin();
+      probeLeader();
       return;
     }
     if (!me) {

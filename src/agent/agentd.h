@@ -41,6 +41,7 @@ struct gp_agent {
 	struct gp_cgroups cgroups;
 	struct gp_exec_config exec_cfg;
 	struct gp_net *net;		/* jobs' networks (netns.h) */
+	struct gp_overlay *overlay;	/* gangs across NATs (overlay.h) */
 	char gpu_shim[PATH_MAX];	/* libgpupool-cuda.so; "": none */
 	struct gp_exec_events exec_events;
 	struct gp_containers *containers;	/* NULL: no container jobs */

@@ -179,6 +179,104 @@ send_error(struct pump *p, const char *fmt, const char *what)
 
 /* ---- starting what the stream asks for ---- */
 
+/*
+ * connect_in_job for an agent that is not root: it has no capability to
+ * enter the job's network from its own user namespace, but it owns the
+ * job's. A child process (single-threaded, as setns into a user
+ * namespace needs) enters the job's user namespace, then its network,
+ * connects there and passes the socket back (SCM_RIGHTS). Only system
+ * calls in the child: the agent has threads.
+ */
+static int
+connect_via_userns(pid_t pid, int port, char *err, size_t errlen)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char path[64], control[CMSG_SPACE(sizeof(int))];
+	int userfd, netfd, sv[2] = {-1, -1}, fd = -1, report[2] = {0, 0};
+	struct iovec iov = {.iov_base = report, .iov_len = sizeof(report)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+	pid_t child;
+	ssize_t n;
+
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	userfd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	netfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (userfd < 0 || netfd < 0 || socketpair(AF_UNIX, SOCK_STREAM |
+	    SOCK_CLOEXEC, 0, sv) != 0) {
+		snprintf(err, errlen, "cannot enter the job's network: %s",
+		    strerror(errno));
+		goto out;
+	}
+	if ((child = fork()) < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (child == 0) {
+		/* report: {stage, errno}; stage 0: the socket follows. */
+		int s = -1;
+
+		if (setns(userfd, CLONE_NEWUSER) != 0 ||
+		    setns(netfd, CLONE_NEWNET) != 0)
+			report[0] = 1;
+		else if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+			report[0] = 2;
+		else if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			report[0] = 3;
+		report[1] = errno;
+		if (report[0] == 0) {
+			msg.msg_control = control;
+			msg.msg_controllen = sizeof(control);
+			cm = CMSG_FIRSTHDR(&msg);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &s, sizeof(int));
+		}
+		_exit(sendmsg(sv[1], &msg, 0) < 0);
+	}
+	close(sv[1]);
+	sv[1] = -1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	do
+		n = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+	cm = n == (ssize_t)sizeof(report) ? CMSG_FIRSTHDR(&msg) : NULL;
+	if (cm != NULL && cm->cmsg_level == SOL_SOCKET &&
+	    cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (n != (ssize_t)sizeof(report))
+		snprintf(err, errlen, "cannot enter the job's network: its "
+		    "helper failed");
+	else if (report[0] == 1)
+		snprintf(err, errlen, "cannot enter the job's network: %s",
+		    strerror(report[1]));
+	else if (report[0] == 2)
+		snprintf(err, errlen, "socket: %s", strerror(report[1]));
+	else if (report[0] == 3)
+		snprintf(err, errlen, "nothing answers on the job's port %d: "
+		    "%s", port, strerror(report[1]));
+	else if (fd < 0)
+		snprintf(err, errlen, "cannot enter the job's network: no "
+		    "socket came back");
+out:
+	if (userfd >= 0)
+		close(userfd);
+	if (netfd >= 0)
+		close(netfd);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	return fd;
+}
+
 /* A socket connected to 127.0.0.1:port inside the job's network. */
 static int
 connect_in_job(pid_t pid, int port, char *err, size_t errlen)
@@ -187,6 +285,12 @@ connect_in_job(pid_t pid, int port, char *err, size_t errlen)
 	char path[64];
 	int own = -1, job = -1, fd = -1, one = 1;
 
+	if (geteuid() != 0) {
+		if ((fd = connect_via_userns(pid, port, err, errlen)) >= 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof(one));
+		return fd;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
 	/* setns(CLONE_NEWNET) moves this thread only: it is the stream's. */
 	own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -378,6 +482,57 @@ enter_container(struct gp_exec_enter *e)
 }
 
 /*
+ * A plain job of an agent that is not root has a user namespace of its
+ * own, and its sandbox's init (e's pid) made itself non-dumpable (it is
+ * a copy of the agent's memory): the agent, with no capability outside
+ * the job's user namespace, may not open its /proc/PID/ns. A process
+ * the job's command started (exec'd inside the job's namespaces: init's
+ * children) may be opened: the stream enters through one. 0, or
+ * GP_ENOENT while there is none (the command not started yet).
+ */
+static int
+enter_through_child(struct gp_exec_enter *e)
+{
+	char path[300], *text = NULL, *paren;
+	struct dirent *d;
+	DIR *dir;
+	size_t len;
+	long ppid;
+	int fd, ret = GP_ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)e->pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		close(fd);
+		return 0;
+	}
+	if ((dir = opendir("/proc")) == NULL)
+		return GP_EIO;
+	while (ret != 0 && (d = readdir(dir)) != NULL) {
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
+		if (gp_read_file(path, 4096, &text, &len) != 0)
+			continue;
+		paren = strrchr(text, ')');
+		if (paren != NULL && sscanf(paren + 1, " %*c %ld", &ppid) ==
+		    1 && ppid == (long)e->pid) {
+			/* A zombie has no namespaces left: the next one. */
+			snprintf(path, sizeof(path), "/proc/%s/ns/user",
+			    d->d_name);
+			if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+				close(fd);
+				e->pid = (pid_t)atol(d->d_name);
+				ret = 0;
+			}
+		}
+		free(text);
+		text = NULL;
+	}
+	closedir(dir);
+	return ret;
+}
+
+/*
  * A pseudo-terminal of the container's own devpts (its /dev/ptmx through
  * the init's root): a host one would have no name inside (tty(1): "not a
  * tty"). The peer is opened from the master (TIOCGPTPEER), never by a
@@ -428,6 +583,26 @@ make_env(char **env, const char *term)
 }
 
 /*
+ * Whether job e has a namespace of kind ("mnt", "cgroup" ...) to enter.
+ * An agent that is not root enters only those the job does not share
+ * with it: it has no capability over its own (a job of its has its own
+ * user, mount, pid, IPC, UTS and network namespaces, and the agent's
+ * cgroup namespace, which it may not "enter" though it is in it). As
+ * root, every one (entering one's own is nothing).
+ */
+static int
+job_has_own(const struct gp_exec_enter *e, const char *kind)
+{
+	char mine[64], its[64];
+
+	if (!e->userns || geteuid() == 0)
+		return 1;
+	snprintf(mine, sizeof(mine), "/proc/self/ns/%s", kind);
+	snprintf(its, sizeof(its), "/proc/%d/ns/%s", (int)e->pid, kind);
+	return !same_file(mine, its);
+}
+
+/*
  * Starts nsenter for the command what asks for, inside job e. Fills p's fds
  * and pid. 0, or GP_E* with err.
  */
@@ -435,6 +610,10 @@ static int
 start_process(struct pump *p, const struct gp_exec_enter *e,
     const struct gp_stream_open *what, char *err, size_t errlen)
 {
+	static const char *kinds[] = {"mnt", "uts", "ipc", "net", "pid",
+	    "cgroup"};
+	static char *flags[] = {"--mount", "--uts", "--ipc", "--net", "--pid",
+	    "--cgroup"};
 	char target[24], uid[24], gid[24];
 	char *argv[GP_STREAM_ARGV_MAX + 24], **envp = NULL;
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
@@ -451,16 +630,22 @@ start_process(struct pump *p, const struct gp_exec_enter *e,
 	argv[k++] = target;
 	if (e->userns)
 		argv[k++] = "--user";
-	argv[k++] = "--mount";
-	argv[k++] = "--uts";
-	argv[k++] = "--ipc";
-	argv[k++] = "--net";
-	argv[k++] = "--pid";
-	argv[k++] = "--cgroup";
+	for (i = 0; i < (int)GP_ARRAY_LEN(kinds); i++)
+		if (job_has_own(e, kinds[i]))
+			argv[k++] = flags[i];
 	if (e->container)
 		argv[k++] = "--root"; /* the image's, as the init's */
 	argv[k++] = "--wd";
-	if (e->uid != (uid_t)-1) {
+	if (e->userns && geteuid() != 0 && e->uid == geteuid() &&
+	    e->gid == getegid()) {
+		/*
+		 * An agent that is not root: the job's user is the agent's,
+		 * mapped to itself, and its namespace refuses setgroups.
+		 * Keep the ids (nsenter would take uid 0, unmapped there);
+		 * the exec drops the capabilities the namespace gave.
+		 */
+		argv[k++] = "--preserve-credentials";
+	} else if (e->uid != (uid_t)-1) {
 		argv[k++] = "--setuid";
 		argv[k++] = uid;
 		argv[k++] = "--setgid";
@@ -937,7 +1122,9 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	 */
 	for (ret = 0; ; ret++) {
 		if (gp_executor_enter_info(ag->executor, &r->job, &e) == 0) {
-			if (!e.container || enter_container(&e) == 0)
+			if (e.container ? enter_container(&e) == 0 :
+			    !e.userns || geteuid() == 0 ||
+			    enter_through_child(&e) == 0)
 				break;
 			gp_exec_enter_fini(&e);
 		}

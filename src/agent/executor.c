@@ -809,6 +809,7 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	gang.part = a->part;
 	gang.parts = a->parts;
 	gang.addrs = (const char (*)[64])a->part_addrs;
+	gang.overlay = a->overlay_peers;
 	if (cfg->net != NULL && gp_net_job_open(cfg->net, a->network > 0 ?
 	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN,
 	    a->parts > 1 ? &gang : NULL, &x->net, why, sizeof(why)) != 0) {
@@ -1163,7 +1164,7 @@ check_disk(struct job *j, int64_t now)
 static int
 next_timeout(struct gp_executor *ex)
 {
-	int64_t now = gp_mono_ms(), soonest = -1;
+	int64_t now = gp_mono_ms(), soonest = -1, t;
 	struct job *j;
 
 	for (j = ex->jobs; j != NULL; j = j->next) {
@@ -1182,6 +1183,10 @@ next_timeout(struct gp_executor *ex)
 		if (soonest < 0 || j->deadline - now < soonest)
 			soonest = j->deadline - now;
 	}
+	/* The gang overlay's stalled handshakes (agent/overlay.c). */
+	if ((t = gp_net_tick(ex->cfg->net, now)) >= 0 &&
+	    (soonest < 0 || t < soonest))
+		soonest = t;
 	return soonest > INT_MAX ? INT_MAX : (int)soonest;
 }
 

@@ -16,6 +16,7 @@
 #include "agent/agentd.h"
 #include "agent/executor.h"
 #include "agent/netns.h"
+#include "agent/overlay.h"
 #include "gp.h"
 #include "http_client.h"
 #include "log.h"
@@ -214,7 +215,7 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
     int first)
 {
 	struct gp_http_response resp;
-	int backoff = 200, warned = 0;
+	int backoff = 200, warned = 0, send_overlay = 1;
 	char text[256];
 
 	set_node(ag, 0);
@@ -231,6 +232,17 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 		if (body != NULL && ag->advertise_addr[0] != '\0')
 			json_object_set_new(body, "addr",
 			    json_string(ag->advertise_addr));
+		/* The gang overlay's key and port (overlay.h). */
+		if (body != NULL && ag->overlay != NULL && send_overlay) {
+			json_t *ov = json_pack("{ss si}", "key",
+			    gp_overlay_public_key(ag->overlay), "port",
+			    gp_overlay_port(ag->overlay));
+
+			if (ov != NULL && gp_overlay_mode(ag->overlay) ==
+			    GP_OVERLAY_ALWAYS)
+				json_object_set_new(ov, "always", json_true());
+			json_object_set_new(body, "overlay", ov);
+		}
 		ret = post(http, "/v1/agent/register", body, 0, &resp);
 
 		if (ret != 0 && resp.refused)
@@ -261,6 +273,21 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 			snprintf(text, sizeof(text), "no node_id in answer");
 		} else
 			gp_http_error_text(&resp, text, sizeof(text));
+		/*
+		 * A coordinator older than gang overlays refuses the field
+		 * (unknown fields are refused): without it, gangs are linked
+		 * directly.
+		 */
+		if (ret == 0 && resp.status == 400 && ag->overlay != NULL &&
+		    send_overlay) {
+			gp_warn("coordinator refused the gang overlay in the "
+			    "registration (older than overlays?): registering "
+			    "without it; gangs are linked directly "
+			    "error=\"%s\"", text);
+			send_overlay = 0;
+			gp_http_response_fini(&resp);
+			continue;
+		}
 		if (first && ret == 0 && (resp.status == 400 ||
 		    resp.status == 401 || resp.status == 403)) {
 			gp_error("coordinator refused registration url=%s "

@@ -22,6 +22,7 @@
 #include "agent/container.h"
 #include "agent/image.h"
 #include "agent/metrics.h"
+#include "agent/overlay.h"
 #include "agent/spawner.h"
 #include "coord_urls.h"
 #include "gp.h"
@@ -37,7 +38,8 @@ static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
 "           [--name NAME] [--work DIR]\n"
 "           [--fake-gpus N[:MODEL[:MEM_MIB[:CAPABILITY]]]]\n"
-"           [--advertise-addr HOST]\n"
+"           [--advertise-addr HOST] [--gang-overlay off|auto|always]\n"
+"           [--gang-overlay-port PORT]\n"
 "           [--run-as USER] [--ca FILE] [--cpus N] [--mem MIB]\n"
 "           [--policy FILE] [--control PATH] [--owner USER]\n"
 "           [--metrics-listen [ADDR:]PORT [--metrics-token-file F]]\n"
@@ -64,6 +66,12 @@ static const char usage_text[] =
 "                     where other nodes reach this one: other nodes\n"
 "                     route to the gang parts here through it (default:\n"
 "                     the address the coordinator sees)\n"
+"  --gang-overlay MODE gangs across NATs through WireGuard (wireguard-go):\n"
+"                     auto (the default) when a part's node gave no\n"
+"                     --advertise-addr; always; off (docs/agent.md)\n"
+"  --gang-overlay-port PORT\n"
+"                     the overlay's UDP port (default 51820 + the\n"
+"                     agent's address block)\n"
 "  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
 "                     owner's processes on fake GPUs (tests)\n"
 "  --run-as USER      run jobs as USER (root only; default nobody); jobs\n"
@@ -308,6 +316,8 @@ gp_agent_main(int argc, char **argv)
 		{"fake-gpu-root", required_argument, NULL, 'G'},
 		{"advertise-addr", required_argument, NULL, 'A'},
 		{"image-cache-max", required_argument, NULL, 'X'},
+		{"gang-overlay", required_argument, NULL, 1001},
+		{"gang-overlay-port", required_argument, NULL, 1002},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -318,6 +328,8 @@ gp_agent_main(int argc, char **argv)
 	const char *fake_procs = NULL, *fake_gpu_root = NULL;
 	const char *metrics_listen = NULL, *metrics_token_file = NULL;
 	const char *advertise = NULL;
+	enum gp_overlay_mode overlay_mode = GP_OVERLAY_AUTO;
+	int64_t overlay_port = 0;
 	struct gp_container_options copts;
 	char *token = NULL, *file_token = NULL, err[512], prefix[16];
 	char *metrics_token = NULL, urls[GP_COORD_URLS_MAX *
@@ -401,6 +413,23 @@ gp_agent_main(int argc, char **argv)
 		case 'R': copts.runtime = optarg; break;
 		case 'I': copts.init_path = optarg; break;
 		case 'G': fake_gpu_root = optarg; break;
+		case 1001:
+			if (gp_overlay_mode_parse(optarg, &overlay_mode) != 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--gang-overlay %s: off, auto or always\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case 1002:
+			if (gp_parse_int(optarg, 1, 65535,
+			    &overlay_port) != 0) {
+				fprintf(stderr, "gpupool agent: bad "
+				    "--gang-overlay-port %s: 1 to 65535\n",
+				    optarg);
+				return 2;
+			}
+			break;
 		case 'A':
 			if (!addr_valid(optarg)) {
 				fprintf(stderr, "gpupool agent: bad "
@@ -697,6 +726,29 @@ gp_agent_main(int argc, char **argv)
 			goto out;
 		}
 		ag->exec_cfg.net = ag->net;
+		/*
+		 * The gang overlay: its key and port go with the
+		 * registration. "auto" does without when it cannot run here;
+		 * "always" was asked for: no start without it.
+		 */
+		if (overlay_mode != GP_OVERLAY_OFF && gp_net_gangs(ag->net)) {
+			if (gp_overlay_new(&ag->overlay, overlay_mode,
+			    gp_net_block(ag->net), (int)overlay_port, err,
+			    sizeof(err)) == 0)
+				gp_net_set_overlay(ag->net, ag->overlay);
+			else if (overlay_mode == GP_OVERLAY_ALWAYS) {
+				fprintf(stderr, "gpupool agent: "
+				    "--gang-overlay always: %s\n", err);
+				goto out;
+			} else
+				gp_info("no gang overlay (%s): gangs are "
+				    "linked directly", err);
+		} else if (overlay_mode == GP_OVERLAY_ALWAYS) {
+			fprintf(stderr, "gpupool agent: --gang-overlay always: "
+			    "gangs need a root agent and a network other "
+			    "than none\n");
+			goto out;
+		}
 	}
 	ag->exec_events.arg = ag->provider;
 	ag->exec_events.started = gp_provider_on_started;
@@ -744,6 +796,8 @@ gp_agent_main(int argc, char **argv)
 	ag->exec_cfg.root_template = NULL;
 	gp_net_free(ag->net);
 	ag->net = NULL;
+	gp_overlay_free(ag->overlay);
+	ag->overlay = NULL;
 	gp_provider_free(ag->provider);
 	ag->provider = NULL;
 	gp_reports_free(ag->reports, ret == 0 ? SHUTDOWN_GRACE_MS : 0);
@@ -768,6 +822,8 @@ out:
 		ag->exec_cfg.root_template = NULL;
 		gp_net_free(ag->net);
 		ag->net = NULL;
+		gp_overlay_free(ag->overlay);
+		ag->overlay = NULL;
 		if (ag->provider != NULL)
 			gp_provider_free(ag->provider);
 		if (ag->reports != NULL)

@@ -32,6 +32,7 @@
 #include <libmnl/libmnl.h>
 
 #include "agent/netns.h"
+#include "agent/overlay.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -73,6 +74,7 @@ struct gp_net {
 	pid_t dns_pid;
 	char dns_addr[20];
 	char resolv_conf[64];
+	struct gp_overlay *overlay;	/* gangs across NATs; not owned */
 };
 
 const char *
@@ -227,6 +229,13 @@ done:
 	if (o[1] >= 0)
 		close(o[1]);
 	return ret;
+}
+
+int
+gp_net_run(char *const argv[], const char *stdin_text, int ns_fd,
+    char *out, size_t outlen)
+{
+	return run(argv, stdin_text, ns_fd, out, outlen);
 }
 
 /* ---- rtnetlink ---- */
@@ -967,6 +976,7 @@ sweep_block(struct gp_net *n, int b, const char *tables, const char *lo_addrs)
 	}
 	sweep_routes(n, b);
 	dns_sweep(b, lo_addrs);
+	gp_overlay_sweep(b, tables);
 	snprintf(pattern, sizeof(pattern), "gp%02x.", b);
 	l.prefix = pattern;
 	for (tries = 0; tries < 4; tries++)
@@ -1184,6 +1194,24 @@ gp_net_rate(const struct gp_net *n)
 	return n->rate_bps;
 }
 
+int
+gp_net_block(const struct gp_net *n)
+{
+	return n->block;
+}
+
+void
+gp_net_set_overlay(struct gp_net *n, struct gp_overlay *o)
+{
+	n->overlay = o;
+}
+
+int64_t
+gp_net_tick(struct gp_net *n, int64_t now)
+{
+	return n != NULL ? gp_overlay_tick(n->overlay, now) : -1;
+}
+
 /* ---- one job ---- */
 
 /* 1 when addr (host order) is one of this host's own (it can bind it). */
@@ -1248,6 +1276,40 @@ gang_link(struct gp_net *n, const struct gp_net_gang *g,
 		snprintf(err, errlen, "out of memory");
 		return GP_ENOMEM;
 	}
+	if (g->overlay != NULL && n->overlay != NULL) {
+		struct gp_overlay_peer *ov;
+		uint32_t addrs[64];
+
+		if ((ov = calloc((size_t)g->parts, sizeof(*ov))) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return GP_ENOMEM;
+		}
+		for (p = 0; p < g->parts; p++) {
+			char host[264], *colon;
+
+			addrs[p] = gang_addr(g->job_id, p);
+			ov[p] = g->overlay[p];
+			/*
+			 * A part on this machine (its endpoint one of our
+			 * addresses): its own agent routes it, as above.
+			 */
+			gp_strlcpy(host, ov[p].endpoint, sizeof(host));
+			if ((colon = strrchr(host, ':')) != NULL)
+				*colon = '\0';
+			if (inet_pton(AF_INET, host, &via) == 1 &&
+			    is_local(ntohl(via.s_addr)))
+				ov[p].key[0] = '\0';
+		}
+		ret = gp_overlay_link(n->overlay, g->job_id, g->part, g->parts,
+		    ov, addrs, r->gang_addr, err, errlen);
+		free(ov);
+		if (ret != 0)
+			return ret;
+		r->overlay = 1;
+	} else if (g->overlay != NULL)
+		gp_warn("gang part job=%lld part=%d: the gang has an overlay "
+		    "but this agent runs none (--gang-overlay): linked "
+		    "directly", (long long)g->job_id, g->part);
 	peers[0] = '\0';
 	for (p = 0; p < g->parts; p++) {
 		if (p == g->part)
@@ -1255,6 +1317,9 @@ gang_link(struct gp_net *n, const struct gp_net_gang *g,
 		ip_text(gang_addr(g->job_id, p), peer, sizeof(peer));
 		used += (size_t)snprintf(peers + used, sizeof(peers) - used,
 		    "%s%s", used ? ", " : "", peer);
+		/* Through the overlay: routed there (overlay.c) below. */
+		if (r->overlay)
+			continue;
 		if (g->addrs == NULL || inet_pton(AF_INET, g->addrs[p],
 		    &via) != 1) {
 			gp_warn("gang part job=%lld part=%d: no IPv4 address "
@@ -1332,6 +1397,10 @@ gang_unlink(struct gp_net *n, struct gp_net_job *j)
 	char me[20], text[1024];
 	int i;
 
+	if (j->overlay) {
+		gp_overlay_unlink(n->overlay, j->gang_job, j->gang_part);
+		j->overlay = 0;
+	}
 	for (i = 0; i < j->npeers; i++)
 		(void)route_set(n->nl, &n->seq, 1, j->peer_dst[i], 0, 0, 0,
 		    NET_ROUTE_PRIO + (uint32_t)n->block);

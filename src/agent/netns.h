@@ -45,6 +45,8 @@ int gp_net_policy_parse(const char *s, enum gp_net_policy *out);
 int gp_net_rate_parse(const char *s, int64_t *bps);
 
 struct gp_net;
+struct gp_overlay;
+struct gp_overlay_peer;
 
 /*
  * Sets the agent's job networks up: as root, takes a free /22 under
@@ -69,6 +71,25 @@ const char *gp_net_offer_why(const struct gp_net *n);
  */
 const char *gp_net_resolv_conf(const struct gp_net *n);
 int64_t gp_net_rate(const struct gp_net *n);
+/* The agent's address block (0..255), -1 without one (not root). */
+int gp_net_block(const struct gp_net *n);
+/*
+ * Gangs whose assignment has an overlay go through o (overlay.h; not
+ * owned, outlives n's jobs); NULL: every gang is linked directly.
+ */
+void gp_net_set_overlay(struct gp_net *n, struct gp_overlay *o);
+/*
+ * Timed work of the networks (the overlay's, gp_overlay_tick): the ms
+ * until the next, or -1. Executor thread; NULL is fine.
+ */
+int64_t gp_net_tick(struct gp_net *n, int64_t now);
+/*
+ * Runs argv (an absolute path or a name on PATH) with stdin_text on its
+ * standard input (NULL: none), in network namespace ns_fd (-1: the
+ * agent's); its output into out (may be NULL). 0 when it exits 0.
+ */
+int gp_net_run(char *const argv[], const char *stdin_text, int ns_fd,
+    char *out, size_t outlen);
 
 /* One job's network. */
 struct gp_net_job {
@@ -92,6 +113,7 @@ struct gp_net_job {
 	uint32_t gang_addr;
 	uint32_t *peer_dst;	/* npeers routes, owned (never pooled) */
 	int npeers;
+	int overlay;		/* linked through the overlay (overlay.h) */
 };
 
 /* A gang's part, for gp_net_job_open (docs/agent.md, "Gangs"). */
@@ -99,6 +121,8 @@ struct gp_net_gang {
 	int64_t job_id;
 	int part, parts;	/* parts <= 64 */
 	const char (*addrs)[64]; /* each part's node address ("" unknown) */
+	/* Each part's overlay peer (gang.overlay), NULL: linked directly. */
+	const struct gp_overlay_peer *overlay;
 };
 
 /*

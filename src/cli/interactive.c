@@ -161,12 +161,13 @@ stream_close(struct stream *s)
 }
 
 /*
- * Opens a stream into job and sends open; waits for READY. idle_s: the
- * session's idle limit (0: none). Returns 0, or an exit code (said).
- * *not_running: set when the job was not running (the caller may wait).
+ * Opens a stream into part of job (a gang's part; 0: rank 0, or the only
+ * one) and sends open; waits for READY. idle_s: the session's idle limit
+ * (0: none). Returns 0, or an exit code (said). *not_running: set when
+ * the job was not running (the caller may wait).
  */
 static int
-stream_open(struct gp_cli_conn *conn, int64_t job,
+stream_open(struct gp_cli_conn *conn, int64_t job, int part,
     const struct gp_stream_open *open, int64_t idle_s, struct stream *s,
     int quiet_not_running, int *not_running)
 {
@@ -180,9 +181,15 @@ stream_open(struct gp_cli_conn *conn, int64_t job,
 	gp_frame_reader_init(&s->rd);
 	if (not_running != NULL)
 		*not_running = 0;
-	snprintf(path, sizeof(path), "/v1/jobs/%lld/stream?kind=%s&idle=%lld",
-	    (long long)job, gp_stream_kind_name(open->kind),
-	    (long long)idle_s);
+	/* part=0 is left out: a coordinator before gangs' streams. */
+	if (part > 0)
+		snprintf(path, sizeof(path), "/v1/jobs/%lld/stream?kind=%s&"
+		    "idle=%lld&part=%d", (long long)job,
+		    gp_stream_kind_name(open->kind), (long long)idle_s, part);
+	else
+		snprintf(path, sizeof(path), "/v1/jobs/%lld/stream?kind=%s&"
+		    "idle=%lld", (long long)job,
+		    gp_stream_kind_name(open->kind), (long long)idle_s);
 	rc = gp_http_upgrade(conn->http, path, NULL, 15000, &s->up, &resp);
 	if (rc != 0) {
 		if (resp.status == 409 && not_running != NULL)
@@ -428,6 +435,22 @@ job_operand(const char *text, int64_t *id)
 	return 0;
 }
 
+/* --part K: a gang's part (default 0). 0, or -1 (said). */
+static int
+part_option(const struct gp_cli_args *args, int *part)
+{
+	const char *v = gp_cli_value(args, "part");
+	int64_t k = 0;
+
+	if (v != NULL && gp_parse_int(v, 0, GP_NODES_MAX - 1, &k) != 0) {
+		gp_cli_usage_error(args, "--part '%s' is not a part number "
+		    "(0 to %d)", v, GP_NODES_MAX - 1);
+		return -1;
+	}
+	*part = (int)k;
+	return 0;
+}
+
 static int64_t
 idle_option(const struct gp_cli_args *args, int64_t def)
 {
@@ -456,8 +479,8 @@ fill_terminal(struct gp_stream_open *o)
 }
 
 static int
-attach_shell(struct gp_cli_conn *conn, int64_t job, int64_t idle_s,
-    char **argv, int argc, int *opened)
+attach_shell(struct gp_cli_conn *conn, int64_t job, int part,
+    int64_t idle_s, char **argv, int argc, int *opened)
 {
 	struct gp_stream_open o = {0};
 	struct stream s;
@@ -469,7 +492,8 @@ attach_shell(struct gp_cli_conn *conn, int64_t job, int64_t idle_s,
 	o.argc = argc;
 	if (tty)
 		fill_terminal(&o);
-	rc = stream_open(conn, job, &o, idle_s, &s, opened != NULL, opened);
+	rc = stream_open(conn, job, part, &o, idle_s, &s, opened != NULL,
+	    opened);
 	if (opened != NULL)
 		*opened = *opened ? 0 : rc == 0;
 	if (rc != 0)
@@ -627,12 +651,17 @@ gp_cli_cmd_shell(const struct gp_cli_args *args)
 	struct gp_cli_conn conn;
 	struct sigaction sa, old_int, old_term, old_hup;
 	int64_t job, idle_s;
-	int rc, opened = 0, tries;
+	int rc, opened = 0, tries, part;
 
 	idle_s = idle_option(args, args->noperands > 0 ? 0 :
 	    SHELL_IDLE_DEFAULT_S);
 	if (idle_s < 0)
 		return gp_cli_usage_error(args, "--idle: a duration (\"30m\")");
+	if (part_option(args, &part) != 0)
+		return GP_CLI_EXIT_USAGE;
+	if (part > 0 && args->noperands == 0)
+		return gp_cli_usage_error(args, "--part needs JOB: a new "
+		    "interactive job's shell opens in its part 0");
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
 		return rc;
 	if (args->noperands > 0) {
@@ -640,7 +669,7 @@ gp_cli_cmd_shell(const struct gp_cli_args *args)
 			gp_cli_disconnect(&conn);
 			return GP_CLI_EXIT_USAGE;
 		}
-		rc = attach_shell(&conn, job, idle_s, NULL, 0, NULL);
+		rc = attach_shell(&conn, job, part, idle_s, NULL, 0, NULL);
 		gp_cli_disconnect(&conn);
 		return rc;
 	}
@@ -657,7 +686,7 @@ gp_cli_cmd_shell(const struct gp_cli_args *args)
 	rc = wait_running(&conn, job);
 	/* Running: a stream may still find its attempt not yet started. */
 	for (tries = 0; rc == 0 && tries < 50 && !got_signal; tries++) {
-		rc = attach_shell(&conn, job, idle_s, NULL, 0, &opened);
+		rc = attach_shell(&conn, job, 0, idle_s, NULL, 0, &opened);
 		if (opened || rc != GP_CLI_EXIT_FAIL)
 			break;
 		rc = 0;
@@ -681,11 +710,12 @@ gp_cli_cmd_exec(const struct gp_cli_args *args)
 	struct gp_stream_open o = {0};
 	struct stream s;
 	int64_t job;
-	int rc, tty = gp_cli_flag(args, "tty");
+	int rc, tty = gp_cli_flag(args, "tty"), part;
 
 	if (args->noperands < 2)
 		return gp_cli_usage_error(args, "exec: JOB -- COMMAND [ARG...]");
-	if (job_operand(args->operands[0], &job) != 0)
+	if (job_operand(args->operands[0], &job) != 0 ||
+	    part_option(args, &part) != 0)
 		return GP_CLI_EXIT_USAGE;
 	if (tty && !isatty(0))
 		return gp_cli_usage_error(args, "--tty: stdin is not a terminal");
@@ -707,7 +737,7 @@ gp_cli_cmd_exec(const struct gp_cli_args *args)
 	}
 	if (tty)
 		fill_terminal(&o);
-	rc = stream_open(&conn, job, &o, 0, &s, 0, NULL);
+	rc = stream_open(&conn, job, part, &o, 0, &s, 0, NULL);
 	if (rc == 0) {
 		rc = session(&s, tty);
 		stream_close(&s);
@@ -798,9 +828,10 @@ gp_cli_cmd_connect(const struct gp_cli_args *args)
 	struct gp_stream_open o = {0};
 	struct stream s;
 	int64_t job;
-	int rc, port;
+	int rc, port, part;
 
-	if (job_operand(args->operands[0], &job) != 0)
+	if (job_operand(args->operands[0], &job) != 0 ||
+	    part_option(args, &part) != 0)
 		return GP_CLI_EXIT_USAGE;
 	if (parse_port(args->operands[1], &port) != 0)
 		return gp_cli_usage_error(args, "PORT: 1 to 65535");
@@ -809,7 +840,7 @@ gp_cli_cmd_connect(const struct gp_cli_args *args)
 	o.kind = GP_STREAM_TCP;
 	o.port = port;
 	signal(SIGPIPE, SIG_IGN);
-	rc = stream_open(&conn, job, &o, 0, &s, 0, NULL);
+	rc = stream_open(&conn, job, part, &o, 0, &s, 0, NULL);
 	if (rc == 0) {
 		rc = pump_tcp(&s, 0, 1, 1);
 		stream_close(&s);
@@ -826,6 +857,7 @@ struct forward {
 struct forward_conn {
 	struct gp_cli_conn *conn;
 	int64_t job;
+	int part;
 	int port;
 	int fd;
 };
@@ -848,7 +880,7 @@ forward_main(void *arg)
 	o.kind = GP_STREAM_TCP;
 	o.port = fc->port;
 	if (conn.http != NULL &&
-	    stream_open(&conn, fc->job, &o, 0, &s, 0, NULL) == 0) {
+	    stream_open(&conn, fc->job, fc->part, &o, 0, &s, 0, NULL) == 0) {
 		if (pump_tcp(&s, fc->fd, fc->fd, 1) != 0) {
 			pthread_mutex_lock(&forward_lock);
 			fprintf(stderr, "gpupool: a connection to job %lld's "
@@ -871,12 +903,13 @@ gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 	struct forward fw[32];
 	struct pollfd pf[32];
 	int64_t job;
-	int n = 0, i, rc, one = 1;
+	int n = 0, i, rc, one = 1, part;
 
 	if (args->noperands < 2)
 		return gp_cli_usage_error(args, "port-forward: JOB "
 		    "[LOCAL:]PORT...");
-	if (job_operand(args->operands[0], &job) != 0)
+	if (job_operand(args->operands[0], &job) != 0 ||
+	    part_option(args, &part) != 0)
 		return GP_CLI_EXIT_USAGE;
 	if (args->noperands - 1 > (int)GP_ARRAY_LEN(fw))
 		return gp_cli_usage_error(args, "at most 32 ports");
@@ -914,8 +947,14 @@ gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 			gp_cli_disconnect(&conn);
 			return GP_CLI_EXIT_FAIL;
 		}
-		printf("Forwarding from 127.0.0.1:%d -> job %lld port %d\n",
-		    fw[i].local_port, (long long)job, fw[i].job_port);
+		if (part > 0)
+			printf("Forwarding from 127.0.0.1:%d -> job %lld part "
+			    "%d port %d\n", fw[i].local_port, (long long)job,
+			    part, fw[i].job_port);
+		else
+			printf("Forwarding from 127.0.0.1:%d -> job %lld port "
+			    "%d\n", fw[i].local_port, (long long)job,
+			    fw[i].job_port);
 		pf[i].fd = fw[i].listen_fd;
 		pf[i].events = POLLIN;
 	}
@@ -946,6 +985,7 @@ gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 			}
 			fc->conn = &conn;
 			fc->job = job;
+			fc->part = part;
 			fc->port = fw[i].job_port;
 			fc->fd = fd;
 			pthread_attr_init(&attr);
@@ -967,12 +1007,13 @@ gp_cli_cmd_ssh_config(const struct gp_cli_args *args)
 {
 	const char *user = gp_cli_value(args, "user");
 	const char *port_text = gp_cli_value(args, "port");
-	char self[PATH_MAX];
+	char self[PATH_MAX], host[48], part_arg[24] = "";
 	int64_t job;
-	int port = 22;
+	int port = 22, part;
 	ssize_t n;
 
-	if (job_operand(args->operands[0], &job) != 0)
+	if (job_operand(args->operands[0], &job) != 0 ||
+	    part_option(args, &part) != 0)
 		return GP_CLI_EXIT_USAGE;
 	if (port_text != NULL && parse_port(port_text, &port) != 0)
 		return gp_cli_usage_error(args, "--port: 1 to 65535");
@@ -981,13 +1022,20 @@ gp_cli_cmd_ssh_config(const struct gp_cli_args *args)
 		gp_strlcpy(self, "gpupool", sizeof(self));
 	else
 		self[n] = '\0';
-	printf("Host gpupool-%lld\n", (long long)job);
-	printf("    HostName gpupool-job-%lld\n", (long long)job);
-	printf("    HostKeyAlias gpupool-job-%lld\n", (long long)job);
+	/* A gang's part: a host of its own (its own sshd, its own key). */
+	if (part > 0) {
+		snprintf(host, sizeof(host), "%lld-part%d", (long long)job,
+		    part);
+		snprintf(part_arg, sizeof(part_arg), "--part %d ", part);
+	} else
+		snprintf(host, sizeof(host), "%lld", (long long)job);
+	printf("Host gpupool-%s\n", host);
+	printf("    HostName gpupool-job-%s\n", host);
+	printf("    HostKeyAlias gpupool-job-%s\n", host);
 	if (user != NULL)
 		printf("    User %s\n", user);
-	printf("    ProxyCommand %s connect %lld %d\n", self, (long long)job,
-	    port);
+	printf("    ProxyCommand %s connect %s%lld %d\n", self, part_arg,
+	    (long long)job, port);
 	printf("    ServerAliveInterval 30\n");
 	return 0;
 }

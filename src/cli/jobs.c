@@ -926,6 +926,12 @@ print_job(json_t *job)
 		print_field("expose", b.data);
 		gp_buf_free(&b);
 	}
+	/* Where the coordinator's proxy serves them (sign in: dashboard). */
+	if (json_array_size(json_object_get(job, "proxy_urls")) > 0) {
+		join_array(json_object_get(job, "proxy_urls"), " ", 0, &b);
+		print_field("proxy", b.data);
+		gp_buf_free(&b);
+	}
 	join_array(json_object_get(job, "command"), " ", 1, &b);
 	print_field("command", b.data);
 	gp_buf_free(&b);
@@ -1037,7 +1043,8 @@ print_job(json_t *job)
 		const char *key;
 		json_object_foreach(json_object_get(job, "env"), key, v)
 		    gp_buf_printf(&b, "%s%s=%s", b.len > 0 ? " " : "", key,
-		        json_string_value(v) ? json_string_value(v) : "");
+		        json_is_null(v) ? "(hidden)" /* not the owner */
+		        : json_string_value(v) ? json_string_value(v) : "");
 		print_field("env", b.data);
 		gp_buf_free(&b);
 	}

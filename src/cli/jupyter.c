@@ -29,9 +29,35 @@
  * token from JUPYTER_TOKEN (never on the command line), its files in the
  * job's work directory. allow_remote_access: the coordinator's proxy
  * reaches it under a host name of its own (jJOB-pPORT.DOMAIN).
+ *
+ * The job's output is its log, which the pool's admins may read; Jupyter
+ * logs the URIs of redirects and failed requests, "?token=" included (the
+ * local URL's first load is a redirect). A config file of ours, in a
+ * directory of JUPYTER_CONFIG_PATH that the notebook and the server both
+ * read, makes every log record that would carry the token's value carry
+ * "[hidden]" instead.
  */
 static const char jupyter_script[] =
     "export HOME=\"$PWD\" JUPYTER_RUNTIME_DIR=\"$PWD/.jupyter-run\"\n"
+    "cfg=\"$PWD/.jupyter-gpupool\"\n"
+    "mkdir -p \"$cfg\" && cat >\"$cfg/jupyter_notebook_config.py\" <<'EOF'\n"
+    "import logging, os\n"
+    "_gp_secret = os.environ.get('JUPYTER_TOKEN', '')\n"
+    "_gp_factory = logging.getLogRecordFactory()\n"
+    "def _gp_record(*args, **kwargs):\n"
+    "    record = _gp_factory(*args, **kwargs)\n"
+    "    try:\n"
+    "        text = record.getMessage()\n"
+    "    except Exception:\n"
+    "        return record\n"
+    "    if _gp_secret and _gp_secret in text:\n"
+    "        record.msg = text.replace(_gp_secret, '[hidden]')\n"
+    "        record.args = None\n"
+    "    return record\n"
+    "logging.setLogRecordFactory(_gp_record)\n"
+    "EOF\n"
+    "cp \"$cfg/jupyter_notebook_config.py\" \"$cfg/jupyter_server_config.py\"\n"
+    "export JUPYTER_CONFIG_PATH=\"$cfg${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}\"\n"
     "set -- --no-browser --ip=127.0.0.1 --port=\"$JUPYTER_PORT\" "
     "--notebook-dir=\"$PWD\" --NotebookApp.allow_remote_access=True "
     "--ServerApp.allow_remote_access=True\n"
@@ -71,9 +97,13 @@ free_local_port(void)
 	return port;
 }
 
-/* Until the job runs (0), ends (GP_CLI_EXIT_FAIL) or we are stopped. */
+/*
+ * Until the job runs (0), ends (GP_CLI_EXIT_FAIL) or we are stopped.
+ * proxy_url: where the coordinator's proxy serves the port ("" : none).
+ */
 static int
-wait_running(struct gp_cli_conn *conn, int64_t job)
+wait_running(struct gp_cli_conn *conn, int64_t job, char *proxy_url,
+    size_t len)
 {
 	char path[64], last[256] = "";
 	json_t *reply;
@@ -88,6 +118,10 @@ wait_running(struct gp_cli_conn *conn, int64_t job)
 		state = gp_cli_json_str(reply, "state");
 		why = gp_cli_json_str(json_object_get(reply, "wait"), "why");
 		if (state != NULL && strcmp(state, "running") == 0) {
+			json_t *u = json_array_get(json_object_get(reply,
+			    "proxy_urls"), 0);
+			gp_strlcpy(proxy_url, json_is_string(u) ?
+			    json_string_value(u) : "", len);
 			json_decref(reply);
 			return 0;
 		}
@@ -155,6 +189,7 @@ gp_cli_cmd_jupyter(const struct gp_cli_args *args)
 	struct gp_jobspec spec;
 	unsigned char raw[24];
 	char token[2 * sizeof(raw) + 1], port_text[16], err[512], path[64];
+	char proxy_url[512];
 	int64_t port = JUPYTER_PORT, local = 0, job;
 	json_t *body, *reply;
 	int rc;
@@ -212,10 +247,21 @@ gp_cli_cmd_jupyter(const struct gp_cli_args *args)
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGHUP, &sa, &old_hup);
-	rc = wait_running(&conn, job);
+	rc = wait_running(&conn, job, proxy_url, sizeof(proxy_url));
 	if (rc == 0) {
+		/*
+		 * The local URL is this machine's loopback end of the forward
+		 * (plain HTTP here; the leg to the coordinator is the API's,
+		 * HTTPS when it has TLS).
+		 */
 		printf("Jupyter in job %lld: http://127.0.0.1:%lld/?token=%s\n",
 		    (long long)job, (long long)local, token);
+		/* The proxy's origin (https:// when the coordinator has TLS). */
+		if (proxy_url[0] != '\0')
+			printf("In a browser elsewhere: %s (sign in with the "
+			    "dashboard's Open port %lld on job %lld; Jupyter's "
+			    "token as above)\n", proxy_url, (long long)port,
+			    (long long)job);
 		printf("(it may take a few seconds to start; Ctrl-C ends the "
 		    "job)\n");
 		fflush(stdout);

@@ -217,23 +217,38 @@ static const struct gp_cli_option jupyter_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
+/* Streams into a gang's part, as `logs --part` reads its output. */
+#define STREAM_PART_OPTION \
+    {"part", 'p', "K", \
+        "a gang's part K: the stream goes to that part's node " \
+        "(default 0, the rank-0 part)"},
+
 static const struct gp_cli_option shell_options[] = {
     JOB_REQUEST_OPTIONS_GPUS
     JOB_REQUEST_OPTIONS_REST
     {"idle", 0, "DURATION",
 	"end the session's job after this long without input (default "
 	"1h; the pool may cap it); with JOB: no idle end unless given"},
+    STREAM_PART_OPTION
     {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option exec_options[] = {
     {"tty", 't', NULL, "a terminal for the command (stdin must be one)"},
+    STREAM_PART_OPTION
+    {NULL, 0, NULL, NULL},
+};
+
+/* port-forward, connect. */
+static const struct gp_cli_option stream_options[] = {
+    STREAM_PART_OPTION
     {NULL, 0, NULL, NULL},
 };
 
 static const struct gp_cli_option ssh_config_options[] = {
     {"user", 0, "NAME", "the job's user name for ssh (default: yours)"},
     {"port", 0, "PORT", "the job's sshd port (default 22)"},
+    STREAM_PART_OPTION
     {NULL, 0, NULL, NULL},
 };
 
@@ -416,14 +431,14 @@ static const struct gp_cli_command commands[] = {
         gp_cli_cmd_jupyter},
     {"port-forward", "JOB [LOCAL:]PORT...",
         "forward local ports to a running job's own loopback ports",
-        no_options, 2, 33, 0,
+        stream_options, 2, 33, 0,
         "Listens on 127.0.0.1:LOCAL (default: PORT) and carries each "
         "connection,\nthrough the coordinator, to 127.0.0.1:PORT inside "
         "the job. Runs until\ninterrupted.",
         gp_cli_cmd_port_forward},
     {"connect", "JOB PORT",
         "stdin/stdout to a job's loopback port (an ssh ProxyCommand)",
-        no_options, 2, 2, 0,
+        stream_options, 2, 2, 0,
         "ssh -o ProxyCommand='gpupool connect JOB 22' host, or see "
         "`gpupool ssh-config`.",
         gp_cli_cmd_connect},

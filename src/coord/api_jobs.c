@@ -226,7 +226,7 @@ list_all_jobs(const struct token_entry *who, int64_t limit,
 			break;
 		j = state_job_any(id, &stored);
 		if (j != NULL && job_visible_to(j, who))
-			job_list_add(l, job_to_json(j, 0), limit > 0);
+			job_list_add(l, job_to_json(j, 0, who), limit > 0);
 		if (stored)
 			state_job_stored_free(j);
 		list_breathe(++k);
@@ -280,7 +280,7 @@ list_active_jobs(const struct token_entry *who, struct job_list *l)
 		 * now, or not at all if it left memory.) */
 		j = state_job(ids[i]);
 		if (j != NULL && job_visible_to(j, who))
-			job_list_add(l, job_to_json(j, 0), 0);
+			job_list_add(l, job_to_json(j, 0, who), 0);
 		list_breathe((int64_t)i + 1);
 	}
 	pthread_rwlock_unlock(&state.lock);
@@ -347,7 +347,7 @@ handle_show_job(struct MHD_Connection *conn, struct request *req, int64_t id)
 		pthread_rwlock_unlock(&state.lock);
 		return rc;
 	}
-	o = job_to_json(job, 1);
+	o = job_to_json(job, 1, req->auth);
 	pthread_rwlock_unlock(&state.lock);
 	if (stored)
 		state_job_stored_free(job);
@@ -501,7 +501,7 @@ handle_wait(struct MHD_Connection *conn, struct request *req, int64_t id)
 		}
 	}
 	pthread_mutex_unlock(&notify_lock);
-	o = job_to_json(job, 0);
+	o = job_to_json(job, 0, req->auth);
 	pthread_rwlock_unlock(&state.lock);
 	if (stored)
 		state_job_stored_free(job);

@@ -12,11 +12,18 @@
  *   idle_session_timeout = lease_ms: a leader that stops asking (paused,
  *   SIGSTOPped, its machine frozen) is cut off by the server itself,
  *   which drops the lock, and a standby takes it and raises the epoch.
- *   A leader whose ping fails (connection lost, deadline passed) or reads
- *   another epoch steps down at once: leader_epoch() goes to 0 first (no
- *   write transaction can pass the store's check from then on; the epoch
- *   in the database fences the commits that were already on their way),
- *   then on_lost runs.
+ *   A leader whose ping reads another epoch steps down at once:
+ *   leader_epoch() goes to 0 first (no write transaction can pass the
+ *   store's check from then on; the epoch in the database fences the
+ *   commits that were already on their way), then on_lost runs. So does
+ *   one whose ping fails (connection lost, deadline passed) while other
+ *   coordinators are connected (a standby takes over); a lone one tries
+ *   to regain the lock instead (regain()): with its epoch unchanged it
+ *   leads on (a database restart does not restart a lone coordinator),
+ *   else it steps down.
+ * - every coordinator also holds an advisory lock keyed on its advertised
+ *   URL (url_lock_sql) for as long as its session lives: a second live
+ *   one advertising the same URL exits (LEADER_EXIT_CONFIG).
  *
  * Stepping down ends the process (LEADER_EXIT_STEPPED_DOWN) rather than
  * turning it back into a standby in-process: its model, suspended
@@ -27,6 +34,7 @@
  * tests, and it comes back a standby that loads nothing until it wins.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
@@ -52,11 +60,13 @@ static struct {
 	int leading;	    /* under mu */
 	char *conninfo;
 	char *advertise;
+	char *data_dir;	    /* NULL: no pool to check */
 	int64_t lease_ms, poll_ms;
 	void (*on_lost)(const char *why);
 	char url[512];	    /* under mu: the leader's URL */
 	PGconn *conn;	    /* the leader thread's alone */
 	int connect_failures; /* in a row */
+	int64_t standbys;   /* the leader's last ping: other coordinators */
 } L = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
@@ -238,6 +248,19 @@ exec(const char *sql, int64_t deadline_ms)
 	return rc;
 }
 
+/*
+ * The advertised URL's own advisory lock (the two-key space, apart from
+ * the one-key locks of the election and the migrations), keyed on 64
+ * bits of its MD5: held by every coordinator, leader or standby, for as
+ * long as its session lives, so that a second live coordinator
+ * advertising the same URL cannot run (clients sent to "the leader"
+ * would reach either).
+ */
+static const char url_lock_sql[] =
+    "SELECT pg_try_advisory_lock(('x' || substr(h, 1, 8))::bit(32)::int,"
+    " ('x' || substr(h, 9, 8))::bit(32)::int)"
+    " FROM (SELECT md5(lower(rtrim($1, '/'))) AS h) AS u";
+
 static const char create_sql[] =
     "CREATE TABLE IF NOT EXISTS gp_leader ("
     " id int PRIMARY KEY CHECK (id = 1),"
@@ -246,10 +269,68 @@ static const char create_sql[] =
     " since timestamptz)";
 
 /*
+ * The data directory's pool (DATA/pool_id, written by the store when it
+ * first opened there) against the database's (gp_pool, pg.c): a
+ * coordinator pointed at another pool's database would stand by for
+ * ever, or lead it, so it exits (LEADER_EXIT_CONFIG), as the store's own
+ * check (gp_store_check_pool) made it when it took the lead at start.
+ * 0 when they agree or either has none yet; GP_EIO when the database
+ * could not be asked (the connection is dropped).
+ */
+static int
+check_pool(void)
+{
+	char path[1200], have[80], text[96];
+	const char *theirs;
+	PGresult *res;
+	ssize_t n;
+	int fd, rc = 0;
+
+	if (L.data_dir == NULL)
+		return 0;
+	snprintf(path, sizeof(path), "%s/pool_id", L.data_dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0; /* a fresh directory: the store writes it */
+	n = read(fd, have, sizeof(have) - 1);
+	close(fd);
+	have[n > 0 ? n : 0] = '\0';
+	have[strcspn(have, "\n")] = '\0';
+	if (have[0] == '\0')
+		return 0;
+	if (query("SELECT to_regclass('gp_pool') IS NOT NULL", 0, NULL,
+	    L.lease_ms, &res) != 0) {
+		drop_connection();
+		return GP_EIO;
+	}
+	rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!rc)
+		return 0; /* a fresh database: the store makes gp_pool */
+	if (query("SELECT pool_id FROM gp_pool WHERE id = 1", 0, NULL,
+	    L.lease_ms, &res) != 0) {
+		drop_connection();
+		return GP_EIO;
+	}
+	theirs = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+	if (theirs[0] != '\0' && strcmp(theirs, have) != 0) {
+		gp_error("refusing to run: the database belongs to another "
+			 "pool (%s) than this data directory (%s: pool %s); "
+			 "exiting with status %d",
+		    one_line(theirs, text, sizeof(text)), L.data_dir, have,
+		    LEADER_EXIT_CONFIG);
+		_exit(LEADER_EXIT_CONFIG);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/*
  * Connects, sets the session's lease and makes sure gp_leader has its
  * one row. The table is made under the migrations' transaction-level
  * advisory lock (pg.c: it makes gp_leader too), so that two coordinators
- * starting together do not both try to create it. 0 or GP_EIO.
+ * starting together do not both try to create it. Then claims the
+ * advertised URL (url_lock_sql). 0, GP_EIO, or GP_ECONFLICT when another
+ * session holds the URL (the connection is then dropped).
  */
 static int
 connect_db(void)
@@ -260,8 +341,11 @@ connect_db(void)
 	    "application_name", "dbname", NULL};
 	const char *values[] = {"5", "1", "5", "2", "3", "gpupool-leader",
 	    L.conninfo, NULL};
+	const char *params[1] = {L.advertise};
 	char sql[128], lock[96], text[256];
 	int64_t t = L.lease_ms;
+	PGresult *res;
+	int claimed;
 
 	L.conn = PQconnectdbParams(keys, values, 1);
 	if (L.conn == NULL || PQstatus(L.conn) != CONNECTION_OK) {
@@ -289,11 +373,58 @@ connect_db(void)
 	    exec(create_sql, t) != 0 ||
 	    exec("INSERT INTO gp_leader (id, epoch, addr) VALUES (1, 0, '') "
 		 "ON CONFLICT (id) DO NOTHING", t) != 0 ||
-	    exec("COMMIT", t) != 0) {
+	    exec("COMMIT", t) != 0 ||
+	    query(url_lock_sql, 1, params, t, &res) != 0) {
 		drop_connection();
 		return GP_EIO;
 	}
-	return 0;
+	claimed = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!claimed) {
+		drop_connection();
+		return GP_ECONFLICT;
+	}
+	return check_pool();
+}
+
+/*
+ * connect_db, and what to do when the URL is taken: another session may
+ * hold it only for a while (a coordinator killed just now, whose session
+ * the server has not ended yet; one frozen, cut off after its lease by
+ * idle_session_timeout), so the claim is retried for twice the lease
+ * from the first refusal (*taken_since, 0 before it); past that another
+ * live coordinator advertises this URL and this one exits with
+ * LEADER_EXIT_CONFIG (a mistake of configuration: starting it again
+ * cannot help). 0 connected, else GP_EIO (retry later).
+ */
+static int
+connect_claimed(int64_t *taken_since)
+{
+	int64_t now;
+	int rc = connect_db();
+
+	if (rc != GP_ECONFLICT) {
+		if (rc == 0)
+			*taken_since = 0;
+		return rc;
+	}
+	now = gp_mono_ms();
+	if (*taken_since == 0) {
+		*taken_since = now;
+		gp_warn("leader: another database session holds this "
+			"coordinator's url=%s; waiting up to %lld ms for it to "
+			"end",
+		    L.advertise, (long long)(2 * L.lease_ms));
+	} else if (now - *taken_since > 2 * L.lease_ms) {
+		gp_error("refusing to run: another live coordinator on this "
+			 "database advertises the same url=%s (each "
+			 "coordinator needs its own --advertise-url, the URL "
+			 "clients reach it by; docs/operations.md, \"Several "
+			 "coordinators\"); exiting with status %d",
+		    L.advertise, LEADER_EXIT_CONFIG);
+		_exit(LEADER_EXIT_CONFIG);
+	}
+	return GP_EIO;
 }
 
 /*
@@ -329,26 +460,101 @@ try_lock(int64_t *epoch)
 	return 1;
 }
 
-/* The leader's ping. 0 while it still leads, else why not into why. */
+/*
+ * The leader's ping: the epoch, and how many other coordinators are
+ * connected (the sessions holding a URL lock, url_lock_sql: the only
+ * two-key advisory locks there are) into L.standbys. 0 while it still
+ * leads; GP_EIO when the lock's connection was lost (or did not answer
+ * in time: it is dropped); else GP_EFENCED (the epoch moved on), why not
+ * into why.
+ */
 static int
 still_leading(int64_t mine, char *why, size_t len)
 {
 	PGresult *res;
 	int64_t now;
 
-	if (query("SELECT epoch FROM gp_leader WHERE id = 1", 0, NULL,
+	if (query("SELECT epoch, (SELECT count(*) FROM pg_locks WHERE "
+		  "locktype = 'advisory' AND objsubid = 2 AND granted AND "
+		  "pid <> pg_backend_pid() AND database = (SELECT oid FROM "
+		  "pg_database WHERE datname = current_database())) "
+		  "FROM gp_leader WHERE id = 1", 0, NULL,
 	    L.lease_ms / 2, &res) != 0) {
 		snprintf(why, len, "the lock's database connection was lost");
-		return -1;
+		return GP_EIO;
 	}
 	now = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	L.standbys = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 	PQclear(res);
 	if (now != mine) {
 		snprintf(why, len, "the epoch moved on to %lld",
 		    (long long)now);
-		return -1;
+		return GP_EFENCED;
 	}
 	return 0;
+}
+
+/*
+ * A lone leader (no other coordinator at its last ping) lost its lock's
+ * connection (the database restarted, a network blip, a ping past its
+ * deadline): reconnects with back-off, for as long as it takes, and
+ * tries the lock again. Won with the epoch still ours: nobody led in
+ * between (whoever wins the lock raises the epoch first), so the state
+ * in memory is still the pool's and this one leads on, as a coordinator
+ * with no standby did before it took part in elections. Meanwhile the
+ * store's writes stay safe without the lock: each checks the epoch in
+ * the database, which a new leader raises before it loads anything (and
+ * the store's own retries end the process after PG_STORE_RETRY_MS). Not
+ * won while the epoch is ours: our own old session may still hold the
+ * lock (it ends at the latest after the lease), so it is tried again for
+ * twice the lease; past that, or once the epoch moved on: -1, why into
+ * why. 1 when leader_stop was called. (A leader with standbys steps
+ * down at once instead: one of them takes over within the lease, and
+ * clients go there.)
+ */
+static int
+regain(int64_t mine, char *why, size_t len)
+{
+	int64_t backoff = 100, taken_since = 0, lost_at = gp_mono_ms(), now;
+	PGresult *res;
+	char sql[160];
+	int won;
+
+	gp_warn("leader: the lock's database connection was lost; regaining "
+		"the lock epoch=%lld",
+	    (long long)mine);
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld), "
+	    "(SELECT epoch FROM gp_leader WHERE id = 1)",
+	    (long long)LEADER_LOCK_KEY);
+	while (!stopping()) {
+		if ((L.conn == NULL && connect_claimed(&taken_since) != 0) ||
+		    query(sql, 0, NULL, L.lease_ms, &res) != 0) {
+			nap(backoff);
+			backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+			continue;
+		}
+		won = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		now = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		PQclear(res);
+		if (now != mine) {
+			snprintf(why, len, "the epoch moved on to %lld while "
+			    "the lock's connection was lost", (long long)now);
+			return -1;
+		}
+		if (won) {
+			gp_info("leader: lock regained, leading on epoch=%lld "
+				"after %lld ms",
+			    (long long)mine, (long long)(gp_mono_ms() - lost_at));
+			return 0;
+		}
+		if (gp_mono_ms() - lost_at > 2 * L.lease_ms) {
+			snprintf(why, len, "the lock's connection was lost and "
+			    "another session holds the lock");
+			return -1;
+		}
+		nap(L.poll_ms);
+	}
+	return 1;
 }
 
 static void
@@ -363,13 +569,13 @@ default_on_lost(const char *why)
 static void *
 leader_thread(void *arg)
 {
-	int64_t backoff = 100, mine = 0;
+	int64_t backoff = 100, mine = 0, taken_since = 0;
 	char why[128];
 	int rc;
 
 	(void)arg;
 	while (!stopping()) {
-		if (L.conn == NULL && connect_db() != 0) {
+		if (L.conn == NULL && connect_claimed(&taken_since) != 0) {
 			set_url("");
 			nap(backoff);
 			backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
@@ -394,7 +600,12 @@ leader_thread(void *arg)
 		nap(L.lease_ms / 4);
 		if (stopping())
 			return NULL;
-		if (still_leading(mine, why, sizeof(why)) != 0)
+		rc = still_leading(mine, why, sizeof(why));
+		if (rc == GP_EIO && L.standbys == 0)
+			rc = regain(mine, why, sizeof(why));
+		if (rc == 1 || stopping())
+			return NULL;
+		if (rc != 0)
 			break;
 	}
 	atomic_store(&epoch_now, 0);
@@ -408,13 +619,28 @@ leader_thread(void *arg)
 int
 leader_start(const struct leader_config *cfg)
 {
+	PQconninfoOption *opts;
+	char *why = NULL, where[256], text[256];
+
 	if (cfg->conninfo == NULL || cfg->advertise_url == NULL ||
 	    cfg->advertise_url[0] == '\0' || cfg->lease_ms < 100 ||
 	    cfg->poll_ms < 10 || strlen(cfg->advertise_url) >= sizeof(L.url))
 		return GP_EINVAL;
+	/* A connection string libpq cannot read: no retry cures that. */
+	if ((opts = PQconninfoParse(cfg->conninfo, &why)) == NULL) {
+		pg_url_redact(cfg->conninfo, where, sizeof(where));
+		gp_error("leader: bad connection string db=%s error=\"%s\"",
+		    where, one_line(why != NULL ? why : "out of memory", text,
+		    sizeof(text)));
+		PQfreemem(why);
+		return GP_EINVAL;
+	}
+	PQconninfoFree(opts);
 	L.conninfo = strdup(cfg->conninfo);
 	L.advertise = strdup(cfg->advertise_url);
-	if (L.conninfo == NULL || L.advertise == NULL)
+	L.data_dir = cfg->data_dir != NULL ? strdup(cfg->data_dir) : NULL;
+	if (L.conninfo == NULL || L.advertise == NULL ||
+	    (cfg->data_dir != NULL && L.data_dir == NULL))
 		goto nomem;
 	L.lease_ms = cfg->lease_ms;
 	L.poll_ms = cfg->poll_ms;
@@ -430,7 +656,8 @@ leader_start(const struct leader_config *cfg)
 nomem:
 	free(L.conninfo);
 	free(L.advertise);
-	L.conninfo = L.advertise = NULL;
+	free(L.data_dir);
+	L.conninfo = L.advertise = L.data_dir = NULL;
 	atomic_store(&active, 0);
 	return GP_ENOMEM;
 }
@@ -463,5 +690,6 @@ leader_stop(void)
 	drop_connection();
 	free(L.conninfo);
 	free(L.advertise);
-	L.conninfo = L.advertise = NULL;
+	free(L.data_dir);
+	L.conninfo = L.advertise = L.data_dir = NULL;
 }

@@ -17,12 +17,27 @@
 /* The exit status of a coordinator that stepped down (see leader_start). */
 #define LEADER_EXIT_STEPPED_DOWN 75
 
+/*
+ * The exit status of a coordinator whose configuration cannot work with
+ * its database: another live coordinator there advertises the same URL,
+ * or the database belongs to another pool than its data directory
+ * (EX_CONFIG: starting it again cannot help; the packaged unit does not).
+ */
+#define LEADER_EXIT_CONFIG 78
+
 /* The advisory lock's key: one pool per database. */
 #define LEADER_LOCK_KEY 0x67707570006c6561LL
 
 struct leader_config {
 	const char *conninfo;	   /* libpq connection string (copied) */
 	const char *advertise_url; /* what clients are told (copied) */
+	/*
+	 * The data directory (copied; NULL: none): when it names a pool
+	 * (DATA/pool_id, gp_store_check_pool) and the database another,
+	 * the coordinator exits (LEADER_EXIT_CONFIG) rather than stand by
+	 * for a pool that is not its own.
+	 */
+	const char *data_dir;
 	int64_t lease_ms;	   /* a leader silent this long loses */
 	int64_t poll_ms;	   /* how often a standby tries the lock */
 	/*

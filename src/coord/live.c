@@ -1142,16 +1142,18 @@ part_addrs(const struct job *job)
 
 /*
  * The gang's overlay, when every part's node joins one (register's
- * "overlay"): each part's public key and endpoint, its node's address
- * (what it said, else what the coordinator saw) and UDP port. NULL when
- * a node has none: the parts are then linked directly.
+ * "overlay") and one of them needs it (gave no --advertise-addr, or
+ * asked for it always): each part's public key and endpoint, its node's
+ * address (what it said, else what the coordinator saw) and UDP port.
+ * NULL otherwise: the parts are then linked directly (docs/agent.md,
+ * "Gangs behind NATs").
  */
 static json_t *
 part_overlay(const struct job *job)
 {
 	json_t *a = json_array();
 	char endpoint[320];
-	int k;
+	int k, needed = 0;
 
 	for (k = 0; k < job->nparts; k++) {
 		const struct node *n = state_node(job->parts[k].node_id);
@@ -1166,6 +1168,11 @@ part_overlay(const struct job *job)
 		    n->overlay_port);
 		json_array_append_new(a, json_pack("{s:s,s:s}", "key",
 		    n->overlay_key, "endpoint", endpoint));
+		needed |= n->overlay_needed;
+	}
+	if (!needed) {
+		json_decref(a);
+		return NULL;
 	}
 	return a;
 }

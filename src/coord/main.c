@@ -34,6 +34,9 @@
 #include "log.h"
 #include "sched.h"
 
+/* Long options without a letter. */
+enum { OPT_BLOB_DIR = 1000 };
+
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
 
@@ -81,6 +84,8 @@ usage(FILE *out)
 	    "[--interactive-time-max DURATION]\n"
 	    "                           [--proxy-listen ADDR:PORT] "
 	    "[--proxy-domain DOMAIN]\n"
+	    "                           [--proxy-tls-cert FILE "
+	    "--proxy-tls-key FILE]\n"
 	    "                           [--advertise-url URL] "
 	    "[--leader-db CONNINFO]\n"
 	    "                           [--leader-lease-ms N]\n"
@@ -92,6 +97,9 @@ usage(FILE *out)
 	    "\n"
 	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
 	    "  --data DIR          state directory (created if missing)\n"
+	    "  --blob-dir DIR      the blob files (checkpoints/, images/):\n"
+	    "                      a directory every coordinator of the pool\n"
+	    "                      mounts (docs/operations.md); default DIR\n"
 	    "  --db STORE          where the pool's state is kept: a SQLite "
 	    "file\n"
 	    "                      (PATH or sqlite:PATH) or postgresql://... "
@@ -191,6 +199,10 @@ usage(FILE *out)
 	    "                      the parent of those names: a wildcard DNS "
 	    "name\n"
 	    "                      for the proxy's address (default localhost)\n"
+	    "  --proxy-tls-cert FILE, --proxy-tls-key FILE\n"
+	    "                      the proxy's certificate for *.DOMAIN (default,\n"
+	    "                      when the coordinator has TLS: one its own CA\n"
+	    "                      signs, or --tls-cert's if it names *.DOMAIN)\n"
 	    "  --advertise-url URL several coordinators, one leader: this "
 	    "one's URL as\n"
 	    "                      clients reach it; with --db postgresql://..."
@@ -199,7 +211,11 @@ usage(FILE *out)
 	    "the\n"
 	    "                      leader, a standby loads nothing and answers "
 	    "503\n"
-	    "                      naming it\n"
+	    "                      naming it (default: http[s]://ADDR:PORT of "
+	    "--listen;\n"
+	    "                      required with --listen 0.0.0.0; unique "
+	    "among the\n"
+	    "                      live coordinators: a second one exits 78)\n"
 	    "  --leader-db CONNINFO\n"
 	    "                      the election's database when the state is "
 	    "not in\n"
@@ -398,6 +414,7 @@ gp_coord_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"data", required_argument, NULL, 'd'},
+	    {"blob-dir", required_argument, NULL, OPT_BLOB_DIR},
 	    {"db", required_argument, NULL, 'E'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
@@ -425,6 +442,8 @@ gp_coord_main(int argc, char **argv)
 	    {"interactive-time-max", required_argument, NULL, 'J'},
 	    {"proxy-listen", required_argument, NULL, 1101},
 	    {"proxy-domain", required_argument, NULL, 1102},
+	    {"proxy-tls-cert", required_argument, NULL, 1103},
+	    {"proxy-tls-key", required_argument, NULL, 1104},
 	    {"stream-idle-max", required_argument, NULL, 1001},
 	    {"streams-per-job", required_argument, NULL, 1002},
 	    {"streams-per-user", required_argument, NULL, 1003},
@@ -437,10 +456,12 @@ gp_coord_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct leader_config lcfg = {NULL, NULL, 5000, 250, NULL};
+	struct leader_config lcfg = {NULL, NULL, NULL, 5000, 250, NULL};
+	char advertised[160]; /* http[s]:// listen_addr (128) :port */
 	struct coord_config cfg;
 	struct relay_config relay_cfg;
 	struct proxy_config proxy_cfg;
+	int own_ca = 0; /* tls_auto_setup made the coordinator's own CA */
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	int64_t v;
@@ -482,6 +503,11 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--listen: expected ADDR:PORT, got "
 					  "'%s'",
 				    optarg);
+			break;
+		case OPT_BLOB_DIR:
+			if (gp_strlcpy(cfg.blob_dir, optarg,
+				sizeof(cfg.blob_dir)) >= sizeof(cfg.blob_dir))
+				gp_fatalx("--blob-dir: path too long");
 			break;
 		case 'd':
 			if (gp_strlcpy(cfg.data_dir, optarg,
@@ -641,6 +667,14 @@ gp_coord_main(int argc, char **argv)
 			gp_strlcpy(proxy_cfg.domain, optarg,
 			    sizeof(proxy_cfg.domain));
 			break;
+		case 1103:
+			gp_strlcpy(proxy_cfg.tls_cert, optarg,
+			    sizeof(proxy_cfg.tls_cert));
+			break;
+		case 1104:
+			gp_strlcpy(proxy_cfg.tls_key, optarg,
+			    sizeof(proxy_cfg.tls_key));
+			break;
 		case 1001:
 			if (gp_parse_duration(optarg, &v) != 0 || v < 1 ||
 			    v > 366LL * 86400)
@@ -715,18 +749,25 @@ gp_coord_main(int argc, char **argv)
 	    lcfg.conninfo != NULL && strcmp(lcfg.conninfo, cfg.db) != 0)
 		gp_fatalx("--leader-db: with the state in PostgreSQL the "
 		    "leader is elected in --db's database");
-	if (lcfg.conninfo == NULL && lcfg.advertise_url != NULL &&
+	/*
+	 * Every coordinator on PostgreSQL takes part in the election, so
+	 * that a second one on the same database stands by instead of
+	 * fencing the first off in turn; its advertised URL is derived
+	 * below when --listen names one address.
+	 */
+	if (lcfg.conninfo == NULL &&
 	    (strncmp(cfg.db, "postgresql://", 13) == 0 ||
 	    strncmp(cfg.db, "postgres://", 11) == 0))
 		lcfg.conninfo = cfg.db;
-	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL)
-		gp_fatalx("several coordinators need --advertise-url: "
-		    "standbys tell clients where the leader is");
 	if (lcfg.advertise_url != NULL && lcfg.conninfo == NULL)
 		gp_fatalx("--advertise-url is for several coordinators over "
 		    "one PostgreSQL database (--db postgresql://...)");
 	if ((cfg.tls_cert[0] != '\0') != (cfg.tls_key[0] != '\0'))
 		gp_fatalx("--tls-cert and --tls-key go together");
+	if ((proxy_cfg.tls_cert[0] != '\0') != (proxy_cfg.tls_key[0] != '\0'))
+		gp_fatalx("--proxy-tls-cert and --proxy-tls-key go together");
+	if (proxy_cfg.tls_cert[0] != '\0' && proxy_cfg.addr[0] == '\0')
+		gp_fatalx("--proxy-tls-cert is for --proxy-listen");
 	if (cfg.interactive_time_s > cfg.interactive_time_max_s)
 		gp_fatalx("--interactive-time is longer than "
 		    "--interactive-time-max");
@@ -741,8 +782,19 @@ gp_coord_main(int argc, char **argv)
 	if (inet_pton(AF_INET, cfg.listen_addr, &addr.sin_addr) != 1)
 		gp_fatalx("--listen: '%s' is not an IPv4 address",
 		    cfg.listen_addr);
+	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL &&
+	    addr.sin_addr.s_addr == htonl(INADDR_ANY))
+		gp_fatalx("--db postgresql://... with --listen %s:%d needs "
+		    "--advertise-url URL: the URL clients reach this "
+		    "coordinator by, where standbys send them while it leads "
+		    "(a wildcard address does not say which)",
+		    cfg.listen_addr, cfg.port);
 	/* Every file and directory it makes: the coordinator's alone. */
 	umask(077);
+	if (cfg.blob_dir[0] == '\0')
+		memcpy(cfg.blob_dir, cfg.data_dir, sizeof(cfg.blob_dir));
+	else if (gp_mkdir_p(cfg.blob_dir, 0700) != 0)
+		gp_fatal("cannot create --blob-dir %s", cfg.blob_dir);
 	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
 		gp_fatal("cannot create data directory %s", cfg.data_dir);
 	secure_data_dir(cfg.data_dir);
@@ -761,8 +813,35 @@ gp_coord_main(int argc, char **argv)
 			gp_fatalx("cannot make the coordinator's own "
 			    "certificate (give --tls-cert and --tls-key, or "
 			    "--insecure)");
+		else
+			own_ca = 1;
 	} else
 		cfg.insecure = 0;
+	/* The proxy has TLS when the coordinator has (proxy_tls.c). */
+	if (proxy_cfg.addr[0] != '\0' &&
+	    proxy_tls_choose(&proxy_cfg, &cfg, own_ca) != 0)
+		gp_fatalx("cannot make the job port proxy's certificate (give "
+		    "--proxy-tls-cert and --proxy-tls-key)");
+	if (proxy_cfg.tls_key[0] != '\0' &&
+	    strcmp(proxy_cfg.tls_key, cfg.tls_key) != 0) {
+		char why[PATH_MAX + 160];
+
+		if (gp_secret_check("--proxy-tls-key", proxy_cfg.tls_key, why,
+		    sizeof(why)) != 0) {
+			fprintf(stderr, "gpupool coordinator: %s\n", why);
+			return 1;
+		}
+	}
+	if (lcfg.conninfo != NULL && lcfg.advertise_url == NULL) {
+		/* The one address it answers on, by the scheme it serves. */
+		snprintf(advertised, sizeof(advertised), "%s://%s:%d",
+		    cfg.tls_cert[0] != '\0' ? "https" : "http",
+		    cfg.listen_addr, cfg.port);
+		lcfg.advertise_url = advertised;
+		gp_info("advertise url=%s (from --listen; --advertise-url "
+			"gives another)",
+		    advertised);
+	}
 	if (cfg.tls_key[0] != '\0') {
 		char why[PATH_MAX + 160];
 
@@ -793,6 +872,9 @@ gp_coord_main(int argc, char **argv)
 		 * has won the lock and raised the epoch.
 		 */
 		/* Standby before the first request can arrive. */
+		/* The pool to check: only where the state is, this database. */
+		if (strcmp(lcfg.conninfo, cfg.db) == 0)
+			lcfg.data_dir = cfg.data_dir;
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
 		start_http(&cfg, &addr, cert, key);
@@ -811,6 +893,13 @@ gp_coord_main(int argc, char **argv)
 	}
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	{
+		char why[1600];
+
+		if (gp_coord_records_stranded(state.store, cfg.data_dir, why,
+			sizeof(why)) != 0)
+			gp_fatalx("%s", why);
+	}
 	if (blob_init(&cfg) != 0)
 		gp_fatalx("cannot open the blob store in %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)
@@ -830,9 +919,12 @@ gp_coord_main(int argc, char **argv)
 
 	if (relay_start(&relay_cfg) != 0)
 		gp_fatalx("cannot start the stream relay");
-	if (proxy_start(&proxy_cfg) != 0)
-		gp_fatalx("--proxy-listen: cannot listen on %s:%d",
-		    proxy_cfg.addr, proxy_cfg.port);
+	{
+		char why[2600];
+
+		if (proxy_start(&proxy_cfg, why, sizeof(why)) != 0)
+			gp_fatalx("--proxy-listen: %s", why);
+	}
 
 	if (lcfg.conninfo != NULL)
 		leader_set_serving();

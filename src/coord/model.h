@@ -54,6 +54,14 @@ struct attempt_record {
 	int64_t preempt_for;	  /* being stopped for this job; 0: none */
 	/* Bytes over its network, all parts added up, once it ended. */
 	int64_t net_sent, net_received;
+	/*
+	 * Its interactive idle clock (relay.c), kept so that a coordinator
+	 * restart does not forget it: the session's idle limit (0: none)
+	 * and when its streams last moved a byte (wall clock, ms), written
+	 * at the relay's coarse grain (relay.c's idle_grain_ms), never per
+	 * byte.
+	 */
+	int64_t idle_limit_ms, idle_seen_ms;
 };
 
 /* A gang part's meter in an attempt (parts 1.. ; part 0: the record's). */
@@ -195,6 +203,12 @@ struct node {
 	/* Its gang overlay (register's "overlay"; "" none): docs/agent.md */
 	char overlay_key[48];		/* WireGuard public key, base64 */
 	int overlay_port;		/* the UDP port it listens on */
+	/*
+	 * 1 when its gangs need the overlay: it gave no --advertise-addr
+	 * (nothing says other nodes route to it) or its agent asked for the
+	 * overlay always (register's overlay.always).
+	 */
+	int overlay_needed;
 	int cpus;
 	int64_t mem_mib;
 	int ngpus;
@@ -245,6 +259,12 @@ struct coord_config {
 	char listen_addr[128];
 	int port;
 	char data_dir[1024];
+	/*
+	 * The blob store's files (checkpoints/, images/): --blob-dir, a
+	 * directory every coordinator of the pool mounts; data_dir unless
+	 * given.
+	 */
+	char blob_dir[1024];
 	/*
 	 * Where the durable state is (--db: PATH, sqlite:PATH,
 	 * postgresql://...; "": data_dir/state.db); see store.h.
@@ -301,6 +321,14 @@ struct coord_config {
 
 /* tls_auto.c: DATA/tls, made at first start; sets tls_cert, tls_key, pin */
 int tls_auto_setup(struct coord_config *cfg);
+/*
+ * The job port proxy's certificate, for "*.domain", signed by the CA
+ * tls_auto_setup made (DATA/tls/proxy-DOMAIN.key and -chain.pem, made
+ * once per domain): their paths in cert and key (each PATH_MAX bytes).
+ * 0 or GP_EIO.
+ */
+int tls_auto_proxy_cert(const struct coord_config *cfg, const char *domain,
+    char *cert, char *key);
 
 struct gp_store;
 

@@ -10,11 +10,15 @@
  * WebSocket upgrades pass through untouched, and a connection never
  * changes origin, so the check at its start holds for its life. Codes and
  * sessions live in memory (a restart signs everyone out of the proxy).
+ * With a certificate (the coordinator has TLS) the listener speaks only
+ * HTTPS (proxy_tls.c), its cookies are Secure, and a plain request there
+ * gets a redirect, never the job's page.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -55,6 +59,7 @@ struct grant {
 static pthread_mutex_t proxy_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct grant codes[NCODES], sessions[NSESSIONS], tickets[NCODES];
 static struct proxy_config pcfg;
+static struct ssl_ctx_st *tls_ctx; /* NULL: plain HTTP */
 static int listen_fd = -1;
 static pthread_t listener;
 static atomic_int stopping, nconns;
@@ -192,13 +197,31 @@ route_grant(struct MHD_Connection *conn, struct request *req,
 		    (long long)job_id);
 	grant_new(codes, NCODES, job_id, port, req->auth->name, CODE_TTL_MS,
 	    code);
-	snprintf(origin, sizeof(origin), "http://j%lld-p%d.%s:%d",
-	    (long long)job_id, port, pcfg.domain, pcfg.port);
+	proxy_origin(job_id, port, origin, sizeof(origin));
 	snprintf(link, sizeof(link), "%s/_gpupool/login#%s", origin, code);
 	gp_info("proxy grant job=%lld port=%d user=%s", (long long)job_id,
 	    port, req->auth->name);
 	return reply_json(conn, 201, json_pack("{s:s,s:s,s:i}", "url", link,
 	    "origin", origin, "expires_in_s", CODE_TTL_MS / 1000));
+}
+
+/* "https://j12-p8888.DOMAIN:PORT" (no port when it is the scheme's). */
+void
+proxy_origin(int64_t job_id, int port, char *out, size_t len)
+{
+	const char *scheme = tls_ctx != NULL ? "https" : "http";
+	char at[16] = "";
+
+	if (pcfg.port != (tls_ctx != NULL ? 443 : 80))
+		snprintf(at, sizeof(at), ":%d", pcfg.port);
+	snprintf(out, len, "%s://j%lld-p%d.%s%s", scheme, (long long)job_id,
+	    port, pcfg.domain, at);
+}
+
+int
+proxy_running(void)
+{
+	return started;
 }
 
 #define PROXY_USERS (API_ROLE(GP_ROLE_USER) | API_ROLE(GP_ROLE_ADMIN))
@@ -238,8 +261,8 @@ write_all(int fd, const void *data, size_t len)
 
 /* The proxy's own answers: small, never cached, never framed. */
 static void
-answer(int fd, int status, const char *reason, const char *ctype,
-    const char *extra, const char *body)
+answer(struct proxy_conn *c, int status, const char *reason,
+    const char *ctype, const char *extra, const char *body)
 {
 	char head[1024];
 	int n;
@@ -252,15 +275,16 @@ answer(int fd, int status, const char *reason, const char *ctype,
 	    "'none'; script-src 'self'; connect-src 'self'; "
 	    "frame-ancestors 'none'\r\n%s\r\n",
 	    status, reason, ctype, strlen(body), extra);
-	if (n > 0 && (size_t)n < sizeof(head) && write_all(fd, head,
+	if (n > 0 && (size_t)n < sizeof(head) && proxy_conn_write_all(c, head,
 	    (size_t)n) == 0)
-		write_all(fd, body, strlen(body));
+		proxy_conn_write_all(c, body, strlen(body));
 }
 
 static void
-answer_text(int fd, int status, const char *reason, const char *text)
+answer_text(struct proxy_conn *c, int status, const char *reason,
+    const char *text)
 {
-	answer(fd, status, reason, "text/plain; charset=utf-8", "", text);
+	answer(c, status, reason, "text/plain; charset=utf-8", "", text);
 }
 
 static const char login_html[] =
@@ -283,18 +307,16 @@ static const char login_js[] =
     "expired: open the port again from the gpupool dashboard.';\n"
     "})();\n";
 
-/* Reads until the head is whole (and len bytes of body when asked). */
+/* Reads more of a head (or a body) into buf by deadline: 0 or -1. */
 static int
-read_more(int fd, char *buf, size_t cap, size_t *have, int64_t deadline)
+read_more(struct proxy_conn *c, char *buf, size_t cap, size_t *have,
+    int64_t deadline)
 {
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	int64_t left = deadline - gp_mono_ms();
-	ssize_t n;
+	int n;
 
-	if (left <= 0 || *have >= cap || poll(&pfd, 1, (int)left) <= 0)
-		return -1;
-	n = read(fd, buf + *have, cap - *have);
-	if (n <= 0)
+	if (*have >= cap ||
+	    (n = proxy_conn_read_wait(c, buf + *have, cap - *have,
+		deadline)) <= 0)
 		return -1;
 	*have += (size_t)n;
 	return 0;
@@ -302,8 +324,8 @@ read_more(int fd, char *buf, size_t cap, size_t *have, int64_t deadline)
 
 /* /_gpupool/login: the page, its script, and the code's exchange. */
 static void
-login(int fd, const struct proxy_head *h, char *buf, size_t have,
-    size_t head_len, int64_t job_id, int port)
+login(struct proxy_conn *c, const struct proxy_head *h, char *buf,
+    size_t have, size_t head_len, int64_t job_id, int port)
 {
 	char code[SECRET_BYTES * 2 + 1], user[GP_NAME_MAX + 1];
 	char secret[SECRET_BYTES * 2 + 1], cookie[200];
@@ -312,23 +334,23 @@ login(int fd, const struct proxy_head *h, char *buf, size_t have,
 
 	if (strcmp(h->method, "GET") == 0 &&
 	    strcmp(h->path, "/_gpupool/login.js") == 0) {
-		answer(fd, 200, "OK", "text/javascript; charset=utf-8", "",
+		answer(c, 200, "OK", "text/javascript; charset=utf-8", "",
 		    login_js);
 		return;
 	}
 	if (strcmp(h->method, "GET") == 0) {
-		answer(fd, 200, "OK", "text/html; charset=utf-8", "",
+		answer(c, 200, "OK", "text/html; charset=utf-8", "",
 		    login_html);
 		return;
 	}
 	if (strcmp(h->method, "POST") != 0 || h->content_length < 0 ||
 	    h->content_length > SECRET_BYTES * 2) {
-		answer_text(fd, 400, "Bad Request", "a sign-in code\n");
+		answer_text(c, 400, "Bad Request", "a sign-in code\n");
 		return;
 	}
 	len = (size_t)h->content_length;
 	while (have < head_len + len)
-		if (read_more(fd, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
+		if (read_more(c, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
 			return;
 	memcpy(code, buf + head_len, len);
 	code[len] = '\0';
@@ -337,19 +359,23 @@ login(int fd, const struct proxy_head *h, char *buf, size_t have,
 	    sizeof(user))) {
 		gp_info("proxy sign-in refused job=%lld port=%d",
 		    (long long)job_id, port);
-		answer_text(fd, 403, "Forbidden", "this link is used or "
+		answer_text(c, 403, "Forbidden", "this link is used or "
 		    "expired\n");
 		return;
 	}
 	grant_new(sessions, NSESSIONS, job_id, port, user, SESSION_TTL_MS,
 	    secret);
-	/* Host-only (no Domain): this job's port alone gets it back. */
+	/*
+	 * Host-only (no Domain): this job's port alone gets it back; Secure
+	 * over TLS: the browser never sends it in clear.
+	 */
 	snprintf(cookie, sizeof(cookie), "Set-Cookie: " PROXY_COOKIE
-	    "=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=%lld\r\n", secret,
+	    "=%s; Path=/; HttpOnly;%s SameSite=Lax; Max-Age=%lld\r\n", secret,
+	    tls_ctx != NULL ? " Secure;" : "",
 	    (long long)(SESSION_TTL_MS / 1000));
 	gp_info("proxy sign-in job=%lld port=%d user=%s", (long long)job_id,
 	    port, user);
-	answer(fd, 200, "OK", "text/plain; charset=utf-8", cookie, "ok\n");
+	answer(c, 200, "OK", "text/plain; charset=utf-8", cookie, "ok\n");
 	sodium_memzero(secret, sizeof(secret));
 }
 
@@ -384,7 +410,8 @@ send_data(int fd, const char *data, size_t len)
  * side ends (EXIT, ERROR or the stream closing).
  */
 static void
-splice_stream(int cfd, int rfd, int port, const char *pre, size_t npre)
+splice_stream(struct proxy_conn *c, int rfd, int port, const char *pre,
+    size_t npre)
 {
 	struct gp_frame_reader *fr = malloc(sizeof(*fr));
 	char open[64], buf[16384];
@@ -402,22 +429,24 @@ splice_stream(int cfd, int rfd, int port, const char *pre, size_t npre)
 		goto out;
 	for (;;) {
 		struct pollfd pfd[2] = {{.fd = rfd, .events = POLLIN},
-		    {.fd = cfd, .events = client_open ? POLLIN : 0}};
+		    {.fd = c->fd, .events = client_open ? c->want : 0}};
+		/* TLS may hold a record's rest that poll cannot see. */
+		int pending = client_open && proxy_conn_pending(c);
 		ssize_t n;
-		if (poll(pfd, 2, -1) < 0) {
+		if (poll(pfd, 2, pending ? 0 : -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-			n = read(cfd, buf, sizeof(buf));
-			if (n < 0 && (errno == EINTR || errno == EAGAIN))
-				continue;
-			if (n <= 0) {
+		if (client_open && (pending || (pfd[1].revents &
+		    (POLLIN | POLLOUT | POLLHUP | POLLERR)))) {
+			n = proxy_conn_read(c, buf, sizeof(buf));
+			if (n == 0 || n == -1) {
 				client_open = 0;
 				if (send_frame(rfd, GP_FRAME_EOF, NULL, 0) != 0)
 					break;
-			} else if (send_data(rfd, buf, (size_t)n) != 0) {
+			} else if (n > 0 && send_data(rfd, buf,
+			    (size_t)n) != 0) {
 				break;
 			}
 		}
@@ -438,10 +467,11 @@ splice_stream(int cfd, int rfd, int port, const char *pre, size_t npre)
 				if (r == 0)
 					break;
 				if (fr->type == GP_FRAME_STDOUT &&
-				    write_all(cfd, fr->payload, fr->len) != 0)
+				    proxy_conn_write_all(c, fr->payload,
+					fr->len) != 0)
 					goto out;
 				if (fr->type == GP_FRAME_EOF)
-					shutdown(cfd, SHUT_WR);
+					proxy_conn_shutdown_write(c);
 				if (fr->type == GP_FRAME_EXIT ||
 				    fr->type == GP_FRAME_ERROR)
 					goto out;
@@ -452,6 +482,57 @@ out:
 	free(fr);
 }
 
+/*
+ * A plain HTTP request on the HTTPS listener: never proxied (its cookie,
+ * if a client sent one, crossed in clear already; the browser's Secure
+ * cookie is never sent here). A job's host is sent to its https:// root.
+ */
+static void
+plain_on_tls(struct proxy_conn *c, char *buf, int64_t deadline)
+{
+	struct proxy_head h;
+	char extra[400];
+	int64_t job_id;
+	size_t have = 0;
+	int rc, port;
+
+	while ((rc = proxy_head_parse(buf, have, &h)) == 0)
+		if (read_more(c, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
+			return;
+	if (rc < 0 || proxy_host_parse(h.host, pcfg.domain, &job_id,
+	    &port) != 0) {
+		answer_text(c, 400, "Bad Request", "this port speaks HTTPS\n");
+		return;
+	}
+	gp_debug("proxy plain request on the HTTPS listener job=%lld "
+	    "port=%d", (long long)job_id, port);
+	/* h.host passed proxy_host_parse: "jN-pN.DOMAIN[:PORT]", no CR/LF. */
+	snprintf(extra, sizeof(extra), "Location: https://%s/\r\n", h.host);
+	answer(c, 301, "Moved Permanently", "text/plain; charset=utf-8",
+	    extra, "this port speaks HTTPS\n");
+}
+
+/* 1: the client opens with a TLS handshake record; 0: not; -1: gone. */
+static int
+starts_tls(int fd, int64_t deadline)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	int64_t left;
+	unsigned char b;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(fd, &b, 1, MSG_PEEK);
+		if (n == 1)
+			return b == 0x16; /* TLS: a handshake record */
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			return -1;
+		left = deadline - gp_mono_ms();
+		if (left <= 0 || poll(&pfd, 1, (int)left) < 0)
+			return -1;
+	}
+}
+
 static void *
 conn_main(void *arg)
 {
@@ -459,51 +540,62 @@ conn_main(void *arg)
 	char *buf = malloc(PROXY_HEAD_MAX);
 	char user[GP_NAME_MAX + 1];
 	int64_t deadline = gp_mono_ms() + HEAD_TIMEOUT_MS, job_id = 0, sid;
+	struct proxy_conn conn, *c = &conn;
 	struct proxy_head h;
 	size_t have = 0;
 
+	proxy_conn_start(c, NULL, cfd, deadline); /* plain until told */
 	if (buf == NULL)
 		goto out;
+	if (tls_ctx != NULL) {
+		int tls = starts_tls(cfd, deadline);
+		if (tls == 0)
+			plain_on_tls(c, buf, deadline);
+		if (tls != 1 || proxy_conn_start(c, tls_ctx, cfd,
+		    deadline) != 0)
+			goto out;
+	}
 	while ((rc = proxy_head_parse(buf, have, &h)) == 0)
-		if (read_more(cfd, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
+		if (read_more(c, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
 			goto out;
 	if (rc < 0) {
-		answer_text(cfd, 400, "Bad Request", "bad request\n");
+		answer_text(c, 400, "Bad Request", "bad request\n");
 		goto out;
 	}
 	if (proxy_host_parse(h.host, pcfg.domain, &job_id, &port) != 0) {
-		answer_text(cfd, 404, "Not Found", "not the address of a "
+		answer_text(c, 404, "Not Found", "not the address of a "
 		    "job's port\n");
 		goto out;
 	}
 	if (strncmp(h.path, "/_gpupool/login", 15) == 0) {
-		login(cfd, &h, buf, have, (size_t)rc, job_id, port);
+		login(c, &h, buf, have, (size_t)rc, job_id, port);
 		goto out;
 	}
 	if (!grant_take(sessions, NSESSIONS, h.cookie, job_id, port, 0, user,
 	    sizeof(user))) {
-		answer_text(cfd, 403, "Forbidden", "open this port from the "
+		answer_text(c, 403, "Forbidden", "open this port from the "
 		    "gpupool dashboard (the job's page, Open)\n");
 		goto out;
 	}
 	status = relay_open(job_id, user, GP_STREAM_TCP, 0, &rfd, &sid);
 	if (status != 0) {
-		answer_text(cfd, status == GP_ECONFLICT ? 409 : status ==
+		answer_text(c, status == GP_ECONFLICT ? 409 : status ==
 		    GP_ETOOBIG ? 429 : 404, "Unavailable", status ==
 		    GP_ECONFLICT ? "the job is not running\n" : status ==
 		    GP_ETOOBIG ? "too many streams\n" : "no such job\n");
 		goto out;
 	}
-	gp_debug("proxy connection job=%lld port=%d user=%s stream=%lld",
-	    (long long)job_id, port, user, (long long)sid);
-	splice_stream(cfd, rfd, port, buf, have);
+	gp_debug("proxy connection job=%lld port=%d user=%s stream=%lld "
+	    "tls=%d", (long long)job_id, port, user, (long long)sid,
+	    c->ssl != NULL);
+	splice_stream(c, rfd, port, buf, have);
 out:
 	if (buf != NULL)
 		sodium_memzero(buf, PROXY_HEAD_MAX);
 	free(buf);
 	if (rfd >= 0)
 		close(rfd);
-	close(cfd);
+	proxy_conn_close(c);
 	atomic_fetch_sub(&nconns, 1);
 	return NULL;
 }
@@ -511,6 +603,8 @@ out:
 static void *
 listener_main(void *arg)
 {
+	int one = 1;
+
 	(void)arg;
 	while (!atomic_load(&stopping)) {
 		struct pollfd pfd = {.fd = listen_fd, .events = POLLIN};
@@ -520,12 +614,25 @@ listener_main(void *arg)
 
 		if (poll(&pfd, 1, 250) <= 0)
 			continue;
-		cfd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		cfd = accept4(listen_fd, NULL, NULL,
+		    SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			continue;
+		/*
+		 * No Nagle: a TLS handshake's last flight (session tickets)
+		 * and the first answer are two small writes, and the second
+		 * waited for the browser's delayed ACK (40 ms a connection).
+		 */
+		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (atomic_fetch_add(&nconns, 1) >= CONNS_MAX) {
 			atomic_fetch_sub(&nconns, 1);
-			answer_text(cfd, 503, "Busy", "too many connections\n");
+			/* (Over TLS, no handshake for an answer: closed.) */
+			if (tls_ctx == NULL) {
+				struct proxy_conn busy;
+				proxy_conn_start(&busy, NULL, cfd, 0);
+				answer_text(&busy, 503, "Busy", "too many "
+				    "connections\n");
+			}
 			close(cfd);
 			continue;
 		}
@@ -543,14 +650,18 @@ listener_main(void *arg)
 }
 
 int
-proxy_start(const struct proxy_config *cfg)
+proxy_start(const struct proxy_config *cfg, char *why, size_t whylen)
 {
 	struct sockaddr_in addr;
 	int one = 1;
 
+	why[0] = '\0';
 	if (cfg->addr[0] == '\0')
 		return 0;
 	pcfg = *cfg;
+	if (cfg->tls_cert[0] != '\0' &&
+	    (tls_ctx = proxy_tls_new(cfg, why, whylen)) == NULL)
+		return GP_EINVAL;
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
 	addr.sin_port = htons((uint16_t)cfg->port);
@@ -562,19 +673,29 @@ proxy_start(const struct proxy_config *cfg)
 	setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(listen_fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
 	    listen(listen_fd, 128) != 0) {
-		close(listen_fd);
-		listen_fd = -1;
-		return GP_EIO;
+		snprintf(why, whylen, "cannot listen on %s:%d: %s", cfg->addr,
+		    cfg->port, strerror(errno));
+		goto fail;
 	}
 	if (pthread_create(&listener, NULL, listener_main, NULL) != 0) {
-		close(listen_fd);
-		listen_fd = -1;
-		return GP_ENOMEM;
+		snprintf(why, whylen, "cannot start its thread");
+		goto fail;
 	}
 	started = 1;
-	gp_info("job port proxy listening addr=%s:%d domain=%s", cfg->addr,
-	    cfg->port, cfg->domain);
+	gp_info("job port proxy listening addr=%s:%d domain=%s tls=%s",
+	    cfg->addr, cfg->port, cfg->domain, tls_ctx != NULL ? "yes" : "no");
+	if (tls_ctx == NULL && (ntohl(addr.sin_addr.s_addr) >> 24) != 127)
+		gp_warn("the job port proxy serves plain HTTP beyond "
+		    "loopback: its cookies cross the network in clear (give "
+		    "the coordinator TLS, or --proxy-tls-cert) addr=%s",
+		    cfg->addr);
 	return 0;
+fail:
+	close(listen_fd);
+	listen_fd = -1;
+	proxy_tls_free(tls_ctx);
+	tls_ctx = NULL;
+	return GP_EIO;
 }
 
 void
@@ -587,4 +708,5 @@ proxy_stop(void)
 	close(listen_fd);
 	listen_fd = -1;
 	started = 0;
+	/* (Connection threads may still hold tls_ctx: it stays.) */
 }

@@ -63,13 +63,19 @@ struct leg {
 	unsigned events;
 };
 
-/* The idle clock of a job with an idle limit (shared by its streams). */
+/*
+ * The idle clock of a job with an idle limit (shared by its streams).
+ * Kept in the attempt's record too (state_note_idle), at idle_grain_ms,
+ * so that a restarted coordinator goes on with it (idle_rebuild).
+ */
 struct idle_job {
 	int64_t job_id;
 	int attempt;
 	int64_t idle_ms;
 	int64_t last_mono;
 	int warned;
+	int64_t saved_mono;	/* the last_mono the store has */
+	int64_t saved_limit;	/* the idle_ms it has (0: none yet) */
 	struct idle_job *next;
 };
 
@@ -78,7 +84,8 @@ struct relay_stream {
 	char secret[SECRET_HEX];
 	int64_t job_id;
 	int attempt;
-	int64_t node_id;
+	int part;	/* a gang's part (0: rank 0, or the only one) */
+	int64_t node_id; /* the part's node */
 	char user[GP_NAME_MAX + 1];
 	int kind;
 	int64_t created_mono;
@@ -310,14 +317,37 @@ find_stream(int64_t id)
 	return NULL;
 }
 
+/*
+ * How stale the stored clock may get: an eighth of the limit, 1 s to
+ * 5 min (a 1 h limit: one write per 5 min of typing). A rebuilt clock
+ * assumes traffic up to a grain after the stored time, so that a
+ * restart never ends an active session early; an idle one ends at most
+ * a grain late.
+ */
+static int64_t
+idle_grain_ms(int64_t idle_ms)
+{
+	int64_t g = idle_ms / 8;
+
+	return g < 1000 ? 1000 : g > 300000 ? 300000 : g;
+}
+
 static struct idle_job *
-idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
+idle_job_find(int64_t job_id, int attempt)
 {
 	struct idle_job *j;
 
 	for (j = idle_jobs; j != NULL; j = j->next)
 		if (j->job_id == job_id && j->attempt == attempt)
-			break;
+			return j;
+	return NULL;
+}
+
+static struct idle_job *
+idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
+{
+	struct idle_job *j = idle_job_find(job_id, attempt);
+
 	if (j == NULL) {
 		if ((j = calloc(1, sizeof(*j))) == NULL)
 			return NULL;
@@ -334,21 +364,39 @@ idle_job_get(int64_t job_id, int attempt, int64_t idle_ms)
 }
 
 /*
- * Checks a new stream and lists it for its node; wakes the node's poll.
- * Call with the state's read lock held (not notify_lock, not
- * relay_lock). OUT: *out, the stream's id (the stream is the list's:
- * find it again under relay_lock), err. Returns 0, or an HTTP
- * status with err.
+ * The node that runs part of job's current attempt, or 0 (not running
+ * there, or not at all). Call with the state's read lock.
+ */
+static int64_t
+part_node(const struct job *job, int part)
+{
+	if (job->state != JOB_RUNNING)
+		return 0;
+	if (part == 0 && job->nparts <= 1)
+		return job->node_id;
+	if (part >= job->nparts || job->parts == NULL ||
+	    job->parts[part].ended)
+		return 0;
+	return job->parts[part].node_id;
+}
+
+/*
+ * Checks a new stream into part of job and lists it for that part's
+ * node; wakes the node's poll. Call with the state's read lock held (not
+ * notify_lock, not relay_lock). OUT: *out, the stream's id (the stream
+ * is the list's: find it again under relay_lock), err. Returns 0, or an
+ * HTTP status with err.
  */
 static int
-stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
-    int64_t *out, char *err, size_t errlen)
+stream_create(int64_t job_id, int part, const char *user, int kind,
+    int64_t idle_ms, int64_t *out, char *err, size_t errlen)
 {
 	struct relay_stream *s;
 	struct job *job = state_job(job_id);
-	struct node *node;
+	struct node *node = NULL;
 	unsigned char raw[16];
-	int per_job, per_user, total;
+	int per_job, per_user, total, nparts;
+	int64_t node_id;
 
 	if (job == NULL || strcmp(job->user, user) != 0) {
 		/* Admins too: they may cancel a job, not enter it. */
@@ -356,10 +404,24 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 		    "may open a stream into a job)", (long long)job_id);
 		return 404;
 	}
-	if (job->state != JOB_RUNNING || job->node_id == 0 ||
-	    (node = state_node(job->node_id)) == NULL) {
-		snprintf(err, errlen, "job %lld is not running",
-		    (long long)job_id);
+	nparts = job->spec.nodes > 1 ? job->spec.nodes : 1;
+	if (part < 0 || part >= nparts) {
+		if (nparts == 1)
+			snprintf(err, errlen, "job %lld is not a gang: it has "
+			    "only part 0", (long long)job_id);
+		else
+			snprintf(err, errlen, "job %lld has %d parts: part 0 "
+			    "to %d", (long long)job_id, nparts, nparts - 1);
+		return 400;
+	}
+	node_id = part_node(job, part);
+	if (node_id == 0 || (node = state_node(node_id)) == NULL) {
+		if (nparts > 1 && job->state == JOB_RUNNING)
+			snprintf(err, errlen, "job %lld's part %d is not "
+			    "running", (long long)job_id, part);
+		else
+			snprintf(err, errlen, "job %lld is not running",
+			    (long long)job_id);
 		return 409;
 	}
 	if (idle_ms > cfg.idle_max_ms)
@@ -374,7 +436,8 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	s->client.fd = s->agent.fd = -1;
 	s->job_id = job_id;
 	s->attempt = job->attempts;
-	s->node_id = job->node_id;
+	s->part = part;
+	s->node_id = node_id;
 	gp_strlcpy(s->user, user, sizeof(s->user));
 	s->kind = kind;
 	s->created_mono = gp_mono_ms();
@@ -407,6 +470,11 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	s->counted = 1;
 	if (idle_ms > 0)
 		s->idle = idle_job_get(job_id, s->attempt, idle_ms);
+	else if ((s->idle = idle_job_find(job_id, s->attempt)) != NULL) {
+		/* Any session's traffic keeps a job with a clock alive. */
+		s->idle->last_mono = gp_mono_ms();
+		s->idle->warned = 0;
+	}
 	s->id = next_id++;
 	*out = s->id;
 	s->next = streams;
@@ -418,10 +486,10 @@ stream_create(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	pthread_mutex_unlock(&relay_lock);
 	notify_wake_node(node);
 	pthread_mutex_unlock(&notify_lock);
-	gp_info("stream opened id=%lld job=%lld attempt=%d node=%lld kind=%s "
-	    "user=%s idle_ms=%lld", (long long)*out, (long long)job_id,
-	    job->attempts, (long long)job->node_id, gp_stream_kind_name(kind),
-	    user, (long long)idle_ms);
+	gp_info("stream opened id=%lld job=%lld attempt=%d part=%d node=%lld "
+	    "kind=%s user=%s idle_ms=%lld", (long long)*out, (long long)job_id,
+	    job->attempts, part, (long long)node_id,
+	    gp_stream_kind_name(kind), user, (long long)idle_ms);
 	return 0;
 }
 
@@ -736,7 +804,8 @@ tick(int64_t now)
 	struct idle_job **pj, *j;
 	char text[256];
 	int64_t cancel[64];
-	int ncancel = 0, i;
+	struct idle_job save[64];
+	int ncancel = 0, nsave = 0, i;
 
 	pthread_rwlock_rdlock(&state.lock);
 	pthread_mutex_lock(&relay_lock);
@@ -746,7 +815,8 @@ tick(int64_t now)
 		if (s->dead || s->closing)
 			continue;
 		if (job == NULL || job->state != JOB_RUNNING ||
-		    job->attempts != s->attempt) {
+		    job->attempts != s->attempt ||
+		    part_node(job, s->part) != s->node_id) {
 			snprintf(text, sizeof(text), "job %lld's attempt %d "
 			    "ended", (long long)s->job_id, s->attempt);
 			end_stream(s, text);
@@ -805,6 +875,13 @@ tick(int64_t now)
 			free(j);
 			continue;
 		}
+		if ((j->idle_ms != j->saved_limit || j->last_mono -
+		    j->saved_mono >= idle_grain_ms(j->idle_ms)) &&
+		    nsave < (int)GP_ARRAY_LEN(save)) {
+			j->saved_mono = j->last_mono;
+			j->saved_limit = j->idle_ms;
+			save[nsave++] = *j;
+		}
 		pj = &j->next;
 	}
 	for (s = streams; s != NULL; s = s->next)
@@ -814,6 +891,61 @@ tick(int64_t now)
 	pthread_rwlock_unlock(&state.lock);
 	for (i = 0; i < ncancel; i++)
 		cancel_for_idle(cancel[i]);
+	for (i = 0; i < nsave; i++) {
+		state_note_idle(save[i].job_id, save[i].attempt,
+		    save[i].idle_ms, gp_now_ms() - (now - save[i].last_mono));
+		gp_debug("idle clock saved job=%lld attempt=%d limit_ms=%lld",
+		    (long long)save[i].job_id, save[i].attempt,
+		    (long long)save[i].idle_ms);
+	}
+}
+
+/*
+ * The idle clocks the store kept (state_note_idle), after a restart:
+ * each running attempt with a limit gets its clock back, its last
+ * traffic taken a grain after the stored time (the store may be up to
+ * a grain behind) and never later than now. Call before the thread.
+ */
+static void
+idle_rebuild(void)
+{
+	int64_t cursor = 0, now_wall = gp_now_ms(), now = gp_mono_ms(), seen;
+	struct attempt_record *a;
+	struct idle_job *j;
+	struct job *job;
+	int n = 0;
+
+	pthread_rwlock_rdlock(&state.lock);
+	pthread_mutex_lock(&relay_lock);
+	while ((job = state_job_next(&cursor)) != NULL) {
+		if (job->state != JOB_RUNNING || job->nhistory == 0)
+			continue;
+		a = &job->history[job->nhistory - 1];
+		if (a->attempt != job->attempts || a->idle_limit_ms <= 0 ||
+		    (j = calloc(1, sizeof(*j))) == NULL)
+			continue;
+		j->job_id = job->id;
+		j->attempt = a->attempt;
+		j->idle_ms = a->idle_limit_ms < cfg.idle_max_ms ?
+		    a->idle_limit_ms : cfg.idle_max_ms;
+		seen = a->idle_seen_ms + idle_grain_ms(a->idle_limit_ms);
+		if (seen > now_wall)
+			seen = now_wall;
+		j->last_mono = now - (now_wall - seen);
+		/* What the store has: nothing to write until traffic. */
+		j->saved_mono = j->last_mono;
+		j->saved_limit = j->idle_ms;
+		j->next = idle_jobs;
+		idle_jobs = j;
+		n++;
+		gp_info("idle clock kept job=%lld attempt=%d limit_ms=%lld "
+		    "idle_ms=%lld", (long long)j->job_id, j->attempt,
+		    (long long)j->idle_ms, (long long)(now - j->last_mono));
+	}
+	pthread_mutex_unlock(&relay_lock);
+	pthread_rwlock_unlock(&state.lock);
+	if (n > 0)
+		gp_info("relay: %d idle clocks kept across the restart", n);
 }
 
 static void *
@@ -902,6 +1034,7 @@ relay_start(const struct relay_config *c)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 
 	cfg = *c;
+	idle_rebuild();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (epfd < 0 || wakefd < 0 ||
@@ -963,7 +1096,7 @@ relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	pthread_rwlock_rdlock(&state.lock);
-	status = stream_create(job_id, user, kind, idle_ms, &id, err,
+	status = stream_create(job_id, 0, user, kind, idle_ms, &id, err,
 	    sizeof(err));
 	pthread_rwlock_unlock(&state.lock);
 	if (status != 0) {
@@ -1148,13 +1281,13 @@ wants_upgrade(struct MHD_Connection *conn)
 	return up != NULL && strcmp(up, GP_STREAM_PROTOCOL) == 0;
 }
 
-/* GET /v1/jobs/{id}/stream?kind=pty&idle=SECONDS, Upgrade. */
+/* GET /v1/jobs/{id}/stream?kind=pty&idle=SECONDS&part=K, Upgrade. */
 static enum MHD_Result
 route_client(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
 	API_PATH_PARTS(url, p, n);
-	int64_t job_id, idle_s, id;
+	int64_t job_id, idle_s, id, part;
 	const char *kind_name;
 	char err[256];
 	int kind, status;
@@ -1170,9 +1303,12 @@ route_client(struct MHD_Connection *conn, struct request *req,
 		return reply_error(conn, 400, "kind: exec, pty or tcp");
 	if (api_query_int(conn, "idle", 0, 0, 366 * 86400, &idle_s) != 0)
 		return reply_error(conn, 400, "idle: seconds, 0 to 31622400");
+	if (api_query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
+		return reply_error(conn, 400, "part: a gang's part, 0 to %d",
+		    GP_NODES_MAX - 1);
 	pthread_rwlock_rdlock(&state.lock);
-	status = stream_create(job_id, req->auth->name, kind, idle_s * 1000,
-	    &id, err, sizeof(err));
+	status = stream_create(job_id, (int)part, req->auth->name, kind,
+	    idle_s * 1000, &id, err, sizeof(err));
 	pthread_rwlock_unlock(&state.lock);
 	if (status != 0)
 		return reply_error(conn, status, "%s", err);

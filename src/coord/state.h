@@ -45,6 +45,7 @@ enum op_type {
 	OP_ACCT,       /* groups, members, prices, budgets (acct_api.c) */
 	OP_TOKEN_REVOKE, /* an admin revokes a token (job_id: its id) */
 	OP_REPORTS,	 /* an agent's batch of started/finished reports */
+	OP_IDLE,	 /* an attempt's interactive idle clock (relay.c) */
 };
 
 struct op {
@@ -60,6 +61,7 @@ struct op {
 	int64_t node_id;
 	json_t *body;
 	int64_t version, bytes; /* OP_CHECKPOINT */
+	int64_t idle_limit_ms, idle_seen_ms; /* OP_IDLE */
 	char peer[64];		/* OP_REGISTER: the caller's IP address */
 	struct acct_request acct; /* OP_ACCT, OP_TOKEN_CREATE */
 	int *tasks;		  /* OP_SUBMIT_ARRAY: indices, owned */
@@ -195,8 +197,18 @@ const struct token_entry *state_token_lookup(const char *hash);
 void state_heartbeat_ms(int64_t *heartbeat_ms, int64_t *lease_ms);
 const char *job_state_name(enum job_state s);
 int job_finished(const struct job *job);
-/* JSON views; call with state.lock held. */
-json_t *job_to_json(const struct job *job, int with_history);
+/*
+ * JSON views; call with state.lock held. job_to_json shows the job to
+ * viewer (borrowed, never NULL): the values of its environment, which
+ * may hold secrets (gpupool jupyter's JUPYTER_TOKEN, a user's API keys),
+ * only to its owner; anyone else (an admin, the provider of its node)
+ * gets each key with a null value. The agent's assignment
+ * (assignment_to_json) carries them whole.
+ */
+json_t *job_to_json(const struct job *job, int with_history,
+    const struct token_entry *viewer);
+/* 1 when who is the job's owner (a user's or admin's token of its name). */
+int job_owned_by(const struct job *job, const struct token_entry *who);
 json_t *node_to_json(const struct node *node);
 /* The assignment of part part of job's current attempt. */
 json_t *assignment_to_json(const struct job *job, int part);
@@ -258,6 +270,15 @@ int state_job_group(const struct token_entry *caller, const char *group,
  */
 void state_note_checkpoint(int64_t job_id, int attempt, int64_t version,
     int64_t bytes, const char *label);
+/*
+ * Keeps (job_id, attempt)'s interactive idle clock in its attempt record
+ * (the store's): its limit and when it last saw traffic (wall clock,
+ * ms), for the relay to rebuild after a restart. Queued to the state
+ * thread; safe from any thread, without state.lock. The relay calls it
+ * at a coarse grain, never per byte.
+ */
+void state_note_idle(int64_t job_id, int attempt, int64_t limit_ms,
+    int64_t seen_ms);
 /* An agent's offer (what its owner lends now), decoded. */
 struct offer {
 	int64_t seq;

@@ -300,27 +300,35 @@ addr_valid(const char *a)
 
 /*
  * register's "overlay": {"key": its WireGuard public key, "port": the UDP
- * port it listens on}, from an agent that joins gangs through an overlay
- * (docs/agent.md, "Gangs behind NATs"); may be absent.
+ * port it listens on, "always": true when its gangs go through the
+ * overlay even with an --advertise-addr (optional)}, from an agent that
+ * joins gangs through an overlay (docs/agent.md, "Gangs behind NATs");
+ * may be absent.
  */
 static int
 overlay_decode(json_t *v, struct node *tmp, char *err, size_t errlen)
 {
-	json_t *port;
+	json_t *port, *always;
 
 	tmp->overlay_key[0] = '\0';
 	tmp->overlay_port = 0;
+	tmp->overlay_needed = 0;
 	if (v == NULL)
 		return 0;
 	port = json_object_get(v, "port");
-	if (!json_is_object(v) || json_object_size(v) != 2 ||
+	always = json_object_get(v, "always");
+	if (!json_is_object(v) ||
+	    json_object_size(v) != (always != NULL ? 3u : 2u) ||
 	    !gp_wg_key_valid(json_string_value(json_object_get(v, "key"))) ||
 	    !json_is_integer(port) || json_integer_value(port) < 1 ||
-	    json_integer_value(port) > 65535) {
+	    json_integer_value(port) > 65535 ||
+	    (always != NULL && !json_is_boolean(always))) {
 		snprintf(err, errlen, "overlay: {\"key\": a WireGuard public "
-		    "key, \"port\": 1 to 65535}");
+		    "key, \"port\": 1 to 65535, \"always\": optional "
+		    "boolean}");
 		return GP_EINVAL;
 	}
+	tmp->overlay_needed = json_is_true(always);
 	gp_strlcpy(tmp->overlay_key, json_string_value(json_object_get(v,
 	    "key")), sizeof(tmp->overlay_key));
 	tmp->overlay_port = (int)json_integer_value(port);
@@ -528,6 +536,8 @@ apply_register(struct op *op)
 	gp_strlcpy(node->overlay_key, tmp.overlay_key,
 	    sizeof(node->overlay_key));
 	node->overlay_port = tmp.overlay_port;
+	/* No --advertise-addr: nothing says other nodes route to it. */
+	node->overlay_needed = tmp.overlay_needed || tmp.addr[0] == '\0';
 	/* Parts on GPUs it no longer has are lost. */
 	for (k = 0; k < node->njobs; k++) {
 		struct job *j = state_job(node->jobs[k]);

@@ -66,6 +66,7 @@ void job_free(struct job *job);
 void apply_submit(struct op *op);
 void apply_submit_array(struct op *op);
 void apply_cancel(struct op *op);
+void apply_idle(struct op *op);
 
 /* state_bill.c */
 int64_t token_group(int64_t token_id);

@@ -977,6 +977,40 @@ apply_submit_array(struct op *op)
 }
 
 void
+apply_idle(struct op *op)
+{
+	struct job *job = state_job(op->job_id);
+	struct attempt_record *a;
+
+	if (job == NULL || job->state != JOB_RUNNING ||
+	    job->attempts != op->attempt || job->nhistory == 0)
+		return;
+	a = &job->history[job->nhistory - 1];
+	if (a->attempt != op->attempt || (a->idle_limit_ms ==
+	    op->idle_limit_ms && a->idle_seen_ms >= op->idle_seen_ms))
+		return;
+	a->idle_limit_ms = op->idle_limit_ms;
+	if (op->idle_seen_ms > a->idle_seen_ms)
+		a->idle_seen_ms = op->idle_seen_ms;
+	persist_job(job);
+}
+
+void
+state_note_idle(int64_t job_id, int attempt, int64_t limit_ms,
+    int64_t seen_ms)
+{
+	struct op *op = op_new(OP_IDLE, NULL);
+
+	if (op == NULL)
+		return;
+	op->job_id = job_id;
+	op->attempt = attempt;
+	op->idle_limit_ms = limit_ms;
+	op->idle_seen_ms = seen_ms;
+	state_submit_op(op);
+}
+
+void
 apply_cancel(struct op *op)
 {
 	int stored;
@@ -1003,5 +1037,5 @@ apply_cancel(struct op *op)
 		job_cancel_parts(job);
 	}
 	op->status = 200;
-	op->result = job_to_json(job, 0);
+	op->result = job_to_json(job, 0, &op->caller);
 }

@@ -173,6 +173,9 @@ apply(struct op *op)
 	case OP_REPORTS:
 		apply_reports(op);
 		break;
+	case OP_IDLE:
+		apply_idle(op);
+		break;
 	}
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "proxy.h"
 #include "relay.h"
 #include "state.h"
 #include "state_int.h"
@@ -60,8 +61,36 @@ net_json(const struct job *job, const struct attempt_record *a, json_t *h)
 	json_object_set_new(h, "net_received_bytes", json_integer(received));
 }
 
+int
+job_owned_by(const struct job *job, const struct token_entry *who)
+{
+	return (who->role == GP_ROLE_USER || who->role == GP_ROLE_ADMIN) &&
+	    strcmp(job->user, who->name) == 0;
+}
+
+/*
+ * The environment as viewer may see it: the job's own object for its
+ * owner; for anyone else a new one with the same keys and null values
+ * (its values may be secrets only the owner may read).
+ */
+static json_t *
+env_for(const struct job *job, const struct token_entry *viewer)
+{
+	const char *key;
+	json_t *out, *v;
+
+	if (job_owned_by(job, viewer))
+		return json_incref(job->spec.env);
+	if ((out = json_object()) == NULL)
+		return NULL;
+	json_object_foreach(job->spec.env, key, v)
+		json_object_set_new(out, key, json_null());
+	return out;
+}
+
 json_t *
-job_to_json(const struct job *job, int with_history)
+job_to_json(const struct job *job, int with_history,
+    const struct token_entry *viewer)
 {
 	const struct node *node = state_node(job->node_id);
 	json_t *o, *gpus = json_array(), *uuids = json_array(), *req;
@@ -83,7 +112,7 @@ job_to_json(const struct job *job, int with_history)
 		json_object_set_new(req, "network", json_string(
 		    gp_jobspec_network_name(job->spec.network)));
 	o = json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
-		      "s:o,s:o,s:i,s:b,s:o,s:O,s:O}",
+		      "s:o,s:o,s:i,s:b,s:o,s:O,s:o}",
 	    "id", (json_int_t)job->id, "name", job->spec.name, "user",
 	    job->user, "state", job_state_name(job->state), "exit_code",
 	    job->has_exit && job->signal == 0 ? json_integer(job->exit_code)
@@ -99,7 +128,7 @@ job_to_json(const struct job *job, int with_history)
 	    job->message ? json_string(job->message) : json_null(),
 	    "attempts", job->attempts, "cancel_requested",
 	    job->cancel_requested, "request", req, "command",
-	    job->spec.command, "env", job->spec.env);
+	    job->spec.command, "env", env_for(job, viewer));
 	if (o != NULL && json_array_size(job->spec.data) > 0)
 		json_object_set(o, "data", job->spec.data);
 	/* Interactive jobs and their declared ports (docs/interactive.md). */
@@ -107,10 +136,22 @@ job_to_json(const struct job *job, int with_history)
 		json_object_set_new(o, "interactive", json_true());
 	if (o != NULL && job->spec.n_expose > 0) {
 		json_t *ports = json_array();
-		for (i = 0; i < job->spec.n_expose; i++)
+		/* Where the proxy serves them (its origins hold no secret). */
+		json_t *urls = proxy_running() ? json_array() : NULL;
+		for (i = 0; i < job->spec.n_expose; i++) {
+			char url[400];
 			json_array_append_new(ports,
 			    json_integer(job->spec.expose[i]));
+			if (urls == NULL)
+				continue;
+			proxy_origin(job->id, job->spec.expose[i], url,
+			    sizeof(url) - 1);
+			strcat(url, "/");
+			json_array_append_new(urls, json_string(url));
+		}
 		json_object_set_new(o, "expose", ports);
+		if (urls != NULL)
+			json_object_set_new(o, "proxy_urls", urls);
 	}
 	if (o != NULL && job->spec.array_job_id > 0) {
 		json_object_set_new(o, "array_job_id",

@@ -240,6 +240,13 @@ store_job_encode(const struct job *job, struct store_job_text *out)
 			json_object_set_new(h, "net_received_bytes",
 			    json_integer(a->net_received));
 		}
+		/* Its interactive idle clock (relay.c), if it has one. */
+		if (h != NULL && a->idle_limit_ms > 0) {
+			json_object_set_new(h, "idle_limit_ms",
+			    json_integer(a->idle_limit_ms));
+			json_object_set_new(h, "idle_seen_ms",
+			    json_integer(a->idle_seen_ms));
+		}
 		/* Accounting: the meter, once billing began. */
 		if (h != NULL && a->meter.from_ms > 0)
 			json_object_set_new(h, "meter",
@@ -598,6 +605,10 @@ store_job_decode(const struct store_job_row *r)
 		    json_integer_value(json_object_get(v, "net_sent_bytes"));
 		a->net_received = json_integer_value(
 		    json_object_get(v, "net_received_bytes"));
+		a->idle_limit_ms =
+		    json_integer_value(json_object_get(v, "idle_limit_ms"));
+		a->idle_seen_ms =
+		    json_integer_value(json_object_get(v, "idle_seen_ms"));
 		label = json_string_value(json_object_get(v, "ckpt_label"));
 		a->ckpt_label = label != NULL && label[0] != '\0'
 		    ? strndup(label, 200)

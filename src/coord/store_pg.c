@@ -1234,4 +1234,5 @@ const struct gp_store_ops gp_store_pg_ops = {
 	.ledger_attempt = pg_ledger_attempt,
 	.ledger_usage = pg_ledger_usage,
 	.ledger_postings = pg_ledger_postings,
+	.meta_open = pg_meta_open,
 };

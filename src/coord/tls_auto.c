@@ -7,6 +7,8 @@
  * use them again. The CA's pin (SHA-256 of its public key) goes into the
  * tokens it hands out, so that agents and the CLI verify it with nothing
  * to copy (common/http_client.c). Runs at start, before any thread.
+ * With --proxy-listen, the same CA signs the job port proxy's own
+ * certificate, for the wildcard "*.DOMAIN" of its per-job host names.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,16 +59,38 @@ exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
+/* Writes chain: the certificate crt, then the CA's ca_crt. */
+static int
+write_chain(const char *chain, const char *crt, const char *ca_crt)
+{
+	char *text = NULL, *ca_text = NULL;
+	size_t n, ca_n;
+	int ret = GP_EIO;
+	FILE *f;
+
+	if (gp_read_file(crt, 1 << 20, &text, &n) != 0 ||
+	    gp_read_file(ca_crt, 1 << 20, &ca_text, &ca_n) != 0)
+		goto out;
+	if ((f = fopen(chain, "w")) == NULL)
+		goto out;
+	if (fwrite(text, 1, n, f) == n && fwrite(ca_text, 1, ca_n, f) == ca_n)
+		ret = 0;
+	if (fclose(f) != 0)
+		ret = GP_EIO;
+out:
+	free(text);
+	free(ca_text);
+	return ret;
+}
+
 /* Makes the CA, the server's key and certificate in dir. */
 static int
 make_certificates(const char *dir, const char *listen_addr)
 {
 	char ca_key[PATH_MAX], ca_crt[PATH_MAX], key[PATH_MAX], csr[PATH_MAX];
 	char crt[PATH_MAX], ext[PATH_MAX], logp[PATH_MAX], chain[PATH_MAX];
-	char host[256], san[512], *text = NULL, *ca_text = NULL;
-	size_t n, ca_n;
-	FILE *f;
-	int ret = GP_EIO;
+	char host[256], san[512];
+	int ret;
 
 	snprintf(ca_key, sizeof(ca_key), "%.900s/ca.key", dir);
 	snprintf(ca_crt, sizeof(ca_crt), "%.900s/ca.crt", dir);
@@ -111,20 +135,57 @@ make_certificates(const char *dir, const char *listen_addr)
 		}
 	}
 	/* What the server sends: its certificate, then the CA's. */
-	if (gp_read_file(crt, 1 << 20, &text, &n) != 0 ||
-	    gp_read_file(ca_crt, 1 << 20, &ca_text, &ca_n) != 0)
-		goto out;
-	if ((f = fopen(chain, "w")) == NULL)
-		goto out;
-	if (fwrite(text, 1, n, f) == n && fwrite(ca_text, 1, ca_n, f) == ca_n)
-		ret = 0;
-	if (fclose(f) != 0)
-		ret = GP_EIO;
-out:
-	free(text);
-	free(ca_text);
+	ret = write_chain(chain, crt, ca_crt);
 	unlink(csr);
 	return ret;
+}
+
+int
+tls_auto_proxy_cert(const struct coord_config *cfg, const char *domain,
+    char *cert, char *key)
+{
+	char dir[PATH_MAX], ca_key[PATH_MAX], ca_crt[PATH_MAX], csr[PATH_MAX];
+	char crt[PATH_MAX], ext[PATH_MAX], logp[PATH_MAX], san[400];
+
+	snprintf(dir, sizeof(dir), "%.900s/tls", cfg->data_dir);
+	snprintf(ca_key, sizeof(ca_key), "%.900s/ca.key", dir);
+	snprintf(ca_crt, sizeof(ca_crt), "%.900s/ca.crt", dir);
+	/* The domain is a DNS name (main.c checked): safe in a file name. */
+	snprintf(key, PATH_MAX, "%.900s/proxy-%.200s.key", dir, domain);
+	snprintf(cert, PATH_MAX, "%.900s/proxy-%.200s-chain.pem", dir, domain);
+	if (exists(cert) && exists(key))
+		return 0;
+	snprintf(csr, sizeof(csr), "%.900s/proxy.csr", dir);
+	snprintf(crt, sizeof(crt), "%.900s/proxy.crt", dir);
+	snprintf(ext, sizeof(ext), "%.900s/proxy.ext", dir);
+	snprintf(logp, sizeof(logp), "%.900s/openssl.log", dir);
+	snprintf(san, sizeof(san), "subjectAltName=DNS:*.%s\n"
+	    "basicConstraints=critical,CA:FALSE\n"
+	    "extendedKeyUsage=serverAuth\n", domain);
+	if (gp_write_file(ext, san, strlen(san), 0600) != 0)
+		return GP_EIO;
+	{
+		char *key_argv[] = {"openssl", "req", "-newkey", "ec",
+		    "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+		    "-subj", "/CN=gpupool job port proxy", "-keyout", key,
+		    "-out", csr, NULL};
+		char *sign_argv[] = {"openssl", "x509", "-req", "-in", csr,
+		    "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-days",
+		    "3650", "-sha256", "-extfile", ext, "-out", crt, NULL};
+
+		if (run_openssl(key_argv, logp) != 0 ||
+		    run_openssl(sign_argv, logp) != 0 ||
+		    write_chain(cert, crt, ca_crt) != 0) {
+			gp_error("openssl could not make the proxy's "
+			    "certificate; see %s", logp);
+			unlink(cert);
+			unlink(csr);
+			return GP_EIO;
+		}
+	}
+	unlink(csr);
+	gp_info("made the job port proxy's certificate name=*.%s", domain);
+	return 0;
 }
 
 int

@@ -197,65 +197,11 @@ log "stop the submitters; every job ends"
 touch "$T/stop-submitting"
 wait "${submitters[@]}"
 cat "$T"/ids-? >"$T/ids"
-grep FAILED "$T/ids" && fail "submissions failed: $(grep -c FAILED "$T/ids"); $(tail -n 5 "$T"/submit-?.err)"
 n=$(wc -l <"$T/ids")
 [ "$n" -ge 4 ] || fail "only $n submissions"
-dups=$(cut -d' ' -f1 "$T/ids" | sort | uniq -d)
-[ -z "$dups" ] || fail "a job id printed twice: $dups"
-
-# One process checks them all through the API (bounded).
-GPUPOOL_URL="$(url_of "$leader")" $PY - "$T/ids" "$ADMIN" "$WAIT_S" "$follow" "$T"/agent-n*.log <<'EOF' || fail "the jobs after $FAILOVERS failovers (above)"
-import json, os, sys, time, urllib.request
-ids_file, token, wait_s, follow = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-base = os.environ["GPUPOOL_URL"]
-def get(path):
-    req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return r.read().decode()
-want = {}
-for line in open(ids_file):
-    jid, name, code = line.split()
-    want[int(jid)] = (name, int(code))
-bad = []
-final_attempt = {}
-deadline = time.time() + wait_s + len(want) * 0.5
-for jid, (name, code) in sorted(want.items()):
-    while True:
-        j = json.loads(get("/v1/jobs/%d" % jid))
-        if j["state"] in ("succeeded", "failed", "cancelled") or time.time() > deadline:
-            break
-        time.sleep(0.2)
-    log = get("/v1/jobs/%d/log" % jid)
-    if j["name"] != name:
-        bad.append("job %d is %s, not %s" % (jid, j["name"], name))
-    if j["state"] not in ("succeeded", "failed") or j.get("exit_code") != code:
-        bad.append("job %d (%s): state %s exit %s, want exit %d" % (jid, name, j["state"], j.get("exit_code"), code))
-    if log.count("ran " + name) != 1:
-        bad.append("job %d (%s): log %r" % (jid, name, log[:200]))
-    final_attempt[jid] = j.get("attempts")
-# Started by the agents once each, its last attempt: an attempt the dead
-# leader assigned and committed but whose poll answer died with it never
-# reached the agent; the new leader requeues it (the agent's heartbeat
-# does not list it), which is one more attempt but no second run.
-starts = {}
-for f in sys.argv[5:]:
-    for line in open(f, errors="replace"):
-        if "job started job=" in line:
-            rest = line.split("job started job=")[1].split()
-            starts.setdefault(int(rest[0]), []).append(int(rest[1].split("=")[1]))
-for jid in want:
-    if starts.get(jid, []) != [final_attempt[jid]]:
-        bad.append("job %d: attempts started by the agents %s, its last attempt %s" % (jid, starts.get(jid), final_attempt[jid]))
-# no job the submitters did not print (a repeat made a second one)
-alljobs = json.loads(get("/v1/jobs?all=1&limit=100000"))
-jobs = alljobs["jobs"] if isinstance(alljobs, dict) else alljobs
-extra = [j["id"] for j in jobs if j["id"] not in want and j["id"] != follow]
-if extra:
-    bad.append("jobs no submitter printed: %s" % extra[:20])
-for b in bad[:40]:
-    print(b, file=sys.stderr)
-print("%d jobs checked, %d problems" % (len(want), len(bad)), file=sys.stderr)
-sys.exit(1 if bad else 0)
-EOF
+# One process checks them all through the API (bounded): pg_check.py.
+$PY "$(dirname "$0")/pg_check.py" --url "$(url_of "$leader")" \
+    --token "$ADMIN" --wait-s "$WAIT_S" --also "$follow" "$T/ids" \
+    "$T"/agent-n*.log || fail "the jobs after $FAILOVERS failovers (above); submit errors: $(tail -n 3 "$T"/submit-?.err)"
 [ -n "${FAILOVER_TIMES:-}" ] && echo "# jobs $n" >>"$FAILOVER_TIMES"
 log "ok: $n jobs through $FAILOVERS failovers"

@@ -1,9 +1,11 @@
 # A gang's overlay keys (issue 14, docs/agent.md "Gangs behind NATs"): two
-# nodes register with their WireGuard public keys and UDP ports; the
-# coordinator hands each part of a gang on them every part's key and
-# endpoint (the node's address and port) in gang.overlay. A node without
-# one, and so the gang, gets no overlay; a bad key is refused. The agents
-# are curl so that the test sees exactly what is sent.
+# nodes register with their WireGuard public keys and UDP ports, one of
+# them asking for the overlay always; the coordinator hands each part of a
+# gang on them every part's key and endpoint (the node's address and port)
+# in gang.overlay. A node without one, and so the gang, gets no overlay;
+# nor does a gang whose nodes all gave an address and none asks for the
+# overlay always (they are linked directly); a bad key is refused. The
+# agents are curl so that the test sees exactly what is sent.
 . "$(dirname "$0")/lib.sh"
 
 KA=9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=
@@ -33,13 +35,14 @@ prov=$TOKEN
 
 # bad overlays: refused with the reason
 for bad in '{"key":"nope","port":51820}' "{\"key\":\"$KA\",\"port\":0}" \
-    "{\"key\":\"$KA\"}" "{\"key\":\"$KA\",\"port\":1,\"x\":1}" '7'; do
+    "{\"key\":\"$KA\"}" "{\"key\":\"$KA\",\"port\":1,\"x\":1}" '7' \
+    "{\"key\":\"$KA\",\"port\":1,\"always\":\"yes\"}"; do
 	api_expect 400 "$prov" POST /v1/agent/register "$(reg badnode 198.51.100.9 "$bad")"
 	assert_contains "$API_BODY" "overlay" "the refusal of $bad"
 done
 
 api_expect 200 "$prov" POST /v1/agent/register \
-    "$(reg nodea 198.51.100.2 "{\"key\":\"$KA\",\"port\":51820}" 2)"
+    "$(reg nodea 198.51.100.2 "{\"key\":\"$KA\",\"port\":51820,\"always\":true}" 2)"
 na=$(printf '%s' "$API_BODY" | json 'd["node_id"]')
 api_expect 200 "$prov" POST /v1/agent/register \
     "$(reg nodeb 203.0.113.2 "{\"key\":\"$KB\",\"port\":51821}")"
@@ -70,4 +73,17 @@ g=$(poll_gang "$na")
 assert_contains "$g" '"192.0.2.3"' "the second gang's addresses (node c)"
 assert_eq "null" "$(printf '%s' "$g" | json 'd.get("overlay")')" \
     "gang.overlay with a node outside the overlay"
+
+# nodes d and e join with keys and addresses, neither asking for the
+# overlay always: their gang is linked directly, no overlay
+api_expect 200 "$prov" POST /v1/agent/register \
+    "$(reg noded 192.0.2.4 "{\"key\":\"$KA\",\"port\":51822}")"
+nd=$(printf '%s' "$API_BODY" | json 'd["node_id"]')
+api_expect 200 "$prov" POST /v1/agent/register \
+    "$(reg nodee 192.0.2.5 "{\"key\":\"$KB\",\"port\":51823,\"always\":false}")"
+submit --nodes 2 --gpus 1 -- true
+g=$(poll_gang "$nd")
+assert_contains "$g" '"192.0.2.5"' "the third gang's addresses (node e)"
+assert_eq "null" "$(printf '%s' "$g" | json 'd.get("overlay")')" \
+    "gang.overlay when every node gave an address"
 echo ok

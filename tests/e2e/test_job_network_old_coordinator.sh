@@ -6,6 +6,8 @@
 # hears the refusal and sends neither it nor the finished report's bytes
 # from then on. Through a second proxy that refuses only the finished
 # report's bytes: it goes again without them. Both jobs end as they should.
+# The first proxy also refuses the registration's gang overlay (a
+# coordinator older than overlays): the agent registers again without it.
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || skip root "job networks need it"
@@ -28,7 +30,8 @@ proxy() { # NAME REFUSED-FIELD...: its port in PORT
 }
 fin='/v1/agent/jobs/*:net_sent_bytes'
 batch=/v1/agent/reports:net_sent_bytes
-proxy proxy /v1/agent/heartbeat:network "$fin" "$batch"
+proxy proxy /v1/agent/heartbeat:network "$fin" "$batch" \
+    /v1/agent/register:overlay
 start_agent n 1:T4:16384 --coordinator "http://127.0.0.1:$PORT"
 proxy proxy2 "$fin" "$batch"
 start_agent m 1:L4:16384 --coordinator "http://127.0.0.1:$PORT"
@@ -46,8 +49,16 @@ one_refused_heartbeat "$T/proxy.log" "$T/agent-n.log" \
 release_job n "$job"
 wait_final "$job"
 assert_eq succeeded "$FINAL_STATE" "the job on n"
-assert_eq 1 "$(grep -c " 400$" "$T/proxy.log")" \
+assert_eq 1 "$(grep -v "/v1/agent/register" "$T/proxy.log" | grep -c " 400$")" \
     "requests refused by the first proxy (one heartbeat, no finished report)"
+# An agent that readied an overlay (root, wireguard-go) offered it once,
+# then registered without it.
+if grep -q "gang overlay ready" "$T/agent-n.log"; then
+	grep -q "coordinator refused the gang overlay" "$T/agent-n.log" ||
+	    fail "agent n did not hear the overlay's refusal: $(grep register "$T/proxy.log")"
+	assert_eq 1 "$(grep "/v1/agent/register" "$T/proxy.log" | grep -c " 400$")" \
+	    "registrations refused (the one with the overlay)"
+fi
 wait_state "$job2" running
 release_job m "$job2"
 wait_final "$job2"

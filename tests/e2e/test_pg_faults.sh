@@ -16,6 +16,39 @@
 # start_coordinator (the restart at the end) on this PostgreSQL.
 GP_TEST_DB=postgresql
 
+# On failure, before lib.sh's fail (its 15-line tails): what the next
+# failure needs to be diagnosed (its whole log is kept by tests/run.sh):
+# the coordinator's warnings, errors and store/leader lines, the server's
+# errors, the held submissions' answers, the submitter's errors and count,
+# and what the database holds.
+eval "lib_$(declare -f fail)"
+fail() {
+	local f
+	{
+		echo "----- test_pg_faults state at failure ($*)"
+		echo "coordinator pid=${COORD_PID:-} alive=$(alive "${COORD_PID:-0}" && echo yes || echo no)" \
+		    "postgresql pid=${PG_PID:-} alive=$(alive "${PG_PID:-0}" && echo yes || echo no)"
+		echo "----- coordinator: warnings, errors, store and leader lines (last 150)"
+		grep -E ' (warn|error|fatal):|postgresql|leader' "$COORD_LOG" 2>/dev/null | tail -n 150
+		echo "----- pg.log: errors and server events (last 80)"
+		grep -E 'ERROR|FATAL|PANIC|LOG: +(received|database system|shutting|starting)' "$PG_LOG" 2>/dev/null | tail -n 80
+		for f in "$T"/*.status; do
+			[ -f "$f" ] || continue
+			echo "held submission $(basename "$f" .status): HTTP $(cat "$f") body $(head -c 300 "${f%.status}.body" 2>/dev/null)"
+		done
+		if [ -f "$T/ids" ]; then
+			echo "submitter: $(wc -l <"$T/ids") ids; its errors (last 10):"
+			tail -n 10 "$T/submitter.err" 2>/dev/null
+		fi
+		if pg_running 2>/dev/null; then
+			export PGCONNECT_TIMEOUT=5 PGOPTIONS="-c statement_timeout=5000"
+			echo "gp_leader: $(pg_psql "SELECT epoch || ' ' || addr FROM gp_leader")"
+			echo "gp_jobs: $(pg_psql "SELECT count(*) || ' rows, max id ' || coalesce(max(id), 0) FROM gp_jobs")"
+		fi
+	} >&2
+	lib_fail "$@"
+}
+
 pg_start
 pg_stop
 log "the database is down; the coordinator starts"
@@ -26,7 +59,7 @@ spawn "$COORD_LOG" "$GP" coordinator --listen "127.0.0.1:$COORD_PORT" \
     --heartbeat-ms 300 -v
 COORD_PID=$SPAWNED_PID
 deadline=$((SECONDS + WAIT_S))
-until grep -q "postgresql connection failed" "$COORD_LOG"; do
+until grep -q "postgresql connection failed\|leader: cannot connect to the database" "$COORD_LOG"; do
 	alive "$COORD_PID" || fail "the coordinator exited while the database was down"
 	[ $SECONDS -ge $deadline ] && fail "no retry logged while the database was down"
 	sleep 0.1
@@ -49,12 +82,18 @@ post_bg() {
 	POST_PID=$!
 }
 
-# held_until_healed WHAT HEAL: a submission sent while the database fails
-# is not answered (for at least as long as it takes the coordinator to
-# log a failed write), then HEAL runs and it is answered 201. Sets JOB.
+# held_until_healed WHAT FAULT HEAL: FAULT runs, a submission sent while
+# the database fails is not answered (for at least as long as it takes
+# the coordinator to log a failed write), then HEAL runs and it is
+# answered 201. Sets JOB. The failed writes are counted before FAULT:
+# the coordinator logs one per outage, and a write of its own (the last
+# job's reports) may fail, and log it, before the submission is sent
+# (which, counted after FAULT, waited for a line that never came:
+# "lost: no failed write logged", once in 9 runs).
 held_until_healed() {
-	local what=$1 heal=$2 before
+	local what=$1 fault=$2 heal=$3 before
 	before=$(grep -c "postgresql write failed" "$COORD_LOG")
+	$fault
 	post_bg "$what"
 	deadline=$((SECONDS + WAIT_S))
 	until [ "$(grep -c "postgresql write failed" "$COORD_LOG")" -gt "$before" ]; do
@@ -79,14 +118,12 @@ held_until_healed() {
 }
 
 log "read-only"
-pg_read_only on
-held_until_healed read-only "pg_read_only off"
+held_until_healed read-only "pg_read_only on" "pg_read_only off"
 RO_JOB=$JOB
 grep -q "kind=read-only" "$COORD_LOG" || fail "the read-only refusal was not logged as such"
 
 log "lost mid-run"
-pg_stop
-held_until_healed lost pg_start
+held_until_healed lost pg_stop pg_start
 LOST_JOB=$JOB
 
 log "a stream of submissions while the database restarts and crashes"

@@ -7,6 +7,7 @@
 
 #include "agent/assignment.h"
 #include "agent/gpu.h"
+#include "agent/overlay.h"
 #include "gp.h"
 #include "unit.h"
 
@@ -189,6 +190,23 @@ TEST(wg_keys)
 	CHECK(!gp_overlay_endpoint_valid("203.0.113.2:"));
 }
 
+TEST(overlay_mode)
+{
+	enum gp_overlay_mode m = GP_OVERLAY_AUTO;
+
+	CHECK_EQ(gp_overlay_mode_parse("off", &m), 0);
+	CHECK_EQ(m, GP_OVERLAY_OFF);
+	CHECK_EQ(gp_overlay_mode_parse("always", &m), 0);
+	CHECK_EQ(m, GP_OVERLAY_ALWAYS);
+	CHECK_EQ(gp_overlay_mode_parse("auto", &m), 0);
+	CHECK_EQ(m, GP_OVERLAY_AUTO);
+	CHECK_STR(gp_overlay_mode_name(GP_OVERLAY_ALWAYS), "always");
+	CHECK_EQ(gp_overlay_mode_parse("on", &m), GP_EINVAL);
+	CHECK_EQ(gp_overlay_mode_parse("", &m), GP_EINVAL);
+	CHECK_EQ(gp_overlay_mode_parse("Auto", &m), GP_EINVAL);
+	CHECK_EQ(m, GP_OVERLAY_AUTO);
+}
+
 TEST(assignment_overlay)
 {
 	struct gp_poll_answer a;
@@ -305,6 +323,7 @@ main(void)
 	RUN(assignment_good);
 	RUN(assignment_share_gang_stops);
 	RUN(wg_keys);
+	RUN(overlay_mode);
 	RUN(assignment_overlay);
 	RUN(assignment_bad);
 	return unit_report();

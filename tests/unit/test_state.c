@@ -23,6 +23,7 @@
 #include "util.h"
 
 static char dir[] = "/var/tmp/gpupool-state-XXXXXX";
+static struct coord_config cfg;
 static struct state_batch_clock clk;
 static struct token_entry admin = {.id = 1, .name = "admin",
     .role = GP_ROLE_ADMIN};
@@ -585,11 +586,59 @@ TEST(random_walk)
 		CHECK_EQ(job_where(jobs[k], NULL, NULL), JOB_SUCCEEDED);
 }
 
+/* What the relay sends: (job, attempt)'s idle clock for the store. */
+static void
+note_idle(int64_t job, int attempt, int64_t limit_ms, int64_t seen_ms)
+{
+	struct op *op = op_new(OP_IDLE, NULL);
+
+	op->job_id = job;
+	op->attempt = attempt;
+	op->idle_limit_ms = limit_ms;
+	op->idle_seen_ms = seen_ms;
+	run(op);
+	op_free(op);
+}
+
+/*
+ * An attempt's interactive idle clock (relay.c) is kept in its record
+ * through the store: a restart (state_fini, state_init) loads it; an
+ * older time, another attempt's, changes nothing.
+ */
+TEST(idle_clock_kept)
+{
+	const struct attempt_record *a;
+	int64_t n, job;
+	struct job *j;
+	int attempt = 0;
+
+	mono += state.cfg.lease_ms + 1000;
+	tick();
+	n = register_node("idle", 1);
+	beat(n);
+	CHECK((job = submit()) > 0);
+	tick();
+	CHECK_EQ(job_where(job, NULL, &attempt), JOB_RUNNING);
+	note_idle(job, attempt, 60000, 1000000);
+	note_idle(job, attempt, 60000, 900000);
+	note_idle(job, attempt + 1, 5000, 2000000);
+	state_fini();
+	CHECK_EQ(state_init(&cfg), 0);
+	pthread_rwlock_rdlock(&state.lock);
+	j = state_job(job);
+	CHECK(j != NULL && j->nhistory > 0);
+	if (j != NULL && j->nhistory > 0) {
+		a = &j->history[j->nhistory - 1];
+		CHECK_EQ(a->attempt, attempt);
+		CHECK_EQ(a->idle_limit_ms, 60000);
+		CHECK_EQ(a->idle_seen_ms, 1000000);
+	}
+	pthread_rwlock_unlock(&state.lock);
+}
+
 int
 main(void)
 {
-	struct coord_config cfg;
-
 	gp_log_init("test", GP_LOG_WARN);
 	if (gp_token_init() != 0 || mkdtemp(dir) == NULL) {
 		perror("init");
@@ -618,6 +667,7 @@ main(void)
 	RUN(gang_loses_a_node);
 	RUN(purge_keeps_the_row);
 	RUN(random_walk);
+	RUN(idle_clock_kept);
 	gp_remove_tree(dir);
 	return unit_report();
 }

@@ -1,0 +1,76 @@
+# tests/e2e/nat_lib.sh: two "provider machines", each behind a home
+# router of its own that masquerades onto one "internet", all in test
+# namespaces (nothing leaves this machine). Used by
+# tests/e2e/test_gang_overlay.sh and bench/net_gang_overlay.sh.
+#
+#   hA 192.168.1.2 -- rA (masq) 198.51.100.2 -- inet -- 203.0.113.2 (masq) rB -- hB 192.168.2.2
+#                                      198.51.100.1  203.0.113.1
+#
+# Each router drops unsolicited inbound on its WAN, as a home router does:
+# hA and hB cannot reach each other's addresses at all; both reach the
+# internet namespace's 198.51.100.1 and 203.0.113.1.
+#
+# nat_make PREFIX: makes PREFIX{i,ra,rb,ha,hb}; sets NAT_NS (their names)
+# and NAT_I, NAT_HA, NAT_HB. 0, or 1 with a message on stderr.
+# nat_delete: kills every process in them and deletes them.
+
+nat_make() {
+	local p=$1 s r h wan gw lan n
+	NAT_I=${p}i NAT_HA=${p}ha NAT_HB=${p}hb
+	NAT_NS="${p}i ${p}ra ${p}rb ${p}ha ${p}hb"
+	for n in $NAT_NS; do
+		ip netns add "$n" && ip -n "$n" link set lo up ||
+		    { echo "nat_make: netns $n" >&2; return 1; }
+	done
+	ip -n "${p}i" link add wa type veth peer name wan netns "${p}ra" &&
+	    ip -n "${p}i" link add wb type veth peer name wan netns "${p}rb" &&
+	    ip -n "${p}i" addr add 198.51.100.1/24 dev wa &&
+	    ip -n "${p}i" addr add 203.0.113.1/24 dev wb &&
+	    ip -n "${p}i" link set wa up && ip -n "${p}i" link set wb up &&
+	    ip netns exec "${p}i" sysctl -qw net.ipv4.ip_forward=1 ||
+	    { echo "nat_make: the internet" >&2; return 1; }
+	for s in a b; do
+		r=${p}r$s
+		h=${p}h$s
+		if [ $s = a ]; then
+			wan=198.51.100.2 gw=198.51.100.1 lan=192.168.1
+		else
+			wan=203.0.113.2 gw=203.0.113.1 lan=192.168.2
+		fi
+		ip -n "$r" addr add $wan/24 dev wan &&
+		    ip -n "$r" link set wan up &&
+		    ip -n "$r" route add default via $gw &&
+		    ip -n "$r" link add lan type veth peer name eth0 netns "$h" &&
+		    ip -n "$r" addr add $lan.1/24 dev lan &&
+		    ip -n "$r" link set lan up &&
+		    ip -n "$h" addr add $lan.2/24 dev eth0 &&
+		    ip -n "$h" link set eth0 up &&
+		    ip -n "$h" route add default via $lan.1 &&
+		    ip netns exec "$r" sysctl -qw net.ipv4.ip_forward=1 ||
+		    { echo "nat_make: router $s" >&2; return 1; }
+		ip netns exec "$r" nft -f - <<-NFT || { echo "nat_make: nft on router $s" >&2; return 1; }
+		table ip nat {
+			chain post { type nat hook postrouting priority 100;
+				oifname "wan" masquerade; }
+		}
+		table ip filter {
+			chain c_in { type filter hook input priority 0; policy accept;
+				iifname "wan" ct state established,related accept;
+				iifname "wan" drop; }
+			chain c_fwd { type filter hook forward priority 0; policy accept;
+				iifname "wan" ct state established,related accept;
+				iifname "wan" drop; }
+		}
+		NFT
+	done
+}
+
+nat_delete() {
+	local n q
+	for n in ${NAT_NS:-}; do
+		for q in $(ip netns pids "$n" 2>/dev/null); do
+			kill -KILL "$q" 2>/dev/null
+		done
+		ip netns del "$n" 2>/dev/null
+	done
+}

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Issue 14: a gang across two NATs. Two agents, each on a "machine" behind
+# a home router of its own that masquerades and drops unsolicited inbound
+# (tests/e2e/nat_lib.sh: the two cannot reach each other at all), and one
+# coordinator on "the internet" both reach. The agents give no
+# --advertise-addr, so the coordinator sends their gang its WireGuard
+# overlay (each agent's key, and the address and port it saw the agent
+# at); each agent runs wireguard-go, routes the other part's gang address
+# through it and lets only the gang's pairs cross it. Checked:
+#   - a gang of two parts does a real torch.distributed rendezvous (Gloo,
+#     all-reduce of a few steps) through the environment the agent gives
+#     (MASTER_ADDR part 0's overlay address), and its traffic crossed the
+#     WireGuard device;
+#   - another job (a second gang, one part on each machine, network lan)
+#     reaches neither part's port, through the overlay or beside it;
+#   - when the gang ends, the device, its wireguard-go and its table are
+#     gone; after `kill -9` of an agent in the middle of a gang, the next
+#     start sweeps what was left.
+# GPOV_OVERLAY=off runs the agents with --gang-overlay off: the test must
+# then fail (no rendezvous), which shows that it needs the overlay.
+# GPOV_BREAK=rules opens both machines' forward hooks (the overlay's
+# table and the agent's own) before the intruder tries: the test must then
+# fail (the intruder gets in), which shows that the rules are what stops it.
+# Needs root, network namespaces, wireguard-go and torch (SKIP without).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [ -z "${GPOV_INSIDE:-}" ]; then
+	. "$here/../requirements.sh"
+	for w in root netns nft wireguard torch; do
+		if ! requirement_present "$w"; then
+			echo "SKIP test_gang_overlay: needs $w: not on this machine"
+			exit 77
+		fi
+	done
+	. "$here/nat_lib.sh"
+	trap nat_delete EXIT
+	nat_make "gpov$$" || { echo "FAIL: cannot make the test namespaces"; exit 1; }
+	# The test itself runs on "the internet" (the coordinator's side).
+	nsenter --net="/run/netns/$NAT_I" env GPOV_INSIDE=1 \
+	    GPOV_HA="$NAT_HA" GPOV_HB="$NAT_HB" bash "$here/$(basename "$0")"
+	exit $?
+fi
+
+. "$here/lib.sh"
+
+# The coordinator listens on the internet's addresses too (a test
+# namespace: plain HTTP is fine here).
+COORD_PORT=$(free_port)
+start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure
+printf 'network = lan\nimages = any\n' >"$T/lan.policy"
+ov_flag=(--gang-overlay "${GPOV_OVERLAY:-auto}")
+start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
+	if [ ! -s "$T/$1.token" ]; then
+		mk_token provider "prov-$1"
+		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$1.token")
+	fi
+	spawn "$T/agent-$1.log" nsenter --net="/run/netns/$2" "$GP" agent \
+	    --coordinator "http://$3:$COORD_PORT" --token-file "$T/$1.token" \
+	    --name "$1" --work "$T/agents/$1" --fake-gpus 2 --run-as nobody \
+	    --policy "$T/lan.policy" "${ov_flag[@]}" -v
+	AGENT_PID[$1]=$SPAWNED_PID
+}
+start_machine_agent a "$GPOV_HA" 198.51.100.1
+start_machine_agent b "$GPOV_HB" 203.0.113.1
+wait_node_up a
+wait_node_up b
+# Each agent's overlay device and table are named after its address
+# block (agent/overlay.c): gpw<block>, gpupool_ov_<block>.
+dev_of() { # NAME -> DEV
+	DEV=$(sed -n 's/.*gang overlay ready .*dev=\(gpw[0-9a-f]*\).*/\1/p' \
+	    "$T/agent-$1.log" | tail -n1)
+}
+if [ "${GPOV_OVERLAY:-auto}" != off ]; then
+	dev_of a
+	[ -n "$DEV" ] || fail "agent a readied no overlay: $(grep -i overlay "$T/agent-a.log")"
+	dev_a=$DEV
+	dev_of b
+	[ -n "$DEV" ] || fail "agent b readied no overlay"
+	dev_b=$DEV
+fi
+
+# The direct way is closed: machine a cannot reach machine b at all.
+if nsenter --net="/run/netns/$GPOV_HA" timeout 3 bash -c \
+    'exec 3<>/dev/tcp/192.168.2.2/22' 2>/dev/null; then
+	fail "machine a reached machine b's private address"
+fi
+
+# The gang: rendezvous and all-reduce with Gloo, then each part listens
+# on MASTER_PORT+1 for intruders until the test cancels it.
+# shellcheck disable=SC2016 # python, not shell
+gang='
+import datetime, os, socket, time
+import torch, torch.distributed as dist
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+port = int(os.environ["MASTER_PORT"])
+print("rank=%d master=%s:%d" % (rank, os.environ["MASTER_ADDR"], port), flush=True)
+dist.init_process_group("gloo", init_method="env://", rank=rank,
+    world_size=world, timeout=datetime.timedelta(seconds=120))
+total = 0.0
+for step in range(5):
+    x = torch.full((100000,), float(rank + 1 + step))
+    dist.all_reduce(x)
+    total += float(x[0])
+print("rank%d allreduce ok total=%g" % (rank, total), flush=True)
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", port + 1))
+srv.listen(16)
+srv.settimeout(1)
+print("rank%d listening %d" % (rank, port + 1), flush=True)
+end = time.monotonic() + 150
+while time.monotonic() < end:
+    try:
+        c, peer = srv.accept()
+        print("CONNECTION from %s" % peer[0], flush=True)
+        c.sendall(b"welcome\n")
+    except socket.timeout:
+        pass
+'
+submit --nodes 2 --gpus-per-node 1 --time 5m -- "$PY" -c "$gang"
+gjob=$JOB
+part_log() { # PART -> LOG
+	cli logs --part "$1" "$gjob"
+	LOG=$CLI_OUT
+}
+# sum over ranks r=0,1 and steps s=0..4 of (r + 1 + s): 3+5+7+9+11
+for k in 0 1; do
+	deadline=$((SECONDS + 180))
+	while :; do
+		part_log "$k"
+		case $LOG in *"rank$k listening"*) break ;; esac
+		s=$(job_state "$gjob")
+		case $s in
+		succeeded | failed | cancelled | timeout)
+			fail "the gang ended $s before its rendezvous: part $k: $LOG" ;;
+		esac
+		[ $SECONDS -ge $deadline ] && fail "no rendezvous through the overlay: part $k: $LOG"
+		sleep 0.5
+	done
+	log "part $k: $(printf '%s' "$LOG" | tr '\n' ' ')"
+	assert_contains "$LOG" "rank$k allreduce ok total=35" "part $k's all-reduce"
+done
+maddr=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\1/p')
+mport=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\2/p')
+case $maddr in
+10.204.*) ;;
+*) fail "MASTER_ADDR '$maddr' is not part 0's gang (overlay) address" ;;
+esac
+# part 1's address: part 0's + 1 (agent/netns.c, gang_addr)
+p1addr=${maddr%.*}.$((${maddr##*.} + 1))
+# Through the WireGuard device, which carried the rendezvous: on each
+# machine, the other machine's part (whichever the scheduler put where)
+# is routed through it, its own through its veth pair.
+for m in a b; do
+	ns=$GPOV_HA dev=$dev_a
+	[ $m = b ] && ns=$GPOV_HB dev=$dev_b
+	routes=$(for a in "$maddr" "$p1addr"; do
+		nsenter --net="/run/netns/$ns" ip route get "$a"; done)
+	assert_eq 1 "$(printf '%s\n' "$routes" | grep -c "dev $dev ")" \
+	    "machine $m's routes to the parts through $dev: $routes"
+done
+rx=$(nsenter --net="/run/netns/$GPOV_HA" wg show "$dev_a" transfer | awk '{print $2}' | head -n1)
+[ "${rx:-0}" -gt 100000 ] || fail "the overlay carried ${rx:-0} bytes in, wanted the all-reduce's"
+
+# A third party: another gang (one part on each machine, network lan,
+# in the overlay itself) tries both parts' ports.
+# shellcheck disable=SC2016 # python, not shell
+intruder='
+import socket, sys
+for a in sys.argv[1:3]:
+    try:
+        s = socket.create_connection((a, int(sys.argv[3])), timeout=4)
+        print("intruder %s=%s" % (a, s.recv(64).decode().strip()), flush=True)
+    except Exception as e:
+        print("intruder %s=%s" % (a, type(e).__name__), flush=True)
+'
+if [ "${GPOV_BREAK:-}" = rules ]; then
+	for ns in "$GPOV_HA" "$GPOV_HB"; do
+		for t in $(nsenter --net="/run/netns/$ns" nft list tables |
+		    awk '/gpupool_/ {print $3}'); do
+			nsenter --net="/run/netns/$ns" nft insert rule inet "$t" \
+			    forward accept
+		done
+	done
+fi
+submit --nodes 2 --gpus-per-node 1 --time 2m -- "$PY" -c "$intruder" \
+    "$maddr" "$p1addr" "$((mport + 1))"
+ijob=$JOB
+wait_final "$ijob" 120
+for k in 0 1; do
+	cli logs --part "$k" "$ijob"
+	log "intruder part $k: $(printf '%s' "$CLI_OUT" | tr '\n' ' ')"
+	assert_contains "$CLI_OUT" "intruder $maddr=" "intruder part $k ran"
+	assert_contains "$CLI_OUT" "intruder $p1addr=" "intruder part $k ran"
+	assert_not_contains "$CLI_OUT" "=welcome" "a job outside the gang"
+done
+for k in 0 1; do
+	part_log "$k"
+	assert_not_contains "$LOG" "CONNECTION" "part $k's port, from outside the gang"
+done
+
+# The gang's end takes the overlay down (nothing else uses it).
+cli cancel "$gjob"
+wait_final "$gjob" 60
+for m in a b; do
+	ns=$GPOV_HA dev=$dev_a
+	[ $m = b ] && ns=$GPOV_HB dev=$dev_b
+	deadline=$((SECONDS + WAIT_S))
+	while nsenter --net="/run/netns/$ns" ip link show "$dev" >/dev/null 2>&1 ||
+	    nsenter --net="/run/netns/$ns" nft list tables | grep -q "gpupool_ov_"; do
+		[ $SECONDS -ge $deadline ] && fail "machine $m: the overlay outlived the gang: $(nsenter --net="/run/netns/$ns" ip link show "$dev" 2>&1)"
+		sleep 0.2
+	done
+	grep -q "gang overlay stopped dev=$dev" "$T/agent-$m.log" ||
+	    fail "agent $m did not stop its wireguard-go"
+done
+[ -e "/var/run/wireguard/$dev_a.sock" ] && fail "wireguard-go's socket is left"
+
+# kill -9 of agent a while a gang holds the overlay: its wireguard-go
+# goes with it, and the next start sweeps the table it left.
+submit --nodes 2 --gpus-per-node 1 --time 2m -- sleep 100
+g2=$JOB
+wait_state "$g2" running
+deadline=$((SECONDS + WAIT_S))
+until nsenter --net="/run/netns/$GPOV_HA" nft list tables | grep -q "gpupool_ov_"; do
+	[ $SECONDS -ge $deadline ] && fail "no overlay table for the second gang"
+	sleep 0.2
+done
+kill9_agent a
+cli cancel "$g2"
+start_machine_agent a "$GPOV_HA" 198.51.100.1
+deadline=$((SECONDS + WAIT_S))
+until [ "$(grep -c "job networks ready" "$T/agent-a.log")" -ge 2 ]; do
+	alive "${AGENT_PID[a]}" || fail "the restarted agent a exited"
+	[ $SECONDS -ge $deadline ] && fail "the restarted agent a is not ready"
+	sleep 0.1
+done
+assert_not_contains "$(nsenter --net="/run/netns/$GPOV_HA" nft list tables)" \
+    "gpupool_ov_" "machine a's tables after the restart"
+nsenter --net="/run/netns/$GPOV_HA" ip link show "$dev_a" >/dev/null 2>&1 &&
+    fail "the overlay device survived kill -9 and the restart"
+pgrep -f "wireguard-go -f $dev_a\$" >/dev/null &&
+    fail "a wireguard-go of agent a survived kill -9 and the restart"
+echo ok
