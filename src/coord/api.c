@@ -636,9 +636,21 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (req == NULL)
 		return;
-	pthread_rwlock_rdlock(&state.lock);
-	notify_forget(req);
-	pthread_rwlock_unlock(&state.lock);
+	/*
+	 * Only a request that waited can have a waiter to forget; the
+	 * others take no lock here. libmicrohttpd ends an upgraded
+	 * connection (a stream's leg, relay.c) while holding a lock of
+	 * its own, and a thread that holds notify_lock may be waiting for
+	 * that lock to resume a poll (notify.c's fire, from stream_create
+	 * or the state thread's publish): taking notify_lock here hung
+	 * the whole coordinator when many streams ended while others
+	 * opened. (Waits on the same connection's thread: no race.)
+	 */
+	if (req->waited) {
+		pthread_rwlock_rdlock(&state.lock);
+		notify_forget(req);
+		pthread_rwlock_unlock(&state.lock);
+	}
 	if (req->op != NULL)
 		op_abandon(req->op);
 	if (req->route != NULL && req->route->stream != NULL)
