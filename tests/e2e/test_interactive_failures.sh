@@ -41,7 +41,12 @@ kill "$e1" "$e2"
 wait_sessions "$j" 0
 
 # idle: asked for 1h, capped at 4s by the pool: warned, then ended
-sleep 120 | "$GP" shell --gpus 1 --idle 1h >"$T/idle.out" 2>"$T/idle.err" &
+# Its stdin: a FIFO this shell holds open read-write, so it never sends
+# a byte nor an EOF (a `sleep 120 |` pipe did the same, but `wait` on the
+# pipeline waited out the sleep: 115 s of the test).
+mkfifo "$T/idle.in"
+exec {idle_in}<>"$T/idle.in"
+"$GP" shell --gpus 1 --idle 1h <&"$idle_in" >"$T/idle.out" 2>"$T/idle.err" &
 idle_cli=$!
 STARTED_PIDS+=("$idle_cli")
 deadline=$((SECONDS + WAIT_S))
@@ -51,6 +56,7 @@ while alive "$idle_cli"; do
 done
 wait "$idle_cli"
 assert_eq 255 "$?" "the idle session's CLI"
+exec {idle_in}>&-
 assert_contains "$(cat "$T/idle.err")" "no input for" "the idle warning"
 assert_contains "$(cat "$T/idle.err")" "idle for" "the idle end"
 idle_job=$(sed -nE 's/.*job ([0-9]+) submitted.*/\1/p' "$T/idle.err" | head -n 1)
