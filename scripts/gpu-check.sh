@@ -30,6 +30,10 @@
 # script's directory to plain jobs and runs unsigned images); the pool's
 # own agent is paused.
 # Usage: scripts/gpu-check.sh [--keep]  (--keep: leave the temp dir)
+# SPIN_SECONDS (default 30) and LAUNCH_SECONDS (default 10) are how long
+# checks 4 and 6 run their kernels; SPIN_ITERS (default 20000) is check
+# 4's kernel length. The dry run in the suite shortens the first two: on
+# the fake driver the rates are not measured, only printed.
 #
 # GPU_CHECK_DRY_RUN=1 runs it on the fake driver of the build
 # ($BUILD/fakecuda: a fake NVML and libcuda, no nvidia-smi), to check the
@@ -200,10 +204,10 @@ else
 	verdict FAIL "nvidia-smi in a half: $(tr '\n' ' ' <"$T/h3.out") (cap $half MiB)"
 fi
 
-# 4. compute shares 0.25 and 0.75, at once, 30 s
-iters=${SPIN_ITERS:-20000}
-q=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.25 -- "$PROG" procaddr spin:30:$iters)
-h=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.75 -- "$PROG" procaddr spin:30:$iters)
+# 4. compute shares 0.25 and 0.75, at once, 30 s (SPIN_SECONDS)
+iters=${SPIN_ITERS:-20000} spin_s=${SPIN_SECONDS:-30}
+q=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.25 -- "$PROG" procaddr "spin:$spin_s:$iters")
+h=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.75 -- "$PROG" procaddr "spin:$spin_s:$iters")
 for id in $q $h; do timeout 120 "$GP" wait "$id" >/dev/null 2>&1; done
 rq=$(timeout 30 "$GP" logs "$q" | sed -n 's/^spin .*rate=//p')
 rh=$(timeout 30 "$GP" logs "$h" | sed -n 's/^spin .*rate=//p')
@@ -216,13 +220,15 @@ else
 	verdict FAIL "throughput jobs printed no rate: $(timeout 30 "$GP" logs "$q" | tail -2 | tr '\n' ' ')"
 fi
 
-# 6. launch-bound: a one-iteration kernel launched for 10 s, alone on
-# the GPU, without the library (a whole GPU) and with it (a half, which
-# may use the idle rest under the default elastic policy): the library's
-# cost per launch, as a share of the rate (target: within 3 %)
-w=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpus 1 -- "$PROG" procaddr spin:10:1)
+# 6. launch-bound: a one-iteration kernel launched for 10 s
+# (LAUNCH_SECONDS), alone on the GPU, without the library (a whole GPU)
+# and with it (a half, which may use the idle rest under the default
+# elastic policy): the library's cost per launch, as a share of the rate
+# (target: within 3 %)
+launch_s=${LAUNCH_SECONDS:-10}
+w=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpus 1 -- "$PROG" procaddr "spin:$launch_s:1")
 timeout 120 "$GP" wait "$w" >/dev/null 2>&1
-f=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 -- "$PROG" procaddr spin:10:1)
+f=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 -- "$PROG" procaddr "spin:$launch_s:1")
 timeout 120 "$GP" wait "$f" >/dev/null 2>&1
 rw=$(timeout 30 "$GP" logs "$w" | sed -n 's/^spin .*rate=//p')
 rf=$(timeout 30 "$GP" logs "$f" | sed -n 's/^spin .*rate=//p')
