@@ -51,6 +51,57 @@ while read -r id tag; do
 done <"$T/ids"
 [ "$(cut -d' ' -f1 "$T/ids" | sort -u | wc -l)" = 50 ] || fail "duplicate job ids: $(cut -d' ' -f1 "$T/ids" | sort | uniq -d)"
 
+# check_ids MODE: every job of $T/ids through the API, in one process (a
+# curl and a python per call made the 50-job loops most of the test):
+#   queued     each is queued with its own command ("echo job-TAG")
+#   succeeded  each reaches succeeded (bounded, 60 s a job; another final
+#              state fails at once), its log is its own line, 1 attempt
+#   still      each is succeeded (no wait)
+check_ids() {
+	"$PY" - "$1" "$(coord_url)" "$ADMIN_TOKEN" "$T/ids" <<'PYEOF' ||
+import json, sys, time, urllib.request
+mode, base, token, ids = sys.argv[1:5]
+def get(path):
+    req = urllib.request.Request(base + path,
+                                 headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=40) as r:
+        return r.read().decode()
+def fail(msg):
+    print(msg, file=sys.stderr)
+    sys.exit(1)
+for line in open(ids):
+    jid, tag = line.split()
+    j = json.loads(get("/v1/jobs/" + jid))
+    if mode == "queued":
+        got = j["state"] + " " + " ".join(j["command"])
+        if got != "queued echo job-" + tag:
+            fail("job %s after the restart: expected 'queued echo job-%s', "
+                 "got '%s'" % (jid, tag, got))
+    elif mode == "still":
+        if j["state"] != "succeeded":
+            fail("job %s after the second restart: expected 'succeeded', "
+                 "got '%s'" % (jid, j["state"]))
+    else:
+        deadline = time.monotonic() + 60
+        while j["state"] != "succeeded":
+            if j["state"] in ("failed", "cancelled", "timeout"):
+                fail("job %s ended %s, wanted succeeded: %s"
+                     % (jid, j["state"], json.dumps(j)))
+            if time.monotonic() >= deadline:
+                fail("job %s not succeeded after 60s (state %s)"
+                     % (jid, j["state"]))
+            time.sleep(0.1)
+            j = json.loads(get("/v1/jobs/" + jid))
+        log = get("/v1/jobs/%s/log?offset=0" % jid).rstrip("\n")
+        if log != "job-" + tag:
+            fail("log of job %s: expected 'job-%s', got '%s'" % (jid, tag, log))
+        if j["attempts"] != 1:
+            fail("attempts of job %s: expected '1', got '%s'"
+                 % (jid, j["attempts"]))
+PYEOF
+	    fail "the fifty jobs ($1): see above"
+}
+
 r_alive_at_kill=$(count_argv0 "$mr")
 kill9_coordinator
 log "coordinator killed; Rs alive at kill: $r_alive_at_kill"
@@ -61,10 +112,7 @@ start_coordinator
 
 # every acknowledged id is there, with its command, queued (B holds three of
 # the six GPUs)
-while read -r id tag; do
-	s=$(job_get "$id" 'd["state"] + " " + " ".join(d["command"])')
-	assert_eq "queued echo job-$tag" "$s" "job $id after the restart"
-done <"$T/ids"
+check_ids queued
 cli show "$(head -n1 "$T/ids" | cut -d' ' -f1)" --json
 assert_eq 0 "$CLI_RC" "CLI show after the restart ($CLI_ERR)"
 
@@ -89,19 +137,12 @@ assert_eq 1 "$(count_argv0 "$mb")" "B's processes after the restart"
 cli cancel "$jb"
 assert_eq 0 "$CLI_RC" "cancel B ($CLI_ERR)"
 wait_state "$jb" cancelled
-while read -r id tag; do
-	wait_state "$id" succeeded 60
-	job_log "$id"
-	assert_eq "job-$tag" "$LOG" "log of job $id"
-	assert_eq 1 "$(job_get "$id" 'd["attempts"]')" "attempts of job $id"
-done <"$T/ids"
+check_ids succeeded
 
 # and a second kill -9 later loses nothing finished either
 kill9_coordinator
 start_coordinator
-while read -r id tag; do
-	assert_eq succeeded "$(job_state "$id")" "job $id after the second restart"
-done <"$T/ids"
+check_ids still
 for r in "${rs[@]}"; do
 	assert_eq failed "$(job_state "$r")" "job $r after the second restart"
 done
