@@ -20,17 +20,39 @@ test_coordinator_kill9 test_tokens test_acct_ledger test_acct_budget
 test_checkpoint_store test_data_sets test_image_store}
 
 pg_start
+# PG_SUITE_JOBS (default 2) of them at once: each is its own bash with its
+# own temp dir, ports, coordinator and agents (lib.sh), and its own
+# database on the one server; they share nothing else.
+PG_SUITE_JOBS=${PG_SUITE_JOBS:-2}
+run_on_pg() { # N TEST: TEST on database suiteN; its status in $T/TEST.rc
+	local start=$SECONDS rc
+	GP_TEST_DB=postgresql GP_TEST_PG_URL=$(pg_url "suite$1") \
+	    bash "$(dirname "$0")/$2.sh" >"$T/$2.out" 2>&1
+	rc=$?
+	echo "$rc $((SECONDS - start))" >"$T/$2.rc"
+}
+declare -A running=()
+reap_one() { # waits for one of the runs (not the server, a child too)
+	local pid
+	wait -n -p pid "${!running[@]}"
+	unset "running[$pid]"
+}
+n=0
+for t in $PG_SUITE; do
+	n=$((n + 1))
+	pg_createdb "suite$n"
+	while [ ${#running[@]} -ge "$PG_SUITE_JOBS" ]; do reap_one; done
+	run_on_pg "$n" "$t" &
+	running[$!]=$t
+done
+while [ ${#running[@]} -gt 0 ]; do reap_one; done
 n=0
 skipped=()
 for t in $PG_SUITE; do
 	n=$((n + 1))
-	pg_createdb "suite$n"
-	start=$SECONDS
-	GP_TEST_DB=postgresql GP_TEST_PG_URL=$(pg_url "suite$n") \
-	    bash "$(dirname "$0")/$t.sh" >"$T/$t.out" 2>&1
-	rc=$?
+	read -r rc secs <"$T/$t.rc" || fail "$t left no status"
 	case $rc in
-	0) log "ok   $t on PostgreSQL ($((SECONDS - start))s)" ;;
+	0) log "ok   $t on PostgreSQL (${secs}s)" ;;
 	"$E2E_EXIT_SKIP")
 		log "SKIP $t: $(grep -m1 '^SKIP' "$T/$t.out")"
 		skipped+=("$(grep -m1 '^SKIP' "$T/$t.out")") ;;
