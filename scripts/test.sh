@@ -34,7 +34,11 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
 	fuzz_one() {
 		local f=$1 name=${1##*/fuzz_} work out rc=0
 		work=$(mktemp -d)
-		cp -r "tests/fuzz/corpus/$name/." "$work/"
+		if ! cp -r "tests/fuzz/corpus/$name/." "$work/"; then
+			printf 'FAIL fuzz/%s: no corpus tests/fuzz/corpus/%s\n' "$name" "$name"
+			rm -rf "$work"
+			return 1
+		fi
 		if "$f" -max_total_time="${FUZZ_SECONDS:-10}" -print_final_stats=0 \
 			"$work" >"$work.log" 2>&1; then
 			out="ok   fuzz/$name"
