@@ -727,16 +727,25 @@ gp_agent_main(int argc, char **argv)
 		}
 		ag->exec_cfg.net = ag->net;
 		/*
-		 * The gang overlay: its key and port go with the
-		 * registration. "auto" does without when it cannot run here;
-		 * "always" was asked for: no start without it.
+		 * The gang overlay: its ports go with the registration,
+		 * and its helper starts a spare wireguard-go now. "auto"
+		 * does without when it cannot run here; "always" was asked
+		 * for: no start without it.
 		 */
 		if (overlay_mode != GP_OVERLAY_OFF && gp_net_gangs(ag->net)) {
 			if (gp_overlay_new(&ag->overlay, overlay_mode,
 			    gp_net_block(ag->net), (int)overlay_port, err,
+			    sizeof(err)) == 0 &&
+			    gp_overlay_start(ag->overlay, err,
 			    sizeof(err)) == 0)
 				gp_net_set_overlay(ag->net, ag->overlay);
-			else if (overlay_mode == GP_OVERLAY_ALWAYS) {
+			else if (ag->overlay != NULL) {
+				gp_overlay_free(ag->overlay);
+				ag->overlay = NULL;
+				fprintf(stderr, "gpupool agent: gang overlay: "
+				    "%s\n", err);
+				goto out;
+			} else if (overlay_mode == GP_OVERLAY_ALWAYS) {
 				fprintf(stderr, "gpupool agent: "
 				    "--gang-overlay always: %s\n", err);
 				goto out;
