@@ -220,7 +220,7 @@ done
 dev_of a "$ijob"
 [ -n "$DEV" ] || fail "the intruder gang's part on machine a had no overlay device"
 [ "$DEV" != "$dev_a" ] || fail "two gangs on one device: $DEV"
-privs= pubs=
+privs='' pubs=''
 for m in a b; do
 	ns=$GPOV_HA dev=$dev_a
 	[ $m = b ] && ns=$GPOV_HB dev=$dev_b
