@@ -25,7 +25,7 @@ n=${1:-8}
 if [ -z "${OBENCH_INSIDE:-}" ] && [ -n "${BEFORE_BIN:-}" ]; then
 	rc=0
 	for run in "before:$BEFORE_BIN" "after:$GPUPOOL_BIN"; do
-		GPUPOOL_BIN=${run#*:} BEFORE_BIN= bash "$0" "$n" |
+		GPUPOOL_BIN=${run#*:} BEFORE_BIN='' bash "$0" "$n" |
 		    sed "s/^/${run%%:*} /" || rc=1
 	done
 	exit $rc
