@@ -7,14 +7,29 @@
 # through the agents' wireguard-go), so that only the overlay differs:
 #   - gang start latency: from `submit` to part 1's first TCP connection
 #     to part 0 (MASTER_ADDR:MASTER_PORT), N gangs one after the other
-#     (each overlay gang starts wireguard-go afresh: the last part's end
-#     stopped it), and the agents' own figure for linking a part;
+#     (each overlay gang part gets a wireguard-go of its own: started
+#     with it before per-gang keys, taken from the spare the agent's
+#     helper started ahead since), and the agents' own figures for
+#     linking a part;
 #   - part-to-part TCP throughput (iperf3, 5 s).
-# Usage: BUILD=build bench/net_gang_overlay_agent.sh [N]   (root)
+# With BEFORE_BIN=path/to/an/older/gpupool, the whole run is made with
+# that binary first and then with this tree's, one after the other in one
+# invocation (before/after side by side on the same machine and load),
+# each line prefixed with its label.
+# Usage: BUILD=build [BEFORE_BIN=...] bench/net_gang_overlay_agent.sh [N]
+# (root)
 set -u
 cd "$(dirname "$0")/.."
 export GPUPOOL_BIN=${GPUPOOL_BIN:-$PWD/${BUILD:-build}/gpupool}
 n=${1:-8}
+if [ -z "${OBENCH_INSIDE:-}" ] && [ -n "${BEFORE_BIN:-}" ]; then
+	rc=0
+	for run in "before:$BEFORE_BIN" "after:$GPUPOOL_BIN"; do
+		GPUPOOL_BIN=${run#*:} BEFORE_BIN='' bash "$0" "$n" |
+		    sed "s/^/${run%%:*} /" || rc=1
+	done
+	exit $rc
+fi
 if [ -z "${OBENCH_INSIDE:-}" ]; then
 	for c in wireguard-go wg iperf3; do
 		command -v "$c" >/dev/null || { echo "SKIP: no $c"; exit 77; }
@@ -110,7 +125,8 @@ for mode in off always; do
 	sorted=$(printf '%s\n' "${lat[@]}" | sort -n)
 	echo "mode=$mode submit to part 1 connected (ms, $n gangs): p50 $(printf '%s\n' "$sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') min $(printf '%s\n' "$sorted" | head -n1) max $(printf '%s\n' "$sorted" | tail -n1) all: ${lat[*]}"
 	if [ "$mode" = always ]; then
-		echo "mode=always the agents' linking of a part (ms, with wireguard-go's start): $(grep -h 'through the overlay' "$T"/agent-a1.log "$T"/agent-a2.log | sed -n 's/.* ms=\([0-9]*\).*/\1/p' | sort -n | tr '\n' ' ')"
+		echo "mode=always the agents' linking of a part (ms, the executor thread's time; before: with wireguard-go's start): $(grep -h 'through the overlay' "$T"/agent-a1.log "$T"/agent-a2.log | sed -n 's/.* ms=\([0-9]*\).*/\1/p' | sort -n | tr '\n' ' ')"
+		echo "mode=always waited for the spare wireguard-go (ms; after only): $(grep -h 'through the overlay' "$T"/agent-a1.log "$T"/agent-a2.log | sed -n 's/.* waited_ms=\([0-9]*\).*/\1/p' | sort -n | tr '\n' ' ')"
 		echo "mode=always wireguard-go up (ms): $(grep -h 'gang overlay started' "$T"/agent-a1.log "$T"/agent-a2.log | sed -n 's/.* ms=\([0-9]*\).*/\1/p' | sort -n | tr '\n' ' ')"
 	fi
 	submit --nodes 2 --gpus-per-node 1 --time 2m -- sh -c "$iperf"

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "gp.h"
 #include "util.h"
 
@@ -383,9 +385,12 @@ decode_part_addrs(json_t *v, struct gp_assignment *a, char *err,
 /*
  * gang.overlay: one peer per part, {"key": base64 public key, "endpoint":
  * "host:port"}, or null for a part outside the overlay; may be absent.
+ * With it, gang.overlay_private_key: this part's private key (of its
+ * entry's public key).
  */
 static int
-decode_overlay(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
+decode_overlay(json_t *g, json_t *v, struct gp_assignment *a, char *err,
+    size_t errlen)
 {
 	struct gp_overlay_peer *peers;
 	json_t *e;
@@ -417,6 +422,20 @@ decode_overlay(json_t *v, struct gp_assignment *a, char *err, size_t errlen)
 			    "gang.overlay.endpoint");
 		gp_strlcpy(p->key, key, sizeof(p->key));
 		gp_strlcpy(p->endpoint, endpoint, sizeof(p->endpoint));
+	}
+	/* This part's own key: its public half is its entry's. */
+	{
+		const char *priv = json_string_value(json_object_get(g,
+		    "overlay_private_key"));
+		char pub[GP_WG_KEY_LEN];
+
+		if (priv == NULL || !gp_wg_key_valid(priv) ||
+		    gp_wg_pubkey(priv, pub) != 0 ||
+		    strcmp(pub, peers[a->part].key) != 0)
+			return bad(err, errlen, "field %s: not the private "
+			    "key of this part's gang.overlay key",
+			    "gang.overlay_private_key");
+		gp_strlcpy(a->overlay_priv, priv, sizeof(a->overlay_priv));
 	}
 	return 0;
 }
@@ -469,7 +488,8 @@ decode_share_gang(json_t *obj, struct gp_assignment *a, char *err,
 	if ((ret = decode_part_addrs(json_object_get(g, "addrs"), a, err,
 	         errlen)) != 0)
 		return ret;
-	return decode_overlay(json_object_get(g, "overlay"), a, err, errlen);
+	return decode_overlay(g, json_object_get(g, "overlay"), a, err,
+	    errlen);
 }
 
 /* The stop list: [{"job_id": 9, "attempt": 2, "reason": "preempted"}]. */
@@ -566,6 +586,7 @@ gp_assignment_fini(struct gp_assignment *a)
 	a->data = NULL;
 	free(a->overlay_peers);
 	a->overlay_peers = NULL;
+	sodium_memzero(a->overlay_priv, sizeof(a->overlay_priv));
 	a->ndata = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;

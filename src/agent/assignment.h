@@ -123,9 +123,11 @@ struct gp_assignment {
 	 * The gang's overlay (gang.overlay; docs/agent.md, "Gangs behind
 	 * NATs"): parts entries, each part's public key and endpoint, when
 	 * the coordinator sends them (else NULL; freed by
-	 * gp_assignment_fini). Decoded and checked; not used yet.
+	 * gp_assignment_fini), and this part's private key in it
+	 * (gang.overlay_private_key; wiped by gp_assignment_fini).
 	 */
 	struct gp_overlay_peer *overlay_peers;
+	char overlay_priv[GP_WG_KEY_LEN];
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

@@ -232,11 +232,11 @@ register_node(struct gp_agent *ag, struct gp_http_client *http,
 		if (body != NULL && ag->advertise_addr[0] != '\0')
 			json_object_set_new(body, "addr",
 			    json_string(ag->advertise_addr));
-		/* The gang overlay's key and port (overlay.h). */
+		/* The gang overlay's ports (overlay.h). */
 		if (body != NULL && ag->overlay != NULL && send_overlay) {
-			json_t *ov = json_pack("{ss si}", "key",
-			    gp_overlay_public_key(ag->overlay), "port",
-			    gp_overlay_port(ag->overlay));
+			json_t *ov = json_pack("{si si}", "port",
+			    gp_overlay_port(ag->overlay), "ports",
+			    gp_overlay_ports(ag->overlay));
 
 			if (ov != NULL && gp_overlay_mode(ag->overlay) ==
 			    GP_OVERLAY_ALWAYS)

@@ -70,7 +70,8 @@ static const char usage_text[] =
 "                     auto (the default) when a part's node gave no\n"
 "                     --advertise-addr; always; off (docs/agent.md)\n"
 "  --gang-overlay-port PORT\n"
-"                     the overlay's UDP port (default 51820 + the\n"
+"                     the first of the overlay's 16 UDP ports, one per\n"
+"                     overlay gang part (default 51820 + 16 x the\n"
 "                     agent's address block)\n"
 "  --fake-gpu-procs F with --fake-gpus: FILE lists \"GPU PID\" lines, the\n"
 "                     owner's processes on fake GPUs (tests)\n"
@@ -727,16 +728,25 @@ gp_agent_main(int argc, char **argv)
 		}
 		ag->exec_cfg.net = ag->net;
 		/*
-		 * The gang overlay: its key and port go with the
-		 * registration. "auto" does without when it cannot run here;
-		 * "always" was asked for: no start without it.
+		 * The gang overlay: its ports go with the registration,
+		 * and its helper starts a spare wireguard-go now. "auto"
+		 * does without when it cannot run here; "always" was asked
+		 * for: no start without it.
 		 */
 		if (overlay_mode != GP_OVERLAY_OFF && gp_net_gangs(ag->net)) {
 			if (gp_overlay_new(&ag->overlay, overlay_mode,
 			    gp_net_block(ag->net), (int)overlay_port, err,
+			    sizeof(err)) == 0 &&
+			    gp_overlay_start(ag->overlay, err,
 			    sizeof(err)) == 0)
 				gp_net_set_overlay(ag->net, ag->overlay);
-			else if (overlay_mode == GP_OVERLAY_ALWAYS) {
+			else if (ag->overlay != NULL) {
+				gp_overlay_free(ag->overlay);
+				ag->overlay = NULL;
+				fprintf(stderr, "gpupool agent: gang overlay: "
+				    "%s\n", err);
+				goto out;
+			} else if (overlay_mode == GP_OVERLAY_ALWAYS) {
 				fprintf(stderr, "gpupool agent: "
 				    "--gang-overlay always: %s\n", err);
 				goto out;

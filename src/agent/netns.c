@@ -1399,12 +1399,12 @@ gang_link(struct gp_net *n, const struct gp_net_gang *g,
 			gp_strlcpy(host, ov[p].endpoint, sizeof(host));
 			if ((colon = strrchr(host, ':')) != NULL)
 				*colon = '\0';
-			if (inet_pton(AF_INET, host, &via) == 1 &&
-			    is_local(ntohl(via.s_addr)))
+			if (p != g->part && inet_pton(AF_INET, host, &via) ==
+			    1 && is_local(ntohl(via.s_addr)))
 				ov[p].key[0] = '\0';
 		}
 		ret = gp_overlay_link(n->overlay, g->job_id, g->part, g->parts,
-		    ov, addrs, r->gang_addr, err, errlen);
+		    ov, g->overlay_priv, addrs, r->gang_addr, err, errlen);
 		free(ov);
 		if (ret != 0)
 			return ret;

@@ -134,6 +134,8 @@ struct gp_net_gang {
 	const char (*addrs)[64]; /* each part's node address ("" unknown) */
 	/* Each part's overlay peer (gang.overlay), NULL: linked directly. */
 	const struct gp_overlay_peer *overlay;
+	/* This part's private key in it (gang.overlay_private_key). */
+	const char *overlay_priv;
 };
 
 /*

@@ -1,14 +1,17 @@
 /*
- * overlay.c: the agent's wireguard-go for gangs across NATs (overlay.h,
- * docs/agent.md "Gangs behind NATs").
+ * overlay.c: the agent's wireguard-go devices for gangs across NATs
+ * (overlay.h, docs/agent.md "Gangs behind NATs").
  *
- * State: the links, one per local gang part in the overlay, each with
- * its remote parts (gang address, peer key, endpoint). Everything the
- * device carries follows from them: a peer per key that some link names
- * (its allowed IPs the union of its parts' /32s), a route per remote
- * address, and the table's set of (remote, local) pairs. A change
- * rewrites the peers it touches with one `wg set`, the routes with one
- * `ip -batch`, the pairs with one `nft -f`.
+ * One device per local gang part, with that part's own key pair (the
+ * coordinator's, made for the gang) and port: a wireguard-go, a TUN
+ * device gpw<block><seq>, a peer per remote part (allowed IPs its /32), a
+ * route per remote part and a table gpupool_ov_<block>_<seq> of its own.
+ * The part's end stops its wireguard-go, which takes the device, the key
+ * and the routes with it, and deletes the table.
+ *
+ * wireguard-go takes tens of ms to start (seconds on a loaded machine),
+ * so a helper thread keeps one started ahead, keyless and down (the
+ * spare): a part takes it, and the helper starts the next one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -35,54 +39,71 @@
 #include "util.h"
 
 #define OV_RUN_DIR "/run/gpupool-net"
-#define OV_PID_FMT OV_RUN_DIR "/%02x.wg.pid"
+#define OV_PID_FMT OV_RUN_DIR "/%02x.%02x.wg.pid"
 #define OV_SOCK_FMT "/var/run/wireguard/%s.sock"
-#define OV_DEV_FMT "gpw%02x"
-#define OV_TABLE_FMT "gpupool_ov_%02x"
+#define OV_DEV_FMT "gpw%02x%02x"
+#define OV_TABLE_FMT "gpupool_ov_%02x_%02x"
 #define OV_PORT_BASE 51820
+/* Ports per agent: one per overlay gang part it runs at once. */
+#define OV_PORTS 16
 /* Keeps the NAT mappings open (their UDP timeouts are 30 s and more). */
 #define OV_KEEPALIVE "25"
 /* wireguard-go's socket, at most (it took 2.5 s at a load of 23 here) */
 #define OV_START_MS 15000
 #define OV_PARTS 64		/* netns.c's gangs: parts <= 64 */
+#define OV_SEQS 256		/* devices of one agent: gpw<block>00..ff */
 /* A first handshake not seen after this long is nudged (gp_overlay_tick). */
 #define OV_NUDGE_MS 1500
 #define OV_NUDGES 3
 
-struct ov_link {
-	int64_t job;
-	int part;
-	uint32_t local;
-	int n;				/* remote parts */
-	uint32_t remote[OV_PARTS];
-	char key[OV_PARTS][GP_WG_KEY_LEN];
-	char endpoint[OV_PARTS][264];
-};
-
 /*
- * A peer the device has, and whether its first handshake is still to be
- * seen (a nudge may be due: gp_overlay_tick).
+ * A remote part: its peer on the device, and whether its first handshake
+ * is still to be seen (a nudge may be due: gp_overlay_tick).
  */
 struct ov_peer {
+	uint32_t addr;		/* its gang address */
 	char key[GP_WG_KEY_LEN];
 	char endpoint[264];
 	int64_t added;		/* gp_mono_ms() when configured */
 	int nudges;		/* re-made so far; -1: handshake seen */
 };
 
+/* A wireguard-go and its device: a local part's, or the spare. */
+struct ov_dev {
+	int seq;		/* names the device, table, pid file */
+	char dev[16], table[40];
+	pid_t pid;		/* 0: not running */
+};
+
+/* A local gang part's device. */
+struct ov_part {
+	int64_t job;
+	int part;
+	struct ov_dev d;
+	int port;
+	char pub[GP_WG_KEY_LEN];	/* its own (nudges: one side only) */
+	int n;
+	struct ov_peer peers[OV_PARTS];
+};
+
+enum spare_state { SPARE_WANTED, SPARE_STARTING, SPARE_READY, SPARE_FAILED };
+
 struct gp_overlay {
 	enum gp_overlay_mode mode;
-	int block, port;
-	char priv[GP_WG_KEY_LEN];	/* wiped by gp_overlay_free */
-	char pub[GP_WG_KEY_LEN];
+	int block, port, ports;
 	char daemon[64];		/* wireguard-go's path */
-	char dev[16], table[32];
-	pid_t pid;			/* 0: not running */
-	struct ov_link **links;
-	int nlinks, cap;
-	/* The peers the device has now. */
-	struct ov_peer *peers;
-	int npeers;
+	/* The local parts' devices: executor thread only. */
+	struct ov_part **parts;
+	int nparts, cap;
+	/* The spare and its helper thread: under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t helper;
+	int helper_started, quit;
+	enum spare_state spare_state;
+	struct ov_dev spare;
+	char spare_err[256];
+	int next_seq;
 };
 
 int
@@ -143,7 +164,7 @@ gp_overlay_new(struct gp_overlay **out, enum gp_overlay_mode mode,
 	struct sockaddr_in sin;
 	struct gp_overlay *o;
 	char path[64];
-	int fd;
+	int fd, k;
 
 	if (mode == GP_OVERLAY_OFF || block < 0) {
 		snprintf(err, errlen, "off");
@@ -159,9 +180,13 @@ gp_overlay_new(struct gp_overlay **out, enum gp_overlay_mode mode,
 	}
 	o->mode = mode;
 	o->block = block;
-	o->port = port > 0 ? port : OV_PORT_BASE + block;
-	snprintf(o->dev, sizeof(o->dev), OV_DEV_FMT, block);
-	snprintf(o->table, sizeof(o->table), OV_TABLE_FMT, block);
+	o->ports = OV_PORTS;
+	o->port = port > 0 ? port : OV_PORT_BASE + OV_PORTS * block;
+	if (o->port + o->ports - 1 > 65535) {
+		snprintf(err, errlen, "UDP ports %d to %d: past 65535",
+		    o->port, o->port + o->ports - 1);
+		goto fail;
+	}
 	if (find_program("wireguard-go", o->daemon, sizeof(o->daemon)) != 0) {
 		snprintf(err, errlen, "no wireguard-go (Debian's "
 		    "wireguard-go)");
@@ -176,25 +201,25 @@ gp_overlay_new(struct gp_overlay **out, enum gp_overlay_mode mode,
 		goto fail;
 	}
 	close(fd);
-	/* The port must be free now (it is bound only while gangs run). */
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)o->port);
-	if ((fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
-		snprintf(err, errlen, "UDP port %d: %s", o->port,
-		    strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		goto fail;
+	/* The ports must be free now (each is bound while a part runs). */
+	for (k = 0; k < o->ports; k++) {
+		memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET;
+		sin.sin_port = htons((uint16_t)(o->port + k));
+		if ((fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
+		    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+			snprintf(err, errlen, "UDP port %d: %s", o->port + k,
+			    strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			goto fail;
+		}
+		close(fd);
 	}
-	close(fd);
-	if (gp_wg_keypair(o->priv, o->pub) != 0) {
-		snprintf(err, errlen, "cannot make a key pair");
-		goto fail;
-	}
-	gp_info("gang overlay ready mode=%s dev=%s port=%d key=%.8s",
-	    gp_overlay_mode_name(mode), o->dev, o->port, o->pub);
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_cond_init(&o->cond, NULL);
+	gp_info("gang overlay ready mode=%s ports=%d-%d",
+	    gp_overlay_mode_name(mode), o->port, o->port + o->ports - 1);
 	*out = o;
 	return 0;
 fail:
@@ -202,16 +227,16 @@ fail:
 	return GP_EIO;
 }
 
-const char *
-gp_overlay_public_key(const struct gp_overlay *o)
-{
-	return o->pub;
-}
-
 int
 gp_overlay_port(const struct gp_overlay *o)
 {
 	return o->port;
+}
+
+int
+gp_overlay_ports(const struct gp_overlay *o)
+{
+	return o->ports;
 }
 
 enum gp_overlay_mode
@@ -239,39 +264,40 @@ nft_text(const char *text, char *why, size_t whylen)
 	return gp_net_run(argv, text, -1, why, whylen);
 }
 
+/* Stops d's wireguard-go (its device, key and routes go with it). */
 static void
-daemon_stop(struct gp_overlay *o)
+daemon_stop(struct gp_overlay *o, struct ov_dev *d)
 {
-	char path[96], *argv[] = {"nft", "delete", "table", "inet", o->table,
+	char path[96], *argv[] = {"nft", "delete", "table", "inet", d->table,
 	    NULL};
 	int i, status;
 
-	if (o->pid > 0) {
-		kill(o->pid, SIGTERM);
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
 		for (i = 0; i < 200; i++) {
-			pid_t r = waitpid(o->pid, &status, WNOHANG);
+			pid_t r = waitpid(d->pid, &status, WNOHANG);
 
-			if (r == o->pid || (r < 0 && errno != EINTR))
+			if (r == d->pid || (r < 0 && errno != EINTR))
 				break;
 			if (i == 199) {
-				kill(o->pid, SIGKILL);
-				while (waitpid(o->pid, &status, 0) < 0 &&
+				kill(d->pid, SIGKILL);
+				while (waitpid(d->pid, &status, 0) < 0 &&
 				    errno == EINTR)
 					;
 				break;
 			}
 			sleep_ms(10);
 		}
-		gp_info("gang overlay stopped dev=%s pid=%d", o->dev,
-		    (int)o->pid);
-		o->pid = 0;
+		gp_info("gang overlay stopped dev=%s pid=%d", d->dev,
+		    (int)d->pid);
+		d->pid = 0;
 	}
-	(void)gp_net_run(argv, NULL, -1, NULL, 0);
-	snprintf(path, sizeof(path), OV_SOCK_FMT, o->dev);
+	if (d->table[0] != '\0')
+		(void)gp_net_run(argv, NULL, -1, NULL, 0);
+	snprintf(path, sizeof(path), OV_SOCK_FMT, d->dev);
 	unlink(path);
-	snprintf(path, sizeof(path), OV_PID_FMT, o->block);
+	snprintf(path, sizeof(path), OV_PID_FMT, o->block, d->seq);
 	unlink(path);
-	o->npeers = 0;
 }
 
 /*
@@ -296,33 +322,31 @@ sock_ready(const char *path)
 }
 
 /*
- * Starts wireguard-go in the foreground (a child of the agent's executor
- * thread, dying with it: PR_SET_PDEATHSIG), waits for its control socket,
- * gives it the key and port, brings the device up and writes the table.
+ * Starts a wireguard-go in the foreground for device seq (a child of the
+ * calling thread, dying with it: PR_SET_PDEATHSIG) and waits for its
+ * control socket. Keyless and down: gp_overlay_link configures it. The
+ * helper thread's (or the executor's when there is no helper).
  */
 static int
-daemon_start(struct gp_overlay *o, char *err, size_t errlen)
+daemon_start(struct gp_overlay *o, struct ov_dev *d, char *err,
+    size_t errlen)
 {
-	char sock[96], pidfile[64], port[16], key[GP_WG_KEY_LEN + 2];
-	char why[512], text[2048];
-	char *wg[] = {"wg", "set", o->dev, "listen-port", port, "private-key",
-	    "/dev/stdin", NULL};
-	char *up[] = {"ip", "link", "set", "dev", o->dev, "up", NULL};
+	char sock[96], pidfile[64];
 	char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 	    "LOG_LEVEL=error", "WG_PROCESS_FOREGROUND=1", NULL};
-	char *argv[] = {o->daemon, "-f", o->dev, NULL};
+	char *argv[] = {o->daemon, "-f", d->dev, NULL};
 	pid_t parent = getpid();
 	int64_t t0 = gp_mono_ms();
-	int fd, i, ret;
+	int fd, i;
 
-	snprintf(sock, sizeof(sock), OV_SOCK_FMT, o->dev);
+	snprintf(sock, sizeof(sock), OV_SOCK_FMT, d->dev);
 	unlink(sock);		/* a stale one (our block is ours) */
-	if ((o->pid = fork()) < 0) {
-		o->pid = 0;
+	if ((d->pid = fork()) < 0) {
+		d->pid = 0;
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		return GP_EIO;
 	}
-	if (o->pid == 0) {
+	if (d->pid == 0) {
 		sigset_t none;
 
 		sigemptyset(&none);
@@ -336,11 +360,11 @@ daemon_start(struct gp_overlay *o, char *err, size_t errlen)
 		execve(o->daemon, argv, env);
 		_exit(127);
 	}
-	snprintf(pidfile, sizeof(pidfile), OV_PID_FMT, o->block);
+	snprintf(pidfile, sizeof(pidfile), OV_PID_FMT, o->block, d->seq);
 	if ((fd = open(pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 	    0600)) >= 0) {
 		char line[24];
-		int len = snprintf(line, sizeof(line), "%d\n", (int)o->pid);
+		int len = snprintf(line, sizeof(line), "%d\n", (int)d->pid);
 
 		(void)gp_write_all(fd, line, (size_t)len);
 		close(fd);
@@ -348,43 +372,236 @@ daemon_start(struct gp_overlay *o, char *err, size_t errlen)
 	for (i = 0; ; i++) {
 		int status;
 
-		if (sock_ready(sock) && if_nametoindex(o->dev) > 0)
+		if (sock_ready(sock) && if_nametoindex(d->dev) > 0)
 			break;
-		if (waitpid(o->pid, &status, WNOHANG) == o->pid) {
-			o->pid = 0;
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->pid = 0;
 			snprintf(err, errlen, "wireguard-go %s exited at "
-			    "start (status %d)", o->dev, status);
+			    "start (status %d)", d->dev, status);
 			goto fail;
 		}
 		if (gp_mono_ms() - t0 > OV_START_MS) {
 			snprintf(err, errlen, "wireguard-go %s: no control "
-			    "socket in %d ms", o->dev, OV_START_MS);
+			    "socket in %d ms", d->dev, OV_START_MS);
 			goto fail;
 		}
 		sleep_ms(i < 50 ? 1 : 10);
 	}
-	snprintf(port, sizeof(port), "%d", o->port);
-	snprintf(key, sizeof(key), "%s\n", o->priv);
-	ret = gp_net_run(wg, key, -1, why, sizeof(why));
+	gp_info("gang overlay started dev=%s pid=%d ms=%lld", d->dev,
+	    (int)d->pid, (long long)(gp_mono_ms() - t0));
+	return 0;
+fail:
+	daemon_stop(o, d);
+	return GP_EIO;
+}
+
+/* The next free device name (under lock): one no device has now. */
+static void
+dev_name(struct gp_overlay *o, struct ov_dev *d)
+{
+	int i;
+
+	for (i = 0; i < OV_SEQS; i++) {
+		d->seq = o->next_seq;
+		o->next_seq = (o->next_seq + 1) % OV_SEQS;
+		snprintf(d->dev, sizeof(d->dev), OV_DEV_FMT, o->block, d->seq);
+		if (if_nametoindex(d->dev) == 0)
+			break;
+	}
+	d->table[0] = '\0';
+	d->pid = 0;
+}
+
+/*
+ * The helper thread: keeps a spare wireguard-go started (SPARE_READY)
+ * whenever one is wanted, so that no part's start waits for one.
+ */
+static void *
+helper_main(void *arg)
+{
+	struct gp_overlay *o = arg;
+	struct ov_dev d;
+	char err[256];
+	int ret;
+
+	pthread_mutex_lock(&o->lock);
+	while (!o->quit) {
+		if (o->spare_state != SPARE_WANTED) {
+			pthread_cond_wait(&o->cond, &o->lock);
+			continue;
+		}
+		dev_name(o, &d);
+		o->spare_state = SPARE_STARTING;
+		pthread_mutex_unlock(&o->lock);
+		ret = daemon_start(o, &d, err, sizeof(err));
+		pthread_mutex_lock(&o->lock);
+		if (ret == 0) {
+			o->spare = d;
+			o->spare_state = SPARE_READY;
+		} else {
+			gp_warn("gang overlay: no spare wireguard-go: %s", err);
+			gp_strlcpy(o->spare_err, err, sizeof(o->spare_err));
+			o->spare_state = SPARE_FAILED;
+		}
+		pthread_cond_broadcast(&o->cond);
+	}
+	/* The spare dies with this thread (PR_SET_PDEATHSIG): stop it. */
+	if (o->spare_state == SPARE_READY) {
+		d = o->spare;
+		o->spare_state = SPARE_FAILED;
+		pthread_mutex_unlock(&o->lock);
+		daemon_stop(o, &d);
+		return NULL;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return NULL;
+}
+
+int
+gp_overlay_start(struct gp_overlay *o, char *err, size_t errlen)
+{
+	int ret;
+
+	o->spare_state = SPARE_WANTED;
+	if ((ret = pthread_create(&o->helper, NULL, helper_main, o)) != 0) {
+		snprintf(err, errlen, "helper thread: %s", strerror(ret));
+		return GP_EIO;
+	}
+	o->helper_started = 1;
+	return 0;
+}
+
+/*
+ * Takes the spare wireguard-go into d and asks the helper for the next.
+ * It is there unless parts came faster than wireguard-go starts: then
+ * this waits for it (up to OV_START_MS). 0, or GP_EIO with err set.
+ */
+static int
+spare_take(struct gp_overlay *o, struct ov_dev *d, int64_t *waited,
+    char *err, size_t errlen)
+{
+	int64_t t0 = gp_mono_ms();
+	int ret = 0;
+
+	pthread_mutex_lock(&o->lock);
+	if (o->spare_state == SPARE_FAILED)
+		o->spare_state = SPARE_WANTED;	/* try again */
+	pthread_cond_broadcast(&o->cond);
+	while (o->spare_state != SPARE_READY &&
+	    o->spare_state != SPARE_FAILED &&
+	    gp_mono_ms() - t0 < OV_START_MS + 1000) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&o->cond, &o->lock, &ts);
+	}
+	if (o->spare_state == SPARE_READY) {
+		*d = o->spare;
+		o->spare_state = SPARE_WANTED;
+		pthread_cond_broadcast(&o->cond);
+	} else {
+		snprintf(err, errlen, "no wireguard-go ready: %s",
+		    o->spare_err[0] != '\0' ? o->spare_err : "timed out");
+		ret = GP_EIO;
+	}
+	pthread_mutex_unlock(&o->lock);
+	*waited = gp_mono_ms() - t0;
+	return ret;
+}
+
+/* ---- a part's device ---- */
+
+/* One peer's `wg set` words: peer KEY endpoint E keepalive allowed-ips. */
+static int
+peer_words(char **argv, int argc, struct ov_peer *p, char *ips)
+{
+	ip_text(p->addr, ips, 20);
+	strcat(ips, "/32");
+	argv[argc++] = "peer";
+	argv[argc++] = p->key;
+	argv[argc++] = "endpoint";
+	argv[argc++] = p->endpoint;
+	argv[argc++] = "persistent-keepalive";
+	argv[argc++] = OV_KEEPALIVE;
+	argv[argc++] = "allowed-ips";
+	argv[argc++] = ips;
+	return argc;
+}
+
+/*
+ * Configures device pt: its key (on a pipe to `wg`, never a file), port
+ * and peers with one `wg set`, up, its table (only pairs of this part and
+ * its remote parts cross it, and nothing of the host) and its routes.
+ */
+static int
+part_configure(struct gp_overlay *o, struct ov_part *pt, uint32_t local,
+    const char *priv, char *err, size_t errlen)
+{
+	char *argv[7 + OV_PARTS * 8 + 1];
+	char (*ips)[24];
+	char *up[] = {"ip", "link", "set", "dev", pt->d.dev, "up", NULL};
+	char *ip[] = {"ip", "-force", "-batch", "-", NULL};
+	char port[16], key[GP_WG_KEY_LEN + 2], why[512], a[20], me[20];
+	struct gp_buf t, routes;
+	int argc = 0, k, ret = GP_EIO;
+
+	memset(&t, 0, sizeof(t));
+	memset(&routes, 0, sizeof(routes));
+	if ((ips = calloc(OV_PARTS, sizeof(*ips))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return GP_ENOMEM;
+	}
+	snprintf(port, sizeof(port), "%d", pt->port);
+	argv[argc++] = "wg";
+	argv[argc++] = "set";
+	argv[argc++] = pt->d.dev;
+	argv[argc++] = "listen-port";
+	argv[argc++] = port;
+	argv[argc++] = "private-key";
+	argv[argc++] = "/dev/stdin";
+	for (k = 0; k < pt->n; k++) {
+		argc = peer_words(argv, argc, &pt->peers[k], ips[k]);
+		pt->peers[k].added = gp_mono_ms();
+	}
+	argv[argc] = NULL;
+	snprintf(key, sizeof(key), "%s\n", priv);
+	ret = gp_net_run(argv, key, -1, why, sizeof(why));
 	sodium_memzero(key, sizeof(key));
 	if (ret != 0) {
-		snprintf(err, errlen, "wg set %s: %.300s", o->dev, why);
-		goto fail;
+		snprintf(err, errlen, "wg set %s: %.300s", pt->d.dev, why);
+		ret = GP_EIO;
+		goto out;
 	}
+	ret = GP_EIO;
 	if (gp_net_run(up, NULL, -1, why, sizeof(why)) != 0) {
-		snprintf(err, errlen, "ip link set %s up: %.300s", o->dev,
+		snprintf(err, errlen, "ip link set %s up: %.300s", pt->d.dev,
 		    why);
-		goto fail;
+		goto out;
 	}
+	snprintf(pt->d.table, sizeof(pt->d.table), OV_TABLE_FMT, o->block,
+	    pt->d.seq);
+	ip_text(local, me, sizeof(me));
 	/*
-	 * Only pairs of one gang's parts cross the device, and nothing of
-	 * the host: (remote, local) in links. The main table (netns.c)
-	 * still applies its own chains (gang_in, gang_out) after these.
-	 * TCP's segments fit the device's MTU (1420) whatever the parts'.
+	 * Only pairs of this part and its gang's remote parts cross the
+	 * device, and nothing of the host. The main table (netns.c) still
+	 * applies its own chains (gang_in, gang_out) after these. TCP's
+	 * segments fit the device's MTU (1420) whatever the parts'.
 	 */
-	snprintf(text, sizeof(text),
-	    "table inet %s {\n"
-	    "  set links { type ipv4_addr . ipv4_addr; }\n"
+	gp_buf_printf(&t, "table inet %s {\n"
+	    "  set links { type ipv4_addr . ipv4_addr; elements = { ",
+	    pt->d.table);
+	for (k = 0; k < pt->n; k++) {
+		ip_text(pt->peers[k].addr, a, sizeof(a));
+		gp_buf_printf(&t, "%s%s . %s", k ? ", " : "", a, me);
+		gp_buf_printf(&routes, "route replace %s/32 dev %s\n", a,
+		    pt->d.dev);
+	}
+	gp_buf_printf(&t, " }; }\n"
 	    "  chain forward { type filter hook forward priority -2;\n"
 	    "    iifname \"%s\" ip saddr . ip daddr @links accept\n"
 	    "    iifname \"%s\" drop\n"
@@ -396,345 +613,134 @@ daemon_start(struct gp_overlay *o, char *err, size_t errlen)
 	    "    iifname \"%s\" drop\n  }\n"
 	    "  chain output { type filter hook output priority -2;\n"
 	    "    oifname \"%s\" drop\n  }\n"
-	    "}\n", o->table, o->dev, o->dev, o->dev, o->dev, o->dev, o->dev,
-	    o->dev);
-	if (nft_text(text, why, sizeof(why)) != 0) {
-		snprintf(err, errlen, "overlay table: nft: %.300s", why);
-		goto fail;
-	}
-	gp_info("gang overlay started dev=%s pid=%d port=%d ms=%lld", o->dev,
-	    (int)o->pid, o->port, (long long)(gp_mono_ms() - t0));
-	return 0;
-fail:
-	daemon_stop(o);
-	return GP_EIO;
-}
-
-/* ---- links ---- */
-
-static int
-peer_known(const struct gp_overlay *o, const char *key)
-{
-	int i;
-
-	for (i = 0; i < o->npeers; i++)
-		if (strcmp(o->peers[i].key, key) == 0)
-			return i;
-	return -1;
-}
-
-/* 1 when some link other than skip names remote address a. */
-static int
-remote_used(const struct gp_overlay *o, uint32_t a,
-    const struct ov_link *skip)
-{
-	int i, k;
-
-	for (i = 0; i < o->nlinks; i++)
-		for (k = 0; o->links[i] != skip && k < o->links[i]->n; k++)
-			if (o->links[i]->remote[k] == a)
-				return 1;
-	return 0;
-}
-
-/* 1 when list ("a/32,b/32") holds address a. */
-static int
-list_has(const char *list, const char *a)
-{
-	size_t len = strlen(a);
-	const char *p;
-
-	for (p = list; (p = strstr(p, a)) != NULL; p += len)
-		if ((p == list || p[-1] == ',') && strncmp(p + len, "/32", 3) ==
-		    0)
-			return 1;
-	return 0;
-}
-
-/* 1 when some link names key. */
-static int
-key_used(const struct gp_overlay *o, const char *key)
-{
-	int i, k;
-
-	for (i = 0; i < o->nlinks; i++)
-		for (k = 0; k < o->links[i]->n; k++)
-			if (strcmp(o->links[i]->key[k], key) == 0)
-				return 1;
-	return 0;
-}
-
-/*
- * The allowed IPs of the peer of key: the remote parts' /32s that the
- * links held name with it ("a/32,b/32"). Returns the length (0: none).
- */
-static size_t
-peer_allowed(const struct gp_overlay *o, const char *key, char *out,
-    size_t len)
-{
-	size_t used = 0;
-	int i, m;
-
-	out[0] = '\0';
-	for (i = 0; i < o->nlinks; i++)
-		for (m = 0; m < o->links[i]->n; m++) {
-			char a[20];
-
-			if (strcmp(o->links[i]->key[m], key) != 0)
-				continue;
-			ip_text(o->links[i]->remote[m], a, sizeof(a));
-			if (list_has(out, a) || used + strlen(a) + 5 >= len)
-				continue;
-			used += (size_t)snprintf(out + used, len - used,
-			    "%s%s/32", used ? "," : "", a);
-		}
-	return used;
-}
-
-/*
- * Rewrites the device's peers whose keys link l names: each one's
- * allowed IPs become what every link held now says of it (a peer no
- * link names any more is removed). One `wg set`.
- */
-static int
-peers_update(struct gp_overlay *o, const struct ov_link *l, char *err,
-    size_t errlen)
-{
-	char *argv[3 + OV_PARTS * 8 + 1];
-	char (*ips)[OV_PARTS * 20];
-	char (*done)[GP_WG_KEY_LEN];
-	int argc = 0, ndone = 0, k, d, ret = 0;
-	char why[512];
-
-	ips = calloc(OV_PARTS, sizeof(*ips));
-	done = calloc(OV_PARTS, sizeof(*done));
-	if (ips == NULL || done == NULL) {
-		free(ips);
-		free(done);
+	    "}\n", pt->d.dev, pt->d.dev, pt->d.dev, pt->d.dev, pt->d.dev,
+	    pt->d.dev, pt->d.dev);
+	if (t.data == NULL || routes.data == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return GP_ENOMEM;
-	}
-	argv[argc++] = "wg";
-	argv[argc++] = "set";
-	argv[argc++] = o->dev;
-	for (k = 0; k < l->n; k++) {
-		const char *key = l->key[k];
-		size_t used = 0;
-
-		for (d = 0; d < ndone && strcmp(done[d], key) != 0; d++)
-			;
-		if (d < ndone)
-			continue;
-		gp_strlcpy(done[ndone], key, sizeof(done[0]));
-		used = peer_allowed(o, key, ips[ndone], sizeof(ips[0]));
-		argv[argc++] = "peer";
-		argv[argc++] = done[ndone];
-		if (used == 0)
-			argv[argc++] = "remove";
-		else {
-			if (peer_known(o, key) < 0) {
-				/* New: where to find it (then it roams). */
-				argv[argc++] = "endpoint";
-				argv[argc++] = (char *)l->endpoint[k];
-			}
-			argv[argc++] = "persistent-keepalive";
-			argv[argc++] = OV_KEEPALIVE;
-			argv[argc++] = "allowed-ips";
-			argv[argc++] = ips[ndone];
-		}
-		ndone++;
-	}
-	argv[argc] = NULL;
-	if (ndone > 0 && gp_net_run(argv, NULL, -1, why, sizeof(why)) != 0) {
-		snprintf(err, errlen, "wg set %s peers: %.300s", o->dev, why);
-		ret = GP_EIO;
 		goto out;
 	}
-	/* What the device has now. */
-	for (d = 0; d < ndone; d++) {
-		int at = peer_known(o, done[d]), used = key_used(o, done[d]);
-
-		if (used && at < 0) {
-			void *p = realloc(o->peers, (size_t)(o->npeers + 1) *
-			    sizeof(*o->peers));
-
-			if (p == NULL)
-				continue;
-			o->peers = p;
-			at = o->npeers++;
-			memset(&o->peers[at], 0, sizeof(o->peers[at]));
-			gp_strlcpy(o->peers[at].key, done[d],
-			    sizeof(o->peers[at].key));
-			for (k = 0; k < l->n; k++)
-				if (strcmp(l->key[k], done[d]) == 0)
-					gp_strlcpy(o->peers[at].endpoint,
-					    l->endpoint[k],
-					    sizeof(o->peers[at].endpoint));
-			o->peers[at].added = gp_mono_ms();
-		} else if (!used && at >= 0) {
-			memmove(&o->peers[at], &o->peers[at + 1],
-			    (size_t)(o->npeers - at - 1) * sizeof(*o->peers));
-			o->npeers--;
-		}
+	if (nft_text(t.data, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "overlay table: nft: %.300s", why);
+		goto out;
 	}
-out:
-	free(ips);
-	free(done);
-	return ret;
-}
-
-/*
- * The routes and pairs of link l: added (add) or removed. A route stays
- * while another link names its address.
- */
-static int
-paths_update(struct gp_overlay *o, const struct ov_link *l, int add,
-    char *err, size_t errlen)
-{
-	char *ip[] = {"ip", "-force", "-batch", "-", NULL};
-	struct gp_buf routes, pairs;
-	char a[20], me[20], why[512];
-	int k, ret = 0;
-
-	memset(&routes, 0, sizeof(routes));
-	memset(&pairs, 0, sizeof(pairs));
-	ip_text(l->local, me, sizeof(me));
-	for (k = 0; k < l->n; k++) {
-		ip_text(l->remote[k], a, sizeof(a));
-		if (add || !remote_used(o, l->remote[k], l))
-			gp_buf_printf(&routes, "route %s %s/32 dev %s\n",
-			    add ? "replace" : "del", a, o->dev);
-		gp_buf_printf(&pairs, "%s%s . %s", pairs.data ? ", " : "", a,
-		    me);
-	}
-	if (pairs.data == NULL) {
-		gp_buf_free(&routes);
-		return 0;
-	}
-	{
-		char *text = NULL;
-		struct gp_buf t;
-
-		memset(&t, 0, sizeof(t));
-		gp_buf_printf(&t, "%s element inet %s links { %s }\n",
-		    add ? "add" : "delete", o->table, pairs.data);
-		text = t.data;
-		if (text == NULL || nft_text(text, why, sizeof(why)) != 0) {
-			snprintf(err, errlen, "overlay pairs: nft: %.300s",
-			    text ? why : "out of memory");
-			ret = GP_EIO;
-		}
-		gp_buf_free(&t);
-	}
-	if (routes.data != NULL && (ret == 0 || !add) &&
-	    gp_net_run(ip, routes.data, -1, why, sizeof(why)) != 0 && add) {
+	if (gp_net_run(ip, routes.data, -1, why, sizeof(why)) != 0) {
 		snprintf(err, errlen, "overlay routes: %.300s", why);
-		ret = GP_EIO;
+		goto out;
 	}
+	ret = 0;
+out:
+	gp_buf_free(&t);
 	gp_buf_free(&routes);
-	gp_buf_free(&pairs);
+	free(ips);
 	return ret;
 }
 
 int
 gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
-    const struct gp_overlay_peer *peers, const uint32_t *addrs,
-    uint32_t local_addr, char *err, size_t errlen)
+    const struct gp_overlay_peer *peers, const char *priv,
+    const uint32_t *addrs, uint32_t local_addr, char *err, size_t errlen)
 {
-	struct ov_link *l;
-	int k, ret, started = 0;
-	int64_t t0 = gp_mono_ms();
+	struct ov_part *pt;
+	const char *colon;
+	int64_t t0 = gp_mono_ms(), waited = 0;
+	long port;
+	int k, ret;
 
 	if (parts > OV_PARTS) {
 		snprintf(err, errlen, "more than %d parts", OV_PARTS);
 		return GP_EINVAL;
 	}
-	if ((l = calloc(1, sizeof(*l))) == NULL) {
+	if (priv == NULL || !gp_wg_key_valid(priv)) {
+		snprintf(err, errlen, "no private key for this part");
+		return GP_EINVAL;
+	}
+	/* Its port: its own endpoint's, one of this agent's. */
+	colon = strrchr(peers[part].endpoint, ':');
+	port = colon != NULL ? strtol(colon + 1, NULL, 10) : 0;
+	if (port < o->port || port >= o->port + o->ports) {
+		snprintf(err, errlen, "port %ld is not one of this agent's "
+		    "(%d to %d)", port, o->port, o->port + o->ports - 1);
+		return GP_EINVAL;
+	}
+	if ((pt = calloc(1, sizeof(*pt))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return GP_ENOMEM;
 	}
-	l->job = job;
-	l->part = part;
-	l->local = local_addr;
+	pt->job = job;
+	pt->part = part;
+	pt->port = (int)port;
+	gp_strlcpy(pt->pub, peers[part].key, sizeof(pt->pub));
 	for (k = 0; k < parts; k++) {
-		/* Ours (this agent's key) or outside the overlay. */
-		if (k == part || peers[k].key[0] == '\0' ||
-		    strcmp(peers[k].key, o->pub) == 0)
+		struct ov_peer *p = &pt->peers[pt->n];
+
+		/* Ours, on this machine, or outside the overlay. */
+		if (k == part || peers[k].key[0] == '\0')
 			continue;
-		l->remote[l->n] = addrs[k];
-		gp_strlcpy(l->key[l->n], peers[k].key, sizeof(l->key[0]));
-		gp_strlcpy(l->endpoint[l->n], peers[k].endpoint,
-		    sizeof(l->endpoint[0]));
-		l->n++;
+		p->addr = addrs[k];
+		gp_strlcpy(p->key, peers[k].key, sizeof(p->key));
+		gp_strlcpy(p->endpoint, peers[k].endpoint, sizeof(p->endpoint));
+		pt->n++;
 	}
-	if (l->n == 0) {
-		free(l);
+	if (pt->n == 0) {
+		free(pt);
 		return 0;
 	}
-	if (o->nlinks == o->cap) {
+	if (o->nparts == o->cap) {
 		int cap = o->cap ? o->cap * 2 : 8;
-		void *p = realloc(o->links, (size_t)cap * sizeof(*o->links));
+		void *p = realloc(o->parts, (size_t)cap * sizeof(*o->parts));
 
 		if (p == NULL) {
-			free(l);
+			free(pt);
 			snprintf(err, errlen, "out of memory");
 			return GP_ENOMEM;
 		}
-		o->links = p;
+		o->parts = p;
 		o->cap = cap;
 	}
-	if (o->pid == 0) {
-		if ((ret = daemon_start(o, err, errlen)) != 0) {
-			free(l);
-			return ret;
-		}
-		started = 1;
+	if (o->helper_started)
+		ret = spare_take(o, &pt->d, &waited, err, errlen);
+	else {
+		pthread_mutex_lock(&o->lock);
+		dev_name(o, &pt->d);
+		pthread_mutex_unlock(&o->lock);
+		ret = daemon_start(o, &pt->d, err, errlen);
 	}
-	o->links[o->nlinks++] = l;
-	if ((ret = paths_update(o, l, 1, err, errlen)) != 0 ||
-	    (ret = peers_update(o, l, err, errlen)) != 0) {
-		char again[256];
-
-		/* Out of the list, then undone as far as it went. */
-		o->nlinks--;
-		(void)paths_update(o, l, 0, again, sizeof(again));
-		(void)peers_update(o, l, again, sizeof(again));
-		free(l);
-		if (o->nlinks == 0)
-			daemon_stop(o);
+	if (ret != 0) {
+		free(pt);
 		return ret;
 	}
+	if ((ret = part_configure(o, pt, local_addr, priv, err, errlen)) !=
+	    0) {
+		daemon_stop(o, &pt->d);
+		free(pt);
+		return ret;
+	}
+	o->parts[o->nparts++] = pt;
 	gp_info("gang part job=%lld part=%d: %d part(s) through the overlay "
-	    "dev=%s ms=%lld%s", (long long)job, part, l->n, o->dev,
-	    (long long)(gp_mono_ms() - t0), started ? " (started)" : "");
+	    "dev=%s port=%d ms=%lld waited_ms=%lld", (long long)job, part,
+	    pt->n, pt->d.dev, pt->port, (long long)(gp_mono_ms() - t0),
+	    (long long)waited);
 	return 0;
 }
 
 void
 gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part)
 {
-	char err[512];
 	int i;
 
 	if (o == NULL)
 		return;
-	for (i = 0; i < o->nlinks; i++) {
-		struct ov_link *l = o->links[i];
+	for (i = 0; i < o->nparts; i++) {
+		struct ov_part *pt = o->parts[i];
 
-		if (l->job != job || l->part != part)
+		if (pt->job != job || pt->part != part)
 			continue;
-		/* Out of the list first: what it alone named goes. */
-		o->links[i] = o->links[--o->nlinks];
-		if (o->pid > 0 &&
-		    (paths_update(o, l, 0, err, sizeof(err)) != 0 ||
-		    peers_update(o, l, err, sizeof(err)) != 0))
-			gp_warn("gang part job=%lld part=%d: overlay: %s",
-			    (long long)job, part, err);
-		free(l);
+		o->parts[i] = o->parts[--o->nparts];
+		/* Its key lives in wireguard-go alone: gone with it. */
+		daemon_stop(o, &pt->d);
+		free(pt);
 		break;
 	}
-	if (o->nlinks == 0 && o->pid > 0)
-		daemon_stop(o);
 }
 
 /*
@@ -742,9 +748,9 @@ gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part)
  * lines, T 0 for none) into the peers' nudges: -1 once seen.
  */
 static void
-handshakes_read(struct gp_overlay *o)
+handshakes_read(struct ov_part *pt)
 {
-	char *argv[] = {"wg", "show", o->dev, "latest-handshakes", NULL};
+	char *argv[] = {"wg", "show", pt->d.dev, "latest-handshakes", NULL};
 	char out[8192], *line, *save = NULL;
 	int i;
 
@@ -757,8 +763,9 @@ handshakes_read(struct gp_overlay *o)
 
 		if (sscanf(line, "%44s %lld", key, &t) != 2 || t <= 0)
 			continue;
-		if ((i = peer_known(o, key)) >= 0)
-			o->peers[i].nudges = -1;
+		for (i = 0; i < pt->n; i++)
+			if (strcmp(pt->peers[i].key, key) == 0)
+				pt->peers[i].nudges = -1;
 	}
 }
 
@@ -767,30 +774,26 @@ handshakes_read(struct gp_overlay *o)
  * configure each other within a round trip, both initiations cross, each
  * side answers the other's and waits, as the responder, for data the
  * other (a responder too) never sends until its retry 5 s later. So the
- * agent of the larger public key (one side only: two nudging sides could
+ * side of the larger public key (one side only: two nudging sides could
  * cross again) re-makes a peer whose first handshake it has not seen
  * OV_NUDGE_MS after configuring it (a new peer sends a new initiation at
  * once), up to OV_NUDGES times.
  */
-int64_t
-gp_overlay_tick(struct gp_overlay *o, int64_t now)
+static int64_t
+part_tick(struct ov_part *pt, int64_t now)
 {
 	int64_t next = -1, due;
 	int i, read = 0;
 
-	if (o == NULL || o->pid == 0)
-		return -1;
-	for (i = 0; i < o->npeers; i++) {
-		struct ov_peer *p = &o->peers[i];
-		char ips[OV_PARTS * 20], why[256];
-		char *rm[] = {"wg", "set", o->dev, "peer", p->key, "remove",
+	for (i = 0; i < pt->n; i++) {
+		struct ov_peer *p = &pt->peers[i];
+		char ips[24], why[256];
+		char *rm[] = {"wg", "set", pt->d.dev, "peer", p->key, "remove",
 		    NULL};
-		char *add[] = {"wg", "set", o->dev, "peer", p->key, "endpoint",
-		    p->endpoint, "persistent-keepalive", OV_KEEPALIVE,
-		    "allowed-ips", ips, NULL};
+		char *add[12];
 
 		if (p->nudges < 0 || p->nudges >= OV_NUDGES ||
-		    strcmp(o->pub, p->key) < 0)
+		    strcmp(pt->pub, p->key) < 0)
 			continue;
 		due = p->added + (int64_t)OV_NUDGE_MS * (p->nudges + 1);
 		if (due > now) {
@@ -799,12 +802,15 @@ gp_overlay_tick(struct gp_overlay *o, int64_t now)
 			continue;
 		}
 		if (!read++)
-			handshakes_read(o);
+			handshakes_read(pt);
 		if (p->nudges < 0)
 			continue;
 		p->nudges++;
-		if (peer_allowed(o, p->key, ips, sizeof(ips)) == 0 ||
-		    gp_net_run(rm, NULL, -1, why, sizeof(why)) != 0 ||
+		add[0] = "wg";
+		add[1] = "set";
+		add[2] = pt->d.dev;
+		add[peer_words(add, 3, p, ips)] = NULL;
+		if (gp_net_run(rm, NULL, -1, why, sizeof(why)) != 0 ||
 		    gp_net_run(add, NULL, -1, why, sizeof(why)) != 0) {
 			gp_warn("gang overlay: cannot re-make peer key=%.8s: "
 			    "%s", p->key, why);
@@ -822,37 +828,62 @@ gp_overlay_tick(struct gp_overlay *o, int64_t now)
 	return next;
 }
 
+int64_t
+gp_overlay_tick(struct gp_overlay *o, int64_t now)
+{
+	int64_t next = -1, t;
+	int i;
+
+	if (o == NULL)
+		return -1;
+	for (i = 0; i < o->nparts; i++)
+		if ((t = part_tick(o->parts[i], now)) >= 0 &&
+		    (next < 0 || t < next))
+			next = t;
+	return next;
+}
+
 void
 gp_overlay_free(struct gp_overlay *o)
 {
 	if (o == NULL)
 		return;
-	while (o->nlinks > 0)
-		free(o->links[--o->nlinks]);
-	if (o->pid > 0)
-		daemon_stop(o);
-	free(o->links);
-	free(o->peers);
-	sodium_memzero(o->priv, sizeof(o->priv));
+	if (o->helper_started) {
+		pthread_mutex_lock(&o->lock);
+		o->quit = 1;
+		pthread_cond_broadcast(&o->cond);
+		pthread_mutex_unlock(&o->lock);
+		pthread_join(o->helper, NULL);
+	}
+	while (o->nparts > 0) {
+		struct ov_part *pt = o->parts[--o->nparts];
+
+		daemon_stop(o, &pt->d);
+		free(pt);
+	}
+	free(o->parts);
+	pthread_mutex_destroy(&o->lock);
+	pthread_cond_destroy(&o->cond);
 	free(o);
 }
 
-void
-gp_overlay_sweep(int b, const char *tables)
+/* What a killed agent of block b left of device seq. */
+static void
+sweep_one(int b, int seq, const char *tables)
 {
-	char path[96], dev[16], table[32], needle[64], *text = NULL;
+	char path[96], dev[16], table[40], needle[64], *text = NULL;
 	size_t n;
 	long pid;
 
-	snprintf(dev, sizeof(dev), OV_DEV_FMT, b);
-	snprintf(table, sizeof(table), OV_TABLE_FMT, b);
-	snprintf(path, sizeof(path), OV_PID_FMT, b);
+	snprintf(dev, sizeof(dev), OV_DEV_FMT, b, seq);
+	snprintf(table, sizeof(table), OV_TABLE_FMT, b, seq);
+	snprintf(path, sizeof(path), OV_PID_FMT, b, seq);
 	if (gp_read_file(path, 64, &text, &n) == 0 &&
 	    (pid = strtol(text, NULL, 10)) > 1) {
 		char proc[64], *cmd = NULL;
 		size_t len;
 
-		/* Its command line ("wireguard-go\0-f\0gpwXX\0"), not a
+		/* Its command line ("wireguard-go\0-f\0gpwXXYY\0"), not a
 		 * process that took its pid since. */
 		snprintf(proc, sizeof(proc), "/proc/%ld/cmdline", pid);
 		if (gp_read_file(proc, 4096, &cmd, &len) == 0 && len > 0 &&
@@ -882,4 +913,13 @@ gp_overlay_sweep(int b, const char *tables)
 			gp_info("job networks: swept a stale overlay table "
 			    "table=%s", table);
 	}
+}
+
+void
+gp_overlay_sweep(int b, const char *tables)
+{
+	int seq;
+
+	for (seq = 0; seq < OV_SEQS; seq++)
+		sweep_one(b, seq, tables);
 }

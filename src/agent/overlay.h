@@ -4,17 +4,21 @@
  * docs/agent.md "Gangs behind NATs").
  *
  * One wireguard-go (Debian's; this kernel has no wireguard module) per
- * agent, started with the first gang part that needs it and stopped with
- * the last: a TUN device gpw<block> in the agent's namespace, configured
- * with `wg` (wireguard-tools), the agent's key pair (made at start,
- * src/common/wg.c; the private key reaches `wg` on a pipe, never a
- * file), its UDP port, and one peer per other agent of a running gang
- * whose allowed IPs are that agent's parts' gang addresses (/32 each).
- * Each remote part's address is routed through the device; an nftables
- * table of its own (gpupool_ov_<block>) lets only pairs of one gang's
- * parts cross it, and nothing reach the host from it.
+ * local gang part in the overlay, started with the part and stopped at
+ * its end: a TUN device gpw<block><seq> in the agent's namespace,
+ * configured with `wg` (wireguard-tools) with the part's own key pair
+ * (made per gang by the coordinator, sent to this part's agent alone in
+ * gang.overlay_private_key; it reaches `wg` on a pipe, never a file, and
+ * lives on only in that wireguard-go), the part's UDP port (one of the
+ * agent's range) and one peer per remote part whose allowed IP is that
+ * part's gang address (/32). Each remote part's address is routed
+ * through the device; an nftables table of its own
+ * (gpupool_ov_<block>_<seq>) lets only the pairs of this part and its
+ * remote parts cross it, and nothing reach the host from it. A helper
+ * thread keeps one wireguard-go started ahead so that a part's start
+ * does not wait for one.
  *
- * When: the agent registers its key and port unless --gang-overlay off;
+ * When: the agent registers its port range unless --gang-overlay off;
  * the coordinator sends a gang its overlay (gang.overlay) when every
  * part's node registered one and one of them needs it (it gave no
  * --advertise-addr, or runs --gang-overlay always); else the parts are
@@ -42,30 +46,40 @@ struct gp_overlay;
 
 /*
  * Readies the overlay (nothing runs yet): checks that wireguard-go, wg
- * and /dev/net/tun are usable, makes the key pair. block: the agent's
- * address block (netns.c; names the device, the table and the default
- * port); port: the UDP port (0: 51820 + block). OUT: *out. 0, or GP_E*
- * with err set (the agent then registers no overlay).
+ * and /dev/net/tun are usable and its UDP ports free. block: the agent's
+ * address block (netns.c; names the devices, the tables and the default
+ * ports); port: the first UDP port (0: 51820 + 16 * block), 16 from
+ * there. OUT: *out. 0, or GP_E* with err set (the agent then registers no
+ * overlay).
  */
 int gp_overlay_new(struct gp_overlay **out, enum gp_overlay_mode mode,
     int block, int port, char *err, size_t errlen);
-/* Stops what runs and wipes the private key. NULL is fine. */
+/*
+ * Starts the helper thread that keeps a spare wireguard-go (after the
+ * sweep of gp_net_new). 0, or GP_EIO with err set.
+ */
+int gp_overlay_start(struct gp_overlay *o, char *err, size_t errlen);
+/* Stops the helper and every device (their keys go with them). */
 void gp_overlay_free(struct gp_overlay *o);
-const char *gp_overlay_public_key(const struct gp_overlay *o);
+/* The first UDP port and how many (register's overlay.port, .ports). */
 int gp_overlay_port(const struct gp_overlay *o);
+int gp_overlay_ports(const struct gp_overlay *o);
 enum gp_overlay_mode gp_overlay_mode(const struct gp_overlay *o);
 
 /*
- * Links gang part (job, part) at local_addr to the other parts: peers[k]
- * is part k's (the coordinator's gang.overlay), addrs[k] its gang
- * address (host order); parts on this agent (its own key) are skipped.
- * Starts wireguard-go when nothing runs. Executor thread only. 0, or
- * GP_E* with err set and nothing of this part left.
+ * Links gang part (job, part) at local_addr to the other parts through a
+ * device of its own: peers[k] is part k's (the coordinator's
+ * gang.overlay; a key "" for a part on this machine, skipped), addrs[k]
+ * its gang address (host order), priv this part's private key (the
+ * caller wipes its copy). Its port: its own endpoint's. Takes the spare
+ * wireguard-go (waits for it only when parts came faster than it
+ * starts). Executor thread only. 0, or GP_E* with err set and nothing of
+ * this part left.
  */
 int gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
-    const struct gp_overlay_peer *peers, const uint32_t *addrs,
-    uint32_t local_addr, char *err, size_t errlen);
-/* Undoes gp_overlay_link; the last part's end stops wireguard-go. */
+    const struct gp_overlay_peer *peers, const char *priv,
+    const uint32_t *addrs, uint32_t local_addr, char *err, size_t errlen);
+/* Undoes gp_overlay_link: stops the part's wireguard-go (its key gone). */
 void gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part);
 /*
  * Nudges peers whose first handshake stalls (crossed initiations; see
@@ -75,8 +89,8 @@ void gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part);
 int64_t gp_overlay_tick(struct gp_overlay *o, int64_t now);
 
 /*
- * What a killed agent of block b left: its wireguard-go (found by its
- * pid file), control socket, device and table. tables: `nft list
+ * What a killed agent of block b left: its wireguard-gos (found by their
+ * pid files), control sockets, devices and tables. tables: `nft list
  * tables`' output. The caller holds b's lock.
  */
 void gp_overlay_sweep(int b, const char *tables);

@@ -81,6 +81,14 @@ void live_request_json(const struct job *job, json_t *req);
 void live_job_json(const struct job *job, json_t *o);
 void live_gpu_json(const struct node *node, int gpu, json_t *o);
 void live_assignment_json(const struct job *job, int part, json_t *o);
+/*
+ * Makes job's gang overlay (when it needs one: each part's WireGuard key
+ * pair and UDP port slot), wiping what an earlier attempt had. At its
+ * assignment, state thread.
+ */
+void live_overlay_keys(struct job *job);
+/* Wipes part's overlay key pair and frees its port slot. */
+void live_overlay_forget(struct job *job, int part);
 /* GET /v1/queue: the queued jobs who may see, in the scheduler's order. */
 /* GET /v1/queue's body, as text, appended to out; GP_ENOMEM. */
 int live_queue_text(const struct token_entry *who, struct gp_buf *out);

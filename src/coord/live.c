@@ -24,12 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "datasets.h"
 #include "state.h"
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
 #include "sched.h"
+#include "wg.h"
 
 #define MASTER_PORT_BASE  29500
 #define MASTER_PORT_RANGE 500
@@ -1141,38 +1144,122 @@ part_addrs(const struct job *job)
 }
 
 /*
- * The gang's overlay, when every part's node joins one (register's
- * "overlay") and one of them needs it (gave no --advertise-addr, or
- * asked for it always): each part's public key and endpoint, its node's
- * address (what it said, else what the coordinator saw) and UDP port.
- * NULL otherwise: the parts are then linked directly (docs/agent.md,
- * "Gangs behind NATs").
+ * 1 when job's gang goes through an overlay: every part's node joins one
+ * (register's "overlay") with an IPv4 address, and one of them needs it
+ * (gave no --advertise-addr, or asked for it always). Otherwise the parts
+ * are linked directly (docs/agent.md, "Gangs behind NATs").
  */
-static json_t *
-part_overlay(const struct job *job)
+static int
+gang_overlay_needed(const struct job *job)
 {
-	json_t *a = json_array();
-	char endpoint[320];
 	int k, needed = 0;
 
+	if (job->nparts <= 1)
+		return 0;
 	for (k = 0; k < job->nparts; k++) {
 		const struct node *n = state_node(job->parts[k].node_id);
 
 		/* (an IPv6 address is not an overlay endpoint yet) */
-		if (n == NULL || n->overlay_key[0] == '\0' ||
-		    n->addr[0] == '\0' || strchr(n->addr, ':') != NULL) {
+		if (n == NULL || n->overlay_port <= 0 || n->addr[0] == '\0' ||
+		    strchr(n->addr, ':') != NULL)
+			return 0;
+		needed |= n->overlay_needed;
+	}
+	return needed;
+}
+
+/*
+ * The lowest port slot of node n (0 .. overlay_ports - 1) that no other
+ * overlay gang part on it holds (its jobs' parts' ov_slot), or -1.
+ */
+static int
+overlay_slot(const struct node *n, const struct job *job, int part)
+{
+	uint8_t used[256];
+	int i, k;
+
+	memset(used, 0, sizeof(used));
+	for (i = 0; i < n->njobs; i++) {
+		const struct job *j = state_job(n->jobs[i]);
+
+		for (k = 0; j != NULL && k < j->nparts; k++)
+			if (j->parts[k].node_id == n->id && !j->parts[k].ended &&
+			    j->parts[k].ov_slot > 0 && (j != job || k != part))
+				used[j->parts[k].ov_slot - 1] = 1;
+	}
+	for (i = 0; i < n->overlay_ports && i < 256; i++)
+		if (!used[i])
+			return i;
+	return -1;
+}
+
+void
+live_overlay_forget(struct job *job, int part)
+{
+	struct job_part *p = &job->parts[part];
+
+	sodium_memzero(p->ov_priv, sizeof(p->ov_priv));
+	sodium_memzero(p->ov_pub, sizeof(p->ov_pub));
+	p->ov_slot = 0;
+}
+
+void
+live_overlay_keys(struct job *job)
+{
+	int k;
+
+	for (k = 0; k < job->nparts; k++)
+		live_overlay_forget(job, k);
+	if (!gang_overlay_needed(job))
+		return;
+	for (k = 0; k < job->nparts; k++) {
+		struct job_part *p = &job->parts[k];
+		const struct node *n = state_node(p->node_id);
+		int slot = overlay_slot(n, job, k);
+
+		if (slot < 0 || gp_wg_keypair(p->ov_priv, p->ov_pub) != 0) {
+			gp_warn("gang overlay: job=%lld part=%d on node=%s: %s: "
+			    "the gang goes without one", (long long)job->id, k,
+			    n->name, slot < 0 ? "all its overlay ports are in "
+			    "use" : "cannot make a key pair");
+			for (k = 0; k < job->nparts; k++)
+				live_overlay_forget(job, k);
+			return;
+		}
+		p->ov_slot = slot + 1;
+	}
+	gp_info("gang overlay keys made job=%lld attempt=%d parts=%d",
+	    (long long)job->id, job->attempts, job->nparts);
+}
+
+/*
+ * The gang's overlay for part: each part's public key and endpoint (its
+ * node's address, what it said or else what the coordinator saw, and its
+ * slot's UDP port). NULL when the gang has none, or its keys are gone (a
+ * coordinator restarted since it was assigned: memory only).
+ */
+static json_t *
+part_overlay(const struct job *job)
+{
+	json_t *a;
+	char endpoint[320];
+	int k;
+
+	if (!gang_overlay_needed(job))
+		return NULL;
+	a = json_array();
+	for (k = 0; k < job->nparts; k++) {
+		const struct job_part *p = &job->parts[k];
+		const struct node *n = state_node(p->node_id);
+
+		if (p->ov_pub[0] == '\0' || p->ov_slot <= 0) {
 			json_decref(a);
 			return NULL;
 		}
 		snprintf(endpoint, sizeof(endpoint), "%s:%d", n->addr,
-		    n->overlay_port);
+		    n->overlay_port + p->ov_slot - 1);
 		json_array_append_new(a, json_pack("{s:s,s:s}", "key",
-		    n->overlay_key, "endpoint", endpoint));
-		needed |= n->overlay_needed;
-	}
-	if (!needed) {
-		json_decref(a);
-		return NULL;
+		    p->ov_pub, "endpoint", endpoint));
 	}
 	return a;
 }
@@ -1201,9 +1288,13 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 	{
 		json_t *overlay = part_overlay(job);
 
-		if (overlay != NULL)
+		/* Its own private key: in its assignment alone. */
+		if (overlay != NULL) {
 			json_object_set_new(json_object_get(o, "gang"),
 			    "overlay", overlay);
+			json_object_set_new(json_object_get(o, "gang"),
+			    "overlay_private_key", json_string(p->ov_priv));
+		}
 	}
 }
 

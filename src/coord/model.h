@@ -100,6 +100,15 @@ struct job_part {
 	 * finished report.
 	 */
 	_Atomic int64_t net_sent, net_received;
+	/*
+	 * Its gang overlay (live.c; docs/agent.md "Gangs behind NATs"): the
+	 * WireGuard key pair made for this part when its gang is assigned
+	 * ("" none; the private key goes to this part's agent alone), and
+	 * its UDP port's slot on its node + 1 (0 none). In memory only,
+	 * never in the store; wiped when the part ends (live_part_ended).
+	 */
+	char ov_priv[48], ov_pub[48];
+	int ov_slot;
 };
 
 struct waiter;
@@ -200,9 +209,12 @@ struct node {
 	char owner_name[GP_NAME_MAX + 1];
 	int64_t group_id;		/* the owner token's group: the lab */
 	char addr[256];			/* where other nodes reach it */
-	/* Its gang overlay (register's "overlay"; "" none): docs/agent.md */
-	char overlay_key[48];		/* WireGuard public key, base64 */
-	int overlay_port;		/* the UDP port it listens on */
+	/*
+	 * Its gang overlay (register's "overlay"; docs/agent.md): its gang
+	 * parts' UDP ports, overlay_port (0: it joins no overlay) and the
+	 * overlay_ports - 1 after it, one per overlay gang part it runs.
+	 */
+	int overlay_port, overlay_ports;
 	/*
 	 * 1 when its gangs need the overlay: it gave no --advertise-addr
 	 * (nothing says other nodes route to it) or its agent asked for the

@@ -299,39 +299,48 @@ addr_valid(const char *a)
 }
 
 /*
- * register's "overlay": {"key": its WireGuard public key, "port": the UDP
- * port it listens on, "always": true when its gangs go through the
- * overlay even with an --advertise-addr (optional)}, from an agent that
- * joins gangs through an overlay (docs/agent.md, "Gangs behind NATs");
- * may be absent.
+ * register's "overlay": {"port": the first of its gang parts' UDP ports,
+ * "ports": how many from there (optional, 1 to 256, default 1; one per
+ * overlay gang part it runs at once), "always": true when its gangs go
+ * through the overlay even with an --advertise-addr (optional), "key":
+ * ignored (an agent older than per-gang keys sent its own)}, from an
+ * agent that joins gangs through an overlay (docs/agent.md, "Gangs behind
+ * NATs"); may be absent. The gangs' keys are the coordinator's (live.c).
  */
 static int
 overlay_decode(json_t *v, struct node *tmp, char *err, size_t errlen)
 {
-	json_t *port, *always;
+	json_t *port, *ports, *always, *key;
 
-	tmp->overlay_key[0] = '\0';
 	tmp->overlay_port = 0;
+	tmp->overlay_ports = 0;
 	tmp->overlay_needed = 0;
 	if (v == NULL)
 		return 0;
 	port = json_object_get(v, "port");
+	ports = json_object_get(v, "ports");
 	always = json_object_get(v, "always");
+	key = json_object_get(v, "key");
 	if (!json_is_object(v) ||
-	    json_object_size(v) != (always != NULL ? 3u : 2u) ||
-	    !gp_wg_key_valid(json_string_value(json_object_get(v, "key"))) ||
+	    json_object_size(v) != 1u + (ports != NULL) + (always != NULL) +
+	    (key != NULL) ||
+	    (key != NULL && !gp_wg_key_valid(json_string_value(key))) ||
 	    !json_is_integer(port) || json_integer_value(port) < 1 ||
-	    json_integer_value(port) > 65535 ||
+	    (ports != NULL && (!json_is_integer(ports) ||
+	    json_integer_value(ports) < 1 || json_integer_value(ports) > 256)) ||
+	    json_integer_value(port) + (ports != NULL ?
+	    json_integer_value(ports) : 1) - 1 > 65535 ||
 	    (always != NULL && !json_is_boolean(always))) {
-		snprintf(err, errlen, "overlay: {\"key\": a WireGuard public "
-		    "key, \"port\": 1 to 65535, \"always\": optional "
-		    "boolean}");
+		snprintf(err, errlen, "overlay: {\"port\": 1 to 65535, "
+		    "\"ports\": optional, 1 to 256 (port + ports - 1 <= "
+		    "65535), \"always\": optional boolean, \"key\": "
+		    "optional, a WireGuard public key (ignored)}");
 		return GP_EINVAL;
 	}
 	tmp->overlay_needed = json_is_true(always);
-	gp_strlcpy(tmp->overlay_key, json_string_value(json_object_get(v,
-	    "key")), sizeof(tmp->overlay_key));
 	tmp->overlay_port = (int)json_integer_value(port);
+	tmp->overlay_ports = ports != NULL ? (int)json_integer_value(ports) :
+	    1;
 	return 0;
 }
 
@@ -533,9 +542,8 @@ apply_register(struct op *op)
 	/* Where other nodes reach it: what it says, else what we see. */
 	gp_strlcpy(node->addr, tmp.addr[0] != '\0' ? tmp.addr : op->peer,
 	    sizeof(node->addr));
-	gp_strlcpy(node->overlay_key, tmp.overlay_key,
-	    sizeof(node->overlay_key));
 	node->overlay_port = tmp.overlay_port;
+	node->overlay_ports = tmp.overlay_ports;
 	/* No --advertise-addr: nothing says other nodes route to it. */
 	node->overlay_needed = tmp.overlay_needed || tmp.addr[0] == '\0';
 	/* Parts on GPUs it no longer has are lost. */

@@ -126,6 +126,8 @@ part_release(struct job *job, int k)
 	}
 	bill_part_end(job, k);
 	p->ended = 1;
+	/* Its overlay key dies with it (its agent drops its own). */
+	live_overlay_forget(job, k);
 }
 
 static void
@@ -376,6 +378,7 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 			rec->more[k - 1].node_id = job->parts[k].node_id;
 	}
 	persist_job(job);
+	live_overlay_keys(job);
 	for (k = 0; k < job->nparts; k++)
 		add_effect(state_node(job->parts[k].node_id),
 		    assignment_json(job, k), NULL);
@@ -758,6 +761,8 @@ job_free(struct job *job)
 		free(job->history[i].more);
 	}
 	free(job->history);
+	for (i = 0; job->parts != NULL && i < job->nparts; i++)
+		live_overlay_forget(job, i);
 	free(job->parts);
 	free(job->signer_keys);
 	json_decref(job->signers);

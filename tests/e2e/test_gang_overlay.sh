@@ -4,18 +4,23 @@
 # (tests/e2e/nat_lib.sh: the two cannot reach each other at all), and one
 # coordinator on "the internet" both reach. The agents give no
 # --advertise-addr, so the coordinator sends their gang its WireGuard
-# overlay (each agent's key, and the address and port it saw the agent
-# at); each agent runs wireguard-go, routes the other part's gang address
-# through it and lets only the gang's pairs cross it. Checked:
+# overlay (a key pair per part made for this gang, each part's public key
+# and the address it saw the agent at with a port of the agent's range,
+# and to each part alone its private key); each agent runs a wireguard-go
+# for its part, routes the other part's gang address through it and lets
+# only the gang's pairs cross it. Checked:
 #   - a gang of two parts does a real torch.distributed rendezvous (Gloo,
 #     all-reduce of a few steps) through the environment the agent gives
 #     (MASTER_ADDR part 0's overlay address), and its traffic crossed the
 #     WireGuard device;
 #   - another job (a second gang, one part on each machine, network lan)
-#     reaches neither part's port, through the overlay or beside it;
-#   - when the gang ends, the device, its wireguard-go and its table are
-#     gone; after `kill -9` of an agent in the middle of a gang, the next
-#     start sweeps what was left.
+#     reaches neither part's port, through the overlay or beside it; its
+#     parts have devices and keys of their own, not the first gang's;
+#   - a part's private key (read from its device) is in no agent's or
+#     coordinator's log, nor in show, show --json or /metrics;
+#   - when the gang ends, its devices, their wireguard-go (and with it
+#     the keys) and their tables are gone; after `kill -9` of an agent in
+#     the middle of a gang, the next start sweeps what was left.
 # GPOV_OVERLAY=off runs the agents with --gang-overlay off: the test must
 # then fail (no rendezvous), which shows that it needs the overlay.
 # GPOV_BREAK=rules opens both machines' forward hooks (the overlay's
@@ -65,19 +70,25 @@ start_machine_agent a "$GPOV_HA" 198.51.100.1
 start_machine_agent b "$GPOV_HB" 203.0.113.1
 wait_node_up a
 wait_node_up b
-# Each agent's overlay device and table are named after its address
-# block (agent/overlay.c): gpw<block>, gpupool_ov_<block>.
-dev_of() { # NAME -> DEV
-	DEV=$(sed -n 's/.*gang overlay ready .*dev=\(gpw[0-9a-f]*\).*/\1/p' \
+# Each local part's overlay device and table (agent/overlay.c):
+# gpw<block><seq>, gpupool_ov_<block>_<seq>, from the agent's log.
+dev_of() { # NAME JOB -> DEV TABLE
+	DEV=$(sed -n "s/.*gang part job=$2 part=[0-9]*: .* through the overlay dev=\(gpw[0-9a-f]*\) .*/\1/p" \
 	    "$T/agent-$1.log" | tail -n1)
+	TABLE=gpupool_ov_${DEV:3:2}_${DEV:5:2}
+}
+wait_dev() { # NAME JOB -> DEV TABLE
+	local deadline=$((SECONDS + WAIT_S))
+	dev_of "$1" "$2"
+	while [ -z "$DEV" ]; do
+		[ $SECONDS -ge $deadline ] && fail "agent $1 linked no part of job $2 through the overlay: $(grep -i overlay "$T/agent-$1.log")"
+		sleep 0.2
+		dev_of "$1" "$2"
+	done
 }
 if [ "${GPOV_OVERLAY:-auto}" != off ]; then
-	dev_of a
-	[ -n "$DEV" ] || fail "agent a readied no overlay: $(grep -i overlay "$T/agent-a.log")"
-	dev_a=$DEV
-	dev_of b
-	[ -n "$DEV" ] || fail "agent b readied no overlay"
-	dev_b=$DEV
+	grep -q "gang overlay ready" "$T/agent-a.log" ||
+	    fail "agent a readied no overlay: $(grep -i overlay "$T/agent-a.log")"
 fi
 
 # The direct way is closed: machine a cannot reach machine b at all.
@@ -141,6 +152,10 @@ for k in 0 1; do
 	log "part $k: $(printf '%s' "$LOG" | tr '\n' ' ')"
 	assert_contains "$LOG" "rank$k allreduce ok total=35" "part $k's all-reduce"
 done
+wait_dev a "$gjob"
+dev_a=$DEV table_a=$TABLE
+wait_dev b "$gjob"
+dev_b=$DEV table_b=$TABLE
 maddr=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\1/p')
 mport=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\2/p')
 case $maddr in
@@ -200,22 +215,55 @@ for k in 0 1; do
 	assert_not_contains "$LOG" "CONNECTION" "part $k's port, from outside the gang"
 done
 
-# The gang's end takes the overlay down (nothing else uses it).
-cli cancel "$gjob"
-wait_final "$gjob" 60
+# Devices per gang: the intruder gang's part had one of its own. No
+# private key in the logs, show, show --json or /metrics.
+dev_of a "$ijob"
+[ -n "$DEV" ] || fail "the intruder gang's part on machine a had no overlay device"
+[ "$DEV" != "$dev_a" ] || fail "two gangs on one device: $DEV"
+privs='' pubs=''
 for m in a b; do
 	ns=$GPOV_HA dev=$dev_a
 	[ $m = b ] && ns=$GPOV_HB dev=$dev_b
+	priv=$(nsenter --net="/run/netns/$ns" wg show "$dev" private-key)
+	pub=$(nsenter --net="/run/netns/$ns" wg show "$dev" public-key)
+	[ -n "$priv" ] || fail "machine $m: no private key on $dev"
+	privs="$privs $priv" pubs="$pubs $pub"
+	for f in "$T"/agent-*.log "$COORD_LOG"; do
+		assert_not_contains "$(cat "$f")" "$priv" "$(basename "$f")"
+	done
+	for j in "$gjob" "$ijob"; do
+		cli show "$j"
+		assert_not_contains "$CLI_OUT" "$priv" "show $j"
+		cli show --json "$j"
+		assert_not_contains "$CLI_OUT" "$priv" "show --json $j"
+	done
+	api_expect 200 "$ADMIN_TOKEN" GET /metrics
+	assert_not_contains "$API_BODY" "$priv" "/metrics"
+done
+
+# The gang's end takes its devices down, and their keys with their
+# wireguard-go (the other agents' spares stay).
+cli cancel "$gjob"
+wait_final "$gjob" 60
+for m in a b; do
+	ns=$GPOV_HA dev=$dev_a table=$table_a
+	[ $m = b ] && ns=$GPOV_HB dev=$dev_b table=$table_b
 	deadline=$((SECONDS + WAIT_S))
 	while nsenter --net="/run/netns/$ns" ip link show "$dev" >/dev/null 2>&1 ||
-	    nsenter --net="/run/netns/$ns" nft list tables | grep -q "gpupool_ov_"; do
+	    nsenter --net="/run/netns/$ns" nft list tables | grep -q "$table\$"; do
 		[ $SECONDS -ge $deadline ] && fail "machine $m: the overlay outlived the gang: $(nsenter --net="/run/netns/$ns" ip link show "$dev" 2>&1)"
 		sleep 0.2
 	done
 	grep -q "gang overlay stopped dev=$dev" "$T/agent-$m.log" ||
 	    fail "agent $m did not stop its wireguard-go"
+	pgrep -f "wireguard-go -f $dev\$" >/dev/null &&
+	    fail "machine $m: the gang's wireguard-go (and its key) outlived it"
+	for priv in $privs; do
+		assert_not_contains "$(nsenter --net="/run/netns/$ns" wg show all private-key 2>&1)" \
+		    "$priv" "machine $m's devices after the gang"
+	done
+	[ -e "/var/run/wireguard/$dev.sock" ] && fail "wireguard-go's socket is left"
 done
-[ -e "/var/run/wireguard/$dev_a.sock" ] && fail "wireguard-go's socket is left"
 
 # kill -9 of agent a while a gang holds the overlay: its wireguard-go
 # goes with it, and the next start sweeps the table it left.
@@ -227,6 +275,12 @@ until nsenter --net="/run/netns/$GPOV_HA" nft list tables | grep -q "gpupool_ov_
 	[ $SECONDS -ge $deadline ] && fail "no overlay table for the second gang"
 	sleep 0.2
 done
+wait_dev a "$g2"
+dev_a=$DEV
+# a gang of its own, keys of its own
+pub=$(nsenter --net="/run/netns/$GPOV_HA" wg show "$dev_a" public-key)
+[ -n "$pub" ] || fail "the second gang's device has no key"
+assert_not_contains "$pubs" "$pub" "the first gang's public keys"
 kill9_agent a
 cli cancel "$g2"
 start_machine_agent a "$GPOV_HA" 198.51.100.1

@@ -217,21 +217,34 @@ TEST(assignment_overlay)
 	    "\"master_addr\":\"h\",\"master_port\":1}}]}", &a), 0);
 	CHECK(a.assignments[0].overlay_peers == NULL);
 	gp_poll_answer_fini(&a);
-	CHECK_EQ(decode("{\"assignments\":[{\"job_id\":4,\"attempt\":1,"
-	    "\"command\":[\"x\"],\"gang\":{\"part\":1,\"parts\":3,"
-	    "\"master_addr\":\"h\",\"master_port\":1,\"overlay\":["
-	    "{\"key\":\"9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=\",\"endpoint\":\"198.51.100.2:51820\"},"
-	    "null,{\"key\":\"uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc=\",\"endpoint\":\"203.0.113.2:51821\","
-	    "\"later\":1}]}}]}", &a), 0);
+	/* part 0's own private key goes with it (of its entry's key) */
+#define OV_PEERS "\"overlay\":[" \
+	    "{\"key\":\"OU8LLPJ3GlDMY2YI6FgeY505atiVsbub+JbpaguRp2E=\",\"endpoint\":\"198.51.100.2:51820\"}," \
+	    "null,{\"key\":\"uFkjxn3mdIyhaH7LqJB6QkSZ+OxeO8qKijgBTj5G5Wc=\",\"endpoint\":\"203.0.113.2:51821\"," \
+	    "\"later\":1}]"
+#define OV_HEAD "{\"assignments\":[{\"job_id\":4,\"attempt\":1," \
+	    "\"command\":[\"x\"],\"gang\":{\"part\":0,\"parts\":3," \
+	    "\"master_addr\":\"h\",\"master_port\":1,"
+	CHECK_EQ(decode(OV_HEAD OV_PEERS ",\"overlay_private_key\":"
+	    "\"YMUveLusxSLq/8Rrdk3/I2JXtBcXuXcxytcJshXcmE8=\"}}]}", &a), 0);
 	CHECK_EQ(a.nassignments, 1);
 	CHECK(a.assignments[0].overlay_peers != NULL);
-	CHECK_STR(a.assignments[0].overlay_peers[0].key, "9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=");
+	CHECK_STR(a.assignments[0].overlay_peers[0].key, "OU8LLPJ3GlDMY2YI6FgeY505atiVsbub+JbpaguRp2E=");
 	CHECK_STR(a.assignments[0].overlay_peers[0].endpoint,
 	    "198.51.100.2:51820");
 	CHECK_STR(a.assignments[0].overlay_peers[1].key, "");
 	CHECK_STR(a.assignments[0].overlay_peers[2].endpoint,
 	    "203.0.113.2:51821");
+	CHECK_STR(a.assignments[0].overlay_priv, "YMUveLusxSLq/8Rrdk3/I2JXtBcXuXcxytcJshXcmE8=");
 	gp_poll_answer_fini(&a);
+	/* no private key, or not the part's own: refused */
+	CHECK(decode(OV_HEAD OV_PEERS "}}]}", &a) != 0);
+	gp_poll_answer_fini(&a);
+	CHECK(decode(OV_HEAD OV_PEERS ",\"overlay_private_key\":"
+	    "\"9eepCSsn2Gk9Yk8ZexzFLYWW7Blv3meT4KQsLxO2AAw=\"}}]}", &a) != 0);
+	gp_poll_answer_fini(&a);
+#undef OV_HEAD
+#undef OV_PEERS
 }
 
 TEST(assignment_bad)
