@@ -142,7 +142,7 @@ relay_tls_take(struct MHD_Connection *conn, const char *head, size_t len,
 			continue;
 		}
 		if (n == 0 || errno != EAGAIN || gp_mono_ms() >= deadline) {
-			gp_info("relay: a stream's answer not written: %s",
+			gp_info("relay: stream answer not written why=%s",
 			    n < 0 && errno != EAGAIN ? strerror(errno) :
 			    "timed out");
 			free(t);
