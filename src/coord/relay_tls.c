@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +122,7 @@ relay_tls_take(struct MHD_Connection *conn, const char *head, size_t len,
 	struct relay_tls *t;
 	int64_t deadline = gp_mono_ms() + HEAD_WRITE_MS;
 	size_t sent = 0;
+	int one = 1;
 
 	*fd = -1;
 	ti = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -132,6 +135,8 @@ relay_tls_take(struct MHD_Connection *conn, const char *head, size_t len,
 	t->conn = conn;
 	t->session = (gnutls_session_t)ti->tls_session;
 	t->fd = fi->connect_fd;
+	/* Frames go as they come (keystrokes): no Nagle wait for an ACK. */
+	(void)setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* The 101, at once: a fresh connection's buffers take it. */
 	while (sent < len) {
 		struct pollfd p = {.fd = t->fd, .events = POLLOUT};
