@@ -39,13 +39,22 @@ tls_errno(ssize_t n)
 ssize_t
 relay_tls_recv(struct relay_tls *t, void *buf, size_t cap)
 {
-	ssize_t n = gnutls_record_recv(t->session, buf, cap);
+	ssize_t n = gnutls_record_recv(t->session, buf, cap), more;
+	int records = 1;
 
-	if (n >= 0)
-		return n;
 	if (n == GNUTLS_E_PREMATURE_TERMINATION)
 		return 0; /* closed without close_notify: an end all the same */
-	return tls_errno(n);
+	if (n < 0)
+		return tls_errno(n);
+	/* One record a call: take what else came, as read(2) would. */
+	while (n > 0 && (size_t)n < cap && records++ < 4) {
+		more = gnutls_record_recv(t->session, (char *)buf + n,
+		    cap - (size_t)n);
+		if (more <= 0)
+			break; /* AGAIN, or the end: the next call sees it again */
+		n += more;
+	}
+	return n;
 }
 
 /*
