@@ -11,24 +11,31 @@
 #  - sessions_rss_kib_per_session: the coordinator's RSS growth per open
 #    session with 200 `exec` sessions open into one job;
 #  - dispatch_ms_p50 idle / with 200 sessions: submit to running of 20
-#    jobs on a second node.
+#    jobs on a second node, by two clocks (see dispatch below), and the
+#    CPU time and context switches of the coordinator and the agents
+#    over 5 idle seconds with and without the sessions.
 # Usage: BUILD=build bench/interactive.sh
+# SECTIONS=3 (any of 1, 2, 3; default all): only those parts.
+# SESSIONS=N (200): how many sessions; NJOBS=N (20): jobs dispatched.
+# SAME_NODE=1: one agent, the dispatched jobs beside the sessions.
 set -u
 cd "$(dirname "$0")/.."
-export GPUPOOL_BIN="$PWD/${BUILD:-build}/gpupool"
+export GPUPOOL_BIN="${GPUPOOL_BIN:-$PWD/${BUILD:-build}/gpupool}"
 export E2E_TMPDIR=/var/tmp
 . tests/e2e/lib.sh
 
 start_coordinator --streams-per-job 512 --streams-per-user 1024
 start_agent alpha 2
-start_agent beta 1
 wait_node_up alpha
-wait_node_up beta
+if [ "${SAME_NODE:-0}" != 1 ]; then
+	start_agent beta 1
+	wait_node_up beta
+fi
 mk_token user bench
 export GPUPOOL_TOKEN=$TOKEN
 
 # 1. shell to prompt, and the keystroke round trip
-$PY - "$GP" <<'PY'
+case ${SECTIONS:-123} in *1*) ;; *) false ;; esac && $PY - "$GP" <<'PY'
 import os, pty, select, sys, time, statistics, subprocess
 gp = sys.argv[1]
 def read_until(fd, needle, timeout=30):
@@ -111,6 +118,7 @@ subprocess.run([gp, "cancel", job], capture_output=True)
 PY
 
 # 2. one forwarded stream's throughput
+case ${SECTIONS:-123} in *2*) ;; *) false ;; esac && {
 submit --gpus 1 -- python3 -c '
 import socket, os
 blob = os.urandom(1 << 20)
@@ -142,14 +150,52 @@ print("forward_bytes %d bytes" % n)
 print("forward_mb_s %.1f MB/s" % (n / dt / 1e6))
 PY
 cli cancel "$fj"
+}
 
+case ${SECTIONS:-123} in *3*) ;; *) exit 0 ;; esac
 # 3. 200 sessions: the coordinator's memory, and dispatch latency
-submit --gpus 1 -- sleep 600
+if [ "${SAME_NODE:-0}" = 1 ]; then
+	submit --gpus 1 -- sleep 600
+else
+	submit --gpus 2 -- sleep 600
+fi
 sj=$JOB
 wait_state "$sj" running
-dispatch() { # prints submit-to-running ms of 20 jobs on beta, p50
-	local i t0 j ms=()
-	for i in $(seq 20); do
+sj_node=$(job_get "$sj" 'd.get("node")')
+# CPU seconds (user+system, all threads) and context switches of a process.
+cpu_of() { # PID: "ticks switches"
+	local t=0 c=0 f
+	[ -n "$1" ] && [ -d "/proc/$1" ] || { echo "0 0"; return; }
+	t=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0)
+	for f in /proc/"$1"/task/*/status; do
+		c=$((c + $(awk '/ctxt_switches/ {s += $2} END {print s + 0}' "$f" 2>/dev/null || echo 0)))
+	done
+	echo "$t $c"
+}
+quiet_window() { # LABEL: what the coordinator and the agents do, 5 s idle
+	local a0 b0 c0 a1 b1 c1
+	a0=$(cpu_of "${AGENT_PID[alpha]}") b0=$(cpu_of "${AGENT_PID[beta]:-}")
+	c0=$(cpu_of "$COORD_PID")
+	sleep 5
+	a1=$(cpu_of "${AGENT_PID[alpha]}") b1=$(cpu_of "${AGENT_PID[beta]:-}")
+	c1=$(cpu_of "$COORD_PID")
+	set -- $a0 $a1 $b0 $b1 $c0 $c1
+	echo "idle_5s_$LABEL agent_alpha_cpu_ms $((($3 - $1) * 10)) switches $(($4 - $2)) agent_beta_cpu_ms $((($7 - $5) * 10)) switches $(($8 - $6)) coordinator_cpu_ms $(((${11} - $9) * 10)) switches $((${12} - ${10}))"
+}
+# Dispatch of NJOBS (20) jobs, one at a time, on the node that is not the
+# sessions' (beta: the sessions' job takes both of alpha's GPUs;
+# SAME_NODE=1: no beta, the jobs run beside the sessions). Two clocks:
+#  - harness: from `gpupool submit`'s start until a `GET /v1/jobs/J`
+#    (curl and a python3 JSON parse, every 5 ms) says running: the
+#    figure's first definition, mostly process start-up of the tools;
+#  - started: the coordinator's own records, submitted_at (the
+#    submission committed) to started_at (the agent's report that the
+#    job's process runs): scheduling, the poll's wake, the agent
+#    starting the job (its sandbox, its network) and its report.
+# Prints "harness_p50 started_p50 started_p90 nodes".
+dispatch() {
+	local i t0 j ms=() st=() where=""
+	for i in $(seq "${NJOBS:-20}"); do
 		t0=$(date +%s%N)
 		submit --gpus 1 -- true
 		j=$JOB
@@ -157,26 +203,67 @@ dispatch() { # prints submit-to-running ms of 20 jobs on beta, p50
 			case $(job_state "$j") in running | succeeded) break ;; esac
 			sleep 0.005
 		done
-		ms+=($(( ($(date +%s%N) - t0) / 1000000 )))
+		ms+=($((($(date +%s%N) - t0) / 1000000)))
 		wait_final "$j"
+		api "$ADMIN_TOKEN" GET "/v1/jobs/$j"
+		st+=($(printf '%s' "$API_BODY" | $PY -c '
+import json, sys, datetime
+d = json.load(sys.stdin)
+f = lambda s: datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ")
+print(round((f(d["started_at"]) - f(d["submitted_at"])).total_seconds() * 1000))'))
+		where="$where$(job_get "$j" 'd.get("node")' | cut -c1)"
 	done
-	printf '%s\n' "${ms[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+	echo "$(printf '%s\n' "${ms[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') $(printf '%s\n' "${st[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[int(NR*0.9)]}') $where"
+	echo "raw harness ${ms[*]} started ${st[*]}" >&2
 }
+# What one look of the harness costs by itself (curl and python3 start).
+look=()
+for i in $(seq 10); do
+	t0=$(date +%s%N)
+	job_state "$sj" >/dev/null
+	look+=($((($(date +%s%N) - t0) / 1000000)))
+done
+echo "harness_one_state_look_ms_p50 $(printf '%s\n' "${look[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') ms"
+LABEL=0_sessions quiet_window
 d_idle=$(dispatch)
 rss0=$(awk '/^VmRSS:/ {print $2}' /proc/$COORD_PID/status)
-for i in $(seq 200); do
+arss0=$(awk '/^VmRSS:/ {print $2}' /proc/${AGENT_PID[alpha]}/status)
+for i in $(seq "${SESSIONS:-200}"); do
 	"$GP" exec "$sj" -- sleep 300 </dev/null >/dev/null 2>&1 &
 	STARTED_PIDS+=("$!")
 done
-deadline=$((SECONDS + 120))
-until [ "$(job_get "$sj" 'd.get("sessions", 0)')" = 200 ]; do
+deadline=$((SECONDS + 300))
+until [ "$(job_get "$sj" 'd.get("sessions", 0)')" = "${SESSIONS:-200}" ]; do
 	[ $SECONDS -ge $deadline ] && { echo "only $(job_get "$sj" 'd.get("sessions", 0)') sessions" >&2; break; }
-	sleep 0.5
+	sleep 0.2
 done
+t_coord=$(date +%s%N)
+# The agent has the streams when its log says each one started: until
+# then it is still forking nsenter for the last ones (the first version
+# of this bench dispatched from the coordinator's count on).
+until [ "$(grep -c 'stream started' "$T/agent-alpha.log")" -ge "${SESSIONS:-200}" ]; do
+	[ $SECONDS -ge $deadline ] && break
+	sleep 0.05
+done
+echo "sessions_agent_lag_ms $((($(date +%s%N) - t_coord) / 1000000)) ms (the coordinator counts them all, then the agent has started them all)"
 rss1=$(awk '/^VmRSS:/ {print $2}' /proc/$COORD_PID/status)
-echo "sessions_open $(job_get "$sj" 'd.get("sessions", 0)') sessions"
-echo "sessions_rss_kib_per_session $(( (rss1 - rss0) / 200 )) KiB"
+arss1=$(awk '/^VmRSS:/ {print $2}' /proc/${AGENT_PID[alpha]}/status)
+nopen=$(job_get "$sj" 'd.get("sessions", 0)')
+echo "sessions_open $nopen sessions (on $sj_node)"
+echo "sessions_rss_kib_per_session $(( (rss1 - rss0) / (nopen > 0 ? nopen : 1) )) KiB"
+echo "agent_rss_kib_per_session $(( (arss1 - arss0) / (nopen > 0 ? nopen : 1) )) KiB"
+echo "agent_threads $(ls /proc/${AGENT_PID[alpha]}/task | wc -l)"
+LABEL=${SESSIONS:-200}_sessions quiet_window
 d_busy=$(dispatch)
-echo "dispatch_ms_p50_idle $d_idle ms"
-echo "dispatch_ms_p50_200_sessions $d_busy ms"
+# Then without them again: the order (idle first) is not the cause.
+kill "${STARTED_PIDS[@]: -${SESSIONS:-200}}" 2>/dev/null
+deadline=$((SECONDS + 60))
+until [ "$(job_get "$sj" 'd.get("sessions", 0)')" = 0 ]; do
+	[ $SECONDS -ge $deadline ] && break
+	sleep 0.2
+done
+d_after=$(dispatch)
+echo "dispatch_ms_p50_idle $d_idle (harness p50, started p50 p90, nodes)"
+echo "dispatch_ms_p50_200_sessions $d_busy (harness p50, started p50 p90, nodes)"
+echo "dispatch_ms_p50_idle_after $d_after (harness p50, started p50 p90, nodes)"
 echo "load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -10,7 +10,7 @@
 # and tests/e2e/lib.sh; no side effects.
 
 # The words (requirement_present says what each one means).
-REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft wireguard torch traces dnsmasq sshd tmux postgresql"
+REQUIREMENTS="root busybox oci-runtime crun runc cgroup-v1 cgroup-writable netns plain-build cuda-headers unshare python3 openssl nft wireguard torch traces dnsmasq pasta sshd tmux postgresql"
 
 # requirement_present WORD: 0 when this machine has it, 1 when not, 2 for
 # a word that is not one of REQUIREMENTS.
@@ -46,6 +46,8 @@ requirement_present() {
 		[ -f "${CUDA_INC:-/usr/local/cuda/include}/cuda.h" ] ;;
 	dnsmasq) # Debian's dnsmasq-base: the agent's DNS relay for jobs
 		[ -x /usr/sbin/dnsmasq ] ;;
+	pasta) # Debian's passt: a non-root agent's job networks
+		[ -x /usr/bin/pasta ] ;;
 	unshare | python3 | openssl | nft) # commands the tests run themselves
 		command -v "$1" >/dev/null 2>&1 ;;
 	sshd) # OpenSSH's server and client, and nss_wrapper (a job's sshd

@@ -64,12 +64,16 @@
   // X-Gpupool-Leader. The dashboard then goes to the leader's own
   // dashboard (the token stays in this origin's session: sign in there);
   // a leader naming itself is still loading: the next refresh retries.
-  // Each coordinator it went through is carried along (?peers=, origins
-  // only, never a token) and kept in this tab's session: when the one it
-  // shows stops answering (the leader died), it goes to one of those,
-  // saying which one was down (?down=), so that one is not followed back
-  // to while the others still name it.
-  const PEERS_KEY = 'gpupool.peers', DOWN_KEY = 'gpupool.down';
+  // The pool's coordinators come from the coordinator itself (GET
+  // /v1/coordinators: those the pool's database lists, each by the URL it
+  // advertises), asked once signed in and every COORDS_MS, and kept in
+  // this tab's session: when the one it shows stops answering (the leader
+  // died), it goes to another of those, saying which one was down
+  // (?down=), so that one is not followed back to while the others still
+  // name it. Never to one the page's address names: a link's ?peers= (as
+  // older dashboards carried) could send the tab to any site.
+  const COORDS_KEY = 'gpupool.coordinators', DOWN_KEY = 'gpupool.down';
+  const COORDS_MS = 15000;  // how often the list is asked again
   const DOWN_MS = 60000;    // how long a coordinator that died is not followed
   const UNREACHABLE = 2;    // failed calls in a row before going elsewhere
   let goingToLeader = false;
@@ -81,9 +85,10 @@
       return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : null;
     } catch (e) { return null; }
   }
+  // The other coordinators the pool listed (origins).
   function peers() {
     try {
-      const p = JSON.parse(sessionStorage.getItem(PEERS_KEY) || '[]');
+      const p = JSON.parse(sessionStorage.getItem(COORDS_KEY) || '[]');
       return Array.isArray(p) ? p.filter((o) => httpOrigin(o) === o && o !== location.origin) : [];
     } catch (e) { return []; }
   }
@@ -93,28 +98,37 @@
       return d && typeof d.origin === 'string' && d.until > Date.now() ? d.origin : null;
     } catch (e) { return null; }
   }
-  // What the coordinator that sent us here said (then dropped from the URL).
+  // Which coordinator the one that sent us here found down (not
+  // followed for DOWN_MS; nothing is ever gone to from the address), then
+  // the query is dropped from the URL.
   (() => {
     const q = new URLSearchParams(location.search);
     if (!q.has('peers') && !q.has('down')) return;
-    const known = new Set(peers());
-    for (const p of (q.get('peers') || '').split(',')) {
-      const o = httpOrigin(p);
-      if (o && o !== location.origin) known.add(o);
-    }
-    sessionStorage.setItem(PEERS_KEY, JSON.stringify([...known]));
     const down = httpOrigin(q.get('down') || '');
     if (down) sessionStorage.setItem(DOWN_KEY, JSON.stringify({ origin: down, until: Date.now() + DOWN_MS }));
     history.replaceState(null, '', location.pathname + location.hash);
   })();
 
-  // Goes to ORIGIN's dashboard, the same page, telling it the peers.
+  // Asks the coordinator for the pool's coordinators (signed in).
+  let coordsAsked = 0;
+  async function askCoordinators() {
+    if (!token() || Date.now() - coordsAsked < COORDS_MS / 2) return;
+    coordsAsked = Date.now();
+    try {
+      const r = await api('/v1/coordinators');
+      const list = ((r && r.coordinators) || []).map((c) => httpOrigin(c.url)).filter((o) => o);
+      sessionStorage.setItem(COORDS_KEY, JSON.stringify([...new Set(list)]));
+    } catch (e) { /* kept as it was; asked again later */ }
+  }
+  setInterval(askCoordinators, COORDS_MS);
+
+  // Goes to ORIGIN's dashboard (one the pool listed, or the leader a
+  // standby named), the same page, saying which one was down.
   function goTo(origin, why, down) {
     goingToLeader = true;
     setStatus(why, true);
-    const q = new URLSearchParams({ peers: [location.origin, ...peers()].join(',') });
-    if (down) q.set('down', down);
-    setTimeout(() => location.assign(origin + location.pathname + '?' + q + location.hash), 1500);
+    const q = down ? '?' + new URLSearchParams({ down }) : '';
+    setTimeout(() => location.assign(origin + location.pathname + q + location.hash), 1500);
   }
 
   function followLeader(leader) {
@@ -128,7 +142,7 @@
   }
 
   // This coordinator did not answer (a network error): after UNREACHABLE
-  // in a row, to another one this tab has seen.
+  // in a row, to another one the pool listed.
   function unreachableNow() {
     const next = peers().find((o) => o !== downOrigin());
     if (++unreachable < UNREACHABLE || !next || goingToLeader) return;
@@ -915,6 +929,7 @@
     }
     nav.hidden = false;
     who.hidden = false;
+    askCoordinators();
     document.getElementById('who-name').textContent = `${me.name} (${me.role})`;
     // A coordinator started with --insecure beyond loopback: say it, always.
     if (me.insecure && !document.getElementById('insecure')) {

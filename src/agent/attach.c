@@ -25,7 +25,10 @@
  *
  * It pumps frames both ways with bounded buffers (a slow side stops the
  * other) and ends with the exit code (EXIT), or ERROR. The coordinator's
- * leg closing kills what the stream started.
+ * leg closing kills what the stream started. An idle stream's thread
+ * sleeps in poll(2) without a timeout: it wakes for bytes, for its
+ * command's exit (a pidfd) and for a notice (an eventfd), never on a
+ * clock, so open sessions cost the agent no CPU while they are quiet.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -41,9 +44,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -82,11 +87,13 @@ struct pump {
 	int to_fd;		/* stdin / the pty / the socket */
 	int from_fd[2];		/* stdout, stderr (-1: closed or none) */
 	pid_t pid;		/* exec, pty: nsenter's pid (its group's) */
+	int pidfd;		/* readable when pid exits (-1: none) */
 	int exited, status;
 	int broken;		/* the coordinator's leg is gone */
 	/* The owner's reclaim: a notice to send (under notice_lock). */
 	char notice[256];
 	int has_notice;
+	int notice_fd;		/* an eventfd: a notice waits */
 };
 
 /*
@@ -727,6 +734,10 @@ start_process(struct pump *p, const struct gp_exec_enter *e,
 	if (cg >= 0)
 		close(cg);
 	p->pid = pid;
+	/* Its exit wakes the pump (Linux 5.3); without, it is polled for. */
+	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (p->pidfd >= 0)
+		fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
 	if (what->tty) {
 		close(slave);
 		p->to_fd = master;
@@ -883,11 +894,61 @@ reap(struct pump *p, int block)
 	return p->exited;
 }
 
+/*
+ * The poll set of the pump: the coordinator's leg, the job's outputs
+ * while a frame of them has room, its input while bytes wait for it,
+ * the command's exit once its outputs are closed, a notice. Returns
+ * the count; idx[] gets each slot's index in pf or -1.
+ */
+enum { PF_UP, PF_OUT, PF_ERR, PF_IN, PF_EXIT, PF_NOTICE, PF_N };
+
+static nfds_t
+pump_pollset(struct pump *p, struct pollfd *pf, int *idx, int out_open)
+{
+	int room = sizeof(p->out) - (p->out_end - p->out_start) >=
+	    GP_FRAME_HEADER + LOCAL_BUF;
+	nfds_t n = 0;
+	int i;
+
+	for (i = 0; i < PF_N; i++)
+		idx[i] = -1;
+	idx[PF_UP] = (int)n;
+	pf[n].fd = p->upfd;
+	pf[n++].events = (p->out_start < p->out_end ? POLLOUT : 0) |
+	    (p->in_start == p->in_end ? POLLIN : 0);
+	/* Output only while a frame of it fits: a slow client stops it. */
+	for (i = 0; i < 2; i++)
+		if (p->from_fd[i] >= 0 && room) {
+			idx[PF_OUT + i] = (int)n;
+			pf[n].fd = p->from_fd[i];
+			pf[n++].events = POLLIN;
+		}
+	if (p->in_start < p->in_end && p->to_fd >= 0) {
+		idx[PF_IN] = (int)n;
+		pf[n].fd = p->to_fd;
+		pf[n++].events = POLLOUT;
+	}
+	if (!out_open && p->kind != GP_STREAM_TCP && p->pidfd >= 0) {
+		idx[PF_EXIT] = (int)n;
+		pf[n].fd = p->pidfd;
+		pf[n++].events = POLLIN;
+	}
+	if (p->notice_fd >= 0) {
+		idx[PF_NOTICE] = (int)n;
+		pf[n].fd = p->notice_fd;
+		pf[n++].events = POLLIN;
+	}
+	for (i = 0; i < (int)n; i++)
+		pf[i].revents = 0;
+	return n;
+}
+
 static void
 pump_loop(struct pump *p)
 {
-	struct pollfd pf[4];
-	int n, i, rc, out_open;
+	struct pollfd pf[PF_N];
+	int idx[PF_N], i, rc, out_open, timeout;
+	nfds_t n;
 
 	for (;;) {
 		long got;
@@ -908,29 +969,41 @@ pump_loop(struct pump *p)
 				return; /* both directions ended */
 		} else if (!out_open && reap(p, 0))
 			return;
-		n = 0;
-		pf[n].fd = p->upfd;
-		pf[n].events = (p->out_start < p->out_end ? POLLOUT : 0) |
-		    (p->in_start == p->in_end ? POLLIN : 0);
-		pf[n++].revents = 0;
-		for (i = 0; i < 2; i++) {
-			pf[n].fd = p->from_fd[i] >= 0 ? p->from_fd[i] : -1;
-			pf[n].events = POLLIN;
-			pf[n++].revents = 0;
-		}
-		pf[n].fd = p->in_start < p->in_end && p->to_fd >= 0 ?
-		    p->to_fd : -1;
-		pf[n].events = POLLOUT;
-		pf[n++].revents = 0;
-		/* TLS may hold bytes the socket does not show. */
-		rc = poll(pf, (nfds_t)n, gp_http_upgraded_pending(p->up) ? 0 :
-		    !out_open && p->kind != GP_STREAM_TCP ? 100 : 1000);
+		n = pump_pollset(p, pf, idx, out_open);
+		/*
+		 * No clock: every wake-up is an event. TLS may hold bytes the
+		 * socket does not show (read them now if there is room); a
+		 * command whose exit no pidfd tells is polled for.
+		 */
+		timeout = -1;
+		if (gp_http_upgraded_pending(p->up) && p->in_start == p->in_end)
+			timeout = 0;
+		else if (!out_open && p->kind != GP_STREAM_TCP &&
+		    p->pidfd < 0)
+			timeout = 100;
+		rc = poll(pf, n, timeout);
 		if (rc < 0 && errno != EINTR)
 			return;
-		if (pf[3].revents != 0)
+		/*
+		 * The coordinator's leg reset while the job's input is full
+		 * (its socket is not read then): it would report the reset at
+		 * once forever; the stream is over.
+		 */
+		if ((pf[idx[PF_UP]].revents & (POLLERR | POLLHUP)) != 0 &&
+		    p->in_start < p->in_end) {
+			p->broken = 1;
+			return;
+		}
+		if (idx[PF_NOTICE] >= 0 && pf[idx[PF_NOTICE]].revents != 0) {
+			uint64_t v;
+			if (read(p->notice_fd, &v, sizeof(v)) < 0)
+				(void)0; /* EAGAIN: another read took it */
+		}
+		if (idx[PF_IN] >= 0 && pf[idx[PF_IN]].revents != 0)
 			write_in(p);
 		for (i = 0; i < 2; i++)
-			if (pf[1 + i].revents != 0)
+			if (idx[PF_OUT + i] >= 0 &&
+			    pf[idx[PF_OUT + i]].revents != 0)
 				read_from(p, i);
 		/* Frames from the client, one at a time, while in is empty. */
 		while (p->in_start == p->in_end && !p->broken) {
@@ -1017,6 +1090,8 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return;
 	p->to_fd = p->from_fd[0] = p->from_fd[1] = -1;
+	p->pidfd = -1;
+	p->notice_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	gp_frame_reader_init(&p->rd);
 	http = gp_http_client_new(ag->url, ag->token, ag->ca_file);
 	if (http == NULL)
@@ -1119,6 +1194,10 @@ out:
 	for (ret = 0; ret < 2; ret++)
 		if (p->from_fd[ret] >= 0 && p->from_fd[ret] != p->to_fd)
 			close(p->from_fd[ret]);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	if (p->notice_fd >= 0)
+		close(p->notice_fd);
 	if (have_enter)
 		gp_exec_enter_fini(&e);
 	gp_stream_open_fini(&open);
@@ -1143,6 +1222,9 @@ gp_attach_reclaim_notice(void *arg, const struct gp_attempt_id *id,
 		    "%lld ends in %lld s\r\n", reason, (long long)id->job_id,
 		    (long long)grace_s);
 		l->p->has_notice = 1;
+		if (l->p->notice_fd >= 0 && write(l->p->notice_fd,
+		    &(uint64_t){1}, sizeof(uint64_t)) < 0)
+			gp_debug("stream notice: %s", strerror(errno));
 	}
 	pthread_mutex_unlock(&notice_lock);
 }
@@ -1152,6 +1234,8 @@ attach_main(void *arg)
 {
 	struct attach *a = arg;
 
+	/* Named for ps and for tests that count an idle stream's wake-ups. */
+	pthread_setname_np(pthread_self(), "gp-stream");
 	run_stream(a->ag, &a->req);
 	free(a);
 	return NULL;

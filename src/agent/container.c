@@ -545,6 +545,14 @@ container_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	oc.nmounts = a->nmounts;
 	oc.edits = &cj->edits;
 	oc.new_net = x->cfg->net != NULL && x->net.ns_fd < 0;
+	/* Never the agent's network, never less isolation than asked. */
+	if (x->net.pasta_wanted) {
+		snprintf(err, errlen, "network %s: an agent that is not root "
+		    "gives pasta to plain jobs only; a container job here "
+		    "may ask for --network none",
+		    gp_net_policy_name(x->net.policy));
+		return GP_EPERM;
+	}
 	if ((ret = gp_oci_config_build(&oc, &cfg, err, errlen)) != 0)
 		return ret;
 	text = json_dumps(cfg, JSON_COMPACT);

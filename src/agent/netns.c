@@ -33,6 +33,8 @@
 
 #include "agent/netns.h"
 #include "agent/overlay.h"
+#include "agent/netns_pasta.h"
+#include "agent/netns6.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -75,6 +77,10 @@ struct gp_net {
 	char dns_addr[20];
 	char resolv_conf[64];
 	struct gp_overlay *overlay;	/* gangs across NATs; not owned */
+	/* A non-root agent's: pasta for its jobs (NULL: loopback only). */
+	struct gp_pasta *pasta;
+	char pasta_why[512];
+	int ipv6;		/* jobs get IPv6 too (netns6.h) */
 };
 
 const char *
@@ -549,6 +555,50 @@ addr_add_len(struct mnl_socket *nl, unsigned int *seq, int ifindex,
 	return nl_talk(nl, seq, nlh);
 }
 
+/* An IPv6 address of a /127 on ifindex, usable at once (no DAD). */
+static int
+addr6_add(struct mnl_socket *nl, unsigned int *seq, int ifindex,
+    const struct in6_addr *addr)
+{
+	char buf[512];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct ifaddrmsg *ifa;
+
+	nlh->nlmsg_type = RTM_NEWADDR;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_INET6;
+	ifa->ifa_prefixlen = 127;
+	ifa->ifa_flags = IFA_F_NODAD;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = (unsigned int)ifindex;
+	mnl_attr_put(nlh, IFA_LOCAL, sizeof(*addr), addr);
+	mnl_attr_put(nlh, IFA_ADDRESS, sizeof(*addr), addr);
+	return nl_talk(nl, seq, nlh);
+}
+
+/* The IPv6 default route through gateway on ifindex. */
+static int
+route6_default(struct mnl_socket *nl, unsigned int *seq, int ifindex,
+    const struct in6_addr *gateway)
+{
+	char buf[512];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct rtmsg *rtm;
+
+	nlh->nlmsg_type = RTM_NEWROUTE;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET6;
+	rtm->rtm_table = RT_TABLE_MAIN;
+	rtm->rtm_protocol = RTPROT_BOOT;
+	rtm->rtm_scope = RT_SCOPE_UNIVERSE;
+	rtm->rtm_type = RTN_UNICAST;
+	mnl_attr_put(nlh, RTA_GATEWAY, sizeof(*gateway), gateway);
+	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+	return nl_talk(nl, seq, nlh);
+}
+
 int
 gp_net_loopback_up(void)
 {
@@ -620,7 +670,25 @@ done:
 #define NET_DNS_PID_FMT NET_RUN_DIR "/%02x.dns.pid"
 #define NET_RESOLV_FMT NET_RUN_DIR "/%02x.resolv.conf"
 
-/* Stops a relay a killed agent of block b left (its pid file). */
+/* 1 when process pid is in the caller's network namespace. */
+static int
+same_net(long pid)
+{
+	char mine[64], theirs[64], path[64];
+	ssize_t a, t;
+
+	snprintf(path, sizeof(path), "/proc/%ld/ns/net", pid);
+	a = readlink("/proc/thread-self/ns/net", mine, sizeof(mine));
+	t = readlink(path, theirs, sizeof(theirs));
+	return a > 0 && t == a && memcmp(mine, theirs, (size_t)a) == 0;
+}
+
+/*
+ * Stops a relay a killed agent of block b left (its pid file). A relay
+ * in another network namespace (the blocks' locks are the machine's,
+ * tests run agents in namespaces of their own) is that one's agents' to
+ * sweep: left alone, its pid file too.
+ */
 static void
 dns_sweep(int b, const char *lo_addrs)
 {
@@ -640,6 +708,10 @@ dns_sweep(int b, const char *lo_addrs)
 
 			close(fd);
 			comm[k > 0 ? k : 0] = '\0';
+			if (strcmp(comm, "dnsmasq\n") == 0 && !same_net(pid)) {
+				free(text);
+				return;
+			}
 			if (strcmp(comm, "dnsmasq\n") == 0 &&
 			    kill((pid_t)pid, SIGTERM) == 0)
 				gp_info("job networks: stopped a stale DNS "
@@ -806,6 +878,8 @@ dns_relay_stop(struct gp_net *n)
 const char *
 gp_net_resolv_conf(const struct gp_net *n)
 {
+	if (n != NULL && n->pasta != NULL)
+		return gp_pasta_resolv_conf(n->pasta);
 	return n != NULL && n->resolv_conf[0] != '\0' ? n->resolv_conf :
 	    NULL;
 }
@@ -819,7 +893,8 @@ static int
 table_text(struct gp_net *n, struct gp_buf *b)
 {
 	uint32_t base = NET_BASE + (uint32_t)n->block * 1024;
-	char blk[20], inet[20], lan[20], ifs[16], dns[512];
+	char blk[20], inet[20], lan[20], ifs[16], dns[512], prefix6[48];
+	struct gp_buf chain6;
 	int loop;
 
 	ip_text(base, blk, sizeof(blk));
@@ -837,6 +912,12 @@ table_text(struct gp_net *n, struct gp_buf *b)
 			    "loopback, which jobs cannot reach, and cannot be "
 			    "relayed (%s): jobs get no DNS", why);
 	}
+	memset(&chain6, 0, sizeof(chain6));
+	gp_net6_prefix_text(n->block, prefix6, sizeof(prefix6));
+	if (n->ipv6 && gp_net6_chain(&chain6, n->block) != 0) {
+		gp_buf_free(&chain6);
+		return GP_ENOMEM;
+	}
 	gp_buf_printf(b,
 	    "table inet %s {\n"
 	    "  set not_internet { type ipv4_addr; flags interval;\n"
@@ -852,14 +933,17 @@ table_text(struct gp_net *n, struct gp_buf *b)
 	    "  chain input { type filter hook input priority -1;\n"
 	    "    iifname \"%s\" ip daddr @dns meta l4proto { tcp, udp }"
 	    " th dport 53 accept\n"
+	    "    iifname \"%s\" icmpv6 type { nd-neighbor-solicit,"
+	    " nd-neighbor-advert } accept\n"
 	    "    iifname \"%s\" drop\n  }\n"
 	    "  chain forward { type filter hook forward priority -1;\n"
 	    "    oifname \"%s\" ct state established,related accept\n"
 	    "    oifname \"%s\" ip daddr vmap @gang_in\n"
 	    "    oifname \"%s\" drop\n"
 	    "    iifname \"%s\" jump from_job\n  }\n"
+	    "%s"
 	    "  chain from_job {\n"
-	    "    meta nfproto ipv6 drop\n"
+	    "    meta nfproto ipv6 %s\n"
 	    "    ct state established,related accept\n"
 	    "    ip saddr vmap @gang_out\n"
 	    "    meta l4proto != { tcp, udp } drop\n"
@@ -872,10 +956,14 @@ table_text(struct gp_net *n, struct gp_buf *b)
 	    "  chain nat { type nat hook postrouting priority 100;\n"
 	    "    ip saddr %s/22 oifname != \"%s\" masquerade\n"
 	    "    ip saddr 10.204.0.0/14 ip daddr != 10.204.0.0/14"
-	    " oifname != \"%s\" masquerade\n  }\n"
+	    " oifname != \"%s\" masquerade\n"
+	    "    ip6 saddr %s oifname != \"%s\" masquerade\n  }\n"
 	    "}\n", n->table, dns[0] ? "elements = { " : "", dns,
-	    dns[0] ? " };" : "", ifs, ifs, ifs, ifs, ifs, ifs, inet, lan,
-	    inet, lan, blk, ifs, ifs);
+	    dns[0] ? " };" : "", ifs, ifs, ifs, ifs, ifs, ifs, ifs,
+	    chain6.data != NULL ? chain6.data : "",
+	    n->ipv6 ? "jump from_job6" : "drop", inet, lan,
+	    inet, lan, blk, ifs, ifs, prefix6, ifs);
+	gp_buf_free(&chain6);
 	return b->data != NULL ? 0 : GP_ENOMEM;
 }
 
@@ -1104,13 +1192,21 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 	n->next[1] = NET_HALF;
 	n->root = geteuid() == 0;
 	if (!n->root) {
-		if (policy != GP_NET_NONE) {
+		if (policy != GP_NET_NONE &&
+		    gp_pasta_new(&n->pasta, rate_bps, work_dir, why,
+		    sizeof(why)) != 0) {
 			n->offer = GP_NET_NONE;
-			n->offer_why = "the agent is not root: jobs get "
-			    "loopback only";
-			gp_warn("job networks: network=%s needs a root agent "
-			    "(veth pairs); jobs get network=none",
-			    gp_net_policy_name(policy));
+			snprintf(n->pasta_why, sizeof(n->pasta_why), "the "
+			    "agent is not root and pasta cannot work here "
+			    "(%.400s): jobs get loopback only", why);
+			n->offer_why = n->pasta_why;
+			gp_warn("job networks: network=%s: %s",
+			    gp_net_policy_name(policy), n->pasta_why);
+		} else if (policy != GP_NET_NONE) {
+			gp_info("job networks ready policy=%s stack=pasta "
+			    "(the agent is not root)%s",
+			    gp_net_policy_name(policy), rate_bps > 0 ?
+			    ": net-rate caps what jobs send only" : "");
 		}
 		*out = n;
 		return 0;
@@ -1129,6 +1225,12 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 	}
 	if ((ret = forwarding_on(err, errlen)) != 0)
 		goto fail;
+	/* IPv6 where the host has it (a failure costs jobs IPv6 only). */
+	if ((n->ipv6 = gp_net6_egress()) &&
+	    gp_net6_forwarding_on(why, sizeof(why)) != 0) {
+		gp_warn("job networks: no IPv6 for jobs: %s", why);
+		n->ipv6 = 0;
+	}
 	memset(&b, 0, sizeof(b));
 	if ((ret = table_text(n, &b)) != 0) {
 		snprintf(err, errlen, "out of memory");
@@ -1141,9 +1243,9 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 		snprintf(err, errlen, "nft: %.900s", why);
 		goto fail;
 	}
-	gp_info("job networks ready policy=%s block=10.%d.%d.0/22 table=%s",
-	    gp_net_policy_name(policy), 200 + n->block / 64,
-	    (n->block % 64) * 4, n->table);
+	gp_info("job networks ready policy=%s block=10.%d.%d.0/22 table=%s "
+	    "ipv6=%s", gp_net_policy_name(policy), 200 + n->block / 64,
+	    (n->block % 64) * 4, n->table, n->ipv6 ? "yes" : "no");
 	*out = n;
 	return 0;
 fail:
@@ -1169,6 +1271,7 @@ gp_net_free(struct gp_net *n)
 		(void)run(argv, NULL, -1, NULL, 0);
 	}
 	dns_relay_stop(n);
+	gp_pasta_free(n->pasta);
 	if (n->nl != NULL)
 		mnl_socket_close(n->nl);
 	if (n->lock_fd >= 0)
@@ -1466,6 +1569,22 @@ rate_cap(int64_t bps, const char *dev, int ns_fd, char *err, size_t errlen)
 
 static void close_now(struct gp_net *n, struct gp_net_job *j);
 
+/* Slot s's IPv6 pair (netns6.h): both ends' addresses, the job's route. */
+static int
+job_ipv6(struct gp_net *n, int s, int hidx, struct mnl_socket *jnl,
+    unsigned int *jseq, int jidx)
+{
+	struct in6_addr host6, job6;
+	int ret;
+
+	gp_net6_addr(n->block, s, 0, &host6);
+	gp_net6_addr(n->block, s, 1, &job6);
+	if ((ret = addr6_add(n->nl, &n->seq, hidx, &host6)) != 0 ||
+	    (ret = addr6_add(jnl, jseq, jidx, &job6)) != 0)
+		return ret;
+	return route6_default(jnl, jseq, jidx, &host6);
+}
+
 int
 gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
     const struct gp_net_gang *gang, struct gp_net_job *j, char *err,
@@ -1480,7 +1599,9 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	gp_net_job_init(&r);
 	r.policy = want < n->offer ? want : n->offer;
 	if (!n->root) {
-		*j = r;		/* the job's own clone makes its namespace */
+		/* The job's own clone makes its namespace; pasta then. */
+		r.pasta_wanted = r.policy != GP_NET_NONE && n->pasta != NULL;
+		*j = r;
 		return 0;
 	}
 	if (gang != NULL && gp_net_gangs(n) && gang->parts > 1 &&
@@ -1581,7 +1702,9 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	    (ret = (r.gang ? route_set(jnl, &jseq, 0, 0, jidx, host, 1, 0) :
 	    route_default(jnl, &jseq, jidx, host))) != 0 ||
 	    (r.gang && (ret = route_set(n->nl, &n->seq, 0, r.gang_addr, hidx,
-	    0, 0, 0)) != 0)) {
+	    0, 0, 0)) != 0) ||
+	    (n->ipv6 && !r.gang && (ret = job_ipv6(n, s, hidx, jnl, &jseq,
+	    jidx)) != 0)) {
 		snprintf(err, errlen, "job network %s: %s", r.host_if,
 		    strerror(ret ? -ret : errno));
 		ret = GP_EIO;
@@ -1618,6 +1741,10 @@ gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
 	unsigned int seq = 0;
 
 	*sent = *received = 0;
+	if (j->pasta > 0 && j->pasta_net != NULL) {
+		gp_pasta_job_bytes(j->pasta_net, j->pasta, sent, received);
+		return;
+	}
 	if (j->slot < 0 || (nl = nl_open()) == NULL)
 		return;
 	/* The host's end receives what the job sends. */
@@ -1646,6 +1773,10 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 {
 	int gang = j->gang;
 
+	if (j->pasta > 0 && n->pasta != NULL) {
+		gp_pasta_job_stop(n->pasta, j->pasta);
+		j->pasta = 0;
+	}
 	if (gang)
 		gang_unlink(n, j);
 	/*
@@ -1662,4 +1793,23 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 		return;
 	}
 	close_now(n, j);
+}
+
+int
+gp_net_job_attach(struct gp_net *n, struct gp_net_job *j, pid_t pid,
+    char *err, size_t errlen)
+{
+	int ret;
+
+	if (!j->pasta_wanted || j->pasta > 0)
+		return 0;
+	if (n->pasta == NULL) {
+		snprintf(err, errlen, "no pasta for this agent's jobs");
+		return GP_EIO;
+	}
+	if ((ret = gp_pasta_job_start(n->pasta, j->policy, pid, &j->pasta,
+	    err, errlen)) != 0)
+		return ret;
+	j->pasta_net = n->pasta;
+	return 0;
 }

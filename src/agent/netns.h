@@ -18,14 +18,17 @@
  * rule: it makes the namespace, the veth pair, two addresses and a route
  * over rtnetlink (libmnl), well under a millisecond.
  *
- * An agent that is not root gets namespaces of loopback only (its jobs'
- * user namespace makes them): the most it offers is `none`.
+ * An agent that is not root: its jobs' own clone makes their namespaces
+ * (in their user namespace), and pasta gives them egress under the same
+ * policies, enforced by nftables inside each job's namespace
+ * (netns_pasta.c); where pasta or those rules cannot work, loopback only.
  */
 #ifndef GP_AGENT_NETNS_H
 #define GP_AGENT_NETNS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Ordered: a job may ask for any level up to its node's. */
 enum gp_net_policy {
@@ -47,6 +50,7 @@ int gp_net_rate_parse(const char *s, int64_t *bps);
 struct gp_net;
 struct gp_overlay;
 struct gp_overlay_peer;
+struct gp_pasta;
 
 /*
  * Sets the agent's job networks up: as root, takes a free /22 under
@@ -114,6 +118,13 @@ struct gp_net_job {
 	uint32_t *peer_dst;	/* npeers routes, owned (never pooled) */
 	int npeers;
 	int overlay;		/* linked through the overlay (overlay.h) */
+	/*
+	 * A non-root agent's job: 1 when pasta is to be attached once its
+	 * init is cloned (gp_net_job_attach); then its pasta's id.
+	 */
+	int pasta_wanted;
+	int pasta;
+	struct gp_pasta *pasta_net;	/* whose id it is (for the bytes) */
 };
 
 /* A gang's part, for gp_net_job_open (docs/agent.md, "Gangs"). */
@@ -158,6 +169,14 @@ void gp_net_job_bytes(const struct gp_net_job *j, int64_t *sent,
  * it (the kernel then removes it and its pair). Idempotent.
  */
 void gp_net_job_close(struct gp_net *n, struct gp_net_job *j);
+/*
+ * A non-root agent's job (pasta_wanted): attaches pasta and the policy's
+ * rules to the namespace of pid, the job's init, which must not run the
+ * job before this returns 0. Executor thread. Returns 0 (nothing to do
+ * when !pasta_wanted), or GP_E* with err set and nothing left behind.
+ */
+int gp_net_job_attach(struct gp_net *n, struct gp_net_job *j, pid_t pid,
+    char *err, size_t errlen);
 /* A job without a network yet (ns_fd -1, no slot). */
 void gp_net_job_init(struct gp_net_job *j);
 

@@ -974,6 +974,18 @@ join_network(const struct gp_sandbox_spec *s)
 		close(s->net_fd);
 	} else if (s->new_net && gp_net_loopback_up() != 0)
 		fail(s->status_fd, STAGE_NETWORK);
+	/* A non-root agent's pasta: attached to this namespace meanwhile. */
+	if (s->net_wait_fd >= 0) {
+		char go;
+		ssize_t got;
+
+		do
+			got = read(s->net_wait_fd, &go, 1);
+		while (got < 0 && errno == EINTR);
+		if (got != 1)
+			fail(s->status_fd, STAGE_NETWORK);
+		close(s->net_wait_fd);
+	}
 }
 
 static __attribute__((noreturn)) void
@@ -1312,6 +1324,7 @@ arena_fill(void *base, size_t len, const struct gp_sandbox_spec *spec)
 	if (!a.ok)
 		return GP_ETOOBIG;
 	s->net_fd = -1;	/* init's own: the go byte or the clone brings it */
+	s->net_wait_fd = -1;	/* the same */
 	return 0;
 }
 
@@ -1406,10 +1419,14 @@ gp_sandbox_child_main(int kind, void *arena, const int *fds, int nfds)
 		i = 2;
 		s->out_fd = fds[0];
 		s->status_fd = fds[1];
-		if (s->net_fd >= 0 && nfds >= 3)
+		if (s->net_fd >= 0 && nfds > i)
 			s->net_fd = fds[i++];
 		else
 			s->net_fd = -1;
+		if (s->net_wait_fd >= 0 && nfds > i)
+			s->net_wait_fd = fds[i++];
+		else
+			s->net_wait_fd = -1;
 		s->cgroup_fds = fds + i;
 		s->ncgroup_fds = nfds - i;
 		init_main(s);
@@ -1421,7 +1438,7 @@ int
 gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
     pid_t *pid, int *pidfd)
 {
-	int fds[3 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
+	int fds[4 + GP_SANDBOX_CGROUP_FDS_MAX], nfds = 0, memfd = -1, i, ret;
 	void *arena;
 
 	if (spec->ncgroup_fds > GP_SANDBOX_CGROUP_FDS_MAX) {
@@ -1441,6 +1458,10 @@ gp_sandbox_spawn(struct gp_spawner *sp, const struct gp_sandbox_spec *spec,
 	if (spec->net_fd >= 0) {
 		((struct gp_sandbox_spec *)arena)->net_fd = 0;
 		fds[nfds++] = spec->net_fd;
+	}
+	if (spec->net_wait_fd >= 0) {
+		((struct gp_sandbox_spec *)arena)->net_wait_fd = 0;
+		fds[nfds++] = spec->net_wait_fd;
 	}
 	for (i = 0; i < spec->ncgroup_fds; i++)
 		fds[nfds++] = spec->cgroup_fds[i];
@@ -2155,6 +2176,46 @@ template_for(struct gp_sandbox_template *t, const struct sjob *sj,
 	return NULL;
 }
 
+
+/*
+ * A non-root agent's job with a network: init is cloned with its own
+ * namespace and waits (net_wait_fd) while pasta is attached to it.
+ */
+static int
+spawn_with_pasta(struct gp_exec_job *x, struct gp_sandbox_spec *spec,
+    pid_t *pid, int *pidfd, char *err, size_t errlen)
+{
+	int go[2], ret;
+
+	if (pipe2(go, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return GP_EIO;
+	}
+	spec->net_wait_fd = go[0];
+	ret = gp_sandbox_spawn(x->cfg->spawner, spec, pid, pidfd);
+	close(go[0]);
+	if (ret != 0) {
+		snprintf(err, errlen, "clone: %s", strerror(errno));
+		close(go[1]);
+		return GP_EIO;
+	}
+	if ((ret = gp_net_job_attach(x->cfg->net, &x->net, *pid, err,
+	    errlen)) != 0) {
+		/* init reads EOF: fails at stage network, never runs it. */
+		close(go[1]);
+		kill(*pid, SIGKILL);
+		close(*pidfd);
+		return ret;
+	}
+	if (write(go[1], "g", 1) != 1) {
+		snprintf(err, errlen, "init gone: %s", strerror(errno));
+		close(go[1]);
+		close(*pidfd);
+		return GP_EIO;
+	}
+	close(go[1]);
+	return 0;
+}
 static int
 sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
     size_t errlen)
@@ -2186,9 +2247,19 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 	spec.ncgroup_fds = x->cgroup.nfds;
 	spec.net_fd = x->net.ns_fd;
 	spec.new_net = x->cfg->net != NULL && x->net.ns_fd < 0;
+	spec.net_wait_fd = -1;
 	if (x->warm != NULL) {
-		int ret = gp_sandbox_warm_use(x->warm, &spec);
+		int ret;
 
+		/* Its namespace was made with it: pasta before the go. */
+		if (x->net.pasta_wanted && (ret = gp_net_job_attach(
+		    x->cfg->net, &x->net, x->warm->pid, err, errlen)) != 0)
+			return ret;
+		ret = gp_sandbox_warm_use(x->warm, &spec);
+
+		if (ret != 0 && x->net.pasta > 0)
+			/* The usual start attaches a pasta of its own. */
+			gp_net_job_close(x->cfg->net, &x->net);
 		if (ret != 0) {
 			snprintf(err, errlen, "warm sandbox: %s",
 			    ret == GP_ETOOBIG ? "the job does not fit" :
@@ -2199,6 +2270,8 @@ sandbox_spawn(struct gp_exec_job *x, pid_t *pid, int *pidfd, char *err,
 		*pidfd = x->warm->pidfd;
 		return 0;
 	}
+	if (x->net.pasta_wanted && x->net.pasta == 0)
+		return spawn_with_pasta(x, &spec, pid, pidfd, err, errlen);
 	if (gp_sandbox_spawn(x->cfg->spawner, &spec, pid, pidfd) != 0) {
 		snprintf(err, errlen, "clone: %s", strerror(errno));
 		return GP_EIO;

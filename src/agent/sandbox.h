@@ -113,6 +113,12 @@ struct gp_sandbox_spec {
 	 */
 	int net_fd;
 	int new_net;
+	/*
+	 * >= 0 with new_net: init waits for one byte on it after making its
+	 * namespace (the agent attaches pasta meanwhile; EOF: no network,
+	 * the job fails at stage network). -1: no wait.
+	 */
+	int net_wait_fd;
 };
 
 /* What init writes on the status pipe. */

@@ -377,6 +377,51 @@ route_whoami(struct MHD_Connection *conn, struct request *req,
 	return handle_whoami(conn, req);
 }
 
+/*
+ * GET /v1/coordinators: the pool's coordinators, by the URLs clients
+ * reach them at, and which one leads: where a client that lost its
+ * coordinator may go, the pool vouching for each (the dashboard moves
+ * only to these: web/app.js). With leader election, the live ones the
+ * database lists (leader_coordinators); one coordinator (SQLite): itself,
+ * by its --listen address (none when that is 0.0.0.0).
+ */
+static enum MHD_Result
+route_coordinators(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	char *text = leader_coordinators(), leader[512];
+	json_t *urls, *list, *each;
+	size_t i;
+
+	(void)req;
+	(void)url;
+	(void)method;
+	if (text != NULL) {
+		urls = json_loads(text, 0, NULL);
+		free(text);
+		leader_url(leader, sizeof(leader));
+	} else {
+		urls = json_array();
+		snprintf(leader, sizeof(leader), "%s://%s:%d",
+		    state.cfg.tls_cert[0] != '\0' ? "https" : "http",
+		    state.cfg.listen_addr, state.cfg.port);
+		if (strcmp(state.cfg.listen_addr, "0.0.0.0") != 0)
+			json_array_append_new(urls, json_string(leader));
+	}
+	if (!json_is_array(urls) || (list = json_array()) == NULL) {
+		json_decref(urls);
+		return reply_error(conn, 500, "cannot list the coordinators");
+	}
+	json_array_foreach(urls, i, each)
+		if (json_is_string(each))
+			json_array_append_new(list, json_pack("{s:O,s:b}",
+			    "url", each, "leader",
+			    strcmp(json_string_value(each), leader) == 0));
+	json_decref(urls);
+	return reply_json(conn, 200, json_pack("{s:o}", "coordinators",
+	    list));
+}
+
 static enum MHD_Result
 route_tokens(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
@@ -413,6 +458,8 @@ const struct api_route metrics_routes[] = {
 
 const struct api_route user_routes[] = {
     {"/v1/whoami", API_GET, 0, NULL, 0, 0, route_whoami, NULL},
+    {"/v1/coordinators", API_GET, 0, NULL, 0, API_STRICT_METHODS,
+        route_coordinators, NULL},
     {"/v1/tokens", API_POST, ADMIN_ONLY, "only an admin may create tokens",
         0, 0, route_tokens, NULL},
     {"/v1/tokens", API_GET, ADMIN_ONLY, "only an admin may list tokens", 0,
@@ -589,9 +636,21 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (req == NULL)
 		return;
-	pthread_rwlock_rdlock(&state.lock);
-	notify_forget(req);
-	pthread_rwlock_unlock(&state.lock);
+	/*
+	 * Only a request that waited can have a waiter to forget; the
+	 * others take no lock here. libmicrohttpd ends an upgraded
+	 * connection (a stream's leg, relay.c) while holding a lock of
+	 * its own, and a thread that holds notify_lock may be waiting for
+	 * that lock to resume a poll (notify.c's fire, from stream_create
+	 * or the state thread's publish): taking notify_lock here hung
+	 * the whole coordinator when many streams ended while others
+	 * opened. (Waits on the same connection's thread: no race.)
+	 */
+	if (req->waited) {
+		pthread_rwlock_rdlock(&state.lock);
+		notify_forget(req);
+		pthread_rwlock_unlock(&state.lock);
+	}
 	if (req->op != NULL)
 		op_abandon(req->op);
 	if (req->route != NULL && req->route->stream != NULL)

@@ -1020,13 +1020,15 @@ int
 blob_init(const struct coord_config *cfg)
 {
 	char chunks_root[1100], images_root[1100];
+	const char *base;
 	struct blob_store_config c;
 	int64_t gc_ms;
 	int ret;
 
-	snprintf(chunks_root, sizeof(chunks_root), "%s/checkpoints",
-	    cfg->data_dir);
-	snprintf(images_root, sizeof(images_root), "%s/images", cfg->data_dir);
+	/* --blob-dir (data_dir unless given): every coordinator's. */
+	base = cfg->blob_dir[0] != '\0' ? cfg->blob_dir : cfg->data_dir;
+	snprintf(chunks_root, sizeof(chunks_root), "%s/checkpoints", base);
+	snprintf(images_root, sizeof(images_root), "%s/images", base);
 	memset(&c, 0, sizeof(c));
 	c.what = "checkpoint";
 	c.root = chunks_root;

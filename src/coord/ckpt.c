@@ -5,8 +5,10 @@
  * the blob store's chunk store (blob.h: DATA/checkpoints/<user>/chunks/,
  * BLAKE2b-256, per user, so deduplication never crosses users and nobody
  * can probe for another user's data). This file keeps the versions:
- *   checkpoints.db   versions, next_version (SQLite, WAL), its own
- *                    connection, guarded by ckpt_lock
+ *   gp_ckpt_versions, gp_ckpt_next_version   behind the storage
+ *                    interface (store_meta.h: DATA/checkpoints.db or the
+ *                    pool's PostgreSQL), its own connection, guarded by
+ *                    ckpt_lock
  * and answers the checkpoint routes; the chunk PUT it answers is the
  * chunk store's streamed upload (blob_upload_*), shared with data uploads.
  *
@@ -34,7 +36,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,15 +48,15 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
-#include "sqlite_util.h"
 #include "state.h"
+#include "store_meta.h"
 
 #define CKPT_JSON_BODY_MAX (32u << 20)
 #define MISSING_MAX	   200000
 #define AGENT_PREFIX	   "/v1/agent/jobs/"
 #define USER_PREFIX	   "/v1/jobs/"
 
-static struct gp_sqlite db; /* guarded by its lock */
+static struct gp_meta *db; /* guarded by its lock */
 static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keep = 3;
 static int64_t max_bytes = 64LL << 30;
@@ -64,19 +65,15 @@ static int64_t retain_ms = 7 * 86400 * 1000LL;
 static int parse_url(const char *url, int *agent, int64_t *id,
     int64_t *attempt, const char **rest);
 
-/* ---- database ---- */
-
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS versions("
-    " job_id INTEGER NOT NULL, version INTEGER NOT NULL,"
-    " attempt INTEGER NOT NULL, user TEXT NOT NULL,"
-    " manifest TEXT NOT NULL, bytes INTEGER NOT NULL,"
-    " files INTEGER NOT NULL, label TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL, PRIMARY KEY(job_id, version));"
-    "CREATE INDEX IF NOT EXISTS versions_user ON versions(user);"
-    /* Version numbers are never reused, even after retention. */
-    "CREATE TABLE IF NOT EXISTS next_version("
-    " job_id INTEGER PRIMARY KEY, next INTEGER NOT NULL);";
+/*
+ * ---- database ----
+ *
+ * gp_ckpt_versions (job_id, version, attempt, user, manifest, bytes,
+ * files, label, created_ms) and gp_ckpt_next_version (job_id, next:
+ * version numbers are never reused, even after retention), behind the
+ * storage interface (store_meta.h): DATA/checkpoints.db, or the pool's
+ * PostgreSQL database.
+ */
 
 /*
  * The chunk store's GC (a blob_user): adds the chunks of every kept
@@ -85,26 +82,22 @@ static const char schema[] =
 static int
 collect_refs(const char *user, json_t *refs)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	json_t *m, *f, *c;
 	size_t i, k;
 	int rc;
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = db.db != NULL ? gp_sqlite_prepare(&db,
-	                         "SELECT manifest FROM versions WHERE user = ?")
-	                   : NULL;
-	if (st == NULL) {
+	if (db == NULL || gp_meta_query(db, &st, "SELECT manifest FROM "
+	    "gp_ckpt_versions WHERE \"user\" = ?", "s", user) != 0) {
 		pthread_mutex_unlock(&ckpt_lock);
 		return GP_EIO;
 	}
-	sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		m = json_loads((const char *)sqlite3_column_text(st, 0), 0,
-		    NULL);
+	while ((rc = gp_meta_next(st)) == 1) {
+		m = json_loads(gp_meta_text(st, 0), 0, NULL);
 		if (m == NULL) {
 			/* Cannot say what it references: remove nothing. */
-			rc = SQLITE_ERROR;
+			rc = GP_EIO;
 			break;
 		}
 		json_array_foreach(json_object_get(m, "files"), i, f)
@@ -115,16 +108,19 @@ collect_refs(const char *user, json_t *refs)
 		}
 		json_decref(m);
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
+	/* Nothing is removed unless this coordinator still leads. */
+	if (rc == 0)
+		rc = gp_meta_fence(db);
 	pthread_mutex_unlock(&ckpt_lock);
-	return rc == SQLITE_DONE ? 0 : GP_EIO;
+	return rc == 0 ? 0 : GP_EIO;
 }
 
 /* Removes every version of jobs that finished more than retain_ms ago. */
 static void
 gc_finished_jobs(void)
 {
-	sqlite3_stmt *st, *del;
+	struct gp_meta_rows *st = NULL, *del;
 	int64_t now = gp_now_ms(), *ids = NULL, id, fin;
 	char owner[GP_NAME_MAX + 1];
 	size_t n = 0, cap = 0, i;
@@ -132,9 +128,11 @@ gc_finished_jobs(void)
 	int expired, rc;
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = gp_sqlite_prepare(&db, "SELECT DISTINCT job_id FROM versions");
-	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
-		id = sqlite3_column_int64(st, 0);
+	if (gp_meta_query(db, &st, "SELECT DISTINCT job_id FROM "
+	    "gp_ckpt_versions", "") != 0)
+		st = NULL;
+	while (st != NULL && gp_meta_next(st) == 1) {
+		id = gp_meta_int(st, 0);
 		/* A job that left memory is asked of state.db. */
 		rc = state_job_brief(id, owner, &js, &fin);
 		expired = rc == GP_ENOENT ||
@@ -151,19 +149,16 @@ gc_finished_jobs(void)
 		}
 		ids[n++] = id;
 	}
-	sqlite3_finalize(st);
-	del = gp_sqlite_prepare(&db,
-	    "DELETE FROM versions WHERE job_id = ? "
-	    "RETURNING user");
-	for (i = 0; del != NULL && i < n; i++) {
-		sqlite3_bind_int64(del, 1, ids[i]);
-		while (sqlite3_step(del) == SQLITE_ROW)
-			blob_gc_mark(blob_chunks,
-			    (const char *)sqlite3_column_text(del, 0));
-		sqlite3_reset(del);
+	gp_meta_done(st);
+	for (i = 0; i < n; i++) {
+		if (gp_meta_query(db, &del, "DELETE FROM gp_ckpt_versions "
+		    "WHERE job_id = ? RETURNING \"user\"", "I", ids[i]) != 0)
+			break;
+		while (gp_meta_next(del) == 1)
+			blob_gc_mark(blob_chunks, gp_meta_text(del, 0));
+		gp_meta_done(del);
 		gp_info("checkpoints expired job=%lld", (long long)ids[i]);
 	}
-	sqlite3_finalize(del);
 	pthread_mutex_unlock(&ckpt_lock);
 	free(ids);
 }
@@ -174,31 +169,25 @@ static const struct blob_user ckpt_blob_user = {"checkpoints",
 int
 ckpt_init(const struct coord_config *cfg)
 {
-	char path[1200];
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 
 	keep = cfg->ckpt_keep > 0 ? cfg->ckpt_keep : 3;
 	max_bytes = cfg->ckpt_max > 0 ? cfg->ckpt_max : 64LL << 30;
 	retain_ms = cfg->ckpt_retain_ms > 0 ? cfg->ckpt_retain_ms
 					    : 7 * 86400 * 1000LL;
-	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
+	/* A version is durable before its commit is answered (store_meta.h). */
+	if (gp_meta_open(GP_META_CHECKPOINTS, cfg->data_dir, &db) != 0)
+		return GP_EIO;
 	/*
-	 * WAL, synchronous=FULL (a version is on disk before its commit is
-	 * answered) and a busy timeout (data.c has its own connection to
-	 * this file): gp_sqlite_open's.
+	 * After a restart, or a failover, every user with versions gets one
+	 * GC pass.
 	 */
-	if (gp_sqlite_open(&db, path, GP_SQLITE_SERIALIZED, "checkpoints") !=
-	        0 ||
-	    gp_sqlite_exec(&db, schema) != 0)
+	if (gp_meta_query(db, &st, "SELECT DISTINCT \"user\" FROM "
+	    "gp_ckpt_versions", "") != 0)
 		return GP_EIO;
-	/* After a restart every user with versions gets one GC pass. */
-	if ((st = gp_sqlite_prepare(&db,
-	         "SELECT DISTINCT user FROM versions")) == NULL)
-		return GP_EIO;
-	while (sqlite3_step(st) == SQLITE_ROW)
-		blob_gc_mark(blob_chunks,
-		    (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	while (gp_meta_next(st) == 1)
+		blob_gc_mark(blob_chunks, gp_meta_text(st, 0));
+	gp_meta_done(st);
 	if (blob_add_user(blob_chunks, &ckpt_blob_user) != 0)
 		return GP_EINVAL;
 	gp_info("checkpoint store keep=%d max_bytes=%lld retain_s=%lld", keep,
@@ -211,7 +200,8 @@ void
 ckpt_stop(void)
 {
 	pthread_mutex_lock(&ckpt_lock);
-	gp_sqlite_close(&db);
+	gp_meta_close(db);
+	db = NULL;
 	pthread_mutex_unlock(&ckpt_lock);
 }
 
@@ -485,7 +475,6 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
     int64_t id, int64_t attempt, const char *user)
 {
 	struct gp_ckpt_totals tot;
-	sqlite3_stmt *st = NULL;
 	json_t *body = body_json(req), *f, *c, *stored;
 	const char *label, *name;
 	char err[256], *text = NULL;
@@ -553,65 +542,27 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 	if (blob_sync_owner(blob_chunks, user) != 0)
 		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the version");
-	if (gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0)
+	if (gp_meta_begin(db) != 0)
 		goto unlock;
-	st = gp_sqlite_prepare(&db,
-	    "SELECT COALESCE((SELECT next FROM next_version WHERE "
-	    "job_id = ?1), (SELECT MAX(version) + 1 FROM versions "
-	    "WHERE job_id = ?1), 1)");
-	if (st == NULL)
-		goto rollback;
-	sqlite3_bind_int64(st, 1, id);
-	if (sqlite3_step(st) != SQLITE_ROW)
-		goto rollback;
-	version = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	st = NULL;
-	st = gp_sqlite_prepare(&db,
-	    "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?)");
-	if (st == NULL)
-		goto rollback;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, version);
-	sqlite3_bind_int64(st, 3, attempt);
-	sqlite3_bind_text(st, 4, user, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, text, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, tot.bytes);
-	sqlite3_bind_int64(st, 7, tot.files);
-	sqlite3_bind_text(st, 8, label, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 9, gp_now_ms());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	st = NULL;
-	st = gp_sqlite_prepare(&db,
-	    "INSERT OR REPLACE INTO next_version VALUES(?, ?)");
-	if (st == NULL)
-		goto rollback;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, version + 1);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	/* Retention: the last `keep` versions of the job. */
-	st = gp_sqlite_prepare(&db,
-	    "DELETE FROM versions WHERE job_id = ?1 AND version <= "
-	    "?2");
-	if (st == NULL)
-		goto rollback;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, version - keep);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	st = NULL;
-	if (gp_sqlite_exec(&db, "COMMIT") != 0)
-		goto rollback;
+	if (gp_meta_query_int(db, "SELECT COALESCE((SELECT next FROM "
+	    "gp_ckpt_next_version WHERE job_id = ?1), (SELECT MAX(version) + 1 "
+	    "FROM gp_ckpt_versions WHERE job_id = ?1), 1)", &version, "I",
+	    id) != 1 ||
+	    gp_meta_run(db, "INSERT INTO gp_ckpt_versions(job_id, version, "
+	    "attempt, \"user\", manifest, bytes, files, label, created_ms) "
+	    "VALUES(?,?,?,?,?,?,?,?,?)", "IIIssIIsI", id, version, attempt,
+	    user, text, tot.bytes, tot.files, label, gp_now_ms()) != 0 ||
+	    gp_meta_run(db, "INSERT INTO gp_ckpt_next_version(job_id, next) "
+	    "VALUES(?, ?) ON CONFLICT(job_id) DO UPDATE SET "
+	    "next = excluded.next", "II", id, version + 1) != 0 ||
+	    /* Retention: the last `keep` versions of the job. */
+	    gp_meta_run(db, "DELETE FROM gp_ckpt_versions WHERE job_id = ?1 "
+	    "AND version <= ?2", "II", id, version - keep) != 0 ||
+	    gp_meta_commit(db) != 0) {
+		gp_meta_rollback(db);
+		goto unlock;
+	}
 	status = 0;
-	goto unlock;
-rollback:
-	sqlite3_finalize(st);
-	gp_sqlite_exec(&db, "ROLLBACK");
 unlock:
 	pthread_mutex_unlock(&ckpt_lock);
 	blob_unlock(blob_chunks);
@@ -638,35 +589,32 @@ unlock:
 static enum MHD_Result
 handle_manifest(struct MHD_Connection *conn, int64_t id, int64_t version)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	json_t *m = NULL;
 	char tm[40];
+	int rc;
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = gp_sqlite_prepare(&db,
-	    version > 0
-	        ? "SELECT manifest, version, attempt, created_ms, bytes FROM "
-	          "versions WHERE job_id = ?1 AND version = ?2"
-	        : "SELECT manifest, version, attempt, created_ms, bytes FROM "
-	          "versions WHERE job_id = ?1 ORDER BY version DESC LIMIT 1");
-	if (st != NULL) {
-		sqlite3_bind_int64(st, 1, id);
-		if (version > 0)
-			sqlite3_bind_int64(st, 2, version);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			m = json_loads((const char *)sqlite3_column_text(st, 0),
-			    0, NULL);
-			gp_format_time(sqlite3_column_int64(st, 3), tm,
-			    sizeof(tm));
+	rc = version > 0
+	    ? gp_meta_query(db, &st, "SELECT manifest, version, attempt, "
+		  "created_ms, bytes FROM gp_ckpt_versions WHERE job_id = ?1 "
+		  "AND version = ?2", "II", id, version)
+	    : gp_meta_query(db, &st, "SELECT manifest, version, attempt, "
+		  "created_ms, bytes FROM gp_ckpt_versions WHERE job_id = ?1 "
+		  "ORDER BY version DESC LIMIT 1", "I", id);
+	if (rc == 0) {
+		if (gp_meta_next(st) == 1) {
+			m = json_loads(gp_meta_text(st, 0), 0, NULL);
+			gp_format_time(gp_meta_int(st, 3), tm, sizeof(tm));
 			json_object_set_new(m, "version",
-			    json_integer(sqlite3_column_int64(st, 1)));
+			    json_integer(gp_meta_int(st, 1)));
 			json_object_set_new(m, "attempt",
-			    json_integer(sqlite3_column_int64(st, 2)));
+			    json_integer(gp_meta_int(st, 2)));
 			json_object_set_new(m, "created_at", json_string(tm));
 			json_object_set_new(m, "bytes",
-			    json_integer(sqlite3_column_int64(st, 4)));
+			    json_integer(gp_meta_int(st, 4)));
 		}
-		sqlite3_finalize(st);
+		gp_meta_done(st);
 	}
 	pthread_mutex_unlock(&ckpt_lock);
 	if (m == NULL)
@@ -678,33 +626,24 @@ static enum MHD_Result
 handle_list(struct MHD_Connection *conn, int64_t id)
 {
 	json_t *list = json_array();
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	char tm[40];
 
 	pthread_mutex_lock(&ckpt_lock);
-	st = gp_sqlite_prepare(&db,
-	    "SELECT version, attempt, bytes, files, label, "
-	    "created_ms FROM versions WHERE job_id = ? ORDER BY "
-	    "version");
-	if (st != NULL) {
-		sqlite3_bind_int64(st, 1, id);
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			gp_format_time(sqlite3_column_int64(st, 5), tm,
-			    sizeof(tm));
+	if (gp_meta_query(db, &st, "SELECT version, attempt, bytes, files, "
+	    "label, created_ms FROM gp_ckpt_versions WHERE job_id = ? "
+	    "ORDER BY version", "I", id) == 0) {
+		while (gp_meta_next(st) == 1) {
+			gp_format_time(gp_meta_int(st, 5), tm, sizeof(tm));
 			json_array_append_new(list,
 			    json_pack("{s:I,s:I,s:I,s:I,s:s,s:s}", "version",
-				(json_int_t)sqlite3_column_int64(st, 0),
-				"attempt",
-				(json_int_t)sqlite3_column_int64(st, 1),
-				"bytes",
-				(json_int_t)sqlite3_column_int64(st, 2),
-				"files",
-				(json_int_t)sqlite3_column_int64(st, 3),
-				"label",
-				(const char *)sqlite3_column_text(st, 4),
-				"created_at", tm));
+				(json_int_t)gp_meta_int(st, 0), "attempt",
+				(json_int_t)gp_meta_int(st, 1), "bytes",
+				(json_int_t)gp_meta_int(st, 2), "files",
+				(json_int_t)gp_meta_int(st, 3), "label",
+				gp_meta_text(st, 4), "created_at", tm));
 		}
-		sqlite3_finalize(st);
+		gp_meta_done(st);
 	}
 	pthread_mutex_unlock(&ckpt_lock);
 	return reply_json(conn, 200, json_pack("{s:I,s:o}", "job_id",

@@ -9,7 +9,7 @@
 /* ckpt.c */
 struct blob_upload;
 /*
- * Opens DATA/checkpoints.db and adds the checkpoints to the chunk store's
+ * Opens the checkpoints' records (store_meta.h) and adds the checkpoints to the chunk store's
  * users (after blob_init, before blob_start).
  */
 int ckpt_init(const struct coord_config *cfg);

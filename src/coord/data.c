@@ -7,16 +7,17 @@
  * checkpoints (a chunk that a user's checkpoints, data sets and outputs
  * share is stored once), the same streamed chunk PUT, one GC, which asks
  * these files (a blob_user: collect_refs, gc_expire) what they keep. The
- * tables sit in checkpoints.db, where pools made before the blob store
- * keep them, behind a connection and a lock of data.c's own (data_db,
- * data_lock; data_int.h):
+ * tables are behind the storage interface (store_meta.h: DATA/
+ * checkpoints.db, where pools made before the blob store keep them, or
+ * the pool's PostgreSQL), through a connection and a lock of data.c's own
+ * (data_db, data_lock; data_int.h), each named gp_data_*:
  *   objects        a data set version (kind 'data': user, name, version)
  *                  or a job's output (kind 'output': job_id, attempt),
  *                  with its manifest
  *   object_chunks  the chunks each object references, with their sizes:
  *                  what the quota counts and the GC keeps
  *   uploads, upload_chunks   uploads in progress
- *   data_next      the next version number of each data set (never reused)
+ *   next           the next version number of each data set (never reused)
  *   shares         who may read a user's data set besides its owner
  *   quotas         per-user limits set by an admin
  *
@@ -61,7 +62,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,51 +76,16 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
-#include "sqlite_util.h"
 #include "state.h"
+#include "store_meta.h"
 
 int64_t data_quota_default;   /* bytes; 0: no limit */
 int64_t data_max = 1LL << 40; /* bytes in one version/output */
 int64_t data_output_retain_ms = 30 * 86400 * 1000LL;
 
-/* data.c's own connection to checkpoints.db (see the top) and its lock. */
-struct gp_sqlite data_db;
+/* data.c's own connection to its tables (see the top) and its lock. */
+struct gp_meta *data_db;
 pthread_mutex_t data_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS objects("
-    " id INTEGER PRIMARY KEY, user TEXT NOT NULL, kind TEXT NOT NULL,"
-    " name TEXT, version INTEGER, job_id INTEGER, attempt INTEGER,"
-    " manifest TEXT NOT NULL, bytes INTEGER NOT NULL,"
-    " files INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
-    "CREATE UNIQUE INDEX IF NOT EXISTS objects_data"
-    " ON objects(user, name, version) WHERE kind = 'data';"
-    "CREATE UNIQUE INDEX IF NOT EXISTS objects_output"
-    " ON objects(job_id) WHERE kind = 'output';"
-    "CREATE TABLE IF NOT EXISTS object_chunks("
-    " object INTEGER NOT NULL, chunk TEXT NOT NULL, size INTEGER NOT NULL,"
-    " PRIMARY KEY(object, chunk)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS object_chunks_chunk"
-    " ON object_chunks(chunk);"
-    "CREATE TABLE IF NOT EXISTS uploads("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " name TEXT, job_id INTEGER, attempt INTEGER,"
-    " creator INTEGER NOT NULL, digest TEXT NOT NULL,"
-    " manifest TEXT NOT NULL, bytes INTEGER NOT NULL,"
-    " files INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS uploads_digest ON uploads(user, digest);"
-    "CREATE TABLE IF NOT EXISTS upload_chunks("
-    " upload INTEGER NOT NULL, chunk TEXT NOT NULL, size INTEGER NOT NULL,"
-    " PRIMARY KEY(upload, chunk)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS data_next("
-    " user TEXT NOT NULL, name TEXT NOT NULL, next INTEGER NOT NULL,"
-    " PRIMARY KEY(user, name));"
-    "CREATE TABLE IF NOT EXISTS shares("
-    " user TEXT NOT NULL, name TEXT NOT NULL, grantee TEXT NOT NULL,"
-    " PRIMARY KEY(user, name, grantee));"
-    "CREATE TABLE IF NOT EXISTS quotas("
-    " user TEXT PRIMARY KEY, bytes INTEGER);";
 
 /* ---- replies ---- */
 
@@ -133,30 +98,31 @@ data_str(json_t *v)
 	return json_is_string(v) ? json_string_value(v) : "";
 }
 
-/* One integer from a query with text/int parameters; def when no row. */
+/*
+ * One integer from a query with text (s) and int64_t (i) parameters; def
+ * when no row or NULL.
+ */
 int64_t
 data_query_int(int64_t def, const char *sql, const char *fmt, ...)
 {
-	sqlite3_stmt *st = gp_sqlite_prepare(&data_db, sql);
+	struct gp_meta_rows *st;
+	char meta_fmt[16];
 	int64_t v = def;
 	va_list ap;
-	int i;
+	size_t i;
+	int rc;
 
-	if (st == NULL)
-		return def;
+	for (i = 0; fmt[i] != '\0' && i + 1 < sizeof(meta_fmt); i++)
+		meta_fmt[i] = fmt[i] == 's' ? 's' : 'I';
+	meta_fmt[i] = '\0';
 	va_start(ap, fmt);
-	for (i = 0; fmt[i] != '\0'; i++) {
-		if (fmt[i] == 's')
-			sqlite3_bind_text(st, i + 1, va_arg(ap, const char *),
-			    -1, SQLITE_TRANSIENT);
-		else
-			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
-	}
+	rc = data_db->ops->query(data_db, sql, meta_fmt, ap, &st);
 	va_end(ap);
-	if (sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) != SQLITE_NULL)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	if (rc != 0)
+		return def;
+	if (gp_meta_next(st) == 1 && !gp_meta_null(st, 0))
+		v = gp_meta_int(st, 0);
+	gp_meta_done(st);
 	return v;
 }
 
@@ -166,7 +132,7 @@ int
 data_shared_with(const char *owner, const char *name, const char *who)
 {
 	return data_query_int(0,
-	           "SELECT 1 FROM shares WHERE user = ?1 AND "
+	           "SELECT 1 FROM gp_data_shares WHERE \"user\" = ?1 AND "
 	           "name = ?2 AND grantee = ?3",
 	           "sss", owner, name, who) == 1;
 }
@@ -215,9 +181,9 @@ data_usage(const char *user, const char *kind, int64_t skip)
 {
 	return data_query_int(0,
 	    "SELECT COALESCE(SUM(size), 0) FROM (SELECT oc.chunk, "
-	    "MAX(oc.size) AS size FROM object_chunks oc JOIN objects o ON "
+	    "MAX(oc.size) AS size FROM gp_data_object_chunks oc JOIN gp_data_objects o ON "
 	    "o.id = oc.object WHERE o.user = ?1 AND o.id != ?2 AND "
-	    "(?3 = '' OR o.kind = ?3) GROUP BY oc.chunk)",
+	    "(?3 = '' OR o.kind = ?3) GROUP BY oc.chunk) AS chunks",
 	    "sis", user, skip, kind != NULL ? kind : "");
 }
 
@@ -226,9 +192,9 @@ int64_t
 data_upload_adds(int64_t upload, const char *user, int64_t skip)
 {
 	return data_query_int(0,
-	    "SELECT COALESCE(SUM(uc.size), 0) FROM upload_chunks uc WHERE "
-	    "uc.upload = ?1 AND NOT EXISTS (SELECT 1 FROM object_chunks oc "
-	    "JOIN objects o ON o.id = oc.object WHERE oc.chunk = uc.chunk "
+	    "SELECT COALESCE(SUM(uc.size), 0) FROM gp_data_upload_chunks uc WHERE "
+	    "uc.upload = ?1 AND NOT EXISTS (SELECT 1 FROM gp_data_object_chunks oc "
+	    "JOIN gp_data_objects o ON o.id = oc.object WHERE oc.chunk = uc.chunk "
 	    "AND o.user = ?2 AND o.id != ?3)",
 	    "isi", upload, user, skip);
 }
@@ -237,21 +203,18 @@ data_upload_adds(int64_t upload, const char *user, int64_t skip)
 int64_t
 data_quota_of(const char *user, const char **source)
 {
-	sqlite3_stmt *st = gp_sqlite_prepare(&data_db,
-	    "SELECT bytes FROM quotas WHERE user = ?");
+	struct gp_meta_rows *st;
 	int64_t limit = data_quota_default;
 
 	*source = data_quota_default > 0 ? "default" : "none";
-	if (st == NULL)
+	if (gp_meta_query(data_db, &st, "SELECT bytes FROM gp_data_quotas "
+	    "WHERE \"user\" = ?", "s", user) != 0)
 		return limit;
-	sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW) {
+	if (gp_meta_next(st) == 1) {
 		*source = "user";
-		limit = sqlite3_column_type(st, 0) == SQLITE_NULL
-		    ? 0
-		    : sqlite3_column_int64(st, 0);
+		limit = gp_meta_null(st, 0) ? 0 : gp_meta_int(st, 0);
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	return limit;
 }
 
@@ -319,26 +282,24 @@ data_num(const char *text, int64_t *v)
 int64_t
 data_object(const char *owner, const char *name, int64_t *version)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int64_t id = 0;
+	int rc;
 
-	st = gp_sqlite_prepare(&data_db,
-	    *version > 0
-	        ? "SELECT id, version FROM objects WHERE kind = 'data' AND "
-	          "user = ?1 AND name = ?2 AND version = ?3"
-	        : "SELECT id, version FROM objects WHERE kind = 'data' AND "
-	          "user = ?1 AND name = ?2 ORDER BY version DESC LIMIT 1");
-	if (st == NULL)
+	rc = *version > 0
+	    ? gp_meta_query(data_db, &st, "SELECT id, version FROM "
+		  "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 AND "
+		  "name = ?2 AND version = ?3", "ssI", owner, name, *version)
+	    : gp_meta_query(data_db, &st, "SELECT id, version FROM "
+		  "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 AND "
+		  "name = ?2 ORDER BY version DESC LIMIT 1", "ss", owner, name);
+	if (rc != 0)
 		return 0;
-	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	if (*version > 0)
-		sqlite3_bind_int64(st, 3, *version);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		id = sqlite3_column_int64(st, 0);
-		*version = sqlite3_column_int64(st, 1);
+	if (gp_meta_next(st) == 1) {
+		id = gp_meta_int(st, 0);
+		*version = gp_meta_int(st, 1);
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	return id;
 }
 
@@ -346,37 +307,35 @@ data_object(const char *owner, const char *name, int64_t *version)
 json_t *
 data_object_manifest(int64_t id)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	json_t *m = NULL;
 	char tm[40];
 
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT manifest, kind, user, name, version, job_id, "
-	    "attempt, bytes, created_ms FROM objects WHERE id = ?");
-	if (st == NULL)
+	if (gp_meta_query(data_db, &st, "SELECT manifest, kind, \"user\", "
+	    "name, version, job_id, attempt, bytes, created_ms FROM "
+	    "gp_data_objects WHERE id = ?", "I", id) != 0)
 		return NULL;
-	sqlite3_bind_int64(st, 1, id);
-	if (sqlite3_step(st) == SQLITE_ROW &&
-	    (m = json_loads(gp_sqlite_text(st, 0), 0, NULL)) != NULL) {
-		gp_format_time(sqlite3_column_int64(st, 8), tm, sizeof(tm));
-		if (strcmp(gp_sqlite_text(st, 1), "data") == 0) {
+	if (gp_meta_next(st) == 1 &&
+	    (m = json_loads(gp_meta_text(st, 0), 0, NULL)) != NULL) {
+		gp_format_time(gp_meta_int(st, 8), tm, sizeof(tm));
+		if (strcmp(gp_meta_text(st, 1), "data") == 0) {
 			json_object_set_new(m, "owner",
-			    json_string(gp_sqlite_text(st, 2)));
+			    json_string(gp_meta_text(st, 2)));
 			json_object_set_new(m, "name",
-			    json_string(gp_sqlite_text(st, 3)));
+			    json_string(gp_meta_text(st, 3)));
 			json_object_set_new(m, "version",
-			    json_integer(sqlite3_column_int64(st, 4)));
+			    json_integer(gp_meta_int(st, 4)));
 		} else {
 			json_object_set_new(m, "job_id",
-			    json_integer(sqlite3_column_int64(st, 5)));
+			    json_integer(gp_meta_int(st, 5)));
 			json_object_set_new(m, "attempt",
-			    json_integer(sqlite3_column_int64(st, 6)));
+			    json_integer(gp_meta_int(st, 6)));
 		}
 		json_object_set_new(m, "bytes",
-		    json_integer(sqlite3_column_int64(st, 7)));
+		    json_integer(gp_meta_int(st, 7)));
 		json_object_set_new(m, "created_at", json_string(tm));
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	return m;
 }
 
@@ -384,7 +343,7 @@ int
 data_object_has_chunk(int64_t id, const char *chunk)
 {
 	return data_query_int(0,
-	           "SELECT 1 FROM object_chunks WHERE object = ?1 "
+	           "SELECT 1 FROM gp_data_object_chunks WHERE object = ?1 "
 	           "AND chunk = ?2",
 	           "is", id, chunk) == 1;
 }
@@ -393,70 +352,47 @@ data_object_has_chunk(int64_t id, const char *chunk)
 int
 data_object_delete(int64_t id)
 {
-	sqlite3_stmt *st;
-	int ok = 1;
-
-	st = gp_sqlite_prepare(&data_db,
-	    "DELETE FROM object_chunks WHERE object = ?");
-	if (st != NULL) {
-		sqlite3_bind_int64(st, 1, id);
-		ok = sqlite3_step(st) == SQLITE_DONE;
-		sqlite3_finalize(st);
-	}
-	st = gp_sqlite_prepare(&data_db, "DELETE FROM objects WHERE id = ?");
-	if (st != NULL) {
-		sqlite3_bind_int64(st, 1, id);
-		ok = ok && sqlite3_step(st) == SQLITE_DONE;
-		sqlite3_finalize(st);
-	}
-	return st != NULL && ok ? 0 : GP_EIO;
+	if (gp_meta_run(data_db, "DELETE FROM gp_data_object_chunks WHERE "
+	    "object = ?", "I", id) != 0 ||
+	    gp_meta_run(data_db, "DELETE FROM gp_data_objects WHERE id = ?",
+	    "I", id) != 0)
+		return GP_EIO;
+	return 0;
 }
 
 void
 data_upload_delete(int64_t id)
 {
-	sqlite3_stmt *st;
-
-	if ((st = gp_sqlite_prepare(&data_db,
-	         "DELETE FROM upload_chunks WHERE upload = ?")) != NULL) {
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
-	if ((st = gp_sqlite_prepare(&data_db,
-	         "DELETE FROM uploads WHERE id = ?")) != NULL) {
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
+	(void)gp_meta_run(data_db, "DELETE FROM gp_data_upload_chunks WHERE "
+	    "upload = ?", "I", id);
+	(void)gp_meta_run(data_db, "DELETE FROM gp_data_uploads WHERE id = ?",
+	    "I", id);
 }
 
 int
 data_upload_load(int64_t id, struct data_upload *u)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int found = 0;
 
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT user, kind, name, job_id, attempt, creator, bytes, "
-	    "files FROM uploads WHERE id = ?");
-	if (st == NULL)
+	if (gp_meta_query(data_db, &st, "SELECT \"user\", kind, name, job_id, "
+	    "attempt, creator, bytes, files FROM gp_data_uploads WHERE id = ?",
+	    "I", id) != 0)
 		return 0;
-	sqlite3_bind_int64(st, 1, id);
-	if (sqlite3_step(st) == SQLITE_ROW) {
+	if (gp_meta_next(st) == 1) {
 		memset(u, 0, sizeof(*u));
 		u->id = id;
-		gp_strlcpy(u->user, gp_sqlite_text(st, 0), sizeof(u->user));
-		gp_strlcpy(u->kind, gp_sqlite_text(st, 1), sizeof(u->kind));
-		gp_strlcpy(u->name, gp_sqlite_text(st, 2), sizeof(u->name));
-		u->job_id = sqlite3_column_int64(st, 3);
-		u->attempt = sqlite3_column_int64(st, 4);
-		u->creator = sqlite3_column_int64(st, 5);
-		u->bytes = sqlite3_column_int64(st, 6);
-		u->files = sqlite3_column_int64(st, 7);
+		gp_strlcpy(u->user, gp_meta_text(st, 0), sizeof(u->user));
+		gp_strlcpy(u->kind, gp_meta_text(st, 1), sizeof(u->kind));
+		gp_strlcpy(u->name, gp_meta_text(st, 2), sizeof(u->name));
+		u->job_id = gp_meta_int(st, 3);
+		u->attempt = gp_meta_int(st, 4);
+		u->creator = gp_meta_int(st, 5);
+		u->bytes = gp_meta_int(st, 6);
+		u->files = gp_meta_int(st, 7);
 		found = 1;
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	return found;
 }
 
@@ -642,34 +578,34 @@ data_pin(const struct token_entry *who, struct gp_jobspec *spec, char *err,
 static int
 collect_refs(const char *user, json_t *refs)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int rc;
 
 	pthread_mutex_lock(&data_lock);
-	st = data_db.db == NULL
-	    ? NULL
-	    : gp_sqlite_prepare(&data_db,
-	          "SELECT DISTINCT oc.chunk FROM object_chunks oc JOIN "
-	          "objects o ON o.id = oc.object WHERE o.user = ?1 UNION "
-	          "SELECT DISTINCT uc.chunk FROM upload_chunks uc JOIN uploads "
-	          "u ON u.id = uc.upload WHERE u.user = ?1");
-	if (st == NULL) {
+	if (data_db == NULL || gp_meta_query(data_db, &st,
+	    "SELECT DISTINCT oc.chunk FROM gp_data_object_chunks oc JOIN "
+	    "gp_data_objects o ON o.id = oc.object WHERE o.\"user\" = ?1 "
+	    "UNION SELECT DISTINCT uc.chunk FROM gp_data_upload_chunks uc "
+	    "JOIN gp_data_uploads u ON u.id = uc.upload WHERE "
+	    "u.\"user\" = ?1", "s", user) != 0) {
 		pthread_mutex_unlock(&data_lock);
 		return GP_EIO;
 	}
-	sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		json_object_set(refs, gp_sqlite_text(st, 0), json_true());
-	sqlite3_finalize(st);
+	while ((rc = gp_meta_next(st)) == 1)
+		json_object_set(refs, gp_meta_text(st, 0), json_true());
+	gp_meta_done(st);
+	/* Nothing is removed unless this coordinator still leads. */
+	if (rc == 0)
+		rc = gp_meta_fence(data_db);
 	pthread_mutex_unlock(&data_lock);
-	return rc == SQLITE_DONE ? 0 : GP_EIO;
+	return rc == 0 ? 0 : GP_EIO;
 }
 
 /* Drops expired uploads and outputs (the chunk store's GC, each pass). */
 static void
 gc_expire(void)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int64_t now = gp_now_ms(), id, job_id, *ids = NULL, fin;
 	char owner[GP_NAME_MAX + 1];
 	size_t n = 0, cap = 0, i;
@@ -677,27 +613,32 @@ gc_expire(void)
 	int expired, rc;
 
 	pthread_mutex_lock(&data_lock);
-	/* Uploads abandoned long ago. */
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT id, user FROM uploads WHERE created_ms < ?");
-	while (st != NULL) {
-		sqlite3_bind_int64(st, 1, now - UPLOAD_TTL_MS);
-		if (sqlite3_step(st) != SQLITE_ROW)
+	/*
+	 * Uploads abandoned long ago, one at a time, in id order (one whose
+	 * delete failed is not asked about again in this pass).
+	 */
+	id = 0;
+	while (gp_meta_query(data_db, &st, "SELECT id, \"user\" FROM "
+	    "gp_data_uploads WHERE created_ms < ? AND id > ? ORDER BY id "
+	    "LIMIT 1", "II", now - UPLOAD_TTL_MS, id) == 0) {
+		if (gp_meta_next(st) != 1) {
+			gp_meta_done(st);
 			break;
-		id = sqlite3_column_int64(st, 0);
-		blob_gc_mark(blob_chunks, gp_sqlite_text(st, 1));
-		sqlite3_reset(st);
+		}
+		id = gp_meta_int(st, 0);
+		blob_gc_mark(blob_chunks, gp_meta_text(st, 1));
+		gp_meta_done(st);
 		data_upload_delete(id);
 		gp_info("upload expired id=%lld", (long long)id);
 	}
-	sqlite3_finalize(st);
 	/* Outputs of jobs finished more than data_output_retain_ms ago. */
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT id, job_id FROM objects WHERE kind = 'output'");
-	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
-		id = sqlite3_column_int64(st, 0);
-		job_id = sqlite3_column_int64(st, 1);
-		/* A job that left memory is asked of state.db. */
+	if (gp_meta_query(data_db, &st, "SELECT id, job_id FROM "
+	    "gp_data_objects WHERE kind = 'output'", "") != 0)
+		st = NULL;
+	while (st != NULL && gp_meta_next(st) == 1) {
+		id = gp_meta_int(st, 0);
+		job_id = gp_meta_int(st, 1);
+		/* A job that left memory is asked of the store. */
 		rc = state_job_brief(job_id, owner, &js, &fin);
 		expired = rc == GP_ENOENT ||
 		    (rc == 0 && js >= JOB_SUCCEEDED &&
@@ -714,19 +655,16 @@ gc_expire(void)
 		}
 		ids[n++] = id;
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	for (i = 0; i < n; i++) {
-		st = gp_sqlite_prepare(&data_db,
-		    "SELECT user, job_id FROM objects WHERE id = ?");
-		if (st != NULL) {
-			sqlite3_bind_int64(st, 1, ids[i]);
-			if (sqlite3_step(st) == SQLITE_ROW) {
-				blob_gc_mark(blob_chunks,
-				    gp_sqlite_text(st, 0));
+		if (gp_meta_query(data_db, &st, "SELECT \"user\", job_id FROM "
+		    "gp_data_objects WHERE id = ?", "I", ids[i]) == 0) {
+			if (gp_meta_next(st) == 1) {
+				blob_gc_mark(blob_chunks, gp_meta_text(st, 0));
 				gp_info("job output expired job=%lld",
-				    (long long)sqlite3_column_int64(st, 1));
+				    (long long)gp_meta_int(st, 1));
 			}
-			sqlite3_finalize(st);
+			gp_meta_done(st);
 		}
 		data_object_delete(ids[i]);
 	}
@@ -740,34 +678,25 @@ static const struct blob_user data_blob_user = {"data", gc_expire,
 int
 data_init(const struct coord_config *cfg)
 {
-	char path[1200];
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 
 	data_quota_default = cfg->quota_default;
 	if (cfg->data_max > 0)
 		data_max = cfg->data_max;
 	if (cfg->output_retain_ms > 0)
 		data_output_retain_ms = cfg->output_retain_ms;
-	/*
-	 * The tables stay where pools made before the blob store keep them,
-	 * in checkpoints.db, through a connection of data.c's own; the busy
-	 * timeout waits out ckpt.c's writes to the same file.
-	 */
-	snprintf(path, sizeof(path), "%s/checkpoints.db", cfg->data_dir);
-	if (gp_sqlite_open(&data_db, path, GP_SQLITE_SERIALIZED, "data") != 0)
+	/* A connection of data.c's own (store_meta.h). */
+	if (gp_meta_open(GP_META_DATA, cfg->data_dir, &data_db) != 0)
 		return GP_EIO;
 	pthread_mutex_lock(&data_lock);
-	if (gp_sqlite_exec(&data_db, schema) != 0) {
-		pthread_mutex_unlock(&data_lock);
-		return GP_EIO;
-	}
-	/* After a restart every user with objects gets one GC pass. */
-	if ((st = gp_sqlite_prepare(&data_db,
-	         "SELECT DISTINCT user FROM objects UNION SELECT "
-	         "DISTINCT user FROM uploads")) != NULL) {
-		while (sqlite3_step(st) == SQLITE_ROW)
-			blob_gc_mark(blob_chunks, gp_sqlite_text(st, 0));
-		sqlite3_finalize(st);
+	/* After a restart, or a failover, every user with objects gets one
+	 * GC pass. */
+	if (gp_meta_query(data_db, &st, "SELECT DISTINCT \"user\" FROM "
+	    "gp_data_objects UNION SELECT DISTINCT \"user\" FROM "
+	    "gp_data_uploads", "") == 0) {
+		while (gp_meta_next(st) == 1)
+			blob_gc_mark(blob_chunks, gp_meta_text(st, 0));
+		gp_meta_done(st);
 	}
 	pthread_mutex_unlock(&data_lock);
 	if (blob_add_user(blob_chunks, &data_blob_user) != 0)
@@ -784,7 +713,8 @@ void
 data_stop(void)
 {
 	pthread_mutex_lock(&data_lock);
-	gp_sqlite_close(&data_db);
+	gp_meta_close(data_db);
+	data_db = NULL;
 	pthread_mutex_unlock(&data_lock);
 }
 

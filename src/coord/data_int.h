@@ -6,9 +6,9 @@
 #ifndef GP_COORD_DATA_INT_H
 #define GP_COORD_DATA_INT_H
 
-#include <sqlite3.h>
 
-#include "sqlite_util.h"
+
+#include "store_meta.h"
 #include "state.h"
 
 #define UPLOAD_BODY_MAX (32u << 20)
@@ -26,10 +26,10 @@ struct data_upload {
 };
 
 /*
- * data.c's own connection to checkpoints.db and the lock that guards it
+ * data.c's own connection to its tables (store_meta.h) and the lock that guards it
  * (and the tables' meaning). Order: blob_lock, data_lock, state.lock.
  */
-extern struct gp_sqlite data_db;
+extern struct gp_meta *data_db;
 extern pthread_mutex_t data_lock;
 extern int64_t data_quota_default; /* bytes; 0: no limit */
 extern int64_t data_max;           /* bytes in one version/output */

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +22,7 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
-#include "sqlite_util.h"
+#include "store_meta.h"
 #include "state.h"
 
 /* ---- data sets ---- */
@@ -32,19 +31,45 @@ static json_t *
 shares_of(const char *owner, const char *name)
 {
 	json_t *list = json_array();
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT grantee FROM shares WHERE user = ? AND name = ? "
-	    "ORDER BY grantee");
-	if (st == NULL)
+	if (gp_meta_query(data_db, &st, "SELECT grantee FROM gp_data_shares "
+	    "WHERE \"user\" = ? AND name = ? ORDER BY grantee", "ss", owner,
+	    name) != 0)
 		return list;
-	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(list, json_string(gp_sqlite_text(st, 0)));
-	sqlite3_finalize(st);
+	while (gp_meta_next(st) == 1)
+		json_array_append_new(list, json_string(gp_meta_text(st, 0)));
+	gp_meta_done(st);
 	return list;
+}
+
+/*
+ * Every data set's grantees, {"OWNER/NAME": [grantee...]}, in one query:
+ * a listing asks once, not once per data set (a round trip each on
+ * PostgreSQL). data_lock held.
+ */
+static json_t *
+all_shares(void)
+{
+	json_t *map = json_object(), *list;
+	struct gp_meta_rows *st;
+	char key[2 * GP_NAME_MAX + 2];
+
+	if (map == NULL || gp_meta_query(data_db, &st, "SELECT \"user\", "
+	    "name, grantee FROM gp_data_shares ORDER BY \"user\", name, "
+	    "grantee", "") != 0)
+		return map;
+	while (gp_meta_next(st) == 1) {
+		snprintf(key, sizeof(key), "%s/%s", gp_meta_text(st, 0),
+		    gp_meta_text(st, 1));
+		if ((list = json_object_get(map, key)) == NULL) {
+			list = json_array();
+			json_object_set_new(map, key, list);
+		}
+		json_array_append_new(list, json_string(gp_meta_text(st, 2)));
+	}
+	gp_meta_done(st);
+	return map;
 }
 
 /* GET /v1/data[?all=1]: the caller's data sets and those shared. */
@@ -55,44 +80,46 @@ data_handle_list(struct MHD_Connection *conn, struct request *req)
 	    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "all");
 	int every = all != NULL && strcmp(all, "0") != 0 &&
 	    req->auth->role == GP_ROLE_ADMIN;
-	json_t *list = json_array(), *o;
-	sqlite3_stmt *st;
-	char tm[40];
+	json_t *list = json_array(), *o, *shares, *granted;
+	struct gp_meta_rows *st;
+	char tm[40], key[2 * GP_NAME_MAX + 2];
 
 	pthread_mutex_lock(&data_lock);
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT o.user, o.name, o.version, o.bytes, o.files, "
-	    "o.created_ms, (SELECT COUNT(*) FROM objects v WHERE "
-	    "v.kind = 'data' AND v.user = o.user AND v.name = o.name) "
-	    "FROM objects o WHERE o.kind = 'data' AND o.version = "
-	    "(SELECT MAX(version) FROM objects v WHERE v.kind = 'data' "
-	    "AND v.user = o.user AND v.name = o.name) AND (?1 OR "
-	    "o.user = ?2 OR EXISTS (SELECT 1 FROM shares s WHERE "
-	    "s.user = o.user AND s.name = o.name AND s.grantee = ?2)) "
-	    "ORDER BY o.user, o.name");
-	if (st != NULL) {
-		sqlite3_bind_int(st, 1, every);
-		sqlite3_bind_text(st, 2, req->auth->name, -1, SQLITE_STATIC);
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			gp_format_time(sqlite3_column_int64(st, 5), tm,
-			    sizeof(tm));
+	shares = all_shares();
+	if (gp_meta_query(data_db, &st,
+	    "SELECT o.\"user\", o.name, o.version, o.bytes, o.files, "
+	    "o.created_ms, (SELECT COUNT(*) FROM gp_data_objects v WHERE "
+	    "v.kind = 'data' AND v.\"user\" = o.\"user\" AND "
+	    "v.name = o.name) FROM gp_data_objects o WHERE o.kind = 'data' "
+	    "AND o.version = (SELECT MAX(version) FROM gp_data_objects v "
+	    "WHERE v.kind = 'data' AND v.\"user\" = o.\"user\" AND "
+	    "v.name = o.name) AND (?1 = 1 OR o.\"user\" = ?2 OR EXISTS "
+	    "(SELECT 1 FROM gp_data_shares s WHERE s.\"user\" = o.\"user\" "
+	    "AND s.name = o.name AND s.grantee = ?2)) "
+	    "ORDER BY o.\"user\", o.name", "is", every,
+	    req->auth->name) == 0) {
+		while (gp_meta_next(st) == 1) {
+			gp_format_time(gp_meta_int(st, 5), tm, sizeof(tm));
 			o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:I}", "owner",
-			    gp_sqlite_text(st, 0), "name",
-			    gp_sqlite_text(st, 1), "version",
-			    (json_int_t)sqlite3_column_int64(st, 2), "bytes",
-			    (json_int_t)sqlite3_column_int64(st, 3), "files",
-			    (json_int_t)sqlite3_column_int64(st, 4),
-			    "created_at", tm, "versions",
-			    (json_int_t)sqlite3_column_int64(st, 6));
+			    gp_meta_text(st, 0), "name", gp_meta_text(st, 1),
+			    "version", (json_int_t)gp_meta_int(st, 2),
+			    "bytes", (json_int_t)gp_meta_int(st, 3), "files",
+			    (json_int_t)gp_meta_int(st, 4), "created_at", tm,
+			    "versions", (json_int_t)gp_meta_int(st, 6));
 			if (o != NULL &&
-			    data_may_change(req->auth, gp_sqlite_text(st, 0)))
+			    data_may_change(req->auth, gp_meta_text(st, 0))) {
+				snprintf(key, sizeof(key), "%s/%s",
+				    gp_meta_text(st, 0), gp_meta_text(st, 1));
+				granted = json_object_get(shares, key);
 				json_object_set_new(o, "shared_with",
-				    shares_of(gp_sqlite_text(st, 0),
-				        gp_sqlite_text(st, 1)));
+				    granted != NULL ? json_deep_copy(granted)
+						    : json_array());
+			}
 			json_array_append_new(list, o);
 		}
-		sqlite3_finalize(st);
+		gp_meta_done(st);
 	}
+	json_decref(shares);
 	pthread_mutex_unlock(&data_lock);
 	return reply_json(conn, 200, json_pack("{s:o}", "data_sets", list));
 }
@@ -103,30 +130,25 @@ data_handle_versions(struct MHD_Connection *conn, struct request *req,
     const char *owner, const char *name)
 {
 	json_t *list = json_array(), *o = NULL;
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	char tm[40];
 
 	pthread_mutex_lock(&data_lock);
 	if (data_may_read(req->auth, owner, name) &&
-	    (st = gp_sqlite_prepare(&data_db,
-	         "SELECT version, bytes, files, created_ms FROM objects "
-	         "WHERE kind = 'data' AND user = ? AND name = ? ORDER BY "
-	         "version")) != NULL) {
-		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			gp_format_time(sqlite3_column_int64(st, 3), tm,
-			    sizeof(tm));
+	    gp_meta_query(data_db, &st, "SELECT version, bytes, files, "
+	    "created_ms FROM gp_data_objects WHERE kind = 'data' AND "
+	    "\"user\" = ? AND name = ? ORDER BY version", "ss", owner,
+	    name) == 0) {
+		while (gp_meta_next(st) == 1) {
+			gp_format_time(gp_meta_int(st, 3), tm, sizeof(tm));
 			json_array_append_new(list,
 			    json_pack("{s:I,s:I,s:I,s:s}", "version",
-			        (json_int_t)sqlite3_column_int64(st, 0),
-			        "bytes",
-			        (json_int_t)sqlite3_column_int64(st, 1),
-			        "files",
-			        (json_int_t)sqlite3_column_int64(st, 2),
-			        "created_at", tm));
+				(json_int_t)gp_meta_int(st, 0), "bytes",
+				(json_int_t)gp_meta_int(st, 1), "files",
+				(json_int_t)gp_meta_int(st, 2), "created_at",
+				tm));
 		}
-		sqlite3_finalize(st);
+		gp_meta_done(st);
 	}
 	if (json_array_size(list) > 0) {
 		o = json_pack("{s:s,s:s,s:O}", "owner", owner, "name", name,
@@ -223,7 +245,7 @@ data_handle_remove(struct MHD_Connection *conn, struct request *req,
     const char *owner, const char *name, const char *vtext)
 {
 	char jobs[256];
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int64_t version = 0, id, removed = 0;
 	int readable, status = 0;
 
@@ -240,36 +262,25 @@ data_handle_remove(struct MHD_Connection *conn, struct request *req,
 		status = 403;
 	} else if (jobs_using(owner, name, version, jobs, sizeof(jobs)) > 0) {
 		status = 409;
-	} else if (gp_sqlite_exec(&data_db, "BEGIN IMMEDIATE") == 0) {
-		st = gp_sqlite_prepare(&data_db,
-		    "SELECT id FROM objects WHERE kind = 'data' AND "
-		    "user = ?1 AND name = ?2 AND (?3 = 0 OR version = "
-		    "?3)");
-		while (st != NULL) {
-			sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 3, version);
-			if (sqlite3_step(st) != SQLITE_ROW)
-				break;
-			id = sqlite3_column_int64(st, 0);
-			sqlite3_reset(st);
-			if (data_object_delete(id) != 0)
+	} else if (gp_meta_begin(data_db) == 0) {
+		/* One version at a time: each deleted before the next read. */
+		while (gp_meta_query(data_db, &st, "SELECT id FROM "
+		    "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 "
+		    "AND name = ?2 AND (?3 = 0 OR version = ?3) LIMIT 1", "ssI",
+		    owner, name, version) == 0) {
+			id = gp_meta_next(st) == 1 ? gp_meta_int(st, 0) : 0;
+			gp_meta_done(st);
+			if (id == 0 || data_object_delete(id) != 0)
 				break;
 			removed++;
 		}
-		sqlite3_finalize(st);
 		/* The last version gone: so are its shares. */
-		if (data_object(owner, name, &(int64_t){0}) == 0 &&
-		    (st = gp_sqlite_prepare(&data_db,
-		         "DELETE FROM shares WHERE user = ? AND "
-		         "name = ?")) != NULL) {
-			sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-			sqlite3_step(st);
-			sqlite3_finalize(st);
-		}
-		if (gp_sqlite_exec(&data_db, "COMMIT") != 0) {
-			gp_sqlite_exec(&data_db, "ROLLBACK");
+		if (data_object(owner, name, &(int64_t){0}) == 0)
+			(void)gp_meta_run(data_db, "DELETE FROM gp_data_shares "
+			    "WHERE \"user\" = ? AND name = ?", "ss", owner,
+			    name);
+		if (gp_meta_commit(data_db) != 0) {
+			gp_meta_rollback(data_db);
 			status = 500;
 		}
 	} else {
@@ -310,7 +321,6 @@ data_handle_share(struct MHD_Connection *conn, struct request *req,
 {
 	char grantee[GP_CKPT_DATA_NAME_LEN], err[200];
 	json_t *shares = NULL;
-	sqlite3_stmt *st;
 	int status = 0;
 
 	if (gp_share_request_decode(req->body.data ? req->body.data : "",
@@ -324,20 +334,15 @@ data_handle_share(struct MHD_Connection *conn, struct request *req,
 		status = 403;
 	else if (strcmp(grantee, owner) == 0)
 		status = 400;
-	else if ((st = gp_sqlite_prepare(&data_db,
-	              share ? "INSERT OR IGNORE INTO shares "
-	                      "VALUES(?, ?, ?)"
-	                    : "DELETE FROM shares WHERE user = ? AND "
-	                      "name = ? AND grantee = ?")) != NULL) {
-		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, grantee, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
+	else {
+		if (gp_meta_run(data_db, share
+			? "INSERT INTO gp_data_shares(\"user\", name, grantee) "
+			  "VALUES(?, ?, ?) ON CONFLICT DO NOTHING"
+			: "DELETE FROM gp_data_shares WHERE \"user\" = ? AND "
+			  "name = ? AND grantee = ?", "sss", owner, name,
+			grantee) != 0)
 			status = 500;
-		sqlite3_finalize(st);
 		shares = shares_of(owner, name);
-	} else {
-		status = 500;
 	}
 	pthread_mutex_unlock(&data_lock);
 	if (status == 0)
@@ -372,7 +377,6 @@ data_handle_quota(struct MHD_Connection *conn, struct request *req,
 {
 	char err[200];
 	const char *source;
-	sqlite3_stmt *st;
 	int64_t limit, bytes = 0;
 	int ok = 1, post = strcmp(method, "POST") == 0;
 	json_t *o;
@@ -393,20 +397,21 @@ data_handle_quota(struct MHD_Connection *conn, struct request *req,
 		        req->body.len, &bytes, err, sizeof(err)) != 0)
 			return reply_error(conn, 400, "%s", err);
 		pthread_mutex_lock(&data_lock);
-		st = gp_sqlite_prepare(&data_db,
-		    post ? "INSERT OR REPLACE INTO quotas VALUES(?, ?)"
-		         : "DELETE FROM quotas WHERE user = ?");
-		if (st != NULL) {
-			sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-			if (post && bytes > 0)
-				sqlite3_bind_int64(st, 2, bytes);
-			else if (post)
-				sqlite3_bind_null(st, 2);
-			ok = sqlite3_step(st) == SQLITE_DONE;
-			sqlite3_finalize(st);
-		}
+		if (post && bytes > 0)
+			ok = gp_meta_run(data_db, "INSERT INTO gp_data_quotas("
+			    "\"user\", bytes) VALUES(?, ?) ON CONFLICT(\"user\") "
+			    "DO UPDATE SET bytes = excluded.bytes", "sI", user,
+			    bytes) == 0;
+		else if (post)
+			ok = gp_meta_run(data_db, "INSERT INTO gp_data_quotas("
+			    "\"user\", bytes) VALUES(?, NULL) ON CONFLICT("
+			    "\"user\") DO UPDATE SET bytes = NULL", "s",
+			    user) == 0;
+		else
+			ok = gp_meta_run(data_db, "DELETE FROM gp_data_quotas "
+			    "WHERE \"user\" = ?", "s", user) == 0;
 		pthread_mutex_unlock(&data_lock);
-		if (st == NULL || !ok)
+		if (!ok)
 			return reply_error(conn, 500, "cannot set the quota");
 		gp_info("quota set user=%s bytes=%s%lld by=%s", user,
 		    post ? "" : "default:", (long long)bytes, req->auth->name);
@@ -425,13 +430,13 @@ data_handle_quota(struct MHD_Connection *conn, struct request *req,
 	    (json_int_t)data_usage(user, "data", 0), "output_bytes",
 	    (json_int_t)data_usage(user, "output", 0), "data_versions",
 	    (json_int_t)data_query_int(0,
-	        "SELECT COUNT(*) FROM objects WHERE "
-	        "user = ? AND kind = 'data'",
+	        "SELECT COUNT(*) FROM gp_data_objects WHERE "
+	        "\"user\" = ? AND kind = 'data'",
 	        "s", user),
 	    "outputs",
 	    (json_int_t)data_query_int(0,
-	        "SELECT COUNT(*) FROM objects WHERE "
-	        "user = ? AND kind = 'output'",
+	        "SELECT COUNT(*) FROM gp_data_objects WHERE "
+	        "\"user\" = ? AND kind = 'output'",
 	        "s", user));
 	pthread_mutex_unlock(&data_lock);
 	return reply_json(conn, 200, o);
@@ -470,7 +475,7 @@ data_handle_output(struct MHD_Connection *conn, struct request *req,
 		    method);
 	pthread_mutex_lock(&data_lock);
 	id = data_query_int(0,
-	    "SELECT id FROM objects WHERE kind = 'output' AND "
+	    "SELECT id FROM gp_data_objects WHERE kind = 'output' AND "
 	    "job_id = ?",
 	    "i", job);
 	ok = id > 0 && (chunk == NULL || data_object_has_chunk(id, chunk));

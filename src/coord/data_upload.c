@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +22,7 @@
 #include "joblog.h"
 #include "log.h"
 #include "route.h"
-#include "sqlite_util.h"
+#include "store_meta.h"
 #include "state.h"
 
 /* ---- uploads ---- */
@@ -40,7 +39,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 {
 	unsigned char hash[32];
 	char digest[65], *text;
-	sqlite3_stmt *st = NULL, *ins = NULL;
+	struct gp_meta_rows *st = NULL;
 	json_t *f, *c, *missing = NULL;
 	const char *cname;
 	int64_t id = 0, skip = 0, limit, used, adds, size, want;
@@ -58,85 +57,55 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	pthread_mutex_lock(&data_lock);
 	if (strcmp(kind, "output") == 0)
 		skip = data_query_int(0,
-		    "SELECT id FROM objects WHERE kind = "
+		    "SELECT id FROM gp_data_objects WHERE kind = "
 		    "'output' AND job_id = ?",
 		    "i", job);
 	/* The same upload begun again: carry on with it. */
 	id = data_query_int(0,
-	    "SELECT id FROM uploads WHERE user = ?1 AND "
+	    "SELECT id FROM gp_data_uploads WHERE \"user\" = ?1 AND "
 	    "digest = ?2 AND kind = ?3 AND COALESCE(name, '') = "
 	    "?4 AND COALESCE(job_id, 0) = ?5 AND "
 	    "COALESCE(attempt, 0) = ?6",
 	    "ssssii", user, digest, kind, name != NULL ? name : "", job,
 	    attempt);
 	if (id > 0) {
-		st = gp_sqlite_prepare(&data_db,
-		    "UPDATE uploads SET created_ms = ?1, creator = ?2 "
-		    "WHERE id = ?3");
-		if (st != NULL) {
-			sqlite3_bind_int64(st, 1, gp_now_ms());
-			sqlite3_bind_int64(st, 2, who->id);
-			sqlite3_bind_int64(st, 3, id);
-			sqlite3_step(st);
-			sqlite3_finalize(st);
-			st = NULL;
-		}
+		(void)gp_meta_run(data_db, "UPDATE gp_data_uploads SET "
+		    "created_ms = ?1, creator = ?2 WHERE id = ?3", "III",
+		    gp_now_ms(), who->id, id);
 	} else {
-		if (gp_sqlite_exec(&data_db, "BEGIN IMMEDIATE") != 0)
+		if (gp_meta_begin(data_db) != 0)
 			goto unlock;
-		st = gp_sqlite_prepare(&data_db,
-		    "INSERT INTO uploads(user, kind, name, job_id, "
-		    "attempt, creator, digest, manifest, bytes, files, "
-		    "created_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
-		ins = gp_sqlite_prepare(&data_db,
-		    "INSERT OR IGNORE INTO upload_chunks VALUES(?,?,?)");
-		if (st == NULL || ins == NULL)
+		/* No name, job or attempt: NULL (NULLIF). */
+		if (gp_meta_query_int(data_db, "INSERT INTO gp_data_uploads("
+		    "\"user\", kind, name, job_id, attempt, creator, digest, "
+		    "manifest, bytes, files, created_ms) VALUES(?, ?, ?, "
+		    "NULLIF(CAST(? AS BIGINT), 0), NULLIF(CAST(? AS BIGINT), 0), "
+		    "?, ?, ?, ?, ?, ?) RETURNING id", &id, "sstIIIssIII", user,
+		    kind, name, job, job > 0 ? attempt : 0, who->id, digest, text,
+		    tot->bytes, tot->files, gp_now_ms()) != 1)
 			goto rollback;
-		sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-		if (name != NULL)
-			sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
-		if (job > 0) {
-			sqlite3_bind_int64(st, 4, job);
-			sqlite3_bind_int64(st, 5, attempt);
-		}
-		sqlite3_bind_int64(st, 6, who->id);
-		sqlite3_bind_text(st, 7, digest, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 8, text, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 9, tot->bytes);
-		sqlite3_bind_int64(st, 10, tot->files);
-		sqlite3_bind_int64(st, 11, gp_now_ms());
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto rollback;
-		id = sqlite3_last_insert_rowid(data_db.db);
 		json_array_foreach(json_object_get(m, "files"), i, f)
 		{
 			size = json_integer_value(json_object_get(f, "size"));
 			json_array_foreach(json_object_get(f, "chunks"), k, c)
 			{
 				want = size - (int64_t)k * GP_CKPT_CHUNK_SIZE;
-				sqlite3_reset(ins);
-				sqlite3_bind_int64(ins, 1, id);
-				sqlite3_bind_text(ins, 2, json_string_value(c),
-				    -1, SQLITE_STATIC);
-				sqlite3_bind_int64(ins, 3,
-				    want > GP_CKPT_CHUNK_SIZE
-				        ? GP_CKPT_CHUNK_SIZE
-				        : want);
-				if (sqlite3_step(ins) != SQLITE_DONE)
+				if (gp_meta_run(data_db, "INSERT INTO "
+				    "gp_data_upload_chunks(upload, chunk, size) "
+				    "VALUES(?, ?, ?) ON CONFLICT DO NOTHING",
+				    "IsI", id, json_string_value(c),
+				    want > GP_CKPT_CHUNK_SIZE ? GP_CKPT_CHUNK_SIZE
+							      : want) != 0)
 					goto rollback;
 			}
 		}
-		sqlite3_finalize(st);
-		sqlite3_finalize(ins);
-		st = ins = NULL;
 		/* The quota, before a single byte is sent. */
 		limit = data_quota_of(user, &source);
 		if (limit > 0) {
 			used = data_usage(user, NULL, skip);
 			adds = data_upload_adds(id, user, skip);
 			if (adds > 0 && used + adds > limit) {
-				gp_sqlite_exec(&data_db, "ROLLBACK");
+				gp_meta_rollback(data_db);
 				pthread_mutex_unlock(&data_lock);
 				blob_unlock(blob_chunks);
 				free(text);
@@ -144,30 +113,25 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 				    adds);
 			}
 		}
-		if (gp_sqlite_exec(&data_db, "COMMIT") != 0)
+		if (gp_meta_commit(data_db) != 0)
 			goto rollback;
 	}
-	/* What the store lacks (present ones are young again, see GC). */
+	/* What the store lacks (present ones are young again, see GC). */	/* What the store lacks (present ones are young again, see GC). */
 	missing = json_array();
-	st = gp_sqlite_prepare(&data_db,
-	    "SELECT chunk FROM upload_chunks WHERE upload = ?");
-	if (st == NULL || missing == NULL)
+	if (missing == NULL || gp_meta_query(data_db, &st, "SELECT chunk FROM "
+	    "gp_data_upload_chunks WHERE upload = ?", "I", id) != 0)
 		goto unlock;
-	sqlite3_bind_int64(st, 1, id);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		cname = gp_sqlite_text(st, 0);
+	while (gp_meta_next(st) == 1) {
+		cname = gp_meta_text(st, 0);
 		if (blob_touch(blob_chunks, user, cname, 1) != 0)
 			json_array_append_new(missing, json_string(cname));
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	st = NULL;
 	status = 0;
 	goto unlock;
 rollback:
-	sqlite3_finalize(st);
-	sqlite3_finalize(ins);
-	st = ins = NULL;
-	gp_sqlite_exec(&data_db, "ROLLBACK");
+	gp_meta_rollback(data_db);
 unlock:
 	pthread_mutex_unlock(&data_lock);
 	blob_unlock(blob_chunks);
@@ -263,7 +227,7 @@ data_upload_begin(struct request *req, const char *url)
 		status = data_upload_access(req->auth, &u, err, sizeof(err));
 	if (found && status == 0)
 		size = data_query_int(-1,
-		    "SELECT size FROM upload_chunks WHERE "
+		    "SELECT size FROM gp_data_upload_chunks WHERE "
 		    "upload = ?1 AND chunk = ?2",
 		    "is", id, p[4]);
 	pthread_mutex_unlock(&data_lock);
@@ -292,7 +256,7 @@ enum MHD_Result
 data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 {
 	char err[400], b[32];
-	sqlite3_stmt *st = NULL;
+	struct gp_meta_rows *st = NULL;
 	struct data_upload u;
 	struct stat sb;
 	int64_t version = 0, object, limit, after, before, old = 0;
@@ -312,24 +276,24 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	/* Every chunk stored, with the size the manifest gives it. */
 	status = 500;
 	snprintf(err, sizeof(err), "cannot read the upload");
-	if ((st = gp_sqlite_prepare(&data_db,
-	         "SELECT chunk, size FROM upload_chunks WHERE "
-	         "upload = ?")) == NULL)
+	if (gp_meta_query(data_db, &st, "SELECT chunk, size FROM "
+	    "gp_data_upload_chunks WHERE upload = ?", "I", id) != 0) {
+		st = NULL;
 		goto unlock;
-	sqlite3_bind_int64(st, 1, id);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (blob_stat(blob_chunks, u.user, gp_sqlite_text(st, 0),
-		        &sb) != 0 ||
-		    sb.st_size != sqlite3_column_int64(st, 1)) {
+	}
+	while (gp_meta_next(st) == 1) {
+		if (blob_stat(blob_chunks, u.user, gp_meta_text(st, 0), &sb) !=
+			0 ||
+		    sb.st_size != gp_meta_int(st, 1)) {
 			snprintf(err, sizeof(err),
 			    "chunk %s is not stored: "
 			    "upload it first",
-			    gp_sqlite_text(st, 0));
+			    gp_meta_text(st, 0));
 			status = 400;
 			goto unlock;
 		}
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	st = NULL;
 	/*
 	 * The chunks' directory entries durable before the object that
@@ -340,68 +304,47 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		goto unlock;
 	snprintf(err, sizeof(err), "cannot record the %s",
 	    strcmp(u.kind, "data") == 0 ? "version" : "output");
-	if (gp_sqlite_exec(&data_db, "BEGIN IMMEDIATE") != 0)
+	if (gp_meta_begin(data_db) != 0)
 		goto unlock;
 	if (strcmp(u.kind, "data") == 0) {
 		version = data_query_int(1,
-		    "SELECT MAX(COALESCE((SELECT next FROM "
-		    "data_next WHERE user = ?1 AND name = "
-		    "?2), 1), COALESCE((SELECT MAX(version) "
-		    "+ 1 FROM objects WHERE kind = 'data' AND "
-		    "user = ?1 AND name = ?2), 1))",
+		    "SELECT MAX(v) FROM (SELECT COALESCE((SELECT next FROM "
+		    "gp_data_next WHERE \"user\" = ?1 AND name = ?2), 1) AS v "
+		    "UNION ALL SELECT COALESCE((SELECT MAX(version) + 1 FROM "
+		    "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 AND "
+		    "name = ?2), 1)) AS candidates",
 		    "ss", u.user, u.name);
-		st = gp_sqlite_prepare(&data_db,
-		    "INSERT OR REPLACE INTO data_next VALUES(?, ?, ?)");
-		if (st == NULL)
+		if (gp_meta_run(data_db, "INSERT INTO gp_data_next(\"user\", "
+		    "name, next) VALUES(?, ?, ?) ON CONFLICT(\"user\", name) "
+		    "DO UPDATE SET next = excluded.next", "ssI", u.user, u.name,
+		    version + 1) != 0)
 			goto rollback;
-		sqlite3_bind_text(st, 1, u.user, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, u.name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, version + 1);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto rollback;
-		sqlite3_finalize(st);
-		st = NULL;
 	} else {
 		/* A job has one output: the last one stored. */
 		old = data_query_int(0,
-		    "SELECT id FROM objects WHERE kind = "
+		    "SELECT id FROM gp_data_objects WHERE kind = "
 		    "'output' AND job_id = ?",
 		    "i", u.job_id);
 		if (old > 0 && data_object_delete(old) != 0)
 			goto rollback;
 	}
-	st = gp_sqlite_prepare(&data_db,
-	    "INSERT INTO objects(user, kind, name, version, job_id, "
-	    "attempt, manifest, bytes, files, created_ms) SELECT user, "
-	    "kind, name, ?2, job_id, attempt, manifest, bytes, files, ?3 "
-	    "FROM uploads WHERE id = ?1");
-	if (st == NULL)
+	/* An output has no version: NULL (NULLIF). */
+	if (gp_meta_query_int(data_db, "INSERT INTO gp_data_objects(\"user\", "
+	    "kind, name, version, job_id, attempt, manifest, bytes, files, "
+	    "created_ms) SELECT \"user\", kind, name, "
+	    "NULLIF(CAST(?2 AS BIGINT), 0), job_id, attempt, manifest, bytes, "
+	    "files, CAST(?3 AS BIGINT) FROM gp_data_uploads WHERE id = ?1 "
+	    "RETURNING id", &object, "III", id, version, gp_now_ms()) != 1 ||
+	    gp_meta_run(data_db, "INSERT INTO gp_data_object_chunks(object, "
+	    "chunk, size) SELECT CAST(?1 AS BIGINT), chunk, size FROM "
+	    "gp_data_upload_chunks WHERE upload = ?2", "II", object, id) != 0)
 		goto rollback;
-	sqlite3_bind_int64(st, 1, id);
-	if (version > 0)
-		sqlite3_bind_int64(st, 2, version);
-	sqlite3_bind_int64(st, 3, gp_now_ms());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	object = sqlite3_last_insert_rowid(data_db.db);
-	st = gp_sqlite_prepare(&data_db,
-	    "INSERT INTO object_chunks SELECT ?1, chunk, size FROM "
-	    "upload_chunks WHERE upload = ?2");
-	if (st == NULL)
-		goto rollback;
-	sqlite3_bind_int64(st, 1, object);
-	sqlite3_bind_int64(st, 2, id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	st = NULL;
 	data_upload_delete(id);
 	limit = data_quota_of(u.user, &source);
 	if (limit > 0 && (after = data_usage(u.user, NULL, 0)) > limit &&
 	    after > (before = data_usage(u.user, NULL, object))) {
 		/* The quota changed meanwhile, or another upload won. */
-		gp_sqlite_exec(&data_db, "ROLLBACK");
+		gp_meta_rollback(data_db);
 		data_upload_delete(id);
 		pthread_mutex_unlock(&data_lock);
 		blob_unlock(blob_chunks);
@@ -409,16 +352,14 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 		return data_reply_quota(conn, u.user, before, limit,
 		    after - before);
 	}
-	if (gp_sqlite_exec(&data_db, "COMMIT") != 0)
+	if (gp_meta_commit(data_db) != 0)
 		goto rollback;
 	status = 0;
 	goto unlock;
 rollback:
-	sqlite3_finalize(st);
-	st = NULL;
-	gp_sqlite_exec(&data_db, "ROLLBACK");
+	gp_meta_rollback(data_db);
 unlock:
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	pthread_mutex_unlock(&data_lock);
 	blob_unlock(blob_chunks);
 	if (status != 0) {

@@ -8,8 +8,8 @@
 
 /* data.c */
 /*
- * Opens data.c's tables (in DATA/checkpoints.db, a connection of its
- * own) and adds data sets and outputs to the chunk store's users (after
+ * Opens data.c's tables (store_meta.h: DATA/checkpoints.db or the
+ * pool's PostgreSQL, a connection of its own) and adds data sets and outputs to the chunk store's users (after
  * blob_init, before blob_start). data_stop closes them (after blob_stop).
  */
 int data_init(const struct coord_config *cfg);

@@ -3,8 +3,9 @@
  * "Images").
  *
  * Layout under DATA:
- *   images.db                  manifests, names, signatures (SQLite, WAL),
- *                              its own connection, guarded by image_lock
+ *   (the store)                manifests, names, signatures: behind the
+ *                              storage interface (store_meta.h), a
+ *                              connection of its own, guarded by image_lock
  *   images/blobs/ab/<hex>      blobs (manifests, configs, layers): the blob
  *                              store's image store (blob.h, blob_images),
  *                              named by the hex of their sha256 digest
@@ -41,7 +42,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,14 +57,14 @@
 #include "oci.h"
 #include "route.h"
 #include "sign.h"
-#include "sqlite_util.h"
 #include "state.h"
+#include "store_meta.h"
 
 #define IMAGE_JSON_BODY_MAX (1u << 20)
 #define MISSING_MAX         1000
 #define AGENT_PREFIX        "/v1/agent/jobs/"
 
-static struct gp_sqlite db; /* guarded by its lock */
+static struct gp_meta *db; /* guarded by its lock */
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t blob_max = 64LL << 30;
 
@@ -88,24 +88,12 @@ blob_size(const char *digest)
 
 /* ---- database ---- */
 
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS manifests("
-    " digest TEXT PRIMARY KEY, config TEXT NOT NULL,"
-    " bytes INTEGER NOT NULL, layers INTEGER NOT NULL,"
-    " importer TEXT NOT NULL, created_ms INTEGER NOT NULL);"
-    /* Every blob a manifest needs, the manifest itself included. */
-    "CREATE TABLE IF NOT EXISTS manifest_blobs("
-    " manifest TEXT NOT NULL, blob TEXT NOT NULL,"
-    " PRIMARY KEY(manifest, blob));"
-    "CREATE INDEX IF NOT EXISTS manifest_blobs_blob ON manifest_blobs(blob);"
-    "CREATE TABLE IF NOT EXISTS names("
-    " name TEXT PRIMARY KEY, digest TEXT NOT NULL, user TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS names_digest ON names(digest);"
-    "CREATE TABLE IF NOT EXISTS signatures("
-    " digest TEXT NOT NULL, key TEXT NOT NULL, signature TEXT NOT NULL,"
-    " signer TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-    " PRIMARY KEY(digest, key));";
+/*
+ * gp_image_manifests, gp_image_manifest_blobs (every blob a manifest
+ * needs, the manifest itself included), gp_image_names and
+ * gp_image_signatures, behind the storage interface (store_meta.h):
+ * DATA/images.db, or the pool's PostgreSQL database.
+ */
 
 /* ---- garbage collection ---- */
 
@@ -132,43 +120,38 @@ pinned_digests(void)
 static void
 gc_manifests(json_t *pinned)
 {
-	sqlite3_stmt *st, *del;
+	struct gp_meta_rows *st;
 	json_t *drop = json_array(), *v;
-	const char *d;
-	size_t i;
+	size_t i, k;
 
-	st = gp_sqlite_prepare(&db,
-	    "SELECT digest FROM manifests WHERE digest NOT IN "
-	    "(SELECT digest FROM names)");
-	while (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
-		d = (const char *)sqlite3_column_text(st, 0);
-		if (json_object_get(pinned, d) == NULL)
-			json_array_append_new(drop, json_string(d));
+	if (gp_meta_query(db, &st, "SELECT digest FROM gp_image_manifests "
+	    "WHERE digest NOT IN (SELECT digest FROM gp_image_names)",
+	    "") == 0) {
+		while (gp_meta_next(st) == 1)
+			if (json_object_get(pinned, gp_meta_text(st, 0)) ==
+			    NULL)
+				json_array_append_new(drop,
+				    json_string(gp_meta_text(st, 0)));
+		gp_meta_done(st);
 	}
-	sqlite3_finalize(st);
-	if (json_array_size(drop) == 0 ||
-	    gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0) {
+	if (json_array_size(drop) == 0 || gp_meta_begin(db) != 0) {
 		json_decref(drop);
 		return;
 	}
 	json_array_foreach(drop, i, v)
 	{
 		static const char *const sql[] =
-		    {"DELETE FROM manifests WHERE digest = ?",
-		        "DELETE FROM manifest_blobs WHERE manifest = ?",
-		        "DELETE FROM signatures WHERE digest = ?"};
-		size_t k;
-		for (k = 0; k < GP_ARRAY_LEN(sql); k++) {
-			if ((del = gp_sqlite_prepare(&db, sql[k])) == NULL)
-				continue;
-			sqlite3_bind_text(del, 1, json_string_value(v), -1,
-			    SQLITE_STATIC);
-			sqlite3_step(del);
-			sqlite3_finalize(del);
-		}
+		    {"DELETE FROM gp_image_manifests WHERE digest = ?",
+			"DELETE FROM gp_image_manifest_blobs WHERE "
+			"manifest = ?",
+			"DELETE FROM gp_image_signatures WHERE digest = ?"};
+		for (k = 0; k < GP_ARRAY_LEN(sql); k++)
+			(void)gp_meta_run(db, sql[k], "s",
+			    json_string_value(v));
 		gp_info("image dropped digest=%s", json_string_value(v));
 	}
-	gp_sqlite_exec(&db, "COMMIT");
+	if (gp_meta_commit(db) != 0)
+		gp_meta_rollback(db);
 	json_decref(drop);
 }
 
@@ -182,7 +165,7 @@ gc_expire(void)
 	json_t *pinned = pinned_digests();
 
 	pthread_mutex_lock(&image_lock);
-	if (db.db != NULL && pinned != NULL)
+	if (db != NULL && pinned != NULL)
 		gc_manifests(pinned);
 	pthread_mutex_unlock(&image_lock);
 	json_decref(pinned);
@@ -193,23 +176,26 @@ gc_expire(void)
 static int
 gc_collect(const char *owner, json_t *refs)
 {
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	const char *d;
-	int rc = SQLITE_ERROR;
+	int rc = GP_EIO;
 
 	(void)owner;
 	pthread_mutex_lock(&image_lock);
-	st = db.db != NULL
-	    ? gp_sqlite_prepare(&db, "SELECT DISTINCT blob FROM manifest_blobs")
-	    : NULL;
-	while (st != NULL && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		d = (const char *)sqlite3_column_text(st, 0);
-		if (gp_oci_digest_valid(d))
-			json_object_set_new(refs, HEX(d), json_true());
+	if (db != NULL && gp_meta_query(db, &st, "SELECT DISTINCT blob FROM "
+	    "gp_image_manifest_blobs", "") == 0) {
+		while ((rc = gp_meta_next(st)) == 1) {
+			d = gp_meta_text(st, 0);
+			if (gp_oci_digest_valid(d))
+				json_object_set_new(refs, HEX(d), json_true());
+		}
+		gp_meta_done(st);
+		/* Nothing is removed unless this coordinator leads. */
+		if (rc == 0)
+			rc = gp_meta_fence(db);
 	}
-	sqlite3_finalize(st);
 	pthread_mutex_unlock(&image_lock);
-	return rc == SQLITE_DONE ? 0 : GP_EIO;
+	return rc == 0 ? 0 : GP_EIO;
 }
 
 static const struct blob_user image_blob_user = {"images", gc_expire,
@@ -218,13 +204,8 @@ static const struct blob_user image_blob_user = {"images", gc_expire,
 int
 image_init(const struct coord_config *cfg)
 {
-	char path[1200];
-
 	blob_max = cfg->image_blob_max > 0 ? cfg->image_blob_max : 64LL << 30;
-	snprintf(path, sizeof(path), "%s/images.db", cfg->data_dir);
-	/* WAL, synchronous=FULL: gp_sqlite_open's. */
-	if (gp_sqlite_open(&db, path, GP_SQLITE_SERIALIZED, "images") != 0 ||
-	    gp_sqlite_exec(&db, schema) != 0)
+	if (gp_meta_open(GP_META_IMAGES, cfg->data_dir, &db) != 0)
 		return GP_EIO;
 	if (blob_add_user(blob_images, &image_blob_user) != 0)
 		return GP_EINVAL;
@@ -237,7 +218,8 @@ void
 image_stop(void)
 {
 	pthread_mutex_lock(&image_lock);
-	gp_sqlite_close(&db);
+	gp_meta_close(db);
+	db = NULL;
 	pthread_mutex_unlock(&image_lock);
 }
 
@@ -262,8 +244,8 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 {
 	char norm[GP_IMAGE_NAME_MAX + 1];
 	const char *at;
-	sqlite3_stmt *st;
-	int found = 0;
+	int64_t one = 0;
+	int found = 0, rc;
 
 	name[0] = '\0';
 	at = strrchr(ref, '@');
@@ -271,15 +253,13 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	    (at != NULL && gp_oci_digest_valid(at + 1))) {
 		gp_strlcpy(digest, at != NULL ? at + 1 : ref,
 		    GP_OCI_DIGEST_SIZE);
-		st = gp_sqlite_prepare(&db,
-		    "SELECT 1 FROM manifests WHERE digest = ?");
-		if (st == NULL) {
+		rc = gp_meta_query_int(db, "SELECT 1 FROM gp_image_manifests "
+		    "WHERE digest = ?", &one, "s", digest);
+		if (rc < 0) {
 			snprintf(err, errlen, "image database error");
 			return GP_EIO;
 		}
-		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-		found = sqlite3_step(st) == SQLITE_ROW;
-		sqlite3_finalize(st);
+		found = rc == 1;
 		if (!found) {
 			snprintf(err, errlen,
 			    "no image %.200s in the store "
@@ -296,18 +276,21 @@ lookup(const char *ref, char *digest, char *name, size_t namelen, char *err,
 	}
 	if (gp_image_name_normalize(ref, norm, sizeof(norm), err, errlen) != 0)
 		return GP_EINVAL;
-	st = gp_sqlite_prepare(&db, "SELECT digest FROM names WHERE name = ?");
-	if (st == NULL) {
-		snprintf(err, errlen, "image database error");
-		return GP_EIO;
+	{
+		struct gp_meta_rows *st;
+
+		if (gp_meta_query(db, &st, "SELECT digest FROM gp_image_names "
+		    "WHERE name = ?", "s", norm) != 0) {
+			snprintf(err, errlen, "image database error");
+			return GP_EIO;
+		}
+		if (gp_meta_next(st) == 1) {
+			gp_strlcpy(digest, gp_meta_text(st, 0),
+			    GP_OCI_DIGEST_SIZE);
+			found = 1;
+		}
+		gp_meta_done(st);
 	}
-	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		gp_strlcpy(digest, (const char *)sqlite3_column_text(st, 0),
-		    GP_OCI_DIGEST_SIZE);
-		found = 1;
-	}
-	sqlite3_finalize(st);
 	if (!found) {
 		snprintf(err, errlen,
 		    "no image named %.256s in the store "
@@ -323,33 +306,30 @@ static json_t *
 signers_of(const char *digest, int with_signatures)
 {
 	json_t *list = json_array();
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	char tm[40];
 
-	st = gp_sqlite_prepare(&db,
-	    "SELECT key, signature, signer, created_ms FROM "
-	    "signatures WHERE digest = ? ORDER BY created_ms, key");
-	if (st == NULL)
+	if (gp_meta_query(db, &st, "SELECT key, signature, signer, created_ms "
+	    "FROM gp_image_signatures WHERE digest = ? ORDER BY created_ms, "
+	    "key", "s", digest) != 0)
 		return list;
-	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *key = (const char *)sqlite3_column_text(st, 0);
+	while (gp_meta_next(st) == 1) {
+		const char *key = gp_meta_text(st, 0);
 		if (with_signatures == 0) {
 			json_array_append_new(list, json_string(key));
 			continue;
 		}
-		gp_format_time(sqlite3_column_int64(st, 3), tm, sizeof(tm));
+		gp_format_time(gp_meta_int(st, 3), tm, sizeof(tm));
 		if (with_signatures == 1)
 			json_array_append_new(list,
 			    json_pack("{s:s,s:s}", "key", key, "signature",
-			        (const char *)sqlite3_column_text(st, 1)));
+				gp_meta_text(st, 1)));
 		else
 			json_array_append_new(list,
 			    json_pack("{s:s,s:s,s:s}", "key", key, "signer",
-			        (const char *)sqlite3_column_text(st, 2),
-			        "created_at", tm));
+				gp_meta_text(st, 2), "created_at", tm));
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	return list;
 }
 
@@ -359,30 +339,68 @@ image_signers(const char *digest)
 	json_t *list;
 
 	pthread_mutex_lock(&image_lock);
-	list = db.db != NULL ? signers_of(digest, 0) : json_array();
+	list = db != NULL ? signers_of(digest, 0) : json_array();
 	pthread_mutex_unlock(&image_lock);
 	return list;
 }
 
-/* The image object of a name row. */
+/*
+ * The signatures of digest (NULL: of every image) as signers_of's
+ * with_signatures 2 lists them, by digest, in one query: a listing asks
+ * once, not once per image (a round trip each on PostgreSQL).
+ */
 static json_t *
-image_json(sqlite3_stmt *st)
+signers_by_digest(const char *digest)
 {
-	const char *digest = (const char *)sqlite3_column_text(st, 1);
+	json_t *map = json_object(), *list;
+	struct gp_meta_rows *st;
+	const char *d;
+	char tm[40];
+	int rc;
+
+	rc = digest != NULL
+	    ? gp_meta_query(db, &st, "SELECT digest, key, signer, created_ms "
+		  "FROM gp_image_signatures WHERE digest = ? ORDER BY "
+		  "created_ms, key", "s", digest)
+	    : gp_meta_query(db, &st, "SELECT digest, key, signer, created_ms "
+		  "FROM gp_image_signatures ORDER BY digest, created_ms, key",
+		  "");
+	if (rc != 0 || map == NULL)
+		return map;
+	while (gp_meta_next(st) == 1) {
+		d = gp_meta_text(st, 0);
+		if ((list = json_object_get(map, d)) == NULL) {
+			list = json_array();
+			json_object_set_new(map, d, list);
+		}
+		gp_format_time(gp_meta_int(st, 3), tm, sizeof(tm));
+		json_array_append_new(list, json_pack("{s:s,s:s,s:s}", "key",
+		    gp_meta_text(st, 1), "signer", gp_meta_text(st, 2),
+		    "created_at", tm));
+	}
+	gp_meta_done(st);
+	return map;
+}
+
+/* The image object of a name row; sigs: signers_by_digest's. */
+static json_t *
+image_json(struct gp_meta_rows *st, json_t *sigs)
+{
+	const char *digest = gp_meta_text(st, 1);
+	json_t *list = json_object_get(sigs, digest);
 	char tm[40];
 
-	gp_format_time(sqlite3_column_int64(st, 3), tm, sizeof(tm));
+	gp_format_time(gp_meta_int(st, 3), tm, sizeof(tm));
 	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:o}", "name",
-	    (const char *)sqlite3_column_text(st, 0), "digest", digest, "user",
-	    (const char *)sqlite3_column_text(st, 2), "created_at", tm, "bytes",
-	    (json_int_t)sqlite3_column_int64(st, 4), "layers",
-	    (json_int_t)sqlite3_column_int64(st, 5), "signatures",
-	    signers_of(digest, 2));
+	    gp_meta_text(st, 0), "digest", digest, "user", gp_meta_text(st, 2),
+	    "created_at", tm, "bytes", (json_int_t)gp_meta_int(st, 4),
+	    "layers", (json_int_t)gp_meta_int(st, 5), "signatures",
+	    list != NULL ? json_deep_copy(list) : json_array());
 }
 
 #define IMAGE_SELECT                                                           \
-	"SELECT n.name, n.digest, n.user, n.created_ms, m.bytes, m.layers "    \
-	"FROM names n JOIN manifests m ON m.digest = n.digest "
+	"SELECT n.name, n.digest, n.\"user\", n.created_ms, m.bytes, m.layers "    \
+	"FROM gp_image_names n JOIN gp_image_manifests m ON m.digest = n.digest "
 
 int
 image_resolve(const char *ref, char *pinned, size_t len, json_t **signers,
@@ -393,7 +411,7 @@ image_resolve(const char *ref, char *pinned, size_t len, json_t **signers,
 
 	*signers = NULL;
 	pthread_mutex_lock(&image_lock);
-	if (db.db == NULL) {
+	if (db == NULL) {
 		pthread_mutex_unlock(&image_lock);
 		snprintf(err, errlen, "the image store is not open");
 		return GP_EIO;
@@ -663,19 +681,13 @@ check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
 	return 0;
 }
 
+/* A manifest's blob, recorded once. */
 static int
-insert_text2(const char *sql, const char *a, const char *b)
+insert_manifest_blob(const char *manifest, const char *blob)
 {
-	sqlite3_stmt *st = gp_sqlite_prepare(&db, sql);
-	int rc;
-
-	if (st == NULL)
-		return GP_EIO;
-	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : GP_EIO;
+	return gp_meta_run(db, "INSERT INTO gp_image_manifest_blobs(manifest, "
+	    "blob) VALUES(?, ?) ON CONFLICT DO NOTHING", "ss", manifest,
+	    blob);
 }
 
 /* POST /v1/images {"name": ..., "digest": manifest}: names an image. */
@@ -688,7 +700,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	const char *name, *digest;
 	char norm[GP_IMAGE_NAME_MAX + 1], err[600], *text = NULL;
 	char previous[GP_OCI_DIGEST_SIZE] = "", owner[GP_NAME_MAX + 1] = "";
-	sqlite3_stmt *st = NULL;
+	struct gp_meta_rows *st = NULL;
 	size_t len = 0;
 	int status = 400, i, ret;
 
@@ -762,18 +774,14 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	}
 	gp_oci_config_fini(&cfg);
 	/* The name: new, or the caller's own (admins may take any). */
-	st = gp_sqlite_prepare(&db,
-	    "SELECT digest, user FROM names WHERE name = ?");
-	if (st == NULL)
+	if (gp_meta_query(db, &st, "SELECT digest, \"user\" FROM "
+	    "gp_image_names WHERE name = ?", "s", norm) != 0)
 		goto fail500;
-	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		gp_strlcpy(previous, (const char *)sqlite3_column_text(st, 0),
-		    sizeof(previous));
-		gp_strlcpy(owner, (const char *)sqlite3_column_text(st, 1),
-		    sizeof(owner));
+	if (gp_meta_next(st) == 1) {
+		gp_strlcpy(previous, gp_meta_text(st, 0), sizeof(previous));
+		gp_strlcpy(owner, gp_meta_text(st, 1), sizeof(owner));
 	}
-	sqlite3_finalize(st);
+	gp_meta_done(st);
 	st = NULL;
 	if (owner[0] != '\0' && strcmp(owner, req->auth->name) != 0 &&
 	    req->auth->role != GP_ROLE_ADMIN) {
@@ -784,53 +792,35 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		    norm, owner);
 		goto out;
 	}
-	if (gp_sqlite_exec(&db, "BEGIN IMMEDIATE") != 0)
+	if (gp_meta_begin(db) != 0)
 		goto fail500;
-	st = gp_sqlite_prepare(&db,
-	    "INSERT OR IGNORE INTO manifests VALUES(?,?,?,?,?,?)");
-	if (st == NULL)
-		goto rollback;
-	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, m.config.digest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, gp_oci_manifest_bytes(&m));
-	sqlite3_bind_int64(st, 4, m.nlayers);
-	sqlite3_bind_text(st, 5, req->auth->name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, gp_now_ms());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	st = NULL;
-	if (insert_text2("INSERT OR IGNORE INTO manifest_blobs VALUES(?,?)",
-	        digest, digest) != 0 ||
-	    insert_text2("INSERT OR IGNORE INTO manifest_blobs VALUES(?,?)",
-	        digest, m.config.digest) != 0)
+	if (gp_meta_run(db, "INSERT INTO gp_image_manifests(digest, config, "
+	    "bytes, layers, importer, created_ms) VALUES(?, ?, ?, ?, ?, ?) "
+	    "ON CONFLICT DO NOTHING", "ssIIsI", digest, m.config.digest,
+	    gp_oci_manifest_bytes(&m), (int64_t)m.nlayers, req->auth->name,
+	    gp_now_ms()) != 0 ||
+	    insert_manifest_blob(digest, digest) != 0 ||
+	    insert_manifest_blob(digest, m.config.digest) != 0)
 		goto rollback;
 	for (i = 0; i < m.nlayers; i++)
-		if (insert_text2("INSERT OR IGNORE INTO manifest_blobs "
-		                 "VALUES(?,?)",
-		        digest, m.layers[i].digest) != 0)
+		if (insert_manifest_blob(digest, m.layers[i].digest) != 0)
 			goto rollback;
-	st = gp_sqlite_prepare(&db,
-	    "INSERT OR REPLACE INTO names VALUES(?,?,?,?)");
-	if (st == NULL)
+	if (gp_meta_run(db, "INSERT INTO gp_image_names(name, digest, "
+	    "\"user\", created_ms) VALUES(?, ?, ?, ?) ON CONFLICT(name) DO "
+	    "UPDATE SET digest = excluded.digest, \"user\" = "
+	    "excluded.\"user\", created_ms = excluded.created_ms", "sssI",
+	    norm, digest, owner[0] ? owner : req->auth->name,
+	    gp_now_ms()) != 0 ||
+	    gp_meta_commit(db) != 0)
 		goto rollback;
-	sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, owner[0] ? owner : req->auth->name, -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, gp_now_ms());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto rollback;
-	sqlite3_finalize(st);
-	st = NULL;
-	if (gp_sqlite_exec(&db, "COMMIT") != 0)
-		goto rollback;
-	st = gp_sqlite_prepare(&db, IMAGE_SELECT "WHERE n.name = ?");
-	if (st != NULL) {
-		sqlite3_bind_text(st, 1, norm, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			out = image_json(st);
-		sqlite3_finalize(st);
+	if (gp_meta_query(db, &st, IMAGE_SELECT "WHERE n.name = ?", "s",
+	    norm) == 0) {
+		json_t *sigs = signers_by_digest(digest);
+
+		if (gp_meta_next(st) == 1)
+			out = image_json(st, sigs);
+		json_decref(sigs);
+		gp_meta_done(st);
 		st = NULL;
 	}
 	status = previous[0] == '\0' ? 201 : 200;
@@ -842,9 +832,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	    (long long)gp_oci_manifest_bytes(&m), previous[0] ? previous : "-");
 	goto out;
 rollback:
-	sqlite3_finalize(st);
-	st = NULL;
-	gp_sqlite_exec(&db, "ROLLBACK");
+	gp_meta_rollback(db);
 fail500:
 	status = 500;
 	snprintf(err, sizeof(err), "cannot record the image");
@@ -870,7 +858,7 @@ handle_list(struct MHD_Connection *conn, const char *ref)
 {
 	char digest[GP_OCI_DIGEST_SIZE], name[GP_IMAGE_NAME_MAX + 1], err[400];
 	json_t *list = json_array();
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int ret;
 
 	pthread_mutex_lock(&image_lock);
@@ -882,18 +870,20 @@ handle_list(struct MHD_Connection *conn, const char *ref)
 			return reply_error(conn, ret == GP_EINVAL ? 400 : 404,
 			    "%s", err);
 		}
-		st = gp_sqlite_prepare(&db,
-		    IMAGE_SELECT "WHERE n.digest = ?1 AND (?2 = '' "
-		                 "OR n.name = ?2) ORDER BY n.name");
-		if (st != NULL) {
-			sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-		}
+		ret = gp_meta_query(db, &st, IMAGE_SELECT "WHERE n.digest = ?1 "
+		    "AND (?2 = '' OR n.name = ?2) ORDER BY n.name", "ss",
+		    digest, name);
 	} else
-		st = gp_sqlite_prepare(&db, IMAGE_SELECT "ORDER BY n.name");
-	while (st != NULL && sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(list, image_json(st));
-	sqlite3_finalize(st);
+		ret = gp_meta_query(db, &st, IMAGE_SELECT "ORDER BY n.name",
+		    "");
+	if (ret == 0) {
+		json_t *sigs = signers_by_digest(ref != NULL ? digest : NULL);
+
+		while (gp_meta_next(st) == 1)
+			json_array_append_new(list, image_json(st, sigs));
+		gp_meta_done(st);
+		json_decref(sigs);
+	}
 	pthread_mutex_unlock(&image_lock);
 	if (ref != NULL && json_array_size(list) == 0) {
 		/* Pinned by jobs but no longer named: show it by digest. */
@@ -909,7 +899,7 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 {
 	char digest[GP_OCI_DIGEST_SIZE], name[GP_IMAGE_NAME_MAX + 1], err[400];
 	json_t *removed = json_array();
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int ret, status = 200;
 
 	if (!may_write(req->auth))
@@ -931,19 +921,16 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 		    err);
 	}
 	/* By name: that name; by digest: every name of the image. */
-	st = gp_sqlite_prepare(&db,
-	    "SELECT name, user FROM names WHERE digest = ?1 AND "
-	    "(?2 = '' OR name = ?2)");
-	if (st == NULL) {
+	if (gp_meta_query(db, &st, "SELECT name, \"user\" FROM gp_image_names "
+	    "WHERE digest = ?1 AND (?2 = '' OR name = ?2)", "ss", digest,
+	    name) != 0) {
 		status = 500;
 		snprintf(err, sizeof(err), "image database error");
 		goto out;
 	}
-	sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *n = (const char *)sqlite3_column_text(st, 0);
-		const char *u = (const char *)sqlite3_column_text(st, 1);
+	while (gp_meta_next(st) == 1) {
+		const char *n = gp_meta_text(st, 0);
+		const char *u = gp_meta_text(st, 1);
 		if (strcmp(u, req->auth->name) != 0 &&
 		    req->auth->role != GP_ROLE_ADMIN) {
 			status = 403;
@@ -955,19 +942,12 @@ handle_remove(struct MHD_Connection *conn, struct request *req, const char *ref)
 		}
 		json_array_append_new(removed, json_string(n));
 	}
-	sqlite3_finalize(st);
-	if (status == 200 && json_array_size(removed) > 0) {
-		st = gp_sqlite_prepare(&db,
-		    "DELETE FROM names WHERE digest = ?1 AND (?2 = '' "
-		    "OR name = ?2)");
-		if (st == NULL ||
-		    (sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC),
-		        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC),
-		        sqlite3_step(st)) != SQLITE_DONE) {
-			status = 500;
-			snprintf(err, sizeof(err), "cannot remove the image");
-		}
-		sqlite3_finalize(st);
+	gp_meta_done(st);
+	if (status == 200 && json_array_size(removed) > 0 &&
+	    gp_meta_run(db, "DELETE FROM gp_image_names WHERE digest = ?1 AND "
+	    "(?2 = '' OR name = ?2)", "ss", digest, name) != 0) {
+		status = 500;
+		snprintf(err, sizeof(err), "cannot remove the image");
 	}
 out:
 	pthread_mutex_unlock(&image_lock);
@@ -989,7 +969,7 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 	json_t *body = body_json(req);
 	const char *digest, *key, *sig;
 	enum MHD_Result rc;
-	sqlite3_stmt *st;
+	struct gp_meta_rows *st;
 	int exists = 0, replaced = 0, ok = 0;
 
 	if (req->auth->role != GP_ROLE_ADMIN) {
@@ -1022,31 +1002,23 @@ handle_sign(struct MHD_Connection *conn, struct request *req)
 		    "or signature (base64 of 64 bytes) is malformed");
 	}
 	pthread_mutex_lock(&image_lock);
-	st = gp_sqlite_prepare(&db,
-	    "SELECT (SELECT COUNT(*) FROM manifests WHERE digest = "
-	    "?1), (SELECT COUNT(*) FROM signatures WHERE digest = ?1 "
-	    "AND key = ?2)");
-	if (st != NULL) {
-		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			exists = sqlite3_column_int(st, 0) > 0;
-			replaced = sqlite3_column_int(st, 1) > 0;
+	if (gp_meta_query(db, &st, "SELECT (SELECT COUNT(*) FROM "
+	    "gp_image_manifests WHERE digest = ?1), (SELECT COUNT(*) FROM "
+	    "gp_image_signatures WHERE digest = ?1 AND key = ?2)", "ss",
+	    digest, key) == 0) {
+		if (gp_meta_next(st) == 1) {
+			exists = gp_meta_int(st, 0) > 0;
+			replaced = gp_meta_int(st, 1) > 0;
 		}
-		sqlite3_finalize(st);
+		gp_meta_done(st);
 	}
-	if (exists &&
-	    (st = gp_sqlite_prepare(&db,
-	         "INSERT OR REPLACE INTO signatures "
-	         "VALUES(?,?,?,?,?)")) != NULL) {
-		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, sig, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, req->auth->name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, gp_now_ms());
-		ok = sqlite3_step(st) == SQLITE_DONE;
-		sqlite3_finalize(st);
-	}
+	if (exists)
+		ok = gp_meta_run(db, "INSERT INTO gp_image_signatures(digest, "
+		    "key, signature, signer, created_ms) VALUES(?, ?, ?, ?, ?) "
+		    "ON CONFLICT(digest, key) DO UPDATE SET signature = "
+		    "excluded.signature, signer = excluded.signer, created_ms = "
+		    "excluded.created_ms", "ssssI", digest, key, sig,
+		    req->auth->name, gp_now_ms()) == 0;
 	pthread_mutex_unlock(&image_lock);
 	/* (digest and key point into body: used before it goes.) */
 	if (!exists) {
@@ -1075,8 +1047,7 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 {
 	char digest[GP_OCI_DIGEST_SIZE], err[200];
 	const char *rest, *blob;
-	int64_t id, attempt;
-	sqlite3_stmt *st;
+	int64_t id, attempt, one = 0;
 	int status, kill, listed = 0;
 	json_t *sigs;
 
@@ -1093,7 +1064,7 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 		return reply_error(conn, status, "%s", err);
 	if (rest[0] == '\0') {
 		pthread_mutex_lock(&image_lock);
-		sigs = db.db != NULL ? signers_of(digest, 1) : json_array();
+		sigs = db != NULL ? signers_of(digest, 1) : json_array();
 		pthread_mutex_unlock(&image_lock);
 		return reply_json(conn, 200,
 		    json_pack("{s:s,s:o}", "digest", digest, "signatures",
@@ -1103,16 +1074,9 @@ handle_agent(struct MHD_Connection *conn, struct request *req, const char *url,
 	    !gp_oci_digest_valid(blob = rest + 6))
 		return reply_error(conn, 404, "no such endpoint: %.100s", url);
 	pthread_mutex_lock(&image_lock);
-	st = db.db != NULL ? gp_sqlite_prepare(&db,
-	                         "SELECT 1 FROM manifest_blobs WHERE manifest "
-	                         "= ? AND blob = ?")
-	                   : NULL;
-	if (st != NULL) {
-		sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, blob, -1, SQLITE_STATIC);
-		listed = sqlite3_step(st) == SQLITE_ROW;
-		sqlite3_finalize(st);
-	}
+	listed = db != NULL && gp_meta_query_int(db, "SELECT 1 FROM "
+	    "gp_image_manifest_blobs WHERE manifest = ? AND blob = ?", &one,
+	    "ss", digest, blob) == 1;
 	pthread_mutex_unlock(&image_lock);
 	if (!listed)
 		return reply_error(conn, 404,

@@ -8,7 +8,7 @@
 
 /* image.c */
 struct image_upload;
-/* Opens DATA/images.db and starts the GC thread. */
+/* Opens the images' records (store_meta.h) and starts the GC thread. */
 int image_init(const struct coord_config *cfg);
 void image_stop(void);
 /* The routes (image_routes, route.h) are answered by image_handle. */

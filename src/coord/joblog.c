@@ -1,11 +1,23 @@
 /*
- * joblog.c: each job's output, in DATA/logs/<id>.log: every attempt's
- * combined stdout and stderr, one after another, with a marker line
- * between attempts. A gang's other parts each have their own,
- * DATA/logs/<id>.<part>.log. Agents send chunks with the offset they start at in
- * the attempt's stream, so a retried chunk is never written twice. Past
- * the cap, one notice is written and the rest is dropped.
+ * joblog.c: each job's output, in BLOB/logs/<id>.log (BLOB: --blob-dir,
+ * the directory every coordinator of the pool mounts; the data directory
+ * unless given): every attempt's combined stdout and stderr, one after
+ * another, with a marker line between attempts. A gang's other parts
+ * each have their own, BLOB/logs/<id>.<part>.log. Agents send chunks
+ * with the offset they start at in the attempt's stream, so a retried
+ * chunk is never written twice. Past the cap, one notice is written and
+ * the rest is dropped.
+ *
+ * Only the leader writes (a standby serves no request, and joblog_init
+ * runs once this process leads), so a new leader finds every line its
+ * predecessor acknowledged. Each write goes at the offset the leader's
+ * state names (pwrite, not O_APPEND, which NFS does not make atomic), and
+ * the file is closed before the agent is answered, which on NFS puts the
+ * bytes on the server (close-to-open): a chunk written twice, by a retry
+ * or by a deposed leader's late request for the same attempt, lands as
+ * the same bytes at the same place.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,15 +34,115 @@
 pthread_mutex_t joblog_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_dir[1100];
 
-int
-joblog_init(const char *data_dir)
+/* Copies from to a new file to (mode 0600, fsync'd). 0 or GP_EIO. */
+static int
+copy_file(const char *from, const char *to)
 {
-	snprintf(log_dir, sizeof(log_dir), "%s/logs", data_dir);
+	char buf[65536];
+	ssize_t n;
+	int in, out, rc = 0;
+
+	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return GP_EIO;
+	out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		close(in);
+		return GP_EIO;
+	}
+	while (rc == 0 && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0)
+			rc = errno == EINTR ? 0 : GP_EIO;
+		else
+			rc = gp_write_all(out, buf, (size_t)n);
+	}
+	if (rc == 0 && fsync(out) != 0)
+		rc = GP_EIO;
+	close(in);
+	if (close(out) != 0)
+		rc = GP_EIO;
+	return rc;
+}
+
+/*
+ * Logs an older coordinator wrote into its own data directory (before
+ * they lived beside the blobs) move to log_dir, once: renamed, or where
+ * the two are on different file systems copied (a temporary name, then
+ * renamed) and removed. A log already in log_dir wins; the old one is
+ * left where it is, with a warning. Runs while this process leads, so
+ * no other coordinator writes log_dir meanwhile.
+ */
+static int
+move_old_logs(const char *old_dir)
+{
+	char from[1400], to[1400], tmp[1400];
+	struct dirent *de;
+	int moved = 0, kept = 0, rc = 0;
+	DIR *d;
+
+	if ((d = opendir(old_dir)) == NULL)
+		return errno == ENOENT ? 0 : GP_EIO;
+	while ((de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+
+		/* <id>.log, <id>.<part>.log; nothing else is ours. */
+		if (de->d_name[0] == '.' || n < 5 ||
+		    strcmp(de->d_name + n - 4, ".log") != 0)
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", old_dir, de->d_name);
+		snprintf(to, sizeof(to), "%s/%s", log_dir, de->d_name);
+		if (access(to, F_OK) == 0) {
+			gp_warn("job log in both places, keeping the new one "
+			    "old=%s new=%s", from, to);
+			kept++;
+			continue;
+		}
+		if (rename(from, to) == 0) {
+			moved++;
+			continue;
+		}
+		if (errno != EXDEV) {
+			gp_error("cannot move job log from=%s to=%s: %s", from,
+			    to, strerror(errno));
+			rc = GP_EIO;
+			break;
+		}
+		snprintf(tmp, sizeof(tmp), "%s/.%s.moving", log_dir,
+		    de->d_name);
+		unlink(tmp);
+		if (copy_file(from, tmp) != 0 || rename(tmp, to) != 0) {
+			gp_error("cannot copy job log from=%s to=%s", from, to);
+			unlink(tmp);
+			rc = GP_EIO;
+			break;
+		}
+		unlink(from);
+		moved++;
+	}
+	closedir(d);
+	if (moved > 0)
+		gp_info("moved job logs to the blob directory count=%d from=%s "
+		    "to=%s", moved, old_dir, log_dir);
+	if (rc == 0 && kept == 0)
+		rmdir(old_dir); /* empty now; fails harmlessly if not */
+	return rc;
+}
+
+int
+joblog_init(const char *blob_dir, const char *data_dir)
+{
+	char old_dir[1100];
+	struct stat a, b;
+
+	snprintf(log_dir, sizeof(log_dir), "%s/logs", blob_dir);
 	if (gp_mkdir_p(log_dir, 0700) != 0) {
 		gp_error("cannot create log directory path=%s", log_dir);
 		return GP_EIO;
 	}
-	return 0;
+	snprintf(old_dir, sizeof(old_dir), "%s/logs", data_dir);
+	if (stat(old_dir, &a) != 0 || stat(log_dir, &b) != 0 ||
+	    (a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+		return 0; /* none there, or the same directory */
+	return move_old_logs(old_dir);
 }
 
 static void
@@ -54,9 +166,15 @@ joblog_part_size_on_disk(int64_t job_id, int part)
 {
 	char path[1200];
 	struct stat st;
+	int fd, rc;
 
+	/* open, not stat: on NFS an open revalidates the size we read. */
 	log_path(job_id, part, path, sizeof(path));
-	return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	rc = fstat(fd, &st);
+	close(fd);
+	return rc == 0 ? (int64_t)st.st_size : 0;
 }
 
 /* Where a part's stream stands: part 0's is the job's own. */
@@ -84,14 +202,29 @@ append_raw(struct job *job, int part, const struct stream *st,
     const char *data, size_t len)
 {
 	char path[1200];
-	int fd, rc;
+	size_t done = 0;
+	ssize_t n;
+	int fd, rc = 0;
 
 	log_path(job->id, part, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return GP_EIO;
-	rc = gp_write_all(fd, data, len);
-	close(fd);
+	/* At the stream's end as the leader's state has it (see above). */
+	while (done < len) {
+		n = pwrite(fd, data + done, len - done,
+		    (off_t)(*st->size + (int64_t)done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = GP_EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	/* On NFS, close is where the bytes reach the server. */
+	if (close(fd) != 0)
+		rc = GP_EIO;
 	if (rc == 0)
 		*st->size += (int64_t)len;
 	return rc;

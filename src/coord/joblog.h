@@ -1,5 +1,5 @@
 /*
- * joblog.h: job output files (DATA/logs), joblog.c.
+ * joblog.h: job output files (BLOB/logs: --blob-dir), joblog.c.
  */
 #ifndef GP_COORD_JOBLOG_H
 #define GP_COORD_JOBLOG_H
@@ -7,7 +7,11 @@
 #include "state.h"
 
 /* joblog.c */
-int joblog_init(const char *data_dir);
+/*
+ * Logs go to blob_dir/logs; those an older coordinator left in
+ * data_dir/logs move there (once). Call only while this process leads.
+ */
+int joblog_init(const char *blob_dir, const char *data_dir);
 /*
  * Appends output of the current attempt's part at its offset in the
  * attempt's stream; OUT: *held. Parts other than 0 (a gang's) have logs

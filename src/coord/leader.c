@@ -23,7 +23,12 @@
  *   else it steps down.
  * - every coordinator also holds an advisory lock keyed on its advertised
  *   URL (url_lock_sql) for as long as its session lives: a second live
- *   one advertising the same URL exits (LEADER_EXIT_CONFIG).
+ *   one advertising the same URL exits (LEADER_EXIT_CONFIG). It writes
+ *   that URL into gp_coordinators with its session's pid; the leader's
+ *   ping reads back the URLs whose session still holds a URL lock
+ *   (LIVE_SQL): the pool's coordinators, which the API lists
+ *   (leader_coordinators, GET /v1/coordinators) so that the dashboard
+ *   moves only to a coordinator the pool vouches for.
  *
  * Stepping down ends the process (LEADER_EXIT_STEPPED_DOWN) rather than
  * turning it back into a standby in-process: its model, suspended
@@ -35,6 +40,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
@@ -67,6 +73,7 @@ static struct {
 	PGconn *conn;	    /* the leader thread's alone */
 	int connect_failures; /* in a row */
 	int64_t standbys;   /* the leader's last ping: other coordinators */
+	char *coordinators; /* under mu: LIVE_SQL's JSON array; NULL: none */
 } L = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
@@ -269,6 +276,43 @@ static const char create_sql[] =
     " since timestamptz)";
 
 /*
+ * The pool's coordinators: each one's advertised URL and the pid of the
+ * session that holds its URL lock. A row counts while that session holds
+ * a URL lock (a session of the leader thread's: nothing else takes
+ * two-key advisory locks); one whose session ended is dead, removed by
+ * the next coordinator that registers (register_sql).
+ */
+static const char create_coordinators_sql[] =
+    "CREATE TABLE IF NOT EXISTS gp_coordinators ("
+    " url text PRIMARY KEY,"
+    " pid int NOT NULL,"
+    " since timestamptz NOT NULL)";
+
+/* The session pid's URL lock, granted, in this database. */
+#define URL_LOCK_HELD(pid)                                                  \
+	"EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"    \
+	" AND l.objsubid = 2 AND l.granted AND l.pid = " pid                 \
+	" AND l.database = (SELECT oid FROM pg_database"                     \
+	" WHERE datname = current_database()))"
+
+/*
+ * After the URL lock was claimed: the dead rows and any other row of
+ * this session's pid (a pid is reused) go, then this URL is ours.
+ */
+static const char unregister_dead_sql[] =
+    "DELETE FROM gp_coordinators c WHERE c.url <> $1 AND"
+    " (c.pid = pg_backend_pid() OR NOT " URL_LOCK_HELD("c.pid") ")";
+static const char register_sql[] =
+    "INSERT INTO gp_coordinators (url, pid, since)"
+    " VALUES ($1, pg_backend_pid(), now()) ON CONFLICT (url)"
+    " DO UPDATE SET pid = excluded.pid, since = excluded.since";
+
+/* The live coordinators' URLs, a JSON array (the leader's ping). */
+#define LIVE_SQL                                                            \
+	"(SELECT coalesce(json_agg(c.url ORDER BY c.url), '[]')"             \
+	" FROM gp_coordinators c WHERE " URL_LOCK_HELD("c.pid") ")"
+
+/*
  * The data directory's pool (DATA/pool_id, written by the store when it
  * first opened there) against the database's (gp_pool, pg.c): a
  * coordinator pointed at another pool's database would stand by for
@@ -328,9 +372,10 @@ check_pool(void)
  * Connects, sets the session's lease and makes sure gp_leader has its
  * one row. The table is made under the migrations' transaction-level
  * advisory lock (pg.c: it makes gp_leader too), so that two coordinators
- * starting together do not both try to create it. Then claims the
- * advertised URL (url_lock_sql). 0, GP_EIO, or GP_ECONFLICT when another
- * session holds the URL (the connection is then dropped).
+ * starting together do not both try to create it (gp_coordinators
+ * too). Then claims the advertised URL (url_lock_sql) and registers it
+ * in gp_coordinators. 0, GP_EIO, or GP_ECONFLICT when another session
+ * holds the URL (the connection is then dropped).
  */
 static int
 connect_db(void)
@@ -345,7 +390,7 @@ connect_db(void)
 	char sql[128], lock[96], text[256];
 	int64_t t = L.lease_ms;
 	PGresult *res;
-	int claimed;
+	int claimed, i;
 
 	L.conn = PQconnectdbParams(keys, values, 1);
 	if (L.conn == NULL || PQstatus(L.conn) != CONNECTION_OK) {
@@ -371,6 +416,7 @@ connect_db(void)
 	    exec("BEGIN", t) != 0 ||
 	    exec(lock, t) != 0 ||
 	    exec(create_sql, t) != 0 ||
+	    exec(create_coordinators_sql, t) != 0 ||
 	    exec("INSERT INTO gp_leader (id, epoch, addr) VALUES (1, 0, '') "
 		 "ON CONFLICT (id) DO NOTHING", t) != 0 ||
 	    exec("COMMIT", t) != 0 ||
@@ -383,6 +429,14 @@ connect_db(void)
 	if (!claimed) {
 		drop_connection();
 		return GP_ECONFLICT;
+	}
+	for (i = 0; i < 2; i++) {
+		if (query(i == 0 ? unregister_dead_sql : register_sql, 1,
+		    params, t, &res) != 0) {
+			drop_connection();
+			return GP_EIO;
+		}
+		PQclear(res);
 	}
 	return check_pool();
 }
@@ -461,9 +515,10 @@ try_lock(int64_t *epoch)
 }
 
 /*
- * The leader's ping: the epoch, and how many other coordinators are
+ * The leader's ping: the epoch, how many other coordinators are
  * connected (the sessions holding a URL lock, url_lock_sql: the only
- * two-key advisory locks there are) into L.standbys. 0 while it still
+ * two-key advisory locks there are) into L.standbys, and the live
+ * coordinators' URLs (LIVE_SQL) into L.coordinators. 0 while it still
  * leads; GP_EIO when the lock's connection was lost (or did not answer
  * in time: it is dropped); else GP_EFENCED (the epoch moved on), why not
  * into why.
@@ -473,18 +528,25 @@ still_leading(int64_t mine, char *why, size_t len)
 {
 	PGresult *res;
 	int64_t now;
+	char *urls;
 
 	if (query("SELECT epoch, (SELECT count(*) FROM pg_locks WHERE "
 		  "locktype = 'advisory' AND objsubid = 2 AND granted AND "
 		  "pid <> pg_backend_pid() AND database = (SELECT oid FROM "
-		  "pg_database WHERE datname = current_database())) "
-		  "FROM gp_leader WHERE id = 1", 0, NULL,
+		  "pg_database WHERE datname = current_database())), "
+		  LIVE_SQL " FROM gp_leader WHERE id = 1", 0, NULL,
 	    L.lease_ms / 2, &res) != 0) {
 		snprintf(why, len, "the lock's database connection was lost");
 		return GP_EIO;
 	}
 	now = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	L.standbys = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+	if ((urls = strdup(PQgetvalue(res, 0, 2))) != NULL) {
+		pthread_mutex_lock(&L.mu);
+		free(L.coordinators);
+		L.coordinators = urls;
+		pthread_mutex_unlock(&L.mu);
+	}
 	PQclear(res);
 	if (now != mine) {
 		snprintf(why, len, "the epoch moved on to %lld",
@@ -662,6 +724,28 @@ nomem:
 	return GP_ENOMEM;
 }
 
+char *
+leader_coordinators(void)
+{
+	json_t *urls;
+	char *text;
+
+	if (!atomic_load(&active))
+		return NULL;
+	pthread_mutex_lock(&L.mu);
+	if (L.coordinators != NULL)
+		text = strdup(L.coordinators);
+	else if (L.leading && L.advertise != NULL) {
+		/* Not pinged yet: itself, the one it knows. */
+		urls = json_pack("[s]", L.advertise);
+		text = urls != NULL ? json_dumps(urls, JSON_COMPACT) : NULL;
+		json_decref(urls);
+	} else
+		text = strdup("[]");
+	pthread_mutex_unlock(&L.mu);
+	return text;
+}
+
 int
 leader_wait(void)
 {
@@ -692,4 +776,8 @@ leader_stop(void)
 	free(L.advertise);
 	free(L.data_dir);
 	L.conninfo = L.advertise = L.data_dir = NULL;
+	pthread_mutex_lock(&L.mu);
+	free(L.coordinators);
+	L.coordinators = NULL;
+	pthread_mutex_unlock(&L.mu);
 }

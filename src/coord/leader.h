@@ -82,6 +82,16 @@ void leader_set_serving(void);
  */
 void leader_url(char *out, size_t len);
 
+/*
+ * The pool's live coordinators as the leader last read them from the
+ * database (gp_coordinators, each kept while its session holds its URL
+ * lock): their advertised URLs, a JSON array of strings, allocated (the
+ * caller frees). Only this one's own URL while the leader has not read
+ * them yet; "[]" on a standby. NULL when leader_start was never called
+ * (one coordinator, SQLite).
+ */
+char *leader_coordinators(void);
+
 /* Stops the leader thread and closes its connection (the lock goes). */
 void leader_stop(void);
 

@@ -35,6 +35,9 @@
 #include "log.h"
 #include "sched.h"
 
+/* Long options without a letter. */
+enum { OPT_BLOB_DIR = 1000 };
+
 struct MHD_Daemon *coord_daemon;
 volatile int coord_stopping;
 
@@ -95,6 +98,10 @@ usage(FILE *out)
 	    "\n"
 	    "  --listen ADDR:PORT  where to listen (default 127.0.0.1:7070)\n"
 	    "  --data DIR          state directory (created if missing)\n"
+	    "  --blob-dir DIR      the blob files (checkpoints/, images/) and\n"
+	    "                      job logs (logs/): a directory every\n"
+	    "                      coordinator of the pool mounts\n"
+	    "                      (docs/operations.md); default DIR\n"
 	    "  --db STORE          where the pool's state is kept: a SQLite "
 	    "file\n"
 	    "                      (PATH or sqlite:PATH) or postgresql://... "
@@ -414,6 +421,7 @@ gp_coord_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"data", required_argument, NULL, 'd'},
+	    {"blob-dir", required_argument, NULL, OPT_BLOB_DIR},
 	    {"db", required_argument, NULL, 'E'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
@@ -502,6 +510,11 @@ gp_coord_main(int argc, char **argv)
 				gp_fatalx("--listen: expected ADDR:PORT, got "
 					  "'%s'",
 				    optarg);
+			break;
+		case OPT_BLOB_DIR:
+			if (gp_strlcpy(cfg.blob_dir, optarg,
+				sizeof(cfg.blob_dir)) >= sizeof(cfg.blob_dir))
+				gp_fatalx("--blob-dir: path too long");
 			break;
 		case 'd':
 			if (gp_strlcpy(cfg.data_dir, optarg,
@@ -785,6 +798,10 @@ gp_coord_main(int argc, char **argv)
 		    cfg.listen_addr, cfg.port);
 	/* Every file and directory it makes: the coordinator's alone. */
 	umask(077);
+	if (cfg.blob_dir[0] == '\0')
+		memcpy(cfg.blob_dir, cfg.data_dir, sizeof(cfg.blob_dir));
+	else if (gp_mkdir_p(cfg.blob_dir, 0700) != 0)
+		gp_fatal("cannot create --blob-dir %s", cfg.blob_dir);
 	if (gp_mkdir_p(cfg.data_dir, 0700) != 0)
 		gp_fatal("cannot create data directory %s", cfg.data_dir);
 	secure_data_dir(cfg.data_dir);
@@ -883,6 +900,13 @@ gp_coord_main(int argc, char **argv)
 	}
 	if (state_init(&cfg) != 0)
 		gp_fatalx("cannot load state from %s", cfg.data_dir);
+	{
+		char why[1600];
+
+		if (gp_coord_records_stranded(state.store, cfg.data_dir, why,
+			sizeof(why)) != 0)
+			gp_fatalx("%s", why);
+	}
 	if (blob_init(&cfg) != 0)
 		gp_fatalx("cannot open the blob store in %s", cfg.data_dir);
 	if (ckpt_init(&cfg) != 0)

@@ -13,9 +13,13 @@
  * both sides, and the counts too. Anything else rolls the whole
  * migration back: the database is left empty, state.db untouched.
  *
- * The coordinator must be stopped while it runs (state.db is read as it
- * is); afterwards it is started with --data DATA_DIR --db URL. Logs,
- * checkpoints, images and data sets stay in DATA_DIR.
+ * The blob users' records (store_meta.h: checkpoints and data sets in
+ * DATA_DIR/checkpoints.db, images in DATA_DIR/images.db, their tables
+ * brought up to the gp_* names first) go in the same transaction and are
+ * checked the same way. The coordinator must be stopped while it runs
+ * (the files are read as they are); afterwards it is started with --data
+ * DATA_DIR --db URL. Logs and the blob files themselves stay in DATA_DIR
+ * (or the --blob-dir every coordinator mounts).
  */
 #include <getopt.h>
 #include <sqlite3.h>
@@ -31,11 +35,15 @@
 #include "log.h"
 #include "pg.h"
 #include "store.h"
+#include "store_meta.h"
 #include "util.h"
 
 #define HASH_LEN 16
 
-/* A table of state.db, gp_<name> in PostgreSQL, with the same columns. */
+/*
+ * A table of state.db, gp_<name> in PostgreSQL, with the same columns; or
+ * of a blob user's file (area set), named alike on both sides (gp_*).
+ */
 struct table {
 	const char *name;
 	const char *columns;
@@ -43,35 +51,79 @@ struct table {
 	const char *reals;
 	/* Rows left out (meta's identity, written by the store itself). */
 	const char *where;
+	int area; /* 0: state.db; else 1 + enum gp_meta_area */
 };
+
+#define AREA(a) (1 + (a))
 
 static const struct table tables[] = {
     {"meta", "key, value", "",
-	"key NOT IN ('schema_version', 'pool_id')"},
-    {"tokens", "id, name, role, hash, created_ms, group_id", "", NULL},
+	"key NOT IN ('schema_version', 'pool_id')", 0},
+    {"tokens", "id, name, role, hash, created_ms, group_id", "", NULL, 0},
     {"nodes", "id, name, owner_token, owner_name, cpus, mem_mib, gpus", "",
-	NULL},
+	NULL, 0},
     {"jobs",
 	"id, \"user\", spec, state, cancel_requested, attempts, node_id,"
 	" gpus, submitted_ms, started_ms, finished_ms, has_exit, exit_code,"
 	" signal, reason, message, history, log_base, log_truncated",
-	"", NULL},
-    {"arrays", "id, \"user\", spec, tasks, submitted_ms", "", NULL},
-    {"submit_keys", "\"user\", key, job_id, created_ms, count", "", NULL},
-    {"groups", "id, name, weight, created_ms", "", NULL},
-    {"members", "\"user\", group_id, pos", "", NULL},
-    {"prices", "class, micro", "", NULL},
-    {"budgets", "kind, name, amount, period", "", NULL},
+	"", NULL, 0},
+    {"arrays", "id, \"user\", spec, tasks, submitted_ms", "", NULL, 0},
+    {"submit_keys", "\"user\", key, job_id, created_ms, count", "", NULL, 0},
+    {"groups", "id, name, weight, created_ms", "", NULL, 0},
+    {"members", "\"user\", group_id, pos", "", NULL, 0},
+    {"prices", "class, micro", "", NULL, 0},
+    {"budgets", "kind, name, amount, period", "", NULL, 0},
     {"postings",
 	"id, job_id, attempt, seq, final, at_ms, from_ms, to_ms, node_id,"
 	" amount, gpu_ms, part",
-	"", NULL},
+	"", NULL, 0},
     {"entries", "posting, account, name, group_id, amount, gpu_ms, at_ms", "",
-	NULL},
-    {"usage_decay", "kind, name, gpu_s, credits, as_of_ms", "2,3", NULL},
+	NULL, 0},
+    {"usage_decay", "kind, name, gpu_s, credits, as_of_ms", "2,3", NULL, 0},
     {"account_totals", "account, name, group_id, amount, gpu_ms, postings",
-	"", NULL},
+	"", NULL, 0},
+    /* The blob users' records (store_meta.h). */
+    {"gp_ckpt_versions",
+	"job_id, version, attempt, \"user\", manifest, bytes, files, label,"
+	" created_ms",
+	"", NULL, AREA(GP_META_CHECKPOINTS)},
+    {"gp_ckpt_next_version", "job_id, next", "", NULL,
+	AREA(GP_META_CHECKPOINTS)},
+    {"gp_data_objects",
+	"id, \"user\", kind, name, version, job_id, attempt, manifest, bytes,"
+	" files, created_ms",
+	"", NULL, AREA(GP_META_DATA)},
+    {"gp_data_object_chunks", "object, chunk, size", "", NULL,
+	AREA(GP_META_DATA)},
+    {"gp_data_uploads",
+	"id, \"user\", kind, name, job_id, attempt, creator, digest, manifest,"
+	" bytes, files, created_ms",
+	"", NULL, AREA(GP_META_DATA)},
+    {"gp_data_upload_chunks", "upload, chunk, size", "", NULL,
+	AREA(GP_META_DATA)},
+    {"gp_data_next", "\"user\", name, next", "", NULL, AREA(GP_META_DATA)},
+    {"gp_data_shares", "\"user\", name, grantee", "", NULL,
+	AREA(GP_META_DATA)},
+    {"gp_data_quotas", "\"user\", bytes", "", NULL, AREA(GP_META_DATA)},
+    {"gp_image_manifests", "digest, config, bytes, layers, importer,"
+	" created_ms", "", NULL, AREA(GP_META_IMAGES)},
+    {"gp_image_manifest_blobs", "manifest, blob", "", NULL,
+	AREA(GP_META_IMAGES)},
+    {"gp_image_names", "name, digest, \"user\", created_ms", "", NULL,
+	AREA(GP_META_IMAGES)},
+    {"gp_image_signatures", "digest, key, signature, signer, created_ms", "",
+	NULL, AREA(GP_META_IMAGES)},
 };
+
+/* t's name in PostgreSQL: gp_<name> for state.db's, the same for others. */
+static const char *
+pg_table(const struct table *t, char *buf, size_t len)
+{
+	if (t->area != 0)
+		return t->name;
+	snprintf(buf, len, "gp_%s", t->name);
+	return buf;
+}
 
 /* Is column i (from 0) one of t's doubles? */
 static int
@@ -180,7 +232,7 @@ static int
 copy_table(sqlite3 *db, struct pg_conn *c, const struct table *t,
     struct hashes *hs, int64_t *rows)
 {
-	char sql[1024], num[64];
+	char sql[1024], num[64], pgname[64];
 	struct gp_buf line = {0};
 	crypto_generichash_state st;
 	sqlite3_stmt *s = NULL;
@@ -192,12 +244,13 @@ copy_table(sqlite3 *db, struct pg_conn *c, const struct table *t,
 	    t->name, t->where != NULL ? " WHERE " : "",
 	    t->where != NULL ? t->where : "");
 	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
-		fprintf(stderr, "gpupool: migrate: state.db: %s: %s\n", t->name,
+		fprintf(stderr, "gpupool: migrate: %s: %s: %s\n",
+		    sqlite3_db_filename(db, "main"), t->name,
 		    sqlite3_errmsg(db));
 		return GP_EIO;
 	}
-	snprintf(sql, sizeof(sql), "COPY gp_%s (%s) FROM STDIN", t->name,
-	    t->columns);
+	snprintf(sql, sizeof(sql), "COPY %s (%s) FROM STDIN",
+	    pg_table(t, pgname, sizeof(pgname)), t->columns);
 	r = PQexec(c->conn, sql);
 	if (r == NULL || PQresultStatus(r) != PGRES_COPY_IN) {
 		rc = pg_result_error(c, r, "copy");
@@ -267,13 +320,13 @@ copy_table(sqlite3 *db, struct pg_conn *c, const struct table *t,
 static int
 hash_pg_table(struct pg_conn *c, const struct table *t, struct hashes *hs)
 {
-	char sql[1024], num[64];
+	char sql[1024], num[64], pgname[64];
 	crypto_generichash_state st;
 	PGresult *r;
 	int i, k, n, rc = 0;
 
-	snprintf(sql, sizeof(sql), "SELECT %s FROM gp_%s%s%s", t->columns,
-	    t->name, t->where != NULL ? " WHERE " : "",
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s%s", t->columns,
+	    pg_table(t, pgname, sizeof(pgname)), t->where != NULL ? " WHERE " : "",
 	    t->where != NULL ? t->where : "");
 	r = PQexec(c->conn, sql);
 	if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -303,26 +356,33 @@ hash_pg_table(struct pg_conn *c, const struct table *t, struct hashes *hs)
 	return rc;
 }
 
-/* The database must hold no pool's rows yet. 0, GP_ECONFLICT or other. */
+/*
+ * The database must hold no pool's rows yet (records_only: none of the
+ * blob users'). 0, GP_ECONFLICT or other.
+ */
 static int
-check_empty(struct pg_conn *c)
+check_empty(struct pg_conn *c, int records_only)
 {
-	char sql[256];
+	char sql[256], pgname[64];
+	const char *pn;
 	PGresult *r;
 	size_t i;
 	int rc = 0;
 
 	for (i = 0; i < GP_ARRAY_LEN(tables) && rc == 0; i++) {
-		snprintf(sql, sizeof(sql), "SELECT 1 FROM gp_%s%s%s LIMIT 1",
-		    tables[i].name, tables[i].where != NULL ? " WHERE " : "",
+		if (records_only && tables[i].area == 0)
+			continue;
+		pn = pg_table(&tables[i], pgname, sizeof(pgname));
+		snprintf(sql, sizeof(sql), "SELECT 1 FROM %s%s%s LIMIT 1", pn,
+		    tables[i].where != NULL ? " WHERE " : "",
 		    tables[i].where != NULL ? tables[i].where : "");
 		r = PQexec(c->conn, sql);
 		if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK)
 			rc = pg_result_error(c, r, "check empty");
 		else if (PQntuples(r) > 0) {
-			fprintf(stderr, "gpupool: migrate: %s: table gp_%s "
+			fprintf(stderr, "gpupool: migrate: %s: table %s "
 			    "has rows already: migrate into an empty "
-			    "database\n", c->where, tables[i].name);
+			    "database\n", c->where, pn);
 			rc = GP_ECONFLICT;
 		}
 		PQclear(r);
@@ -330,20 +390,40 @@ check_empty(struct pg_conn *c)
 	return rc;
 }
 
+/*
+ * records_only: the blob users' tables alone (a pool already on
+ * PostgreSQL from before they moved there: `migrate --records-only`);
+ * the database must have none of their rows, and the data directory's
+ * pool_id must be the database's.
+ */
 static int
-migrate(const char *data_dir, const char *url)
+migrate(const char *data_dir, const char *url, int records_only)
 {
 	struct hashes mine = {0}, theirs = {0};
 	char path[1200], pool[PG_POOL_ID_LEN], err[512];
 	struct gp_store *store = NULL;
+	struct gp_meta *meta;
 	struct pg_conn *c = NULL;
-	sqlite3 *db = NULL;
+	sqlite3 *db = NULL, *areas[3] = {NULL, NULL, NULL}, *from;
 	int64_t rows, total = 0;
 	size_t i;
-	int rc;
+	int a, rc;
 
 	/* The current columns, and the pool id of the SQLite store. */
 	snprintf(path, sizeof(path), "%s/state.db", data_dir);
+	if (records_only) {
+		char *id = NULL;
+
+		snprintf(path, sizeof(path), "%s/pool_id", data_dir);
+		if (gp_read_file(path, 64, &id, NULL) != 0) {
+			fprintf(stderr, "gpupool: migrate: no %s\n", path);
+			return GP_ENOENT;
+		}
+		id[strcspn(id, " \r\n")] = '\0';
+		gp_strlcpy(pool, id, sizeof(pool));
+		free(id);
+		goto records;
+	}
 	if (access(path, R_OK) != 0) {
 		fprintf(stderr, "gpupool: migrate: no %s\n", path);
 		return GP_ENOENT;
@@ -370,6 +450,33 @@ migrate(const char *data_dir, const char *url)
 	}
 	/* One read transaction: every table as of one moment. */
 	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+records:
+	/*
+	 * The blob users' files, their tables brought up to the gp_* names
+	 * (an empty one made where a pool never had it), then read the same
+	 * way.
+	 */
+	for (a = 0; a < 3; a++) {
+		gp_meta_sqlite_path((enum gp_meta_area)a, data_dir, path,
+		    sizeof(path));
+		if ((rc = gp_meta_sqlite_open((enum gp_meta_area)a, path,
+			 &meta)) != 0) {
+			fprintf(stderr, "gpupool: migrate: cannot open %s\n",
+			    path);
+			goto out;
+		}
+		gp_meta_close(meta);
+		if (sqlite3_open_v2(path, &areas[a], SQLITE_OPEN_READONLY,
+			NULL) != SQLITE_OK) {
+			fprintf(stderr, "gpupool: migrate: cannot open %s: %s\n",
+			    path, areas[a] != NULL ? sqlite3_errmsg(areas[a])
+						   : "out of memory");
+			rc = GP_EIO;
+			goto out;
+		}
+		sqlite3_exec(areas[a], "BEGIN", NULL, NULL, NULL);
+	}
+	snprintf(path, sizeof(path), "%s/state.db", data_dir);
 	if ((rc = pg_connect(url, 10000, &c)) != 0) {
 		fprintf(stderr, "gpupool: migrate: %s\n",
 		    c != NULL ? c->error : "cannot connect to PostgreSQL");
@@ -382,13 +489,23 @@ migrate(const char *data_dir, const char *url)
 			fprintf(stderr, "gpupool: migrate: %s\n", c->error);
 			goto out;
 		}
+		if (records_only && strcmp(have, pool) != 0) {
+			fprintf(stderr, "gpupool: migrate: %s is the database of "
+			    "pool %s, %s belongs to pool %s\n", c->where, have,
+			    data_dir, pool);
+			rc = GP_ECONFLICT;
+			goto out;
+		}
 	}
 	if ((rc = pg_exec(c, "BEGIN", "begin")) != 0 ||
-	    (rc = check_empty(c)) != 0)
+	    (rc = check_empty(c, records_only)) != 0)
 		goto fail;
 	for (i = 0; i < GP_ARRAY_LEN(tables); i++) {
+		if (records_only && tables[i].area == 0)
+			continue;
 		mine.n = theirs.n = 0;
-		if ((rc = copy_table(db, c, &tables[i], &mine, &rows)) != 0 ||
+		from = tables[i].area == 0 ? db : areas[tables[i].area - 1];
+		if ((rc = copy_table(from, c, &tables[i], &mine, &rows)) != 0 ||
 		    (rc = hash_pg_table(c, &tables[i], &theirs)) != 0)
 			goto fail;
 		if (mine.n > 1)
@@ -399,21 +516,30 @@ migrate(const char *data_dir, const char *url)
 		    (mine.n > 0 && memcmp(mine.h, theirs.h,
 				       mine.n * HASH_LEN) != 0)) {
 			fprintf(stderr, "gpupool: migrate: table %s differs "
-			    "after the copy (state.db %zu rows, PostgreSQL "
+			    "after the copy (SQLite %zu rows, PostgreSQL "
 			    "%zu): nothing migrated\n",
 			    tables[i].name, mine.n, theirs.n);
 			rc = GP_EIO;
 			goto fail;
 		}
-		printf("%-15s %10lld rows copied, checked row for row\n",
+		printf("%-23s %10lld rows copied, checked row for row\n",
 		    tables[i].name, (long long)rows);
 		total += rows;
 	}
-	/* New postings are numbered after the copied ones. */
-	if ((rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
-			     "'gp_postings', 'id'), coalesce(max(id), 0) + 1,"
-			     " false) FROM gp_postings",
-		 "postings sequence")) != 0 ||
+	/* New postings, objects, uploads numbered after the copied ones. */
+	if ((!records_only &&
+		(rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
+				 "'gp_postings', 'id'), coalesce(max(id), 0) + 1,"
+				 " false) FROM gp_postings",
+		     "postings sequence")) != 0) ||
+	    (rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
+			     "'gp_data_objects', 'id'), coalesce(max(id), 0) + 1,"
+			     " false) FROM gp_data_objects",
+		 "data objects sequence")) != 0 ||
+	    (rc = pg_exec(c, "SELECT setval(pg_get_serial_sequence("
+			     "'gp_data_uploads', 'id'), coalesce(max(id), 0) + 1,"
+			     " false) FROM gp_data_uploads",
+		 "uploads sequence")) != 0 ||
 	    (rc = pg_exec(c, "COMMIT", "commit")) != 0)
 		goto fail;
 	printf("migrated pool %s: %lld rows from %s to %s\n"
@@ -433,6 +559,9 @@ out:
 	free(theirs.h);
 	if (db != NULL)
 		sqlite3_close(db);
+	for (a = 0; a < 3; a++)
+		if (areas[a] != NULL)
+			sqlite3_close(areas[a]);
 	pg_close(c);
 	return rc;
 }
@@ -441,12 +570,17 @@ static void
 migrate_usage(FILE *out)
 {
 	fprintf(out,
-	    "usage: gpupool coordinator migrate --from DATA_DIR "
-	    "--to postgresql://...\n"
-	    "  Moves a pool's state from DATA_DIR/state.db (SQLite) into an\n"
-	    "  empty PostgreSQL database, checked row for row, in one\n"
-	    "  transaction. Stop the coordinator first; then start it with\n"
-	    "  --data DATA_DIR --db postgresql://...\n");
+	    "usage: gpupool coordinator migrate [--records-only] --from "
+	    "DATA_DIR --to postgresql://...\n"
+	    "  Moves a pool's state from DATA_DIR/state.db (SQLite), and its\n"
+	    "  checkpoints', data sets' and images' records (checkpoints.db,\n"
+	    "  images.db), into an empty PostgreSQL database, checked row for\n"
+	    "  row, in one transaction. Stop the coordinator first; then start\n"
+	    "  it with\n"
+	    "  --data DATA_DIR --db postgresql://...\n"
+	    "  --records-only: only the checkpoints', data sets' and images'\n"
+	    "  records, into a pool already on PostgreSQL that has none (a\n"
+	    "  pool that moved before they did: the coordinator says so)\n");
 }
 
 int
@@ -455,11 +589,12 @@ gp_coord_migrate_main(int argc, char **argv)
 	static const struct option options[] = {
 	    {"from", required_argument, NULL, 'f'},
 	    {"to", required_argument, NULL, 't'},
+	    {"records-only", no_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *from = NULL, *to = NULL;
-	int ch;
+	int ch, records_only = 0;
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -469,6 +604,9 @@ gp_coord_migrate_main(int argc, char **argv)
 			break;
 		case 't':
 			to = optarg;
+			break;
+		case 'r':
+			records_only = 1;
 			break;
 		case 'h':
 			migrate_usage(stdout);
@@ -490,5 +628,62 @@ gp_coord_migrate_main(int argc, char **argv)
 	}
 	if (sodium_init() < 0)
 		return 1;
-	return migrate(from, to) == 0 ? 0 : 1;
+	return migrate(from, to, records_only) == 0 ? 0 : 1;
+}
+
+/*
+ * At start, on PostgreSQL: the blob users' records still in DATA's SQLite
+ * files while the database has none (a pool moved to PostgreSQL before
+ * they moved there, issue 19). Starting then would hide every checkpoint,
+ * data set and image, and the GC would take their blobs: GP_ECONFLICT
+ * with err saying what to run. 0 when the records are where they belong.
+ */
+int
+gp_coord_records_stranded(struct gp_store *store, const char *data_dir,
+    char *err, size_t errlen)
+{
+	static const char *const count_sql[] = {
+	    "SELECT count(*) FROM gp_ckpt_versions",
+	    "SELECT count(*) FROM gp_data_objects",
+	    "SELECT count(*) FROM gp_image_manifests",
+	};
+	char path[1200];
+	struct gp_meta *m;
+	int64_t n = 0, total = 0;
+	int a, rc;
+
+	if (store == NULL || store->ops != &gp_store_pg_ops)
+		return 0;
+	if ((rc = store->ops->meta_open(store, GP_META_CHECKPOINTS, data_dir,
+		 &m)) != 0)
+		return rc;
+	for (a = 0; a < 3 && total == 0; a++)
+		if (gp_meta_query_int(m, count_sql[a], &n, "") == 1)
+			total += n;
+	gp_meta_close(m);
+	if (total > 0)
+		return 0;
+	for (a = 0; a < 3; a++) {
+		gp_meta_sqlite_path((enum gp_meta_area)a, data_dir, path,
+		    sizeof(path));
+		if (access(path, F_OK) != 0)
+			continue;
+		if (gp_meta_sqlite_open((enum gp_meta_area)a, path, &m) != 0)
+			continue;
+		n = 0;
+		if (gp_meta_query_int(m, count_sql[a], &n, "") == 1 && n > 0) {
+			gp_meta_close(m);
+			snprintf(err, errlen, "%s holds %lld records of %s that "
+			    "the database has not: stop every coordinator and "
+			    "run `gpupool coordinator migrate --records-only "
+			    "--from %s --to URL` first (docs/operations.md, "
+			    "\"Upgrades\")", path, (long long)n,
+			    a == GP_META_IMAGES ? "images"
+			    : a == GP_META_DATA ? "data sets" : "checkpoints",
+			    data_dir);
+			return GP_ECONFLICT;
+		}
+		gp_meta_close(m);
+	}
+	return 0;
 }

@@ -260,6 +260,12 @@ struct coord_config {
 	int port;
 	char data_dir[1024];
 	/*
+	 * The blob store's files (checkpoints/, images/): --blob-dir, a
+	 * directory every coordinator of the pool mounts; data_dir unless
+	 * given.
+	 */
+	char blob_dir[1024];
+	/*
 	 * Where the durable state is (--db: PATH, sqlite:PATH,
 	 * postgresql://...; "": data_dir/state.db); see store.h.
 	 */

@@ -145,6 +145,7 @@ notify_wait(struct MHD_Connection *conn, struct request *req, int kind,
 	}
 	link_all(w);
 	req->waiter = w;
+	req->waited = 1;
 	req->resumed = 0;
 	req->suspended = 1;
 	MHD_suspend_connection(conn);

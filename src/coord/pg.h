@@ -18,7 +18,7 @@
 #include <libpq-fe.h>
 
 /* The schema this coordinator writes; it migrates older ones up to it. */
-#define PG_SCHEMA_VERSION 1
+#define PG_SCHEMA_VERSION 2
 
 /*
  * The advisory lock (transaction-scoped) that migrations take, so that

@@ -16,6 +16,11 @@
  * thread alone moves bytes, expires, closes and frees streams. relay_lock
  * guards the list. Lock order: state.lock, then notify_lock, then
  * relay_lock.
+ *
+ * Open sessions cost nothing per request: an agent's poll looks only at
+ * the streams not yet announced (the pending list), a job's view finds
+ * its session count in a sorted table, and the relay thread walks the
+ * whole list only on its tick (every TICK_MS) and when a stream ends.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -89,6 +94,7 @@ struct relay_stream {
 	int kind;
 	int64_t created_mono;
 	int announced;	/* the node's poll took it */
+	int counted;	/* in its job's count (not closing, not dead) */
 	int spliced;
 	int closing;	/* flush to_client, then close */
 	int64_t closing_mono;
@@ -100,11 +106,23 @@ struct relay_stream {
 	struct gp_frame_scan scan; /* the agent's frames going by */
 	struct idle_job *idle;
 	struct relay_stream *next;
+	struct relay_stream *next_pending; /* while on the pending list */
+};
+
+/* Open streams of a job (relay_job_sessions), sorted by job_id. */
+struct job_count {
+	int64_t job_id;
+	int n;
 };
 
 static struct relay_config cfg;
 static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct relay_stream *streams;	/* under relay_lock */
+/* Not yet announced to their node's poll (a subset of streams). */
+static struct relay_stream *pending;	/* under relay_lock */
+static struct job_count *job_counts;	/* under relay_lock */
+static size_t njob_counts, job_counts_cap;
+static int reap_wanted;	/* a stream is closing or dead: walk the list */
 static struct idle_job *idle_jobs;	/* under relay_lock */
 static int64_t next_id = 1;
 static int epfd = -1, wakefd = -1;
@@ -180,6 +198,76 @@ write_frame_now(int fd, struct relay_tls *tls, int type, const char *text)
 		gp_debug("relay: frame not written: %s", strerror(errno));
 }
 
+/* ---- per-job counts (relay_lock held) ---- */
+
+/* The index of job_id in job_counts, or where it would go. */
+static size_t
+job_count_find(int64_t job_id)
+{
+	size_t lo = 0, hi = njob_counts, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (job_counts[mid].job_id < job_id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Adds delta to job_id's count; 0, or GP_ENOMEM (delta > 0 only). */
+static int
+job_count_add(int64_t job_id, int delta)
+{
+	size_t i = job_count_find(job_id);
+	struct job_count *grown;
+
+	if (i < njob_counts && job_counts[i].job_id == job_id) {
+		job_counts[i].n += delta;
+		if (job_counts[i].n <= 0) {
+			memmove(job_counts + i, job_counts + i + 1,
+			    (njob_counts - i - 1) * sizeof(*job_counts));
+			njob_counts--;
+		}
+		return 0;
+	}
+	if (delta <= 0)
+		return 0;
+	if (njob_counts == job_counts_cap) {
+		size_t cap = job_counts_cap ? job_counts_cap * 2 : 16;
+		if ((grown = realloc(job_counts, cap * sizeof(*grown))) ==
+		    NULL)
+			return GP_ENOMEM;
+		job_counts = grown;
+		job_counts_cap = cap;
+	}
+	memmove(job_counts + i + 1, job_counts + i,
+	    (njob_counts - i) * sizeof(*job_counts));
+	job_counts[i].job_id = job_id;
+	job_counts[i].n = delta;
+	njob_counts++;
+	return 0;
+}
+
+/* The stream is no longer open: out of its job's count, to be reaped. */
+static void
+stream_leaves(struct relay_stream *s)
+{
+	if (s->counted) {
+		job_count_add(s->job_id, -1);
+		s->counted = 0;
+	}
+	reap_wanted = 1;
+}
+
+static void
+mark_dead(struct relay_stream *s)
+{
+	s->dead = 1;
+	stream_leaves(s);
+}
+
 /*
  * Tells the client why its stream ends (between two of the agent's
  * frames, else not at all: the agent's half frame cannot be cut) and
@@ -194,7 +282,7 @@ end_stream(struct relay_stream *s, const char *why)
 		if (why != NULL)
 			write_frame_now(s->client.fd, s->client.tls,
 			    GP_FRAME_ERROR, why);
-		s->dead = 1;
+		mark_dead(s);
 		return;
 	}
 	if (why != NULL && gp_frame_scan_at_boundary(&s->scan))
@@ -202,6 +290,7 @@ end_stream(struct relay_stream *s, const char *why)
 		    GP_FRAME_ERROR, why);
 	s->closing = 1;
 	s->closing_mono = gp_mono_ms();
+	stream_leaves(s);
 }
 
 /* ---- the list ---- */
@@ -379,6 +468,14 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
 		    cfg.total_max);
 		return 429;
 	}
+	if (job_count_add(job_id, 1) != 0) {
+		pthread_mutex_unlock(&relay_lock);
+		pthread_mutex_unlock(&notify_lock);
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return 503;
+	}
+	s->counted = 1;
 	if (idle_ms > 0)
 		s->idle = idle_job_get(job_id, s->attempt, idle_ms);
 	else if ((s->idle = idle_job_find(job_id, s->attempt)) != NULL) {
@@ -390,6 +487,8 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
 	*out = s->id;
 	s->next = streams;
 	streams = s;
+	s->next_pending = pending;
+	pending = s;
 	atomic_fetch_add(&active_count, 1);
 	atomic_fetch_add(&opened_total, 1);
 	pthread_mutex_unlock(&relay_lock);
@@ -600,7 +699,7 @@ read_client(struct relay_stream *s)
 		/* The client left: the agent sees its leg close. */
 		gp_info("stream closed id=%lld job=%lld by=client",
 		    (long long)s->id, (long long)s->job_id);
-		s->dead = 1;
+		mark_dead(s);
 	}
 }
 
@@ -627,7 +726,7 @@ read_agent(struct relay_stream *s)
 		    (size_t)n) != 0) {
 			gp_warn("stream id=%lld: bad frame from the agent",
 			    (long long)s->id);
-			s->dead = 1;
+			mark_dead(s);
 			return;
 		}
 		s->tc_end += (size_t)n;
@@ -673,7 +772,7 @@ write_leg(struct relay_stream *s, int which)
 		}
 	}
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
-		s->dead = 1;
+		mark_dead(s);
 }
 
 /*
@@ -721,22 +820,38 @@ free_stream(struct relay_stream *s)
 	free(s);
 }
 
-/* Frees dead streams and closing ones that are flushed or overdue. */
+/*
+ * Frees dead streams and closing ones that are flushed or overdue. Walks
+ * the list only when a stream left (reap_wanted), and keeps wanting to
+ * while one still closes.
+ */
 static void
 reap(int64_t now)
 {
-	struct relay_stream **p = &streams, *s;
+	struct relay_stream **p, *s;
+	int closing = 0;
 
-	while ((s = *p) != NULL) {
+	if (!reap_wanted)
+		return;
+	/* Off the pending list first: its agent will never dial it. */
+	for (p = &pending; (s = *p) != NULL;)
+		if (s->dead || s->closing)
+			*p = s->next_pending;
+		else
+			p = &s->next_pending;
+	for (p = &streams; (s = *p) != NULL;) {
 		if (s->closing && (s->tc_end == s->tc_start ||
 		    s->client.fd < 0 || now - s->closing_mono > CLOSE_FLUSH_MS))
-			s->dead = 1;
+			mark_dead(s);
 		if (s->dead) {
 			*p = s->next;
 			free_stream(s);
-		} else
+		} else {
+			closing |= s->closing;
 			p = &s->next;
+		}
 	}
+	reap_wanted = closing;
 }
 
 /* ---- the tick: expiry, attempts, idle ends ---- */
@@ -1033,6 +1148,10 @@ relay_stop(void)
 		idle_jobs = j->next;
 		free(j);
 	}
+	pending = NULL;
+	free(job_counts);
+	job_counts = NULL;
+	njob_counts = job_counts_cap = 0;
 	pthread_mutex_unlock(&relay_lock);
 	close_deferred();
 }
@@ -1082,17 +1201,18 @@ relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 int
 relay_job_sessions(int64_t job_id)
 {
-	struct relay_stream *s;
+	size_t i;
 	int n = 0;
 
 	pthread_mutex_lock(&relay_lock);
-	for (s = streams; s != NULL; s = s->next)
-		if (s->job_id == job_id && !s->dead && !s->closing)
-			n++;
+	i = job_count_find(job_id);
+	if (i < njob_counts && job_counts[i].job_id == job_id)
+		n = job_counts[i].n;
 	pthread_mutex_unlock(&relay_lock);
 	return n;
 }
 
+/* Only the pending list: the node's open streams cost its poll nothing. */
 int
 relay_node_has_streams(int64_t node_id)
 {
@@ -1100,8 +1220,8 @@ relay_node_has_streams(int64_t node_id)
 	int has = 0;
 
 	pthread_mutex_lock(&relay_lock);
-	for (s = streams; s != NULL && !has; s = s->next)
-		has = s->node_id == node_id && !s->announced && !s->dead;
+	for (s = pending; s != NULL && !has; s = s->next_pending)
+		has = s->node_id == node_id && !s->dead && !s->closing;
 	pthread_mutex_unlock(&relay_lock);
 	return has;
 }
@@ -1109,14 +1229,17 @@ relay_node_has_streams(int64_t node_id)
 json_t *
 relay_node_take_streams(int64_t node_id)
 {
-	struct relay_stream *s;
+	struct relay_stream **p, *s;
 	json_t *list = json_array();
 
 	pthread_mutex_lock(&relay_lock);
-	for (s = streams; s != NULL && list != NULL; s = s->next) {
-		if (s->node_id != node_id || s->announced || s->dead)
+	for (p = &pending; (s = *p) != NULL && list != NULL;) {
+		if (s->node_id != node_id || s->dead || s->closing) {
+			p = &s->next_pending;
 			continue;
+		}
 		s->announced = 1;
+		*p = s->next_pending;
 		json_array_append_new(list, json_pack("{s:I,s:s,s:I,s:i,s:s}",
 		    "id", (json_int_t)s->id, "secret", s->secret, "job_id",
 		    (json_int_t)s->job_id, "attempt", s->attempt, "kind",

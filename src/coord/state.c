@@ -565,7 +565,9 @@ state_init(const struct coord_config *cfg)
 	gp_info("store open kind=%s target=%s pool=%s schema=%d",
 	    state.store->ops->name, state.store->target, state.store->pool_id,
 	    state.store->schema_version);
-	if (joblog_init(cfg->data_dir) != 0)
+	/* Logs beside the blobs (--blob-dir; data_dir unless given). */
+	if (joblog_init(cfg->blob_dir[0] != '\0' ? cfg->blob_dir :
+	    cfg->data_dir, cfg->data_dir) != 0)
 		return GP_EIO;
 	if (ledger_open(&ledger, state.store, cfg->half_life_ms,
 		gp_now_ms()) != 0)

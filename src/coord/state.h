@@ -22,6 +22,7 @@ struct request {
 	int resumed;
 	int suspended;
 	int superseded;	/* a newer poll from the same node took over */
+	int waited;	/* it waited (notify_wait): its end forgets it */
 	int64_t deadline_mono; /* long polls: when to answer anyway */
 	const struct api_route *route; /* its route (route.h); NULL: none */
 	void *stream;	/* a streamed body's state, its route's (route.h) */

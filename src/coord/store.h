@@ -6,6 +6,9 @@
  * first implementation; a PostgreSQL one plugs in the same way (see
  * "Writing a store" below and docs/architecture.md).
  *
+ * The blob users' records (checkpoints, data sets, images) are behind it
+ * too, through connections of their own (meta_open, store_meta.h).
+ *
  * Choosing one (gp_store_open): `--db` takes
  *   PATH or sqlite:PATH       a SQLite file;
  *   postgresql://... postgres://...   PostgreSQL (store_pg.c);
@@ -73,6 +76,7 @@
 #include "acct.h"
 #include "ledger.h"
 #include "state.h"
+#include "store_meta.h"
 
 /* The schema this build writes and reads (meta.schema_version). */
 #define GP_STORE_SCHEMA      2
@@ -287,6 +291,19 @@ struct gp_store_ops {
 	    const struct ledger_filter *f,
 	    int (*row)(void *arg, const struct store_posting_row *r), void *arg,
 	    char *err, size_t errlen);
+
+	/* ---- the blob users' records (store_meta.h) ---- */
+
+	/*
+	 * Any thread, between open and close. A new connection to area's
+	 * tables (checkpoints, data sets and outputs, images), kept by its
+	 * user with its own lock (store_meta.h): SQLite opens the area's
+	 * file in data_dir, PostgreSQL a connection to the pool's database
+	 * whose writes are fenced as the state thread's. OUT: *out on
+	 * success only. 0 or a GP_E* code (logged).
+	 */
+	int (*meta_open)(struct gp_store *s, enum gp_meta_area area,
+	    const char *data_dir, struct gp_meta **out);
 };
 
 /* store.c: choosing, identity, the shared codec */

@@ -30,13 +30,11 @@
  * ledger_postings) go through a second connection behind a mutex, which
  * sees committed rows only; one reconnect is tried when it was lost.
  *
- * The epoch: with leader election (--leader-db, leader.c) the coordinator
- * opens its store only once it leads, and every transaction is fenced
- * with leader_epoch() as it is then (0 after stepping down: GP_EFENCED
- * without a round trip). Without it (one coordinator), opening the store
- * takes the lead: gp_leader's epoch is raised by one and written with,
- * so that an older coordinator still running on the same database is
- * fenced off from then on.
+ * The epoch: every coordinator on PostgreSQL takes part in the leader
+ * election (leader.c, main.c) and opens its store only once it leads;
+ * every transaction is fenced with leader_epoch() as it is then (0 after
+ * stepping down: GP_EFENCED without a round trip). A store opened where
+ * nothing leads is refused.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -565,31 +563,6 @@ col_int(const PGresult *r, int row, int col)
 
 static void store_close(struct gp_store *gs);
 
-/*
- * Takes the lead (no leader election yet: see the top): the epoch one
- * above the database's, written now, so that any older coordinator is
- * fenced off.
- */
-static int
-take_lead(struct pg_store *s)
-{
-	PGresult *r = PQexec(s->w->conn,
-	    "INSERT INTO gp_leader(id, epoch, addr, since) VALUES (1, 1,"
-	    " coalesce(inet_client_addr()::text, 'local') || ' pid ' ||"
-	    " pg_backend_pid(), now())"
-	    " ON CONFLICT (id) DO UPDATE SET epoch = gp_leader.epoch + 1,"
-	    " addr = excluded.addr, since = now() RETURNING epoch");
-	int rc = 0;
-
-	if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK ||
-	    PQntuples(r) != 1)
-		rc = pg_result_error(s->w, r, "take the lead");
-	else
-		s->epoch = col_int(r, 0, 0);
-	PQclear(r);
-	return rc;
-}
-
 static int
 store_open(const char *url, struct gp_store **out, char *err, size_t errlen)
 {
@@ -615,9 +588,12 @@ store_open(const char *url, struct gp_store **out, char *err, size_t errlen)
 	}
 	memcpy(s->base.pool_id, pool, sizeof(s->base.pool_id));
 	s->base.schema_version = PG_SCHEMA_VERSION;
+	/* main.c opens it only once it leads (NEVER unelected there). */
 	s->elected = leader_epoch() > 0;
-	if (!s->elected && (rc = take_lead(s)) != 0) {
-		snprintf(err, errlen, "%s", s->w->error);
+	if (!s->elected) {
+		snprintf(err, errlen, "this coordinator does not lead (any "
+		    "more): the store is not opened");
+		rc = GP_EFENCED;
 		goto fail;
 	}
 	r = PQexec(s->w->conn, "SELECT seq FROM gp_batch WHERE id = 1");
@@ -1234,4 +1210,5 @@ const struct gp_store_ops gp_store_pg_ops = {
 	.ledger_attempt = pg_ledger_attempt,
 	.ledger_usage = pg_ledger_usage,
 	.ledger_postings = pg_ledger_postings,
+	.meta_open = pg_meta_open,
 };

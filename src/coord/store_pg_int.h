@@ -78,6 +78,12 @@ int pg_store_query(struct pg_store *s, PGresult **out, const char *sql,
     const char *fmt, ...);
 int64_t col_int(const PGresult *r, int row, int col);
 
+/* store_pg_meta.c: the blob users' records (store_meta.h) */
+int pg_meta_open(struct gp_store *gs, enum gp_meta_area area,
+    const char *data_dir, struct gp_meta **out);
+/* Pure: sql's `?` and `?N` as $N, quoted text kept; malloc'd or NULL. */
+char *pg_meta_translate(const char *sql);
+
 /* store_pg_ledger.c */
 int pg_ledger_put_group(struct gp_store *s, int64_t id, const char *name,
     int64_t weight, int64_t created_ms);

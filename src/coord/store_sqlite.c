@@ -694,6 +694,18 @@ submit_key_put(struct gp_store *s, const char *user, const char *key,
 	    "ssIII", user, key, job_id, now_ms, count);
 }
 
+/* The blob users' records: their own files beside state.db. */
+static int
+meta_open(struct gp_store *s, enum gp_meta_area area, const char *data_dir,
+    struct gp_meta **out)
+{
+	char path[1200];
+
+	(void)s;
+	gp_meta_sqlite_path(area, data_dir, path, sizeof(path));
+	return gp_meta_sqlite_open(area, path, out);
+}
+
 const struct gp_store_ops gp_store_sqlite_ops = {
     .name = "sqlite",
     .open = store_open,
@@ -727,4 +739,5 @@ const struct gp_store_ops gp_store_sqlite_ops = {
     .ledger_attempt = sqlite_ledger_attempt,
     .ledger_usage = sqlite_ledger_usage,
     .ledger_postings = sqlite_ledger_postings,
+    .meta_open = meta_open,
 };

@@ -18,6 +18,13 @@ alice=$CLI_OUT
 api_expect 200 "$alice" GET /v1/whoami
 assert_eq alice "$(printf '%s' "$API_BODY" | json 'd["name"]')" "whoami name"
 assert_eq user "$(printf '%s' "$API_BODY" | json 'd["role"]')" "whoami role"
+# The pool's coordinators (the dashboard moves only to these): one here
+# (SQLite), itself, leading; to any token, never without one.
+api_expect 200 "$alice" GET /v1/coordinators
+assert_eq "[[\"$(coord_url)\", true]]" \
+    "$(printf '%s' "$API_BODY" | json '[[c["url"], c["leader"]] for c in d["coordinators"]]')" \
+    "GET /v1/coordinators, one coordinator"
+api_expect 401 - GET /v1/coordinators
 # The scheme is case-insensitive (RFC 9110 11.1): "bearer", "BEARER".
 scheme_status() { # AUTHORIZATION: the HTTP status of whoami with it
 	curl -sS -o /dev/null -w '%{http_code}' --max-time 40 \

@@ -23,7 +23,16 @@ import() { # ARCHIVE: as alice; sets DIGEST
 	[ "$CLI_RC" = 0 ] || fail "import $(basename "$1"): $CLI_ERR"
 	DIGEST=$(printf '%s' "$CLI_OUT" | grep -o 'sha256:[0-9a-f]\{64\}' | head -1)
 }
-sql() { sqlite3 "$COORD_DATA/images.db" "$1" || fail "sqlite3: $1"; }
+# sql TEXT: runs TEXT on the image records, wherever the store keeps them.
+sql() {
+	if [ "${GP_TEST_DB:-sqlite}" = postgresql ]; then
+		"${GP_PG_BIN:-/usr/lib/postgresql/15/bin}/psql" -X -q \
+		    -v ON_ERROR_STOP=1 -d "${COORD_DB_ARGS[1]}" -c "$1" \
+		    >/dev/null || fail "psql: $1"
+	else
+		sqlite3 "$COORD_DATA/images.db" "$1" || fail "sqlite3: $1"
+	fi
+}
 
 image_layer l1 --marker signed-one
 image_layer l2 --marker signed-two --whiteout etc/passwd
@@ -170,7 +179,7 @@ image_oci donor busybox:donor "$IMG/ld.tgz"
 import "$IMG/donor.tar"
 DONOR=$DIGEST
 cli image sign busybox:donor --key "$T/k1.key"
-sql "UPDATE signatures SET signature = (SELECT signature FROM signatures WHERE digest = '$DONOR') WHERE digest = '$SIGNED'"
+sql "UPDATE gp_image_signatures SET signature = (SELECT signature FROM gp_image_signatures WHERE digest = '$DONOR') WHERE digest = '$SIGNED'"
 GPUPOOL_TOKEN=$ALICE submit --image busybox:signed
 refused_with "$JOB" "wrongly signed: the signature by trusted key k1 $K1 does not verify"
 as_user "$ALICE" cli wait "$JOB"
@@ -181,7 +190,7 @@ cli image sign busybox:signed --key "$T/k1.key"
 occupy
 GPUPOOL_TOKEN=$ALICE submit --image busybox:signed
 GONE=$JOB
-sql "DELETE FROM signatures WHERE digest = '$SIGNED'"
+sql "DELETE FROM gp_image_signatures WHERE digest = '$SIGNED'"
 free_gpu
 refused_with "$GONE" "unsigned: the image carries no signature"
 cli image sign busybox:signed --key "$T/k1.key"

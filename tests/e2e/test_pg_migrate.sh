@@ -3,7 +3,11 @@
 # moves a SQLite pool into PostgreSQL, checked row for row, and the
 # coordinator started on it serves the same pool (issue 19): the same
 # jobs with their states, exit codes and logs, the same tokens, every
-# table's rows, ids going on after the old ones.
+# table's rows, ids going on after the old ones; and the blob users'
+# records (issue 19: checkpoints.db's and images.db's tables): the
+# checkpoint versions of a job, a data set with a share and a quota, an
+# image, all listed by the coordinator on PostgreSQL, a data set's next
+# version numbered after the migrated one.
 # Then what must be refused: migrating into a database that has rows; a
 # coordinator whose data directory belongs to another pool (pool id); a
 # database whose schema is newer than this coordinator's. A second
@@ -12,6 +16,8 @@
 # does): its next write is fenced, it exits 75 and answers nothing.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
+. "$(dirname "$0")/migrate_lib.sh"
+. "$(dirname "$0")/image_lib.sh"
 pg_start
 
 log "a SQLite pool with finished, failed and queued jobs"
@@ -28,6 +34,31 @@ wait_final "$OK_JOB"
 wait_final "$BAD_JOB"
 api "$ADMIN_TOKEN" POST /v1/groups '{"name":"physics","weight":2}'
 log "group physics: HTTP $API_STATUS"
+
+log "the blob users' records: checkpoints, a data set, an image"
+submit_steps 40 5 0.1
+STEPS_JOB=$JOB
+wait_ckpt "$STEPS_JOB" 2
+wait_final "$STEPS_JOB"
+assert_eq succeeded "$FINAL_STATE" "the checkpointing job"
+api_expect 200 "$ADMIN_TOKEN" GET "/v1/jobs/$STEPS_JOB/checkpoints"
+ckpts_before=$(printf '%s' "$API_BODY" | json '[(v["version"], v["label"]) for v in d["checkpoints"]]')
+[ "$ckpts_before" != "[]" ] || fail "the checkpointing job committed no version"
+mkdir -p "$T/ds"
+printf 'migrated data\n' >"$T/ds/a.txt"
+GPUPOOL_TOKEN=$ALICE cli data put ds "$T/ds" --json
+assert_eq 0 "$CLI_RC" "data put: $CLI_ERR"
+mk_token user bob
+GPUPOOL_TOKEN=$ALICE cli data share ds bob
+assert_eq 0 "$CLI_RC" "data share: $CLI_ERR"
+api_expect 200 "$ADMIN_TOKEN" POST /v1/quotas/alice '{"bytes":1000000000}'
+images_build
+as_user "$ALICE" cli image import "$IMG/oci.tar"
+assert_eq 0 "$CLI_RC" "image import: $CLI_ERR"
+api_expect 200 "$ALICE" GET /v1/images
+images_before=$(printf '%s' "$API_BODY" | json '[(i["name"], i["digest"]) for i in d["images"]]')
+api_expect 200 "$ALICE" GET /v1/data
+data_before=$(printf '%s' "$API_BODY" | json '[(s["owner"], s["name"], s["version"], s.get("shared_with")) for s in d["data_sets"]]')
 before_ok=$(job_get "$OK_JOB" 'd["state"], d.get("exit_code")')
 before_bad=$(job_get "$BAD_JOB" 'd["state"], d.get("exit_code")')
 kill -TERM "$COORD_PID"
@@ -54,6 +85,23 @@ done
 assert_eq "$(pg_psql 'SELECT count(*) FROM gp_jobs')" "$jobs_copied" "jobs in PostgreSQL"
 assert_eq "$(pg_psql 'SELECT count(*) FROM gp_tokens')" \
     "$(awk '$1 == "tokens" {print $2}' "$T/migrate.out")" "tokens in PostgreSQL"
+meta_count() { # FILE TABLE
+	"$PY" -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM " + sys.argv[2]).fetchone()[0])' \
+	    "$COORD_DATA/$1" "$2"
+}
+for t in ckpt_versions ckpt_next_version data_objects data_object_chunks \
+    data_next data_shares data_quotas; do
+	n=$(meta_count checkpoints.db "gp_$t")
+	[ "$n" -gt 0 ] || fail "no rows in checkpoints.db's gp_$t to migrate"
+	assert_eq "$n" "$(pg_psql "SELECT count(*) FROM gp_$t")" "rows of gp_$t in PostgreSQL"
+	assert_contains "$(cat "$T/migrate.out")" "gp_$t" "migrate's report"
+done
+for t in image_manifests image_manifest_blobs image_names; do
+	n=$(meta_count images.db "gp_$t")
+	[ "$n" -gt 0 ] || fail "no rows in images.db's gp_$t to migrate"
+	assert_eq "$n" "$(pg_psql "SELECT count(*) FROM gp_$t")" "rows of gp_$t in PostgreSQL"
+done
 assert_eq "$(tr -d '\n' <"$COORD_DATA/pool_id")" \
     "$(pg_psql 'SELECT pool_id FROM gp_pool')" "the pool id carried over"
 
@@ -69,6 +117,17 @@ assert_eq "$before_bad" "$(job_get "$BAD_JOB" 'd["state"], d.get("exit_code")')"
 job_log "$OK_JOB"
 assert_contains "$LOG" "hello from the old store" "job $OK_JOB's log"
 api_expect 200 "$ALICE" GET /v1/whoami
+log "the blob users' records on PostgreSQL"
+api_expect 200 "$ADMIN_TOKEN" GET "/v1/jobs/$STEPS_JOB/checkpoints"
+assert_eq "$ckpts_before" "$(printf '%s' "$API_BODY" | json '[(v["version"], v["label"]) for v in d["checkpoints"]]')" "checkpoint versions after the migration"
+api_expect 200 "$ALICE" GET /v1/images
+assert_eq "$images_before" "$(printf '%s' "$API_BODY" | json '[(i["name"], i["digest"]) for i in d["images"]]')" "images after the migration"
+api_expect 200 "$ALICE" GET /v1/data
+assert_eq "$data_before" "$(printf '%s' "$API_BODY" | json '[(s["owner"], s["name"], s["version"], s.get("shared_with")) for s in d["data_sets"]]')" "data sets after the migration"
+printf 'version two\n' >"$T/ds/b.txt"
+GPUPOOL_TOKEN=$ALICE cli data put ds "$T/ds" --json
+assert_eq 0 "$CLI_RC" "data put after the migration: $CLI_ERR"
+assert_eq 2 "$(printf '%s' "$CLI_OUT" | json 'd["version"]')" "the data set's next version"
 start_agent a 1
 wait_node_up a
 submit -- true
@@ -135,3 +194,34 @@ assert_eq 75 "$?" "the fenced coordinator's exit status"
 grep -q "fenced\|the epoch moved on" "$COORD_LOG" ||
     fail "the fenced coordinator did not say why: $(tail -3 "$COORD_LOG")"
 assert_eq "$jobs_before" "$(pg_psql "SELECT count(*) FROM gp_jobs")" "jobs after the fenced write"
+
+log "a pool on PostgreSQL whose records stayed in its SQLite files"
+# A database migrated with every table, then its blob users' records
+# dropped: what a pool that moved before issue 19 looks like.
+kill -TERM "$SPAWNED_PID" 2>/dev/null
+wait_exit "$SPAWNED_PID" || fail "the second coordinator did not stop"
+pg_createdb early
+"$GP" coordinator migrate --from "$COORD_DATA" --to "$(pg_url early)" \
+    >"$T/early.out" 2>&1 || fail "migrate into early: $(cat "$T/early.out")"
+pg_psql "TRUNCATE gp_ckpt_versions, gp_ckpt_next_version, gp_data_objects,
+    gp_data_object_chunks, gp_data_uploads, gp_data_upload_chunks,
+    gp_data_next, gp_data_shares, gp_data_quotas, gp_image_manifests,
+    gp_image_manifest_blobs, gp_image_names, gp_image_signatures" early >/dev/null
+timeout 60 "$GP" coordinator --listen "127.0.0.1:$(free_port)" --data "$COORD_DATA" \
+    --db "$(pg_url early)" >"$T/early.log" 2>&1
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || fail "a coordinator started with its records stranded in SQLite (exit $rc)"
+assert_contains "$(cat "$T/early.log")" "migrate --records-only" "the refusal's advice"
+"$GP" coordinator migrate --records-only --from "$COORD_DATA" \
+    --to "$(pg_url early)" >"$T/records.out" 2>"$T/records.err" ||
+    fail "migrate --records-only: $(cat "$T/records.err")"
+assert_not_contains "$(cat "$T/records.out")" "jobs " "--records-only copies no state table"
+assert_eq "$(meta_count checkpoints.db gp_ckpt_versions)" \
+    "$(pg_psql "SELECT count(*) FROM gp_ckpt_versions" early)" "checkpoint versions moved by --records-only"
+assert_eq "$(meta_count images.db gp_image_names)" \
+    "$(pg_psql "SELECT count(*) FROM gp_image_names" early)" "image names moved by --records-only"
+"$GP" coordinator migrate --records-only --from "$COORD_DATA" \
+    --to "$(pg_url early)" >/dev/null 2>"$T/records2.err" &&
+    fail "a second --records-only into a database with records succeeded"
+assert_contains "$(cat "$T/records2.err")" "has rows already" "the second --records-only's refusal"
+echo ok

@@ -6,7 +6,9 @@
 # cover the store's every kind of write and read while keeping CI short:
 # submissions and their logs, job arrays (their rows and tasks without),
 # cancels, a coordinator kill -9 and restart (the load), tokens made and
-# revoked (the id floor), the ledger's postings and usage, budgets.
+# revoked (the id floor), the ledger's postings and usage, budgets; and
+# the blob users' records in the pool's database (checkpoint versions,
+# data sets with shares and quotas, images: store_meta.h).
 # PG_SUITE="test_a test_b" runs others.
 # Each test's own SKIP passes through as a SKIP of this one; a FAIL is
 # this test's FAIL, with the test's output.
@@ -14,7 +16,8 @@
 . "$(dirname "$0")/pg_lib.sh"
 
 PG_SUITE=${PG_SUITE:-test_submit_run_logs test_submit_array test_cancel
-test_coordinator_kill9 test_tokens test_acct_ledger test_acct_budget}
+test_coordinator_kill9 test_tokens test_acct_ledger test_acct_budget
+test_checkpoint_store test_data_sets test_image_store}
 
 pg_start
 n=0

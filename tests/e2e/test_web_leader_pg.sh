@@ -5,7 +5,8 @@
 # state in it, one data directory), one agent given both. Opened at the
 # standby, the page goes to the leader; the leader is killed (-9): the
 # page goes to the other coordinator, which now leads, and a job submitted
-# from it runs there.
+# from it runs there; a tab opened by a link with a crafted ?peers= (a
+# listener the browser test runs) goes there too, never to the listener.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 

@@ -1,0 +1,153 @@
+/*
+ * store_meta.c: the calls of store_meta.h over an implementation's
+ * gp_meta_ops, and gp_meta_open, which asks the coordinator's store
+ * (state.store) for the connection: its records then live where its
+ * state does.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gp.h"
+#include "log.h"
+#include "state.h"
+#include "store.h"
+#include "store_meta.h"
+
+int
+gp_meta_open(enum gp_meta_area area, const char *data_dir,
+    struct gp_meta **out)
+{
+	char path[1200];
+
+	if (state.store != NULL)
+		return state.store->ops->meta_open(state.store, area, data_dir,
+		    out);
+	/* No store (a tool, a test): SQLite in data_dir. */
+	gp_meta_sqlite_path(area, data_dir, path, sizeof(path));
+	return gp_meta_sqlite_open(area, path, out);
+}
+
+void
+gp_meta_close(struct gp_meta *m)
+{
+	if (m != NULL)
+		m->ops->close(m);
+}
+
+int
+gp_meta_begin(struct gp_meta *m)
+{
+	return m->ops->begin(m);
+}
+
+int
+gp_meta_commit(struct gp_meta *m)
+{
+	return m->ops->commit(m);
+}
+
+int
+gp_meta_rollback(struct gp_meta *m)
+{
+	return m->ops->rollback(m);
+}
+
+int
+gp_meta_run(struct gp_meta *m, const char *sql, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	m->changes = 0;
+	rc = m->ops->run(m, sql, fmt, ap, &m->changes);
+	va_end(ap);
+	return rc;
+}
+
+int64_t
+gp_meta_changes(const struct gp_meta *m)
+{
+	return m->changes;
+}
+
+int
+gp_meta_query(struct gp_meta *m, struct gp_meta_rows **out, const char *sql,
+    const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = m->ops->query(m, sql, fmt, ap, out);
+	va_end(ap);
+	return rc;
+}
+
+int
+gp_meta_next(struct gp_meta_rows *r)
+{
+	return r->m->ops->next(r);
+}
+
+int
+gp_meta_null(struct gp_meta_rows *r, int col)
+{
+	return r->m->ops->is_null(r, col);
+}
+
+int64_t
+gp_meta_int(struct gp_meta_rows *r, int col)
+{
+	return r->m->ops->integer(r, col);
+}
+
+double
+gp_meta_real(struct gp_meta_rows *r, int col)
+{
+	return r->m->ops->real(r, col);
+}
+
+const char *
+gp_meta_text(struct gp_meta_rows *r, int col)
+{
+	return r->m->ops->text(r, col);
+}
+
+void
+gp_meta_done(struct gp_meta_rows *r)
+{
+	if (r != NULL)
+		r->m->ops->done(r);
+}
+
+int
+gp_meta_query_int(struct gp_meta *m, const char *sql, int64_t *out,
+    const char *fmt, ...)
+{
+	struct gp_meta_rows *r;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = m->ops->query(m, sql, fmt, ap, &r);
+	va_end(ap);
+	if (rc != 0)
+		return rc;
+	if ((rc = gp_meta_next(r)) == 1)
+		*out = gp_meta_int(r, 0);
+	gp_meta_done(r);
+	return rc;
+}
+
+int
+gp_meta_fence(struct gp_meta *m)
+{
+	return m->ops->fence(m);
+}
+
+const char *
+gp_meta_error(const struct gp_meta *m)
+{
+	return m->error[0] != '\0' ? m->error : "no error";
+}
