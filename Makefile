@@ -20,7 +20,7 @@ CC ?= cc
 # libcrypto, libssl: a coordinator's own CA, verified by its hash (tokens)
 # libpq: the coordinator's state in PostgreSQL (--db postgresql://...)
 PKGS = libmicrohttpd libcurl jansson libsodium sqlite3 yaml-0.1 libarchive \
-       libcrypto libssl libmnl libpq
+       libcrypto libssl libmnl libpq gnutls
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || \
 	echo -lmicrohttpd -lcurl -ljansson -lsodium -lsqlite3 -lyaml -larchive \

@@ -11,6 +11,9 @@ pkgs=(build-essential pkg-config clang libclang-rt-dev
       libsqlite3-dev sqlite3 curl openssl iproute2 python3 procps
       crun runc libyaml-dev busybox-static libcsv-dev gnuplot-nox
       libarchive-dev docker-registry
+      # the relay holds a stream leg's TLS session itself (GnuTLS, the
+      # one libmicrohttpd's TLS uses: src/coord/relay_tls.c)
+      libgnutls28-dev
       # the CLI's own HTTP/1.1 client parses answers with http-parser
       libhttp-parser-dev
       # libcrypto/libssl (already under libcurl4-openssl-dev): a token's

@@ -948,7 +948,20 @@ gp_http_upgraded_fd(const struct gp_http_upgraded *u)
 int
 gp_http_upgraded_pending(const struct gp_http_upgraded *u)
 {
-	return u->extra_at < u->extra_len;
+	struct curl_tlssessioninfo *info = NULL;
+
+	if (u->extra_at < u->extra_len)
+		return 1;
+	/*
+	 * TLS: what OpenSSL decrypted with a record it read for an earlier,
+	 * smaller recv (the socket no longer shows it). The coordinator's
+	 * relay sends a stream's frames in records of up to 16 KiB.
+	 */
+	if (curl_easy_getinfo(u->curl, CURLINFO_TLS_SSL_PTR, &info) ==
+	    CURLE_OK && info != NULL &&
+	    info->backend == CURLSSLBACKEND_OPENSSL && info->internals != NULL)
+		return SSL_pending((const SSL *)info->internals) > 0;
+	return 0;
 }
 
 long

@@ -175,7 +175,10 @@ long gp_http_upgraded_recv(struct gp_http_upgraded *u, void *buf,
     size_t len);
 long gp_http_upgraded_send(struct gp_http_upgraded *u, const void *buf,
     size_t len);
-/* 1 when recv has bytes of its own that the fd would not show. */
+/*
+ * 1 when recv has bytes of its own that the fd would not show: the
+ * answer's extra bytes, or what TLS decrypted and holds.
+ */
 int gp_http_upgraded_pending(const struct gp_http_upgraded *u);
 void gp_http_upgraded_free(struct gp_http_upgraded *u);
 

@@ -18,6 +18,7 @@
 
 #include "proxy.h"
 #include "relay.h"
+#include "relay_tls.h"
 #include "coord/coord.h"
 #include "api.h"
 #include "blob.h"
@@ -327,6 +328,11 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n > 0 && msg[n - 1] == '\n')
 		msg[--n] = '\0';
+	if (relay_tls_quiet_close()) {
+		/* A TLS stream leg's normal end (relay_tls.h). */
+		gp_debug("http: %s", msg);
+		return;
+	}
 	gp_warn("http: %s", msg);
 }
 

@@ -7,8 +7,10 @@
  * of its job's node, whose long poll is woken: the agent's poll answer
  * lists it, and the agent dials GET /v1/agent/stream with the secret in
  * a header. Each leg is handed over by libmicrohttpd after its 101
- * answer (MHD_UPGRADE: the API's own port, TLS included); when both are
- * there the relay thread splices them.
+ * answer (MHD_UPGRADE: the API's own port); on an HTTPS coordinator the
+ * relay takes the leg's TLS session itself instead (relay_tls.h: the
+ * Upgrade's forwarding in libmicrohttpd 0.9.75 crawls). When both legs
+ * are there the relay thread splices them.
  *
  * Threads: the HTTP workers create streams and attach legs; the relay
  * thread alone moves bytes, expires, closes and frees streams. relay_lock
@@ -41,6 +43,7 @@
 #include "notify.h"
 #include "prom.h"
 #include "relay.h"
+#include "relay_tls.h"
 #include "route.h"
 #include "state.h"
 #include "stream.h"
@@ -59,6 +62,7 @@ struct leg {
 	int which;	/* LEG_CLIENT, LEG_AGENT */
 	int fd;		/* -1 until attached */
 	struct MHD_UpgradeResponseHandle *urh; /* NULL: ours to close() */
+	struct relay_tls *tls;	/* non-NULL: the relay holds its TLS */
 	int in_epoll;
 	unsigned events;
 };
@@ -125,6 +129,8 @@ static int epfd = -1, wakefd = -1;
 static pthread_t thread;
 static atomic_int running;
 
+static atomic_llong leg_reads[2], tls_legs_total;
+static atomic_int tls_legs; /* open legs with relay-held TLS */
 static atomic_llong opened_total, refused_total, idle_ends_total,
     agent_lost_total, bytes_to_job, bytes_from_job;
 static atomic_int active_count;
@@ -176,7 +182,7 @@ append_frame(uint8_t *buf, size_t *start, size_t *end, int type,
 
 /* A frame for a leg that is not spliced: written at once, best effort. */
 static void
-write_frame_now(int fd, int type, const char *text)
+write_frame_now(int fd, struct relay_tls *tls, int type, const char *text)
 {
 	uint8_t buf[GP_FRAME_HEADER + 512];
 	size_t len = strlen(text);
@@ -187,7 +193,8 @@ write_frame_now(int fd, int type, const char *text)
 		len = 512;
 	gp_frame_header(buf, type, len);
 	memcpy(buf + GP_FRAME_HEADER, text, len);
-	if (write(fd, buf, GP_FRAME_HEADER + len) < 0)
+	if ((tls != NULL ? relay_tls_send(tls, buf, GP_FRAME_HEADER + len) :
+	    write(fd, buf, GP_FRAME_HEADER + len)) < 0)
 		gp_debug("relay: frame not written: %s", strerror(errno));
 }
 
@@ -273,7 +280,8 @@ end_stream(struct relay_stream *s, const char *why)
 		return;
 	if (!s->spliced) {
 		if (why != NULL)
-			write_frame_now(s->client.fd, GP_FRAME_ERROR, why);
+			write_frame_now(s->client.fd, s->client.tls,
+			    GP_FRAME_ERROR, why);
 		mark_dead(s);
 		return;
 	}
@@ -503,6 +511,7 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
  */
 struct deferred {
 	struct MHD_UpgradeResponseHandle *urh;
+	struct relay_tls *tls;	/* or this: resumed, then MHD closes it */
 	struct deferred *next;
 };
 static struct deferred *to_close; /* under relay_lock */
@@ -518,7 +527,10 @@ close_deferred(void)
 	pthread_mutex_unlock(&relay_lock);
 	for (; d != NULL; d = next) {
 		next = d->next;
-		MHD_upgrade_action(d->urh, MHD_UPGRADE_ACTION_CLOSE);
+		if (d->tls != NULL)
+			relay_tls_release(d->tls);
+		else
+			MHD_upgrade_action(d->urh, MHD_UPGRADE_ACTION_CLOSE);
 		free(d);
 	}
 }
@@ -532,11 +544,16 @@ leg_close(struct leg *l)
 		return;
 	if (l->in_epoll)
 		epoll_ctl(epfd, EPOLL_CTL_DEL, l->fd, NULL);
-	if (l->urh != NULL) {
+	if (l->urh != NULL || l->tls != NULL) {
 		/* The socket stays MHD's: shut it now, hand it back later. */
-		shutdown(l->fd, SHUT_RDWR);
+		if (l->tls != NULL) {
+			relay_tls_shut(l->tls);
+			atomic_fetch_sub(&tls_legs, 1);
+		} else
+			shutdown(l->fd, SHUT_RDWR);
 		if ((d = malloc(sizeof(*d))) != NULL) {
 			d->urh = l->urh;
+			d->tls = l->tls;
 			d->next = to_close;
 			to_close = d;
 		} else
@@ -545,6 +562,7 @@ leg_close(struct leg *l)
 		close(l->fd);
 	l->fd = -1;
 	l->urh = NULL;
+	l->tls = NULL;
 	l->in_epoll = 0;
 }
 
@@ -590,7 +608,8 @@ leg_interest(struct relay_stream *s)
  */
 static void
 leg_attach(struct relay_stream *s, int which, int fd,
-    struct MHD_UpgradeResponseHandle *urh, const char *extra, size_t n)
+    struct MHD_UpgradeResponseHandle *urh, struct relay_tls *tls,
+    const char *extra, size_t n)
 {
 	struct leg *l = which == LEG_CLIENT ? &s->client : &s->agent;
 	int flags = fcntl(fd, F_GETFL);
@@ -598,6 +617,11 @@ leg_attach(struct relay_stream *s, int which, int fd,
 	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 	l->fd = fd;
 	l->urh = urh;
+	l->tls = tls;
+	if (tls != NULL) {
+		atomic_fetch_add(&tls_legs, 1);
+		atomic_fetch_add(&tls_legs_total, 1);
+	}
 	if (n > 0) {
 		if (n > RELAY_BUFFER) {
 			end_stream(s, "too many bytes before the stream");
@@ -637,6 +661,18 @@ touch_idle(struct relay_stream *s)
 	}
 }
 
+/* read(2) on a leg, through the relay's TLS when it holds it. */
+static ssize_t
+leg_recv(struct leg *l, void *buf, size_t cap)
+{
+	ssize_t n = l->tls != NULL ? relay_tls_recv(l->tls, buf, cap) :
+	    read(l->fd, buf, cap);
+
+	if (n > 0)
+		atomic_fetch_add(&leg_reads[l->which], 1);
+	return n;
+}
+
 /* Reads from the client into to_agent. */
 static void
 read_client(struct relay_stream *s)
@@ -653,7 +689,7 @@ read_client(struct relay_stream *s)
 	}
 	if (s->ta_end == RELAY_BUFFER)
 		return;
-	n = read(s->client.fd, s->to_agent + s->ta_end,
+	n = leg_recv(&s->client, s->to_agent + s->ta_end,
 	    RELAY_BUFFER - s->ta_end);
 	if (n > 0) {
 		s->ta_end += (size_t)n;
@@ -683,7 +719,7 @@ read_agent(struct relay_stream *s)
 	}
 	if (s->tc_end == RELAY_BUFFER)
 		return;
-	n = read(s->agent.fd, s->to_client + s->tc_end,
+	n = leg_recv(&s->agent, s->to_client + s->tc_end,
 	    RELAY_BUFFER - s->tc_end);
 	if (n > 0) {
 		if (gp_frame_scan(&s->scan, s->to_client + s->tc_end,
@@ -714,7 +750,8 @@ read_agent(struct relay_stream *s)
 static void
 write_leg(struct relay_stream *s, int which)
 {
-	int fd = which == LEG_CLIENT ? s->client.fd : s->agent.fd;
+	struct leg *l = which == LEG_CLIENT ? &s->client : &s->agent;
+	int fd = l->fd;
 	uint8_t *buf = which == LEG_CLIENT ? s->to_client : s->to_agent;
 	size_t *start = which == LEG_CLIENT ? &s->tc_start : &s->ta_start;
 	size_t end = which == LEG_CLIENT ? s->tc_end : s->ta_end;
@@ -722,7 +759,8 @@ write_leg(struct relay_stream *s, int which)
 
 	if (fd < 0 || end == *start)
 		return;
-	n = send(fd, buf + *start, end - *start, MSG_NOSIGNAL);
+	n = l->tls != NULL ? relay_tls_send(l->tls, buf + *start,
+	    end - *start) : send(fd, buf + *start, end - *start, MSG_NOSIGNAL);
 	if (n > 0) {
 		*start += (size_t)n;
 		if (*start == end) {
@@ -735,6 +773,42 @@ write_leg(struct relay_stream *s, int which)
 	}
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
 		mark_dead(s);
+}
+
+/*
+ * A TLS leg's decrypted bytes wait in GnuTLS, where epoll cannot see
+ * them: read them while there is room. Call with relay_lock.
+ */
+static void
+tls_drain(void)
+{
+	struct relay_stream *s;
+
+	for (s = streams; s != NULL; s = s->next) {
+		int moved = 0, round;
+
+		if (!s->spliced)
+			continue;
+		/* Bounded: a read with room takes what GnuTLS holds. */
+		for (round = 0; round < 8 && !s->dead && !s->closing &&
+		    s->client.tls != NULL &&
+		    relay_tls_pending(s->client.tls) > 0 &&
+		    s->ta_end - s->ta_start < RELAY_BUFFER; round++) {
+			read_client(s);
+			write_leg(s, LEG_AGENT);
+			moved = 1;
+		}
+		for (round = 0; round < 8 && !s->dead && !s->closing &&
+		    s->agent.tls != NULL &&
+		    relay_tls_pending(s->agent.tls) > 0 &&
+		    s->tc_end - s->tc_start < RELAY_BUFFER; round++) {
+			read_agent(s);
+			write_leg(s, LEG_CLIENT);
+			moved = 1;
+		}
+		if (moved && !s->dead)
+			leg_interest(s);
+	}
 }
 
 static void
@@ -1013,6 +1087,8 @@ relay_main(void *arg)
 			if (l != NULL && !l->s->dead)
 				leg_interest(l->s);
 		}
+		if (atomic_load(&tls_legs) > 0)
+			tls_drain();
 		now = gp_mono_ms();
 		reap(now);
 		pthread_mutex_unlock(&relay_lock);
@@ -1062,7 +1138,8 @@ relay_stop(void)
 	while ((s = streams) != NULL) {
 		streams = s->next;
 		if (s->spliced && gp_frame_scan_at_boundary(&s->scan))
-			write_frame_now(s->client.fd, GP_FRAME_ERROR,
+			write_frame_now(s->client.fd, s->client.tls,
+			    GP_FRAME_ERROR,
 			    "the coordinator is stopping");
 		free_stream(s);
 	}
@@ -1113,7 +1190,7 @@ relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 		close(sv[1]);
 		return GP_ECONFLICT;
 	}
-	leg_attach(s, LEG_CLIENT, sv[0], NULL, NULL, 0);
+	leg_attach(s, LEG_CLIENT, sv[0], NULL, NULL, NULL, 0);
 	pthread_mutex_unlock(&relay_lock);
 	wake();
 	*stream_id = id;
@@ -1177,6 +1254,8 @@ relay_metrics_render(struct gp_buf *out)
 {
 	const char *to[] = {"direction", "to_job", NULL};
 	const char *from[] = {"direction", "from_job", NULL};
+	const char *cl[] = {"leg", "client", NULL};
+	const char *ag[] = {"leg", "agent", NULL};
 	int rc = 0;
 
 	rc |= gp_prom_family(out, "gpupool_streams_active", "gauge",
@@ -1197,6 +1276,17 @@ relay_metrics_render(struct gp_buf *out)
 	    (double)atomic_load(&bytes_to_job));
 	rc |= gp_prom_sample(out, "gpupool_stream_bytes_total", from,
 	    (double)atomic_load(&bytes_from_job));
+	rc |= gp_prom_family(out, "gpupool_stream_leg_reads_total", "counter",
+	    "Reads from stream legs that returned bytes (bytes / reads: "
+	    "the relay's read size)");
+	rc |= gp_prom_sample(out, "gpupool_stream_leg_reads_total", cl,
+	    (double)atomic_load(&leg_reads[LEG_CLIENT]));
+	rc |= gp_prom_sample(out, "gpupool_stream_leg_reads_total", ag,
+	    (double)atomic_load(&leg_reads[LEG_AGENT]));
+	rc |= gp_prom_family(out, "gpupool_stream_tls_legs_total", "counter",
+	    "Stream legs whose TLS the relay held (HTTPS coordinator)");
+	rc |= gp_prom_sample(out, "gpupool_stream_tls_legs_total", NULL,
+	    (double)atomic_load(&tls_legs_total));
 	rc |= gp_prom_family(out, "gpupool_stream_idle_ends_total", "counter",
 	    "Interactive jobs ended by their idle limit");
 	rc |= gp_prom_sample(out, "gpupool_stream_idle_ends_total", NULL,
@@ -1232,12 +1322,13 @@ on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls,
 	    &s->agent;
 	if (s == NULL || s->dead || s->closing || l->fd >= 0) {
 		pthread_mutex_unlock(&relay_lock);
-		write_frame_now(sock, GP_FRAME_ERROR, "the stream has ended");
+		write_frame_now(sock, NULL, GP_FRAME_ERROR,
+		    "the stream has ended");
 		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 		free(ref);
 		return;
 	}
-	leg_attach(s, ref->which, sock, urh, extra_in, extra_in_size);
+	leg_attach(s, ref->which, sock, urh, NULL, extra_in, extra_in_size);
 	pthread_mutex_unlock(&relay_lock);
 	wake();
 	free(ref);
@@ -1281,6 +1372,43 @@ wants_upgrade(struct MHD_Connection *conn)
 	return up != NULL && strcmp(up, GP_STREAM_PROTOCOL) == 0;
 }
 
+/*
+ * Hands the leg to the relay: through the Upgrade on plain HTTP; on TLS
+ * with the relay holding the connection's TLS session (relay_tls.h).
+ */
+static enum MHD_Result
+reply_stream(struct MHD_Connection *conn, struct request *req, int64_t id,
+    int which)
+{
+	struct relay_tls *tls;
+	struct relay_stream *s;
+	struct leg *l;
+	char head[160];
+	int fd, n;
+
+	n = snprintf(head, sizeof(head), "HTTP/1.1 101 Switching Protocols\r\n"
+	    "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n",
+	    GP_STREAM_PROTOCOL);
+	tls = relay_tls_take(conn, head, (size_t)n, &fd);
+	if (tls == NULL)
+		return fd == -1 ? reply_upgrade(conn, id, which) : MHD_NO;
+	req->relay_taken = 1;
+	pthread_mutex_lock(&relay_lock);
+	s = find_stream(id);
+	l = s == NULL ? NULL : which == LEG_CLIENT ? &s->client : &s->agent;
+	if (s == NULL || s->dead || s->closing || l->fd >= 0) {
+		write_frame_now(fd, tls, GP_FRAME_ERROR, "the stream has ended");
+		relay_tls_shut(tls);
+		pthread_mutex_unlock(&relay_lock);
+		relay_tls_release(tls);
+		return MHD_YES;
+	}
+	leg_attach(s, which, fd, NULL, tls, NULL, 0);
+	pthread_mutex_unlock(&relay_lock);
+	wake();
+	return MHD_YES;
+}
+
 /* GET /v1/jobs/{id}/stream?kind=pty&idle=SECONDS&part=K, Upgrade. */
 static enum MHD_Result
 route_client(struct MHD_Connection *conn, struct request *req,
@@ -1293,6 +1421,11 @@ route_client(struct MHD_Connection *conn, struct request *req,
 	int kind, status;
 
 	(void)method;
+	if (req->relay_taken) {
+		/* Resumed at the stream's end (relay_tls.h): close. */
+		relay_tls_set_quiet_close();
+		return MHD_NO;
+	}
 	if (n != 4 || !api_path_id(p[2], &job_id))
 		return api_no_route(conn, url, method, 0);
 	if (!wants_upgrade(conn))
@@ -1312,7 +1445,7 @@ route_client(struct MHD_Connection *conn, struct request *req,
 	pthread_rwlock_unlock(&state.lock);
 	if (status != 0)
 		return reply_error(conn, status, "%s", err);
-	return reply_upgrade(conn, id, LEG_CLIENT);
+	return reply_stream(conn, req, id, LEG_CLIENT);
 }
 
 /* GET /v1/agent/stream?id=N, X-Gpupool-Stream-Secret, Upgrade. */
@@ -1329,6 +1462,10 @@ route_agent(struct MHD_Connection *conn, struct request *req,
 
 	(void)url;
 	(void)method;
+	if (req->relay_taken) {
+		relay_tls_set_quiet_close();
+		return MHD_NO;
+	}
 	if (!wants_upgrade(conn))
 		return reply_error(conn, 400, "a stream needs 'Upgrade: %s'",
 		    GP_STREAM_PROTOCOL);
@@ -1350,7 +1487,7 @@ route_agent(struct MHD_Connection *conn, struct request *req,
 	pthread_rwlock_unlock(&state.lock);
 	if (!ok)
 		return reply_error(conn, 403, "no such stream");
-	return reply_upgrade(conn, id, LEG_AGENT);
+	return reply_stream(conn, req, id, LEG_AGENT);
 }
 
 #define STREAM_USERS (API_ROLE(GP_ROLE_USER) | API_ROLE(GP_ROLE_ADMIN))

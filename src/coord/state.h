@@ -26,6 +26,7 @@ struct request {
 	int64_t deadline_mono; /* long polls: when to answer anyway */
 	const struct api_route *route; /* its route (route.h); NULL: none */
 	void *stream;	/* a streamed body's state, its route's (route.h) */
+	int relay_taken; /* relay.c holds the connection (relay_tls.h) */
 };
 
 /* A change to apply, queued to the state thread by a handler. */
