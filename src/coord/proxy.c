@@ -130,18 +130,22 @@ grant_take(struct grant *table, size_t n, const char *secret, int64_t job_id,
 	return found;
 }
 
-/* The dashboard terminal's tickets (terminal.c), the same mechanism. */
+/*
+ * The dashboard terminal's tickets (terminal.c), the same mechanism; a
+ * ticket's grant keeps the part where a code's keeps the port.
+ */
 void
-proxy_ticket_new(int64_t job_id, const char *user, char *ticket)
+proxy_ticket_new(int64_t job_id, int part, const char *user, char *ticket)
 {
-	grant_new(tickets, NCODES, job_id, 0, user, CODE_TTL_MS / 2, ticket);
+	grant_new(tickets, NCODES, job_id, part, user, CODE_TTL_MS / 2,
+	    ticket);
 }
 
 int
-proxy_ticket_take(const char *ticket, int64_t job_id, char *user,
+proxy_ticket_take(const char *ticket, int64_t job_id, int part, char *user,
     size_t userlen)
 {
-	return grant_take(tickets, NCODES, ticket, job_id, 0, 1, user,
+	return grant_take(tickets, NCODES, ticket, job_id, part, 1, user,
 	    userlen);
 }
 
