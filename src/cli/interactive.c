@@ -949,7 +949,9 @@ gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 	struct gp_cli_conn conn;
 	struct forward fw[32];
 	struct pollfd pf[33];
-	struct job_watch *watch;
+	/* One a process, static: the thread may outlive this call. */
+	static struct job_watch watch_one;
+	struct job_watch *watch = &watch_one;
 	pthread_t watcher;
 	int wake[2];
 	int64_t job;
@@ -1009,10 +1011,8 @@ gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 		pf[i].events = POLLIN;
 	}
 	fflush(stdout);
-	/* Leaked on purpose: the process ends with the forward. */
-	if ((watch = calloc(1, sizeof(*watch))) == NULL ||
-	    pipe2(wake, O_CLOEXEC) != 0) {
-		gp_cli_error("out of memory");
+	if (pipe2(wake, O_CLOEXEC) != 0) {
+		gp_cli_error("pipe: %s", strerror(errno));
 		gp_cli_disconnect(&conn);
 		return GP_CLI_EXIT_FAIL;
 	}
