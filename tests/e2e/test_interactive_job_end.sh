@@ -26,12 +26,14 @@ forward_up() {
 # WHAT and that forwarding stopped.
 forward_ends() {
 	local deadline=$((SECONDS + WAIT_S)) rc
+	log "waiting for the forward to end: $3"
 	while alive "$1"; do
 		[ $SECONDS -ge $deadline ] && fail "$3: the forward still runs after its job ended: $(cat "$2")"
 		sleep 0.1
 	done
 	wait "$1"
 	rc=$?
+	log "the forward ended ($rc)"
 	[ "$rc" != 0 ] || fail "$3: the forward exited 0: $(cat "$2")"
 	assert_contains "$(cat "$2")" "$3" "$3: why"
 	assert_contains "$(cat "$2")" "forwarding stopped" "$3: said it stopped"
@@ -68,9 +70,13 @@ wait_state "$j" running
 f3=$!
 STARTED_PIDS+=("$f3")
 forward_up "$T/f3.log" "$f3"
-sleep 120 | "$GP" shell "$j" --idle 1h >/dev/null 2>&1 &
+# (its input a FIFO held open and silent: no process left behind)
+mkfifo "$T/idle.in"
+"$GP" shell "$j" --idle 1h <"$T/idle.in" >/dev/null 2>&1 &
 STARTED_PIDS+=("$!")
+exec 9>"$T/idle.in"
 forward_ends "$f3" "$T/f3.log" "job $j was ended by its idle limit"
+exec 9>&-
 
 # 4. gpupool jupyter, its job cancelled by its owner from elsewhere
 /usr/bin/python3 -c 'import notebook' 2>/dev/null ||
