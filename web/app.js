@@ -605,9 +605,10 @@
 
   // A shell in the job, in the page (xterm.js, embedded: web/vendor/):
   // a one-time ticket with the token, then a WebSocket on this origin
-  // whose first message is the ticket (docs/interactive.md).
+  // whose first message is the ticket (docs/interactive.md). A gang's
+  // part: the ticket is asked for that part and good for it alone.
   let terminal = null;
-  async function openTerminal(jobId) {
+  async function openTerminal(jobId, part = 0) {
     if (terminal) terminal.close();
     const box = document.getElementById('terminal-box');
     if (!box || typeof Terminal === 'undefined') return;
@@ -617,13 +618,13 @@
     term.open(box);
     let t;
     try {
-      t = await api(`/v1/jobs/${jobId}/terminal`, { method: 'POST' });
+      t = await api(`/v1/jobs/${jobId}/terminal?part=${part}`, { method: 'POST' });
     } catch (e) { setStatus(e.message, true); return; }
     const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/jobs/${jobId}/terminal`);
     ws.binaryType = 'arraybuffer';
     const enc = new TextEncoder();
     ws.onopen = () => {
-      ws.send(JSON.stringify({ ticket: t.ticket, rows: term.rows, cols: term.cols }));
+      ws.send(JSON.stringify({ ticket: t.ticket, part, rows: term.rows, cols: term.cols }));
       term.focus();
     };
     ws.onmessage = (ev) => {
@@ -637,6 +638,21 @@
     term.onData((d) => { if (ws.readyState === 1) ws.send(enc.encode(d)); });
     term.onResize((s) => { if (ws.readyState === 1) ws.send(JSON.stringify({ resize: [s.rows, s.cols] })); });
     terminal = { close: () => { ws.close(); term.dispose(); } };
+  }
+
+  // The Terminal button; for a gang, a part selector beside it (the
+  // Open links go to part 0: the proxy serves rank 0's ports).
+  // chosen: { part }, kept across the page's refreshes.
+  function terminalControls(job, chosen) {
+    const nparts = (job.parts || []).length;
+    const pick = nparts > 1 ? el('select', {
+      id: 'terminal-part', 'aria-label': 'Part', onchange: (e) => { chosen.part = Number(e.target.value); },
+    }, ...job.parts.map((p) => el('option', { value: String(p.part), selected: p.part === chosen.part }, 'Part ' + p.part))) : null;
+    const button = el('button', {
+      type: 'button', id: 'open-terminal',
+      onclick: () => openTerminal(job.id, pick ? chosen.part : 0),
+    }, 'Terminal');
+    return pick ? [pick, button] : [button];
   }
 
   function viewJob(id) {
@@ -655,6 +671,7 @@
         el('h2', {}, 'Attempts'), tl, el('h2', {}, 'GPU use'), gpus)),
       el('h2', {}, 'Output ', logState), log);
     let job = null;
+    const termChosen = { part: 0 };   // the terminal's part (a gang's)
     const history = {};   // "node/gpu" -> recent utilization values
 
     function render() {
@@ -675,9 +692,7 @@
             window.open(g.url, '_blank', 'noopener,noreferrer');
           } catch (e) { setStatus(e.message, true); }
         },
-      }, 'Open port ' + port)) : []), job.state === 'running' ? el('button', {
-        type: 'button', id: 'open-terminal', onclick: () => openTerminal(job.id),
-      }, 'Terminal') : '');
+      }, 'Open port ' + port)) : []), ...(job.state === 'running' ? terminalControls(job, termChosen) : []));
       const req = job.request || {};
       facts.replaceChildren(...[
         detail('User', job.user), detail('State', job.state),

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -344,6 +345,19 @@ gp_agent_main(int argc, char **argv)
 	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
 	const char *spawn_mode;
+
+	/*
+	 * An agent that is not root runs its jobs under its own uid (in
+	 * user namespaces of their own): not dumpable, no process of that
+	 * uid outside them may ptrace it, read its memory or its
+	 * /proc/PID/environ (its token), and it dumps no core. The
+	 * children that write their own uid_map make themselves dumpable
+	 * again (sandbox.c, netns_pasta.c); exec resets it for the rest.
+	 * Its jobs cannot even name it: each has a PID namespace.
+	 */
+	if (geteuid() != 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		fprintf(stderr, "gpupool agent: PR_SET_DUMPABLE: %s\n",
+		    strerror(errno));
 	int c, sig, ret = 1, verbose = 0;
 
 	memset(&copts, 0, sizeof(copts));

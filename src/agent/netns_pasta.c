@@ -215,7 +215,9 @@ run_in(pid_t target, char *const argv[], const char *stdin_text,
 			    setns(n, CLONE_NEWNET) != 0)
 				_exit(125);
 		} else {
-			if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
+			/* The agent is not dumpable (main.c): our maps. */
+			if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 ||
+			    unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
 				_exit(124);
 			if ((fd = open("/proc/self/setgroups", O_WRONLY)) < 0 ||
 			    write(fd, "deny", 4) != 4 || close(fd) != 0 ||

@@ -996,6 +996,14 @@ init_main(const struct gp_sandbox_spec *s)
 	pid_t child, pid;
 	ssize_t n;
 
+	/*
+	 * A non-root agent is not dumpable (agent/main.c), nor then its
+	 * clone: until setup is done, the agent must reach init's /proc
+	 * (its namespaces, for pasta's nft and tc) and init its own
+	 * (/proc/self/uid_map), as when the agent was dumpable. Init is
+	 * made undumpable again below, before the job's command exists.
+	 */
+	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	command_pid = 0;
 	pending_signal = 0;
 	scrub_cmdline();

@@ -185,6 +185,12 @@ int gp_cli_build_jobspec(const struct gp_cli_args *args,
  * OUT: note (empty when nothing to say): why it ended, for stderr.
  */
 int gp_cli_job_exit_code(json_t *job, char *note, size_t len);
+/*
+ * Long-polls until job id has finished (`gpupool wait`'s loop, through a
+ * coordinator restart). OUT: *job, the finished job (the caller's
+ * json_decref). Returns 0, or GP_CLI_EXIT_FAIL with the error printed.
+ */
+int gp_cli_job_await(struct gp_cli_conn *conn, int64_t id, json_t **job);
 /* A job's elapsed time in ms at now_ms (-1 when it has not started). */
 int64_t gp_cli_job_elapsed(json_t *job, int64_t now_ms);
 /* Renders the `ps` table for a {"jobs": [...]} reply. */

@@ -896,12 +896,64 @@ forward_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The job's end, watched beside the forward (as kubectl port-forward
+ * exits when its pod goes away): a thread long-polls the job (`gpupool
+ * wait`'s loop) and, once it has ended, writes why and a byte to
+ * wake_fd.
+ */
+struct job_watch {
+	struct gp_cli_conn *conn;
+	int64_t job;
+	int wake_fd;
+	char why[512];
+};
+
+static void *
+job_watch_main(void *arg)
+{
+	struct job_watch *w = arg;
+	struct gp_cli_conn conn;
+	json_t *job = NULL;
+	char note[480];
+	int code;
+
+	memset(&conn, 0, sizeof(conn));
+	conn.cfg = w->conn->cfg;
+	conn.http = gp_http_client_new(conn.cfg.url, conn.cfg.token,
+	    conn.cfg.ca[0] != '\0' ? conn.cfg.ca : NULL);
+	if (conn.http == NULL)
+		snprintf(w->why, sizeof(w->why), "cannot follow job %lld",
+		    (long long)w->job);
+	else if (gp_cli_job_await(&conn, w->job, &job) != 0)
+		snprintf(w->why, sizeof(w->why), "lost track of job %lld",
+		    (long long)w->job);
+	else {
+		code = gp_cli_job_exit_code(job, note, sizeof(note));
+		if (note[0] != '\0')
+			gp_strlcpy(w->why, note, sizeof(w->why));
+		else
+			snprintf(w->why, sizeof(w->why), "job %lld ended "
+			    "(%s, exit code %d)", (long long)w->job,
+			    gp_cli_json_str(job, "state") ?: "?", code);
+		json_decref(job);
+	}
+	gp_http_client_free(conn.http);
+	(void)!write(w->wake_fd, "x", 1);
+	return NULL;
+}
+
 int
 gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 {
 	struct gp_cli_conn conn;
 	struct forward fw[32];
-	struct pollfd pf[32];
+	struct pollfd pf[33];
+	/* One a process, static: the thread may outlive this call. */
+	static struct job_watch watch_one;
+	struct job_watch *watch = &watch_one;
+	pthread_t watcher;
+	int wake[2];
 	int64_t job;
 	int n = 0, i, rc, one = 1, part;
 
@@ -959,10 +1011,32 @@ gp_cli_cmd_port_forward(const struct gp_cli_args *args)
 		pf[i].events = POLLIN;
 	}
 	fflush(stdout);
+	if (pipe2(wake, O_CLOEXEC) != 0) {
+		gp_cli_error("pipe: %s", strerror(errno));
+		gp_cli_disconnect(&conn);
+		return GP_CLI_EXIT_FAIL;
+	}
+	watch->conn = &conn;
+	watch->job = job;
+	watch->wake_fd = wake[1];
+	if (pthread_create(&watcher, NULL, job_watch_main, watch) != 0) {
+		gp_cli_error("cannot start a thread");
+		gp_cli_disconnect(&conn);
+		return GP_CLI_EXIT_FAIL;
+	}
+	pthread_detach(watcher);
+	pf[n].fd = wake[0];
+	pf[n].events = POLLIN;
 	for (;;) {
-		if (poll(pf, (nfds_t)n, -1) < 0) {
+		if (poll(pf, (nfds_t)n + 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
+			break;
+		}
+		if (pf[n].revents) {
+			pthread_mutex_lock(&forward_lock);
+			gp_cli_error("%s; forwarding stopped", watch->why);
+			pthread_mutex_unlock(&forward_lock);
 			break;
 		}
 		for (i = 0; i < n; i++) {

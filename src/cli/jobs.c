@@ -1328,7 +1328,12 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 		code = 0;
 	else
 		code = 1;
-	if (state != NULL && strcmp(state, "cancelled") == 0)
+	/* Who ended it, when the coordinator noted it (apply_cancel). */
+	if (state != NULL && strcmp(state, "cancelled") == 0 &&
+	    message != NULL && (strncmp(message, "cancelled by ", 13) == 0 ||
+	    strncmp(message, "ended by ", 9) == 0))
+		snprintf(note, len, "job %lld was %s", id, message);
+	else if (state != NULL && strcmp(state, "cancelled") == 0)
 		snprintf(note, len, "job %lld was cancelled", id);
 	else if ((state != NULL && strcmp(state, "timeout") == 0) ||
 	    (reason != NULL && strcmp(reason, "timeout") == 0))
@@ -1347,16 +1352,11 @@ gp_cli_job_exit_code(json_t *job, char *note, size_t len)
 	return code;
 }
 
-/*
- * Long-polls until job id has finished; returns its exit code (as
- * gp_cli_job_exit_code) or GP_CLI_EXIT_FAIL with the error printed.
- */
-static int
-wait_for_job(struct gp_cli_conn *conn, int64_t id)
+int
+gp_cli_job_await(struct gp_cli_conn *conn, int64_t id, json_t **job)
 {
 	struct gp_http_response resp;
-	char path[96], note[512];
-	json_t *job;
+	char path[96];
 	int rc;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%lld/wait?wait_ms=%d",
@@ -1369,21 +1369,36 @@ wait_for_job(struct gp_cli_conn *conn, int64_t id)
 			gp_http_response_fini(&resp);
 			return GP_CLI_EXIT_FAIL;
 		}
-		job = json_loadb(resp.body, resp.body_len, 0, NULL);
+		*job = json_loadb(resp.body, resp.body_len, 0, NULL);
 		gp_http_response_fini(&resp);
-		if (job == NULL) {
+		if (*job == NULL) {
 			gp_cli_error("the coordinator answered invalid JSON");
 			return GP_CLI_EXIT_FAIL;
 		}
-		if (finished(gp_cli_json_str(job, "state"))) {
-			rc = gp_cli_job_exit_code(job, note, sizeof(note));
-			if (note[0] != '\0')
-				gp_cli_error("%s", note);
-			json_decref(job);
-			return rc;
-		}
-		json_decref(job);
+		if (finished(gp_cli_json_str(*job, "state")))
+			return 0;
+		json_decref(*job);
 	}
+}
+
+/*
+ * Waits until job id has finished; returns its exit code (as
+ * gp_cli_job_exit_code) or GP_CLI_EXIT_FAIL with the error printed.
+ */
+static int
+wait_for_job(struct gp_cli_conn *conn, int64_t id)
+{
+	char note[512];
+	json_t *job;
+	int rc;
+
+	if ((rc = gp_cli_job_await(conn, id, &job)) != 0)
+		return rc;
+	rc = gp_cli_job_exit_code(job, note, sizeof(note));
+	if (note[0] != '\0')
+		gp_cli_error("%s", note);
+	json_decref(job);
+	return rc;
 }
 
 int

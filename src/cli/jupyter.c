@@ -5,7 +5,9 @@
  * local URL printed. The job runs the image's Jupyter in a container job
  * and the provider's (Debian's python3-notebook) in a plain one; it
  * declares its port (--expose), so the dashboard's Open link reaches it
- * too. Leaving (Ctrl-C) ends the job.
+ * too. Leaving (Ctrl-C) ends the job; a job that ends elsewhere (a
+ * cancel, its exit, the idle limit) ends the forward, which says why, and
+ * the command exits non-zero.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -192,7 +194,7 @@ gp_cli_cmd_jupyter(const struct gp_cli_args *args)
 	char proxy_url[512];
 	int64_t port = JUPYTER_PORT, local = 0, job;
 	json_t *body, *reply;
-	int rc;
+	int rc, ended = 0;
 
 	if (pv != NULL && gp_parse_int(pv, 1, 65535, &port) != 0)
 		return gp_cli_usage_error(args, "--port: 1 to 65535");
@@ -270,12 +272,28 @@ gp_cli_cmd_jupyter(const struct gp_cli_args *args)
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);
-	/* Leaving ends the job, as `gpupool shell` does. */
+	/*
+	 * Leaving ends the job, as `gpupool shell` does; a job that ended
+	 * by itself (the forward said why and stopped) needs no cancel.
+	 */
+	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)job);
+	if (gp_cli_call(&conn, "GET", path, NULL, 0, &reply, NULL) == 0) {
+		const char *state = gp_cli_json_str(reply, "state");
+
+		ended = state != NULL && (strcmp(state, "succeeded") == 0 ||
+		    strcmp(state, "failed") == 0 || strcmp(state,
+		    "cancelled") == 0 || strcmp(state, "timeout") == 0);
+		json_decref(reply);
+	}
 	snprintf(path, sizeof(path), "/v1/jobs/%lld/cancel", (long long)job);
-	if (gp_cli_call(&conn, "POST", path, NULL, 0, &reply, NULL) == 0)
+	if (!ended && gp_cli_call(&conn, "POST", path, NULL, 0, &reply,
+	    NULL) == 0)
 		json_decref(reply);
 	fprintf(stderr, "gpupool: job %lld ended\n", (long long)job);
 	gp_cli_disconnect(&conn);
 	sodium_memzero(token, sizeof(token));
+	/* Ended elsewhere (a cancel, its exit, the idle limit): not 0. */
+	if (got_signal == 0 && rc == 0)
+		rc = GP_CLI_EXIT_FAIL;
 	return got_signal != 0 ? 0 : rc;
 }

@@ -39,6 +39,7 @@
 #include "state.h"
 #include "stream.h"
 #include "util.h"
+#include "web.h"
 
 #define CODE_TTL_MS	 60000		  /* a code is good this long, once */
 #define SESSION_TTL_MS	 (12 * 3600000LL) /* a session cookie's life */
@@ -130,18 +131,22 @@ grant_take(struct grant *table, size_t n, const char *secret, int64_t job_id,
 	return found;
 }
 
-/* The dashboard terminal's tickets (terminal.c), the same mechanism. */
+/*
+ * The dashboard terminal's tickets (terminal.c), the same mechanism; a
+ * ticket's grant keeps the part where a code's keeps the port.
+ */
 void
-proxy_ticket_new(int64_t job_id, const char *user, char *ticket)
+proxy_ticket_new(int64_t job_id, int part, const char *user, char *ticket)
 {
-	grant_new(tickets, NCODES, job_id, 0, user, CODE_TTL_MS / 2, ticket);
+	grant_new(tickets, NCODES, job_id, part, user, CODE_TTL_MS / 2,
+	    ticket);
 }
 
 int
-proxy_ticket_take(const char *ticket, int64_t job_id, char *user,
+proxy_ticket_take(const char *ticket, int64_t job_id, int part, char *user,
     size_t userlen)
 {
-	return grant_take(tickets, NCODES, ticket, job_id, 0, 1, user,
+	return grant_take(tickets, NCODES, ticket, job_id, part, 1, user,
 	    userlen);
 }
 
@@ -264,17 +269,23 @@ static void
 answer(struct proxy_conn *c, int status, const char *reason,
     const char *ctype, const char *extra, const char *body)
 {
-	char head[1024];
+	char head[1200];
 	int n;
 
+	/*
+	 * Over TLS, HSTS: the sign-in page is the first answer every job
+	 * origin gets, so the browser keeps that host on HTTPS from then
+	 * on (the job's own answers pass untouched).
+	 */
 	n = snprintf(head, sizeof(head),
 	    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 	    "Connection: close\r\nCache-Control: no-store\r\n"
 	    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
 	    "X-Frame-Options: DENY\r\nContent-Security-Policy: default-src "
 	    "'none'; script-src 'self'; connect-src 'self'; "
-	    "frame-ancestors 'none'\r\n%s\r\n",
-	    status, reason, ctype, strlen(body), extra);
+	    "frame-ancestors 'none'\r\n%s%s\r\n",
+	    status, reason, ctype, strlen(body), c->ssl != NULL ?
+	    "Strict-Transport-Security: " GP_HSTS "\r\n" : "", extra);
 	if (n > 0 && (size_t)n < sizeof(head) && proxy_conn_write_all(c, head,
 	    (size_t)n) == 0)
 		proxy_conn_write_all(c, body, strlen(body));

@@ -96,13 +96,15 @@ void proxy_conn_close(struct proxy_conn *c);
 
 /*
  * One-time tickets (30 s) for the dashboard's terminal (terminal.c): the
- * ticket is PROXY_TICKET_HEX - 1 hex characters; take returns 1 with the
- * user when it is live and for job_id, and forgets it either way.
+ * ticket is PROXY_TICKET_HEX - 1 hex characters, bound to a job and a
+ * part of it (a gang's; 0 else); take returns 1 with the user when it is
+ * live and for job_id and part, and forgets it either way.
  */
 #define PROXY_TICKET_HEX 49
-void proxy_ticket_new(int64_t job_id, const char *user, char *ticket);
-int proxy_ticket_take(const char *ticket, int64_t job_id, char *user,
-    size_t userlen);
+void proxy_ticket_new(int64_t job_id, int part, const char *user,
+    char *ticket);
+int proxy_ticket_take(const char *ticket, int64_t job_id, int part,
+    char *user, size_t userlen);
 
 /* What proxy_head_parse takes from a request's head. */
 struct proxy_head {

@@ -1162,6 +1162,13 @@ int
 relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
     int *fd, int64_t *stream_id)
 {
+	return relay_open_part(job_id, 0, user, kind, idle_ms, fd, stream_id);
+}
+
+int
+relay_open_part(int64_t job_id, int part, const char *user, int kind,
+    int64_t idle_ms, int *fd, int64_t *stream_id)
+{
 	struct relay_stream *s;
 	char err[256];
 	int sv[2], size = RELAY_BUFFER, status;
@@ -1173,13 +1180,14 @@ relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	pthread_rwlock_rdlock(&state.lock);
-	status = stream_create(job_id, 0, user, kind, idle_ms, &id, err,
+	status = stream_create(job_id, part, user, kind, idle_ms, &id, err,
 	    sizeof(err));
 	pthread_rwlock_unlock(&state.lock);
 	if (status != 0) {
 		close(sv[0]);
 		close(sv[1]);
-		return status == 404 ? GP_ENOENT : status == 409 ?
+		return status == 404 ? GP_ENOENT : status == 400 ?
+		    GP_EINVAL : status == 409 ?
 		    GP_ECONFLICT : status == 429 ? GP_ETOOBIG : GP_ENOMEM;
 	}
 	pthread_mutex_lock(&relay_lock);

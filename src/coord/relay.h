@@ -56,6 +56,12 @@ void relay_stop(void);
  */
 int relay_open(int64_t job_id, const char *user, int kind, int64_t idle_ms,
     int *fd, int64_t *stream_id);
+/*
+ * relay_open into part of a gang (0: rank 0, or the only part); also
+ * GP_EINVAL (no such part).
+ */
+int relay_open_part(int64_t job_id, int part, const char *user, int kind,
+    int64_t idle_ms, int *fd, int64_t *stream_id);
 
 /* The streams open into a job, for its views (ps, show). */
 int relay_job_sessions(int64_t job_id);

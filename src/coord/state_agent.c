@@ -734,10 +734,14 @@ finished_state(struct job *job, json_t *body, const char **reason)
 	job->has_exit = strcmp(*reason, "start_failed") != 0 &&
 	    strcmp(*reason, "image_refused") != 0;
 	v = json_object_get(body, "message");
-	free(job->message);
-	job->message = json_is_string(v) && json_string_length(v) > 0
-	    ? strndup(json_string_value(v), 1000)
-	    : NULL;
+	/* A cancel's note (who, apply_cancel) stays unless the agent says. */
+	if (!job->cancel_requested || job->message == NULL ||
+	    (json_is_string(v) && json_string_length(v) > 0)) {
+		free(job->message);
+		job->message = json_is_string(v) && json_string_length(v) > 0
+		    ? strndup(json_string_value(v), 1000)
+		    : NULL;
+	}
 	if (job->signal != 0 && strcmp(*reason, "exited") == 0)
 		*reason = "killed";
 	if (job->cancel_requested || strcmp(*reason, "cancelled") == 0) {

@@ -1015,6 +1015,29 @@ state_note_idle(int64_t job_id, int attempt, int64_t limit_ms,
 	state_submit_op(op);
 }
 
+/*
+ * Who ended job, in its message ("cancelled by alice", "ended by its idle
+ * limit"), so that a CLI waiting on it (`wait`, `jupyter`,
+ * `port-forward`) can say why. The relay's idle end cancels as the
+ * admin "idle-limit" with no token (relay.c's cancel_for_idle). Without
+ * memory the job merely keeps no note.
+ */
+static void
+note_canceller(struct job *job, const struct token_entry *caller)
+{
+	char text[GP_NAME_MAX + 32];
+
+	if (caller->id == 0 && strcmp(caller->name, "idle-limit") == 0)
+		gp_strlcpy(text, "ended by its idle limit (no interactive "
+		    "traffic)", sizeof(text));
+	else
+		snprintf(text, sizeof(text), "cancelled by %s%s", caller->name,
+		    strcmp(caller->name, job->user) != 0 &&
+		    caller->role == GP_ROLE_ADMIN ? " (an admin)" : "");
+	free(job->message);
+	job->message = strdup(text);
+}
+
 void
 apply_cancel(struct op *op)
 {
@@ -1035,9 +1058,11 @@ apply_cancel(struct op *op)
 		return;
 	}
 	if (job->state == JOB_QUEUED) {
+		note_canceller(job, &op->caller);
 		job_finish(job, JOB_CANCELLED, "cancelled");
 	} else if (!job->cancel_requested) {
 		job->cancel_requested = 1;
+		note_canceller(job, &op->caller);
 		persist_job(job);
 		job_cancel_parts(job);
 	}

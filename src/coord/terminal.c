@@ -50,6 +50,12 @@ struct term {
 	char *pre; /* bytes that came with the upgrade */
 	size_t npre, pre_off;
 	int done;
+	/*
+	 * A close to send once the messages queued before it have gone:
+	 * wslay sends control frames ahead of queued messages, and the
+	 * browser must read the error that says why (0: none).
+	 */
+	uint16_t close_code;
 	struct gp_frame_reader rd;
 };
 
@@ -151,23 +157,30 @@ open_stream(wslay_event_context_ptr ctx, struct term *t, json_t *o)
 	const char *ticket = json_string_value(json_object_get(o, "ticket"));
 	json_int_t rows = json_integer_value(json_object_get(o, "rows"));
 	json_int_t cols = json_integer_value(json_object_get(o, "cols"));
+	json_t *pv = json_object_get(o, "part");
 	char user[GP_NAME_MAX + 1], open[160];
 	int64_t sid;
-	int rc, flags;
+	int rc, flags, part;
 
-	if (ticket == NULL || !proxy_ticket_take(ticket, t->job_id, user,
-	    sizeof(user))) {
+	/* The part the ticket was asked for (route_ticket); 0 when none. */
+	part = json_is_integer(pv) && json_integer_value(pv) >= 0 &&
+	    json_integer_value(pv) < GP_NODES_MAX ?
+	    (int)json_integer_value(pv) : pv == NULL ? 0 : -1;
+	if (ticket == NULL || part < 0 || !proxy_ticket_take(ticket,
+	    t->job_id, part, user, sizeof(user))) {
 		queue_text(ctx, json_pack("{s:s}", "error", "this terminal's "
 		    "ticket is used or expired: open it again"));
-		wslay_event_queue_close(ctx, 1008, NULL, 0);
+		t->close_code = 1008;
 		return;
 	}
-	rc = relay_open(t->job_id, user, GP_STREAM_PTY, 0, &t->rfd, &sid);
+	rc = relay_open_part(t->job_id, part, user, GP_STREAM_PTY, 0,
+	    &t->rfd, &sid);
 	if (rc != 0) {
 		queue_text(ctx, json_pack("{s:s}", "error", rc == GP_ECONFLICT ?
-		    "the job is not running" : rc == GP_ETOOBIG ?
+		    "the job is not running" : rc == GP_EINVAL ?
+		    "no such part" : rc == GP_ETOOBIG ?
 		    "too many streams" : "no such job"));
-		wslay_event_queue_close(ctx, 1008, NULL, 0);
+		t->close_code = 1008;
 		return;
 	}
 	flags = fcntl(t->rfd, F_GETFL);
@@ -179,8 +192,8 @@ open_stream(wslay_event_context_ptr ctx, struct term *t, json_t *o)
 	    cols > 0 && cols < 1000 ? (int)cols : 80);
 	if (send_frame(t->rfd, GP_FRAME_OPEN, open, strlen(open)) != 0)
 		t->done = 1;
-	gp_info("terminal opened job=%lld user=%s stream=%lld",
-	    (long long)t->job_id, user, (long long)sid);
+	gp_info("terminal opened job=%lld part=%d user=%s stream=%lld",
+	    (long long)t->job_id, part, user, (long long)sid);
 }
 
 static void
@@ -237,7 +250,7 @@ from_job(wslay_event_context_ptr ctx, struct term *t)
 	int r;
 
 	if (n <= 0) {
-		wslay_event_queue_close(ctx, 1000, NULL, 0);
+		t->close_code = 1000;
 		close(t->rfd);
 		t->rfd = -2;
 		return;
@@ -260,14 +273,14 @@ from_job(wslay_event_context_ptr ctx, struct term *t)
 			    (uint32_t)t->rd.payload[1] << 16 |
 			    (uint32_t)t->rd.payload[2] << 8 | t->rd.payload[3]);
 			queue_text(ctx, json_pack("{s:i}", "exit", code));
-			wslay_event_queue_close(ctx, 1000, NULL, 0);
+			t->close_code = 1000;
 		} else if (t->rd.type == GP_FRAME_ERROR ||
 		    t->rd.type == GP_FRAME_NOTICE) {
 			queue_text(ctx, json_pack("{s:s%}", t->rd.type ==
 			    GP_FRAME_ERROR ? "error" : "notice",
 			    (const char *)t->rd.payload, t->rd.len));
 			if (t->rd.type == GP_FRAME_ERROR)
-				wslay_event_queue_close(ctx, 1011, NULL, 0);
+				t->close_code = 1011;
 		}
 	}
 }
@@ -309,6 +322,13 @@ term_main(void *arg)
 			from_job(ctx, t);
 		if (wslay_event_want_write(ctx) && wslay_event_send(ctx) != 0)
 			break;
+		if (t->close_code != 0 &&
+		    wslay_event_get_queued_msg_count(ctx) == 0) {
+			wslay_event_queue_close(ctx, t->close_code, NULL, 0);
+			t->close_code = 0;
+			if (wslay_event_send(ctx) != 0)
+				break;
+		}
 	}
 	wslay_event_context_free(ctx);
 out:
@@ -411,7 +431,10 @@ route_socket(struct MHD_Connection *conn, struct request *req,
 	return rc;
 }
 
-/* POST /v1/jobs/{id}/terminal: a one-time ticket for the owner. */
+/*
+ * POST /v1/jobs/{id}/terminal[?part=K]: a one-time ticket for the owner,
+ * good for a terminal in that part (a gang's; 0 when absent) only.
+ */
 static enum MHD_Result
 route_ticket(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
@@ -419,24 +442,34 @@ route_ticket(struct MHD_Connection *conn, struct request *req,
 	API_PATH_PARTS(url, p, n);
 	char ticket[PROXY_TICKET_HEX];
 	const struct job *job;
-	int64_t job_id;
-	int status = 0;
+	int64_t job_id, part;
+	int status = 0, nparts = 1;
 
 	if (n != 4 || !api_path_id(p[2], &job_id))
 		return api_no_route(conn, url, method, 0);
+	if (api_query_int(conn, "part", 0, 0, GP_NODES_MAX - 1, &part) != 0)
+		return reply_error(conn, 400, "part: 0 to %d",
+		    GP_NODES_MAX - 1);
 	pthread_rwlock_rdlock(&state.lock);
 	job = state_job(job_id);
 	if (job == NULL || strcmp(job->user, req->auth->name) != 0)
 		status = 404;
 	else if (job->state != JOB_RUNNING)
 		status = 409;
+	else if ((nparts = job->spec.nodes > 1 ? job->spec.nodes : 1) <=
+	    part)
+		status = 400;
 	pthread_rwlock_unlock(&state.lock);
 	if (status == 404)
 		return reply_error(conn, 404, "no such job");
 	if (status == 409)
 		return reply_error(conn, 409, "job %lld is not running",
 		    (long long)job_id);
-	proxy_ticket_new(job_id, req->auth->name, ticket);
+	if (status == 400)
+		return reply_error(conn, 400, "job %lld has %d part%s: part 0%s",
+		    (long long)job_id, nparts, nparts > 1 ? "s" : "",
+		    nparts > 1 ? " to its last" : " only");
+	proxy_ticket_new(job_id, (int)part, req->auth->name, ticket);
 	return reply_json(conn, 201, json_pack("{s:s}", "ticket", ticket));
 }
 

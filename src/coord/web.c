@@ -112,6 +112,10 @@ web_handle(struct MHD_Connection *conn, struct request *req, const char *url,
 	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
+	/* Served over TLS (--tls-cert, or made at first start): HSTS. */
+	if (state.cfg.tls_cert[0] != '\0')
+		MHD_add_response_header(resp, "Strict-Transport-Security",
+		    GP_HSTS);
 	rc = MHD_queue_response(conn, a != NULL ? 200 : 404, resp);
 	MHD_destroy_response(resp);
 	return rc;

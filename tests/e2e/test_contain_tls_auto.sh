@@ -48,6 +48,9 @@ assert_eq 0 "$(( 8#$(stat -c %a "$COORD_DATA/tls/ca.key") & 8#077 ))" "ca.key's 
 st=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 \
 	--cacert "$COORD_DATA/tls/ca.crt" -H "Authorization: Bearer ${ADMIN%@*}" "$URL/v1/whoami")
 assert_eq 200 "$st" "curl --cacert DATA/tls/ca.crt"
+# The dashboard over TLS: HSTS (curl -I).
+head=$(curl -sS -I --max-time 20 --cacert "$COORD_DATA/tls/ca.crt" "$URL/" | tr -d '\r')
+assert_contains "$head" "Strict-Transport-Security: max-age=31536000" "the dashboard's HSTS over TLS"
 # The CLI, with the token alone; then with a token of another hash.
 out=$(GPUPOOL_URL=$URL GPUPOOL_TOKEN=$ADMIN "$GP" whoami 2>&1) || fail "whoami: $out"
 bad="${ADMIN%@*}@sha256:$(printf '%064d' 0)"

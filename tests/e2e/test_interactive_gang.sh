@@ -3,7 +3,8 @@
 # the marker file its own command wrote in its work directory, the
 # stream started by part 1's agent, not rank 0's); no --part is part 0;
 # `connect --part 1` reaches a port only part 1 listens on; ssh-config
-# names the part; a part the gang does not have, --part into a job that
+# names the part; the dashboard's terminal opens in part 1 with a ticket
+# bound to it; a part the gang does not have, --part into a job that
 # is not a gang, and a bad --part are refused with the reason.
 . "$(dirname "$0")/lib.sh"
 require netns python3
@@ -77,6 +78,76 @@ cli connect "$j" 7801
 cli ssh-config --part 1 "$j"
 assert_contains "$CLI_OUT" "Host gpupool-$j-part1" "ssh-config's host for part 1"
 assert_contains "$CLI_OUT" "connect --part 1 $j 22" "ssh-config's ProxyCommand"
+
+# The dashboard's terminal into part 1: a ticket asked for part 1
+# (POST .../terminal?part=1) opens a shell there, over the WebSocket the
+# page uses (a minimal client: the handshake, masked frames); the ticket
+# is bound to its part (a part-0 ticket sent for part 1 is refused).
+# term_ws PART TICKET: what the terminal shows after `cat rank.txt`.
+term_ws() {
+	E2E_URL=$(coord_url) E2E_JOB=$j E2E_PART=$1 E2E_TICKET=$2 $PY - <<'PY'
+import base64, json, os, socket, struct, time, urllib.parse
+u = urllib.parse.urlparse(os.environ["E2E_URL"])
+s = socket.create_connection((u.hostname, u.port), timeout=10)
+host = "%s:%d" % (u.hostname, u.port)
+s.sendall(("GET /v1/jobs/%s/terminal HTTP/1.1\r\nHost: %s\r\n"
+    "Origin: http://%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n\r\n" %
+    (os.environ["E2E_JOB"], host, host,
+     base64.b64encode(os.urandom(16)).decode())).encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+head, buf = buf.split(b"\r\n\r\n", 1)
+assert b" 101 " in head.split(b"\r\n")[0], head
+def send(op, data):
+    m = os.urandom(4)
+    n = len(data)
+    hdr = bytes([0x80 | op]) + (bytes([0x80 | n]) if n < 126 else
+        bytes([0xFE]) + struct.pack(">H", n))
+    s.sendall(hdr + m + bytes(b ^ m[i % 4] for i, b in enumerate(data)))
+send(1, json.dumps({"ticket": os.environ["E2E_TICKET"], "rows": 24,
+    "cols": 80, "part": int(os.environ["E2E_PART"])}).encode())
+send(2, b"cat rank.txt; exit\n")
+out, end = b"", time.time() + 20
+while time.time() < end:
+    while len(buf) >= 2:
+        n = buf[1] & 0x7F
+        off = 2
+        if n == 126:
+            n, off = struct.unpack(">H", buf[2:4])[0], 4
+        elif n == 127:
+            n, off = struct.unpack(">Q", buf[2:10])[0], 10
+        if len(buf) < off + n:
+            break
+        out += buf[off:off + n]
+        op, buf = buf[0] & 0x0F, buf[off + n:]
+        if op == 8:
+            end = 0
+    if end == 0:
+        break
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        break
+    if not d:
+        break
+    buf += d
+print(out.decode("utf-8", "replace"))
+PY
+}
+api_expect 201 "$TOKEN" POST "/v1/jobs/$j/terminal?part=1" ""
+t1=$(printf '%s' "$API_BODY" | json 'd["ticket"]')
+out=$(term_ws 1 "$t1")
+assert_contains "$out" "rank-1" "the dashboard's terminal in part 1"
+assert_not_contains "$out" "rank-0" "the dashboard's terminal in part 1"
+api_expect 201 "$TOKEN" POST "/v1/jobs/$j/terminal" ""
+t0=$(printf '%s' "$API_BODY" | json 'd["ticket"]')
+out=$(term_ws 1 "$t0")
+assert_contains "$out" "ticket is used or expired" "a part-0 ticket used for part 1"
+assert_not_contains "$out" "rank-" "a part-0 ticket used for part 1"
+api_expect 400 "$TOKEN" POST "/v1/jobs/$j/terminal?part=2" ""
+assert_contains "$API_BODY" "has 2 parts" "a ticket for part 2 of 2"
 
 # parts that are not there
 cli exec --part 2 "$j" -- true

@@ -133,6 +133,10 @@ assert_contains "$cookie" "gpupool_proxy=" "the cookie"
 assert_contains "$cookie" "Secure" "the cookie over TLS"
 assert_contains "$cookie" "HttpOnly" "the cookie"
 assert_not_contains "$cookie" "Domain" "the cookie is host-only"
+# HSTS on the proxy's own answers over TLS (the sign-in page, curl -I).
+assert_contains "$(tr -d '\r' <"$T/login.head")" "Strict-Transport-Security: max-age=31536000" "HSTS on the sign-in over TLS"
+pcurl -I "$origin/_gpupool/login" >"$T/login-get.head" || fail "curl -I the sign-in page (curl $?)"
+assert_contains "$(tr -d '\r' <"$T/login-get.head")" "Strict-Transport-Security: max-age=" "HSTS on curl -I"
 sid=$(grep gpupool_proxy "$T/jar" | awk '{print $NF}')
 [ ${#sid} = 48 ] || fail "no session in the jar: $(cat "$T/jar")"
 
@@ -158,6 +162,7 @@ curl -sS --max-time 30 --resolve "$host:$PPORT:127.0.0.1" -D "$T/plain.head" -o 
 assert_contains "$(head -1 "$T/plain.head")" "301" "plain HTTP to the proxy"
 assert_contains "$(tr -d '\r' <"$T/plain.head")" "Location: https://$host:$PPORT/" "plain HTTP's redirect"
 assert_not_contains "$(cat "$T/plain.body")" "hello over the proxy" "plain HTTP's answer"
+assert_not_contains "$(cat "$T/plain.head")" "Strict-Transport-Security" "HSTS over plain HTTP"
 grant
 curl -sS --max-time 30 --resolve "$host:$PPORT:127.0.0.1" -D "$T/plain.head" -o /dev/null \
     --data-binary "$code" "http://$host:$PPORT/_gpupool/login" || fail "plain sign-in: no answer"
