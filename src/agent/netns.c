@@ -164,18 +164,25 @@ gp_net_rate_parse(const char *s, int64_t *bps)
 
 /*
  * Runs argv (an absolute path or a name found on PATH) with stdin_text
- * on its standard input (or /dev/null), in network namespace ns_fd (-1:
- * the agent's). Its output goes to out (may be NULL). 0 when it exits 0.
+ * on its standard input (or /dev/null). In the child, enter(arg) runs
+ * first (NULL: nothing); a nonzero answer is the child's exit status.
+ * The output goes to out (may be NULL); *exit_status (may be NULL) gets
+ * the exit status, -1 when killed. 0 when it exits 0.
  */
-static int
-run(char *const argv[], const char *stdin_text, int ns_fd, char *out,
-    size_t outlen)
+int
+gp_net_run_entered(char *const argv[], const char *stdin_text,
+    int (*enter)(void *), void *arg, char *out, size_t outlen,
+    int *exit_status)
 {
 	int in[2] = {-1, -1}, o[2] = {-1, -1}, status, ret = GP_EIO;
 	size_t used = 0;
 	pid_t pid;
 	ssize_t got;
 
+	if (exit_status != NULL)
+		*exit_status = -1;
+	if (out != NULL && outlen > 0)
+		out[0] = '\0';
 	if (pipe2(in, O_CLOEXEC) != 0)
 		return GP_EIO;
 	if (pipe2(o, O_CLOEXEC) != 0)
@@ -184,11 +191,12 @@ run(char *const argv[], const char *stdin_text, int ns_fd, char *out,
 		goto done;
 	if (pid == 0) {
 		sigset_t none;
+		int why;
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET) != 0)
-			_exit(126);
+		if (enter != NULL && (why = enter(arg)) != 0)
+			_exit(why);
 		if (dup2(in[0], 0) < 0 || dup2(o[1], 1) < 0 ||
 		    dup2(o[1], 2) < 0)
 			_exit(126);
@@ -224,6 +232,8 @@ run(char *const argv[], const char *stdin_text, int ns_fd, char *out,
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			goto done;
+	if (exit_status != NULL && WIFEXITED(status))
+		*exit_status = WEXITSTATUS(status);
 	ret = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : GP_EIO;
 done:
 	if (in[0] >= 0)
@@ -235,6 +245,28 @@ done:
 	if (o[1] >= 0)
 		close(o[1]);
 	return ret;
+}
+
+/* In the child: into network namespace *(int *)arg. */
+static int
+enter_net(void *arg)
+{
+	int ns_fd = *(int *)arg;
+
+	return setns(ns_fd, CLONE_NEWNET) != 0 ? 126 : 0;
+}
+
+/*
+ * Runs argv with stdin_text on its standard input, in network namespace
+ * ns_fd (-1: the agent's). Its output goes to out (may be NULL). 0 when
+ * it exits 0.
+ */
+static int
+run(char *const argv[], const char *stdin_text, int ns_fd, char *out,
+    size_t outlen)
+{
+	return gp_net_run_entered(argv, stdin_text,
+	    ns_fd >= 0 ? enter_net : NULL, &ns_fd, out, outlen, NULL);
 }
 
 int

@@ -94,6 +94,14 @@ int64_t gp_net_tick(struct gp_net *n, int64_t now);
  */
 int gp_net_run(char *const argv[], const char *stdin_text, int ns_fd,
     char *out, size_t outlen);
+/*
+ * gp_net_run with enter(arg) run in the child before the exec, in place
+ * of the network namespace (a nonzero answer: the child's exit status);
+ * *exit_status (may be NULL) gets the exit status, -1 when killed.
+ */
+int gp_net_run_entered(char *const argv[], const char *stdin_text,
+    int (*enter)(void *), void *arg, char *out, size_t outlen,
+    int *exit_status);
 
 /* One job's network. */
 struct gp_net_job {

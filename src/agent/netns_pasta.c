@@ -172,6 +172,44 @@ keep_net_admin(void)
 	    0);
 }
 
+/* What run_in's child enters. */
+struct run_in_ns {
+	pid_t target;
+	char user[64], net[64], uid_map[64], gid_map[64];
+};
+
+/* In the child: run_in's namespaces, CAP_NET_ADMIN kept over the exec. */
+static int
+enter_run_in(void *arg)
+{
+	struct run_in_ns *r = arg;
+	int u, n, fd;
+
+	if (r->target > 0) {
+		/* The user namespace first: it owns the other. */
+		if ((u = open(r->user, O_RDONLY | O_CLOEXEC)) < 0 ||
+		    (n = open(r->net, O_RDONLY | O_CLOEXEC)) < 0 ||
+		    setns(u, CLONE_NEWUSER) != 0 ||
+		    setns(n, CLONE_NEWNET) != 0)
+			return 125;
+	} else {
+		/* The agent is not dumpable (main.c): our maps. */
+		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 ||
+		    unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
+			return 124;
+		if ((fd = open("/proc/self/setgroups", O_WRONLY)) < 0 ||
+		    write(fd, "deny", 4) != 4 || close(fd) != 0 ||
+		    (fd = open("/proc/self/uid_map", O_WRONLY)) < 0 ||
+		    write(fd, r->uid_map, strlen(r->uid_map)) < 0 ||
+		    close(fd) != 0 ||
+		    (fd = open("/proc/self/gid_map", O_WRONLY)) < 0 ||
+		    write(fd, r->gid_map, strlen(r->gid_map)) < 0 ||
+		    close(fd) != 0)
+			return 124;
+	}
+	return keep_net_admin() != 0 ? 123 : 0;
+}
+
 /*
  * Runs argv with stdin_text on its standard input, in the user and
  * network namespaces of process target (0: new ones of its own, for the
@@ -181,108 +219,24 @@ static int
 run_in(pid_t target, char *const argv[], const char *stdin_text,
     char *out, size_t outlen)
 {
-	char user[64], net[64], uid_map[64], gid_map[64];
-	int in[2] = {-1, -1}, o[2] = {-1, -1}, status, ret = GP_EIO;
-	size_t used = 0;
-	ssize_t got;
-	pid_t pid;
+	struct run_in_ns r = {.target = target};
+	int ret, code;
 
-	snprintf(user, sizeof(user), "/proc/%d/ns/user", (int)target);
-	snprintf(net, sizeof(net), "/proc/%d/ns/net", (int)target);
-	snprintf(uid_map, sizeof(uid_map), "%u %u 1\n", (unsigned)geteuid(),
-	    (unsigned)geteuid());
-	snprintf(gid_map, sizeof(gid_map), "%u %u 1\n", (unsigned)getegid(),
-	    (unsigned)getegid());
-	if (out != NULL && outlen > 0)
-		out[0] = '\0';
-	if (pipe2(in, O_CLOEXEC) != 0)
-		return GP_EIO;
-	if (pipe2(o, O_CLOEXEC) != 0)
-		goto done;
-	if ((pid = fork()) < 0)
-		goto done;
-	if (pid == 0) {
-		sigset_t none;
-		int u, n, fd;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (target > 0) {
-			/* The user namespace first: it owns the other. */
-			if ((u = open(user, O_RDONLY | O_CLOEXEC)) < 0 ||
-			    (n = open(net, O_RDONLY | O_CLOEXEC)) < 0 ||
-			    setns(u, CLONE_NEWUSER) != 0 ||
-			    setns(n, CLONE_NEWNET) != 0)
-				_exit(125);
-		} else {
-			/* The agent is not dumpable (main.c): our maps. */
-			if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 ||
-			    unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
-				_exit(124);
-			if ((fd = open("/proc/self/setgroups", O_WRONLY)) < 0 ||
-			    write(fd, "deny", 4) != 4 || close(fd) != 0 ||
-			    (fd = open("/proc/self/uid_map", O_WRONLY)) < 0 ||
-			    write(fd, uid_map, strlen(uid_map)) < 0 ||
-			    close(fd) != 0 ||
-			    (fd = open("/proc/self/gid_map", O_WRONLY)) < 0 ||
-			    write(fd, gid_map, strlen(gid_map)) < 0 ||
-			    close(fd) != 0)
-				_exit(124);
-		}
-		if (keep_net_admin() != 0)
-			_exit(123);
-		if (dup2(in[0], 0) < 0 || dup2(o[1], 1) < 0 ||
-		    dup2(o[1], 2) < 0)
-			_exit(126);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	close(in[0]);
-	close(o[1]);
-	in[0] = o[1] = -1;
-	if (stdin_text != NULL)
-		(void)gp_write_all(in[1], stdin_text, strlen(stdin_text));
-	close(in[1]);
-	in[1] = -1;
-	for (;;) {
-		char junk[512];
-		char *dst = junk;
-		size_t room = sizeof(junk);
-
-		if (out != NULL && used + 1 < outlen) {
-			dst = out + used;
-			room = outlen - used - 1;
-		}
-		got = read(o[0], dst, room);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		if (dst != junk)
-			used += (size_t)got;
-	}
-	if (out != NULL && outlen > 0)
-		out[used] = '\0';
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			goto done;
-	ret = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : GP_EIO;
-	if (ret != 0 && out != NULL && used == 0 && WIFEXITED(status))
+	snprintf(r.user, sizeof(r.user), "/proc/%d/ns/user", (int)target);
+	snprintf(r.net, sizeof(r.net), "/proc/%d/ns/net", (int)target);
+	snprintf(r.uid_map, sizeof(r.uid_map), "%u %u 1\n",
+	    (unsigned)geteuid(), (unsigned)geteuid());
+	snprintf(r.gid_map, sizeof(r.gid_map), "%u %u 1\n",
+	    (unsigned)getegid(), (unsigned)getegid());
+	ret = gp_net_run_entered(argv, stdin_text, enter_run_in, &r, out,
+	    outlen, &code);
+	if (ret != 0 && out != NULL && outlen > 0 && out[0] == '\0' &&
+	    code >= 0)
 		snprintf(out, outlen, "%s",
-		    WEXITSTATUS(status) == 123 ? "cannot keep CAP_NET_ADMIN "
-		    "over exec" : WEXITSTATUS(status) == 125 ? "cannot enter the job's "
-		    "namespaces" : WEXITSTATUS(status) == 124 ? "cannot make "
-		    "a user and network namespace" : WEXITSTATUS(status) ==
-		    127 ? "not installed" : "failed");
-done:
-	if (in[0] >= 0)
-		close(in[0]);
-	if (in[1] >= 0)
-		close(in[1]);
-	if (o[0] >= 0)
-		close(o[0]);
-	if (o[1] >= 0)
-		close(o[1]);
+		    code == 123 ? "cannot keep CAP_NET_ADMIN over exec" :
+		    code == 125 ? "cannot enter the job's namespaces" :
+		    code == 124 ? "cannot make a user and network namespace" :
+		    code == 127 ? "not installed" : "failed");
 	return ret;
 }
 

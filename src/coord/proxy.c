@@ -563,12 +563,21 @@ conn_main(void *arg)
 		if (tls == 0)
 			plain_on_tls(c, buf, deadline);
 		if (tls != 1 || proxy_conn_start(c, tls_ctx, cfd,
-		    deadline) != 0)
+		    deadline) != 0) {
+			if (tls != 0) /* (plain_on_tls said why) */
+				gp_debug("proxy connection ended before a "
+				    "request: %s", tls < 0 ? "closed, or "
+				    "nothing sent in time" : "TLS handshake "
+				    "failed");
 			goto out;
+		}
 	}
 	while ((rc = proxy_head_parse(buf, have, &h)) == 0)
-		if (read_more(c, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
+		if (read_more(c, buf, PROXY_HEAD_MAX, &have, deadline) != 0) {
+			gp_debug("proxy connection ended before a request: no "
+			    "whole head in time (%zu bytes)", have);
 			goto out;
+		}
 	if (rc < 0) {
 		answer_text(c, 400, "Bad Request", "bad request\n");
 		goto out;
