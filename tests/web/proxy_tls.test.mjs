@@ -25,7 +25,20 @@ try {
   const link = process.env.GP_LINK;
   const origin = new URL(link).origin;
   await page.goto(link);
-  await page.waitForURL((u) => !u.pathname.startsWith('/_gpupool'), { timeout: WAIT, waitUntil: 'commit' });
+  const signedIn = (u) => !u.pathname.startsWith('/_gpupool');
+  try {
+    await page.waitForURL(signedIn, { timeout: WAIT / 3, waitUntil: 'commit' });
+  } catch (e) {
+    // Seen once in a loaded full-suite run: the sign-in's grant was
+    // logged, and the page's navigation to / never reached the proxy.
+    // Load / once more (the cookie is set by then) and say so; a second
+    // failure fails the test. The coordinator's log (debug) says how
+    // each connection that brought no request ended.
+    console.log('retry: the navigation after sign-in did not commit in ' +
+      WAIT / 3 + ' ms (at ' + page.url() + '); loading / again');
+    await page.goto(origin + '/', { timeout: WAIT, waitUntil: 'commit' });
+    await page.waitForURL(signedIn, { timeout: WAIT, waitUntil: 'commit' });
+  }
   await page.waitForLoadState('domcontentloaded');
   check(page.url().startsWith(origin + '/') && origin.startsWith('https://'),
     'signed in over HTTPS, the certificate verified: ' + page.url());
