@@ -489,6 +489,7 @@ poll_main(void *arg)
 		return NULL;
 	}
 	gp_http_client_follow(http, &ag->coord_at);
+	gp_http_client_abort_on(http, &ag->stop);
 	while (!atomic_load(&ag->stop)) {
 		int64_t node_id = gp_link_node_id(ag);
 		int ret;
@@ -543,8 +544,6 @@ gp_link_start(struct gp_agent *ag)
 		return GP_EIO;
 	if (pthread_create(&poll_thread, NULL, poll_main, ag) != 0)
 		return GP_EIO;
-	/* A long poll may hold for POLL_TIMEOUT_MS: never wait for it. */
-	pthread_detach(poll_thread);
 	return 0;
 }
 
@@ -556,7 +555,11 @@ gp_link_stop(struct gp_agent *ag)
 	pthread_cond_broadcast(&ag->cond);
 	pthread_mutex_unlock(&ag->lock);
 	pthread_join(heartbeat_thread, NULL);
-	/* An answer being applied finishes; later ones see stop. */
-	pthread_mutex_lock(&ag->apply_lock);
-	pthread_mutex_unlock(&ag->apply_lock);
+	/*
+	 * A long poll in flight ends within a second of stop (the client
+	 * aborts on it), an answer being applied finishes first: joined, so
+	 * that no thread of the link outlives the agent's exit (OpenSSL's
+	 * per-thread state, freed as a thread ends, would leak then).
+	 */
+	pthread_join(poll_thread, NULL);
 }

@@ -33,6 +33,7 @@ struct gp_http_client {
 	char pin[GP_TOKEN_PIN_HEX + 1];	/* the token's CA hash, or "" */
 	const _Atomic int *follow;	/* see gp_http_client_follow */
 	int follow_seen;		/* *follow when the request began */
+	const _Atomic int *abort_on;	/* see gp_http_client_abort_on */
 };
 
 #define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
@@ -200,7 +201,16 @@ gp_http_client_follow(struct gp_http_client *c, const _Atomic int *index)
 	c->follow = index;
 }
 
-/* libcurl's progress callback: non-zero ends the transfer. */
+void
+gp_http_client_abort_on(struct gp_http_client *c, const _Atomic int *flag)
+{
+	c->abort_on = flag;
+}
+
+/*
+ * libcurl's progress callback (called at least once a second, waiting
+ * included): non-zero ends the transfer.
+ */
 static int
 on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
     curl_off_t ultotal, curl_off_t ulnow)
@@ -211,7 +221,9 @@ on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 	(void)dlnow;
 	(void)ultotal;
 	(void)ulnow;
-	return atomic_load(c->follow) != c->follow_seen;
+	if (c->abort_on != NULL && atomic_load(c->abort_on))
+		return 1;
+	return c->follow != NULL && atomic_load(c->follow) != c->follow_seen;
 }
 
 /*
@@ -366,7 +378,7 @@ request(struct gp_http_client *c, const char *method, const char *path,
 	    timeout_ms > 0 ? timeout_ms : 30000L);
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
-	if (c->follow != NULL) {
+	if (c->follow != NULL || c->abort_on != NULL) {
 		curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION,
 		    on_progress);
