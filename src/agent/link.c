@@ -28,6 +28,9 @@
 #define STANDBY_RETRY_MS 200 /* a standby's 503: the leader comes soon */
 
 static pthread_t heartbeat_thread, poll_thread;
+/* The poll thread's client while it runs, for the stop to end its poll. */
+static pthread_mutex_t poll_http_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gp_http_client *poll_http;
 
 /* Sleeps ms unless the agent stops or node_id changes first. */
 static void
@@ -490,6 +493,9 @@ poll_main(void *arg)
 	}
 	gp_http_client_follow(http, &ag->coord_at);
 	gp_http_client_abort_on(http, &ag->stop);
+	pthread_mutex_lock(&poll_http_lock);
+	poll_http = http;
+	pthread_mutex_unlock(&poll_http_lock);
 	while (!atomic_load(&ag->stop)) {
 		int64_t node_id = gp_link_node_id(ag);
 		int ret;
@@ -533,6 +539,9 @@ poll_main(void *arg)
 		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :
 		    backoff * 2;
 	}
+	pthread_mutex_lock(&poll_http_lock);
+	poll_http = NULL;
+	pthread_mutex_unlock(&poll_http_lock);
 	gp_http_client_free(http);
 	return NULL;
 }
@@ -555,9 +564,13 @@ gp_link_stop(struct gp_agent *ag)
 	pthread_cond_broadcast(&ag->cond);
 	pthread_mutex_unlock(&ag->lock);
 	pthread_join(heartbeat_thread, NULL);
+	pthread_mutex_lock(&poll_http_lock);
+	if (poll_http != NULL)
+		gp_http_client_abort(poll_http);
+	pthread_mutex_unlock(&poll_http_lock);
 	/*
-	 * A long poll in flight ends within a second of stop (the client
-	 * aborts on it), an answer being applied finishes first: joined, so
+	 * A long poll in flight ends now (its socket shut; within a second
+	 * of stop anyway), an answer being applied finishes first: joined, so
 	 * that no thread of the link outlives the agent's exit (OpenSSL's
 	 * per-thread state, freed as a thread ends, would leak then).
 	 */
