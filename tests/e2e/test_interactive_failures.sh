@@ -72,11 +72,7 @@ ex=$!
 STARTED_PIDS+=("$ex")
 wait_sessions "$j" 1
 kill9_coordinator
-deadline=$((SECONDS + WAIT_S))
-while alive "$ex"; do
-	[ $SECONDS -ge $deadline ] && fail "exec outlived its coordinator"
-	sleep 0.1
-done
+wait_exit "$ex" || fail "exec outlived its coordinator"
 wait "$ex"
 assert_eq 255 "$?" "exec whose coordinator went away"
 assert_contains "$(cat "$T/r.err")" "lost" "what the CLI says"
@@ -100,11 +96,7 @@ STARTED_PIDS+=("$ex")
 wait_sessions "$j" 1
 kill -TERM "${AGENT_PID[alpha]}"
 wait_exit "${AGENT_PID[alpha]}" || fail "agent alpha did not stop on SIGTERM"
-deadline=$((SECONDS + WAIT_S))
-while alive "$ex"; do
-	[ $SECONDS -ge $deadline ] && fail "exec outlived its stopped agent"
-	sleep 0.1
-done
+wait_exit "$ex" || fail "exec outlived its stopped agent"
 wait "$ex"
 rc=$?
 [ "$rc" != 0 ] || fail "exec into a job whose agent stopped exited 0"
@@ -124,11 +116,7 @@ ex=$!
 STARTED_PIDS+=("$ex")
 wait_sessions "$j" 1
 kill9_agent alpha
-deadline=$((SECONDS + WAIT_S))
-while alive "$ex"; do
-	[ $SECONDS -ge $deadline ] && fail "exec outlived its agent"
-	sleep 0.1
-done
+wait_exit "$ex" || fail "exec outlived its agent"
 wait "$ex"
 assert_eq 255 "$?" "exec whose agent was killed"
 assert_contains "$(cat "$T/a.err")" "agent" "the CLI says the agent went away"
