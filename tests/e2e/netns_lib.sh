@@ -1,6 +1,5 @@
 # tests/e2e/netns_lib.sh: the two test namespaces of the job network tests
-# (test_job_network.sh, test_job_network_ipv6.sh, test_job_network_pasta.sh),
-# sourced by the outer run of such a test (as root, before lib.sh):
+# (test_job_network.sh, test_job_network_ipv6.sh, test_job_network_pasta.sh):
 #
 #   provider: where the whole pool runs; up0 192.168.77.2/24, default
 #             route via 192.168.77.1;
@@ -9,21 +8,30 @@
 #             documentation address standing for the internet).
 #
 # Nothing of a test can reach the machine's own network whatever a job's
-# rules do. A test adds its own addresses after netns_make (IPv6, more
-# addresses of the provider's) with `ip -n "$NETNS_PROV" ...`.
+# rules do. A test adds its own addresses after netns_pair_make (IPv6,
+# more addresses of the provider's) with `ip -n "$NETNS_PROV" ...`. The
+# servers its jobs try to reach are netns_servers.py's.
 #
-# netns_need NAME [CMD...]: exits 77 (SKIP NAME: needs netns) unless this
-#   is root and ip, nsenter, nft and every CMD are on PATH.
-# netns_make PREFIX: makes PREFIX-p and PREFIX-w (NETNS_PROV, NETNS_WORLD)
-#   and traps EXIT to delete them; exits 1 (FAIL) when it cannot.
-# netns_world_spawn CMD...: runs CMD in the world, in the background, its
-#   output thrown away (the world's servers: python3 netns_world.py ...);
-#   killed by netns_delete.
-# netns_in_provider CMD...: runs CMD in the provider with GPNET_INSIDE=1
-#   (the test's inner run, which sources lib.sh); its exit status.
-# netns_delete: kills every process in them and deletes them.
+# The outer run of such a test (as root, before lib.sh):
+# netns_pair_need NAME [CMD...]: exits 77 (SKIP NAME: needs netns) unless
+#   this is root and ip, nsenter, nft and every CMD are on PATH.
+# netns_pair_make PREFIX: makes PREFIX-p and PREFIX-w (NETNS_PROV,
+#   NETNS_WORLD) and traps EXIT to delete them; exits 1 (FAIL) when it
+#   cannot.
+# netns_pair_world_serve SERVER...: netns_servers.py's SERVERs in the
+#   world, in the background; killed by netns_pair_delete.
+# netns_pair_in_provider CMD...: runs CMD in the provider with
+#   GPNET_INSIDE=1 (the test's inner run, which sources lib.sh); its exit
+#   status.
+# netns_pair_delete: kills every process in them and deletes them.
+#
+# The inner run (after lib.sh):
+# netns_pair_host_serve SERVER...: netns_servers.py's SERVERs on the
+#   provider host, listening when it returns (log $T/host-servers.log).
 
-netns_need() {
+NETNS_PAIR_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+netns_pair_need() {
 	local name=$1 c
 	shift
 	if [ "$(id -u)" != 0 ]; then
@@ -38,11 +46,11 @@ netns_need() {
 	done
 }
 
-netns_make() {
+netns_pair_make() {
 	NETNS_PROV=$1-p
 	NETNS_WORLD=$1-w
-	NETNS_SRV=
-	trap netns_delete EXIT
+	NETNS_WORLD_PIDS=
+	trap netns_pair_delete EXIT
 	ip netns add "$NETNS_PROV" && ip netns add "$NETNS_WORLD" &&
 	    ip -n "$NETNS_PROV" link add up0 type veth peer name down0 \
 	        netns "$NETNS_WORLD" &&
@@ -57,18 +65,20 @@ netns_make() {
 	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
 }
 
-netns_world_spawn() {
-	nsenter --net="/run/netns/$NETNS_WORLD" "$@" </dev/null >/dev/null 2>&1 &
-	NETNS_SRV="$NETNS_SRV $!"
+netns_pair_world_serve() {
+	nsenter --net="/run/netns/$NETNS_WORLD" \
+	    python3 "$NETNS_PAIR_DIR/netns_servers.py" "$@" \
+	    </dev/null >/dev/null 2>&1 &
+	NETNS_WORLD_PIDS="$NETNS_WORLD_PIDS $!"
 }
 
-netns_in_provider() {
+netns_pair_in_provider() {
 	nsenter --net="/run/netns/$NETNS_PROV" env GPNET_INSIDE=1 "$@"
 }
 
-netns_delete() {
+netns_pair_delete() {
 	local ns p
-	for p in ${NETNS_SRV:-}; do
+	for p in ${NETNS_WORLD_PIDS:-}; do
 		kill "$p" 2>/dev/null
 	done
 	for ns in ${NETNS_PROV:-} ${NETNS_WORLD:-}; do
@@ -76,5 +86,15 @@ netns_delete() {
 			kill -KILL "$p" 2>/dev/null
 		done
 		ip netns del "$ns" 2>/dev/null
+	done
+}
+
+netns_pair_host_serve() {
+	local log="$T/host-servers.log" deadline=$((SECONDS + WAIT_S))
+	spawn "$log" "$PY" "$NETNS_PAIR_DIR/netns_servers.py" "$@"
+	until grep -q serving "$log"; do
+		alive "$SPAWNED_PID" || fail "host servers exited: $(cat "$log")"
+		[ $SECONDS -ge $deadline ] && fail "host servers not up"
+		sleep 0.1
 	done
 }

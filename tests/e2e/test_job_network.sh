@@ -20,46 +20,26 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPNET_INSIDE:-}" ]; then
 	. "$here/netns_lib.sh"
-	netns_need test_job_network
-	netns_make "gpnet-$$"
+	netns_pair_need test_job_network
+	netns_pair_make "gpnet-$$"
 	# The world's servers: public and LAN (each answers its name), 10 MiB
 	# down and up for net-rate.
-	netns_world_spawn python3 "$here/netns_world.py" public@198.51.100.1 \
-	    lan@192.168.77.1 source@198.51.100.1 sink@198.51.100.1
-	netns_in_provider bash "$here/$(basename "$0")"
+	netns_pair_world_serve public@198.51.100.1 lan@192.168.77.1 \
+	    source@198.51.100.1 sink@198.51.100.1
+	netns_pair_in_provider bash "$here/$(basename "$0")"
 	exit $?
 fi
 
 . "$here/lib.sh"
+. "$here/netns_lib.sh"
 . "$here/image_lib.sh"
 
 # The provider host's own services: loopback, its LAN address, abstract.
 host_port=$(free_port)
 hostaddr_port=$(free_port)
 host_abs="gpnet-host-$$"
-spawn "$T/host-servers.log" "$PY" -c '
-import socket, sys, threading
-def serve(s, word):
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-a = socket.socket(); a.bind(("127.0.0.1", int(sys.argv[1])))
-b = socket.socket(); b.bind(("0.0.0.0", int(sys.argv[2])))
-u = socket.socket(socket.AF_UNIX); u.bind("\0" + sys.argv[3])
-for s, w in ((a, b"hostlo"), (b, b"hostaddr"), (u, b"hostabs")):
-    threading.Thread(target=serve, args=(s, w), daemon=True).start()
-print("serving", flush=True)
-threading.Event().wait()
-' "$host_port" "$hostaddr_port" "$host_abs"
-host_srv=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q serving "$T/host-servers.log"; do
-	alive "$host_srv" || fail "host servers exited: $(cat "$T/host-servers.log")"
-	[ $SECONDS -ge $deadline ] && fail "host servers not up"
-	sleep 0.1
-done
+netns_pair_host_serve "hostlo@127.0.0.1@$host_port" \
+    "hostaddr@0.0.0.0@$hostaddr_port" "hostabs@abstract:$host_abs"
 
 printf 'images = any\n' >"$T/inet.policy"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"

@@ -19,43 +19,26 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPNET_INSIDE:-}" ]; then
 	. "$here/netns_lib.sh"
-	netns_need test_job_network_ipv6
-	netns_make "gpnet6-$$"
+	netns_pair_need test_job_network_ipv6
+	netns_pair_make "gpnet6-$$"
 	ip -n "$NETNS_PROV" addr add 2001:db8:77::2/64 dev up0 nodad &&
 	    ip -n "$NETNS_WORLD" addr add 2001:db8:77::1/64 dev down0 nodad &&
 	    ip -n "$NETNS_WORLD" addr add 2001:db8:1::1/128 dev lo &&
 	    ip -n "$NETNS_WORLD" addr add fd00:77::1/128 dev lo &&
 	    ip -n "$NETNS_PROV" -6 route add default via 2001:db8:77::1 ||
 	    { echo "FAIL: cannot give the test namespaces IPv6"; exit 1; }
-	netns_world_spawn python3 "$here/netns_world.py" public6@2001:db8:1::1 \
-	    lan6@fd00:77::1 lan4@192.168.77.1
-	netns_in_provider bash "$here/$(basename "$0")"
+	netns_pair_world_serve public6@2001:db8:1::1 lan6@fd00:77::1 \
+	    lan4@192.168.77.1
+	netns_pair_in_provider bash "$here/$(basename "$0")"
 	exit $?
 fi
 
 . "$here/lib.sh"
+. "$here/netns_lib.sh"
 
 # The provider host's own services: on every address, IPv6 and IPv4.
 host_port=$(free_port)
-spawn "$T/host-servers.log" "$PY" -c '
-import socket, sys
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-s.bind(("::", int(sys.argv[1])))
-s.listen(64)
-print("serving", flush=True)
-while True:
-    c, _ = s.accept()
-    c.sendall(b"host\n")
-    c.close()
-' "$host_port"
-host_srv=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q serving "$T/host-servers.log"; do
-	alive "$host_srv" || fail "host server exited: $(cat "$T/host-servers.log")"
-	[ $SECONDS -ge $deadline ] && fail "host server not up"
-	sleep 0.1
-done
+netns_pair_host_serve "host@::@$host_port"
 
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 start_coordinator

@@ -24,19 +24,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPNET_INSIDE:-}" ]; then
 	. "$here/netns_lib.sh"
-	netns_need test_job_network_pasta unshare setpriv mknod
+	netns_pair_need test_job_network_pasta unshare setpriv mknod
 	if [ ! -x /usr/bin/pasta ]; then
 		echo "SKIP test_job_network_pasta: needs pasta: /usr/bin/pasta is not installed (Debian's passt)"
 		exit 77
 	fi
-	netns_make "gpnetp-$$"
+	netns_pair_make "gpnetp-$$"
 	ip -n "$NETNS_PROV" addr add 172.31.5.1/32 dev lo &&
 	    ip -n "$NETNS_PROV" addr add 203.0.113.7/32 dev lo ||
 	    { echo "FAIL: cannot give the provider its own addresses"; exit 1; }
-	netns_world_spawn python3 "$here/netns_world.py" public@198.51.100.1 \
-	    lan@192.168.77.1 sink@198.51.100.1
+	netns_pair_world_serve public@198.51.100.1 lan@192.168.77.1 \
+	    sink@198.51.100.1
 	# The private mount namespace: a tun node of the test's own.
-	netns_in_provider unshare -m --propagation private bash -c '
+	netns_pair_in_provider unshare -m --propagation private bash -c '
 d=$(mktemp -d /tmp/gpnetp-tun.XXXXXX) || exit 90
 mount -t tmpfs -o mode=0755,size=64k gpnetp-tun "$d" || exit 90
 mknod -m 0666 "$d/tun" c 10 200 || exit 90
@@ -55,32 +55,13 @@ bash "$1"
 fi
 
 . "$here/lib.sh"
+. "$here/netns_lib.sh"
 
 # The provider host's own services: loopback, every address, abstract.
 host_port=$(free_port)
 hostaddr_port=$(free_port)
-spawn "$T/host-servers.log" "$PY" -c '
-import socket, sys, threading
-def serve(s, word):
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-a = socket.socket(); a.bind(("127.0.0.1", int(sys.argv[1])))
-b = socket.socket(); b.bind(("0.0.0.0", int(sys.argv[2])))
-for s, w in ((a, b"hostlo"), (b, b"hostaddr")):
-    threading.Thread(target=serve, args=(s, w), daemon=True).start()
-print("serving", flush=True)
-threading.Event().wait()
-' "$host_port" "$hostaddr_port"
-host_srv=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q serving "$T/host-servers.log"; do
-	alive "$host_srv" || fail "host servers exited: $(cat "$T/host-servers.log")"
-	[ $SECONDS -ge $deadline ] && fail "host servers not up"
-	sleep 0.1
-done
+netns_pair_host_serve "hostlo@127.0.0.1@$host_port" \
+    "hostaddr@0.0.0.0@$hostaddr_port"
 
 # The provider's resolver, on its loopback only (pasta forwards jobs'
 # queries to it from the host).
