@@ -65,33 +65,8 @@ netns_pair_host_serve "hostlo@127.0.0.1@$host_port" \
 
 # The provider's resolver, on its loopback only (pasta forwards jobs'
 # queries to it from the host).
-spawn "$T/resolver.log" "$PY" -c '
-import socket, struct
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", 53))
-print("serving", flush=True)
-while True:
-    q, peer = s.recvfrom(512)
-    if len(q) < 12:
-        continue
-    qid = struct.unpack(">H", q[:2])[0]
-    i, labels = 12, []
-    while i < len(q) and q[i] != 0:
-        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
-        i += 1 + q[i]
-    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
-    question = q[12:i + 5]
-    name = ".".join(labels).lower()
-    print("query", name, qtype, flush=True)
-    known = name == "svc.gpupool.test"
-    answers = b""
-    if known and qtype == 1:
-        answers = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) +
-                   socket.inet_aton("198.51.100.7"))
-    head = struct.pack(">HHHHHH", qid, 0x8180 | (0 if known else 3), 1,
-                       1 if answers else 0, 0, 0)
-    s.sendto(head + question + answers, peer)
-'
+spawn "$T/resolver.log" "$PY" "$here/dns_resolver.py" \
+    svc.gpupool.test=198.51.100.7
 deadline=$((SECONDS + WAIT_S))
 until grep -q serving "$T/resolver.log"; do
 	[ $SECONDS -ge $deadline ] && fail "the test's resolver did not start: $(cat "$T/resolver.log")"
