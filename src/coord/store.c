@@ -175,8 +175,9 @@ parts_json(const struct job *job, const struct attempt_record *a, json_t *h)
 		 */
 		if (po != NULL && !p->ended && p->ov_slot > 0 &&
 		    p->ov_pub[0] != '\0') {
-			json_object_set_new(po, "ov_key", json_string(p->ov_pub));
-			json_object_set_new(po, "ov_slot",
+			json_object_set_new(po, "overlay_key",
+			    json_string(p->ov_pub));
+			json_object_set_new(po, "overlay_slot",
 			    json_integer(p->ov_slot));
 		}
 		json_array_append_new(parts, po);
@@ -309,8 +310,10 @@ load_meter(json_t *m, struct attempt_record *a)
 static void
 load_part_overlay(struct job_part *p, json_t *v)
 {
-	const char *key = json_string_value(json_object_get(v, "ov_key"));
-	json_int_t slot = json_integer_value(json_object_get(v, "ov_slot"));
+	const char *key =
+	    json_string_value(json_object_get(v, "overlay_key"));
+	json_int_t slot =
+	    json_integer_value(json_object_get(v, "overlay_slot"));
 
 	if (p->ended || key == NULL || !gp_wg_key_valid(key) || slot < 1 ||
 	    slot > GP_OVERLAY_SLOTS_MAX)

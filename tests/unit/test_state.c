@@ -4,9 +4,10 @@
  * time by state_batch_run (what the state thread runs), the clock passed
  * in. Covers submit, assign, start, finish, requeue on lease expiry, the
  * fencing of a stale attempt, a gang losing a node, preemption, purge,
- * a gang's overlay kept through a restart, and a seeded random walk over thousands of events checking that no job
- * ever runs on two nodes at once and that every acknowledged job
- * survives (is known, and ends once).
+ * a gang's overlay kept through a restart, and a seeded random walk over
+ * thousands of events checking that no job ever runs on two nodes at
+ * once and that every acknowledged job survives (is known, and ends
+ * once).
  */
 #include <stdint.h>
 #include <stdio.h>

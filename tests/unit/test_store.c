@@ -426,8 +426,9 @@ TEST(gang_overlay_round_trip)
 	CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
 	CHECK_EQ(sqlite3_exec(db,
 		     "UPDATE jobs SET history = replace(replace(history,"
-		     " '\"ov_slot\":3', '\"ov_slot\":257'), '\"ended\":true',"
-		     " '\"ended\":false,\"ov_key\":\"nope\",\"ov_slot\":1')"
+		     " '\"overlay_slot\":3', '\"overlay_slot\":257'),"
+		     " '\"ended\":true', '\"ended\":false,"
+		     "\"overlay_key\":\"nope\",\"overlay_slot\":1')"
 		     " WHERE id = 12",
 		     NULL, NULL, NULL),
 	    SQLITE_OK);
