@@ -18,7 +18,9 @@
 #     restart and ends succeeded with the right result;
 #   - no part's private key is in the store, the coordinator's log or
 #     show --json, and the gang's overlay leaves the store when it ends.
-# GP_TEST_DB=postgresql runs it on PostgreSQL (test_gang_overlay_restart_pg).
+# GP_TEST_DB=postgresql runs it on PostgreSQL; with GPOVR_FAILOVER=1 too
+# (test_gang_overlay_restart_pg) a standby on the same database takes
+# over from the killed coordinator instead of a restart.
 # Needs root, network namespaces, nft and wireguard-go (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,11 +48,32 @@ fi
 # namespace: plain HTTP is fine here). A long lease: the agents must
 # find it again, whatever the load, before it gives up on their jobs.
 COORD_PORT=$(free_port)
-advertise=()
-[ "${GP_TEST_DB:-sqlite}" = postgresql ] &&
-    advertise=(--advertise-url "http://198.51.100.1:$COORD_PORT")
+advertise=() failover=${GPOVR_FAILOVER:-}
+if [ "${GP_TEST_DB:-sqlite}" = postgresql ]; then
+	advertise=(--advertise-url "http://198.51.100.1:$COORD_PORT")
+elif [ -n "$failover" ]; then
+	fail "GPOVR_FAILOVER needs GP_TEST_DB=postgresql"
+fi
 start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure --lease-ms 20000 \
     "${advertise[@]+"${advertise[@]}"}"
+# GPOVR_FAILOVER: a standby on the same database and data directory,
+# which takes over when the leader is killed.
+if [ -n "$failover" ]; then
+	port2=$(free_port)
+	while [ "$port2" = "$COORD_PORT" ]; do port2=$(free_port); done
+	spawn "$T/coord2.log" "$GP" coordinator --listen "0.0.0.0:$port2" \
+	    --data "$COORD_DATA" --lease-ms 20000 --heartbeat-ms 300 \
+	    --db "$(pg_url)" --insecure \
+	    --advertise-url "http://198.51.100.1:$port2" -v
+	standby_pid=$SPAWNED_PID
+	deadline=$((SECONDS + WAIT_S))
+	until grep -q "standby: waiting for the leader" "$T/coord2.log"; do
+		alive "$standby_pid" || fail "the standby exited: $(tail -n 3 "$T/coord2.log")"
+		[ $SECONDS -ge $deadline ] && fail "the standby did not start"
+		sleep 0.1
+	done
+	coord2=(--coordinator "http://198.51.100.1:$port2")
+fi
 printf 'network = lan\n' >"$T/lan.policy"
 start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
 	if [ ! -s "$T/$1.token" ]; then
@@ -58,7 +81,8 @@ start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
 		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$1.token")
 	fi
 	spawn "$T/agent-$1.log" nsenter --net="/run/netns/$2" "$GP" agent \
-	    --coordinator "http://$3:$COORD_PORT" --token-file "$T/$1.token" \
+	    --coordinator "http://$3:$COORD_PORT" \
+	    ${failover:+"${coord2[@]}"} --token-file "$T/$1.token" \
 	    --name "$1" --work "$T/agents/$1" --fake-gpus 2 --run-as nobody \
 	    --policy "$T/lan.policy" -v
 	AGENT_PID[$1]=$SPAWNED_PID
@@ -197,7 +221,20 @@ stored_history "$g1" >"$T/history-running"
 
 # kill -9 and start again, on the same store.
 kill9_coordinator
-start_coordinator
+if [ -n "$failover" ]; then
+	deadline=$((SECONDS + WAIT_S))
+	until grep -q "leading epoch=" "$T/coord2.log"; do
+		alive "$standby_pid" || fail "the standby exited: $(tail -n 3 "$T/coord2.log")"
+		[ $SECONDS -ge $deadline ] && fail "the standby did not take over"
+		sleep 0.1
+	done
+	log "the standby leads: $(grep -m1 "leading epoch=" "$T/coord2.log")"
+	COORD_PORT=$port2 COORD_PID=$standby_pid COORD_LOG=$T/coord2.log
+	export GPUPOOL_URL
+	GPUPOOL_URL=$(coord_url)
+else
+	start_coordinator
+fi
 wait_node_up a
 wait_node_up b
 overlay_of "$g1"
