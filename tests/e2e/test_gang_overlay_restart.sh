@@ -202,6 +202,7 @@ before=$OVERLAY
 log "the overlay before the restart: $(printf '%s' "$before" | tr '\n' ';')"
 # What the agents' devices hold is what the coordinator answers.
 privs=''
+declare -A g1_port=()
 for m in a b; do
 	dev_of "$m" "$g1"
 	ns=$(ns_of "$m")
@@ -215,7 +216,7 @@ for m in a b; do
 	grep -qF " $m $pub $wan:$port" <<<"$before" ||
 	    fail "machine $m's device ($pub, port $port) is not in the coordinator's overlay: $before"
 	privs="$privs $(nsenter --net="/run/netns/$ns" wg show "$DEV" private-key)"
-	eval "g1_port_$m=$port"
+	g1_port[$m]=$port
 done
 stored_history "$g1" >"$T/history-running"
 
@@ -261,9 +262,8 @@ part_log "$g2" 0
 assert_contains "$LOG" "rank0 result=7" "the second gang's part 0"
 for m in a b; do
 	dev_of "$m" "$g2"
-	eval "p1=\$g1_port_$m"
-	[ "$DEV_PORT" != "$p1" ] ||
-	    fail "machine $m: the second gang got the running gang's port $p1"
+	[ "$DEV_PORT" != "${g1_port[$m]}" ] ||
+	    fail "machine $m: the second gang got the running gang's port ${g1_port[$m]}"
 done
 
 # The first gang goes on through its tunnels and ends with its result.
