@@ -1165,7 +1165,11 @@ relay_main(void *arg)
 	struct epoll_event evs[64];
 	int64_t last_tick = 0, now;
 	int n, i, timeout;
+	char name[16];
 
+	/* top -H, /proc/PID/task/TID/comm: the load per worker. */
+	snprintf(name, sizeof(name), "gp-relay-%d", w->index);
+	pthread_setname_np(pthread_self(), name);
 	while (atomic_load(&running)) {
 		/*
 		 * Worker 0 ticks; the others sleep until an event, or while
