@@ -13,6 +13,8 @@
 #  - relay_{old,new}_p{P}_mb_s_round_N: bytes of all P connections over
 #    the time from the first connect to the last byte;
 #  - relay_{old,new}_p{P}_mb_s: the median over the rounds;
+#  - relay_{old,new}_thread_cpu_s NAME SECONDS: each coordinator's three
+#    busiest threads over the run (the new build's are gp-relay-N);
 #  - load: the load average at the start and at the end.
 # Usage: bench/relay_threads.sh OLD_GPUPOOL NEW_GPUPOOL
 #   [RUNS=5] [TOTAL_MIB=1024] [STREAMS="1 8"]
@@ -124,5 +126,17 @@ for p in $STREAMS; do
 		awk -v n="$name" -v p="$p" '$1 == n && $2 == p {print $3}' "$T/rounds" |
 		    median | sed "s/^/relay_${name}_p${p}_mb_s /; s/\$/ MB\/s/"
 	done
+done
+# Where the coordinators' CPU went: their three busiest threads over the
+# whole run (name, CPU seconds; the old build's relay thread is unnamed).
+for name in old new; do
+	pid=$(pgrep -f -- "coordinator .*$T/coord-$name( |\$)" | head -1)
+	[ -n "$pid" ] || continue
+	for t in /proc/"$pid"/task/*; do
+		# comm may hold spaces: the fields after its closing ')'
+		printf '%s %s\n' "$(cat "$t/comm")" \
+		    "$(sed 's/.*) //' "$t/stat" | awk '{print ($12 + $13) / 100}')"
+	done | sort -k2 -n -r | head -3 |
+	    awk -v n="$name" '{printf "relay_%s_thread_cpu_s %s %s s\n", n, $1, $2}'
 done
 echo "load_end $(cut -d' ' -f1-3 /proc/loadavg)"
