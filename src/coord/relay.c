@@ -1491,7 +1491,7 @@ relay_metrics_render(struct gp_buf *out)
 	const char *from[] = {"direction", "from_job", NULL};
 	const char *cl[] = {"leg", "client", NULL};
 	const char *ag[] = {"leg", "agent", NULL};
-	int rc = 0;
+	int rc = 0, i;
 
 	rc |= gp_prom_family(out, "gpupool_streams_active", "gauge",
 	    "Interactive streams open (shells, exec, port forwards)");
@@ -1522,6 +1522,16 @@ relay_metrics_render(struct gp_buf *out)
 	    "Stream legs whose TLS the relay held (HTTPS coordinator)");
 	rc |= gp_prom_sample(out, "gpupool_stream_tls_legs_total", NULL,
 	    (double)atomic_load(&tls_legs_total));
+	rc |= gp_prom_family(out, "gpupool_relay_thread_streams", "gauge",
+	    "Streams given to each relay thread and not yet freed");
+	for (i = 0; i < nworkers; i++) {
+		char index[12];
+		const char *th[] = {"thread", index, NULL};
+
+		snprintf(index, sizeof(index), "%d", i);
+		rc |= gp_prom_sample(out, "gpupool_relay_thread_streams", th,
+		    (double)atomic_load(&workers[i].nstreams));
+	}
 	rc |= gp_prom_family(out, "gpupool_stream_idle_ends_total", "counter",
 	    "Interactive jobs ended by their idle limit");
 	rc |= gp_prom_sample(out, "gpupool_stream_idle_ends_total", NULL,
