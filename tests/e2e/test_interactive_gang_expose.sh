@@ -6,9 +6,20 @@
 # part 0's keeps its old name and brings part 0's; a cookie of one part's
 # origin opens nothing on the other's; a grant for a port a part does
 # not declare, a part the gang does not have, and a part on a job that
-# is not a gang are refused.
+# is not a gang are refused. In Chromium (Playwright, as
+# test_interactive_web): the dashboard's job page shows an Open button
+# per part's port, and each opens its own part's page.
 . "$(dirname "$0")/lib.sh"
 require netns python3
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+command -v node >/dev/null || fail "node is missing (Node.js 20 or newer)"
+[ -x /usr/bin/chromium ] || fail "chromium is missing (scripts/install-deps.sh)"
+if [ ! -f "$ROOT/tests/web/node_modules/playwright-core/package.json" ] ||
+    [ "$ROOT/tests/web/package-lock.json" -nt "$ROOT/tests/web/node_modules/.package-lock.json" ]; then
+	(cd "$ROOT/tests/web" && npm ci --no-audit --no-fund >"$T/npm.log" 2>&1) ||
+	    fail "npm ci in tests/web failed: $(tail -5 "$T/npm.log")"
+fi
 
 PPORT=$(free_port)
 start_coordinator --proxy-listen "127.0.0.1:$PPORT"
@@ -69,6 +80,14 @@ sid1=$(grep gpupool_proxy "$T/jar-$h1" | awk '{print $NF}')
 out=$(curl -s --max-time 10 --resolve "$h0:$PPORT:127.0.0.1" -o /dev/null \
     -w '%{http_code}' -H "Cookie: gpupool_proxy=$sid1" "http://$h0:$PPORT/")
 assert_eq 403 "$out" "part 1's cookie on part 0's origin"
+
+# The dashboard's buttons, in a browser.
+GP_URL=$(coord_url) GP_TOKEN=$TOKEN GP_JOB=$j \
+    node "$ROOT/tests/web/gang_expose.test.mjs" >"$T/browser.log" 2>&1
+rc=$?
+cat "$T/browser.log" >&2
+[ $rc = 0 ] || fail "the browser test failed (see above)"
+grep -q '^all checks passed$' "$T/browser.log" || fail "the browser test did not finish"
 
 # What is not declared, or not there.
 grant '{"port":7902,"part":1}'
