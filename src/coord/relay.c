@@ -10,7 +10,7 @@
  * answer (MHD_UPGRADE: the API's own port); on an HTTPS coordinator the
  * relay takes the leg's TLS session itself instead (relay_tls.h: the
  * Upgrade's forwarding in libmicrohttpd 0.9.75 crawls). When both legs
- * are there the relay thread splices them.
+ * are there, the relay thread the stream was given to splices them.
  *
  * Threads: the HTTP workers create streams and attach legs; a small
  * fixed pool of relay workers (relay_config.threads, by default one per
@@ -34,7 +34,7 @@
  *
  * Open sessions cost nothing per request: an agent's poll looks only at
  * the streams not yet announced (the pending list), a job's view finds
- * its session count in a sorted table, and the relay thread walks the
+ * its session count in a sorted table, and relay thread 0 walks the
  * whole list only on its tick (every TICK_MS) and when a stream ends.
  */
 #include <errno.h>
