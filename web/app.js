@@ -681,18 +681,21 @@
         type: 'button', class: 'danger', id: 'cancel', onclick: async () => {
           try { await api(`/v1/jobs/${job.id}/cancel`, { method: 'POST' }); refresh(); } catch (e) { setStatus(e.message, true); }
         },
-      }, 'Cancel'), ...(job.state === 'running' ? (job.expose || []).map((port) => el('button', {
-        // A port the job declares (submit --expose), through the
-        // coordinator's proxy: its own origin, signed in with a one-time
-        // code (docs/interactive.md). noopener: the page gets no handle
-        // on this one.
-        type: 'button', class: 'open-port', 'data-port': String(port), onclick: async () => {
-          try {
-            const g = await api(`/v1/jobs/${job.id}/proxy`, { method: 'POST', body: { port } });
-            window.open(g.url, '_blank', 'noopener,noreferrer');
-          } catch (e) { setStatus(e.message, true); }
-        },
-      }, 'Open port ' + port)) : []), ...(job.state === 'running' ? terminalControls(job, termChosen) : []));
+      }, 'Cancel'), ...(job.state === 'running' ? (job.expose || []).map((entry) => {
+        // A port the job declares (submit --expose PORT, or PART:PORT on
+        // a gang's part), through the coordinator's proxy: its own
+        // origin, signed in with a one-time code (docs/interactive.md).
+        // noopener: the page gets no handle on this one.
+        const [part, port] = typeof entry === 'string' ? entry.split(':').map(Number) : [0, entry];
+        return el('button', {
+          type: 'button', class: 'open-port', 'data-port': String(port), 'data-part': String(part), onclick: async () => {
+            try {
+              const g = await api(`/v1/jobs/${job.id}/proxy`, { method: 'POST', body: part > 0 ? { port, part } : { port } });
+              window.open(g.url, '_blank', 'noopener,noreferrer');
+            } catch (e) { setStatus(e.message, true); }
+          },
+        }, part > 0 ? 'Open part ' + part + ' port ' + port : 'Open port ' + port);
+      }) : []), ...(job.state === 'running' ? terminalControls(job, termChosen) : []));
       const req = job.request || {};
       facts.replaceChildren(...[
         detail('User', job.user), detail('State', job.state),

@@ -146,18 +146,23 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		} else if (strcmp(o->name, "interactive") == 0) {
 			spec->interactive = 1;
 		} else if (strcmp(o->name, "expose") == 0) {
-			if (gp_parse_int(v, 1, 65535, &n) != 0)
+			int part, port;
+
+			if (gp_jobspec_expose_parse(v, &part, &port) != 0)
 				return fail(err, errlen,
-				    "--expose: '%s' is not a port from 1 to "
-				    "65535", v);
-			if (gp_jobspec_exposes(spec, (int)n))
+				    "--expose: '%s' is not PORT (1 to 65535) "
+				    "or PART:PORT (a gang's part, 0 to %d)", v,
+				    GP_NODES_MAX - 1);
+			if (gp_jobspec_exposes_on(spec, part, port))
 				return fail(err, errlen,
-				    "--expose: port %d given twice", (int)n);
+				    "--expose: port %d of part %d given twice",
+				    port, part);
 			if (spec->n_expose == GP_EXPOSE_MAX)
 				return fail(err, errlen,
 				    "--expose: at most %d ports",
 				    GP_EXPOSE_MAX);
-			spec->expose[spec->n_expose++] = (uint16_t)n;
+			spec->expose_part[spec->n_expose] = (uint8_t)part;
+			spec->expose[spec->n_expose++] = (uint16_t)port;
 		} else if (strcmp(o->name, "gpu-model") == 0) {
 			if (strlen(v) > GP_NAME_MAX)
 				return fail(err, errlen,

@@ -171,9 +171,10 @@ static const struct gp_cli_option submit_options[] = {
     {"interactive", 0, NULL,
         "an interactive job: the pool's interactive time limits, ahead of "
         "batch work in its share, on GPUs kept for interactive work"},
-    {"expose", 0, "PORT",
-        "declare a port of the job's own loopback; the dashboard opens it "
-        "through the coordinator's proxy (repeatable, at most 8)"},
+    {"expose", 0, "[PART:]PORT",
+        "declare a port of the job's own loopback (PART: a gang's part, as "
+        "shell --part; default 0); the dashboard opens it through the "
+        "coordinator's proxy (repeatable, at most 8)"},
     JOB_REQUEST_OPTIONS_REST
     {"wait", 'w', NULL,
 	"print the id, wait for the job to finish, exit with its exit code"},

@@ -495,6 +495,13 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 	if (spec->nodes < 1 || spec->nodes > GP_NODES_MAX)
 		return fail(err, errlen, "nodes: must be between 1 and %d",
 		    GP_NODES_MAX);
+	for (int e = 0; e < spec->n_expose; e++)
+		if (spec->expose_part[e] >= spec->nodes)
+			return fail(err, errlen, "expose: %d:%d names part %d "
+			    "of a job of %d part%s (parts 0 to %d)",
+			    spec->expose_part[e], spec->expose[e],
+			    spec->expose_part[e], spec->nodes,
+			    spec->nodes == 1 ? "" : "s", spec->nodes - 1);
 	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
 		return fail(err, errlen,
 		    "gpu_share and gpu_mem_mib ask for a fraction of one GPU: "
@@ -582,27 +589,64 @@ default_name(struct gp_jobspec *spec)
 		gp_strlcpy(spec->name, "job", sizeof(spec->name));
 }
 
-/* "expose": an array of at most GP_EXPOSE_MAX distinct ports. */
+int
+gp_jobspec_expose_parse(const char *text, int *part, int *port)
+{
+	int64_t k = 0, p;
+	const char *colon = strchr(text, ':');
+	char head[8];
+	size_t n;
+
+	if (colon != NULL) {
+		n = (size_t)(colon - text);
+		if (n == 0 || n >= sizeof(head))
+			return GP_EINVAL;
+		memcpy(head, text, n);
+		head[n] = '\0';
+		if (gp_parse_int(head, 0, GP_NODES_MAX - 1, &k) != 0)
+			return GP_EINVAL;
+		text = colon + 1;
+	}
+	if (gp_parse_int(text, 1, 65535, &p) != 0)
+		return GP_EINVAL;
+	*part = (int)k;
+	*port = (int)p;
+	return 0;
+}
+
+/*
+ * "expose": an array of at most GP_EXPOSE_MAX distinct (part, port)
+ * pairs: PORT (part 0) or "PART:PORT" (a gang's part; "0:PORT" is PORT).
+ */
 static int
 decode_expose(json_t *v, struct gp_jobspec *spec, char *err, size_t errlen)
 {
-	json_t *port;
+	json_t *entry;
 	size_t i;
+	int part, port;
 
 	if (!json_is_array(v) || json_array_size(v) > GP_EXPOSE_MAX)
 		return fail(err, errlen, "expose: must be an array of at most "
 		    "%d ports", GP_EXPOSE_MAX);
 	spec->n_expose = 0;
-	json_array_foreach(v, i, port)
+	json_array_foreach(v, i, entry)
 	{
-		json_int_t p = json_integer_value(port);
-		if (!json_is_integer(port) || p < 1 || p > 65535)
+		json_int_t p = json_integer_value(entry);
+		if (json_is_integer(entry) && p >= 1 && p <= 65535) {
+			part = 0;
+			port = (int)p;
+		} else if (!json_is_string(entry) || strchr(
+		    json_string_value(entry), ':') == NULL ||
+		    gp_jobspec_expose_parse(json_string_value(entry), &part,
+		    &port) != 0)
 			return fail(err, errlen, "expose[%zu]: a port from 1 "
-			    "to 65535", i);
-		if (gp_jobspec_exposes(spec, (int)p))
-			return fail(err, errlen, "expose: port %d given twice",
-			    (int)p);
-		spec->expose[spec->n_expose++] = (uint16_t)p;
+			    "to 65535, or \"PART:PORT\" (a gang's part, 0 "
+			    "to %d)", i, GP_NODES_MAX - 1);
+		if (gp_jobspec_exposes_on(spec, part, port))
+			return fail(err, errlen, "expose: port %d of part %d "
+			    "given twice", port, part);
+		spec->expose_part[spec->n_expose] = (uint8_t)part;
+		spec->expose[spec->n_expose++] = (uint16_t)port;
 	}
 	return 0;
 }
@@ -610,10 +654,28 @@ decode_expose(json_t *v, struct gp_jobspec *spec, char *err, size_t errlen)
 int
 gp_jobspec_exposes(const struct gp_jobspec *spec, int port)
 {
+	return gp_jobspec_exposes_on(spec, 0, port);
+}
+
+int
+gp_jobspec_exposes_on(const struct gp_jobspec *spec, int part, int port)
+{
 	for (int i = 0; i < spec->n_expose; i++)
-		if (spec->expose[i] == port)
+		if (spec->expose[i] == port && spec->expose_part[i] == part)
 			return 1;
 	return 0;
+}
+
+json_t *
+gp_jobspec_expose_entry(const struct gp_jobspec *spec, int i)
+{
+	char text[16];
+
+	if (spec->expose_part[i] == 0)
+		return json_integer(spec->expose[i]);
+	snprintf(text, sizeof(text), "%d:%d", spec->expose_part[i],
+	    spec->expose[i]);
+	return json_string(text);
 }
 
 int
@@ -948,7 +1010,7 @@ gp_jobspec_encode(const struct gp_jobspec *spec)
 		json_t *ports = json_array();
 		for (int i = 0; i < spec->n_expose; i++)
 			json_array_append_new(ports,
-			    json_integer(spec->expose[i]));
+			    gp_jobspec_expose_entry(spec, i));
 		json_object_set_new(o, "expose", ports);
 	}
 	if (o != NULL && spec->array_job_id > 0) {

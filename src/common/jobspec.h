@@ -116,13 +116,15 @@ struct gp_jobspec {
 	 */
 	int interactive;
 	/*
-	 * The ports of the job's own loopback it declares ("expose": [8888]):
-	 * the dashboard offers an Open link to each, proxied by the
-	 * coordinator for the owner only. 1..65535, distinct, in the order
-	 * given; n_expose of them.
+	 * The ports of the job's own loopback it declares ("expose": [8888,
+	 * "1:8888"]): the dashboard offers an Open link to each, proxied by
+	 * the coordinator for the owner only. expose[i] 1..65535 on part
+	 * expose_part[i] of a gang (0: rank 0, or the only part; below
+	 * nodes); the pairs distinct, in the order given; n_expose of them.
 	 */
 	int n_expose;
 	uint16_t expose[GP_EXPOSE_MAX];
+	uint8_t expose_part[GP_EXPOSE_MAX];
 };
 
 /* 1 when key is a valid idempotency key (16..64 of A-Z a-z 0-9 _ -). */
@@ -201,8 +203,17 @@ int gp_data_spec_parse(const char *text, json_t **out, char *err,
 int gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
     size_t errlen);
 
-/* 1 when the spec declares port (submit --expose). */
+/* 1 when the spec declares port on part 0 (submit --expose PORT). */
 int gp_jobspec_exposes(const struct gp_jobspec *spec, int port);
+/* 1 when it declares port on part (submit --expose PART:PORT). */
+int gp_jobspec_exposes_on(const struct gp_jobspec *spec, int part, int port);
+/*
+ * "PORT" or "PART:PORT" (--expose; part 0 to GP_NODES_MAX - 1, port 1 to
+ * 65535) into *part (0 when not given) and *port. 0 or GP_EINVAL.
+ */
+int gp_jobspec_expose_parse(const char *text, int *part, int *port);
+/* expose entry i as JSON: PORT for part 0, else "PART:PORT" (new ref). */
+json_t *gp_jobspec_expose_entry(const struct gp_jobspec *spec, int i);
 
 /* 1 when the spec asks for a fraction of one GPU. */
 int gp_jobspec_is_fraction(const struct gp_jobspec *spec);

@@ -178,6 +178,9 @@ usage(FILE *out)
 	    "  --streams-per-job N, --streams-per-user N, --streams-max N\n"
 	    "                           caps on open interactive streams\n"
 	    "                           (default 64, 256, 4096)\n"
+	    "  --relay-threads N    threads that move interactive streams'\n"
+	    "                           bytes (default: one per core, at most "
+	    "16)\n"
 	    "  --min-job-age SECONDS\n"
 	    "                      a finished job leaves memory this long after "
 	    "it\n"
@@ -455,6 +458,7 @@ gp_coord_main(int argc, char **argv)
 	    {"streams-per-job", required_argument, NULL, 1002},
 	    {"streams-per-user", required_argument, NULL, 1003},
 	    {"streams-max", required_argument, NULL, 1004},
+	    {"relay-threads", required_argument, NULL, 1005},
 	    {"leader-db", required_argument, NULL, 'G'},
 	    {"advertise-url", required_argument, NULL, 'a'},
 	    {"leader-lease-ms", required_argument, NULL, 'e'},
@@ -700,6 +704,11 @@ gp_coord_main(int argc, char **argv)
 				relay_cfg.per_user_max = (int)v;
 			else
 				relay_cfg.total_max = (int)v;
+			break;
+		case 1005:
+			if (gp_parse_int(optarg, 1, 16, &v) != 0)
+				gp_fatalx("--relay-threads: 1 to 16");
+			relay_cfg.threads = (int)v;
 			break;
 		case 'G':
 			lcfg.conninfo = optarg;

@@ -52,7 +52,8 @@
 struct grant {
 	char secret[SECRET_BYTES * 2 + 1]; /* "" : free */
 	int64_t job_id;
-	int port;
+	int part;	/* a gang's part (0: rank 0, or the only one) */
+	int port;	/* 0 for a terminal's ticket */
 	char user[GP_NAME_MAX + 1];
 	int64_t expires_mono;
 };
@@ -80,7 +81,7 @@ static int conn_fds[CONNS_MAX], nconns;
 
 /* Stores a new grant in table (the free, expired or oldest slot). */
 static void
-grant_new(struct grant *table, size_t n, int64_t job_id, int port,
+grant_new(struct grant *table, size_t n, int64_t job_id, int part, int port,
     const char *user, int64_t ttl_ms, char *secret_out)
 {
 	unsigned char raw[SECRET_BYTES];
@@ -101,6 +102,7 @@ grant_new(struct grant *table, size_t n, int64_t job_id, int port,
 	sodium_bin2hex(table[pick].secret, sizeof(table[pick].secret), raw,
 	    sizeof(raw));
 	table[pick].job_id = job_id;
+	table[pick].part = part;
 	table[pick].port = port;
 	gp_strlcpy(table[pick].user, user, sizeof(table[pick].user));
 	table[pick].expires_mono = now + ttl_ms;
@@ -110,12 +112,12 @@ grant_new(struct grant *table, size_t n, int64_t job_id, int port,
 }
 
 /*
- * Finds the live grant for (secret, job, port) in table; copies its user
- * out, and forgets it when once (a code). 1 when found.
+ * Finds the live grant for (secret, job, part, port) in table; copies
+ * its user out, and forgets it when once (a code). 1 when found.
  */
 static int
 grant_take(struct grant *table, size_t n, const char *secret, int64_t job_id,
-    int port, int once, char *user, size_t userlen)
+    int part, int port, int once, char *user, size_t userlen)
 {
 	int64_t now = gp_mono_ms();
 	size_t i, len = strlen(secret);
@@ -130,7 +132,7 @@ grant_take(struct grant *table, size_t n, const char *secret, int64_t job_id,
 		    sodium_memcmp(g->secret, secret, len) != 0)
 			continue;
 		if (g->expires_mono > now && g->job_id == job_id &&
-		    g->port == port) {
+		    g->part == part && g->port == port) {
 			gp_strlcpy(user, g->user, userlen);
 			found = 1;
 		}
@@ -141,14 +143,11 @@ grant_take(struct grant *table, size_t n, const char *secret, int64_t job_id,
 	return found;
 }
 
-/*
- * The dashboard terminal's tickets (terminal.c), the same mechanism; a
- * ticket's grant keeps the part where a code's keeps the port.
- */
+/* The dashboard terminal's tickets (terminal.c), the same mechanism. */
 void
 proxy_ticket_new(int64_t job_id, int part, const char *user, char *ticket)
 {
-	grant_new(tickets, NCODES, job_id, part, user, CODE_TTL_MS / 2,
+	grant_new(tickets, NCODES, job_id, part, 0, user, CODE_TTL_MS / 2,
 	    ticket);
 }
 
@@ -156,26 +155,29 @@ int
 proxy_ticket_take(const char *ticket, int64_t job_id, int part, char *user,
     size_t userlen)
 {
-	return grant_take(tickets, NCODES, ticket, job_id, part, 1, user,
+	return grant_take(tickets, NCODES, ticket, job_id, part, 0, 1, user,
 	    userlen);
 }
 
 /* ---- the grant route ---- */
 
-/* POST /v1/jobs/{id}/proxy {"port": P}: a one-time sign-in link. */
+/*
+ * POST /v1/jobs/{id}/proxy {"port": P[, "part": K]}: a one-time sign-in
+ * link to port P of the job's part K (0 unless said).
+ */
 static enum MHD_Result
 route_grant(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
 	API_PATH_PARTS(url, p, n);
-	static const char *const fields[] = {"port", NULL};
+	static const char *const fields[] = {"port", "part", NULL};
 	const struct job *job;
 	const char *bad;
 	enum MHD_Result rc;
 	char code[SECRET_BYTES * 2 + 1], origin[400], link[600];
 	int64_t job_id;
-	int status = 0, port;
-	json_t *body, *v;
+	int status = 0, port, part = 0;
+	json_t *body, *v, *k;
 
 	if (n != 4 || !api_path_id(p[2], &job_id))
 		return api_no_route(conn, url, method, 0);
@@ -185,52 +187,67 @@ route_grant(struct MHD_Connection *conn, struct request *req,
 	if ((body = api_parse_body(conn, req, &rc)) == NULL)
 		return rc;
 	v = json_object_get(body, "port");
+	k = json_object_get(body, "part");
 	if (!api_only_fields(body, fields, &bad) || !json_is_integer(v) ||
-	    json_integer_value(v) < 1 || json_integer_value(v) > 65535) {
+	    json_integer_value(v) < 1 || json_integer_value(v) > 65535 ||
+	    (k != NULL && (!json_is_integer(k) || json_integer_value(k) < 0 ||
+	    json_integer_value(k) >= GP_NODES_MAX))) {
 		json_decref(body);
-		return reply_error(conn, 400, "a body {\"port\": 1..65535}");
+		return reply_error(conn, 400, "a body {\"port\": 1..65535, "
+		    "\"part\": 0..%d}", GP_NODES_MAX - 1);
 	}
 	port = (int)json_integer_value(v);
+	if (k != NULL)
+		part = (int)json_integer_value(k);
 	json_decref(body);
 	pthread_rwlock_rdlock(&state.lock);
 	job = state_job(job_id);
 	/* Only the owner: an admin is answered as for another's job. */
 	if (job == NULL || strcmp(job->user, req->auth->name) != 0)
 		status = 404;
-	else if (!gp_jobspec_exposes(&job->spec, port))
+	else if (!gp_jobspec_exposes_on(&job->spec, part, port))
 		status = 400;
 	else if (job->state != JOB_RUNNING)
 		status = 409;
 	pthread_rwlock_unlock(&state.lock);
 	if (status == 404)
 		return reply_error(conn, 404, "no such job");
+	if (status == 400 && part > 0)
+		return reply_error(conn, 400, "job %lld declares no port %d "
+		    "on part %d (submit --expose %d:%d)", (long long)job_id,
+		    port, part, part, port);
 	if (status == 400)
 		return reply_error(conn, 400, "job %lld declares no port %d "
 		    "(submit --expose %d)", (long long)job_id, port, port);
 	if (status == 409)
 		return reply_error(conn, 409, "job %lld is not running",
 		    (long long)job_id);
-	grant_new(codes, NCODES, job_id, port, req->auth->name, CODE_TTL_MS,
-	    code);
-	proxy_origin(job_id, port, origin, sizeof(origin));
+	grant_new(codes, NCODES, job_id, part, port, req->auth->name,
+	    CODE_TTL_MS, code);
+	proxy_origin(job_id, part, port, origin, sizeof(origin));
 	snprintf(link, sizeof(link), "%s/_gpupool/login#%s", origin, code);
-	gp_info("proxy grant job=%lld port=%d user=%s", (long long)job_id,
-	    port, req->auth->name);
+	gp_info("proxy grant job=%lld part=%d port=%d user=%s",
+	    (long long)job_id, part, port, req->auth->name);
 	return reply_json(conn, 201, json_pack("{s:s,s:s,s:i}", "url", link,
 	    "origin", origin, "expires_in_s", CODE_TTL_MS / 1000));
 }
 
-/* "https://j12-p8888.DOMAIN:PORT" (no port when it is the scheme's). */
+/*
+ * "https://j12-p8888.DOMAIN:PORT", "https://j12-part1-p8888..." (no port
+ * when it is the scheme's).
+ */
 void
-proxy_origin(int64_t job_id, int port, char *out, size_t len)
+proxy_origin(int64_t job_id, int part, int port, char *out, size_t len)
 {
 	const char *scheme = tls_ctx != NULL ? "https" : "http";
-	char at[16] = "";
+	char at[16] = "", label[24] = "";
 
 	if (pcfg.port != (tls_ctx != NULL ? 443 : 80))
 		snprintf(at, sizeof(at), ":%d", pcfg.port);
-	snprintf(out, len, "%s://j%lld-p%d.%s%s", scheme, (long long)job_id,
-	    port, pcfg.domain, at);
+	if (part > 0)
+		snprintf(label, sizeof(label), "-part%d", part);
+	snprintf(out, len, "%s://j%lld%s-p%d.%s%s", scheme, (long long)job_id,
+	    label, port, pcfg.domain, at);
 }
 
 int
@@ -346,7 +363,7 @@ read_more(struct proxy_conn *c, char *buf, size_t cap, size_t *have,
 /* /_gpupool/login: the page, its script, and the code's exchange. */
 static void
 login(struct proxy_conn *c, const struct proxy_head *h, char *buf,
-    size_t have, size_t head_len, int64_t job_id, int port)
+    size_t have, size_t head_len, int64_t job_id, int part, int port)
 {
 	char code[SECRET_BYTES * 2 + 1], user[GP_NAME_MAX + 1];
 	char secret[SECRET_BYTES * 2 + 1], cookie[200];
@@ -376,16 +393,16 @@ login(struct proxy_conn *c, const struct proxy_head *h, char *buf,
 	memcpy(code, buf + head_len, len);
 	code[len] = '\0';
 	sodium_memzero(buf + head_len, len);
-	if (!grant_take(codes, NCODES, code, job_id, port, 1, user,
+	if (!grant_take(codes, NCODES, code, job_id, part, port, 1, user,
 	    sizeof(user))) {
-		gp_info("proxy sign-in refused job=%lld port=%d",
-		    (long long)job_id, port);
+		gp_info("proxy sign-in refused job=%lld part=%d port=%d",
+		    (long long)job_id, part, port);
 		answer_text(c, 403, "Forbidden", "this link is used or "
 		    "expired\n");
 		return;
 	}
-	grant_new(sessions, NSESSIONS, job_id, port, user, SESSION_TTL_MS,
-	    secret);
+	grant_new(sessions, NSESSIONS, job_id, part, port, user,
+	    SESSION_TTL_MS, secret);
 	/*
 	 * Host-only (no Domain): this job's port alone gets it back; Secure
 	 * over TLS: the browser never sends it in clear.
@@ -394,8 +411,8 @@ login(struct proxy_conn *c, const struct proxy_head *h, char *buf,
 	    "=%s; Path=/; HttpOnly;%s SameSite=Lax; Max-Age=%lld\r\n", secret,
 	    tls_ctx != NULL ? " Secure;" : "",
 	    (long long)(SESSION_TTL_MS / 1000));
-	gp_info("proxy sign-in job=%lld port=%d user=%s", (long long)job_id,
-	    port, user);
+	gp_info("proxy sign-in job=%lld part=%d port=%d user=%s",
+	    (long long)job_id, part, port, user);
 	answer(c, 200, "OK", "text/plain; charset=utf-8", cookie, "ok\n");
 	sodium_memzero(secret, sizeof(secret));
 }
@@ -515,12 +532,12 @@ plain_on_tls(struct proxy_conn *c, char *buf, int64_t deadline)
 	char extra[400];
 	int64_t job_id;
 	size_t have = 0;
-	int rc, port;
+	int rc, part, port;
 
 	while ((rc = proxy_head_parse(buf, have, &h)) == 0)
 		if (read_more(c, buf, PROXY_HEAD_MAX, &have, deadline) != 0)
 			return;
-	if (rc < 0 || proxy_host_parse(h.host, pcfg.domain, &job_id,
+	if (rc < 0 || proxy_host_parse(h.host, pcfg.domain, &job_id, &part,
 	    &port) != 0) {
 		answer_text(c, 400, "Bad Request", "this port speaks HTTPS\n");
 		return;
@@ -558,7 +575,7 @@ static void *
 conn_main(void *arg)
 {
 	int slot = (int)(intptr_t)arg, cfd = conn_fds[slot], rfd = -1;
-	int port = 0, rc = 0, status;
+	int port = 0, part = 0, rc = 0, status;
 	char *buf = malloc(PROXY_HEAD_MAX);
 	char user[GP_NAME_MAX + 1];
 	int64_t deadline = gp_mono_ms() + HEAD_TIMEOUT_MS, job_id = 0, sid;
@@ -593,22 +610,24 @@ conn_main(void *arg)
 		answer_text(c, 400, "Bad Request", "bad request\n");
 		goto out;
 	}
-	if (proxy_host_parse(h.host, pcfg.domain, &job_id, &port) != 0) {
+	if (proxy_host_parse(h.host, pcfg.domain, &job_id, &part,
+	    &port) != 0) {
 		answer_text(c, 404, "Not Found", "not the address of a "
 		    "job's port\n");
 		goto out;
 	}
 	if (strncmp(h.path, "/_gpupool/login", 15) == 0) {
-		login(c, &h, buf, have, (size_t)rc, job_id, port);
+		login(c, &h, buf, have, (size_t)rc, job_id, part, port);
 		goto out;
 	}
-	if (!grant_take(sessions, NSESSIONS, h.cookie, job_id, port, 0, user,
-	    sizeof(user))) {
+	if (!grant_take(sessions, NSESSIONS, h.cookie, job_id, part, port, 0,
+	    user, sizeof(user))) {
 		answer_text(c, 403, "Forbidden", "open this port from the "
 		    "gpupool dashboard (the job's page, Open)\n");
 		goto out;
 	}
-	status = relay_open(job_id, user, GP_STREAM_TCP, 0, &rfd, &sid);
+	status = relay_open_part(job_id, part, user, GP_STREAM_TCP, 0, &rfd,
+	    &sid);
 	if (status != 0) {
 		answer_text(c, status == GP_ECONFLICT ? 409 : status ==
 		    GP_ETOOBIG ? 429 : 404, "Unavailable", status ==
@@ -616,9 +635,9 @@ conn_main(void *arg)
 		    GP_ETOOBIG ? "too many streams\n" : "no such job\n");
 		goto out;
 	}
-	gp_debug("proxy connection job=%lld port=%d user=%s stream=%lld "
-	    "tls=%d", (long long)job_id, port, user, (long long)sid,
-	    c->ssl != NULL);
+	gp_debug("proxy connection job=%lld part=%d port=%d user=%s "
+	    "stream=%lld tls=%d", (long long)job_id, part, port, user,
+	    (long long)sid, c->ssl != NULL);
 	splice_stream(c, rfd, port, buf, have);
 out:
 	if (buf != NULL)

@@ -2,7 +2,8 @@
  * proxy.h: the coordinator's proxy to a port a job declares (submit
  * --expose; docs/interactive.md, "The job port proxy"), for the job's
  * owner in a browser. It listens apart from the API (--proxy-listen) and
- * gives each job's port an origin of its own, "j<JOB>-p<PORT>.<DOMAIN>",
+ * gives each job's port an origin of its own, "j<JOB>-p<PORT>.<DOMAIN>"
+ * ("j<JOB>-part<K>-p<PORT>.<DOMAIN>" for part K >= 1 of a gang),
  * so that a page a job serves shares no origin with the dashboard (whose
  * token it can never read) nor with another job's. Its credential is a
  * cookie of that origin alone, set from a one-time code the dashboard
@@ -41,9 +42,11 @@ void proxy_stop(void);
 int proxy_running(void);
 /*
  * A job's port's origin on the proxy, "https://j12-p8888.DOMAIN:PORT"
+ * for part 0, "https://j12-part1-p8888.DOMAIN:PORT" for a gang's part 1
  * (http:// without TLS; no ":PORT" when it is the scheme's own).
  */
-void proxy_origin(int64_t job_id, int port, char *out, size_t len);
+void proxy_origin(int64_t job_id, int part, int port, char *out,
+    size_t len);
 
 /* ---- proxy_tls.c ---- */
 
@@ -129,10 +132,11 @@ struct proxy_head {
  */
 int proxy_head_parse(const char *buf, size_t len, struct proxy_head *h);
 /*
- * "j12-p8888.DOMAIN[:PORT]" -> 12, 8888 (the domain compared without
- * case). 0, or GP_EINVAL for any other host.
+ * "j12-p8888.DOMAIN[:PORT]" -> 12, part 0, 8888; "j12-part2-p8888..."
+ * -> part 2 (1 to GP_NODES_MAX - 1, no leading zero: one name per part);
+ * the domain compared without case. 0, or GP_EINVAL for any other host.
  */
 int proxy_host_parse(const char *host, const char *domain, int64_t *job_id,
-    int *port);
+    int *part, int *port);
 
 #endif

@@ -2,7 +2,7 @@
  * proxy_parse.c: the pure parsers of the job port proxy (proxy.c,
  * docs/interactive.md): a request's head as a browser sends it to the
  * proxy listener (untrusted: fuzzed by tests/fuzz/fuzz_proxy_head.c) and
- * the per-job host name "j<JOB>-p<PORT>.<DOMAIN>[:<port>]".
+ * the per-job host name "j<JOB>[-part<K>]-p<PORT>.<DOMAIN>[:<port>]".
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "gp.h"
+#include "jobspec.h"
 #include "proxy.h"
 
 /* The value of header name in line (name ": " value), or NULL. */
@@ -132,17 +133,29 @@ proxy_head_parse(const char *buf, size_t len, struct proxy_head *h)
 
 int
 proxy_host_parse(const char *host, const char *domain, int64_t *job_id,
-    int *port)
+    int *part, int *port)
 {
 	const char *p = host, *dot;
-	int64_t job = 0, pt = 0;
+	int64_t job = 0, pt = 0, k = 0;
 	size_t dlen = strlen(domain), rest;
 
 	if (*p != 'j' && *p != 'J')
 		return GP_EINVAL;
 	for (p++; isdigit((unsigned char)*p) && job < INT64_MAX / 20; p++)
 		job = job * 10 + (*p - '0');
-	if (job < 1 || strncasecmp(p, "-p", 2) != 0)
+	if (job < 1)
+		return GP_EINVAL;
+	/* "-partK": a gang's part K >= 1 (part 0 has no label: one name). */
+	if (strncasecmp(p, "-part", 5) == 0) {
+		if (!isdigit((unsigned char)p[5]) || p[5] == '0')
+			return GP_EINVAL;
+		for (p += 5; isdigit((unsigned char)*p) && k < GP_NODES_MAX;
+		    p++)
+			k = k * 10 + (*p - '0');
+		if (k >= GP_NODES_MAX)
+			return GP_EINVAL;
+	}
+	if (strncasecmp(p, "-p", 2) != 0)
 		return GP_EINVAL;
 	for (p += 2; isdigit((unsigned char)*p) && pt <= 65535; p++)
 		pt = pt * 10 + (*p - '0');
@@ -161,6 +174,7 @@ proxy_host_parse(const char *host, const char *domain, int64_t *job_id,
 				return GP_EINVAL;
 	}
 	*job_id = job;
+	*part = (int)k;
 	*port = (int)pt;
 	return 0;
 }

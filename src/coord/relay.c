@@ -10,16 +10,31 @@
  * answer (MHD_UPGRADE: the API's own port); on an HTTPS coordinator the
  * relay takes the leg's TLS session itself instead (relay_tls.h: the
  * Upgrade's forwarding in libmicrohttpd 0.9.75 crawls). When both legs
- * are there the relay thread splices them.
+ * are there, the relay thread the stream was given to splices them.
  *
- * Threads: the HTTP workers create streams and attach legs; the relay
- * thread alone moves bytes, expires, closes and frees streams. relay_lock
- * guards the list. Lock order: state.lock, then notify_lock, then
- * relay_lock.
+ * Threads: the HTTP workers create streams and attach legs; a small
+ * fixed pool of relay workers (relay_config.threads, by default one per
+ * core, at most RELAY_THREADS_MAX) moves bytes: each stream is given at
+ * its birth to the worker with the fewest streams, and both of its legs
+ * live in that worker's epoll set, so a TLS stream's record work (the
+ * bulk of an HTTPS coordinator's relay cost) runs beside the others'.
+ * Worker 0 also runs the tick (expiry, attempts, idle ends). A worker
+ * alone frees its streams (its epoll events point into them).
+ *
+ * Locks: relay_lock guards the lists (all streams, the pending list),
+ * the per-job counts, the idle clocks and each stream's counted,
+ * announced and idle fields; a worker's lock guards its streams' legs,
+ * buffers, frame scan and epoll interest. dead and closing are atomic
+ * (set under the worker's lock, read by anyone). A worker moving bytes
+ * holds only its own lock; what a stream's end needs of relay_lock (its
+ * job's count, unlinking, freeing) it does at the end of its round
+ * (reap). A stream's traffic reaches its idle clock through the atomic
+ * traffic_mono, folded in by the tick. Lock order: state.lock, then
+ * notify_lock, then relay_lock, then a worker's lock.
  *
  * Open sessions cost nothing per request: an agent's poll looks only at
  * the streams not yet announced (the pending list), a job's view finds
- * its session count in a sorted table, and the relay thread walks the
+ * its session count in a sorted table, and relay thread 0 walks the
  * whole list only on its tick (every TICK_MS) and when a stream ends.
  */
 #include <errno.h>
@@ -52,10 +67,25 @@
 #define TICK_MS 250
 #define SECRET_HEX 33
 #define CLOSE_FLUSH_MS 2000 /* a closing stream's last bytes, at most */
+#define RELAY_THREADS_MAX 16
 
 enum { LEG_CLIENT, LEG_AGENT };
 
 struct relay_stream;
+struct deferred;
+
+/* A relay thread and the streams it moves (see the top). */
+struct relay_worker {
+	int index;
+	pthread_t thread;
+	int started;
+	int epfd, wakefd;
+	pthread_mutex_t lock;		/* its streams' legs and buffers */
+	struct relay_stream *streams;	/* its own (next_in_worker); lock */
+	struct deferred *to_close;	/* lock */
+	atomic_int nstreams;		/* its load: streams not yet freed */
+	atomic_int reap_wanted;		/* a stream of its is closing or dead */
+};
 
 struct leg {
 	struct relay_stream *s;
@@ -93,19 +123,22 @@ struct relay_stream {
 	char user[GP_NAME_MAX + 1];
 	int kind;
 	int64_t created_mono;
-	int announced;	/* the node's poll took it */
-	int counted;	/* in its job's count (not closing, not dead) */
+	int announced;	/* the node's poll took it (relay_lock) */
+	int counted;	/* in its job's count (relay_lock) */
 	int spliced;
-	int closing;	/* flush to_client, then close */
+	atomic_int closing;	/* flush to_client, then close */
 	int64_t closing_mono;
-	int dead;	/* close now */
+	atomic_int dead;	/* close now */
+	atomic_llong traffic_mono; /* its last byte either way (idle clock) */
+	struct relay_worker *w;	/* the thread that moves its bytes */
 	struct leg client, agent;
 	/* to the agent: what the client sent; to the client: the agent's. */
 	uint8_t to_agent[RELAY_BUFFER], to_client[RELAY_BUFFER];
 	size_t ta_start, ta_end, tc_start, tc_end;
 	struct gp_frame_scan scan; /* the agent's frames going by */
-	struct idle_job *idle;
+	struct idle_job *idle;	/* relay_lock */
 	struct relay_stream *next;
+	struct relay_stream *next_in_worker; /* on w->streams */
 	struct relay_stream *next_pending; /* while on the pending list */
 };
 
@@ -122,11 +155,11 @@ static struct relay_stream *streams;	/* under relay_lock */
 static struct relay_stream *pending;	/* under relay_lock */
 static struct job_count *job_counts;	/* under relay_lock */
 static size_t njob_counts, job_counts_cap;
-static int reap_wanted;	/* a stream is closing or dead: walk the list */
 static struct idle_job *idle_jobs;	/* under relay_lock */
 static int64_t next_id = 1;
-static int epfd = -1, wakefd = -1;
-static pthread_t thread;
+static struct relay_worker workers[RELAY_THREADS_MAX];
+static int nworkers;
+static unsigned next_worker;	/* the tie-break's turn (relay_lock) */
 static atomic_int running;
 
 static atomic_llong leg_reads[2], tls_legs_total;
@@ -143,14 +176,15 @@ relay_config_default(struct relay_config *c)
 	c->total_max = 4096;
 	c->idle_max_ms = 4 * 3600 * 1000LL;
 	c->connect_ms = 10000;
+	c->threads = 0;
 }
 
 static void
-wake(void)
+wake(struct relay_worker *w)
 {
 	uint64_t one = 1;
 
-	if (write(wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (write(w->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		gp_debug("relay wake: %s", strerror(errno));
 }
 
@@ -250,15 +284,24 @@ job_count_add(int64_t job_id, int delta)
 	return 0;
 }
 
-/* The stream is no longer open: out of its job's count, to be reaped. */
+/*
+ * The stream is no longer open: its worker reaps it (out of its job's
+ * count, freed). Call with its worker's lock.
+ */
 static void
 stream_leaves(struct relay_stream *s)
 {
-	if (s->counted) {
+	atomic_store(&s->w->reap_wanted, 1);
+}
+
+/* Out of its job's count, once closing or dead. Call with relay_lock. */
+static void
+uncount(struct relay_stream *s)
+{
+	if (s->counted && (s->dead || s->closing)) {
 		job_count_add(s->job_id, -1);
 		s->counted = 0;
 	}
-	reap_wanted = 1;
 }
 
 static void
@@ -271,7 +314,7 @@ mark_dead(struct relay_stream *s)
 /*
  * Tells the client why its stream ends (between two of the agent's
  * frames, else not at all: the agent's half frame cannot be cut) and
- * closes after the client has its bytes. Call with relay_lock.
+ * closes after the client has its bytes. Call with its worker's lock.
  */
 static void
 end_stream(struct relay_stream *s, const char *why)
@@ -389,6 +432,31 @@ part_node(const struct job *job, int part)
 }
 
 /*
+ * The worker with the fewest streams, the turn breaking ties (so that
+ * one stream after another on an idle pool goes round). Call with
+ * relay_lock.
+ */
+static struct relay_worker *
+pick_worker(void)
+{
+	struct relay_worker *best = NULL;
+	int i, n, best_n = 0;
+
+	for (i = 0; i < nworkers; i++) {
+		struct relay_worker *w = &workers[(next_worker + (unsigned)i) %
+		    (unsigned)nworkers];
+
+		n = atomic_load(&w->nstreams);
+		if (best == NULL || n < best_n) {
+			best = w;
+			best_n = n;
+		}
+	}
+	next_worker = (unsigned)(best->index + 1) % (unsigned)nworkers;
+	return best;
+}
+
+/*
  * Checks a new stream into part of job and lists it for that part's
  * node; wakes the node's poll. Call with the state's read lock held (not
  * notify_lock, not relay_lock). OUT: *out, the stream's id (the stream
@@ -449,10 +517,18 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
 	gp_strlcpy(s->user, user, sizeof(s->user));
 	s->kind = kind;
 	s->created_mono = gp_mono_ms();
+	atomic_store(&s->traffic_mono, s->created_mono);
 	randombytes_buf(raw, sizeof(raw));
 	sodium_bin2hex(s->secret, sizeof(s->secret), raw, sizeof(raw));
 	pthread_mutex_lock(&notify_lock);
 	pthread_mutex_lock(&relay_lock);
+	if (!atomic_load(&running)) {
+		pthread_mutex_unlock(&relay_lock);
+		pthread_mutex_unlock(&notify_lock);
+		free(s);
+		snprintf(err, errlen, "the coordinator is stopping");
+		return 503;
+	}
 	total = count_streams(job_id, user, &per_job, &per_user);
 	if (per_job >= cfg.per_job_max || per_user >= cfg.per_user_max ||
 	    total >= cfg.total_max) {
@@ -489,6 +565,12 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
 	streams = s;
 	s->next_pending = pending;
 	pending = s;
+	s->w = pick_worker();
+	pthread_mutex_lock(&s->w->lock);
+	s->next_in_worker = s->w->streams;
+	s->w->streams = s;
+	atomic_fetch_add(&s->w->nstreams, 1);
+	pthread_mutex_unlock(&s->w->lock);
 	atomic_fetch_add(&active_count, 1);
 	atomic_fetch_add(&opened_total, 1);
 	pthread_mutex_unlock(&relay_lock);
@@ -505,26 +587,26 @@ stream_create(int64_t job_id, int part, const char *user, int kind,
 
 /*
  * Upgraded connections to hand back to libmicrohttpd, closed only once
- * relay_lock is let go (close_deferred): MHD_upgrade_action takes the
- * daemon's locks, which an HTTP worker may hold while it waits for
- * relay_lock in on_upgrade.
+ * the relay's locks are let go (close_deferred): MHD_upgrade_action takes
+ * the daemon's locks, which an HTTP worker may hold while it waits for
+ * relay_lock in on_upgrade. A worker's list, under its lock.
  */
 struct deferred {
 	struct MHD_UpgradeResponseHandle *urh;
 	struct relay_tls *tls;	/* or this: resumed, then MHD closes it */
 	struct deferred *next;
 };
-static struct deferred *to_close; /* under relay_lock */
 
+/* Call without any lock. */
 static void
-close_deferred(void)
+close_deferred(struct relay_worker *w)
 {
 	struct deferred *d, *next;
 
-	pthread_mutex_lock(&relay_lock);
-	d = to_close;
-	to_close = NULL;
-	pthread_mutex_unlock(&relay_lock);
+	pthread_mutex_lock(&w->lock);
+	d = w->to_close;
+	w->to_close = NULL;
+	pthread_mutex_unlock(&w->lock);
 	for (; d != NULL; d = next) {
 		next = d->next;
 		if (d->tls != NULL)
@@ -535,15 +617,17 @@ close_deferred(void)
 	}
 }
 
+/* Call with its worker's lock. */
 static void
 leg_close(struct leg *l)
 {
+	struct relay_worker *w = l->s->w;
 	struct deferred *d;
 
 	if (l->fd < 0)
 		return;
 	if (l->in_epoll)
-		epoll_ctl(epfd, EPOLL_CTL_DEL, l->fd, NULL);
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	if (l->urh != NULL || l->tls != NULL) {
 		/* The socket stays MHD's: shut it now, hand it back later. */
 		if (l->tls != NULL) {
@@ -554,8 +638,8 @@ leg_close(struct leg *l)
 		if ((d = malloc(sizeof(*d))) != NULL) {
 			d->urh = l->urh;
 			d->tls = l->tls;
-			d->next = to_close;
-			to_close = d;
+			d->next = w->to_close;
+			w->to_close = d;
 		} else
 			gp_error("relay: out of memory: a connection leaks");
 	} else
@@ -566,10 +650,11 @@ leg_close(struct leg *l)
 	l->in_epoll = 0;
 }
 
-/* Interest of a spliced stream's legs, from its buffers. */
+/* Interest of a spliced stream's legs, from its buffers (worker's lock). */
 static void
 leg_interest(struct relay_stream *s)
 {
+	int epfd = s->w->epfd;
 	unsigned ce = 0, ae = 0;
 	struct epoll_event ev;
 
@@ -604,7 +689,8 @@ leg_interest(struct relay_stream *s)
 
 /*
  * Attaches a leg's socket (and the bytes that came with its request
- * head). Call with relay_lock. Splices when both legs are there.
+ * head). Call with relay_lock and the stream's worker's lock. Splices
+ * when both legs are there; the caller wakes the worker.
  */
 static void
 leg_attach(struct relay_stream *s, int which, int fd,
@@ -650,15 +736,13 @@ leg_attach(struct relay_stream *s, int which, int fd,
 	}
 }
 
-/* ---- moving bytes (relay thread, relay_lock held) ---- */
+/* ---- moving bytes (a worker, its lock held) ---- */
 
+/* The tick folds it into the stream's idle clock (fold_traffic). */
 static void
 touch_idle(struct relay_stream *s)
 {
-	if (s->idle != NULL) {
-		s->idle->last_mono = gp_mono_ms();
-		s->idle->warned = 0;
-	}
+	atomic_store(&s->traffic_mono, gp_mono_ms());
 }
 
 /* read(2) on a leg, through the relay's TLS when it holds it. */
@@ -777,14 +861,14 @@ write_leg(struct relay_stream *s, int which)
 
 /*
  * A TLS leg's decrypted bytes wait in GnuTLS, where epoll cannot see
- * them: read them while there is room. Call with relay_lock.
+ * them: read them while there is room. Call with w's lock.
  */
 static void
-tls_drain(void)
+tls_drain(struct relay_worker *w)
 {
 	struct relay_stream *s;
 
-	for (s = streams; s != NULL; s = s->next) {
+	for (s = w->streams; s != NULL; s = s->next_in_worker) {
 		int moved = 0, round;
 
 		if (!s->spliced)
@@ -811,47 +895,58 @@ tls_drain(void)
 	}
 }
 
+/* Off the lists first (relay_lock and its worker's lock). */
 static void
 free_stream(struct relay_stream *s)
 {
 	leg_close(&s->client);
 	leg_close(&s->agent);
 	atomic_fetch_sub(&active_count, 1);
+	atomic_fetch_sub(&s->w->nstreams, 1);
 	free(s);
 }
 
 /*
- * Frees dead streams and closing ones that are flushed or overdue. Walks
- * the list only when a stream left (reap_wanted), and keeps wanting to
- * while one still closes.
+ * Frees w's dead streams and its closing ones that are flushed or
+ * overdue, and takes its ending ones out of their jobs' counts. Walks
+ * the lists only when one of w's streams left (reap_wanted), and keeps
+ * wanting to while one still closes. Call with relay_lock and w's lock,
+ * in w's own thread (or once the workers are stopped).
  */
 static void
-reap(int64_t now)
+reap(struct relay_worker *w, int64_t now)
 {
 	struct relay_stream **p, *s;
 	int closing = 0;
 
-	if (!reap_wanted)
+	if (!atomic_exchange(&w->reap_wanted, 0))
 		return;
-	/* Off the pending list first: its agent will never dial it. */
+	for (s = w->streams; s != NULL; s = s->next_in_worker) {
+		if (s->closing && (s->tc_end == s->tc_start ||
+		    s->client.fd < 0 || now - s->closing_mono > CLOSE_FLUSH_MS))
+			s->dead = 1;
+		uncount(s);
+		closing |= s->closing && !s->dead;
+	}
+	/* Off the pending list: its agent will never dial it. */
 	for (p = &pending; (s = *p) != NULL;)
-		if (s->dead || s->closing)
+		if (s->w == w && (s->dead || s->closing))
 			*p = s->next_pending;
 		else
 			p = &s->next_pending;
-	for (p = &streams; (s = *p) != NULL;) {
-		if (s->closing && (s->tc_end == s->tc_start ||
-		    s->client.fd < 0 || now - s->closing_mono > CLOSE_FLUSH_MS))
-			mark_dead(s);
-		if (s->dead) {
+	for (p = &streams; (s = *p) != NULL;)
+		if (s->w == w && s->dead)
 			*p = s->next;
-			free_stream(s);
-		} else {
-			closing |= s->closing;
+		else
 			p = &s->next;
-		}
-	}
-	reap_wanted = closing;
+	for (p = &w->streams; (s = *p) != NULL;)
+		if (s->dead) {
+			*p = s->next_in_worker;
+			free_stream(s);
+		} else
+			p = &s->next_in_worker;
+	if (closing)
+		atomic_store(&w->reap_wanted, 1);
 }
 
 /* ---- the tick: expiry, attempts, idle ends ---- */
@@ -871,6 +966,38 @@ cancel_for_idle(int64_t job_id)
 	state_submit_op(op);
 }
 
+/*
+ * Ends s for why from the tick: relay_lock held; takes s's worker's lock.
+ */
+static void
+tick_end(struct relay_stream *s, const char *why)
+{
+	pthread_mutex_lock(&s->w->lock);
+	end_stream(s, why);
+	if (s->spliced && !s->dead)
+		leg_interest(s);
+	pthread_mutex_unlock(&s->w->lock);
+	uncount(s);
+}
+
+/* The streams' last traffic into their jobs' idle clocks (relay_lock). */
+static void
+fold_traffic(void)
+{
+	struct relay_stream *s;
+	int64_t t;
+
+	for (s = streams; s != NULL; s = s->next) {
+		if (s->idle == NULL)
+			continue;
+		t = atomic_load(&s->traffic_mono);
+		if (t > s->idle->last_mono) {
+			s->idle->last_mono = t;
+			s->idle->warned = 0;
+		}
+	}
+}
+
 static void
 tick(int64_t now)
 {
@@ -879,7 +1006,7 @@ tick(int64_t now)
 	char text[256];
 	int64_t cancel[64];
 	struct idle_job save[64];
-	int ncancel = 0, nsave = 0, i;
+	int ncancel = 0, nsave = 0, i, spliced;
 
 	pthread_rwlock_rdlock(&state.lock);
 	pthread_mutex_lock(&relay_lock);
@@ -888,20 +1015,24 @@ tick(int64_t now)
 
 		if (s->dead || s->closing)
 			continue;
+		pthread_mutex_lock(&s->w->lock);
+		spliced = s->spliced;
+		pthread_mutex_unlock(&s->w->lock);
 		if (job == NULL || job->state != JOB_RUNNING ||
 		    job->attempts != s->attempt ||
 		    part_node(job, s->part) != s->node_id) {
 			snprintf(text, sizeof(text), "job %lld's attempt %d "
 			    "ended", (long long)s->job_id, s->attempt);
-			end_stream(s, text);
-		} else if (!s->spliced && now - s->created_mono >
+			tick_end(s, text);
+		} else if (!spliced && now - s->created_mono >
 		    cfg.connect_ms) {
 			snprintf(text, sizeof(text), "the job's agent did not "
 			    "connect within %lld s", (long long)(
 			    cfg.connect_ms / 1000));
-			end_stream(s, text);
+			tick_end(s, text);
 		}
 	}
+	fold_traffic();
 	pj = &idle_jobs;
 	while ((j = *pj) != NULL) {
 		struct job *job = state_job(j->job_id);
@@ -924,13 +1055,17 @@ tick(int64_t now)
 			    "type something\r\n",
 			    (long long)(idle / 1000), (long long)j->job_id,
 			    (long long)((j->idle_ms - idle + 999) / 1000));
-			for (s = streams; s != NULL; s = s->next)
-				if (s->idle == j && s->spliced &&
-				    !s->closing && gp_frame_scan_at_boundary(
-				    &s->scan))
-					append_frame(s->to_client,
-					    &s->tc_start, &s->tc_end,
-					    GP_FRAME_NOTICE, text);
+			for (s = streams; s != NULL; s = s->next) {
+				if (s->idle != j)
+					continue;
+				pthread_mutex_lock(&s->w->lock);
+				if (s->spliced && !s->closing && !s->dead &&
+				    gp_frame_scan_at_boundary(&s->scan) &&
+				    append_frame(s->to_client, &s->tc_start,
+				    &s->tc_end, GP_FRAME_NOTICE, text))
+					leg_interest(s);
+				pthread_mutex_unlock(&s->w->lock);
+			}
 		}
 		if (idle >= j->idle_ms && ncancel < (int)GP_ARRAY_LEN(cancel)) {
 			snprintf(text, sizeof(text), "idle for %llds (the "
@@ -938,7 +1073,7 @@ tick(int64_t now)
 			    (long long)(idle / 1000), (long long)j->job_id);
 			for (s = streams; s != NULL; s = s->next)
 				if (s->idle == j) {
-					end_stream(s, text);
+					tick_end(s, text);
 					s->idle = NULL;
 				}
 			cancel[ncancel++] = j->job_id;
@@ -958,11 +1093,12 @@ tick(int64_t now)
 		}
 		pj = &j->next;
 	}
-	for (s = streams; s != NULL; s = s->next)
-		if (s->spliced && !s->dead)
-			leg_interest(s);
 	pthread_mutex_unlock(&relay_lock);
 	pthread_rwlock_unlock(&state.lock);
+	/* The workers whose streams ended reap them now. */
+	for (i = 0; i < nworkers; i++)
+		if (atomic_load(&workers[i].reap_wanted))
+			wake(&workers[i]);
 	for (i = 0; i < ncancel; i++)
 		cancel_for_idle(cancel[i]);
 	for (i = 0; i < nsave; i++) {
@@ -1025,21 +1161,31 @@ idle_rebuild(void)
 static void *
 relay_main(void *arg)
 {
+	struct relay_worker *w = arg;
 	struct epoll_event evs[64];
 	int64_t last_tick = 0, now;
-	int n, i;
+	int n, i, timeout;
+	char name[16];
 
-	(void)arg;
+	/* top -H, /proc/PID/task/TID/comm: the load per worker. */
+	snprintf(name, sizeof(name), "gp-relay-%d", w->index);
+	pthread_setname_np(pthread_self(), name);
 	while (atomic_load(&running)) {
-		n = epoll_wait(epfd, evs, GP_ARRAY_LEN(evs), TICK_MS);
-		pthread_mutex_lock(&relay_lock);
+		/*
+		 * Worker 0 ticks; the others sleep until an event, or while
+		 * one of their streams closes, reap on the tick's beat.
+		 */
+		timeout = w->index == 0 || atomic_load(&w->reap_wanted) ?
+		    TICK_MS : -1;
+		n = epoll_wait(w->epfd, evs, GP_ARRAY_LEN(evs), timeout);
+		pthread_mutex_lock(&w->lock);
 		for (i = 0; i < n; i++) {
 			struct leg *l = evs[i].data.ptr;
 			struct relay_stream *s;
 			uint64_t v;
 
 			if (l == NULL) {
-				if (read(wakefd, &v, sizeof(v)) < 0)
+				if (read(w->wakefd, &v, sizeof(v)) < 0)
 					(void)0;
 				continue;
 			}
@@ -1088,39 +1234,112 @@ relay_main(void *arg)
 				leg_interest(l->s);
 		}
 		if (atomic_load(&tls_legs) > 0)
-			tls_drain();
+			tls_drain(w);
+		pthread_mutex_unlock(&w->lock);
 		now = gp_mono_ms();
-		reap(now);
-		pthread_mutex_unlock(&relay_lock);
-		if (now - last_tick >= TICK_MS) {
-			last_tick = now;
-			tick(now);
+		if (atomic_load(&w->reap_wanted)) {
 			pthread_mutex_lock(&relay_lock);
-			reap(now);
+			pthread_mutex_lock(&w->lock);
+			reap(w, now);
+			pthread_mutex_unlock(&w->lock);
 			pthread_mutex_unlock(&relay_lock);
 		}
-		close_deferred();
+		if (w->index == 0 && now - last_tick >= TICK_MS) {
+			last_tick = now;
+			tick(now);
+			if (atomic_load(&w->reap_wanted)) {
+				pthread_mutex_lock(&relay_lock);
+				pthread_mutex_lock(&w->lock);
+				reap(w, now);
+				pthread_mutex_unlock(&w->lock);
+				pthread_mutex_unlock(&relay_lock);
+			}
+		}
+		close_deferred(w);
 	}
 	return NULL;
+}
+
+/* The pool's size: the configuration's, else one per core (at most 16). */
+static int
+pool_size(int asked)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (asked <= 0)
+		asked = cores < 1 ? 1 : (int)(cores < RELAY_THREADS_MAX ?
+		    cores : RELAY_THREADS_MAX);
+	return asked < RELAY_THREADS_MAX ? asked : RELAY_THREADS_MAX;
+}
+
+/* Stops and joins the started workers and closes their descriptors. */
+static void
+workers_stop(void)
+{
+	int i;
+
+	atomic_store(&running, 0);
+	for (i = 0; i < nworkers; i++)
+		if (workers[i].started)
+			wake(&workers[i]);
+	for (i = 0; i < nworkers; i++)
+		if (workers[i].started) {
+			pthread_join(workers[i].thread, NULL);
+			workers[i].started = 0;
+		}
+}
+
+static void
+workers_close(void)
+{
+	int i;
+
+	for (i = 0; i < nworkers; i++) {
+		if (workers[i].epfd >= 0)
+			close(workers[i].epfd);
+		if (workers[i].wakefd >= 0)
+			close(workers[i].wakefd);
+		workers[i].epfd = workers[i].wakefd = -1;
+		pthread_mutex_destroy(&workers[i].lock);
+	}
+	nworkers = 0;
 }
 
 int
 relay_start(const struct relay_config *c)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	int i, n;
 
 	cfg = *c;
 	idle_rebuild();
-	epfd = epoll_create1(EPOLL_CLOEXEC);
-	wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (epfd < 0 || wakefd < 0 ||
-	    epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev) != 0)
-		return GP_EIO;
-	atomic_store(&running, 1);
-	if (pthread_create(&thread, NULL, relay_main, NULL) != 0) {
-		atomic_store(&running, 0);
-		return GP_EIO;
+	n = pool_size(cfg.threads);
+	for (i = 0; i < n; i++) {
+		struct relay_worker *w = &workers[i];
+
+		memset(w, 0, sizeof(*w));
+		w->index = i;
+		pthread_mutex_init(&w->lock, NULL);
+		w->epfd = epoll_create1(EPOLL_CLOEXEC);
+		w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		nworkers = i + 1;
+		if (w->epfd < 0 || w->wakefd < 0 ||
+		    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) != 0) {
+			workers_close();
+			return GP_EIO;
+		}
 	}
+	atomic_store(&running, 1);
+	for (i = 0; i < nworkers; i++) {
+		if (pthread_create(&workers[i].thread, NULL, relay_main,
+		    &workers[i]) != 0) {
+			workers_stop();
+			workers_close();
+			return GP_EIO;
+		}
+		workers[i].started = 1;
+	}
+	gp_info("relay: %d threads", nworkers);
 	return 0;
 }
 
@@ -1128,12 +1347,12 @@ void
 relay_stop(void)
 {
 	struct relay_stream *s;
+	int i;
 
 	if (!atomic_load(&running))
 		return;
-	atomic_store(&running, 0);
-	wake();
-	pthread_join(thread, NULL);
+	workers_stop();
+	/* The workers are gone: this thread alone touches the streams. */
 	pthread_mutex_lock(&relay_lock);
 	while ((s = streams) != NULL) {
 		streams = s->next;
@@ -1143,6 +1362,8 @@ relay_stop(void)
 			    "the coordinator is stopping");
 		free_stream(s);
 	}
+	for (i = 0; i < nworkers; i++)
+		workers[i].streams = NULL;
 	while (idle_jobs != NULL) {
 		struct idle_job *j = idle_jobs;
 		idle_jobs = j->next;
@@ -1153,7 +1374,9 @@ relay_stop(void)
 	job_counts = NULL;
 	njob_counts = job_counts_cap = 0;
 	pthread_mutex_unlock(&relay_lock);
-	close_deferred();
+	for (i = 0; i < nworkers; i++)
+		close_deferred(&workers[i]);
+	workers_close();
 }
 
 /* ---- what others ask ---- */
@@ -1170,6 +1393,7 @@ relay_open_part(int64_t job_id, int part, const char *user, int kind,
     int64_t idle_ms, int *fd, int64_t *stream_id)
 {
 	struct relay_stream *s;
+	struct relay_worker *w;
 	char err[256];
 	int sv[2], size = RELAY_BUFFER, status;
 	int64_t id;
@@ -1198,9 +1422,12 @@ relay_open_part(int64_t job_id, int part, const char *user, int kind,
 		close(sv[1]);
 		return GP_ECONFLICT;
 	}
+	w = s->w;
+	pthread_mutex_lock(&w->lock);
 	leg_attach(s, LEG_CLIENT, sv[0], NULL, NULL, NULL, 0);
+	pthread_mutex_unlock(&w->lock);
 	pthread_mutex_unlock(&relay_lock);
-	wake();
+	wake(w);
 	*stream_id = id;
 	*fd = sv[1];
 	return 0;
@@ -1264,7 +1491,7 @@ relay_metrics_render(struct gp_buf *out)
 	const char *from[] = {"direction", "from_job", NULL};
 	const char *cl[] = {"leg", "client", NULL};
 	const char *ag[] = {"leg", "agent", NULL};
-	int rc = 0;
+	int rc = 0, i;
 
 	rc |= gp_prom_family(out, "gpupool_streams_active", "gauge",
 	    "Interactive streams open (shells, exec, port forwards)");
@@ -1295,6 +1522,16 @@ relay_metrics_render(struct gp_buf *out)
 	    "Stream legs whose TLS the relay held (HTTPS coordinator)");
 	rc |= gp_prom_sample(out, "gpupool_stream_tls_legs_total", NULL,
 	    (double)atomic_load(&tls_legs_total));
+	rc |= gp_prom_family(out, "gpupool_relay_thread_streams", "gauge",
+	    "Streams given to each relay thread and not yet freed");
+	for (i = 0; i < nworkers; i++) {
+		char index[12];
+		const char *th[] = {"thread", index, NULL};
+
+		snprintf(index, sizeof(index), "%d", i);
+		rc |= gp_prom_sample(out, "gpupool_relay_thread_streams", th,
+		    (double)atomic_load(&workers[i].nstreams));
+	}
 	rc |= gp_prom_family(out, "gpupool_stream_idle_ends_total", "counter",
 	    "Interactive jobs ended by their idle limit");
 	rc |= gp_prom_sample(out, "gpupool_stream_idle_ends_total", NULL,
@@ -1313,6 +1550,15 @@ struct upgrade_ref {
 	int which;
 };
 
+/* 1 when s takes leg which (relay_lock and s's worker's lock). */
+static int
+leg_free(struct relay_stream *s, int which)
+{
+	const struct leg *l = which == LEG_CLIENT ? &s->client : &s->agent;
+
+	return !s->dead && !s->closing && l->fd < 0;
+}
+
 static void
 on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls,
     const char *extra_in, size_t extra_in_size, MHD_socket sock,
@@ -1320,15 +1566,18 @@ on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls,
 {
 	struct upgrade_ref *ref = cls;
 	struct relay_stream *s;
-	struct leg *l;
+	struct relay_worker *w;
 
 	(void)conn;
 	(void)con_cls;
 	pthread_mutex_lock(&relay_lock);
 	s = find_stream(ref->id);
-	l = s == NULL ? NULL : ref->which == LEG_CLIENT ? &s->client :
-	    &s->agent;
-	if (s == NULL || s->dead || s->closing || l->fd >= 0) {
+	w = s == NULL ? NULL : s->w;
+	if (w != NULL)
+		pthread_mutex_lock(&w->lock);
+	if (s == NULL || !leg_free(s, ref->which)) {
+		if (w != NULL)
+			pthread_mutex_unlock(&w->lock);
 		pthread_mutex_unlock(&relay_lock);
 		write_frame_now(sock, NULL, GP_FRAME_ERROR,
 		    "the stream has ended");
@@ -1337,8 +1586,9 @@ on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls,
 		return;
 	}
 	leg_attach(s, ref->which, sock, urh, NULL, extra_in, extra_in_size);
+	pthread_mutex_unlock(&w->lock);
 	pthread_mutex_unlock(&relay_lock);
-	wake();
+	wake(w);
 	free(ref);
 }
 
@@ -1390,7 +1640,7 @@ reply_stream(struct MHD_Connection *conn, struct request *req, int64_t id,
 {
 	struct relay_tls *tls;
 	struct relay_stream *s;
-	struct leg *l;
+	struct relay_worker *w;
 	char head[160];
 	int fd, n;
 
@@ -1403,8 +1653,12 @@ reply_stream(struct MHD_Connection *conn, struct request *req, int64_t id,
 	req->relay_taken = 1;
 	pthread_mutex_lock(&relay_lock);
 	s = find_stream(id);
-	l = s == NULL ? NULL : which == LEG_CLIENT ? &s->client : &s->agent;
-	if (s == NULL || s->dead || s->closing || l->fd >= 0) {
+	w = s == NULL ? NULL : s->w;
+	if (w != NULL)
+		pthread_mutex_lock(&w->lock);
+	if (s == NULL || !leg_free(s, which)) {
+		if (w != NULL)
+			pthread_mutex_unlock(&w->lock);
 		write_frame_now(fd, tls, GP_FRAME_ERROR, "the stream has ended");
 		relay_tls_shut(tls);
 		pthread_mutex_unlock(&relay_lock);
@@ -1412,8 +1666,9 @@ reply_stream(struct MHD_Connection *conn, struct request *req, int64_t id,
 		return MHD_YES;
 	}
 	leg_attach(s, which, fd, NULL, tls, NULL, 0);
+	pthread_mutex_unlock(&w->lock);
 	pthread_mutex_unlock(&relay_lock);
-	wake();
+	wake(w);
 	return MHD_YES;
 }
 
@@ -1484,10 +1739,14 @@ route_agent(struct MHD_Connection *conn, struct request *req,
 	pthread_rwlock_rdlock(&state.lock);
 	pthread_mutex_lock(&relay_lock);
 	s = find_stream(id);
-	if (s != NULL && !s->dead && !s->closing && s->agent.fd < 0 &&
-	    sodium_memcmp(s->secret, secret, SECRET_HEX - 1) == 0) {
-		node_id = s->node_id;
-		ok = 1;
+	if (s != NULL) {
+		pthread_mutex_lock(&s->w->lock);
+		if (leg_free(s, LEG_AGENT) && sodium_memcmp(s->secret, secret,
+		    SECRET_HEX - 1) == 0) {
+			node_id = s->node_id;
+			ok = 1;
+		}
+		pthread_mutex_unlock(&s->w->lock);
 	}
 	pthread_mutex_unlock(&relay_lock);
 	node = ok ? state_node(node_id) : NULL;

@@ -5,8 +5,8 @@
  * dashboard's terminal and the HTTP proxy: relay_open) to a new process
  * or a loopback port inside a running job. Agents never listen: the
  * broker asks the job's agent in its long poll's answer ("streams"), the
- * agent dials a connection of its own for that stream, and the relay
- * thread splices the two legs, each an HTTP/1.1 Upgrade
+ * agent dials a connection of its own for that stream, and one of the
+ * relay's threads splices the two legs, each an HTTP/1.1 Upgrade
  * (gpupool-stream/1) on the API's own port, TLS included when it has TLS.
  * Both legs carry the frames of common/stream.h; the broker copies them
  * through bounded buffers (RELAY_BUFFER each way: a slow reader stops the
@@ -27,13 +27,14 @@ struct relay_config {
 	int total_max;		/* streams open in all */
 	int64_t idle_max_ms;	/* the cap on a session's idle limit */
 	int64_t connect_ms;	/* how long the agent has to dial back */
+	int threads;		/* relay threads (0: one per core, <= 16) */
 };
 
 /* The defaults, for main.c's flags. */
 void relay_config_default(struct relay_config *cfg);
-/* Starts the relay thread. 0 or GP_E*. */
+/* Starts the relay's threads. 0 or GP_E*. */
 int relay_start(const struct relay_config *cfg);
-/* Ends every stream and stops the thread. */
+/* Stops and joins the threads, then ends every stream. */
 void relay_stop(void);
 
 /*

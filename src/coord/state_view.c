@@ -140,12 +140,13 @@ job_to_json(const struct job *job, int with_history,
 		json_t *urls = proxy_running() ? json_array() : NULL;
 		for (i = 0; i < job->spec.n_expose; i++) {
 			char url[400];
+			/* PORT, or "PART:PORT" for a gang's part K >= 1. */
 			json_array_append_new(ports,
-			    json_integer(job->spec.expose[i]));
+			    gp_jobspec_expose_entry(&job->spec, i));
 			if (urls == NULL)
 				continue;
-			proxy_origin(job->id, job->spec.expose[i], url,
-			    sizeof(url) - 1);
+			proxy_origin(job->id, job->spec.expose_part[i],
+			    job->spec.expose[i], url, sizeof(url) - 1);
 			strcat(url, "/");
 			json_array_append_new(urls, json_string(url));
 		}

@@ -9,6 +9,10 @@
 # each way; libmicrohttpd 0.9.75's own forwarding of an upgraded TLS
 # connection handed the relay a few bytes per read (4-byte buffers), so
 # this fails on it, and needs no timing.
+# The relay spreads streams over its threads (--relay-threads 3 here,
+# whatever the cores): three streams open at once are one per thread
+# (/metrics' gpupool_relay_thread_streams), each echoes 4 MB whole, and
+# every thread is back to none once they end.
 . "$(dirname "$0")/lib.sh"
 require netns openssl
 
@@ -31,6 +35,7 @@ COORD_TLS_ARGS=(--tls-cert "$pki/server.crt" --tls-key "$pki/server.key")
 CURL_TLS=(--cacert "$CA_CERT")
 export GPUPOOL_CA=$CA_CERT
 
+COORD_EXTRA_ARGS=(--relay-threads 3)
 start_coordinator
 start_agent alpha 1
 wait_node_up alpha
@@ -38,18 +43,20 @@ mk_token user alice
 export GPUPOOL_TOKEN=$TOKEN
 
 submit --gpus 1 -- python3 -c '
-import socket, os
+import socket, os, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 9000)); s.listen(4)
+s.bind(("127.0.0.1", 9000)); s.listen(8)
 open("ready", "w").close()
-while True:
-    c, _ = s.accept()
+def echo(c):
     while True:
         d = c.recv(65536)
         if not d:
             break
         c.sendall(d)
-    c.close()'
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=echo, args=(c,), daemon=True).start()'
 j=$JOB
 wait_state "$j" running
 out=$(printf 'over tls\n' | "$GP" exec "$j" -- sh -c 'cat; echo err >&2; exit 4' 2>"$T/e.err")
@@ -91,6 +98,53 @@ log "over TLS: to the job $to bytes in $rc reads, from it $from in $ra"
     fail "the agent's TLS leg was read $((from / ra)) bytes at a time ($from in $ra reads)"
 [ "$(metric gpupool_stream_tls_legs_total)" -ge 4 ] ||
     fail "the relay held no TLS legs: $(metric gpupool_stream_tls_legs_total)"
+
+# Three streams at once, one per relay thread.
+# thread_streams: "N0 N1 N2", the streams each relay thread holds.
+thread_streams() {
+	api_expect 200 "$ADMIN_TOKEN" GET /metrics
+	echo "$(metric 'gpupool_relay_thread_streams{thread="0"}')" \
+	    "$(metric 'gpupool_relay_thread_streams{thread="1"}')" \
+	    "$(metric 'gpupool_relay_thread_streams{thread="2"}')"
+}
+# until_threads WANT WHAT
+until_threads() {
+	local deadline=$((SECONDS + WAIT_S)) got
+	until got=$(thread_streams) && [ "$got" = "$1" ]; do
+		[ $SECONDS -ge $deadline ] && fail "$2: relay threads hold '$got', not '$1'"
+		sleep 0.2
+	done
+}
+until_threads "0 0 0" "the streams before"
+pids=() fds=()
+for i in 0 1 2; do
+	mkfifo "$T/f$i"
+	"$GP" connect "$j" 9000 <"$T/f$i" >"$T/o$i" 2>"$T/c$i.err" &
+	pids+=($!)
+	exec {fd}>"$T/f$i"
+	fds+=("$fd")
+done
+for i in 0 1 2; do
+	cat "$T/in.bin" >&"${fds[$i]}"
+done
+for i in 0 1 2; do
+	deadline=$((SECONDS + WAIT_S))
+	until [ "$(stat -c %s "$T/o$i")" -ge 4000000 ]; do
+		[ $SECONDS -ge $deadline ] && fail "stream $i echoed $(stat -c %s "$T/o$i") bytes: $(cat "$T/c$i.err")"
+		sleep 0.1
+	done
+done
+assert_eq "1 1 1" "$(thread_streams)" "three open streams over three relay threads"
+# All the writers first: each later connect inherited the earlier FIFOs.
+for i in 0 1 2; do
+	fd=${fds[$i]}
+	exec {fd}>&-
+done
+for i in 0 1 2; do
+	wait "${pids[$i]}" || fail "connect $i exited $?: $(cat "$T/c$i.err")"
+	cmp -s "$T/in.bin" "$T/o$i" || fail "stream $i: the echo differs"
+done
+until_threads "0 0 0" "the streams after they ended"
 
 # a CA that is not the coordinator's: no stream
 GPUPOOL_CA=$pki/other.crt cli exec "$j" -- true

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coord/proxy.h"
+#include "jobspec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -19,7 +20,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct proxy_head h;
 	int64_t job;
-	int port, rc;
+	int part, port, rc;
 
 	rc = proxy_head_parse((const char *)data, size, &h);
 	if (rc > 0) {
@@ -30,8 +31,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    strlen(h.host) >= sizeof(h.host) ||
 		    strlen(h.cookie) >= sizeof(h.cookie))
 			abort();
-		if (proxy_host_parse(h.host, "localhost", &job, &port) == 0 &&
-		    (job < 1 || port < 1 || port > 65535))
+		if (proxy_host_parse(h.host, "localhost", &job, &part,
+		    &port) == 0 && (job < 1 || port < 1 || port > 65535 ||
+		    part < 0 || part >= GP_NODES_MAX))
 			abort();
 	}
 	return 0;

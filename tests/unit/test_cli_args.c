@@ -266,6 +266,31 @@ TEST(submit_interactive_expose)
 	gp_jobspec_fini(&spec);
 }
 
+TEST(submit_expose_part)
+{
+	char *ok[] = {"submit", "--nodes", "2", "--expose", "8888",
+	    "--expose", "1:8888", "x", NULL};
+	char *twice[] = {"submit", "--nodes", "2", "--expose", "1:80",
+	    "--expose", "1:80", "x", NULL};
+	char *bad[] = {"submit", "--nodes", "2", "--expose", "1:80:2", "x",
+	    NULL};
+	struct gp_jobspec spec;
+	char err[256];
+
+	CHECK_EQ(build(ok, &spec, err, sizeof(err)), 0);
+	CHECK_EQ(spec.n_expose, 2);
+	CHECK_EQ(spec.expose_part[0], 0);
+	CHECK_EQ(spec.expose_part[1], 1);
+	CHECK_EQ(spec.expose[1], 8888);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(twice, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "twice") != NULL);
+	gp_jobspec_fini(&spec);
+	CHECK_EQ(build(bad, &spec, err, sizeof(err)), GP_EINVAL);
+	CHECK(strstr(err, "PART:PORT") != NULL);
+	gp_jobspec_fini(&spec);
+}
+
 TEST(submit_body_decodes_on_the_server_side)
 {
 	/* What the CLI encodes, the coordinator's decoder accepts. */
@@ -364,6 +389,7 @@ main(void)
 	RUN(submit_bad_input);
 	RUN(submit_fractions_gangs_capability);
 	RUN(submit_interactive_expose);
+	RUN(submit_expose_part);
 	RUN(submit_body_decodes_on_the_server_side);
 	RUN(job_ids);
 	RUN(wait_exit_codes);

@@ -423,6 +423,60 @@ TEST(jobspec_interactive_expose)
 		      "9]}", "at most 8"));
 }
 
+/* A gang's ports per part: "PART:PORT", part 0 written as a bare port. */
+TEST(jobspec_expose_parts)
+{
+	struct gp_jobspec spec, back;
+	char err[256];
+	char *text;
+	json_t *enc;
+
+	CHECK_EQ(decode("{\"command\":[\"x\"],\"nodes\":3,\"expose\":"
+			"[8888,\"1:8888\",\"0:22\",\"2:80\"]}", &spec, err,
+		     sizeof(err)), 0);
+	CHECK_EQ(spec.n_expose, 4);
+	CHECK_EQ(spec.expose_part[0], 0);
+	CHECK_EQ(spec.expose_part[1], 1);
+	CHECK_EQ(spec.expose[1], 8888);
+	CHECK_EQ(spec.expose_part[2], 0);
+	CHECK_EQ(spec.expose[2], 22);
+	CHECK(gp_jobspec_exposes_on(&spec, 2, 80));
+	CHECK(!gp_jobspec_exposes_on(&spec, 1, 80));
+	CHECK(!gp_jobspec_exposes(&spec, 80));
+	CHECK(gp_jobspec_exposes(&spec, 22));
+	enc = gp_jobspec_encode(&spec);
+	text = json_dumps(json_object_get(enc, "expose"), JSON_COMPACT);
+	CHECK_STR(text, "[8888,\"1:8888\",22,\"2:80\"]");
+	free(text);
+	text = json_dumps(enc, 0);
+	json_decref(enc);
+	CHECK_EQ(decode(text, &back, err, sizeof(err)), 0);
+	free(text);
+	CHECK_EQ(back.n_expose, 4);
+	CHECK_EQ(back.expose_part[3], 2);
+	CHECK_EQ(back.expose[3], 80);
+	gp_jobspec_fini(&back);
+	gp_jobspec_fini(&spec);
+
+	/* Twice on one part; a part the gang lacks; a plain job's part 1. */
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":2,\"expose\":"
+		      "[\"1:80\",\"1:80\"]}", "twice"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[80,\"0:80\"]}",
+	    "twice"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":2,\"expose\":"
+		      "[\"2:80\"]}", "names part 2"));
+	CHECK(refused("{\"command\":[\"x\"],\"expose\":[\"1:80\"]}",
+	    "names part 1"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":2,\"expose\":"
+		      "[\"64:80\"]}", "expose[0]"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":2,\"expose\":"
+		      "[\"1:0\"]}", "expose[0]"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":2,\"expose\":"
+		      "[\":80\"]}", "expose[0]"));
+	CHECK(refused("{\"command\":[\"x\"],\"nodes\":2,\"expose\":"
+		      "[{\"part\":1,\"port\":80}]}", "expose[0]"));
+}
+
 TEST(jobspec_good)
 {
 	struct gp_jobspec spec;
@@ -742,6 +796,7 @@ main(void)
 	RUN(token_pins);
 	RUN(jobspec_good);
 	RUN(jobspec_interactive_expose);
+	RUN(jobspec_expose_parts);
 	RUN(jobspec_bad);
 	RUN(jobspec_round_trip);
 	RUN(share_and_capability_parse);

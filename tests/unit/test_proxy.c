@@ -50,31 +50,51 @@ TEST(heads)
 TEST(hosts)
 {
 	int64_t job;
-	int port;
+	int part = -1, port;
 
 	CHECK_EQ(proxy_host_parse("j12-p8888.localhost:7071", "localhost",
-	    &job, &port), 0);
+	    &job, &part, &port), 0);
 	CHECK_EQ(job, 12);
+	CHECK_EQ(part, 0);
 	CHECK_EQ(port, 8888);
 	CHECK_EQ(proxy_host_parse("J3-P80.Jobs.Example.org", "jobs.example.org",
-	    &job, &port), 0);
+	    &job, &part, &port), 0);
 	CHECK_EQ(job, 3);
 	CHECK_EQ(port, 80);
+	/* A gang's part K >= 1 names itself; part 0 has only one name. */
+	CHECK_EQ(proxy_host_parse("j12-part3-p8888.localhost", "localhost",
+	    &job, &part, &port), 0);
+	CHECK_EQ(job, 12);
+	CHECK_EQ(part, 3);
+	CHECK_EQ(port, 8888);
+	CHECK_EQ(proxy_host_parse("J7-PART63-P22.localhost:7071", "localhost",
+	    &job, &part, &port), 0);
+	CHECK_EQ(part, 63);
+	CHECK_EQ(proxy_host_parse("j12-part0-p8888.localhost", "localhost",
+	    &job, &part, &port), GP_EINVAL);
+	CHECK_EQ(proxy_host_parse("j12-part01-p8888.localhost", "localhost",
+	    &job, &part, &port), GP_EINVAL);
+	CHECK_EQ(proxy_host_parse("j12-part64-p8888.localhost", "localhost",
+	    &job, &part, &port), GP_EINVAL);
+	CHECK_EQ(proxy_host_parse("j12-part-p8888.localhost", "localhost",
+	    &job, &part, &port), GP_EINVAL);
+	CHECK_EQ(proxy_host_parse("j12-part2.localhost", "localhost",
+	    &job, &part, &port), GP_EINVAL);
 	/* The dashboard's host, other domains, bad numbers: not a job's. */
-	CHECK_EQ(proxy_host_parse("127.0.0.1:7070", "localhost", &job, &port),
+	CHECK_EQ(proxy_host_parse("127.0.0.1:7070", "localhost", &job, &part, &port),
 	    GP_EINVAL);
 	CHECK_EQ(proxy_host_parse("j12-p8888.localhost.evil.org", "localhost",
-	    &job, &port), GP_EINVAL);
+	    &job, &part, &port), GP_EINVAL);
 	CHECK_EQ(proxy_host_parse("j12-p8888.evil.localhost", "localhost",
-	    &job, &port), GP_EINVAL);
-	CHECK_EQ(proxy_host_parse("j0-p80.localhost", "localhost", &job, &port),
+	    &job, &part, &port), GP_EINVAL);
+	CHECK_EQ(proxy_host_parse("j0-p80.localhost", "localhost", &job, &part, &port),
 	    GP_EINVAL);
 	CHECK_EQ(proxy_host_parse("j1-p65536.localhost", "localhost", &job,
-	    &port), GP_EINVAL);
+	    &part, &port), GP_EINVAL);
 	CHECK_EQ(proxy_host_parse("j1-p80.localhost:", "localhost", &job,
-	    &port), GP_EINVAL);
+	    &part, &port), GP_EINVAL);
 	CHECK_EQ(proxy_host_parse("j1-p80.localhost:8x", "localhost", &job,
-	    &port), GP_EINVAL);
+	    &part, &port), GP_EINVAL);
 }
 
 int
