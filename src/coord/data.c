@@ -116,7 +116,7 @@ data_query_int(int64_t def, const char *sql, const char *fmt, ...)
 		meta_fmt[i] = fmt[i] == 's' ? 's' : 'I';
 	meta_fmt[i] = '\0';
 	va_start(ap, fmt);
-	rc = data_db->ops->query(data_db, sql, meta_fmt, ap, &st);
+	rc = gp_meta_vquery(data_db, &st, sql, meta_fmt, ap);
 	va_end(ap);
 	if (rc != 0)
 		return def;
