@@ -109,9 +109,6 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	gp_meta_done(st);
-	/* Nothing is removed unless this coordinator still leads. */
-	if (rc == 0)
-		rc = gp_meta_fence(db);
 	pthread_mutex_unlock(&ckpt_lock);
 	return rc == 0 ? 0 : GP_EIO;
 }
@@ -163,8 +160,20 @@ gc_finished_jobs(void)
 	free(ids);
 }
 
+/* A GC pass removes nothing unless this coordinator still leads. */
+static int
+gc_fence(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&ckpt_lock);
+	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
+	pthread_mutex_unlock(&ckpt_lock);
+	return rc;
+}
+
 static const struct blob_user ckpt_blob_user = {"checkpoints",
-    gc_finished_jobs, collect_refs};
+    gc_finished_jobs, collect_refs, gc_fence};
 
 int
 ckpt_init(const struct coord_config *cfg)

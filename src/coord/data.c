@@ -594,9 +594,6 @@ collect_refs(const char *user, json_t *refs)
 	while ((rc = gp_meta_next(st)) == 1)
 		json_object_set(refs, gp_meta_text(st, 0), json_true());
 	gp_meta_done(st);
-	/* Nothing is removed unless this coordinator still leads. */
-	if (rc == 0)
-		rc = gp_meta_fence(data_db);
 	pthread_mutex_unlock(&data_lock);
 	return rc == 0 ? 0 : GP_EIO;
 }
@@ -672,8 +669,20 @@ gc_expire(void)
 	free(ids);
 }
 
+/* A GC pass removes nothing unless this coordinator still leads. */
+static int
+gc_fence(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&data_lock);
+	rc = data_db != NULL ? gp_meta_fence(data_db) : GP_EIO;
+	pthread_mutex_unlock(&data_lock);
+	return rc;
+}
+
 static const struct blob_user data_blob_user = {"data", gc_expire,
-    collect_refs};
+    collect_refs, gc_fence};
 
 int
 data_init(const struct coord_config *cfg)

@@ -199,16 +199,25 @@ gc_collect(const char *owner, json_t *refs)
 				json_object_set_new(refs, HEX(d), json_true());
 		}
 		gp_meta_done(st);
-		/* Nothing is removed unless this coordinator leads. */
-		if (rc == 0)
-			rc = gp_meta_fence(db);
 	}
 	pthread_mutex_unlock(&image_lock);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
+/* A GC pass removes nothing unless this coordinator still leads. */
+static int
+gc_fence(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&image_lock);
+	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
+	pthread_mutex_unlock(&image_lock);
+	return rc;
+}
+
 static const struct blob_user image_blob_user = {"images", gc_expire,
-    gc_collect};
+    gc_collect, gc_fence};
 
 int
 image_init(const struct coord_config *cfg)
