@@ -54,7 +54,11 @@ struct pg_meta {
 	int64_t lone_epoch; /* else the epoch the store took at open */
 	int in_tx;	    /* between begin and commit/rollback */
 	int sent;	    /* BEGIN and the fence sent */
-	char xid[24];	    /* the open transaction's txid_current() */
+	/*
+	 * The transaction begun on this connection (txid_current()), kept
+	 * until it is known to have ended: "" when none.
+	 */
+	char xid[24];
 	/* While failing: since when, tries so far, the epoch it began with. */
 	int64_t failing_since;
 	int tries;
@@ -125,6 +129,26 @@ sleep_ms(int64_t ms)
 }
 
 /*
+ * On a new connection, after the one that began m->xid was lost: ends
+ * that transaction's session if the server has not noticed the loss yet
+ * (a network cut: it would hold its locks, and its COMMIT's fate, until
+ * the server's keepalives gave up). Only the backend whose transaction
+ * is that xid is ended; errors are ignored (the next try asks again).
+ */
+static void
+end_lost_transaction(struct pg_meta *m)
+{
+	const char *v[1] = {m->xid};
+
+	if (m->xid[0] == '\0' || PQstatus(m->c->conn) != CONNECTION_OK)
+		return;
+	PQclear(PQexecParams(m->c->conn, "SELECT pg_terminate_backend(pid) "
+	    "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND "
+	    "backend_xid = (($1::bigint) % 4294967296)::text::xid", 1, NULL,
+	    v, NULL, NULL, 0));
+}
+
+/*
  * After a failure rc (the transaction, if any, is over): 0 when a retry
  * may cure it, once its back-off has passed and the connection is made
  * again (or its aborted transaction rolled back); else the code to give
@@ -174,10 +198,13 @@ meta_retry(struct gp_meta *gm, int rc)
 		return GP_ETIMEDOUT;
 	}
 	sleep_ms(pg_backoff_ms(m->tries++));
-	if (PQstatus(m->c->conn) != CONNECTION_OK)
-		(void)pg_reconnect(m->c, 0); /* else the next try fails */
-	else if (PQtransactionStatus(m->c->conn) != PQTRANS_IDLE)
+	if (PQstatus(m->c->conn) != CONNECTION_OK) {
+		/* (else the next try fails, and comes back here) */
+		if (pg_reconnect(m->c, 0) == 0)
+			end_lost_transaction(m);
+	} else if (PQtransactionStatus(m->c->conn) != PQTRANS_IDLE) {
 		PQclear(PQexec(m->c->conn, "ROLLBACK"));
+	}
 	return 0;
 }
 
@@ -316,8 +343,10 @@ send_commit(struct pg_meta *m)
 	int rc;
 
 	m->sent = 0;
-	if ((rc = pg_exec(m->c, "COMMIT", "commit")) != GP_ECONN)
+	if ((rc = pg_exec(m->c, "COMMIT", "commit")) != GP_ECONN) {
+		m->xid[0] = '\0'; /* committed, or rolled back by the server */
 		return rc != 0 ? fail(m, rc) : 0;
+	}
 	gp_warn("postgresql %s commit unanswered db=%s xid=%s: asking "
 		"whether it committed",
 	    m->base.what, m->c->where, m->xid);
@@ -339,10 +368,14 @@ send_commit(struct pg_meta *m)
 		    : strcmp(status, "in progress") == 0 ? 1
 							 : GP_ECONN;
 		PQclear(r);
-		if (rc == 1)
-			continue; /* its session has not ended yet: wait */
+		if (rc == 1) {
+			/* Its session lives on: ended, then asked again. */
+			end_lost_transaction(m);
+			continue;
+		}
 		gp_info("postgresql %s commit xid=%s was %s", m->base.what,
 		    m->xid, rc == 0 ? "committed" : "not committed");
+		m->xid[0] = '\0';
 		if (rc != 0)
 			snprintf(m->base.error, sizeof(m->base.error),
 			    "the connection was lost before COMMIT took");
@@ -491,8 +524,10 @@ meta_rollback(struct gp_meta *gm)
 
 	m->in_tx = 0;
 	m->sent = 0;
-	if (sent && PQstatus(m->c->conn) == CONNECTION_OK)
+	if (sent && PQstatus(m->c->conn) == CONNECTION_OK) {
 		PQclear(PQexec(m->c->conn, "ROLLBACK"));
+		m->xid[0] = '\0';
+	}
 	return 0;
 }
 
