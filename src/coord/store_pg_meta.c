@@ -18,7 +18,7 @@
  * connection, for at most META_RETRY_MS and only while this
  * coordinator's epoch is unchanged (a lone leader regaining its lock
  * after a restart of the database keeps it; one that stepped down has
- * 0): a statement outside a transaction here (retried()), a
+ * 0): a statement outside a transaction here (statement()), a
  * transaction by gp_meta_transact through meta_retry (its body run
  * again). BEGIN also reads txid_current(), so that a COMMIT whose
  * answer was lost is asked about on the new connection (txid_status):
@@ -101,7 +101,7 @@ fail(struct pg_meta *m, int rc)
 
 /*
  * The connection usable: made again (one try) when it was lost. The
- * waiting between tries is retried()'s and meta_retry's.
+ * waiting between tries is meta_retry's.
  */
 static int
 ready(struct pg_meta *m)
@@ -214,7 +214,7 @@ recovered(struct pg_meta *m)
 {
 	if (m->failing_since == 0)
 		return;
-	gp_info("postgresql %s write recovered db=%s after_ms=%lld",
+	gp_info("postgresql %s recovered db=%s after_ms=%lld",
 	    m->base.what, m->c->where,
 	    (long long)(gp_mono_ms() - m->failing_since));
 	m->failing_since = 0;

@@ -85,7 +85,7 @@ grep -q "checkpoint upload failed" "$T/agent-n1.log" &&
 r=$(refusals) && fail "a commit was refused: $r"
 for area in checkpoints images data; do
 	retried $area || fail "the $area connection met no fault: the test did not test it"
-	grep -q "postgresql $area write recovered" "$COORD_LOG" || fail "no recovered $area write logged"
+	grep -q "postgresql $area recovered" "$COORD_LOG" || fail "no recovery of the $area records logged"
 done
 
 log "listed and usable"
