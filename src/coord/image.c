@@ -701,9 +701,10 @@ check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
 
 /* A manifest's blob, recorded once. */
 static int
-insert_manifest_blob(const char *manifest, const char *blob)
+insert_manifest_blob(struct gp_meta *m, const char *manifest,
+    const char *blob)
 {
-	return gp_meta_run(db, "INSERT INTO gp_image_manifest_blobs(manifest, "
+	return gp_meta_run(m, "INSERT INTO gp_image_manifest_blobs(manifest, "
 	    "blob) VALUES(?, ?) ON CONFLICT DO NOTHING", "ss", manifest,
 	    blob);
 }
@@ -721,19 +722,19 @@ record_name(struct gp_meta *meta, void *arg)
 	const struct name_record *r = arg;
 	int i;
 
-	(void)meta; /* db, the file's own (insert_manifest_blob's too) */
-	if (gp_meta_run(db, "INSERT INTO gp_image_manifests(digest, config, "
+	if (gp_meta_run(meta, "INSERT INTO gp_image_manifests(digest, config, "
 	    "bytes, layers, importer, created_ms) VALUES(?, ?, ?, ?, ?, ?) "
 	    "ON CONFLICT DO NOTHING", "ssIIsI", r->digest, r->m->config.digest,
 	    gp_oci_manifest_bytes(r->m), (int64_t)r->m->nlayers, r->importer,
 	    gp_now_ms()) != 0 ||
-	    insert_manifest_blob(r->digest, r->digest) != 0 ||
-	    insert_manifest_blob(r->digest, r->m->config.digest) != 0)
+	    insert_manifest_blob(meta, r->digest, r->digest) != 0 ||
+	    insert_manifest_blob(meta, r->digest, r->m->config.digest) != 0)
 		return GP_EIO;
 	for (i = 0; i < r->m->nlayers; i++)
-		if (insert_manifest_blob(r->digest, r->m->layers[i].digest) != 0)
+		if (insert_manifest_blob(meta, r->digest,
+		    r->m->layers[i].digest) != 0)
 			return GP_EIO;
-	if (gp_meta_run(db, "INSERT INTO gp_image_names(name, digest, "
+	if (gp_meta_run(meta, "INSERT INTO gp_image_names(name, digest, "
 	    "\"user\", created_ms) VALUES(?, ?, ?, ?) ON CONFLICT(name) DO "
 	    "UPDATE SET digest = excluded.digest, \"user\" = "
 	    "excluded.\"user\", created_ms = excluded.created_ms", "sssI",
