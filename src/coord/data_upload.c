@@ -219,7 +219,7 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 		}
 		id = rec.id;
 	}
-	/* What the store lacks (present ones are young again, see GC). */	/* What the store lacks (present ones are young again, see GC). */
+	/* What the store lacks (present ones are young again, see GC). */
 	missing = json_array();
 	if (missing == NULL || gp_meta_query(data_db, &st, "SELECT chunk FROM "
 	    "gp_data_upload_chunks WHERE upload = ?", "I", id) != 0)

@@ -181,6 +181,28 @@ gc_expire(void)
 	blob_gc_mark(blob_images, "");
 }
 
+/*
+ * The GC's scans and fence (blob_lock held): their statements are tried
+ * once, never waited for (store_meta.h, impatient), so that a pass is
+ * skipped rather than hold every upload of the store while the database
+ * is away.
+ */
+static void
+scan_begin(void)
+{
+	pthread_mutex_lock(&image_lock);
+	if (db != NULL)
+		db->impatient = 1;
+}
+
+static void
+scan_end(void)
+{
+	if (db != NULL)
+		db->impatient = 0;
+	pthread_mutex_unlock(&image_lock);
+}
+
 /* The blobs kept manifests list (a blob_user's collect; blob_lock held). */
 static int
 gc_collect(const char *owner, json_t *refs)
@@ -190,7 +212,7 @@ gc_collect(const char *owner, json_t *refs)
 	int rc = GP_EIO;
 
 	(void)owner;
-	pthread_mutex_lock(&image_lock);
+	scan_begin();
 	if (db != NULL && gp_meta_query(db, &st, "SELECT DISTINCT blob FROM "
 	    "gp_image_manifest_blobs", "") == 0) {
 		while ((rc = gp_meta_next(st)) == 1) {
@@ -200,7 +222,7 @@ gc_collect(const char *owner, json_t *refs)
 		}
 		gp_meta_done(st);
 	}
-	pthread_mutex_unlock(&image_lock);
+	scan_end();
 	return rc == 0 ? 0 : GP_EIO;
 }
 
@@ -210,9 +232,9 @@ gc_fence(void)
 {
 	int rc;
 
-	pthread_mutex_lock(&image_lock);
+	scan_begin();
 	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
-	pthread_mutex_unlock(&image_lock);
+	scan_end();
 	return rc;
 }
 

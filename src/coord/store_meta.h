@@ -106,6 +106,14 @@ struct gp_meta {
 	int64_t changes;  /* rows changed by the last gp_meta_run */
 	int in_tx;	  /* between gp_meta_begin and commit/rollback */
 	int failed;	  /* in one: the first statement's failure, 0 none */
+	/*
+	 * 1: a statement outside a transaction and gp_meta_fence are
+	 * tried once, never waited for (the GC's scans, under their
+	 * store's lock: a pass is skipped rather than hold every upload
+	 * while the database is away). Set and cleared by the user under
+	 * its own lock.
+	 */
+	int impatient;
 };
 
 /* A query's rows: the connection they came from (first member). */

@@ -474,6 +474,8 @@ statement(struct pg_meta *m, const char *sql, const char *fmt, va_list ap,
 			recovered(m);
 			return 0;
 		}
+		if (m->base.impatient)
+			return rc;
 		if ((rc = meta_retry(&m->base, rc)) != 0)
 			return rc;
 	}
@@ -627,7 +629,7 @@ meta_fence(struct gp_meta *gm)
 			return 0;
 		}
 		m->sent = 0;
-		if ((rc = meta_retry(gm, rc)) != 0)
+		if (gm->impatient || (rc = meta_retry(gm, rc)) != 0)
 			return rc;
 	}
 }
