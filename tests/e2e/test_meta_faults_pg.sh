@@ -51,9 +51,9 @@ IMPORT_PID=$!
 GPUPOOL_TOKEN=$ALICE "$GP" data put ds "$DS" >"$T/put.out" 2>"$T/put.err" </dev/null &
 PUT_PID=$!
 # Held: the image's connection and the chunk store's (checkpoints or
-# data: the first that meets the fault holds the chunk store's lock, a
-# GC pass's or a commit's, and the other requests wait behind it,
-# blob.h) log their retry, nothing is refused, the CLIs wait.
+# data: the first request that meets the fault holds the chunk store's
+# lock while it waits, and the other waits behind it, blob.h) log their
+# retry, nothing is refused, the CLIs wait.
 refusals() { grep -E 'refused .*status=5[0-9][0-9]' "$COORD_LOG"; }
 retried() { grep -q "postgresql $1 failed .*retrying" "$COORD_LOG"; }
 hold_until=$((SECONDS + DOWN_S))
