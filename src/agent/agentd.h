@@ -127,6 +127,14 @@ int gp_reports_wait_empty(struct gp_reports *r, int64_t timeout_ms);
 struct gp_stream_request;
 void gp_attach_stream(struct gp_agent *ag, const struct gp_stream_request *r);
 /*
+ * Ends the streams into jobs (each client is told the agent stops; what a
+ * stream started ends with it), starts no more, and waits up to wait_ms
+ * for their threads; returns how many are still running.
+ */
+int gp_attach_stop(int64_t wait_ms);
+/* A NOTICE frame with text to every live stream (the agent's stop). */
+void gp_attach_notice_all(const char *text);
+/*
  * The provider's reclaim hook (gp_provider_set_reclaim_hook): a NOTICE
  * to every stream of the attempt, sent by its own thread within a second
  * ("gpupool: the owner takes this machine back (reclaimed): job 12 ends

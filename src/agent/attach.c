@@ -65,6 +65,8 @@
 #define LOCAL_BUF (16 * 1024)
 #define OPEN_WAIT_MS 15000
 #define ENTER_WAIT_MS 20000 /* a job being started (image pulls aside) */
+#define STOP_TEXT "the agent on the job's machine is stopping"
+
 
 struct attach {
 	struct gp_agent *ag;
@@ -94,6 +96,7 @@ struct pump {
 	char notice[256];
 	int has_notice;
 	int notice_fd;		/* an eventfd: a notice waits */
+	int stop;		/* the agent stops (under notice_lock) */
 };
 
 /*
@@ -107,6 +110,34 @@ struct live_stream {
 };
 static pthread_mutex_t notice_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct live_stream *live_streams;
+
+/*
+ * The stream threads, counted (under notice_lock) so that the agent's
+ * stop ends them and waits for them (gp_attach_stop): none outlives the
+ * executor it enters jobs through, nor the process.
+ */
+static pthread_once_t streams_once = PTHREAD_ONCE_INIT;
+static pthread_cond_t streams_done;
+static int streams_running, streams_stopping;
+
+static void
+streams_init(void)
+{
+	if (gp_cond_init_monotonic(&streams_done) != 0)
+		gp_fatalx("cannot make a condition variable");
+}
+
+/* 1 once the agent stops: a stream being set up gives up. */
+static int
+stopping(const struct pump *p)
+{
+	int stop;
+
+	pthread_mutex_lock(&notice_lock);
+	stop = streams_stopping || (p != NULL && p->stop);
+	pthread_mutex_unlock(&notice_lock);
+	return stop;
+}
 
 /* ---- sending frames to the coordinator ---- */
 
@@ -962,7 +993,14 @@ pump_loop(struct pump *p)
 		if (p->has_notice && queue_frame(p, GP_FRAME_NOTICE, p->notice,
 		    strlen(p->notice)) == 0)
 			p->has_notice = 0;
+		rc = p->stop;
 		pthread_mutex_unlock(&notice_lock);
+		if (rc) {
+			/* What the stream started ends with it (run_stream). */
+			send_error(p, "%s", STOP_TEXT);
+			p->broken = 1;
+			return;
+		}
 		out_open = p->from_fd[0] >= 0 || p->from_fd[1] >= 0;
 		if (p->kind == GP_STREAM_TCP) {
 			if (p->from_fd[0] == -2 && p->in_eof == 2)
@@ -1114,6 +1152,10 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 		send_error(p, "%s", err);
 		goto out;
 	}
+	if (stopping(NULL)) {
+		send_error(p, "%s", STOP_TEXT);
+		goto out;
+	}
 	p->kind = open.kind;
 	p->tty = open.tty;
 	/*
@@ -1131,6 +1173,10 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 		if (ret >= ENTER_WAIT_MS / 50) {
 			send_error(p, "%s", "the job's attempt does not run "
 					    "here");
+			goto out;
+		}
+		if (stopping(NULL)) {
+			send_error(p, "%s", STOP_TEXT);
 			goto out;
 		}
 		usleep(50 * 1000);
@@ -1158,6 +1204,7 @@ run_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 	pthread_mutex_lock(&notice_lock);
 	live.next = live_streams;
 	live_streams = &live;
+	p->stop = streams_stopping; /* (a stop just before: seen at once) */
 	pthread_mutex_unlock(&notice_lock);
 	pump_loop(p);
 	pthread_mutex_lock(&notice_lock);
@@ -1238,6 +1285,10 @@ attach_main(void *arg)
 	pthread_setname_np(pthread_self(), "gp-stream");
 	run_stream(a->ag, &a->req);
 	free(a);
+	pthread_mutex_lock(&notice_lock);
+	streams_running--;
+	pthread_cond_broadcast(&streams_done);
+	pthread_mutex_unlock(&notice_lock);
 	return NULL;
 }
 
@@ -1252,6 +1303,17 @@ gp_attach_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 		return;
 	a->ag = ag;
 	a->req = *r;
+	pthread_once(&streams_once, streams_init);
+	pthread_mutex_lock(&notice_lock);
+	if (streams_stopping) {
+		pthread_mutex_unlock(&notice_lock);
+		gp_info("stream id=%lld: not started, the agent stops",
+		    (long long)r->id);
+		free(a);
+		return;
+	}
+	streams_running++;
+	pthread_mutex_unlock(&notice_lock);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -1259,6 +1321,53 @@ gp_attach_stream(struct gp_agent *ag, const struct gp_stream_request *r)
 		gp_error("stream id=%lld: cannot start a thread",
 		    (long long)r->id);
 		free(a);
+		pthread_mutex_lock(&notice_lock);
+		streams_running--;
+		pthread_cond_broadcast(&streams_done);
+		pthread_mutex_unlock(&notice_lock);
 	}
 	pthread_attr_destroy(&attr);
+}
+
+void
+gp_attach_notice_all(const char *text)
+{
+	struct live_stream *l;
+
+	pthread_mutex_lock(&notice_lock);
+	for (l = live_streams; l != NULL; l = l->next) {
+		snprintf(l->p->notice, sizeof(l->p->notice), "%s", text);
+		l->p->has_notice = 1;
+		if (l->p->notice_fd >= 0 && write(l->p->notice_fd,
+		    &(uint64_t){1}, sizeof(uint64_t)) < 0)
+			gp_debug("stream notice: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&notice_lock);
+}
+
+int
+gp_attach_stop(int64_t wait_ms)
+{
+	int64_t deadline = gp_mono_ms() + wait_ms;
+	struct live_stream *l;
+	int left;
+
+	pthread_once(&streams_once, streams_init);
+	pthread_mutex_lock(&notice_lock);
+	streams_stopping = 1;
+	for (l = live_streams; l != NULL; l = l->next) {
+		l->p->stop = 1;
+		if (l->p->notice_fd >= 0 && write(l->p->notice_fd,
+		    &(uint64_t){1}, sizeof(uint64_t)) < 0)
+			gp_debug("stream stop: %s", strerror(errno));
+	}
+	while (streams_running > 0 && gp_mono_ms() < deadline)
+		gp_cond_wait_ms(&streams_done, &notice_lock,
+		    deadline - gp_mono_ms());
+	left = streams_running;
+	pthread_mutex_unlock(&notice_lock);
+	if (left > 0)
+		gp_warn("%d stream(s) still ending after %lld ms", left,
+		    (long long)wait_ms);
+	return left;
 }

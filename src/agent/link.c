@@ -28,6 +28,9 @@
 #define STANDBY_RETRY_MS 200 /* a standby's 503: the leader comes soon */
 
 static pthread_t heartbeat_thread, poll_thread;
+/* The poll thread's client while it runs, for the stop to end its poll. */
+static pthread_mutex_t poll_http_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gp_http_client *poll_http;
 
 /* Sleeps ms unless the agent stops or node_id changes first. */
 static void
@@ -489,6 +492,10 @@ poll_main(void *arg)
 		return NULL;
 	}
 	gp_http_client_follow(http, &ag->coord_at);
+	gp_http_client_abort_on(http, &ag->stop);
+	pthread_mutex_lock(&poll_http_lock);
+	poll_http = http;
+	pthread_mutex_unlock(&poll_http_lock);
 	while (!atomic_load(&ag->stop)) {
 		int64_t node_id = gp_link_node_id(ag);
 		int ret;
@@ -532,6 +539,9 @@ poll_main(void *arg)
 		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS :
 		    backoff * 2;
 	}
+	pthread_mutex_lock(&poll_http_lock);
+	poll_http = NULL;
+	pthread_mutex_unlock(&poll_http_lock);
 	gp_http_client_free(http);
 	return NULL;
 }
@@ -543,8 +553,6 @@ gp_link_start(struct gp_agent *ag)
 		return GP_EIO;
 	if (pthread_create(&poll_thread, NULL, poll_main, ag) != 0)
 		return GP_EIO;
-	/* A long poll may hold for POLL_TIMEOUT_MS: never wait for it. */
-	pthread_detach(poll_thread);
 	return 0;
 }
 
@@ -556,7 +564,15 @@ gp_link_stop(struct gp_agent *ag)
 	pthread_cond_broadcast(&ag->cond);
 	pthread_mutex_unlock(&ag->lock);
 	pthread_join(heartbeat_thread, NULL);
-	/* An answer being applied finishes; later ones see stop. */
-	pthread_mutex_lock(&ag->apply_lock);
-	pthread_mutex_unlock(&ag->apply_lock);
+	pthread_mutex_lock(&poll_http_lock);
+	if (poll_http != NULL)
+		gp_http_client_abort(poll_http);
+	pthread_mutex_unlock(&poll_http_lock);
+	/*
+	 * A long poll in flight ends now (its socket shut; within a second
+	 * of stop anyway), an answer being applied finishes first: joined, so
+	 * that no thread of the link outlives the agent's exit (OpenSSL's
+	 * per-thread state, freed as a thread ends, would leak then).
+	 */
+	pthread_join(poll_thread, NULL);
 }

@@ -34,6 +34,7 @@
 
 #define REPORT_THREADS 4
 #define SHUTDOWN_GRACE_MS 5000
+#define STREAMS_STOP_MS 5000 /* for the streams into jobs to end */
 
 static const char usage_text[] =
 "usage: gpupool agent --coordinator URL --token TOKEN [--token-file F]\n"
@@ -805,10 +806,15 @@ gp_agent_main(int argc, char **argv)
 	}
 	ret = atomic_load(&ag->fatal) ? 1 : 0;
 	gp_info("agent stopping signal=%d", sig);
+	/* Sessions hear it first: their jobs' processes end now. */
+	gp_attach_notice_all("\r\ngpupool: the agent on the job's machine "
+	    "is stopping: this session ends\r\n");
 	/* Jobs checkpoint and are requeued, as when the owner leaves. */
 	if (ret == 0)
 		gp_provider_drain(ag->provider, "agent_stopped");
 	gp_link_stop(ag);
+	/* Streams end before the jobs and the executor they enter go. */
+	gp_attach_stop(STREAMS_STOP_MS);
 	gp_agent_metrics_stop(metrics);
 	metrics = NULL;
 	/* Kill every job, then give the reports a moment to go out. */

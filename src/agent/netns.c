@@ -1176,30 +1176,37 @@ take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-forwarding_on(char *err, size_t errlen)
+int
+gp_net_sysctl_on(const char *name, const char *what, void (*before)(void),
+    char *err, size_t errlen)
 {
-	const char *path = "/proc/sys/net/ipv4/ip_forward";
-	char *text = NULL;
+	char path[128], *text = NULL, *c;
 	size_t len;
 	int fd;
 
+	/* net.ipv4.ip_forward is /proc/sys/net/ipv4/ip_forward. */
+	snprintf(path, sizeof(path), "/proc/sys/%s", name);
+	for (c = path; *c != '\0'; c++)
+		if (*c == '.')
+			*c = '/';
 	if (gp_read_file(path, 64, &text, &len) == 0 && text[0] == '1') {
 		free(text);
 		return 0;
 	}
 	free(text);
+	if (before != NULL)
+		before();
 	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 ||
 	    write(fd, "1\n", 2) != 2) {
-		snprintf(err, errlen, "cannot turn IPv4 forwarding on: %s",
+		snprintf(err, errlen, "cannot turn %s on: %s", what,
 		    strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return GP_EIO;
 	}
 	close(fd);
-	gp_warn("job networks: turned IPv4 forwarding on "
-	    "(net.ipv4.ip_forward=1) for jobs' veth pairs");
+	gp_warn("job networks: turned %s on (%s=1) for jobs' veth pairs", what,
+	    name);
 	return 0;
 }
 
@@ -1255,7 +1262,8 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 		*out = n;
 		return 0;
 	}
-	if ((ret = forwarding_on(err, errlen)) != 0)
+	if ((ret = gp_net_sysctl_on("net.ipv4.ip_forward",
+	    "IPv4 forwarding", NULL, err, errlen)) != 0)
 		goto fail;
 	/* IPv6 where the host has it (a failure costs jobs IPv6 only). */
 	if ((n->ipv6 = gp_net6_egress()) &&

@@ -103,6 +103,15 @@ int gp_net_run_entered(char *const argv[], const char *stdin_text,
     int (*enter)(void *), void *arg, char *out, size_t outlen,
     int *exit_status);
 
+/*
+ * Turns the sysctl name (a 0/1 one, "net.ipv4.ip_forward") on unless it
+ * is on already, calling before() first (NULL: nothing), and logs that
+ * it did; what names it in err and the log ("IPv4 forwarding"). 0, or
+ * GP_EIO with err set. (netns.c's IPv4 forwarding, netns6.c's IPv6.)
+ */
+int gp_net_sysctl_on(const char *name, const char *what, void (*before)(void),
+    char *err, size_t errlen);
+
 /* One job's network. */
 struct gp_net_job {
 	/*

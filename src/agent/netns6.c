@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "agent/netns.h"
 #include "agent/netns6.h"
 #include "gp.h"
 #include "log.h"
@@ -85,32 +86,18 @@ keep_ra(const char *ifname, void *arg)
 	free(text);
 }
 
+/* Before forwarding goes on: accept_ra kept on the default routes'. */
+static void
+keep_ra_on_default_routes(void)
+{
+	default_routes(keep_ra, NULL);
+}
+
 int
 gp_net6_forwarding_on(char *err, size_t errlen)
 {
-	const char *path = "/proc/sys/net/ipv6/conf/all/forwarding";
-	char *text = NULL;
-	size_t len;
-	int fd;
-
-	if (gp_read_file(path, 64, &text, &len) == 0 && text[0] == '1') {
-		free(text);
-		return 0;
-	}
-	free(text);
-	default_routes(keep_ra, NULL);
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 ||
-	    write(fd, "1\n", 2) != 2) {
-		snprintf(err, errlen, "cannot turn IPv6 forwarding on: %s",
-		    strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return GP_EIO;
-	}
-	close(fd);
-	gp_warn("job networks: turned IPv6 forwarding on "
-	    "(net.ipv6.conf.all.forwarding=1) for jobs' veth pairs");
-	return 0;
+	return gp_net_sysctl_on("net.ipv6.conf.all.forwarding",
+	    "IPv6 forwarding", keep_ra_on_default_routes, err, errlen);
 }
 
 void

@@ -1418,16 +1418,7 @@ pick(struct gp_provider *p, int64_t now, int *kind)
 static void
 timed_wait(struct gp_provider *p, int64_t ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+	gp_cond_wait_ms(&p->cond, &p->lock, ms);
 }
 
 static void *
@@ -2151,7 +2142,6 @@ gp_provider_new(struct gp_agent *ag, char *err, size_t errlen)
 {
 	struct gp_control_ops ops;
 	struct gp_provider *p;
-	pthread_condattr_t attr;
 	int i;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
@@ -2160,10 +2150,7 @@ gp_provider_new(struct gp_agent *ag, char *err, size_t errlen)
 	}
 	p->ag = ag;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &attr);
-	pthread_condattr_destroy(&attr);
+	gp_cond_init_monotonic(&p->cond);
 	gp_policy_default(&p->policy);
 	if (ag->policy_path[0] != '\0') {
 		struct gp_policy np;

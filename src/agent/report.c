@@ -588,16 +588,7 @@ send_batch(struct gp_reports *r, struct gp_http_client *http,
 static void
 wait_ms(struct gp_reports *r, int64_t ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	gp_cond_wait_ms(&r->cond, &r->lock, ms);
 }
 
 static void *
@@ -666,16 +657,12 @@ struct gp_reports *
 gp_reports_new(struct gp_agent *agent, int nthreads)
 {
 	struct gp_reports *r;
-	pthread_condattr_t attr;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
 	r->agent = agent;
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cond, &attr);
-	pthread_condattr_destroy(&attr);
+	gp_cond_init_monotonic(&r->cond);
 	if (nthreads > (int)GP_ARRAY_LEN(r->threads))
 		nthreads = (int)GP_ARRAY_LEN(r->threads);
 	for (r->nthreads = 0; r->nthreads < nthreads; r->nthreads++)

@@ -167,6 +167,12 @@ int gp_cli_print_json(json_t *value);
  */
 int gp_cli_show_list(const struct gp_cli_args *args, json_t *reply,
     int (*render)(json_t *reply, struct gp_buf *out));
+/*
+ * A listing command whole: GET path from the coordinator, its answer
+ * shown by gp_cli_show_list. Returns as that, or the call's error.
+ */
+int gp_cli_get_list(const struct gp_cli_args *args, const char *path,
+    int (*render)(json_t *reply, struct gp_buf *out));
 /* A string field, or NULL when absent or null. */
 const char *gp_cli_json_str(json_t *obj, const char *key);
 

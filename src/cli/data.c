@@ -361,23 +361,17 @@ int
 gp_cli_cmd_data_ls(const struct gp_cli_args *args)
 {
 	struct gp_cli_conn conn;
-	json_t *reply;
 	int rc;
 
+	if (args->noperands != 1)
+		return gp_cli_get_list(args,
+		    gp_cli_flag(args, "all") ? "/v1/data?all=1" : "/v1/data",
+		    gp_cli_render_data_sets);
 	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
 		return rc;
-	if (args->noperands == 1) {
-		rc = list_versions(&conn, args);
-		gp_cli_disconnect(&conn);
-		return rc;
-	}
-	rc = gp_cli_call(&conn, "GET",
-	    gp_cli_flag(args, "all") ? "/v1/data?all=1" : "/v1/data", NULL, 0,
-	    &reply, NULL);
+	rc = list_versions(&conn, args);
 	gp_cli_disconnect(&conn);
-	if (rc != 0)
-		return rc;
-	return gp_cli_show_list(args, reply, gp_cli_render_data_sets);
+	return rc;
 }
 
 int

@@ -652,17 +652,7 @@ gp_cli_render_images(json_t *reply, struct gp_buf *out)
 int
 gp_cli_cmd_image_ls(const struct gp_cli_args *args)
 {
-	struct gp_cli_conn conn;
-	json_t *reply;
-	int rc;
-
-	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
-		return rc;
-	rc = gp_cli_call(&conn, "GET", "/v1/images", NULL, 0, &reply, NULL);
-	gp_cli_disconnect(&conn);
-	if (rc != 0)
-		return rc;
-	return gp_cli_show_list(args, reply, gp_cli_render_images);
+	return gp_cli_get_list(args, "/v1/images", gp_cli_render_images);
 }
 
 /* "/v1/images?ref=<escaped>" into out. */

@@ -653,13 +653,10 @@ render_jobs_now(json_t *reply, struct gp_buf *out)
 int
 gp_cli_cmd_ps(const struct gp_cli_args *args)
 {
-	struct gp_cli_conn conn;
 	const char *lv = gp_cli_value(args, "last");
 	int all = gp_cli_flag(args, "all");
 	int64_t last = 0;
 	char path[64];
-	json_t *reply;
-	int rc;
 
 	if (lv != NULL && !all)
 		return gp_cli_usage_error(NULL, "ps: --last needs --all");
@@ -672,13 +669,7 @@ gp_cli_cmd_ps(const struct gp_cli_args *args)
 	else
 		snprintf(path, sizeof(path), "%s",
 		    all ? "/v1/jobs?all=1" : "/v1/jobs");
-	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
-		return rc;
-	rc = gp_cli_call(&conn, "GET", path, NULL, 0, &reply, NULL);
-	gp_cli_disconnect(&conn);
-	if (rc != 0)
-		return rc;
-	return gp_cli_show_list(args, reply, render_jobs_now);
+	return gp_cli_get_list(args, path, render_jobs_now);
 }
 
 int
@@ -742,17 +733,7 @@ gp_cli_render_queue(json_t *reply, struct gp_buf *out)
 int
 gp_cli_cmd_queue(const struct gp_cli_args *args)
 {
-	struct gp_cli_conn conn;
-	json_t *reply;
-	int rc;
-
-	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
-		return rc;
-	rc = gp_cli_call(&conn, "GET", "/v1/queue", NULL, 0, &reply, NULL);
-	gp_cli_disconnect(&conn);
-	if (rc != 0)
-		return rc;
-	return gp_cli_show_list(args, reply, gp_cli_render_queue);
+	return gp_cli_get_list(args, "/v1/queue", gp_cli_render_queue);
 }
 
 /* The job id operand, checked before any network call. */

@@ -103,17 +103,7 @@ gp_cli_render_nodes(json_t *reply, struct gp_buf *out)
 int
 gp_cli_cmd_nodes(const struct gp_cli_args *args)
 {
-	struct gp_cli_conn conn;
-	json_t *reply;
-	int rc;
-
-	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
-		return rc;
-	rc = gp_cli_call(&conn, "GET", "/v1/nodes", NULL, 0, &reply, NULL);
-	gp_cli_disconnect(&conn);
-	if (rc != 0)
-		return rc;
-	return gp_cli_show_list(args, reply, gp_cli_render_nodes);
+	return gp_cli_get_list(args, "/v1/nodes", gp_cli_render_nodes);
 }
 
 int

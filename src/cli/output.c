@@ -161,6 +161,23 @@ gp_cli_show_list(const struct gp_cli_args *args, json_t *reply,
 	return 0;
 }
 
+int
+gp_cli_get_list(const struct gp_cli_args *args, const char *path,
+    int (*render)(json_t *reply, struct gp_buf *out))
+{
+	struct gp_cli_conn conn;
+	json_t *reply;
+	int rc;
+
+	if ((rc = gp_cli_connect(&conn, NULL)) != 0)
+		return rc;
+	rc = gp_cli_call(&conn, "GET", path, NULL, 0, &reply, NULL);
+	gp_cli_disconnect(&conn);
+	if (rc != 0)
+		return rc;
+	return gp_cli_show_list(args, reply, render);
+}
+
 const char *
 gp_cli_json_str(json_t *obj, const char *key)
 {

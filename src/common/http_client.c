@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "coord_urls.h"
@@ -33,6 +34,10 @@ struct gp_http_client {
 	char pin[GP_TOKEN_PIN_HEX + 1];	/* the token's CA hash, or "" */
 	const _Atomic int *follow;	/* see gp_http_client_follow */
 	int follow_seen;		/* *follow when the request began */
+	const _Atomic int *abort_on;	/* see gp_http_client_abort_on */
+	/* With abort_on: the socket in use (-1: none), for gp_http_client_abort. */
+	pthread_mutex_t sock_lock;
+	curl_socket_t sock;
 };
 
 #define STREAM_BUFFER (512L << 10) /* curl's buffers for streamed bodies */
@@ -157,6 +162,8 @@ gp_http_client_new(const char *base_url, const char *token,
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return NULL;
+	c->sock = CURL_SOCKET_BAD;
+	pthread_mutex_init(&c->sock_lock, NULL);
 	c->curl = curl_easy_init();
 	if (c->curl == NULL)
 		goto fail;
@@ -200,7 +207,60 @@ gp_http_client_follow(struct gp_http_client *c, const _Atomic int *index)
 	c->follow = index;
 }
 
-/* libcurl's progress callback: non-zero ends the transfer. */
+void
+gp_http_client_abort_on(struct gp_http_client *c, const _Atomic int *flag)
+{
+	c->abort_on = flag;
+}
+
+void
+gp_http_client_abort(struct gp_http_client *c)
+{
+	pthread_mutex_lock(&c->sock_lock);
+	if (c->sock != CURL_SOCKET_BAD)
+		shutdown(c->sock, SHUT_RDWR);
+	pthread_mutex_unlock(&c->sock_lock);
+}
+
+/*
+ * libcurl's socket made and closed, for a client with abort_on: the
+ * socket is known (under sock_lock) from its creation to its close, so
+ * gp_http_client_abort never shuts a number reused by then.
+ */
+static curl_socket_t
+open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct gp_http_client *c = arg;
+	curl_socket_t fd;
+
+	(void)purpose;
+	fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+	if (fd == CURL_SOCKET_BAD)
+		return fd;
+	pthread_mutex_lock(&c->sock_lock);
+	c->sock = fd;
+	if (atomic_load(c->abort_on))
+		shutdown(fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->sock_lock);
+	return fd;
+}
+
+static int
+close_socket(void *arg, curl_socket_t fd)
+{
+	struct gp_http_client *c = arg;
+
+	pthread_mutex_lock(&c->sock_lock);
+	if (c->sock == fd)
+		c->sock = CURL_SOCKET_BAD;
+	pthread_mutex_unlock(&c->sock_lock);
+	return close(fd);
+}
+
+/*
+ * libcurl's progress callback (called at least once a second, waiting
+ * included): non-zero ends the transfer.
+ */
 static int
 on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
     curl_off_t ultotal, curl_off_t ulnow)
@@ -211,7 +271,9 @@ on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 	(void)dlnow;
 	(void)ultotal;
 	(void)ulnow;
-	return atomic_load(c->follow) != c->follow_seen;
+	if (c->abort_on != NULL && atomic_load(c->abort_on))
+		return 1;
+	return c->follow != NULL && atomic_load(c->follow) != c->follow_seen;
 }
 
 /*
@@ -244,6 +306,7 @@ gp_http_client_free(struct gp_http_client *c)
 		free(c->auth_header);
 	}
 	free(c->ca_file);
+	pthread_mutex_destroy(&c->sock_lock);
 	free(c);
 }
 
@@ -366,11 +429,19 @@ request(struct gp_http_client *c, const char *method, const char *path,
 	    timeout_ms > 0 ? timeout_ms : 30000L);
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
-	if (c->follow != NULL) {
+	if (c->follow != NULL || c->abort_on != NULL) {
 		curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION,
 		    on_progress);
 		curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+	}
+	if (c->abort_on != NULL) {
+		curl_easy_setopt(c->curl, CURLOPT_OPENSOCKETFUNCTION,
+		    open_socket);
+		curl_easy_setopt(c->curl, CURLOPT_OPENSOCKETDATA, c);
+		curl_easy_setopt(c->curl, CURLOPT_CLOSESOCKETFUNCTION,
+		    close_socket);
+		curl_easy_setopt(c->curl, CURLOPT_CLOSESOCKETDATA, c);
 	}
 	if (stream != NULL) {
 		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION,

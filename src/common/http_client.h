@@ -67,6 +67,20 @@ void gp_http_client_follow(struct gp_http_client *client,
     const _Atomic int *index);
 
 /*
+ * A call of the client ends (GP_ECONN) within about a second of *flag
+ * becoming non-zero (at once with gp_http_client_abort), a long poll
+ * included: a thread that stops can be joined. NULL: never (the default).
+ * libcurl's client only.
+ */
+void gp_http_client_abort_on(struct gp_http_client *client,
+    const _Atomic int *flag);
+/*
+ * With abort_on set: ends the call in flight now (its socket shut), from
+ * another thread; the caller has set *flag first.
+ */
+void gp_http_client_abort(struct gp_http_client *client);
+
+/*
  * Sends one request. IN: method ("GET", "POST"), path ("/v1/jobs?all=1"),
  * body/body_len (may be NULL/0), content_type (NULL means JSON),
  * timeout_ms (0 means 30 s). OUT: *resp, to be released with

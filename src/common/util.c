@@ -259,79 +259,48 @@ gp_format_duration(int64_t seconds, char *out, size_t len)
 		snprintf(out, len, "%llds", (long long)s);
 }
 
-int
-gp_parse_mib(const char *text, int64_t *mib)
+/*
+ * A number with an optional K, M, G or T (then "iB" or "B" allowed),
+ * powers of 1024, in units of 1024^base (0: bytes, 2: MiB): a bare
+ * number is in those units, a unit smaller than them is refused.
+ */
+static int
+parse_size(const char *text, int base, int64_t *out)
 {
-	const char *p = text;
+	static const char units[] = "KMGT";
+	const char *p = text, *unit;
 	int64_t v, mult;
+	int power = base;
 
 	if (text == NULL || !read_number(&p, &v))
 		return GP_EINVAL;
-	switch (toupper((unsigned char)*p)) {
-	case '\0':
-	case 'M':
-		mult = 1;
-		break;
-	case 'G':
-		mult = 1024;
-		break;
-	case 'T':
-		mult = 1024 * 1024;
-		break;
-	default:
-		return GP_EINVAL;
-	}
 	if (*p != '\0') {
+		unit = strchr(units, toupper((unsigned char)*p));
+		if (unit == NULL || (power = (int)(unit - units) + 1) < base)
+			return GP_EINVAL;
 		p++;
 		if (strcasecmp(p, "iB") == 0 || strcasecmp(p, "B") == 0)
 			p += strlen(p);
 		if (*p != '\0')
 			return GP_EINVAL;
 	}
+	mult = 1LL << (10 * (power - base));
 	if (v > INT64_MAX / mult)
 		return GP_EINVAL;
-	*mib = v * mult;
+	*out = v * mult;
 	return 0;
+}
+
+int
+gp_parse_mib(const char *text, int64_t *mib)
+{
+	return parse_size(text, 2, mib);
 }
 
 int
 gp_parse_bytes(const char *text, int64_t *bytes)
 {
-	const char *p = text;
-	int64_t v, mult;
-
-	if (text == NULL || !read_number(&p, &v))
-		return GP_EINVAL;
-	switch (toupper((unsigned char)*p)) {
-	case '\0':
-		mult = 1;
-		break;
-	case 'K':
-		mult = 1LL << 10;
-		break;
-	case 'M':
-		mult = 1LL << 20;
-		break;
-	case 'G':
-		mult = 1LL << 30;
-		break;
-	case 'T':
-		mult = 1LL << 40;
-		break;
-	default:
-		return GP_EINVAL;
-	}
-	if (*p != '\0') {
-		p++;
-		if (strcasecmp(p, "iB") == 0 || strcasecmp(p, "B") == 0)
-			p += strlen(p);
-		if (*p != '\0')
-			return GP_EINVAL;
-	}
-	if (v > INT64_MAX / mult)
-		return GP_EINVAL;
-	*bytes = v * mult;
-	return 0;
+	return parse_size(text, 0, bytes);
 }
 
 void

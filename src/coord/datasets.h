@@ -89,6 +89,10 @@ void live_assignment_json(const struct job *job, int part, json_t *o);
 void live_overlay_keys(struct job *job);
 /* Wipes part's overlay key pair and frees its port slot. */
 void live_overlay_forget(struct job *job, int part);
+/* Its agent reported part started: wipes its overlay private key. */
+void live_overlay_started(struct job *job, int part);
+/* A running job loaded from the store: logs the overlay it kept. */
+void live_overlay_loaded(const struct job *job);
 /* GET /v1/queue: the queued jobs who may see, in the scheduler's order. */
 /* GET /v1/queue's body, as text, appended to out; GP_ENOMEM. */
 int live_queue_text(const struct token_entry *who, struct gp_buf *out);

@@ -1041,6 +1041,24 @@ live_request_json(const struct job *job, json_t *req)
 	json_object_set_new(req, "nodes", json_integer(job->nparts));
 }
 
+/*
+ * Part p's overlay endpoint into buf: its node's address (what it said or
+ * else what the coordinator saw) and its slot's UDP port. 0, or -1 when
+ * the node is unknown or has registered no overlay (yet: after a restart,
+ * until its agent registers again).
+ */
+static int
+part_endpoint(const struct job_part *p, char *buf, size_t len)
+{
+	const struct node *n = state_node(p->node_id);
+
+	if (n == NULL || n->overlay_port <= 0 || n->addr[0] == '\0' ||
+	    p->ov_slot <= 0)
+		return -1;
+	snprintf(buf, len, "%s:%d", n->addr, n->overlay_port + p->ov_slot - 1);
+	return 0;
+}
+
 void
 live_job_json(const struct job *job, json_t *o)
 {
@@ -1054,6 +1072,7 @@ live_job_json(const struct job *job, json_t *o)
 		const struct job_part *p = &job->parts[k];
 		const struct node *n = state_node(p->node_id);
 		json_t *g = json_array();
+		char endpoint[320];
 		for (i = 0; i < p->ngpus; i++)
 			json_array_append_new(g, json_integer(p->gpus[i]));
 		json_t *po = json_pack("{s:i,s:s?,s:o,s:o,s:o,s:b,s:b}",
@@ -1064,6 +1083,15 @@ live_job_json(const struct job *job, json_t *o)
 		        ? json_real(p->gpu_milli / 1000.0)
 		        : json_null(),
 		    "started", p->started_ack, "ended", p->ended);
+		/*
+		 * Its gang overlay as handed out (public: its key and where
+		 * its agent listens), the same after a coordinator restart.
+		 */
+		if (po != NULL && p->ov_slot > 0 && p->ov_pub[0] != '\0')
+			json_object_set_new(po, "overlay", json_pack("{s:s,s:o}",
+			    "key", p->ov_pub, "endpoint",
+			    part_endpoint(p, endpoint, sizeof(endpoint)) == 0
+			        ? json_string(endpoint) : json_null()));
 		/* What the enforcement layer measured (a fraction only). */
 		if (po != NULL && atomic_load(&p->gpu_effective_milli) > 0)
 			json_object_set_new(po, "gpu_use", json_pack(
@@ -1175,7 +1203,7 @@ gang_overlay_needed(const struct job *job)
 static int
 overlay_slot(const struct node *n, const struct job *job, int part)
 {
-	uint8_t used[256];
+	uint8_t used[GP_OVERLAY_SLOTS_MAX];
 	int i, k;
 
 	memset(used, 0, sizeof(used));
@@ -1187,7 +1215,7 @@ overlay_slot(const struct node *n, const struct job *job, int part)
 			    j->parts[k].ov_slot > 0 && (j != job || k != part))
 				used[j->parts[k].ov_slot - 1] = 1;
 	}
-	for (i = 0; i < n->overlay_ports && i < 256; i++)
+	for (i = 0; i < n->overlay_ports && i < GP_OVERLAY_SLOTS_MAX; i++)
 		if (!used[i])
 			return i;
 	return -1;
@@ -1201,6 +1229,30 @@ live_overlay_forget(struct job *job, int part)
 	sodium_memzero(p->ov_priv, sizeof(p->ov_priv));
 	sodium_memzero(p->ov_pub, sizeof(p->ov_pub));
 	p->ov_slot = 0;
+}
+
+void
+live_overlay_started(struct job *job, int part)
+{
+	/*
+	 * Its assignment is never sent again (a part its agent stops
+	 * listing is lost, not delivered anew), so its private key is of
+	 * no more use here: the agent's wireguard-go holds it.
+	 */
+	sodium_memzero(job->parts[part].ov_priv,
+	    sizeof(job->parts[part].ov_priv));
+}
+
+void
+live_overlay_loaded(const struct job *job)
+{
+	int k, kept = 0;
+
+	for (k = 0; k < job->nparts; k++)
+		kept += !job->parts[k].ended && job->parts[k].ov_slot > 0;
+	if (kept > 0)
+		gp_info("gang overlay kept job=%lld attempt=%d parts=%d",
+		    (long long)job->id, job->attempts, kept);
 }
 
 void
@@ -1233,10 +1285,8 @@ live_overlay_keys(struct job *job)
 }
 
 /*
- * The gang's overlay for part: each part's public key and endpoint (its
- * node's address, what it said or else what the coordinator saw, and its
- * slot's UDP port). NULL when the gang has none, or its keys are gone (a
- * coordinator restarted since it was assigned: memory only).
+ * The gang's overlay for part: each part's public key and endpoint. NULL
+ * when the gang has none, or its keys are gone.
  */
 static json_t *
 part_overlay(const struct job *job)
@@ -1250,14 +1300,12 @@ part_overlay(const struct job *job)
 	a = json_array();
 	for (k = 0; k < job->nparts; k++) {
 		const struct job_part *p = &job->parts[k];
-		const struct node *n = state_node(p->node_id);
 
-		if (p->ov_pub[0] == '\0' || p->ov_slot <= 0) {
+		if (p->ov_pub[0] == '\0' ||
+		    part_endpoint(p, endpoint, sizeof(endpoint)) != 0) {
 			json_decref(a);
 			return NULL;
 		}
-		snprintf(endpoint, sizeof(endpoint), "%s:%d", n->addr,
-		    n->overlay_port + p->ov_slot - 1);
 		json_array_append_new(a, json_pack("{s:s,s:s}", "key",
 		    p->ov_pub, "endpoint", endpoint));
 	}
@@ -1288,7 +1336,19 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 	{
 		json_t *overlay = part_overlay(job);
 
-		/* Its own private key: in its assignment alone. */
+		/*
+		 * Its own private key: in its assignment alone. A part
+		 * whose key is wiped (started, or loaded after a restart:
+		 * never in the store) is never assigned again; were it,
+		 * an overlay without its key would be refused by its agent.
+		 */
+		if (overlay != NULL && p->ov_priv[0] == '\0') {
+			gp_warn("gang overlay: job=%lld attempt=%d part=%d has "
+			    "no private key here: sent without the overlay",
+			    (long long)job->id, job->attempts, part);
+			json_decref(overlay);
+			overlay = NULL;
+		}
 		if (overlay != NULL) {
 			json_object_set_new(json_object_get(o, "gang"),
 			    "overlay", overlay);

@@ -945,6 +945,7 @@ gp_coord_main(int argc, char **argv)
 	MHD_quiesce_daemon(coord_daemon);
 	proxy_stop();
 	relay_stop();
+	terminal_stop(5000);
 	state_stop_thread();
 	notify_expire(INT64_MAX);
 	usleep(200 * 1000);

@@ -20,6 +20,8 @@
 
 /* Keys a node's owner may trust (the policy's trust-key lines). */
 #define GP_TRUST_KEYS_MAX 32
+/* UDP port slots a node may register for gang overlay parts (at most). */
+#define GP_OVERLAY_SLOTS_MAX 256
 
 enum job_state {
 	JOB_QUEUED,
@@ -103,9 +105,14 @@ struct job_part {
 	/*
 	 * Its gang overlay (live.c; docs/agent.md "Gangs behind NATs"): the
 	 * WireGuard key pair made for this part when its gang is assigned
-	 * ("" none; the private key goes to this part's agent alone), and
-	 * its UDP port's slot on its node + 1 (0 none). In memory only,
-	 * never in the store; wiped when the part ends (live_part_ended).
+	 * ("" none), and its UDP port's slot on its node + 1 (0 none, at
+	 * most GP_OVERLAY_SLOTS_MAX). The public key and the slot are kept
+	 * in the store with the part while it runs (store.c's parts_json),
+	 * so that a restarted coordinator answers the same overlay and
+	 * gives no other part its port. The private key goes to this
+	 * part's agent alone, is never in the store, and is wiped once its
+	 * agent reports the part started (nothing sends it again) or when
+	 * the part ends (live_overlay_forget).
 	 */
 	char ov_priv[48], ov_pub[48];
 	int ov_slot;

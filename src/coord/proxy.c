@@ -63,8 +63,18 @@ static struct proxy_config pcfg;
 static struct ssl_ctx_st *tls_ctx; /* NULL: plain HTTP */
 static int listen_fd = -1;
 static pthread_t listener;
-static atomic_int stopping, nconns;
+static atomic_int stopping;
 static int started;
+/*
+ * The connections: each thread's socket in a slot (-1: free), so that
+ * the stop ends them all (shutdown wakes every wait on a socket) and
+ * waits for their threads. A thread frees its slot before it closes its
+ * socket: a number reused by then is never shut down.
+ */
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t conns_done; /* nconns fell */
+static int conn_fds[CONNS_MAX], nconns;
+#define CONNS_STOP_MS 5000 /* for the connections to end at the stop */
 
 /* ---- codes and sessions ---- */
 
@@ -547,7 +557,8 @@ starts_tls(int fd, int64_t deadline)
 static void *
 conn_main(void *arg)
 {
-	int cfd = (int)(intptr_t)arg, rfd = -1, port = 0, rc = 0, status;
+	int slot = (int)(intptr_t)arg, cfd = conn_fds[slot], rfd = -1;
+	int port = 0, rc = 0, status;
 	char *buf = malloc(PROXY_HEAD_MAX);
 	char user[GP_NAME_MAX + 1];
 	int64_t deadline = gp_mono_ms() + HEAD_TIMEOUT_MS, job_id = 0, sid;
@@ -615,9 +626,32 @@ out:
 	free(buf);
 	if (rfd >= 0)
 		close(rfd);
+	pthread_mutex_lock(&conns_lock);
+	conn_fds[slot] = -1;
+	pthread_mutex_unlock(&conns_lock);
 	proxy_conn_close(c);
-	atomic_fetch_sub(&nconns, 1);
+	pthread_mutex_lock(&conns_lock);
+	nconns--;
+	pthread_cond_broadcast(&conns_done);
+	pthread_mutex_unlock(&conns_lock);
 	return NULL;
+}
+
+/* A free slot for fd, under conns_lock: its index, or -1 (all taken). */
+static int
+conn_slot(int fd)
+{
+	int i;
+
+	if (nconns >= CONNS_MAX)
+		return -1;
+	for (i = 0; i < CONNS_MAX; i++)
+		if (conn_fds[i] < 0) {
+			conn_fds[i] = fd;
+			nconns++;
+			return i;
+		}
+	return -1;
 }
 
 static void *
@@ -630,7 +664,7 @@ listener_main(void *arg)
 		struct pollfd pfd = {.fd = listen_fd, .events = POLLIN};
 		pthread_attr_t attr;
 		pthread_t t;
-		int cfd;
+		int cfd, slot;
 
 		if (poll(&pfd, 1, 250) <= 0)
 			continue;
@@ -644,8 +678,10 @@ listener_main(void *arg)
 		 * waited for the browser's delayed ACK (40 ms a connection).
 		 */
 		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (atomic_fetch_add(&nconns, 1) >= CONNS_MAX) {
-			atomic_fetch_sub(&nconns, 1);
+		pthread_mutex_lock(&conns_lock);
+		slot = conn_slot(cfd);
+		pthread_mutex_unlock(&conns_lock);
+		if (slot < 0) {
 			/* (Over TLS, no handshake for an answer: closed.) */
 			if (tls_ctx == NULL) {
 				struct proxy_conn busy;
@@ -660,8 +696,11 @@ listener_main(void *arg)
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);
 		if (pthread_create(&t, &attr, conn_main,
-		    (void *)(intptr_t)cfd) != 0) {
-			atomic_fetch_sub(&nconns, 1);
+		    (void *)(intptr_t)slot) != 0) {
+			pthread_mutex_lock(&conns_lock);
+			conn_fds[slot] = -1;
+			nconns--;
+			pthread_mutex_unlock(&conns_lock);
 			close(cfd);
 		}
 		pthread_attr_destroy(&attr);
@@ -679,6 +718,10 @@ proxy_start(const struct proxy_config *cfg, char *why, size_t whylen)
 	if (cfg->addr[0] == '\0')
 		return 0;
 	pcfg = *cfg;
+	for (int i = 0; i < CONNS_MAX; i++)
+		conn_fds[i] = -1;
+	if (gp_cond_init_monotonic(&conns_done) != 0)
+		return GP_ENOMEM;
 	if (cfg->tls_cert[0] != '\0' &&
 	    (tls_ctx = proxy_tls_new(cfg, why, whylen)) == NULL)
 		return GP_EINVAL;
@@ -723,10 +766,25 @@ proxy_stop(void)
 {
 	if (!started)
 		return;
+	int64_t deadline = gp_mono_ms() + CONNS_STOP_MS;
+	int i;
+
 	atomic_store(&stopping, 1);
 	pthread_join(listener, NULL);
 	close(listen_fd);
 	listen_fd = -1;
 	started = 0;
-	/* (Connection threads may still hold tls_ctx: it stays.) */
+	/* Every connection ends now: its thread sees its socket shut. */
+	pthread_mutex_lock(&conns_lock);
+	for (i = 0; i < CONNS_MAX; i++)
+		if (conn_fds[i] >= 0)
+			shutdown(conn_fds[i], SHUT_RDWR);
+	while (nconns > 0 && gp_mono_ms() < deadline)
+		gp_cond_wait_ms(&conns_done, &conns_lock,
+		    deadline - gp_mono_ms());
+	i = nconns;
+	pthread_mutex_unlock(&conns_lock);
+	if (i > 0)
+		gp_warn("proxy: %d connection(s) still ending at the stop", i);
+	/* (Those may still hold tls_ctx: it stays.) */
 }

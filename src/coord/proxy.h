@@ -106,6 +106,13 @@ void proxy_ticket_new(int64_t job_id, int part, const char *user,
 int proxy_ticket_take(const char *ticket, int64_t job_id, int part,
     char *user, size_t userlen);
 
+/*
+ * terminal.c: ends the dashboard's terminals (their WebSockets shut),
+ * starts no more, and waits up to wait_ms for their threads: before the
+ * HTTP daemon stops, whose upgraded connections they close.
+ */
+void terminal_stop(int64_t wait_ms);
+
 /* What proxy_head_parse takes from a request's head. */
 struct proxy_head {
 	char method[16];

@@ -476,6 +476,7 @@ load_job(void *arg, struct job *j)
 				    (long long)j->id, k);
 				p->node_id = 0;
 				p->ended = 1;
+				live_overlay_forget(j, k);
 				continue;
 			}
 			node_take_part(node, j, k);
@@ -486,6 +487,7 @@ load_job(void *arg, struct job *j)
 				p->delivered_mono = gp_mono_ms();
 			p->started_ack = 1;
 		}
+		live_overlay_loaded(j);
 		j->started_ack = 1;
 		j->preempt_for = a != NULL ? a->preempt_for : 0;
 		/* What was posted for it: the ledger is the truth. */

@@ -327,7 +327,8 @@ overlay_decode(json_t *v, struct node *tmp, char *err, size_t errlen)
 	    (key != NULL && !gp_wg_key_valid(json_string_value(key))) ||
 	    !json_is_integer(port) || json_integer_value(port) < 1 ||
 	    (ports != NULL && (!json_is_integer(ports) ||
-	    json_integer_value(ports) < 1 || json_integer_value(ports) > 256)) ||
+	    json_integer_value(ports) < 1 ||
+	    json_integer_value(ports) > GP_OVERLAY_SLOTS_MAX)) ||
 	    json_integer_value(port) + (ports != NULL ?
 	    json_integer_value(ports) : 1) - 1 > 65535 ||
 	    (always != NULL && !json_is_boolean(always))) {
@@ -698,6 +699,7 @@ apply_started(struct op *op)
 		int64_t now = gp_now_ms();
 		struct attempt_record *a = current_attempt(job);
 		p->started_ack = 1;
+		live_overlay_started(job, part);
 		if (a != NULL && part == 0 && json_is_integer(rv)) {
 			a->restored_version = json_integer_value(rv);
 			if (a->restored_version > 0)

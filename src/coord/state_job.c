@@ -377,8 +377,9 @@ state_job_assign(struct job *job, const struct gp_sched_assignment *const *as)
 		for (k = 1; k < job->nparts; k++)
 			rec->more[k - 1].node_id = job->parts[k].node_id;
 	}
-	persist_job(job);
+	/* (before the row: the store keeps its public keys and slots) */
 	live_overlay_keys(job);
+	persist_job(job);
 	for (k = 0; k < job->nparts; k++)
 		add_effect(state_node(job->parts[k].node_id),
 		    assignment_json(job, k), NULL);

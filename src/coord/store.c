@@ -20,6 +20,7 @@
 #include "gp.h"
 #include "log.h"
 #include "util.h"
+#include "wg.h"
 
 /* ---- choosing a store ---- */
 
@@ -159,14 +160,27 @@ parts_json(const struct job *job, const struct attempt_record *a, json_t *h)
 
 	for (k = 0; k < job->nparts; k++) {
 		const struct job_part *p = &job->parts[k];
-		json_t *g = json_array();
+		json_t *g = json_array(), *po;
 		for (i = 0; i < p->ngpus; i++)
 			json_array_append_new(g, json_integer(p->gpus[i]));
-		json_array_append_new(parts,
-		    json_pack("{s:I,s:o,s:i,s:I,s:b,s:b}", "node_id",
-		        (json_int_t)p->node_id, "gpus", g, "gpu_milli",
-		        p->gpu_milli, "gpu_mem_mib", (json_int_t)p->gpu_mem_mib,
-		        "started", p->started_ack, "ended", p->ended));
+		po = json_pack("{s:I,s:o,s:i,s:I,s:b,s:b}", "node_id",
+		    (json_int_t)p->node_id, "gpus", g, "gpu_milli",
+		    p->gpu_milli, "gpu_mem_mib", (json_int_t)p->gpu_mem_mib,
+		    "started", p->started_ack, "ended", p->ended);
+		/*
+		 * Its gang overlay while it runs (docs/agent.md, "Gangs
+		 * behind NATs"): the public key and port slot it was handed,
+		 * so that a restarted coordinator answers the same overlay
+		 * and gives no other part its port. Never the private key.
+		 */
+		if (po != NULL && !p->ended && p->ov_slot > 0 &&
+		    p->ov_pub[0] != '\0') {
+			json_object_set_new(po, "overlay_key",
+			    json_string(p->ov_pub));
+			json_object_set_new(po, "overlay_slot",
+			    json_integer(p->ov_slot));
+		}
+		json_array_append_new(parts, po);
 	}
 	for (k = 0; k < a->nmore; k++)
 		json_array_append_new(more,
@@ -289,6 +303,26 @@ load_meter(json_t *m, struct attempt_record *a)
 }
 
 /*
+ * A running part's overlay (see parts_json): its public key and port
+ * slot, when both are there and sound (a slot indexes the coordinator's
+ * table of 256, live.c); else none.
+ */
+static void
+load_part_overlay(struct job_part *p, json_t *v)
+{
+	const char *key =
+	    json_string_value(json_object_get(v, "overlay_key"));
+	json_int_t slot =
+	    json_integer_value(json_object_get(v, "overlay_slot"));
+
+	if (p->ended || key == NULL || !gp_wg_key_valid(key) || slot < 1 ||
+	    slot > GP_OVERLAY_SLOTS_MAX)
+		return;
+	gp_strlcpy(p->ov_pub, key, sizeof(p->ov_pub));
+	p->ov_slot = (int)slot;
+}
+
+/*
  * The job's parts (see parts_json), from its last history record, else
  * (rows from before gangs) its node and GPUs as part 0. 0 or GP_ENOMEM.
  */
@@ -331,6 +365,7 @@ load_parts(struct job *j, json_t *h)
 		    json_integer_value(json_object_get(v, "gpu_mem_mib"));
 		p->started_ack = json_is_true(json_object_get(v, "started"));
 		p->ended = json_is_true(json_object_get(v, "ended"));
+		load_part_overlay(p, v);
 	}
 	if (json_array_size(more) > 0) {
 		a->more = calloc(json_array_size(more), sizeof(*a->more));

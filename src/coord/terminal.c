@@ -57,7 +57,65 @@ struct term {
 	 */
 	uint16_t close_code;
 	struct gp_frame_reader rd;
+	struct term *next; /* in terms (under terms_lock) */
 };
+
+/*
+ * The terminals' threads, listed so that the coordinator's stop ends
+ * them (shutdown wakes a thread's wait on its WebSocket) and waits for
+ * them before the HTTP daemon whose upgraded connections they close
+ * goes. A thread leaves the list before it closes its socket.
+ */
+static pthread_mutex_t terms_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t terms_once = PTHREAD_ONCE_INIT;
+static pthread_cond_t terms_done;
+static struct term *terms;
+static int terms_stopping;
+
+static void
+terms_init(void)
+{
+	if (gp_cond_init_monotonic(&terms_done) != 0)
+		gp_fatalx("cannot make a condition variable");
+}
+
+/* Removes t from terms. */
+static void
+terms_leave(struct term *t)
+{
+	struct term **tp;
+
+	pthread_mutex_lock(&terms_lock);
+	for (tp = &terms; *tp != NULL; tp = &(*tp)->next)
+		if (*tp == t) {
+			*tp = t->next;
+			break;
+		}
+	pthread_cond_broadcast(&terms_done);
+	pthread_mutex_unlock(&terms_lock);
+}
+
+void
+terminal_stop(int64_t wait_ms)
+{
+	int64_t deadline = gp_mono_ms() + wait_ms;
+	struct term *t;
+	int left = 0;
+
+	pthread_once(&terms_once, terms_init);
+	pthread_mutex_lock(&terms_lock);
+	terms_stopping = 1;
+	for (t = terms; t != NULL; t = t->next)
+		shutdown(t->ws, SHUT_RDWR);
+	while (terms != NULL && gp_mono_ms() < deadline)
+		gp_cond_wait_ms(&terms_done, &terms_lock,
+		    deadline - gp_mono_ms());
+	for (t = terms; t != NULL; t = t->next)
+		left++;
+	pthread_mutex_unlock(&terms_lock);
+	if (left > 0)
+		gp_warn("%d terminal(s) still ending at the stop", left);
+}
 
 static int
 write_all(int fd, const void *data, size_t len)
@@ -334,6 +392,7 @@ term_main(void *arg)
 out:
 	if (t->rfd >= 0)
 		close(t->rfd);
+	terms_leave(t);
 	MHD_upgrade_action(t->urh, MHD_UPGRADE_ACTION_CLOSE);
 	free(t->pre);
 	free(t);
@@ -358,9 +417,22 @@ on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls,
 		memcpy(t->pre, extra_in, extra_in_size);
 		t->npre = extra_in_size;
 	}
+	pthread_once(&terms_once, terms_init);
+	pthread_mutex_lock(&terms_lock);
+	if (terms_stopping) {
+		pthread_mutex_unlock(&terms_lock);
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		free(t->pre);
+		free(t);
+		return;
+	}
+	t->next = terms;
+	terms = t;
+	pthread_mutex_unlock(&terms_lock);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&th, &attr, term_main, t) != 0) {
+		terms_leave(t);
 		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 		free(t->pre);
 		free(t);

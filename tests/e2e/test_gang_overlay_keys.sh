@@ -5,7 +5,8 @@
 # endpoint (the node's address and a port of its range that no other
 # overlay part there holds) in gang.overlay, and its own private key alone
 # in gang.overlay_private_key. Checked: two gangs get different keys and
-# ports; a part's private key matches its public key (wg pubkey) and
+# ports; show --json's parts carry the public keys and endpoints handed
+# out; a part's private key matches its public key (wg pubkey) and
 # appears in no other part's assignment, nor in show, show --json, the
 # queue, /metrics or the coordinator's log. A node without an overlay, and
 # so the gang, gets none; nor does a gang whose nodes all gave an address
@@ -85,6 +86,10 @@ check_part "$ga"
 check_part "$gb"
 pa=$(priv_of "$ga")
 pb=$(priv_of "$gb")
+# show --json: each running part's public key and endpoint, as handed out
+cli show --json "$job"
+assert_eq "$ov" "$(printf '%s' "$CLI_OUT" | json '" ".join(p["overlay"]["key"] + "@" + p["overlay"]["endpoint"] for p in d["parts"])')" \
+    "show --json's parts' overlay"
 [ "$pa" != "$pb" ] || fail "the two parts got one private key"
 assert_not_contains "$gb" "$pa" "part a's private key in part b's assignment"
 assert_not_contains "$ga" "$pb" "part b's private key in part a's assignment"

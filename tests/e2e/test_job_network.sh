@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 14: every job in a network of its own. The whole pool (coordinator,
-# three agents, the CLI) runs inside a test namespace "provider" whose only
+# three agents, the CLI) runs inside a test namespace "provider" (made by
+# netns_lib.sh, as for test_job_network_ipv6 and _pasta) whose only
 # way out is a veth pair into a second test namespace "world", which plays
 # the LAN (192.168.77.1, a private address) and the internet (198.51.100.1,
 # a documentation address); nothing of this test can reach the machine's
@@ -18,118 +19,27 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPNET_INSIDE:-}" ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "SKIP test_job_network: needs netns: network namespaces need root"
-		exit 77
-	fi
-	for c in ip nsenter nft; do
-		if ! command -v "$c" >/dev/null 2>&1; then
-			echo "SKIP test_job_network: needs netns: no $c"
-			exit 77
-		fi
-	done
-	prov=gpnet-$$-p
-	world=gpnet-$$-w
-	srv=
-	outer_cleanup() {
-		[ -n "$srv" ] && kill "$srv" 2>/dev/null
-		for ns in "$prov" "$world"; do
-			for p in $(ip netns pids "$ns" 2>/dev/null); do
-				kill -KILL "$p" 2>/dev/null
-			done
-			ip netns del "$ns" 2>/dev/null
-		done
-	}
-	trap outer_cleanup EXIT
-	ip netns add "$prov" && ip netns add "$world" &&
-	    ip -n "$prov" link add up0 type veth peer name down0 \
-	        netns "$world" &&
-	    ip -n "$prov" link set lo up && ip -n "$world" link set lo up &&
-	    ip -n "$prov" addr add 192.168.77.2/24 dev up0 &&
-	    ip -n "$prov" link set up0 up &&
-	    ip -n "$world" addr add 192.168.77.1/24 dev down0 &&
-	    ip -n "$world" addr add 198.51.100.1/32 dev lo &&
-	    ip -n "$world" link set down0 up &&
-	    ip -n "$prov" route add default via 192.168.77.1 ||
-	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	# The world's servers: each answers its name to every connection.
-	nsenter --net="/run/netns/$world" python3 -c '
-import socket, threading
-def serve(addr, word):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, 8080))
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-def source():
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("198.51.100.1", 8081))
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(b"x" * (10 << 20))
-        c.close()
-def sink():
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("198.51.100.1", 8082))
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        n = 0
-        while True:
-            d = c.recv(1 << 16)
-            if not d:
-                break
-            n += len(d)
-        c.sendall(b"%d\n" % n)
-        c.close()
-for a, w in (("198.51.100.1", b"public"), ("192.168.77.1", b"lan")):
-    threading.Thread(target=serve, args=(a, w), daemon=True).start()
-threading.Thread(target=source, daemon=True).start()
-threading.Thread(target=sink, daemon=True).start()
-threading.Event().wait()
-' </dev/null >/dev/null 2>&1 &
-	srv=$!
-	nsenter --net="/run/netns/$prov" env GPNET_INSIDE=1 \
-	    bash "$here/$(basename "$0")"
+	. "$here/netns_lib.sh"
+	netns_pair_need test_job_network
+	netns_pair_make "gpnet-$$"
+	# The world's servers: public and LAN (each answers its name), 10 MiB
+	# down and up for net-rate.
+	netns_pair_world_serve public@198.51.100.1 lan@192.168.77.1 \
+	    source@198.51.100.1 sink@198.51.100.1
+	netns_pair_in_provider bash "$here/$(basename "$0")"
 	exit $?
 fi
 
 . "$here/lib.sh"
+. "$here/netns_lib.sh"
 . "$here/image_lib.sh"
 
 # The provider host's own services: loopback, its LAN address, abstract.
 host_port=$(free_port)
 hostaddr_port=$(free_port)
 host_abs="gpnet-host-$$"
-spawn "$T/host-servers.log" "$PY" -c '
-import socket, sys, threading
-def serve(s, word):
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-a = socket.socket(); a.bind(("127.0.0.1", int(sys.argv[1])))
-b = socket.socket(); b.bind(("0.0.0.0", int(sys.argv[2])))
-u = socket.socket(socket.AF_UNIX); u.bind("\0" + sys.argv[3])
-for s, w in ((a, b"hostlo"), (b, b"hostaddr"), (u, b"hostabs")):
-    threading.Thread(target=serve, args=(s, w), daemon=True).start()
-print("serving", flush=True)
-threading.Event().wait()
-' "$host_port" "$hostaddr_port" "$host_abs"
-host_srv=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q serving "$T/host-servers.log"; do
-	alive "$host_srv" || fail "host servers exited: $(cat "$T/host-servers.log")"
-	[ $SECONDS -ge $deadline ] && fail "host servers not up"
-	sleep 0.1
-done
+netns_pair_host_serve "hostlo@127.0.0.1@$host_port" \
+    "hostaddr@0.0.0.0@$hostaddr_port" "hostabs@abstract:$host_abs"
 
 printf 'images = any\n' >"$T/inet.policy"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"

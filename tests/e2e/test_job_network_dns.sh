@@ -48,34 +48,8 @@ fi
 . "$here/lib.sh"
 
 # The provider's own resolver, on its loopback: A records for one name.
-spawn "$T/resolver.log" "$PY" -c '
-import socket, struct
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", 53))
-print("serving", flush=True)
-while True:
-    q, peer = s.recvfrom(512)
-    if len(q) < 12:
-        continue
-    qid, flags, qd = struct.unpack(">HHH", q[:6])
-    i, labels = 12, []
-    while i < len(q) and q[i] != 0:
-        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
-        i += 1 + q[i]
-    qtype, qclass = struct.unpack(">HH", q[i + 1:i + 5])
-    question = q[12:i + 5]
-    name = ".".join(labels).lower()
-    print("query", name, qtype, flush=True)
-    known = name == "svc.gpupool.test"
-    answers = b""
-    if known and qtype == 1:
-        answers = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) +
-                   socket.inet_aton("198.51.100.7"))
-    rcode = 0 if known else 3
-    head = struct.pack(">HHHHHH", qid, 0x8180 | rcode, 1,
-                       1 if answers else 0, 0, 0)
-    s.sendto(head + question + answers, peer)
-'
+spawn "$T/resolver.log" "$PY" "$here/dns_resolver.py" \
+    svc.gpupool.test=198.51.100.7
 deadline=$((SECONDS + WAIT_S))
 until grep -q serving "$T/resolver.log"; do
 	[ $SECONDS -ge $deadline ] && fail "the test's resolver did not start: $(cat "$T/resolver.log")"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 14: IPv6 for jobs (a root agent's veth pairs, netns6.c). The pool
 # runs in a test namespace "provider" whose only way out is a veth pair
-# into "world", with IPv4 as in test_job_network and IPv6: the provider
-# host is 2001:db8:77::2, its default route 2001:db8:77::1; the world
-# serves a "public" server on 2001:db8:1::1 (a documentation address) and
-# a "LAN" server on the ULA fd00:77::1, and the IPv4 LAN server on
-# 192.168.77.1. The provider host serves on every address of its own
-# (2001:db8:77::2 and ::1).
+# into "world" (netns_lib.sh), with IPv4 as in test_job_network and IPv6:
+# the provider host is 2001:db8:77::2, its default route 2001:db8:77::1;
+# the world serves a "public" server on 2001:db8:1::1 (a documentation
+# address) and a "LAN" server on the ULA fd00:77::1, and the IPv4 LAN
+# server on 192.168.77.1. The provider host serves on every address of
+# its own (2001:db8:77::2 and ::1).
 #
 # One agent, policy lan; probe jobs ask for lan, internet and none:
 #   lan:      the public and the ULA server;
@@ -18,90 +18,27 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPNET_INSIDE:-}" ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "SKIP test_job_network_ipv6: needs netns: network namespaces need root"
-		exit 77
-	fi
-	for c in ip nsenter nft; do
-		if ! command -v "$c" >/dev/null 2>&1; then
-			echo "SKIP test_job_network_ipv6: needs netns: no $c"
-			exit 77
-		fi
-	done
-	prov=gpnet6-$$-p
-	world=gpnet6-$$-w
-	srv=
-	outer_cleanup() {
-		[ -n "$srv" ] && kill "$srv" 2>/dev/null
-		for ns in "$prov" "$world"; do
-			for p in $(ip netns pids "$ns" 2>/dev/null); do
-				kill -KILL "$p" 2>/dev/null
-			done
-			ip netns del "$ns" 2>/dev/null
-		done
-	}
-	trap outer_cleanup EXIT
-	ip netns add "$prov" && ip netns add "$world" &&
-	    ip -n "$prov" link add up0 type veth peer name down0 \
-	        netns "$world" &&
-	    ip -n "$prov" link set lo up && ip -n "$world" link set lo up &&
-	    ip -n "$prov" addr add 192.168.77.2/24 dev up0 &&
-	    ip -n "$prov" addr add 2001:db8:77::2/64 dev up0 nodad &&
-	    ip -n "$prov" link set up0 up &&
-	    ip -n "$world" addr add 192.168.77.1/24 dev down0 &&
-	    ip -n "$world" addr add 2001:db8:77::1/64 dev down0 nodad &&
-	    ip -n "$world" addr add 2001:db8:1::1/128 dev lo &&
-	    ip -n "$world" addr add fd00:77::1/128 dev lo &&
-	    ip -n "$world" link set down0 up &&
-	    ip -n "$prov" route add default via 192.168.77.1 &&
-	    ip -n "$prov" -6 route add default via 2001:db8:77::1 ||
-	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	nsenter --net="/run/netns/$world" python3 -c '
-import socket, threading
-def serve(fam, addr, word):
-    s = socket.socket(fam)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, 8080))
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-for f, a, w in ((socket.AF_INET6, "2001:db8:1::1", b"public6"),
-                (socket.AF_INET6, "fd00:77::1", b"lan6"),
-                (socket.AF_INET, "192.168.77.1", b"lan4")):
-    threading.Thread(target=serve, args=(f, a, w), daemon=True).start()
-threading.Event().wait()
-' </dev/null >/dev/null 2>&1 &
-	srv=$!
-	nsenter --net="/run/netns/$prov" env GPNET_INSIDE=1 \
-	    bash "$here/$(basename "$0")"
+	. "$here/netns_lib.sh"
+	netns_pair_need test_job_network_ipv6
+	netns_pair_make "gpnet6-$$"
+	ip -n "$NETNS_PROV" addr add 2001:db8:77::2/64 dev up0 nodad &&
+	    ip -n "$NETNS_WORLD" addr add 2001:db8:77::1/64 dev down0 nodad &&
+	    ip -n "$NETNS_WORLD" addr add 2001:db8:1::1/128 dev lo &&
+	    ip -n "$NETNS_WORLD" addr add fd00:77::1/128 dev lo &&
+	    ip -n "$NETNS_PROV" -6 route add default via 2001:db8:77::1 ||
+	    { echo "FAIL: cannot give the test namespaces IPv6"; exit 1; }
+	netns_pair_world_serve public6@2001:db8:1::1 lan6@fd00:77::1 \
+	    lan4@192.168.77.1
+	netns_pair_in_provider bash "$here/$(basename "$0")"
 	exit $?
 fi
 
 . "$here/lib.sh"
+. "$here/netns_lib.sh"
 
 # The provider host's own services: on every address, IPv6 and IPv4.
 host_port=$(free_port)
-spawn "$T/host-servers.log" "$PY" -c '
-import socket, sys
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-s.bind(("::", int(sys.argv[1])))
-s.listen(64)
-print("serving", flush=True)
-while True:
-    c, _ = s.accept()
-    c.sendall(b"host\n")
-    c.close()
-' "$host_port"
-host_srv=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q serving "$T/host-servers.log"; do
-	alive "$host_srv" || fail "host server exited: $(cat "$T/host-servers.log")"
-	[ $SECONDS -ge $deadline ] && fail "host server not up"
-	sleep 0.1
-done
+netns_pair_host_serve "host@::@$host_port"
 
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 start_coordinator

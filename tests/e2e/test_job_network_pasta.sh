@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue 14: the job networks of an agent that is not root (pasta, with
 # nftables inside each job's namespace). As in test_job_network, the pool
-# runs in a test namespace "provider" whose only way out is a veth pair
-# into "world" (the LAN 192.168.77.1, the internet 198.51.100.1); the
-# provider host also owns 172.31.5.1 (private) and 203.0.113.7 (a
-# documentation address standing for a public one) on its lo.
+# runs in a test namespace "provider" (netns_lib.sh) whose only way out is
+# a veth pair into "world" (the LAN 192.168.77.1, the internet
+# 198.51.100.1); the provider host also owns 172.31.5.1 (private) and
+# 203.0.113.7 (a documentation address standing for a public one) on its
+# lo.
 #
 # /dev/net/tun is 0600 on this machine: the test never changes it; it runs
 # in a private mount namespace where a 0666 node of its own (on a tmpfs)
@@ -22,84 +23,20 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${GPNET_INSIDE:-}" ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "SKIP test_job_network_pasta: needs netns: network namespaces need root"
-		exit 77
-	fi
+	. "$here/netns_lib.sh"
+	netns_pair_need test_job_network_pasta unshare setpriv mknod
 	if [ ! -x /usr/bin/pasta ]; then
 		echo "SKIP test_job_network_pasta: needs pasta: /usr/bin/pasta is not installed (Debian's passt)"
 		exit 77
 	fi
-	for c in ip nsenter nft unshare setpriv mknod; do
-		if ! command -v "$c" >/dev/null 2>&1; then
-			echo "SKIP test_job_network_pasta: needs netns: no $c"
-			exit 77
-		fi
-	done
-	prov=gpnetp-$$-p
-	world=gpnetp-$$-w
-	srv=
-	outer_cleanup() {
-		[ -n "$srv" ] && kill "$srv" 2>/dev/null
-		for ns in "$prov" "$world"; do
-			for p in $(ip netns pids "$ns" 2>/dev/null); do
-				kill -KILL "$p" 2>/dev/null
-			done
-			ip netns del "$ns" 2>/dev/null
-		done
-	}
-	trap outer_cleanup EXIT
-	ip netns add "$prov" && ip netns add "$world" &&
-	    ip -n "$prov" link add up0 type veth peer name down0 \
-	        netns "$world" &&
-	    ip -n "$prov" link set lo up && ip -n "$world" link set lo up &&
-	    ip -n "$prov" addr add 192.168.77.2/24 dev up0 &&
-	    ip -n "$prov" addr add 172.31.5.1/32 dev lo &&
-	    ip -n "$prov" addr add 203.0.113.7/32 dev lo &&
-	    ip -n "$prov" link set up0 up &&
-	    ip -n "$world" addr add 192.168.77.1/24 dev down0 &&
-	    ip -n "$world" addr add 198.51.100.1/32 dev lo &&
-	    ip -n "$world" link set down0 up &&
-	    ip -n "$prov" route add default via 192.168.77.1 ||
-	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	nsenter --net="/run/netns/$world" python3 -c '
-import socket, threading
-def serve(addr, word):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, 8080))
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-# Counts 10 MiB, then answers: no half-close (shutdown(SHUT_WR)) by the
-# job, which this pasta (Debian 12: 2023-03-09) mishandles: what the
-# server sends after it comes again and again, and its FIN never does.
-def sink():
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("198.51.100.1", 8082))
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        n = 0
-        while n < (10 << 20):
-            d = c.recv(1 << 16)
-            if not d:
-                break
-            n += len(d)
-        c.sendall(b"%d\n" % n)
-        c.close()
-for a, w in (("198.51.100.1", b"public"), ("192.168.77.1", b"lan")):
-    threading.Thread(target=serve, args=(a, w), daemon=True).start()
-threading.Thread(target=sink, daemon=True).start()
-threading.Event().wait()
-' </dev/null >/dev/null 2>&1 &
-	srv=$!
+	netns_pair_make "gpnetp-$$"
+	ip -n "$NETNS_PROV" addr add 172.31.5.1/32 dev lo &&
+	    ip -n "$NETNS_PROV" addr add 203.0.113.7/32 dev lo ||
+	    { echo "FAIL: cannot give the provider its own addresses"; exit 1; }
+	netns_pair_world_serve public@198.51.100.1 lan@192.168.77.1 \
+	    sink@198.51.100.1
 	# The private mount namespace: a tun node of the test's own.
-	nsenter --net="/run/netns/$prov" unshare -m --propagation private \
-	    env GPNET_INSIDE=1 bash -c '
+	netns_pair_in_provider unshare -m --propagation private bash -c '
 d=$(mktemp -d /tmp/gpnetp-tun.XXXXXX) || exit 90
 mount -t tmpfs -o mode=0755,size=64k gpnetp-tun "$d" || exit 90
 mknod -m 0666 "$d/tun" c 10 200 || exit 90
@@ -118,62 +55,18 @@ bash "$1"
 fi
 
 . "$here/lib.sh"
+. "$here/netns_lib.sh"
 
 # The provider host's own services: loopback, every address, abstract.
 host_port=$(free_port)
 hostaddr_port=$(free_port)
-spawn "$T/host-servers.log" "$PY" -c '
-import socket, sys, threading
-def serve(s, word):
-    s.listen(64)
-    while True:
-        c, _ = s.accept()
-        c.sendall(word + b"\n")
-        c.close()
-a = socket.socket(); a.bind(("127.0.0.1", int(sys.argv[1])))
-b = socket.socket(); b.bind(("0.0.0.0", int(sys.argv[2])))
-for s, w in ((a, b"hostlo"), (b, b"hostaddr")):
-    threading.Thread(target=serve, args=(s, w), daemon=True).start()
-print("serving", flush=True)
-threading.Event().wait()
-' "$host_port" "$hostaddr_port"
-host_srv=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q serving "$T/host-servers.log"; do
-	alive "$host_srv" || fail "host servers exited: $(cat "$T/host-servers.log")"
-	[ $SECONDS -ge $deadline ] && fail "host servers not up"
-	sleep 0.1
-done
+netns_pair_host_serve "hostlo@127.0.0.1@$host_port" \
+    "hostaddr@0.0.0.0@$hostaddr_port"
 
 # The provider's resolver, on its loopback only (pasta forwards jobs'
 # queries to it from the host).
-spawn "$T/resolver.log" "$PY" -c '
-import socket, struct
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", 53))
-print("serving", flush=True)
-while True:
-    q, peer = s.recvfrom(512)
-    if len(q) < 12:
-        continue
-    qid = struct.unpack(">H", q[:2])[0]
-    i, labels = 12, []
-    while i < len(q) and q[i] != 0:
-        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
-        i += 1 + q[i]
-    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
-    question = q[12:i + 5]
-    name = ".".join(labels).lower()
-    print("query", name, qtype, flush=True)
-    known = name == "svc.gpupool.test"
-    answers = b""
-    if known and qtype == 1:
-        answers = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) +
-                   socket.inet_aton("198.51.100.7"))
-    head = struct.pack(">HHHHHH", qid, 0x8180 | (0 if known else 3), 1,
-                       1 if answers else 0, 0, 0)
-    s.sendto(head + question + answers, peer)
-'
+spawn "$T/resolver.log" "$PY" "$here/dns_resolver.py" \
+    svc.gpupool.test=198.51.100.7
 deadline=$((SECONDS + WAIT_S))
 until grep -q serving "$T/resolver.log"; do
 	[ $SECONDS -ge $deadline ] && fail "the test's resolver did not start: $(cat "$T/resolver.log")"

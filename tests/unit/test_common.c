@@ -126,6 +126,7 @@ TEST(parse_mib)
 	CHECK_EQ(mib("G"), -1);
 	CHECK_EQ(mib("-1"), -1);
 	CHECK_EQ(mib("16X"), -1);
+	CHECK_EQ(mib("16K"), -1);
 	CHECK_EQ(mib("16Gi"), -1);
 	CHECK_EQ(mib("16GiBs"), -1);
 	CHECK_EQ(mib("16 G"), -1);

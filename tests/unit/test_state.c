@@ -4,9 +4,10 @@
  * time by state_batch_run (what the state thread runs), the clock passed
  * in. Covers submit, assign, start, finish, requeue on lease expiry, the
  * fencing of a stale attempt, a gang losing a node, preemption, purge,
- * and a seeded random walk over thousands of events checking that no job
- * ever runs on two nodes at once and that every acknowledged job
- * survives (is known, and ends once).
+ * a gang's overlay kept through a restart, and a seeded random walk over
+ * thousands of events checking that no job ever runs on two nodes at
+ * once and that every acknowledged job survives (is known, and ends
+ * once).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "log.h"
 #include "unit.h"
 #include "util.h"
+#include "wg.h"
 
 static char dir[] = "/var/tmp/gpupool-state-XXXXXX";
 static struct coord_config cfg;
@@ -636,6 +638,160 @@ TEST(idle_clock_kept)
 	pthread_rwlock_unlock(&state.lock);
 }
 
+/*
+ * Registers an agent with a gang overlay (ports 1..4 from port, no
+ * --advertise-addr: its gangs need the overlay) that runs running (a
+ * JSON array of {job_id, attempt}, consumed). Returns its node id.
+ */
+static int64_t
+register_overlay_node(const char *name, int port, json_t *running)
+{
+	struct op *op = op_new(OP_REGISTER, &provider);
+	json_t *gpus = json_array();
+	int64_t id = 0;
+	char uuid[64];
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(uuid, sizeof(uuid), "GPU-%s-%d", name, i);
+		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:i}",
+		    "index", i, "uuid", uuid, "model", "Fake", "mem_mib",
+		    1000));
+	}
+	op->body = json_pack("{s:i,s:s,s:i,s:i,s:o,s:o,s:{s:i,s:i}}",
+	    "protocol", 1, "name", name, "cpus", 16, "mem_mib", 64000,
+	    "gpus", gpus, "running", running, "overlay", "port", port,
+	    "ports", 4);
+	gp_strlcpy(op->peer, "198.51.100.7", sizeof(op->peer));
+	if (run(op) == 200)
+		id = json_integer_value(json_object_get(op->result, "node_id"));
+	op_free(op);
+	return id;
+}
+
+/* Part k of job's overlay: its public key, slot and private key. */
+static void
+overlay_of(int64_t job, int k, char pub[48], int *slot, char priv[48])
+{
+	struct job *j;
+
+	pub[0] = priv[0] = '\0';
+	*slot = -1;
+	pthread_rwlock_rdlock(&state.lock);
+	if ((j = state_job(job)) != NULL && k < j->nparts) {
+		gp_strlcpy(pub, j->parts[k].ov_pub, 48);
+		gp_strlcpy(priv, j->parts[k].ov_priv, 48);
+		*slot = j->parts[k].ov_slot;
+	}
+	pthread_rwlock_unlock(&state.lock);
+}
+
+/* The node of part k of job (0: none). */
+static int64_t
+part_node(int64_t job, int k)
+{
+	struct job *j;
+	int64_t id = 0;
+
+	pthread_rwlock_rdlock(&state.lock);
+	if ((j = state_job(job)) != NULL && k < j->nparts)
+		id = j->parts[k].node_id;
+	pthread_rwlock_unlock(&state.lock);
+	return id;
+}
+
+/*
+ * A running gang's overlay survives a coordinator restart (issue 14): its
+ * parts' public keys and port slots come back from the store, so a gang
+ * assigned after the restart takes other slots than the running one's
+ * (the same slot would be the same UDP port, which the running part's
+ * wireguard-go holds); no private key is kept once a part started, nor
+ * loaded; and the gang's end takes its overlay out of the store.
+ */
+TEST(gang_overlay_kept)
+{
+	static const char gang[] =
+	    "{\"command\":[\"true\"],\"gpus\":1,\"nodes\":2}";
+	char pub[2][48], priv[48], pub2[48];
+	int64_t oa, ob, g1, g2, node[2];
+	int slot[2], slot2, g2slot[2], k, attempt = 0;
+
+	mono += state.cfg.lease_ms + 1000;
+	tick();
+	oa = register_overlay_node("ova", 52000, json_array());
+	ob = register_overlay_node("ovb", 52100, json_array());
+	CHECK(oa > 0 && ob > 0);
+	beat(oa);
+	beat(ob);
+	CHECK((g1 = submit_spec(gang)) > 0);
+	tick();
+	CHECK_EQ(job_where(g1, NULL, &attempt), JOB_RUNNING);
+	for (k = 0; k < 2; k++) {
+		overlay_of(g1, k, pub[k], &slot[k], priv);
+		CHECK(gp_wg_key_valid(pub[k]));
+		CHECK(priv[0] != '\0'); /* until its agent has it */
+		CHECK(slot[k] >= 1 && slot[k] <= 2);
+		node[k] = part_node(g1, k);
+		CHECK(node[k] == oa || node[k] == ob);
+	}
+	/* (both parts may be on one node: then on two slots of its) */
+	CHECK(node[0] != node[1] || slot[0] != slot[1]);
+	for (k = 0; k < 2; k++) {
+		if (k == 0 || node[1] != node[0])
+			CHECK_EQ(report(OP_STARTED, g1, attempt, node[k], 0),
+			    200);
+		overlay_of(g1, k, pub2, &slot2, priv);
+		CHECK_STR(priv, ""); /* started: wiped */
+	}
+
+	/* kill -9 and start: the same keys and slots, no private key */
+	state_fini();
+	CHECK_EQ(state_init(&cfg), 0);
+	for (k = 0; k < 2; k++) {
+		overlay_of(g1, k, pub2, &slot2, priv);
+		CHECK_STR(pub2, pub[k]);
+		CHECK_EQ(slot2, slot[k]);
+		CHECK_STR(priv, "");
+	}
+	/* the agents come back, still running it; a second gang comes */
+	CHECK_EQ(register_overlay_node("ova", 52000, json_pack("[{s:I,s:i}]",
+	    "job_id", (json_int_t)g1, "attempt", attempt)), oa);
+	CHECK_EQ(register_overlay_node("ovb", 52100, json_pack("[{s:I,s:i}]",
+	    "job_id", (json_int_t)g1, "attempt", attempt)), ob);
+	beat(oa);
+	beat(ob);
+	CHECK((g2 = submit_spec(gang)) > 0);
+	tick();
+	CHECK_EQ(job_where(g1, NULL, NULL), JOB_RUNNING);
+	CHECK_EQ(job_where(g2, NULL, NULL), JOB_RUNNING);
+	for (k = 0; k < 2; k++) {
+		int64_t on = part_node(g2, k);
+
+		overlay_of(g2, k, pub2, &slot2, priv);
+		CHECK(gp_wg_key_valid(pub2));
+		CHECK(strcmp(pub2, pub[0]) != 0 && strcmp(pub2, pub[1]) != 0);
+		/* not a slot (a UDP port) of the running gang's on its node */
+		CHECK(slot2 > 0);
+		CHECK(!(on == node[0] && slot2 == slot[0]));
+		CHECK(!(on == node[1] && slot2 == slot[1]));
+		g2slot[k] = slot2;
+	}
+
+	/* the first gang ends: no overlay left for it, after a restart too */
+	CHECK_EQ(report(OP_FINISHED, g1, attempt, node[0], 0), 200);
+	if (node[1] != node[0])
+		CHECK_EQ(report(OP_FINISHED, g1, attempt, node[1], 0), 200);
+	CHECK_EQ(job_where(g1, NULL, NULL), JOB_SUCCEEDED);
+	state_fini();
+	CHECK_EQ(state_init(&cfg), 0);
+	for (k = 0; k < 2; k++) {
+		overlay_of(g1, k, pub2, &slot2, priv);
+		CHECK_STR(pub2, "");
+		CHECK(slot2 <= 0);
+		overlay_of(g2, k, pub2, &slot2, priv);
+		CHECK_EQ(slot2, g2slot[k]);
+	}
+}
+
 int
 main(void)
 {
@@ -668,6 +824,7 @@ main(void)
 	RUN(purge_keeps_the_row);
 	RUN(random_walk);
 	RUN(idle_clock_kept);
+	RUN(gang_overlay_kept);
 	gp_remove_tree(dir);
 	return unit_report();
 }

@@ -7,9 +7,11 @@
  * an array task whose row stays on disk does not come back as a queued
  * task, while a task without a row does; read_job and read_job_brief
  * read a row back through their own connection, and answer GP_ENOENT
- * where there is none.
+ * where there is none; a running gang's overlay (public keys and port
+ * slots, never private keys) comes back with its parts.
  */
 #include <stdint.h>
+#include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "jobspec.h"
 #include "log.h"
 #include "unit.h"
+#include "wg.h"
 
 static char dir[256], path[300], cmd[300];
 static int64_t loaded[16];
@@ -311,6 +314,141 @@ TEST(job_round_trip)
 	CHECK_EQ(system(cmd), 0);
 }
 
+/* The history column of job id, as stored (malloc'd), or NULL. */
+static char *
+history_text(int64_t id)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char *out = NULL;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		return NULL;
+	if (sqlite3_prepare_v2(db, "SELECT history FROM jobs WHERE id = ?", -1,
+		&st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, id);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			out = strdup((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+	return out;
+}
+
+/*
+ * A running gang's overlay (issue 14, docs/agent.md "Gangs behind NATs"):
+ * each running part's public key and port slot come back from the store
+ * (a restarted coordinator answers the same overlay and gives no other
+ * part its port); the private keys are never written; a part that ended
+ * has none in its row; a key or a slot that is not sound is dropped.
+ */
+TEST(gang_overlay_round_trip)
+{
+	static const char text[] = "{\"command\": [\"true\"], \"gpus\": 1,"
+				   " \"nodes\": 2}";
+	struct attempt_record hist[1];
+	struct job_part parts[2];
+	struct job j, *back = NULL;
+	char err[256], pubs[2][48], privs[2][48], *h;
+	sqlite3 *db;
+	int k;
+
+	snprintf(dir, sizeof(dir), "/tmp/gp-test-store.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	CHECK_EQ(open_store(), 0);
+	memset(&j, 0, sizeof(j));
+	memset(hist, 0, sizeof(hist));
+	memset(parts, 0, sizeof(parts));
+	CHECK_EQ(gp_jobspec_decode(text, strlen(text), &j.spec, err,
+		     sizeof(err)),
+	    0);
+	j.id = 12;
+	gp_strlcpy(j.user, "bob", sizeof(j.user));
+	j.state = JOB_RUNNING;
+	j.attempts = 1;
+	j.node_id = 1;
+	hist[0].attempt = 1;
+	hist[0].node_id = 1;
+	j.history = hist;
+	j.nhistory = 1;
+	j.parts = parts;
+	j.nparts = 2;
+	for (k = 0; k < 2; k++) {
+		CHECK_EQ(gp_wg_keypair(privs[k], pubs[k]), 0);
+		gp_strlcpy(parts[k].ov_priv, privs[k], sizeof(parts[k].ov_priv));
+		gp_strlcpy(parts[k].ov_pub, pubs[k], sizeof(parts[k].ov_pub));
+		parts[k].node_id = k + 1;
+		parts[k].started_ack = 1;
+	}
+	parts[0].ov_slot = 3;
+	parts[1].ov_slot = GP_OVERLAY_SLOTS_MAX;
+	CHECK_EQ(store->ops->begin(store), 0);
+	CHECK_EQ(store->ops->put_job(store, &j), 0);
+	CHECK_EQ(store->ops->commit(store), 0);
+	h = history_text(12);
+	CHECK(h != NULL && strstr(h, pubs[0]) != NULL);
+	CHECK(h != NULL && strstr(h, privs[0]) == NULL &&
+	    strstr(h, privs[1]) == NULL);
+	free(h);
+	CHECK_EQ(store->ops->read_job(store, 12, &back), 0);
+	CHECK(back != NULL && back->nparts == 2);
+	if (back != NULL && back->nparts == 2) {
+		CHECK_STR(back->parts[0].ov_pub, pubs[0]);
+		CHECK_STR(back->parts[1].ov_pub, pubs[1]);
+		CHECK_EQ(back->parts[0].ov_slot, 3);
+		CHECK_EQ(back->parts[1].ov_slot, GP_OVERLAY_SLOTS_MAX);
+		CHECK_STR(back->parts[0].ov_priv, "");
+		CHECK_STR(back->parts[1].ov_priv, "");
+	}
+	state_job_stored_free(back);
+	back = NULL;
+
+	/* part 1 ended: its overlay leaves the row, part 0's stays */
+	parts[1].ended = 1;
+	CHECK_EQ(store->ops->begin(store), 0);
+	CHECK_EQ(store->ops->put_job(store, &j), 0);
+	CHECK_EQ(store->ops->commit(store), 0);
+	h = history_text(12);
+	CHECK(h != NULL && strstr(h, pubs[1]) == NULL &&
+	    strstr(h, pubs[0]) != NULL);
+	free(h);
+	CHECK_EQ(store->ops->read_job(store, 12, &back), 0);
+	if (back != NULL && back->nparts == 2) {
+		CHECK_EQ(back->parts[0].ov_slot, 3);
+		CHECK_EQ(back->parts[1].ov_slot, 0);
+		CHECK_STR(back->parts[1].ov_pub, "");
+	}
+	state_job_stored_free(back);
+	back = NULL;
+
+	/* a slot past the table, a key that is not one: dropped */
+	CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+	CHECK_EQ(sqlite3_exec(db,
+		     "UPDATE jobs SET history = replace(replace(history,"
+		     " '\"overlay_slot\":3', '\"overlay_slot\":257'),"
+		     " '\"ended\":true', '\"ended\":false,"
+		     "\"overlay_key\":\"nope\",\"overlay_slot\":1')"
+		     " WHERE id = 12",
+		     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	CHECK_EQ(store->ops->read_job(store, 12, &back), 0);
+	if (back != NULL && back->nparts == 2) {
+		CHECK_EQ(back->parts[0].ov_slot, 0);
+		CHECK_STR(back->parts[0].ov_pub, "");
+		CHECK_EQ(back->parts[1].ended, 0);
+		CHECK_EQ(back->parts[1].ov_slot, 0);
+	}
+	state_job_stored_free(back);
+	sodium_memzero(privs, sizeof(privs));
+	gp_jobspec_fini(&j.spec);
+	gp_store_close(store);
+	store = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
 /*
  * --db: a path, sqlite:PATH, postgresql:// (a bad one refused at once); the
  * pool id: made once, kept in the data dir, another pool's store
@@ -379,5 +517,6 @@ main(void)
 	RUN(submit_keys);
 	RUN(selection_and_identity);
 	RUN(job_round_trip);
+	RUN(gang_overlay_round_trip);
 	return unit_report();
 }
