@@ -76,7 +76,17 @@ epoch=$(epoch_now)
 log "a stopped in its pass; b takes over; alice puts a new data set on b"
 deadline=$((SECONDS + WAIT_S))
 until [ "$(epoch_now)" -gt "$epoch" ] 2>/dev/null; do
-	[ $SECONDS -ge $deadline ] && fail "b did not take over from the stopped a within ${WAIT_S}s"
+	if [ $SECONDS -ge $deadline ]; then
+		# What holds the takeover up: the sessions and their locks.
+		pg_psql "SELECT pid, application_name, state, backend_xid,
+		    wait_event_type || ':' || coalesce(wait_event, ''),
+		    left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+		    FROM pg_stat_activity WHERE datname = 'gpupool'" >&2
+		pg_psql "SELECT l.pid, l.locktype, l.mode, l.granted, c.relname
+		    FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation
+		    WHERE NOT l.granted OR c.relname LIKE 'gp_%'" >&2
+		fail "b did not take over from the stopped a within ${WAIT_S}s"
+	fi
 	sleep 0.1
 done
 COORD_PID=${PID[b]} COORD_PORT=${PORT[b]}
