@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coord_metrics.h"
@@ -841,6 +842,26 @@ gc_owner(struct blob_store *s, const char *owner)
 			return 1;
 		}
 	}
+	if (s->cfg.gc_pause_ms > 0) {
+		gp_info("%s gc references scanned owner=%s: pausing ms=%lld "
+			"(GPUPOOL_TEST_GC_PAUSE_MS, tests only)",
+		    s->what, owner, (long long)s->cfg.gc_pause_ms);
+		struct timespec ts = {(time_t)(s->cfg.gc_pause_ms / 1000),
+		    (long)(s->cfg.gc_pause_ms % 1000) * 1000000L};
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	/* Nothing is removed unless this coordinator still leads. */
+	for (i = 0; i < s->nusers; i++) {
+		if (s->users[i]->fence != NULL && s->users[i]->fence() != 0) {
+			blob_unlock(s);
+			json_decref(refs);
+			gp_warn("%s gc skipped owner=%s user=%s: not fenced",
+			    s->what, owner, s->users[i]->name);
+			return 1;
+		}
+	}
 	snprintf(sub, sizeof(sub), "%s/%s", dir, s->subdir);
 	if ((dh = opendir(sub)) != NULL) {
 		while ((d = readdir(dh)) != NULL) {
@@ -1016,6 +1037,21 @@ env_int(const char *name, int64_t min, int64_t max, int64_t def)
 	return n;
 }
 
+/*
+ * Tests only: GPUPOOL_TEST_GC_PAUSE_MS, a GC pass's wait between its
+ * reference scan and its fence (test_gc_fence_pg.sh pauses the leader
+ * there).
+ */
+static int64_t
+gc_pause_ms(void)
+{
+	int64_t ms = env_int("GPUPOOL_TEST_GC_PAUSE_MS", 1, 600000, 0);
+
+	if (ms > 0)
+		gp_warn("blob gc test mode gc_pause_ms=%lld", (long long)ms);
+	return ms;
+}
+
 int
 blob_init(const struct coord_config *cfg)
 {
@@ -1065,6 +1101,7 @@ blob_init(const struct coord_config *cfg)
 	c.gc_period_ms = gc_ms > 0 ? gc_ms : 60000;
 	c.on_stored = metrics_chunk_stored;
 	c.defer_dir_sync = 1;
+	c.gc_pause_ms = gc_pause_ms();
 	if ((ret = store_open(&c, &blob_chunks)) != 0)
 		return ret;
 
@@ -1080,6 +1117,7 @@ blob_init(const struct coord_config *cfg)
 		gp_warn("image gc test mode gc_ms=%lld", (long long)gc_ms);
 	c.grace_ms = gc_ms > 0 ? gc_ms : 3600 * 1000LL;
 	c.gc_period_ms = gc_ms > 0 ? gc_ms : 60000;
+	c.gc_pause_ms = gc_pause_ms();
 	return store_open(&c, &blob_images);
 }
 

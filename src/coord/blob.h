@@ -57,6 +57,12 @@ struct blob_store_config {
 	 */
 	int defer_dir_sync;
 	int64_t store_delay_ms; /* tests only: each store behind waits */
+	/*
+	 * Tests only (GPUPOOL_TEST_GC_PAUSE_MS): each owner's GC pass
+	 * waits this long between its reference scan and its fence, so
+	 * that a test can pause the leader there (test_gc_fence_pg.sh).
+	 */
+	int64_t gc_pause_ms;
 	int64_t grace_ms;       /* garbage younger than this stays */
 	int64_t gc_period_ms;
 	void (*on_stored)(size_t bytes); /* metrics; may be NULL */
@@ -71,11 +77,18 @@ struct blob_store;
  * collect: with blob_lock held: adds to refs ({hex: true}) every blob
  *   the owner's objects (and uploads in progress) reference. A failure
  *   (GP_EIO) keeps every blob of the owner for this pass.
+ * fence: with blob_lock held, after every user's collect and before
+ *   anything is removed: 0 while this coordinator still leads (the
+ *   records it scanned are the pool's); else the pass removes nothing
+ *   (with several coordinators: gp_meta_fence, an empty fenced
+ *   transaction, which also steps a fenced-off coordinator down).
+ *   NULL: always 0.
  */
 struct blob_user {
 	const char *name;
 	void (*expire)(void);
 	int (*collect)(const char *owner, json_t *refs);
+	int (*fence)(void);
 };
 
 /* blob.c */

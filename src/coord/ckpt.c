@@ -76,6 +76,28 @@ static int parse_url(const char *url, int *agent, int64_t *id,
  */
 
 /*
+ * The GC's scans and fence (blob_lock held): their statements are tried
+ * once, never waited for (store_meta.h, impatient), so that a pass is
+ * skipped rather than hold every upload of the store while the database
+ * is away.
+ */
+static void
+scan_begin(void)
+{
+	pthread_mutex_lock(&ckpt_lock);
+	if (db != NULL)
+		db->impatient = 1;
+}
+
+static void
+scan_end(void)
+{
+	if (db != NULL)
+		db->impatient = 0;
+	pthread_mutex_unlock(&ckpt_lock);
+}
+
+/*
  * The chunk store's GC (a blob_user): adds the chunks of every kept
  * version of user to refs. blob_lock held.
  */
@@ -87,10 +109,10 @@ collect_refs(const char *user, json_t *refs)
 	size_t i, k;
 	int rc;
 
-	pthread_mutex_lock(&ckpt_lock);
+	scan_begin();
 	if (db == NULL || gp_meta_query(db, &st, "SELECT manifest FROM "
 	    "gp_ckpt_versions WHERE \"user\" = ?", "s", user) != 0) {
-		pthread_mutex_unlock(&ckpt_lock);
+		scan_end();
 		return GP_EIO;
 	}
 	while ((rc = gp_meta_next(st)) == 1) {
@@ -109,10 +131,7 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	gp_meta_done(st);
-	/* Nothing is removed unless this coordinator still leads. */
-	if (rc == 0)
-		rc = gp_meta_fence(db);
-	pthread_mutex_unlock(&ckpt_lock);
+	scan_end();
 	return rc == 0 ? 0 : GP_EIO;
 }
 
@@ -163,8 +182,20 @@ gc_finished_jobs(void)
 	free(ids);
 }
 
+/* A GC pass removes nothing unless this coordinator still leads. */
+static int
+gc_fence(void)
+{
+	int rc;
+
+	scan_begin();
+	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
+	scan_end();
+	return rc;
+}
+
 static const struct blob_user ckpt_blob_user = {"checkpoints",
-    gc_finished_jobs, collect_refs};
+    gc_finished_jobs, collect_refs, gc_fence};
 
 int
 ckpt_init(const struct coord_config *cfg)
@@ -470,10 +501,47 @@ handle_missing(struct MHD_Connection *conn, struct request *req,
 	return reply_json(conn, 200, json_pack("{s:o}", "missing", missing));
 }
 
+/* A version to record (record_version's IN), and OUT its number. */
+struct commit_record {
+	int64_t id, attempt;
+	const char *user, *manifest, *label;
+	int64_t keep;
+	const struct gp_ckpt_totals *tot;
+	int64_t version; /* OUT */
+};
+
+/* The version's rows, one transaction (gp_meta_transact's body). */
+static int
+record_version(struct gp_meta *m, void *arg)
+{
+	struct commit_record *r = arg;
+	int64_t version = 0;
+
+	if (gp_meta_query_int(m, "SELECT COALESCE((SELECT next FROM "
+	    "gp_ckpt_next_version WHERE job_id = ?1), (SELECT MAX(version) + 1 "
+	    "FROM gp_ckpt_versions WHERE job_id = ?1), 1)", &version, "I",
+	    r->id) != 1 ||
+	    gp_meta_run(m, "INSERT INTO gp_ckpt_versions(job_id, version, "
+	    "attempt, \"user\", manifest, bytes, files, label, created_ms) "
+	    "VALUES(?,?,?,?,?,?,?,?,?)", "IIIssIIsI", r->id, version,
+	    r->attempt, r->user, r->manifest, r->tot->bytes, r->tot->files,
+	    r->label, gp_now_ms()) != 0 ||
+	    gp_meta_run(m, "INSERT INTO gp_ckpt_next_version(job_id, next) "
+	    "VALUES(?, ?) ON CONFLICT(job_id) DO UPDATE SET "
+	    "next = excluded.next", "II", r->id, version + 1) != 0 ||
+	    /* Retention: the last `keep` versions of the job. */
+	    gp_meta_run(m, "DELETE FROM gp_ckpt_versions WHERE job_id = ?1 "
+	    "AND version <= ?2", "II", r->id, version - r->keep) != 0)
+		return GP_EIO;
+	r->version = version;
+	return 0;
+}
+
 static enum MHD_Result
 handle_commit(struct MHD_Connection *conn, struct request *req,
     int64_t id, int64_t attempt, const char *user)
 {
+	struct commit_record rec;
 	struct gp_ckpt_totals tot;
 	json_t *body = body_json(req), *f, *c, *stored;
 	const char *label, *name;
@@ -541,27 +609,15 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 	snprintf(err, sizeof(err), "cannot make the chunks durable");
 	if (blob_sync_owner(blob_chunks, user) != 0)
 		goto unlock;
-	snprintf(err, sizeof(err), "cannot record the version");
-	if (gp_meta_begin(db) != 0)
-		goto unlock;
-	if (gp_meta_query_int(db, "SELECT COALESCE((SELECT next FROM "
-	    "gp_ckpt_next_version WHERE job_id = ?1), (SELECT MAX(version) + 1 "
-	    "FROM gp_ckpt_versions WHERE job_id = ?1), 1)", &version, "I",
-	    id) != 1 ||
-	    gp_meta_run(db, "INSERT INTO gp_ckpt_versions(job_id, version, "
-	    "attempt, \"user\", manifest, bytes, files, label, created_ms) "
-	    "VALUES(?,?,?,?,?,?,?,?,?)", "IIIssIIsI", id, version, attempt,
-	    user, text, tot.bytes, tot.files, label, gp_now_ms()) != 0 ||
-	    gp_meta_run(db, "INSERT INTO gp_ckpt_next_version(job_id, next) "
-	    "VALUES(?, ?) ON CONFLICT(job_id) DO UPDATE SET "
-	    "next = excluded.next", "II", id, version + 1) != 0 ||
-	    /* Retention: the last `keep` versions of the job. */
-	    gp_meta_run(db, "DELETE FROM gp_ckpt_versions WHERE job_id = ?1 "
-	    "AND version <= ?2", "II", id, version - keep) != 0 ||
-	    gp_meta_commit(db) != 0) {
-		gp_meta_rollback(db);
+	rec = (struct commit_record){id, attempt, user, text, label, keep,
+	    &tot, 0};
+	if ((ret = gp_meta_transact(db, record_version, &rec)) != 0) {
+		status = gp_meta_http_status(ret);
+		snprintf(err, sizeof(err), "cannot record the version: %s",
+		    gp_meta_error(db));
 		goto unlock;
 	}
+	version = rec.version;
 	status = 0;
 unlock:
 	pthread_mutex_unlock(&ckpt_lock);

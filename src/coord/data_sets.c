@@ -239,15 +239,54 @@ jobs_using(const char *owner, const char *name, int64_t version, char *out,
 	return n;
 }
 
+/* Versions to remove (remove_versions' IN), OUT how many went. */
+struct removal {
+	const char *owner, *name;
+	int64_t version; /* 0: all */
+	int64_t removed; /* OUT */
+};
+
+/* The versions, and the shares with the last: one transaction. */
+static int
+remove_versions(struct gp_meta *meta, void *arg)
+{
+	struct removal *r = arg;
+	struct gp_meta_rows *st;
+	int64_t id;
+
+	r->removed = 0;
+	/* One version at a time: each deleted before the next read. */
+	for (;;) {
+		if (gp_meta_query(meta, &st, "SELECT id FROM "
+		    "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 "
+		    "AND name = ?2 AND (?3 = 0 OR version = ?3) LIMIT 1", "ssI",
+		    r->owner, r->name, r->version) != 0)
+			return GP_EIO;
+		id = gp_meta_next(st) == 1 ? gp_meta_int(st, 0) : 0;
+		gp_meta_done(st);
+		if (id == 0)
+			break;
+		if (data_object_delete(id) != 0)
+			return GP_EIO;
+		r->removed++;
+	}
+	/* The last version gone: so are its shares. */
+	if (data_object(r->owner, r->name, &(int64_t){0}) == 0 &&
+	    gp_meta_run(meta, "DELETE FROM gp_data_shares WHERE \"user\" = ? "
+	    "AND name = ?", "ss", r->owner, r->name) != 0)
+		return GP_EIO;
+	return 0;
+}
+
 /* DELETE /v1/data/OWNER/NAME[/VERSION]. */
 enum MHD_Result
 data_handle_remove(struct MHD_Connection *conn, struct request *req,
     const char *owner, const char *name, const char *vtext)
 {
+	struct removal rec;
 	char jobs[256];
-	struct gp_meta_rows *st;
-	int64_t version = 0, id, removed = 0;
-	int readable, status = 0;
+	int64_t version = 0, removed = 0;
+	int readable, status = 0, rc;
 
 	if (vtext != NULL && !data_num(vtext, &version))
 		return reply_error(conn, 404,
@@ -262,29 +301,12 @@ data_handle_remove(struct MHD_Connection *conn, struct request *req,
 		status = 403;
 	} else if (jobs_using(owner, name, version, jobs, sizeof(jobs)) > 0) {
 		status = 409;
-	} else if (gp_meta_begin(data_db) == 0) {
-		/* One version at a time: each deleted before the next read. */
-		while (gp_meta_query(data_db, &st, "SELECT id FROM "
-		    "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 "
-		    "AND name = ?2 AND (?3 = 0 OR version = ?3) LIMIT 1", "ssI",
-		    owner, name, version) == 0) {
-			id = gp_meta_next(st) == 1 ? gp_meta_int(st, 0) : 0;
-			gp_meta_done(st);
-			if (id == 0 || data_object_delete(id) != 0)
-				break;
-			removed++;
-		}
-		/* The last version gone: so are its shares. */
-		if (data_object(owner, name, &(int64_t){0}) == 0)
-			(void)gp_meta_run(data_db, "DELETE FROM gp_data_shares "
-			    "WHERE \"user\" = ? AND name = ?", "ss", owner,
-			    name);
-		if (gp_meta_commit(data_db) != 0) {
-			gp_meta_rollback(data_db);
-			status = 500;
-		}
 	} else {
-		status = 500;
+		rec = (struct removal){owner, name, version, 0};
+		if ((rc = gp_meta_transact(data_db, remove_versions, &rec)) !=
+		    0)
+			status = gp_meta_http_status(rc);
+		removed = rec.removed;
 	}
 	pthread_mutex_unlock(&data_lock);
 	switch (status) {
@@ -302,7 +324,9 @@ data_handle_remove(struct MHD_Connection *conn, struct request *req,
 		    "queued or running jobs (%s): cancel them or wait",
 		    owner, name, vtext ? "@" : "", vtext ? vtext : "", jobs);
 	case 500:
-		return reply_error(conn, 500, "cannot remove the data set");
+	case 503:
+		return reply_error(conn, status, "cannot remove the data set: "
+		    "%s", gp_meta_error(data_db));
 	}
 	blob_gc_mark(blob_chunks, owner);
 	gp_info("data set removed user=%s name=%s version=%lld versions=%lld "

@@ -27,6 +27,134 @@
 
 /* ---- uploads ---- */
 
+/* A body's refusal (gp_meta_transact): the user's quota would be passed. */
+#define OVER_QUOTA 1
+
+/* An upload to record (record_upload's IN), OUT its id and the quota. */
+struct upload_record {
+	const char *user, *kind, *name;
+	int64_t job, attempt, creator;
+	const char *digest, *manifest;
+	const struct gp_ckpt_totals *tot;
+	json_t *m;
+	int64_t skip;
+	int64_t id, limit, used, adds; /* OUT */
+};
+
+/*
+ * The upload and its chunks, one transaction; OVER_QUOTA when its new
+ * chunks would pass the user's quota (checked before a byte is sent).
+ */
+static int
+record_upload(struct gp_meta *meta, void *arg)
+{
+	struct upload_record *r = arg;
+	const char *source;
+	json_t *f, *c;
+	int64_t size, want;
+	size_t i, k;
+
+	/* No name, job or attempt: NULL (NULLIF). */
+	if (gp_meta_query_int(meta, "INSERT INTO gp_data_uploads("
+	    "\"user\", kind, name, job_id, attempt, creator, digest, "
+	    "manifest, bytes, files, created_ms) VALUES(?, ?, ?, "
+	    "NULLIF(CAST(? AS BIGINT), 0), NULLIF(CAST(? AS BIGINT), 0), "
+	    "?, ?, ?, ?, ?, ?) RETURNING id", &r->id, "sstIIIssIII", r->user,
+	    r->kind, r->name, r->job, r->job > 0 ? r->attempt : 0, r->creator,
+	    r->digest, r->manifest, r->tot->bytes, r->tot->files,
+	    gp_now_ms()) != 1)
+		return GP_EIO;
+	json_array_foreach(json_object_get(r->m, "files"), i, f)
+	{
+		size = json_integer_value(json_object_get(f, "size"));
+		json_array_foreach(json_object_get(f, "chunks"), k, c)
+		{
+			want = size - (int64_t)k * GP_CKPT_CHUNK_SIZE;
+			if (gp_meta_run(meta, "INSERT INTO "
+			    "gp_data_upload_chunks(upload, chunk, size) "
+			    "VALUES(?, ?, ?) ON CONFLICT DO NOTHING",
+			    "IsI", r->id, json_string_value(c),
+			    want > GP_CKPT_CHUNK_SIZE ? GP_CKPT_CHUNK_SIZE
+						      : want) != 0)
+				return GP_EIO;
+		}
+	}
+	/* The quota, before a single byte is sent. */
+	r->limit = data_quota_of(r->user, &source);
+	if (r->limit > 0) {
+		r->used = data_usage(r->user, NULL, r->skip);
+		r->adds = data_upload_adds(r->id, r->user, r->skip);
+		if (r->adds > 0 && r->used + r->adds > r->limit)
+			return OVER_QUOTA;
+	}
+	return 0;
+}
+
+/* A commit to record (record_object's IN), OUT what it made. */
+struct object_record {
+	int64_t id;
+	const struct data_upload *u;
+	int64_t version, object, old, limit, before, after; /* OUT */
+};
+
+/*
+ * The upload made an object (a data set's new version, or the job's
+ * output in place of the one before), the upload gone: one transaction;
+ * OVER_QUOTA when it would pass the user's quota after all.
+ */
+static int
+record_object(struct gp_meta *meta, void *arg)
+{
+	struct object_record *r = arg;
+	const struct data_upload *u = r->u;
+	const char *source;
+
+	r->version = 0;
+	r->old = 0;
+	if (strcmp(u->kind, "data") == 0) {
+		r->version = data_query_int(1,
+		    "SELECT MAX(v) FROM (SELECT COALESCE((SELECT next FROM "
+		    "gp_data_next WHERE \"user\" = ?1 AND name = ?2), 1) AS v "
+		    "UNION ALL SELECT COALESCE((SELECT MAX(version) + 1 FROM "
+		    "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 AND "
+		    "name = ?2), 1)) AS candidates",
+		    "ss", u->user, u->name);
+		if (gp_meta_run(meta, "INSERT INTO gp_data_next(\"user\", "
+		    "name, next) VALUES(?, ?, ?) ON CONFLICT(\"user\", name) "
+		    "DO UPDATE SET next = excluded.next", "ssI", u->user,
+		    u->name, r->version + 1) != 0)
+			return GP_EIO;
+	} else {
+		/* A job has one output: the last one stored. */
+		r->old = data_query_int(0,
+		    "SELECT id FROM gp_data_objects WHERE kind = "
+		    "'output' AND job_id = ?",
+		    "i", u->job_id);
+		if (r->old > 0 && data_object_delete(r->old) != 0)
+			return GP_EIO;
+	}
+	/* An output has no version: NULL (NULLIF). */
+	if (gp_meta_query_int(meta, "INSERT INTO gp_data_objects(\"user\", "
+	    "kind, name, version, job_id, attempt, manifest, bytes, files, "
+	    "created_ms) SELECT \"user\", kind, name, "
+	    "NULLIF(CAST(?2 AS BIGINT), 0), job_id, attempt, manifest, bytes, "
+	    "files, CAST(?3 AS BIGINT) FROM gp_data_uploads WHERE id = ?1 "
+	    "RETURNING id", &r->object, "III", r->id, r->version,
+	    gp_now_ms()) != 1 ||
+	    gp_meta_run(meta, "INSERT INTO gp_data_object_chunks(object, "
+	    "chunk, size) SELECT CAST(?1 AS BIGINT), chunk, size FROM "
+	    "gp_data_upload_chunks WHERE upload = ?2", "II", r->object,
+	    r->id) != 0)
+		return GP_EIO;
+	data_upload_delete(r->id);
+	r->limit = data_quota_of(u->user, &source);
+	if (r->limit > 0 &&
+	    (r->after = data_usage(u->user, NULL, 0)) > r->limit &&
+	    r->after > (r->before = data_usage(u->user, NULL, r->object)))
+		return OVER_QUOTA; /* the quota changed, or another won */
+	return 0;
+}
+
 /*
  * Begins (or finds again) an upload of manifest m (checked) as user.
  * kind "data" with name, or "output" with job and attempt. Answers 201
@@ -40,13 +168,12 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	unsigned char hash[32];
 	char digest[65], *text;
 	struct gp_meta_rows *st = NULL;
-	json_t *f, *c, *missing = NULL;
+	json_t *missing = NULL;
 	const char *cname;
-	int64_t id = 0, skip = 0, limit, used, adds, size, want;
-	const char *source;
+	struct upload_record rec;
+	int64_t id = 0, skip = 0;
 	enum MHD_Result rc;
-	size_t i, k;
-	int status = 500;
+	int status = 500, ret;
 
 	if ((text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
 		return reply_error(conn, 503, "out of memory");
@@ -73,50 +200,26 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 		    "created_ms = ?1, creator = ?2 WHERE id = ?3", "III",
 		    gp_now_ms(), who->id, id);
 	} else {
-		if (gp_meta_begin(data_db) != 0)
+		rec = (struct upload_record){user, kind, name, job, attempt,
+		    who->id, digest, text, tot, m, skip, 0, 0, 0, 0};
+		ret = gp_meta_transact(data_db, record_upload, &rec);
+		if (ret == OVER_QUOTA) {
+			pthread_mutex_unlock(&data_lock);
+			blob_unlock(blob_chunks);
+			free(text);
+			return data_reply_quota(conn, user, rec.used, rec.limit,
+			    rec.adds);
+		}
+		if (ret != 0) {
+			status = gp_meta_http_status(ret);
+			gp_warn("upload begin refused user=%s status=%d "
+				"error=\"%s\"",
+			    user, status, gp_meta_error(data_db));
 			goto unlock;
-		/* No name, job or attempt: NULL (NULLIF). */
-		if (gp_meta_query_int(data_db, "INSERT INTO gp_data_uploads("
-		    "\"user\", kind, name, job_id, attempt, creator, digest, "
-		    "manifest, bytes, files, created_ms) VALUES(?, ?, ?, "
-		    "NULLIF(CAST(? AS BIGINT), 0), NULLIF(CAST(? AS BIGINT), 0), "
-		    "?, ?, ?, ?, ?, ?) RETURNING id", &id, "sstIIIssIII", user,
-		    kind, name, job, job > 0 ? attempt : 0, who->id, digest, text,
-		    tot->bytes, tot->files, gp_now_ms()) != 1)
-			goto rollback;
-		json_array_foreach(json_object_get(m, "files"), i, f)
-		{
-			size = json_integer_value(json_object_get(f, "size"));
-			json_array_foreach(json_object_get(f, "chunks"), k, c)
-			{
-				want = size - (int64_t)k * GP_CKPT_CHUNK_SIZE;
-				if (gp_meta_run(data_db, "INSERT INTO "
-				    "gp_data_upload_chunks(upload, chunk, size) "
-				    "VALUES(?, ?, ?) ON CONFLICT DO NOTHING",
-				    "IsI", id, json_string_value(c),
-				    want > GP_CKPT_CHUNK_SIZE ? GP_CKPT_CHUNK_SIZE
-							      : want) != 0)
-					goto rollback;
-			}
 		}
-		/* The quota, before a single byte is sent. */
-		limit = data_quota_of(user, &source);
-		if (limit > 0) {
-			used = data_usage(user, NULL, skip);
-			adds = data_upload_adds(id, user, skip);
-			if (adds > 0 && used + adds > limit) {
-				gp_meta_rollback(data_db);
-				pthread_mutex_unlock(&data_lock);
-				blob_unlock(blob_chunks);
-				free(text);
-				return data_reply_quota(conn, user, used, limit,
-				    adds);
-			}
-		}
-		if (gp_meta_commit(data_db) != 0)
-			goto rollback;
+		id = rec.id;
 	}
-	/* What the store lacks (present ones are young again, see GC). */	/* What the store lacks (present ones are young again, see GC). */
+	/* What the store lacks (present ones are young again, see GC). */
 	missing = json_array();
 	if (missing == NULL || gp_meta_query(data_db, &st, "SELECT chunk FROM "
 	    "gp_data_upload_chunks WHERE upload = ?", "I", id) != 0)
@@ -129,9 +232,6 @@ upload_begin(struct MHD_Connection *conn, const struct token_entry *who,
 	gp_meta_done(st);
 	st = NULL;
 	status = 0;
-	goto unlock;
-rollback:
-	gp_meta_rollback(data_db);
 unlock:
 	pthread_mutex_unlock(&data_lock);
 	blob_unlock(blob_chunks);
@@ -259,9 +359,9 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	struct gp_meta_rows *st = NULL;
 	struct data_upload u;
 	struct stat sb;
-	int64_t version = 0, object, limit, after, before, old = 0;
-	const char *source;
-	int status = 500;
+	struct object_record rec;
+	int64_t version = 0, old = 0;
+	int status = 500, ret;
 
 	/* No chunk goes between the check and the insert (blob.h). */
 	blob_lock(blob_chunks);
@@ -302,62 +402,26 @@ data_handle_commit(struct MHD_Connection *conn, struct request *req, int64_t id)
 	snprintf(err, sizeof(err), "cannot make the chunks durable");
 	if (blob_sync_owner(blob_chunks, u.user) != 0)
 		goto unlock;
-	snprintf(err, sizeof(err), "cannot record the %s",
-	    strcmp(u.kind, "data") == 0 ? "version" : "output");
-	if (gp_meta_begin(data_db) != 0)
-		goto unlock;
-	if (strcmp(u.kind, "data") == 0) {
-		version = data_query_int(1,
-		    "SELECT MAX(v) FROM (SELECT COALESCE((SELECT next FROM "
-		    "gp_data_next WHERE \"user\" = ?1 AND name = ?2), 1) AS v "
-		    "UNION ALL SELECT COALESCE((SELECT MAX(version) + 1 FROM "
-		    "gp_data_objects WHERE kind = 'data' AND \"user\" = ?1 AND "
-		    "name = ?2), 1)) AS candidates",
-		    "ss", u.user, u.name);
-		if (gp_meta_run(data_db, "INSERT INTO gp_data_next(\"user\", "
-		    "name, next) VALUES(?, ?, ?) ON CONFLICT(\"user\", name) "
-		    "DO UPDATE SET next = excluded.next", "ssI", u.user, u.name,
-		    version + 1) != 0)
-			goto rollback;
-	} else {
-		/* A job has one output: the last one stored. */
-		old = data_query_int(0,
-		    "SELECT id FROM gp_data_objects WHERE kind = "
-		    "'output' AND job_id = ?",
-		    "i", u.job_id);
-		if (old > 0 && data_object_delete(old) != 0)
-			goto rollback;
-	}
-	/* An output has no version: NULL (NULLIF). */
-	if (gp_meta_query_int(data_db, "INSERT INTO gp_data_objects(\"user\", "
-	    "kind, name, version, job_id, attempt, manifest, bytes, files, "
-	    "created_ms) SELECT \"user\", kind, name, "
-	    "NULLIF(CAST(?2 AS BIGINT), 0), job_id, attempt, manifest, bytes, "
-	    "files, CAST(?3 AS BIGINT) FROM gp_data_uploads WHERE id = ?1 "
-	    "RETURNING id", &object, "III", id, version, gp_now_ms()) != 1 ||
-	    gp_meta_run(data_db, "INSERT INTO gp_data_object_chunks(object, "
-	    "chunk, size) SELECT CAST(?1 AS BIGINT), chunk, size FROM "
-	    "gp_data_upload_chunks WHERE upload = ?2", "II", object, id) != 0)
-		goto rollback;
-	data_upload_delete(id);
-	limit = data_quota_of(u.user, &source);
-	if (limit > 0 && (after = data_usage(u.user, NULL, 0)) > limit &&
-	    after > (before = data_usage(u.user, NULL, object))) {
-		/* The quota changed meanwhile, or another upload won. */
-		gp_meta_rollback(data_db);
+	rec = (struct object_record){id, &u, 0, 0, 0, 0, 0, 0};
+	ret = gp_meta_transact(data_db, record_object, &rec);
+	if (ret == OVER_QUOTA) {
 		data_upload_delete(id);
 		pthread_mutex_unlock(&data_lock);
 		blob_unlock(blob_chunks);
 		blob_gc_mark(blob_chunks, u.user);
-		return data_reply_quota(conn, u.user, before, limit,
-		    after - before);
+		return data_reply_quota(conn, u.user, rec.before, rec.limit,
+		    rec.after - rec.before);
 	}
-	if (gp_meta_commit(data_db) != 0)
-		goto rollback;
+	if (ret != 0) {
+		status = gp_meta_http_status(ret);
+		snprintf(err, sizeof(err), "cannot record the %s: %s",
+		    strcmp(u.kind, "data") == 0 ? "version" : "output",
+		    gp_meta_error(data_db));
+		goto unlock;
+	}
+	version = rec.version;
+	old = rec.old;
 	status = 0;
-	goto unlock;
-rollback:
-	gp_meta_rollback(data_db);
 unlock:
 	gp_meta_done(st);
 	pthread_mutex_unlock(&data_lock);

@@ -117,12 +117,33 @@ pinned_digests(void)
 }
 
 /* Drops manifests nothing names or pins. image_lock held. */
+/* Deletes the manifests in arg (a JSON array of digests): one transaction. */
+static int
+drop_manifests(struct gp_meta *m, void *arg)
+{
+	static const char *const sql[] = {
+	    "DELETE FROM gp_image_manifests WHERE digest = ?",
+	    "DELETE FROM gp_image_manifest_blobs WHERE manifest = ?",
+	    "DELETE FROM gp_image_signatures WHERE digest = ?"};
+	json_t *v;
+	size_t i, k;
+
+	json_array_foreach((json_t *)arg, i, v)
+	{
+		for (k = 0; k < GP_ARRAY_LEN(sql); k++)
+			if (gp_meta_run(m, sql[k], "s",
+			    json_string_value(v)) != 0)
+				return GP_EIO;
+	}
+	return 0;
+}
+
 static void
 gc_manifests(json_t *pinned)
 {
 	struct gp_meta_rows *st;
 	json_t *drop = json_array(), *v;
-	size_t i, k;
+	size_t i;
 
 	if (gp_meta_query(db, &st, "SELECT digest FROM gp_image_manifests "
 	    "WHERE digest NOT IN (SELECT digest FROM gp_image_names)",
@@ -134,24 +155,12 @@ gc_manifests(json_t *pinned)
 				    json_string(gp_meta_text(st, 0)));
 		gp_meta_done(st);
 	}
-	if (json_array_size(drop) == 0 || gp_meta_begin(db) != 0) {
-		json_decref(drop);
-		return;
-	}
-	json_array_foreach(drop, i, v)
-	{
-		static const char *const sql[] =
-		    {"DELETE FROM gp_image_manifests WHERE digest = ?",
-			"DELETE FROM gp_image_manifest_blobs WHERE "
-			"manifest = ?",
-			"DELETE FROM gp_image_signatures WHERE digest = ?"};
-		for (k = 0; k < GP_ARRAY_LEN(sql); k++)
-			(void)gp_meta_run(db, sql[k], "s",
+	if (json_array_size(drop) > 0 &&
+	    gp_meta_transact(db, drop_manifests, drop) == 0) {
+		json_array_foreach(drop, i, v)
+			gp_info("image dropped digest=%s",
 			    json_string_value(v));
-		gp_info("image dropped digest=%s", json_string_value(v));
 	}
-	if (gp_meta_commit(db) != 0)
-		gp_meta_rollback(db);
 	json_decref(drop);
 }
 
@@ -172,6 +181,28 @@ gc_expire(void)
 	blob_gc_mark(blob_images, "");
 }
 
+/*
+ * The GC's scans and fence (blob_lock held): their statements are tried
+ * once, never waited for (store_meta.h, impatient), so that a pass is
+ * skipped rather than hold every upload of the store while the database
+ * is away.
+ */
+static void
+scan_begin(void)
+{
+	pthread_mutex_lock(&image_lock);
+	if (db != NULL)
+		db->impatient = 1;
+}
+
+static void
+scan_end(void)
+{
+	if (db != NULL)
+		db->impatient = 0;
+	pthread_mutex_unlock(&image_lock);
+}
+
 /* The blobs kept manifests list (a blob_user's collect; blob_lock held). */
 static int
 gc_collect(const char *owner, json_t *refs)
@@ -181,7 +212,7 @@ gc_collect(const char *owner, json_t *refs)
 	int rc = GP_EIO;
 
 	(void)owner;
-	pthread_mutex_lock(&image_lock);
+	scan_begin();
 	if (db != NULL && gp_meta_query(db, &st, "SELECT DISTINCT blob FROM "
 	    "gp_image_manifest_blobs", "") == 0) {
 		while ((rc = gp_meta_next(st)) == 1) {
@@ -190,16 +221,25 @@ gc_collect(const char *owner, json_t *refs)
 				json_object_set_new(refs, HEX(d), json_true());
 		}
 		gp_meta_done(st);
-		/* Nothing is removed unless this coordinator leads. */
-		if (rc == 0)
-			rc = gp_meta_fence(db);
 	}
-	pthread_mutex_unlock(&image_lock);
+	scan_end();
 	return rc == 0 ? 0 : GP_EIO;
 }
 
+/* A GC pass removes nothing unless this coordinator still leads. */
+static int
+gc_fence(void)
+{
+	int rc;
+
+	scan_begin();
+	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
+	scan_end();
+	return rc;
+}
+
 static const struct blob_user image_blob_user = {"images", gc_expire,
-    gc_collect};
+    gc_collect, gc_fence};
 
 int
 image_init(const struct coord_config *cfg)
@@ -683,17 +723,53 @@ check_blob(const struct gp_oci_descriptor *d, const char *what, char *err,
 
 /* A manifest's blob, recorded once. */
 static int
-insert_manifest_blob(const char *manifest, const char *blob)
+insert_manifest_blob(struct gp_meta *m, const char *manifest,
+    const char *blob)
 {
-	return gp_meta_run(db, "INSERT INTO gp_image_manifest_blobs(manifest, "
+	return gp_meta_run(m, "INSERT INTO gp_image_manifest_blobs(manifest, "
 	    "blob) VALUES(?, ?) ON CONFLICT DO NOTHING", "ss", manifest,
 	    blob);
+}
+
+/* An image to name (record_name's IN). */
+struct name_record {
+	const char *digest, *name, *owner, *importer;
+	const struct gp_oci_manifest *m;
+};
+
+/* The manifest, the blobs it needs and the name: one transaction. */
+static int
+record_name(struct gp_meta *meta, void *arg)
+{
+	const struct name_record *r = arg;
+	int i;
+
+	if (gp_meta_run(meta, "INSERT INTO gp_image_manifests(digest, config, "
+	    "bytes, layers, importer, created_ms) VALUES(?, ?, ?, ?, ?, ?) "
+	    "ON CONFLICT DO NOTHING", "ssIIsI", r->digest, r->m->config.digest,
+	    gp_oci_manifest_bytes(r->m), (int64_t)r->m->nlayers, r->importer,
+	    gp_now_ms()) != 0 ||
+	    insert_manifest_blob(meta, r->digest, r->digest) != 0 ||
+	    insert_manifest_blob(meta, r->digest, r->m->config.digest) != 0)
+		return GP_EIO;
+	for (i = 0; i < r->m->nlayers; i++)
+		if (insert_manifest_blob(meta, r->digest,
+		    r->m->layers[i].digest) != 0)
+			return GP_EIO;
+	if (gp_meta_run(meta, "INSERT INTO gp_image_names(name, digest, "
+	    "\"user\", created_ms) VALUES(?, ?, ?, ?) ON CONFLICT(name) DO "
+	    "UPDATE SET digest = excluded.digest, \"user\" = "
+	    "excluded.\"user\", created_ms = excluded.created_ms", "sssI",
+	    r->name, r->digest, r->owner, gp_now_ms()) != 0)
+		return GP_EIO;
+	return 0;
 }
 
 /* POST /v1/images {"name": ..., "digest": manifest}: names an image. */
 static enum MHD_Result
 handle_commit(struct MHD_Connection *conn, struct request *req)
 {
+	struct name_record rec;
 	struct gp_oci_manifest m;
 	struct gp_oci_image_config cfg;
 	json_t *body = body_json(req), *out = NULL;
@@ -792,27 +868,14 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 		    norm, owner);
 		goto out;
 	}
-	if (gp_meta_begin(db) != 0)
-		goto fail500;
-	if (gp_meta_run(db, "INSERT INTO gp_image_manifests(digest, config, "
-	    "bytes, layers, importer, created_ms) VALUES(?, ?, ?, ?, ?, ?) "
-	    "ON CONFLICT DO NOTHING", "ssIIsI", digest, m.config.digest,
-	    gp_oci_manifest_bytes(&m), (int64_t)m.nlayers, req->auth->name,
-	    gp_now_ms()) != 0 ||
-	    insert_manifest_blob(digest, digest) != 0 ||
-	    insert_manifest_blob(digest, m.config.digest) != 0)
-		goto rollback;
-	for (i = 0; i < m.nlayers; i++)
-		if (insert_manifest_blob(digest, m.layers[i].digest) != 0)
-			goto rollback;
-	if (gp_meta_run(db, "INSERT INTO gp_image_names(name, digest, "
-	    "\"user\", created_ms) VALUES(?, ?, ?, ?) ON CONFLICT(name) DO "
-	    "UPDATE SET digest = excluded.digest, \"user\" = "
-	    "excluded.\"user\", created_ms = excluded.created_ms", "sssI",
-	    norm, digest, owner[0] ? owner : req->auth->name,
-	    gp_now_ms()) != 0 ||
-	    gp_meta_commit(db) != 0)
-		goto rollback;
+	rec = (struct name_record){digest, norm,
+	    owner[0] ? owner : req->auth->name, req->auth->name, &m};
+	if ((ret = gp_meta_transact(db, record_name, &rec)) != 0) {
+		status = gp_meta_http_status(ret);
+		snprintf(err, sizeof(err), "cannot record the image: %s",
+		    gp_meta_error(db));
+		goto out;
+	}
 	if (gp_meta_query(db, &st, IMAGE_SELECT "WHERE n.name = ?", "s",
 	    norm) == 0) {
 		json_t *sigs = signers_by_digest(digest);
@@ -831,8 +894,6 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	    norm, digest, req->auth->name, m.nlayers,
 	    (long long)gp_oci_manifest_bytes(&m), previous[0] ? previous : "-");
 	goto out;
-rollback:
-	gp_meta_rollback(db);
 fail500:
 	status = 500;
 	snprintf(err, sizeof(err), "cannot record the image");

@@ -37,19 +37,68 @@ gp_meta_close(struct gp_meta *m)
 int
 gp_meta_begin(struct gp_meta *m)
 {
-	return m->ops->begin(m);
+	int rc = m->ops->begin(m);
+
+	if (rc == 0) {
+		m->in_tx = 1;
+		m->failed = 0;
+	}
+	return rc;
 }
 
 int
 gp_meta_commit(struct gp_meta *m)
 {
+	int rc;
+
+	if (m->in_tx && m->failed != 0) {
+		/* A statement failed: nothing of it may commit. */
+		rc = m->failed;
+		gp_meta_rollback(m);
+		return rc;
+	}
+	m->in_tx = 0;
 	return m->ops->commit(m);
 }
 
 int
 gp_meta_rollback(struct gp_meta *m)
 {
+	m->in_tx = 0;
+	m->failed = 0;
 	return m->ops->rollback(m);
+}
+
+/* rc of a statement: the transaction's first failure is kept. */
+static int
+noted(struct gp_meta *m, int rc)
+{
+	if (rc < 0 && m->in_tx && m->failed == 0)
+		m->failed = rc;
+	return rc;
+}
+
+int
+gp_meta_transact(struct gp_meta *m, int (*body)(struct gp_meta *m, void *arg),
+    void *arg)
+{
+	int rc;
+
+	for (;;) {
+		if ((rc = gp_meta_begin(m)) != 0)
+			return rc;
+		rc = body(m, arg);
+		if (m->failed != 0)
+			rc = m->failed; /* whatever body made of it */
+		if (rc == 0)
+			rc = gp_meta_commit(m);
+		else
+			gp_meta_rollback(m);
+		if (rc >= 0 || m->ops->retry == NULL)
+			return rc;
+		if ((rc = m->ops->retry(m, rc)) != 0)
+			return rc;
+	}
 }
 
 int
@@ -58,11 +107,13 @@ gp_meta_run(struct gp_meta *m, const char *sql, const char *fmt, ...)
 	va_list ap;
 	int rc;
 
+	if (m->in_tx && m->failed != 0)
+		return m->failed;
 	va_start(ap, fmt);
 	m->changes = 0;
 	rc = m->ops->run(m, sql, fmt, ap, &m->changes);
 	va_end(ap);
-	return rc;
+	return noted(m, rc);
 }
 
 int64_t
@@ -79,9 +130,18 @@ gp_meta_query(struct gp_meta *m, struct gp_meta_rows **out, const char *sql,
 	int rc;
 
 	va_start(ap, fmt);
-	rc = m->ops->query(m, sql, fmt, ap, out);
+	rc = gp_meta_vquery(m, out, sql, fmt, ap);
 	va_end(ap);
 	return rc;
+}
+
+int
+gp_meta_vquery(struct gp_meta *m, struct gp_meta_rows **out, const char *sql,
+    const char *fmt, va_list ap)
+{
+	if (m->in_tx && m->failed != 0)
+		return m->failed;
+	return noted(m, m->ops->query(m, sql, fmt, ap, out));
 }
 
 int
@@ -129,10 +189,12 @@ gp_meta_query_int(struct gp_meta *m, const char *sql, int64_t *out,
 	va_list ap;
 	int rc;
 
+	if (m->in_tx && m->failed != 0)
+		return m->failed;
 	va_start(ap, fmt);
 	rc = m->ops->query(m, sql, fmt, ap, &r);
 	va_end(ap);
-	if (rc != 0)
+	if (noted(m, rc) != 0)
 		return rc;
 	if ((rc = gp_meta_next(r)) == 1)
 		*out = gp_meta_int(r, 0);
@@ -150,4 +212,18 @@ const char *
 gp_meta_error(const struct gp_meta *m)
 {
 	return m->error[0] != '\0' ? m->error : "no error";
+}
+
+int
+gp_meta_http_status(int rc)
+{
+	switch (rc) {
+	case GP_EFENCED:
+	case GP_ETIMEDOUT:
+	case GP_ECONN:
+	case GP_EPERM:
+		return 503;
+	default:
+		return 500;
+	}
 }

@@ -32,8 +32,24 @@
  *
  * Threading: a struct gp_meta is used by one thread at a time (its
  * user's lock). Errors: 0 or a negative GP_E* code, the reason in
- * m->error and logged once. Transactions: gp_meta_begin ... commit or
- * rollback; a write outside one is its own transaction (fenced too).
+ * m->error and logged once. Transactions: gp_meta_transact (a body run
+ * again after a fault a retry cures), or gp_meta_begin ... commit or
+ * rollback; a write outside one is its own transaction (fenced too). A
+ * statement that fails inside a transaction fails it: the later ones
+ * are not run and the commit rolls back (both return that failure).
+ *
+ * Faults (PostgreSQL; SQLite has none of these): a lost connection, a
+ * database that refuses writes for a while (read-only) or a
+ * serialization failure is retried with back-off on a new connection,
+ * as the state thread's batches are, for as long as this coordinator's
+ * epoch is unchanged and at most 120 s: a statement outside a
+ * transaction by the implementation itself, a transaction by
+ * gp_meta_transact running its body again from the start. A COMMIT
+ * whose answer was lost is asked about (txid_status), never run twice.
+ * Nothing is answered before its commit: the caller sees 0 only then.
+ * Given up: GP_EFENCED when this coordinator no longer leads (m->error
+ * says so; it is stepping down), GP_ETIMEDOUT when the database stayed
+ * away for the whole time.
  */
 #ifndef GP_COORD_STORE_META_H
 #define GP_COORD_STORE_META_H
@@ -73,6 +89,13 @@ struct gp_meta_ops {
 	void (*done)(struct gp_meta_rows *r);
 	/* 0 while this coordinator may write (see gp_meta_fence). */
 	int (*fence)(struct gp_meta *m);
+	/*
+	 * After a transaction that failed with rc (rolled back): 0 when a
+	 * retry may cure it, after its back-off and with the connection
+	 * made again (gp_meta_transact runs the body again); else the code
+	 * to give up with, the reason in m->error. NULL: never retried.
+	 */
+	int (*retry)(struct gp_meta *m, int rc);
 };
 
 /* The part every implementation's connection has (its first member). */
@@ -81,6 +104,16 @@ struct gp_meta {
 	char what[32];	  /* "checkpoints", "data", "images": for logs */
 	char error[256];  /* the last failure's reason */
 	int64_t changes;  /* rows changed by the last gp_meta_run */
+	int in_tx;	  /* between gp_meta_begin and commit/rollback */
+	int failed;	  /* in one: the first statement's failure, 0 none */
+	/*
+	 * 1: a statement outside a transaction and gp_meta_fence are
+	 * tried once, never waited for (the GC's scans, under their
+	 * store's lock: a pass is skipped rather than hold every upload
+	 * while the database is away). Set and cleared by the user under
+	 * its own lock.
+	 */
+	int impatient;
 };
 
 /* A query's rows: the connection they came from (first member). */
@@ -97,6 +130,19 @@ int gp_meta_open(enum gp_meta_area area, const char *data_dir,
     struct gp_meta **out);
 void gp_meta_close(struct gp_meta *m); /* NULL is fine */
 
+/*
+ * One transaction: begins, runs body(m, arg), commits when it returns 0
+ * and rolls back otherwise. body returns 0 (commit), a positive value of
+ * its own (rolled back and returned as is: a refusal it decided), or a
+ * GP_E* code. When a statement of it failed, or the commit did, with a
+ * fault that a retry may cure (ops->retry), the body runs again from the
+ * start: it must be safe to run more than once (whatever it keeps in
+ * arg is set again by each run; nothing outside the transaction is done
+ * before it returns). 0 once committed, body's positive value, or a
+ * GP_E* code (GP_EFENCED, GP_ETIMEDOUT: see "Faults" above).
+ */
+int gp_meta_transact(struct gp_meta *m,
+    int (*body)(struct gp_meta *m, void *arg), void *arg);
 int gp_meta_begin(struct gp_meta *m);
 int gp_meta_commit(struct gp_meta *m);
 int gp_meta_rollback(struct gp_meta *m); /* outside one: 0 */
@@ -110,6 +156,9 @@ int64_t gp_meta_changes(const struct gp_meta *m);
  */
 int gp_meta_query(struct gp_meta *m, struct gp_meta_rows **out,
     const char *sql, const char *fmt, ...);
+/* gp_meta_query with its parameters as a va_list. */
+int gp_meta_vquery(struct gp_meta *m, struct gp_meta_rows **out,
+    const char *sql, const char *fmt, va_list ap);
 /* 1 a row, 0 the end, or a GP_E* code. */
 int gp_meta_next(struct gp_meta_rows *r);
 int gp_meta_null(struct gp_meta_rows *r, int col);
@@ -126,6 +175,12 @@ int gp_meta_query_int(struct gp_meta *m, const char *sql, int64_t *out,
     const char *fmt, ...);
 /* The last failure's reason (never NULL). */
 const char *gp_meta_error(const struct gp_meta *m);
+/*
+ * The HTTP status for a request whose records failed with rc: 503 when
+ * the client may try again (elsewhere: GP_EFENCED; later: the database
+ * away, GP_ETIMEDOUT, GP_ECONN, GP_EPERM), else 500. Pure.
+ */
+int gp_meta_http_status(int rc);
 /*
  * 0 when this coordinator still leads the pool: PostgreSQL runs an empty
  * fenced transaction (a coordinator that another one fenced off steps

@@ -12,16 +12,27 @@
  * coordinator leads: this one steps down at once, as store_pg.c does, so
  * that a paused leader that comes back records nothing.
  *
- * A lost connection: the statement fails (GP_ECONN: the caller answers
- * 5xx and the client tries again); the next statement or transaction
- * connects again first (pg_reconnect, with back-off, for at most
- * META_RECONNECT_MS). A read outside a transaction is tried once more
- * on the new connection.
+ * Faults (store_meta.h, "Faults"), as store_pg.c's batches: a lost
+ * connection, a read-only database or a serialization failure is
+ * retried with back-off (pg.c: 100 ms doubled, at most 5 s) on a new
+ * connection, for at most META_RETRY_MS and only while this
+ * coordinator's epoch is unchanged (a lone leader regaining its lock
+ * after a restart of the database keeps it; one that stepped down has
+ * 0): a statement outside a transaction here (statement()), a
+ * transaction by gp_meta_transact through meta_retry (its body run
+ * again). BEGIN also reads txid_current(), so that a COMMIT whose
+ * answer was lost is asked about on the new connection (txid_status):
+ * committed is success, anything else is run again. Given up:
+ * GP_EFENCED without stepping down here (leader.c's thread does) when
+ * the epoch changed, GP_ETIMEDOUT when the time ran out; both with the
+ * reason in m->base.error for the caller's answer.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gp.h"
@@ -29,10 +40,12 @@
 #include "log.h"
 #include "store_meta.h"
 #include "store_pg_int.h"
+#include "util.h"
 
 #define META_PARAMS_MAX	   24
-#define META_RECONNECT_MS 10000
 #define META_CONNECT_WAIT_MS 30000
+/* How long a statement or transaction is retried (store_pg.c's too). */
+#define META_RETRY_MS (120 * 1000)
 
 struct pg_meta {
 	struct gp_meta base; /* first: the wrappers cast */
@@ -41,6 +54,15 @@ struct pg_meta {
 	int64_t lone_epoch; /* else the epoch the store took at open */
 	int in_tx;	    /* between begin and commit/rollback */
 	int sent;	    /* BEGIN and the fence sent */
+	/*
+	 * The transaction begun on this connection (txid_current()), kept
+	 * until it is known to have ended: "" when none.
+	 */
+	char xid[24];
+	/* While failing: since when, tries so far, the epoch it began with. */
+	int64_t failing_since;
+	int tries;
+	int64_t failing_epoch;
 };
 
 struct pg_rows {
@@ -77,15 +99,125 @@ fail(struct pg_meta *m, int rc)
 	return rc;
 }
 
-/* The connection usable, made again when it was lost. */
+/*
+ * The connection usable: made again (one try) when it was lost. The
+ * waiting between tries is meta_retry's.
+ */
 static int
 ready(struct pg_meta *m)
 {
 	if (PQstatus(m->c->conn) == CONNECTION_OK)
 		return 0;
-	if (pg_reconnect(m->c, META_RECONNECT_MS) != 0)
+	if (pg_reconnect(m->c, 0) != 0)
 		return fail(m, GP_ECONN);
 	return 0;
+}
+
+static int64_t
+epoch_of(const struct pg_meta *m)
+{
+	return m->elected ? leader_epoch() : m->lone_epoch;
+}
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/*
+ * On a new connection, after the one that began m->xid was lost: ends
+ * that transaction's session if the server has not noticed the loss yet
+ * (a network cut: it would hold its locks, and its COMMIT's fate, until
+ * the server's keepalives gave up). Only the backend whose transaction
+ * is that xid is ended; errors are ignored (the next try asks again).
+ */
+static void
+end_lost_transaction(struct pg_meta *m)
+{
+	const char *v[1] = {m->xid};
+
+	if (m->xid[0] == '\0' || PQstatus(m->c->conn) != CONNECTION_OK)
+		return;
+	PQclear(PQexecParams(m->c->conn, "SELECT pg_terminate_backend(pid) "
+	    "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND "
+	    "backend_xid = (($1::bigint) % 4294967296)::text::xid", 1, NULL,
+	    v, NULL, NULL, 0));
+}
+
+/*
+ * After a failure rc (the transaction, if any, is over): 0 when a retry
+ * may cure it, once its back-off has passed and the connection is made
+ * again (or its aborted transaction rolled back); else the code to give
+ * up with, the reason in m->base.error. Gives up on a failure no retry
+ * cures (rc itself), when the epoch changed since the first failure
+ * (GP_EFENCED: this coordinator no longer leads), or after
+ * META_RETRY_MS (GP_ETIMEDOUT).
+ */
+static int
+meta_retry(struct gp_meta *gm, int rc)
+{
+	struct pg_meta *m = (struct pg_meta *)gm;
+	int64_t now = gp_mono_ms(), epoch = epoch_of(m);
+
+	if (rc != GP_ECONN && rc != GP_EPERM && rc != GP_ECONFLICT)
+		return rc;
+	if (m->failing_since == 0) {
+		m->failing_since = now;
+		m->tries = 0;
+		m->failing_epoch = epoch;
+		gp_warn("postgresql %s failed db=%s kind=%s: retrying "
+			"for up to %d s; nothing is answered until it commits "
+			"error=\"%s\"",
+		    gm->what, m->c->where,
+		    rc == GP_ECONN   ? "connection-lost"
+		    : rc == GP_EPERM ? "read-only"
+				     : "conflict",
+		    META_RETRY_MS / 1000, gm->error);
+	}
+	if (epoch <= 0 || epoch != m->failing_epoch) {
+		snprintf(gm->error, sizeof(gm->error),
+		    "this coordinator no longer leads the pool (leadership "
+		    "was lost while PostgreSQL failed); try the leader");
+		gp_warn("postgresql %s retry given up db=%s: no longer the "
+			"leader",
+		    gm->what, m->c->where);
+		m->failing_since = 0;
+		return GP_EFENCED;
+	}
+	if (now - m->failing_since >= META_RETRY_MS) {
+		snprintf(gm->error, sizeof(gm->error),
+		    "PostgreSQL at %.80s failed for %d s: %.120s", m->c->where,
+		    META_RETRY_MS / 1000, m->c->error);
+		gp_error("postgresql %s retry given up db=%s after %d s",
+		    gm->what, m->c->where, META_RETRY_MS / 1000);
+		m->failing_since = 0;
+		return GP_ETIMEDOUT;
+	}
+	sleep_ms(pg_backoff_ms(m->tries++));
+	if (PQstatus(m->c->conn) != CONNECTION_OK) {
+		/* (else the next try fails, and comes back here) */
+		if (pg_reconnect(m->c, 0) == 0)
+			end_lost_transaction(m);
+	} else if (PQtransactionStatus(m->c->conn) != PQTRANS_IDLE) {
+		PQclear(PQexec(m->c->conn, "ROLLBACK"));
+	}
+	return 0;
+}
+
+/* A statement or commit went through: the failing is over. */
+static void
+recovered(struct pg_meta *m)
+{
+	if (m->failing_since == 0)
+		return;
+	gp_info("postgresql %s recovered db=%s after_ms=%lld",
+	    m->base.what, m->c->where,
+	    (long long)(gp_mono_ms() - m->failing_since));
+	m->failing_since = 0;
 }
 
 /*
@@ -167,8 +299,9 @@ params_bind(struct params_text *p, const char *fmt, va_list ap)
 static int
 send_begin(struct pg_meta *m)
 {
-	int64_t epoch = m->elected ? leader_epoch() : m->lone_epoch;
-	char sql[96];
+	int64_t epoch = epoch_of(m);
+	char sql[128];
+	PGresult *r;
 	int rc;
 
 	if (epoch <= 0) {
@@ -178,15 +311,76 @@ send_begin(struct pg_meta *m)
 	}
 	if ((rc = ready(m)) != 0)
 		return rc;
-	snprintf(sql, sizeof(sql), "BEGIN; SELECT gp_fence(%lld::bigint)",
-	    (long long)epoch);
-	if ((rc = pg_exec(m->c, sql, "begin")) != 0) {
+	snprintf(sql, sizeof(sql), "BEGIN; SELECT gp_fence(%lld::bigint), "
+	    "txid_current()", (long long)epoch);
+	r = PQexec(m->c->conn, sql);
+	if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK ||
+	    PQntuples(r) != 1) {
+		rc = pg_result_error(m->c, r, "begin");
+		PQclear(r);
 		if (PQstatus(m->c->conn) == CONNECTION_OK)
 			PQclear(PQexec(m->c->conn, "ROLLBACK"));
 		return fail(m, rc);
 	}
+	gp_strlcpy(m->xid, PQgetvalue(r, 0, 1), sizeof(m->xid));
+	PQclear(r);
 	m->sent = 1;
 	return 0;
+}
+
+/*
+ * COMMIT of the transaction begun by send_begin. When its answer was
+ * lost, asks on a new connection whether it committed (txid_status):
+ * 0 when it did, GP_ECONN when it did not (run it again), or the code
+ * meta_retry gives up with.
+ */
+static int
+send_commit(struct pg_meta *m)
+{
+	const char *v[1] = {m->xid};
+	const char *status;
+	PGresult *r;
+	int rc;
+
+	m->sent = 0;
+	if ((rc = pg_exec(m->c, "COMMIT", "commit")) != GP_ECONN) {
+		m->xid[0] = '\0'; /* committed, or rolled back by the server */
+		return rc != 0 ? fail(m, rc) : 0;
+	}
+	gp_warn("postgresql %s commit unanswered db=%s xid=%s: asking "
+		"whether it committed",
+	    m->base.what, m->c->where, m->xid);
+	for (;;) {
+		if ((rc = meta_retry(&m->base, GP_ECONN)) != 0)
+			return rc;
+		r = PQexecParams(m->c->conn, "SELECT txid_status($1::bigint)",
+		    1, NULL, v, NULL, NULL, 0);
+		if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK ||
+		    PQntuples(r) != 1) {
+			rc = pg_result_error(m->c, r, "txid_status");
+			PQclear(r);
+			if (rc == GP_EFENCED)
+				return fail(m, rc);
+			continue;
+		}
+		status = PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0);
+		rc = strcmp(status, "committed") == 0	  ? 0
+		    : strcmp(status, "in progress") == 0 ? 1
+							 : GP_ECONN;
+		PQclear(r);
+		if (rc == 1) {
+			/* Its session lives on: ended, then asked again. */
+			end_lost_transaction(m);
+			continue;
+		}
+		gp_info("postgresql %s commit xid=%s was %s", m->base.what,
+		    m->xid, rc == 0 ? "committed" : "not committed");
+		m->xid[0] = '\0';
+		if (rc != 0)
+			snprintf(m->base.error, sizeof(m->base.error),
+			    "the connection was lost before COMMIT took");
+		return rc;
+	}
 }
 
 /* Runs one statement (the transaction begun or not, as the caller saw). */
@@ -225,9 +419,40 @@ reads_only(const char *sql)
 }
 
 /*
+ * One statement outside a transaction, once: alone when it only reads,
+ * else in a fenced transaction of its own.
+ */
+static int
+lone_once(struct pg_meta *m, const char *sql, const char *fmt, va_list ap,
+    PGresult **out)
+{
+	int rc;
+
+	if (reads_only(sql)) {
+		if ((rc = ready(m)) != 0)
+			return rc;
+		return exec_one(m, sql, fmt, ap, out);
+	}
+	if ((rc = send_begin(m)) != 0)
+		return rc;
+	if ((rc = exec_one(m, sql, fmt, ap, out)) != 0) {
+		m->sent = 0;
+		if (PQstatus(m->c->conn) == CONNECTION_OK)
+			PQclear(PQexec(m->c->conn, "ROLLBACK"));
+		return rc;
+	}
+	if ((rc = send_commit(m)) != 0) {
+		PQclear(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/*
  * One statement: in the caller's transaction (begun on the server with
- * the first), alone when it only reads, else in a fenced transaction of
- * its own.
+ * the first; a failure there is the transaction's, gp_meta_transact
+ * retries it), else alone, retried while meta_retry says a retry may
+ * cure its failure.
  */
 static int
 statement(struct pg_meta *m, const char *sql, const char *fmt, va_list ap,
@@ -241,30 +466,19 @@ statement(struct pg_meta *m, const char *sql, const char *fmt, va_list ap,
 			return rc;
 		return exec_one(m, sql, fmt, ap, out);
 	}
-	if (reads_only(sql)) {
-		if ((rc = ready(m)) != 0)
-			return rc;
+	for (;;) {
 		va_copy(again, ap);
-		rc = exec_one(m, sql, fmt, ap, out);
-		if (rc == GP_ECONN && ready(m) == 0)
-			rc = exec_one(m, sql, fmt, again, out);
+		rc = lone_once(m, sql, fmt, again, out);
 		va_end(again);
-		return rc;
+		if (rc == 0) {
+			recovered(m);
+			return 0;
+		}
+		if (m->base.impatient)
+			return rc;
+		if ((rc = meta_retry(&m->base, rc)) != 0)
+			return rc;
 	}
-	if ((rc = send_begin(m)) != 0)
-		return rc;
-	m->sent = 0;
-	if ((rc = exec_one(m, sql, fmt, ap, out)) != 0) {
-		if (PQstatus(m->c->conn) == CONNECTION_OK)
-			PQclear(PQexec(m->c->conn, "ROLLBACK"));
-		return rc;
-	}
-	if ((rc = pg_exec(m->c, "COMMIT", "commit")) != 0) {
-		PQclear(*out);
-		*out = NULL;
-		return fail(m, rc);
-	}
-	return 0;
 }
 
 static void
@@ -298,9 +512,9 @@ meta_commit(struct gp_meta *gm)
 	int rc = 0, sent = m->sent;
 
 	m->in_tx = 0;
-	m->sent = 0;
-	if (sent && (rc = pg_exec(m->c, "COMMIT", "commit")) != 0)
-		return fail(m, rc);
+	if (sent && (rc = send_commit(m)) != 0)
+		return rc;
+	recovered(m);
 	return 0;
 }
 
@@ -312,8 +526,10 @@ meta_rollback(struct gp_meta *gm)
 
 	m->in_tx = 0;
 	m->sent = 0;
-	if (sent && PQstatus(m->c->conn) == CONNECTION_OK)
+	if (sent && PQstatus(m->c->conn) == CONNECTION_OK) {
 		PQclear(PQexec(m->c->conn, "ROLLBACK"));
+		m->xid[0] = '\0';
+	}
 	return 0;
 }
 
@@ -407,12 +623,15 @@ meta_fence(struct gp_meta *gm)
 
 	if (m->in_tx)
 		return GP_EINVAL;
-	if ((rc = send_begin(m)) != 0)
-		return rc;
-	m->sent = 0;
-	if ((rc = pg_exec(m->c, "COMMIT", "commit")) != 0)
-		return fail(m, rc);
-	return 0;
+	for (;;) {
+		if ((rc = send_begin(m)) == 0 && (rc = send_commit(m)) == 0) {
+			recovered(m);
+			return 0;
+		}
+		m->sent = 0;
+		if (gm->impatient || (rc = meta_retry(gm, rc)) != 0)
+			return rc;
+	}
 }
 
 static const struct gp_meta_ops pg_meta_ops = {
@@ -429,6 +648,7 @@ static const struct gp_meta_ops pg_meta_ops = {
     .text = rows_text,
     .done = rows_done,
     .fence = meta_fence,
+    .retry = meta_retry,
 };
 
 static const char *const area_names[] = {

@@ -100,7 +100,7 @@ collect(const char *owner, json_t *refs)
 	return 0;
 }
 
-static const struct blob_user test_user = {"test", NULL, collect};
+static const struct blob_user test_user = {"test", NULL, collect, NULL};
 
 TEST(upload_stored_then_existed)
 {

@@ -3,7 +3,9 @@
  * both stores share, as PostgreSQL gets it (`?` and `?N` made $N, quoted
  * text kept), and the SQLite implementation through the calls ckpt.c,
  * data*.c and image.c use: an older file's tables renamed to the gp_*
- * names with their rows, binds, RETURNING, upserts, NULLs, transactions.
+ * names with their rows, binds, RETURNING, upserts, NULLs, transactions;
+ * gp_meta_transact (a failed statement fails its transaction, a fault a
+ * retry cures runs the body again, a given-up retry returns its code).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,10 +123,155 @@ TEST(sqlite_upgrade_and_calls)
 	CHECK_EQ(system(path), 0);
 }
 
+/* ---- gp_meta_transact over SQLite, with a commit made to fail ---- */
+
+static int body_runs;
+
+/* Names lab/NAME (arg) and returns 0. */
+static int
+body_name(struct gp_meta *m, void *arg)
+{
+	body_runs++;
+	return gp_meta_run(m, "INSERT INTO gp_image_names(name, digest, "
+	    "\"user\", created_ms) VALUES(?, 'sha256:cc', 'bob', 1) ON "
+	    "CONFLICT(name) DO NOTHING", "s", (const char *)arg) != 0 ? GP_EIO
+								 : 0;
+}
+
+/* A statement fails, the next is not run, and the body claims success. */
+static int
+body_broken(struct gp_meta *m, void *arg)
+{
+	(void)arg;
+	body_runs++;
+	(void)gp_meta_run(m, "INSERT INTO no_such_table VALUES(1)", "");
+	(void)gp_meta_run(m, "DELETE FROM gp_image_names", "");
+	return 0;
+}
+
+/* Writes, then refuses (a positive value of its own). */
+static int
+body_refuses(struct gp_meta *m, void *arg)
+{
+	body_runs++;
+	(void)body_name(m, arg);
+	return 7;
+}
+
+static const struct gp_meta_ops *real_ops;
+static int commit_failures, retries, retry_gives;
+
+/* The first commit_failures commits are lost with their connection. */
+static int
+flaky_commit(struct gp_meta *m)
+{
+	if (commit_failures > 0) {
+		commit_failures--;
+		real_ops->rollback(m);
+		return GP_ECONN;
+	}
+	return real_ops->commit(m);
+}
+
+static int
+counting_retry(struct gp_meta *m, int rc)
+{
+	(void)m;
+	retries++;
+	return rc == GP_ECONN ? retry_gives : rc;
+}
+
+static int64_t
+count_names(struct gp_meta *m, const char *name)
+{
+	int64_t n = -1;
+
+	CHECK_EQ(gp_meta_query_int(m, "SELECT count(*) FROM gp_image_names "
+	    "WHERE name = ?", &n, "s", name), 1);
+	return n;
+}
+
+TEST(transact)
+{
+	char dir[] = "/tmp/gp-test-store-meta.XXXXXX", path[128];
+	struct gp_meta_ops ops;
+	struct gp_meta *m = NULL;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/images.db", dir);
+	CHECK_EQ(gp_meta_sqlite_open(GP_META_IMAGES, path, &m), 0);
+	if (m == NULL)
+		return;
+	/* Committed once. */
+	body_runs = 0;
+	CHECK_EQ(gp_meta_transact(m, body_name, "lab/a"), 0);
+	CHECK_EQ(body_runs, 1);
+	CHECK_EQ(count_names(m, "lab/a"), 1);
+	/* A failed statement fails the transaction: nothing after it runs. */
+	body_runs = 0;
+	CHECK(gp_meta_transact(m, body_broken, NULL) < 0);
+	CHECK_EQ(body_runs, 1);
+	CHECK_EQ(count_names(m, "lab/a"), 1);
+	/* The body's own refusal: rolled back, returned as is. */
+	CHECK_EQ(gp_meta_transact(m, body_refuses, "lab/b"), 7);
+	CHECK_EQ(count_names(m, "lab/b"), 0);
+	/* The same by hand: a commit after a failed statement rolls back. */
+	CHECK_EQ(gp_meta_begin(m), 0);
+	CHECK_EQ(gp_meta_run(m, "INSERT INTO gp_image_names(name, digest, "
+	    "\"user\", created_ms) VALUES('lab/c', 'd', 'u', 1)", ""), 0);
+	CHECK(gp_meta_run(m, "INSERT INTO no_such_table VALUES(1)", "") < 0);
+	CHECK(gp_meta_query_int(m, "SELECT 1", &(int64_t){0}, "") < 0);
+	CHECK(gp_meta_commit(m) < 0);
+	CHECK_EQ(count_names(m, "lab/c"), 0);
+
+	/* A commit lost with its connection: the body runs again. */
+	real_ops = m->ops;
+	ops = *m->ops;
+	ops.commit = flaky_commit;
+	ops.retry = counting_retry;
+	m->ops = &ops;
+	body_runs = retries = 0;
+	commit_failures = 2;
+	retry_gives = 0;
+	CHECK_EQ(gp_meta_transact(m, body_name, "lab/d"), 0);
+	CHECK_EQ(body_runs, 3);
+	CHECK_EQ(retries, 2);
+	CHECK_EQ(count_names(m, "lab/d"), 1);
+	/* Given up (the epoch changed, the time ran out): its code. */
+	body_runs = retries = 0;
+	commit_failures = 5;
+	retry_gives = GP_EFENCED;
+	CHECK_EQ(gp_meta_transact(m, body_name, "lab/e"), GP_EFENCED);
+	CHECK_EQ(body_runs, 1);
+	CHECK_EQ(count_names(m, "lab/e"), 0);
+	/* A failure no retry cures is not retried. */
+	body_runs = retries = 0;
+	commit_failures = 0;
+	CHECK(gp_meta_transact(m, body_broken, NULL) < 0);
+	CHECK_EQ(body_runs, 1);
+	CHECK_EQ(retries, 1);
+	m->ops = real_ops;
+	gp_meta_close(m);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	CHECK_EQ(system(path), 0);
+}
+
+TEST(http_status)
+{
+	CHECK_EQ(gp_meta_http_status(GP_EFENCED), 503);
+	CHECK_EQ(gp_meta_http_status(GP_ETIMEDOUT), 503);
+	CHECK_EQ(gp_meta_http_status(GP_ECONN), 503);
+	CHECK_EQ(gp_meta_http_status(GP_EPERM), 503);
+	CHECK_EQ(gp_meta_http_status(GP_EIO), 500);
+	CHECK_EQ(gp_meta_http_status(GP_ENOMEM), 500);
+}
+
 int
 main(void)
 {
 	RUN(translate);
 	RUN(sqlite_upgrade_and_calls);
+	RUN(transact);
+	RUN(http_status);
 	return unit_report();
 }
