@@ -133,6 +133,8 @@ assert_contains "$CLI_ERR" "node nr1 cannot link a gang's parts across nodes" \
     "submit's refusal gives nr1's reason"
 assert_contains "$CLI_ERR" "node nr2 cannot link" "and nr2's"
 log "refused: $CLI_ERR"
+api "$ADMIN_TOKEN" GET /v1/nodes
+assert_eq "nr1=False nr2=False" "$(printf '%s' "$API_BODY" | json '" ".join("%s=%s" % (n["name"], n["gangs"]) for n in sorted(d["nodes"], key=lambda n: n["name"]))')" "GET /v1/nodes says they take no gang"
 # A job of one node runs there.
 submit --nodes 1 --gpus 1 --time 1m -- true
 wait_final "$JOB"
