@@ -75,6 +75,8 @@ fi
 grep -q "job networks ready policy=internet stack=pasta" "$T/agent-nr1.log" ||
     fail "the agent did not set pasta up: $(grep 'job networks' "$T/agent-nr1.log")"
 
+grep -q "no gang parts here: this agent cannot link" "$T/agent-nr1.log" ||
+    fail "the agent did not say it takes no gang parts"
 mk_token user alice
 export GPUPOOL_TOKEN=$TOKEN
 
