@@ -602,7 +602,6 @@ build_shares(int64_t now, const struct gp_sched_job *const *q, size_t nq,
 	return 0;
 }
 
-/* Applies what a pass decided. */
 /*
  * Copies the list why ("a: b; c; d") into out, cut after the last whole
  * item that fits (then "; ...") rather than in the middle of one.
@@ -624,6 +623,7 @@ why_fit(char *out, size_t len, const char *why)
 	snprintf(out, len, "%.*s; ...", (int)n, why);
 }
 
+/* Applies what a pass decided. */
 static void
 apply_result(const struct gp_sched_result *res, int64_t now)
 {
