@@ -29,14 +29,18 @@ if [ -z "${GPNET_INSIDE:-}" ]; then
 		exit 77
 	fi
 	netns_pair_make "gpgnr-$$"
+	# (made out here, so that it is removed: the tmpfs is the inner's)
+	tun_dir=$(mktemp -d /tmp/gpgnr-tun.XXXXXX) ||
+	    { echo "FAIL: mktemp"; exit 1; }
 	netns_pair_in_provider unshare -m --propagation private bash -c '
-d=$(mktemp -d /tmp/gpgnr-tun.XXXXXX) || exit 90
+d=$2
 mount -t tmpfs -o mode=0755,size=64k gpgnr-tun "$d" || exit 90
 mknod -m 0666 "$d/tun" c 10 200 || exit 90
 mount --bind "$d/tun" /dev/net/tun || exit 90
 bash "$1"
-' gpgnr "$here/$(basename "$0")"
+' gpgnr "$here/$(basename "$0")" "$tun_dir"
 	rc=$?
+	rmdir "$tun_dir"
 	if [ $rc = 90 ]; then
 		echo "SKIP test_gang_nonroot: needs netns: cannot bind a 0666 tun node over /dev/net/tun in a private mount namespace"
 		exit 77
