@@ -775,6 +775,12 @@ gp_agent_main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* Its offer says so too ("gangs": false, provider.c). */
+	if (!gp_net_gangs(ag->net))
+		gp_info("no gang parts here: this agent cannot link a gang's "
+		    "parts across nodes (it is not root, or its network is "
+		    "none); the coordinator places none of a gang of several "
+		    "nodes here");
 	ag->exec_events.arg = ag->provider;
 	ag->exec_events.started = gp_provider_on_started;
 	ag->exec_events.output = gp_provider_on_output;

@@ -42,6 +42,8 @@
 #define PASTA_JOBS 512
 /* How long pasta may take to set a namespace up. */
 #define PASTA_READY_MS 10000
+/* How long init may take to let the agent into its namespaces. */
+#define INIT_REACHABLE_MS 5000
 
 struct pasta_job {
 	int id;			/* 0: free */
@@ -449,6 +451,40 @@ open_dev_stats(pid_t target)
 	return fd;
 }
 
+/*
+ * Waits until the agent's user may open target's namespaces. A fresh
+ * init is a clone of the agent, which is not dumpable (main.c), so
+ * /proc/<init>/ns/ refuses the agent's user (EACCES) until init has made
+ * itself dumpable, first thing (sandbox.c): pasta and nft, started at
+ * once, failed now and then ("cannot enter the job's namespaces"). 0, or
+ * GP_EIO with err set (init gone, or refused after INIT_REACHABLE_MS).
+ */
+static int
+init_reachable(pid_t target, char *err, size_t errlen)
+{
+	const struct timespec ms = {0, 1000000};
+	int64_t end = gp_mono_ms() + INIT_REACHABLE_MS;
+	char path[64];
+	int fd, tries = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)target);
+	while ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		if ((errno != EACCES && errno != EPERM) ||
+		    gp_mono_ms() >= end) {
+			snprintf(err, errlen, "the job's namespaces: %s: %s",
+			    path, strerror(errno));
+			return GP_EIO;
+		}
+		nanosleep(&ms, NULL);
+		tries++;
+	}
+	close(fd);
+	if (tries > 0)
+		gp_debug("job network: init pid=%d let the agent in after "
+		    "%d ms", (int)target, tries);
+	return 0;
+}
+
 /* Starts pasta for the namespace of target (pasta_ready waits for it). */
 static int
 pasta_spawn(struct gp_pasta *p, int id, pid_t target, pid_t *out,
@@ -594,7 +630,8 @@ gp_pasta_job_start(struct gp_pasta *p, enum gp_net_policy policy, pid_t pid,
 	 * rules are written: the job sends nothing before both are done
 	 * (its init waits for the go byte).
 	 */
-	if ((ret = pasta_spawn(p, j.id, pid, &j.pid, err, errlen)) != 0)
+	if ((ret = init_reachable(pid, err, errlen)) != 0 ||
+	    (ret = pasta_spawn(p, j.id, pid, &j.pid, err, errlen)) != 0)
 		goto fail;
 	memset(&rules, 0, sizeof(rules));
 	memset(&v4, 0, sizeof(v4));

@@ -291,6 +291,10 @@ offer_json_locked(struct gp_provider *p)
 	 * neither field and would refuse the offer. */
 	if (o != NULL && p->policy.refuse_interactive)
 		json_object_set_new(o, "interactive", json_false());
+	/* Only when not: this agent cannot link a gang's parts to other
+	 * nodes (not root, or network none: netns.c), so it gets none. */
+	if (o != NULL && p->ag->net != NULL && !gp_net_gangs(p->ag->net))
+		json_object_set_new(o, "gangs", json_false());
 	if (o != NULL && p->policy.interactive_gpus > 0)
 		json_object_set_new(o, "interactive_gpus",
 		    json_integer(p->policy.interactive_gpus));

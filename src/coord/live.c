@@ -602,6 +602,27 @@ build_shares(int64_t now, const struct gp_sched_job *const *q, size_t nq,
 	return 0;
 }
 
+/*
+ * Copies the list why ("a: b; c; d") into out, cut after the last whole
+ * item that fits (then "; ...") rather than in the middle of one.
+ */
+static void
+why_fit(char *out, size_t len, const char *why)
+{
+	const char *cut;
+	size_t n;
+
+	if (strlen(why) < len) {
+		gp_strlcpy(out, why, len);
+		return;
+	}
+	for (cut = why + len - 6; cut > why && strncmp(cut, "; ", 2) != 0;
+	    cut--)
+		;
+	n = cut > why ? (size_t)(cut - why) : len - 6;
+	snprintf(out, len, "%.*s; ...", (int)n, why);
+}
+
 /* Applies what a pass decided. */
 static void
 apply_result(const struct gp_sched_result *res, int64_t now)
@@ -649,6 +670,16 @@ apply_result(const struct gp_sched_result *res, int64_t now)
 		j->preempting = w->reason == GP_SCHED_WAIT_PREEMPTING;
 		gp_strlcpy(j->wait->wait_why, w->why,
 		    sizeof(j->wait->wait_why));
+		/* A gang no nodes up would all take: say which refuse. */
+		if (w->reason == GP_SCHED_WAIT_NEVER && j->spec.nodes > 1 &&
+		    state.nno_gang_links > 0) {
+			char why[1200];
+
+			job_acceptance(j, why, sizeof(why));
+			if (why[0] != '\0')
+				why_fit(j->wait->wait_why,
+				    sizeof(j->wait->wait_why), why);
+		}
 		if (w->reason != GP_SCHED_WAIT_HELD)
 			j->queue_rank = ++rank;
 	}
@@ -813,7 +844,8 @@ live_schedule(void)
 			}
 		}
 		choosy |= j->spec.image[0] != '\0' ||
-		    (j->spec.interactive && state.nrefuse_interactive > 0);
+		    (j->spec.interactive && state.nrefuse_interactive > 0) ||
+		    (j->spec.nodes > 1 && state.nno_gang_links > 0);
 		held = j->wait->hold_reason != NULL &&
 		    j->wait->hold_reason[0] != '\0';
 		j->sj.hold = held ? GP_SCHED_HOLD_BUDGET : GP_SCHED_HOLD_NONE;

@@ -245,6 +245,7 @@ struct node {
 	int images;			/* GP_SCHED_IMAGES_* */
 	int refuse_plain;		/* no plain-command jobs */
 	int refuse_interactive;		/* no interactive jobs */
+	int no_gang_links;		/* links no gang's parts across nodes */
 	int interactive_gpus;		/* lent GPUs kept for interactive jobs */
 	int network;			/* 1 + the most its jobs get; 0: ? */
 	int ntrusted;
@@ -388,6 +389,8 @@ struct state {
 	int nrefuse_plain;
 	/* Nodes whose owner takes no interactive job (offer_apply). */
 	int nrefuse_interactive;
+	/* Nodes that link no gang's parts across nodes (offer_apply). */
+	int nno_gang_links;
 	/*
 	 * Finished jobs that left memory (min-job-age), by state, since the
 	 * store was created as far as start-up can tell (those it left on

@@ -273,6 +273,8 @@ struct gp_sched_owner {
 	int network;		     /* 1 + the most its jobs reach (none 1,
 					internet 2, lan 3); 0: not said */
 	int refuse_interactive;	     /* 1: no interactive jobs */
+	int no_gang_links;	     /* 1: cannot link a gang's parts to
+					other nodes (a non-root agent) */
 };
 struct gp_sched_image {
 	int image;		     /* 0: a plain command */
@@ -280,6 +282,7 @@ struct gp_sched_image {
 	int nsigners;
 	int network;		     /* 1 + the network it asks for; 0 */
 	int interactive;	     /* 1: an interactive job */
+	int gang;		     /* 1: a gang of several nodes */
 };
 /*
  * 1 when the owner would accept the job: a plain command where plain jobs

@@ -50,6 +50,16 @@ gp_sched_why_refused(const struct gp_sched_owner *owner,
 		    "(interactive = refuse)");
 		return 0;
 	}
+	/*
+	 * A gang's parts, each on its own node, must reach each other;
+	 * a node whose agent cannot link them would start a part that
+	 * waits for the others until its time limit.
+	 */
+	if (job->gang && owner->no_gang_links) {
+		snprintf(why, whylen, "cannot link a gang's parts across "
+		    "nodes (its agent is not root, or its network is none)");
+		return 0;
+	}
 	if (!job->image) {
 		if (!owner->refuse_plain)
 			return 1;

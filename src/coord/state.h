@@ -293,6 +293,7 @@ struct offer {
 	int refuse_plain;
 	int network;		/* 1 + the most jobs get; 0: not said */
 	int refuse_interactive;	/* "interactive": false */
+	int no_gang_links;	/* "gangs": false (links no gang across nodes) */
 	int interactive_gpus;	/* "interactive_gpus": kept for them */
 	int ntrusted;
 	char trusted[GP_TRUST_KEYS_MAX][GP_SIGN_PUBLIC_TEXT];

@@ -124,7 +124,7 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		    strcmp(key, "mem_mib") && strcmp(key, "max_job_s") &&
 		    strcmp(key, "images") && strcmp(key, "plain_jobs") &&
 		    strcmp(key, "trusted_keys") && strcmp(key, "network") &&
-		    strcmp(key, "interactive") &&
+		    strcmp(key, "interactive") && strcmp(key, "gangs") &&
 		    strcmp(key, "interactive_gpus")) {
 			snprintf(err, errlen, "offer: unknown field '%.64s'",
 			    key);
@@ -217,6 +217,16 @@ offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 		return GP_EINVAL;
 	}
 	out->refuse_interactive = json_is_false(v);
+	/*
+	 * Gangs (docs/agent.md, "Gangs"); absent: its gang parts reach
+	 * each other's nodes (a root agent, or one before job networks).
+	 */
+	v = json_object_get(o, "gangs");
+	if (v != NULL && !json_is_boolean(v)) {
+		snprintf(err, errlen, "offer.gangs: true or false");
+		return GP_EINVAL;
+	}
+	out->no_gang_links = json_is_false(v);
 	v = json_object_get(o, "interactive_gpus");
 	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    json_integer_value(v) > 64)) {
@@ -265,6 +275,9 @@ offer_apply(struct node *node, const struct offer *o, int force)
 	state.nrefuse_interactive += (o->refuse_interactive != 0) -
 	    (node->refuse_interactive != 0);
 	node->refuse_interactive = o->refuse_interactive;
+	state.nno_gang_links += (o->no_gang_links != 0) -
+	    (node->no_gang_links != 0);
+	node->no_gang_links = o->no_gang_links;
 	node->interactive_gpus = o->interactive_gpus;
 	node->ntrusted = o->ntrusted;
 	for (int i = 0; i < o->ntrusted && i < GP_TRUST_KEYS_MAX; i++) {

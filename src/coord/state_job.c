@@ -427,6 +427,7 @@ owner_of(const struct node *node, struct gp_sched_owner *o)
 	o->refuse_plain = node->refuse_plain;
 	o->network = node->network;
 	o->refuse_interactive = node->refuse_interactive;
+	o->no_gang_links = node->no_gang_links;
 	o->trusted = node->trusted_keys;
 	o->ntrusted = node->ntrusted;
 }
@@ -440,6 +441,7 @@ image_of(const struct job *job, struct gp_sched_image *im)
 	im->nsigners = job->nsigners;
 	im->network = job->spec.network;
 	im->interactive = job->spec.interactive;
+	im->gang = job->spec.nodes > 1;
 }
 
 /* A count kept by offer_apply: this was a walk over every node, 7 % of
@@ -454,7 +456,8 @@ int
 state_refuses_job(const struct gp_jobspec *spec)
 {
 	return (spec->image[0] == '\0' && state.nrefuse_plain > 0) ||
-	    (spec->interactive && state.nrefuse_interactive > 0);
+	    (spec->interactive && state.nrefuse_interactive > 0) ||
+	    (spec->nodes > 1 && state.nno_gang_links > 0);
 }
 
 /* The planner's acceptance predicate: the node's owner and the job. */
@@ -476,8 +479,9 @@ state_owner_accepts(void *arg, const struct gp_sched_node *n,
 }
 
 /*
- * Keeps in nodes[0..*n) the nodes whose owners would accept job. When
- * none would, returns 0 with why listing each node's refusal.
+ * Keeps in nodes[0..*n) the nodes whose owners would accept job; why
+ * lists the others' refusals ("" when none refuses). Returns 0 when no
+ * node would accept it (*n unchanged), else 1.
  */
 static int
 accepting_nodes(struct gp_sched_node *nodes, size_t *n,
@@ -501,12 +505,10 @@ accepting_nodes(struct gp_sched_node *nodes, size_t *n,
 			gp_buf_printf(&b, "%snode %s %s", b.len ? "; " : "",
 			    nd->name, one);
 	}
-	if (k == 0) {
-		gp_strlcpy(why, b.data != NULL ? b.data : "", whylen);
-		gp_buf_free(&b);
-		return 0;
-	}
+	gp_strlcpy(why, b.data != NULL ? b.data : "", whylen);
 	gp_buf_free(&b);
+	if (k == 0)
+		return 0;
 	*n = k;
 	return 1;
 }
@@ -552,7 +554,27 @@ job_acceptance(const struct job *job, char *why, size_t len)
 		char tmp[1024];
 		snprintf(tmp, sizeof(tmp), "no node would accept it: %s", why);
 		gp_strlcpy(why, tmp, len);
-	}
+	} else if (nn > 0 && job->spec.nodes > 1 && why[0] != '\0') {
+		/* A gang: too few nodes up would take a part of it. */
+		char tmp[1024];
+		size_t i, up = 0;
+
+		/* (live_hw_nodes' up is as of the last registration) */
+		for (i = 0; i < nn; i++) {
+			const struct node *nd = state_node(snodes[i].id);
+
+			up += nd != NULL && nd->up && nd->accepting &&
+			    !nd->left;
+		}
+		if (up < (size_t)job->spec.nodes) {
+			snprintf(tmp, sizeof(tmp), "only %zu of the nodes up "
+			    "would take a part of this gang of %d: %s", up,
+			    job->spec.nodes, why);
+			gp_strlcpy(why, tmp, len);
+		} else
+			why[0] = '\0';
+	} else
+		why[0] = '\0';
 	free(snodes);
 }
 
@@ -642,7 +664,7 @@ submit_check(struct op *op, int64_t *group_id)
 	struct job tmpjob;
 	size_t nn = 0;
 	int fits;
-	char why[1024];
+	char why[1024], refused[1024] = "";
 
 	switch (state_job_group(&op->caller, op->spec.group, group_id)) {
 	case 0:
@@ -680,12 +702,12 @@ submit_check(struct op *op, int64_t *group_id)
 			job_set_signers(&tmpjob, json_incref(op->body));
 		}
 		image_of(&tmpjob, &im);
-		if (nn > 0 &&
-		    !accepting_nodes(snodes, &nn, &im, why, sizeof(why))) {
+		if (nn > 0 && !accepting_nodes(snodes, &nn, &im, refused,
+		    sizeof(refused))) {
 			free(snodes);
 			job_set_signers(&tmpjob, NULL);
 			set_error(op, 422, "no node in the pool would accept "
-			    "this job: %s", why);
+			    "this job: %s", refused);
 			return GP_EINVAL;
 		}
 		fits = gp_sched_can_ever_fit(snodes, nn, &sj, why,
@@ -696,6 +718,13 @@ submit_check(struct op *op, int64_t *group_id)
 	if (fits < 0) {
 		set_error(op, 503, "out of memory");
 		return GP_ENOMEM;
+	}
+	if (!fits && refused[0] != '\0') {
+		/* Among those that would accept it: say why the rest not. */
+		set_error(op, 422, "no node in the pool can ever run this job: "
+		    "%s (of the nodes that would accept it; the others: %s)",
+		    why, refused);
+		return GP_EINVAL;
 	}
 	if (!fits) {
 		set_error(op, 422, "no node in the pool can ever run this job: %s",

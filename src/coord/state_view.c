@@ -290,6 +290,8 @@ node_to_json(const struct node *node)
 		    node->images : 0]));
 		json_object_set_new(o, "plain_jobs",
 		    json_boolean(!node->refuse_plain));
+		json_object_set_new(o, "gangs",
+		    json_boolean(!node->no_gang_links));
 		json_object_set_new(o, "trusted_keys", keys);
 	}
 	acct_node_json(node, o);

@@ -406,24 +406,31 @@ TEST(acceptance)
 	static const char *const k1[] = {"ed25519:k1"};
 	static const char *const k12[] = {"ed25519:k2", "ed25519:k1"};
 	static const char *const k3[] = {"ed25519:k3"};
-	struct gp_sched_owner any = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 0, 0};
-	struct gp_sched_owner none = {GP_SCHED_IMAGES_NONE, 0, NULL, 0, 0, 0};
-	struct gp_sched_owner trusts1 = {GP_SCHED_IMAGES_SIGNED, 0, k1, 1, 0, 0};
-	struct gp_sched_owner picky = {GP_SCHED_IMAGES_SIGNED, 1, k12, 2, 0, 0};
-	struct gp_sched_owner inet = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 2, 0};
-	struct gp_sched_owner lan = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 3, 0};
-	struct gp_sched_owner offline = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 1, 0};
-	struct gp_sched_image plain = {0, NULL, 0, 0, 0};
-	struct gp_sched_image unsigned_img = {1, NULL, 0, 0, 0};
-	struct gp_sched_image by1 = {1, k1, 1, 0, 0};
-	struct gp_sched_image by3 = {1, k3, 1, 0, 0};
-	struct gp_sched_image by21 = {1, k12, 2, 0, 0};
-	struct gp_sched_image wants_none = {0, NULL, 0, 1, 0};
-	struct gp_sched_image wants_inet = {0, NULL, 0, 2, 0};
-	struct gp_sched_image wants_lan = {0, NULL, 0, 3, 0};
+	struct gp_sched_owner any = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 0, 0, 0};
+	struct gp_sched_owner none = {GP_SCHED_IMAGES_NONE, 0, NULL, 0, 0,
+	    0, 0};
+	struct gp_sched_owner trusts1 = {GP_SCHED_IMAGES_SIGNED, 0, k1, 1, 0,
+	    0, 0};
+	struct gp_sched_owner picky = {GP_SCHED_IMAGES_SIGNED, 1, k12, 2, 0,
+	    0, 0};
+	struct gp_sched_owner inet = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 2, 0, 0};
+	struct gp_sched_owner lan = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 3, 0, 0};
+	struct gp_sched_owner offline = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 1,
+	    0, 0};
+	struct gp_sched_image plain = {0, NULL, 0, 0, 0, 0};
+	struct gp_sched_image unsigned_img = {1, NULL, 0, 0, 0, 0};
+	struct gp_sched_image by1 = {1, k1, 1, 0, 0, 0};
+	struct gp_sched_image by3 = {1, k3, 1, 0, 0, 0};
+	struct gp_sched_image by21 = {1, k12, 2, 0, 0, 0};
+	struct gp_sched_image wants_none = {0, NULL, 0, 1, 0, 0};
+	struct gp_sched_image wants_inet = {0, NULL, 0, 2, 0, 0};
+	struct gp_sched_image wants_lan = {0, NULL, 0, 3, 0, 0};
 	struct gp_sched_owner no_shells = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 0,
-	    1};
-	struct gp_sched_image shell = {0, NULL, 0, 0, 1};
+	    1, 0};
+	struct gp_sched_image shell = {0, NULL, 0, 0, 1, 0};
+	struct gp_sched_owner unlinked = {GP_SCHED_IMAGES_ANY, 0, NULL, 0, 2,
+	    0, 1};
+	struct gp_sched_image gang = {0, NULL, 0, 0, 0, 1};
 	char why[160];
 
 	CHECK(gp_sched_owner_accepts(&any, &plain));
@@ -459,6 +466,13 @@ TEST(acceptance)
 	CHECK(!gp_sched_why_refused(&offline, &wants_inet, why, sizeof(why)));
 	CHECK_STR(why, "lets jobs reach only network none (the job asks "
 	    "for internet)");
+	/* Gangs of several nodes: only where the agent links their parts. */
+	CHECK(gp_sched_owner_accepts(&any, &gang));
+	CHECK(gp_sched_owner_accepts(&unlinked, &plain));
+	CHECK(gp_sched_owner_accepts(&unlinked, &wants_inet));
+	CHECK(!gp_sched_why_refused(&unlinked, &gang, why, sizeof(why)));
+	CHECK_STR(why, "cannot link a gang's parts across nodes (its agent "
+	    "is not root, or its network is none)");
 }
 
 /* ---- layers ---- */
