@@ -843,9 +843,14 @@ live_schedule(void)
 				skipped += (size_t)(state.nqueue - i - 1);
 			}
 		}
+		/*
+		 * (A job asking for internet or lan: a node allowing less
+		 * refuses it, and placed there it would get less.)
+		 */
 		choosy |= j->spec.image[0] != '\0' ||
 		    (j->spec.interactive && state.nrefuse_interactive > 0) ||
-		    (j->spec.nodes > 1 && state.nno_gang_links > 0);
+		    (j->spec.nodes > 1 && state.nno_gang_links > 0) ||
+		    j->spec.network > 1;
 		held = j->wait->hold_reason != NULL &&
 		    j->wait->hold_reason[0] != '\0';
 		j->sj.hold = held ? GP_SCHED_HOLD_BUDGET : GP_SCHED_HOLD_NONE;

@@ -92,6 +92,32 @@ done
 tables=$(nft list tables)
 assert_contains "$tables" "table inet gpupool_" "the agents' nftables tables"
 
+# A job asking for more network than some nodes allow is placed only
+# where it is allowed (the scheduler's acceptance, not only submit's),
+# never capped on another node: with the lan node's GPU held, a
+# --network lan job waits (saying why) while a later --network internet
+# job runs elsewhere, never on the none node; once the GPU is free, the
+# lan job runs on the lan node.
+submit --gpus 1 --gpu-model L4 -- sh -c "$(gated_job_cmd)"
+hold=$JOB
+wait_state "$hold" running
+submit --gpus 1 --network lan -- true
+wantlan=$JOB
+submit --gpus 1 --network internet -- true
+wait_final "$JOB"
+assert_eq succeeded "$FINAL_STATE" "the --network internet job"
+assert_not_contains "$(job_get "$JOB" 'd["node"]')" none \
+    "the --network internet job's node"
+assert_eq queued "$(job_get "$wantlan" 'd["state"]')" \
+    "the --network lan job while the lan node is busy"
+assert_contains "$(job_get "$wantlan" '(d.get("wait") or {}).get("why", "")')" \
+    "0 GPUs free on a node that could hold it" \
+    "why the --network lan job waits"
+release_job lan "$hold"
+wait_final "$wantlan"
+assert_eq succeeded "$FINAL_STATE" "the --network lan job"
+assert_eq lan "$(job_get "$wantlan" 'd["node"]')" "the --network lan job's node"
+
 # A job serving on its own loopback and an abstract socket.
 peer_port=$(free_port)
 peer_abs="gpnet-peer-$$"
