@@ -1138,9 +1138,8 @@ sweep_block(struct gp_net *n, int b, const char *tables, const char *lo_addrs)
 		    "count=%d", b, links);
 }
 
-/* Two lowercase hex digits (our names' %02x) at s: 0 to 255, or -1. */
-static int
-hex_byte(const char *s)
+int
+gp_net_hex_byte(const char *s)
 {
 	int i, v = 0;
 
@@ -1160,9 +1159,9 @@ hex_byte(const char *s)
  * sweep_block to delete: a table, a veth pair, a gang route, a DNS
  * relay's address or pid file, an overlay's leftovers. One look at each
  * kind for all blocks: sweeping every block whose lock was free, thing
- * by thing, took ~0.9 s at each start, over 3 s on a loaded machine
- * (256 blocks times 256 overlay devices looked up by name; see
- * bench/agent_net_start.sh).
+ * by thing, took ~1.1 s of each start at load ~5 here (256 blocks times
+ * 256 overlay devices looked up by name; bench/agent_net_start.sh). A
+ * look that fails marks every block, as the sweep of old did.
  */
 static void
 stale_blocks(struct gp_net *n, const char *tables, const char *lo_addrs,
@@ -1178,23 +1177,24 @@ stale_blocks(struct gp_net *n, const char *tables, const char *lo_addrs,
 	const char *t;
 	char *end;
 	long b;
-	int tries;
+	int tries, ret = 0;
 	DIR *d;
 
 	for (t = tables; (t = strstr(t, table)) != NULL;
 	    t += sizeof(table) - 1)
-		if ((b = hex_byte(t + sizeof(table) - 1)) >= 0 &&
+		if ((b = gp_net_hex_byte(t + sizeof(table) - 1)) >= 0 &&
 		    t[sizeof(table) + 1] == '\n')
 			stale[b] = 1;
 	/* Veth pairs, gpXX.N (NET_IF_FMT). */
 	if ((ifs = if_nameindex()) != NULL) {
 		for (i = ifs; i->if_index != 0; i++)
 			if (strncmp(i->if_name, "gp", 2) == 0 &&
-			    (b = hex_byte(i->if_name + 2)) >= 0 &&
+			    (b = gp_net_hex_byte(i->if_name + 2)) >= 0 &&
 			    i->if_name[4] == '.')
 				stale[b] = 1;
 		if_freenameindex(ifs);
-	}
+	} else
+		memset(stale, 1, NET_BLOCKS);
 	/* Relays' addresses on lo, 169.254.53.B/32, and pid files. */
 	for (t = lo_addrs; (t = strstr(t, relay)) != NULL;
 	    t += sizeof(relay) - 1) {
@@ -1204,21 +1204,24 @@ stale_blocks(struct gp_net *n, const char *tables, const char *lo_addrs,
 	}
 	if ((d = opendir(NET_RUN_DIR)) != NULL) {
 		while ((e = readdir(d)) != NULL)
-			if ((b = hex_byte(e->d_name)) >= 0 &&
+			if ((b = gp_net_hex_byte(e->d_name)) >= 0 &&
 			    strcmp(e->d_name + 2, ".dns.pid") == 0)
 				stale[b] = 1;
 		closedir(d);
-	}
+	} else
+		memset(stale, 1, NET_BLOCKS);
 	/* Gang routes, by their metric (one dump for all blocks). */
 	nlh->nlmsg_type = RTM_GETROUTE;
 	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 	rtm->rtm_family = AF_INET;
 	for (tries = 0; tries < 4; tries++) {
 		nlh->nlmsg_flags = NLM_F_DUMP;
-		if (nl_ask(n->nl, &n->seq, nlh, route_block_cb, stale) !=
-		    -EINTR)
+		if ((ret = nl_ask(n->nl, &n->seq, nlh, route_block_cb,
+		    stale)) != -EINTR)
 			break;
 	}
+	if (ret != 0)
+		memset(stale, 1, NET_BLOCKS);
 	gp_overlay_stale_blocks(tables, stale, NET_BLOCKS);
 }
 

@@ -925,23 +925,6 @@ gp_overlay_sweep(int b, const char *tables)
 		sweep_one(b, seq, tables);
 }
 
-/* Two lowercase hex digits (our names' %02x) at s: 0 to 255, or -1. */
-static int
-hex_byte(const char *s)
-{
-	int i, v = 0;
-
-	for (i = 0; i < 2; i++) {
-		if (s[i] >= '0' && s[i] <= '9')
-			v = v * 16 + (s[i] - '0');
-		else if (s[i] >= 'a' && s[i] <= 'f')
-			v = v * 16 + (s[i] - 'a' + 10);
-		else
-			return -1;
-	}
-	return v;
-}
-
 static void
 mark(unsigned char *stale, int nblocks, int b)
 {
@@ -954,9 +937,9 @@ static int
 dev_block(const char *s, const char *end)
 {
 	if (strlen(s) < 7 || strncmp(s, "gpw", 3) != 0 ||
-	    hex_byte(s + 5) < 0 || strcmp(s + 7, end) != 0)
+	    gp_net_hex_byte(s + 5) < 0 || strcmp(s + 7, end) != 0)
 		return -1;
-	return hex_byte(s + 3);
+	return gp_net_hex_byte(s + 3);
 }
 
 void
@@ -973,24 +956,27 @@ gp_overlay_stale_blocks(const char *tables, unsigned char *stale,
 	if ((d = opendir(OV_RUN_DIR)) != NULL) {
 		while ((e = readdir(d)) != NULL)
 			if (strlen(e->d_name) == 12 && e->d_name[2] == '.' &&
-			    hex_byte(e->d_name + 3) >= 0 &&
+			    gp_net_hex_byte(e->d_name + 3) >= 0 &&
 			    strcmp(e->d_name + 5, ".wg.pid") == 0)
-				mark(stale, nblocks, hex_byte(e->d_name));
+				mark(stale, nblocks, gp_net_hex_byte(e->d_name));
 		closedir(d);
-	}
+	} else
+		memset(stale, 1, (size_t)nblocks);
 	/* Control sockets, gpwXXYY.sock (OV_SOCK_FMT). */
 	if ((d = opendir("/var/run/wireguard")) != NULL) {
 		while ((e = readdir(d)) != NULL)
 			mark(stale, nblocks, dev_block(e->d_name, ".sock"));
 		closedir(d);
-	}
+	} else if (errno != ENOENT)
+		memset(stale, 1, (size_t)nblocks);
 	/* Devices (one dump of this namespace's links). */
 	if ((ifs = if_nameindex()) != NULL) {
 		for (i = ifs; i->if_index != 0; i++)
 			mark(stale, nblocks, dev_block(i->if_name, ""));
 		if_freenameindex(ifs);
-	}
+	} else
+		memset(stale, 1, (size_t)nblocks);
 	for (t = tables; t != NULL && (t = strstr(t, table)) != NULL;
 	    t += sizeof(table) - 1)
-		mark(stale, nblocks, hex_byte(t + sizeof(table) - 1));
+		mark(stale, nblocks, gp_net_hex_byte(t + sizeof(table) - 1));
 }
