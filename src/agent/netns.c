@@ -11,6 +11,7 @@
  * internet jobs, 256..511 lan jobs. The table's rules tell them apart by
  * source address, so a start writes no rule.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -1006,36 +1007,61 @@ struct route_list {
 	int n;
 };
 
+/* A /32 IPv4 route's destination, gateway and metric: 0, or -1. */
 static int
-route_list_cb(const struct nlmsghdr *nlh, void *data)
+route_parse(const struct nlmsghdr *nlh, uint32_t *dst, uint32_t *gw,
+    uint32_t *prio)
 {
-	struct route_list *l = data;
 	const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
-	uint32_t dst = 0, gw = 0, prio = 0;
 	struct nlattr *a;
 
+	*dst = *gw = *prio = 0;
 	if (rtm->rtm_family != AF_INET || rtm->rtm_dst_len != 32)
-		return MNL_CB_OK;
+		return -1;
 	mnl_attr_for_each(a, nlh, sizeof(*rtm)) {
 		if (mnl_attr_get_payload_len(a) < 4)
 			continue;
 		switch (mnl_attr_get_type(a)) {
 		case RTA_DST:
-			dst = ntohl(mnl_attr_get_u32(a));
+			*dst = ntohl(mnl_attr_get_u32(a));
 			break;
 		case RTA_GATEWAY:
-			gw = ntohl(mnl_attr_get_u32(a));
+			*gw = ntohl(mnl_attr_get_u32(a));
 			break;
 		case RTA_PRIORITY:
-			prio = mnl_attr_get_u32(a);
+			*prio = mnl_attr_get_u32(a);
 			break;
 		}
 	}
-	if (prio == l->prio && (dst & 0xfffc0000u) == NET_GANG_BASE &&
+	return 0;
+}
+
+static int
+route_list_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct route_list *l = data;
+	uint32_t dst, gw, prio;
+
+	if (route_parse(nlh, &dst, &gw, &prio) == 0 && prio == l->prio &&
+	    (dst & 0xfffc0000u) == NET_GANG_BASE &&
 	    l->n < (int)GP_ARRAY_LEN(l->dst)) {
 		l->dst[l->n] = dst;
 		l->gw[l->n++] = gw;
 	}
+	return MNL_CB_OK;
+}
+
+/* Marks the blocks (stale[]) whose gang routes (their metric) are here. */
+static int
+route_block_cb(const struct nlmsghdr *nlh, void *data)
+{
+	unsigned char *stale = data;
+	uint32_t dst, gw, prio;
+
+	if (route_parse(nlh, &dst, &gw, &prio) == 0 &&
+	    (dst & 0xfffc0000u) == NET_GANG_BASE && prio >= NET_ROUTE_PRIO &&
+	    prio < NET_ROUTE_PRIO + NET_BLOCKS)
+		stale[prio - NET_ROUTE_PRIO] = 1;
 	return MNL_CB_OK;
 }
 
@@ -1112,12 +1138,100 @@ sweep_block(struct gp_net *n, int b, const char *tables, const char *lo_addrs)
 		    "count=%d", b, links);
 }
 
+int
+gp_net_hex_byte(const char *s)
+{
+	int i, v = 0;
+
+	for (i = 0; i < 2; i++) {
+		if (s[i] >= '0' && s[i] <= '9')
+			v = v * 16 + (s[i] - '0');
+		else if (s[i] >= 'a' && s[i] <= 'f')
+			v = v * 16 + (s[i] - 'a' + 10);
+		else
+			return -1;
+	}
+	return v;
+}
+
+/*
+ * Sets stale[b] for each block b that has something here for
+ * sweep_block to delete: a table, a veth pair, a gang route, a DNS
+ * relay's address or pid file, an overlay's leftovers. One look at each
+ * kind for all blocks: sweeping every block whose lock was free, thing
+ * by thing, took ~1.1 s of each start at load ~5 here (256 blocks times
+ * 256 overlay devices looked up by name; bench/agent_net_start.sh). A
+ * look that fails marks every block, as the sweep of old did.
+ */
+static void
+stale_blocks(struct gp_net *n, const char *tables, const char *lo_addrs,
+    unsigned char stale[NET_BLOCKS])
+{
+	static const char table[] = "table inet gpupool_";
+	static const char relay[] = " " NET_DNS_NET;
+	char buf[512];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct if_nameindex *ifs, *i;
+	struct rtmsg *rtm;
+	struct dirent *e;
+	const char *t;
+	char *end;
+	long b;
+	int tries, ret = 0;
+	DIR *d;
+
+	for (t = tables; (t = strstr(t, table)) != NULL;
+	    t += sizeof(table) - 1)
+		if ((b = gp_net_hex_byte(t + sizeof(table) - 1)) >= 0 &&
+		    t[sizeof(table) + 1] == '\n')
+			stale[b] = 1;
+	/* Veth pairs, gpXX.N (NET_IF_FMT). */
+	if ((ifs = if_nameindex()) != NULL) {
+		for (i = ifs; i->if_index != 0; i++)
+			if (strncmp(i->if_name, "gp", 2) == 0 &&
+			    (b = gp_net_hex_byte(i->if_name + 2)) >= 0 &&
+			    i->if_name[4] == '.')
+				stale[b] = 1;
+		if_freenameindex(ifs);
+	} else
+		memset(stale, 1, NET_BLOCKS);
+	/* Relays' addresses on lo, 169.254.53.B/32, and pid files. */
+	for (t = lo_addrs; (t = strstr(t, relay)) != NULL;
+	    t += sizeof(relay) - 1) {
+		b = strtol(t + sizeof(relay) - 1, &end, 10);
+		if (*end == '/' && b >= 0 && b < NET_BLOCKS)
+			stale[b] = 1;
+	}
+	if ((d = opendir(NET_RUN_DIR)) != NULL) {
+		while ((e = readdir(d)) != NULL)
+			if ((b = gp_net_hex_byte(e->d_name)) >= 0 &&
+			    strcmp(e->d_name + 2, ".dns.pid") == 0)
+				stale[b] = 1;
+		closedir(d);
+	} else
+		memset(stale, 1, NET_BLOCKS);
+	/* Gang routes, by their metric (one dump for all blocks). */
+	nlh->nlmsg_type = RTM_GETROUTE;
+	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET;
+	for (tries = 0; tries < 4; tries++) {
+		nlh->nlmsg_flags = NLM_F_DUMP;
+		if ((ret = nl_ask(n->nl, &n->seq, nlh, route_block_cb,
+		    stale)) != -EINTR)
+			break;
+	}
+	if (ret != 0)
+		memset(stale, 1, NET_BLOCKS);
+	gp_overlay_stale_blocks(tables, stale, NET_BLOCKS);
+}
+
 /* Takes a free block (its lock) and sweeps every block no agent holds. */
 static int
 take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 {
 	char path[64], tables[16384] = "", lo_addrs[8192] = "";
 	char *argv[] = {"nft", "list", "tables", NULL};
+	unsigned char stale[NET_BLOCKS] = {0};
 	uint32_t h = 2166136261u;
 	const char *p;
 	int i, b, fd;
@@ -1161,10 +1275,15 @@ take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 		if (run(ip, NULL, -1, lo_addrs, sizeof(lo_addrs)) != 0)
 			lo_addrs[0] = '\0';
 	}
-	/* Ours, and those whose agent is gone (their lock is free). */
-	sweep_block(n, n->block, tables, lo_addrs);
+	/*
+	 * Ours, and those whose agent is gone (their lock is free): those
+	 * with anything left.
+	 */
+	stale_blocks(n, tables, lo_addrs, stale);
+	if (stale[n->block])
+		sweep_block(n, n->block, tables, lo_addrs);
 	for (b = 0; b < NET_BLOCKS; b++) {
-		if (b == n->block)
+		if (b == n->block || !stale[b])
 			continue;
 		snprintf(path, sizeof(path), NET_RUN_DIR "/%02x.lock", b);
 		if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)

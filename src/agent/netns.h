@@ -95,6 +95,11 @@ int64_t gp_net_tick(struct gp_net *n, int64_t now);
 int gp_net_run(char *const argv[], const char *stdin_text, int ns_fd,
     char *out, size_t outlen);
 /*
+ * The block or sequence number in one of our names' "%02x" (two
+ * lowercase hex digits at s): 0 to 255, or -1.
+ */
+int gp_net_hex_byte(const char *s);
+/*
  * gp_net_run with enter(arg) run in the child before the exec, in place
  * of the network namespace (a nonzero answer: the child's exit status);
  * *exit_status (may be NULL) gets the exit status, -1 when killed.

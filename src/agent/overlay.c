@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -922,4 +923,60 @@ gp_overlay_sweep(int b, const char *tables)
 
 	for (seq = 0; seq < OV_SEQS; seq++)
 		sweep_one(b, seq, tables);
+}
+
+static void
+mark(unsigned char *stale, int nblocks, int b)
+{
+	if (b >= 0 && b < nblocks)
+		stale[b] = 1;
+}
+
+/* "gpwXXYY" (OV_DEV_FMT) at s, then end: XX, or -1. */
+static int
+dev_block(const char *s, const char *end)
+{
+	if (strlen(s) < 7 || strncmp(s, "gpw", 3) != 0 ||
+	    gp_net_hex_byte(s + 5) < 0 || strcmp(s + 7, end) != 0)
+		return -1;
+	return gp_net_hex_byte(s + 3);
+}
+
+void
+gp_overlay_stale_blocks(const char *tables, unsigned char *stale,
+    int nblocks)
+{
+	static const char table[] = "table inet gpupool_ov_";
+	struct if_nameindex *ifs, *i;
+	struct dirent *e;
+	const char *t;
+	DIR *d;
+
+	/* Pid files, XX.YY.wg.pid (OV_PID_FMT). */
+	if ((d = opendir(OV_RUN_DIR)) != NULL) {
+		while ((e = readdir(d)) != NULL)
+			if (strlen(e->d_name) == 12 && e->d_name[2] == '.' &&
+			    gp_net_hex_byte(e->d_name + 3) >= 0 &&
+			    strcmp(e->d_name + 5, ".wg.pid") == 0)
+				mark(stale, nblocks, gp_net_hex_byte(e->d_name));
+		closedir(d);
+	} else
+		memset(stale, 1, (size_t)nblocks);
+	/* Control sockets, gpwXXYY.sock (OV_SOCK_FMT). */
+	if ((d = opendir("/var/run/wireguard")) != NULL) {
+		while ((e = readdir(d)) != NULL)
+			mark(stale, nblocks, dev_block(e->d_name, ".sock"));
+		closedir(d);
+	} else if (errno != ENOENT)
+		memset(stale, 1, (size_t)nblocks);
+	/* Devices (one dump of this namespace's links). */
+	if ((ifs = if_nameindex()) != NULL) {
+		for (i = ifs; i->if_index != 0; i++)
+			mark(stale, nblocks, dev_block(i->if_name, ""));
+		if_freenameindex(ifs);
+	} else
+		memset(stale, 1, (size_t)nblocks);
+	for (t = tables; t != NULL && (t = strstr(t, table)) != NULL;
+	    t += sizeof(table) - 1)
+		mark(stale, nblocks, gp_net_hex_byte(t + sizeof(table) - 1));
 }

@@ -95,4 +95,14 @@ int64_t gp_overlay_tick(struct gp_overlay *o, int64_t now);
  */
 void gp_overlay_sweep(int b, const char *tables);
 
+/*
+ * Sets stale[b] to 1 for each block b (below nblocks) of which this
+ * machine holds an overlay's leftovers: a wireguard-go pid file, a
+ * control socket, a device (in the caller's namespace) or a table (in
+ * tables, `nft list tables`' output). One look at each kind for every
+ * block, so that gp_overlay_sweep runs only where there is something.
+ */
+void gp_overlay_stale_blocks(const char *tables, unsigned char *stale,
+    int nblocks);
+
 #endif
