@@ -25,6 +25,14 @@ skipped=0
 failures=()
 SKIP_STATUS=77
 logdir=$(mktemp -d /tmp/gpupool-tests.XXXXXX)
+# The run's scratch, shared by its tests and removed when it ends: what
+# is made once per run instead of once per test (tests/e2e/pg_lib.sh's
+# PostgreSQL cluster template). Beside the tests' own dirs (E2E_TMPDIR),
+# traversable: the servers run as an unprivileged user.
+GP_TEST_RUN_DIR=$(mktemp -d "${E2E_TMPDIR:-/var/tmp}/gpupool-run.XXXXXX") &&
+    chmod 755 "$GP_TEST_RUN_DIR" || exit 1
+export GP_TEST_RUN_DIR
+trap 'rm -rf "$GP_TEST_RUN_DIR"' EXIT
 
 # judge_skip LOG: 0 when every SKIP line in LOG is a skip allowed here
 # (prints their reasons in SKIP_WHY), else 1 (prints why in SKIP_WHY).

@@ -54,6 +54,11 @@
 #   STEPS_IGNORE_SIGNAL=1       ignore the checkpoint signal (a job that does
 #                               not follow the protocol: killed at the end
 #                               of the grace period)
+#   STEPS_RESUMED_STEP_S=SECONDS  the step time of an attempt that
+#                               resumed from a checkpoint (default
+#                               STEP_SECONDS): a test whose checks end
+#                               where the job resumes need not wait for
+#                               the rest of its work at the first pace
 #   STEPS_HOLD=FILE             while FILE exists (relative: in the job's
 #                               working directory), do not take the last
 #                               step (at most 2400 step times): a test
@@ -137,6 +142,10 @@ if [ -f "$dir/COMPLETE" ]; then
 	fi
 	saved=$step
 	echo "resumed at step $step (restart $restart)"
+	step_s=${STEPS_RESUMED_STEP_S:-$step_s}
+	case $step_s in
+	'' | *[!0-9.]* | *.*.*) usage ;;
+	esac
 else
 	echo "starting at step 0"
 fi

@@ -246,8 +246,13 @@ cleanup() {
 	for pid in $before; do
 		kill -KILL "$pid" 2>/dev/null
 	done
+	# What is still there (a child forked meanwhile): at most 3 rounds,
+	# until a look finds nothing of the test's (a process only appears by
+	# a fork of one that a look would have found).
 	for ((i = 0; i < 3; i++)); do
-		for pid in $(stray_pids); do
+		left=$(stray_pids)
+		[ -n "$left" ] || break
+		for pid in $left; do
 			kill -KILL "$pid" 2>/dev/null
 		done
 		sleep 0.2

@@ -3,8 +3,10 @@
 # leader, one standby, each under a supervisor loop that starts it again
 # when it exits, as systemd's Restart= does), two agents and two CLI
 # submitters. First PostgreSQL is restarted under load; then it is made
-# unreachable for 30 s (every server process SIGSTOPped: connections stay
-# open and nothing answers, as in a network partition). Each time the
+# unreachable (every server process SIGSTOPped: connections stay open and
+# nothing answers, as in a network partition) until the leader has lost
+# its lock's connection and each coordinator has had a connection attempt
+# time out (connect_timeout: 5 s). Each time the
 # leader loses its lock's connection: once the database is back it
 # either regains the lock with its epoch unchanged and leads on, or
 # (the standby won the lock first) steps down (exits 75) and the other
@@ -127,14 +129,33 @@ lost_lock_handled "$h"
 wait_leader "$e"
 
 more_jobs 10
-log "PostgreSQL unreachable for 30 s (SIGSTOP)"
+log "PostgreSQL unreachable (SIGSTOP) until both coordinators gave up a connection attempt"
 e=$(epoch_now) h=$(handled)
+# lost: how often a leader saw its lock's connection lost (stepping down
+# or regaining); timeouts NAME: NAME's connection attempts that timed out
+# (connect_timeout) against a server that accepts and never answers.
+lost() { cat "$T"/coord-?.log | grep -c "the lock's database connection was lost"; }
+timeouts() { grep -c 'failed: timeout expired' "$T/coord-$1.log"; }
+l=$(lost) ta=$(timeouts a) tb=$(timeouts b)
 # The postmaster and its children (each backend is in a session of its
 # own: the postmaster's process group is the postmaster alone).
 pids="$PG_PID $(pgrep -P "$PG_PID" | tr '\n' ' ')"
 [ -n "$pids" ] || fail "no PostgreSQL processes to stop"
 kill -STOP $pids
-sleep 30 # the fault's length, not a wait for a condition
+# The fault lasts until each of its paths was taken: the leader lost its
+# lock's connection (its ping unanswered), and each coordinator (the old
+# leader started again by its supervisor, the standby) had a connection
+# attempt time out (bounded).
+deadline=$((SECONDS + WAIT_S + 30))
+until [ "$(lost)" -gt "$l" ] && [ "$(timeouts a)" -gt "$ta" ] &&
+    [ "$(timeouts b)" -gt "$tb" ]; do
+	if [ $SECONDS -ge $deadline ]; then
+		kill -CONT $pids
+		fail "with PostgreSQL stopped, lost lock connections $l -> $(lost), timed-out connection attempts a $ta -> $(timeouts a), b $tb -> $(timeouts b)"
+	fi
+	sleep 0.2
+done
+log "PostgreSQL resumed: the leader lost its lock, both coordinators' connection attempts timed out"
 kill -CONT $pids
 lost_lock_handled "$h"
 wait_leader "$e"
@@ -149,4 +170,4 @@ $PY "$(dirname "$0")/pg_check.py" --url "$leader" --token "$ADMIN_TOKEN" \
     --wait-s "$WAIT_S" "$T/ids" "$T"/agent-n*.log ||
     fail "the jobs after the database's faults (above); submit errors: $(tail -n 3 "$T"/submit-?.err)"
 touch "$T/stop-supervisors"
-log "ok: $n jobs through a database restart and 30 s unreachable"
+log "ok: $n jobs through a database restart and a time unreachable"

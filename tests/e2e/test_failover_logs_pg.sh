@@ -16,31 +16,15 @@
 pg_start
 
 BLOBS="$T/blobs"
-declare -A PORT=() PID=() DATA=([a]="$T/coord-a" [b]="$T/coord-b")
 if [ -d /dev/shm ] && [ -w /dev/shm ] &&
     [ "$(stat -c %d /dev/shm)" != "$(stat -c %d "$T")" ] &&
     SHM=$(mktemp -d /dev/shm/gpe2e-logs.XXXXXX); then
-	DATA[a]="$SHM/coord-a"
+	PG_COORD_DATA[a]="$SHM/coord-a"
 	# pg_lib.sh's exit trap, after removing it (with the test's status).
 	trap 'rc=$?; rm -rf "$SHM"; (exit $rc); pg_on_exit' EXIT
 	log "a's data directory on /dev/shm, another file system than $T"
 fi
-PORT[a]=$(free_port)
-PORT[b]=$(free_port)
-while [ "${PORT[b]}" = "${PORT[a]}" ]; do PORT[b]=$(free_port); done
-url_of() { echo "http://127.0.0.1:${PORT[$1]}"; }
-
-# start_coord NAME [ARG...]: NAME's own data directory, the pool's database.
-start_coord() {
-	local name=$1
-	shift
-	spawn "$T/coord-$name.log" "$GP" coordinator \
-	    --listen "127.0.0.1:${PORT[$name]}" --data "${DATA[$name]}" \
-	    --db "$(pg_url)" --advertise-url "$(url_of "$name")" \
-	    --leader-lease-ms 3000 --lease-ms 4000 --heartbeat-ms 300 -v "$@"
-	PID[$name]=$SPAWNED_PID
-}
-epoch_now() { pg_psql "SELECT epoch FROM gp_leader WHERE id = 1"; }
+pg_coords a b
 # log_of JOB: the job's whole log as the serving coordinator has it.
 log_of() {
 	api_expect 200 "$ADMIN_TOKEN" GET "/v1/jobs/$1/log?offset=0"
@@ -48,32 +32,32 @@ log_of() {
 }
 
 log "old layout: a without --blob-dir, its logs in its data directory"
-start_coord a
-COORD_DATA="${DATA[a]}" COORD_PID=${PID[a]} COORD_PORT=${PORT[a]}
+pg_coord_start a
+pg_coord_use a
 wait_ready
-export GPUPOOL_URL="$(url_of a),$(url_of b)" GPUPOOL_TOKEN=$ADMIN_TOKEN
-start_agent n1 1 --coordinator "$(url_of a)" --coordinator "$(url_of b)"
+export GPUPOOL_URL="$(pg_coord_url a),$(pg_coord_url b)" GPUPOOL_TOKEN=$ADMIN_TOKEN
+start_agent n1 1 --coordinator "$(pg_coord_url a)" --coordinator "$(pg_coord_url b)"
 wait_node_up n1
 submit --gpus 0 -- sh -c 'echo "written in the old layout"'
 j0=$JOB
 cli wait "$j0"
 assert_eq 0 "$CLI_RC" "job $j0"
-[ -s "${DATA[a]}/logs/$j0.log" ] || fail "job $j0's log is not in a's data directory"
+[ -s "${PG_COORD_DATA[a]}/logs/$j0.log" ] || fail "job $j0's log is not in a's data directory"
 old_log=$(log_of "$j0")
 assert_contains "$old_log" "written in the old layout" "job $j0's log"
-kill -TERM "${PID[a]}"
-wait_exit "${PID[a]}" || fail "a did not stop"
+kill -TERM "${PG_COORD_PID[a]}"
+wait_exit "${PG_COORD_PID[a]}" || fail "a did not stop"
 
 log "a again, with --blob-dir: the old log moves there"
-start_coord a --blob-dir "$BLOBS"
-COORD_PID=${PID[a]}
+pg_coord_start a --blob-dir "$BLOBS"
+pg_coord_use a
 wait_ready
-export GPUPOOL_URL="$(url_of a),$(url_of b)"
-[ -e "${DATA[a]}/logs/$j0.log" ] && fail "job $j0's log stayed in a's data directory"
+export GPUPOOL_URL="$(pg_coord_url a),$(pg_coord_url b)"
+[ -e "${PG_COORD_DATA[a]}/logs/$j0.log" ] && fail "job $j0's log stayed in a's data directory"
 [ -s "$BLOBS/logs/$j0.log" ] || fail "job $j0's log is not in the blob directory"
 assert_eq "$old_log" "$(log_of "$j0")" "job $j0's log after the move"
 assert_contains "$(cat "$T/coord-a.log")" "moved job logs to the blob directory count=1" "a's log"
-start_coord b --blob-dir "$BLOBS"
+pg_coord_start b --blob-dir "$BLOBS"
 wait_node_up n1
 
 log "a job writes lines under a, logs -f follows"
@@ -90,20 +74,7 @@ done
 grep -q "loading the state to lead" "$T/coord-b.log" && fail "b led before a was killed"
 
 log "kill -9 a; b leads; the job writes more"
-epoch=$(epoch_now)
-kill -KILL "${PID[a]}"
-wait_exit "${PID[a]}" || fail "a survived SIGKILL"
-deadline=$((SECONDS + WAIT_S))
-until [ "$(epoch_now)" -gt "$epoch" ] 2>/dev/null; do
-	[ $SECONDS -ge $deadline ] && fail "no new leader within ${WAIT_S}s"
-	sleep 0.05
-done
-COORD_DATA="$T/coord-b" COORD_PID=${PID[b]} COORD_PORT=${PORT[b]}
-deadline=$((SECONDS + WAIT_S))
-until api "$ADMIN_TOKEN" GET /v1/whoami && [ "$API_STATUS" = 200 ]; do
-	[ $SECONDS -ge $deadline ] && fail "b does not serve after taking the lead (HTTP $API_STATUS)"
-	sleep 0.1
-done
+pg_failover a b
 release_job n1 "$j"
 cli wait "$j"
 assert_eq 0 "$CLI_RC" "job $j on b: $CLI_ERR"

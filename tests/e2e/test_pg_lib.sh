@@ -6,6 +6,18 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 pg_start
+# Its own cluster: under tests/run.sh a copy of the run's template (the
+# same system identifier: initdb makes a new one each time), which is
+# never started itself.
+assert_eq "$PG_DIR/data" "$(pg_psql 'SHOW data_directory')" "the server's data directory"
+if [ -n "${GP_TEST_RUN_DIR:-}" ]; then
+	tmpl=$(pg_template) || fail "no cluster template in $GP_TEST_RUN_DIR"
+	[ -e "$tmpl/postmaster.pid" ] && fail "the cluster template $tmpl was started"
+	sysid() { "$PG_BIN/pg_controldata" "$1" | sed -n 's/^Database system identifier: *//p'; }
+	id=$(sysid "$tmpl")
+	[ -n "$id" ] || fail "no system identifier in the template $tmpl"
+	assert_eq "$id" "$(sysid "$PG_DIR/data")" "the cluster's system identifier (a copy of the template)"
+fi
 if [ "$(id -u)" = 0 ]; then
 	assert_eq "$PG_RUN_AS" "$(ps -o user= -p "$PG_PID" | tr -d ' ')" "the server's user"
 fi
