@@ -243,7 +243,10 @@ until [[ $(job_get "$WAITING" 'd.get("wait_reason") or ""') == *"node trusty tru
 	sleep 0.2
 done
 cli show "$WAITING"
-assert_contains "$CLI_OUT" "waiting: no node would accept it: node trusty trusts none" "show's waiting line"
+# (each node's reason, in no set order)
+assert_contains "$CLI_OUT" "waiting: no node would accept it: node " "show's waiting line"
+assert_contains "$CLI_OUT" "node trusty trusts none of the 1 key that signed the image" \
+    "show's waiting line: trusty's reason"
 free_gpu
 sleep 1
 [ "$(job_state "$WAITING")" = queued ] || fail "the job ran where it is no longer trusted"
