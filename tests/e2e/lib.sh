@@ -44,6 +44,7 @@ STARTED_PIDS=()	# every process we started in its own session
 MARKERS=()	# strings that tag job processes (see new_marker)
 declare -A AGENT_PID=()
 declare -A PID_WHAT=()	# pid -> what it is, for messages
+declare -A PID_LOG=()	# pid -> its log file (spawn), shown when it crashes
 declare -A PID_START=()	# pid -> its start time (/proc/PID/stat), see ours
 COORD_PID=
 COORD_PORT=
@@ -268,6 +269,12 @@ cleanup() {
 		case $st in
 		132 | 134 | 135 | 136 | 139)
 			echo "FAIL [$TEST_NAME]: process $pid (${PID_WHAT[$pid]:-?}) crashed: signal $((st - 128))" >&2
+			# Its last words (a library's panic, glibc's "double
+			# free") are in its log, which goes with $T.
+			if [ -f "${PID_LOG[$pid]:-}" ]; then
+				echo "----- the last 25 lines of $(basename "${PID_LOG[$pid]}")" >&2
+				tail -n 25 "${PID_LOG[$pid]}" >&2
+			fi
 			case $rc in 0 | "$E2E_EXIT_SKIP") rc=1 ;; esac ;;
 		esac
 	done
@@ -308,6 +315,7 @@ spawn() {
 	SPAWNED_PID=$!
 	PID_START[$SPAWNED_PID]=$(pid_start "$SPAWNED_PID")
 	PID_WHAT[$SPAWNED_PID]="$(basename "$1") $2 (log $(basename "$logf"))"
+	PID_LOG[$SPAWNED_PID]=$logf
 	STARTED_PIDS+=("$SPAWNED_PID")
 }
 
