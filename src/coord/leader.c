@@ -180,9 +180,11 @@ drop_connection(void)
 /*
  * One statement on the lock's connection, answered within deadline_ms
  * (a server that went away without a word, a network cut, cannot hold
- * the thread). OUT: *res (PQclear) on success. 0, GP_ETIMEDOUT, or
- * GP_EIO (the connection is then dropped: the session, and the lock with
- * it, are gone or about to be).
+ * the thread). OUT: *res (PQclear) on success. 0, GP_ETIMEDOUT, GP_EIO
+ * (the connection is then dropped: the session, and the lock with it, are
+ * gone or about to be: a session whose client went away while it waited
+ * ends within client_connection_check_interval, connect_db), or
+ * GP_ECONFLICT when lock_timeout ended a lock wait (the connection kept).
  */
 static int
 query(const char *sql, int nparams, const char *const *params,
@@ -190,6 +192,7 @@ query(const char *sql, int nparams, const char *const *params,
 {
 	int64_t end = gp_mono_ms() + deadline_ms;
 	PGresult *r, *last = NULL;
+	const char *st;
 	char text[256];
 	int ok;
 
@@ -224,6 +227,12 @@ query(const char *sql, int nparams, const char *const *params,
 done:
 	ok = last != NULL && (PQresultStatus(last) == PGRES_TUPLES_OK ||
 	    PQresultStatus(last) == PGRES_COMMAND_OK);
+	if (!ok && last != NULL && (st = PQresultErrorField(last,
+	    PG_DIAG_SQLSTATE)) != NULL && strcmp(st, "55P03") == 0 &&
+	    PQstatus(L.conn) == CONNECTION_OK) {
+		PQclear(last);
+		return GP_ECONFLICT; /* lock_timeout: the caller's to handle */
+	}
 	if (!ok) {
 		gp_warn("leader: query failed sql=\"%.40s\" error=\"%s\"", sql,
 		    one_line(last != NULL ? PQresultErrorMessage(last) :
@@ -369,7 +378,11 @@ check_pool(void)
 }
 
 /*
- * Connects, sets the session's lease and makes sure gp_leader has its
+ * Connects, sets the session's lease (idle_session_timeout, and
+ * idle_in_transaction_session_timeout as pg.c's sessions have it; and
+ * client_connection_check_interval: a session this thread dropped in
+ * the middle of a lock wait must not live on holding its locks, the
+ * URL's among them) and makes sure gp_leader has its
  * one row. The table is made under the migrations' transaction-level
  * advisory lock (pg.c: it makes gp_leader too), so that two coordinators
  * starting together do not both try to create it (gp_coordinators
@@ -387,7 +400,7 @@ connect_db(void)
 	const char *values[] = {"5", "1", "5", "2", "3", "gpupool-leader",
 	    L.conninfo, NULL};
 	const char *params[1] = {L.advertise};
-	char sql[128], lock[96], text[256];
+	char sql[128], idle_tx[128], check[128], lock[96], text[256];
 	int64_t t = L.lease_ms;
 	PGresult *res;
 	int claimed, i;
@@ -412,7 +425,12 @@ connect_db(void)
 	    (long long)PG_MIGRATE_LOCK);
 	snprintf(sql, sizeof(sql), "SET idle_session_timeout = %lld",
 	    (long long)t);
-	if (exec(sql, t) != 0 ||
+	snprintf(idle_tx, sizeof(idle_tx),
+	    "SET idle_in_transaction_session_timeout = %lld", (long long)t);
+	snprintf(check, sizeof(check),
+	    "SET client_connection_check_interval = %lld",
+	    (long long)(t / 2 > 1000 ? 1000 : t / 2));
+	if (exec(sql, t) != 0 || exec(idle_tx, t) != 0 || exec(check, t) != 0 ||
 	    exec("BEGIN", t) != 0 ||
 	    exec(lock, t) != 0 ||
 	    exec(create_sql, t) != 0 ||
@@ -482,6 +500,69 @@ connect_claimed(int64_t *taken_since)
 }
 
 /*
+ * The sessions other than this one that hold a lock on gp_leader's row
+ * (gp_fence's FOR SHARE, in an open write transaction) while this one
+ * holds the leader's lock: they can only be a deposed leader's (a
+ * standby writes nothing), paused with a transaction open. Ended, so
+ * that the epoch can be raised.
+ */
+static const char end_deposed_sql[] =
+    "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l"
+    " WHERE l.locktype = 'relation' AND l.granted"
+    " AND l.relation = 'gp_leader'::regclass"
+    " AND l.mode IN ('RowShareLock', 'RowExclusiveLock')"
+    " AND l.pid <> pg_backend_pid()"
+    " AND l.database = (SELECT oid FROM pg_database"
+    " WHERE datname = current_database())";
+
+/*
+ * With the leader's lock won: raises the epoch. The UPDATE waits for
+ * any transaction holding gp_leader's row; a leader paused (SIGSTOP, a
+ * frozen VM) with one open would hold it for as long as it stays paused,
+ * had the server not ended that transaction after the lease
+ * (idle_in_transaction_session_timeout, pg.c and connect_db). Should
+ * that not have happened (a session without it: an older coordinator's,
+ * one whose settings an operator overrode), the wait is bounded
+ * (lock_timeout, half the lease), the holders are ended (end_deposed_sql)
+ * and it is tried again, three times in all. OUT: *res, RETURNING epoch.
+ * 0 or query()'s codes.
+ */
+static int
+raise_epoch(PGresult **res)
+{
+	const char *params[1] = {L.advertise};
+	char sql[64], text[32];
+	PGresult *ended;
+	int rc, tries;
+
+	snprintf(sql, sizeof(sql), "SET lock_timeout = %lld",
+	    (long long)(L.lease_ms / 2));
+	if ((rc = exec(sql, L.lease_ms)) != 0)
+		return rc;
+	for (tries = 1;; tries++) {
+		rc = query("UPDATE gp_leader SET epoch = epoch + 1, addr = $1, "
+			   "since = now() WHERE id = 1 RETURNING epoch",
+		    1, params, L.lease_ms, res);
+		if (rc != GP_ECONFLICT || tries == 3)
+			break;
+		if ((rc = query(end_deposed_sql, 0, NULL, L.lease_ms,
+		    &ended)) != 0)
+			return rc;
+		gp_warn("leader: the epoch raise waited %lld ms on gp_leader's "
+			"row; ended sessions=%s holding it (a deposed "
+			"leader's open transaction), trying again",
+		    (long long)(L.lease_ms / 2),
+		    one_line(PQgetvalue(ended, 0, 0), text, sizeof(text)));
+		PQclear(ended);
+	}
+	if (rc == 0 && (rc = exec("SET lock_timeout = 0", L.lease_ms)) != 0) {
+		PQclear(*res);
+		*res = NULL;
+	}
+	return rc;
+}
+
+/*
  * A standby's turn: tries the lock, reads the leader's URL. Returns 1
  * when the lock was won (then *epoch is the raised one), 0 when another
  * leads, GP_EIO when the database could not be asked.
@@ -489,7 +570,6 @@ connect_claimed(int64_t *taken_since)
 static int
 try_lock(int64_t *epoch)
 {
-	const char *params[1] = {L.advertise};
 	char sql[160];
 	PGresult *res;
 	int won;
@@ -505,10 +585,10 @@ try_lock(int64_t *epoch)
 	PQclear(res);
 	if (!won)
 		return 0;
-	if (query("UPDATE gp_leader SET epoch = epoch + 1, addr = $1, "
-		  "since = now() WHERE id = 1 RETURNING epoch",
-	    1, params, L.lease_ms, &res) != 0)
-		return GP_EIO; /* the lock goes with the connection */
+	if (raise_epoch(&res) != 0) {
+		drop_connection(); /* and the lock with it */
+		return GP_EIO;
+	}
 	*epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	return 1;

@@ -33,6 +33,7 @@
 #include "leader.h"
 #include "ledger.h"
 #include "log.h"
+#include "pg.h"
 #include "sched.h"
 
 /* Long options without a letter. */
@@ -891,6 +892,11 @@ gp_coord_main(int argc, char **argv)
 		/* The pool to check: only where the state is, this database. */
 		if (strcmp(lcfg.conninfo, cfg.db) == 0)
 			lcfg.data_dir = cfg.data_dir;
+		/*
+		 * Every session of this coordinator: a transaction left open
+		 * by a pause ends with its lease (pg.h).
+		 */
+		pg_set_session_lease(lcfg.lease_ms);
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
 		start_http(&cfg, &addr, cert, key);

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,12 +271,15 @@ pg_sqlstate_error(const char *sqlstate)
 	/*
 	 * Class 08, connection exceptions (but 08P01, a protocol violation:
 	 * our own error, which no retry cures); 57P01-57P03: the server
-	 * shut down or is starting.
+	 * shut down or is starting; 25P03 and 57P05: the server cut a
+	 * session idle in a transaction, or idle, past its timeout (a
+	 * coordinator paused: pg_set_session_lease, leader.c).
 	 */
 	if ((strncmp(sqlstate, "08", 2) == 0 &&
 		strcmp(sqlstate, "08P01") != 0) ||
 	    strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
-	    strcmp(sqlstate, "57P03") == 0)
+	    strcmp(sqlstate, "57P03") == 0 ||
+	    strcmp(sqlstate, "25P03") == 0 || strcmp(sqlstate, "57P05") == 0)
 		return GP_ECONN;
 	/* read_only_sql_transaction: a standby, or writes turned off. */
 	if (strcmp(sqlstate, "25006") == 0)
@@ -347,6 +351,42 @@ notice_quiet(void *arg, const char *message)
 	(void)message;
 }
 
+static _Atomic int64_t session_lease_ms; /* pg_set_session_lease */
+
+void
+pg_set_session_lease(int64_t ms)
+{
+	atomic_store(&session_lease_ms, ms > 0 ? ms : 0);
+}
+
+/* The lease's settings on a new session (pg_set_session_lease). */
+static int
+set_session_lease(struct pg_conn *c)
+{
+	int64_t ms = atomic_load(&session_lease_ms);
+	char sql[160], msg[512];
+	PGresult *r;
+	int ok;
+
+	if (ms <= 0)
+		return 0;
+	snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout"
+	    " = %lld; SET client_connection_check_interval = %lld",
+	    (long long)ms, (long long)(ms / 2 > 1000 ? 1000 : ms / 2));
+	r = PQexec(c->conn, sql);
+	ok = r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (!ok) {
+		one_line(r != NULL ? PQresultErrorMessage(r)
+				   : PQerrorMessage(c->conn), msg, sizeof(msg));
+		set_error(c, "cannot set the session's lease on %s: %s",
+		    c->where, msg);
+		gp_warn("postgresql session settings failed db=%s error=\"%s\"",
+		    c->where, msg);
+	}
+	PQclear(r);
+	return ok ? 0 : GP_ECONN;
+}
+
 /* One try: 0 or GP_ECONN (c->conn set either way, maybe bad). */
 static int
 try_connect(struct pg_conn *c)
@@ -381,7 +421,7 @@ try_connect(struct pg_conn *c)
 	PQsetNoticeProcessor(c->conn, notice_quiet, NULL);
 	snprintf(c->where, sizeof(c->where), "%s@%s:%s/%s",
 	    PQuser(c->conn), PQhost(c->conn), PQport(c->conn), PQdb(c->conn));
-	return 0;
+	return set_session_lease(c);
 }
 
 static void

@@ -51,6 +51,21 @@ struct pg_conn {
 int pg_connect(const char *url, int64_t wait_ms, struct pg_conn **out);
 void pg_close(struct pg_conn *c);
 /*
+ * The leader lease (leader.c), set once at start before any connection:
+ * every session pg_connect makes from then on has
+ * idle_in_transaction_session_timeout = ms, so that a coordinator paused
+ * (SIGSTOP, a frozen VM) with a transaction open has it aborted by the
+ * server, and its locks released (gp_fence's row lock on gp_leader,
+ * which the standby's epoch raise waits on), no later than the server
+ * cuts its lock session; and client_connection_check_interval, so that a
+ * session whose client went away during a long statement or lock wait
+ * ends. Normal work never idles in a transaction for that long (state
+ * batches and the blob users' transactions run their statements back to
+ * back); a session cut this way is a lost connection, retried as any.
+ * 0 (the default, `coordinator migrate`): neither is set.
+ */
+void pg_set_session_lease(int64_t ms);
+/*
  * Makes the connection again when it was lost (PQstatus bad), retrying as
  * pg_connect does for at most wait_ms. 0 or GP_ECONN.
  */

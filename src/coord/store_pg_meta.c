@@ -614,17 +614,43 @@ rows_done(struct gp_meta_rows *gr)
 	free(gr);
 }
 
+/*
+ * Tests only: GPUPOOL_TEST_FENCE_HOLD_MS, how long a fence (meta_fence)
+ * holds its transaction open, gp_leader's row locked, before its COMMIT,
+ * so that test_fencing_txn_pg.sh can stop the leader with a write
+ * transaction open. 0 (unset): none.
+ */
+static int64_t
+fence_hold_ms(void)
+{
+	const char *v = getenv("GPUPOOL_TEST_FENCE_HOLD_MS");
+	char *end;
+	long long ms;
+
+	if (v == NULL || *v == '\0')
+		return 0;
+	ms = strtoll(v, &end, 10);
+	return *end == '\0' && ms > 0 && ms <= 600000 ? (int64_t)ms : 0;
+}
+
 /* An empty fenced transaction (fail steps down when fenced off). */
 static int
 meta_fence(struct gp_meta *gm)
 {
 	struct pg_meta *m = meta_of(gm);
+	int64_t hold = fence_hold_ms();
 	int rc;
 
 	if (m->in_tx)
 		return GP_EINVAL;
 	for (;;) {
-		if ((rc = send_begin(m)) == 0 && (rc = send_commit(m)) == 0) {
+		if ((rc = send_begin(m)) == 0 && hold > 0) {
+			gp_info("postgresql %s fence transaction open: holding "
+				"ms=%lld (GPUPOOL_TEST_FENCE_HOLD_MS, tests only)",
+			    gm->what, (long long)hold);
+			sleep_ms(hold);
+		}
+		if (rc == 0 && (rc = send_commit(m)) == 0) {
 			recovered(m);
 			return 0;
 		}

@@ -64,6 +64,8 @@ TEST(sqlstate)
 	CHECK_EQ(pg_sqlstate_error("08P01"), GP_EIO);
 	CHECK_EQ(pg_sqlstate_error("57P01"), GP_ECONN);
 	CHECK_EQ(pg_sqlstate_error("57P03"), GP_ECONN);
+	CHECK_EQ(pg_sqlstate_error("25P03"), GP_ECONN); /* idle in tx cut */
+	CHECK_EQ(pg_sqlstate_error("57P05"), GP_ECONN); /* idle session cut */
 	CHECK_EQ(pg_sqlstate_error("25006"), GP_EPERM);
 	CHECK_EQ(pg_sqlstate_error("40001"), GP_ECONFLICT);
 	CHECK_EQ(pg_sqlstate_error("40P01"), GP_ECONFLICT);
