@@ -61,6 +61,11 @@ until [ "$(pg_epoch)" -gt "$epoch" ] 2>/dev/null; do
 	sleep 0.1
 done
 assert_eq "$(pg_coord_url b)" "$(pg_psql "SELECT addr FROM gp_leader WHERE id = 1")" "gp_leader's addr"
+if grep -q "the epoch raise waited" "$T/coord-b.log"; then
+	log "b ended a's session itself (lock_timeout)"
+else
+	log "the server ended a's open transaction (idle_in_transaction_session_timeout)"
+fi
 pg_coord_use b
 export GPUPOOL_URL="$(pg_coord_url b)"
 deadline=$((SECONDS + WAIT_S))
