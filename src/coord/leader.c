@@ -6,7 +6,10 @@
  *   leader's URL from gp_leader. When the lock is won, in the same
  *   session: UPDATE gp_leader SET epoch = epoch + 1, addr = <ours>,
  *   since = now() RETURNING epoch; that epoch is leader_epoch() and
- *   leader_wait() returns.
+ *   leader_wait() returns. A deposed leader stopped with a write
+ *   transaction open (its fence's lock on that row) cannot hold the
+ *   raise up: the server aborts that transaction after the lease, and
+ *   else raise_epoch ends its session.
  * - leader: every lease_ms / 4, SELECT epoch FROM gp_leader on the lock's
  *   connection, each with a deadline of half the lease. The session has
  *   idle_session_timeout = lease_ms: a leader that stops asking (paused,
