@@ -16,9 +16,14 @@ netns_forward p
 policy_file a "checkpoint-grace = 5s"
 netns_start_agent p a 1 --policy "$T/a.policy" --control "$T/a.sock"
 wait_node_up a
-submit_steps 150 5 0.1
+# Held before its last step while `hold` is in attempt 1's directory
+# (steps.sh's STEPS_HOLD): however slow the machine (or its checkpoints,
+# skipped while the job rewrites them), attempt 1 cannot end by itself
+# before the cut; attempt 2, on b, has no hold and ends.
+submit_steps 150 5 0.1 STEPS_HOLD=hold
 j=$JOB
 wait_state "$j" running
+touch "$T/agents/a/jobs/$j-1/hold" || fail "cannot hold attempt 1"
 assert_eq a "$(job_get "$j" 'd["node"]')" "first node"
 start_provider b 1
 wait_node_up b
