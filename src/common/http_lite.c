@@ -523,6 +523,8 @@ attempt(struct gp_http_lite *c, const struct gp_buf *head, const void *body,
 		snprintf(resp->error, sizeof(resp->error), "%.160s: %s", c->url,
 		    rc == GP_ETIMEDOUT ? "timed out sending the request"
 		                       : "the connection broke while sending");
+		/* Never sent on again: the next request makes a new one. */
+		drop_connection(c);
 		return rc;
 	}
 	if ((a = gp_http_answer_new(BODY_MAX)) == NULL)

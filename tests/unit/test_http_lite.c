@@ -30,6 +30,7 @@
 struct step {
 	const char *answer; /* NULL: read the request, never answer */
 	int close_after;
+	int reset; /* with close_after: an abortive close (RST) */
 };
 
 struct server {
@@ -166,6 +167,11 @@ serve(void *arg)
 			break;
 		}
 		if (s->steps[i].close_after || s->steps[i].answer == NULL) {
+			if (s->steps[i].reset) {
+				struct linger l = {1, 0};
+				setsockopt(fd, SOL_SOCKET, SO_LINGER, &l,
+				    sizeof(l));
+			}
 			close(fd);
 			fd = -1;
 		}
@@ -246,8 +252,8 @@ client(const struct server *s, const char *prefix, const char *token)
 
 TEST(content_length_chunked_keep_alive)
 {
-	static const struct step steps[] = {{OK_JSON, 0}, {CHUNKED, 0},
-	    {UNAUTHORIZED, 0}};
+	static const struct step steps[] = {{OK_JSON, 0, 0}, {CHUNKED, 0, 0},
+	    {UNAUTHORIZED, 0, 0}};
 	struct gp_http_response r;
 	struct server s;
 	struct gp_http_lite *c;
@@ -292,8 +298,8 @@ TEST(prefix_and_closed_connection_replaced)
 {
 	/* The server drops the connection after each answer, once without
 	 * saying so (an idle timeout): the next request goes on a new one. */
-	static const struct step steps[] = {{OK_JSON, 1}, {OK_JSON, 0},
-	    {OK_JSON, 0}};
+	static const struct step steps[] = {{OK_JSON, 1, 0}, {OK_JSON, 0, 0},
+	    {OK_JSON, 0, 0}};
 	struct gp_http_response r;
 	struct server s;
 	struct gp_http_lite *c;
@@ -319,10 +325,44 @@ TEST(prefix_and_closed_connection_replaced)
 	CHECK_STR(s.ctype, "text/plain");
 }
 
+TEST(reset_connection_replaced)
+{
+	/*
+	 * The server resets the kept connection after an answer (a
+	 * coordinator killed and started again): the next request's send
+	 * fails on it, and goes on a new connection, as do the ones after
+	 * (a broken connection was kept, so that every later request of
+	 * `submit`'s retries failed on it: "the connection broke while
+	 * sending", 23 times in a minute).
+	 */
+	static const struct step steps[] = {{OK_JSON, 1, 1}, {OK_JSON, 0, 0},
+	    {OK_JSON, 0, 0}};
+	struct gp_http_response r;
+	struct server s;
+	struct gp_http_lite *c;
+	int i;
+
+	server_start(&s, steps, 3);
+	c = client(&s, "/", NULL);
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(gp_http_lite_request(c, "POST", "/v1/jobs", "{}", 2,
+		             NULL, 0, &r),
+		    0);
+		CHECK_EQ(r.status, 200);
+		gp_http_response_fini(&r);
+		if (i == 0)
+			usleep(50000); /* let the reset arrive first */
+	}
+	gp_http_lite_free(c);
+	server_stop(&s);
+	CHECK_EQ(s.accepts, 2);
+	CHECK_EQ(s.requests, 3);
+}
+
 TEST(refused_timeout_malformed)
 {
-	static const struct step silent[] = {{NULL, 0}};
-	static const struct step bad[] = {{"HTTP/1.1 2x0 OK\r\n\r\n", 1}};
+	static const struct step silent[] = {{NULL, 0, 0}};
+	static const struct step bad[] = {{"HTTP/1.1 2x0 OK\r\n\r\n", 1, 0}};
 	struct gp_http_response r;
 	struct server s;
 	struct gp_http_lite *c;
@@ -450,6 +490,7 @@ main(void)
 {
 	RUN(content_length_chunked_keep_alive);
 	RUN(prefix_and_closed_connection_replaced);
+	RUN(reset_connection_replaced);
 	RUN(refused_timeout_malformed);
 	RUN(urls);
 	RUN(array_parse);
