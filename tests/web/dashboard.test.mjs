@@ -10,6 +10,7 @@
 //   SHOTS       where the screenshots go
 // Prints "ok: ..." per check; any failure throws (exit status 1).
 import { chromium } from 'playwright-core';
+import { gotoRetrying } from './nav.mjs';
 import { mkdirSync } from 'node:fs';
 
 const URL0 = process.env.GP_URL;
@@ -63,7 +64,7 @@ function watch(page, label) {
 }
 
 async function signIn(page, token) {
-  await page.goto(URL0 + '/');
+  await gotoRetrying(page, URL0 + '/');
   await page.waitForSelector('#login-form');
   await page.fill('#token', token);
   await page.click('#login-form button[type=submit]');
@@ -76,7 +77,7 @@ try {
   const page = await desk.newPage();
   const foreign = watch(page, 'desktop');
 
-  const resp = await page.goto(URL0 + '/');
+  const resp = await gotoRetrying(page, URL0 + '/');
   const csp = resp.headers()['content-security-policy'] || '';
   check(/default-src 'none'/.test(csp) && /script-src 'self'/.test(csp) &&
     /frame-ancestors 'none'/.test(csp), 'the page is served with a strict CSP');
@@ -149,7 +150,7 @@ try {
   // A job with markup in its command and output: shown as text.
   const xss = await api(process.env.GP_ALICE, 'POST', '/v1/jobs',
     { command: ['sh', '-c', 'echo "<img src=x onerror=alert(1)><b>bold</b>"'], gpus: 0 });
-  await page.goto(`${URL0}/#/job/${xss.id}`);
+  await gotoRetrying(page, `${URL0}/#/job/${xss.id}`);
   await page.waitForFunction(() => /<img src=x/.test(document.querySelector('#log').textContent), null, { timeout: WAIT });
   check(await page.$$eval('main img, main b', (e) => e.length) === 0, 'markup in a command and its log stays text');
 
@@ -160,12 +161,12 @@ try {
   await page.waitForSelector(`tr[data-job="${jobId}"]`, { timeout: WAIT });
   const listed = await page.$$eval('tr[data-job]', (rs) => rs.map((r) => r.dataset.job));
   check(!listed.includes(process.env.GP_BOB_JOB), 'alice does not see bob\'s job in her list');
-  await page.goto(`${URL0}/#/job/${process.env.GP_BOB_JOB}`);
+  await gotoRetrying(page, `${URL0}/#/job/${process.env.GP_BOB_JOB}`);
   await page.waitForSelector('main .error');
   check(/not one of yours/.test(await page.textContent('main .error')), 'bob\'s job page is refused to alice');
 
   // A node's page: what it lends and lent.
-  await page.goto(`${URL0}/#/node/alpha`);
+  await gotoRetrying(page, `${URL0}/#/node/alpha`);
   await page.waitForFunction(() => /GPU-h/.test(document.querySelector('main').textContent), null, { timeout: WAIT });
   ok('the node page shows the GPU time it lent');
   await page.screenshot({ path: `${SHOTS}/dashboard-node.png`, fullPage: true });
@@ -249,7 +250,7 @@ try {
     null, { timeout: WAIT });
   ok('the provider sees its own earnings from the nav');
   const other = PROV === 'prov-alpha' ? 'prov-beta' : 'prov-alpha';
-  await page.goto(`${URL0}/#/provider/${other}`);
+  await gotoRetrying(page, `${URL0}/#/provider/${other}`);
   await page.waitForSelector('#provider .error', { timeout: WAIT });
   check(/only what it was paid/.test(await page.textContent('#provider .error')),
     'another provider\'s page is refused to a provider');
@@ -258,7 +259,7 @@ try {
   await page.waitForSelector('#login-form');
   await signIn(page, process.env.GP_ALICE);
   check(await page.isHidden('#nav-provider'), 'a user has no earnings page in the nav');
-  await page.goto(`${URL0}/#/provider/${PROV}`);
+  await gotoRetrying(page, `${URL0}/#/provider/${PROV}`);
   await page.waitForSelector('#earned', { timeout: WAIT });
   const users = await page.$$eval('tr[data-user]', (r) => r.map((x) => x.dataset.user));
   check(users.every((u) => u === 'alice') && /What you paid/.test(await page.textContent('#provider-scope')),
@@ -275,7 +276,7 @@ try {
   const overflow = await p2.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   check(overflow <= 0, 'the pool fits a phone\'s width (overflow ' + overflow + 'px)');
   await p2.screenshot({ path: `${SHOTS}/dashboard-phone-pool.png`, fullPage: true });
-  await p2.goto(`${URL0}/#/job/${jobId}`);
+  await gotoRetrying(p2, `${URL0}/#/job/${jobId}`);
   await p2.waitForSelector('h1 .badge.st-succeeded', { timeout: WAIT });
   await p2.waitForFunction(() => /step 6 of 6/.test(document.querySelector('#log').textContent), null, { timeout: WAIT });
   const overflow2 = await p2.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);

@@ -10,6 +10,7 @@
 // each opens its own origin (j<JOB>-p7901, j<JOB>-part1-p7901) with its
 // own part's page. Prints "ok: ..." per check and "all checks passed".
 import { chromium } from 'playwright-core';
+import { gotoRetrying } from './nav.mjs';
 
 const URL0 = process.env.GP_URL;
 const JOB = process.env.GP_JOB;
@@ -29,7 +30,7 @@ const browser = await chromium.launch({
 // Clicks the job page's button for (part, port); the new tab's origin
 // and, once the proxy's sign-in page has moved on, its text.
 async function open(ctx, page, part, port) {
-  await page.goto(URL0 + '/#/job/' + JOB);
+  await gotoRetrying(page, URL0 + '/#/job/' + JOB);
   const button = `button.open-port[data-part="${part}"][data-port="${port}"]`;
   await page.waitForSelector(button, { timeout: WAIT });
   const label = (await page.textContent(button)).trim();
@@ -39,7 +40,7 @@ async function open(ctx, page, part, port) {
   let text = '';
   for (let i = 0; i < 100 && !text.includes('page-of-rank-'); i++) {
     // The job's server may still be starting: load the page again.
-    const resp = await tab.goto(origin + '/', { timeout: WAIT }).catch(() => null);
+    const resp = await gotoRetrying(tab, origin + '/', { timeout: WAIT }).catch(() => null);
     text = resp && resp.ok() ? await tab.textContent('body') : '';
     if (!text.includes('page-of-rank-')) await tab.waitForTimeout(200);
   }
@@ -50,7 +51,7 @@ async function open(ctx, page, part, port) {
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await ctx.newPage();
-  await page.goto(URL0 + '/');
+  await gotoRetrying(page, URL0 + '/');
   await page.waitForSelector('#login-form');
   await page.fill('#token', process.env.GP_TOKEN);
   await page.click('#login-form button[type=submit]');

@@ -9,6 +9,7 @@
 //   SHOTS         where the screenshots go
 // Prints "ok: ..." per check and "all checks passed"; a failure throws.
 import { chromium } from 'playwright-core';
+import { gotoRetrying } from './nav.mjs';
 import { mkdirSync } from 'node:fs';
 
 const URL0 = process.env.GP_URL;
@@ -33,7 +34,7 @@ const browser = await chromium.launch({
 // Signs in to the dashboard, opens the job's page and clicks "Open port
 // PORT": the proxied page opens in a new tab (its own origin).
 async function openPort(ctx, page, job, port) {
-  await page.goto(URL0 + '/#/job/' + job);
+  await gotoRetrying(page, URL0 + '/#/job/' + job);
   const button = `button.open-port[data-port="${port}"]`;
   await page.waitForSelector(button, { timeout: WAIT });
   const [tab] = await Promise.all([ctx.waitForEvent('page'), page.click(button)]);
@@ -45,7 +46,7 @@ async function openPort(ctx, page, job, port) {
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await ctx.newPage();
-  await page.goto(URL0 + '/');
+  await gotoRetrying(page, URL0 + '/');
   await page.waitForSelector('#login-form');
   await page.fill('#token', process.env.GP_ALICE);
   await page.click('#login-form button[type=submit]');
@@ -66,7 +67,7 @@ try {
   check(proxyCookies.length === 1 && proxyCookies[0].httpOnly && proxyCookies[0].domain === new URL(origin).hostname,
     'the proxy cookie: HttpOnly, host-only');
   check(!(await jup.evaluate(() => document.cookie)).includes('gpupool_proxy'), 'the page cannot read it');
-  await jup.goto(origin + '/tree?token=' + process.env.GP_JUP_TOKEN, { waitUntil: 'domcontentloaded' });
+  await gotoRetrying(jup, origin + '/tree?token=' + process.env.GP_JUP_TOKEN, { waitUntil: 'domcontentloaded' });
   await jup.waitForSelector('#notebook_list, #ipython-main-app, .jp-LabShell', { timeout: WAIT });
   check(/Jupyter|Home/.test(await jup.title()), 'Jupyter\'s page through the proxy: ' + await jup.title());
   await jup.screenshot({ path: SHOTS + '/jupyter-tree.png' });
@@ -105,7 +106,7 @@ try {
   await evilGrant.waitForURL((u) => !u.pathname.startsWith('/_gpupool'), { timeout: WAIT, waitUntil: 'commit' });
   const eorigin = new URL(evilGrant.url()).origin;
   check(eorigin !== origin, 'each job\'s port has an origin of its own');
-  await evilGrant.goto(eorigin + '/evil.html#' + encodeURIComponent(URL0));
+  await gotoRetrying(evilGrant, eorigin + '/evil.html#' + encodeURIComponent(URL0));
   await evilGrant.waitForFunction(() => document.getElementById('result').textContent !== 'running', null,
     { timeout: WAIT });
   const r = JSON.parse(await evilGrant.textContent('#result'));
@@ -123,11 +124,11 @@ try {
   check(!jobs.jobs.some((j) => (j.command || []).includes('/tmp/pwned')), 'it could not submit a job as the user');
   // The proxy cookie of one job's port opens nothing on another's.
   const other = await ctx.newPage();
-  const resp = await other.goto(origin.replace(/-p8888\./, '-p8000.') + '/');
+  const resp = await gotoRetrying(other, origin.replace(/-p8888\./, '-p8000.') + '/');
   check(resp.status() === 403, 'a port not signed in to is refused (' + resp.status() + ')');
   // ------------------------------------------- the dashboard's terminal
   await page.bringToFront();
-  await page.goto(URL0 + '/#/job/' + process.env.GP_EVIL);
+  await gotoRetrying(page, URL0 + '/#/job/' + process.env.GP_EVIL);
   await page.waitForSelector('#open-terminal', { timeout: WAIT });
   await page.click('#open-terminal');
   await page.waitForSelector('#terminal-box .xterm-rows', { timeout: WAIT });

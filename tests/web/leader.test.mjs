@@ -17,6 +17,7 @@
 // dead leader drops out. Prints "ok: ..." per check; any failure throws
 // (exit status 1).
 import { chromium } from 'playwright-core';
+import { gotoRetrying } from './nav.mjs';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 
@@ -106,7 +107,7 @@ try {
   check((await fetch(A + '/v1/coordinators')).status === 401, 'the list needs a token');
 
   // At the standby, before any sign-in: on to the leader.
-  await page.goto(B + '/?peers=' + encodeURIComponent(EVIL));
+  await gotoRetrying(page, B + '/?peers=' + encodeURIComponent(EVIL));
   await page.waitForURL((u) => u.origin === A, { timeout: WAIT });
   ok('opened at the standby ' + B + ', the page went to the leader ' + A);
   check(!/[?&](peers|down)=/.test(page.url()), 'the page dropped the coordinators it was told from its URL');
@@ -118,7 +119,7 @@ try {
   // A crafted link to the leader, in a tab of its own.
   const ctx2 = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const crafted = await newPage(ctx2, foreign);
-  await crafted.goto(A + '/?peers=' + encodeURIComponent(EVIL) + '#/pool');
+  await gotoRetrying(crafted, A + '/?peers=' + encodeURIComponent(EVIL) + '#/pool');
   check(!/[?&]peers=/.test(crafted.url()), 'the crafted link\'s ?peers= was dropped from the address');
   await signIn(crafted, A);
 

@@ -7,6 +7,7 @@
 //   GP_PAGE   the text the job's page shows
 // Prints "ok: ..." per check and "all checks passed"; a failure throws.
 import { chromium } from 'playwright-core';
+import { gotoRetrying } from './nav.mjs';
 
 const WAIT = 60000;
 function check(cond, what) {
@@ -24,7 +25,7 @@ try {
   const page = await ctx.newPage();
   const link = process.env.GP_LINK;
   const origin = new URL(link).origin;
-  await page.goto(link);
+  await gotoRetrying(page, link);
   const signedIn = (u) => !u.pathname.startsWith('/_gpupool');
   try {
     await page.waitForURL(signedIn, { timeout: WAIT / 3, waitUntil: 'commit' });
@@ -36,7 +37,7 @@ try {
     // each connection that brought no request ended.
     console.log('retry: the navigation after sign-in did not commit in ' +
       WAIT / 3 + ' ms (at ' + page.url() + '); loading / again');
-    await page.goto(origin + '/', { timeout: WAIT, waitUntil: 'commit' });
+    await gotoRetrying(page, origin + '/', { timeout: WAIT, waitUntil: 'commit' });
     await page.waitForURL(signedIn, { timeout: WAIT, waitUntil: 'commit' });
   }
   await page.waitForLoadState('domcontentloaded');
