@@ -19,7 +19,14 @@ stale="$root/gpupool-sweeptest$$-$dead"
 busy="$root/gpupool-sweepbusy$$-$dead2"
 live="$root/gpupool-sweeplive$$-$$"
 mkdir -p "$stale/1-1" "$stale/2-1" "$live/3-1"
-on_exit_rm() { rmdir "$live/3-1" "$live" "$busy/4-1" "$busy" 2>/dev/null; }
+# The test's status passes through (cleanup reads it from $?): what
+# rmdir says is not the test's (another test's agent starting meanwhile
+# may have swept some of these already).
+on_exit_rm() {
+	local rc=$?
+	rmdir "$live/3-1" "$live" "$busy/4-1" "$busy" 2>/dev/null
+	return $rc
+}
 trap 'on_exit_rm; cleanup' EXIT
 # the busy parent's pid is gone too, but a process still runs in it
 sleep 300 &
