@@ -861,12 +861,16 @@ write_leg(struct relay_stream *s, int which)
 
 /*
  * A TLS leg's decrypted bytes wait in GnuTLS, where epoll cannot see
- * them: read them while there is room. Call with w's lock.
+ * them: read them while there is room. Call with w's lock. Returns 1
+ * when some are still waiting with room to take them (its rounds are
+ * bounded): the worker must not sleep on epoll then, which would never
+ * tell it (a worker other than 0 has no tick: the stream stalled).
  */
-static void
+static int
 tls_drain(struct relay_worker *w)
 {
 	struct relay_stream *s;
+	int more = 0;
 
 	for (s = w->streams; s != NULL; s = s->next_in_worker) {
 		int moved = 0, round;
@@ -892,7 +896,15 @@ tls_drain(struct relay_worker *w)
 		}
 		if (moved && !s->dead)
 			leg_interest(s);
+		if (!s->dead && !s->closing && ((s->client.tls != NULL &&
+		    relay_tls_pending(s->client.tls) > 0 &&
+		    s->ta_end - s->ta_start < RELAY_BUFFER) ||
+		    (s->agent.tls != NULL &&
+		    relay_tls_pending(s->agent.tls) > 0 &&
+		    s->tc_end - s->tc_start < RELAY_BUFFER)))
+			more = 1;
 	}
+	return more;
 }
 
 /* Off the lists first (relay_lock and its worker's lock). */
@@ -1164,7 +1176,7 @@ relay_main(void *arg)
 	struct relay_worker *w = arg;
 	struct epoll_event evs[64];
 	int64_t last_tick = 0, now;
-	int n, i, timeout;
+	int n, i, timeout, more = 0;
 	char name[16];
 
 	/* top -H, /proc/PID/task/TID/comm: the load per worker. */
@@ -1173,10 +1185,11 @@ relay_main(void *arg)
 	while (atomic_load(&running)) {
 		/*
 		 * Worker 0 ticks; the others sleep until an event, or while
-		 * one of their streams closes, reap on the tick's beat.
+		 * one of their streams closes, reap on the tick's beat; none
+		 * sleeps while GnuTLS holds bytes it has room to take.
 		 */
-		timeout = w->index == 0 || atomic_load(&w->reap_wanted) ?
-		    TICK_MS : -1;
+		timeout = more ? 0 : w->index == 0 ||
+		    atomic_load(&w->reap_wanted) ? TICK_MS : -1;
 		n = epoll_wait(w->epfd, evs, GP_ARRAY_LEN(evs), timeout);
 		pthread_mutex_lock(&w->lock);
 		for (i = 0; i < n; i++) {
@@ -1233,8 +1246,7 @@ relay_main(void *arg)
 			if (l != NULL && !l->s->dead)
 				leg_interest(l->s);
 		}
-		if (atomic_load(&tls_legs) > 0)
-			tls_drain(w);
+		more = atomic_load(&tls_legs) > 0 && tls_drain(w);
 		pthread_mutex_unlock(&w->lock);
 		now = gp_mono_ms();
 		if (atomic_load(&w->reap_wanted)) {
