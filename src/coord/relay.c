@@ -866,6 +866,20 @@ write_leg(struct relay_stream *s, int which)
  * bounded): the worker must not sleep on epoll then, which would never
  * tell it (a worker other than 0 has no tick: the stream stalled).
  */
+/* 1 when a TLS leg of s holds decrypted bytes and its buffer has room. */
+static int
+tls_waiting(const struct relay_stream *s, int which)
+{
+	if (s->dead || s->closing)
+		return 0;
+	if (which == LEG_CLIENT)
+		return s->client.tls != NULL &&
+		    relay_tls_pending(s->client.tls) > 0 &&
+		    s->ta_end - s->ta_start < RELAY_BUFFER;
+	return s->agent.tls != NULL && relay_tls_pending(s->agent.tls) > 0 &&
+	    s->tc_end - s->tc_start < RELAY_BUFFER;
+}
+
 static int
 tls_drain(struct relay_worker *w)
 {
@@ -878,30 +892,21 @@ tls_drain(struct relay_worker *w)
 		if (!s->spliced)
 			continue;
 		/* Bounded: a read with room takes what GnuTLS holds. */
-		for (round = 0; round < 8 && !s->dead && !s->closing &&
-		    s->client.tls != NULL &&
-		    relay_tls_pending(s->client.tls) > 0 &&
-		    s->ta_end - s->ta_start < RELAY_BUFFER; round++) {
+		for (round = 0; round < 8 && tls_waiting(s, LEG_CLIENT);
+		    round++) {
 			read_client(s);
 			write_leg(s, LEG_AGENT);
 			moved = 1;
 		}
-		for (round = 0; round < 8 && !s->dead && !s->closing &&
-		    s->agent.tls != NULL &&
-		    relay_tls_pending(s->agent.tls) > 0 &&
-		    s->tc_end - s->tc_start < RELAY_BUFFER; round++) {
+		for (round = 0; round < 8 && tls_waiting(s, LEG_AGENT);
+		    round++) {
 			read_agent(s);
 			write_leg(s, LEG_CLIENT);
 			moved = 1;
 		}
 		if (moved && !s->dead)
 			leg_interest(s);
-		if (!s->dead && !s->closing && ((s->client.tls != NULL &&
-		    relay_tls_pending(s->client.tls) > 0 &&
-		    s->ta_end - s->ta_start < RELAY_BUFFER) ||
-		    (s->agent.tls != NULL &&
-		    relay_tls_pending(s->agent.tls) > 0 &&
-		    s->tc_end - s->tc_start < RELAY_BUFFER)))
+		if (tls_waiting(s, LEG_CLIENT) || tls_waiting(s, LEG_AGENT))
 			more = 1;
 	}
 	return more;
