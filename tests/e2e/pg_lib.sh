@@ -267,13 +267,33 @@ pg_restart() {
 }
 
 pg_read_only() { # on|off
-	local v=off
+	local v=off pids deadline
 	[ "$1" = on ] && v=on
 	pg_psql "ALTER SYSTEM SET default_transaction_read_only = $v" postgres >/dev/null &&
-	    pg_psql "SELECT pg_reload_conf()" postgres >/dev/null &&
-	    pg_psql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-	        WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'" postgres >/dev/null ||
+	    pg_psql "SELECT pg_reload_conf()" postgres >/dev/null ||
 	    fail "pg_read_only $1 failed (see pg.log)"
+	# pg_reload_conf() only signals the postmaster. Until it has read the
+	# file, a new session (the coordinator reconnecting) still gets the old
+	# value: once read-only, a submission committed 201 under "on" (CI).
+	# A new session showing the value means every later one has it.
+	deadline=$((SECONDS + WAIT_S))
+	until [ "$(pg_psql "SHOW default_transaction_read_only" postgres)" = "$v" ]; do
+		[ $SECONDS -ge $deadline ] && fail "pg_read_only $1: the server did not take the setting"
+		sleep 0.05
+	done
+	# End the sessions opened before, and wait until they are gone:
+	# pg_terminate_backend only signals them.
+	pids=$(pg_psql "SELECT string_agg(pid::text, ',') FROM pg_stat_activity
+	    WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'" postgres) ||
+	    fail "pg_read_only $1: pg_stat_activity failed (see pg.log)"
+	[ -n "$pids" ] || return 0
+	pg_psql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	    WHERE pid IN ($pids)" postgres >/dev/null ||
+	    fail "pg_read_only $1: pg_terminate_backend failed (see pg.log)"
+	until [ "$(pg_psql "SELECT count(*) FROM pg_stat_activity WHERE pid IN ($pids)" postgres)" = 0 ]; do
+		[ $SECONDS -ge $deadline ] && fail "pg_read_only $1: sessions $pids did not end"
+		sleep 0.05
+	done
 }
 
 # ---------------------------------------------- coordinators over it
