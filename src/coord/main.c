@@ -18,6 +18,7 @@
 
 #include "proxy.h"
 #include "relay.h"
+#include "gang_relay.h"
 #include "relay_tls.h"
 #include "coord/coord.h"
 #include "api.h"
@@ -90,7 +91,8 @@ usage(FILE *out)
 	    "--proxy-tls-key FILE]\n"
 	    "                           [--advertise-url URL] "
 	    "[--leader-db CONNINFO]\n"
-	    "                           [--leader-lease-ms N]\n"
+	    "                           [--leader-lease-ms N] "
+	    "[--gang-relay PORT|off]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -182,6 +184,14 @@ usage(FILE *out)
 	    "  --relay-threads N    threads that move interactive streams'\n"
 	    "                           bytes (default: one per core, at most "
 	    "16)\n"
+	    "  --gang-relay PORT|off\n"
+	    "                      the UDP port of the relay for gang overlays "
+	    "whose\n"
+	    "                      parts cannot reach each other (symmetric "
+	    "NATs),\n"
+	    "                      on the --listen address (default: the "
+	    "--listen\n"
+	    "                      port; off: no relay)\n"
 	    "  --min-job-age SECONDS\n"
 	    "                      a finished job leaves memory this long after "
 	    "it\n"
@@ -460,6 +470,7 @@ gp_coord_main(int argc, char **argv)
 	    {"streams-per-user", required_argument, NULL, 1003},
 	    {"streams-max", required_argument, NULL, 1004},
 	    {"relay-threads", required_argument, NULL, 1005},
+	    {"gang-relay", required_argument, NULL, 1201},
 	    {"leader-db", required_argument, NULL, 'G'},
 	    {"advertise-url", required_argument, NULL, 'a'},
 	    {"leader-lease-ms", required_argument, NULL, 'e'},
@@ -477,7 +488,7 @@ gp_coord_main(int argc, char **argv)
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	int64_t v;
-	int c;
+	int c, gang_relay = -1; /* -1: the --listen port */
 
 	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
 		return gp_coord_migrate_main(argc - 1, argv + 1);
@@ -657,6 +668,15 @@ gp_coord_main(int argc, char **argv)
 				             : "interactive-time-max");
 			*(c == 'i' ? &cfg.interactive_time_s
 			           : &cfg.interactive_time_max_s) = v;
+			break;
+		case 1201:
+			/* The gang relay's UDP port: "off", or 1..65535. */
+			if (strcmp(optarg, "off") == 0)
+				gang_relay = 0;
+			else if (gp_parse_int(optarg, 1, 65535, &v) == 0)
+				gang_relay = (int)v;
+			else
+				gp_fatalx("--gang-relay: a UDP port, or off");
 			break;
 		case 1101: {
 			struct coord_config tmp;
@@ -946,6 +966,19 @@ gp_coord_main(int argc, char **argv)
 
 		if (proxy_start(&proxy_cfg, why, sizeof(why)) != 0)
 			gp_fatalx("--proxy-listen: %s", why);
+		/*
+		 * The gang relay (UDP): on the --listen port unless told
+		 * otherwise; given, it must start; by default a coordinator
+		 * that cannot bind it runs without (said), as before it.
+		 */
+		if (gang_relay_start(cfg.listen_addr, gang_relay < 0 ?
+		    cfg.port : gang_relay, cfg.data_dir, why,
+		    sizeof(why)) != 0) {
+			if (gang_relay > 0)
+				gp_fatalx("--gang-relay: %s", why);
+			gp_warn("no gang relay: %s (gangs behind NATs that "
+			    "change ports need it)", why);
+		}
 	}
 
 	if (lcfg.conninfo != NULL)
@@ -960,6 +993,7 @@ gp_coord_main(int argc, char **argv)
 	MHD_quiesce_daemon(coord_daemon);
 	proxy_stop();
 	relay_stop();
+	gang_relay_stop();
 	terminal_stop(5000);
 	state_stop_thread();
 	notify_expire(INT64_MAX);

@@ -10,12 +10,18 @@
 # hA and hB cannot reach each other's addresses at all; both reach the
 # internet namespace's 198.51.100.1 and 203.0.113.1.
 #
-# nat_make PREFIX: makes PREFIX{i,ra,rb,ha,hb}; sets NAT_NS (their names)
-# and NAT_I, NAT_HA, NAT_HB. 0, or 1 with a message on stderr.
+# nat_make PREFIX [symmetric]: makes PREFIX{i,ra,rb,ha,hb}; sets NAT_NS
+# (their names) and NAT_I, NAT_HA, NAT_HB. 0, or 1 with a message on
+# stderr. "symmetric": both routers map each new flow (each new
+# destination) to a new random source port (masquerade random,
+# fully-random), as carrier-grade and many corporate NATs do: UDP hole
+# punching cannot work through them (tests/e2e/test_gang_overlay_relay.sh
+# checks it), only flows a machine opens itself get answers.
 # nat_delete: kills every process in them and deletes them.
 
 nat_make() {
-	local p=$1 s r h wan gw lan n
+	local p=$1 s r h wan gw lan n masq=masquerade
+	[ "${2:-}" = symmetric ] && masq="masquerade random,fully-random"
 	NAT_I=${p}i NAT_HA=${p}ha NAT_HB=${p}hb
 	NAT_NS="${p}i ${p}ra ${p}rb ${p}ha ${p}hb"
 	for n in $NAT_NS; do
@@ -51,7 +57,7 @@ nat_make() {
 		ip netns exec "$r" nft -f - <<-NFT || { echo "nat_make: nft on router $s" >&2; return 1; }
 		table ip nat {
 			chain post { type nat hook postrouting priority 100;
-				oifname "wan" masquerade; }
+				oifname "wan" $masq; }
 		}
 		table ip filter {
 			chain c_in { type filter hook input priority 0; policy accept;

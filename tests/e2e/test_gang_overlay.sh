@@ -26,6 +26,11 @@
 # GPOV_BREAK=rules opens both machines' forward hooks (the overlay's
 # table and the agent's own) before the intruder tries: the test must then
 # fail (the intruder gets in), which shows that the rules are what stops it.
+# GPOV_NAT=symmetric puts the machines behind NATs that map each new
+# flow to a new random port (nat_lib.sh): hole punching cannot work
+# there, the gang goes through the coordinator's relay; with
+# GPOV_RELAY=off too (the coordinator's --gang-relay off) the test must
+# fail (test_gang_overlay_relay.sh is the relay's own test).
 # Needs root, network namespaces, wireguard-go and torch (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +45,7 @@ if [ -z "${GPOV_INSIDE:-}" ]; then
 	done
 	. "$here/nat_lib.sh"
 	trap nat_delete EXIT
-	nat_make "gpov$$" || { echo "FAIL: cannot make the test namespaces"; exit 1; }
+	nat_make "gpov$$" ${GPOV_NAT:-} || { echo "FAIL: cannot make the test namespaces"; exit 1; }
 	# The test itself runs on "the internet" (the coordinator's side).
 	nsenter --net="/run/netns/$NAT_I" env GPOV_INSIDE=1 \
 	    GPOV_HA="$NAT_HA" GPOV_HB="$NAT_HB" bash "$here/$(basename "$0")"
@@ -52,7 +57,10 @@ fi
 # The coordinator listens on the internet's addresses too (a test
 # namespace: plain HTTP is fine here).
 COORD_PORT=$(free_port)
-start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure
+relay_flag=()
+[ "${GPOV_RELAY:-on}" = off ] && relay_flag=(--gang-relay off)
+start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure \
+    "${relay_flag[@]+"${relay_flag[@]}"}"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 ov_flag=(--gang-overlay "${GPOV_OVERLAY:-auto}")
 start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
