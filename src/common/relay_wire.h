@@ -1,5 +1,5 @@
 /*
- * relay_wire.h: the datagrams of the gang relay (issue 14, docs/protocol.md
+ * relay_wire.h: the datagrams of the gang relay (issue 14, docs/api.md
  * "Gang relay datagrams"): what an agent and the coordinator's relay
  * (coord/gang_relay.c) exchange over UDP for a gang part whose peer
  * cannot be reached directly (NATs that change ports per destination).

@@ -482,7 +482,7 @@ const struct api_route *const api_tables[] = {web_routes, metrics_routes,
  * A standby's answer to every API request (several coordinators, one
  * leader: leader.c): 503, the leader's URL in X-Gpupool-Leader and in the
  * body's "leader" (null while none is known), Retry-After: 1. A leader
- * still loading its state names itself. docs/protocol.md.
+ * still loading its state names itself. docs/api.md.
  */
 static enum MHD_Result
 reply_not_leader(struct MHD_Connection *conn, struct request *req,

@@ -1,6 +1,6 @@
 /*
  * gang_relay.c: the coordinator's UDP relay for gang overlays (gang_relay.h,
- * docs/agent.md "The relay", docs/protocol.md "Gang relay datagrams").
+ * docs/agent.md "The relay", docs/api.md "Gang relay datagrams").
  *
  * One thread, one UDP socket. Each datagram is decoded (common/
  * relay_wire.c), its MAC checked with its sending part's key, and then:
