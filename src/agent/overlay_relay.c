@@ -27,6 +27,8 @@
 /* Hellos: at once, then soon (a lost one), then to keep the NAT open. */
 #define HELLO_FIRST_MS 1000
 #define HELLO_MS 10000
+/* Kernel buffers of the sockets (net.core.[rw]mem_max caps them). */
+#define SOCKBUF (1 << 20)
 /* Datagrams moved in one round per socket before the others' turn. */
 #define ROUND_MAX 64
 
@@ -61,6 +63,8 @@ proxy_open(struct proxy *p, char *err, size_t errlen)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if ((p->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC |
 	    SOCK_NONBLOCK, 0)) < 0 ||
+	    setsockopt(p->fd, SOL_SOCKET, SO_RCVBUF, &(int){SOCKBUF},
+	    sizeof(int)) != 0 ||
 	    bind(p->fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
 	    getsockname(p->fd, (struct sockaddr *)&sin, &len) != 0) {
 		snprintf(err, errlen, "a local UDP socket: %s",
@@ -94,6 +98,11 @@ relay_connect(struct gp_ovrelay *r)
 
 		if (fd < 0)
 			continue;
+		/* room for a burst while the thread is off the CPU */
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){SOCKBUF},
+		    sizeof(int));
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int){SOCKBUF},
+		    sizeof(int));
 		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
 			r->fd = fd;
 			break;

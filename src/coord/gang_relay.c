@@ -47,6 +47,8 @@
 #define GANG_IDLE_MS 90000
 /* Each part may send this many bytes a second (and a burst of one s). */
 #define PART_RATE_BYTES (64LL << 20)
+/* The socket's kernel buffers, each way (net.core.[rw]mem_max caps it). */
+#define RELAY_SOCKBUF (4 << 20)
 /* Datagrams read in one round before the tick gets a turn. */
 #define ROUND_MAX 512
 
@@ -407,6 +409,14 @@ gang_relay_start(const char *addr, int port, const char *data_dir,
 		    strerror(errno));
 		goto fail;
 	}
+	/*
+	 * Room for a burst while the thread is off the CPU (fixed: the
+	 * kernel drops what does not fit, nothing grows).
+	 */
+	(void)setsockopt(r.fd, SOL_SOCKET, SO_RCVBUF, &(int){RELAY_SOCKBUF},
+	    sizeof(int));
+	(void)setsockopt(r.fd, SOL_SOCKET, SO_SNDBUF, &(int){RELAY_SOCKBUF},
+	    sizeof(int));
 	r.port = port;
 	if ((ret = pthread_create(&r.thread, NULL, relay_main, NULL)) != 0) {
 		snprintf(err, errlen, "thread: %s", strerror(ret));
