@@ -50,7 +50,25 @@ struct gp_ovrelay {
 	int nproxies;
 	struct proxy proxies[GP_RELAY_PARTS_MAX];
 	_Atomic uint64_t out, in;
+	uint64_t counter;	/* the last datagram's (thread only) */
 };
+
+/*
+ * The next datagram's counter: the wall clock in ns, or one more than
+ * the last (it only grows: the relay takes a larger one as this part's
+ * flow, even from a new address, and refuses an older hello).
+ */
+static uint64_t
+next_counter(struct gp_ovrelay *r)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	r->counter = now > r->counter ? now : r->counter + 1;
+	return r->counter;
+}
 
 static int
 proxy_open(struct proxy *p, char *err, size_t errlen)
@@ -125,17 +143,13 @@ hello(struct gp_ovrelay *r)
 {
 	uint8_t buf[GP_RELAY_HEADER];
 	struct gp_relay_header h;
-	struct timespec ts;
 	size_t len;
 
-	/* A counter that grows (the relay refuses an older hello). */
-	clock_gettime(CLOCK_REALTIME, &ts);
 	h.type = GP_RELAY_HELLO;
 	h.job = r->job;
 	h.attempt = r->cfg.attempt;
 	h.from = h.to = r->part;
-	h.counter = (uint64_t)ts.tv_sec * 1000000000ULL +
-	    (uint64_t)ts.tv_nsec;
+	h.counter = next_counter(r);
 	len = gp_relay_encode(buf, &h, NULL, 0, r->cfg.key);
 	(void)send(r->fd, buf, len, MSG_DONTWAIT);
 }
@@ -163,6 +177,7 @@ from_wireguard(struct gp_ovrelay *r, struct proxy *p, uint8_t *buf)
 		    src.sin_addr.s_addr != htonl(INADDR_LOOPBACK) ||
 		    ntohs(src.sin_port) != r->wg_port)
 			continue;
+		h.counter = next_counter(r);
 		len = (ssize_t)gp_relay_encode(buf, &h, buf + GP_RELAY_HEADER,
 		    (size_t)len, r->cfg.key);
 		if (send(r->fd, buf, (size_t)len, MSG_DONTWAIT) == len)

@@ -43,7 +43,7 @@
 #define RELAY_GANGS_MAX 1024
 /* A gang's attempt is looked up in the model this often. */
 #define GANG_CHECK_MS 2000
-/* A gang none of whose parts said hello for this long is forgotten. */
+/* A gang none of whose parts sent anything new this long is forgotten. */
 #define GANG_IDLE_MS 90000
 /* Each part may send this many bytes a second (and a burst of one s). */
 #define PART_RATE_BYTES (64LL << 20)
@@ -64,7 +64,7 @@ struct rpart {
 	uint8_t key[GP_RELAY_KEY];
 	struct sockaddr_storage addr;	/* its flow (hello's source) */
 	socklen_t addrlen;	/* 0: no hello yet */
-	uint64_t counter;	/* its last hello's */
+	uint64_t counter;	/* the largest it sent */
 	int64_t tokens, refill_ms; /* its rate */
 };
 
@@ -291,24 +291,31 @@ handle(uint8_t *buf, size_t len, struct sockaddr_storage *src,
 		drop(DROP_AUTH);
 		return;
 	}
-	if (h.type == GP_RELAY_HELLO) {
-		if (from->addrlen > 0 && h.counter <= from->counter) {
-			drop(DROP_REPLAY);
-			return;
-		}
-		if (!same_addr(&from->addr, from->addrlen, src, srclen))
+	/*
+	 * A part's counter grows with each datagram it sends: one newer
+	 * than any seen sets its flow (a hello opens it; data moves it, as
+	 * after a NAT's new mapping or this coordinator's restart, without
+	 * waiting for the next hello). An older one is a replay unless it
+	 * comes from the flow itself (data reordered on the way).
+	 */
+	if (from->addrlen == 0 || h.counter > from->counter) {
+		if (!same_addr(&from->addr, from->addrlen, src, srclen)) {
 			gp_info("gang relay: flow of job=%lld attempt=%u "
-			    "part=%d opened", (long long)g->job, g->attempt,
-			    h.from);
+			    "part=%d %s", (long long)g->job, g->attempt,
+			    h.from, from->addrlen == 0 ? "opened" : "moved");
+			from->addr = *src;
+			from->addrlen = srclen;
+		}
 		from->counter = h.counter;
-		from->addr = *src;
-		from->addrlen = srclen;
 		g->hello_ms = now;
-		atomic_fetch_add_explicit(&hellos, 1, memory_order_relaxed);
+	} else if (h.type == GP_RELAY_HELLO ||
+	    !same_addr(&from->addr, from->addrlen, src, srclen)) {
+		drop(h.type == GP_RELAY_HELLO ? DROP_REPLAY :
+		    DROP_UNREGISTERED);
 		return;
 	}
-	if (!same_addr(&from->addr, from->addrlen, src, srclen)) {
-		drop(DROP_UNREGISTERED);
+	if (h.type == GP_RELAY_HELLO) {
+		atomic_fetch_add_explicit(&hellos, 1, memory_order_relaxed);
 		return;
 	}
 	to = part_of(g, h.to);
@@ -339,7 +346,7 @@ tick(int64_t now)
 		struct rgang *g = r.gangs[i];
 
 		if (now - g->hello_ms > GANG_IDLE_MS) {
-			gang_forget(i--, "no hello");
+			gang_forget(i--, "its flows went quiet");
 			continue;
 		}
 		if (now - g->checked_ms < GANG_CHECK_MS)

@@ -18,14 +18,14 @@
 #     still going afterwards;
 #   - malformed datagrams are dropped and counted, the relay goes on;
 #   - the gang's end: the relay forgets it, the agents close their flows.
-# GPOVR_RELAY=off runs the coordinator with --gang-relay off: the test
+# GPRL_RELAY=off runs the coordinator with --gang-relay off: the test
 # must then fail (no echo: hole punching is defeated by these NATs).
 # Needs root, network namespaces, nft, wireguard-go and python3 (SKIP
 # without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [ -z "${GPOVR_INSIDE:-}" ]; then
+if [ -z "${GPRL_INSIDE:-}" ]; then
 	. "$here/../requirements.sh"
 	for w in root netns nft wireguard python3; do
 		if ! requirement_present "$w"; then
@@ -37,8 +37,8 @@ if [ -z "${GPOVR_INSIDE:-}" ]; then
 	trap nat_delete EXIT
 	nat_make "gpor$$" symmetric ||
 	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	nsenter --net="/run/netns/$NAT_I" env GPOVR_INSIDE=1 \
-	    GPOVR_HA="$NAT_HA" GPOVR_HB="$NAT_HB" bash "$here/$(basename "$0")"
+	nsenter --net="/run/netns/$NAT_I" env GPRL_INSIDE=1 \
+	    GPRL_HA="$NAT_HA" GPRL_HB="$NAT_HB" bash "$here/$(basename "$0")"
 	exit $?
 fi
 
@@ -46,10 +46,10 @@ fi
 
 COORD_PORT=$(free_port)
 relay_flag=()
-[ "${GPOVR_RELAY:-on}" = off ] && relay_flag=(--gang-relay off)
+[ "${GPRL_RELAY:-on}" = off ] && relay_flag=(--gang-relay off)
 start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure \
     "${relay_flag[@]+"${relay_flag[@]}"}"
-if [ "${GPOVR_RELAY:-on}" != off ]; then
+if [ "${GPRL_RELAY:-on}" != off ]; then
 	grep -q "gang relay listening udp=0.0.0.0:$COORD_PORT" "$COORD_LOG" ||
 	    fail "the coordinator runs no gang relay: $(grep -i relay "$COORD_LOG")"
 fi
@@ -65,8 +65,8 @@ start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
 	    --policy "$T/lan.policy" --gang-overlay auto -v
 	AGENT_PID[$1]=$SPAWNED_PID
 }
-start_machine_agent a "$GPOVR_HA" 198.51.100.1
-start_machine_agent b "$GPOVR_HB" 203.0.113.1
+start_machine_agent a "$GPRL_HA" 198.51.100.1
+start_machine_agent b "$GPRL_HB" 203.0.113.1
 wait_node_up a
 wait_node_up b
 grep -q "gang overlay ready" "$T/agent-a.log" ||
@@ -166,7 +166,7 @@ done
 dev=$(sed -n "s/.*gang part job=$gjob part=[0-9]*: .* through the overlay dev=\(gpw[0-9a-f]*\) .*/\1/p" \
     "$T/agent-a.log" | tail -n1)
 [ -n "$dev" ] || fail "agent a linked no part through the overlay"
-ep=$(nsenter --net="/run/netns/$GPOVR_HA" wg show "$dev" endpoints)
+ep=$(nsenter --net="/run/netns/$GPRL_HA" wg show "$dev" endpoints)
 case $ep in
 *127.0.0.1:*) ;;
 *) fail "machine a's peer is not at the relay's local socket: $ep" ;;

@@ -21,6 +21,9 @@
 # GP_TEST_DB=postgresql runs it on PostgreSQL; with GPOVR_FAILOVER=1 too
 # (test_gang_overlay_restart_pg) a standby on the same database takes
 # over from the killed coordinator instead of a restart.
+# GPOV_NAT=symmetric puts the machines behind NATs that change ports per
+# destination (nat_lib.sh): the gang goes through the coordinator's gang
+# relay, whose flows must come back by themselves after the restart.
 # Needs root, network namespaces, nft and wireguard-go (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +38,7 @@ if [ -z "${GPOVR_INSIDE:-}" ]; then
 	done
 	. "$here/nat_lib.sh"
 	trap nat_delete EXIT
-	nat_make "gpor$$" || { echo "FAIL: cannot make the test namespaces"; exit 1; }
+	nat_make "gpor$$" ${GPOV_NAT:-} || { echo "FAIL: cannot make the test namespaces"; exit 1; }
 	# The test itself runs on "the internet" (the coordinator's side).
 	nsenter --net="/run/netns/$NAT_I" env GPOVR_INSIDE=1 \
 	    GPOVR_HA="$NAT_HA" GPOVR_HB="$NAT_HB" bash "$here/$(basename "$0")"
