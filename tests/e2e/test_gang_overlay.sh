@@ -164,6 +164,14 @@ wait_dev a "$gjob"
 dev_a=$DEV table_a=$TABLE
 wait_dev b "$gjob"
 dev_b=$DEV table_b=$TABLE
+# Behind NATs that change ports: through the relay (else the wrapper
+# test_gang_overlay_relay_torch would not test it).
+if [ "${GPOV_NAT:-}" = symmetric ]; then
+	for m in a b; do
+		grep -q "through the relay job=$gjob " "$T/agent-$m.log" ||
+		    fail "agent $m did not go through the relay: $(grep -i 'relay\|handshake' "$T/agent-$m.log")"
+	done
+fi
 maddr=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\1/p')
 mport=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\2/p')
 case $maddr in

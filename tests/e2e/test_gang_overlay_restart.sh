@@ -203,6 +203,14 @@ wait_part_log "$g1" 1 "rank1 before: total 20"
 overlay_of "$g1"
 before=$OVERLAY
 log "the overlay before the restart: $(printf '%s' "$before" | tr '\n' ';')"
+# Behind NATs that change ports: through the relay (else the wrapper
+# test_gang_overlay_relay_restart would not test it).
+if [ "${GPOV_NAT:-}" = symmetric ]; then
+	for m in a b; do
+		grep -q "through the relay job=$g1 " "$T/agent-$m.log" ||
+		    fail "agent $m did not go through the relay: $(grep -i 'relay\|handshake' "$T/agent-$m.log")"
+	done
+fi
 # What the agents' devices hold is what the coordinator answers.
 privs=''
 declare -A g1_port=()
