@@ -17,6 +17,7 @@
 #     not authentic, the gang's flows kept (one "opened" each), its echo
 #     still going afterwards;
 #   - malformed datagrams are dropped and counted, the relay goes on;
+#   - the parts' relay keys are in no log, show --json or /metrics;
 #   - the gang's end: the relay forgets it, the agents close their flows.
 # GPRL_RELAY=off runs the coordinator with --gang-relay off: the test
 # must then fail (no echo: hole punching is defeated by these NATs).
@@ -179,6 +180,31 @@ log "relay: packets=$packets bytes=$bytes"
 grep -q "gang relay: flow of job=$gjob attempt=1 part=0 opened" "$COORD_LOG" &&
     grep -q "gang relay: flow of job=$gjob attempt=1 part=1 opened" "$COORD_LOG" ||
     fail "the relay did not log both parts' flows: $(grep 'gang relay' "$COORD_LOG")"
+
+# The parts' relay keys (derived as docs/api.md says, from the
+# coordinator's secret, DATA/gang-relay.key, 0600) are in no log, job
+# view or /metrics.
+assert_eq 600 "$(stat -c %a "$COORD_DATA/gang-relay.key")" "the relay secret's mode"
+# shellcheck disable=SC2016 # python, not shell
+keys=$("$PY" -c '
+import base64, hashlib, struct, sys
+secret = open(sys.argv[1], "rb").read()
+for part in (0, 1):
+    h = hashlib.blake2b(key=secret, digest_size=32)
+    h.update(b"gpupool gang relay part key v1" + struct.pack(">qIH", int(sys.argv[2]), 1, part))
+    print(base64.b64encode(h.digest()).decode())
+' "$COORD_DATA/gang-relay.key" "$gjob")
+[ "$(printf '%s\n' "$keys" | wc -l)" = 2 ] || fail "cannot derive the relay keys: $keys"
+cli show --json "$gjob"
+shown=$CLI_OUT
+api_expect 200 "$ADMIN_TOKEN" GET /metrics
+for k in $keys; do
+	for f in "$T"/agent-*.log "$COORD_LOG"; do
+		assert_not_contains "$(cat "$f")" "$k" "$(basename "$f")"
+	done
+	assert_not_contains "$shown" "$k" "show --json"
+	assert_not_contains "$API_BODY" "$k" "/metrics"
+done
 
 # A job outside the gang: forged datagrams (what it can guess: the job,
 # attempt, parts; not the keys) and malformed ones, at the relay.
