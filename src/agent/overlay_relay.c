@@ -27,6 +27,8 @@
 /* Hellos: at once, then soon (a lost one), then to keep the NAT open. */
 #define HELLO_FIRST_MS 1000
 #define HELLO_MS 10000
+/* A relay that has answered no hello this long is said to be out of reach. */
+#define NO_ANSWER_MS 5000
 /* Kernel buffers of the sockets (net.core.[rw]mem_max caps them). */
 #define SOCKBUF (1 << 20)
 /* Datagrams moved in one round per socket before the others' turn. */
@@ -51,6 +53,9 @@ struct gp_ovrelay {
 	struct proxy proxies[GP_RELAY_PARTS_MAX];
 	_Atomic uint64_t out, in;
 	uint64_t counter;	/* the last datagram's (thread only) */
+	/* Thread only: the relay answered a hello; said why not, once. */
+	int answered, warned;
+	int64_t first_hello;
 };
 
 /*
@@ -106,8 +111,10 @@ relay_connect(struct gp_ovrelay *r)
 	hints.ai_socktype = SOCK_DGRAM;
 	snprintf(port, sizeof(port), "%d", r->cfg.port);
 	if ((ret = getaddrinfo(r->host, port, &hints, &ai)) != 0) {
-		gp_warn("gang relay: job=%lld part=%d: %s: %s",
-		    (long long)r->job, r->part, r->host, gai_strerror(ret));
+		if (!r->warned++)
+			gp_warn("gang relay: job=%lld part=%d: %s: %s (trying "
+			    "again)", (long long)r->job, r->part, r->host,
+			    gai_strerror(ret));
 		return -1;
 	}
 	for (a = ai; a != NULL; a = a->ai_next) {
@@ -129,10 +136,13 @@ relay_connect(struct gp_ovrelay *r)
 	}
 	freeaddrinfo(ai);
 	if (r->fd < 0) {
-		gp_warn("gang relay: job=%lld part=%d: cannot reach %s:%d",
-		    (long long)r->job, r->part, r->host, r->cfg.port);
+		if (!r->warned++)
+			gp_warn("gang relay: job=%lld part=%d: cannot reach "
+			    "%s:%d (trying again)", (long long)r->job, r->part,
+			    r->host, r->cfg.port);
 		return -1;
 	}
+	r->warned = 0;
 	gp_info("gang relay: job=%lld part=%d: flow to %s:%d",
 	    (long long)r->job, r->part, r->host, r->cfg.port);
 	return 0;
@@ -211,9 +221,20 @@ from_relay(struct gp_ovrelay *r, uint8_t *buf)
 		 * authenticates the payload itself.
 		 */
 		if (gp_relay_decode(buf, (size_t)len, &h, &payload,
-		    &plen) != 0 || h.type != GP_RELAY_DATA ||
-		    h.job != r->job || h.attempt != r->cfg.attempt ||
-		    h.to != r->part)
+		    &plen) != 0 || h.job != r->job ||
+		    h.attempt != r->cfg.attempt || h.to != r->part)
+			continue;
+		/* The relay's answer to a hello: MAC'd with our key. */
+		if (h.type == GP_RELAY_HELLO_ACK) {
+			if (!r->answered && gp_relay_verify(buf, (size_t)len,
+			    r->cfg.key)) {
+				r->answered = 1;
+				gp_info("gang relay: job=%lld part=%d: the relay "
+				    "answers", (long long)r->job, r->part);
+			}
+			continue;
+		}
+		if (h.type != GP_RELAY_DATA)
 			continue;
 		for (i = 0; i < r->nproxies; i++)
 			if (r->proxies[i].part == h.from)
@@ -246,7 +267,18 @@ relay_main(void *arg)
 			/* the name may resolve later: try again in a while */
 			next_hello = now + 2000;
 		}
+		if (connected && !r->answered && !r->warned &&
+		    r->first_hello > 0 && now - r->first_hello > NO_ANSWER_MS) {
+			r->warned = 1;
+			gp_warn("gang relay: job=%lld part=%d: no answer from "
+			    "the relay at %s:%d in %d ms (is UDP port %d of the "
+			    "coordinator open to this machine?)",
+			    (long long)r->job, r->part, r->host, r->cfg.port,
+			    NO_ANSWER_MS, r->cfg.port);
+		}
 		if (connected && now >= next_hello) {
+			if (r->first_hello == 0)
+				r->first_hello = now;
 			hello(r);
 			next_hello = now + (now - started < 3 * HELLO_FIRST_MS ?
 			    HELLO_FIRST_MS : HELLO_MS);

@@ -58,7 +58,8 @@ gp_relay_decode(const uint8_t *buf, size_t len, struct gp_relay_header *h,
 		return GP_EINVAL;
 	switch (t.type) {
 	case GP_RELAY_HELLO:
-		if (len != GP_RELAY_HEADER)
+	case GP_RELAY_HELLO_ACK:
+		if (len != GP_RELAY_HEADER || t.from != t.to)
 			return GP_EINVAL;
 		break;
 	case GP_RELAY_DATA:

@@ -8,7 +8,9 @@
  * datagram, ciphertext: the relay never sees a gang's traffic in clear):
  *
  *   0  "GPR1"           magic and version
- *   4  type             1 hello (no payload), 2 data
+ *   4  type             1 hello (no payload), 2 data, 3 the relay's
+ *                       answer to a hello (no payload; its counter, MAC'd
+ *                       with the same part's key)
  *   5  0 0 0            reserved, zero
  *   8  job              int64, big-endian
  *   16 attempt          uint32, big-endian
@@ -42,6 +44,7 @@
 enum gp_relay_type {
 	GP_RELAY_HELLO = 1,	/* opens (and keeps) a part's flow */
 	GP_RELAY_DATA = 2,	/* a WireGuard datagram for part `to` */
+	GP_RELAY_HELLO_ACK = 3,	/* the relay took a hello */
 };
 
 struct gp_relay_header {
@@ -56,7 +59,8 @@ struct gp_relay_header {
  * Decodes a datagram's header (the MAC is not checked: gp_relay_verify).
  * OUT: *h, *payload and *payload_len (into buf) on success. 0, or
  * GP_EINVAL for a datagram that is not one (short, too long, wrong magic,
- * type or reserved bytes, a part out of range, a hello with a payload,
+ * type or reserved bytes, a part out of range, a hello (or its answer)
+ * with a payload or naming two parts,
  * a data datagram without one, a job id not positive).
  */
 int gp_relay_decode(const uint8_t *buf, size_t len, struct gp_relay_header *h,

@@ -315,7 +315,16 @@ handle(uint8_t *buf, size_t len, struct sockaddr_storage *src,
 		return;
 	}
 	if (h.type == GP_RELAY_HELLO) {
+		/* Answered, so that the agent knows its flow gets through. */
+		h.type = GP_RELAY_HELLO_ACK;
+		len = gp_relay_encode(buf, &h, NULL, 0, from->key);
+		(void)sendto(r.fd, buf, len, MSG_DONTWAIT,
+		    (struct sockaddr *)src, srclen);
 		atomic_fetch_add_explicit(&hellos, 1, memory_order_relaxed);
+		return;
+	}
+	if (h.type != GP_RELAY_DATA) {
+		drop(DROP_MALFORMED);	/* an answer: the relay's own */
 		return;
 	}
 	to = part_of(g, h.to);

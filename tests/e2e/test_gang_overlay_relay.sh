@@ -163,6 +163,8 @@ for m in a b; do
 	grep -q "gang overlay: no handshake with peer .* through the relay job=$gjob " \
 	    "$T/agent-$m.log" ||
 	    fail "agent $m did not send the peer through the relay: $(grep -i 'relay\|handshake' "$T/agent-$m.log")"
+	grep -q "gang relay: job=$gjob part=[01]: the relay answers" "$T/agent-$m.log" ||
+	    fail "agent $m saw no answer from the relay: $(grep -i 'relay' "$T/agent-$m.log")"
 done
 dev=$(sed -n "s/.*gang part job=$gjob part=[0-9]*: .* through the overlay dev=\(gpw[0-9a-f]*\) .*/\1/p" \
     "$T/agent-a.log" | tail -n1)

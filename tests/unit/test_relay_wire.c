@@ -82,7 +82,19 @@ TEST(not_datagrams)
 	buf[6] = 1;		/* reserved */
 	CHECK_EQ(gp_relay_decode(buf, len, &d, &p, &plen), GP_EINVAL);
 	buf[6] = 0;
+	buf[23] = 3;		/* a hello naming two parts */
+	CHECK_EQ(gp_relay_decode(buf, len, &d, &p, &plen), GP_EINVAL);
+	buf[23] = 2;
 	buf[21] = GP_RELAY_PARTS_MAX;	/* from */
+	CHECK_EQ(gp_relay_decode(buf, len, &d, &p, &plen), GP_EINVAL);
+	buf[21] = 2;
+	/* the relay's answer: as a hello, MAC'd with the part's key */
+	h.type = GP_RELAY_HELLO_ACK;
+	len = gp_relay_encode(buf, &h, NULL, 0, key);
+	CHECK_EQ(gp_relay_decode(buf, len, &d, &p, &plen), 0);
+	CHECK_EQ(d.type, GP_RELAY_HELLO_ACK);
+	CHECK(gp_relay_verify(buf, len, key));
+	len = gp_relay_encode(buf, &h, (const uint8_t *)"x", 1, key);
 	CHECK_EQ(gp_relay_decode(buf, len, &d, &p, &plen), GP_EINVAL);
 	/* data: none, to itself, too long */
 	h.type = GP_RELAY_DATA;
