@@ -64,6 +64,8 @@
  * that changes ports per destination defeats any number of them.
  */
 #define OV_RELAY_MS 3500
+/* A relaying device's MTU: wireguard-go's 1420 less the relay's header. */
+#define OV_RELAY_MTU "1372"
 
 /*
  * A remote part: its peer on the device, and whether its first handshake
@@ -897,6 +899,21 @@ peer_relay(struct gp_overlay *o, struct ov_part *pt, struct ov_peer *p,
 			    (long long)pt->job, pt->part, err);
 			sodium_memzero(&pt->relay, sizeof(pt->relay));
 			return -1;
+		}
+		/*
+		 * The relay's header must fit beside WireGuard's datagram in
+		 * a 1500-byte path, or every full one is cut in two IP
+		 * fragments (twice: to the relay and from it). No TCP
+		 * connection crosses the device yet (no handshake).
+		 */
+		{
+			char *mtu[] = {"ip", "link", "set", "dev", pt->d.dev,
+			    "mtu", OV_RELAY_MTU, NULL};
+			char why[256];
+
+			if (gp_net_run(mtu, NULL, -1, why, sizeof(why)) != 0)
+				gp_warn("gang relay: %s mtu %s: %s", pt->d.dev,
+				    OV_RELAY_MTU, why);
 		}
 	}
 	snprintf(p->endpoint, sizeof(p->endpoint), "127.0.0.1:%d",

@@ -169,6 +169,10 @@ done
 dev=$(sed -n "s/.*gang part job=$gjob part=[0-9]*: .* through the overlay dev=\(gpw[0-9a-f]*\) .*/\1/p" \
     "$T/agent-a.log" | tail -n1)
 [ -n "$dev" ] || fail "agent a linked no part through the overlay"
+# (its MTU leaves room for the relay's header in a 1500-byte path: no
+# IP fragments, which many NATs and firewalls drop)
+nsenter --net="/run/netns/$GPRL_HA" ip link show "$dev" | grep -q " mtu 1372 " ||
+    fail "machine a's relaying device's MTU: $(nsenter --net="/run/netns/$GPRL_HA" ip link show "$dev")"
 ep=$(nsenter --net="/run/netns/$GPRL_HA" wg show "$dev" endpoints)
 case $ep in
 *127.0.0.1:*) ;;
