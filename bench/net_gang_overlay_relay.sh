@@ -13,7 +13,7 @@
 #   - part-to-part TCP throughput through the overlay (iperf3, 5 s).
 # Usage: BUILD=build bench/net_gang_overlay_relay.sh [N]   (root)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export GPUPOOL_BIN=${GPUPOOL_BIN:-$PWD/${BUILD:-build}/gpupool}
 n=${1:-6}
 if [ -z "${RBENCH_INSIDE:-}" ]; then

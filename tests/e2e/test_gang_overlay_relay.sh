@@ -183,9 +183,10 @@ bytes=$(metric gpupool_gang_relay_bytes_total)
 log "relay: packets=$packets bytes=$bytes"
 [ "$bytes" -gt 4000000 ] ||
     fail "the relay carried $bytes bytes, wanted two echoes of 1 MiB each way"
-grep -q "gang relay: flow of job=$gjob attempt=1 part=0 opened" "$COORD_LOG" &&
-    grep -q "gang relay: flow of job=$gjob attempt=1 part=1 opened" "$COORD_LOG" ||
-    fail "the relay did not log both parts' flows: $(grep 'gang relay' "$COORD_LOG")"
+for k in 0 1; do
+	grep -q "gang relay: flow of job=$gjob attempt=1 part=$k opened" "$COORD_LOG" ||
+	    fail "the relay did not log part $k's flow: $(grep 'gang relay' "$COORD_LOG")"
+done
 
 # The parts' relay keys (derived as docs/api.md says, from the
 # coordinator's secret, DATA/gang-relay.key, 0600) are in no log, job
