@@ -81,7 +81,7 @@ static struct {
 	uint8_t secret[GP_RELAY_KEY];
 	pthread_t thread;
 	atomic_int quit;
-	int started;
+	atomic_int started;	/* read by the HTTP threads (assignments) */
 	struct rgang *gangs[RELAY_GANGS_MAX];
 	int ngangs;
 } r = {.fd = -1};
@@ -93,14 +93,14 @@ static atomic_int gangs_now;
 int
 gang_relay_port(void)
 {
-	return r.started ? r.port : 0;
+	return atomic_load(&r.started) ? r.port : 0;
 }
 
 int
 gang_relay_part_key(int64_t job, uint32_t attempt, int part,
     uint8_t out[GP_RELAY_KEY])
 {
-	if (!r.started)
+	if (!atomic_load(&r.started))
 		return -1;
 	gp_relay_part_key(r.secret, job, attempt, part, out);
 	return 0;
@@ -438,7 +438,7 @@ gang_relay_start(const char *addr, int port, const char *data_dir,
 		snprintf(err, errlen, "thread: %s", strerror(ret));
 		goto fail;
 	}
-	r.started = 1;
+	atomic_store(&r.started, 1);
 	gp_info("gang relay listening udp=%s:%d", addr, port);
 	return 0;
 fail:
@@ -452,16 +452,19 @@ fail:
 void
 gang_relay_stop(void)
 {
-	if (!r.started)
+	if (!atomic_load(&r.started))
 		return;
+	/*
+	 * The secret stays: an HTTP thread may still be writing an
+	 * assignment with a key (the process ends soon after).
+	 */
+	atomic_store(&r.started, 0);
 	atomic_store(&r.quit, 1);
 	pthread_join(r.thread, NULL);
 	while (r.ngangs > 0)
 		gang_forget(r.ngangs - 1, "the coordinator stops");
 	close(r.fd);
 	r.fd = -1;
-	r.started = 0;
-	sodium_memzero(r.secret, sizeof(r.secret));
 }
 
 int

@@ -956,6 +956,24 @@ gp_coord_main(int argc, char **argv)
 	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
+	{
+		char why[1200];
+
+		/*
+		 * The gang relay (UDP): on the --listen port unless told
+		 * otherwise, before the state thread assigns a gang (whose
+		 * parts get its key); given, it must start; by default a
+		 * coordinator that cannot bind it runs without (said).
+		 */
+		if (gang_relay_start(cfg.listen_addr, gang_relay < 0 ?
+		    cfg.port : gang_relay, cfg.data_dir, why,
+		    sizeof(why)) != 0) {
+			if (gang_relay > 0)
+				gp_fatalx("--gang-relay: %s", why);
+			gp_warn("no gang relay: %s (gangs behind NATs that "
+			    "change ports need it)", why);
+		}
+	}
 	if (state_start_thread() != 0)
 		gp_fatalx("cannot start the state thread");
 
@@ -966,19 +984,6 @@ gp_coord_main(int argc, char **argv)
 
 		if (proxy_start(&proxy_cfg, why, sizeof(why)) != 0)
 			gp_fatalx("--proxy-listen: %s", why);
-		/*
-		 * The gang relay (UDP): on the --listen port unless told
-		 * otherwise; given, it must start; by default a coordinator
-		 * that cannot bind it runs without (said), as before it.
-		 */
-		if (gang_relay_start(cfg.listen_addr, gang_relay < 0 ?
-		    cfg.port : gang_relay, cfg.data_dir, why,
-		    sizeof(why)) != 0) {
-			if (gang_relay > 0)
-				gp_fatalx("--gang-relay: %s", why);
-			gp_warn("no gang relay: %s (gangs behind NATs that "
-			    "change ports need it)", why);
-		}
 	}
 
 	if (lcfg.conninfo != NULL)
