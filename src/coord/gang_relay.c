@@ -106,43 +106,70 @@ gang_relay_part_key(int64_t job, uint32_t attempt, int part,
 	return 0;
 }
 
-/*
- * The relay's secret, kept in data_dir so that a coordinator restarted
- * answers the running gangs' flows: read, or made (0600) when absent.
- */
+/* Reads the secret at path: 0, 1 when absent, GP_E* (err) when bad. */
 static int
-secret_load(const char *data_dir, char *err, size_t errlen)
+secret_read(const char *path, char *err, size_t errlen)
 {
-	char path[1100], *text = NULL;
+	char *text = NULL;
 	size_t n = 0;
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/gang-relay.key", data_dir);
-	if (gp_read_file(path, 64, &text, &n) == 0) {
-		if (n != GP_RELAY_KEY) {
-			free(text);
-			snprintf(err, errlen, "%s: not %d bytes", path,
-			    GP_RELAY_KEY);
-			return GP_EINVAL;
-		}
-		memcpy(r.secret, text, GP_RELAY_KEY);
+	if (gp_read_file(path, 64, &text, &n) != 0)
+		return 1;
+	if (n != GP_RELAY_KEY) {
 		sodium_memzero(text, n);
 		free(text);
-		return 0;
+		snprintf(err, errlen, "%s: not %d bytes", path, GP_RELAY_KEY);
+		return GP_EINVAL;
 	}
+	memcpy(r.secret, text, GP_RELAY_KEY);
+	sodium_memzero(text, n);
+	free(text);
+	return 0;
+}
+
+/*
+ * The relay's secret, kept in dir (the blob directory, which every
+ * coordinator of the pool mounts) so that a coordinator restarted, or a
+ * standby taking over, answers the running gangs' flows: read, or made
+ * (0600). Two coordinators making it at once: each writes a file of its
+ * own and links it into place; the one that finds it there reads it.
+ */
+static int
+secret_load(const char *dir, char *err, size_t errlen)
+{
+	char path[1100], tmp[1200];
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "%s/gang-relay.key", dir);
+	if ((ret = secret_read(path, err, errlen)) <= 0)
+		return ret;
 	randombytes_buf(r.secret, sizeof(r.secret));
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || gp_write_all(fd, r.secret, sizeof(r.secret)) != 0 ||
 	    fsync(fd) != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			unlink(path);
-		}
-		return GP_EIO;
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto fail;
 	}
 	close(fd);
-	return 0;
+	fd = -1;
+	if (link(tmp, path) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	unlink(tmp);
+	/* ours, or the one another coordinator put there first */
+	if ((ret = secret_read(path, err, errlen)) == 1) {
+		snprintf(err, errlen, "%s: cannot read it back", path);
+		return GP_EIO;
+	}
+	return ret;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	sodium_memzero(r.secret, sizeof(r.secret));
+	return GP_EIO;
 }
 
 /*
@@ -400,7 +427,7 @@ relay_main(void *arg)
 }
 
 int
-gang_relay_start(const char *addr, int port, const char *data_dir,
+gang_relay_start(const char *addr, int port, const char *dir,
     char *err, size_t errlen)
 {
 	struct sockaddr_in sin;
@@ -415,7 +442,7 @@ gang_relay_start(const char *addr, int port, const char *data_dir,
 		snprintf(err, errlen, "'%s' is not an IPv4 address", addr);
 		return GP_EINVAL;
 	}
-	if ((ret = secret_load(data_dir, err, errlen)) != 0)
+	if ((ret = secret_load(dir, err, errlen)) != 0)
 		return ret;
 	if ((r.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    setsockopt(r.fd, SOL_SOCKET, SO_REUSEADDR, &one,

@@ -32,10 +32,10 @@ struct gp_buf;
 
 /*
  * Starts the relay on UDP addr:port (port 0: none) with the secret in
- * data_dir/gang-relay.key (made, 0600, when absent). 0, or GP_E* with err
- * set.
+ * dir/gang-relay.key (the blob directory, which every coordinator of the
+ * pool shares; made, 0600, when absent). 0, or GP_E* with err set.
  */
-int gang_relay_start(const char *addr, int port, const char *data_dir,
+int gang_relay_start(const char *addr, int port, const char *dir,
     char *err, size_t errlen);
 void gang_relay_stop(void);
 /* The relay's UDP port, 0 when it does not run. */

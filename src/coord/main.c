@@ -966,7 +966,7 @@ gp_coord_main(int argc, char **argv)
 		 * coordinator that cannot bind it runs without (said).
 		 */
 		if (gang_relay_start(cfg.listen_addr, gang_relay < 0 ?
-		    cfg.port : gang_relay, cfg.data_dir, why,
+		    cfg.port : gang_relay, cfg.blob_dir, why,
 		    sizeof(why)) != 0) {
 			if (gang_relay > 0)
 				gp_fatalx("--gang-relay: %s", why);
