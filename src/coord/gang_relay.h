@@ -17,7 +17,7 @@
  * this coordinator's secret, handed to that part's agent alone in its
  * assignment), the sender must be the flow its part opened, the gang's
  * attempt must run here (checked in the model when it is first seen and
- * every GANG_CHECK_MS after: a gang that ended is forgotten), a part's
+ * every RELAY_CHECK_MS after: a gang that ended is forgotten), a part's
  * rate is bounded, and nothing is queued (a datagram that cannot be sent
  * at once is dropped: WireGuard's own retries cover it).
  */
