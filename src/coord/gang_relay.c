@@ -241,7 +241,7 @@ gang_relay_start(const char *addr, int port, const char *dir,
     char *err, size_t errlen)
 {
 	struct sockaddr_in sin;
-	int ret, one = 1;
+	int ret;
 
 	if (port <= 0)
 		return 0;
@@ -259,9 +259,12 @@ gang_relay_start(const char *addr, int port, const char *dir,
 		sodium_memzero(r.secret, sizeof(r.secret));
 		return GP_ENOMEM;
 	}
+	/*
+	 * No SO_REUSEADDR: UDP has no TIME_WAIT to wait out, and with it
+	 * another process setting it too could bind the same port beside
+	 * the relay and take its datagrams.
+	 */
 	if ((r.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    setsockopt(r.fd, SOL_SOCKET, SO_REUSEADDR, &one,
-	    sizeof(one)) != 0 ||
 	    bind(r.fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
 		snprintf(err, errlen, "UDP %s:%d: %s", addr, port,
 		    strerror(errno));
