@@ -85,6 +85,7 @@ static struct {
 static _Atomic int64_t epoch_now;   /* 0 unless leading */
 static atomic_int active;	    /* leader_start was called */
 static atomic_int serving;	    /* the leader serves the API */
+static atomic_int lost;		    /* leader_lost ran: never leads again */
 
 int64_t
 leader_epoch(void)
@@ -607,7 +608,8 @@ try_lock(int64_t *epoch)
  * into why.
  */
 static int
-still_leading(int64_t mine, char *why, size_t len)
+still_leading(int64_t mine, char *why, size_t len, char *leader,
+    size_t leader_len)
 {
 	PGresult *res;
 	int64_t now;
@@ -617,7 +619,7 @@ still_leading(int64_t mine, char *why, size_t len)
 		  "locktype = 'advisory' AND objsubid = 2 AND granted AND "
 		  "pid <> pg_backend_pid() AND database = (SELECT oid FROM "
 		  "pg_database WHERE datname = current_database())), "
-		  LIVE_SQL " FROM gp_leader WHERE id = 1", 0, NULL,
+		  LIVE_SQL ", addr FROM gp_leader WHERE id = 1", 0, NULL,
 	    L.lease_ms / 2, &res) != 0) {
 		snprintf(why, len, "the lock's database connection was lost");
 		return GP_EIO;
@@ -630,6 +632,8 @@ still_leading(int64_t mine, char *why, size_t len)
 		L.coordinators = urls;
 		pthread_mutex_unlock(&L.mu);
 	}
+	if (now != mine)
+		gp_strlcpy(leader, PQgetvalue(res, 0, 3), leader_len);
 	PQclear(res);
 	if (now != mine) {
 		snprintf(why, len, "the epoch moved on to %lld",
@@ -658,7 +662,7 @@ still_leading(int64_t mine, char *why, size_t len)
  * clients go there.)
  */
 static int
-regain(int64_t mine, char *why, size_t len)
+regain(int64_t mine, char *why, size_t len, char *leader, size_t leader_len)
 {
 	int64_t backoff = 100, taken_since = 0, lost_at = gp_mono_ms(), now;
 	PGresult *res;
@@ -669,9 +673,10 @@ regain(int64_t mine, char *why, size_t len)
 		"the lock epoch=%lld",
 	    (long long)mine);
 	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld), "
-	    "(SELECT epoch FROM gp_leader WHERE id = 1)",
+	    "(SELECT epoch FROM gp_leader WHERE id = 1), "
+	    "(SELECT addr FROM gp_leader WHERE id = 1)",
 	    (long long)LEADER_LOCK_KEY);
-	while (!stopping()) {
+	while (!stopping() && !atomic_load(&lost)) {
 		if ((L.conn == NULL && connect_claimed(&taken_since) != 0) ||
 		    query(sql, 0, NULL, L.lease_ms, &res) != 0) {
 			nap(backoff);
@@ -680,6 +685,8 @@ regain(int64_t mine, char *why, size_t len)
 		}
 		won = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 		now = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		if (now != mine)
+			gp_strlcpy(leader, PQgetvalue(res, 0, 2), leader_len);
 		PQclear(res);
 		if (now != mine) {
 			snprintf(why, len, "the epoch moved on to %lld while "
@@ -702,6 +709,19 @@ regain(int64_t mine, char *why, size_t len)
 	return 1;
 }
 
+void
+leader_lost(const char *why, const char *leader)
+{
+	if (!atomic_load(&active) || atomic_exchange(&lost, 1))
+		return;
+	atomic_store(&epoch_now, 0);
+	atomic_store(&serving, 0);
+	set_url(leader != NULL ? leader : "");
+	gp_warn("leader: lost the lead (%s) leader=%s", why,
+	    leader != NULL && leader[0] != '\0' ? leader : "unknown");
+	L.on_lost(why);
+}
+
 static void
 default_on_lost(const char *why)
 {
@@ -715,7 +735,7 @@ static void *
 leader_thread(void *arg)
 {
 	int64_t backoff = 100, mine = 0, taken_since = 0;
-	char why[128];
+	char why[128], leader[sizeof(L.url)] = "";
 	int rc;
 
 	(void)arg;
@@ -743,21 +763,22 @@ leader_thread(void *arg)
 	pthread_mutex_unlock(&L.mu);
 	for (;;) {
 		nap(L.lease_ms / 4);
-		if (stopping())
+		/* (lost: a write found the epoch moved on, leader_lost) */
+		if (stopping() || atomic_load(&lost))
 			return NULL;
-		rc = still_leading(mine, why, sizeof(why));
+		rc = still_leading(mine, why, sizeof(why), leader,
+		    sizeof(leader));
 		if (rc == GP_EIO && L.standbys == 0)
-			rc = regain(mine, why, sizeof(why));
-		if (rc == 1 || stopping())
+			rc = regain(mine, why, sizeof(why), leader,
+			    sizeof(leader));
+		if (rc == 1 || stopping() || atomic_load(&lost))
 			return NULL;
 		if (rc != 0)
 			break;
 	}
 	atomic_store(&epoch_now, 0);
-	atomic_store(&serving, 0);
 	drop_connection();
-	set_url("");
-	L.on_lost(why);
+	leader_lost(why, leader);
 	return NULL;
 }
 

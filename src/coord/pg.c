@@ -352,6 +352,53 @@ notice_quiet(void *arg, const char *message)
 }
 
 static _Atomic int64_t session_lease_ms; /* pg_set_session_lease */
+static atomic_int retry_stopped;	 /* pg_stop_retrying */
+
+static void sleep_ms(int64_t ms);
+
+void
+pg_stop_retrying(void)
+{
+	atomic_store(&retry_stopped, 1);
+}
+
+int
+pg_retrying_stopped(void)
+{
+	return atomic_load(&retry_stopped);
+}
+
+void
+pg_leader_addr(struct pg_conn *c, char *out, size_t len)
+{
+	PGresult *r;
+
+	out[0] = '\0';
+	if (c == NULL || PQstatus(c->conn) != CONNECTION_OK)
+		return;
+	if (PQtransactionStatus(c->conn) != PQTRANS_IDLE)
+		PQclear(PQexec(c->conn, "ROLLBACK"));
+	r = PQexec(c->conn, "SELECT addr FROM gp_leader WHERE id = 1");
+	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1 && len > 0) {
+		strncpy(out, PQgetvalue(r, 0, 0), len - 1);
+		out[len - 1] = '\0';
+	}
+	PQclear(r);
+}
+
+int
+pg_retry_nap(int64_t ms)
+{
+	int64_t step;
+
+	while (ms > 0 && !pg_retrying_stopped()) {
+		step = ms < 50 ? ms : 50;
+		sleep_ms(step);
+		ms -= step;
+	}
+	return pg_retrying_stopped();
+}
 
 void
 pg_set_session_lease(int64_t ms)
