@@ -203,9 +203,8 @@ give_up_stopping(struct pg_store *s)
 		"stopping; the batch was not committed and its requests are "
 		"answered so error=\"%s\"",
 	    s->w->where, s->w->error);
-	return gp_store_fail(&s->base, GP_ESTOPPED, "not committed: the "
-	    "coordinator is stopping while PostgreSQL at %s fails: %s",
-	    s->w->where, s->w->error);
+	return gp_store_fail(&s->base, GP_ESTOPPED, "its retry given up "
+	    "while PostgreSQL at %s fails: %s", s->w->where, s->w->error);
 }
 
 /*
@@ -284,6 +283,9 @@ tx_failed(struct pg_store *s, int rc)
 		PQclear(PQexec(s->w->conn, "ROLLBACK"));
 	s->sent = 0;
 	s->nsent = 0;
+	if (s->in_tx && (rc == GP_EFENCED || rc == GP_ESTOPPED ||
+	    rc == GP_ETIMEDOUT))
+		s->doomed = rc;
 	if (rc == GP_EFENCED) {
 		/*
 		 * Another coordinator leads: this one must never commit
@@ -669,6 +671,7 @@ store_begin(struct gp_store *gs)
 	s->in_tx = 1;
 	s->sent = 0;
 	s->nsent = 0;
+	s->doomed = 0;
 	log_clear(s);
 	return 0;
 }
@@ -706,6 +709,10 @@ store_commit(struct gp_store *gs)
 
 	if (!s->in_tx)
 		return gp_store_fail(gs, GP_EINVAL, "commit outside a transaction");
+	if (s->doomed != 0) { /* (the store's error says why) */
+		rc = s->doomed;
+		goto out;
+	}
 	if (!s->sent && s->nlog == 0) { /* nothing was written */
 		s->in_tx = 0;
 		return 0;
