@@ -403,9 +403,10 @@ read_only(const char *what)
 	if (L.read_only)
 		return;
 	L.read_only = 1;
-	gp_warn("leader: the database is read-only (refused %s): standing by "
-		"until it accepts writes; this coordinator cannot lead (or "
-		"be listed in gp_coordinators) meanwhile",
+	gp_warn("leader: the database is read-only (refused %s): until it "
+		"accepts writes no coordinator can take the lead, a leader's "
+		"writes wait (or, stopping, are answered not committed) and "
+		"this one is not listed in gp_coordinators",
 	    what);
 }
 
@@ -830,14 +831,48 @@ regain(int64_t mine, char *why, size_t len, char *leader, size_t leader_len)
 	return 1;
 }
 
+/*
+ * The lock's connection was lost with standbys connected: one short
+ * look (a connection of its own, 2 s to connect, 1 s to answer) at who
+ * leads now, so that the requests this one holds can name the new
+ * leader. Into out ("" when unknown: the database unreachable, or no
+ * other coordinator has raised the epoch yet).
+ */
+static void
+learn_leader(int64_t mine, char *out, size_t len)
+{
+	const char *keys[] = {"connect_timeout", "application_name", "options",
+	    "dbname", NULL};
+	const char *values[] = {"2", "gpupool-leader",
+	    "-c statement_timeout=1000", L.conninfo, NULL};
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
+	PGresult *res = NULL;
+
+	out[0] = '\0';
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK &&
+	    (res = PQexec(conn, "SELECT epoch, addr FROM gp_leader "
+	    "WHERE id = 1")) != NULL && PQresultStatus(res) ==
+	    PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	    strtoll(PQgetvalue(res, 0, 0), NULL, 10) != mine)
+		gp_strlcpy(out, PQgetvalue(res, 0, 1), len);
+	PQclear(res);
+	PQfinish(conn);
+}
+
 void
 leader_lost(const char *why, const char *leader)
 {
-	if (!atomic_load(&active) || atomic_exchange(&lost, 1))
+	if (!atomic_load(&active))
+		return;
+	/* (a second caller may know the new leader when the first did not) */
+	if (leader != NULL && leader[0] != '\0')
+		set_url(leader);
+	if (atomic_exchange(&lost, 1))
 		return;
 	atomic_store(&epoch_now, 0);
 	atomic_store(&serving, 0);
-	set_url(leader != NULL ? leader : "");
+	if (leader == NULL || leader[0] == '\0')
+		set_url("");
 	gp_warn("leader: lost the lead (%s) leader=%s", why,
 	    leader != NULL && leader[0] != '\0' ? leader : "unknown");
 	L.on_lost(why);
@@ -901,8 +936,10 @@ leader_thread(void *arg)
 		if (rc != 0)
 			break;
 	}
-	atomic_store(&epoch_now, 0);
+	atomic_store(&epoch_now, 0); /* nothing commits from here on */
 	drop_connection();
+	if (rc == GP_EIO && leader[0] == '\0')
+		learn_leader(mine, leader, sizeof(leader));
 	leader_lost(why, leader);
 	return NULL;
 }
