@@ -14,6 +14,8 @@
 #     acknowledged before the fault is there, and the held submission's
 #     idempotency key is unknown (sent again, it makes a new job, 201):
 #     nothing of it was committed.
+# STOP_ROUNDS=N repeats both N times, STOP_TIMES=FILE appends each stop's
+# time (bench/pg_stop.sh).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 GP_TEST_DB=postgresql
@@ -36,7 +38,7 @@ kill9_agent a
 # held_stop FAULT HEAL: FAULT, a held submission (key held-FAULT),
 # SIGTERM, then the checks above; HEAL, and the coordinator again.
 held_stop() {
-	local fault=$1 heal=$2 key="held-submission-${1// /-}" before post t0 t1 rc status
+	local fault=$1 heal=$2 key="held-submission-${1// /-}-round${round:-1}" before post t0 t1 rc status
 	before=$(grep -c "postgresql write failed" "$COORD_LOG")
 	$fault
 	curl -sS -o "$T/$key.body" -D "$T/$key.headers" -w '%{http_code}' \
@@ -62,6 +64,9 @@ held_stop() {
 	wait "$COORD_PID"
 	rc=$?
 	log "$fault: stopped $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s after SIGTERM, status $rc"
+	# bench/pg_stop.sh: each stop's time, in ms.
+	[ -n "${STOP_TIMES:-}" ] &&
+	    awk "BEGIN { printf \"%s %d\\n\", \"${1%% *}\", ($t1 - $t0) * 1000 }" >>"$STOP_TIMES"
 	[ "$rc" = 0 ] && fail "$fault: exit status 0 with a batch not committed"
 	wait_exit "$post" 10 || fail "$fault: the held submission is still unanswered after the exit"
 	wait "$post"
@@ -78,8 +83,11 @@ held_stop() {
 	assert_not_contains "$API_BODY" repeated "$fault: the held submission's key after the restart"
 }
 
-log "read-only"
-held_stop "pg_read_only on" "pg_read_only off"
-log "stopped"
-held_stop pg_stop pg_start
+# STOP_ROUNDS (bench/pg_stop.sh; default 1): rounds of both faults.
+for ((round = 1; round <= ${STOP_ROUNDS:-1}; round++)); do
+	log "round $round: read-only"
+	held_stop "pg_read_only on" "pg_read_only off"
+	log "round $round: stopped"
+	held_stop pg_stop pg_start
+done
 log ok
