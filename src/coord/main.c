@@ -335,9 +335,18 @@ coord_stop(int status)
  * LEADER_EXIT_STEPPED_DOWN within COORD_STOP_BOUND_MS. Runs on the
  * thread that found the loss: it only sets flags and wakes main.
  */
+static atomic_int serving_state; /* the state thread runs: requests held */
+
 static void
 on_lead_lost(const char *why)
 {
+	if (!atomic_load(&serving_state)) {
+		/* Still loading: nothing is held yet (answered "not ready"). */
+		gp_warn("stepping down: no longer the leader (%s) while "
+			"loading the state; exiting with status %d",
+		    why, LEADER_EXIT_STEPPED_DOWN);
+		_exit(LEADER_EXIT_STEPPED_DOWN);
+	}
 	state_refuse(STATE_REFUSE_NOT_LEADER, why);
 	gp_warn("stepping down: no longer the leader (%s); answering the "
 		"requests held \"not the leader\", then exiting with status "
@@ -1028,6 +1037,7 @@ gp_coord_main(int argc, char **argv)
 			gp_fatalx("--proxy-listen: %s", why);
 	}
 
+	atomic_store(&serving_state, 1);
 	if (lcfg.conninfo != NULL)
 		leader_set_serving();
 	else
