@@ -438,8 +438,16 @@ batch_not_committed(struct op *batch, int rc)
 	int n = 0;
 
 	state_refuse(STATE_REFUSE_STOPPING, gp_store_error(state.store));
-	for (op = batch; op != NULL; op = op->next, n++)
+	for (op = batch; op != NULL; op = op->next, n++) {
 		refuse_op(op);
+		if (state.store->commit_unknown)
+			set_error(op, 503, "not confirmed: the coordinator "
+			    "stops (%s) and the database's answer to this "
+			    "request's commit was lost: whether it was "
+			    "committed is unknown; retry (a submission with "
+			    "the same idempotency key is not made twice)",
+			    gp_store_error(state.store));
+	}
 	for (i = 0; i < neffects; i++) {
 		json_decref(effects[i].assign);
 		json_decref(effects[i].cancel);

@@ -709,6 +709,7 @@ store_commit(struct gp_store *gs)
 
 	if (!s->in_tx)
 		return gp_store_fail(gs, GP_EINVAL, "commit outside a transaction");
+	gs->commit_unknown = 0;
 	if (s->doomed != 0) { /* (the store's error says why) */
 		rc = s->doomed;
 		goto out;
@@ -727,6 +728,8 @@ store_commit(struct gp_store *gs)
 			if (rc == 1)
 				break;
 			if (rc < 0) {
+				/* (not asked: stopping, or the time ran out) */
+				gs->commit_unknown = 1;
 				tx_failed(s, rc);
 				goto out;
 			}
