@@ -12,11 +12,11 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -327,6 +327,8 @@ coord_stop(int status)
 	pthread_kill(main_thread, SIGTERM); /* ends main's pause() */
 }
 
+static atomic_int serving_state; /* the state thread runs: requests held */
+
 /*
  * leader.c's on_lost (leader_lost): another coordinator leads, or may
  * by now. Nothing is committed from here on (the epoch is 0 in this
@@ -335,7 +337,6 @@ coord_stop(int status)
  * LEADER_EXIT_STEPPED_DOWN within COORD_STOP_BOUND_MS. Runs on the
  * thread that found the loss: it only sets flags and wakes main.
  */
-static atomic_int serving_state; /* the state thread runs: requests held */
 
 static void
 on_lead_lost(const char *why)
@@ -379,7 +380,8 @@ stop_watchdog(void *arg)
 		;
 	status = atomic_load(&stop_status);
 	gp_error("stopping took more than %d ms: exiting now with status "
-		 "%d; a request still held was not committed",
+		 "%d; what is still held is cut unanswered (none of it was "
+		 "acknowledged)",
 	    COORD_STOP_BOUND_MS, status != 0 ? status : 1);
 	_exit(status != 0 ? status : 1);
 }

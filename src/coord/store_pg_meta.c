@@ -377,8 +377,15 @@ send_commit(struct pg_meta *m)
 		"whether it committed",
 	    m->base.what, m->c->where, m->xid);
 	for (;;) {
-		if ((rc = meta_retry(&m->base, GP_ECONN)) != 0)
+		if ((rc = meta_retry(&m->base, GP_ECONN)) != 0) {
+			if (rc == GP_ESTOPPED || rc == GP_ETIMEDOUT)
+				snprintf(m->base.error, sizeof(m->base.error),
+				    "not confirmed: the database's answer to "
+				    "the commit was lost and could not be "
+				    "asked about: whether it was committed is "
+				    "unknown; retry");
 			return rc;
+		}
 		r = PQexecParams(m->c->conn, "SELECT txid_status($1::bigint)",
 		    1, NULL, v, NULL, NULL, 0);
 		if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK ||
