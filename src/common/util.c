@@ -48,6 +48,8 @@ gp_strerror(int err)
 		return "authentication failed";
 	case GP_EFENCED:
 		return "fenced: another coordinator leads";
+	case GP_ESTOPPED:
+		return "given up: the process is stopping";
 	}
 	return "unknown error";
 }

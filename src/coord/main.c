@@ -8,12 +8,15 @@
 #include <limits.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -312,12 +315,98 @@ unescape(void *cls, struct MHD_Connection *conn, char *s)
 }
 
 static volatile sig_atomic_t stop_requested;
+static pthread_t main_thread;
+static atomic_int stop_status; /* coord_stop's: the first non-zero wins */
 
 static void
 on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+}
+
+void
+coord_stop(int status)
+{
+	int none = 0;
+
+	if (status != 0)
+		atomic_compare_exchange_strong(&stop_status, &none, status);
+	pg_stop_retrying();
+	stop_requested = 1;
+	pthread_kill(main_thread, SIGTERM); /* ends main's pause() */
+}
+
+static atomic_int serving_state; /* the state thread runs: requests held */
+
+/*
+ * leader.c's on_lost (leader_lost): another coordinator leads, or may
+ * by now. Nothing is committed from here on (the epoch is 0 in this
+ * process, state_refuse): the requests held are answered "not the
+ * leader", naming the new one when known, then the process exits
+ * LEADER_EXIT_STEPPED_DOWN within COORD_STOP_BOUND_MS. Runs on the
+ * thread that found the loss: it only sets flags and wakes main.
+ */
+
+static void
+on_lead_lost(const char *why)
+{
+	if (!atomic_load(&serving_state)) {
+		/* Still loading: nothing is held yet (answered "not ready"). */
+		gp_warn("stepping down: no longer the leader (%s) while "
+			"loading the state; exiting with status %d",
+		    why, LEADER_EXIT_STEPPED_DOWN);
+		_exit(LEADER_EXIT_STEPPED_DOWN);
+	}
+	state_refuse(STATE_REFUSE_NOT_LEADER, why);
+	gp_warn("stepping down: no longer the leader (%s); answering the "
+		"requests held \"not the leader\", then exiting with status "
+		"%d for the supervisor to restart this coordinator as a "
+		"standby",
+	    why, LEADER_EXIT_STEPPED_DOWN);
+	coord_stop(LEADER_EXIT_STEPPED_DOWN);
+}
+
+/*
+ * How long a stop may take, from the signal (or the lead lost) to the
+ * exit: the requests held are answered well before (a write failing
+ * then is not retried, pg_stop_retrying); past this, whatever still
+ * hangs (a database that does not answer, a request that does not end)
+ * is cut and the process exits.
+ */
+#define COORD_STOP_BOUND_MS 10000
+/* How long the answers of the last requests may take to go out. */
+#define COORD_STOP_DRAIN_MS 3000
+
+static void *
+stop_watchdog(void *arg)
+{
+	struct timespec ts = {COORD_STOP_BOUND_MS / 1000,
+	    (COORD_STOP_BOUND_MS % 1000) * 1000000L};
+	int status;
+
+	(void)arg;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+	status = atomic_load(&stop_status);
+	gp_error("stopping took more than %d ms: exiting now with status "
+		 "%d; what is still held is cut unanswered (none of it was "
+		 "acknowledged)",
+	    COORD_STOP_BOUND_MS, status != 0 ? status : 1);
+	_exit(status != 0 ? status : 1);
+}
+
+/* Until every request in flight has its answer, at most ms. */
+static void
+drain_requests(int64_t ms)
+{
+	int64_t deadline = gp_mono_ms() + ms;
+
+	while (api_requests_in_flight() > 0 && gp_mono_ms() < deadline)
+		usleep(10 * 1000);
+	if (api_requests_in_flight() > 0)
+		gp_warn("stopping: requests=%d still open after %lld ms",
+		    api_requests_in_flight(), (long long)ms);
 }
 
 static void
@@ -900,6 +989,7 @@ gp_coord_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (metrics_init() != 0)
 		gp_fatalx("cannot set up the metrics");
+	main_thread = pthread_self();
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	if (lcfg.conninfo != NULL) {
@@ -917,6 +1007,7 @@ gp_coord_main(int argc, char **argv)
 		 * by a pause ends with its lease (pg.h).
 		 */
 		pg_set_session_lease(lcfg.lease_ms);
+		lcfg.on_lost = on_lead_lost;
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
 		start_http(&cfg, &addr, cert, key);
@@ -986,12 +1077,25 @@ gp_coord_main(int argc, char **argv)
 			gp_fatalx("--proxy-listen: %s", why);
 	}
 
+	atomic_store(&serving_state, 1);
 	if (lcfg.conninfo != NULL)
 		leader_set_serving();
 	else
 		start_http(&cfg, &addr, cert, key);
 	while (!stop_requested)
 		pause();
+	{
+		pthread_t watchdog;
+
+		/*
+		 * A write failing from now on is answered "not committed"
+		 * rather than retried for PG_STORE_RETRY_MS, and the whole
+		 * stop is bounded (stop_watchdog).
+		 */
+		pg_stop_retrying();
+		if (pthread_create(&watchdog, NULL, stop_watchdog, NULL) == 0)
+			pthread_detach(watchdog);
+	}
 	gp_info("stopping");
 	/* Answer every held long poll, finish queued changes, then stop. */
 	coord_stopping = 1;
@@ -1002,7 +1106,7 @@ gp_coord_main(int argc, char **argv)
 	terminal_stop(5000);
 	state_stop_thread();
 	notify_expire(INT64_MAX);
-	usleep(200 * 1000);
+	drain_requests(COORD_STOP_DRAIN_MS);
 	MHD_stop_daemon(coord_daemon);
 	blob_stop();
 	ckpt_stop();
@@ -1014,5 +1118,7 @@ gp_coord_main(int argc, char **argv)
 	leader_stop(); /* the lock last: after the last commit */
 	free(cert);
 	free(key);
-	return 0;
+	if (atomic_load(&stop_status) != 0)
+		gp_info("stopped status=%d", atomic_load(&stop_status));
+	return atomic_load(&stop_status);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "joblog.h"
+#include "leader.h"
 #include "state.h"
 
 enum MHD_Result
@@ -34,6 +35,31 @@ reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
 	return rc;
 }
 
+/*
+ * A 503 while this coordinator has lost the lead (state_refusal; a blob
+ * record's transaction given up as not the leader, say) carries what a
+ * standby's does, so that clients follow the new leader.
+ */
+static enum MHD_Result
+reply_unled(struct MHD_Connection *conn, char *text)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char leader[512];
+
+	if (reply_raw(conn, 503, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	leader_url(leader, sizeof(leader));
+	MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
+	if (leader[0] != '\0')
+		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
+	MHD_add_response_header(resp, "Retry-After", "1");
+	rc = MHD_queue_response(conn, 503, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
 enum MHD_Result
 reply_json(struct MHD_Connection *conn, int status, json_t *value)
 {
@@ -45,6 +71,8 @@ reply_json(struct MHD_Connection *conn, int status, json_t *value)
 	json_decref(value);
 	if (text == NULL)
 		return MHD_NO;
+	if (status == 503 && state_refusal() == STATE_REFUSE_NOT_LEADER)
+		return reply_unled(conn, text);
 	return reply_raw(conn, status, text, strlen(text), "application/json",
 	    NULL);
 }

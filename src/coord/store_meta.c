@@ -220,6 +220,7 @@ gp_meta_http_status(int rc)
 	switch (rc) {
 	case GP_EFENCED:
 	case GP_ETIMEDOUT:
+	case GP_ESTOPPED:
 	case GP_ECONN:
 	case GP_EPERM:
 		return 503;
