@@ -76,28 +76,6 @@ static int parse_url(const char *url, int *agent, int64_t *id,
  */
 
 /*
- * The GC's scans and fence (blob_lock held): their statements are tried
- * once, never waited for (store_meta.h, impatient), so that a pass is
- * skipped rather than hold every upload of the store while the database
- * is away.
- */
-static void
-scan_begin(void)
-{
-	pthread_mutex_lock(&ckpt_lock);
-	if (db != NULL)
-		db->impatient = 1;
-}
-
-static void
-scan_end(void)
-{
-	if (db != NULL)
-		db->impatient = 0;
-	pthread_mutex_unlock(&ckpt_lock);
-}
-
-/*
  * The chunk store's GC (a blob_user): adds the chunks of every kept
  * version of user to refs. blob_lock held.
  */
@@ -109,10 +87,10 @@ collect_refs(const char *user, json_t *refs)
 	size_t i, k;
 	int rc;
 
-	scan_begin();
+	gp_meta_scan_begin(&ckpt_lock, &db);
 	if (db == NULL || gp_meta_query(db, &st, "SELECT manifest FROM "
 	    "gp_ckpt_versions WHERE \"user\" = ?", "s", user) != 0) {
-		scan_end();
+		gp_meta_scan_end(&ckpt_lock, &db);
 		return GP_EIO;
 	}
 	while ((rc = gp_meta_next(st)) == 1) {
@@ -131,7 +109,7 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	gp_meta_done(st);
-	scan_end();
+	gp_meta_scan_end(&ckpt_lock, &db);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
@@ -182,16 +160,14 @@ gc_finished_jobs(void)
 	free(ids);
 }
 
-/* A GC pass removes nothing unless this coordinator still leads. */
+/*
+ * A GC pass removes nothing unless this coordinator still leads
+ * (store_meta.h, gp_meta_scan_fence).
+ */
 static int
 gc_fence(void)
 {
-	int rc;
-
-	scan_begin();
-	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
-	scan_end();
-	return rc;
+	return gp_meta_scan_fence(&ckpt_lock, &db);
 }
 
 static const struct blob_user ckpt_blob_user = {"checkpoints",

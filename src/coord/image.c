@@ -181,28 +181,6 @@ gc_expire(void)
 	blob_gc_mark(blob_images, "");
 }
 
-/*
- * The GC's scans and fence (blob_lock held): their statements are tried
- * once, never waited for (store_meta.h, impatient), so that a pass is
- * skipped rather than hold every upload of the store while the database
- * is away.
- */
-static void
-scan_begin(void)
-{
-	pthread_mutex_lock(&image_lock);
-	if (db != NULL)
-		db->impatient = 1;
-}
-
-static void
-scan_end(void)
-{
-	if (db != NULL)
-		db->impatient = 0;
-	pthread_mutex_unlock(&image_lock);
-}
-
 /* The blobs kept manifests list (a blob_user's collect; blob_lock held). */
 static int
 gc_collect(const char *owner, json_t *refs)
@@ -212,7 +190,7 @@ gc_collect(const char *owner, json_t *refs)
 	int rc = GP_EIO;
 
 	(void)owner;
-	scan_begin();
+	gp_meta_scan_begin(&image_lock, &db);
 	if (db != NULL && gp_meta_query(db, &st, "SELECT DISTINCT blob FROM "
 	    "gp_image_manifest_blobs", "") == 0) {
 		while ((rc = gp_meta_next(st)) == 1) {
@@ -222,20 +200,18 @@ gc_collect(const char *owner, json_t *refs)
 		}
 		gp_meta_done(st);
 	}
-	scan_end();
+	gp_meta_scan_end(&image_lock, &db);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
-/* A GC pass removes nothing unless this coordinator still leads. */
+/*
+ * A GC pass removes nothing unless this coordinator still leads
+ * (store_meta.h, gp_meta_scan_fence).
+ */
 static int
 gc_fence(void)
 {
-	int rc;
-
-	scan_begin();
-	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
-	scan_end();
-	return rc;
+	return gp_meta_scan_fence(&image_lock, &db);
 }
 
 static const struct blob_user image_blob_user = {"images", gc_expire,
