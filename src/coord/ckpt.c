@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_int.h"
 #include "blob.h"
 #include "ckpt_store.h"
 #include "gp.h"
@@ -437,24 +438,11 @@ ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,
 
 /* ---- handlers ---- */
 
-static json_t *
-body_json(struct request *req)
-{
-	json_t *v = json_loadb(req->body.data ? req->body.data : "",
-	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
-
-	if (v != NULL && !json_is_object(v)) {
-		json_decref(v);
-		return NULL;
-	}
-	return v;
-}
-
 static enum MHD_Result
 handle_missing(struct MHD_Connection *conn, struct request *req,
     const char *user)
 {
-	json_t *body = body_json(req), *list, *missing, *c;
+	json_t *body = api_body_object(req), *list, *missing, *c;
 	size_t i;
 
 	list = json_object_get(body, "chunks");
@@ -519,7 +507,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 {
 	struct commit_record rec;
 	struct gp_ckpt_totals tot;
-	json_t *body = body_json(req), *f, *c, *stored;
+	json_t *body = api_body_object(req), *f, *c, *stored;
 	const char *label, *name;
 	char err[256], *text = NULL;
 	int64_t version = 0, size, want;

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_int.h"
 #include "blob.h"
 #include "datasets.h"
 #include "gp.h"
@@ -625,23 +626,10 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 
 /* ---- handlers ---- */
 
-static json_t *
-body_json(struct request *req)
-{
-	json_t *v = json_loadb(req->body.data ? req->body.data : "",
-	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
-
-	if (v != NULL && !json_is_object(v)) {
-		json_decref(v);
-		return NULL;
-	}
-	return v;
-}
-
 static enum MHD_Result
 handle_missing(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *body = body_json(req), *list, *missing, *c;
+	json_t *body = api_body_object(req), *list, *missing, *c;
 	size_t i;
 
 	list = json_object_get(body, "digests");
@@ -748,7 +736,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	struct name_record rec;
 	struct gp_oci_manifest m;
 	struct gp_oci_image_config cfg;
-	json_t *body = body_json(req), *out = NULL;
+	json_t *body = api_body_object(req), *out = NULL;
 	const char *name, *digest;
 	char norm[GP_IMAGE_NAME_MAX + 1], err[600], *text = NULL;
 	char previous[GP_OCI_DIGEST_SIZE] = "", owner[GP_NAME_MAX + 1] = "";
@@ -1003,7 +991,7 @@ out:
 static enum MHD_Result
 handle_sign(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *body = body_json(req);
+	json_t *body = api_body_object(req);
 	const char *digest, *key, *sig;
 	enum MHD_Result rc;
 	struct gp_meta_rows *st;
