@@ -78,10 +78,11 @@ nat_delete() {
 
 # nat_test_inside VAR PREFIX WORDS [NAT_MAKE_ARG...]: the first part of a
 # test whose machines stand behind the two NATs, before tests/e2e/lib.sh;
-# in the test's run inside (VAR_INSIDE set), it returns at once. Skips (exit 77, "SKIP <test>: needs WORD") unless this machine has every
-# WORD of WORDS (tests/requirements.sh); makes the namespaces (nat_make
-# PREFIX NAT_MAKE_ARG...; FAIL and exit 1 when it cannot); runs the test
-# ($0) again on "the internet" (NAT_I: the coordinator's side) with
+# in the test's run inside (VAR_INSIDE set), it returns at once. Skips
+# (exit 77, "SKIP <test>: needs WORD") unless this machine has every WORD
+# of WORDS (tests/requirements.sh); makes the namespaces (nat_make PREFIX
+# NAT_MAKE_ARG...; FAIL and exit 1 when it cannot); runs the test ($0)
+# again on "the internet" (NAT_I: the coordinator's side) with
 # VAR_INSIDE=1 and VAR_HA, VAR_HB (the two machines' namespaces) in its
 # environment; deletes the namespaces and exits with the test's status.
 nat_test_inside() {
