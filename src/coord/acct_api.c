@@ -6,6 +6,7 @@
  * Changes are decoded here (acct_decode) and applied by the state thread
  * (acct_apply), like every change, in its batch and its transaction.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,24 @@
 #include "log.h"
 
 #define LEDGER_LIMIT_MAX 10000
+
+static void
+set_error(struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_error(struct op *op, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	op->status = status;
+	json_decref(op->result);
+	op->result = json_pack("{s:s}", "error", msg);
+}
 
 static const char *
 query(struct MHD_Connection *conn, const char *key)

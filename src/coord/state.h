@@ -174,9 +174,6 @@ void state_stop_thread(void);
 void state_submit_op(struct op *op);
 struct op *op_new(enum op_type type, struct token_entry *caller);
 void op_free(struct op *op);
-/* Sets op's answer to an error: status, and {"error": message}. */
-void set_error(struct op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* api_completed: the connection of a queued or answered op is gone. */
 void op_abandon(struct op *op);
 struct job *state_job(int64_t id);

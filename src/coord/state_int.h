@@ -94,6 +94,8 @@ extern struct effect *effects;
 extern size_t neffects, capeffects;
 extern struct job **woken_jobs;
 extern size_t nwoken, capwoken;
+void set_error(struct op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void done_push(int64_t id);
 void done_sort(void);
 /* Forgets the finished jobs waiting for purge (state_fini). */
