@@ -542,28 +542,16 @@ decode_stops(json_t *list, struct gp_poll_answer *answer, char *err,
 	return 0;
 }
 
-static void
-free_strv(char **v)
-{
-	int i;
-
-	if (v == NULL)
-		return;
-	for (i = 0; v[i] != NULL; i++)
-		free(v[i]);
-	free(v);
-}
-
 void
 gp_container_image_free(struct gp_container_image *img)
 {
 	if (img == NULL)
 		return;
 	free(img->digest);
-	free_strv(img->layers);
-	free_strv(img->env);
-	free_strv(img->entrypoint);
-	free_strv(img->cmd);
+	gp_strv_free(img->layers);
+	gp_strv_free(img->env);
+	gp_strv_free(img->entrypoint);
+	gp_strv_free(img->cmd);
 	free(img->workdir);
 	free(img->user);
 	free(img);

@@ -360,6 +360,31 @@ gp_strlcpy(char *dst, const char *src, size_t size)
 }
 
 int
+gp_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+void
+gp_strv_free(char **v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+int
 gp_read_file(const char *path, size_t max, char **data, size_t *len)
 {
 	struct gp_buf buf = {0};

@@ -83,6 +83,19 @@ api_parse_body(struct MHD_Connection *conn, struct request *req,
 	return body;
 }
 
+json_t *
+api_body_object(const struct request *req)
+{
+	json_t *v = json_loadb(req->body.data ? req->body.data : "",
+	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
+
+	if (v != NULL && !json_is_object(v)) {
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
 /* 1 when every key of obj is in the NULL-terminated list. */
 int
 api_only_fields(json_t *obj, const char *const *allowed, const char **bad)

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_int.h"
 #include "blob.h"
 #include "datasets.h"
 #include "gp.h"
@@ -181,28 +182,6 @@ gc_expire(void)
 	blob_gc_mark(blob_images, "");
 }
 
-/*
- * The GC's scans and fence (blob_lock held): their statements are tried
- * once, never waited for (store_meta.h, impatient), so that a pass is
- * skipped rather than hold every upload of the store while the database
- * is away.
- */
-static void
-scan_begin(void)
-{
-	pthread_mutex_lock(&image_lock);
-	if (db != NULL)
-		db->impatient = 1;
-}
-
-static void
-scan_end(void)
-{
-	if (db != NULL)
-		db->impatient = 0;
-	pthread_mutex_unlock(&image_lock);
-}
-
 /* The blobs kept manifests list (a blob_user's collect; blob_lock held). */
 static int
 gc_collect(const char *owner, json_t *refs)
@@ -212,7 +191,7 @@ gc_collect(const char *owner, json_t *refs)
 	int rc = GP_EIO;
 
 	(void)owner;
-	scan_begin();
+	gp_meta_scan_begin(&image_lock, &db);
 	if (db != NULL && gp_meta_query(db, &st, "SELECT DISTINCT blob FROM "
 	    "gp_image_manifest_blobs", "") == 0) {
 		while ((rc = gp_meta_next(st)) == 1) {
@@ -222,20 +201,18 @@ gc_collect(const char *owner, json_t *refs)
 		}
 		gp_meta_done(st);
 	}
-	scan_end();
+	gp_meta_scan_end(&image_lock, &db);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
-/* A GC pass removes nothing unless this coordinator still leads. */
+/*
+ * A GC pass removes nothing unless this coordinator still leads
+ * (store_meta.h, gp_meta_scan_fence).
+ */
 static int
 gc_fence(void)
 {
-	int rc;
-
-	scan_begin();
-	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
-	scan_end();
-	return rc;
+	return gp_meta_scan_fence(&image_lock, &db);
 }
 
 static const struct blob_user image_blob_user = {"images", gc_expire,
@@ -649,23 +626,10 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 
 /* ---- handlers ---- */
 
-static json_t *
-body_json(struct request *req)
-{
-	json_t *v = json_loadb(req->body.data ? req->body.data : "",
-	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
-
-	if (v != NULL && !json_is_object(v)) {
-		json_decref(v);
-		return NULL;
-	}
-	return v;
-}
-
 static enum MHD_Result
 handle_missing(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *body = body_json(req), *list, *missing, *c;
+	json_t *body = api_body_object(req), *list, *missing, *c;
 	size_t i;
 
 	list = json_object_get(body, "digests");
@@ -772,7 +736,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	struct name_record rec;
 	struct gp_oci_manifest m;
 	struct gp_oci_image_config cfg;
-	json_t *body = body_json(req), *out = NULL;
+	json_t *body = api_body_object(req), *out = NULL;
 	const char *name, *digest;
 	char norm[GP_IMAGE_NAME_MAX + 1], err[600], *text = NULL;
 	char previous[GP_OCI_DIGEST_SIZE] = "", owner[GP_NAME_MAX + 1] = "";
@@ -1027,7 +991,7 @@ out:
 static enum MHD_Result
 handle_sign(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *body = body_json(req);
+	json_t *body = api_body_object(req);
 	const char *digest, *key, *sig;
 	enum MHD_Result rc;
 	struct gp_meta_rows *st;

@@ -34,23 +34,10 @@
 # Needs root, network namespaces, wireguard-go and torch (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/nat_lib.sh"
 
-if [ -z "${GPOV_INSIDE:-}" ]; then
-	. "$here/../requirements.sh"
-	for w in root netns nft wireguard torch; do
-		if ! requirement_present "$w"; then
-			echo "SKIP test_gang_overlay: needs $w: not on this machine"
-			exit 77
-		fi
-	done
-	. "$here/nat_lib.sh"
-	trap nat_delete EXIT
-	nat_make "gpov$$" ${GPOV_NAT:-} || { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	# The test itself runs on "the internet" (the coordinator's side).
-	nsenter --net="/run/netns/$NAT_I" env GPOV_INSIDE=1 \
-	    GPOV_HA="$NAT_HA" GPOV_HB="$NAT_HB" bash "$here/$(basename "$0")"
-	exit $?
-fi
+# The test itself runs on "the internet" (the coordinator's side).
+nat_test_inside GPOV "gpov$$" "root netns nft wireguard torch" ${GPOV_NAT:-}
 
 . "$here/lib.sh"
 
@@ -63,16 +50,8 @@ start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure \
     "${relay_flag[@]+"${relay_flag[@]}"}"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 ov_flag=(--gang-overlay "${GPOV_OVERLAY:-auto}")
-start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
-	if [ ! -s "$T/$1.token" ]; then
-		mk_token provider "prov-$1"
-		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$1.token")
-	fi
-	spawn "$T/agent-$1.log" nsenter --net="/run/netns/$2" "$GP" agent \
-	    --coordinator "http://$3:$COORD_PORT" --token-file "$T/$1.token" \
-	    --name "$1" --work "$T/agents/$1" --fake-gpus 2 --run-as nobody \
-	    --policy "$T/lan.policy" "${ov_flag[@]}" -v
-	AGENT_PID[$1]=$SPAWNED_PID
+start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS (nat_lib.sh)
+	nat_start_agent "$@" --policy "$T/lan.policy" "${ov_flag[@]}"
 }
 start_machine_agent a "$GPOV_HA" 198.51.100.1
 start_machine_agent b "$GPOV_HB" 203.0.113.1
