@@ -26,22 +26,10 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [ -z "${GPRL_INSIDE:-}" ]; then
-	. "$here/../requirements.sh"
-	for w in root netns nft wireguard python3; do
-		if ! requirement_present "$w"; then
-			echo "SKIP test_gang_overlay_relay: needs $w: not on this machine"
-			exit 77
-		fi
-	done
-	. "$here/nat_lib.sh"
-	trap nat_delete EXIT
-	nat_make "gpor$$" symmetric ||
-	    { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	nsenter --net="/run/netns/$NAT_I" env GPRL_INSIDE=1 \
-	    GPRL_HA="$NAT_HA" GPRL_HB="$NAT_HB" bash "$here/$(basename "$0")"
-	exit $?
-fi
+. "$here/nat_lib.sh"
+
+# The test itself runs on "the internet" (the coordinator's side).
+nat_test_inside GPRL "gpor$$" "root netns nft wireguard python3" symmetric
 
 . "$here/lib.sh"
 
@@ -55,16 +43,8 @@ if [ "${GPRL_RELAY:-on}" != off ]; then
 	    fail "the coordinator runs no gang relay: $(grep -i relay "$COORD_LOG")"
 fi
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
-start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
-	if [ ! -s "$T/$1.token" ]; then
-		mk_token provider "prov-$1"
-		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$1.token")
-	fi
-	spawn "$T/agent-$1.log" nsenter --net="/run/netns/$2" "$GP" agent \
-	    --coordinator "http://$3:$COORD_PORT" --token-file "$T/$1.token" \
-	    --name "$1" --work "$T/agents/$1" --fake-gpus 2 --run-as nobody \
-	    --policy "$T/lan.policy" --gang-overlay auto -v
-	AGENT_PID[$1]=$SPAWNED_PID
+start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS (nat_lib.sh)
+	nat_start_agent "$@" --policy "$T/lan.policy" --gang-overlay auto
 }
 start_machine_agent a "$GPRL_HA" 198.51.100.1
 start_machine_agent b "$GPRL_HB" 203.0.113.1
