@@ -469,16 +469,38 @@ image_attach_jobs(void)
 /* ---- who may do what ---- */
 
 /*
+ * 1 when who (a provider's token, or an admin's) owns the node of a part
+ * of job that still runs: every part of a gang runs in the job's image,
+ * so each part's node reads it, not only the rank-0 part's. Under
+ * state.lock.
+ */
+static int
+runs_on(const struct job *job, const struct token_entry *who)
+{
+	const struct node *node;
+	int k;
+
+	if (who->role == GP_ROLE_ADMIN)
+		return 1;
+	for (k = 0; k < job->nparts; k++) {
+		node = state_node(job->parts[k].node_id);
+		if (node != NULL && !job->parts[k].ended &&
+		    node->owner_token == who->id)
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * An agent's image call for (id, attempt): the caller's token must own
- * the node running that attempt, and it must be the job's current,
- * running attempt (as checkpoint calls). OUT: digest (the job's pinned
+ * the node running a part of that attempt, and it must be the job's
+ * current, running attempt (as checkpoint calls). OUT: digest (the job's pinned
  * image). Returns 0 or the HTTP status, with err (and *kill).
  */
 static int
 agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
     char *digest, char *err, size_t errlen, int *kill)
 {
-	struct node *node;
 	struct job *job;
 	const char *d;
 	int status = 0;
@@ -496,8 +518,7 @@ agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
 		    (long long)attempt, (long long)id);
 		*kill = 1;
 		status = 409;
-	} else if ((node = state_node(job->node_id)) == NULL ||
-	    (node->owner_token != who->id && who->role != GP_ROLE_ADMIN)) {
+	} else if (!runs_on(job, who)) {
 		snprintf(err, errlen, "job %lld does not run on your node",
 		    (long long)id);
 		status = 403;
