@@ -825,7 +825,9 @@ live_schedule(void)
 		struct job *j = state.queue[i];
 		if (j == NULL)
 			continue;
-		if (depth > 0 && !j->spec.interactive) {
+		/* (one backing off takes no place of its user's depth) */
+		if (depth > 0 && !j->spec.interactive &&
+		    (j->retry == NULL || j->retry->not_before_ms <= now)) {
 			size_t u = j->user_id > 0 &&
 			        (size_t)j->user_id < capucount
 			    ? (size_t)j->user_id
