@@ -662,7 +662,8 @@ gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 
 	if (refuse_all_for_tests()) {
 		if (gp_reports_add(p->ag->reports, &a->id) == 0)
-			refuse(p, a, "GPUPOOL_AGENT_REFUSE_JOBS=1 (a test knob)");
+			refuse(p, a,
+			    "GPUPOOL_AGENT_REFUSE_JOBS=1 (a test knob)");
 		gp_assignment_fini(a);
 		return;
 	}

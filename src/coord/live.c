@@ -1478,7 +1478,8 @@ live_queue_text(const struct token_entry *who, struct gp_buf *out)
 			continue;
 		gp_capability_format(j->spec.min_capability, cap, sizeof(cap));
 		if (j->wait_reason != 0 && j->wait != NULL)
-			retry_wait_words(j, j->wait->wait_why, why, sizeof(why));
+			retry_wait_words(j, j->wait->wait_why, why,
+			    sizeof(why));
 		o = json_pack("{s:I,s:i,s:s,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:o,"
 		              "s:o}",
 		    "id", (json_int_t)j->id, "position", (int)i + 1, "name",

@@ -430,8 +430,8 @@ place_job(struct gp_sched_engine *s, const struct gp_sched_job *job,
 
 	if (job->navoid > 0 && job->avoid_nodes != NULL) {
 		sc.avoid = 1;
-		if ((rc = place_on(s, job, &sc, placed, room, nodes_fit)) != 0 ||
-		    *placed)
+		rc = place_on(s, job, &sc, placed, room, nodes_fit);
+		if (rc != 0 || *placed)
 			return rc;
 		sc.avoid = 0;
 	}

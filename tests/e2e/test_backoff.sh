@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # A job whose attempts fail to start backs off and tries other nodes
 # (docs/scheduling.md, "Back-off after failed starts"). Agent bad refuses
 # every assignment (GPUPOOL_AGENT_REFUSE_JOBS=1, a test knob: what an
@@ -12,6 +13,11 @@
 # long as the one before: 1 s, 2 s, 4 s ...).
 . "$(dirname "$0")/lib.sh"
 
+# brief JOB: its state, node, attempts and wait, for a failure's message.
+brief() {
+	job_get "$1" '[d["state"], d["node"], d["attempts"], d["wait"]]'
+}
+
 start_coordinator
 GPUPOOL_AGENT_REFUSE_JOBS=1 start_agent bad 1
 wait_node_up bad
@@ -20,9 +26,10 @@ wait_node_up bad
 submit --time 2m --name other -- bash -c "$(gated_job_cmd)"
 held=$JOB
 deadline=$((SECONDS + WAIT_S))
-until [ "$(job_get "$held" '(d["history"] or [{}])[0].get("reason")')" = refused ]; do
+first='(d["history"] or [{}])[0].get("reason")'
+until [ "$(job_get "$held" "$first")" = refused ]; do
 	[ $SECONDS -ge $deadline ] &&
-	    fail "job $held not refused by bad: $(job_get "$held" "[d[\"state\"], d[\"node\"], d[\"attempts\"], d[\"message\"]]")"
+	    fail "job $held not refused by bad: $(brief "$held")"
 	sleep 0.1
 done
 start_agent good 1
@@ -30,17 +37,20 @@ wait_node_up good
 wait_state "$held" running
 deadline=$((SECONDS + WAIT_S))
 until [ "$(job_get "$held" 'd["node"]')" = good ]; do
-	[ "$(job_state "$held")" = running ] || [ "$(job_state "$held")" = queued ] ||
-	    fail "job $held ended: $(job_get "$held" "[d[\"state\"], d[\"node\"], d[\"attempts\"], d[\"message\"]]")"
+	case $(job_state "$held") in running | queued) ;; *)
+		fail "job $held ended: $(brief "$held")" ;;
+	esac
 	[ $SECONDS -ge $deadline ] &&
-	    fail "job $held not on good: $(job_get "$held" "[d[\"state\"], d[\"node\"], d[\"attempts\"], d[\"message\"]]")"
+	    fail "job $held not on good: $(brief "$held")"
 	sleep 0.1
 done
 # Every attempt before was bad's, refused; once good was up, none went
 # to bad again.
-hist=$(job_get "$held" '" ".join("%s:%s" % (h["node"], h["reason"]) for h in d["history"])')
+hist=$(job_get "$held" \
+    '" ".join("%s:%s" % (h["node"], h["reason"]) for h in d["history"])')
 log "attempts of job $held: $hist"
-[[ $hist =~ ^(bad:refused )+good:(None)?$ ]] || fail "job $held's attempts: $hist"
+[[ $hist =~ ^(bad:refused )+good:(None)?$ ]] ||
+    fail "job $held's attempts: $hist"
 job_log "$held"
 assert_contains "$LOG" "ended: refused; job requeued, next try in 1 s" \
     "the log's note"
@@ -55,14 +65,14 @@ while :; do
 	att=$(job_get "$job" 'd["attempts"]')
 	[ "$reason" = backoff ] && [ "$att" -ge 2 ] && break
 	[ $SECONDS -ge $deadline ] &&
-	    fail "job $job: wait '$reason' after $att attempts: $(job_get "$job" "[d[\"state\"], d[\"node\"], d[\"attempts\"], d[\"wait\"]]")"
+	    fail "job $job: wait '$reason' after $att attempts: $(brief "$job")"
 	sleep 0.1
 done
 why=$(job_get "$job" 'd["wait"]["why"]')
 assert_contains "$why" "retrying after refused on node bad" "show --json's why"
 assert_contains "$why" ": next try in" "show --json's why"
 [ "$(job_get "$job" 'd["wait"]["next_try"]')" != null ] ||
-    fail "no next_try: $(job_get "$job" "[d[\"state\"], d[\"node\"], d[\"attempts\"], d[\"wait\"]]")"
+    fail "no next_try: $(brief "$job")"
 cli show "$job"
 assert_eq 0 "$CLI_RC" "show ($CLI_ERR)"
 assert_contains "$CLI_OUT" "wait: backoff (retrying after refused on node bad" \
@@ -80,7 +90,7 @@ sleep_until=$((SECONDS + 4))
 while [ $SECONDS -lt $sleep_until ]; do
 	s=$(job_state "$job")
 	[ "$s" = queued ] || [ "$s" = running ] ||
-	    fail "job $job ended $s: $(job_get "$job" "[d[\"state\"], d[\"node\"], d[\"attempts\"], d[\"wait\"]]")"
+	    fail "job $job ended $s: $(brief "$job")"
 	sleep 0.5
 done
 att=$(job_get "$job" 'd["attempts"]')
