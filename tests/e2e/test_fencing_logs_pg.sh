@@ -8,8 +8,10 @@
 # send it elsewhere. b takes over, requeues the job (its node lost; a
 # note at offset 0 of the log) and runs it again on another agent, to
 # the end. Then a resumes and writes its chunk at offset 0: `logs` on b
-# must still show exactly what b acknowledged. Before per-epoch log files
-# a's chunk overwrote the start of b's note.
+# must still show exactly what b acknowledged, and the chunk must be in
+# a's epoch's file; a, started again, leads after b's kill -9: that file
+# is gone (the takeover's clean-up) and the log is still b's. Before
+# per-epoch log files a's chunk overwrote the start of b's note.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 pg_start
@@ -82,4 +84,16 @@ assert_eq "$want" "$LOG" "job $j's log on b after a's late write"
 cli logs "$j"
 assert_eq 0 "$CLI_RC" "logs $j on b: $CLI_ERR"
 assert_eq "$want" "$CLI_OUT" "gpupool logs $j on b after a's late write"
+late=$(grep -l "late chunk" "$BLOBS"/logs/"$j".*log) ||
+	fail "a's late chunk is in none of job $j's log files: $(ls "$BLOBS/logs")"
+assert_eq "$BLOBS/logs/$j.e$epoch.log" "$late" "the file a's late chunk is in"
+
+log "a again, as a standby; kill -9 b: a leads, removes its old file"
+epoch=$(pg_epoch)
+pg_coord_start a --blob-dir "$BLOBS" --leader-lease-ms 1500
+pg_failover b a
+export GPUPOOL_URL="$(pg_coord_url a)"
+[ -e "$late" ] && fail "the new leader kept the deposed leader's file $late"
+job_log "$j"
+assert_eq "$want" "$LOG" "job $j's log on a, leading again"
 echo ok
