@@ -455,9 +455,13 @@ load_job(void *arg, struct job *j)
 	if (job_insert(j) != 0 || job_parts_alloc(j) != 0)
 		gp_fatalx("out of memory loading jobs");
 	job_from_disk(j);
-	/* Logs that may still be written: this leader's from now on. */
+	/*
+	 * Logs that may still be written: this leader's from now on. One
+	 * that cannot be copied now (the blob directory failing) is tried
+	 * again at its next write, which fails until it can be.
+	 */
 	if (!job_finished(j) && joblog_take_over(j) != 0)
-		gp_fatalx("cannot take over the log of job %lld",
+		gp_error("cannot take over the log of job %lld yet",
 		    (long long)j->id);
 	j->user_id = live_user_id(j->user);
 	live_sched_job(j, &j->spec, &j->sj);
