@@ -325,7 +325,8 @@ scan_epochs(void)
 		found[nfound].id = id;
 		found[nfound++].epoch = epoch;
 	}
-	qsort(found, nfound, sizeof(*found), cmp_found);
+	if (nfound > 1)
+		qsort(found, nfound, sizeof(*found), cmp_found);
 	/* The newest epoch of each id: the last of its run. */
 	for (i = n = 0; i < nfound; i++) {
 		if (i + 1 < nfound && found[i + 1].id == found[i].id)
