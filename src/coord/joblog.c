@@ -291,7 +291,7 @@ scan_epochs(void)
 	char path[1400];
 	struct dirent *de;
 	size_t cap = 0, n, i;
-	int64_t id, epoch, keep;
+	int64_t id, epoch, keep, newest = 0;
 	int part, removed = 0;
 	DIR *d;
 
@@ -310,8 +310,11 @@ scan_epochs(void)
 				removed++;
 			continue;
 		}
-		if (parse_log_name(de->d_name, &id, &part, &epoch) != 0 ||
-		    part != 0 || epoch > epoch_now)
+		if (parse_log_name(de->d_name, &id, &part, &epoch) != 0)
+			continue;
+		if (epoch > newest)
+			newest = epoch;
+		if (part != 0 || epoch > epoch_now)
 			continue;
 		if (nfound == cap) {
 			struct found_log *f;
@@ -350,6 +353,16 @@ scan_epochs(void)
 	closedir(d);
 	gp_info("job logs of this epoch epoch=%lld logs=%zu removed=%d",
 	    (long long)epoch_now, nfound, removed);
+	/*
+	 * A newer leader's, or a database restored from a dump older than
+	 * the logs: its epoch must then be raised past them (operations.md,
+	 * "Backups"), or their jobs show older logs.
+	 */
+	if (newest > epoch_now)
+		gp_warn("job logs of a newer epoch than this leader's "
+		    "epoch=%lld newest=%lld (a database restored from an "
+		    "older dump? docs/operations.md, Backups)",
+		    (long long)epoch_now, (long long)newest);
 	return 0;
 }
 
@@ -481,8 +494,10 @@ take_over(struct job *job)
 				return GP_EIO;
 			}
 		} else if (k == 0 && (any > 0 || job->state == JOB_RUNNING)) {
+			int bad;
 			fd = open(to, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-			if (fd < 0 || fsync(fd) != 0 || close(fd) != 0) {
+			bad = fd < 0 || fsync(fd) != 0;
+			if ((fd >= 0 && close(fd) != 0) || bad) {
 				gp_error("cannot create job log path=%s: %s",
 				    to, strerror(errno));
 				return GP_EIO;
