@@ -519,15 +519,39 @@ take_over(struct job *job)
 	return 0;
 }
 
+/* What this leader's load copied: joblog_took_over logs it. */
+static int64_t taken_logs, taken_bytes, taken_ms;
+
 int
 joblog_take_over(struct job *job)
 {
-	int rc;
+	int64_t t0 = gp_mono_ms(), was = job->log_epoch;
+	int rc, k;
 
 	pthread_mutex_lock(&joblog_lock);
 	rc = take_over(job);
+	if (rc == 0 && job->log_epoch != was) {
+		taken_logs++;
+		taken_bytes += job->log_size;
+		for (k = 1; k < job->nparts; k++)
+			taken_bytes += job->parts[k].log_size;
+	}
+	taken_ms += gp_mono_ms() - t0;
 	pthread_mutex_unlock(&joblog_lock);
 	return rc;
+}
+
+void
+joblog_took_over(void)
+{
+	if (epoch_now == 0)
+		return;
+	pthread_mutex_lock(&joblog_lock);
+	gp_info("took over job logs epoch=%lld jobs=%lld bytes=%lld ms=%lld",
+	    (long long)epoch_now, (long long)taken_logs,
+	    (long long)taken_bytes, (long long)taken_ms);
+	taken_logs = taken_bytes = taken_ms = 0;
+	pthread_mutex_unlock(&joblog_lock);
 }
 
 /*

@@ -23,6 +23,8 @@ int64_t joblog_epoch_of(int64_t job_id);
  * leader's late write then lands where nobody reads. 0 or GP_EIO.
  */
 int joblog_take_over(struct job *job);
+/* Logs what the load's takeovers copied (jobs, bytes, ms), once. */
+void joblog_took_over(void);
 /*
  * Appends output of the current attempt's part at its offset in the
  * attempt's stream; OUT: *held. Parts other than 0 (a gang's) have logs

@@ -604,6 +604,7 @@ state_init(const struct coord_config *cfg)
 	        sizeof(*state.jobs)) != 0)
 		return GP_ENOMEM;
 	done_sort();
+	joblog_took_over();
 	/* Revoked tokens' ids are never given again. */
 	if (state.store->ops->token_id_floor(state.store, &i) != 0)
 		return GP_EIO;
