@@ -130,6 +130,7 @@ main(int argc, char **argv)
 	if (copy_ms > 0)
 		printf("copy_rate %.0f MiB/s\n",
 		    (double)(jobs * mib) / (copy_ms / 1000.0));
+	free(js);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) == 0 ? 0 : 1;
 }
