@@ -404,7 +404,7 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
 	struct job *job;
-	int64_t offset, left, bad, size, part;
+	int64_t offset, left, bad, size, part, epoch;
 	char hdr[32], *data = NULL;
 	const char *st;
 	size_t len = 0;
@@ -436,6 +436,9 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	}
 	pthread_mutex_lock(&notify_lock);
 	size = part == 0 ? job->log_size : job->parts[part].log_size;
+	pthread_mutex_lock(&joblog_lock); /* a first write sets it */
+	epoch = job->log_epoch;
+	pthread_mutex_unlock(&joblog_lock);
 	if (size <= offset && !job_finished(job) && !stored && left > 0) {
 		notify_wait(conn, req, WAIT_LOG, id, left);
 		if (req->suspended) {
@@ -451,7 +454,7 @@ handle_log(struct MHD_Connection *conn, struct request *req, int64_t id)
 	if (stored)
 		state_job_stored_free(job);
 	if (offset < size &&
-	    joblog_read(id, (int)part, offset,
+	    joblog_read(id, epoch, (int)part, offset,
 		(size_t)(size - offset) < (1u << 20)
 		    ? (size_t)(size - offset)
 		    : (1u << 20),

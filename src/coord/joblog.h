@@ -9,9 +9,22 @@
 /* joblog.c */
 /*
  * Logs go to blob_dir/logs; those an older coordinator left in
- * data_dir/logs move there (once). Call only while this process leads.
+ * data_dir/logs move there (once). epoch: this leader's fencing epoch
+ * (0: one coordinator, SQLite); files of other epochs than the one that
+ * holds each job's log are removed. Call only while this process leads.
  */
-int joblog_init(const char *blob_dir, const char *data_dir);
+int joblog_init(const char *blob_dir, const char *data_dir, int64_t epoch);
+/* Which epoch's files hold the job's log (job->log_epoch when loaded). */
+int64_t joblog_epoch_of(int64_t job_id);
+/*
+ * Copies a loaded job's log (every part's, up to the sizes its state
+ * holds) into files of this leader's epoch; they hold it from then on
+ * (job->log_epoch). For every job that may still be written: a deposed
+ * leader's late write then lands where nobody reads. 0 or GP_EIO.
+ */
+int joblog_take_over(struct job *job);
+/* Logs what the load's takeovers copied (jobs, bytes, ms), once. */
+void joblog_took_over(void);
 /*
  * Appends output of the current attempt's part at its offset in the
  * attempt's stream; OUT: *held. Parts other than 0 (a gang's) have logs
@@ -22,11 +35,14 @@ int joblog_append(struct job *job, int part, int64_t offset,
 /* Writes a marker line ("[gpupool: ...]") into the (part's) log. */
 int joblog_note(struct job *job, const char *text);
 int joblog_part_note(struct job *job, int part, const char *text);
-/* Reads up to max bytes of part's log at offset. OUT: *data, *len. */
-int joblog_read(int64_t job_id, int part, int64_t offset, size_t max,
-    char **data, size_t *len);
-int64_t joblog_size_on_disk(int64_t job_id);
-int64_t joblog_part_size_on_disk(int64_t job_id, int part);
+/*
+ * Reads up to max bytes of part's log, in epoch's file (job->log_epoch),
+ * at offset. OUT: *data, *len.
+ */
+int joblog_read(int64_t job_id, int64_t epoch, int part, int64_t offset,
+    size_t max, char **data, size_t *len);
+int64_t joblog_size_on_disk(int64_t job_id, int64_t epoch);
+int64_t joblog_part_size_on_disk(int64_t job_id, int64_t epoch, int part);
 extern pthread_mutex_t joblog_lock;
 
 /*

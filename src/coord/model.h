@@ -184,6 +184,7 @@ struct job {
 	int64_t log_size;     /* bytes in the file */
 	int64_t log_base;     /* file offset where this attempt starts */
 	int log_truncated;
+	int64_t log_epoch;    /* whose files hold them (joblog.c) */
 	struct waiter *waiters; /* log followers and waiters (notify.c) */
 	int queue_pos;		/* index in the queue array, -1 if absent */
 	/*

@@ -19,6 +19,7 @@
 #include "state.h"
 #include "state_int.h"
 #include "gp.h"
+#include "leader.h"
 #include "ledger.h"
 #include "log.h"
 #include "sched.h"
@@ -432,11 +433,12 @@ job_from_disk(struct job *j)
 	int k;
 
 	j->queue_pos = -1;
-	j->log_size = joblog_size_on_disk(j->id);
+	j->log_epoch = joblog_epoch_of(j->id);
+	j->log_size = joblog_size_on_disk(j->id, j->log_epoch);
 	for (k = 0; k < j->nparts; k++)
 		j->parts[k].log_size = k == 0
 		    ? j->log_size
-		    : joblog_part_size_on_disk(j->id, k);
+		    : joblog_part_size_on_disk(j->id, j->log_epoch, k);
 	g = ledger_group_by_name(&ledger, j->spec.group);
 	if (g == NULL)
 		g = ledger_group_by_name(&ledger, ACCT_DEFAULT_GROUP);
@@ -453,6 +455,14 @@ load_job(void *arg, struct job *j)
 	if (job_insert(j) != 0 || job_parts_alloc(j) != 0)
 		gp_fatalx("out of memory loading jobs");
 	job_from_disk(j);
+	/*
+	 * Logs that may still be written: this leader's from now on. One
+	 * that cannot be copied now (the blob directory failing) is tried
+	 * again at its next write, which fails until it can be.
+	 */
+	if (!job_finished(j) && joblog_take_over(j) != 0)
+		gp_error("cannot take over the log of job %lld yet",
+		    (long long)j->id);
 	j->user_id = live_user_id(j->user);
 	live_sched_job(j, &j->spec, &j->sj);
 	if (job_finished(j)) {
@@ -570,7 +580,7 @@ state_init(const struct coord_config *cfg)
 	    state.store->schema_version);
 	/* Logs beside the blobs (--blob-dir; data_dir unless given). */
 	if (joblog_init(cfg->blob_dir[0] != '\0' ? cfg->blob_dir :
-	    cfg->data_dir, cfg->data_dir) != 0)
+	    cfg->data_dir, cfg->data_dir, leader_epoch()) != 0)
 		return GP_EIO;
 	if (ledger_open(&ledger, state.store, cfg->half_life_ms,
 		gp_now_ms()) != 0)
@@ -595,6 +605,7 @@ state_init(const struct coord_config *cfg)
 	        sizeof(*state.jobs)) != 0)
 		return GP_ENOMEM;
 	done_sort();
+	joblog_took_over();
 	/* Revoked tokens' ids are never given again. */
 	if (state.store->ops->token_id_floor(state.store, &i) != 0)
 		return GP_EIO;
