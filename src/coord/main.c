@@ -25,6 +25,7 @@
 #include "ckpt_store.h"
 #include "coord_metrics.h"
 #include "datasets.h"
+#include "held.h"
 #include "image_store.h"
 #include "notify.h"
 #include "state.h"
@@ -959,6 +960,8 @@ gp_coord_main(int argc, char **argv)
 		gp_fatalx("cannot create the admin token");
 	if (state_start_thread() != 0)
 		gp_fatalx("cannot start the state thread");
+	if (held_start() != 0)
+		gp_fatalx("cannot start the threads of held requests");
 
 	if (relay_start(&relay_cfg) != 0)
 		gp_fatalx("cannot start the stream relay");
@@ -983,6 +986,7 @@ gp_coord_main(int argc, char **argv)
 	terminal_stop(5000);
 	state_stop_thread();
 	notify_expire(INT64_MAX);
+	held_stop(); /* none suspended when the daemon stops */
 	usleep(200 * 1000);
 	MHD_stop_daemon(coord_daemon);
 	blob_stop();

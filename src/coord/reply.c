@@ -11,12 +11,41 @@
 #include "joblog.h"
 #include "state.h"
 
+/* This thread's capture (held.c): where its answers go instead. */
+static _Thread_local struct reply_capture *capture;
+
+void
+reply_capture_set(struct reply_capture *c)
+{
+	capture = c;
+}
+
+enum MHD_Result
+reply_queue(struct MHD_Connection *conn, unsigned status,
+    struct MHD_Response *resp)
+{
+	enum MHD_Result rc;
+
+	if (capture != NULL) {
+		/* One answer a request, as libmicrohttpd takes. */
+		if (capture->resp != NULL) {
+			MHD_destroy_response(resp);
+			return MHD_NO;
+		}
+		capture->status = status;
+		capture->resp = resp;
+		return MHD_YES;
+	}
+	rc = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
 enum MHD_Result
 reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
     const char *ctype, struct MHD_Response **out)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result rc;
 
 	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (resp == NULL) {
@@ -29,9 +58,7 @@ reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
 		*out = resp;
 		return MHD_YES;
 	}
-	rc = MHD_queue_response(conn, (unsigned)status, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return reply_queue(conn, (unsigned)status, resp);
 }
 
 enum MHD_Result
