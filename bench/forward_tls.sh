@@ -17,24 +17,13 @@
 set -u
 cd "$(dirname "$0")/.."
 export GPUPOOL_BIN="$PWD/${BUILD:-build}/gpupool"
-export E2E_TMPDIR=/var/tmp
-. tests/e2e/lib.sh
+. bench/relay_lib.sh
 require netns openssl
 RUNS=${RUNS:-5}
 SIZE_MIB=${SIZE_MIB:-1024}
 
 pki="$T/pki"
-mkdir -p "$pki"
-(
-	cd "$pki" &&
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-	    -subj '/CN=bench CA' -keyout ca.key -out ca.crt &&
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-	    -subj '/CN=127.0.0.1' -keyout server.key -out server.csr &&
-	printf 'subjectAltName=IP:127.0.0.1\n' >san.ext &&
-	openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
-	    -days 2 -extfile san.ext -out server.crt
-) >"$T/openssl.out" 2>&1 || { cat "$T/openssl.out"; fail "openssl"; }
+relay_pki "$pki"
 
 SERVER='
 import socket, os, threading, sys
@@ -52,28 +41,14 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()'
 
 # pool NAME (plain or tls): a coordinator, an agent, the job, its
-# port-forward; sets LPORT_<NAME>, URL_<NAME>, ADMIN_<NAME>.
+# port-forward (bench/relay_lib.sh); sets LPORT_<NAME>, URL_<NAME>,
+# ADMIN_<NAME>.
 pool() {
-	local name=$1 job lp
-	COORD_PORT= COORD_DATA="$T/coord-$name" COORD_LOG="$T/coord-$name.log"
+	local name=$1
 	if [ "$name" = tls ]; then
-		COORD_SCHEME=https CA_CERT=$pki/ca.crt
-		COORD_TLS_ARGS=(--tls-cert "$pki/server.crt" --tls-key "$pki/server.key")
-		CURL_TLS=(--cacert "$CA_CERT")
-		export GPUPOOL_CA=$CA_CERT
+		relay_use_tls "$pki"
 	fi
-	start_coordinator
-	start_agent "a$name" 1
-	wait_node_up "a$name"
-	mk_token user "bench$name"
-	GPUPOOL_TOKEN=$TOKEN submit --gpus 0 -- python3 -c "$SERVER" "$SIZE_MIB"
-	job=$JOB
-	wait_state "$job" running
-	until [ -e "$T/agents/a$name/jobs/$job-1/ready" ]; do sleep 0.1; done
-	lp=$(free_port)
-	GPUPOOL_TOKEN=$TOKEN spawn "$T/fwd-$name.log" "$GP" port-forward "$job" "$lp:9001"
-	until grep -q Forwarding "$T/fwd-$name.log"; do sleep 0.1; done
-	printf -v "LPORT_$name" '%s' "$lp"
+	relay_forward_pool "$name" "$SERVER" "$SIZE_MIB"
 	printf -v "URL_$name" '%s' "$(coord_url)"
 	printf -v "ADMIN_$name" '%s' "$ADMIN_TOKEN"
 }
@@ -82,7 +57,6 @@ for name in $MODES; do
 	pool "$name"
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 READ='
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))

@@ -18,24 +18,13 @@
 set -u
 cd "$(dirname "$0")/.."
 export GPUPOOL_BIN="$PWD/${BUILD:-build}/gpupool"
-export E2E_TMPDIR=/var/tmp
-. tests/e2e/lib.sh
+. bench/relay_lib.sh
 RUNS=${RUNS:-5}
 SIZE_MIB=${SIZE_MIB:-1024}
 DOMAIN=jobs.localhost
 
 pki="$T/pki"
-mkdir -p "$pki"
-(
-	cd "$pki" &&
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-	    -subj '/CN=bench CA' -keyout ca.key -out ca.crt &&
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-	    -subj '/CN=127.0.0.1' -keyout server.key -out server.csr &&
-	printf 'subjectAltName=IP:127.0.0.1,DNS:*.%s\n' "$DOMAIN" >san.ext &&
-	openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
-	    -days 2 -extfile san.ext -out server.crt
-) >"$T/openssl.out" 2>&1 || { cat "$T/openssl.out"; fail "openssl"; }
+relay_pki "$pki" "*.$DOMAIN"
 
 SERVER='
 import socket, os, threading, sys
@@ -69,10 +58,8 @@ pool() {
 		extra=(--proxy-tls-cert "$pki/server.crt" --proxy-tls-key "$pki/server.key")
 	fi
 	if [ "$name" = tls ]; then
-		scheme=https COORD_SCHEME=https CA_CERT=$pki/ca.crt
-		COORD_TLS_ARGS=(--tls-cert "$pki/server.crt" --tls-key "$pki/server.key")
-		CURL_TLS=(--cacert "$CA_CERT")
-		export GPUPOOL_CA=$CA_CERT
+		scheme=https
+		relay_use_tls "$pki"
 	fi
 	# shellcheck disable=SC2086 # COORD_ARGS: more coordinator flags
 	start_coordinator --proxy-listen "127.0.0.1:$pport" --proxy-domain "$DOMAIN" \
@@ -100,7 +87,6 @@ for name in $MODES; do
 	pool "$name"
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 pcurl() { # NAME ARGS...
 	local name=$1 hp=HOST_$1
 	shift

@@ -23,8 +23,7 @@ set -u
 cd "$(dirname "$0")/.."
 OLD_BIN=$(readlink -f "$1") NEW_BIN=$(readlink -f "$2")
 export GPUPOOL_BIN=$NEW_BIN
-export E2E_TMPDIR=/var/tmp
-. tests/e2e/lib.sh
+. bench/relay_lib.sh
 require netns openssl
 RUNS=${RUNS:-5}
 TOTAL_MIB=${TOTAL_MIB:-1024}
@@ -32,17 +31,7 @@ STREAMS=${STREAMS:-1 8}
 echo "load_start $(cut -d' ' -f1-3 /proc/loadavg)"
 
 pki="$T/pki"
-mkdir -p "$pki"
-(
-	cd "$pki" &&
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-	    -subj '/CN=bench CA' -keyout ca.key -out ca.crt &&
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-	    -subj '/CN=127.0.0.1' -keyout server.key -out server.csr &&
-	printf 'subjectAltName=IP:127.0.0.1\n' >san.ext &&
-	openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
-	    -days 2 -extfile san.ext -out server.crt
-) >"$T/openssl.out" 2>&1 || { cat "$T/openssl.out"; fail "openssl"; }
+relay_pki "$pki"
 
 SERVER='
 import socket, os, threading
@@ -60,34 +49,14 @@ while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()'
 
-COORD_SCHEME=https CA_CERT=$pki/ca.crt
-COORD_TLS_ARGS=(--tls-cert "$pki/server.crt" --tls-key "$pki/server.key")
-CURL_TLS=(--cacert "$CA_CERT")
-export GPUPOOL_CA=$CA_CERT
+relay_use_tls "$pki"
 
-# pool NAME BIN: a coordinator, an agent, the job, its port-forward, all
-# of BIN; sets LPORT_<NAME>.
-pool() {
-	local name=$1 job lp
-	GP=$2
-	COORD_PORT= COORD_DATA="$T/coord-$name" COORD_LOG="$T/coord-$name.log"
-	start_coordinator
-	start_agent "a$name" 1
-	wait_node_up "a$name"
-	mk_token user "bench$name"
-	GPUPOOL_TOKEN=$TOKEN submit --gpus 0 -- python3 -c "$SERVER"
-	job=$JOB
-	wait_state "$job" running
-	until [ -e "$T/agents/a$name/jobs/$job-1/ready" ]; do sleep 0.1; done
-	lp=$(free_port)
-	GPUPOOL_TOKEN=$TOKEN spawn "$T/fwd-$name.log" "$GP" port-forward "$job" "$lp:9001"
-	until grep -q Forwarding "$T/fwd-$name.log"; do sleep 0.1; done
-	printf -v "LPORT_$name" '%s' "$lp"
-}
-pool old "$OLD_BIN"
-pool new "$NEW_BIN"
+# Each pool (bench/relay_lib.sh) all of its build; sets LPORT_<NAME>.
+GP=$OLD_BIN
+relay_forward_pool old "$SERVER"
+GP=$NEW_BIN
+relay_forward_pool new "$SERVER"
 
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 READ='
 import socket, sys, threading, time
 port, p, total = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

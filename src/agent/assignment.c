@@ -437,6 +437,24 @@ decode_overlay(json_t *g, json_t *v, struct gp_assignment *a, char *err,
 			    "gang.overlay_private_key");
 		gp_strlcpy(a->overlay_priv, priv, sizeof(a->overlay_priv));
 	}
+	/* The relay (optional: a coordinator without one sends none). */
+	{
+		json_t *rl = json_object_get(g, "overlay_relay");
+		json_t *port = json_object_get(rl, "port");
+
+		if (rl == NULL || json_is_null(rl))
+			return 0;
+		if (!json_is_object(rl) || !json_is_integer(port) ||
+		    json_integer_value(port) < 1 ||
+		    json_integer_value(port) > 65535 ||
+		    gp_relay_key_parse(json_string_value(json_object_get(rl,
+		    "key")), a->overlay_relay.key) != 0)
+			return bad(err, errlen, "field %s: not {\"port\": "
+			    "1..65535, \"key\": a relay key}",
+			    "gang.overlay_relay");
+		a->overlay_relay.port = (int)json_integer_value(port);
+		a->overlay_relay.attempt = (uint32_t)a->id.attempt;
+	}
 	return 0;
 }
 
@@ -524,28 +542,16 @@ decode_stops(json_t *list, struct gp_poll_answer *answer, char *err,
 	return 0;
 }
 
-static void
-free_strv(char **v)
-{
-	int i;
-
-	if (v == NULL)
-		return;
-	for (i = 0; v[i] != NULL; i++)
-		free(v[i]);
-	free(v);
-}
-
 void
 gp_container_image_free(struct gp_container_image *img)
 {
 	if (img == NULL)
 		return;
 	free(img->digest);
-	free_strv(img->layers);
-	free_strv(img->env);
-	free_strv(img->entrypoint);
-	free_strv(img->cmd);
+	gp_strv_free(img->layers);
+	gp_strv_free(img->env);
+	gp_strv_free(img->entrypoint);
+	gp_strv_free(img->cmd);
 	free(img->workdir);
 	free(img->user);
 	free(img);
@@ -587,6 +593,7 @@ gp_assignment_fini(struct gp_assignment *a)
 	free(a->overlay_peers);
 	a->overlay_peers = NULL;
 	sodium_memzero(a->overlay_priv, sizeof(a->overlay_priv));
+	sodium_memzero(&a->overlay_relay, sizeof(a->overlay_relay));
 	a->ndata = 0;
 	a->argv = a->env = NULL;
 	a->argc = a->nenv = 0;

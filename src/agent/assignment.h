@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/overlay_relay.h"
 #include "jobspec.h"
 #include "wg.h"
 
@@ -128,6 +129,12 @@ struct gp_assignment {
 	 */
 	struct gp_overlay_peer *overlay_peers;
 	char overlay_priv[GP_WG_KEY_LEN];
+	/*
+	 * The coordinator's gang relay (gang.overlay_relay: its UDP port,
+	 * this part's relay key; wiped by gp_assignment_fini), port 0 when
+	 * it sent none; attempt: this attempt's.
+	 */
+	struct gp_overlay_relay overlay_relay;
 };
 
 /* Save and stop, asked by the coordinator: "preempted", "gang_stopped". */

@@ -369,16 +369,15 @@ same_file(const char *a, const char *b)
 }
 
 /*
- * The container's init: the child of the runtime's process rt in a pid
- * namespace other than rt's (a runtime's helper shares rt's). 0 with
- * *init, or GP_ENOENT while the runtime has not started it yet (or it is
- * still the runtime's own code, setting the container up: its exec has
- * not come).
+ * The first child of parent (in /proc's order) that pick(child, arg)
+ * accepts (1). 0 with *child, GP_ENOENT when there is none, GP_EIO when
+ * /proc cannot be read.
  */
 static int
-container_init(pid_t rt, pid_t *init)
+find_child(pid_t parent, int (*pick)(pid_t child, void *arg), void *arg,
+    pid_t *child)
 {
-	char path[300], own[64], *text = NULL, *paren;
+	char path[300], *text = NULL, *paren;
 	struct dirent *d;
 	DIR *dir;
 	size_t len;
@@ -387,7 +386,6 @@ container_init(pid_t rt, pid_t *init)
 
 	if ((dir = opendir("/proc")) == NULL)
 		return GP_EIO;
-	snprintf(own, sizeof(own), "/proc/%d/ns/pid", (int)rt);
 	while (ret != 0 && (d = readdir(dir)) != NULL) {
 		if (d->d_name[0] < '1' || d->d_name[0] > '9')
 			continue;
@@ -397,19 +395,42 @@ container_init(pid_t rt, pid_t *init)
 		/* pid (comm) state ppid: comm may hold anything but ')'. */
 		paren = strrchr(text, ')');
 		if (paren != NULL && sscanf(paren + 1, " %*c %ld", &ppid) ==
-		    1 && ppid == (long)rt) {
-			snprintf(path, sizeof(path), "/proc/%s/ns/pid",
-			    d->d_name);
-			if (!same_file(path, own)) {
-				*init = (pid_t)atol(d->d_name);
-				ret = 0;
-			}
+		    1 && ppid == (long)parent &&
+		    pick((pid_t)atol(d->d_name), arg)) {
+			*child = (pid_t)atol(d->d_name);
+			ret = 0;
 		}
 		free(text);
 		text = NULL;
 	}
 	closedir(dir);
 	return ret;
+}
+
+/* find_child's pick: a pid namespace other than own's (a path). */
+static int
+other_pid_ns(pid_t child, void *own)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)child);
+	return !same_file(path, own);
+}
+
+/*
+ * The container's init: the child of the runtime's process rt in a pid
+ * namespace other than rt's (a runtime's helper shares rt's). 0 with
+ * *init, or GP_ENOENT while the runtime has not started it yet (or it is
+ * still the runtime's own code, setting the container up: its exec has
+ * not come).
+ */
+static int
+container_init(pid_t rt, pid_t *init)
+{
+	char own[64];
+
+	snprintf(own, sizeof(own), "/proc/%d/ns/pid", (int)rt);
+	return find_child(rt, other_pid_ns, own, init);
 }
 
 /*
@@ -513,6 +534,24 @@ enter_container(struct gp_exec_enter *e)
 }
 
 /*
+ * 1 when pid's namespaces may be opened (a zombie has none left); also
+ * find_child's pick.
+ */
+static int
+has_namespaces(pid_t pid, void *unused)
+{
+	char path[64];
+	int fd;
+
+	(void)unused;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+/*
  * A plain job of an agent that is not root has a user namespace of its
  * own, and its sandbox's init (e's pid) made itself non-dumpable (it is
  * a copy of the agent's memory): the agent, with no capability outside
@@ -524,43 +563,9 @@ enter_container(struct gp_exec_enter *e)
 static int
 enter_through_child(struct gp_exec_enter *e)
 {
-	char path[300], *text = NULL, *paren;
-	struct dirent *d;
-	DIR *dir;
-	size_t len;
-	long ppid;
-	int fd, ret = GP_ENOENT;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)e->pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		close(fd);
+	if (has_namespaces(e->pid, NULL))
 		return 0;
-	}
-	if ((dir = opendir("/proc")) == NULL)
-		return GP_EIO;
-	while (ret != 0 && (d = readdir(dir)) != NULL) {
-		if (d->d_name[0] < '1' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
-		if (gp_read_file(path, 4096, &text, &len) != 0)
-			continue;
-		paren = strrchr(text, ')');
-		if (paren != NULL && sscanf(paren + 1, " %*c %ld", &ppid) ==
-		    1 && ppid == (long)e->pid) {
-			/* A zombie has no namespaces left: the next one. */
-			snprintf(path, sizeof(path), "/proc/%s/ns/user",
-			    d->d_name);
-			if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-				close(fd);
-				e->pid = (pid_t)atol(d->d_name);
-				ret = 0;
-			}
-		}
-		free(text);
-		text = NULL;
-	}
-	closedir(dir);
-	return ret;
+	return find_child(e->pid, has_namespaces, NULL, &e->pid);
 }
 
 /*

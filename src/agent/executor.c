@@ -811,6 +811,8 @@ start_job(struct gp_executor *ex, struct gp_assignment *a)
 	gang.addrs = (const char (*)[64])a->part_addrs;
 	gang.overlay = a->overlay_peers;
 	gang.overlay_priv = a->overlay_priv;
+	gang.overlay_relay = a->overlay_relay.port > 0 ? &a->overlay_relay :
+	    NULL;
 	if (cfg->net != NULL && gp_net_job_open(cfg->net, a->network > 0 ?
 	    (enum gp_net_policy)(a->network - 1) : GP_NET_LAN,
 	    a->parts > 1 ? &gang : NULL, &x->net, why, sizeof(why)) != 0) {

@@ -71,22 +71,6 @@ struct gp_image_hold {
 	char hex[][65];
 };
 
-static int fail(char *why, size_t whylen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-fail(char *why, size_t whylen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (whylen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* ---- the table (lock held) ---- */
 
 static struct layer *
@@ -186,7 +170,7 @@ load(struct gp_image_cache *c, char *err, size_t errlen)
 
 	snprintf(dir, sizeof(dir), "%s/layers", c->dir);
 	if ((dh = opendir(dir)) == NULL)
-		return fail(err, errlen, GP_EIO, "%s: %s", dir,
+		return gp_fail(err, errlen, GP_EIO, "%s: %s", dir,
 		    strerror(errno));
 	while ((d = readdir(dh)) != NULL) {
 		size_t n = strlen(d->d_name);
@@ -244,7 +228,7 @@ gp_image_cache_new(const char *dir, int64_t max_bytes,
 	char path[PATH_MAX + 16], **trash;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		fail(err, errlen, GP_ENOMEM, "out of memory");
+		gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 		return NULL;
 	}
 	gp_strlcpy(c->dir, dir, sizeof(c->dir));
@@ -259,14 +243,14 @@ gp_image_cache_new(const char *dir, int64_t max_bytes,
 	gp_remove_tree(path);
 	if (gp_mkdir_p(dir, 0700) != 0 || chmod(dir, 0700) != 0 ||
 	    gp_mkdir_p(path, 0700) != 0) {
-		fail(err, errlen, GP_EIO, "cannot create %s: %s", path,
+		gp_fail(err, errlen, GP_EIO, "cannot create %s: %s", path,
 		    strerror(errno));
 		gp_image_cache_free(c);
 		return NULL;
 	}
 	snprintf(path, sizeof(path), "%s/blobs", dir);
 	if (gp_mkdir_p(path, 0700) != 0) {
-		fail(err, errlen, GP_EIO, "cannot create %s", path);
+		gp_fail(err, errlen, GP_EIO, "cannot create %s", path);
 		gp_image_cache_free(c);
 		return NULL;
 	}
@@ -367,7 +351,7 @@ fetch_blob(struct fetch *f, const struct gp_oci_descriptor *d, int fd,
 	f->fetched += s.got;
 	if (ret == GP_ETOOBIG) {
 		gp_http_response_fini(&resp);
-		return fail(why, whylen, GP_EINVAL,
+		return gp_fail(why, whylen, GP_EINVAL,
 		    "tampered image: the "
 		    "coordinator sent more than the %lld bytes the manifest "
 		    "gives %s %s",
@@ -376,26 +360,26 @@ fetch_blob(struct fetch *f, const struct gp_oci_descriptor *d, int fd,
 	if (ret != 0) {
 		gp_http_error_text(&resp, text, sizeof(text));
 		gp_http_response_fini(&resp);
-		return fail(why, whylen, ret == GP_EIO ? GP_EIO : GP_ECONN,
+		return gp_fail(why, whylen, ret == GP_EIO ? GP_EIO : GP_ECONN,
 		    "cannot fetch %s %s: %s", what, d->digest, text);
 	}
 	if (resp.status != 200) {
 		gp_http_error_text(&resp, text, sizeof(text));
 		gp_http_response_fini(&resp);
-		return fail(why, whylen,
+		return gp_fail(why, whylen,
 		    resp.status == 404 ? GP_EINVAL : GP_ECONN,
 		    "cannot fetch %s %s: %s", what, d->digest, text);
 	}
 	gp_http_response_fini(&resp);
 	if (s.got != d->size)
-		return fail(why, whylen, GP_EINVAL,
+		return gp_fail(why, whylen, GP_EINVAL,
 		    "tampered image: %s %s "
 		    "arrived with %lld bytes, the manifest says %lld",
 		    what, d->digest, (long long)s.got, (long long)d->size);
 	crypto_hash_sha256_final(&s.hash, hash);
 	gp_oci_digest_format(hash, got);
 	if (strcmp(got, d->digest) != 0)
-		return fail(why, whylen, GP_EINVAL,
+		return gp_fail(why, whylen, GP_EINVAL,
 		    "tampered image: %s %s "
 		    "failed its digest check (the bytes hash to %s)",
 		    what, d->digest, got);
@@ -431,7 +415,7 @@ small_blob(struct gp_image_cache *c, struct fetch *f,
 	}
 	if (gp_buf_append(&b, "", 0) != 0) {
 		gp_buf_free(&b);
-		return fail(why, whylen, GP_ENOMEM, "out of memory");
+		return gp_fail(why, whylen, GP_ENOMEM, "out of memory");
 	}
 	gp_write_file(path, b.data, b.len, 0600);
 	*data = b.data;
@@ -454,8 +438,8 @@ fetch_layer(struct gp_image_cache *c, struct fetch *f,
 	snprintf(blob, sizeof(blob), "%s/tmp/%.64s.blob.XXXXXX", c->dir,
 	    d->digest + 7);
 	if ((fd = mkostemp(blob, O_CLOEXEC)) < 0)
-		return fail(why, whylen, GP_EIO, "cannot create %s: %s", blob,
-		    strerror(errno));
+		return gp_fail(why, whylen, GP_EIO, "cannot create %s: %s",
+		    blob, strerror(errno));
 	ret = fetch_blob(f, d, fd, NULL, what, why, whylen);
 	close(fd);
 	if (ret != 0) {
@@ -467,7 +451,7 @@ fetch_layer(struct gp_image_cache *c, struct fetch *f,
 	ret = gp_layer_unpack(blob, dir, &c->lim, &st, err, sizeof(err));
 	unlink(blob);
 	if (ret != 0)
-		return fail(why, whylen, ret == GP_EIO ? GP_EIO : GP_EINVAL,
+		return gp_fail(why, whylen, ret == GP_EIO ? GP_EIO : GP_EINVAL,
 		    "%s %s refused: %s", what, d->digest, err);
 	snprintf(final, sizeof(final), "%s/layers/%.64s", c->dir,
 	    d->digest + 7);
@@ -478,7 +462,7 @@ fetch_layer(struct gp_image_cache *c, struct fetch *f,
 	    gp_write_file(meta, text, strlen(text), 0600) != 0) {
 		gp_remove_tree(dir);
 		gp_remove_tree(final);
-		return fail(why, whylen, GP_EIO, "cannot store %s: %s", what,
+		return gp_fail(why, whylen, GP_EIO, "cannot store %s: %s", what,
 		    strerror(errno));
 	}
 	gp_debug("image layer unpacked layer=%s entries=%lld bytes=%lld "
@@ -523,7 +507,7 @@ acquire(struct gp_image_cache *c, struct fetch *f,
 	}
 	if ((l = calloc(1, sizeof(*l))) == NULL) {
 		pthread_mutex_unlock(&c->lock);
-		return fail(why, whylen, GP_ENOMEM, "out of memory");
+		return gp_fail(why, whylen, GP_ENOMEM, "out of memory");
 	}
 	gp_strlcpy(l->hex, hex, sizeof(l->hex));
 	l->state = L_FETCHING;
@@ -617,7 +601,7 @@ fetch_signatures(struct fetch *f, const char *digest, json_t **sigs, char *why,
 		gp_http_error_text(&resp, text, sizeof(text));
 		ret = resp.status == 409 ? GP_ECONFLICT : GP_ECONN;
 		gp_http_response_fini(&resp);
-		return fail(why, whylen, ret,
+		return gp_fail(why, whylen, ret,
 		    "cannot ask the coordinator "
 		    "about the image: %s",
 		    text);
@@ -630,7 +614,7 @@ fetch_signatures(struct fetch *f, const char *digest, json_t **sigs, char *why,
 	    !json_is_array(json_object_get(root, "signatures")) ||
 	    json_array_size(json_object_get(root, "signatures")) > 64) {
 		json_decref(root);
-		return fail(why, whylen, GP_EINVAL,
+		return gp_fail(why, whylen, GP_EINVAL,
 		    "the coordinator's answer "
 		    "about image %s is not for that image",
 		    digest);
@@ -674,15 +658,15 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&f, 0, sizeof(f));
 	if (!gp_oci_digest_valid(digest))
-		return fail(why, whylen, GP_EINVAL, "not an image digest");
+		return gp_fail(why, whylen, GP_EINVAL, "not an image digest");
 	if (trust->images == GP_IMAGES_NONE)
-		return fail(why, whylen, GP_EPERM,
+		return gp_fail(why, whylen, GP_EPERM,
 		    "this provider runs no "
 		    "container images (its policy says images = none)");
 	f.src = src;
 	if ((f.http = gp_http_client_new(src->url, src->token, src->ca_file)) ==
 	    NULL)
-		return fail(why, whylen, GP_ENOMEM, "out of memory");
+		return gp_fail(why, whylen, GP_ENOMEM, "out of memory");
 	/* 1. The owner's trust, checked here, whatever the coordinator says. */
 	if ((ret = fetch_signatures(&f, digest, &sigs, why, whylen)) != 0)
 		goto out;
@@ -690,7 +674,8 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		ret = gp_sign_check(digest, sigs, trust->keys, trust->nkeys,
 		    st->trusted_by, sizeof(st->trusted_by));
 		if (ret != 0) {
-			ret = fail(why, whylen, GP_EPERM, "%s", st->trusted_by);
+			ret = gp_fail(why, whylen, GP_EPERM, "%s",
+			    st->trusted_by);
 			goto out;
 		}
 	} else
@@ -730,7 +715,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 			gp_http_error_text(&resp, text, sizeof(text));
 			gp_http_response_fini(&resp);
 			gp_buf_free(&b);
-			ret = fail(why, whylen,
+			ret = gp_fail(why, whylen,
 			    ret == GP_ETOOBIG ? GP_EINVAL : GP_ECONN,
 			    "cannot fetch the manifest %s: %s", digest,
 			    ret == GP_ETOOBIG ? "larger than 4 MiB" : text);
@@ -741,7 +726,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		gp_oci_digest_format(hash, got);
 		if (strcmp(got, digest) != 0) {
 			gp_buf_free(&b);
-			ret = fail(why, whylen, GP_EINVAL,
+			ret = gp_fail(why, whylen, GP_EINVAL,
 			    "tampered image: the "
 			    "manifest failed its digest check (it hashes to "
 			    "%s, the job is pinned to %s)",
@@ -769,14 +754,14 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	}
 	if ((cfg.os[0] != '\0' && strcmp(cfg.os, "linux") != 0) ||
 	    (cfg.arch[0] != '\0' && strcmp(cfg.arch, machine_arch()) != 0)) {
-		ret = fail(why, whylen, GP_EINVAL,
+		ret = gp_fail(why, whylen, GP_EINVAL,
 		    "the image is for %s/%s; "
 		    "this provider runs linux/%s",
 		    cfg.os, cfg.arch, machine_arch());
 		goto out;
 	}
 	if (cfg.ndiff_ids != 0 && cfg.ndiff_ids != m.nlayers) {
-		ret = fail(why, whylen, GP_EINVAL,
+		ret = gp_fail(why, whylen, GP_EINVAL,
 		    "bad image: the config lists "
 		    "%d layers, the manifest %d",
 		    cfg.ndiff_ids, m.nlayers);
@@ -785,7 +770,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	for (i = 0; i < m.nlayers; i++)
 		need += m.layers[i].size;
 	if (need > c->max_bytes) {
-		ret = fail(why, whylen, GP_ETOOBIG,
+		ret = gp_fail(why, whylen, GP_ETOOBIG,
 		    "the image's layers (%lld "
 		    "bytes compressed) do not fit the image cache "
 		    "(--image-cache-max %lld)",
@@ -799,7 +784,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 	    (img->layers = calloc((size_t)m.nlayers + 1, sizeof(char *))) ==
 	        NULL ||
 	    (img->digest = strdup(digest)) == NULL) {
-		ret = fail(why, whylen, GP_ENOMEM, "out of memory");
+		ret = gp_fail(why, whylen, GP_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < m.nlayers; i++) {
@@ -812,7 +797,7 @@ gp_image_prepare(struct gp_image_cache *c, const struct gp_image_source *src,
 		snprintf(path, sizeof(path), "%s/layers/%s", c->dir,
 		    m.layers[i].digest + 7);
 		if ((img->layers[i] = strdup(path)) == NULL) {
-			ret = fail(why, whylen, GP_ENOMEM, "out of memory");
+			ret = gp_fail(why, whylen, GP_ENOMEM, "out of memory");
 			goto out;
 		}
 	}

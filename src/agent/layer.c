@@ -17,7 +17,6 @@
 #include <jansson.h>
 #include <limits.h>
 #include <linux/openat2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,22 +36,6 @@ gp_layer_limits_default(struct gp_layer_limits *lim)
 	lim->max_entries = 1000000;
 	lim->max_ratio = 200;
 	lim->ratio_floor = 64LL << 20;
-}
-
-static int refuse(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-refuse(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return GP_EINVAL;
 }
 
 /* 1 when target, read from the directory of link_path, climbs out. */
@@ -100,23 +83,25 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 	if (clean_link != NULL && linklen > 0)
 		clean_link[0] = '\0';
 	if (path == NULL)
-		return refuse(err, errlen, "an entry without a name");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "an entry without a name");
 	if (gp_archive_path_clean(path, clean, cleanlen, why, sizeof(why)) != 0)
-		return refuse(err, errlen, "entry '%.200s': %s", path, why);
+		return gp_fail(err, errlen, GP_EINVAL, "entry '%.200s': %s",
+		    path, why);
 	switch (type) {
 	case S_IFCHR:
 	case S_IFBLK:
-		return refuse(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "entry '%.200s': device nodes are "
 		    "not allowed in a layer",
 		    path);
 	case S_IFIFO:
-		return refuse(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "entry '%.200s': fifos are not "
 		    "allowed in a layer",
 		    path);
 	case S_IFSOCK:
-		return refuse(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "entry '%.200s': sockets are not "
 		    "allowed in a layer",
 		    path);
@@ -126,14 +111,14 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 		break;
 	default:
 		if (link == NULL || type != 0)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': unknown "
 			    "file type",
 			    path);
 	}
 	if (clean[0] == '\0') {
 		if (type != S_IFDIR)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': the layer's "
 			    "root must be a directory",
 			    path);
@@ -143,14 +128,14 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 	base = base != NULL ? base + 1 : clean;
 	for (p = clean; p < base; p = strchr(p, '/') + 1)
 		if (strncmp(p, ".wh.", 4) == 0)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': a whiteout "
 			    "name used as a directory (unsupported aufs "
 			    "metadata)",
 			    path);
 	if (strncmp(base, ".wh.", 4) == 0) {
 		if (type == S_IFDIR || type == S_IFLNK)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': a whiteout "
 			    "must be a plain file",
 			    path);
@@ -164,13 +149,13 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 			return 0;
 		}
 		if (strncmp(base, ".wh..wh.", 8) == 0)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': unsupported "
 			    "aufs metadata",
 			    path);
 		if (base[4] == '\0' || strcmp(base + 4, ".") == 0 ||
 		    strcmp(base + 4, "..") == 0)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': a whiteout "
 			    "of nothing",
 			    path);
@@ -183,14 +168,14 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 		if (gp_archive_path_clean(link, clean_link, linklen, why,
 		        sizeof(why)) != 0 ||
 		    clean_link[0] == '\0')
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': hard link "
 			    "target '%.200s' escapes the layer (%s)",
 			    path, link,
 			    clean_link[0] == '\0' && why[0] == '\0' ? "its root"
 			                                            : why);
 		if (strcmp(clean_link, clean) == 0)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': a hard "
 			    "link to itself",
 			    path);
@@ -209,18 +194,18 @@ gp_layer_entry_check(const char *path, unsigned type, const char *link,
 	}
 	/* A symbolic link. */
 	if (link == NULL || link[0] == '\0' || strlen(link) > 4096)
-		return refuse(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "entry '%.200s': a symbolic link "
 		    "needs a target of 1 to 4096 bytes",
 		    path);
 	for (p = link; *p != '\0'; p++)
 		if ((unsigned char)*p < 0x20)
-			return refuse(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "entry '%.200s': control "
 			    "character in the link target",
 			    path);
 	if (link_escapes(clean, link))
-		return refuse(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "entry '%.200s': symbolic link to "
 		    "'%.200s' escapes the layer",
 		    path, link);
@@ -418,14 +403,14 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 	if (u->dir == NULL) {
 		/* Scan only: the same decisions, on recorded paths. */
 		if (clean[0] != '\0' && through_link(u->links, clean))
-			return refuse(u->err, u->errlen,
+			return gp_fail(u->err, u->errlen, GP_EINVAL,
 			    "entry '%.200s' goes "
 			    "through a symbolic link (an escape)",
 			    clean);
 		if (action == GP_LAYER_HARDLINK &&
 		    (json_object_get(u->files, clean_link) == NULL ||
 		        through_link(u->links, clean_link)))
-			return refuse(u->err, u->errlen,
+			return gp_fail(u->err, u->errlen, GP_EINVAL,
 			    "entry '%.200s': hard "
 			    "link to '%.200s', which is no file of this layer",
 			    clean, clean_link);
@@ -517,7 +502,7 @@ apply(struct unpack *u, struct archive *a, struct archive_entry *e,
 		    !S_ISREG(sb.st_mode)) {
 			close(tfd);
 			close(dfd);
-			return refuse(u->err, u->errlen,
+			return gp_fail(u->err, u->errlen, GP_EINVAL,
 			    "entry '%.200s': hard "
 			    "link to '%.200s', which is no file of this layer",
 			    clean, clean_link);
@@ -572,7 +557,7 @@ run(struct unpack *u, struct archive *a, const struct gp_layer_limits *lim,
 		if (r == ARCHIVE_EOF)
 			return 0;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
-			return refuse(u->err, u->errlen,
+			return gp_fail(u->err, u->errlen, GP_EINVAL,
 			    "not a valid layer "
 			    "archive (tar, tar+gzip or tar+zstd): %.200s",
 			    archive_error_string(a) ? archive_error_string(a)
@@ -662,7 +647,8 @@ gp_layer_unpack(const char *blob, const char *dir,
 		goto out;
 	}
 	if (archive_read_open_fd(a, fd, BLOCK) != ARCHIVE_OK) {
-		ret = refuse(err, errlen, "not a valid layer archive: %.200s",
+		ret = gp_fail(err, errlen, GP_EINVAL,
+		    "not a valid layer archive: %.200s",
 		    archive_error_string(a) ? archive_error_string(a) : "?");
 		goto out;
 	}
@@ -710,7 +696,8 @@ gp_layer_scan_memory(const void *data, size_t len,
 		return GP_ENOMEM;
 	}
 	if (archive_read_open_memory(a, data, len) != ARCHIVE_OK)
-		ret = refuse(err, errlen, "not a valid layer archive: %.200s",
+		ret = gp_fail(err, errlen, GP_EINVAL,
+		    "not a valid layer archive: %.200s",
 		    archive_error_string(a) ? archive_error_string(a) : "?");
 	else
 		ret = run(&u, a, lim, st, (int64_t)len);

@@ -753,8 +753,11 @@ gp_agent_main(int argc, char **argv)
 			    gp_net_block(ag->net), (int)overlay_port, err,
 			    sizeof(err)) == 0 &&
 			    gp_overlay_start(ag->overlay, err,
-			    sizeof(err)) == 0)
+			    sizeof(err)) == 0) {
+				gp_overlay_set_coordinator(ag->overlay, ag->url,
+				    &ag->coord_at);
 				gp_net_set_overlay(ag->net, ag->overlay);
+			}
 			else if (ag->overlay != NULL) {
 				gp_overlay_free(ag->overlay);
 				ag->overlay = NULL;

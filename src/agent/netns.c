@@ -1563,7 +1563,8 @@ gang_link(struct gp_net *n, const struct gp_net_gang *g,
 				ov[p].key[0] = '\0';
 		}
 		ret = gp_overlay_link(n->overlay, g->job_id, g->part, g->parts,
-		    ov, g->overlay_priv, addrs, r->gang_addr, err, errlen);
+		    ov, g->overlay_priv, addrs, r->gang_addr,
+		    g->overlay_relay, err, errlen);
 		free(ov);
 		if (ret != 0)
 			return ret;

@@ -50,6 +50,7 @@ int gp_net_rate_parse(const char *s, int64_t *bps);
 struct gp_net;
 struct gp_overlay;
 struct gp_overlay_peer;
+struct gp_overlay_relay;
 struct gp_pasta;
 
 /*
@@ -158,6 +159,8 @@ struct gp_net_gang {
 	const struct gp_overlay_peer *overlay;
 	/* This part's private key in it (gang.overlay_private_key). */
 	const char *overlay_priv;
+	/* The coordinator's relay (gang.overlay_relay), NULL: none. */
+	const struct gp_overlay_relay *overlay_relay;
 };
 
 /*

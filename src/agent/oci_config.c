@@ -46,16 +46,6 @@ static const char *hook_names[] = {
 
 /* ---- edits ---- */
 
-static void
-free_strv(char **v)
-{
-	if (v == NULL)
-		return;
-	for (char **p = v; *p != NULL; p++)
-		free(*p);
-	free(v);
-}
-
 static char **
 dup_strv(char *const *v)
 {
@@ -70,7 +60,7 @@ dup_strv(char *const *v)
 		return NULL;
 	for (i = 0; i < n; i++)
 		if ((out[i] = strdup(v[i])) == NULL) {
-			free_strv(out);
+			gp_strv_free(out);
 			return NULL;
 		}
 	return out;
@@ -109,14 +99,14 @@ gp_oci_edits_fini(struct gp_oci_edits *e)
 		free(e->mounts[i].host_path);
 		free(e->mounts[i].container_path);
 		free(e->mounts[i].type);
-		free_strv(e->mounts[i].options);
+		gp_strv_free(e->mounts[i].options);
 	}
 	free(e->mounts);
 	for (i = 0; i < e->nhooks; i++) {
 		free(e->hooks[i].hook_name);
 		free(e->hooks[i].path);
-		free_strv(e->hooks[i].args);
-		free_strv(e->hooks[i].env);
+		gp_strv_free(e->hooks[i].args);
+		gp_strv_free(e->hooks[i].env);
 	}
 	free(e->hooks);
 	free(e->gids);

@@ -35,6 +35,7 @@
 
 #include "agent/netns.h"
 #include "agent/overlay.h"
+#include "coord_urls.h"
 #include "gp.h"
 #include "log.h"
 #include "util.h"
@@ -56,6 +57,15 @@
 /* A first handshake not seen after this long is nudged (gp_overlay_tick). */
 #define OV_NUDGE_MS 1500
 #define OV_NUDGES 3
+/*
+ * A peer with no handshake this long after it was configured goes
+ * through the coordinator's relay (overlay_relay.h): hole punching has
+ * had two tries (the first initiation and a nudge) by then, and a NAT
+ * that changes ports per destination defeats any number of them.
+ */
+#define OV_RELAY_MS 3500
+/* A relaying device's MTU: wireguard-go's 1420 less the relay's header. */
+#define OV_RELAY_MTU "1372"
 
 /*
  * A remote part: its peer on the device, and whether its first handshake
@@ -67,6 +77,8 @@ struct ov_peer {
 	char endpoint[264];
 	int64_t added;		/* gp_mono_ms() when configured */
 	int nudges;		/* re-made so far; -1: handshake seen */
+	int part;		/* its part in the gang */
+	int relayed;		/* its endpoint is the relay's socket */
 };
 
 /* A wireguard-go and its device: a local part's, or the spare. */
@@ -85,6 +97,8 @@ struct ov_part {
 	char pub[GP_WG_KEY_LEN];	/* its own (nudges: one side only) */
 	int n;
 	struct ov_peer peers[OV_PARTS];
+	struct gp_overlay_relay relay;	/* port 0: none */
+	struct gp_ovrelay *via;		/* its relay flow, once needed */
 };
 
 enum spare_state { SPARE_WANTED, SPARE_STARTING, SPARE_READY, SPARE_FAILED };
@@ -105,6 +119,9 @@ struct gp_overlay {
 	struct ov_dev spare;
 	char spare_err[256];
 	int next_seq;
+	/* The coordinator (its relay's host): the agent's URLs. */
+	const char *urls;
+	const atomic_int *coord_at;
 };
 
 int
@@ -226,6 +243,46 @@ gp_overlay_new(struct gp_overlay **out, enum gp_overlay_mode mode,
 fail:
 	free(o);
 	return GP_EIO;
+}
+
+void
+gp_overlay_set_coordinator(struct gp_overlay *o, const char *urls,
+    const atomic_int *at)
+{
+	o->urls = urls;
+	o->coord_at = at;
+}
+
+/*
+ * The host of the coordinator URL the agent reaches now (the relay's):
+ * "http://HOST:PORT/..." or "https://[V6]:PORT". 0, or -1.
+ */
+static int
+coordinator_host(const struct gp_overlay *o, char *out, size_t len)
+{
+	struct gp_coord_urls u;
+	const char *s, *e;
+	char why[256];
+	int at;
+
+	if (o->urls == NULL || gp_coord_urls_parse(o->urls, &u, why,
+	    sizeof(why)) != 0)
+		return -1;
+	at = o->coord_at != NULL ? atomic_load(o->coord_at) : 0;
+	if (at < 0 || at >= u.n)
+		at = 0;
+	s = strstr(u.url[at], "://");
+	s = s != NULL ? s + 3 : u.url[at];
+	if (*s == '[') {
+		s++;
+		e = strchr(s, ']');
+	} else
+		e = s + strcspn(s, ":/");
+	if (e == NULL || e == s || (size_t)(e - s) >= len)
+		return -1;
+	memcpy(out, s, (size_t)(e - s));
+	out[e - s] = '\0';
+	return 0;
 }
 
 int
@@ -639,7 +696,8 @@ out:
 int
 gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
     const struct gp_overlay_peer *peers, const char *priv,
-    const uint32_t *addrs, uint32_t local_addr, char *err, size_t errlen)
+    const uint32_t *addrs, uint32_t local_addr,
+    const struct gp_overlay_relay *relay, char *err, size_t errlen)
 {
 	struct ov_part *pt;
 	const char *colon;
@@ -670,6 +728,8 @@ gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
 	pt->job = job;
 	pt->part = part;
 	pt->port = (int)port;
+	if (relay != NULL)
+		pt->relay = *relay;
 	gp_strlcpy(pt->pub, peers[part].key, sizeof(pt->pub));
 	for (k = 0; k < parts; k++) {
 		struct ov_peer *p = &pt->peers[pt->n];
@@ -678,11 +738,13 @@ gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
 		if (k == part || peers[k].key[0] == '\0')
 			continue;
 		p->addr = addrs[k];
+		p->part = k;
 		gp_strlcpy(p->key, peers[k].key, sizeof(p->key));
 		gp_strlcpy(p->endpoint, peers[k].endpoint, sizeof(p->endpoint));
 		pt->n++;
 	}
 	if (pt->n == 0) {
+		sodium_memzero(pt, sizeof(*pt));
 		free(pt);
 		return 0;
 	}
@@ -691,6 +753,7 @@ gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
 		void *p = realloc(o->parts, (size_t)cap * sizeof(*o->parts));
 
 		if (p == NULL) {
+			sodium_memzero(pt, sizeof(*pt));
 			free(pt);
 			snprintf(err, errlen, "out of memory");
 			return GP_ENOMEM;
@@ -707,12 +770,14 @@ gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
 		ret = daemon_start(o, &pt->d, err, errlen);
 	}
 	if (ret != 0) {
+		sodium_memzero(pt, sizeof(*pt));
 		free(pt);
 		return ret;
 	}
 	if ((ret = part_configure(o, pt, local_addr, priv, err, errlen)) !=
 	    0) {
 		daemon_stop(o, &pt->d);
+		sodium_memzero(pt, sizeof(*pt));
 		free(pt);
 		return ret;
 	}
@@ -722,6 +787,23 @@ gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
 	    pt->n, pt->d.dev, pt->port, (long long)(gp_mono_ms() - t0),
 	    (long long)waited);
 	return 0;
+}
+
+/* Frees pt: its relay flow (said), its relay key. */
+static void
+part_free(struct ov_part *pt)
+{
+	if (pt->via != NULL) {
+		uint64_t out, in;
+
+		gp_ovrelay_counts(pt->via, &out, &in);
+		gp_info("gang relay: job=%lld part=%d: flow closed "
+		    "datagrams_out=%llu datagrams_in=%llu", (long long)pt->job,
+		    pt->part, (unsigned long long)out, (unsigned long long)in);
+		gp_ovrelay_free(pt->via);
+	}
+	sodium_memzero(pt, sizeof(*pt));
+	free(pt);
 }
 
 void
@@ -739,7 +821,7 @@ gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part)
 		o->parts[i] = o->parts[--o->nparts];
 		/* Its key lives in wireguard-go alone: gone with it. */
 		daemon_stop(o, &pt->d);
-		free(pt);
+		part_free(pt);
 		break;
 	}
 }
@@ -770,6 +852,92 @@ handshakes_read(struct ov_part *pt)
 	}
 }
 
+/* Removes and adds p again (a new peer sends an initiation at once). */
+static int
+peer_remake(struct ov_part *pt, struct ov_peer *p)
+{
+	char ips[24], why[256];
+	char *rm[] = {"wg", "set", pt->d.dev, "peer", p->key, "remove", NULL};
+	char *add[12];
+
+	add[0] = "wg";
+	add[1] = "set";
+	add[2] = pt->d.dev;
+	add[peer_words(add, 3, p, ips)] = NULL;
+	if (gp_net_run(rm, NULL, -1, why, sizeof(why)) != 0 ||
+	    gp_net_run(add, NULL, -1, why, sizeof(why)) != 0) {
+		gp_warn("gang overlay: cannot re-make peer key=%.8s: %s",
+		    p->key, why);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Points p at the relay: opens pt's flow (the first time), then p's
+ * endpoint is the flow's local socket for p's part. 0, or -1 (said; the
+ * part then goes on without the relay).
+ */
+static int
+peer_relay(struct gp_overlay *o, struct ov_part *pt, struct ov_peer *p,
+    int64_t now)
+{
+	char host[256], err[256];
+	int remote[OV_PARTS], k;
+
+	if (pt->via == NULL) {
+		for (k = 0; k < pt->n; k++)
+			remote[k] = pt->peers[k].part;
+		if (coordinator_host(o, host, sizeof(host)) != 0)
+			snprintf(err, sizeof(err), "no coordinator host");
+		else if (gp_ovrelay_new(&pt->via, host, &pt->relay, pt->job,
+		    pt->part, remote, pt->n, pt->port, err,
+		    sizeof(err)) == 0)
+			err[0] = '\0';
+		if (pt->via == NULL) {
+			gp_warn("gang relay: job=%lld part=%d: %s: no relay",
+			    (long long)pt->job, pt->part, err);
+			sodium_memzero(&pt->relay, sizeof(pt->relay));
+			return -1;
+		}
+		/*
+		 * The relay's header must fit beside WireGuard's datagram in
+		 * a 1500-byte path, or every full one is cut in two IP
+		 * fragments (twice: to the relay and from it). No TCP
+		 * connection crosses the device yet (no handshake).
+		 */
+		{
+			char *mtu[] = {"ip", "link", "set", "dev", pt->d.dev,
+			    "mtu", OV_RELAY_MTU, NULL};
+			char why[256];
+
+			if (gp_net_run(mtu, NULL, -1, why, sizeof(why)) != 0)
+				gp_warn("gang relay: %s mtu %s: %s", pt->d.dev,
+				    OV_RELAY_MTU, why);
+		}
+	}
+	snprintf(p->endpoint, sizeof(p->endpoint), "127.0.0.1:%d",
+	    gp_ovrelay_port(pt->via, p->part));
+	p->relayed = 1;
+	p->added = now;
+	p->nudges = 0;
+	if (peer_remake(pt, p) != 0)
+		return -1;
+	gp_info("gang overlay: no handshake with peer key=%.8s part=%d after "
+	    "%d ms: through the relay job=%lld part=%d endpoint=%s", p->key,
+	    p->part, OV_RELAY_MS, (long long)pt->job, pt->part, p->endpoint);
+	return 0;
+}
+
+static void
+next_min(int64_t *next, int64_t in)
+{
+	if (in < 0)
+		in = 0;
+	if (*next < 0 || in < *next)
+		*next = in;
+}
+
 /*
  * The first handshake can stall for WireGuard's 5 s: when both agents
  * configure each other within a round trip, both initiations cross, each
@@ -779,27 +947,42 @@ handshakes_read(struct ov_part *pt)
  * cross again) re-makes a peer whose first handshake it has not seen
  * OV_NUDGE_MS after configuring it (a new peer sends a new initiation at
  * once), up to OV_NUDGES times.
+ *
+ * A peer still without a handshake OV_RELAY_MS after it was configured
+ * goes through the relay (both sides: each sees none), and the nudges
+ * start again there (both sides switch within a moment, so their
+ * initiations may cross again).
  */
 static int64_t
-part_tick(struct ov_part *pt, int64_t now)
+part_tick(struct gp_overlay *o, struct ov_part *pt, int64_t now)
 {
 	int64_t next = -1, due;
 	int i, read = 0;
 
 	for (i = 0; i < pt->n; i++) {
 		struct ov_peer *p = &pt->peers[i];
-		char ips[24], why[256];
-		char *rm[] = {"wg", "set", pt->d.dev, "peer", p->key, "remove",
-		    NULL};
-		char *add[12];
 
-		if (p->nudges < 0 || p->nudges >= OV_NUDGES ||
-		    strcmp(pt->pub, p->key) < 0)
+		if (p->nudges < 0)
+			continue;
+		if (!p->relayed && pt->relay.port > 0) {
+			due = p->added + OV_RELAY_MS;
+			if (due <= now) {
+				if (!read++)
+					handshakes_read(pt);
+				if (p->nudges < 0)
+					continue;
+				if (peer_relay(o, pt, p, now) == 0) {
+					next_min(&next, OV_NUDGE_MS);
+					continue;
+				}
+			} else
+				next_min(&next, due - now);
+		}
+		if (p->nudges >= OV_NUDGES || strcmp(pt->pub, p->key) < 0)
 			continue;
 		due = p->added + (int64_t)OV_NUDGE_MS * (p->nudges + 1);
 		if (due > now) {
-			if (next < 0 || due - now < next)
-				next = due - now;
+			next_min(&next, due - now);
 			continue;
 		}
 		if (!read++)
@@ -807,24 +990,14 @@ part_tick(struct ov_part *pt, int64_t now)
 		if (p->nudges < 0)
 			continue;
 		p->nudges++;
-		add[0] = "wg";
-		add[1] = "set";
-		add[2] = pt->d.dev;
-		add[peer_words(add, 3, p, ips)] = NULL;
-		if (gp_net_run(rm, NULL, -1, why, sizeof(why)) != 0 ||
-		    gp_net_run(add, NULL, -1, why, sizeof(why)) != 0) {
-			gp_warn("gang overlay: cannot re-make peer key=%.8s: "
-			    "%s", p->key, why);
+		if (peer_remake(pt, p) != 0)
 			continue;
-		}
 		gp_info("gang overlay: no handshake with peer key=%.8s after "
 		    "%lld ms: peer re-made (nudge %d)", p->key,
 		    (long long)(now - p->added), p->nudges);
-		if (p->nudges < OV_NUDGES) {
-			due = p->added + (int64_t)OV_NUDGE_MS * (p->nudges + 1);
-			if (next < 0 || due - now < next)
-				next = due > now ? due - now : 0;
-		}
+		if (p->nudges < OV_NUDGES)
+			next_min(&next, p->added + (int64_t)OV_NUDGE_MS *
+			    (p->nudges + 1) - now);
 	}
 	return next;
 }
@@ -838,7 +1011,7 @@ gp_overlay_tick(struct gp_overlay *o, int64_t now)
 	if (o == NULL)
 		return -1;
 	for (i = 0; i < o->nparts; i++)
-		if ((t = part_tick(o->parts[i], now)) >= 0 &&
+		if ((t = part_tick(o, o->parts[i], now)) >= 0 &&
 		    (next < 0 || t < next))
 			next = t;
 	return next;
@@ -860,7 +1033,7 @@ gp_overlay_free(struct gp_overlay *o)
 		struct ov_part *pt = o->parts[--o->nparts];
 
 		daemon_stop(o, &pt->d);
-		free(pt);
+		part_free(pt);
 	}
 	free(o->parts);
 	pthread_mutex_destroy(&o->lock);

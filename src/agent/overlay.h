@@ -27,9 +27,11 @@
 #ifndef GP_AGENT_OVERLAY_H
 #define GP_AGENT_OVERLAY_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/overlay_relay.h"
 #include "wg.h"
 
 enum gp_overlay_mode {
@@ -67,23 +69,38 @@ int gp_overlay_ports(const struct gp_overlay *o);
 enum gp_overlay_mode gp_overlay_mode(const struct gp_overlay *o);
 
 /*
+ * Where the coordinator's relay is (overlay_relay.h): the host of the
+ * agent's coordinator URL, urls ("URL[,URL...]") at index *at (the one
+ * the agent reaches now; may change). Both must outlive o.
+ */
+void gp_overlay_set_coordinator(struct gp_overlay *o, const char *urls,
+    const atomic_int *at);
+
+/*
  * Links gang part (job, part) at local_addr to the other parts through a
  * device of its own: peers[k] is part k's (the coordinator's
  * gang.overlay; a key "" for a part on this machine, skipped), addrs[k]
  * its gang address (host order), priv this part's private key (the
- * caller wipes its copy). Its port: its own endpoint's. Takes the spare
+ * caller wipes its copy), relay the coordinator's relay (NULL, or port 0:
+ * none; a peer with no handshake OV_RELAY_MS after it is configured goes
+ * through it). Its port: its own endpoint's. Takes the spare
  * wireguard-go (waits for it only when parts came faster than it
  * starts). Executor thread only. 0, or GP_E* with err set and nothing of
  * this part left.
  */
 int gp_overlay_link(struct gp_overlay *o, int64_t job, int part, int parts,
     const struct gp_overlay_peer *peers, const char *priv,
-    const uint32_t *addrs, uint32_t local_addr, char *err, size_t errlen);
-/* Undoes gp_overlay_link: stops the part's wireguard-go (its key gone). */
+    const uint32_t *addrs, uint32_t local_addr,
+    const struct gp_overlay_relay *relay, char *err, size_t errlen);
+/*
+ * Undoes gp_overlay_link: stops the part's wireguard-go (its key gone)
+ * and its relay flow.
+ */
 void gp_overlay_unlink(struct gp_overlay *o, int64_t job, int part);
 /*
  * Nudges peers whose first handshake stalls (crossed initiations; see
- * overlay.c). now: gp_mono_ms(). Returns the ms until it wants to be
+ * overlay.c), and sends through the relay those that have none after
+ * OV_RELAY_MS. now: gp_mono_ms(). Returns the ms until it wants to be
  * called again, -1 for no need. Executor thread only; NULL is fine.
  */
 int64_t gp_overlay_tick(struct gp_overlay *o, int64_t now);

@@ -81,6 +81,42 @@ finish_table(struct gp_table *t, int rc, struct gp_buf *out)
 	return rc;
 }
 
+/*
+ * usage's table of users or of providers, then a blank line: header's
+ * NAME, GROUP, GPU-TIME and CREDITS of each entry of list (its name at
+ * name_key, its credits at credits_key).
+ */
+static int
+render_party_table(json_t *list, const char *const *header,
+    const char *name_key, const char *credits_key, struct gp_buf *out)
+{
+	char c1[40], c2[40];
+	struct gp_table t;
+	const char *row[4];
+	json_t *v;
+	size_t i;
+	int rc;
+
+	if ((rc = gp_table_init(&t, 4, header)) != 0)
+		return rc;
+	t.right[2] = t.right[3] = 1;
+	json_array_foreach(list, i, v)
+	{
+		gp_cli_format_gpu_time(int_field(v, "gpu_ms"), c1, sizeof(c1));
+		gp_credits_format(int_field(v, credits_key), c2, sizeof(c2));
+		row[0] = str_field(v, name_key);
+		row[1] = str_field(v, "group");
+		row[2] = c1;
+		row[3] = c2;
+		if ((rc = gp_table_add(&t, row)) != 0)
+			break;
+	}
+	if ((rc = finish_table(&t, rc, out)) != 0)
+		return rc;
+	gp_buf_printf(out, "\n");
+	return 0;
+}
+
 int
 gp_cli_render_usage(json_t *reply, struct gp_buf *out)
 {
@@ -107,41 +143,11 @@ gp_cli_render_usage(json_t *reply, struct gp_buf *out)
 		gp_buf_printf(out, "no usage\n");
 		return 0;
 	}
-	if ((rc = gp_table_init(&t, 4, uh)) != 0)
+	if ((rc = render_party_table(users, uh, "user", "spent_micro",
+	    out)) != 0 ||
+	    (rc = render_party_table(providers, ph, "provider",
+	    "earned_micro", out)) != 0)
 		return rc;
-	t.right[2] = t.right[3] = 1;
-	json_array_foreach(users, i, v)
-	{
-		gp_cli_format_gpu_time(int_field(v, "gpu_ms"), c1, sizeof(c1));
-		gp_credits_format(int_field(v, "spent_micro"), c2, sizeof(c2));
-		row[0] = str_field(v, "user");
-		row[1] = str_field(v, "group");
-		row[2] = c1;
-		row[3] = c2;
-		if ((rc = gp_table_add(&t, row)) != 0)
-			break;
-	}
-	if ((rc = finish_table(&t, rc, out)) != 0)
-		return rc;
-	gp_buf_printf(out, "\n");
-	if ((rc = gp_table_init(&t, 4, ph)) != 0)
-		return rc;
-	t.right[2] = t.right[3] = 1;
-	json_array_foreach(providers, i, v)
-	{
-		gp_cli_format_gpu_time(int_field(v, "gpu_ms"), c1, sizeof(c1));
-		gp_credits_format(int_field(v, "earned_micro"), c2,
-		    sizeof(c2));
-		row[0] = str_field(v, "provider");
-		row[1] = str_field(v, "group");
-		row[2] = c1;
-		row[3] = c2;
-		if ((rc = gp_table_add(&t, row)) != 0)
-			break;
-	}
-	if ((rc = finish_table(&t, rc, out)) != 0)
-		return rc;
-	gp_buf_printf(out, "\n");
 	if ((rc = gp_table_init(&t, 6, gh)) != 0)
 		return rc;
 	for (i = 1; i < 6; i++)

@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,22 +41,6 @@ struct listing {
 	int64_t small_total;
 };
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 static struct archive *
 open_archive(const char *path, int *fd, char *err, size_t errlen)
 {
@@ -65,13 +48,13 @@ open_archive(const char *path, int *fd, char *err, size_t errlen)
 
 	*fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (*fd < 0) {
-		fail(err, errlen, GP_EIO, "cannot open %s: %s", path,
+		gp_fail(err, errlen, GP_EIO, "cannot open %s: %s", path,
 		    strerror(errno));
 		return NULL;
 	}
 	if ((a = archive_read_new()) == NULL) {
 		close(*fd);
-		fail(err, errlen, GP_ENOMEM, "out of memory");
+		gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 		return NULL;
 	}
 	archive_read_support_format_tar(a);
@@ -81,7 +64,7 @@ open_archive(const char *path, int *fd, char *err, size_t errlen)
 	archive_read_support_filter_zstd(a);
 	archive_read_support_filter_none(a);
 	if (archive_read_open_fd(a, *fd, BLOCK) != ARCHIVE_OK) {
-		fail(err, errlen, GP_EINVAL,
+		gp_fail(err, errlen, GP_EINVAL,
 		    "%s: not a tar archive (plain or "
 		    "compressed): %s",
 		    path,
@@ -187,7 +170,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			ret = fail(err, errlen, GP_EINVAL, "%s: %s", path,
+			ret = gp_fail(err, errlen, GP_EINVAL, "%s: %s", path,
 			    archive_error_string(a) ? archive_error_string(a)
 			                            : "read error");
 			break;
@@ -195,7 +178,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		name = archive_entry_pathname(e);
 		if (gp_archive_path_clean(name, clean, sizeof(clean), why,
 		        sizeof(why)) != 0) {
-			ret = fail(err, errlen, GP_EINVAL,
+			ret = gp_fail(err, errlen, GP_EINVAL,
 			    "%s: entry "
 			    "'%.200s': %s",
 			    path, name ? name : "", why);
@@ -205,7 +188,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		if (type == AE_IFDIR || clean[0] == '\0')
 			continue;
 		if (l->n == ENTRIES_MAX) {
-			ret = fail(err, errlen, GP_ETOOBIG,
+			ret = gp_fail(err, errlen, GP_ETOOBIG,
 			    "%s: more than %d "
 			    "entries: not an image archive",
 			    path, ENTRIES_MAX);
@@ -215,7 +198,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 			size_t cap = l->cap ? l->cap * 2 : 64;
 			struct entry *p = realloc(l->e, cap * sizeof(*p));
 			if (p == NULL) {
-				ret = fail(err, errlen, GP_ENOMEM,
+				ret = gp_fail(err, errlen, GP_ENOMEM,
 				    "out of memory");
 				break;
 			}
@@ -224,7 +207,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 		}
 		memset(&l->e[l->n], 0, sizeof(l->e[l->n]));
 		if ((l->e[l->n].path = strdup(clean)) == NULL) {
-			ret = fail(err, errlen, GP_ENOMEM, "out of memory");
+			ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 			break;
 		}
 		l->n++;
@@ -233,7 +216,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 			if (gp_archive_path_clean(target, t, sizeof(t), why,
 			        sizeof(why)) != 0 ||
 			    t[0] == '\0') {
-				ret = fail(err, errlen, GP_EINVAL,
+				ret = gp_fail(err, errlen, GP_EINVAL,
 				    "%s: entry "
 				    "'%.200s': hard link target escapes the "
 				    "archive",
@@ -248,7 +231,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 			target = archive_entry_symlink(e);
 			if (target == NULL ||
 			    resolve_symlink(clean, target, t, sizeof(t)) != 0) {
-				ret = fail(err, errlen, GP_EINVAL,
+				ret = gp_fail(err, errlen, GP_EINVAL,
 				    "%s: entry "
 				    "'%.200s': symbolic link to '%.200s' "
 				    "escapes the archive",
@@ -259,7 +242,7 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 			continue;
 		}
 		if (type != AE_IFREG) {
-			ret = fail(err, errlen, GP_EINVAL,
+			ret = gp_fail(err, errlen, GP_EINVAL,
 			    "%s: entry '%.200s': "
 			    "%s are not allowed in an image archive",
 			    path, clean,
@@ -276,14 +259,14 @@ list_entries(const char *path, struct listing *l, char *err, size_t errlen)
 			char *buf = malloc((size_t)size + 1);
 			la_ssize_t got;
 			if (buf == NULL) {
-				ret = fail(err, errlen, GP_ENOMEM,
+				ret = gp_fail(err, errlen, GP_ENOMEM,
 				    "out of memory");
 				break;
 			}
 			got = archive_read_data(a, buf, (size_t)size);
 			if (got != size) {
 				free(buf);
-				ret = fail(err, errlen, GP_EINVAL,
+				ret = gp_fail(err, errlen, GP_EINVAL,
 				    "%s: entry "
 				    "'%.200s' is truncated",
 				    path, clean);
@@ -329,12 +312,12 @@ small(struct listing *l, const char *path, char **data, size_t *len, char *err,
 	struct entry *e = find(l, path);
 
 	if (e == NULL)
-		return fail(err, errlen, GP_ENOENT,
+		return gp_fail(err, errlen, GP_ENOENT,
 		    "the archive has no "
 		    "'%.200s'",
 		    path);
 	if (e->data == NULL)
-		return fail(err, errlen, GP_ETOOBIG,
+		return gp_fail(err, errlen, GP_ETOOBIG,
 		    "'%.200s' is larger than "
 		    "%d bytes (or the archive's metadata is too large)",
 		    path, SMALL_MAX);
@@ -374,19 +357,19 @@ layout_blob(struct listing *l, const struct gp_oci_descriptor *d,
 	if ((ret = small(l, path, &data, &len, err, errlen)) != 0)
 		return ret;
 	if ((int64_t)len != d->size)
-		return fail(err, errlen, GP_EINVAL,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "the image says its %s %s "
 		    "has %lld bytes; the archive's blob has %zu",
 		    what, d->digest, (long long)d->size, len);
 	gp_oci_digest_of(data, len, got);
 	if (strcmp(got, d->digest) != 0)
-		return fail(err, errlen, GP_EINVAL,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "the archive's %s blob %s "
 		    "hashes to %s: the archive lies about it",
 		    what, d->digest, got);
 	out->d = *d;
 	if ((out->data = malloc(len + 1)) == NULL)
-		return fail(err, errlen, GP_ENOMEM, "out of memory");
+		return gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 	memcpy(out->data, data, len);
 	out->data[len] = '\0';
 	out->len = len;
@@ -438,7 +421,7 @@ read_layout(struct listing *l, const char *want_name,
 	root = json_loadb(data, len, 0, NULL);
 	if (!json_is_string(json_object_get(root, "imageLayoutVersion"))) {
 		json_decref(root);
-		return fail(err, errlen, GP_EINVAL,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "oci-layout: no "
 		    "imageLayoutVersion");
 	}
@@ -515,7 +498,7 @@ read_layout(struct listing *l, const char *want_name,
 	gp_oci_config_fini(&cfg);
 	if ((ia->layers = calloc((size_t)m.nlayers, sizeof(*ia->layers))) ==
 	    NULL) {
-		ret = fail(err, errlen, GP_ENOMEM, "out of memory");
+		ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (k = 0; k < m.nlayers; k++) {
@@ -526,14 +509,14 @@ read_layout(struct listing *l, const char *want_name,
 		ia->layers[k].d = m.layers[k];
 		ia->nlayers++;
 		if ((e = find(l, path)) == NULL) {
-			ret = fail(err, errlen, GP_EINVAL,
+			ret = gp_fail(err, errlen, GP_EINVAL,
 			    "layer %d (%s) is "
 			    "not in the archive",
 			    k, m.layers[k].digest);
 			goto out;
 		}
 		if (e->size != m.layers[k].size) {
-			ret = fail(err, errlen, GP_EINVAL,
+			ret = gp_fail(err, errlen, GP_EINVAL,
 			    "the manifest says "
 			    "layer %d (%s) has %lld bytes; the archive's blob "
 			    "has %lld",
@@ -542,7 +525,7 @@ read_layout(struct listing *l, const char *want_name,
 			goto out;
 		}
 		if ((ia->layers[k].entry = strdup(e->path)) == NULL) {
-			ret = fail(err, errlen, GP_ENOMEM, "out of memory");
+			ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 			goto out;
 		}
 	}
@@ -594,7 +577,7 @@ read_docker(struct listing *l, const char *want_name,
 			ia->name[0] = '\0';
 	}
 	if (im == NULL) {
-		ret = fail(err, errlen, GP_EINVAL,
+		ret = gp_fail(err, errlen, GP_EINVAL,
 		    "the archive holds %d "
 		    "images: name one with --name (its RepoTags)",
 		    ds.n);
@@ -608,7 +591,7 @@ read_docker(struct listing *l, const char *want_name,
 	gp_strlcpy(ia->arch, cfg.arch, sizeof(ia->arch));
 	if (cfg.ndiff_ids != 0 && cfg.ndiff_ids != im->nlayers) {
 		gp_oci_config_fini(&cfg);
-		ret = fail(err, errlen, GP_EINVAL,
+		ret = gp_fail(err, errlen, GP_EINVAL,
 		    "the config lists %d layers, "
 		    "manifest.json %d",
 		    cfg.ndiff_ids, im->nlayers);
@@ -616,7 +599,7 @@ read_docker(struct listing *l, const char *want_name,
 	}
 	gp_oci_config_fini(&cfg);
 	if ((ia->config.data = malloc(len + 1)) == NULL) {
-		ret = fail(err, errlen, GP_ENOMEM, "out of memory");
+		ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 		goto out;
 	}
 	memcpy(ia->config.data, data, len);
@@ -628,21 +611,21 @@ read_docker(struct listing *l, const char *want_name,
 	ia->config.d.size = (int64_t)len;
 	if ((ia->layers = calloc((size_t)im->nlayers, sizeof(*ia->layers))) ==
 	    NULL) {
-		ret = fail(err, errlen, GP_ENOMEM, "out of memory");
+		ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (k = 0; k < im->nlayers; k++) {
 		struct entry *e = find(l, im->layers[k]);
 		ia->nlayers++;
 		if (e == NULL) {
-			ret = fail(err, errlen, GP_EINVAL,
+			ret = gp_fail(err, errlen, GP_EINVAL,
 			    "layer %d "
 			    "('%.200s') is not in the archive",
 			    k, im->layers[k]);
 			goto out;
 		}
 		if (e->size < 1 || e->size > GP_OCI_LAYER_MAX) {
-			ret = fail(err, errlen, GP_EINVAL,
+			ret = gp_fail(err, errlen, GP_EINVAL,
 			    "layer %d "
 			    "('%.200s'): %lld bytes",
 			    k, im->layers[k], (long long)e->size);
@@ -650,7 +633,7 @@ read_docker(struct listing *l, const char *want_name,
 		}
 		ia->layers[k].d.size = e->size;
 		if ((ia->layers[k].entry = strdup(e->path)) == NULL) {
-			ret = fail(err, errlen, GP_ENOMEM, "out of memory");
+			ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 			goto out;
 		}
 	}
@@ -718,7 +701,7 @@ gp_image_archive_each(struct gp_image_archive *ia,
 	if (nwant == 0)
 		return 0;
 	if ((buf = malloc(BLOCK)) == NULL)
-		return fail(err, errlen, GP_ENOMEM, "out of memory");
+		return gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 	if ((a = open_archive(ia->path, &fd, err, errlen)) == NULL) {
 		free(buf);
 		return GP_EIO;
@@ -728,7 +711,8 @@ gp_image_archive_each(struct gp_image_archive *ia,
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			ret = fail(err, errlen, GP_EINVAL, "%s: %s", ia->path,
+			ret = gp_fail(err, errlen, GP_EINVAL, "%s: %s",
+			    ia->path,
 			    archive_error_string(a) ? archive_error_string(a)
 			                            : "read error");
 			break;
@@ -755,7 +739,7 @@ gp_image_archive_each(struct gp_image_archive *ia,
 			if (ret != 0)
 				break;
 			if (rd.failed) {
-				ret = fail(err, errlen, GP_EINVAL,
+				ret = gp_fail(err, errlen, GP_EINVAL,
 				    "%s: cannot "
 				    "read '%.200s': %s",
 				    ia->path, clean,
@@ -786,7 +770,7 @@ gp_image_archive_each(struct gp_image_archive *ia,
 					    GP_OCI_MT_LAYER,
 					    sizeof(b->d.media_type));
 			} else if (strcmp(got, b->d.digest) != 0) {
-				ret = fail(err, errlen, GP_EINVAL,
+				ret = gp_fail(err, errlen, GP_EINVAL,
 				    "the archive's blob for %s hashes to %s: "
 				    "the archive lies about it",
 				    b->d.digest, got);
@@ -806,7 +790,7 @@ gp_image_archive_each(struct gp_image_archive *ia,
 					    sizeof(want[j]->d.media_type));
 				} else if (strcmp(got, want[j]->d.digest) !=
 				    0) {
-					ret = fail(err, errlen, GP_EINVAL,
+					ret = gp_fail(err, errlen, GP_EINVAL,
 					    "the archive's blob for %s hashes "
 					    "to %s",
 					    want[j]->d.digest, got);
@@ -821,7 +805,7 @@ gp_image_archive_each(struct gp_image_archive *ia,
 	close(fd);
 	free(buf);
 	if (ret == 0 && done < nwant)
-		ret = fail(err, errlen, GP_EINVAL,
+		ret = gp_fail(err, errlen, GP_EINVAL,
 		    "%s: the archive changed "
 		    "while it was read",
 		    ia->path);
@@ -848,7 +832,7 @@ build_manifest(struct gp_image_archive *ia, char *err, size_t errlen)
 	int i, ret;
 
 	if ((want = calloc((size_t)ia->nlayers + 1, sizeof(*want))) == NULL)
-		return fail(err, errlen, GP_ENOMEM, "out of memory");
+		return gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 	for (i = 0; i < ia->nlayers; i++)
 		want[i] = &ia->layers[i];
 	ret = gp_image_archive_each(ia, want, hash_only, NULL, err, errlen);
@@ -869,7 +853,7 @@ build_manifest(struct gp_image_archive *ia, char *err, size_t errlen)
 	text = m != NULL ? json_dumps(m, JSON_COMPACT) : NULL;
 	json_decref(m);
 	if (text == NULL)
-		return fail(err, errlen, GP_ENOMEM, "out of memory");
+		return gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 	ia->manifest.data = text;
 	ia->manifest.len = strlen(text);
 	gp_strlcpy(ia->manifest.d.media_type, GP_OCI_MT_MANIFEST,
@@ -893,7 +877,7 @@ gp_image_archive_read(const char *path, const char *want_name,
 	memset(ia, 0, sizeof(*ia));
 	memset(&l, 0, sizeof(l));
 	if (gp_strlcpy(ia->path, path, sizeof(ia->path)) >= sizeof(ia->path))
-		return fail(err, errlen, GP_EINVAL, "path too long");
+		return gp_fail(err, errlen, GP_EINVAL, "path too long");
 	if ((ret = list_entries(path, &l, err, errlen)) != 0)
 		goto out;
 	if (find(&l, "oci-layout") != NULL && find(&l, "index.json") != NULL)
@@ -903,7 +887,7 @@ gp_image_archive_read(const char *path, const char *want_name,
 		if (ret == 0)
 			ret = build_manifest(ia, err, errlen);
 	} else
-		ret = fail(err, errlen, GP_EINVAL,
+		ret = gp_fail(err, errlen, GP_EINVAL,
 		    "%s is neither an OCI image "
 		    "layout (oci-layout, index.json) nor `docker save` output "
 		    "(manifest.json)",

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +29,6 @@ gp_cli_parse_job_id(const char *text, int64_t *id)
 	if (text == NULL || text[0] < '0' || text[0] > '9')
 		return GP_EINVAL;
 	return gp_parse_int(text, 1, INT64_MAX / 2, id);
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return GP_EINVAL;
 }
 
 /* The name the coordinator would give: the command's basename, cleaned. */
@@ -79,7 +64,7 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 
 	gp_jobspec_init(spec);
 	if (spec->command == NULL || spec->env == NULL)
-		return fail(err, errlen, "out of memory");
+		return gp_fail(err, errlen, GP_EINVAL, "out of memory");
 	for (i = 0; i < args->nseen; i++) {
 		o = &args->cmd->options[args->seen[i].option];
 		v = args->seen[i].value;
@@ -88,7 +73,7 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		    strcmp(o->name, "nodes") == 0 ||
 		    strcmp(o->name, "cpus") == 0) {
 			if (gp_parse_int(v, INT_MIN, INT_MAX, &n) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--%s: '%s' is not a whole number", o->name,
 				    v);
 			if (strcmp(o->name, "gpus") == 0)
@@ -101,21 +86,22 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				spec->cpus = (int)n;
 		} else if (strcmp(o->name, "gpu-share") == 0) {
 			if (gp_share_parse(v, &spec->gpu_milli) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--gpu-share: '%s' is not a share of one "
 				    "GPU above 0 and below 1 (like 0.5)",
 				    v);
 		} else if (strcmp(o->name, "compute-capability") == 0) {
 			if (gp_capability_parse(v, &spec->min_capability) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--compute-capability: '%s' is not X.Y "
 				    "(like 8.0)",
 				    v);
 		} else if (strcmp(o->name, "disk") == 0) {
 			if (v[0] == '-' || gp_parse_mib(v, &n) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--disk: '%s' is not a size in MiB (try "
-				    "512M, 16G, 1T)", v);
+				    "512M, 16G, 1T)",
+				    v);
 			spec->disk_mib = n;
 		} else if (strcmp(o->name, "gpu-mem") == 0 ||
 		    strcmp(o->name, "min-gpu-mem") == 0 ||
@@ -124,11 +110,11 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 			    : o->name[1] == 'i'               ? "min_gpu_mem_mib"
 			                                      : "mem_mib";
 			if (v[0] == '-')
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "%s: must be between 0 and %lld", field,
 				    GP_MIB_MAX);
 			if (gp_parse_mib(v, &n) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--%s: '%s' is not a size in MiB (try "
 				    "512M, 16G, 1T)",
 				    o->name, v);
@@ -140,74 +126,78 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 				spec->mem_mib = n;
 		} else if (strcmp(o->name, "network") == 0) {
 			if (gp_jobspec_network_parse(v, &spec->network) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--network: '%s' is not none, internet or "
-				    "lan", v);
+				    "lan",
+				    v);
 		} else if (strcmp(o->name, "interactive") == 0) {
 			spec->interactive = 1;
 		} else if (strcmp(o->name, "expose") == 0) {
 			int part, port;
 
 			if (gp_jobspec_expose_parse(v, &part, &port) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--expose: '%s' is not PORT (1 to 65535) "
-				    "or PART:PORT (a gang's part, 0 to %d)", v,
-				    GP_NODES_MAX - 1);
+				    "or PART:PORT (a gang's part, 0 to %d)",
+				    v, GP_NODES_MAX - 1);
 			if (gp_jobspec_exposes_on(spec, part, port))
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--expose: port %d of part %d given twice",
 				    port, part);
 			if (spec->n_expose == GP_EXPOSE_MAX)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--expose: at most %d ports",
 				    GP_EXPOSE_MAX);
 			spec->expose_part[spec->n_expose] = (uint8_t)part;
 			spec->expose[spec->n_expose++] = (uint16_t)port;
 		} else if (strcmp(o->name, "gpu-model") == 0) {
 			if (strlen(v) > GP_NAME_MAX)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "gpu_model: must be a string of at most "
 				    "%d characters",
 				    GP_NAME_MAX);
 			gp_strlcpy(spec->gpu_model, v, sizeof(spec->gpu_model));
 		} else if (strcmp(o->name, "time") == 0) {
 			if (gp_parse_duration(v, &n) != 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--time: '%s' is not a duration (try 90m, "
 				    "2h, 1h30m, 2:00:00, 1-12:00:00)",
 				    v);
 			spec->time_limit_s = n;
 		} else if (strcmp(o->name, "checkpoint-every") == 0) {
 			if (gp_parse_duration(v, &n) != 0 || n < 1)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--checkpoint-every: '%s' is not a "
 				    "duration of at least 1s (try 30s, 10m)",
 				    v);
 			spec->checkpoint_every_s = n;
 		} else if (strcmp(o->name, "checkpoint-signal") == 0) {
 			if (gp_signal_parse(v) < 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--checkpoint-signal: '%s' is not one of "
 				    "HUP INT QUIT USR1 USR2 ALRM TERM",
 				    v);
 			spec->checkpoint_signal = gp_signal_parse(v);
 		} else if (strcmp(o->name, "name") == 0) {
 			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "name: must be 1 to %d characters of "
 				    "A-Z a-z 0-9 . _ -",
 				    GP_NAME_MAX);
 			gp_strlcpy(spec->name, v, sizeof(spec->name));
 		} else if (strcmp(o->name, "image") == 0) {
 			if (v[0] == '\0' || strlen(v) > GP_IMAGE_REF_MAX)
-				return fail(err, errlen, "--image: a name in "
+				return gp_fail(err, errlen, GP_EINVAL,
+				    "--image: a name in "
 				    "the image store (gpupool image ls), at "
-				    "most %d characters", GP_IMAGE_REF_MAX);
+				    "most %d characters",
+				    GP_IMAGE_REF_MAX);
 			if (gp_jobspec_set_image(spec, v) != 0)
-				return fail(err, errlen, "out of memory");
+				return gp_fail(err, errlen, GP_EINVAL,
+				    "out of memory");
 		} else if (strcmp(o->name, "group") == 0) {
 			if (strlen(v) > GP_NAME_MAX || !gp_name_valid(v))
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "group: must be 1 to %d characters of "
 				    "A-Z a-z 0-9 . _ -",
 				    GP_NAME_MAX);
@@ -215,7 +205,7 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		} else if (strcmp(o->name, "max-price") == 0) {
 			if (gp_credits_parse(v, GP_PRICE_MICRO_MAX, &n) != 0 ||
 			    n == 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--max-price: '%s' is not a price above 0 "
 				    "in credits per GPU-hour (like 2.5)",
 				    v);
@@ -223,17 +213,17 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 		} else if (strcmp(o->name, "env") == 0) {
 			eq = strchr(v, '=');
 			if (eq == NULL || eq == v)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "--env: expected NAME=VALUE, got '%.64s'",
 				    v);
 			if ((size_t)(eq - v) >= sizeof(key))
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "env: invalid variable name '%.64s'", v);
 			memcpy(key, v, (size_t)(eq - v));
 			key[eq - v] = '\0';
 			s = json_string(eq + 1);
 			if (s == NULL)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "env.%s: not valid UTF-8", key);
 			json_object_set_new(spec->env, key, s);
 		} else if (strcmp(o->name, "data") == 0) {
@@ -245,24 +235,25 @@ gp_cli_build_jobspec(const struct gp_cli_args *args, struct gp_jobspec *spec,
 	for (i = 0; i < args->noperands; i++) {
 		s = json_string(args->operands[i]);
 		if (s == NULL)
-			return fail(err, errlen, "command[%d]: not valid UTF-8",
-			    i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "command[%d]: not valid UTF-8", i);
 		json_array_append_new(spec->command, s);
 	}
 	if (args->noperands == 0 && spec->image[0] == '\0')
-		return fail(err, errlen, "submit: missing COMMAND (it may be "
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "submit: missing COMMAND (it may be "
 		    "left out only with --image)");
 	if (spec->name[0] == '\0' && args->noperands > 0)
 		default_name(args->operands[0], spec->name, sizeof(spec->name));
 	if (gpus_seen >= 0 && per_node_seen >= 0 && gpus_seen != per_node_seen)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "--gpus and --gpus-per-node say different things (they "
 		    "are the same: GPUs per node)");
 	if (gp_jobspec_is_fraction(spec) && gpus_seen < 0 &&
 	    per_node_seen < 0)
 		spec->gpus = 1;
 	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "--gpu-share and --gpu-mem ask for a fraction of one GPU: "
 		    "--gpus must be 1 (for GPUs with at least this much "
 		    "memory, use --min-gpu-mem)");

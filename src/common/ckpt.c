@@ -6,12 +6,12 @@
 #include "ckpt.h"
 
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gp.h"
 #include "jobspec.h"
+#include "util.h"
 
 void
 gp_ckpt_chunk_name(const void *data, size_t len, char out[GP_CKPT_NAME_HEX])
@@ -90,21 +90,6 @@ gp_ckpt_chunk_count(int64_t size)
 }
 
 static int
-bad(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-bad(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-static int
 key_in(const char *key, const char *const *list)
 {
 	for (; *list != NULL; list++)
@@ -139,46 +124,48 @@ gp_ckpt_manifest_check(json_t *m, int64_t max_bytes, int meta,
 	int ret;
 
 	if (!json_is_object(m))
-		return bad(err, errlen, GP_EINVAL,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "manifest: not a JSON object");
 	json_object_foreach(m, key, v)
 	{
 		if (!key_in(key, meta ? top_meta : top))
-			return bad(err, errlen, GP_EINVAL,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "manifest: unknown field '%.64s'", key);
 	}
 	v = json_object_get(m, "label");
 	if (v != NULL) {
 		if (!plain_string(v) ||
 		    json_string_length(v) > GP_CKPT_LABEL_LEN)
-			return bad(err, errlen, GP_EINVAL,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "label: a string of at most %d bytes",
 			    GP_CKPT_LABEL_LEN);
 		for (label = json_string_value(v); *label != '\0'; label++)
 			if ((unsigned char)*label < 0x20 || *label == 0x7f)
-				return bad(err, errlen, GP_EINVAL,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "label: control characters");
 	}
 	files = json_object_get(m, "files");
 	if (!json_is_array(files))
-		return bad(err, errlen, GP_EINVAL, "files: missing or not a "
-						   "list");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "files: missing or not a "
+		    "list");
 	if (json_array_size(files) > GP_CKPT_FILES_MAX)
-		return bad(err, errlen, GP_ETOOBIG,
+		return gp_fail(err, errlen, GP_ETOOBIG,
 		    "files: more than %d files", GP_CKPT_FILES_MAX);
 	if ((seen = json_object()) == NULL)
-		return bad(err, errlen, GP_ENOMEM, "out of memory");
+		return gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 	json_array_foreach(files, i, f)
 	{
 		ret = GP_EINVAL;
 		if (!json_is_object(f)) {
-			bad(err, errlen, ret, "files[%zu]: not an object", i);
+			gp_fail(err, errlen, ret, "files[%zu]: not an object",
+			    i);
 			goto fail;
 		}
 		json_object_foreach(f, key, v)
 		{
 			if (!key_in(key, file_keys)) {
-				bad(err, errlen, ret,
+				gp_fail(err, errlen, ret,
 				    "files[%zu]: unknown field '%.64s'", i,
 				    key);
 				goto fail;
@@ -187,15 +174,17 @@ gp_ckpt_manifest_check(json_t *m, int64_t max_bytes, int meta,
 		v = json_object_get(f, "path");
 		path = json_string_value(v);
 		if (!plain_string(v) || !gp_ckpt_path_valid(path)) {
-			bad(err, errlen, ret,
+			gp_fail(err, errlen, ret,
 			    "files[%zu].path: a relative path without '..', "
 			    "at most %d bytes",
 			    i, GP_CKPT_PATH_MAX);
 			goto fail;
 		}
 		if (json_object_get(seen, path) != NULL) {
-			bad(err, errlen, ret, "files[%zu].path: '%.100s' "
-			    "listed twice", i, path);
+			gp_fail(err, errlen, ret,
+			    "files[%zu].path: '%.100s' "
+			    "listed twice",
+			    i, path);
 			goto fail;
 		}
 		json_object_set_new(seen, path, json_true());
@@ -203,21 +192,22 @@ gp_ckpt_manifest_check(json_t *m, int64_t max_bytes, int meta,
 		size = json_integer_value(v);
 		if (!json_is_integer(v) || size < 0 ||
 		    size > INT64_MAX / 4) {
-			bad(err, errlen, ret, "files[%zu].size: a size in bytes",
-			    i);
+			gp_fail(err, errlen, ret,
+			    "files[%zu].size: a size in bytes", i);
 			goto fail;
 		}
 		v = json_object_get(f, "mode");
 		mode = json_integer_value(v);
 		if (!json_is_integer(v) || mode < 0 || mode > 07777) {
-			bad(err, errlen, ret, "files[%zu].mode: 0 to 07777", i);
+			gp_fail(err, errlen, ret, "files[%zu].mode: 0 to 07777",
+			    i);
 			goto fail;
 		}
 		chunks = json_object_get(f, "chunks");
 		if (!json_is_array(chunks) ||
 		    (int64_t)json_array_size(chunks) !=
 			gp_ckpt_chunk_count(size)) {
-			bad(err, errlen, ret,
+			gp_fail(err, errlen, ret,
 			    "files[%zu].chunks: %lld chunk names for %lld "
 			    "bytes",
 			    i, (long long)gp_ckpt_chunk_count(size),
@@ -227,7 +217,7 @@ gp_ckpt_manifest_check(json_t *m, int64_t max_bytes, int meta,
 		json_array_foreach(chunks, k, c)
 		{
 			if (!gp_ckpt_name_valid(json_string_value(c))) {
-				bad(err, errlen, ret,
+				gp_fail(err, errlen, ret,
 				    "files[%zu].chunks[%zu]: 64 lowercase hex "
 				    "digits",
 				    i, k);
@@ -238,7 +228,7 @@ gp_ckpt_manifest_check(json_t *m, int64_t max_bytes, int meta,
 		t.files++;
 		t.chunks += (int64_t)json_array_size(chunks);
 		if (max_bytes > 0 && t.bytes > max_bytes) {
-			bad(err, errlen, GP_ETOOBIG,
+			gp_fail(err, errlen, GP_ETOOBIG,
 			    "version larger than %lld bytes",
 			    (long long)max_bytes);
 			ret = GP_ETOOBIG;
@@ -255,7 +245,7 @@ gp_ckpt_manifest_check(json_t *m, int64_t max_bytes, int meta,
 			memcpy(prefix, path, k);
 			prefix[k] = '\0';
 			if (json_object_get(seen, prefix) != NULL) {
-				ret = bad(err, errlen, GP_EINVAL,
+				ret = gp_fail(err, errlen, GP_EINVAL,
 				    "files: '%.100s' is a file and a "
 				    "directory",
 				    prefix);
@@ -300,13 +290,13 @@ gp_upload_request_decode(const char *text, size_t len, int want_name,
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(root)) {
 		json_decref(root);
-		return bad(err, errlen, GP_EINVAL, "body: a JSON object");
+		return gp_fail(err, errlen, GP_EINVAL, "body: a JSON object");
 	}
 	json_object_foreach(root, key, v)
 	{
 		if (strcmp(key, "manifest") != 0 &&
 		    !(want_name && strcmp(key, "data_set") == 0)) {
-			bad(err, errlen, ret, "unknown field '%.64s'", key);
+			gp_fail(err, errlen, ret, "unknown field '%.64s'", key);
 			goto out;
 		}
 	}
@@ -314,18 +304,19 @@ gp_upload_request_decode(const char *text, size_t len, int want_name,
 		v = json_object_get(root, "data_set");
 		if (!plain_string(v) || !gp_data_name_valid(
 		    json_string_value(v))) {
-			bad(err, errlen, ret, "data_set: 1 to 64 of A-Z a-z "
+			gp_fail(err, errlen, ret,
+			    "data_set: 1 to 64 of A-Z a-z "
 			    "0-9 . _ -, not starting with '.'");
 			goto out;
 		}
 	}
 	m = json_object_get(root, "manifest");
 	if (!json_is_object(m)) {
-		bad(err, errlen, ret, "manifest: missing or not an object");
+		gp_fail(err, errlen, ret, "manifest: missing or not an object");
 		goto out;
 	}
 	if (json_object_get(m, "label") != NULL) {
-		bad(err, errlen, ret, "manifest: label is for checkpoints");
+		gp_fail(err, errlen, ret, "manifest: label is for checkpoints");
 		goto out;
 	}
 	if ((ret = gp_ckpt_manifest_check(m, max_bytes, 0, &t, err,
@@ -334,7 +325,7 @@ gp_upload_request_decode(const char *text, size_t len, int want_name,
 	/* A chunk name stands for one content, hence one size. */
 	ret = GP_EINVAL;
 	if ((sizes = json_object()) == NULL) {
-		ret = bad(err, errlen, GP_ENOMEM, "out of memory");
+		ret = gp_fail(err, errlen, GP_ENOMEM, "out of memory");
 		goto out;
 	}
 	json_array_foreach(json_object_get(m, "files"), i, f)
@@ -353,9 +344,11 @@ gp_upload_request_decode(const char *text, size_t len, int want_name,
 				continue;
 			}
 			if (json_integer_value(v) != want) {
-				bad(err, errlen, ret, "files[%zu].chunks[%zu]: "
+				gp_fail(err, errlen, ret,
+				    "files[%zu].chunks[%zu]: "
 				    "chunk %.16s... listed with two sizes, "
-				    "%lld and %lld", i, k, cname,
+				    "%lld and %lld",
+				    i, k, cname,
 				    (long long)json_integer_value(v),
 				    (long long)want);
 				goto out;
@@ -386,7 +379,8 @@ gp_share_request_decode(const char *text, size_t len, char *user, char *err,
 
 	if (!json_is_object(body) || json_object_size(body) != 1 ||
 	    !plain_string(v) || !gp_name_valid(json_string_value(v)))
-		ret = bad(err, errlen, GP_EINVAL, "body: {\"user\": NAME}, a "
+		ret = gp_fail(err, errlen, GP_EINVAL,
+		    "body: {\"user\": NAME}, a "
 		    "user name of 1 to 64 of A-Z a-z 0-9 . _ -");
 	else
 		snprintf(user, GP_CKPT_DATA_NAME_LEN, "%s",
@@ -406,7 +400,8 @@ gp_quota_request_decode(const char *text, size_t len, int64_t *bytes,
 	if (!json_is_object(body) || json_object_size(body) != 1 ||
 	    v == NULL || !(json_is_null(v) || (json_is_integer(v) &&
 	    json_integer_value(v) >= 1)))
-		ret = bad(err, errlen, GP_EINVAL, "body: {\"bytes\": N} (N >= 1) "
+		ret = gp_fail(err, errlen, GP_EINVAL,
+		    "body: {\"bytes\": N} (N >= 1) "
 		    "or {\"bytes\": null} for no limit");
 	else
 		*bytes = json_is_integer(v) ? json_integer_value(v) : 0;

@@ -26,6 +26,7 @@ enum {
 	GP_ETOOBIG = -10,  /* too large */
 	GP_EAUTH = -11,	   /* authentication failed */
 	GP_EFENCED = -12,  /* another coordinator leads now (fencing epoch) */
+	GP_ESTOPPED = -13, /* given up: the process is stopping */
 };
 
 const char *gp_strerror(int err);

@@ -669,6 +669,43 @@ finish(struct gp_http_client *c, CURLcode rc, const char *url,
 	return 0;
 }
 
+/*
+ * A streamed call's one try (gp_http_upload, gp_http_download: what it
+ * streamed, a body read or an answer written, cannot be streamed again,
+ * so it is never retried here): _begin
+ * empties resp, makes url (of urllen bytes) on the current coordinator
+ * and sets c->curl up (base_setup); 0 or GP_EINVAL when the url does not
+ * fit. The caller adds its options and headers; _end performs it, frees
+ * headers, returns finish's code, starts the next call at the first
+ * coordinator again and tells follow the outcome.
+ */
+static int
+streamed_begin(struct gp_http_client *c, const char *path, char *url,
+    size_t urllen, struct gp_http_response *resp)
+{
+	memset(resp, 0, sizeof(*resp));
+	resp->log_offset = -1;
+	if ((size_t)snprintf(url, urllen, "%s%s", c->urls.url[c->urls.cur],
+	    path) >= urllen)
+		return GP_EINVAL;
+	base_setup(c, url, resp);
+	return 0;
+}
+
+static int
+streamed_end(struct gp_http_client *c, struct curl_slist *headers,
+    const char *url, struct gp_http_response *resp)
+{
+	CURLcode rc = curl_easy_perform(c->curl);
+	int ret;
+
+	curl_slist_free_all(headers);
+	ret = finish(c, rc, url, resp);
+	gp_coord_urls_begin(&c->urls);
+	follow(c, ret, resp, 0);
+	return ret;
+}
+
 struct upload_src {
 	long (*read)(void *arg, char *buf, size_t len);
 	void *arg;
@@ -698,15 +735,10 @@ gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
 	struct upload_src src = {read, arg, 0};
 	struct gp_buf buf = {0};
 	char url[4096], ctype[128];
-	CURLcode rc;
 	int ret;
 
-	memset(resp, 0, sizeof(*resp));
-	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
-	    sizeof(url))
-		return GP_EINVAL;
-	base_setup(c, url, resp);
+	if ((ret = streamed_begin(c, path, url, sizeof(url), resp)) != 0)
+		return ret;
 	headers = base_headers(c);
 	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
 	    content_type != NULL ? content_type : "application/octet-stream");
@@ -720,11 +752,7 @@ gp_http_upload(struct gp_http_client *c, const char *method, const char *path,
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &buf);
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-	rc = curl_easy_perform(c->curl);
-	curl_slist_free_all(headers);
-	ret = finish(c, rc, url, resp);
-	gp_coord_urls_begin(&c->urls);
-	follow(c, ret, resp, 0);
+	ret = streamed_end(c, headers, url, resp);
 	if (ret != 0 && src.failed) {
 		snprintf(resp->error, sizeof(resp->error), "reading the data "
 		    "to send failed");
@@ -784,16 +812,11 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	struct download_sink d;
 	struct curl_slist *headers;
 	char url[4096];
-	CURLcode rc;
 	int ret;
 
-	memset(resp, 0, sizeof(*resp));
 	memset(&d, 0, sizeof(d));
-	resp->log_offset = -1;
-	if ((size_t)snprintf(url, sizeof(url), "%s%s", c->urls.url[c->urls.cur], path) >=
-	    sizeof(url))
-		return GP_EINVAL;
-	base_setup(c, url, resp);
+	if ((ret = streamed_begin(c, path, url, sizeof(url), resp)) != 0)
+		return ret;
 	d.curl = c->curl;
 	d.write = write;
 	d.arg = arg;
@@ -802,11 +825,7 @@ gp_http_download(struct gp_http_client *c, const char *path,
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_download);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &d);
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-	rc = curl_easy_perform(c->curl);
-	curl_slist_free_all(headers);
-	ret = finish(c, rc, url, resp);
-	gp_coord_urls_begin(&c->urls);
-	follow(c, ret, resp, 0);
+	ret = streamed_end(c, headers, url, resp);
 	if (ret != 0 && d.toolong) {
 		snprintf(resp->error, sizeof(resp->error), "%.160s: the answer "
 		    "is longer than %lld bytes", url, (long long)max_bytes);

@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,17 +13,6 @@
 
 #include "gp.h"
 #include "util.h"
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return GP_EINVAL;
-}
 
 /* The image of every spec that has none. */
 static char no_image[1];
@@ -227,21 +215,26 @@ gp_mount_path_check(const char *path, char *err, size_t errlen)
 	size_t len, i, start, n;
 
 	if (path == NULL || path[0] != '/')
-		return fail(err, errlen, "mount path '%.100s': must be an "
-		    "absolute path", path != NULL ? path : "");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "mount path '%.100s': must be an "
+		    "absolute path",
+		    path != NULL ? path : "");
 	len = strlen(path);
 	if (len > GP_MOUNT_PATH_MAX)
-		return fail(err, errlen, "mount path: longer than %d bytes",
-		    GP_MOUNT_PATH_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "mount path: longer than %d bytes", GP_MOUNT_PATH_MAX);
 	for (i = 0; i < len; i++)
 		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
-			return fail(err, errlen, "mount path: control "
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "mount path: control "
 			    "characters");
 	for (i = 0; reserved_dirs[i] != NULL; i++)
 		if (strcmp(path, reserved_dirs[i]) == 0)
-			return fail(err, errlen, "mount path %.100s is "
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "mount path %.100s is "
 			    "reserved: it would cover the job's system "
-			    "directories", path);
+			    "directories",
+			    path);
 	/* Components: path[start, i) between slashes. */
 	for (start = 1, i = 1; i <= len; i++) {
 		if (i < len && path[i] != '/')
@@ -249,17 +242,20 @@ gp_mount_path_check(const char *path, char *err, size_t errlen)
 		n = i - start;
 		if (n == 0 || (n == 1 && path[start] == '.') ||
 		    (n == 2 && path[start] == '.' && path[start + 1] == '.'))
-			return fail(err, errlen, "mount path '%.100s': empty, "
-			    "'.' or '..' component, or a trailing '/'", path);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "mount path '%.100s': empty, "
+			    "'.' or '..' component, or a trailing '/'",
+			    path);
 		start = i + 1;
 	}
 	for (i = 0; reserved_trees[i] != NULL; i++) {
 		n = strlen(reserved_trees[i]);
 		if (strncmp(path, reserved_trees[i], n) == 0 &&
 		    (path[n] == '\0' || path[n] == '/'))
-			return fail(err, errlen, "mount path %.100s is "
-			    "reserved: %s is the job's own", path,
-			    reserved_trees[i]);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "mount path %.100s is "
+			    "reserved: %s is the job's own",
+			    path, reserved_trees[i]);
 	}
 	return 0;
 }
@@ -285,14 +281,16 @@ validate_data(json_t *data, char *err, size_t errlen)
 	int known;
 
 	if (!json_is_array(data))
-		return fail(err, errlen, "data: must be an array of objects");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "data: must be an array of objects");
 	if (json_array_size(data) > GP_DATA_MOUNTS_MAX)
-		return fail(err, errlen, "data: more than %d data sets",
-		    GP_DATA_MOUNTS_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "data: more than %d data sets", GP_DATA_MOUNTS_MAX);
 	json_array_foreach(data, i, d)
 	{
 		if (!json_is_object(d))
-			return fail(err, errlen, "data[%zu]: not an object", i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "data[%zu]: not an object", i);
 		json_object_foreach(d, key, v)
 		{
 			known = 0;
@@ -300,34 +298,40 @@ validate_data(json_t *data, char *err, size_t errlen)
 				if (strcmp(key, keys[k]) == 0)
 					known = 1;
 			if (!known)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "data[%zu]: unknown field '%.64s'", i, key);
 		}
 		v = json_object_get(d, "name");
 		name = json_string_value(v);
 		if (name == NULL || strlen(name) != json_string_length(v) ||
 		    !gp_data_name_valid(name))
-			return fail(err, errlen, "data[%zu].name: 1 to %d "
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "data[%zu].name: 1 to %d "
 			    "characters of A-Z a-z 0-9 . _ -, not starting "
-			    "with '.'", i, GP_NAME_MAX);
+			    "with '.'",
+			    i, GP_NAME_MAX);
 		v = json_object_get(d, "owner");
 		owner = json_string_value(v);
 		if (v != NULL && (owner == NULL ||
 		    strlen(owner) != json_string_length(v) ||
 		    !gp_name_valid(owner)))
-			return fail(err, errlen, "data[%zu].owner: a user name",
-			    i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "data[%zu].owner: a user name", i);
 		v = json_object_get(d, "version");
 		if (v != NULL && (!json_is_integer(v) ||
 		    json_integer_value(v) < 1 ||
 		    json_integer_value(v) > INT64_MAX / 2))
-			return fail(err, errlen, "data[%zu].version: a "
-			    "positive integer", i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "data[%zu].version: a "
+			    "positive integer",
+			    i);
 		v = json_object_get(d, "path");
 		path = json_string_value(v);
 		if (path == NULL || strlen(path) != json_string_length(v))
-			return fail(err, errlen, "data[%zu].path: missing or "
-			    "not a string", i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "data[%zu].path: missing or "
+			    "not a string",
+			    i);
 		if (gp_mount_path_check(path, err, errlen) != 0)
 			return GP_EINVAL;
 		for (k = 0; k < i; k++) {
@@ -335,10 +339,14 @@ validate_data(json_t *data, char *err, size_t errlen)
 			    json_array_get(data, k), "path"));
 			if (path_within(other, path) ||
 			    path_within(path, other))
-				return fail(err, errlen, "data[%zu].path: %.100s "
-				    "%s %.100s of data[%zu]", i, path,
-				    strcmp(path, other) == 0 ? "is the path"
-				    : "overlaps the path", other, k);
+				return gp_fail(err, errlen, GP_EINVAL,
+				    "data[%zu].path: %.100s "
+				    "%s %.100s of data[%zu]",
+				    i, path,
+				    strcmp(path, other) == 0
+				        ? "is the path"
+				        : "overlaps the path",
+				    other, k);
 		}
 	}
 	return 0;
@@ -354,7 +362,8 @@ gp_data_spec_parse(const char *text, json_t **out, char *err, size_t errlen)
 	colon = text != NULL ? strchr(text, ':') : NULL;
 	if (colon == NULL || (size_t)(colon - text) >= sizeof(buf) ||
 	    colon == text)
-		return fail(err, errlen, "--data: expected "
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "--data: expected "
 		    "[OWNER/]NAME[@VERSION]:/PATH, got '%.100s'",
 		    text != NULL ? text : "");
 	memcpy(buf, text, (size_t)(colon - text));
@@ -365,25 +374,32 @@ gp_data_spec_parse(const char *text, json_t **out, char *err, size_t errlen)
 		*slash = '\0';
 		name = slash + 1;
 		if (!gp_name_valid(buf))
-			return fail(err, errlen, "--data: '%.64s' is not a "
-			    "user name", buf);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "--data: '%.64s' is not a "
+			    "user name",
+			    buf);
 	}
 	at = strchr(name, '@');
 	if (at != NULL) {
 		*at = '\0';
 		if (gp_parse_int(at + 1, 1, INT64_MAX / 2, &version) != 0)
-			return fail(err, errlen, "--data: '%.64s' is not a "
-			    "version number", at + 1);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "--data: '%.64s' is not a "
+			    "version number",
+			    at + 1);
 	}
 	if (!gp_data_name_valid(name))
-		return fail(err, errlen, "--data: '%.64s' is not a data set "
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "--data: '%.64s' is not a data set "
 		    "name (1 to %d of A-Z a-z 0-9 . _ -, not starting with "
-		    "'.')", name, GP_NAME_MAX);
+		    "'.')",
+		    name, GP_NAME_MAX);
 	if (gp_mount_path_check(colon + 1, err, errlen) != 0)
 		return GP_EINVAL;
 	o = json_pack("{s:s,s:s}", "name", name, "path", colon + 1);
 	if (o == NULL)
-		return fail(err, errlen, "--data: not valid UTF-8");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "--data: not valid UTF-8");
 	if (slash != NULL)
 		json_object_set_new(o, "owner", json_string(buf));
 	if (version > 0)
@@ -418,127 +434,133 @@ gp_jobspec_validate(const struct gp_jobspec *spec, char *err, size_t errlen)
 
 	if (!json_is_array(spec->command) ||
 	    (json_array_size(spec->command) == 0 && spec->image[0] == '\0'))
-		return fail(err, errlen, "command: must be a non-empty array "
-					 "of strings (it may be empty only "
-					 "with an image)");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "command: must be a non-empty array "
+		    "of strings (it may be empty only "
+		    "with an image)");
 	if (json_array_size(spec->command) > GP_ARGC_MAX)
-		return fail(err, errlen, "command: more than %d arguments",
-		    GP_ARGC_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "command: more than %d arguments", GP_ARGC_MAX);
 	json_array_foreach(spec->command, i, v)
 	{
 		size_t n;
 		if (!json_is_string(v))
-			return fail(err, errlen, "command[%zu]: not a string",
-			    i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "command[%zu]: not a string", i);
 		n = json_string_length(v);
 		if (n == 0 && i == 0)
-			return fail(err, errlen, "command[0]: empty");
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "command[0]: empty");
 		if (n > GP_ARG_MAX)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "command[%zu]: longer than %d bytes", i,
 			    GP_ARG_MAX);
 		if (strlen(json_string_value(v)) != n)
-			return fail(err, errlen, "command[%zu]: contains NUL",
-			    i);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "command[%zu]: contains NUL", i);
 	}
 	if (!json_is_object(spec->env))
-		return fail(err, errlen, "env: must be an object of strings");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "env: must be an object of strings");
 	if (json_object_size(spec->env) > GP_ENV_MAX)
-		return fail(err, errlen, "env: more than %d variables",
-		    GP_ENV_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "env: more than %d variables", GP_ENV_MAX);
 	json_object_foreach(spec->env, key, v)
 	{
 		if (!env_key_valid(key))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "env: invalid variable name '%.64s'", key);
 		if (strcmp(key, "CUDA_VISIBLE_DEVICES") == 0 ||
 		    strncmp(key, "GPUPOOL_", 8) == 0)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "env: %s is set by gpupool and reserved", key);
 		if (!json_is_string(v))
-			return fail(err, errlen, "env.%s: not a string", key);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "env.%s: not a string", key);
 		if (json_string_length(v) > GP_ARG_MAX ||
 		    strlen(json_string_value(v)) != json_string_length(v))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "env.%s: longer than %d bytes or contains NUL", key,
 			    GP_ARG_MAX);
 	}
 	if (strlen(spec->image) > GP_IMAGE_REF_MAX)
-		return fail(err, errlen, "image: longer than %d bytes",
-		    GP_IMAGE_REF_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "image: longer than %d bytes", GP_IMAGE_REF_MAX);
 	for (i = 0; spec->image[i] != '\0'; i++)
 		if ((unsigned char)spec->image[i] <= 0x20 ||
 		    spec->image[i] == 0x7f)
-			return fail(err, errlen, "image: spaces or control "
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "image: spaces or control "
 			    "characters in the reference");
 	if (!gp_name_valid(spec->name))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "name: must be 1 to %d characters of A-Z a-z 0-9 . _ -",
 		    GP_NAME_MAX);
 	if (spec->gpus < 0 || spec->gpus > GP_GPUS_MAX)
-		return fail(err, errlen, "gpus: must be between 0 and %d",
-		    GP_GPUS_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "gpus: must be between 0 and %d", GP_GPUS_MAX);
 	if (spec->gpu_mem_mib < 0 || spec->gpu_mem_mib > GP_MIB_MAX)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
 	if (spec->min_gpu_mem_mib < 0 || spec->min_gpu_mem_mib > GP_MIB_MAX)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "min_gpu_mem_mib: must be between 0 and %lld", GP_MIB_MAX);
 	if (spec->gpu_milli < 0 || spec->gpu_milli > 999)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "gpu_share: must be above 0 and below 1");
 	if (spec->min_capability != 0 &&
 	    (spec->min_capability < 10 ||
 		spec->min_capability > GP_CAPABILITY_MAX))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "compute_capability: X.Y with X from 1 to 99");
 	if (spec->nodes < 1 || spec->nodes > GP_NODES_MAX)
-		return fail(err, errlen, "nodes: must be between 1 and %d",
-		    GP_NODES_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "nodes: must be between 1 and %d", GP_NODES_MAX);
 	for (int e = 0; e < spec->n_expose; e++)
 		if (spec->expose_part[e] >= spec->nodes)
-			return fail(err, errlen, "expose: %d:%d names part %d "
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "expose: %d:%d names part %d "
 			    "of a job of %d part%s (parts 0 to %d)",
 			    spec->expose_part[e], spec->expose[e],
 			    spec->expose_part[e], spec->nodes,
 			    spec->nodes == 1 ? "" : "s", spec->nodes - 1);
 	if (gp_jobspec_is_fraction(spec) && spec->gpus != 1)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "gpu_share and gpu_mem_mib ask for a fraction of one GPU: "
 		    "gpus must be 1 (for GPUs with at least this much memory, "
 		    "use min_gpu_mem_mib)");
 	if (spec->cpus < 1 || spec->cpus > GP_CPUS_MAX)
-		return fail(err, errlen, "cpus: must be between 1 and %d",
-		    GP_CPUS_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "cpus: must be between 1 and %d", GP_CPUS_MAX);
 	if (spec->mem_mib < 0 || spec->mem_mib > GP_MIB_MAX)
-		return fail(err, errlen, "mem_mib: must be between 0 and %lld",
-		    GP_MIB_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "mem_mib: must be between 0 and %lld", GP_MIB_MAX);
 	if (spec->time_limit_s < 0 || spec->time_limit_s > GP_TIME_LIMIT_MAX)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "time_limit_s: must be between 0 and %lld",
 		    GP_TIME_LIMIT_MAX);
 	if (spec->checkpoint_every_s < 1 ||
 	    spec->checkpoint_every_s > GP_TIME_LIMIT_MAX)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "checkpoint_every_s: must be between 1 and %lld",
 		    GP_TIME_LIMIT_MAX);
 	if (gp_signal_name(spec->checkpoint_signal)[0] == '?')
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "checkpoint_signal: must be one of HUP INT QUIT USR1 USR2 "
 		    "ALRM TERM");
 	if (spec->group[0] != '\0' && !gp_name_valid(spec->group))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "group: must be 1 to %d characters of A-Z a-z 0-9 . _ -",
 		    GP_NAME_MAX);
 	if (spec->max_price_micro < 0 ||
 	    spec->max_price_micro > GP_MAX_PRICE_MICRO_MAX)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "max_price_micro: must be between 0 and %lld",
 		    GP_MAX_PRICE_MICRO_MAX);
 	if ((spec->min_gpu_mem_mib > 0 || spec->gpu_model[0] != '\0' ||
 		spec->min_capability > 0) &&
 	    spec->gpus == 0)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "gpu_model, min_gpu_mem_mib and compute_capability need "
 		    "gpus of at least 1");
 	return validate_data(spec->data, err, errlen);
@@ -551,11 +573,13 @@ get_int(json_t *v, const char *field, int64_t min, int64_t max,
 	json_int_t n;
 
 	if (!json_is_integer(v))
-		return fail(err, errlen, "%s: must be an integer", field);
+		return gp_fail(err, errlen, GP_EINVAL, "%s: must be an integer",
+		    field);
 	n = json_integer_value(v);
 	if (n < min || n > max)
-		return fail(err, errlen, "%s: must be between %lld and %lld",
-		    field, (long long)min, (long long)max);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "%s: must be between %lld and %lld", field, (long long)min,
+		    (long long)max);
 	*out = n;
 	return 0;
 }
@@ -626,8 +650,10 @@ decode_expose(json_t *v, struct gp_jobspec *spec, char *err, size_t errlen)
 	int part, port;
 
 	if (!json_is_array(v) || json_array_size(v) > GP_EXPOSE_MAX)
-		return fail(err, errlen, "expose: must be an array of at most "
-		    "%d ports", GP_EXPOSE_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "expose: must be an array of at most "
+		    "%d ports",
+		    GP_EXPOSE_MAX);
 	spec->n_expose = 0;
 	json_array_foreach(v, i, entry)
 	{
@@ -639,12 +665,16 @@ decode_expose(json_t *v, struct gp_jobspec *spec, char *err, size_t errlen)
 		    json_string_value(entry), ':') == NULL ||
 		    gp_jobspec_expose_parse(json_string_value(entry), &part,
 		    &port) != 0)
-			return fail(err, errlen, "expose[%zu]: a port from 1 "
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "expose[%zu]: a port from 1 "
 			    "to 65535, or \"PART:PORT\" (a gang's part, 0 "
-			    "to %d)", i, GP_NODES_MAX - 1);
+			    "to %d)",
+			    i, GP_NODES_MAX - 1);
 		if (gp_jobspec_exposes_on(spec, part, port))
-			return fail(err, errlen, "expose: port %d of part %d "
-			    "given twice", port, part);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "expose: port %d of part %d "
+			    "given twice",
+			    port, part);
 		spec->expose_part[spec->n_expose] = (uint8_t)part;
 		spec->expose[spec->n_expose++] = (uint16_t)port;
 	}
@@ -690,14 +720,15 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 
 	gp_jobspec_init(spec);
 	if (len > GP_SUBMIT_BODY_MAX)
-		return fail(err, errlen, "body larger than %d bytes",
-		    GP_SUBMIT_BODY_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "body larger than %d bytes", GP_SUBMIT_BODY_MAX);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL)
-		return fail(err, errlen, "invalid JSON at line %d column %d: %s",
-		    jerr.line, jerr.column, jerr.text);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "invalid JSON at line %d column %d: %s", jerr.line,
+		    jerr.column, jerr.text);
 	if (!json_is_object(root)) {
-		fail(err, errlen, "body must be a JSON object");
+		gp_fail(err, errlen, GP_EINVAL, "body must be a JSON object");
 		goto out;
 	}
 	json_object_foreach(root, key, v)
@@ -714,15 +745,16 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 		} else if (strcmp(key, "name") == 0) {
 			if (!json_is_string(v) ||
 			    json_string_length(v) > GP_NAME_MAX) {
-				fail(err, errlen, "name: must be a string of "
-						  "at most %d characters",
+				gp_fail(err, errlen, GP_EINVAL,
+				    "name: must be a string of "
+				    "at most %d characters",
 				    GP_NAME_MAX);
 				goto out;
 			}
 			gp_strlcpy(spec->name, json_string_value(v),
 			    sizeof(spec->name));
 			if (spec->name[0] == '\0') {
-				fail(err, errlen, "name: empty");
+				gp_fail(err, errlen, GP_EINVAL, "name: empty");
 				goto out;
 			}
 		} else if (strcmp(key, "gpu_model") == 0) {
@@ -732,8 +764,9 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			    json_string_length(v) > GP_NAME_MAX ||
 			    strlen(json_string_value(v)) !=
 				json_string_length(v)) {
-				fail(err, errlen, "gpu_model: must be a string "
-						  "of at most %d characters",
+				gp_fail(err, errlen, GP_EINVAL,
+				    "gpu_model: must be a string "
+				    "of at most %d characters",
 				    GP_NAME_MAX);
 				goto out;
 			}
@@ -756,9 +789,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				continue;
 			if (!json_is_real(v) ||
 			    share_milli(json_real_value(v)) < 0) {
-				fail(err, errlen, "gpu_share: a number above 0 "
-						  "and below 1 (at least "
-						  "0.001)");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "gpu_share: a number above 0 "
+				    "and below 1 (at least "
+				    "0.001)");
 				goto out;
 			}
 			spec->gpu_milli = share_milli(json_real_value(v));
@@ -771,8 +805,9 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				json_string_length(v) ||
 			    gp_capability_parse(json_string_value(v),
 				&spec->min_capability) != 0) {
-				fail(err, errlen, "compute_capability: a "
-						  "string X.Y, like \"8.0\"");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "compute_capability: a "
+				    "string X.Y, like \"8.0\"");
 				goto out;
 			}
 		} else if (strcmp(key, "nodes") == 0) {
@@ -807,9 +842,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			    strlen(json_string_value(v)) !=
 				json_string_length(v) ||
 			    gp_signal_parse(json_string_value(v)) < 0) {
-				fail(err, errlen, "checkpoint_signal: must be "
-						  "one of HUP INT QUIT USR1 "
-						  "USR2 ALRM TERM");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "checkpoint_signal: must be "
+				    "one of HUP INT QUIT USR1 "
+				    "USR2 ALRM TERM");
 				goto out;
 			}
 			spec->checkpoint_signal =
@@ -821,15 +857,17 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			    json_string_length(v) > GP_IMAGE_REF_MAX ||
 			    strlen(json_string_value(v)) !=
 				json_string_length(v)) {
-				fail(err, errlen, "image: must be an image "
-						  "reference of 1 to %d "
-						  "characters",
+				gp_fail(err, errlen, GP_EINVAL,
+				    "image: must be an image "
+				    "reference of 1 to %d "
+				    "characters",
 				    GP_IMAGE_REF_MAX);
 				goto out;
 			}
 			if (gp_jobspec_set_image(spec, json_string_value(v)) !=
 			    0) {
-				fail(err, errlen, "out of memory");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "out of memory");
 				goto out;
 			}
 		} else if (strcmp(key, "group") == 0) {
@@ -840,9 +878,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			    strlen(json_string_value(v)) !=
 				json_string_length(v) ||
 			    !gp_name_valid(json_string_value(v))) {
-				fail(err, errlen, "group: must be 1 to %d "
-						  "characters of A-Z a-z 0-9 "
-						  ". _ -",
+				gp_fail(err, errlen, GP_EINVAL,
+				    "group: must be 1 to %d "
+				    "characters of A-Z a-z 0-9 "
+				    ". _ -",
 				    GP_NAME_MAX);
 				goto out;
 			}
@@ -852,8 +891,10 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 			if (!json_is_string(v) || strlen(json_string_value(v)) !=
 			    json_string_length(v) ||
 			    !gp_idempotency_key_valid(json_string_value(v))) {
-				fail(err, errlen, "idempotency_key: %d to %d of "
-				    "A-Z a-z 0-9 _ -", GP_IDEMPOTENCY_KEY_MIN,
+				gp_fail(err, errlen, GP_EINVAL,
+				    "idempotency_key: %d to %d of "
+				    "A-Z a-z 0-9 _ -",
+				    GP_IDEMPOTENCY_KEY_MIN,
 				    GP_IDEMPOTENCY_KEY_MAX);
 				goto out;
 			}
@@ -878,14 +919,16 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				continue;
 			if (!json_is_string(v) || gp_jobspec_network_parse(
 			    json_string_value(v), &spec->network) != 0) {
-				fail(err, errlen, "network: must be none, "
-						  "internet or lan");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "network: must be none, "
+				    "internet or lan");
 				goto out;
 			}
 		} else if (strcmp(key, "interactive") == 0) {
 			if (!json_is_boolean(v)) {
-				fail(err, errlen, "interactive: must be true "
-						  "or false");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "interactive: must be true "
+				    "or false");
 				goto out;
 			}
 			spec->interactive = json_is_true(v);
@@ -897,13 +940,14 @@ gp_jobspec_decode(const char *text, size_t len, struct gp_jobspec *spec,
 				goto out;
 			spec->array_limit = (int)n;
 		} else {
-			fail(err, errlen, "unknown field '%.64s'", key);
+			gp_fail(err, errlen, GP_EINVAL, "unknown field '%.64s'",
+			    key);
 			goto out;
 		}
 	}
 	if (json_object_get(root, "command") == NULL &&
 	    spec->image[0] == '\0') {
-		fail(err, errlen, "command: missing");
+		gp_fail(err, errlen, GP_EINVAL, "command: missing");
 		goto out;
 	}
 	if (spec->name[0] == '\0' && json_is_array(spec->command))
@@ -1078,7 +1122,7 @@ gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
 		}
 		if ((last - first) / step + 1 > GP_ARRAY_MAX - count) {
 			free(v);
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "array: more than %d tasks", GP_ARRAY_MAX);
 		}
 		for (; first <= last; first += step)
@@ -1090,14 +1134,14 @@ gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
 			if (array_index(&p, &lim) != 0 || *p != '\0' ||
 			    lim < 1 || lim > GP_ARRAY_MAX) {
 				free(v);
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "array: '%.64s': %%LIMIT must be a number "
 				    "of tasks from 1 to %d, at the end",
 				    text, GP_ARRAY_MAX);
 			}
 			if (limit == NULL) {
 				free(v);
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "array: %%LIMIT is not taken here");
 			}
 			break;
@@ -1110,8 +1154,8 @@ gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
 		if (v[i] == v[i - 1]) {
 			int twice = v[i];
 			free(v);
-			return fail(err, errlen, "array: task %d given twice",
-			    twice);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "array: task %d given twice", twice);
 		}
 	*tasks = v;
 	*n = count;
@@ -1120,7 +1164,8 @@ gp_array_parse(const char *text, int **tasks, int *n, int *limit, char *err,
 	return 0;
 bad:
 	free(v);
-	return fail(err, errlen,
+	return gp_fail(err, errlen, GP_EINVAL,
 	    "array: '%.64s' is not N, A-B or A-B:STEP items separated by "
-	    "commas (0 <= N <= %d)", text, GP_ARRAY_TASK_MAX);
+	    "commas (0 <= N <= %d)",
+	    text, GP_ARRAY_TASK_MAX);
 }

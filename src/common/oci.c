@@ -6,29 +6,12 @@
 #include "oci.h"
 
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gp.h"
 #include "util.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return GP_EINVAL;
-}
 
 /* ---- digests ---- */
 
@@ -84,18 +67,19 @@ load_object(const char *text, size_t len, const char *what, char *err,
 	json_t *root;
 
 	if (len > GP_OCI_JSON_MAX) {
-		fail(err, errlen, "%s: larger than %d bytes", what,
-		    GP_OCI_JSON_MAX);
+		gp_fail(err, errlen, GP_EINVAL, "%s: larger than %d bytes",
+		    what, GP_OCI_JSON_MAX);
 		return NULL;
 	}
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL) {
-		fail(err, errlen, "%s: not JSON: %s", what, jerr.text);
+		gp_fail(err, errlen, GP_EINVAL, "%s: not JSON: %s", what,
+		    jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(root)) {
 		json_decref(root);
-		fail(err, errlen, "%s: not a JSON object", what);
+		gp_fail(err, errlen, GP_EINVAL, "%s: not a JSON object", what);
 		return NULL;
 	}
 	return root;
@@ -107,7 +91,8 @@ schema_version_2(json_t *root, const char *what, char *err, size_t errlen)
 	json_t *v = json_object_get(root, "schemaVersion");
 
 	if (!json_is_integer(v) || json_integer_value(v) != 2)
-		return fail(err, errlen, "%s: schemaVersion must be 2", what);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "%s: schemaVersion must be 2", what);
 	return 0;
 }
 
@@ -145,31 +130,32 @@ decode_descriptor(json_t *o, const char *what, const char *const *types,
 
 	memset(d, 0, sizeof(*d));
 	if (!json_is_object(o))
-		return fail(err, errlen, "%s: not an object", what);
+		return gp_fail(err, errlen, GP_EINVAL, "%s: not an object",
+		    what);
 	mt = str_field(o, "mediaType", GP_OCI_MEDIA_TYPE_MAX);
 	if (mt == NULL)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "%s.mediaType: missing or not a "
 		    "short string",
 		    what);
 	if (types != NULL && !is_one_of(mt, types))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "%s.mediaType: unsupported type "
 		    "'%.80s'",
 		    what, mt);
 	digest = str_field(o, "digest", 200);
 	if (digest == NULL || !gp_oci_digest_valid(digest))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "%s.digest: not sha256:<64 lowercase "
 		    "hex digits>",
 		    what);
 	size = json_object_get(o, "size");
 	if (!json_is_integer(size) || json_integer_value(size) < 1 ||
 	    json_integer_value(size) > max)
-		return fail(err, errlen, "%s.size: must be from 1 to %lld",
-		    what, (long long)max);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "%s.size: must be from 1 to %lld", what, (long long)max);
 	if (json_object_get(o, "urls") != NULL)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "%s: foreign layers (\"urls\") are "
 		    "not supported",
 		    what);
@@ -251,11 +237,11 @@ gp_oci_manifest_decode(const char *text, size_t len, struct gp_oci_manifest *m,
 		mt = str_field(root, "mediaType", GP_OCI_MEDIA_TYPE_MAX);
 		if (mt == NULL || !is_one_of(mt, manifest_types)) {
 			if (mt != NULL && is_one_of(mt, index_types))
-				fail(err, errlen,
+				gp_fail(err, errlen, GP_EINVAL,
 				    "manifest: is an image "
 				    "index, not an image manifest");
 			else
-				fail(err, errlen,
+				gp_fail(err, errlen, GP_EINVAL,
 				    "manifest.mediaType: not an "
 				    "image manifest type");
 			goto out;
@@ -268,16 +254,18 @@ gp_oci_manifest_decode(const char *text, size_t len, struct gp_oci_manifest *m,
 		goto out;
 	layers = json_object_get(root, "layers");
 	if (!json_is_array(layers) || (n = json_array_size(layers)) == 0) {
-		fail(err, errlen, "manifest.layers: must be a non-empty array");
+		gp_fail(err, errlen, GP_EINVAL,
+		    "manifest.layers: must be a non-empty array");
 		goto out;
 	}
 	if (n > GP_OCI_LAYERS_MAX) {
-		fail(err, errlen, "manifest.layers: %zu layers, at most %d", n,
+		gp_fail(err, errlen, GP_EINVAL,
+		    "manifest.layers: %zu layers, at most %d", n,
 		    GP_OCI_LAYERS_MAX);
 		goto out;
 	}
 	if ((m->layers = calloc(n, sizeof(*m->layers))) == NULL) {
-		fail(err, errlen, "out of memory");
+		gp_fail(err, errlen, GP_EINVAL, "out of memory");
 		ret = GP_ENOMEM;
 		goto out;
 	}
@@ -339,7 +327,7 @@ gp_oci_index_decode(const char *text, size_t len, struct gp_oci_index *idx,
 	if (json_object_get(root, "mediaType") != NULL) {
 		mt = str_field(root, "mediaType", GP_OCI_MEDIA_TYPE_MAX);
 		if (mt == NULL || !is_one_of(mt, index_types)) {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "index.mediaType: not an image index "
 			    "type");
 			goto out;
@@ -348,14 +336,14 @@ gp_oci_index_decode(const char *text, size_t len, struct gp_oci_index *idx,
 	list = json_object_get(root, "manifests");
 	if (!json_is_array(list) || (n = json_array_size(list)) == 0 ||
 	    n > GP_OCI_INDEX_MAX) {
-		fail(err, errlen,
+		gp_fail(err, errlen, GP_EINVAL,
 		    "index.manifests: must be an array of 1 to "
 		    "%d entries",
 		    GP_OCI_INDEX_MAX);
 		goto out;
 	}
 	if ((idx->manifests = calloc(n, sizeof(*idx->manifests))) == NULL) {
-		fail(err, errlen, "out of memory");
+		gp_fail(err, errlen, GP_EINVAL, "out of memory");
 		ret = GP_ENOMEM;
 		goto out;
 	}
@@ -378,7 +366,7 @@ gp_oci_index_decode(const char *text, size_t len, struct gp_oci_index *idx,
 		            sizeof(d->arch)) != 0 ||
 		        copy_platform_field(platform, "variant", d->variant,
 		            sizeof(d->variant)) != 0)) {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "%s.platform: os, architecture and "
 			    "variant must be short strings",
 			    what);
@@ -433,24 +421,12 @@ gp_oci_index_pick(const struct gp_oci_index *idx, const char *os,
 
 /* ---- configs ---- */
 
-static void
-free_strv(char **v)
-{
-	size_t i;
-
-	if (v == NULL)
-		return;
-	for (i = 0; v[i] != NULL; i++)
-		free(v[i]);
-	free(v);
-}
-
 void
 gp_oci_config_fini(struct gp_oci_image_config *c)
 {
-	free_strv(c->env);
-	free_strv(c->entrypoint);
-	free_strv(c->cmd);
+	gp_strv_free(c->env);
+	gp_strv_free(c->entrypoint);
+	gp_strv_free(c->cmd);
 	free(c->workdir);
 	free(c->user);
 	memset(c, 0, sizeof(*c));
@@ -488,29 +464,29 @@ decode_strv(json_t *cfg, const char *key, int env, char ***out, char *err,
 	if (v == NULL || json_is_null(v))
 		return 0;
 	if (!json_is_array(v) || (n = json_array_size(v)) > GP_OCI_STRINGS_MAX)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "config.%s: must be an array of at "
 		    "most %d strings",
 		    key, GP_OCI_STRINGS_MAX);
 	if ((list = calloc(n + 1, sizeof(*list))) == NULL)
-		return fail(err, errlen, "out of memory");
+		return gp_fail(err, errlen, GP_EINVAL, "out of memory");
 	*out = list;
 	for (i = 0; i < n; i++) {
 		s = json_array_get(v, i);
 		if (!json_is_string(s) ||
 		    json_string_length(s) > GP_OCI_STRING_MAX ||
 		    strlen(json_string_value(s)) != json_string_length(s))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "config.%s[%zu]: not a string "
 			    "of at most %d bytes without NUL",
 			    key, i, GP_OCI_STRING_MAX);
 		if (env && !env_item_valid(json_string_value(s)))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "config.%s[%zu]: not NAME="
 			    "VALUE",
 			    key, i);
 		if ((list[i] = strdup(json_string_value(s))) == NULL)
-			return fail(err, errlen, "out of memory");
+			return gp_fail(err, errlen, GP_EINVAL, "out of memory");
 	}
 	return 0;
 }
@@ -526,14 +502,14 @@ decode_opt_string(json_t *cfg, const char *key, size_t max, char **out,
 	if (v == NULL || json_is_null(v))
 		return 0;
 	if ((s = str_field(cfg, key, max)) == NULL)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "config.%s: not a string of at most "
 		    "%zu bytes without NUL",
 		    key, max);
 	if (s[0] == '\0')
 		return 0;
 	if ((*out = strdup(s)) == NULL)
-		return fail(err, errlen, "out of memory");
+		return gp_fail(err, errlen, GP_EINVAL, "out of memory");
 	return 0;
 }
 
@@ -550,7 +526,8 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c
 		return GP_EINVAL;
 	if (json_object_get(root, "os") != NULL) {
 		if ((s = str_field(root, "os", sizeof(c->os) - 1)) == NULL) {
-			fail(err, errlen, "config.os: not a short string");
+			gp_fail(err, errlen, GP_EINVAL,
+			    "config.os: not a short string");
 			goto out;
 		}
 		gp_strlcpy(c->os, s, sizeof(c->os));
@@ -558,7 +535,7 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c
 	if (json_object_get(root, "architecture") != NULL) {
 		if ((s = str_field(root, "architecture",
 		         sizeof(c->arch) - 1)) == NULL) {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "config.architecture: not a short "
 			    "string");
 			goto out;
@@ -570,7 +547,7 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c
 		diff = json_object_get(rootfs, "diff_ids");
 		if (!json_is_object(rootfs) ||
 		    (diff != NULL && !json_is_array(diff))) {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "config.rootfs: diff_ids must be an "
 			    "array");
 			goto out;
@@ -585,7 +562,7 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c
 		goto out;
 	}
 	if (!json_is_object(cfg)) {
-		fail(err, errlen, "config.config: not an object");
+		gp_fail(err, errlen, GP_EINVAL, "config.config: not an object");
 		goto out;
 	}
 	if (decode_strv(cfg, "Env", 1, &c->env, err, errlen) != 0 ||
@@ -597,7 +574,7 @@ gp_oci_config_decode(const char *text, size_t len, struct gp_oci_image_config *c
 	    decode_opt_string(cfg, "User", 256, &c->user, err, errlen) != 0)
 		goto out;
 	if (c->workdir != NULL && c->workdir[0] != '/') {
-		fail(err, errlen,
+		gp_fail(err, errlen, GP_EINVAL,
 		    "config.WorkingDir: must be an absolute path");
 		goto out;
 	}
@@ -619,14 +596,16 @@ gp_archive_path_clean(const char *path, char *out, size_t outlen, char *err,
 	size_t n = 0, len;
 
 	if (path == NULL || path[0] == '\0')
-		return fail(err, errlen, "empty path");
+		return gp_fail(err, errlen, GP_EINVAL, "empty path");
 	if (strlen(path) > 4096)
-		return fail(err, errlen, "path longer than 4096 bytes");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "path longer than 4096 bytes");
 	if (path[0] == '/')
-		return fail(err, errlen, "absolute path '%.200s'", path);
+		return gp_fail(err, errlen, GP_EINVAL, "absolute path '%.200s'",
+		    path);
 	for (end = path; *end != '\0'; end++)
 		if ((unsigned char)*end < 0x20 || *end == 0x7f)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "control character in path "
 			    "'%.200s'",
 			    path);
@@ -644,9 +623,10 @@ gp_archive_path_clean(const char *path, char *out, size_t outlen, char *err,
 			continue;
 		}
 		if (len == 2 && p[0] == '.' && p[1] == '.')
-			return fail(err, errlen, "'..' in path '%.200s'", path);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "'..' in path '%.200s'", path);
 		if (n + (n > 0) + len + 1 > outlen)
-			return fail(err, errlen, "path too long");
+			return gp_fail(err, errlen, GP_EINVAL, "path too long");
 		if (n > 0)
 			out[n++] = '/';
 		memcpy(out + n, p, len);
@@ -685,14 +665,15 @@ safe_path_dup(json_t *v, const char *what, char **out, char *err, size_t errlen)
 
 	if (!json_is_string(v) ||
 	    strlen(json_string_value(v)) != json_string_length(v))
-		return fail(err, errlen, "%s: not a string", what);
+		return gp_fail(err, errlen, GP_EINVAL, "%s: not a string",
+		    what);
 	if (gp_archive_path_clean(json_string_value(v), clean, sizeof(clean),
 	        why, sizeof(why)) != 0 ||
 	    clean[0] == '\0')
-		return fail(err, errlen, "%s: %s", what,
+		return gp_fail(err, errlen, GP_EINVAL, "%s: %s", what,
 		    clean[0] == '\0' ? "empty path" : why);
 	if ((*out = strdup(clean)) == NULL)
-		return fail(err, errlen, "out of memory");
+		return gp_fail(err, errlen, GP_EINVAL, "out of memory");
 	return 0;
 }
 
@@ -708,21 +689,21 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 
 	memset(ds, 0, sizeof(*ds));
 	if (len > GP_OCI_JSON_MAX)
-		return fail(err, errlen, "manifest.json: larger than %d bytes",
-		    GP_OCI_JSON_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "manifest.json: larger than %d bytes", GP_OCI_JSON_MAX);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL)
-		return fail(err, errlen, "manifest.json: not JSON: %s",
-		    jerr.text);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "manifest.json: not JSON: %s", jerr.text);
 	if (!json_is_array(root) || (n = json_array_size(root)) == 0 ||
 	    n > 64) {
-		fail(err, errlen,
+		gp_fail(err, errlen, GP_EINVAL,
 		    "manifest.json: must be an array of 1 to 64 "
 		    "images");
 		goto out;
 	}
 	if ((ds->images = calloc(n, sizeof(*ds->images))) == NULL) {
-		fail(err, errlen, "out of memory");
+		gp_fail(err, errlen, GP_EINVAL, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
@@ -731,8 +712,8 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		e = json_array_get(root, i);
 		ds->n++;
 		if (!json_is_object(e)) {
-			fail(err, errlen, "manifest.json[%zu]: not an object",
-			    i);
+			gp_fail(err, errlen, GP_EINVAL,
+			    "manifest.json[%zu]: not an object", i);
 			goto out;
 		}
 		snprintf(what, sizeof(what), "manifest.json[%zu].Config", i);
@@ -742,7 +723,7 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		layers = json_object_get(e, "Layers");
 		if (!json_is_array(layers) || json_array_size(layers) == 0 ||
 		    json_array_size(layers) > GP_OCI_LAYERS_MAX) {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "manifest.json[%zu].Layers: must be "
 			    "an array of 1 to %d paths",
 			    i, GP_OCI_LAYERS_MAX);
@@ -751,7 +732,7 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		im->layers =
 		    calloc(json_array_size(layers), sizeof(*im->layers));
 		if (im->layers == NULL) {
-			fail(err, errlen, "out of memory");
+			gp_fail(err, errlen, GP_EINVAL, "out of memory");
 			goto out;
 		}
 		for (k = 0; k < json_array_size(layers); k++) {
@@ -766,7 +747,7 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		if (tags == NULL || json_is_null(tags))
 			continue;
 		if (!json_is_array(tags) || json_array_size(tags) > 64) {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "manifest.json[%zu].RepoTags: must be "
 			    "an array of at most 64 names",
 			    i);
@@ -774,7 +755,7 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 		}
 		im->tags = calloc(json_array_size(tags) + 1, sizeof(*im->tags));
 		if (im->tags == NULL) {
-			fail(err, errlen, "out of memory");
+			gp_fail(err, errlen, GP_EINVAL, "out of memory");
 			goto out;
 		}
 		for (k = 0; k < json_array_size(tags); k++) {
@@ -783,7 +764,7 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 			    json_string_length(t) > GP_IMAGE_NAME_MAX ||
 			    strlen(json_string_value(t)) !=
 			        json_string_length(t)) {
-				fail(err, errlen,
+				gp_fail(err, errlen, GP_EINVAL,
 				    "manifest.json[%zu].RepoTags"
 				    "[%zu]: not a name",
 				    i, k);
@@ -791,7 +772,8 @@ gp_docker_save_decode(const char *text, size_t len, struct gp_docker_save *ds,
 			}
 			if ((im->tags[k] = strdup(json_string_value(t))) ==
 			    NULL) {
-				fail(err, errlen, "out of memory");
+				gp_fail(err, errlen, GP_EINVAL,
+				    "out of memory");
 				goto out;
 			}
 			im->ntags++;
@@ -932,13 +914,14 @@ split_ref(const char *text, struct gp_image_ref *ref, char *err, size_t errlen)
 
 	memset(ref, 0, sizeof(*ref));
 	if (text == NULL || text[0] == '\0')
-		return fail(err, errlen, "empty image reference");
+		return gp_fail(err, errlen, GP_EINVAL, "empty image reference");
 	if (gp_strlcpy(buf, text, sizeof(buf)) >= sizeof(buf))
-		return fail(err, errlen, "image reference too long");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "image reference too long");
 	if ((at = strchr(buf, '@')) != NULL) {
 		*at++ = '\0';
 		if (!gp_oci_digest_valid(at))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "'%.200s': the digest must be "
 			    "sha256:<64 lowercase hex digits>",
 			    text);
@@ -951,7 +934,7 @@ split_ref(const char *text, struct gp_image_ref *ref, char *err, size_t errlen)
 		if (strchr(buf, '.') != NULL || strchr(buf, ':') != NULL ||
 		    strcmp(buf, "localhost") == 0 || buf[0] == '[') {
 			if (!registry_valid(buf))
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "'%.200s': bad "
 				    "registry host '%.100s'",
 				    text, buf);
@@ -967,14 +950,14 @@ split_ref(const char *text, struct gp_image_ref *ref, char *err, size_t errlen)
 	if (colon != NULL) {
 		*colon++ = '\0';
 		if (!tag_valid(colon))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "'%.200s': bad tag '%.130s' "
 			    "(letters, digits, _ . -; at most 128)",
 			    text, colon);
 		gp_strlcpy(ref->tag, colon, sizeof(ref->tag));
 	}
 	if (!repository_valid(path))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "'%.200s': bad repository name "
 		    "'%.200s' (lowercase letters and digits, separated by "
 		    ". _ - or /)",
@@ -999,7 +982,7 @@ gp_image_ref_parse(const char *text, struct gp_image_ref *ref, char *err,
 		if (strchr(ref->repository, '/') == NULL) {
 			if (strlen(ref->repository) + 8 >=
 			    sizeof(ref->repository))
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "repository name too "
 				    "long");
 			memcpy(repo, "library/", 8);
@@ -1019,7 +1002,7 @@ gp_image_name_normalize(const char *text, char *out, size_t outlen, char *err,
 	int n;
 
 	if (text != NULL && strchr(text, '@') != NULL)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "'%.200s': an image name has no "
 		    "digest (name it NAME[:TAG])",
 		    text);
@@ -1029,7 +1012,7 @@ gp_image_name_normalize(const char *text, char *out, size_t outlen, char *err,
 	    r.registry[0] ? "/" : "", r.repository,
 	    r.tag[0] ? r.tag : "latest");
 	if (n < 0 || (size_t)n >= outlen || n > GP_IMAGE_NAME_MAX)
-		return fail(err, errlen, "image name longer than %d bytes",
-		    GP_IMAGE_NAME_MAX);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "image name longer than %d bytes", GP_IMAGE_NAME_MAX);
 	return 0;
 }

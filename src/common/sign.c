@@ -5,7 +5,6 @@
 #include "sign.h"
 
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,22 +15,6 @@
 #include "util.h"
 
 #define B64 sodium_base64_VARIANT_ORIGINAL
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return GP_EINVAL;
-}
 
 /* Decodes exactly want bytes of base64 (no spaces, padding required). */
 static int
@@ -117,12 +100,14 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 
 	memset(key, 0, sizeof(*key));
 	if (len > GP_SIGN_KEYFILE_MAX)
-		return fail(err, errlen, "larger than %d bytes: not a key file",
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "larger than %d bytes: not a key file",
 		    GP_SIGN_KEYFILE_MAX);
 	if (memchr(text, '\0', len) != NULL)
-		return fail(err, errlen, "NUL byte: not a key file");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "NUL byte: not a key file");
 	if ((copy = malloc(len + 1)) == NULL)
-		return fail(err, errlen, "out of memory");
+		return gp_fail(err, errlen, GP_EINVAL, "out of memory");
 	memcpy(copy, text, len);
 	copy[len] = '\0';
 	ret = GP_EINVAL;
@@ -140,8 +125,8 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 		if (*line == '\0' || *line == '#')
 			continue;
 		if ((eq = strchr(line, '=')) == NULL) {
-			fail(err, errlen, "line %d: expected key = value",
-			    lineno);
+			gp_fail(err, errlen, GP_EINVAL,
+			    "line %d: expected key = value", lineno);
 			goto out;
 		}
 		*eq = '\0';
@@ -152,7 +137,7 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 			;
 		if (strcmp(k, "name") == 0 && !have_name++) {
 			if (!gp_name_valid(v)) {
-				fail(err, errlen,
+				gp_fail(err, errlen, GP_EINVAL,
 				    "line %d: name: 1 to 64 of "
 				    "A-Z a-z 0-9 . _ -",
 				    lineno);
@@ -161,7 +146,7 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 			gp_strlcpy(key->name, v, sizeof(key->name));
 		} else if (strcmp(k, "public") == 0 && !have_pub++) {
 			if (!gp_sign_public_parse(v, key->pk)) {
-				fail(err, errlen,
+				gp_fail(err, errlen, GP_EINVAL,
 				    "line %d: public: not "
 				    "ed25519:<base64 of 32 bytes>",
 				    lineno);
@@ -169,14 +154,14 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 			}
 		} else if (strcmp(k, "secret") == 0 && !have_sec++) {
 			if (b64_exact(v, strlen(v), key->sk, 64) != 0) {
-				fail(err, errlen,
+				gp_fail(err, errlen, GP_EINVAL,
 				    "line %d: secret: not base64 "
 				    "of 64 bytes",
 				    lineno);
 				goto out;
 			}
 		} else {
-			fail(err, errlen,
+			gp_fail(err, errlen, GP_EINVAL,
 			    "line %d: unknown or repeated key "
 			    "'%.32s' (expected name, public, secret once each)",
 			    lineno, k);
@@ -184,12 +169,13 @@ gp_sign_key_parse(const char *text, size_t len, struct gp_sign_key *key,
 		}
 	}
 	if (!have_name || !have_pub || !have_sec) {
-		fail(err, errlen, "needs name, public and secret");
+		gp_fail(err, errlen, GP_EINVAL,
+		    "needs name, public and secret");
 		goto out;
 	}
 	crypto_sign_ed25519_sk_to_pk(pk, key->sk);
 	if (sodium_memcmp(pk, key->pk, 32) != 0) {
-		fail(err, errlen,
+		gp_fail(err, errlen, GP_EINVAL,
 		    "the public key does not belong to the "
 		    "secret key");
 		goto out;

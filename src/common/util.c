@@ -48,6 +48,8 @@ gp_strerror(int err)
 		return "authentication failed";
 	case GP_EFENCED:
 		return "fenced: another coordinator leads";
+	case GP_ESTOPPED:
+		return "given up: the process is stopping";
 	}
 	return "unknown error";
 }
@@ -355,6 +357,31 @@ gp_strlcpy(char *dst, const char *src, size_t size)
 		dst[c] = '\0';
 	}
 	return n;
+}
+
+int
+gp_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+void
+gp_strv_free(char **v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
 }
 
 int

@@ -64,6 +64,15 @@ int gp_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 size_t gp_strlcpy(char *dst, const char *src, size_t size);
 
 /*
+ * A parser's refusal: writes why (printf's fmt) into err, at most errlen
+ * bytes (nothing when errlen is 0), and returns code (GP_EINVAL, ...).
+ */
+int gp_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Frees a NULL-terminated array of strings and its strings; NULL is fine. */
+void gp_strv_free(char **v);
+
+/*
  * Reads a whole file. OUT: *data (malloc'd, NUL-terminated, caller frees),
  * *len. Fails with GP_ETOOBIG beyond max bytes.
  */

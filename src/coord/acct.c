@@ -6,7 +6,6 @@
 #include "acct.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -45,21 +44,6 @@ acct_price_of(const struct acct_price *table, size_t n, const char *model)
 	return fallback != NULL ? fallback->micro : 0;
 }
 
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return GP_EINVAL;
-}
-
 int
 acct_prices_parse(const char *text, size_t len, struct acct_price *out,
     size_t max, size_t *n, char *err, size_t errlen)
@@ -76,14 +60,17 @@ acct_prices_parse(const char *text, size_t len, struct acct_price *out,
 		while (end < len && text[end] != '\n')
 			end++;
 		if (end - pos >= sizeof(buf))
-			return fail(err, errlen, "line %d: longer than %zu "
-						 "bytes", line, sizeof(buf) - 1);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "line %d: longer than %zu "
+			    "bytes",
+			    line, sizeof(buf) - 1);
 		linelen = end - pos;
 		memcpy(buf, text + pos, linelen);
 		buf[linelen] = '\0';
 		pos = end + 1;
 		if (strlen(buf) != linelen)
-			return fail(err, errlen, "line %d: contains NUL", line);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "line %d: contains NUL", line);
 		if ((w = strchr(buf, '#')) != NULL)
 			*w = '\0';
 		for (w = strtok_r(buf, " \t\r", &save); w != NULL && k < 3;
@@ -92,26 +79,26 @@ acct_prices_parse(const char *text, size_t len, struct acct_price *out,
 		if (k == 0)
 			continue;
 		if (k != 2)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "line %d: expected CLASS CREDITS_PER_GPU_HOUR",
 			    line);
 		if (!gp_name_valid(words[0]))
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "line %d: a class is 1 to %d of A-Z a-z 0-9 . _ -",
 			    line, GP_NAME_MAX);
 		if (gp_credits_parse(words[1], GP_PRICE_MICRO_MAX, &micro) != 0)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "line %d: '%.32s' is not a price (credits per "
 			    "GPU-hour, like 2.5)",
 			    line, words[1]);
 		for (i = 0; i < count; i++)
 			if (strcasecmp(out[i].cls, words[0]) == 0)
-				return fail(err, errlen,
+				return gp_fail(err, errlen, GP_EINVAL,
 				    "line %d: class '%s' given twice", line,
 				    words[0]);
 		if (count == max)
-			return fail(err, errlen, "line %d: more than %zu classes",
-			    line, max);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "line %d: more than %zu classes", line, max);
 		gp_strlcpy(out[count].cls, words[0], sizeof(out[count].cls));
 		out[count].micro = micro;
 		count++;
@@ -330,7 +317,8 @@ only_fields(json_t *body, const char *const *allowed, char *err,
 			if (strcmp(key, allowed[i]) == 0)
 				ok = 1;
 		if (!ok)
-			return fail(err, errlen, "unknown field '%.64s'", key);
+			return gp_fail(err, errlen, GP_EINVAL,
+			    "unknown field '%.64s'", key);
 	}
 	return 0;
 }
@@ -348,7 +336,7 @@ get_name(json_t *body, const char *field, int required, char *out,
 	if (!json_is_string(v) ||
 	    strlen(json_string_value(v)) != json_string_length(v) ||
 	    !gp_name_valid(json_string_value(v)))
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "%s: 1 to %d of A-Z a-z 0-9 . _ -", field, GP_NAME_MAX);
 	gp_strlcpy(out, json_string_value(v), outlen);
 	return 0;
@@ -362,8 +350,9 @@ get_int(json_t *body, const char *field, int64_t min, int64_t max,
 
 	if (!json_is_integer(v) || json_integer_value(v) < min ||
 	    json_integer_value(v) > max)
-		return fail(err, errlen, "%s: an integer from %lld to %lld",
-		    field, (long long)min, (long long)max);
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "%s: an integer from %lld to %lld", field, (long long)min,
+		    (long long)max);
 	*out = json_integer_value(v);
 	return 0;
 }
@@ -396,16 +385,18 @@ decode_members(json_t *body, struct acct_request *out, char *err,
 	else if (op != NULL && strcmp(op, "move") == 0)
 		out->member_op = ACCT_MEMBER_MOVE;
 	else
-		return fail(err, errlen, "op: add, remove or move");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "op: add, remove or move");
 	if (get_name(body, "user", 0, out->user, sizeof(out->user), err,
 		errlen) != 0 ||
 	    get_name(body, "provider", 0, out->provider,
 		sizeof(out->provider), err, errlen) != 0)
 		return GP_EINVAL;
 	if ((out->user[0] != '\0') == (out->provider[0] != '\0'))
-		return fail(err, errlen, "give one of user or provider");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "give one of user or provider");
 	if (out->provider[0] != '\0' && out->member_op != ACCT_MEMBER_MOVE)
-		return fail(err, errlen,
+		return gp_fail(err, errlen, GP_EINVAL,
 		    "provider: a provider is in one group: use op move");
 	return 0;
 }
@@ -423,10 +414,11 @@ decode_price(json_t *body, struct acct_request *out, char *err,
 		return GP_EINVAL;
 	out->remove = get_remove(body);
 	if (out->remove < 0)
-		return fail(err, errlen, "remove: true or absent");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "remove: true or absent");
 	if (out->remove) {
 		if (json_object_get(body, "price_micro") != NULL)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "price_micro: not with remove");
 		return 0;
 	}
@@ -449,22 +441,25 @@ decode_budget(json_t *body, struct acct_request *out, char *err,
 		errlen) != 0)
 		return GP_EINVAL;
 	if ((out->user[0] != '\0') == (out->group[0] != '\0'))
-		return fail(err, errlen, "give one of user or group");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "give one of user or group");
 	out->remove = get_remove(body);
 	if (out->remove < 0)
-		return fail(err, errlen, "remove: true or absent");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "remove: true or absent");
 	period = json_object_get(body, "period");
 	if (out->remove) {
 		if (json_object_get(body, "amount_micro") != NULL ||
 		    period != NULL)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "amount_micro and period: not with remove");
 		return 0;
 	}
 	out->period = ACCT_PERIOD_MONTH;
 	if (period != NULL &&
 	    acct_period_parse(json_string_value(period), &out->period) != 0)
-		return fail(err, errlen, "period: total, day, week or month");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "period: total, day, week or month");
 	return get_int(body, "amount_micro", 0, GP_AMOUNT_MICRO_MAX,
 	    &out->amount, err, errlen);
 }
@@ -481,7 +476,8 @@ acct_decode(enum acct_body kind, json_t *body, struct acct_request *out,
 	memset(out, 0, sizeof(*out));
 	out->kind = kind;
 	if (!json_is_object(body))
-		return fail(err, errlen, "body must be a JSON object");
+		return gp_fail(err, errlen, GP_EINVAL,
+		    "body must be a JSON object");
 	switch (kind) {
 	case ACCT_BODY_GROUP_CREATE:
 		if (only_fields(body, group_fields, err, errlen) != 0 ||
@@ -510,7 +506,7 @@ acct_decode(enum acct_body kind, json_t *body, struct acct_request *out,
 		if (gp_role_parse(json_string_value(json_object_get(body,
 				      "role")),
 			&out->role) != 0)
-			return fail(err, errlen,
+			return gp_fail(err, errlen, GP_EINVAL,
 			    "role: must be user, provider, admin or metrics");
 		if (get_name(body, "name", 1, out->name, sizeof(out->name),
 			err, errlen) != 0 ||
@@ -521,5 +517,5 @@ acct_decode(enum acct_body kind, json_t *body, struct acct_request *out,
 	case ACCT_BODY_COUNT:
 		break;
 	}
-	return fail(err, errlen, "unknown request kind");
+	return gp_fail(err, errlen, GP_EINVAL, "unknown request kind");
 }

@@ -7,6 +7,7 @@
  * queued to the state thread (state_loop.c) and the connection is
  * suspended until it has committed them.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,19 @@ api_parse_body(struct MHD_Connection *conn, struct request *req,
 		return NULL;
 	}
 	return body;
+}
+
+json_t *
+api_body_object(const struct request *req)
+{
+	json_t *v = json_loadb(req->body.data ? req->body.data : "",
+	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
+
+	if (v != NULL && !json_is_object(v)) {
+		json_decref(v);
+		return NULL;
+	}
+	return v;
 }
 
 /* 1 when every key of obj is in the NULL-terminated list. */
@@ -480,7 +494,7 @@ const struct api_route *const api_tables[] = {web_routes, metrics_routes,
  * A standby's answer to every API request (several coordinators, one
  * leader: leader.c): 503, the leader's URL in X-Gpupool-Leader and in the
  * body's "leader" (null while none is known), Retry-After: 1. A leader
- * still loading its state names itself. docs/protocol.md.
+ * still loading its state names itself. docs/api.md.
  */
 static enum MHD_Result
 reply_not_leader(struct MHD_Connection *conn, struct request *req,
@@ -535,6 +549,63 @@ stream_begin(struct MHD_Connection *conn, struct request *req,
 	return MHD_YES;
 }
 
+/*
+ * A request the coordinator answers without committing anything
+ * (state_refusal: it stops after a failed commit, or it lost the lead):
+ * 503 and Retry-After: 1; "not the leader" as a standby's answer is
+ * (X-Gpupool-Role: standby, X-Gpupool-Leader and the body's "leader"
+ * when the new leader is known), so that clients follow it. result: the
+ * op's answer (refuse_op's), or NULL for one made here.
+ */
+static enum MHD_Result
+reply_refused(struct MHD_Connection *conn, enum state_refusal kind,
+    json_t *result)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char leader[512], msg[400];
+	json_t *body;
+	char *text;
+
+	leader[0] = '\0';
+	if (kind == STATE_REFUSE_NOT_LEADER)
+		leader_url(leader, sizeof(leader));
+	if (result != NULL && json_is_string(json_object_get(result, "error")))
+		gp_strlcpy(msg, json_string_value(json_object_get(result,
+		    "error")), sizeof(msg));
+	else
+		state_refusal_message(msg, sizeof(msg));
+	if (kind != STATE_REFUSE_NOT_LEADER)
+		body = json_pack("{s:s}", "error", msg);
+	else if (leader[0] == '\0')
+		body = json_pack("{s:s, s:n}", "error", msg, "leader");
+	else
+		body = json_pack("{s:s, s:s}", "error", msg, "leader", leader);
+	text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 503, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	if (kind == STATE_REFUSE_NOT_LEADER)
+		MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
+	if (leader[0] != '\0')
+		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
+	MHD_add_response_header(resp, "Retry-After", "1");
+	rc = MHD_queue_response(conn, 503, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static atomic_int in_flight; /* api_requests_in_flight */
+
+int
+api_requests_in_flight(void)
+{
+	return atomic_load(&in_flight);
+}
+
 /* The route every request of a standby takes but the dashboard's files. */
 static const struct api_route not_leader_route = {"/**", API_ANY, 0, NULL,
     0, API_PUBLIC, reply_not_leader, NULL};
@@ -557,6 +628,7 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		req = calloc(1, sizeof(*req));
 		if (req == NULL)
 			return MHD_NO;
+		atomic_fetch_add(&in_flight, 1);
 		found = api_route_find(api_tables, url, method, &route, &allow);
 		req->route = found == 200 ? route : NULL;
 		if (leader_standby() && (req->route == NULL ||
@@ -614,11 +686,22 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		/* Resumed: the state thread has answered. */
 		op = req->op;
 		req->op = NULL;
-		rc = reply_json(conn, op->status ? op->status : 500,
-		    json_incref(op->result));
+		if (op->refused != STATE_REFUSE_NONE)
+			rc = reply_refused(conn, op->refused, op->result);
+		else
+			rc = reply_json(conn, op->status ? op->status : 500,
+			    json_incref(op->result));
 		op_free(op);
 		return rc;
 	}
+	/*
+	 * Nothing is committed any more (a failed commit, the lead lost):
+	 * a long poll resumed, a request on a kept-alive connection, is
+	 * answered so rather than from a memory ahead of the store.
+	 */
+	if (state_refusal() != STATE_REFUSE_NONE &&
+	    (req->route == NULL || (req->route->flags & API_PUBLIC) == 0))
+		return reply_refused(conn, state_refusal(), NULL);
 	route = req->route;
 	/* The dashboard's files are code, not data: no token needed. */
 	if (route != NULL && (route->flags & API_PUBLIC) != 0)
@@ -684,4 +767,5 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	gp_buf_free(&req->body);
 	free(req);
 	*con_cls = NULL;
+	atomic_fetch_sub(&in_flight, 1);
 }

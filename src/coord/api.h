@@ -13,6 +13,11 @@ enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn,
     const char *upload_data, size_t *upload_data_size, void **con_cls);
 void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe);
+/*
+ * Requests begun and not yet completed (their answer sent, or their
+ * connection gone): what a stopping coordinator waits on (main.c).
+ */
+int api_requests_in_flight(void);
 
 /* api_agent.c */
 /*

@@ -23,6 +23,11 @@ int api_query_int(struct MHD_Connection *conn, const char *key, int64_t def,
 /* Parses req's body as a JSON object; answers 400 itself (*rc) if not. */
 json_t *api_parse_body(struct MHD_Connection *conn, struct request *req,
     enum MHD_Result *rc);
+/*
+ * req's body as a JSON object (duplicate keys refused), or NULL when it
+ * is not JSON or not an object: the caller answers, in its own words.
+ */
+json_t *api_body_object(const struct request *req);
 /* 1 when every key of obj is in the NULL-terminated list; else *bad. */
 int api_only_fields(json_t *obj, const char *const *allowed,
     const char **bad);

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_int.h"
 #include "blob.h"
 #include "ckpt_store.h"
 #include "gp.h"
@@ -76,28 +77,6 @@ static int parse_url(const char *url, int *agent, int64_t *id,
  */
 
 /*
- * The GC's scans and fence (blob_lock held): their statements are tried
- * once, never waited for (store_meta.h, impatient), so that a pass is
- * skipped rather than hold every upload of the store while the database
- * is away.
- */
-static void
-scan_begin(void)
-{
-	pthread_mutex_lock(&ckpt_lock);
-	if (db != NULL)
-		db->impatient = 1;
-}
-
-static void
-scan_end(void)
-{
-	if (db != NULL)
-		db->impatient = 0;
-	pthread_mutex_unlock(&ckpt_lock);
-}
-
-/*
  * The chunk store's GC (a blob_user): adds the chunks of every kept
  * version of user to refs. blob_lock held.
  */
@@ -109,10 +88,10 @@ collect_refs(const char *user, json_t *refs)
 	size_t i, k;
 	int rc;
 
-	scan_begin();
+	gp_meta_scan_begin(&ckpt_lock, &db);
 	if (db == NULL || gp_meta_query(db, &st, "SELECT manifest FROM "
 	    "gp_ckpt_versions WHERE \"user\" = ?", "s", user) != 0) {
-		scan_end();
+		gp_meta_scan_end(&ckpt_lock, &db);
 		return GP_EIO;
 	}
 	while ((rc = gp_meta_next(st)) == 1) {
@@ -131,7 +110,7 @@ collect_refs(const char *user, json_t *refs)
 		json_decref(m);
 	}
 	gp_meta_done(st);
-	scan_end();
+	gp_meta_scan_end(&ckpt_lock, &db);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
@@ -182,16 +161,14 @@ gc_finished_jobs(void)
 	free(ids);
 }
 
-/* A GC pass removes nothing unless this coordinator still leads. */
+/*
+ * A GC pass removes nothing unless this coordinator still leads
+ * (store_meta.h, gp_meta_scan_fence).
+ */
 static int
 gc_fence(void)
 {
-	int rc;
-
-	scan_begin();
-	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
-	scan_end();
-	return rc;
+	return gp_meta_scan_fence(&ckpt_lock, &db);
 }
 
 static const struct blob_user ckpt_blob_user = {"checkpoints",
@@ -461,24 +438,11 @@ ckpt_reply_chunk(struct MHD_Connection *conn, const char *user,
 
 /* ---- handlers ---- */
 
-static json_t *
-body_json(struct request *req)
-{
-	json_t *v = json_loadb(req->body.data ? req->body.data : "",
-	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
-
-	if (v != NULL && !json_is_object(v)) {
-		json_decref(v);
-		return NULL;
-	}
-	return v;
-}
-
 static enum MHD_Result
 handle_missing(struct MHD_Connection *conn, struct request *req,
     const char *user)
 {
-	json_t *body = body_json(req), *list, *missing, *c;
+	json_t *body = api_body_object(req), *list, *missing, *c;
 	size_t i;
 
 	list = json_object_get(body, "chunks");
@@ -543,7 +507,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req,
 {
 	struct commit_record rec;
 	struct gp_ckpt_totals tot;
-	json_t *body = body_json(req), *f, *c, *stored;
+	json_t *body = api_body_object(req), *f, *c, *stored;
 	const char *label, *name;
 	char err[256], *text = NULL;
 	int64_t version = 0, size, want;

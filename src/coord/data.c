@@ -572,28 +572,6 @@ data_pin(const struct token_entry *who, struct gp_jobspec *spec, char *err,
 /* ---- GC ---- */
 
 /*
- * The GC's scans and fence (blob_lock held): their statements are tried
- * once, never waited for (store_meta.h, impatient), so that a pass is
- * skipped rather than hold every upload of the store while the database
- * is away.
- */
-static void
-scan_begin(void)
-{
-	pthread_mutex_lock(&data_lock);
-	if (data_db != NULL)
-		data_db->impatient = 1;
-}
-
-static void
-scan_end(void)
-{
-	if (data_db != NULL)
-		data_db->impatient = 0;
-	pthread_mutex_unlock(&data_lock);
-}
-
-/*
  * The chunk store's GC (a blob_user): adds the chunks user's data sets,
  * outputs and uploads in progress reference. blob_lock held.
  */
@@ -603,20 +581,20 @@ collect_refs(const char *user, json_t *refs)
 	struct gp_meta_rows *st;
 	int rc;
 
-	scan_begin();
+	gp_meta_scan_begin(&data_lock, &data_db);
 	if (data_db == NULL || gp_meta_query(data_db, &st,
 	    "SELECT DISTINCT oc.chunk FROM gp_data_object_chunks oc JOIN "
 	    "gp_data_objects o ON o.id = oc.object WHERE o.\"user\" = ?1 "
 	    "UNION SELECT DISTINCT uc.chunk FROM gp_data_upload_chunks uc "
 	    "JOIN gp_data_uploads u ON u.id = uc.upload WHERE "
 	    "u.\"user\" = ?1", "s", user) != 0) {
-		scan_end();
+		gp_meta_scan_end(&data_lock, &data_db);
 		return GP_EIO;
 	}
 	while ((rc = gp_meta_next(st)) == 1)
 		json_object_set(refs, gp_meta_text(st, 0), json_true());
 	gp_meta_done(st);
-	scan_end();
+	gp_meta_scan_end(&data_lock, &data_db);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
@@ -691,16 +669,14 @@ gc_expire(void)
 	free(ids);
 }
 
-/* A GC pass removes nothing unless this coordinator still leads. */
+/*
+ * A GC pass removes nothing unless this coordinator still leads
+ * (store_meta.h, gp_meta_scan_fence).
+ */
 static int
 gc_fence(void)
 {
-	int rc;
-
-	scan_begin();
-	rc = data_db != NULL ? gp_meta_fence(data_db) : GP_EIO;
-	scan_end();
-	return rc;
+	return gp_meta_scan_fence(&data_lock, &data_db);
 }
 
 static const struct blob_user data_blob_user = {"data", gc_expire,

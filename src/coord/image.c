@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_int.h"
 #include "blob.h"
 #include "datasets.h"
 #include "gp.h"
@@ -181,28 +182,6 @@ gc_expire(void)
 	blob_gc_mark(blob_images, "");
 }
 
-/*
- * The GC's scans and fence (blob_lock held): their statements are tried
- * once, never waited for (store_meta.h, impatient), so that a pass is
- * skipped rather than hold every upload of the store while the database
- * is away.
- */
-static void
-scan_begin(void)
-{
-	pthread_mutex_lock(&image_lock);
-	if (db != NULL)
-		db->impatient = 1;
-}
-
-static void
-scan_end(void)
-{
-	if (db != NULL)
-		db->impatient = 0;
-	pthread_mutex_unlock(&image_lock);
-}
-
 /* The blobs kept manifests list (a blob_user's collect; blob_lock held). */
 static int
 gc_collect(const char *owner, json_t *refs)
@@ -212,7 +191,7 @@ gc_collect(const char *owner, json_t *refs)
 	int rc = GP_EIO;
 
 	(void)owner;
-	scan_begin();
+	gp_meta_scan_begin(&image_lock, &db);
 	if (db != NULL && gp_meta_query(db, &st, "SELECT DISTINCT blob FROM "
 	    "gp_image_manifest_blobs", "") == 0) {
 		while ((rc = gp_meta_next(st)) == 1) {
@@ -222,20 +201,18 @@ gc_collect(const char *owner, json_t *refs)
 		}
 		gp_meta_done(st);
 	}
-	scan_end();
+	gp_meta_scan_end(&image_lock, &db);
 	return rc == 0 ? 0 : GP_EIO;
 }
 
-/* A GC pass removes nothing unless this coordinator still leads. */
+/*
+ * A GC pass removes nothing unless this coordinator still leads
+ * (store_meta.h, gp_meta_scan_fence).
+ */
 static int
 gc_fence(void)
 {
-	int rc;
-
-	scan_begin();
-	rc = db != NULL ? gp_meta_fence(db) : GP_EIO;
-	scan_end();
-	return rc;
+	return gp_meta_scan_fence(&image_lock, &db);
 }
 
 static const struct blob_user image_blob_user = {"images", gc_expire,
@@ -492,16 +469,38 @@ image_attach_jobs(void)
 /* ---- who may do what ---- */
 
 /*
+ * 1 when who (a provider's token, or an admin's) owns the node of a part
+ * of job that still runs: every part of a gang runs in the job's image,
+ * so each part's node reads it, not only the rank-0 part's. Under
+ * state.lock.
+ */
+static int
+runs_on(const struct job *job, const struct token_entry *who)
+{
+	const struct node *node;
+	int k;
+
+	if (who->role == GP_ROLE_ADMIN)
+		return 1;
+	for (k = 0; k < job->nparts; k++) {
+		node = state_node(job->parts[k].node_id);
+		if (node != NULL && !job->parts[k].ended &&
+		    node->owner_token == who->id)
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * An agent's image call for (id, attempt): the caller's token must own
- * the node running that attempt, and it must be the job's current,
- * running attempt (as checkpoint calls). OUT: digest (the job's pinned
+ * the node running a part of that attempt, and it must be the job's
+ * current, running attempt (as checkpoint calls). OUT: digest (the job's pinned
  * image). Returns 0 or the HTTP status, with err (and *kill).
  */
 static int
 agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
     char *digest, char *err, size_t errlen, int *kill)
 {
-	struct node *node;
 	struct job *job;
 	const char *d;
 	int status = 0;
@@ -519,8 +518,7 @@ agent_job(const struct token_entry *who, int64_t id, int64_t attempt,
 		    (long long)attempt, (long long)id);
 		*kill = 1;
 		status = 409;
-	} else if ((node = state_node(job->node_id)) == NULL ||
-	    (node->owner_token != who->id && who->role != GP_ROLE_ADMIN)) {
+	} else if (!runs_on(job, who)) {
 		snprintf(err, errlen, "job %lld does not run on your node",
 		    (long long)id);
 		status = 403;
@@ -649,23 +647,10 @@ image_upload_end(struct MHD_Connection *conn, struct request *req)
 
 /* ---- handlers ---- */
 
-static json_t *
-body_json(struct request *req)
-{
-	json_t *v = json_loadb(req->body.data ? req->body.data : "",
-	    req->body.len, JSON_REJECT_DUPLICATES, NULL);
-
-	if (v != NULL && !json_is_object(v)) {
-		json_decref(v);
-		return NULL;
-	}
-	return v;
-}
-
 static enum MHD_Result
 handle_missing(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *body = body_json(req), *list, *missing, *c;
+	json_t *body = api_body_object(req), *list, *missing, *c;
 	size_t i;
 
 	list = json_object_get(body, "digests");
@@ -772,7 +757,7 @@ handle_commit(struct MHD_Connection *conn, struct request *req)
 	struct name_record rec;
 	struct gp_oci_manifest m;
 	struct gp_oci_image_config cfg;
-	json_t *body = body_json(req), *out = NULL;
+	json_t *body = api_body_object(req), *out = NULL;
 	const char *name, *digest;
 	char norm[GP_IMAGE_NAME_MAX + 1], err[600], *text = NULL;
 	char previous[GP_OCI_DIGEST_SIZE] = "", owner[GP_NAME_MAX + 1] = "";
@@ -1027,7 +1012,7 @@ out:
 static enum MHD_Result
 handle_sign(struct MHD_Connection *conn, struct request *req)
 {
-	json_t *body = body_json(req);
+	json_t *body = api_body_object(req);
 	const char *digest, *key, *sig;
 	enum MHD_Result rc;
 	struct gp_meta_rows *st;

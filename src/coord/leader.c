@@ -75,6 +75,8 @@ static struct {
 	char url[512];	    /* under mu: the leader's URL */
 	PGconn *conn;	    /* the leader thread's alone */
 	int connect_failures; /* in a row */
+	int registered;	    /* this URL is in gp_coordinators */
+	int read_only;	    /* the database refused a write (logged once) */
 	int64_t standbys;   /* the leader's last ping: other coordinators */
 	char *coordinators; /* under mu: LIVE_SQL's JSON array; NULL: none */
 } L = {
@@ -85,6 +87,7 @@ static struct {
 static _Atomic int64_t epoch_now;   /* 0 unless leading */
 static atomic_int active;	    /* leader_start was called */
 static atomic_int serving;	    /* the leader serves the API */
+static atomic_int lost;		    /* leader_lost ran: never leads again */
 
 int64_t
 leader_epoch(void)
@@ -236,6 +239,15 @@ done:
 		PQclear(last);
 		return GP_ECONFLICT; /* lock_timeout: the caller's to handle */
 	}
+	if (!ok && last != NULL && (st = PQresultErrorField(last,
+	    PG_DIAG_SQLSTATE)) != NULL && strcmp(st, "25006") == 0 &&
+	    PQstatus(L.conn) == CONNECTION_OK) {
+		/* read_only_sql_transaction: the caller's (read_only()) */
+		PQclear(last);
+		if (PQtransactionStatus(L.conn) != PQTRANS_IDLE)
+			PQclear(PQexec(L.conn, "ROLLBACK"));
+		return GP_EPERM;
+	}
 	if (!ok) {
 		gp_warn("leader: query failed sql=\"%.40s\" error=\"%s\"", sql,
 		    one_line(last != NULL ? PQresultErrorMessage(last) :
@@ -381,6 +393,91 @@ check_pool(void)
 }
 
 /*
+ * The database refused a write (read-only: default_transaction_read_only,
+ * or a standby server the connection string reached): logged once, until
+ * a write goes through (writable()). what: the write refused.
+ */
+static void
+read_only(const char *what)
+{
+	if (L.read_only)
+		return;
+	L.read_only = 1;
+	gp_warn("leader: the database is read-only (refused %s): until it "
+		"accepts writes no coordinator can take the lead, a leader's "
+		"writes wait (or, stopping, are answered not committed) and "
+		"this one is not listed in gp_coordinators",
+	    what);
+}
+
+static void
+writable(void)
+{
+	if (!L.read_only)
+		return;
+	L.read_only = 0;
+	gp_info("leader: the database accepts writes again");
+}
+
+/*
+ * gp_leader (with its row) and gp_coordinators exist: 1, else 0 (the
+ * tables are to be made); < 0 when the database could not be asked.
+ * Read only: a read-only server answers it.
+ */
+static int
+tables_ready(int64_t deadline_ms)
+{
+	PGresult *res;
+	int ready;
+
+	if (query("SELECT to_regclass('gp_leader') IS NOT NULL AND "
+		  "to_regclass('gp_coordinators') IS NOT NULL", 0, NULL,
+	    deadline_ms, &res) != 0)
+		return -1;
+	ready = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!ready)
+		return 0;
+	if (query("SELECT count(*) FROM gp_leader WHERE id = 1", 0, NULL,
+	    deadline_ms, &res) != 0)
+		return -1;
+	ready = strcmp(PQgetvalue(res, 0, 0), "1") == 0;
+	PQclear(res);
+	return ready;
+}
+
+/*
+ * This coordinator's URL into gp_coordinators (unregister_dead_sql, then
+ * register_sql), its URL lock held. 0; GP_EPERM when the database is
+ * read-only (the connection kept: tried again later, L.registered stays
+ * 0); GP_EIO (the connection dropped).
+ */
+static int
+register_url(int64_t deadline_ms)
+{
+	const char *params[1] = {L.advertise};
+	PGresult *res;
+	int i, rc;
+
+	for (i = 0; i < 2; i++) {
+		rc = query(i == 0 ? unregister_dead_sql : register_sql, 1,
+		    params, deadline_ms, &res);
+		if (rc == GP_EPERM) {
+			read_only("registering in gp_coordinators");
+			return GP_EPERM;
+		}
+		if (rc != 0) {
+			drop_connection();
+			return GP_EIO;
+		}
+		PQclear(res);
+	}
+	L.registered = 1;
+	writable();
+	return 0;
+}
+
+/*
  * Connects, sets the session's lease (idle_session_timeout, and
  * idle_in_transaction_session_timeout as pg.c's sessions have it; and
  * client_connection_check_interval: a session this thread dropped in
@@ -406,7 +503,7 @@ connect_db(void)
 	char sql[128], idle_tx[128], check[128], lock[96], text[256];
 	int64_t t = L.lease_ms;
 	PGresult *res;
-	int claimed, i;
+	int claimed, ready, rc = 0;
 
 	L.conn = PQconnectdbParams(keys, values, 1);
 	if (L.conn == NULL || PQstatus(L.conn) != CONNECTION_OK) {
@@ -434,14 +531,27 @@ connect_db(void)
 	    "SET client_connection_check_interval = %lld",
 	    (long long)(t / 2 > 1000 ? 1000 : t / 2));
 	if (exec(sql, t) != 0 || exec(idle_tx, t) != 0 || exec(check, t) != 0 ||
-	    exec("BEGIN", t) != 0 ||
-	    exec(lock, t) != 0 ||
-	    exec(create_sql, t) != 0 ||
-	    exec(create_coordinators_sql, t) != 0 ||
-	    exec("INSERT INTO gp_leader (id, epoch, addr) VALUES (1, 0, '') "
-		 "ON CONFLICT (id) DO NOTHING", t) != 0 ||
-	    exec("COMMIT", t) != 0 ||
-	    query(url_lock_sql, 1, params, t, &res) != 0) {
+	    (ready = tables_ready(t)) < 0) {
+		drop_connection();
+		return GP_EIO;
+	}
+	/*
+	 * DDL only when something is missing: a read-only server (which
+	 * refuses CREATE TABLE, even IF NOT EXISTS) is joined as it is, and
+	 * this coordinator stands by until it accepts writes.
+	 */
+	if (!ready && (exec("BEGIN", t) != 0 || exec(lock, t) != 0 ||
+	    (rc = exec(create_sql, t)) != 0 ||
+	    (rc = exec(create_coordinators_sql, t)) != 0 ||
+	    (rc = exec("INSERT INTO gp_leader (id, epoch, addr) VALUES "
+		 "(1, 0, '') ON CONFLICT (id) DO NOTHING", t)) != 0 ||
+	    (rc = exec("COMMIT", t)) != 0)) {
+		if (rc == GP_EPERM)
+			read_only("creating the election's tables");
+		drop_connection();
+		return GP_EIO;
+	}
+	if (query(url_lock_sql, 1, params, t, &res) != 0) {
 		drop_connection();
 		return GP_EIO;
 	}
@@ -451,14 +561,9 @@ connect_db(void)
 		drop_connection();
 		return GP_ECONFLICT;
 	}
-	for (i = 0; i < 2; i++) {
-		if (query(i == 0 ? unregister_dead_sql : register_sql, 1,
-		    params, t, &res) != 0) {
-			drop_connection();
-			return GP_EIO;
-		}
-		PQclear(res);
-	}
+	L.registered = 0;
+	if (register_url(t) == GP_EIO)
+		return GP_EIO;
 	return check_pool();
 }
 
@@ -575,7 +680,7 @@ try_lock(int64_t *epoch)
 {
 	char sql[160];
 	PGresult *res;
-	int won;
+	int won, rc;
 
 	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld), "
 	    "(SELECT addr FROM gp_leader WHERE id = 1)",
@@ -588,10 +693,28 @@ try_lock(int64_t *epoch)
 	PQclear(res);
 	if (!won)
 		return 0;
-	if (raise_epoch(&res) != 0) {
+	if ((rc = raise_epoch(&res)) == GP_EPERM) {
+		/*
+		 * A read-only database: nobody can lead it. The lock goes
+		 * back (a coordinator holding it could not raise the epoch
+		 * either), the connection stays, and the lock is tried
+		 * again at the next turn.
+		 */
+		read_only("raising the epoch");
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%lld)",
+		    (long long)LEADER_LOCK_KEY);
+		if (exec(sql, L.lease_ms) != 0 ||
+		    exec("SET lock_timeout = 0", L.lease_ms) != 0) {
+			drop_connection();
+			return GP_EIO;
+		}
+		return 0;
+	}
+	if (rc != 0) {
 		drop_connection(); /* and the lock with it */
 		return GP_EIO;
 	}
+	writable();
 	*epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	return 1;
@@ -607,7 +730,8 @@ try_lock(int64_t *epoch)
  * into why.
  */
 static int
-still_leading(int64_t mine, char *why, size_t len)
+still_leading(int64_t mine, char *why, size_t len, char *leader,
+    size_t leader_len)
 {
 	PGresult *res;
 	int64_t now;
@@ -617,7 +741,7 @@ still_leading(int64_t mine, char *why, size_t len)
 		  "locktype = 'advisory' AND objsubid = 2 AND granted AND "
 		  "pid <> pg_backend_pid() AND database = (SELECT oid FROM "
 		  "pg_database WHERE datname = current_database())), "
-		  LIVE_SQL " FROM gp_leader WHERE id = 1", 0, NULL,
+		  LIVE_SQL ", addr FROM gp_leader WHERE id = 1", 0, NULL,
 	    L.lease_ms / 2, &res) != 0) {
 		snprintf(why, len, "the lock's database connection was lost");
 		return GP_EIO;
@@ -630,6 +754,8 @@ still_leading(int64_t mine, char *why, size_t len)
 		L.coordinators = urls;
 		pthread_mutex_unlock(&L.mu);
 	}
+	if (now != mine)
+		gp_strlcpy(leader, PQgetvalue(res, 0, 3), leader_len);
 	PQclear(res);
 	if (now != mine) {
 		snprintf(why, len, "the epoch moved on to %lld",
@@ -658,7 +784,7 @@ still_leading(int64_t mine, char *why, size_t len)
  * clients go there.)
  */
 static int
-regain(int64_t mine, char *why, size_t len)
+regain(int64_t mine, char *why, size_t len, char *leader, size_t leader_len)
 {
 	int64_t backoff = 100, taken_since = 0, lost_at = gp_mono_ms(), now;
 	PGresult *res;
@@ -669,9 +795,10 @@ regain(int64_t mine, char *why, size_t len)
 		"the lock epoch=%lld",
 	    (long long)mine);
 	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld), "
-	    "(SELECT epoch FROM gp_leader WHERE id = 1)",
+	    "(SELECT epoch FROM gp_leader WHERE id = 1), "
+	    "(SELECT addr FROM gp_leader WHERE id = 1)",
 	    (long long)LEADER_LOCK_KEY);
-	while (!stopping()) {
+	while (!stopping() && !atomic_load(&lost)) {
 		if ((L.conn == NULL && connect_claimed(&taken_since) != 0) ||
 		    query(sql, 0, NULL, L.lease_ms, &res) != 0) {
 			nap(backoff);
@@ -680,6 +807,8 @@ regain(int64_t mine, char *why, size_t len)
 		}
 		won = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 		now = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		if (now != mine)
+			gp_strlcpy(leader, PQgetvalue(res, 0, 2), leader_len);
 		PQclear(res);
 		if (now != mine) {
 			snprintf(why, len, "the epoch moved on to %lld while "
@@ -702,6 +831,53 @@ regain(int64_t mine, char *why, size_t len)
 	return 1;
 }
 
+/*
+ * The lock's connection was lost with standbys connected: one short
+ * look (a connection of its own, 2 s to connect, 1 s to answer) at who
+ * leads now, so that the requests this one holds can name the new
+ * leader. Into out ("" when unknown: the database unreachable, or no
+ * other coordinator has raised the epoch yet).
+ */
+static void
+learn_leader(int64_t mine, char *out, size_t len)
+{
+	const char *keys[] = {"connect_timeout", "application_name", "options",
+	    "dbname", NULL};
+	const char *values[] = {"2", "gpupool-leader",
+	    "-c statement_timeout=1000", L.conninfo, NULL};
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
+	PGresult *res = NULL;
+
+	out[0] = '\0';
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK &&
+	    (res = PQexec(conn, "SELECT epoch, addr FROM gp_leader "
+	    "WHERE id = 1")) != NULL && PQresultStatus(res) ==
+	    PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	    strtoll(PQgetvalue(res, 0, 0), NULL, 10) != mine)
+		gp_strlcpy(out, PQgetvalue(res, 0, 1), len);
+	PQclear(res);
+	PQfinish(conn);
+}
+
+void
+leader_lost(const char *why, const char *leader)
+{
+	if (!atomic_load(&active))
+		return;
+	/* (a second caller may know the new leader when the first did not) */
+	if (leader != NULL && leader[0] != '\0')
+		set_url(leader);
+	if (atomic_exchange(&lost, 1))
+		return;
+	atomic_store(&epoch_now, 0);
+	atomic_store(&serving, 0);
+	if (leader == NULL || leader[0] == '\0')
+		set_url("");
+	gp_warn("leader: lost the lead (%s) leader=%s", why,
+	    leader != NULL && leader[0] != '\0' ? leader : "unknown");
+	L.on_lost(why);
+}
+
 static void
 default_on_lost(const char *why)
 {
@@ -715,7 +891,7 @@ static void *
 leader_thread(void *arg)
 {
 	int64_t backoff = 100, mine = 0, taken_since = 0;
-	char why[128];
+	char why[128], leader[sizeof(L.url)] = "";
 	int rc;
 
 	(void)arg;
@@ -727,6 +903,8 @@ leader_thread(void *arg)
 			continue;
 		}
 		backoff = 100;
+		if (!L.registered && register_url(L.lease_ms) == GP_EIO)
+			continue;
 		rc = try_lock(&mine);
 		if (rc == 1)
 			break;
@@ -743,21 +921,26 @@ leader_thread(void *arg)
 	pthread_mutex_unlock(&L.mu);
 	for (;;) {
 		nap(L.lease_ms / 4);
-		if (stopping())
+		/* (lost: a write found the epoch moved on, leader_lost) */
+		if (stopping() || atomic_load(&lost))
 			return NULL;
-		rc = still_leading(mine, why, sizeof(why));
+		if (!L.registered && L.conn != NULL)
+			register_url(L.lease_ms); /* (read-only before) */
+		rc = still_leading(mine, why, sizeof(why), leader,
+		    sizeof(leader));
 		if (rc == GP_EIO && L.standbys == 0)
-			rc = regain(mine, why, sizeof(why));
-		if (rc == 1 || stopping())
+			rc = regain(mine, why, sizeof(why), leader,
+			    sizeof(leader));
+		if (rc == 1 || stopping() || atomic_load(&lost))
 			return NULL;
 		if (rc != 0)
 			break;
 	}
-	atomic_store(&epoch_now, 0);
-	atomic_store(&serving, 0);
+	atomic_store(&epoch_now, 0); /* nothing commits from here on */
 	drop_connection();
-	set_url("");
-	L.on_lost(why);
+	if (rc == GP_EIO && leader[0] == '\0')
+		learn_leader(mine, leader, sizeof(leader));
+	leader_lost(why, leader);
 	return NULL;
 }
 

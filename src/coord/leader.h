@@ -41,10 +41,14 @@ struct leader_config {
 	int64_t lease_ms;	   /* a leader silent this long loses */
 	int64_t poll_ms;	   /* how often a standby tries the lock */
 	/*
-	 * Called, on the leader thread, when leadership is lost (the lock's
-	 * connection gone, the epoch moved on, the lease missed), after
-	 * leader_epoch() went to 0. The coordinator's exits (see leader.c);
-	 * NULL: the same, _exit(LEADER_EXIT_STEPPED_DOWN).
+	 * Called once, by leader_lost (on the leader thread, or on the
+	 * thread whose write was fenced), when leadership is lost (the
+	 * lock's connection gone, the epoch moved on, the lease missed),
+	 * after leader_epoch() went to 0 and leader_url() names the new
+	 * leader when it is known. It must not block: the coordinator's
+	 * (main.c) starts its stop, which answers the requests it holds
+	 * "not the leader" and exits LEADER_EXIT_STEPPED_DOWN; NULL:
+	 * _exit(LEADER_EXIT_STEPPED_DOWN) at once.
 	 */
 	void (*on_lost)(const char *why);
 };
@@ -92,6 +96,14 @@ void leader_url(char *out, size_t len);
  */
 char *leader_coordinators(void);
 
+/*
+ * This process no longer leads: why (for the log), leader (the new
+ * leader's URL, NULL or "" when unknown). leader_epoch() goes to 0 (no
+ * write can pass its fence from then on), leader_standby() to 1, and
+ * on_lost runs, once for all callers: the leader thread, or a store
+ * whose write found the epoch moved on (GP_EFENCED). Any thread.
+ */
+void leader_lost(const char *why, const char *leader);
 /* Stops the leader thread and closes its connection (the lock goes). */
 void leader_stop(void);
 

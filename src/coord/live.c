@@ -27,6 +27,7 @@
 #include <sodium.h>
 
 #include "datasets.h"
+#include "gang_relay.h"
 #include "state.h"
 #include "gp.h"
 #include "ledger.h"
@@ -1349,6 +1350,27 @@ part_overlay(const struct job *job)
 	return a;
 }
 
+/*
+ * gang.overlay_relay: the coordinator's gang relay (gang_relay.h), its
+ * UDP port and this part's own relay key (this part's agent alone, as
+ * its private key), when the relay runs.
+ */
+static void
+relay_json(const struct job *job, int part, json_t *gang)
+{
+	uint8_t key[GP_RELAY_KEY];
+	char b64[GP_RELAY_KEY_B64];
+
+	if (gang_relay_part_key(job->id, (uint32_t)job->attempts, part,
+	    key) != 0)
+		return;
+	gp_relay_key_b64(key, b64);
+	json_object_set_new(gang, "overlay_relay", json_pack("{s:i,s:s}",
+	    "port", gang_relay_port(), "key", b64));
+	sodium_memzero(key, sizeof(key));
+	sodium_memzero(b64, sizeof(b64));
+}
+
 void
 live_assignment_json(const struct job *job, int part, json_t *o)
 {
@@ -1391,6 +1413,7 @@ live_assignment_json(const struct job *job, int part, json_t *o)
 			    "overlay", overlay);
 			json_object_set_new(json_object_get(o, "gang"),
 			    "overlay_private_key", json_string(p->ov_priv));
+			relay_json(job, part, json_object_get(o, "gang"));
 		}
 	}
 }

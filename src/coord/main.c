@@ -8,16 +8,20 @@
 #include <limits.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
 #include "relay.h"
+#include "gang_relay.h"
 #include "relay_tls.h"
 #include "coord/coord.h"
 #include "api.h"
@@ -91,7 +95,8 @@ usage(FILE *out)
 	    "--proxy-tls-key FILE]\n"
 	    "                           [--advertise-url URL] "
 	    "[--leader-db CONNINFO]\n"
-	    "                           [--leader-lease-ms N]\n"
+	    "                           [--leader-lease-ms N] "
+	    "[--gang-relay PORT|off]\n"
 	    "\n"
 	    "The control plane: keeps the pool's state in DIR (SQLite, WAL),\n"
 	    "serves the HTTP API, schedules jobs and pushes them to agents.\n"
@@ -183,6 +188,14 @@ usage(FILE *out)
 	    "  --relay-threads N    threads that move interactive streams'\n"
 	    "                           bytes (default: one per core, at most "
 	    "16)\n"
+	    "  --gang-relay PORT|off\n"
+	    "                      the UDP port of the relay for gang overlays "
+	    "whose\n"
+	    "                      parts cannot reach each other (symmetric "
+	    "NATs),\n"
+	    "                      on the --listen address (default: the "
+	    "--listen\n"
+	    "                      port; off: no relay)\n"
 	    "  --min-job-age SECONDS\n"
 	    "                      a finished job leaves memory this long after "
 	    "it\n"
@@ -303,12 +316,98 @@ unescape(void *cls, struct MHD_Connection *conn, char *s)
 }
 
 static volatile sig_atomic_t stop_requested;
+static pthread_t main_thread;
+static atomic_int stop_status; /* coord_stop's: the first non-zero wins */
 
 static void
 on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+}
+
+void
+coord_stop(int status)
+{
+	int none = 0;
+
+	if (status != 0)
+		atomic_compare_exchange_strong(&stop_status, &none, status);
+	pg_stop_retrying();
+	stop_requested = 1;
+	pthread_kill(main_thread, SIGTERM); /* ends main's pause() */
+}
+
+static atomic_int serving_state; /* the state thread runs: requests held */
+
+/*
+ * leader.c's on_lost (leader_lost): another coordinator leads, or may
+ * by now. Nothing is committed from here on (the epoch is 0 in this
+ * process, state_refuse): the requests held are answered "not the
+ * leader", naming the new one when known, then the process exits
+ * LEADER_EXIT_STEPPED_DOWN within COORD_STOP_BOUND_MS. Runs on the
+ * thread that found the loss: it only sets flags and wakes main.
+ */
+
+static void
+on_lead_lost(const char *why)
+{
+	if (!atomic_load(&serving_state)) {
+		/* Still loading: nothing is held yet (answered "not ready"). */
+		gp_warn("stepping down: no longer the leader (%s) while "
+			"loading the state; exiting with status %d",
+		    why, LEADER_EXIT_STEPPED_DOWN);
+		_exit(LEADER_EXIT_STEPPED_DOWN);
+	}
+	state_refuse(STATE_REFUSE_NOT_LEADER, why);
+	gp_warn("stepping down: no longer the leader (%s); answering the "
+		"requests held \"not the leader\", then exiting with status "
+		"%d for the supervisor to restart this coordinator as a "
+		"standby",
+	    why, LEADER_EXIT_STEPPED_DOWN);
+	coord_stop(LEADER_EXIT_STEPPED_DOWN);
+}
+
+/*
+ * How long a stop may take, from the signal (or the lead lost) to the
+ * exit: the requests held are answered well before (a write failing
+ * then is not retried, pg_stop_retrying); past this, whatever still
+ * hangs (a database that does not answer, a request that does not end)
+ * is cut and the process exits.
+ */
+#define COORD_STOP_BOUND_MS 10000
+/* How long the answers of the last requests may take to go out. */
+#define COORD_STOP_DRAIN_MS 3000
+
+static void *
+stop_watchdog(void *arg)
+{
+	struct timespec ts = {COORD_STOP_BOUND_MS / 1000,
+	    (COORD_STOP_BOUND_MS % 1000) * 1000000L};
+	int status;
+
+	(void)arg;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+	status = atomic_load(&stop_status);
+	gp_error("stopping took more than %d ms: exiting now with status "
+		 "%d; what is still held is cut unanswered (none of it was "
+		 "acknowledged)",
+	    COORD_STOP_BOUND_MS, status != 0 ? status : 1);
+	_exit(status != 0 ? status : 1);
+}
+
+/* Until every request in flight has its answer, at most ms. */
+static void
+drain_requests(int64_t ms)
+{
+	int64_t deadline = gp_mono_ms() + ms;
+
+	while (api_requests_in_flight() > 0 && gp_mono_ms() < deadline)
+		usleep(10 * 1000);
+	if (api_requests_in_flight() > 0)
+		gp_warn("stopping: requests=%d still open after %lld ms",
+		    api_requests_in_flight(), (long long)ms);
 }
 
 static void
@@ -482,6 +581,7 @@ gp_coord_main(int argc, char **argv)
 	    {"streams-per-user", required_argument, NULL, 1003},
 	    {"streams-max", required_argument, NULL, 1004},
 	    {"relay-threads", required_argument, NULL, 1005},
+	    {"gang-relay", required_argument, NULL, 1201},
 	    {"leader-db", required_argument, NULL, 'G'},
 	    {"advertise-url", required_argument, NULL, 'a'},
 	    {"leader-lease-ms", required_argument, NULL, 'e'},
@@ -499,7 +599,7 @@ gp_coord_main(int argc, char **argv)
 	struct sockaddr_in addr;
 	char *cert = NULL, *key = NULL;
 	int64_t v;
-	int c;
+	int c, gang_relay = -1; /* -1: the --listen port */
 
 	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
 		return gp_coord_migrate_main(argc - 1, argv + 1);
@@ -679,6 +779,15 @@ gp_coord_main(int argc, char **argv)
 				             : "interactive-time-max");
 			*(c == 'i' ? &cfg.interactive_time_s
 			           : &cfg.interactive_time_max_s) = v;
+			break;
+		case 1201:
+			/* The gang relay's UDP port: "off", or 1..65535. */
+			if (strcmp(optarg, "off") == 0)
+				gang_relay = 0;
+			else if (gp_parse_int(optarg, 1, 65535, &v) == 0)
+				gang_relay = (int)v;
+			else
+				gp_fatalx("--gang-relay: a UDP port, or off");
 			break;
 		case 1101: {
 			struct coord_config tmp;
@@ -902,6 +1011,7 @@ gp_coord_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (metrics_init() != 0)
 		gp_fatalx("cannot set up the metrics");
+	main_thread = pthread_self();
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	if (lcfg.conninfo != NULL) {
@@ -919,6 +1029,7 @@ gp_coord_main(int argc, char **argv)
 		 * by a pause ends with its lease (pg.h).
 		 */
 		pg_set_session_lease(lcfg.lease_ms);
+		lcfg.on_lost = on_lead_lost;
 		if (leader_start(&lcfg) != 0)
 			gp_fatalx("cannot start the leader election");
 		start_http(&cfg, &addr, cert, key);
@@ -958,6 +1069,24 @@ gp_coord_main(int argc, char **argv)
 	image_attach_jobs();
 	if (state_create_admin_token_if_none() != 0)
 		gp_fatalx("cannot create the admin token");
+	{
+		char why[1200];
+
+		/*
+		 * The gang relay (UDP): on the --listen port unless told
+		 * otherwise, before the state thread assigns a gang (whose
+		 * parts get its key); given, it must start; by default a
+		 * coordinator that cannot bind it runs without (said).
+		 */
+		if (gang_relay_start(cfg.listen_addr, gang_relay < 0 ?
+		    cfg.port : gang_relay, cfg.blob_dir, why,
+		    sizeof(why)) != 0) {
+			if (gang_relay > 0)
+				gp_fatalx("--gang-relay: %s", why);
+			gp_warn("no gang relay: %s (gangs behind NATs that "
+			    "change ports need it)", why);
+		}
+	}
 	if (state_start_thread() != 0)
 		gp_fatalx("cannot start the state thread");
 	if (held_start() != 0)
@@ -972,22 +1101,36 @@ gp_coord_main(int argc, char **argv)
 			gp_fatalx("--proxy-listen: %s", why);
 	}
 
+	atomic_store(&serving_state, 1);
 	if (lcfg.conninfo != NULL)
 		leader_set_serving();
 	else
 		start_http(&cfg, &addr, cert, key);
 	while (!stop_requested)
 		pause();
+	{
+		pthread_t watchdog;
+
+		/*
+		 * A write failing from now on is answered "not committed"
+		 * rather than retried for PG_STORE_RETRY_MS, and the whole
+		 * stop is bounded (stop_watchdog).
+		 */
+		pg_stop_retrying();
+		if (pthread_create(&watchdog, NULL, stop_watchdog, NULL) == 0)
+			pthread_detach(watchdog);
+	}
 	gp_info("stopping");
 	/* Answer every held long poll, finish queued changes, then stop. */
 	coord_stopping = 1; /* and no new connection: accept_unless_stopping */
 	proxy_stop();
 	relay_stop();
+	gang_relay_stop();
 	terminal_stop(5000);
 	state_stop_thread();
 	notify_expire(INT64_MAX);
 	held_stop(); /* none suspended when the daemon stops */
-	usleep(200 * 1000);
+	drain_requests(COORD_STOP_DRAIN_MS);
 	MHD_stop_daemon(coord_daemon);
 	blob_stop();
 	ckpt_stop();
@@ -999,5 +1142,7 @@ gp_coord_main(int argc, char **argv)
 	leader_stop(); /* the lock last: after the last commit */
 	free(cert);
 	free(key);
-	return 0;
+	if (atomic_load(&stop_status) != 0)
+		gp_info("stopped status=%d", atomic_load(&stop_status));
+	return atomic_load(&stop_status);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "relay.h"
+#include "gang_relay.h"
 #include "coord_metrics.h"
 #include "state.h"
 #include "gp.h"
@@ -869,6 +870,7 @@ events(struct gp_buf *out)
 	    "Requests refused for a missing or unknown token",
 	    (double)get(&m.unauthorized));
 	rc |= relay_metrics_render(out);
+	rc |= gang_relay_metrics_render(out);
 	return rc;
 }
 

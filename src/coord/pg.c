@@ -352,6 +352,53 @@ notice_quiet(void *arg, const char *message)
 }
 
 static _Atomic int64_t session_lease_ms; /* pg_set_session_lease */
+static atomic_int retry_stopped;	 /* pg_stop_retrying */
+
+static void sleep_ms(int64_t ms);
+
+void
+pg_stop_retrying(void)
+{
+	atomic_store(&retry_stopped, 1);
+}
+
+int
+pg_retrying_stopped(void)
+{
+	return atomic_load(&retry_stopped);
+}
+
+void
+pg_leader_addr(struct pg_conn *c, char *out, size_t len)
+{
+	PGresult *r;
+
+	out[0] = '\0';
+	if (c == NULL || PQstatus(c->conn) != CONNECTION_OK)
+		return;
+	if (PQtransactionStatus(c->conn) != PQTRANS_IDLE)
+		PQclear(PQexec(c->conn, "ROLLBACK"));
+	r = PQexec(c->conn, "SELECT addr FROM gp_leader WHERE id = 1");
+	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1 && len > 0) {
+		strncpy(out, PQgetvalue(r, 0, 0), len - 1);
+		out[len - 1] = '\0';
+	}
+	PQclear(r);
+}
+
+int
+pg_retry_nap(int64_t ms)
+{
+	int64_t step;
+
+	while (ms > 0 && !pg_retrying_stopped()) {
+		step = ms < 50 ? ms : 50;
+		sleep_ms(step);
+		ms -= step;
+	}
+	return pg_retrying_stopped();
+}
 
 void
 pg_set_session_lease(int64_t ms)
@@ -629,12 +676,41 @@ check_pool(struct pg_conn *c, const char *pool_id, char *pool_out)
 	return rc;
 }
 
+/* A schema newer than ours: refused (GP_EPROTO), else 0. */
+static int
+schema_newer(struct pg_conn *c, int version)
+{
+	if (version <= PG_SCHEMA_VERSION)
+		return 0;
+	set_error(c, "the database at %s has schema version %d, newer than "
+	    "this coordinator's %d: upgrade gpupool", c->where, version,
+	    PG_SCHEMA_VERSION);
+	gp_error("postgresql schema is newer than this coordinator "
+		 "db=%s database_version=%d known_version=%d",
+	    c->where, version, PG_SCHEMA_VERSION);
+	return GP_EPROTO;
+}
+
 int
 pg_schema_open(struct pg_conn *c, const char *pool_id, char *pool_out)
 {
-	char sql[128];
+	char sql[128], have[64];
 	int rc, version, v;
 
+	/*
+	 * Read first: a database at our version with its pool's row needs
+	 * no DDL and no write, which a read-only server would refuse (even
+	 * CREATE TABLE IF NOT EXISTS). Only what must be made or migrated
+	 * takes the migrations' lock and transaction.
+	 */
+	if ((rc = pg_schema_version(c, &version)) != 0 ||
+	    (rc = schema_newer(c, version)) != 0)
+		return rc;
+	if (version == PG_SCHEMA_VERSION &&
+	    (rc = query_text(c, "SELECT pool_id FROM gp_pool WHERE id = 1",
+		"pool id", have, sizeof(have))) == 0 &&
+	    have[0] != '\0')
+		return check_pool(c, pool_id, pool_out);
 	rc = pg_exec(c, "BEGIN", "migration begin");
 	if (rc != 0)
 		return rc;
@@ -646,18 +722,9 @@ pg_schema_open(struct pg_conn *c, const char *pool_id, char *pool_out)
 			     "timestamptz NOT NULL DEFAULT now(), gpupool "
 			     "text NOT NULL)",
 		 "schema table")) != 0 ||
-	    (rc = pg_schema_version(c, &version)) != 0)
+	    (rc = pg_schema_version(c, &version)) != 0 ||
+	    (rc = schema_newer(c, version)) != 0)
 		goto fail;
-	if (version > PG_SCHEMA_VERSION) {
-		set_error(c, "the database at %s has schema version %d, newer than "
-		    "this coordinator's %d: upgrade gpupool", c->where,
-		    version, PG_SCHEMA_VERSION);
-		gp_error("postgresql schema is newer than this coordinator "
-			 "db=%s database_version=%d known_version=%d",
-		    c->where, version, PG_SCHEMA_VERSION);
-		rc = GP_EPROTO;
-		goto fail;
-	}
 	for (v = version + 1; v <= PG_SCHEMA_VERSION; v++) {
 		if ((rc = pg_exec(c, migrations[v - 1], "migration")) != 0)
 			goto fail;

@@ -66,6 +66,21 @@ void pg_close(struct pg_conn *c);
  */
 void pg_set_session_lease(int64_t ms);
 /*
+ * The process is stopping (SIGTERM, or the lead lost): from now on a
+ * write that fails is not retried, the transaction held in retry gives
+ * up at once (GP_ESTOPPED) so that its requests are answered "not
+ * committed" instead of waiting out the retry window (store_pg.c,
+ * store_pg_meta.c). Writes that succeed still commit. Any thread.
+ */
+void pg_stop_retrying(void);
+/* 1 once pg_stop_retrying was called. */
+int pg_retrying_stopped(void);
+/*
+ * Sleeps ms (a retry's back-off), waking at most 50 ms after
+ * pg_stop_retrying. 1 when it woke for that, else 0.
+ */
+int pg_retry_nap(int64_t ms);
+/*
  * Makes the connection again when it was lost (PQstatus bad), retrying as
  * pg_connect does for at most wait_ms. 0 or GP_ECONN.
  */
@@ -84,6 +99,13 @@ int pg_reconnect(struct pg_conn *c, int64_t wait_ms);
 int pg_result_error(struct pg_conn *c, const PGresult *r, const char *what);
 /* The same classification from a SQLSTATE alone (pure; sqlstate may be NULL). */
 int pg_sqlstate_error(const char *sqlstate);
+
+/*
+ * After a fence refused c's write (GP_EFENCED): the URL of the
+ * coordinator that leads now (gp_leader.addr) into out, "" when it
+ * cannot be read (one statement on c, when c is connected).
+ */
+void pg_leader_addr(struct pg_conn *c, char *out, size_t len);
 
 /*
  * Runs sql (one or more statements, no parameters, no rows wanted).

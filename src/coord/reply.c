@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "joblog.h"
+#include "leader.h"
 #include "state.h"
 
 /* This thread's capture (held.c): where its answers go instead. */
@@ -61,6 +62,29 @@ reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
 	return reply_queue(conn, (unsigned)status, resp);
 }
 
+/*
+ * A 503 while this coordinator has lost the lead (state_refusal; a blob
+ * record's transaction given up as not the leader, say) carries what a
+ * standby's does, so that clients follow the new leader.
+ */
+static enum MHD_Result
+reply_unled(struct MHD_Connection *conn, char *text)
+{
+	struct MHD_Response *resp;
+	char leader[512];
+
+	if (reply_raw(conn, 503, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	leader_url(leader, sizeof(leader));
+	MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
+	if (leader[0] != '\0')
+		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
+	MHD_add_response_header(resp, "Retry-After", "1");
+	/* (a held request's, on held.c's thread: captured) */
+	return reply_queue(conn, 503, resp);
+}
+
 enum MHD_Result
 reply_json(struct MHD_Connection *conn, int status, json_t *value)
 {
@@ -72,6 +96,8 @@ reply_json(struct MHD_Connection *conn, int status, json_t *value)
 	json_decref(value);
 	if (text == NULL)
 		return MHD_NO;
+	if (status == 503 && state_refusal() == STATE_REFUSE_NOT_LEADER)
+		return reply_unled(conn, text);
 	return reply_raw(conn, status, text, strlen(text), "application/json",
 	    NULL);
 }

@@ -65,21 +65,11 @@ cmp_int64(const void *a, const void *b)
 static int
 gpu_could(struct engine *e, const struct eng_gpu *g, const struct part_req *r)
 {
-	const struct gp_sched_job *job = r->job;
-
 	if (g->holder < 0)
 		return 0;
 	if (r->gpu_mem > 0 && g->mem_total < r->gpu_mem)
 		return 0;
-	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
-		return 0;
-	if (job->min_capability > 0 && g->capability < job->min_capability)
-		return 0;
-	if (job->max_price > 0 && g->price > job->max_price)
-		return 0;
-	if (g->interactive && !job->interactive)
-		return 0;
-	return eng_model_matches(e, g->model, job->gpu_model);
+	return eng_gpu_kind_fits(e, g, r->job);
 }
 
 /* When the GPU could take the part; END_NEVER: at the end of time (what

@@ -421,13 +421,33 @@ eng_model_matches(struct engine *e, int m, const char *want)
 	return e->match[m];
 }
 
+/*
+ * 1 when the GPU is of a kind the job asks for, whatever holds it: its
+ * memory (the job's min_gpu_mem_mib), capability, price, interactive
+ * or not, and model. What a part asks beyond (free room, its gpu_mem)
+ * each caller checks first.
+ */
+static inline int
+eng_gpu_kind_fits(struct engine *e, const struct eng_gpu *g,
+    const struct gp_sched_job *job)
+{
+	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
+		return 0;
+	if (job->min_capability > 0 && g->capability < job->min_capability)
+		return 0;
+	if (job->max_price > 0 && g->price > job->max_price)
+		return 0;
+	if (g->interactive && !job->interactive)
+		return 0;
+	return eng_model_matches(e, g->model, job->gpu_model);
+}
+
 /* 1 when the part may take the GPU at position pos of n now. */
 static inline int
 eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
     const struct part_req *r)
 {
 	const struct eng_gpu *g = &n->gpus[pos];
-	const struct gp_sched_job *job = r->job;
 
 	if (g->holder != 0 || (r->avoid_reserved && g->reserved))
 		return 0;
@@ -442,15 +462,7 @@ eng_gpu_usable(struct engine *e, const struct eng_node *n, int pos,
 		if (r->gpu_mem > 0 && g->mem_free < r->gpu_mem)
 			return 0;
 	}
-	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
-		return 0;
-	if (job->min_capability > 0 && g->capability < job->min_capability)
-		return 0;
-	if (job->max_price > 0 && g->price > job->max_price)
-		return 0;
-	if (g->interactive && !job->interactive)
-		return 0;
-	return eng_model_matches(e, g->model, job->gpu_model);
+	return eng_gpu_kind_fits(e, g, r->job);
 }
 
 static inline int

@@ -76,21 +76,11 @@ static int
 gpu_could_serve(struct engine *e, const struct eng_gpu *g,
     const struct part_req *r)
 {
-	const struct gp_sched_job *job = r->job;
-
 	if (!g->lent && g->holder <= 0)
 		return 0;
 	if (r->gpu_mem > 0 && g->mem_total < r->gpu_mem)
 		return 0;
-	if (job->min_gpu_mem_mib > 0 && g->mem_total < job->min_gpu_mem_mib)
-		return 0;
-	if (job->min_capability > 0 && g->capability < job->min_capability)
-		return 0;
-	if (job->max_price > 0 && g->price > job->max_price)
-		return 0;
-	if (g->interactive && !job->interactive)
-		return 0;
-	return eng_model_matches(e, g->model, job->gpu_model);
+	return eng_gpu_kind_fits(e, g, r->job);
 }
 
 /* CPUs in milli as words: "4 CPUs", "0.5 CPU". */

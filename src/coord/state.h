@@ -76,6 +76,7 @@ struct op {
 	/* Output. */
 	int status;
 	json_t *result;
+	int refused; /* STATE_REFUSE_*: answered so, nothing committed */
 	/*
 	 * Who frees the op: 0 while the state thread has it; the state
 	 * thread sets OP_ANSWERED and resumes conn (the handler frees it on
@@ -165,6 +166,34 @@ state_queued_next(int64_t *cursor)
 /* main.c */
 extern struct MHD_Daemon *coord_daemon;
 extern volatile int coord_stopping; /* answer long polls at once */
+/*
+ * Any thread: the coordinator stops as on SIGTERM (writes that fail are
+ * no longer retried: pg_stop_retrying), and exits with status (the
+ * first non-zero one given wins; 0: as a SIGTERM would).
+ */
+void coord_stop(int status);
+
+/*
+ * Why the state thread answers without committing. Once set (the first
+ * wins, state_refuse), nothing more is committed: every op, the batch
+ * whose commit failed among them, is answered 503 with Retry-After
+ * (api.c), and so is every request still in the coordinator (a long
+ * poll resumed, a request on a kept-alive connection), until it exits.
+ */
+enum state_refusal {
+	STATE_REFUSE_NONE = 0,
+	/* A commit failed and the coordinator stops (SIGTERM, or PostgreSQL
+	 * failing past its retry window): "not committed". */
+	STATE_REFUSE_STOPPING,
+	/* The lead was lost (leader_lost): "not the leader", naming the new
+	 * leader when it is known (X-Gpupool-Leader). */
+	STATE_REFUSE_NOT_LEADER,
+};
+/* state_loop.c: why (copied) says what happened, for the answers. */
+void state_refuse(enum state_refusal kind, const char *why);
+enum state_refusal state_refusal(void);
+/* The answers' message, into out. */
+void state_refusal_message(char *out, size_t len);
 
 /* state.c */
 int state_init(const struct coord_config *cfg);

@@ -166,10 +166,13 @@ job_finish(struct job *job, enum job_state st, const char *reason)
 
 /* An attempt is gone (node lost, agent forgot it): try again elsewhere. */
 static void
-job_requeue(struct job *job, const char *reason)
+job_requeue(struct job *job, const char *why)
 {
 	struct node *node = state_node(job->node_id);
-	char note[160];
+	char note[224], reason[64];
+
+	/* A copy: why is often job->stopping, which is cleared below. */
+	gp_strlcpy(reason, why, sizeof(reason));
 
 	if (job->cancel_requested) {
 		job_finish(job, JOB_CANCELLED, "cancelled");

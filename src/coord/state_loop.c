@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,12 @@
 #include "gp.h"
 #include "ledger.h"
 #include "log.h"
+#include "leader.h"
 #include "sched.h"
 
+static pthread_mutex_t refuse_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int refusal;	/* enum state_refusal; set once */
+static char refusal_why[256];	/* under refuse_lock */
 static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t op_cond;	/* monotonic: gp_cond_init_monotonic */
 static struct op *op_head, *op_tail;
@@ -85,6 +90,51 @@ op_abandon(struct op *op)
 		op_free(op);
 }
 
+/* ---- refusals: nothing more is committed ---- */
+
+void
+state_refuse(enum state_refusal kind, const char *why)
+{
+	pthread_mutex_lock(&refuse_lock);
+	if (atomic_load(&refusal) == STATE_REFUSE_NONE) {
+		gp_strlcpy(refusal_why, why != NULL ? why : "", sizeof(refusal_why));
+		atomic_store(&refusal, kind);
+	}
+	pthread_mutex_unlock(&refuse_lock);
+}
+
+enum state_refusal
+state_refusal(void)
+{
+	return (enum state_refusal)atomic_load(&refusal);
+}
+
+void
+state_refusal_message(char *out, size_t len)
+{
+	pthread_mutex_lock(&refuse_lock);
+	if (atomic_load(&refusal) == STATE_REFUSE_NOT_LEADER)
+		snprintf(out, len, "not the leader: this coordinator lost the "
+		    "lead (%s); nothing of this request was committed; retry "
+		    "at the leader", refusal_why);
+	else
+		snprintf(out, len, "not committed: the coordinator is stopping "
+		    "(%s); nothing of this request was committed; retry",
+		    refusal_why);
+	pthread_mutex_unlock(&refuse_lock);
+}
+
+/* op is answered as the refusal says, whatever it had. */
+static void
+refuse_op(struct op *op)
+{
+	char msg[400];
+
+	state_refusal_message(msg, sizeof(msg));
+	set_error(op, 503, "%s", msg);
+	op->refused = state_refusal();
+}
+
 void
 state_submit_op(struct op *op)
 {
@@ -96,7 +146,12 @@ state_submit_op(struct op *op)
 		 * suspended when the HTTP daemon stops.
 		 */
 		pthread_mutex_unlock(&op_lock);
-		set_error(op, 503, "the coordinator is stopping");
+		if (state_refusal() != STATE_REFUSE_NONE) {
+			refuse_op(op);
+		} else {
+			set_error(op, 503, "the coordinator is stopping; retry");
+			op->refused = STATE_REFUSE_STOPPING;
+		}
 		op_answer(op);
 		return;
 	}
@@ -368,6 +423,46 @@ publish(void)
 	nwoken = 0;
 }
 
+/*
+ * The batch's commit failed (the store's error says why: PostgreSQL
+ * failing past its retry window, the retry given up as the coordinator
+ * stops, a fence found another leader): memory is ahead of the store,
+ * so nothing more is committed. Its ops are answered 503 (refuse_op),
+ * nothing of it is published, and the coordinator stops.
+ */
+static void
+batch_not_committed(struct op *batch, int rc)
+{
+	struct op *op;
+	size_t i;
+	int n = 0;
+
+	state_refuse(STATE_REFUSE_STOPPING, gp_store_error(state.store));
+	for (op = batch; op != NULL; op = op->next, n++) {
+		refuse_op(op);
+		if (state.store->commit_unknown)
+			set_error(op, 503, "not confirmed: the coordinator "
+			    "stops (%s) and the database's answer to this "
+			    "request's commit was lost: whether it was "
+			    "committed is unknown; retry (a submission with "
+			    "the same idempotency key is not made twice)",
+			    gp_store_error(state.store));
+	}
+	for (i = 0; i < neffects; i++) {
+		json_decref(effects[i].assign);
+		json_decref(effects[i].cancel);
+		json_decref(effects[i].stop);
+	}
+	neffects = 0;
+	nwoken = 0;
+	gp_error("state batch not committed ops=%d rc=%s error=\"%s\": "
+		 "answered 503, nothing more is committed; stopping",
+	    n, gp_strerror(rc), gp_store_error(state.store));
+	coord_stop(state_refusal() == STATE_REFUSE_NOT_LEADER
+		? LEADER_EXIT_STEPPED_DOWN
+		: 1);
+}
+
 /* A batch this long is logged with where its time went. */
 #define SLOW_BATCH_US 100000
 
@@ -376,7 +471,7 @@ state_batch_run(struct op *batch, int64_t now, struct state_batch_clock *clk)
 {
 	struct op *op;
 	int64_t t[8];
-	int nops;
+	int nops, rc;
 
 	t[0] = gp_mono_us();
 	pthread_rwlock_wrlock(&state.lock);
@@ -412,9 +507,10 @@ state_batch_run(struct op *batch, int64_t now, struct state_batch_clock *clk)
 	 * Durable before anybody hears of it. A failed commit leaves
 	 * memory ahead of disk: stop, and let the restart reload.
 	 */
-	if (state.store->ops->commit(state.store) != 0)
-		gp_fatalx("cannot commit to the store: %s",
-		    gp_store_error(state.store));
+	if ((rc = state.store->ops->commit(state.store)) != 0) {
+		batch_not_committed(batch, rc);
+		return;
+	}
 	t[4] = gp_mono_us();
 	publish();
 	t[5] = gp_mono_us();
@@ -440,8 +536,10 @@ state_main(void *arg)
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&op_lock);
-		if (op_head == NULL && !stopping && !state.sched_more &&
-		    !clk.lease_more && !clk.purge_more) {
+		if (op_head == NULL && !stopping &&
+		    (state_refusal() != STATE_REFUSE_NONE ||
+			(!state.sched_more && !clk.lease_more &&
+			    !clk.purge_more))) {
 			gp_cond_wait_ms(&op_cond, &op_lock, 100);
 		}
 		batch = op_head;
@@ -453,7 +551,13 @@ state_main(void *arg)
 		}
 		pthread_mutex_unlock(&op_lock);
 
-		state_batch_run(batch, gp_mono_ms(), &clk);
+		if (state_refusal() != STATE_REFUSE_NONE) {
+			/* Nothing is committed any more (state_refuse). */
+			for (op = batch; op != NULL; op = op->next)
+				refuse_op(op);
+		} else {
+			state_batch_run(batch, gp_mono_ms(), &clk);
+		}
 		for (op = batch; op != NULL; op = next) {
 			next = op->next;
 			op_answer(op);

@@ -91,6 +91,12 @@ struct gp_store {
 	char pool_id[GP_STORE_POOL_ID_LEN + 1];
 	int schema_version; /* the store's, after open */
 	char error[256];    /* the last failure's reason */
+	/*
+	 * After a failed commit: 1 when its COMMIT was sent and its answer
+	 * lost, so that whether it committed is unknown (the batch's
+	 * requests are told so, not "not committed").
+	 */
+	int commit_unknown;
 };
 
 /* What load hands over, one callback per row; arg is the loader's. */

@@ -2,7 +2,8 @@
  * store_meta.c: the calls of store_meta.h over an implementation's
  * gp_meta_ops, and gp_meta_open, which asks the coordinator's store
  * (state.store) for the connection: its records then live where its
- * state does.
+ * state does; and the blob GC's scan and fence calls that every blob
+ * user makes under its own lock (gp_meta_scan_*).
  */
 #include <stdio.h>
 #include <string.h>
@@ -208,6 +209,33 @@ gp_meta_fence(struct gp_meta *m)
 	return m->ops->fence(m);
 }
 
+void
+gp_meta_scan_begin(pthread_mutex_t *lock, struct gp_meta *const *m)
+{
+	pthread_mutex_lock(lock);
+	if (*m != NULL)
+		(*m)->impatient = 1;
+}
+
+void
+gp_meta_scan_end(pthread_mutex_t *lock, struct gp_meta *const *m)
+{
+	if (*m != NULL)
+		(*m)->impatient = 0;
+	pthread_mutex_unlock(lock);
+}
+
+int
+gp_meta_scan_fence(pthread_mutex_t *lock, struct gp_meta *const *m)
+{
+	int rc;
+
+	gp_meta_scan_begin(lock, m);
+	rc = *m != NULL ? gp_meta_fence(*m) : GP_EIO;
+	gp_meta_scan_end(lock, m);
+	return rc;
+}
+
 const char *
 gp_meta_error(const struct gp_meta *m)
 {
@@ -220,6 +248,7 @@ gp_meta_http_status(int rc)
 	switch (rc) {
 	case GP_EFENCED:
 	case GP_ETIMEDOUT:
+	case GP_ESTOPPED:
 	case GP_ECONN:
 	case GP_EPERM:
 		return 503;

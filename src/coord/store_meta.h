@@ -54,6 +54,7 @@
 #ifndef GP_COORD_STORE_META_H
 #define GP_COORD_STORE_META_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -190,6 +191,20 @@ int gp_meta_http_status(int rc);
  * longer leads (a paused leader that comes back).
  */
 int gp_meta_fence(struct gp_meta *m);
+
+/*
+ * The blob GC's scans and fence, the same for every blob user (ckpt.c,
+ * data.c, image.c; blob_lock held): _begin takes the user's own lock
+ * and makes its connection impatient (each statement tried once, never
+ * waited for, so that a pass is skipped rather than hold every upload of
+ * the store while the database is away); _end undoes both. *m is read
+ * under lock: NULL once the user has stopped (its calls then fail
+ * GP_EIO). _fence is gp_meta_fence between the two (GP_EIO when *m is
+ * NULL): a blob_user's fence.
+ */
+void gp_meta_scan_begin(pthread_mutex_t *lock, struct gp_meta *const *m);
+void gp_meta_scan_end(pthread_mutex_t *lock, struct gp_meta *const *m);
+int gp_meta_scan_fence(pthread_mutex_t *lock, struct gp_meta *const *m);
 
 /*
  * For implementations and `coordinator migrate`: where SQLite keeps an

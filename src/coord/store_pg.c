@@ -195,13 +195,16 @@ log_add(struct pg_store *s, const char *sql, const struct params *p)
 	return 0;
 }
 
-static void
-sleep_ms(int64_t ms)
+/* The process is stopping: the transaction held in retry gives up. */
+static int
+give_up_stopping(struct pg_store *s)
 {
-	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	gp_warn("postgresql write given up db=%s: the coordinator is "
+		"stopping; the batch was not committed and its requests are "
+		"answered so error=\"%s\"",
+	    s->w->where, s->w->error);
+	return gp_store_fail(&s->base, GP_ESTOPPED, "its retry given up "
+	    "while PostgreSQL at %s fails: %s", s->w->where, s->w->error);
 }
 
 /*
@@ -209,12 +212,17 @@ sleep_ms(int64_t ms)
  * GP_ECONFLICT): waits its back-off, makes the connection again when it
  * was lost (or rolls the aborted transaction back), and marks the
  * transaction to be begun and replayed. GP_ETIMEDOUT once the database
- * has failed for PG_STORE_RETRY_MS.
+ * has failed for PG_STORE_RETRY_MS; GP_ESTOPPED at once, or as soon as
+ * its back-off is cut short, once the process is stopping
+ * (pg_stop_retrying): a write that failed is then not retried.
  */
 static int
 recover(struct pg_store *s, int rc)
 {
 	int64_t now = gp_mono_ms();
+
+	if (pg_retrying_stopped())
+		return give_up_stopping(s);
 
 	if (s->failing_since == 0) {
 		s->failing_since = now;
@@ -232,7 +240,8 @@ recover(struct pg_store *s, int rc)
 		return gp_store_fail(&s->base, GP_ETIMEDOUT,
 		    "PostgreSQL at %s failed for %d s: %s", s->w->where,
 		    PG_STORE_RETRY_MS / 1000, s->w->error);
-	sleep_ms(pg_backoff_ms(s->tries++));
+	if (pg_retry_nap(pg_backoff_ms(s->tries++)))
+		return give_up_stopping(s);
 	if (PQpipelineStatus(s->w->conn) != PQ_PIPELINE_OFF)
 		PQexitPipelineMode(s->w->conn);
 	if (PQstatus(s->w->conn) != CONNECTION_OK) {
@@ -259,11 +268,13 @@ retryable(int rc)
 static int
 tx_failed(struct pg_store *s, int rc)
 {
+	char leader[512] = "";
+
 	if (rc == GP_EFENCED)
 		gp_store_fail(&s->base, rc, "fenced: another coordinator leads "
 		    "the pool now (this one wrote with epoch %lld): %s",
 		    (long long)s->epoch, s->w->error);
-	else if (rc != GP_ETIMEDOUT)
+	else if (rc != GP_ETIMEDOUT && rc != GP_ESTOPPED)
 		gp_store_fail(&s->base, rc, "%s", s->w->error);
 	if (PQpipelineStatus(s->w->conn) != PQ_PIPELINE_OFF)
 		PQexitPipelineMode(s->w->conn);
@@ -272,17 +283,28 @@ tx_failed(struct pg_store *s, int rc)
 		PQclear(PQexec(s->w->conn, "ROLLBACK"));
 	s->sent = 0;
 	s->nsent = 0;
+	if (s->in_tx && (rc == GP_EFENCED || rc == GP_ESTOPPED ||
+	    rc == GP_ETIMEDOUT))
+		s->doomed = rc;
 	if (rc == GP_EFENCED) {
 		/*
 		 * Another coordinator leads: this one must never commit
-		 * again, and its memory is ahead of the store. Step down
-		 * as leader.c does (the service manager may restart it as
-		 * a standby).
+		 * again (leader_epoch() is 0 from now on: every later
+		 * transaction fails here without a round trip), and its
+		 * memory is ahead of the store. Step down as leader.c
+		 * does: the state thread answers this batch's requests
+		 * "not the leader", naming the new one when the database
+		 * says who (its fence just read gp_leader), and the
+		 * process exits (main.c; the service manager may restart
+		 * it as a standby).
 		 */
 		gp_error("postgresql fenced db=%s epoch=%lld: stepping down "
 			 "error=\"%s\"",
 		    s->w->where, (long long)s->epoch, s->w->error);
-		_exit(LEADER_EXIT_STEPPED_DOWN);
+		if (s->epoch > 0)
+			pg_leader_addr(s->w, leader, sizeof(leader));
+		leader_lost("a write was fenced: another coordinator "
+		    "raised the epoch", leader);
 	}
 	return rc;
 }
@@ -649,6 +671,7 @@ store_begin(struct gp_store *gs)
 	s->in_tx = 1;
 	s->sent = 0;
 	s->nsent = 0;
+	s->doomed = 0;
 	log_clear(s);
 	return 0;
 }
@@ -686,6 +709,11 @@ store_commit(struct gp_store *gs)
 
 	if (!s->in_tx)
 		return gp_store_fail(gs, GP_EINVAL, "commit outside a transaction");
+	gs->commit_unknown = 0;
+	if (s->doomed != 0) { /* (the store's error says why) */
+		rc = s->doomed;
+		goto out;
+	}
 	if (!s->sent && s->nlog == 0) { /* nothing was written */
 		s->in_tx = 0;
 		return 0;
@@ -700,6 +728,8 @@ store_commit(struct gp_store *gs)
 			if (rc == 1)
 				break;
 			if (rc < 0) {
+				/* (not asked: stopping, or the time ran out) */
+				gs->commit_unknown = 1;
 				tx_failed(s, rc);
 				goto out;
 			}

@@ -50,6 +50,14 @@ struct pg_store {
 	int elected;	   /* leader.c leads: its epoch, read per transaction */
 	int in_tx;	   /* between begin and commit/rollback */
 	int sent;	   /* BEGIN and the fence sent on w */
+	/*
+	 * A statement of the open transaction failed for good because the
+	 * store is lost to this process (GP_ESTOPPED, GP_EFENCED,
+	 * GP_ETIMEDOUT): the commit fails with it, so that the batch
+	 * is answered as not committed, even one that wrote nothing (a
+	 * submission whose key could not be read).
+	 */
+	int doomed;
 	size_t nsent;	   /* log[0, nsent) ran on the server */
 	int64_t batch_seq; /* the last batch committed (gp_batch) */
 	struct logged *log;

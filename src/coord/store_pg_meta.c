@@ -91,10 +91,24 @@ fail(struct pg_meta *m, int rc)
 	    m->c->error[0] != '\0' ? m->c->error : gp_strerror(rc),
 	    sizeof(m->base.error));
 	if (rc == GP_EFENCED) {
+		char leader[512];
+
 		gp_error("postgresql %s fenced db=%s: stepping down "
 			 "error=\"%s\"",
 		    m->base.what, m->c->where, m->base.error);
-		_exit(LEADER_EXIT_STEPPED_DOWN);
+		if (!m->elected)
+			_exit(LEADER_EXIT_STEPPED_DOWN);
+		/*
+		 * Elected: leader_lost starts the process's stop, which
+		 * answers what it holds (this request too: the error below)
+		 * before it exits LEADER_EXIT_STEPPED_DOWN.
+		 */
+		pg_leader_addr(m->c, leader, sizeof(leader));
+		leader_lost("a write of the blob records was fenced: another "
+		    "coordinator raised the epoch", leader);
+		snprintf(m->base.error, sizeof(m->base.error),
+		    "not the leader: this coordinator no longer leads the "
+		    "pool; nothing was committed; try the leader");
 	}
 	return rc;
 }
@@ -165,6 +179,8 @@ meta_retry(struct gp_meta *gm, int rc)
 
 	if (rc != GP_ECONN && rc != GP_EPERM && rc != GP_ECONFLICT)
 		return rc;
+	if (pg_retrying_stopped())
+		goto stopped;
 	if (m->failing_since == 0) {
 		m->failing_since = now;
 		m->tries = 0;
@@ -197,7 +213,8 @@ meta_retry(struct gp_meta *gm, int rc)
 		m->failing_since = 0;
 		return GP_ETIMEDOUT;
 	}
-	sleep_ms(pg_backoff_ms(m->tries++));
+	if (pg_retry_nap(pg_backoff_ms(m->tries++)))
+		goto stopped;
 	if (PQstatus(m->c->conn) != CONNECTION_OK) {
 		/* (else the next try fails, and comes back here) */
 		if (pg_reconnect(m->c, 0) == 0)
@@ -206,6 +223,15 @@ meta_retry(struct gp_meta *gm, int rc)
 		PQclear(PQexec(m->c->conn, "ROLLBACK"));
 	}
 	return 0;
+stopped:
+	/* The process is stopping (pg_stop_retrying): no more retries. */
+	snprintf(gm->error, sizeof(gm->error), "not committed: the "
+	    "coordinator is stopping while PostgreSQL fails; retry");
+	gp_warn("postgresql %s retry given up db=%s: the coordinator is "
+		"stopping; nothing of it was committed",
+	    gm->what, m->c->where);
+	m->failing_since = 0;
+	return GP_ESTOPPED;
 }
 
 /* A statement or commit went through: the failing is over. */
@@ -351,8 +377,15 @@ send_commit(struct pg_meta *m)
 		"whether it committed",
 	    m->base.what, m->c->where, m->xid);
 	for (;;) {
-		if ((rc = meta_retry(&m->base, GP_ECONN)) != 0)
+		if ((rc = meta_retry(&m->base, GP_ECONN)) != 0) {
+			if (rc == GP_ESTOPPED || rc == GP_ETIMEDOUT)
+				snprintf(m->base.error, sizeof(m->base.error),
+				    "not confirmed: the database's answer to "
+				    "the commit was lost and could not be "
+				    "asked about: whether it was committed is "
+				    "unknown; retry");
 			return rc;
+		}
 		r = PQexecParams(m->c->conn, "SELECT txid_status($1::bigint)",
 		    1, NULL, v, NULL, NULL, 0);
 		if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK ||

@@ -4,8 +4,10 @@
 # a leads; SIGSTOP a; b takes over once the server has ended a's session
 # (its lease) and accepts work; a submission is sent to a while it is
 # stopped (the kernel queues it); SIGCONT a: it commits nothing (the
-# submission is nowhere in the database, b's jobs are untouched) and
-# steps down (exits 75); restarted, it stands by and names b.
+# submission is nowhere in the database, b's jobs are untouched), answers
+# the submission 503 "not the leader" (naming b when it knows it) rather
+# than cutting it, and steps down (exits 75); restarted, it stands by and
+# names b.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 pg_start
@@ -48,7 +50,7 @@ until [ "$(epoch_now)" -gt "$epoch" ] 2>/dev/null; do
 done
 assert_eq "$(url_of b)" "$(pg_psql "SELECT addr FROM gp_leader WHERE id = 1")" "gp_leader's addr"
 # A submission to the stopped a alone, held by the kernel meanwhile.
-curl -s -o "$T/fenced.body" -w '%{http_code}' --max-time 60 \
+curl -s -o "$T/fenced.body" -D "$T/fenced.headers" -w '%{http_code}' --max-time 60 \
     -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
     --data-binary '{"command":["echo","fenced-probe"],"name":"fenced-probe","gpus":1}' \
     "$(url_of a)/v1/jobs" >"$T/fenced.status" 2>/dev/null &
@@ -72,6 +74,18 @@ wait "$probe"
 status=$(cat "$T/fenced.status")
 [ "$status" = 201 ] || [ "$status" = 200 ] &&
     fail "the stopped a acknowledged a submission after losing the lead: $(cat "$T/fenced.body")"
+# Held by a when it found the lead lost: answered before the exit, as a
+# standby answers (clients follow the leader it names), not cut.
+log "the submission held by a: HTTP $status $(cat "$T/fenced.body")"
+assert_eq 503 "$status" "the answer to the submission a held"
+assert_contains "$(cat "$T/fenced.body")" "not the leader" "the answer to the submission a held"
+grep -qi '^retry-after:' "$T/fenced.headers" || fail "no Retry-After in a's answer"
+named=$(sed -n 's/^[Xx]-[Gg]pupool-[Ll]eader: *//p' "$T/fenced.headers" | tr -d '\r')
+if [ -n "$named" ]; then
+	assert_eq "$(url_of b)" "$named" "the leader a's answer names"
+else
+	log "a's answer names no leader (it found the lead lost before it knew who leads)"
+fi
 assert_eq 0 "$(jobs_named fenced-probe)" "jobs of the fenced submission in the database"
 assert_eq "$rows_before" "$(pg_psql "SELECT count(*) || ' ' || coalesce(max(id), 0) FROM gp_jobs")" "gp_jobs after a resumed"
 assert_eq succeeded "$(job_state "$after")" "b's job after a resumed"

@@ -26,45 +26,32 @@
 # GPOV_BREAK=rules opens both machines' forward hooks (the overlay's
 # table and the agent's own) before the intruder tries: the test must then
 # fail (the intruder gets in), which shows that the rules are what stops it.
+# GPOV_NAT=symmetric puts the machines behind NATs that map each new
+# flow to a new random port (nat_lib.sh): hole punching cannot work
+# there, the gang goes through the coordinator's relay; with
+# GPOV_RELAY=off too (the coordinator's --gang-relay off) the test must
+# fail (test_gang_overlay_relay.sh is the relay's own test).
 # Needs root, network namespaces, wireguard-go and torch (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/nat_lib.sh"
 
-if [ -z "${GPOV_INSIDE:-}" ]; then
-	. "$here/../requirements.sh"
-	for w in root netns nft wireguard torch; do
-		if ! requirement_present "$w"; then
-			echo "SKIP test_gang_overlay: needs $w: not on this machine"
-			exit 77
-		fi
-	done
-	. "$here/nat_lib.sh"
-	trap nat_delete EXIT
-	nat_make "gpov$$" || { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	# The test itself runs on "the internet" (the coordinator's side).
-	nsenter --net="/run/netns/$NAT_I" env GPOV_INSIDE=1 \
-	    GPOV_HA="$NAT_HA" GPOV_HB="$NAT_HB" bash "$here/$(basename "$0")"
-	exit $?
-fi
+# The test itself runs on "the internet" (the coordinator's side).
+nat_test_inside GPOV "gpov$$" "root netns nft wireguard torch" ${GPOV_NAT:-}
 
 . "$here/lib.sh"
 
 # The coordinator listens on the internet's addresses too (a test
 # namespace: plain HTTP is fine here).
 COORD_PORT=$(free_port)
-start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure
+relay_flag=()
+[ "${GPOV_RELAY:-on}" = off ] && relay_flag=(--gang-relay off)
+start_coordinator --listen "0.0.0.0:$COORD_PORT" --insecure \
+    "${relay_flag[@]+"${relay_flag[@]}"}"
 printf 'network = lan\nimages = any\n' >"$T/lan.policy"
 ov_flag=(--gang-overlay "${GPOV_OVERLAY:-auto}")
-start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
-	if [ ! -s "$T/$1.token" ]; then
-		mk_token provider "prov-$1"
-		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$1.token")
-	fi
-	spawn "$T/agent-$1.log" nsenter --net="/run/netns/$2" "$GP" agent \
-	    --coordinator "http://$3:$COORD_PORT" --token-file "$T/$1.token" \
-	    --name "$1" --work "$T/agents/$1" --fake-gpus 2 --run-as nobody \
-	    --policy "$T/lan.policy" "${ov_flag[@]}" -v
-	AGENT_PID[$1]=$SPAWNED_PID
+start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS (nat_lib.sh)
+	nat_start_agent "$@" --policy "$T/lan.policy" "${ov_flag[@]}"
 }
 start_machine_agent a "$GPOV_HA" 198.51.100.1
 start_machine_agent b "$GPOV_HB" 203.0.113.1
@@ -156,6 +143,14 @@ wait_dev a "$gjob"
 dev_a=$DEV table_a=$TABLE
 wait_dev b "$gjob"
 dev_b=$DEV table_b=$TABLE
+# Behind NATs that change ports: through the relay (else the wrapper
+# test_gang_overlay_relay_torch would not test it).
+if [ "${GPOV_NAT:-}" = symmetric ]; then
+	for m in a b; do
+		grep -q "through the relay job=$gjob " "$T/agent-$m.log" ||
+		    fail "agent $m did not go through the relay: $(grep -i 'relay\|handshake' "$T/agent-$m.log")"
+	done
+fi
 maddr=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\1/p')
 mport=$(printf '%s' "$LOG" | sed -n 's/^rank=1 master=\([0-9.]*\):\([0-9]*\)$/\2/p')
 case $maddr in

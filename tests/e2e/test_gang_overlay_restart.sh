@@ -21,26 +21,16 @@
 # GP_TEST_DB=postgresql runs it on PostgreSQL; with GPOVR_FAILOVER=1 too
 # (test_gang_overlay_restart_pg) a standby on the same database takes
 # over from the killed coordinator instead of a restart.
+# GPOV_NAT=symmetric puts the machines behind NATs that change ports per
+# destination (nat_lib.sh): the gang goes through the coordinator's gang
+# relay, whose flows must come back by themselves after the restart.
 # Needs root, network namespaces, nft and wireguard-go (SKIP without).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/nat_lib.sh"
 
-if [ -z "${GPOVR_INSIDE:-}" ]; then
-	. "$here/../requirements.sh"
-	for w in root netns nft wireguard; do
-		if ! requirement_present "$w"; then
-			echo "SKIP $(basename "$0" .sh): needs $w: not on this machine"
-			exit 77
-		fi
-	done
-	. "$here/nat_lib.sh"
-	trap nat_delete EXIT
-	nat_make "gpor$$" || { echo "FAIL: cannot make the test namespaces"; exit 1; }
-	# The test itself runs on "the internet" (the coordinator's side).
-	nsenter --net="/run/netns/$NAT_I" env GPOVR_INSIDE=1 \
-	    GPOVR_HA="$NAT_HA" GPOVR_HB="$NAT_HB" bash "$here/$(basename "$0")"
-	exit $?
-fi
+# The test itself runs on "the internet" (the coordinator's side).
+nat_test_inside GPOVR "gpor$$" "root netns nft wireguard" ${GPOV_NAT:-}
 
 . "$here/lib.sh"
 
@@ -75,17 +65,10 @@ if [ -n "$failover" ]; then
 	coord2=(--coordinator "http://198.51.100.1:$port2")
 fi
 printf 'network = lan\n' >"$T/lan.policy"
+# (nat_lib.sh; with a standby, the agent knows it too: a --coordinator
+# after the first keeps its place in the agent's list.)
 start_machine_agent() { # NAME NETNS COORDINATOR-ADDRESS
-	if [ ! -s "$T/$1.token" ]; then
-		mk_token provider "prov-$1"
-		(umask 077 && printf '%s\n' "$TOKEN" >"$T/$1.token")
-	fi
-	spawn "$T/agent-$1.log" nsenter --net="/run/netns/$2" "$GP" agent \
-	    --coordinator "http://$3:$COORD_PORT" \
-	    ${failover:+"${coord2[@]}"} --token-file "$T/$1.token" \
-	    --name "$1" --work "$T/agents/$1" --fake-gpus 2 --run-as nobody \
-	    --policy "$T/lan.policy" -v
-	AGENT_PID[$1]=$SPAWNED_PID
+	nat_start_agent "$@" --policy "$T/lan.policy" ${failover:+"${coord2[@]}"}
 }
 start_machine_agent a "$GPOVR_HA" 198.51.100.1
 start_machine_agent b "$GPOVR_HB" 203.0.113.1
@@ -200,6 +183,14 @@ wait_part_log "$g1" 1 "rank1 before: total 20"
 overlay_of "$g1"
 before=$OVERLAY
 log "the overlay before the restart: $(printf '%s' "$before" | tr '\n' ';')"
+# Behind NATs that change ports: through the relay (else the wrapper
+# test_gang_overlay_relay_restart would not test it).
+if [ "${GPOV_NAT:-}" = symmetric ]; then
+	for m in a b; do
+		grep -q "through the relay job=$g1 " "$T/agent-$m.log" ||
+		    fail "agent $m did not go through the relay: $(grep -i 'relay\|handshake' "$T/agent-$m.log")"
+	done
+fi
 # What the agents' devices hold is what the coordinator answers.
 privs=''
 declare -A g1_port=()

@@ -84,13 +84,18 @@ while :; do
 	[ $SECONDS -ge $deadline ] && fail "run 2 not requeued: $(job_get "$run2" d)"
 	sleep 0.2
 done
+# The requeue says why in the job's log (it said "ended: ; job requeued"
+# when job_requeue cleared the gang's reason before writing it).
+cli logs --part 0 "$run2"
+assert_contains "$CLI_OUT" "ended: node_lost; job requeued" "the requeue's note in part 0's log"
 start_a2
 wait_final "$run2" 240
 [ "$FINAL_STATE" = succeeded ] || fail "run 2 ended $FINAL_STATE: $(job_get "$run2" d)"
 # At least the one interruption; not exactly: in one full-suite run the
 # attempt after it lost its part on the restarted agent (never delivered
-# there; the gang was requeued again about 30 s later with an empty reason,
-# to be looked into) and the run ended on attempt 3 with the same weights.
+# there; the gang was requeued again about 30 s later, its reason then
+# lost to the bug above) and the run ended on attempt 3 with the same
+# weights.
 attempts=$(job_get "$run2" 'd["attempts"]')
 [ "$attempts" -ge 2 ] || fail "run 2 ran $attempts attempt(s), wanted at least 2"
 for k in 0 1; do

@@ -13,7 +13,8 @@
 # database whose schema is newer than this coordinator's. A second
 # coordinator on the same store stands by (it does not take the lead);
 # a coordinator that no longer leads (the epoch raised, as a new leader
-# does): its next write is fenced, it exits 75 and answers nothing.
+# does): its next write is fenced, it answers "not the leader" (never
+# 201) and exits 75.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 . "$(dirname "$0")/migrate_lib.sh"

@@ -236,6 +236,29 @@ TEST(assignment_overlay)
 	CHECK_STR(a.assignments[0].overlay_peers[2].endpoint,
 	    "203.0.113.2:51821");
 	CHECK_STR(a.assignments[0].overlay_priv, "YMUveLusxSLq/8Rrdk3/I2JXtBcXuXcxytcJshXcmE8=");
+	CHECK_EQ(a.assignments[0].overlay_relay.port, 0);
+	gp_poll_answer_fini(&a);
+	/* the coordinator's relay: its port and this part's key */
+#define OV_PRIV ",\"overlay_private_key\":" \
+	    "\"YMUveLusxSLq/8Rrdk3/I2JXtBcXuXcxytcJshXcmE8=\""
+	CHECK_EQ(decode(OV_HEAD OV_PEERS OV_PRIV ",\"overlay_relay\":"
+	    "{\"port\":7070,\"key\":"
+	    "\"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"}}}]}", &a), 0);
+	CHECK_EQ(a.assignments[0].overlay_relay.port, 7070);
+	CHECK_EQ(a.assignments[0].overlay_relay.attempt, 1);
+	CHECK_EQ(a.assignments[0].overlay_relay.key[31], 31);
+	gp_poll_answer_fini(&a);
+	/* a bad port or key: refused */
+	CHECK(decode(OV_HEAD OV_PEERS OV_PRIV ",\"overlay_relay\":"
+	    "{\"port\":0,\"key\":"
+	    "\"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"}}}]}", &a) != 0);
+	gp_poll_answer_fini(&a);
+	CHECK(decode(OV_HEAD OV_PEERS OV_PRIV ",\"overlay_relay\":"
+	    "{\"port\":7070,\"key\":\"AAEC\"}}}]}", &a) != 0);
+	gp_poll_answer_fini(&a);
+	CHECK(decode(OV_HEAD OV_PEERS OV_PRIV ",\"overlay_relay\":7070}}]}",
+	    &a) != 0);
+#undef OV_PRIV
 	gp_poll_answer_fini(&a);
 	/* no private key, or not the part's own: refused */
 	CHECK(decode(OV_HEAD OV_PEERS "}}]}", &a) != 0);
