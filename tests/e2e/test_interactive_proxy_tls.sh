@@ -212,7 +212,7 @@ grant
 # In a network namespace of its own: the host's interfaces, which other
 # tests change, do not abort its navigations (browser_netns).
 browser_netns "$PPORT"
-GP_LINK=$url GP_PAGE="hello over the proxy" GP_HOST_RULES=$BROWSER_HOSTS \
+GP_LINK=$url GP_PAGE="hello over the proxy" \
     ${BROWSER_NS[@]+"${BROWSER_NS[@]}"} node "$ROOT/tests/web/proxy_tls.test.mjs" >"$T/browser.log" 2>&1
 rc=$?
 cat "$T/browser.log" >&2

@@ -15,15 +15,10 @@ function check(cond, what) {
   console.log('ok: ' + what);
 }
 
-// GP_HOST_RULES: where the job hosts are, when the browser runs in a
-// network namespace of its own (tests/e2e/lib.sh's browser_netns).
-const hostRules = process.env.GP_HOST_RULES
-  ? ['--host-resolver-rules=' + process.env.GP_HOST_RULES] : [];
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    ...hostRules],
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 try {
   const ctx = await browser.newContext();
