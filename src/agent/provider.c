@@ -640,12 +640,33 @@ copy_exposures(struct gp_provider *p, struct gp_assignment *a)
 	return 0;
 }
 
+/*
+ * 1 when the environment says GPUPOOL_AGENT_REFUSE_JOBS=1: the agent
+ * refuses every assignment, as a node that cannot start jobs would (a
+ * test knob: tests/e2e/test_backoff.sh plays such a node with it).
+ */
+static int
+refuse_all_for_tests(void)
+{
+	const char *v = getenv("GPUPOOL_AGENT_REFUSE_JOBS");
+
+	return v != NULL && strcmp(v, "1") == 0;
+}
+
 void
 gp_provider_assign(struct gp_provider *p, struct gp_assignment *a)
 {
 	struct pjob *j;
 	uint64_t m = 0;
 	int i;
+
+	if (refuse_all_for_tests()) {
+		if (gp_reports_add(p->ag->reports, &a->id) == 0)
+			refuse(p, a,
+			    "GPUPOOL_AGENT_REFUSE_JOBS=1 (a test knob)");
+		gp_assignment_fini(a);
+		return;
+	}
 
 	if (gp_reports_add(p->ag->reports, &a->id) != 0) {
 		gp_warn("assignment already known, ignored job=%lld "

@@ -825,7 +825,9 @@ live_schedule(void)
 		struct job *j = state.queue[i];
 		if (j == NULL)
 			continue;
-		if (depth > 0 && !j->spec.interactive) {
+		/* (one backing off takes no place of its user's depth) */
+		if (depth > 0 && !j->spec.interactive &&
+		    (j->retry == NULL || j->retry->not_before_ms <= now)) {
 			size_t u = j->user_id > 0 &&
 			        (size_t)j->user_id < capucount
 			    ? (size_t)j->user_id
@@ -852,6 +854,7 @@ live_schedule(void)
 		    (j->spec.interactive && state.nrefuse_interactive > 0) ||
 		    (j->spec.nodes > 1 && state.nno_gang_links > 0) ||
 		    j->spec.network > 1;
+		retry_sched_job(j, now); /* its back-off, nodes to avoid */
 		held = j->wait->hold_reason != NULL &&
 		    j->wait->hold_reason[0] != '\0';
 		j->sj.hold = held ? GP_SCHED_HOLD_BUDGET : GP_SCHED_HOLD_NONE;
@@ -1046,6 +1049,8 @@ live_wait_code(int reason)
 		return "held";
 	case GP_SCHED_WAIT_PREEMPTING:
 		return "preempting";
+	case GP_SCHED_WAIT_BACKOFF:
+		return "backoff";
 	}
 	return "pending";
 }
@@ -1144,12 +1149,20 @@ live_job_json(const struct job *job, json_t *o)
 	json_object_set_new(o, "parts", parts);
 	if (job->state == JOB_QUEUED && job->wait_reason != 0 &&
 	    job->wait != NULL) {
+		char why[sizeof(job->wait->wait_why) + 32];
+		int backoff = job->wait_reason == GP_SCHED_WAIT_BACKOFF &&
+		    job->retry != NULL;
+		retry_wait_words(job, job->wait->wait_why, why, sizeof(why));
 		json_object_set_new(o, "wait",
-		    json_pack("{s:s,s:s,s:i,s:o}", "reason",
-		        live_wait_code(job->wait_reason), "why",
-		        job->wait->wait_why,
+		    json_pack("{s:s,s:s,s:i,s:o,s:o,s:o}", "reason",
+		        live_wait_code(job->wait_reason), "why", why,
 		        "position", job->queue_rank, "expected_start",
-		        time_or_null(job->wait_start_ms)));
+		        time_or_null(job->wait_start_ms), "next_try",
+		        backoff ? time_or_null(job->retry->not_before_ms)
+		                : json_null(),
+		        "failed_starts",
+		        job->retry != NULL ? json_integer(job->retry->failures)
+		                           : json_null()));
 	} else {
 		json_object_set_new(o, "wait", json_null());
 	}
@@ -1457,13 +1470,16 @@ live_queue_text(const struct token_entry *who, struct gp_buf *out)
 	qsort(v, n, sizeof(*v), cmp_rank);
 	for (i = 0; i < n && !failed; i++) {
 		const struct job *j = v[i];
-		char cap[16];
+		char cap[16], why[sizeof(j->wait->wait_why) + 32];
 		json_t *o;
 		if (j->wait_start_ms > 0 && head == 0)
 			head = j->id;
 		if (!job_visible_to(j, who))
 			continue;
 		gp_capability_format(j->spec.min_capability, cap, sizeof(cap));
+		if (j->wait_reason != 0 && j->wait != NULL)
+			retry_wait_words(j, j->wait->wait_why, why,
+			    sizeof(why));
 		o = json_pack("{s:I,s:i,s:s,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:o,"
 		              "s:o}",
 		    "id", (json_int_t)j->id, "position", (int)i + 1, "name",
@@ -1473,7 +1489,7 @@ live_queue_text(const struct token_entry *who, struct gp_buf *out)
 		                        : "pending",
 		    "why",
 		    j->wait_reason != 0 && j->wait != NULL
-		        ? j->wait->wait_why
+		        ? why
 		        : "not looked at by the scheduler yet",
 		    "expected_start", time_or_null(j->wait_start_ms), "gpus",
 		    j->spec.gpus, "nodes", j->nparts, "gpu_share",

@@ -136,6 +136,25 @@ struct job_wait {
 };
 #define HOLD_REASON_MAX 320
 
+/*
+ * The requeue back-off (state_retry.c): attempts in a row that failed to
+ * start, when the next may be placed, and the nodes to keep off for a
+ * while. Allocated at the first such failure, freed once an attempt has
+ * started and run, or the job ends.
+ */
+#define RETRY_AVOID_MAX 8
+struct job_retry {
+	int failures;		/* attempts in a row that failed to start */
+	int64_t not_before_ms;	/* wall clock: placed again from then on */
+	char reason[24];	/* the last one's ("image_unavailable") */
+	char node[GP_NAME_MAX + 1]; /* the node it failed on ("" unknown) */
+	char why[160];		/* the wait's words, for the scheduler */
+	int navoid;
+	int64_t avoid[RETRY_AVOID_MAX];	      /* node ids */
+	int64_t avoid_until_ms[RETRY_AVOID_MAX]; /* each, until then */
+	int64_t avoid_now[RETRY_AVOID_MAX];   /* this pass's (sj points) */
+};
+
 struct job {
 	int64_t id;
 	char user[GP_NAME_MAX + 1];
@@ -182,6 +201,7 @@ struct job {
 	int64_t user_id;	/* a number for its user, for fair share */
 	/* Queued: why it waits (NULL when not queued; state.c's queue). */
 	struct job_wait *wait;
+	struct job_retry *retry; /* NULL: no back-off */
 	int wait_reason;	/* enum gp_sched_wait of the last pass; 0 */
 	int64_t wait_start_ms;	/* the head: its reservation's start */
 	int queue_rank;		/* its place in the last pass's order */

@@ -99,6 +99,20 @@ struct gp_sched_job {
 	 * for interactive work (interactive_only).
 	 */
 	int interactive;
+	/*
+	 * Back-off after attempts that failed to start (docs/scheduling.md):
+	 * the job waits (GP_SCHED_WAIT_BACKOFF, retry_why) until
+	 * not_before_ms; 0: no back-off.
+	 */
+	int64_t not_before_ms;
+	const char *retry_why; /* NULL: the reason's words */
+	/*
+	 * Nodes where its attempts failed to start lately: its parts go
+	 * elsewhere when other nodes can take them now, and onto these only
+	 * when none can.
+	 */
+	const int64_t *avoid_nodes;
+	int navoid;
 };
 
 /*
@@ -216,6 +230,8 @@ enum gp_sched_wait {
 	GP_SCHED_WAIT_HELD,          /* held by the caller (budget ...) */
 	GP_SCHED_WAIT_PREEMPTING,    /* borrowed work on its lab's GPUs is
 	                                being checkpointed for it */
+	GP_SCHED_WAIT_BACKOFF,       /* its last attempts failed to start:
+	                                it waits until not_before_ms */
 };
 
 /* Why a queued job did not start. */

@@ -298,6 +298,7 @@ struct scan {
 	int64_t only_group; /* 0: any node; else the lab's own */
 	int use_resv;       /* respect the reservation */
 	int64_t end_ms;     /* when the part would end */
+	int avoid;          /* 1: not on the job's avoid_nodes */
 };
 
 struct fs_user {

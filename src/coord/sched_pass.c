@@ -99,6 +99,12 @@ pass(struct gp_sched_engine *s, const struct gp_sched_job *const *queue,
 				goto out;
 			continue;
 		}
+		if (job->not_before_ms > s->e.now_ms) {
+			if ((rc = result_wait(s, job, GP_SCHED_WAIT_BACKOFF,
+			         job->retry_why)) != 0)
+				goto out;
+			continue;
+		}
 		if (job->gpus < 0 || job->gpus > GP_SCHED_GPUS_MAX ||
 		    job_parts(job) > GP_SCHED_PARTS_MAX) {
 			if ((rc = result_wait(s, job, GP_SCHED_WAIT_NEVER,

@@ -113,6 +113,8 @@ gp_sched_wait_name(int reason)
 	case GP_SCHED_WAIT_PREEMPTING:
 		return "borrowed work on its lab's GPUs is saving a checkpoint "
 		       "to make room for it";
+	case GP_SCHED_WAIT_BACKOFF:
+		return "retrying after attempts that failed to start";
 	}
 	return "waiting";
 }
@@ -232,6 +234,18 @@ resv_allows(struct gp_sched_engine *s, const struct eng_node *n,
 	return 1;
 }
 
+/* 1 when job's last start failures were on node id. */
+static int
+avoided(const struct gp_sched_job *job, int64_t id)
+{
+	int i;
+
+	for (i = 0; i < job->navoid; i++)
+		if (job->avoid_nodes[i] == id)
+			return 1;
+	return 0;
+}
+
 /* Scores r on n against the best so far. */
 static void
 consider(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
@@ -242,6 +256,8 @@ consider(struct gp_sched_engine *s, struct eng_node *n, struct part_req *r,
 	struct choice c;
 
 	if (n->gang_mark || (sc->only_group != 0 && n->group != sc->only_group))
+		return;
+	if (sc->avoid && avoided(r->job, n->id))
 		return;
 	if (!node_may_fit(e, n, r))
 		return;
@@ -283,7 +299,8 @@ best_node(struct gp_sched_engine *s, struct part_req *r, const struct scan *sc,
 	struct engine *e = &s->e;
 	struct eng_node *best_n = NULL, *n;
 	int64_t need = r->shared ? r->milli : (int64_t)r->gpus * GP_SCHED_MILLI;
-	int b, whole, per_node = e->policy->random_ties || e->accepts != NULL;
+	int b, whole, per_node = e->policy->random_ties || e->accepts != NULL ||
+	                         sc->avoid;
 	const struct bucket *bk;
 	size_t k, i;
 
@@ -329,13 +346,9 @@ best_node(struct gp_sched_engine *s, struct part_req *r, const struct scan *sc,
 	return best_n;
 }
 
-/*
- * Places every part of job (on distinct nodes) or none. OUT: *placed,
- * *room (some node had room for a part, reservation aside), *nodes_fit
- * (how many parts found a node). Returns 0 or GP_ENOMEM.
- */
-int
-place_job(struct gp_sched_engine *s, const struct gp_sched_job *job,
+/* place_job on the nodes sc0 allows (avoided ones too unless sc0->avoid). */
+static int
+place_on(struct gp_sched_engine *s, const struct gp_sched_job *job,
     const struct scan *sc0, int *placed, int *room, int *nodes_fit)
 {
 	struct engine *e = &s->e;
@@ -398,4 +411,29 @@ place_job(struct gp_sched_engine *s, const struct gp_sched_job *job,
 	}
 	s->res->nassignments = nassign0;
 	return 0;
+}
+
+/*
+ * Places every part of job (on distinct nodes) or none. OUT: *placed,
+ * *room (some node had room for a part, reservation aside), *nodes_fit
+ * (how many parts found a node). A job whose attempts failed to start on
+ * some nodes lately (avoid_nodes) goes elsewhere when it can, and onto
+ * those only when no other set of nodes takes it now. Returns 0 or
+ * GP_ENOMEM.
+ */
+int
+place_job(struct gp_sched_engine *s, const struct gp_sched_job *job,
+    const struct scan *sc0, int *placed, int *room, int *nodes_fit)
+{
+	struct scan sc = *sc0;
+	int rc;
+
+	if (job->navoid > 0 && job->avoid_nodes != NULL) {
+		sc.avoid = 1;
+		rc = place_on(s, job, &sc, placed, room, nodes_fit);
+		if (rc != 0 || *placed)
+			return rc;
+		sc.avoid = 0;
+	}
+	return place_on(s, job, &sc, placed, room, nodes_fit);
 }

@@ -458,6 +458,7 @@ load_job(void *arg, struct job *j)
 	if (job_finished(j)) {
 		done_push(j->id);
 	} else if (j->state == JOB_QUEUED) {
+		retry_restore(j); /* its back-off, from its history */
 		queue_insert(j);
 	} else if (j->state == JOB_RUNNING) {
 		live_array_running(j, 1);

@@ -343,6 +343,41 @@ int offer_decode(json_t *o, int ngpus, struct offer *out, char *err,
 int reason_requeues(const char *reason);
 
 /*
+ * state_retry.c: the requeue back-off for attempts that failed to start
+ * (state thread, state.lock held for writing unless said otherwise).
+ */
+/* 1 for "image_unavailable", "restore_failed", "refused". */
+int reason_start_failed(const char *reason);
+/* The wait after failures start failures in a row: 1 s doubling, 60 s. */
+int64_t retry_delay_ms(int failures);
+/* Part of job on node_id ended with reason: a failed start avoids it. */
+void retry_node_failed(struct job *job, int64_t node_id, const char *reason);
+/*
+ * job goes back to the queue for reason; ran: its attempt had started.
+ * A failed start counts and sets the back-off (returns its length, ms);
+ * another reason requeues at once, and after a run forgets the
+ * failures (returns 0).
+ */
+int64_t retry_requeued(struct job *job, const char *reason, int ran);
+/* Frees job's back-off. */
+void retry_clear(struct job *job);
+/* Sets job->sj's back-off and nodes to avoid for a pass at now_ms. */
+void retry_sched_job(struct job *job, int64_t now_ms);
+/*
+ * 1 once a back-off has ended since the last call that said 1: the
+ * scheduler should look at the queue again.
+ */
+int retry_due(int64_t now_ms);
+/*
+ * why as shown (read lock is enough): a job waiting on its back-off
+ * gets ": next try in 8 s" added.
+ */
+void retry_wait_words(const struct job *job, const char *why, char *buf,
+    size_t len);
+/* A queued job loaded from the store: its back-off from its history. */
+void retry_restore(struct job *job);
+
+/*
  * Decodes a register body (untrusted). OUT: tmp->name, cpus, mem_mib,
  * gpus (malloc'd, caller frees even on failure), *running (a new
  * reference on success). Returns 0 or GP_EINVAL with err set.

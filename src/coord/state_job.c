@@ -152,6 +152,7 @@ job_finish(struct job *job, enum job_state st, const char *reason)
 	job->finished_ms = gp_now_ms();
 	job->stopping[0] = '\0';
 	job->preempt_for = 0;
+	retry_clear(job);
 	gp_strlcpy(job->reason, reason, sizeof(job->reason));
 	persist_job(job);
 	wake_job_later(job);
@@ -164,12 +165,17 @@ job_finish(struct job *job, enum job_state st, const char *reason)
 
 #define MAX_ATTEMPTS 200
 
-/* An attempt is gone (node lost, agent forgot it): try again elsewhere. */
+/*
+ * An attempt is gone (node lost, agent forgot it, could not start it):
+ * try again, elsewhere if it can, after a back-off if it failed to start
+ * (state_retry.c).
+ */
 static void
 job_requeue(struct job *job, const char *why)
 {
 	struct node *node = state_node(job->node_id);
-	char note[224], reason[64];
+	char note[288], reason[64], after[64] = "";
+	int64_t delay;
 
 	/* A copy: why is often job->stopping, which is cleared below. */
 	gp_strlcpy(reason, why, sizeof(reason));
@@ -190,20 +196,25 @@ job_requeue(struct job *job, const char *why)
 	metrics_job_requeued(reason);
 	if (job->state == JOB_RUNNING)
 		live_array_running(job, -1);
+	delay = retry_requeued(job, reason, job->started_ack);
+	if (delay > 0)
+		snprintf(after, sizeof(after),
+		    ", next try in %lld s (failed start %d in a row)",
+		    (long long)((delay + 999) / 1000), job->retry->failures);
 	job->state = JOB_QUEUED;
 	job->ngpus = 0;
 	job->started_ack = 0;
 	job->stopping[0] = '\0';
 	job->preempt_for = 0;
 	snprintf(note, sizeof(note),
-	    "[gpupool: attempt %d on node %s ended: %s; job requeued]",
-	    job->attempts, node != NULL ? node->name : "?", reason);
+	    "[gpupool: attempt %d on node %s ended: %s; job requeued%s]",
+	    job->attempts, node != NULL ? node->name : "?", reason, after);
 	joblog_note(job, note);
 	queue_insert(job);
 	persist_job(job);
 	state.sched_dirty = 1;
-	gp_info("job requeued job=%lld attempt=%d reason=%s",
-	    (long long)job->id, job->attempts, reason);
+	gp_info("job requeued job=%lld attempt=%d reason=%s backoff_ms=%lld",
+	    (long long)job->id, job->attempts, reason, (long long)delay);
 }
 
 /*
@@ -284,6 +295,8 @@ gang_settle(struct job *job)
 void
 job_part_lost(struct job *job, int k, const char *reason)
 {
+	/* Its node could not start it: the next attempts keep off it. */
+	retry_node_failed(job, job->parts[k].node_id, reason);
 	if (job->nparts <= 1) {
 		job_requeue(job, reason);
 		return;
@@ -789,6 +802,7 @@ job_free(struct job *job)
 
 	gp_jobspec_fini(&job->spec);
 	free(job->message);
+	free(job->retry);
 	for (i = 0; job->history != NULL && i < job->nhistory; i++) {
 		free(job->history[i].ckpt_label);
 		free(job->history[i].more);

@@ -498,6 +498,9 @@ state_batch_run(struct op *batch, int64_t now, struct state_batch_clock *clk)
 	 * say), or the loop spins on empty batches and the rest of
 	 * the queue waits for the next event.
 	 */
+	/* A job's back-off after failed starts has ended (state_retry.c). */
+	if (retry_due(gp_now_ms()))
+		state.sched_dirty = 1;
 	if (state.sched_dirty || state.sched_more)
 		live_schedule();
 	queue_compact();

@@ -1516,12 +1516,81 @@ TEST(interactive_goes_first_within_fair_share)
 	world_fini(&w);
 }
 
+/*
+ * The back-off after failed starts (state_retry.c tells the engine): a
+ * job before its not_before_ms waits (GP_SCHED_WAIT_BACKOFF, with the
+ * caller's words) though a node is free; a job to keep off a node goes
+ * to another that fits (here the looser one: best fit alone picks the
+ * avoided one), and to the avoided node when none other has room; a
+ * gang keeps its parts off it too.
+ */
+TEST(backoff_and_avoided_nodes)
+{
+	static const int64_t avoid1[] = {1};
+	struct world w;
+	struct gp_sched_job *j;
+	struct gp_sched_node *n2;
+	size_t i;
+	int k;
+
+	world_init(&w);
+	add_node(&w, 1, 8, 0, 1, A100, 40960);
+	add_node(&w, 2, 8, 0, 2, A100, 40960);
+	j = add_job(&w, 10, 1, 0);
+	j->not_before_ms = NOW + 1000;
+	j->retry_why = "retrying after image_unavailable on node n1";
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 10), 0);
+	CHECK_EQ(w.res.nwaiting, 1);
+	for (i = 0; i < w.res.nwaiting; i++) {
+		CHECK_EQ(w.res.waiting[i].reason, GP_SCHED_WAIT_BACKOFF);
+		CHECK_STR(w.res.waiting[i].why,
+		    "retrying after image_unavailable on node n1");
+	}
+	/* Its back-off over: best fit would take node 1; it avoids it. */
+	j->not_before_ms = NOW;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 10), 1);
+	j->avoid_nodes = avoid1;
+	j->navoid = 1;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 10), 2);
+	world_fini(&w);
+
+	/* No other node has room: back to the avoided one. */
+	world_init(&w);
+	add_node(&w, 1, 8, 0, 1, A100, 40960);
+	n2 = add_node(&w, 2, 8, 0, 1, A100, 40960);
+	add_running(&w, n2, 100, 1, 0, INT64_MAX, 0, 1);
+	j = add_job(&w, 10, 1, 0);
+	j->avoid_nodes = avoid1;
+	j->navoid = 1;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(node_of(&w, 10), 1);
+	world_fini(&w);
+
+	/* A gang of two on three nodes keeps both parts off node 1. */
+	world_init(&w);
+	for (k = 1; k <= 3; k++)
+		add_node(&w, k, 8, 0, 1, A100, 40960);
+	j = add_job(&w, 10, 1, 0);
+	j->parts = 2;
+	j->avoid_nodes = avoid1;
+	j->navoid = 1;
+	CHECK_EQ(plan(&w), 0);
+	CHECK_EQ(w.nout, 2);
+	for (i = 0; i < w.nout; i++)
+		CHECK(w.out[i].node_id != 1);
+	world_fini(&w);
+}
+
 int
 main(void)
 {
 	RUN(empty);
 	RUN(owner_max_job_time_and_unlent_gpus);
 	RUN(single_fit);
+	RUN(backoff_and_avoided_nodes);
 	RUN(best_fit_picks_tighter_node);
 	RUN(best_fit_memory_then_id);
 	RUN(gpu_indices_are_the_nodes_own);

@@ -792,6 +792,247 @@ TEST(gang_overlay_kept)
 	}
 }
 
+/* ---- the requeue back-off after failed starts (state_retry.c) ---- */
+
+/* The job's back-off, read under the lock: failures (-1: none). */
+static int
+retry_of(int64_t id, int64_t *not_before, int *wait_reason, char *why,
+    size_t whylen)
+{
+	struct job *j;
+	int failures = -1;
+
+	pthread_rwlock_rdlock(&state.lock);
+	if ((j = state_job(id)) != NULL) {
+		if (j->retry != NULL) {
+			failures = j->retry->failures;
+			if (not_before != NULL)
+				*not_before = j->retry->not_before_ms;
+		}
+		if (wait_reason != NULL)
+			*wait_reason = j->wait_reason;
+		if (why != NULL)
+			gp_strlcpy(why, j->wait != NULL ? j->wait->wait_why
+			                                : "", whylen);
+	}
+	pthread_rwlock_unlock(&state.lock);
+	return failures;
+}
+
+/*
+ * Cancels every job left by the tests before (the gang of
+ * gang_loses_a_node runs on), and lets the nodes they hold go silent:
+ * a test that follows has the pool to itself.
+ */
+static void
+cancel_all(void)
+{
+	struct op *op;
+	int64_t id;
+
+	for (id = 1; id < state.next_job_id; id++) {
+		op = op_new(OP_CANCEL, &admin);
+		op->job_id = id;
+		run(op);
+		op_free(op);
+	}
+	mono += state.cfg.lease_ms + 1000;
+	tick();
+}
+
+/* Its back-off is over (the test does not wait for the clock). */
+static void
+backoff_over(int64_t id)
+{
+	struct job *j;
+
+	pthread_rwlock_wrlock(&state.lock);
+	if ((j = state_job(id)) != NULL && j->retry != NULL)
+		j->retry->not_before_ms = gp_now_ms() - 1;
+	state.sched_dirty = 1; /* (the clock would have woken it) */
+	pthread_rwlock_unlock(&state.lock);
+}
+
+TEST(backoff_delays)
+{
+	CHECK_EQ(retry_delay_ms(0), 0);
+	CHECK_EQ(retry_delay_ms(1), 1000);
+	CHECK_EQ(retry_delay_ms(2), 2000);
+	CHECK_EQ(retry_delay_ms(3), 4000);
+	CHECK_EQ(retry_delay_ms(6), 32000);
+	CHECK_EQ(retry_delay_ms(7), 60000);
+	CHECK_EQ(retry_delay_ms(200), 60000);
+	CHECK(reason_start_failed("image_unavailable"));
+	CHECK(reason_start_failed("restore_failed"));
+	CHECK(reason_start_failed("refused"));
+	CHECK(!reason_start_failed("reclaimed"));
+	CHECK(!reason_start_failed("node_lost"));
+	CHECK(!reason_start_failed("preempted"));
+}
+
+/*
+ * A job whose attempts fail to start (image_unavailable): it waits out
+ * its back-off (not placed again at once), then goes to another node
+ * that fits before the one where it failed, back to a failed one only
+ * when no other can take it; the back-off survives a restart; a run
+ * that started and was reclaimed forgets it and requeues at once.
+ */
+TEST(backoff_after_failed_start)
+{
+	int64_t a, b, job, on = 0, nb = 0, t0;
+	int attempt = 0, reason = 0, i;
+	char why[160];
+
+	cancel_all();
+	a = register_node("bfa", 1);
+	beat(a);
+	CHECK((job = submit()) > 0);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(on, a);
+	CHECK_EQ(retry_of(job, NULL, NULL, NULL, 0), -1);
+	t0 = gp_now_ms();
+	CHECK_EQ(report_reason(job, attempt, a, "image_unavailable"), 200);
+	CHECK_EQ(job_where(job, NULL, NULL), JOB_QUEUED);
+	CHECK_EQ(retry_of(job, &nb, NULL, NULL, 0), 1);
+	CHECK(nb >= t0 + 1000);
+	/* Not placed again before its back-off, though its node is free. */
+	for (i = 0; i < 3; i++) {
+		tick();
+		if (gp_now_ms() >= nb)
+			break; /* (a machine slower than 1 s a tick) */
+		CHECK_EQ(job_where(job, NULL, &attempt), JOB_QUEUED);
+		CHECK_EQ(attempt, 1);
+		retry_of(job, NULL, &reason, why, sizeof(why));
+		CHECK_EQ(reason, GP_SCHED_WAIT_BACKOFF);
+		CHECK(strstr(why, "retrying after image_unavailable on node "
+		                  "bfa") != NULL);
+	}
+	/* Another node fits: it goes there, not back to bfa (lower id). */
+	b = register_node("bfb", 1);
+	beat(a);
+	beat(b);
+	backoff_over(job);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(on, b);
+	CHECK_EQ(attempt, 2);
+	/* It fails there too: twice as long, and both are kept off. */
+	t0 = gp_now_ms();
+	CHECK_EQ(report_reason(job, attempt, b, "image_unavailable"), 200);
+	CHECK_EQ(retry_of(job, &nb, NULL, NULL, 0), 2);
+	CHECK(nb >= t0 + 2000);
+	/* Kept through a restart (rebuilt from the attempts' history). */
+	state_fini();
+	CHECK_EQ(state_init(&cfg), 0);
+	CHECK_EQ(job_where(job, NULL, NULL), JOB_QUEUED);
+	CHECK_EQ(retry_of(job, &nb, NULL, NULL, 0), 2);
+	CHECK(nb >= t0 + 2000);
+	tick();
+	if (gp_now_ms() < nb)
+		CHECK_EQ(job_where(job, NULL, NULL), JOB_QUEUED);
+	/* Every node failed it: it may go back to one of them. */
+	CHECK_EQ(register_node("bfa", 1), a); /* back after the restart */
+	CHECK_EQ(register_node("bfb", 1), b);
+	beat(a);
+	beat(b);
+	backoff_over(job);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK(on == a || on == b);
+	CHECK_EQ(attempt, 3);
+	/* It starts and runs; its owner reclaims the GPU: back at once. */
+	CHECK_EQ(report(OP_STARTED, job, attempt, on, 0), 200);
+	CHECK_EQ(report_reason(job, attempt, on, "reclaimed"), 200);
+	CHECK_EQ(retry_of(job, NULL, NULL, NULL, 0), -1);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(attempt, 4);
+	CHECK_EQ(report(OP_FINISHED, job, attempt, on, 0), 200);
+	CHECK_EQ(job_where(job, NULL, NULL), JOB_SUCCEEDED);
+}
+
+/*
+ * A reclaim before the job ever started is not its doing: it requeues
+ * at once, with no back-off, as before.
+ */
+TEST(backoff_not_for_reclaim)
+{
+	int64_t a, job, on = 0;
+	int attempt = 0;
+
+	cancel_all();
+	a = register_node("brc", 1);
+	beat(a);
+	CHECK((job = submit()) > 0);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(report_reason(job, attempt, a, "reclaimed"), 200);
+	CHECK_EQ(retry_of(job, NULL, NULL, NULL, 0), -1);
+	tick();
+	CHECK_EQ(job_where(job, &on, &attempt), JOB_RUNNING);
+	CHECK_EQ(on, a);
+	CHECK_EQ(attempt, 2);
+	CHECK_EQ(report(OP_FINISHED, job, attempt, on, 0), 200);
+}
+
+/*
+ * A gang whose second part cannot fetch its image: the gang stops with
+ * image_unavailable and backs off (it was placed again at once, 200
+ * times in a few seconds); then it keeps off that part's node while
+ * other nodes can take both parts.
+ */
+TEST(backoff_gang_part)
+{
+	int64_t n[3], job, bad = 0, parts[2] = {0, 0};
+	int attempt = 0, k, reason = 0;
+	struct job *j;
+
+	cancel_all();
+	n[0] = register_node("bg0", 1);
+	n[1] = register_node("bg1", 1);
+	n[2] = register_node("bg2", 1);
+	for (k = 0; k < 3; k++)
+		beat(n[k]);
+	job = submit_spec("{\"command\":[\"true\"],\"gpus\":1,\"nodes\":2}");
+	CHECK(job > 0);
+	tick();
+	CHECK_EQ(job_where(job, NULL, &attempt), JOB_RUNNING);
+	pthread_rwlock_rdlock(&state.lock);
+	if ((j = state_job(job)) != NULL && j->nparts == 2) {
+		parts[0] = j->parts[0].node_id;
+		parts[1] = j->parts[1].node_id;
+	}
+	pthread_rwlock_unlock(&state.lock);
+	CHECK(parts[0] > 0 && parts[1] > 0);
+	bad = parts[1];
+	CHECK_EQ(report_reason(job, attempt, bad, "image_unavailable"), 200);
+	/* Rank 0 is asked to stop; it reports, and the gang requeues. */
+	CHECK_EQ(report_reason(job, attempt, parts[0], "gang_stopped"), 200);
+	CHECK_EQ(job_where(job, NULL, NULL), JOB_QUEUED);
+	CHECK_EQ(retry_of(job, NULL, NULL, NULL, 0), 1);
+	tick();
+	retry_of(job, NULL, &reason, NULL, 0);
+	CHECK(reason == GP_SCHED_WAIT_BACKOFF ||
+	    job_where(job, NULL, NULL) == JOB_RUNNING);
+	for (k = 0; k < 3; k++)
+		beat(n[k]);
+	backoff_over(job);
+	tick();
+	CHECK_EQ(job_where(job, NULL, &attempt), JOB_RUNNING);
+	CHECK_EQ(attempt, 2);
+	pthread_rwlock_rdlock(&state.lock);
+	if ((j = state_job(job)) != NULL && j->nparts == 2) {
+		parts[0] = j->parts[0].node_id;
+		parts[1] = j->parts[1].node_id;
+	}
+	pthread_rwlock_unlock(&state.lock);
+	CHECK(parts[0] != bad && parts[1] != bad);
+	for (k = 0; k < 2; k++)
+		CHECK_EQ(report(OP_FINISHED, job, attempt, parts[k], 0), 200);
+	CHECK_EQ(job_where(job, NULL, NULL), JOB_SUCCEEDED);
+}
+
 int
 main(void)
 {
@@ -821,6 +1062,11 @@ main(void)
 	RUN(requeue_on_lease_expiry_and_fencing);
 	RUN(stale_attempt_on_the_same_node);
 	RUN(gang_loses_a_node);
+	/* (before random_walk, whose queued jobs would take their nodes) */
+	RUN(backoff_delays);
+	RUN(backoff_after_failed_start);
+	RUN(backoff_not_for_reclaim);
+	RUN(backoff_gang_part);
 	RUN(purge_keeps_the_row);
 	RUN(random_walk);
 	RUN(idle_clock_kept);
