@@ -16,6 +16,7 @@
 #include "api.h"
 #include "api_int.h"
 #include "coord_metrics.h"
+#include "held.h"
 #include "joblog.h"
 #include "notify.h"
 #include "state.h"
@@ -337,7 +338,6 @@ reply_not_allowed(struct MHD_Connection *conn, const char *method,
     unsigned allow)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result rc;
 	char allowed[64], *text;
 	json_t *o;
 
@@ -354,9 +354,7 @@ reply_not_allowed(struct MHD_Connection *conn, const char *method,
 	api_allow_text(allow, allowed, sizeof(allowed));
 	if (allow != 0)
 		MHD_add_response_header(resp, "Allow", allowed);
-	rc = MHD_queue_response(conn, 405, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return reply_queue(conn, 405, resp);
 }
 
 /*
@@ -540,6 +538,17 @@ reply_not_leader(struct MHD_Connection *conn, struct request *req,
 	return rc;
 }
 
+/* A stream's begin, run held (held.c): after authentication, as inline. */
+static enum MHD_Result
+stream_begin(struct MHD_Connection *conn, struct request *req,
+    const char *url, const char *method)
+{
+	(void)method;
+	authenticate(conn, req);
+	req->route->stream->begin(req, url);
+	return MHD_YES;
+}
+
 /*
  * A request the coordinator answers without committing anything
  * (state_refusal: it stops after a failed commit, or it lost the lead):
@@ -628,12 +637,23 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 		req->body_limit = api_route_body_limit(req->route);
 		*con_cls = req;
 		/* An upload: checked now, its body streamed to its owner. */
-		if (req->route != NULL && req->route->stream != NULL) {
-			authenticate(conn, req);
-			req->route->stream->begin(req, url);
-		}
+		if (req->route != NULL && req->route->stream != NULL &&
+		    ((req->route->flags & API_HELD) == 0 ||
+		    !held_offload(conn, req, url, method, stream_begin, 1)))
+			stream_begin(conn, req, url, method);
 		return MHD_YES;
 	}
+	if (req->held == HELD_BEGUN) {
+		/*
+		 * Its begin ran held: libmicrohttpd calls once more as it
+		 * did first (0.9.75 does, after a resume), then with the body.
+		 */
+		req->held = HELD_NONE;
+		if (*upload_data_size == 0)
+			return MHD_YES;
+	}
+	if (req->held == HELD_DONE)
+		return held_answer(conn, req);
 	if (req->route != NULL && req->route->stream != NULL) {
 		if (*upload_data_size > 0) {
 			req->route->stream->data(req, upload_data,
@@ -705,6 +725,10 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (!api_route_permits(route, req->auth->role))
 		return reply_error(conn, 403, "%s", route->refusal);
+	/* A route that may wait on the database: not on this worker. */
+	if ((route->flags & API_HELD) != 0 &&
+	    held_offload(conn, req, url, method, route->handle, 0))
+		return MHD_YES;
 	return route->handle(conn, req, url, method);
 }
 
@@ -736,6 +760,8 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	if (req->op != NULL)
 		op_abandon(req->op);
+	if (req->held_resp != NULL)
+		MHD_destroy_response(req->held_resp);
 	if (req->route != NULL && req->route->stream != NULL)
 		req->route->stream->release(req->stream);
 	gp_buf_free(&req->body);

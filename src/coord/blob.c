@@ -322,7 +322,6 @@ blob_reply(struct MHD_Connection *conn, const struct blob_store *s,
     const char *owner, const char *hex)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result rc;
 	char path[PATH_LEN];
 	struct stat st;
 	int fd;
@@ -347,9 +346,7 @@ blob_reply(struct MHD_Connection *conn, const struct blob_store *s,
 	MHD_add_response_header(resp, "Content-Type",
 	    "application/octet-stream");
 	MHD_add_response_header(resp, "X-Gpupool-Protocol", "1");
-	rc = MHD_queue_response(conn, 200, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return reply_queue(conn, 200, resp);
 }
 
 /* ---- storing: behind the answer or before it ---- */

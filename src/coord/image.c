@@ -1176,15 +1176,16 @@ static const struct api_stream blob_stream = {image_upload_begin,
 
 /* Images: import, list, sign, remove; the agents' pulls. */
 const struct api_route image_routes[] = {
-    {"/v1/images/blobs/*/**", API_PUT, 0, NULL, 0, 0, NULL, &blob_stream},
-    {"/v1/images", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, 0, image_handle,
-        NULL},
-    {"/v1/images/blobs/missing", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, 0,
+    {"/v1/images/blobs/*/**", API_PUT, 0, NULL, 0, API_HELD, NULL,
+        &blob_stream},
+    {"/v1/images", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, API_HELD,
         image_handle, NULL},
-    {"/v1/images/signatures", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, 0,
+    {"/v1/images/blobs/missing", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX,
+        API_HELD, image_handle, NULL},
+    {"/v1/images/signatures", API_ANY, 0, NULL, IMAGE_JSON_BODY_MAX, API_HELD,
         image_handle, NULL},
-    {"/v1/images/**", API_ANY, 0, NULL, 0, 0, image_handle, NULL},
-    {"/v1/agent/jobs/{id}/{attempt}/image/**", API_ANY, 0, NULL, 0, 0,
+    {"/v1/images/**", API_ANY, 0, NULL, 0, API_HELD, image_handle, NULL},
+    {"/v1/agent/jobs/{id}/{attempt}/image/**", API_ANY, 0, NULL, 0, API_HELD,
         image_handle, NULL},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL},
 };

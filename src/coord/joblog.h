@@ -57,5 +57,20 @@ enum MHD_Result reply_json(struct MHD_Connection *conn, int status,
     json_t *value);
 enum MHD_Result reply_error(struct MHD_Connection *conn, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * Queues resp with status and lets go of the caller's reference to it,
+ * as MHD_queue_response then MHD_destroy_response; every answer of a
+ * route that may run held goes through here. On a thread that has set a
+ * capture (held.c) the response is kept in it instead, the reference
+ * with it, for the connection's worker to queue.
+ */
+enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
+    struct MHD_Response *resp);
+struct reply_capture {
+	unsigned status;
+	struct MHD_Response *resp; /* NULL: none yet */
+};
+/* This thread's capture from now on (NULL: queue as usual). */
+void reply_capture_set(struct reply_capture *c);
 
 #endif

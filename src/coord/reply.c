@@ -12,12 +12,41 @@
 #include "leader.h"
 #include "state.h"
 
+/* This thread's capture (held.c): where its answers go instead. */
+static _Thread_local struct reply_capture *capture;
+
+void
+reply_capture_set(struct reply_capture *c)
+{
+	capture = c;
+}
+
+enum MHD_Result
+reply_queue(struct MHD_Connection *conn, unsigned status,
+    struct MHD_Response *resp)
+{
+	enum MHD_Result rc;
+
+	if (capture != NULL) {
+		/* One answer a request, as libmicrohttpd takes. */
+		if (capture->resp != NULL) {
+			MHD_destroy_response(resp);
+			return MHD_NO;
+		}
+		capture->status = status;
+		capture->resp = resp;
+		return MHD_YES;
+	}
+	rc = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
 enum MHD_Result
 reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
     const char *ctype, struct MHD_Response **out)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result rc;
 
 	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (resp == NULL) {
@@ -30,9 +59,7 @@ reply_raw(struct MHD_Connection *conn, int status, char *text, size_t len,
 		*out = resp;
 		return MHD_YES;
 	}
-	rc = MHD_queue_response(conn, (unsigned)status, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return reply_queue(conn, (unsigned)status, resp);
 }
 
 /*
@@ -44,7 +71,6 @@ static enum MHD_Result
 reply_unled(struct MHD_Connection *conn, char *text)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result rc;
 	char leader[512];
 
 	if (reply_raw(conn, 503, text, strlen(text), "application/json",
@@ -55,9 +81,8 @@ reply_unled(struct MHD_Connection *conn, char *text)
 	if (leader[0] != '\0')
 		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
 	MHD_add_response_header(resp, "Retry-After", "1");
-	rc = MHD_queue_response(conn, 503, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	/* (a held request's, on held.c's thread: captured) */
+	return reply_queue(conn, 503, resp);
 }
 
 enum MHD_Result

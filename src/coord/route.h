@@ -36,6 +36,12 @@ enum {
  * or POST, 405 (with Allow) for any other method on a /v1/ path.
  */
 #define API_STRICT_METHODS 2
+/*
+ * It may wait on the database (the blob users' records, store_meta.h, or
+ * a lock a request holds while it waits): its handler, or its stream's
+ * begin, runs on held.c's threads, not on the HTTP worker.
+ */
+#define API_HELD 4
 
 /*
  * A handler: answers conn for req (req->body holds the body, req->auth

@@ -9,6 +9,7 @@
 #include "model.h"
 
 struct api_route;
+struct MHD_Response;
 
 /* An HTTP request in progress (the connection's con_cls). */
 struct request {
@@ -27,6 +28,11 @@ struct request {
 	const struct api_route *route; /* its route (route.h); NULL: none */
 	void *stream;	/* a streamed body's state, its route's (route.h) */
 	int relay_taken; /* relay.c holds the connection (relay_tls.h) */
+	/* Run on held.c's threads: where it stands, what it answered. */
+	int held;			 /* HELD_* (held.h) */
+	unsigned held_status;
+	struct MHD_Response *held_resp; /* NULL: no answer, close */
+	int held_rc;			 /* the handler's enum MHD_Result */
 };
 
 /* A change to apply, queued to the state thread by a handler. */

@@ -82,8 +82,11 @@ out=$(curl -s --max-time 10 --resolve "$h0:$PPORT:127.0.0.1" -o /dev/null \
 assert_eq 403 "$out" "part 1's cookie on part 0's origin"
 
 # The dashboard's buttons, in a browser.
+# In a network namespace of its own: the host's interfaces, which other
+# tests change, do not abort its navigations (browser_netns).
+browser_netns "$COORD_PORT" "$PPORT"
 GP_URL=$(coord_url) GP_TOKEN=$TOKEN GP_JOB=$j \
-    node "$ROOT/tests/web/gang_expose.test.mjs" >"$T/browser.log" 2>&1
+    ${BROWSER_NS[@]+"${BROWSER_NS[@]}"} node "$ROOT/tests/web/gang_expose.test.mjs" >"$T/browser.log" 2>&1
 rc=$?
 cat "$T/browser.log" >&2
 [ $rc = 0 ] || fail "the browser test failed (see above)"

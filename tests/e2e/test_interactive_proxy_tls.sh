@@ -209,7 +209,11 @@ certutil -d "sql:$HOME/.pki/nssdb" -N --empty-password 2>/dev/null ||
 certutil -d "sql:$HOME/.pki/nssdb" -A -t "C,," -n gpupool-e2e-ca -i "$CA_CERT" ||
 	fail "certutil cannot add the pool's CA"
 grant
-GP_LINK=$url GP_PAGE="hello over the proxy" node "$ROOT/tests/web/proxy_tls.test.mjs" >"$T/browser.log" 2>&1
+# In a network namespace of its own: the host's interfaces, which other
+# tests change, do not abort its navigations (browser_netns).
+browser_netns "$PPORT"
+GP_LINK=$url GP_PAGE="hello over the proxy" \
+    ${BROWSER_NS[@]+"${BROWSER_NS[@]}"} node "$ROOT/tests/web/proxy_tls.test.mjs" >"$T/browser.log" 2>&1
 rc=$?
 cat "$T/browser.log" >&2
 [ $rc = 0 ] || fail "the browser over the TLS proxy failed (see above)"

@@ -58,9 +58,12 @@ GPUPOOL_TOKEN=$ALICE submit --gpus 0 --expose 8000 --name site \
 evil_job=$JOB
 wait_state "$evil_job" running
 
+# In a network namespace of its own: the host's interfaces, which other
+# tests change, do not abort its navigations (browser_netns).
+browser_netns "$COORD_PORT" "$PPORT"
 GP_URL=$(coord_url) GP_ALICE=$ALICE GP_JUPYTER=$jupyter_job GP_JUP_TOKEN=$jup_token \
     GP_EVIL=$evil_job SHOTS="$T/shots" \
-    node "$ROOT/tests/web/interactive.test.mjs" >"$T/browser.log" 2>&1
+    ${BROWSER_NS[@]+"${BROWSER_NS[@]}"} node "$ROOT/tests/web/interactive.test.mjs" >"$T/browser.log" 2>&1
 rc=$?
 cat "$T/browser.log" >&2
 [ $rc = 0 ] || fail "the browser test failed (see above)"

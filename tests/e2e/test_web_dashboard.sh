@@ -43,10 +43,13 @@ BOB_JOB=$JOB
 wait_state "$BOB_JOB" running
 BOB_NODE=$(job_get "$BOB_JOB" 'd["node"]')
 
+# In a network namespace of its own: the host's interfaces, which other
+# tests change, do not abort its navigations (browser_netns).
+browser_netns "$COORD_PORT"
 GP_URL=$(coord_url) GP_ALICE=$ALICE GP_BOB=$BOB GP_BOB_JOB=$BOB_JOB \
     GP_ADMIN=$ADMIN_TOKEN SHOTS="$T/shots" GP_BOB_NODE=$BOB_NODE \
     GP_PROVIDER=$(tr -d '\n' <"$T/$BOB_NODE.token") GP_PROVIDER_NAME=prov-$BOB_NODE \
-    node "$ROOT/tests/web/dashboard.test.mjs" >"$T/browser.log" 2>&1
+    ${BROWSER_NS[@]+"${BROWSER_NS[@]}"} node "$ROOT/tests/web/dashboard.test.mjs" >"$T/browser.log" 2>&1
 rc=$?
 cat "$T/browser.log" >&2
 [ $rc = 0 ] || fail "the browser test failed (see above)"

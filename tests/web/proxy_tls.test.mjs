@@ -25,6 +25,10 @@ try {
   const page = await ctx.newPage();
   const link = process.env.GP_LINK;
   const origin = new URL(link).origin;
+  // What failed, if a request of the page did (said with a retry below).
+  const failures = [];
+  page.on('requestfailed', (r) => failures.push(r.url().replace(/[?#].*/, '') +
+    ': ' + ((r.failure() && r.failure().errorText) || 'failed')));
   await gotoRetrying(page, link);
   const signedIn = (u) => !u.pathname.startsWith('/_gpupool');
   try {
@@ -35,8 +39,10 @@ try {
     // Load / once more (the cookie is set by then) and say so; a second
     // failure fails the test. The coordinator's log (debug) says how
     // each connection that brought no request ended.
-    console.log('retry: the navigation after sign-in did not commit in ' +
-      WAIT / 3 + ' ms (at ' + page.url() + '); loading / again');
+    console.log('retry: the navigation after sign-in did not commit (at ' +
+      page.url() + '): ' + String(e && e.message).split('\n')[0] +
+      (failures.length > 0 ? '; failed requests: ' + failures.join(', ') : '') +
+      '; loading / again');
     await gotoRetrying(page, origin + '/', { timeout: WAIT, waitUntil: 'commit' });
     await page.waitForURL(signedIn, { timeout: WAIT, waitUntil: 'commit' });
   }
