@@ -319,11 +319,19 @@ static volatile sig_atomic_t stop_requested;
 static pthread_t main_thread;
 static atomic_int stop_status; /* coord_stop's: the first non-zero wins */
 
+/*
+ * SIGINT/SIGTERM. A signal sent to the process may be handled by any
+ * thread that does not block it; main waits in sigsuspend with the two
+ * blocked outside it, so the handler passes it on to main, where it
+ * stays pending until sigsuspend takes it (no window between main's
+ * look at stop_requested and its wait).
+ */
 static void
 on_signal(int sig)
 {
-	(void)sig;
 	stop_requested = 1;
+	if (!pthread_equal(pthread_self(), main_thread))
+		pthread_kill(main_thread, sig);
 }
 
 void
@@ -335,7 +343,7 @@ coord_stop(int status)
 		atomic_compare_exchange_strong(&stop_status, &none, status);
 	pg_stop_retrying();
 	stop_requested = 1;
-	pthread_kill(main_thread, SIGTERM); /* ends main's pause() */
+	pthread_kill(main_thread, SIGTERM); /* ends main's sigsuspend */
 }
 
 static atomic_int serving_state; /* the state thread runs: requests held */
@@ -1106,8 +1114,17 @@ gp_coord_main(int argc, char **argv)
 		leader_set_serving();
 	else
 		start_http(&cfg, &addr, cert, key);
-	while (!stop_requested)
-		pause();
+	{
+		sigset_t stop_set, old_set;
+
+		sigemptyset(&stop_set);
+		sigaddset(&stop_set, SIGINT);
+		sigaddset(&stop_set, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &stop_set, &old_set);
+		while (!stop_requested)
+			sigsuspend(&old_set);
+		pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+	}
 	{
 		pthread_t watchdog;
 
