@@ -19,24 +19,10 @@ requirement_present oci-runtime ||
     skip oci-runtime "container jobs need root and crun or runc"
 [ -x /bin/busybox ] || skip busybox "the test image is made from /bin/busybox"
 start_coordinator
-spawn "$T/relay.log" "$PY" -c "$NETNS_RELAY_PY" 192.168.77.2 \
-    "$COORD_PORT" "$COORD_PORT"
-relay=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q '^relay listening' "$T/relay.log" 2>/dev/null; do
-	alive "$relay" || fail "relay exited: $(cat "$T/relay.log")"
-	[ $SECONDS -ge $deadline ] && fail "relay not listening"
-	sleep 0.1
-done
+gang_coordinator_relay
 printf 'images = any\n' >"$T/any.policy"
 start_agent a1 1 --advertise-addr 192.168.77.2 --policy "$T/any.policy"
-mk_token provider prov-a2
-(umask 077 && printf '%s\n' "$TOKEN" >"$T/a2.token")
-spawn "$T/agent-a2.log" nsenter --net="/run/netns/$GPGANG_P2" "$GP" agent \
-    --coordinator "http://192.168.77.2:$COORD_PORT" --token-file "$T/a2.token" \
-    --name a2 --work "$T/agents/a2" --fake-gpus 1 --run-as nobody \
-    --advertise-addr 192.168.77.3 --policy "$T/any.policy" -v
-AGENT_PID[a2]=$SPAWNED_PID
+gang_start_a2 --policy "$T/any.policy"
 wait_node_up a1
 wait_node_up a2
 for a in a1 a2; do

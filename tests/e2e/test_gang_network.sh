@@ -17,25 +17,9 @@ gang_machines test_gang_network "$here/$(basename "$0")"
 . "$here/lib.sh"
 
 start_coordinator
-# The second machine's agent dials the coordinator through a relay on the
-# first machine's LAN address (the coordinator listens on 127.0.0.1).
-spawn "$T/relay.log" "$PY" -c "$NETNS_RELAY_PY" 192.168.77.2 \
-    "$COORD_PORT" "$COORD_PORT"
-relay=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q '^relay listening' "$T/relay.log" 2>/dev/null; do
-	alive "$relay" || fail "relay exited: $(cat "$T/relay.log")"
-	[ $SECONDS -ge $deadline ] && fail "relay not listening"
-	sleep 0.1
-done
+gang_coordinator_relay
 start_agent a1 2 --advertise-addr 192.168.77.2
-mk_token provider prov-a2
-(umask 077 && printf '%s\n' "$TOKEN" >"$T/a2.token")
-spawn "$T/agent-a2.log" nsenter --net="/run/netns/$GPGANG_P2" "$GP" agent \
-    --coordinator "http://192.168.77.2:$COORD_PORT" --token-file "$T/a2.token" \
-    --name a2 --work "$T/agents/a2" --fake-gpus 1 --run-as nobody \
-    --advertise-addr 192.168.77.3 -v
-AGENT_PID[a2]=$SPAWNED_PID
+gang_start_a2
 wait_node_up a1
 wait_node_up a2
 

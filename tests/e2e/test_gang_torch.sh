@@ -25,26 +25,9 @@ fi
 train=$(cat "$here/../../examples/torch_ddp/train.py")
 
 start_coordinator
-spawn "$T/relay.log" "$PY" -c "$NETNS_RELAY_PY" 192.168.77.2 \
-    "$COORD_PORT" "$COORD_PORT"
-relay=$SPAWNED_PID
-deadline=$((SECONDS + WAIT_S))
-until grep -q '^relay listening' "$T/relay.log" 2>/dev/null; do
-	alive "$relay" || fail "relay exited: $(cat "$T/relay.log")"
-	[ $SECONDS -ge $deadline ] && fail "relay not listening"
-	sleep 0.1
-done
+gang_coordinator_relay
 start_agent a1 1 --advertise-addr 192.168.77.2
-mk_token provider prov-a2
-(umask 077 && printf '%s\n' "$TOKEN" >"$T/a2.token")
-start_a2() {
-	spawn "$T/agent-a2.log" nsenter --net="/run/netns/$GPGANG_P2" "$GP" \
-	    agent --coordinator "http://192.168.77.2:$COORD_PORT" \
-	    --token-file "$T/a2.token" --name a2 --work "$T/agents/a2" \
-	    --fake-gpus 1 --run-as nobody --advertise-addr 192.168.77.3 -v
-	AGENT_PID[a2]=$SPAWNED_PID
-}
-start_a2
+gang_start_a2
 wait_node_up a1
 wait_node_up a2
 
@@ -88,7 +71,7 @@ done
 # when job_requeue cleared the gang's reason before writing it).
 cli logs --part 0 "$run2"
 assert_contains "$CLI_OUT" "ended: node_lost; job requeued" "the requeue's note in part 0's log"
-start_a2
+gang_start_a2
 wait_final "$run2" 240
 [ "$FINAL_STATE" = succeeded ] || fail "run 2 ended $FINAL_STATE: $(job_get "$run2" d)"
 # At least the one interruption; not exactly: in one full-suite run the
