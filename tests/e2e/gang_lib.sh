@@ -1,11 +1,11 @@
 # tests/e2e/gang_lib.sh: two provider machines on a LAN of their own, for
 # the gang tests (test_gang_network, test_gang_torch, test_gang_image).
-# Sourced first thing by a test: outside, it makes three test namespaces (two "machines",
-# 192.168.77.2 and .3, and a bridge at 192.168.77.1 playing the LAN), runs
-# the same test again inside the first machine's namespace and exits with
-# its status; inside (GPGANG_INSIDE set), it returns at once and
-# GPGANG_P2 names the second machine's namespace. Nothing of the test can
-# reach the machine's own network.
+# Sourced first thing by a test: outside, it makes three test namespaces
+# (two "machines", 192.168.77.2 and .3, and a bridge at 192.168.77.1
+# playing the LAN), runs the same test again inside the first machine's
+# namespace and exits with its status; inside (GPGANG_INSIDE set), it
+# returns at once and GPGANG_P2 names the second machine's namespace.
+# Nothing of the test can reach the machine's own network.
 
 gang_machines() { # TEST_NAME SCRIPT
 	local name=$1 script=$2 p1 p2 lan c i ns
