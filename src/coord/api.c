@@ -491,6 +491,36 @@ const struct api_route *const api_tables[] = {web_routes, metrics_routes,
     NULL};
 
 /*
+ * A 503 with body (taken), Retry-After: 1, and when standby is set a
+ * standby's headers: X-Gpupool-Role: standby and, when leader is not
+ * "", X-Gpupool-Leader. What reply_not_leader and reply_refused send.
+ */
+static enum MHD_Result
+reply_unavailable(struct MHD_Connection *conn, json_t *body, int standby,
+    const char *leader)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	char *text;
+
+	text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	if (reply_raw(conn, 503, text, strlen(text), "application/json",
+	    &resp) != MHD_YES)
+		return MHD_NO;
+	if (standby)
+		MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
+	if (standby && leader[0] != '\0')
+		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
+	MHD_add_response_header(resp, "Retry-After", "1");
+	rc = MHD_queue_response(conn, 503, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/*
  * A standby's answer to every API request (several coordinators, one
  * leader: leader.c): 503, the leader's URL in X-Gpupool-Leader and in the
  * body's "leader" (null while none is known), Retry-After: 1. A leader
@@ -500,11 +530,8 @@ static enum MHD_Result
 reply_not_leader(struct MHD_Connection *conn, struct request *req,
     const char *url, const char *method)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
 	char leader[512];
 	json_t *body;
-	char *text;
 
 	(void)req;
 	(void)url;
@@ -522,20 +549,7 @@ reply_not_leader(struct MHD_Connection *conn, struct request *req,
 		body = json_pack("{s:s, s:s}", "error",
 		    "not the leader: this coordinator is a standby",
 		    "leader", leader);
-	text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	if (text == NULL)
-		return MHD_NO;
-	if (reply_raw(conn, 503, text, strlen(text), "application/json",
-	    &resp) != MHD_YES)
-		return MHD_NO;
-	MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
-	if (leader[0] != '\0')
-		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
-	MHD_add_response_header(resp, "Retry-After", "1");
-	rc = MHD_queue_response(conn, 503, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return reply_unavailable(conn, body, 1, leader);
 }
 
 /* A stream's begin, run held (held.c): after authentication, as inline. */
@@ -561,11 +575,8 @@ static enum MHD_Result
 reply_refused(struct MHD_Connection *conn, enum state_refusal kind,
     json_t *result)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result rc;
 	char leader[512], msg[400];
 	json_t *body;
-	char *text;
 
 	leader[0] = '\0';
 	if (kind == STATE_REFUSE_NOT_LEADER)
@@ -581,21 +592,8 @@ reply_refused(struct MHD_Connection *conn, enum state_refusal kind,
 		body = json_pack("{s:s, s:n}", "error", msg, "leader");
 	else
 		body = json_pack("{s:s, s:s}", "error", msg, "leader", leader);
-	text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	if (text == NULL)
-		return MHD_NO;
-	if (reply_raw(conn, 503, text, strlen(text), "application/json",
-	    &resp) != MHD_YES)
-		return MHD_NO;
-	if (kind == STATE_REFUSE_NOT_LEADER)
-		MHD_add_response_header(resp, "X-Gpupool-Role", "standby");
-	if (leader[0] != '\0')
-		MHD_add_response_header(resp, "X-Gpupool-Leader", leader);
-	MHD_add_response_header(resp, "Retry-After", "1");
-	rc = MHD_queue_response(conn, 503, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return reply_unavailable(conn, body, kind == STATE_REFUSE_NOT_LEADER,
+	    leader);
 }
 
 static atomic_int in_flight; /* api_requests_in_flight */

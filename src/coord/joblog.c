@@ -60,35 +60,6 @@ struct found_log {
 static struct found_log *found;
 static size_t nfound;
 
-/* Copies from to a new file to (mode 0600, fsync'd). 0 or GP_EIO. */
-static int
-copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	ssize_t n;
-	int in, out, rc = 0;
-
-	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
-		return GP_EIO;
-	out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (out < 0) {
-		close(in);
-		return GP_EIO;
-	}
-	while (rc == 0 && (n = read(in, buf, sizeof(buf))) != 0) {
-		if (n < 0)
-			rc = errno == EINTR ? 0 : GP_EIO;
-		else
-			rc = gp_write_all(out, buf, (size_t)n);
-	}
-	if (rc == 0 && fsync(out) != 0)
-		rc = GP_EIO;
-	close(in);
-	if (close(out) != 0)
-		rc = GP_EIO;
-	return rc;
-}
-
 /*
  * Copies the first len bytes of from into a new file to (mode 0600,
  * fsync'd): a takeover's copy. 0 or GP_EIO.
@@ -160,6 +131,7 @@ move_old_logs(const char *old_dir)
 {
 	char from[1400], to[1400], tmp[1400];
 	struct dirent *de;
+	struct stat st;
 	int moved = 0, kept = 0, rc = 0;
 	DIR *d;
 
@@ -193,7 +165,9 @@ move_old_logs(const char *old_dir)
 		snprintf(tmp, sizeof(tmp), "%s/.%s.moving", log_dir,
 		    de->d_name);
 		unlink(tmp);
-		if (copy_file(from, tmp) != 0 || rename(tmp, to) != 0) {
+		if (stat(from, &st) != 0 ||
+		    copy_prefix(from, tmp, (int64_t)st.st_size) != 0 ||
+		    rename(tmp, to) != 0) {
 			gp_error("cannot copy job log from=%s to=%s", from, to);
 			unlink(tmp);
 			rc = GP_EIO;
