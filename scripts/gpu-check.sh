@@ -91,15 +91,22 @@ PROG="$T/cudaprog"
 
 if [ "$dry" = 1 ]; then	# the fake driver's defaults (tests/fakecuda/state.h)
 	name="Fake CUDA GPU" mem=16384 uuid=GPU-fakecuda-0 driver=fake ngpus=1
+	card=$mem reserved=0
 else
 	IFS=, read -r name mem uuid driver < <(nvidia-smi \
 	    --query-gpu=name,memory.total,uuid,driver_version \
 	    --format=csv,noheader,nounits | head -1)
 	name=$(echo "$name" | xargs) mem=$(echo "$mem" | xargs)
 	uuid=$(echo "$uuid" | xargs) driver=$(echo "$driver" | xargs)
+	# What the driver keeps for itself is not lent (older drivers
+	# have no memory.reserved: then none).
+	reserved=$(nvidia-smi --query-gpu=memory.reserved \
+	    --format=csv,noheader,nounits 2>/dev/null | head -1 | xargs)
+	case $reserved in '' | *[!0-9]*) reserved=0 ;; esac
+	card=$mem mem=$((mem - reserved))
 	ngpus=$(nvidia-smi -L | wc -l)
 fi
-verdict INFO "GPU 0: $name, $mem MiB, $uuid, driver $driver ($ngpus GPUs)"
+verdict INFO "GPU 0: $name, $card MiB ($reserved MiB reserved by the driver), $uuid, driver $driver ($ngpus GPUs)"
 
 # 1. discovery through NVML; a free port of our own
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -112,7 +119,7 @@ fi
 nodes=$(timeout 20 "$GP" nodes --json 2>&1)
 if grep -qF "$uuid" <<<"$nodes" && grep -qF "$name" <<<"$nodes" &&
     grep -q "\"mem_mib\": *$mem\b" <<<"$nodes"; then
-	verdict PASS "gpupool up found the GPU through NVML: $name, $mem MiB, $uuid"
+	verdict PASS "gpupool up found the GPU through NVML: $name, $mem MiB lent of $card, $uuid"
 else
 	verdict FAIL "gpupool up did not report $name/$mem/$uuid: $nodes"
 fi
@@ -135,7 +142,7 @@ fi
 url=$(sed -n 's/^url *= *//p' "$XDG_CONFIG_HOME/gpupool/config")
 mkdir -p "$T/agent2" && chmod 755 "$T/agent2"
 "$GP" agent --coordinator "$url" --token-file "$T/prov.token" --name gpu-check \
-    --work "$T/agent2" --policy "$T/policy" >"$T/agent2.log" 2>&1 &
+    --work "$T/agent2" --policy "$T/policy" -v >"$T/agent2.log" 2>&1 &
 AGENT2=$!
 ready() {	# the check's agent up, the pool's own one paused
 	timeout 10 "$GP" nodes >"$T/nodes.out" 2>&1 &&
@@ -175,9 +182,14 @@ else
 	verdict FAIL "PTX kernel: $(tail -2 "$T/ptx.out" | tr '\n' ' ')"
 fi
 
-# 3. two halves: one past its cap, the other unaffected
+# 3. two halves: one past its cap, the other unaffected. Each process's
+# context counts against its cap (the agent measured it at start): each
+# half allocates what its cap leaves after its context, less 64 MiB.
+ctx=$(sed -n 's/.*gpu context index=0 ctx_mib=\([0-9]*\) .*/\1/p' "$T/agent2.log" | head -1)
+[ -n "$ctx" ] && verdict INFO "a CUDA context takes $ctx MiB of this GPU (the agent's probe), charged to each process of a fractional job" ||
+    { ctx=0; verdict INFO "the agent did not measure a context: $(grep -m1 'gpu context' "$T/agent2.log")"; }
 half=$((mem / 2))
-under=$(((half - 512) * 1048576)) over=$((600 * 1048576))
+under=$(((half - ctx - 64) * 1048576)) over=$((600 * 1048576))
 id1=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 --gpu-mem "$half" -- "$PROG" procaddr \
     alloc:$under alloc:$over info sleep:3000)
 id2=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.5 --gpu-mem "$half" -- "$PROG" dlsym \
@@ -206,16 +218,21 @@ fi
 
 # 4. compute shares 0.25 and 0.75, at once, 30 s (SPIN_SECONDS)
 iters=${SPIN_ITERS:-20000} spin_s=${SPIN_SECONDS:-30}
-q=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.25 -- "$PROG" procaddr "spin:$spin_s:$iters")
-h=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.75 -- "$PROG" procaddr "spin:$spin_s:$iters")
+# (GPUPOOL_SHIM_TRACE=1, set in the job: the library's steps in its log.)
+q=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.25 -- env GPUPOOL_SHIM_TRACE=1 "$PROG" procaddr "spin:$spin_s:$iters")
+h=$(timeout 30 "$GP" submit "${job_env[@]+"${job_env[@]}"}" --gpu-share 0.75 -- env GPUPOOL_SHIM_TRACE=1 "$PROG" procaddr "spin:$spin_s:$iters")
 for id in $q $h; do timeout 120 "$GP" wait "$id" >/dev/null 2>&1; done
-rq=$(timeout 30 "$GP" logs "$q" | sed -n 's/^spin .*rate=//p')
-rh=$(timeout 30 "$GP" logs "$h" | sed -n 's/^spin .*rate=//p')
+timeout 30 "$GP" logs "$q" >"$T/q.out" 2>&1
+timeout 30 "$GP" logs "$h" >"$T/h.out" 2>&1
+rq=$(sed -n 's/^spin .*rate=//p' "$T/q.out")
+rh=$(sed -n 's/^spin .*rate=//p' "$T/h.out")
 if [ -n "$rq" ] && [ -n "$rh" ]; then
 	sq=$(awk "BEGIN{printf \"%.3f\", $rq/($rq+$rh)}")
 	ok=$(awk "BEGIN{d=$sq-0.25; if (d<0) d=-d; print (d <= 0.025) ? 1 : 0}")
 	msg="kernels/s: share 0.25 job $rq, share 0.75 job $rh; the 0.25 job had $sq of the throughput"
 	[ "$ok" = 1 ] && verdict PASS "$msg (within 10 % of 0.25)" || verdict FAIL "$msg (asked 0.25 +- 0.025)"
+	verdict INFO "the 0.25 job's last steps: $(grep 'steer' "$T/q.out" | tail -3 | sed 's/libgpupool-cuda: steer //' | tr '\n' ';')"
+	verdict INFO "the agent's last readings of it: $(grep "gpu share reading job=$q " "$T/agent2.log" | tail -2 | sed 's/.*gpu share reading //' | tr '\n' ';')"
 else
 	verdict FAIL "throughput jobs printed no rate: $(timeout 30 "$GP" logs "$q" | tail -2 | tr '\n' ' ')"
 fi
@@ -252,7 +269,7 @@ else
 	python3 tests/e2e/images.py layer "$T/l1.tgz" --marker gpu-check >/dev/null &&
 	    python3 tests/e2e/images.py oci "$T/bb.tar" --name busybox:gpu-check "$T/l1.tgz" >/dev/null &&
 	    timeout 60 "$GP" image import "$T/bb.tar" --name busybox:gpu-check >/dev/null 2>&1
-	run "$T/ctr.out" --gpus 1 --image busybox:gpu-check -- sh -c 'ls /dev | grep "^nvidia"'
+	run "$T/ctr.out" --gpus 1 --image busybox:gpu-check -- 'ls /dev | grep "^nvidia"'
 	gpu_nodes=$(grep -c '^nvidia[0-9][0-9]*$' "$T/ctr.out")
 	if [ "$gpu_nodes" = 1 ]; then
 		verdict PASS "a container job saw exactly one GPU node: $(tr '\n' ' ' <"$T/ctr.out")"

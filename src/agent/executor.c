@@ -527,8 +527,8 @@ build_env(struct gp_executor *ex, const struct gp_assignment *a,
 		/* Enforced by libgpupool-cuda.so (docs/gpu-sharing.md). */
 		if (cfg->gpu_shim != NULL) {
 			int rc = gp_gpushare_prepare(x->workdir, cfg->gpu_shim,
-			    mem_mib * 1048576, milli, lib, sizeof(lib), region,
-			    sizeof(region));
+			    mem_mib * 1048576, milli, &cfg->gpus[a->gpus[0]],
+			    lib, sizeof(lib), region, sizeof(region));
 
 			if (rc != 0) {
 				gp_error("executor: gpushare job=%lld: %s",

@@ -64,6 +64,15 @@ gp_gpu_process_util(struct gp_gpu_set *set, int index, pid_t *pids,
 	return set->ops->process_util(set->state, index, pids, util, max);
 }
 
+int64_t
+gp_gpu_process_bytes(struct gp_gpu_set *set, int index, pid_t pid)
+{
+	if (set->ops == NULL || set->state == NULL ||
+	    set->ops->process_bytes == NULL)
+		return GP_ENOENT;
+	return set->ops->process_bytes(set->state, index, pid);
+}
+
 void
 gp_gpu_close(struct gp_gpu_set *set)
 {

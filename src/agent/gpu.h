@@ -31,8 +31,19 @@ struct gp_gpu_info {
 	int index;			/* 0..n-1, what jobs are assigned */
 	char uuid[GP_GPU_UUID_MAX];	/* "GPU-..." */
 	char model[GP_GPU_MODEL_MAX];	/* "NVIDIA A100-SXM4-40GB" */
-	int64_t mem_mib;		/* total memory */
+	/*
+	 * Memory jobs can have: the card's total less what the driver
+	 * keeps for itself (NVML's reserved; CUDA's total memory).
+	 */
+	int64_t mem_mib;
 	int capability;			/* compute capability x 10; 0: unknown */
+	/*
+	 * What a CUDA context takes of it (ctxprobe.h), charged to each
+	 * process of a job holding a fraction; 0: not known.
+	 */
+	int64_t ctx_bytes;
+	/* The backend reads each process's utilisation of it. */
+	int proc_util;
 };
 
 struct gp_gpu_usage {
@@ -78,6 +89,12 @@ struct gp_gpu_ops {
 	 */
 	int (*process_util)(void *state, int index, pid_t *pids, int *util,
 	    int max);
+	/*
+	 * Optional: the device memory process pid holds on GPU index (its
+	 * context included), bytes; GP_ENOENT when it holds none or the
+	 * backend cannot say.
+	 */
+	int64_t (*process_bytes)(void *state, int index, pid_t pid);
 };
 
 extern const struct gp_gpu_ops gp_gpu_nvml_ops;
@@ -135,6 +152,9 @@ int gp_gpu_minor(struct gp_gpu_set *set, int index);
  */
 int gp_gpu_process_util(struct gp_gpu_set *set, int index, pid_t *pids,
     int *util, int max);
+
+/* The ops' process_bytes, or GP_ENOENT where the backend has none. */
+int64_t gp_gpu_process_bytes(struct gp_gpu_set *set, int index, pid_t pid);
 
 /*
  * Owner presence: how many processes that are not the pool's use GPU

@@ -21,6 +21,13 @@ struct nvml_memory {		/* nvmlMemory_t (v1) */
 	unsigned long long total, free, used;
 };
 
+struct nvml_memory_v2 {		/* nvmlMemory_v2_t */
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+#define NVML_MEMORY_V2 ((unsigned int)sizeof(struct nvml_memory_v2) | \
+    (2u << 24))
+
 struct nvml_process_sample {	/* nvmlProcessUtilizationSample_t */
 	unsigned int pid;
 	unsigned long long timestamp;	/* microseconds */
@@ -59,6 +66,8 @@ struct nvml {
 	nvml_return (*name)(nvml_device, char *, unsigned int);
 	nvml_return (*uuid)(nvml_device, char *, unsigned int);
 	nvml_return (*memory)(nvml_device, struct nvml_memory *);
+	/* nvmlDeviceGetMemoryInfo_v2 (with reserved), or NULL. */
+	nvml_return (*memory_v2)(nvml_device, struct nvml_memory_v2 *);
 	nvml_return (*util)(nvml_device, struct nvml_utilization *);
 	nvml_return (*minor)(nvml_device, unsigned int *); /* or NULL */
 	/* nvmlDeviceGetProcessUtilization, or NULL. */
@@ -75,7 +84,7 @@ struct nvml {
 };
 
 static int processes_call(const struct nvml_procs *procs, nvml_device dev,
-    pid_t *pids, int *n, int max);
+    pid_t *pids, int *n, int max, int64_t *bytes);
 
 /* The newest of name_v3, name_v2 and name that the library has. */
 static void
@@ -153,7 +162,9 @@ nvml_open(const char *spec, const char *node_name, void **state, char *err,
 		void *w = dlsym(v->lib, "nvmlDeviceGetPowerUsage");
 		void *cc = dlsym(v->lib, "nvmlDeviceGetCudaComputeCapability");
 		void *pu = dlsym(v->lib, "nvmlDeviceGetProcessUtilization");
+		void *m2 = dlsym(v->lib, "nvmlDeviceGetMemoryInfo_v2");
 		memcpy(&v->proc_util, &pu, sizeof(pu));
+		memcpy(&v->memory_v2, &m2, sizeof(m2));
 		memcpy(&v->capability, &cc, sizeof(cc));
 		memcpy(&v->minor, &sym, sizeof(sym));
 		memcpy(&v->temperature, &t, sizeof(t));
@@ -207,6 +218,19 @@ nvml_list(void *state, struct gp_gpu_info **out, int *n)
 		gpus[i].uuid[sizeof(gpus[i].uuid) - 1] = '\0';
 		gpus[i].index = (int)i;
 		gpus[i].mem_mib = (int64_t)(mem.total >> 20);
+		/*
+		 * What jobs can have: less what the driver keeps (about
+		 * 0.5 GiB on an H100), which no process can allocate.
+		 */
+		if (v->memory_v2 != NULL) {
+			struct nvml_memory_v2 m2 = {.version = NVML_MEMORY_V2};
+
+			if (v->memory_v2(dev, &m2) == 0 && m2.total ==
+			    mem.total && m2.reserved < m2.total)
+				gpus[i].mem_mib = (int64_t)((m2.total -
+				    m2.reserved) >> 20);
+		}
+		gpus[i].proc_util = v->proc_util != NULL;
 		{
 			int major = 0, minor = 0;
 			if (v->capability != NULL &&
@@ -327,12 +351,12 @@ gp_gpu_nvml_processes_call(int (*fn)(void *, unsigned int *, void *),
 {
 	struct nvml_procs procs = {fn, version};
 
-	return processes_call(&procs, dev, pids, n, max);
+	return processes_call(&procs, dev, pids, n, max, NULL);
 }
 
 static int
 processes_call(const struct nvml_procs *procs, nvml_device dev, pid_t *pids,
-    int *n, int max)
+    int *n, int max, int64_t *bytes)
 {
 	unsigned char *buf = NULL;
 	unsigned int cap = PROC_LIST_MAX, count, i, pid;
@@ -376,8 +400,16 @@ processes_call(const struct nvml_procs *procs, nvml_device dev, pid_t *pids,
 	}
 	for (i = 0; i < count && *n < max; i++) {
 		memcpy(&pid, buf + i * stride, sizeof(pid));
-		if (pid > 0 && pid <= (unsigned int)INT32_MAX)
-			pids[(*n)++] = (pid_t)pid;
+		if (pid == 0 || pid > (unsigned int)INT32_MAX)
+			continue;
+		/* usedGpuMemory follows pid (8 bytes in) in every layout. */
+		if (bytes != NULL) {
+			unsigned long long used;
+
+			memcpy(&used, buf + i * stride + 8, sizeof(used));
+			bytes[*n] = used >= (1ULL << 62) ? -1 : (int64_t)used;
+		}
+		pids[(*n)++] = (pid_t)pid;
 	}
 	free(buf);
 	return 0;
@@ -393,10 +425,11 @@ nvml_processes(void *state, int index, pid_t *pids, int max)
 	if (index < 0 || (unsigned int)index >= v->n ||
 	    v->handle((unsigned int)index, &dev) != 0)
 		return GP_EINVAL;
-	if ((rc = processes_call(&v->compute, dev, pids, &n, max)) != 0)
+	if ((rc = processes_call(&v->compute, dev, pids, &n, max, NULL)) != 0)
 		return rc;
 	i = n;
-	if ((rc = processes_call(&v->graphics, dev, pids, &n, max)) != 0)
+	if ((rc = processes_call(&v->graphics, dev, pids, &n, max, NULL)) !=
+	    0)
 		return rc;
 	/* A process with both a compute and a graphics context: once. */
 	for (unique = i; i < n; i++) {
@@ -406,6 +439,26 @@ nvml_processes(void *state, int index, pid_t *pids, int max)
 			pids[unique++] = pids[i];
 	}
 	return unique;
+}
+
+static int64_t
+nvml_process_bytes(void *state, int index, pid_t pid)
+{
+	struct nvml *v = state;
+	nvml_device dev;
+	pid_t pids[64];
+	int64_t bytes[64];
+	int n = 0, i, rc;
+
+	if (index < 0 || (unsigned int)index >= v->n ||
+	    v->handle((unsigned int)index, &dev) != 0)
+		return GP_EINVAL;
+	if ((rc = processes_call(&v->compute, dev, pids, &n, 64, bytes)) != 0)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return bytes[i] >= 0 ? bytes[i] : GP_ENOENT;
+	return GP_ENOENT;
 }
 
 static int
@@ -441,4 +494,5 @@ const struct gp_gpu_ops gp_gpu_nvml_ops = {
 	.processes = nvml_processes,
 	.minor = nvml_minor,
 	.process_util = nvml_process_util,
+	.process_bytes = nvml_process_bytes,
 };

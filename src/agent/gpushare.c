@@ -72,8 +72,8 @@ copy_file(const char *from, const char *to)
 
 int
 gp_gpushare_prepare(const char *workdir, const char *lib,
-    int64_t limit_bytes, int share_milli, char *lib_out, size_t lib_len,
-    char *region_out, size_t region_len)
+    int64_t limit_bytes, int share_milli, const struct gp_gpu_info *gpu,
+    char *lib_out, size_t lib_len, char *region_out, size_t region_len)
 {
 	struct gp_region r;
 	int fd, rc;
@@ -86,7 +86,10 @@ gp_gpushare_prepare(const char *workdir, const char *lib,
 		return rc;
 	gp_region_init(&r, limit_bytes > 0 ? (uint64_t)limit_bytes : 0,
 	    (uint32_t)(share_milli > 0 && share_milli <= 1000 ? share_milli
-							      : 1000), 0);
+							      : 1000),
+	    gpu != NULL && gpu->proc_util ? GP_REGION_AGENT_UTIL : 0);
+	if (gpu != NULL && gpu->ctx_bytes > 0)
+		atomic_store(&r.ctx_bytes, (uint64_t)gpu->ctx_bytes);
 	if ((fd = open(region_out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 	    0600)) < 0)
 		return GP_EIO;

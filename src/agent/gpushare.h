@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/gpu.h"
+
 #define GP_GPUSHARE_REGION ".gpupool-gpushare"
 #define GP_GPUSHARE_LIB    ".gpupool-cuda.so"
 
@@ -24,12 +26,14 @@ int gp_gpushare_find_lib(char *path, size_t len);
 
 /*
  * Prepares workdir for a job with a fraction: copies lib there and makes
- * the region (limit_bytes: the cap, 0 for none; share_milli: 1..1000).
+ * the region (limit_bytes: the cap, 0 for none; share_milli: 1..1000;
+ * gpu, or NULL: its context's size, charged to each of the job's
+ * processes, and whether the agent will send the job's utilisation).
  * OUT: lib_out, region_out (paths). Returns 0 or GP_E*.
  */
 int gp_gpushare_prepare(const char *workdir, const char *lib,
-    int64_t limit_bytes, int share_milli, char *lib_out, size_t lib_len,
-    char *region_out, size_t region_len);
+    int64_t limit_bytes, int share_milli, const struct gp_gpu_info *gpu,
+    char *lib_out, size_t lib_len, char *region_out, size_t region_len);
 
 struct gp_gpushare_usage {
 	int64_t used_bytes, limit_bytes, peak_bytes;

@@ -18,6 +18,7 @@
 
 #include "agent/agent.h"
 #include "agent/agentd.h"
+#include "agent/ctxprobe.h"
 #include "agent/gpushare.h"
 #include "agent/datacache.h"
 #include "agent/container.h"
@@ -346,7 +347,11 @@ gp_agent_main(int argc, char **argv)
 	int64_t cache_mib = 20 * 1024;
 	sigset_t sigs;
 	const char *spawn_mode;
+	int probe;
 
+	/* A child of gp_ctxprobe_measure, not an agent. */
+	if ((probe = gp_ctxprobe_child()) >= 0)
+		return probe;
 	/*
 	 * An agent that is not root runs its jobs under its own uid (in
 	 * user namespaces of their own): not dumpable, no process of that
@@ -628,6 +633,9 @@ gp_agent_main(int argc, char **argv)
 	if (gp_gpushare_find_lib(ag->gpu_shim, sizeof(ag->gpu_shim)) == 0) {
 		ag->exec_cfg.gpu_shim = ag->gpu_shim;
 		gp_info("gpu sharing enforced lib=%s", ag->gpu_shim);
+		/* Real GPUs: what each process's context takes of one. */
+		if (fake == NULL && ag->gpus.n > 0)
+			gp_ctxprobe_measure(ag->gpus.gpus, ag->gpus.n);
 	} else
 		gp_warn("gpu sharing not enforced: libgpupool-cuda.so not "
 		    "found beside the executable");

@@ -80,7 +80,9 @@ struct gp_net {
 	struct gp_overlay *overlay;	/* gangs across NATs; not owned */
 	/* A non-root agent's: pasta for its jobs (NULL: loopback only). */
 	struct gp_pasta *pasta;
+	/* Why jobs get less than the policy (pasta or nftables failed). */
 	char pasta_why[512];
+	int nft_ok;		/* a root agent's nft works */
 	int ipv6;		/* jobs get IPv6 too (netns6.h) */
 };
 
@@ -1262,10 +1264,21 @@ take_block(struct gp_net *n, const char *work_dir, char *err, size_t errlen)
 		    "of 10.200.0.0/14 is held by another agent", NET_BLOCKS);
 		return GP_ECONFLICT;
 	}
-	if (run(argv, NULL, -1, tables, sizeof(tables)) != 0) {
+	/*
+	 * Without a working nft (not installed, or a kernel without
+	 * nf_tables) there is no table to sweep, and gp_net_new offers
+	 * loopback only.
+	 */
+	n->nft_ok = run(argv, NULL, -1, tables, sizeof(tables)) == 0;
+	if (!n->nft_ok) {
+		size_t len = strlen(tables);
+
+		while (len > 0 && (tables[len - 1] == '\n' ||
+		    tables[len - 1] == ' '))
+			tables[--len] = '\0';
 		snprintf(err, errlen, "nft list tables failed: %.200s (is "
 		    "nftables installed?)", tables);
-		return GP_EIO;
+		tables[0] = '\0';
 	}
 	/* The relays' addresses on lo (dns_sweep). */
 	{
@@ -1329,6 +1342,36 @@ gp_net_sysctl_on(const char *name, const char *what, void (*before)(void),
 	return 0;
 }
 
+/*
+ * A root agent whose egress machinery cannot work here (no nft, a kernel
+ * without nf_tables, forwarding that cannot be turned on) still lends its
+ * GPUs: its jobs get loopback only, as a non-root agent's do without pasta,
+ * and the provider's status and registration say why. Never the host's
+ * network.
+ */
+static void
+root_loopback_only(struct gp_net *n, const char *why)
+{
+	char one[401];
+	size_t i, len;
+
+	/* A tool's error, on one line (it is shown in status). */
+	for (i = len = 0; why[i] != '\0' && len < sizeof(one) - 1; i++)
+		if (why[i] != '\n' || (len > 0 && why[i + 1] != '\0'))
+			one[len++] = why[i] == '\n' ? ' ' : why[i];
+	while (len > 0 && one[len - 1] == ' ')
+		len--;
+	one[len] = '\0';
+	n->offer = GP_NET_NONE;
+	n->ipv6 = 0;
+	n->table[0] = '\0';	/* no table of ours to delete */
+	snprintf(n->pasta_why, sizeof(n->pasta_why), "this host's "
+	    "nftables cannot work (%s): jobs get loopback only", one);
+	n->offer_why = n->pasta_why;
+	gp_warn("job networks: network=%s: %s", gp_net_policy_name(n->policy),
+	    n->pasta_why);
+}
+
 int
 gp_net_new(struct gp_net **out, enum gp_net_policy policy,
     int64_t rate_bps, const char *work_dir, char *err, size_t errlen)
@@ -1374,16 +1417,26 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 		ret = GP_EIO;
 		goto fail;
 	}
+	err[0] = '\0';
 	if ((ret = take_block(n, work_dir, err, errlen)) != 0)
 		goto fail;
 	snprintf(n->table, sizeof(n->table), NET_TABLE_FMT, n->block);
 	if (policy == GP_NET_NONE) {
+		err[0] = '\0';
 		*out = n;
 		return 0;
 	}
-	if ((ret = gp_net_sysctl_on("net.ipv4.ip_forward",
-	    "IPv4 forwarding", NULL, err, errlen)) != 0)
-		goto fail;
+	if (!n->nft_ok) {
+		root_loopback_only(n, err);
+		*out = n;
+		return 0;
+	}
+	if (gp_net_sysctl_on("net.ipv4.ip_forward", "IPv4 forwarding", NULL,
+	    why, sizeof(why)) != 0) {
+		root_loopback_only(n, why);
+		*out = n;
+		return 0;
+	}
 	/* IPv6 where the host has it (a failure costs jobs IPv6 only). */
 	if ((n->ipv6 = gp_net6_egress()) &&
 	    gp_net6_forwarding_on(why, sizeof(why)) != 0) {
@@ -1399,8 +1452,12 @@ gp_net_new(struct gp_net **out, enum gp_net_policy policy,
 	ret = run(argv, b.data, -1, why, sizeof(why));
 	gp_buf_free(&b);
 	if (ret != 0) {
-		snprintf(err, errlen, "nft: %.900s", why);
-		goto fail;
+		char nft[1024];
+
+		snprintf(nft, sizeof(nft), "nft: %.900s", why);
+		root_loopback_only(n, nft);
+		*out = n;
+		return 0;
 	}
 	gp_info("job networks ready policy=%s block=10.%d.%d.0/22 table=%s "
 	    "ipv6=%s", gp_net_policy_name(policy), 200 + n->block / 64,

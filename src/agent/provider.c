@@ -82,6 +82,12 @@ struct pjob {
 	int gpus[GP_GPUS_MAX];
 	int ngpus;
 	int64_t started_mono;
+	/*
+	 * The job's pid namespace (the inode of its init's
+	 * /proc/PID/ns/pid; 0: not known): NVML's pids of the job are
+	 * found by it where no cgroup names the job.
+	 */
+	ino_t pidns;
 	int64_t every_ms;
 	int sig;
 	char dir[PATH_MAX];		/* its checkpoint directory */
@@ -523,7 +529,17 @@ void
 gp_provider_on_started(void *arg, const struct gp_attempt_id *id, pid_t pid)
 {
 	struct gp_provider *p = arg;
+	struct pjob *j;
+	struct stat st, self;
+	char path[64];
 
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	pthread_mutex_lock(&p->lock);
+	/* A namespace of the job's own only (never the agent's). */
+	if ((j = find(p, id)) != NULL && stat(path, &st) == 0 &&
+	    stat("/proc/self/ns/pid", &self) == 0 && st.st_ino != self.st_ino)
+		j->pidns = st.st_ino;
+	pthread_mutex_unlock(&p->lock);
 	gp_reports_on_started(p->ag->reports, id, pid);
 }
 
@@ -1568,9 +1584,22 @@ check_presence(struct gp_provider *p)
  */
 /*
  * The job's SM utilisation from NVML's per-process readings of its GPU
- * (host pids, matched to the job by their cgroup), or -1 when NVML
- * cannot say.
+ * (host pids, matched to the job by their cgroup, or by the job's pid
+ * namespace where no cgroup names it), or -1 when NVML cannot say.
  */
+/* 1 when pid lives in the pid namespace whose inode is ns (0: none). */
+static int
+in_pidns(pid_t pid, ino_t ns)
+{
+	struct stat st;
+	char path[64];
+
+	if (ns == 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	return stat(path, &st) == 0 && st.st_ino == ns;
+}
+
 static int
 job_host_util(const struct pjob *j, const pid_t *pids, const int *util,
     int n)
@@ -1580,6 +1609,9 @@ job_host_util(const struct pjob *j, const pid_t *pids, const int *util,
 	int i, sum = 0;
 	ssize_t len;
 	int fd;
+
+	int matched = 0;
+	char other[128] = "";
 
 	if (n < 0)
 		return -1;
@@ -1592,10 +1624,23 @@ job_host_util(const struct pjob *j, const pid_t *pids, const int *util,
 		if (len <= 0)
 			continue;
 		text[len] = '\0';
-		if (gp_gpushare_cgroup_job(text, &job, &attempt) &&
-		    job == j->id.job_id && attempt == j->id.attempt)
+		if ((gp_gpushare_cgroup_job(text, &job, &attempt) &&
+		    job == j->id.job_id && attempt == j->id.attempt) ||
+		    in_pidns(pids[i], j->pidns)) {
 			sum += util[i];
+			matched++;
+		} else if (other[0] == '\0') {
+			char *nl;
+
+			snprintf(other, sizeof(other), "%.120s", text);
+			while ((nl = strchr(other, '\n')) != NULL)
+				*nl = ' ';
+		}
 	}
+	gp_debug("gpu share reading job=%lld processes=%d ours=%d util=%d "
+	    "first_pid=%d first_util=%d other_cgroup=\"%s\"",
+	    (long long)j->id.job_id, n, matched, sum, n > 0 ? (int)pids[0] : 0,
+	    n > 0 ? util[0] : 0, other);
 	return sum > 100 ? 100 : sum;
 }
 

@@ -58,6 +58,7 @@ typedef struct {			/* CUDA_ARRAY3D_DESCRIPTOR (_v2) */
 /* NVML */
 typedef int nvmlReturn_t;
 #define NVML_SUCCESS 0
+#define NVML_ERROR_NOT_FOUND 6
 typedef void *nvmlDevice_t;
 typedef struct {			/* nvmlMemory_t */
 	unsigned long long total, free, used;

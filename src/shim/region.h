@@ -31,11 +31,17 @@
 #include <sys/types.h>
 
 #define GP_REGION_MAGIC	  0x48535047u	/* "GPSH" */
-#define GP_REGION_VERSION 1u
+#define GP_REGION_VERSION 2u
 #define GP_REGION_SLOTS	  256
 
 /* flags */
 #define GP_REGION_STRICT 0x1u	/* no idle time beyond the share */
+/*
+ * The agent sends the job's utilisation (host_util): the library steers
+ * on those readings alone and never measures its own, which inside the
+ * job's pid namespace would match none of NVML's pids.
+ */
+#define GP_REGION_AGENT_UTIL 0x2u
 
 struct gp_region_slot {
 	_Atomic int32_t pid;		/* 0: free */
@@ -74,6 +80,15 @@ struct gp_region {
 	 */
 	_Atomic uint32_t host_util;
 	_Atomic uint32_t host_util_seq;
+	/*
+	 * What a CUDA context takes of the device's memory (the agent
+	 * measures it on this GPU and driver: tens to hundreds of MiB that
+	 * no allocation call shows). Each process of the job is charged it
+	 * once, when it first uses the device, so that the job's processes
+	 * with their contexts stay within the cap, and the caps of the
+	 * jobs on one GPU within its memory.
+	 */
+	_Atomic uint64_t ctx_bytes;
 	struct gp_region_slot slots[GP_REGION_SLOTS];
 };
 

@@ -221,6 +221,7 @@ create_region(const char *path)
 		return -1;
 	gp_region_init(&r, env_u64("GPUPOOL_SHIM_LIMIT_BYTES", 0),
 	    (uint32_t)env_u64("GPUPOOL_SHIM_SHARE", 1000), 0);
+	atomic_store(&r.ctx_bytes, env_u64("GPUPOOL_SHIM_CTX_BYTES", 0));
 	if ((fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
 		return -1;
 	if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r) ||
@@ -253,6 +254,8 @@ map_region(void)
 		if (r == MAP_FAILED)
 			return warn_once("no memory for a region");
 		gp_region_init(r, limit, (uint32_t)share, 0);
+		atomic_store(&r->ctx_bytes,
+		    env_u64("GPUPOOL_SHIM_CTX_BYTES", 0));
 		region = r;
 		return;
 	}
@@ -271,7 +274,11 @@ map_region(void)
 	region = r;
 }
 
-/* This process's slot, taken on its first allocation (-1: none free). */
+/*
+ * This process's slot (-1: none free), taken when it first uses the
+ * device (an allocation, a memory query, a launch): its context is
+ * charged then.
+ */
 static int
 slot(void)
 {
@@ -289,9 +296,18 @@ slot(void)
 
 			if (atomic_compare_exchange_strong(
 			    &region->slots[i].pid, &zero, (int32_t)pid)) {
+				uint64_t ctx = atomic_load(
+				    &region->ctx_bytes);
+
 				atomic_store(&region->slots[i].start,
 				    gp_region_pid_start(pid));
-				atomic_store(&region->slots[i].used, 0);
+				/*
+				 * The process's context, charged whatever
+				 * the cap: it exists already, and the
+				 * allocations after it are what fail.
+				 */
+				atomic_store(&region->slots[i].used, ctx);
+				atomic_fetch_add(&region->used, ctx);
 				__atomic_store_n(&my_slot, i,
 				    __ATOMIC_RELEASE);
 				break;
@@ -742,15 +758,21 @@ cuArrayDestroy(CUarray a)
 
 /* ---- what the job sees: the cap as the device's memory ---- */
 
-/* OUT: *limit, *used of the job when it has a cap; else 0. */
+/*
+ * OUT: *limit, *used of the job when it has a cap; else 0. cuda: the
+ * caller has a context (cuMemGetInfo), which is charged now if it was
+ * not; NVML's callers (nvidia-smi) have none.
+ */
 static int
-capped(uint64_t *limit, uint64_t *used)
+capped(uint64_t *limit, uint64_t *used, int cuda)
 {
 	if (region == NULL ||
 	    (*limit = atomic_load(&region->limit)) == 0)
 		return 0;
 	/* Not a hot path: show what the dead no longer hold. */
 	gp_region_reap(region);
+	if (cuda)
+		(void)slot();	/* this process's context counts */
 	*used = atomic_load(&region->used);
 	if (*used > *limit)
 		*used = *limit;
@@ -767,7 +789,7 @@ cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 	NOT_FOUND_IF_MISSING(H_MEM_GET_INFO);
 	r = REAL(H_MEM_GET_INFO, CUresult (*)(size_t *, size_t *))(
 	    free_bytes, total_bytes);
-	if (r != CUDA_SUCCESS || !capped(&limit, &used))
+	if (r != CUDA_SUCCESS || !capped(&limit, &used, 1))
 		return r;
 	*total_bytes = limit;
 	if (*free_bytes > limit - used)
@@ -786,7 +808,7 @@ nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, gp_nvml_memory *m)
 		return 13;	/* NVML_ERROR_FUNCTION_NOT_FOUND */
 	r = REAL(H_NVML_MEMORY, nvmlReturn_t (*)(nvmlDevice_t,
 	    gp_nvml_memory *))(dev, m);
-	if (r != NVML_SUCCESS || !capped(&limit, &used))
+	if (r != NVML_SUCCESS || !capped(&limit, &used, 0))
 		return r;
 	m->total = limit;
 	m->used = used;
@@ -805,7 +827,7 @@ nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, gp_nvml_memory_v2 *m)
 		return 13;
 	r = REAL(H_NVML_MEMORY_V2, nvmlReturn_t (*)(nvmlDevice_t,
 	    gp_nvml_memory_v2 *))(dev, m);
-	if (r != NVML_SUCCESS || !capped(&limit, &used))
+	if (r != NVML_SUCCESS || !capped(&limit, &used, 0))
 		return r;
 	m->total = limit;
 	m->used = used;
@@ -828,6 +850,9 @@ nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, gp_nvml_memory_v2 *m)
  * measured utilisation is what makes the share hold.
  */
 #define PERIOD_MS_DEFAULT 100
+#define SAMPLES_MAX 1024	/* NVML's ring of utilisation samples */
+/* An agent that promised readings and sent none for this long: ours. */
+#define AGENT_WAIT_NS (3ULL * 1000000000ULL)
 #define RATE_MAX 1e9
 #define RATE_MIN 1.0
 
@@ -905,27 +930,56 @@ pid_is_job(unsigned int pid)
 	return (pid_t)pid == getpid();
 }
 
-/* The job's utilisation now, percent; -1 when NVML cannot say. */
+/*
+ * The job's utilisation now, percent; -1 when NVML cannot say. When NVML
+ * gives per-process readings, a job none of whose pids is among them
+ * used nothing (a paced job often has no sample at all): the device's
+ * utilisation, other jobs' work, is the answer only where NVML has no
+ * per-process readings. Taking it for ours made a throttled job pace
+ * itself down to nothing on a real GPU.
+ */
 static int
 job_utilisation(unsigned long long *since)
 {
-	gp_nvml_process_sample samples[64];
+	static gp_nvml_process_sample samples[SAMPLES_MAX];
 	gp_nvml_utilization u;
-	unsigned int n = 64, i, sum = 0, matched = 0;
+	unsigned int n = SAMPLES_MAX, i, sum = 0, count = 0;
+	nvmlReturn_t r = 13;	/* NVML_ERROR_FUNCTION_NOT_FOUND */
 
-	if (nvml_proc_util != NULL && nvml_proc_util(nvml_dev, samples, &n,
-	    *since) == NVML_SUCCESS) {
-		for (i = 0; i < n && i < 64; i++) {
+	/*
+	 * NVML keeps a ring of samples per process: the first call (since
+	 * 0) may return more than fit, and a call that fails leaves since
+	 * where it was, so the buffer holds the ring's worth.
+	 */
+	if (nvml_proc_util != NULL)
+		r = nvml_proc_util(nvml_dev, samples, &n, *since);
+	if (r == NVML_SUCCESS) {
+		/* Each process's mean over its samples, summed. */
+		unsigned int pid[16], psum[16], pcount[16], k;
+
+		for (i = 0; i < n && i < SAMPLES_MAX; i++) {
 			if (samples[i].timeStamp > *since)
 				*since = samples[i].timeStamp;
-			if (pid_is_job(samples[i].pid)) {
-				sum += samples[i].smUtil;
-				matched = 1;
+			if (!pid_is_job(samples[i].pid))
+				continue;
+			for (k = 0; k < count && pid[k] != samples[i].pid; k++)
+				;
+			if (k == count) {
+				if (count == 16)
+					continue;
+				pid[count] = samples[i].pid;
+				psum[count] = pcount[count] = 0;
+				count++;
 			}
+			psum[k] += samples[i].smUtil;
+			pcount[k]++;
 		}
-		if (matched)
-			return sum > 100 ? 100 : (int)sum;
+		for (k = 0; k < count; k++)
+			sum += psum[k] / pcount[k];
+		return sum > 100 ? 100 : (int)sum;
 	}
+	if (r == NVML_ERROR_NOT_FOUND)
+		return 0;	/* no process ran since */
 	if (nvml_util != NULL && nvml_util(nvml_dev, &u) == NVML_SUCCESS)
 		return (int)u.gpu;
 	return -1;
@@ -935,8 +989,11 @@ static void *
 controller(void *arg)
 {
 	unsigned long long since = 0;
-	uint64_t last_launches = 0, t_last = now_ns();
+	uint64_t last_launches = 0, t_last = now_ns(), t_start = t_last;
 	uint32_t last_seq = 0, seq;
+
+	/* GPUPOOL_SHIM_TRACE=1: each step on stderr (a job's log). */
+	int trace = env_u64("GPUPOOL_SHIM_TRACE", 0) != 0;
 
 	(void)arg;
 	nvml_open_util();
@@ -960,7 +1017,11 @@ controller(void *arg)
 			util = (int)atomic_load(&region->host_util);
 			fresh = seq != last_seq;
 			last_seq = seq;
-		} else
+		} else if ((atomic_load(&region->flags) &
+		    GP_REGION_AGENT_UTIL) && now_ns() - t_start <
+		    AGENT_WAIT_NS)
+			util = -1;	/* no reading from the agent yet */
+		else	/* our own (an agent that sends none after all) */
 			util = job_utilisation(&since);
 		if (util >= 0)
 			atomic_store(&region->util, (uint32_t)util);
@@ -995,6 +1056,10 @@ controller(void *arg)
 		}
 		bucket.rate = rate;
 		pthread_mutex_unlock(&bucket.lock);
+		if (trace && fresh)
+			fprintf(stderr, "libgpupool-cuda: steer effective=%u "
+			    "util=%d launches/s=%.1f rate=%.1f waited=%d\n",
+			    eff, util, observed, rate, waited);
 	}
 	return NULL;
 }
@@ -1031,6 +1096,9 @@ throttle(void)
 
 	if (region == NULL)
 		return;
+	if (__builtin_expect(__atomic_load_n(&my_slot, __ATOMIC_RELAXED) < 0,
+	    0))
+		(void)slot();	/* a launch before any allocation */
 	atomic_fetch_add_explicit(&region->launches, 1, memory_order_relaxed);
 	if (atomic_load_explicit(&region->effective, memory_order_relaxed) >=
 	    1000 && bucket.rate == 0)

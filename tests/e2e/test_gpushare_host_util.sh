@@ -80,6 +80,33 @@ printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\nproc_util %s 55\n' 
 mv "$FAKECUDA_STATE.new" "$FAKECUDA_STATE"
 wait_show "$j1" "util=55%"
 assert_contains "$CLI_OUT" "share_now=0.500" "a strict job alone on its GPU"
+
+# A job whose cgroup does not name it (a warm sandbox on cgroup v2, which
+# cannot rename a cgroup: how the first real-GPU run lost every reading):
+# job 1's process is moved to cgroups named otherwise, in every hierarchy
+# that named its job; the agent finds it by the job's pid namespace.
+moved=()
+while IFS=: read -r _ ctrl path; do
+	case $path in */gpupool-*) ;; *) continue ;; esac
+	for base in "/sys/fs/cgroup/$ctrl" /sys/fs/cgroup/unified /sys/fs/cgroup; do
+		[ -n "$ctrl" ] || [ "$base" != "/sys/fs/cgroup/" ] || continue
+		[ -e "$base$path/cgroup.procs" ] && break
+		base=
+	done
+	[ -n "$base" ] || continue
+	other="$base/gpupool-e2e-$$/warm"
+	mkdir -p "$other" && echo "$pid" >"$other/cgroup.procs" ||
+	    fail "cannot move job 1's process to $other"
+	moved+=("$base/gpupool-e2e-$$")
+done <"/proc/$pid/cgroup"
+[ ${#moved[@]} -gt 0 ] || fail "no cgroup of job 1 found: $(cat "/proc/$pid/cgroup")"
+grep -q '/gpupool-[^/]*/[0-9]*-[0-9]*' "/proc/$pid/cgroup" &&
+    fail "job 1's process still in a cgroup named after it: $(cat "/proc/$pid/cgroup")"
+printf 'name Fake NVML GPU\ntotal_bytes 1073741824\nutil 50\nproc_util %s 66\n' \
+    "$pid" >"$FAKECUDA_STATE.new"
+mv "$FAKECUDA_STATE.new" "$FAKECUDA_STATE"
+wait_show "$j1" "util=66%"
 cli cancel "$j1"
 wait_final "$j1"
+for d in "${moved[@]}"; do rmdir "$d/warm" "$d" 2>/dev/null; done
 echo ok

@@ -2,7 +2,10 @@
 # The compute share: with a share of 0.5 and the fake GPU reporting 100 %
 # utilisation, libgpupool-cuda.so slows the job's kernel launches; when
 # the utilisation falls to 10 % (under the share) it lets them go again.
-# A job at share 1 (alone, or whole) is never slowed.
+# A job at share 1 (alone, or whole) is never slowed. This fake GPU gives
+# no per-process readings (no_proc_util), so the device's utilisation is
+# the job's; with per-process readings, a job that has none used nothing
+# (test_gpushare_host_util).
 . "$(dirname "$0")/gpushare_lib.sh"
 
 rate_of() { # NTH: the rate of the NTH launchfor line of PROG_OUT
@@ -10,10 +13,10 @@ rate_of() { # NTH: the rate of the NTH launchfor line of PROG_OUT
 	    sed -n "${1}p"
 }
 export GPUPOOL_SHIM_PERIOD_MS=20
-echo "util 100" >"$FAKECUDA_STATE"
+printf "util 100\nno_proc_util 1\n" >"$FAKECUDA_STATE"
 (
 	for _ in $(seq 1 3000); do [ -e "$T/busy-done" ] && break; sleep 0.01; done
-	echo "util 10" >"$FAKECUDA_STATE.new"
+	printf "util 10\nno_proc_util 1\n" >"$FAKECUDA_STATE.new"
 	mv "$FAKECUDA_STATE.new" "$FAKECUDA_STATE"
 	touch "$T/idle"
 ) &
@@ -27,7 +30,7 @@ log "launches in 800 ms: at 100 % utilisation $busy, at 10 % $idle"
 [ "$idle" -gt $((busy * 10 + 100)) ] ||
     fail "launches did not follow the utilisation (busy $busy, idle $idle)"
 
-echo "util 100" >"$FAKECUDA_STATE"
+printf "util 100\nno_proc_util 1\n" >"$FAKECUDA_STATE"
 GPUPOOL_SHIM_SHARE=1000 prog procaddr launchfor:400 launchfor:800
 full=$(rate_of 2)
 [ "$full" -gt $((busy * 10 + 100)) ] ||

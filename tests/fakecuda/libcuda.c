@@ -31,6 +31,36 @@ static _Atomic unsigned long long launches;
 static struct { unsigned long long key, size; } live[LIVE_MAX];
 
 static unsigned long long total_bytes;	/* read at cuInit */
+static unsigned long long ctx_bytes;	/* the same */
+static int ctx_live;		/* this process made a context */
+
+/*
+ * What this process holds on the device, its context included, for the
+ * fake NVML's process list (0 before a context).
+ */
+EXPORT unsigned long long fakecuda_process_bytes(void);
+EXPORT unsigned long long
+fakecuda_process_bytes(void)
+{
+	unsigned long long b;
+
+	pthread_mutex_lock(&lock);
+	b = ctx_live ? used : 0;
+	pthread_mutex_unlock(&lock);
+	return b;
+}
+
+/* A context takes ctx_bytes of the device, once a process. */
+static void
+context_made(void)
+{
+	pthread_mutex_lock(&lock);
+	if (!ctx_live) {
+		ctx_live = 1;
+		used += ctx_bytes;
+	}
+	pthread_mutex_unlock(&lock);
+}
 
 static unsigned long long
 total(void)
@@ -108,7 +138,9 @@ EXPORT CUresult cuInit(unsigned int flags)
 
 	(void)flags;
 	fake_state_read(&s);
-	total_bytes = s.total_bytes;
+	total_bytes = s.total_bytes > s.reserved_bytes ?
+	    s.total_bytes - s.reserved_bytes : 0;
+	ctx_bytes = s.ctx_bytes;
 	initialised = 1;
 	return CUDA_SUCCESS;
 }
@@ -157,6 +189,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
 	(void)d;
 	*c = (CUcontext)(uintptr_t)0x1000;
+	context_made();
 	return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
@@ -169,6 +202,7 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned int flags, CUdevice d)
 	(void)flags;
 	(void)d;
 	*c = (CUcontext)(uintptr_t)0x2000;
+	context_made();
 	return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxSetCurrent(CUcontext c)

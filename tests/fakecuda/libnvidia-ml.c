@@ -5,7 +5,9 @@
  * each call. Memory "used" is 0: the fake driver keeps no cross-process
  * books (the interposition library's NVML answers are what tests check).
  */
+#include <dlfcn.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "state.h"
@@ -104,8 +106,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, struct memory *m)
 	(void)d;
 	fake_state_read(&s);
 	m->total = s.total_bytes;
-	m->used = 0;
-	m->free = s.total_bytes;
+	m->used = s.reserved_bytes;	/* v1: the driver's part is used */
+	m->free = s.total_bytes - s.reserved_bytes;
 	return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d,
@@ -116,9 +118,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d,
 	(void)d;
 	fake_state_read(&s);
 	m->total = s.total_bytes;
-	m->reserved = 0;
+	m->reserved = s.reserved_bytes;
 	m->used = 0;
-	m->free = s.total_bytes;
+	m->free = s.total_bytes - s.reserved_bytes;
 	return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d,
@@ -142,6 +144,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
 	(void)d;
 	(void)since;
 	fake_state_read(&s);
+	if (s.no_proc_util)
+		return 3;	/* NVML_ERROR_NOT_SUPPORTED */
 	if (s.nproc_util == 0)
 		return NVML_ERROR_NOT_FOUND;
 	if (out == NULL || *count < (unsigned)s.nproc_util) {
@@ -163,7 +167,18 @@ processes(unsigned int *count, struct process_info *out)
 	struct fake_state s;
 	unsigned int i;
 
+	unsigned long long (*own)(void);
+	unsigned long long mine = 0;
+	void *p;
+
 	fake_state_read(&s);
+	/* This process, when the fake libcuda in it made a context. */
+	if ((p = dlsym(RTLD_DEFAULT, "fakecuda_process_bytes")) != NULL) {
+		memcpy(&own, &p, sizeof(p));
+		mine = own();
+	}
+	if (mine > 0 && s.nprocs < FAKE_PROCS_MAX)
+		s.procs[s.nprocs++] = (unsigned)getpid();
 	if (*count < (unsigned)s.nprocs || (out == NULL && s.nprocs > 0)) {
 		*count = (unsigned)s.nprocs;
 		return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -171,6 +186,8 @@ processes(unsigned int *count, struct process_info *out)
 	for (i = 0; i < (unsigned)s.nprocs; i++) {
 		memset(&out[i], 0, sizeof(out[i]));
 		out[i].pid = s.procs[i];
+		if (mine > 0 && s.procs[i] == (unsigned)getpid())
+			out[i].usedGpuMemory = mine;
 	}
 	*count = (unsigned)s.nprocs;
 	return NVML_SUCCESS;

@@ -9,6 +9,12 @@
  *   uuid GPU-...              (default GPU-fakecuda-0)
  *   proc_util PID PERCENT     a process's SM utilisation (repeatable)
  *   proc PID                  a process using the GPU (repeatable)
+ *   no_proc_util 1            no per-process utilisation (as drivers or
+ *                             GPUs without it: NVML_ERROR_NOT_SUPPORTED)
+ *   reserved_bytes 503316480  what the driver keeps (default 0): NVML's
+ *                             total includes it, CUDA's does not
+ *   ctx_bytes 67108864        what a process's context takes (default 0),
+ *                             in its CUDA free memory and NVML's list
  *
  * Read again on every query that returns it, so a test changes the
  * readings by rewriting the file (write a temporary file, rename it).
@@ -25,7 +31,10 @@
 
 struct fake_state {
 	unsigned long long total_bytes;
+	unsigned long long reserved_bytes;
+	unsigned long long ctx_bytes;
 	unsigned util;
+	unsigned no_proc_util;
 	char name[96];
 	char uuid[96];
 	int nproc_util;
@@ -54,6 +63,11 @@ fake_state_read(struct fake_state *s)
 		if (nl != NULL)
 			*nl = '\0';
 		if (sscanf(line, "total_bytes %llu", &s->total_bytes) == 1)
+			continue;
+		if (sscanf(line, "reserved_bytes %llu", &s->reserved_bytes) ==
+		    1 || sscanf(line, "ctx_bytes %llu", &s->ctx_bytes) == 1)
+			continue;
+		if (sscanf(line, "no_proc_util %u", &s->no_proc_util) == 1)
 			continue;
 		if (sscanf(line, "util %u", &s->util) == 1)
 			continue;

@@ -42,8 +42,8 @@ static struct gp_sandbox_user user;
 static struct gp_cgroups cgroups;
 static struct gp_containers *containers;
 static struct gp_gpu_info gpus[2] = {
-	{0, "GPU-fake-t-0", "Fake GPU", 16384, 0},
-	{1, "GPU-fake-t-1", "Fake GPU", 16384, 0},
+	{0, "GPU-fake-t-0", "Fake GPU", 16384, 0, 0, 0},
+	{1, "GPU-fake-t-1", "Fake GPU", 16384, 0, 0, 0},
 };
 static int next_id = 1;
 

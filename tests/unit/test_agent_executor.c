@@ -33,8 +33,8 @@ static struct gp_spawner *spawner;
 static struct gp_sandbox_user user;
 static struct gp_cgroups cgroups;
 static struct gp_gpu_info gpus[2] = {
-	{0, "GPU-fake-t-0", "Fake GPU", 16384, 0},
-	{1, "GPU-fake-t-1", "Fake GPU", 16384, 0},
+	{0, "GPU-fake-t-0", "Fake GPU", 16384, 0, 0, 0},
+	{1, "GPU-fake-t-1", "Fake GPU", 16384, 0, 0, 0},
 };
 static char work[] = "/var/tmp/gpupool-test-XXXXXX";
 static char token_file[PATH_MAX + 32];

@@ -77,7 +77,7 @@ TEST(prepare_and_steer)
 	CHECK((f = fopen(src, "w")) != NULL);
 	fputs("not really a library", f);
 	fclose(f);
-	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, lib,
+	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, NULL, lib,
 	    sizeof(lib), region, sizeof(region)), 0);
 	CHECK(access(lib, R_OK) == 0);
 	CHECK_EQ(gp_gpushare_steer(dir, -1, -1, &u), 0);
@@ -114,7 +114,7 @@ TEST(truncated_or_garbled_region)
 	CHECK((f = fopen(src, "w")) != NULL);
 	fputs("not really a library", f);
 	fclose(f);
-	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, lib,
+	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, NULL, lib,
 	    sizeof(lib), region, sizeof(region)), 0);
 	CHECK_EQ(gp_gpushare_steer(dir, -1, -1, &u), 0);
 	CHECK_EQ(truncate(region, 0), 0);
@@ -176,7 +176,7 @@ TEST(region_truncated_while_steered)
 	CHECK((f = fopen(src, "w")) != NULL);
 	fputs("not really a library", f);
 	fclose(f);
-	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, lib,
+	CHECK_EQ(gp_gpushare_prepare(dir, src, 512LL << 20, 500, NULL, lib,
 	    sizeof(lib), region, sizeof(region)), 0);
 	CHECK_EQ(pthread_create(&th, NULL, truncate_loop, &t), 0);
 	for (i = 0; i < 20000; i++) {
