@@ -53,7 +53,8 @@ run_pass() {
 
 # failed_names PASS: the names of PASS's failed tests, at most 8, on one line.
 failed_names() {
-	awk '/^FAIL/ { n++; if (n <= 8) printf "%s%s", (n > 1 ? " " : ""), $2 }
+	awk '/^FAIL/ { sub(/:$/, "", $2); n++
+		if (n <= 8) printf "%s%s", (n > 1 ? " " : ""), $2 }
 	    END { if (n > 8) printf " and %d more", n - 8 }' \
 	    "$summary_dir/$1.fails"
 }
@@ -124,6 +125,9 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
 	make -j"$jobs" fuzz
 	stage="running the fuzz harnesses"
 	mkdir "$summary_dir/fuzz.d"
+	# What a harness finds (crash-*, leak-*, timeout-*: the input) is
+	# kept here, named in its summary lines ("Test unit written to").
+	mkdir -p build-fuzz/artifacts
 	# fuzz_one HARNESS: FUZZ_SECONDS of it on a copy of its corpus; prints
 	# its verdict (and a failure's log) in one write, a failure's
 	# telling lines to summary_dir/fuzz.d; status 1 on FAIL.
@@ -137,6 +141,7 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
 			return 1
 		fi
 		if "$f" -max_total_time="${FUZZ_SECONDS:-10}" -print_final_stats=0 \
+			-artifact_prefix="build-fuzz/artifacts/$name-" \
 			"$work" >"$work.log" 2>&1; then
 			out="ok   fuzz/$name"
 		else

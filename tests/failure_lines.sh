@@ -7,8 +7,9 @@
 # characters, so that a summary of many failures stays short.
 # A line that reports a failure: lib.sh's "FAIL [test]: ..." (and "FAIL
 # (continuing)"), a unit check's "file.c:LINE: ..." (tests/unit/unit.h),
-# a sanitizer's or libFuzzer's report, a crash (lib.sh's cleanup).
-FAILURE_LINE_RE='^FAIL|^[^ ]+\.c:[0-9]+: |ERROR: (Address|Leak|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error:|ERROR: libFuzzer|^SUMMARY: |crashed: signal|Assertion .* failed'
+# a sanitizer's or libFuzzer's report (with where libFuzzer wrote the
+# input, and the input itself when it is short), a crash (lib.sh's cleanup).
+FAILURE_LINE_RE='^FAIL|^[^ ]+\.c:[0-9]+: |ERROR: (Address|Leak|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error:|ERROR: libFuzzer|^SUMMARY: |Test unit written to|^Base64: |crashed: signal|Assertion .* failed'
 
 failure_lines() {
 	local log=$1 n=${2:-4} lines
