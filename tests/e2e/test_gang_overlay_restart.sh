@@ -257,7 +257,10 @@ while :; do
 	*" "[2-9]* | failed* | cancelled* | timeout*)
 		fail "the second gang did not run at once through the overlay ($s): $(grep "job=$g2 " "$T"/agent-*.log | tail -n 6)" ;;
 	esac
-	[ $SECONDS -ge $deadline ] && fail "the second gang is $s after 60 s"
+	if [ $SECONDS -ge $deadline ]; then
+		part_log "$g2" 1
+		fail "the second gang is $s after 60 s: part 1: $LOG"
+	fi
 	sleep 0.3
 done
 part_log "$g2" 0
