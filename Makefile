@@ -1,5 +1,6 @@
 # gpupool: one binary over one library. `make`, `make test`,
-# `make test SANITIZE=1` (ASan+UBSan, in build-asan/), `make fuzz` (clang,
+# `make test SANITIZE=1` (ASan+UBSan, in build-asan/; TEST_PATTERN=WORD
+# runs only the tests whose name has WORD), `make fuzz` (clang,
 # libFuzzer harnesses in build-fuzz/), `make bench`, `make deb` (Debian
 # packages in build/deb/).
 
@@ -173,7 +174,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
 
 test: all
-	BUILD=$(BUILD) tests/run.sh
+	BUILD=$(BUILD) tests/run.sh "$(TEST_PATTERN)"
 
 bench: all
 	BUILD=$(BUILD) bench/run.sh

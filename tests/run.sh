@@ -4,6 +4,11 @@
 # with "N passed, N failed" (and ", N skipped" when some were).
 # Usage: BUILD=build tests/run.sh [PATTERN]
 #
+# GPUPOOL_TEST_SUMMARY=FILE (scripts/test.sh sets it): each FAIL line is
+# also appended to FILE with the few lines of its log that say why
+# (tests/failure_lines.sh), and the counts line ends it, so that a long run
+# can repeat its failures at its very end.
+#
 # Skips: a test that cannot run here exits 77 after printing one line
 # "SKIP <test>: needs <word>: <why>" per thing it left out (tests/unit/unit.h,
 # `skip` in tests/e2e/lib.sh), <word> one of tests/requirements.sh. It is
@@ -15,6 +20,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/requirements.sh
+. tests/failure_lines.sh
 BUILD=${BUILD:-build}
 pattern=${1:-}
 export GPUPOOL_BIN="$PWD/$BUILD/gpupool"
@@ -74,9 +80,18 @@ judge_skip() {
 	return 0
 }
 
+# summarise LINE LOG: LINE and LOG's telling lines to GPUPOOL_TEST_SUMMARY.
+summarise() {
+	[ -n "${GPUPOOL_TEST_SUMMARY:-}" ] || return 0
+	{
+		printf '%s\n' "$1"
+		failure_lines "$2" | sed 's/^/     | /'
+	} >>"$GPUPOOL_TEST_SUMMARY"
+}
+
 # report NAME RC LOG SECONDS: one line for a finished test, and the counts.
 report() {
-	local name=$1 rc=$2 log=$3 secs=$4
+	local name=$1 rc=$2 log=$3 secs=$4 line
 	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 		echo "ok   $name (${secs}s)"
@@ -87,11 +102,13 @@ report() {
 		failed=$((failed + 1))
 		failures+=("$name")
 		if [ "$rc" -eq "$SKIP_STATUS" ]; then
-			echo "FAIL $name (${secs}s): $SKIP_WHY"
+			line="FAIL $name (${secs}s): $SKIP_WHY"
 		else
-			echo "FAIL $name (${secs}s)"
+			line="FAIL $name (${secs}s, status $rc)"
 		fi
+		echo "$line"
 		tail -n 40 "$log" | sed 's/^/     | /'
+		summarise "$line" "$log"
 	fi
 }
 
@@ -150,9 +167,10 @@ if [ ${#failures[@]} -gt 0 ]; then
 else
 	rm -rf "$logdir"
 fi
-if [ "$skipped" -gt 0 ]; then
-	echo "$passed passed, $failed failed, $skipped skipped"
-else
-	echo "$passed passed, $failed failed"
+counts="$passed passed, $failed failed"
+[ "$skipped" -gt 0 ] && counts+=", $skipped skipped"
+echo "$counts"
+if [ -n "${GPUPOOL_TEST_SUMMARY:-}" ]; then
+	echo "counts: $counts" >>"$GPUPOOL_TEST_SUMMARY"
 fi
 [ "$failed" -eq 0 ]

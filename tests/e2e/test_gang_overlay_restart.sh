@@ -79,7 +79,8 @@ ns_of() { [ "$1" = a ] && echo "$GPOVR_HA" || echo "$GPOVR_HB"; }
 # The gang. Part 0 adds what part 1 sends ("add N", then "end N") and
 # answers the sum; part 1 sends "add 20", and in gated mode waits for the
 # test's `go` (its work directory) before "end 22": the right result is
-# 42 (in once mode, "end 7" at once: 7).
+# 42 (in once mode, "end 7" at once: 7). Part 0 ends only once part 1
+# has its last answer (it closes the connection).
 # shellcheck disable=SC2016 # python, not shell
 gang='
 import os, socket, sys, time
@@ -97,6 +98,16 @@ if rank == 0:
         word, n = c.makefile().readline().split()
         total += int(n)
         c.sendall(b"total %d\n" % total)
+        # Part 1 closes once it read the answer: wait for that (bounded)
+        # before going on, and so before this part ends. Its device and
+        # network go the moment it exits (the agent stops them), with an
+        # answer still in flight: part 1 then waits for nothing (seen
+        # through the relay under load: "the second gang is running 1").
+        c.settimeout(30)
+        try:
+            c.recv(1)
+        except OSError:
+            pass
         c.close()
         print("rank0 %s %s from %s" % (word, n, peer[0]), flush=True)
         if word == "end":
@@ -246,7 +257,10 @@ while :; do
 	*" "[2-9]* | failed* | cancelled* | timeout*)
 		fail "the second gang did not run at once through the overlay ($s): $(grep "job=$g2 " "$T"/agent-*.log | tail -n 6)" ;;
 	esac
-	[ $SECONDS -ge $deadline ] && fail "the second gang is $s after 60 s"
+	if [ $SECONDS -ge $deadline ]; then
+		part_log "$g2" 1
+		fail "the second gang is $s after 60 s: part 1: $LOG"
+	fi
 	sleep 0.3
 done
 part_log "$g2" 0

@@ -45,6 +45,11 @@ async function openPort(ctx, page, job, port) {
 
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  // What a page lacked, said: a script or style that failed to load leaves
+  // a page without its app (no #login-form) and nothing else to go by.
+  ctx.on('requestfailed', (r) => console.log(`request failed: ${r.url()} ${r.failure().errorText}`));
+  ctx.on('response', (r) => { if (r.status() >= 400) console.log(`response ${r.status()}: ${r.url()}`); });
+  ctx.on('weberror', (e) => console.log('script error: ' + e.error().message));
   const page = await ctx.newPage();
   await gotoRetrying(page, URL0 + '/');
   await page.waitForSelector('#login-form');
