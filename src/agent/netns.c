@@ -51,6 +51,14 @@
 #define NET_TABLE_FMT "gpupool_%02x"
 #define NET_IF_FMT "gp%02x.%d"
 #define NET_POOL 32		/* namespaces kept for reuse, per policy */
+/*
+ * A gang part that ended keeps its links this long: what it sent just
+ * before it exited (an answer, a last gradient) is still in flight, and
+ * tearing its overlay and namespace down at once drops it, leaving the
+ * other parts waiting. Closed at once when the same part starts again.
+ */
+#define NET_GANG_LINGER_MS 5000
+#define NET_LINGER_MAX	   64
 
 struct gp_net {
 	enum gp_net_policy policy;	/* the owner's */
@@ -84,7 +92,15 @@ struct gp_net {
 	char pasta_why[512];
 	int nft_ok;		/* a root agent's nft works */
 	int ipv6;		/* jobs get IPv6 too (netns6.h) */
+	/* Gang parts that ended, their links kept until linger_until. */
+	struct gp_net_job linger[NET_LINGER_MAX];
+	int64_t linger_until[NET_LINGER_MAX];
+	int nlinger;
 };
+
+static void close_now(struct gp_net *n, struct gp_net_job *j);
+static void gang_unlink(struct gp_net *n, struct gp_net_job *j);
+static void linger_close(struct gp_net *n, int i);
 
 const char *
 gp_net_policy_name(enum gp_net_policy p)
@@ -1477,6 +1493,8 @@ gp_net_free(struct gp_net *n)
 	if (n == NULL)
 		return;
 	n->closing = 1;
+	while (n->nlinger > 0)
+		linger_close(n, n->nlinger - 1);
 	for (p = 0; p < 3; p++)
 		while (n->npool[p] > 0)
 			gp_net_job_close(n, &n->pool[p][--n->npool[p]]);
@@ -1525,10 +1543,37 @@ gp_net_set_overlay(struct gp_net *n, struct gp_overlay *o)
 	n->overlay = o;
 }
 
+/* Closes lingering part i (the last takes its place). */
+static void
+linger_close(struct gp_net *n, int i)
+{
+	gang_unlink(n, &n->linger[i]);
+	close_now(n, &n->linger[i]);
+	n->nlinger--;
+	n->linger[i] = n->linger[n->nlinger];
+	n->linger_until[i] = n->linger_until[n->nlinger];
+}
+
 int64_t
 gp_net_tick(struct gp_net *n, int64_t now)
 {
-	return n != NULL ? gp_overlay_tick(n->overlay, now) : -1;
+	int64_t next, t;
+	int i;
+
+	if (n == NULL)
+		return -1;
+	next = gp_overlay_tick(n->overlay, now);
+	for (i = 0; i < n->nlinger;) {
+		if (n->linger_until[i] <= now) {
+			linger_close(n, i);
+			continue;
+		}
+		t = n->linger_until[i] - now;
+		if (next < 0 || t < next)
+			next = t;
+		i++;
+	}
+	return next;
 }
 
 /* ---- one job ---- */
@@ -1824,6 +1869,17 @@ gp_net_job_open(struct gp_net *n, enum gp_net_policy want,
 	if (gang != NULL && gp_net_gangs(n) && gang->parts > 1 &&
 	    gang->parts <= 64 && gang->part >= 0 && gang->part < gang->parts)
 		r.gang = 1;
+	/* The same part again (a new attempt): its old links go first. */
+	if (r.gang) {
+		int i;
+
+		for (i = 0; i < n->nlinger;)
+			if (n->linger[i].gang_job == gang->job_id &&
+			    n->linger[i].gang_part == gang->part)
+				linger_close(n, i);
+			else
+				i++;
+	}
 	/* A gang's part gets a namespace of its own, never a kept one. */
 	if (!r.gang && n->npool[r.policy] > 0) {
 		int64_t sent, received;
@@ -1993,6 +2049,13 @@ gp_net_job_close(struct gp_net *n, struct gp_net_job *j)
 	if (j->pasta > 0 && n->pasta != NULL) {
 		gp_pasta_job_stop(n->pasta, j->pasta);
 		j->pasta = 0;
+	}
+	if (gang && n->root && !n->closing && n->nlinger < NET_LINGER_MAX) {
+		n->linger_until[n->nlinger] = gp_mono_ms() +
+		    NET_GANG_LINGER_MS;
+		n->linger[n->nlinger++] = *j;
+		gp_net_job_init(j);
+		return;
 	}
 	if (gang)
 		gang_unlink(n, j);

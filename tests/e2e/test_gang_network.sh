@@ -151,4 +151,57 @@ while ip route | grep -q "^10\.204\."; do
 	[ $SECONDS -ge $deadline ] && fail "a gang route is still there: $(ip route | grep '^10\.204\.')"
 	sleep 0.2
 done
+
+# A part that sends its last bytes and exits at once: they still arrive.
+# Part 1 reads only a second after it connected, so part 0 has exited
+# with most of them still in its socket's buffer; its links are kept a
+# moment after it ends (netns.c, NET_GANG_LINGER_MS), where tearing them
+# down at once lost those bytes and left part 1 waiting.
+# shellcheck disable=SC2016 # python, not shell
+last='
+import os, socket, time
+rank = int(os.environ["RANK"])
+master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+n = 400 * 1024
+if rank == 0:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", master[1]))
+    srv.listen(1)
+    srv.settimeout(90)
+    c, _ = srv.accept()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    c.sendall(b"x" * n)
+    print("rank0 sent %d, exiting" % n, flush=True)
+    os._exit(0)
+else:
+    end = time.monotonic() + 60
+    while True:
+        try:
+            s = socket.create_connection(master, timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+    time.sleep(1)
+    s.settimeout(20)
+    got = 0
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += len(b)
+    except OSError as e:
+        print("rank1 error %s" % type(e).__name__, flush=True)
+    print("rank1 received %d of %d" % (got, n), flush=True)
+'
+submit --nodes 2 --gpus-per-node 1 --time 3m -- "$PY" -c "$last"
+ljob=$JOB
+wait_final "$ljob" 120
+cli logs --part 1 "$ljob"
+log "part 1: $(printf '%s' "$CLI_OUT" | tr '\n' ' ')"
+assert_contains "$CLI_OUT" "rank1 received 409600 of 409600" \
+    "the last bytes of a part that exited"
 echo ok
