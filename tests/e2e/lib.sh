@@ -1055,6 +1055,14 @@ browser_netns() {
 		return 0
 	fi
 	netns_create browser
+	# No IPv6 on its link: its address's duplicate detection ends a
+	# second or two after the link is up, and Chromium takes that event
+	# for a network change and aborts what it is loading
+	# (net::ERR_NETWORK_CHANGED: test_interactive_proxy_tls under ASan).
+	ip netns exec "${NETNS_OF[browser]}" sysctl -qw \
+	    net.ipv6.conf.default.disable_ipv6=1 \
+	    net.ipv6.conf.veth0.disable_ipv6=1 >/dev/null 2>&1 ||
+	    log "browser_netns: IPv6 stays on its link (sysctl failed)"
 	for p in "$@"; do
 		for where in host inside; do
 			logf="$T/relay-browser-$where-$p.log"
