@@ -23,19 +23,36 @@ gang_start_a2
 wait_node_up a1
 wait_node_up a2
 
+# What both gangs of this test share: part 0 listens on MASTER_PORT, the
+# other part connects to it (retrying until part 0 listens, 60 s at most).
 # shellcheck disable=SC2016 # python, not shell
-gang='
+rendezvous='
 import os, socket, sys, time
 rank = int(os.environ["RANK"])
 master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
-print("rank=%d master=%s:%d gloo_if=%s" % (rank, master[0], master[1],
-      os.environ.get("GLOO_SOCKET_IFNAME")), flush=True)
-if rank == 0:
+def listen_master(backlog):
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("0.0.0.0", master[1]))
-    srv.listen(16)
+    srv.listen(backlog)
     srv.settimeout(90)
+    return srv
+def connect_master():
+    end = time.monotonic() + 60
+    while True:
+        try:
+            return socket.create_connection(master, timeout=2)
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+'
+# shellcheck disable=SC2016 # python, not shell
+gang=$rendezvous'
+print("rank=%d master=%s:%d gloo_if=%s" % (rank, master[0], master[1],
+      os.environ.get("GLOO_SOCKET_IFNAME")), flush=True)
+if rank == 0:
+    srv = listen_master(16)
     c, peer = srv.accept()
     addr, port = c.recv(200).decode().split()
     print("rank 1 says it listens on %s:%s (from %s)" % (addr, port, peer[0]), flush=True)
@@ -57,15 +74,7 @@ else:
     lst.bind(("0.0.0.0", 0))
     lst.listen(4)
     lst.settimeout(60)
-    end = time.monotonic() + 60
-    while True:
-        try:
-            s = socket.create_connection(master, timeout=2)
-            break
-        except OSError as e:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.2)
+    s = connect_master()
     mine = s.getsockname()[0]
     s.sendall(("%s %d" % (mine, lst.getsockname()[1])).encode())
     c, peer = lst.accept()
@@ -158,32 +167,16 @@ done
 # moment after it ends (netns.c, NET_GANG_LINGER_MS), where tearing them
 # down at once lost those bytes and left part 1 waiting.
 # shellcheck disable=SC2016 # python, not shell
-last='
-import os, socket, time
-rank = int(os.environ["RANK"])
-master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+last=$rendezvous'
 n = 400 * 1024
 if rank == 0:
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", master[1]))
-    srv.listen(1)
-    srv.settimeout(90)
-    c, _ = srv.accept()
+    c, _ = listen_master(1).accept()
     c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
     c.sendall(b"x" * n)
     print("rank0 sent %d, exiting" % n, flush=True)
     os._exit(0)
 else:
-    end = time.monotonic() + 60
-    while True:
-        try:
-            s = socket.create_connection(master, timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.2)
+    s = connect_master()
     time.sleep(1)
     s.settimeout(20)
     got = 0
